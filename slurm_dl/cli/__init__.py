@@ -1,0 +1,1 @@
+"""Command-line interfaces: ``slurm-dl`` for admins, ``dlsubmit`` for users."""

@@ -1,0 +1,23 @@
+"""``slurm-dl config check FILE``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..config import load_config
+from .common import expected_errors
+
+app = typer.Typer(help="Site configuration files.", no_args_is_help=True)
+
+
+@app.command("check")
+def check(file: Path = typer.Argument(..., help="site config TOML file")) -> None:
+    """Validate a site config; print a summary or every problem with its key path."""
+    with expected_errors():
+        cfg = load_config(file)
+    typer.echo(
+        f"{file}: OK — site {cfg.site.name!r}, {len(cfg.node_groups)} node group(s), "
+        f"{cfg.total_gpus} GPUs ({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}"
+    )

@@ -1,0 +1,24 @@
+"""``slurm-dl``: the admin CLI. Each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from . import config_cmd
+
+app = typer.Typer(
+    name="slurm-dl",
+    help="Deep-learning GPU scheduling on Slurm: site config, simulator, testbed, filter, prioritizer.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(config_cmd.app, name="config")
+# Command groups register below, one line each.
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,53 @@
+"""The project's exception types.
+
+Each subclasses the builtin it refines, so callers can catch either the precise type or the
+broad one. Slurm failures never escape as ``subprocess.CalledProcessError``.
+"""
+
+from __future__ import annotations
+
+
+class SlurmDLError(Exception):
+    """Base class for every error slurm-dl raises on purpose."""
+
+
+class ConfigError(SlurmDLError, ValueError):
+    """A site configuration file is missing, unreadable or invalid.
+
+    ``problems`` lists one line per problem: the key path, the bad value and what is allowed.
+    """
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{source}: invalid site configuration:\n{lines}")
+
+
+class TraceError(SlurmDLError, ValueError):
+    """A trace file cannot be read: names the file, the line and the problem."""
+
+
+class SlurmError(SlurmDLError, RuntimeError):
+    """A Slurm command or library call failed; carries Slurm's own message."""
+
+    def __init__(self, message: str, *, command: list[str] | None = None, returncode: int | None = None):
+        self.command = command
+        self.returncode = returncode
+        super().__init__(message)
+
+
+class SlurmUnavailableError(SlurmError, ConnectionError):
+    """slurmctld cannot be reached (down, restarting, wrong SLURM_CONF). Callers may retry."""
+
+
+class SlurmNotInstalledError(SlurmError, FileNotFoundError):
+    """The Slurm client commands or daemons are not installed on this machine."""
+
+
+class JobNotFoundError(SlurmError, LookupError):
+    """A job id that Slurm does not know."""
+
+
+class TestbedError(SlurmDLError, RuntimeError):
+    """The local test cluster could not be started, stopped or inspected."""
