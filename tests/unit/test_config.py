@@ -1,0 +1,170 @@
+"""Site configuration: every shipped example loads; bad files name the key path, the value and the rule."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from slurm_dl.cli.main import app
+from slurm_dl.config import load_config, parse_config
+from slurm_dl.errors import ConfigError
+from slurm_dl.model import JobClass
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "site-configs").glob("*.toml"))
+
+
+def _testbed() -> dict:
+    return tomllib.loads((REPO / "site-configs" / "testbed.toml").read_text())
+
+
+def _problems(data: dict) -> list[str]:
+    with pytest.raises(ConfigError) as ei:
+        parse_config(data, "site.toml")
+    return ei.value.problems
+
+
+def test_there_are_at_least_three_examples() -> None:
+    names = {p.stem for p in EXAMPLES}
+    assert {"testbed", "university-small", "large-hetero"} <= names
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_loads(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg.total_gpus > 0
+    assert set(cfg.classes) == set(JobClass)
+    for g in cfg.node_groups:
+        assert g.gpu_type in cfg.gpu_type_names
+
+
+def test_testbed_matches_the_local_cluster() -> None:
+    cfg = load_config(REPO / "site-configs" / "testbed.toml")
+    assert cfg.total_gpus == 32 and cfg.max_gpus_per_node == 8
+    assert cfg.gpu_type_names == ["h100"]
+    # short enough to watch LAS demotion and preemption within a minute
+    assert cfg.policy.las.thresholds_gpu_s[0] <= 60
+    assert cfg.preemption.grace_seconds <= 30
+
+
+def test_named_class_overrides_merge_with_defaults() -> None:
+    cfg = load_config(REPO / "site-configs" / "testbed.toml")
+    assert cfg.classes[JobClass.TRAIN].default_time_minutes == 60
+    # a field the file does not set keeps its default
+    assert cfg.classes[JobClass.TRAIN].preemptible is True
+    assert cfg.classes[JobClass.SERVE].preemptible is False
+
+
+def test_thresholds_out_of_order_name_the_key_and_value() -> None:
+    d = _testbed()
+    d["policy"]["las"]["thresholds_gpu_s"] = [100, 50]
+    (p,) = _problems(d)
+    assert p.startswith("policy.las.thresholds_gpu_s: got [100, 50]")
+    assert "strictly increasing" in p
+
+
+@pytest.mark.parametrize("value", [0, -1.5])
+def test_non_positive_half_life_is_an_error(value: float) -> None:
+    d = _testbed()
+    d["policy"]["fairshare"]["half_life_hours"] = value
+    (p,) = _problems(d)
+    assert p.startswith(f"policy.fairshare.half_life_hours: got {value}")
+    assert "greater than 0" in p
+
+
+def test_unknown_gpu_type_in_a_node_group() -> None:
+    d = _testbed()
+    d["node_groups"][0]["gpu_type"] = "a9000"
+    (p,) = _problems(d)
+    assert "node_groups[0].gpu_type" in p and "'a9000'" in p and "h100" in p
+
+
+def test_unknown_key_is_an_error_not_ignored() -> None:
+    d = _testbed()
+    d["preemption"]["grace_secnds"] = 10
+    (p,) = _problems(d)
+    assert p.startswith("preemption.grace_secnds: unknown key")
+
+
+def test_several_problems_are_reported_together() -> None:
+    d = _testbed()
+    d["policy"]["las"]["thresholds_gpu_s"] = []
+    d["prioritizer"]["interval_seconds"] = -3
+    d["filter"]["failure_mode"] = "maybe"
+    probs = _problems(d)
+    assert len(probs) == 3
+    assert any(p.startswith("filter.failure_mode: got 'maybe'") and "'accept'" in p for p in probs)
+
+
+def test_usr1_is_refused_for_preemption() -> None:
+    d = _testbed()
+    d["preemption"]["signal"] = "USR1"
+    (p,) = _problems(d)
+    assert "NCCL" in p
+
+
+def test_filter_timeout_cannot_exceed_200ms() -> None:
+    d = _testbed()
+    d["filter"]["timeout_ms"] = 1000
+    (p,) = _problems(d)
+    assert p.startswith("filter.timeout_ms: got 1000")
+
+
+def test_default_time_over_max_for_a_class() -> None:
+    d = _testbed()
+    d["classes"]["train"] = {"default_time_minutes": 600, "max_time_minutes": 60}
+    (p,) = _problems(d)
+    assert p.startswith("classes.train") and "exceeds max_time_minutes" in p
+
+
+def test_unknown_job_class_is_an_error() -> None:
+    d = _testbed()
+    d["classes"]["batchy"] = {"weight": 2.0}
+    probs = _problems(d)
+    assert any("classes.batchy" in p for p in probs)
+
+
+def test_combined_component_in_two_tiers() -> None:
+    d = _testbed()
+    d["policy"]["combined"]["tiers"] = [["las"], ["las", "fairshare"]]
+    (p,) = _problems(d)
+    assert "more than one tier" in p
+
+
+def test_bad_hostlist() -> None:
+    d = _testbed()
+    d["node_groups"][0]["nodes"] = "gpu[04-01]"
+    (p,) = _problems(d)
+    assert p.startswith("node_groups[0].nodes") and "descending range" in p
+
+
+def test_topology_from_config_must_name_known_nodes(tmp_path: Path) -> None:
+    d = tomllib.loads((REPO / "site-configs" / "university-small.toml").read_text())
+    d["topology"]["switches"][0]["nodes"] = "zz[1-2]"
+    (p,) = _problems(d)
+    assert "topology.switches[0].nodes" in p and "zz1" in p
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[site\nname = 1\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+
+
+def test_config_check_cli(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(app, ["config", "check", str(REPO / "site-configs" / "testbed.toml")])
+    assert ok.exit_code == 0 and "OK" in ok.output and "32 GPUs" in ok.output
+    bad = tmp_path / "bad.toml"
+    d = (REPO / "site-configs" / "testbed.toml").read_text().replace("half_life_hours = 1.0", "half_life_hours = 0")
+    bad.write_text(d)
+    res = runner.invoke(app, ["config", "check", str(bad)])
+    assert res.exit_code == 1
+    assert "policy.fairshare.half_life_hours: got 0" in res.output
+    assert "Traceback" not in res.output
