@@ -4,6 +4,15 @@ A policy is pure: given jobs, a :class:`PolicyContext` (``now``, the ledger, the
 cluster size) it returns an order (first = should run first) and scores in ``[0, 1]``
 (higher = more urgent). The daemon maps scores onto SiteFactor levels; the simulator uses the
 order; the combined policy sums weighted scores within tiers.
+
+``discipline`` tells a scheduler how to apply the order:
+
+* ``"strict"``     — head-of-line blocking: the pass stops at the first job that does not fit;
+* ``"firstfit"``   — jobs that do not fit are skipped, later ones may start;
+* ``"backfill"``   — Slurm-like EASY backfill: later jobs may start if they do not delay the
+  head job's reservation (computed from time limits);
+* ``"preemptive"`` — pending and running jobs are ranked together; running jobs that are not
+  selected are preempted.
 """
 
 from __future__ import annotations
@@ -18,6 +27,8 @@ if TYPE_CHECKING:
     from ..config import SiteConfig
     from ..ledger import Ledger
 
+DISCIPLINES = ("strict", "firstfit", "backfill", "preemptive")
+
 
 @dataclass(slots=True)
 class PolicyContext:
@@ -31,13 +42,15 @@ class PolicyContext:
 
 
 class PriorityPolicy(ABC):
-    """Orders or scores jobs. Subclasses set ``name`` and say whether they preempt.
+    """Orders or scores jobs. Subclasses set ``name`` and ``discipline``.
 
-    ``preemptive``: a running job may be displaced by a pending job that orders before it.
+    ``preemptive``: a running job may be displaced by a pending job that orders before it
+    (true exactly when ``discipline == "preemptive"``).
     ``oracle``: the policy reads ``Job.duration`` (true run time) — simulator only.
     """
 
     name: ClassVar[str]
+    discipline: ClassVar[str] = "strict"
     preemptive: ClassVar[bool] = False
     oracle: ClassVar[bool] = False
 
@@ -45,15 +58,38 @@ class PriorityPolicy(ABC):
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         """Sort key; smaller runs first. Must end in a deterministic tie-break (submit, id)."""
 
+    def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
+        """Earliest time after ``ctx.now`` at which ``key(job)`` can change on its own.
+
+        For a running job this is e.g. when its attained service crosses the next LAS
+        threshold; for a pending job, e.g. when the starvation guard promotes it. The
+        event-driven simulator schedules these as events. ``None`` = never (the key only
+        changes when the job's state changes).
+        """
+        return None
+
     def order(self, jobs: Sequence[Job], ctx: PolicyContext) -> list[Job]:
-        return sorted(jobs, key=lambda j: self.key(j, ctx))
+        key = self.key
+        return sorted(jobs, key=lambda j: key(j, ctx))
 
     def scores(self, jobs: Sequence[Job], ctx: PolicyContext) -> dict[int, float]:
         """Urgency in [0, 1] per job id (1 = most urgent). Default: rank-based from ``order``."""
-        ordered = self.order(jobs, ctx)
-        n = len(ordered)
-        if n == 0:
-            return {}
-        if n == 1:
-            return {ordered[0].job_id: 1.0}
-        return {j.job_id: 1.0 - i / (n - 1) for i, j in enumerate(ordered)}
+        return rank_scores(self.order(jobs, ctx))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.discipline}>"
+
+
+def rank_scores(ordered: Sequence[Job]) -> dict[int, float]:
+    """Scores from an order: first job 1.0, last 0.0, evenly spaced."""
+    n = len(ordered)
+    if n == 0:
+        return {}
+    if n == 1:
+        return {ordered[0].job_id: 1.0}
+    return {j.job_id: 1.0 - i / (n - 1) for i, j in enumerate(ordered)}
+
+
+def tie_break(job: Job) -> tuple[float, int]:
+    """The shared last word of every key: submit time, then job id (trace row order)."""
+    return (job.submit_time, job.job_id)
