@@ -1,0 +1,85 @@
+"""``slurm-dl testbed up|down|status|env --dir DIR``: the local GPU test cluster."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+
+from ..testbed import Testbed
+from ..testbed.conf import render_env_exports
+from .common import expected_errors, fail
+
+app = typer.Typer(help="A real local Slurm test cluster with fake GPUs.", no_args_is_help=True)
+
+DirOption = typer.Option(Path(".testbed"), "--dir", help="state directory (conf, logs, spool, pids, devices)")
+
+
+@app.command("up")
+def up(
+    dir: Path = DirOption,
+    nodes: int = typer.Option(4, "--nodes", min=1, max=99, help="number of slurmd nodes"),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=0, max=64, help="fake GPUs per node"),
+    gpu_type: str = typer.Option("h100", "--gpu-type", help="GPU type name in Gres (gpu:TYPE:N)"),
+    accounting: bool = typer.Option(False, "--accounting", help="add slurmdbd with a private MariaDB (not available yet)"),
+    as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
+) -> None:
+    """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle."""
+    if accounting:
+        raise fail("--accounting (slurmdbd with a private MariaDB) is not implemented in this testbed yet")
+    with expected_errors():
+        tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type)
+        t0 = time.monotonic()
+        status = tb.up()
+        took = time.monotonic() - t0
+    if as_json:
+        typer.echo(json.dumps({**status.to_dict(), "seconds": round(took, 3)}))
+        return
+    typer.echo(
+        f"testbed up in {took:.1f} s: {len(status.nodes)} nodes x {gpus_per_node} {gpu_type} GPUs "
+        f"under {tb.state_dir}"
+    )
+    typer.echo(f'use it:  eval "$(slurm-dl testbed env --dir {dir})"; sinfo; sbatch --gpus=2 --wrap "echo \$CUDA_VISIBLE_DEVICES"')
+    typer.echo(f"stop it: slurm-dl testbed down --dir {dir}")
+
+
+@app.command("down")
+def down(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Stop every process started for DIR (daemons, job steps), also after a crash."""
+    with expected_errors():
+        tb = Testbed(dir)
+        stopped = tb.down()
+    if as_json:
+        typer.echo(json.dumps({"state_dir": str(tb.state_dir), "stopped_pids": stopped}))
+    else:
+        typer.echo(f"testbed {tb.state_dir}: stopped {len(stopped)} process(es)")
+
+
+@app.command("status")
+def status(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Which daemons run and what state slurmctld reports for each node. Exit 1 when not up."""
+    with expected_errors():
+        st = Testbed(dir).status()
+    if as_json:
+        typer.echo(json.dumps(st.to_dict()))
+    else:
+        if not st.daemons:
+            typer.echo(f"testbed {st.state_dir}: never started")
+        for name, pid in st.daemons.items():
+            typer.echo(f"{name:<16} {'running pid ' + str(pid) if pid else 'not running'}")
+        for node, state in st.nodes.items():
+            typer.echo(f"node {node:<11} {state}")
+    if not st.up:
+        raise typer.Exit(1)
+
+
+@app.command("env")
+def env(dir: Path = DirOption) -> None:
+    """Print `export SLURM_CONF=...` lines: eval "$(slurm-dl testbed env --dir DIR)"."""
+    with expected_errors():
+        tb = Testbed(dir)
+        if not tb.slurm_conf.exists():
+            raise fail(f"no testbed at {tb.state_dir} (run `slurm-dl testbed up --dir {dir}` first)")
+    typer.echo(render_env_exports(tb.exports()), nl=False)

@@ -1,0 +1,23 @@
+"""A real local Slurm test cluster: one slurmctld and N slurmd on 127.0.0.1 with fake GPUs.
+
+    tb = Testbed(Path(state_dir), nodes=4, gpus_per_node=8, gpu_type="h100")
+    tb.up(); env = tb.env(); ...; tb.down()
+
+Modules: ``conf`` (pure: parameters -> slurm.conf/gres.conf/topology.conf text), ``process``
+(start/stop by pid, marker-checked), ``install`` (finding Slurm), ``client`` (node states and
+submit-and-wait helpers), ``cluster`` (the ``Testbed`` itself).
+"""
+
+from .client import job_fields, submit, wait_for_job_state
+from .cluster import Testbed, TestbedStatus
+from .conf import ClusterParams, TestbedLayout
+
+__all__ = [
+    "ClusterParams",
+    "Testbed",
+    "TestbedLayout",
+    "TestbedStatus",
+    "job_fields",
+    "submit",
+    "wait_for_job_state",
+]

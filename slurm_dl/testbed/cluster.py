@@ -1,0 +1,303 @@
+"""``Testbed``: a real local Slurm (one slurmctld, N slurmd) under one state directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import SlurmError, TestbedError
+from . import process
+from .client import node_states
+from .conf import (
+    PASS_THROUGH_JOB_SUBMIT_LUA,
+    ClusterParams,
+    TestbedLayout,
+    render_env,
+    render_gres_conf,
+    render_slurm_conf,
+    render_topology_conf,
+)
+from .install import find_slurm, require_root
+
+READY_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class TestbedStatus:
+    """Which daemons run (name -> pid or None) and the node states slurmctld reports."""
+
+    __test__ = False
+
+    state_dir: Path
+    daemons: dict[str, int | None]
+    nodes: dict[str, str]
+
+    @property
+    def up(self) -> bool:
+        return bool(self.daemons) and all(pid is not None for pid in self.daemons.values())
+
+    @property
+    def any_running(self) -> bool:
+        return any(pid is not None for pid in self.daemons.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "state_dir": str(self.state_dir),
+            "up": self.up,
+            "daemons": self.daemons,
+            "nodes": self.nodes,
+        }
+
+
+class Testbed:
+    """A local GPU test cluster. ``up`` is idempotent; ``down`` stops everything it started.
+
+    ``ctld_port``/``node_ports`` pin the ports (otherwise free ones are picked at each cold start).
+    """
+
+    __test__ = False
+
+    def __init__(
+        self,
+        state_dir: Path | str,
+        nodes: int = 4,
+        gpus_per_node: int = 8,
+        gpu_type: str = "h100",
+        *,
+        ctld_port: int | None = None,
+        node_ports: list[int] | None = None,
+        job_submit_lua: bool = True,
+        extra_conf: tuple[str, ...] = (),
+    ):
+        self.layout = TestbedLayout(Path(state_dir).resolve())
+        self.nodes = nodes
+        self.gpus_per_node = gpus_per_node
+        self.gpu_type = gpu_type
+        self.ctld_port = ctld_port
+        self.node_ports = list(node_ports) if node_ports is not None else None
+        self.job_submit_lua = job_submit_lua
+        self.extra_conf = tuple(extra_conf)
+        # Validate the shape now (a bad shape is an error before anything starts).
+        try:
+            ClusterParams(nodes, gpus_per_node, gpu_type, 1, tuple(range(2, nodes + 2)))
+        except ValueError as e:
+            raise TestbedError(f"testbed {self.layout.root}: {e}") from None
+
+    # -- paths and environment -------------------------------------------------------------
+    @property
+    def state_dir(self) -> Path:
+        return self.layout.root
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.layout.conf_dir
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.layout.slurm_conf
+
+    def env(self) -> dict[str, str]:
+        """Environment for Slurm clients: the current one plus ``SLURM_CONF`` of this cluster."""
+        env = dict(os.environ)
+        env.update(render_env(self.layout))
+        return env
+
+    def exports(self) -> dict[str, str]:
+        """Only the variables a shell must export to talk to this cluster."""
+        return render_env(self.layout)
+
+    def params(self) -> ClusterParams | None:
+        """The parameters of the last start, or None if never started."""
+        try:
+            return ClusterParams.from_dict(json.loads(self.layout.params_file.read_text()))
+        except (OSError, ValueError, KeyError):
+            return None
+
+    # -- status ------------------------------------------------------------------------------
+    def _daemon_names(self, params: ClusterParams) -> list[str]:
+        return ["slurmctld", *(f"slurmd-{n}" for n in params.node_names)]
+
+    def _running_pid(self, name: str) -> int | None:
+        pid = process.read_pid(self.layout.daemon_pid(name))
+        if pid is not None and process.belongs_to(pid, self.layout.root):
+            return pid
+        return None
+
+    def status(self) -> TestbedStatus:
+        params = self.params()
+        if params is None:
+            return TestbedStatus(self.layout.root, {}, {})
+        daemons = {name: self._running_pid(name) for name in self._daemon_names(params)}
+        nodes: dict[str, str] = {}
+        if daemons.get("slurmctld"):
+            try:
+                nodes = node_states(self.env())
+            except SlurmError:
+                nodes = {}
+        return TestbedStatus(self.layout.root, daemons, nodes)
+
+    # -- up ----------------------------------------------------------------------------------
+    def up(self, timeout: float = READY_TIMEOUT_S) -> TestbedStatus:
+        """Start the cluster and wait until every node is idle. Already up: returns at once."""
+        binaries = find_slurm()
+        require_root()
+        current = self.status()
+        if current.up:
+            self._check_same_shape(current)
+            return current
+        if current.any_running:
+            # A half-dead cluster (a daemon crashed): stop the rest and start clean.
+            self.down()
+        params = self._choose_params()
+        self._write_files(params)
+        env = self.env()
+        ctld_argv = (binaries.slurmctld, "-D", "-f", str(self.layout.slurm_conf))
+        started = {"slurmctld": process.start(
+            process.Daemon("slurmctld", ctld_argv), self.layout.root,
+            self.layout.daemon_log("slurmctld.stdout"), self.layout.daemon_pid("slurmctld"), env,
+        )}
+        for name in params.node_names:
+            argv = (binaries.slurmd, "-D", "-N", name, "-f", str(self.layout.slurm_conf))
+            daemon = f"slurmd-{name}"
+            started[daemon] = process.start(
+                process.Daemon(daemon, argv), self.layout.root,
+                self.layout.daemon_log(f"{daemon}.stdout"), self.layout.daemon_pid(daemon), env,
+            )
+        try:
+            self._wait_ready(params, started, timeout)
+        except BaseException:
+            self.down()
+            raise
+        return self.status()
+
+    def _check_same_shape(self, current: TestbedStatus) -> None:
+        params = self.params()
+        assert params is not None
+        wanted = (self.nodes, self.gpus_per_node, self.gpu_type)
+        have = (params.nodes, params.gpus_per_node, params.gpu_type)
+        if wanted != have:
+            raise TestbedError(
+                f"testbed {self.layout.root} is already up with {have[0]} nodes x {have[1]} {have[2]} GPUs; "
+                f"run `slurm-dl testbed down --dir {self.layout.root}` before asking for "
+                f"{wanted[0]} x {wanted[1]} {wanted[2]}"
+            )
+
+    def _choose_params(self) -> ClusterParams:
+        count = self.nodes + 1
+        if self.ctld_port is not None or self.node_ports is not None:
+            ctld = self.ctld_port if self.ctld_port is not None else process.pick_free_ports(1)[0]
+            nports = self.node_ports if self.node_ports is not None else process.pick_free_ports(self.nodes)
+            ports = [ctld, *nports]
+            taken = [p for p in ports if not process.port_free(p)]
+            if taken:
+                raise TestbedError(
+                    f"testbed {self.layout.root}: port(s) {', '.join(map(str, taken))} already in use "
+                    f"(another Slurm or service listens there); choose other ports or stop that process"
+                )
+        else:
+            ports = process.pick_free_ports(count)
+        try:
+            return ClusterParams(
+                nodes=self.nodes,
+                gpus_per_node=self.gpus_per_node,
+                gpu_type=self.gpu_type,
+                ctld_port=ports[0],
+                node_ports=tuple(ports[1:]),
+                job_submit_lua=self.job_submit_lua,
+                extra_conf=self.extra_conf,
+            )
+        except ValueError as e:
+            raise TestbedError(f"testbed {self.layout.root}: {e}") from None
+
+    def _write_files(self, params: ClusterParams) -> None:
+        layout = self.layout
+        try:
+            for d in layout.all_dirs():
+                d.mkdir(parents=True, exist_ok=True)
+            for name in params.node_names:
+                (layout.spool_dir / name).mkdir(exist_ok=True)
+            layout.slurm_conf.write_text(render_slurm_conf(layout, params))
+            layout.gres_conf.write_text(render_gres_conf(layout, params))
+            layout.topology_conf.write_text(render_topology_conf(params))
+            if params.job_submit_lua and not layout.job_submit_lua.exists():
+                layout.job_submit_lua.write_text(PASS_THROUGH_JOB_SUBMIT_LUA)
+        except OSError as e:
+            raise TestbedError(f"cannot write the testbed files under {layout.root}: {e}") from None
+        for i in range(params.gpus_per_node):
+            self._make_gpu_device(layout.gpu_device(i))
+        layout.params_file.write_text(json.dumps(params.to_dict(), indent=2) + "\n")
+
+    @staticmethod
+    def _make_gpu_device(path: Path) -> None:
+        try:
+            st = path.stat()
+            if stat.S_ISCHR(st.st_mode):
+                return
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        try:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except OSError as e:
+            raise TestbedError(
+                f"cannot create the fake GPU device {path} with mknod ({e.strerror}); the testbed needs root "
+                f"and a filesystem that allows device nodes (not one mounted nodev)"
+            ) from None
+
+    def _wait_ready(self, params: ClusterParams, started: dict[str, int], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        states: dict[str, str] = {}
+        last_error = ""
+        while True:
+            for name, pid in started.items():
+                if not process.alive(pid):
+                    raise TestbedError(self._died_message(name))
+            try:
+                states = node_states(self.env())
+                last_error = ""
+            except SlurmError as e:
+                last_error = str(e)
+            if states and all(states.get(n) == "idle" for n in params.node_names):
+                return
+            if time.monotonic() > deadline:
+                shown = ", ".join(f"{n}={states.get(n, '?')}" for n in params.node_names)
+                raise TestbedError(
+                    f"testbed {self.layout.root} not ready after {timeout:.0f} s (nodes: {shown}"
+                    f"{'; ' + last_error if last_error else ''}); slurmctld log ends:\n"
+                    + process.log_tail(self.layout.daemon_log("slurmctld"))
+                )
+            time.sleep(0.1)
+
+    def _died_message(self, name: str) -> str:
+        log = self.layout.daemon_log(name)
+        stdout_log = self.layout.daemon_log(f"{name}.stdout")
+        chosen = stdout_log if stdout_log.exists() and stdout_log.stat().st_size else log
+        text = process.log_tail(chosen)
+        hint = ""
+        if "Address already in use" in text:
+            hint = " (its port is taken by another process)"
+        return f"{name} of testbed {self.layout.root} died at start{hint}; {chosen} ends:\n{text}"
+
+    # -- down --------------------------------------------------------------------------------
+    def down(self) -> list[int]:
+        """Stop every process this testbed started (daemons first, then leftovers such as
+        slurmstepd and job steps). Works after a crash. Returns the pids it stopped."""
+        root = self.layout.root
+        daemons: list[int] = []
+        for pid_file in sorted(self.layout.pid_dir.glob("*.pid")) if self.layout.pid_dir.is_dir() else []:
+            pid = process.read_pid(pid_file)
+            if pid is not None and pid not in daemons and process.belongs_to(pid, root):
+                daemons.append(pid)
+        # Find slurmstepd and the job steps below it before the daemons go (they get reparented).
+        everything = process.with_descendants(sorted(set(daemons) | set(process.marked_processes(root))))
+        process.stop(daemons)
+        leftovers = [p for p in everything if p not in daemons and process.alive(p)]
+        process.stop(leftovers, term_wait_s=2.0)
+        if self.layout.pid_dir.is_dir():
+            for pid_file in self.layout.pid_dir.glob("*.pid"):
+                pid_file.unlink(missing_ok=True)
+        return daemons + leftovers
