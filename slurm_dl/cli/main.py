@@ -14,6 +14,8 @@ app = typer.Typer(
 )
 app.add_typer(config_cmd.app, name="config")
 # Command groups register below, one line each.
+from . import testbed_cmd  # noqa: E402
+app.add_typer(testbed_cmd.app, name="testbed")
 
 
 def main() -> None:  # pragma: no cover - console entry
