@@ -20,6 +20,8 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
     "fifo-backfill": ("fifo", "FifoBackfillPolicy", {}),
     "sjf": ("oracle", "SjfPolicy", {}),
     "srtf": ("oracle", "SrtfPolicy", {}),
+    "las": ("las", "LasPolicy", {}),
+    "las-tiresias": ("las", "TiresiasLasPolicy", {}),
 }
 
 

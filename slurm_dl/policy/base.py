@@ -58,6 +58,12 @@ class PriorityPolicy(ABC):
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         """Sort key; smaller runs first. Must end in a deterministic tie-break (submit, id)."""
 
+    def score(self, job: Job, ctx: PolicyContext) -> float:
+        """Absolute urgency of one job in [0, 1] (1 = most urgent), comparable across calls at
+        the same ``now``; the combined policy sums these with weights. Policies whose order has
+        no natural absolute scale do not define it."""
+        raise NotImplementedError(f"policy {self.name!r} has no absolute per-job score")
+
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         """Earliest time after ``ctx.now`` at which ``key(job)`` can change on its own.
 

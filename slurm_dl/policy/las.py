@@ -1,0 +1,112 @@
+"""Tiresias' 2D-LAS: least attained service first, in K+1 discrete queues.
+
+Attained service is GPUs × executed seconds (``Job.attained_gpu_s``, kept across requeues).
+Queue ``k`` holds jobs with ``thresholds[k-1] <= attained < thresholds[k]``; queue 0 runs first.
+
+Within a queue the order is FIFO by **submit time** (then job id). Tiresias' simulator appends a
+job to a queue when it enters it; ordering by submit time instead keeps the key a function of
+the job alone (no hidden per-queue state to lose when the daemon restarts) and gives the same
+order for jobs that never change queue.
+
+Starvation guard (Tiresias' "promote knob"): a pending job that has run before
+(``executed_s > 0``) and has waited longer than ``S × executed_s`` in total
+(waited = ``now - submit_time - executed_s``) is promoted to queue 0. Once it runs, its executed
+time grows and the promotion lapses when ``executed_s`` reaches ``waited / S``.
+
+Key fields must be current as of ``ctx.now`` (the caller accrues attained service first).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+from ..model import Job
+from .base import PolicyContext, PriorityPolicy
+
+TIRESIAS_THRESHOLDS_GPU_S = (3250.0, 7200.0, 18000.0)
+"""Tiresias' published default queue thresholds (GPU-seconds)."""
+
+
+class LasPolicy(PriorityPolicy):
+    name = "las"
+    discipline = "preemptive"
+    preemptive = True
+
+    def __init__(
+        self,
+        config=None,
+        *,
+        thresholds_gpu_s: list[float] | tuple[float, ...] | None = None,
+        starvation_factor: float | None | str = "config",
+    ) -> None:
+        las = config.policy.las if config is not None else None
+        if thresholds_gpu_s is None:
+            thresholds_gpu_s = las.thresholds_gpu_s if las is not None else TIRESIAS_THRESHOLDS_GPU_S
+        th = tuple(float(t) for t in thresholds_gpu_s)
+        if not th or any(not math.isfinite(t) or t <= 0 for t in th) or any(b <= a for a, b in zip(th, th[1:])):
+            raise ValueError(f"LAS thresholds must be positive and strictly increasing, got {list(th)}")
+        if starvation_factor == "config":
+            starvation_factor = las.starvation_factor if las is not None else None
+        if starvation_factor is not None and not starvation_factor > 0:
+            raise ValueError(f"LAS starvation_factor must be positive or None, got {starvation_factor}")
+        self.config = config
+        self.thresholds: tuple[float, ...] = th
+        self.starvation_factor: float | None = starvation_factor
+
+    # --- the queue of a job --------------------------------------------------------------
+    def queue_of(self, attained_gpu_s: float) -> int:
+        """0 for the least attained service; ``len(thresholds)`` for the last queue."""
+        return bisect.bisect_right(self.thresholds, attained_gpu_s)
+
+    def _waited(self, job: Job, now: float) -> float:
+        return now - job.submit_time - job.executed_s
+
+    def promoted(self, job: Job, now: float) -> bool:
+        """True when the starvation guard lifts this job to queue 0."""
+        s = self.starvation_factor
+        if s is None or job.executed_s <= 0.0:
+            return False
+        return self._waited(job, now) > s * job.executed_s
+
+    def queue(self, job: Job, ctx: PolicyContext) -> int:
+        if self.starvation_factor is not None and self.promoted(job, ctx.now):
+            return 0
+        return bisect.bisect_right(self.thresholds, job.attained_gpu_s)
+
+    def key(self, job: Job, ctx: PolicyContext) -> tuple:
+        return (self.queue(job, ctx), job.submit_time, job.job_id)
+
+    def score(self, job: Job, ctx: PolicyContext) -> float:
+        """1.0 in the first queue down to 0.0 in the last."""
+        return 1.0 - self.queue(job, ctx) / len(self.thresholds)
+
+    def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
+        now = ctx.now
+        s = self.starvation_factor
+        if job.running:
+            out: float | None = None
+            i = bisect.bisect_right(self.thresholds, job.attained_gpu_s)
+            if i < len(self.thresholds) and job.num_gpus > 0:
+                out = now + (self.thresholds[i] - job.attained_gpu_s) / job.num_gpus
+            if s is not None and job.executed_s > 0.0 and self.promoted(job, now):
+                lapse = now + (self._waited(job, now) / s - job.executed_s)
+                out = lapse if out is None else min(out, lapse)
+            return out
+        if job.pending and s is not None and job.executed_s > 0.0 and not self.promoted(job, now):
+            if bisect.bisect_right(self.thresholds, job.attained_gpu_s) > 0:
+                return now + (s * job.executed_s - self._waited(job, now))
+        return None
+
+
+class TiresiasLasPolicy(LasPolicy):
+    """2D-LAS with Tiresias' published defaults (3,250 / 7,200 / 18,000 GPU-s), unless overridden."""
+
+    name = "las-tiresias"
+
+    def __init__(self, config=None, *, thresholds_gpu_s=None, starvation_factor="config") -> None:
+        super().__init__(
+            config,
+            thresholds_gpu_s=TIRESIAS_THRESHOLDS_GPU_S if thresholds_gpu_s is None else thresholds_gpu_s,
+            starvation_factor=starvation_factor,
+        )
