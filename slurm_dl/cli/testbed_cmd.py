@@ -41,7 +41,7 @@ def up(
         f"testbed up in {took:.1f} s: {len(status.nodes)} nodes x {gpus_per_node} {gpu_type} GPUs "
         f"under {tb.state_dir}"
     )
-    typer.echo(f'use it:  eval "$(slurm-dl testbed env --dir {dir})"; sinfo; sbatch --gpus=2 --wrap "echo \$CUDA_VISIBLE_DEVICES"')
+    typer.echo(f"use it:  eval \"$(slurm-dl testbed env --dir {dir})\"; sinfo; sbatch --gpus=2 --wrap 'echo $CUDA_VISIBLE_DEVICES'")
     typer.echo(f"stop it: slurm-dl testbed down --dir {dir}")
 
 
