@@ -22,6 +22,7 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
     "srtf": ("oracle", "SrtfPolicy", {}),
     "las": ("las", "LasPolicy", {}),
     "las-tiresias": ("las", "TiresiasLasPolicy", {}),
+    "gittins": ("gittins", "GittinsPolicy", {}),
 }
 
 

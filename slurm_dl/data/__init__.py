@@ -1,0 +1,1 @@
+"""Small data derived from public traces (summaries, never copies)."""

@@ -1,0 +1,198 @@
+"""The ledger: attained GPU-time per job, decayed usage per account, finished-job history.
+
+Pure: every method takes ``now`` and never reads a clock; the prioritizer's store persists it
+with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one in memory.
+
+* A running job accrues ``num_gpus × (now - last_seen)`` GPU-seconds of attained service and
+  the same GPU-seconds of usage to its account.
+* Attained service never decreases: a requeued job keeps what it had (Tiresias' 2D-LAS
+  counts all runs), and a snapshot that reports less is ignored for that job.
+* A job that leaves the snapshot, or shows a finished state, is closed: its total GPU-seconds
+  go into ``history`` (Gittins) and ``history_by_key`` (QSSF: ``user/name``, ``user``, ``account``).
+* Account usage decays exponentially with a half-life: ``u(t) = u(t0) · 2^(-(t - t0)/h)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+from .model import Job
+
+HISTORY_PER_KEY = 50
+"""QSSF predicts from recent jobs; older ones per key are dropped."""
+
+
+def history_keys(user: str, name: str, account: str) -> tuple[str, ...]:
+    """QSSF's lookup keys, most specific first: user+job name, user, account."""
+    keys = []
+    if user and name:
+        keys.append(f"user/name:{user}/{name}")
+    if user:
+        keys.append(f"user:{user}")
+    if account:
+        keys.append(f"account:{account}")
+    return tuple(keys)
+
+
+def decay(value: float, dt: float, half_life_s: float) -> float:
+    if dt <= 0.0:
+        return value
+    return value * math.pow(2.0, -dt / half_life_s)
+
+
+@dataclass(slots=True)
+class JobRecord:
+    job_id: int
+    user: str = ""
+    account: str = ""
+    name: str = ""
+    num_gpus: int = 0
+    attained_gpu_s: float = 0.0
+    executed_s: float = 0.0
+    restarts: int = 0
+    last_seen: float = 0.0
+    running: bool = False
+    last_checkpoint_signal: float | None = None
+    finished: bool = False
+
+
+@dataclass(slots=True)
+class AccountUsage:
+    account: str
+    usage_gpu_s: float = 0.0
+    updated_at: float = 0.0
+
+
+class Ledger:
+    """See the module docstring. ``revision`` grows on every change (policies cache on it)."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, JobRecord] = {}
+        self.accounts: dict[str, AccountUsage] = {}
+        self.history: list[float] = []
+        self.history_by_key: dict[str, list[float]] = {}
+        self.revision: int = 0
+
+    # --- accounting ----------------------------------------------------------------------
+    def _charge(self, account: str, gpu_s: float, now: float, half_life_s: float) -> None:
+        acc = self.accounts.get(account)
+        if acc is None:
+            acc = self.accounts[account] = AccountUsage(account, 0.0, now)
+        acc.usage_gpu_s = decay(acc.usage_gpu_s, now - acc.updated_at, half_life_s) + gpu_s
+        acc.updated_at = max(acc.updated_at, now)
+
+    def observe(self, snapshot_jobs: Iterable[Job], now: float, half_life_s: float) -> None:
+        """Account service up to ``now`` from a snapshot of pending and running jobs."""
+        if not half_life_s > 0:
+            raise ValueError(f"half_life_s must be positive, got {half_life_s}")
+        seen: set[int] = set()
+        for job in snapshot_jobs:
+            seen.add(job.job_id)
+            rec = self.jobs.get(job.job_id)
+            if rec is None:
+                rec = self.jobs[job.job_id] = JobRecord(
+                    job.job_id, job.user, job.account, job.name, job.num_gpus, last_seen=now
+                )
+                # A snapshot may already know service from earlier runs (e.g. after a restart).
+                rec.attained_gpu_s = max(0.0, job.attained_gpu_s)
+                rec.executed_s = max(0.0, job.executed_s)
+            elif rec.finished:
+                continue
+            if rec.running and now > rec.last_seen:
+                dt = now - rec.last_seen
+                gpu_s = rec.num_gpus * dt
+                rec.attained_gpu_s += gpu_s
+                rec.executed_s += dt
+                self._charge(rec.account, gpu_s, now, half_life_s)
+            rec.num_gpus = job.num_gpus or rec.num_gpus
+            rec.restarts = max(rec.restarts, job.restarts)
+            # Never decrease; take a larger figure the snapshot may carry.
+            rec.attained_gpu_s = max(rec.attained_gpu_s, job.attained_gpu_s)
+            rec.executed_s = max(rec.executed_s, job.executed_s)
+            rec.last_seen = max(rec.last_seen, now)
+            rec.running = job.state.active
+            if job.state.finished:
+                self._close(rec)
+        for job_id, rec in self.jobs.items():
+            if job_id not in seen and not rec.finished:
+                if rec.running and now > rec.last_seen:
+                    dt = now - rec.last_seen
+                    rec.attained_gpu_s += rec.num_gpus * dt
+                    rec.executed_s += dt
+                    self._charge(rec.account, rec.num_gpus * dt, now, half_life_s)
+                    rec.last_seen = now
+                self._close(rec)
+        self.revision += 1
+
+    def _close(self, rec: JobRecord) -> None:
+        rec.finished = True
+        rec.running = False
+        self.add_history(rec.attained_gpu_s, rec.user, rec.name, rec.account)
+
+    def add_history(self, gpu_s: float, user: str = "", name: str = "", account: str = "") -> None:
+        """Record one finished job's total GPU-seconds (also used by the simulator directly)."""
+        self.history.append(gpu_s)
+        for k in history_keys(user, name, account):
+            lst = self.history_by_key.setdefault(k, [])
+            lst.append(gpu_s)
+            if len(lst) > HISTORY_PER_KEY:
+                del lst[0]
+        self.revision += 1
+
+    def forget_finished(self) -> int:
+        """Drop finished job records (their history stays); returns how many were dropped."""
+        gone = [k for k, r in self.jobs.items() if r.finished]
+        for k in gone:
+            del self.jobs[k]
+        if gone:
+            self.revision += 1
+        return len(gone)
+
+    # --- queries -------------------------------------------------------------------------
+    def attained(self, job_id: int) -> float:
+        rec = self.jobs.get(job_id)
+        return rec.attained_gpu_s if rec is not None else 0.0
+
+    def usage(self, account: str, now: float, half_life_s: float) -> float:
+        acc = self.accounts.get(account)
+        if acc is None:
+            return 0.0
+        return decay(acc.usage_gpu_s, now - acc.updated_at, half_life_s)
+
+    def usage_all(self, now: float, half_life_s: float) -> dict[str, float]:
+        return {a: self.usage(a, now, half_life_s) for a in self.accounts}
+
+    # --- persistence ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "jobs": [asdict(r) for r in self.jobs.values()],
+            "accounts": [asdict(a) for a in self.accounts.values()],
+            "history": list(self.history),
+            "history_by_key": {k: list(v) for k, v in self.history_by_key.items()},
+            "revision": self.revision,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Ledger":
+        led = cls()
+        try:
+            for r in d.get("jobs", []):
+                rec = JobRecord(**r)
+                led.jobs[rec.job_id] = rec
+            for a in d.get("accounts", []):
+                acc = AccountUsage(**a)
+                led.accounts[acc.account] = acc
+        except TypeError as e:
+            raise ValueError(f"ledger data does not match its format: {e}") from None
+        led.history = [float(x) for x in d.get("history", [])]
+        led.history_by_key = {k: [float(x) for x in v] for k, v in d.get("history_by_key", {}).items()}
+        led.revision = int(d.get("revision", 0))
+        return led
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ledger):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()

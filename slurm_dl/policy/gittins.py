@@ -1,0 +1,185 @@
+"""Gittins index over a job-size distribution, discretised into bins (Tiresias' Discretised
+Gittins / 2D-Gittins).
+
+Job size S is in GPU-seconds; attained service ``a`` is ``Job.attained_gpu_s``. For a service
+quantum Δ the index is
+
+    G(a, Δ) = P(S - a ≤ Δ | S > a) / E[min(S - a, Δ) | S > a]
+
+and the job with the **highest** index runs first. As in Tiresias the index is evaluated on a
+grid of attained-service bins (bin edges at quantiles of the distribution) and held constant
+within a bin, so a job's priority only changes when it crosses a bin edge. The quantum Δ is, by
+default, the bin itself (Δ = next edge − a: "the chance to finish within this bin per GPU-second
+spent in it"), which keeps every bin's index positive even in the heavy tail; a fixed Δ in
+GPU-seconds can be given instead (``delta_gpu_s``; with a fixed Δ smaller than the gaps between
+tail quantiles, the tail bins all get index 0 and fall back to FIFO). ``edges_gpu_s`` fixes the
+bin edges (e.g. the LAS thresholds, for Gittins-ordered queues exactly as in Tiresias' 2D-Gittins).
+
+The distribution is the prior (Tiresias' ``yarn-gput1000`` sample, shipped as percentiles in
+:mod:`slurm_dl.data.tiresias_prior`, or caller-given samples) weighted by ``prior_weight`` (1.0 =
+the prior counts as its 1,001 samples) plus every finished job in ``ledger.history``. The table
+is rebuilt as the history grows, at lengths fixed in advance (×1.1 steps past 64 jobs), so the
+result is a pure function of the history and cheap to keep current.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Sequence
+
+from ..data.tiresias_prior import PERCENTILES_GPU_S, SAMPLE_COUNT
+from ..model import Job
+from .base import PolicyContext, PriorityPolicy
+
+
+
+def gittins_index(values: Sequence[float], weights: Sequence[float], a: float, delta: float) -> float:
+    """G(a, Δ) for the weighted empirical distribution (``values`` sorted ascending)."""
+    return _Dist(values, weights).index(a, delta)
+
+
+class _Dist:
+    __slots__ = ("v", "W", "WV")
+
+    def __init__(self, values: Sequence[float], weights: Sequence[float]) -> None:
+        self.v = list(values)
+        self.W = [0.0]
+        self.WV = [0.0]
+        for x, w in zip(values, weights):
+            self.W.append(self.W[-1] + w)
+            self.WV.append(self.WV[-1] + w * x)
+
+    def index(self, a: float, delta: float) -> float:
+        i = bisect.bisect_right(self.v, a)
+        total = self.W[-1] - self.W[i]
+        if total <= 0.0:
+            return 0.0
+        j = bisect.bisect_right(self.v, a + delta)
+        done = self.W[j] - self.W[i]
+        expected = (self.WV[j] - self.WV[i]) - a * done + delta * (self.W[-1] - self.W[j])
+        return done / expected if expected > 0.0 else 0.0
+
+    def quantile(self, q: float) -> float:
+        target = q * self.W[-1]
+        k = bisect.bisect_left(self.W, target, 1)
+        return self.v[min(k, len(self.v)) - 1]
+
+
+def history_checkpoint(n: int) -> int:
+    """How much of a history of length ``n`` the table uses: all of it up to 64, then the
+    largest of 64, 70, 77, … (×1.1) not above ``n``."""
+    if n <= 64:
+        return n
+    length = 64
+    while True:
+        nxt = max(length + 1, int(length * 1.1))
+        if nxt > n:
+            return length
+        length = nxt
+
+
+class GittinsPolicy(PriorityPolicy):
+    name = "gittins"
+    discipline = "preemptive"
+    preemptive = True
+
+    def __init__(
+        self,
+        config=None,
+        *,
+        delta_gpu_s: float | None = None,
+        bins: int | None = None,
+        prior_weight: float | None = None,
+        prior_samples: Sequence[float] | None = None,
+        edges_gpu_s: Sequence[float] | None = None,
+    ) -> None:
+        g = config.policy.gittins if config is not None else None
+        self.delta = None if delta_gpu_s is None else float(delta_gpu_s)
+        self.bins = int(bins if bins is not None else (g.bins if g is not None else 32))
+        self.prior_weight = float(prior_weight if prior_weight is not None else (g.prior_weight if g else 1.0))
+        if (self.delta is not None and not self.delta > 0) or self.bins < 2 or self.prior_weight < 0:
+            raise ValueError(
+                f"gittins: need delta_gpu_s > 0, bins >= 2, prior_weight >= 0; "
+                f"got {self.delta}, {self.bins}, {self.prior_weight}"
+            )
+        if prior_samples is None:
+            if g is not None and g.prior != "tiresias":
+                raise ValueError(
+                    f"gittins: prior {g.prior!r} is a file; read its durations and pass prior_samples=..."
+                )
+            pts = list(PERCENTILES_GPU_S)
+            self._prior = [(x, self.prior_weight * SAMPLE_COUNT / len(pts)) for x in pts]
+        else:
+            self._prior = [(float(x), self.prior_weight) for x in prior_samples]
+        if edges_gpu_s is not None:
+            fixed = sorted({0.0, *(float(e) for e in edges_gpu_s)})
+            if any(e < 0 for e in fixed):
+                raise ValueError(f"gittins: edges_gpu_s must be non-negative, got {list(edges_gpu_s)}")
+        self._fixed_edges = fixed if edges_gpu_s is not None else None
+        self.config = config
+        self._cache_key: tuple[int, int] | None = None
+        self._edges: list[float] = []
+        self._index: list[float] = []
+        self._max_index = 1.0
+        self._rebuild([])
+
+    # --- the table -----------------------------------------------------------------------
+    def _rebuild(self, history: Sequence[float]) -> None:
+        pairs = self._prior + [(float(x), 1.0) for x in history]
+        pairs = [p for p in pairs if p[1] > 0.0]
+        if not pairs:  # no prior and no history: every job equal (FIFO by the tie-break)
+            self._edges, self._index, self._max_index = [0.0], [1.0], 1.0
+            return
+        pairs.sort()
+        dist = _Dist([p[0] for p in pairs], [p[1] for p in pairs])
+        if self._fixed_edges is not None:
+            edges = list(self._fixed_edges)
+        else:
+            edges = [0.0]
+            for k in range(1, self.bins):
+                e = dist.quantile(k / self.bins)
+                if e > edges[-1]:
+                    edges.append(e)
+        self._edges = edges
+        if self.delta is None:
+            nxt = edges[1:] + [max(dist.v[-1], edges[-1])]
+            self._index = [dist.index(e, max(n - e, 1e-9)) for e, n in zip(edges, nxt)]
+        else:
+            self._index = [dist.index(e, self.delta) for e in edges]
+        self._max_index = max(self._index) or 1.0
+
+    def _refresh(self, ctx: PolicyContext) -> None:
+        led = ctx.ledger
+        hist = led.history if led is not None else ()
+        n = history_checkpoint(len(hist))
+        key = (id(hist), n)
+        if key != self._cache_key:
+            self._rebuild(hist[:n])
+            self._cache_key = key
+
+    def index_at(self, attained_gpu_s: float, ctx: PolicyContext) -> float:
+        self._refresh(ctx)
+        return self._index[bisect.bisect_right(self._edges, attained_gpu_s) - 1]
+
+    # --- the interface -------------------------------------------------------------------
+    def key(self, job: Job, ctx: PolicyContext) -> tuple:
+        return (-self.index_at(job.attained_gpu_s, ctx), job.submit_time, job.job_id)
+
+    def score(self, job: Job, ctx: PolicyContext) -> float:
+        return self.index_at(job.attained_gpu_s, ctx) / self._max_index
+
+    def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
+        if not job.running or job.num_gpus <= 0:
+            return None
+        self._refresh(ctx)
+        i = bisect.bisect_right(self._edges, job.attained_gpu_s)
+        if i >= len(self._edges):
+            return None
+        return ctx.now + (self._edges[i] - job.attained_gpu_s) / job.num_gpus
+
+    @property
+    def edges(self) -> list[float]:
+        return list(self._edges)
+
+
+__all__ = ["GittinsPolicy", "gittins_index", "history_checkpoint"]

@@ -1,0 +1,78 @@
+"""The pure ledger: accrual, requeue keeps attained service, decay, history, round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from slurm_dl.ledger import Ledger, history_keys
+from slurm_dl.model import Job, JobState
+
+R, P = JobState.RUNNING, JobState.PENDING
+H = 3600.0
+
+
+def job(i, state, gpus=2, **kw):
+    return Job(i, user="ann", account="nlp", name="bert", num_gpus=gpus, state=state, **kw)
+
+
+def test_running_job_accrues_gpus_times_time():
+    led = Ledger()
+    led.observe([job(1, R)], now=100.0, half_life_s=H)
+    assert led.attained(1) == 0.0
+    led.observe([job(1, R)], now=160.0, half_life_s=H)
+    assert led.attained(1) == pytest.approx(120.0)
+    assert led.jobs[1].executed_s == pytest.approx(60.0)
+    led.observe([job(1, P)], now=200.0, half_life_s=H)  # requeued: was running until now
+    assert led.attained(1) == pytest.approx(200.0)
+    led.observe([job(1, P)], now=500.0, half_life_s=H)  # pending: no accrual
+    assert led.attained(1) == pytest.approx(200.0)
+
+
+def test_requeue_keeps_attained_and_it_never_decreases():
+    led = Ledger()
+    led.observe([job(1, R)], now=0.0, half_life_s=H)
+    led.observe([job(1, R)], now=50.0, half_life_s=H)
+    before = led.attained(1)
+    # the restarted job's own counters start over at 0: ignored
+    led.observe([job(1, R, restarts=1, attained_gpu_s=0.0, executed_s=0.0)], now=50.0, half_life_s=H)
+    assert led.attained(1) == before == 100.0
+    assert led.jobs[1].restarts == 1
+
+
+def test_gone_job_is_closed_into_history():
+    led = Ledger()
+    led.observe([job(1, R), job(2, P)], now=0.0, half_life_s=H)
+    led.observe([job(1, R), job(2, P)], now=10.0, half_life_s=H)
+    led.observe([job(2, P)], now=30.0, half_life_s=H)
+    assert led.jobs[1].finished and led.history == [pytest.approx(60.0)]
+    for k in history_keys("ann", "bert", "nlp"):
+        assert led.history_by_key[k] == [pytest.approx(60.0)]
+    led.observe([job(2, JobState.CANCELLED)], now=40.0, half_life_s=H)
+    assert led.jobs[2].finished and led.history[-1] == 0.0
+
+
+def test_usage_decays_with_half_life():
+    led = Ledger()
+    led.observe([job(1, R, gpus=1)], now=0.0, half_life_s=H)
+    led.observe([job(1, R, gpus=1)], now=1000.0, half_life_s=H)
+    assert led.usage("nlp", 1000.0, H) == pytest.approx(1000.0)
+    assert led.usage("nlp", 1000.0 + H, H) == pytest.approx(500.0)
+    assert led.usage("nlp", 1000.0 + 2 * H, H) == pytest.approx(250.0)
+    assert led.usage("nobody", 0.0, H) == 0.0
+    with pytest.raises(ValueError):
+        led.observe([], now=0.0, half_life_s=0.0)
+
+
+def test_round_trip_through_json():
+    led = Ledger()
+    led.observe([job(1, R), job(2, P)], now=0.0, half_life_s=H)
+    led.observe([job(1, R), job(2, R)], now=10.0, half_life_s=H)
+    led.observe([job(2, R)], now=20.0, half_life_s=H)
+    led.jobs[2].last_checkpoint_signal = 15.0
+    again = Ledger.from_dict(json.loads(json.dumps(led.to_dict())))
+    assert again == led
+    assert again.attained(2) == led.attained(2) and again.history == led.history
+    with pytest.raises(ValueError, match="format"):
+        Ledger.from_dict({"jobs": [{"bogus": 1}]})

@@ -1,0 +1,85 @@
+"""Gittins index: a hand-computed distribution, binning, learning from history, the prior."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_dl.data import tiresias_prior
+from slurm_dl.ledger import Ledger
+from slurm_dl.model import Job, JobState
+from slurm_dl.policy import PolicyContext, get_policy
+from slurm_dl.policy.gittins import gittins_index, history_checkpoint
+
+
+def test_index_of_a_known_distribution():
+    # S uniform on {1, 2, 4}.
+    v, w = [1.0, 2.0, 4.0], [1.0, 1.0, 1.0]
+    # G(0,1) = P(S<=1) / E[min(S,1)] = (1/3) / 1
+    assert gittins_index(v, w, 0.0, 1.0) == pytest.approx(1 / 3)
+    # G(0,2) = (2/3) / ((1+2+2)/3) = 2/5
+    assert gittins_index(v, w, 0.0, 2.0) == pytest.approx(0.4)
+    # G(1,1): survivors {2,4}; P(S-1<=1|S>1) = 1/2, E[min(S-1,1)|S>1] = 1
+    assert gittins_index(v, w, 1.0, 1.0) == pytest.approx(0.5)
+    # G(2,2): survivor {4}: finishes within 2 for sure, expected 2 more
+    assert gittins_index(v, w, 2.0, 2.0) == pytest.approx(0.5)
+    # weights count: S = 1 w.p. 3/4, 4 w.p. 1/4 -> G(0,1) = 0.75 / 1
+    assert gittins_index([1.0, 4.0], [3.0, 1.0], 0.0, 1.0) == pytest.approx(0.75)
+    # past the largest size: no information, index 0
+    assert gittins_index(v, w, 4.0, 1.0) == 0.0
+
+
+def test_policy_orders_by_binned_index_and_reports_bin_edges():
+    # Prior: half the jobs take 10 GPU-s, half 1000. A job at 20 GPU-s is surely long.
+    p = get_policy("gittins", prior_samples=[10.0] * 5 + [1000.0] * 5, edges_gpu_s=[10.0, 100.0])
+    ctx = PolicyContext(now=0.0)
+    assert p.edges == [0.0, 10.0, 100.0]
+    fresh = Job(1, num_gpus=1, submit_time=5.0)
+    long_running = Job(2, num_gpus=2, attained_gpu_s=20.0, executed_s=10.0, state=JobState.RUNNING)
+    # bin 0: G(0, 10) = 0.5 / (0.5*10 + 0.5*10) = 0.05; bin 1: G(10, 90) = 0 (nothing ends in (10,100])
+    assert p.index_at(0.0, ctx) == pytest.approx(0.05)
+    assert p.index_at(20.0, ctx) == 0.0
+    assert [j.job_id for j in p.order([long_running, fresh], ctx)] == [1, 2]
+    # the running job's key next changes at the 100 GPU-s edge: 80 GPU-s / 2 GPUs = 40 s
+    assert p.next_key_change(long_running, ctx) == pytest.approx(40.0)
+    assert p.score(fresh, ctx) == 1.0 and p.preemptive
+
+
+def test_history_updates_the_distribution():
+    led = Ledger()
+    p = get_policy("gittins", prior_weight=0.0, prior_samples=[], edges_gpu_s=[100.0])
+    ctx = PolicyContext(now=0.0, ledger=led)
+    assert p.index_at(0.0, ctx) == p.index_at(500.0, ctx)  # no information yet
+    for _ in range(10):
+        led.add_history(50.0)
+    led.add_history(1000.0)
+    # now most jobs end below 100: the first bin's index beats the second's
+    assert p.index_at(0.0, ctx) > p.index_at(500.0, ctx) > 0.0
+
+
+def test_history_checkpoints_are_fixed_lengths():
+    assert [history_checkpoint(n) for n in (0, 10, 64, 65, 70, 76, 77)] == [0, 10, 64, 64, 70, 70, 77]
+    assert history_checkpoint(100_000) <= 100_000 < int(history_checkpoint(100_000) * 1.1) + 2
+
+
+def test_default_prior_is_the_tiresias_summary():
+    p = get_policy("gittins")
+    assert len(p.edges) == 32 and p.edges[0] == 0.0
+    assert p.edges == sorted(p.edges)
+    assert tiresias_prior.SAMPLE_COUNT == 1001 and len(tiresias_prior.PERCENTILES_GPU_S) == 101
+
+
+def test_shipped_summary_matches_the_real_sample(shared_traces):
+    path = shared_traces / "tiresias" / "yarn-gput1000.csv"
+    lines = path.read_text().split()
+    assert lines[0] == "duration"
+    xs = sorted(float(x) for x in lines[1:])
+    n = len(xs)
+    assert n == tiresias_prior.SAMPLE_COUNT
+    assert sum(xs) / n == pytest.approx(tiresias_prior.SAMPLE_MEAN_GPU_S)
+    expected = tuple(xs[round(p / 100 * (n - 1))] for p in range(101))
+    assert expected == tiresias_prior.PERCENTILES_GPU_S
+
+
+def test_bad_parameters_are_value_errors():
+    with pytest.raises(ValueError, match="gittins"):
+        get_policy("gittins", bins=1)
