@@ -1,0 +1,98 @@
+"""``slurm-dl filter install``: write the shim next to slurm.conf and make sure slurm.conf loads it.
+
+If slurm.conf has no ``JobSubmitPlugins`` line, one (``JobSubmitPlugins=lua``) is appended; if it
+lists other plugins, ``lua`` is added to the list. The previous file is kept as
+``slurm.conf.bak-slurm-dl``. A changed plugin list takes effect after ``scontrol reconfigure``
+(or a slurmctld restart); a changed job_submit.lua is re-read by slurmctld on its own (mtime).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_dl.config import SiteConfig
+from slurm_dl.errors import SlurmDLError
+
+SHIM_TEMPLATE = Path(__file__).with_name("job_submit.lua")
+_PLUGINS = re.compile(r"^(\s*JobSubmitPlugins\s*=\s*)(\S*)(.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+class FilterInstallError(SlurmDLError, OSError):
+    """The shim cannot be installed: says which file and why."""
+
+
+def _lua_string(text: str) -> str:
+    if any(c in text for c in '"\\\n\r\0'):
+        raise FilterInstallError(f"socket path {text!r} has characters a Lua string literal cannot hold here")
+    return text
+
+
+def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: str) -> str:
+    """The shim with the socket path, timeout (seconds) and failure mode filled in."""
+    if failure_mode not in ("accept", "reject"):
+        raise FilterInstallError(f"failure mode must be 'accept' or 'reject', got {failure_mode!r}")
+    if not 1 <= timeout_ms <= 200:
+        raise FilterInstallError(f"timeout must be 1..200 ms, got {timeout_ms}")
+    return (
+        template.replace("@SOCKET_PATH@", _lua_string(socket_path))
+        .replace("@TIMEOUT_S@", f"{timeout_ms / 1000:.3f}")
+        .replace("@FAILURE_MODE@", failure_mode)
+    )
+
+
+def with_lua_plugin(slurm_conf: str) -> tuple[str, str | None]:
+    """slurm.conf text that loads job_submit/lua, and what changed (None if nothing had to)."""
+    matches = list(_PLUGINS.finditer(slurm_conf))
+    if not matches:
+        sep = "" if slurm_conf.endswith("\n") or not slurm_conf else "\n"
+        return slurm_conf + sep + "JobSubmitPlugins=lua\n", "appended JobSubmitPlugins=lua"
+    m = matches[-1]
+    plugins = [p for p in m.group(2).split(",") if p]
+    if any(p.strip().lower() in ("lua", "job_submit/lua") for p in plugins):
+        return slurm_conf, None
+    new_line = m.group(1) + ",".join([*plugins, "lua"]) + m.group(3)
+    return slurm_conf[: m.start()] + new_line + slurm_conf[m.end():], f"added lua to JobSubmitPlugins ({m.group(2)})"
+
+
+def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    tmp = path.with_name(f".{path.name}.slurm-dl-tmp")
+    tmp.write_text(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    shim: Path
+    slurm_conf: Path
+    slurm_conf_change: str | None
+
+
+def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = None, edit_slurm_conf: bool = True) -> InstallResult:
+    conf_dir = Path(conf_dir)
+    slurm_conf = conf_dir / "slurm.conf"
+    try:
+        conf_text = slurm_conf.read_text()
+    except OSError as e:
+        raise FilterInstallError(f"{slurm_conf}: cannot read slurm.conf: {e.strerror or e}") from None
+    shim = render_shim(
+        SHIM_TEMPLATE.read_text(), socket_path or config.filter.socket, config.filter.timeout_ms, config.filter.failure_mode
+    )
+    new_conf, change = with_lua_plugin(conf_text)
+    if change and not edit_slurm_conf:
+        raise FilterInstallError(
+            f"{slurm_conf}: JobSubmitPlugins does not include lua, so slurmctld would not load the shim; "
+            "add JobSubmitPlugins=lua (or run install without --no-edit-slurm-conf)"
+        )
+    target = conf_dir / "job_submit.lua"
+    try:
+        _write_atomic(target, shim)
+        if change:
+            (conf_dir / "slurm.conf.bak-slurm-dl").write_text(conf_text)
+            _write_atomic(slurm_conf, new_conf)
+    except OSError as e:
+        raise FilterInstallError(f"{conf_dir}: cannot write: {e.strerror or e}") from None
+    return InstallResult(target, slurm_conf, change)

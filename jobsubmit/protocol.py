@@ -1,0 +1,60 @@
+"""The wire format between the Lua shim and the service: one JSON line each way.
+
+Request: ``{"v": 1, "submit_uid": 1000, "job": {job_desc fields}}``.
+Answer: ``{"v": 1, "action": "accept", "set": {...}, "notices": [...]}``,
+``{"v": 1, "action": "reject", "message": "...", "code": "ESLURM_…" | 2072}`` or
+``{"v": 1, "action": "error", "message": "..."}`` (the shim then follows its failure mode).
+
+:func:`answer_line` never raises: any bytes in give one answer line out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping
+
+from slurm_dl.rules import FilterDecision
+
+MAX_REQUEST_BYTES = 1 << 20
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def parse_request(raw: bytes) -> tuple[Mapping[str, Any], int | None]:
+    """The job description and submit uid in one request line; BadRequest if malformed."""
+    if len(raw) > MAX_REQUEST_BYTES:
+        raise BadRequest(f"request of {len(raw)} bytes exceeds {MAX_REQUEST_BYTES}")
+    try:
+        msg = json.loads(raw.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError) as e:
+        raise BadRequest(f"not JSON: {e}") from None
+    if not isinstance(msg, dict) or msg.get("v") != 1 or not isinstance(msg.get("job"), dict):
+        raise BadRequest("expected an object {\"v\": 1, \"job\": {...}}")
+    uid = msg.get("submit_uid")
+    return msg["job"], uid if isinstance(uid, int) and not isinstance(uid, bool) else None
+
+
+def encode_answer(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
+
+
+def error_answer(message: str) -> bytes:
+    return encode_answer({"v": 1, "action": "error", "message": message})
+
+
+def answer_line(
+    raw: bytes, decide: Callable[[Mapping[str, Any], int | None], FilterDecision]
+) -> tuple[bytes, FilterDecision | None, str | None]:
+    """(answer line, the decision or None, the error text or None) for one request line."""
+    try:
+        job, uid = parse_request(raw)
+    except BadRequest as e:
+        return error_answer(f"bad request: {e}"), None, f"bad request: {e}"
+    try:
+        decision = decide(job, uid)
+        return encode_answer(decision.to_wire()), decision, None
+    except Exception as e:  # noqa: BLE001 - one bad job must never take the service down
+        text = f"internal error: {type(e).__name__}: {e}"
+        return error_answer(text), None, text

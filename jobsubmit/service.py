@@ -1,0 +1,197 @@
+"""The filter service: a Unix socket that answers the Lua shim with the rules' decision.
+
+- The socket is mode 0600 and owned by slurmctld's user (``owner``), so only slurmctld reaches it.
+- Threaded, with at most ``filter.max_concurrent`` decisions at once; a request that cannot get a
+  slot within the shim's timeout is answered ``error`` (the shim then follows its failure mode).
+- One malformed request, or a rule that raises, gives an ``error`` answer for that request only.
+- SIGHUP reloads the site config (a bad file is logged and the old config kept); SIGTERM/SIGINT stop.
+- One log line per decision.
+
+Deadline quota bookkeeping (the rules are pure, so the count comes in as data): the service
+remembers each deadline job it accepted, per user, until that deadline passes. This counts jobs
+that already started as well as pending ones (an upper bound), and a restart forgets them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import signal
+import socketserver
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from slurm_dl.config import SiteConfig, load_config
+from slurm_dl.errors import ConfigError, SlurmDLError
+from slurm_dl.rules import FilterContext, FilterDecision, decide
+from slurm_dl.tags import parse_tag
+
+from .protocol import MAX_REQUEST_BYTES, answer_line, error_answer
+
+log = logging.getLogger("slurm_dl.filter")
+
+
+class FilterServiceError(SlurmDLError, OSError):
+    """The filter service cannot start (socket path, owner)."""
+
+
+class DeadlineBook:
+    """Accepted deadline jobs per user, each kept until its deadline passes. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_user: dict[str, list[float]] = {}
+
+    def count(self, user: str, now: float) -> int:
+        with self._lock:
+            live = [d for d in self._by_user.get(user, []) if d > now]
+            self._by_user[user] = live
+            return len(live)
+
+    def add(self, user: str, deadline: float) -> None:
+        with self._lock:
+            self._by_user.setdefault(user, []).append(deadline)
+
+
+def _user_key(job: Mapping[str, Any], uid: int | None) -> str:
+    name = job.get("user_name")
+    if isinstance(name, str) and name:
+        return name
+    return f"uid:{uid if uid is not None else job.get('user_id', '?')}"
+
+
+class FilterService:
+    """Decides jobs with the current config; ``decide_job`` is what each request runs."""
+
+    def __init__(self, config_path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.config_path = Path(config_path)
+        self.config: SiteConfig = load_config(self.config_path)
+        self.clock = clock
+        self.deadlines = DeadlineBook()
+        self.slots = threading.BoundedSemaphore(self.config.filter.max_concurrent)
+        self.decisions = 0
+
+    def reload(self) -> bool:
+        try:
+            self.config = load_config(self.config_path)
+        except ConfigError as e:
+            log.error("config reload failed, keeping the previous config: %s", str(e).replace("\n", " "))
+            return False
+        log.info("config reloaded from %s", self.config_path)
+        return True
+
+    def decide_job(self, job: Mapping[str, Any], uid: int | None) -> FilterDecision:
+        started = time.perf_counter()
+        config = self.config
+        user = _user_key(job, uid)
+        now = self.clock()
+        decision = decide(job, config, FilterContext(now=now, user_deadline_jobs=self.deadlines.count(user, now)))
+        if decision.accepted:
+            tag = parse_tag(decision.changes.get("admin_comment"))
+            if tag is not None and tag.deadline is not None:
+                self.deadlines.add(user, tag.deadline)
+        self.decisions += 1
+        log.info("decision %s ms=%.3f", decision.summary, (time.perf_counter() - started) * 1000)
+        return decision
+
+    def handle_line(self, raw: bytes) -> bytes:
+        """The answer to one request line (never raises); bounded by the concurrency slots."""
+        if not self.slots.acquire(timeout=self.config.filter.timeout_ms / 1000):
+            log.warning("busy: %d decisions in flight, answered error", self.config.filter.max_concurrent)
+            return error_answer("busy")
+        try:
+            answer, _, error = answer_line(raw, self.decide_job)
+        finally:
+            self.slots.release()
+        if error is not None:
+            log.warning("error %s", error)
+        return answer
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    timeout = 5.0  # a client that stalls mid-request loses only its own thread
+
+    def handle(self) -> None:
+        service: FilterService = self.server.service  # type: ignore[attr-defined]
+        try:
+            while True:
+                raw = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+                if not raw:
+                    return
+                if len(raw) > MAX_REQUEST_BYTES and not raw.endswith(b"\n"):
+                    self.wfile.write(error_answer("request too long"))
+                    return
+                self.wfile.write(service.handle_line(raw.rstrip(b"\r\n")))
+                self.wfile.flush()
+        except OSError:
+            return  # client went away or timed out
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128
+
+
+def _prepare_socket_path(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise FilterServiceError(f"{path}: exists and is not a socket; refusing to replace it")
+    path.unlink()
+
+
+def open_server(service: FilterService, socket_path: str | Path, owner: str | None = None) -> _Server:
+    """Bind the socket (mode 0600, owned by ``owner`` when given) and return the server, not yet serving."""
+    path = Path(socket_path)
+    if len(os.fsencode(path)) >= 108:
+        raise FilterServiceError(f"{path}: socket path longer than 107 bytes")
+    _prepare_socket_path(path)
+    old_umask = os.umask(0o177)
+    try:
+        server = _Server(str(path), _Handler)
+    except OSError as e:
+        raise FilterServiceError(f"{path}: cannot listen: {e.strerror or e}") from None
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    if owner:
+        try:
+            pw = pwd.getpwnam(owner)
+        except KeyError:
+            server.server_close()
+            raise FilterServiceError(f"socket owner {owner!r} is not a user on this machine") from None
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+    server.service = service  # type: ignore[attr-defined]
+    return server
+
+
+def serve(config_path: str | Path, socket_path: str | Path | None = None, owner: str | None = None) -> None:
+    """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config."""
+    service = FilterService(config_path)
+    path = Path(socket_path or service.config.filter.socket)
+    server = open_server(service, path, owner)
+    signal.signal(signal.SIGHUP, lambda *_: service.reload())
+
+    def _stop(*_: Any) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    log.info("filter service listening on %s (config %s, pid %d)", path, config_path, os.getpid())
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        log.info("filter service stopped after %d decisions", service.decisions)

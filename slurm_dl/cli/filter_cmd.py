@@ -1,0 +1,117 @@
+"""``slurm-dl filter``: run the job_submit filter service, install its shim, or check a job offline.
+
+``serve`` and ``install`` drive the ``jobsubmit`` package (imported when the command runs, so the
+rest of the CLI does not depend on it); ``check`` needs only the pure rules.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..config import SiteConfig, load_config
+from ..errors import ConfigError
+from ..rules import FilterContext, decide
+from ..rules.sbatch_args import SbatchArgsError, parse_sbatch_args
+from .common import expected_errors, fail
+
+app = typer.Typer(help="The job_submit filter: serve, install, check.", no_args_is_help=True)
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="site config TOML (default: site-configs/testbed.toml)")
+
+
+def resolve_config_path(path: Optional[Path]) -> Path:
+    """The given file, else site-configs/testbed.toml, else the first file in site-configs/."""
+    if path is not None:
+        return path
+    here = Path("site-configs")
+    if (here / "testbed.toml").is_file():
+        return here / "testbed.toml"
+    found = sorted(here.glob("*.toml")) if here.is_dir() else []
+    if not found:
+        raise ConfigError("site-configs/", ["no site config given (--config) and none found in ./site-configs"])
+    return found[0]
+
+
+@app.command()
+def serve(
+    config: Optional[Path] = ConfigOpt,
+    socket: Optional[str] = typer.Option(None, "--socket", help="socket path (default: filter.socket in the config)"),
+    owner: Optional[str] = typer.Option(None, "--owner", help="user that owns the socket (slurmctld's SlurmUser)"),
+) -> None:
+    """Run the filter service in the foreground (SIGHUP reloads the config, SIGTERM stops)."""
+    from jobsubmit.service import serve as run_service
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s slurm-dl-filter %(levelname)s %(message)s")
+    with expected_errors():
+        run_service(resolve_config_path(config), socket, owner)
+
+
+@app.command()
+def install(
+    config: Optional[Path] = ConfigOpt,
+    slurm_conf_dir: Path = typer.Option(..., "--slurm-conf-dir", help="directory of slurm.conf"),
+    socket: Optional[str] = typer.Option(None, "--socket", help="socket path (default: filter.socket in the config)"),
+    edit_slurm_conf: bool = typer.Option(
+        True, "--edit-slurm-conf/--no-edit-slurm-conf", help="add JobSubmitPlugins=lua to slurm.conf if missing"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Write job_submit.lua next to slurm.conf with socket path, timeout and failure mode filled in."""
+    from jobsubmit.install import install as install_shim
+
+    with expected_errors():
+        cfg = load_config(resolve_config_path(config))
+        result = install_shim(cfg, slurm_conf_dir, socket, edit_slurm_conf)
+    out = {"shim": str(result.shim), "slurm_conf": str(result.slurm_conf), "slurm_conf_change": result.slurm_conf_change}
+    if as_json:
+        typer.echo(json.dumps(out))
+        return
+    typer.echo(f"wrote {result.shim} (socket {socket or cfg.filter.socket}, failure mode {cfg.filter.failure_mode})")
+    if result.slurm_conf_change:
+        typer.echo(f"{result.slurm_conf}: {result.slurm_conf_change}; run `scontrol reconfigure` to load the plugin")
+
+
+def check_job(args: list[str], config: SiteConfig, *, user: str, now: float, deadline_jobs: int = 0) -> tuple[dict, object]:
+    """The job description for sbatch ``args`` and the filter's decision on it (used by dlsubmit --dry-run)."""
+    desc = parse_sbatch_args(args, user_name=user, user_id=os.getuid(), now=now)
+    return desc, decide(desc, config, FilterContext(now=now, user_deadline_jobs=deadline_jobs))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def check(
+    args: list[str] = typer.Argument(None, help="sbatch arguments, after --"),
+    config: Optional[Path] = ConfigOpt,
+    user: Optional[str] = typer.Option(None, "--user", help="submitting user (default: you)"),
+    deadline_jobs: int = typer.Option(0, "--deadline-jobs", help="pending deadline jobs the user already holds"),
+    as_json: bool = typer.Option(False, "--json", help="print the job description and decision as JSON"),
+) -> None:
+    """Show what the filter would do to `sbatch ARGS` without submitting: slurm-dl filter check -- --gpus=16 -t 60"""
+    with expected_errors():
+        cfg = load_config(resolve_config_path(config))
+        try:
+            desc, decision = check_job(list(args or []), cfg, user=user or getpass.getuser(), now=time.time(),
+                                       deadline_jobs=deadline_jobs)
+        except SbatchArgsError as e:
+            raise fail(str(e)) from None
+    if as_json:
+        typer.echo(json.dumps({"job": desc, "decision": decision.to_wire(), "class": decision.job_class and decision.job_class.value}))
+    elif decision.accepted:
+        cls = decision.job_class.value if decision.job_class else "-"
+        typer.echo(f"accept (class {cls})")
+        for k, v in sorted(decision.changes.items()):
+            typer.echo(f"  set {k} = {v!r}")
+        for n in decision.notices:
+            typer.echo(f"  note: {n}")
+    else:
+        typer.echo(f"reject ({decision.rule}, code {decision.code})")
+        typer.echo(f"  {decision.message}")
+    if not decision.accepted:
+        raise typer.Exit(2)

@@ -1,0 +1,61 @@
+"""The job_submit filter's rules: pure functions of a job description and the site config.
+
+``decide(job_desc, config, ctx)`` runs classify → validate → reshape → defaults → tag (each
+switchable under ``[filter]`` in the site config) and returns a :class:`FilterDecision`. It
+never raises for any input: a job description it cannot make sense of is accepted unchanged
+(apart from removing a forged tag) or rejected with a message, never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+from ..config import SiteConfig
+from .classify import classify
+from .decision import Draft, FilterContext, FilterDecision, Rejection
+from .defaults import defaults
+from .request import JOB_DESC_FIELDS, JobRequest
+from .reshape import reshape
+from .tag import tag
+from .validate import requested_deadline, validate
+
+__all__ = ["FilterContext", "FilterDecision", "JobRequest", "JOB_DESC_FIELDS", "decide", "decide_request"]
+
+
+def _summary(req: JobRequest, d: FilterDecision) -> str:
+    who = req.user_name or (str(req.user_id) if req.user_id is not None else "?")
+    if d.accepted:
+        changed = ",".join(f"{k}={v}" for k, v in sorted(d.changes.items()) if k != "admin_comment")
+        cls = d.job_class.value if d.job_class else "-"
+        return f"accept user={who} class={cls} asked={req.original_request()} set=[{changed}]"
+    return f"reject user={who} rule={d.rule} asked={req.original_request()}"
+
+
+def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> FilterDecision:
+    f = config.filter
+    draft = Draft()
+    if f.classify:
+        draft = classify(req, draft, config)
+    if f.validate_jobs:
+        checked = validate(req, draft, config, ctx)
+        if isinstance(checked, Rejection):
+            d = FilterDecision("reject", draft.job_class, message=checked.message, code=checked.code, rule=checked.rule)
+            return replace(d, summary=_summary(req, d))
+        draft = checked
+    else:
+        draft = replace(draft, deadline=requested_deadline(req)[0])
+    if f.reshape:
+        draft = reshape(req, draft, config)
+    else:
+        draft = replace(draft, gpus=req.total_gpus, shape="any")
+    if f.defaults:
+        draft = defaults(req, draft, config)
+    draft = tag(req, draft, config)
+    d = FilterDecision("accept", draft.job_class, changes=draft.changes, notices=draft.notices)
+    return replace(d, summary=_summary(req, d))
+
+
+def decide(job_desc: Mapping[str, Any], config: SiteConfig, ctx: FilterContext) -> FilterDecision:
+    """The decision for one job description as the Lua shim sends it (``job_desc`` fields)."""
+    return decide_request(JobRequest.from_job_desc(job_desc), config, ctx)

@@ -1,0 +1,84 @@
+"""classify: which job class a submission is (train, inference, serve, sweep, interactive).
+
+Evidence, strongest first: a job array is a sweep; a partition that belongs to one class gives
+that class; a submission without a batch script (srun/salloc) is interactive; else train.
+A ``dl:class=…`` hint in ``--comment`` may choose another class, but never blindly: a class
+that ranks above train (a larger weight, or not preemptible) must meet its constraints — no
+array, fits on one node, an explicit time limit within the class maximum — or the hint is
+downgraded to what the evidence says, with a notice to the user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..config import SiteConfig
+from ..model import JobClass
+from .decision import Draft
+from .hints import parse_hints
+from .request import JobRequest
+
+
+def is_privileged(job_class: JobClass, config: SiteConfig) -> bool:
+    """Does this class rank above train (more weight, or protected from preemption)?"""
+    c = config.class_config(job_class)
+    train = config.class_config(JobClass.TRAIN)
+    return c.weight > train.weight or (not c.preemptible and train.preemptible)
+
+
+def privileged_violations(job_class: JobClass, req: JobRequest, config: SiteConfig) -> list[str]:
+    """Why ``req`` may not run as ``job_class`` (empty when it may)."""
+    if not is_privileged(job_class, config):
+        return []
+    c = config.class_config(job_class)
+    why = []
+    if req.array:
+        why.append("it is a job array")
+    if req.total_gpus > config.max_gpus_per_node or req.nodes > 1:
+        why.append(f"it spans more than one node (the class allows up to {config.max_gpus_per_node} GPUs on one node)")
+    if req.time_limit_min is None:
+        why.append("it has no explicit --time")
+    elif req.time_limit_min > c.max_time_minutes:
+        why.append(f"its --time {req.time_limit_min} min exceeds the class maximum {c.max_time_minutes} min")
+    if c.partition and req.partition not in (None, c.partition):
+        why.append(f"it is not in the class partition {c.partition!r}")
+    return why
+
+
+def evidence_class(req: JobRequest, config: SiteConfig) -> tuple[JobClass, str]:
+    """The class the submission's own shape says, with where that came from."""
+    if req.array:
+        return JobClass.SWEEP, "array"
+    if req.partition:
+        owners = [jc for jc, c in config.classes.items() if c.partition == req.partition]
+        if len(owners) == 1 and not privileged_violations(owners[0], req, config):
+            return owners[0], "partition"
+    if not req.has_script and not privileged_violations(JobClass.INTERACTIVE, req, config):
+        return JobClass.INTERACTIVE, "no batch script"
+    return JobClass.TRAIN, "default"
+
+
+def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
+    job_class, source = evidence_class(req, config)
+    notices = list(draft.notices)
+    hint = parse_hints(req.comment).get("class")
+    if hint:
+        try:
+            hinted = JobClass.parse(hint)
+        except ValueError:
+            allowed = ", ".join(c.value for c in JobClass)
+            notices.append(f"slurm-dl: ignored dl:class={hint} (unknown class; allowed: {allowed})")
+        else:
+            if req.array and hinted is not JobClass.SWEEP:
+                notices.append(f"slurm-dl: job arrays run as class sweep, not {hinted.value}")
+            elif hinted is not job_class:
+                why = privileged_violations(hinted, req, config)
+                if why:
+                    notices.append(
+                        f"slurm-dl: dl:class={hinted.value} downgraded to {job_class.value} because "
+                        + "; ".join(why)
+                    )
+                else:
+                    job_class, source = hinted, "hint"
+    ckpt = config.class_config(job_class).checkpointable
+    return replace(draft, job_class=job_class, class_source=source, checkpointable=ckpt, notices=tuple(notices))

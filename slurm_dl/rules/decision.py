@@ -1,0 +1,79 @@
+"""What the filter decides about one job, and the data the rules need besides the job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..model import JobClass
+
+# Slurm error codes the shim returns on rejection. Names are looked up in the Lua ``slurm`` table
+# (the ones 22.05 exports); numbers are passed as they are.
+ESLURM_INVALID_GRES = 2072
+CODE_TIME_LIMIT = "ESLURM_INVALID_TIME_LIMIT"
+CODE_MISSING_TIME_LIMIT = "ESLURM_MISSING_TIME_LIMIT"
+CODE_NODE_COUNT = "ESLURM_INVALID_NODE_COUNT"
+CODE_POLICY = "ESLURM_ACCOUNTING_POLICY"
+CODE_ACCESS_DENIED = "ESLURM_ACCESS_DENIED"
+
+
+@dataclass(frozen=True, slots=True)
+class FilterContext:
+    """Facts from outside the job that the service gathers at its edge and passes in as data.
+
+    ``now``: Unix seconds. ``user_deadline_jobs``: pending deadline jobs the submitting user
+    already holds (the service keeps this from its own bookkeeping).
+    """
+
+    now: float
+    user_deadline_jobs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A rejection: what was asked, what is allowed, and how to fix it, in one message."""
+
+    rule: str
+    message: str
+    code: str | int = CODE_ACCESS_DENIED
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """The decision being built, rule by rule."""
+
+    job_class: JobClass = JobClass.TRAIN
+    class_source: str = "default"
+    checkpointable: bool = True
+    changes: dict[str, Any] = field(default_factory=dict)
+    notices: tuple[str, ...] = ()
+    shape: str = "any"
+    gpus: int = 0
+    deadline: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FilterDecision:
+    """Accept (with ``changes`` to write into job_desc) or reject (with ``message`` and ``code``).
+
+    ``notices`` are shown to the submitting user on acceptance; ``summary`` is the log line.
+    """
+
+    action: Literal["accept", "reject"]
+    job_class: JobClass | None = None
+    changes: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    code: str | int | None = None
+    rule: str | None = None
+    notices: tuple[str, ...] = ()
+    summary: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept"
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object the service sends back to the Lua shim."""
+        if self.accepted:
+            return {"v": 1, "action": "accept", "set": dict(self.changes), "notices": list(self.notices)}
+        return {"v": 1, "action": "reject", "message": self.message, "code": self.code}

@@ -1,0 +1,27 @@
+"""defaults: per-class time limit and partition when missing, requeue on for checkpointable classes.
+
+The checkpoint signal (``--signal=B:USR2@grace``) cannot be set here: Slurm 22.05's
+job_submit/lua neither reads nor writes ``warn_signal``/``warn_time``/``warn_flags``
+("_set_job_field: unrecognized field", verified on the testbed). dlsubmit's scripts carry it,
+and the prioritizer signals the batch shell itself before a requeue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..config import SiteConfig
+from .decision import Draft
+from .request import JobRequest
+
+
+def defaults(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
+    cls = config.class_config(draft.job_class)
+    changes = dict(draft.changes)
+    if req.time_limit_min is None:
+        changes["time_limit"] = cls.default_time_minutes
+    if req.partition is None and cls.partition:
+        changes["partition"] = cls.partition
+    if draft.checkpointable and req.requeue is None:
+        changes["requeue"] = 1
+    return replace(draft, changes=changes)

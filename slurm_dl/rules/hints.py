@@ -1,0 +1,44 @@
+"""User hints in ``--comment``: ``dl:class=serve``, ``dl:deadline=2026-11-21T05:00``, ``dl:ckpt=0``.
+
+Several pairs may follow one ``dl:`` (``dl:class=train;deadline=1763700000``) or each carry their
+own prefix. Hints are claims, not facts: the rules check them.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+_HINT = re.compile(r"(?:^|[\s,])dl:(\S+)")
+
+
+def parse_hints(comment: str | None) -> dict[str, str]:
+    """``key -> value`` for every ``dl:key=value`` in the comment (first occurrence wins)."""
+    out: dict[str, str] = {}
+    if not comment:
+        return out
+    for m in _HINT.finditer(comment):
+        for pair in m.group(1).split(";"):
+            key, sep, value = pair.partition("=")
+            key = key.strip().lower()
+            if sep and key and key not in out:
+                out[key] = value.strip()
+    return out
+
+
+def parse_deadline(text: str) -> int | None:
+    """Unix seconds from ``1763700000`` or an ISO time (``2026-11-21T05:00``, UTC unless it says)."""
+    text = text.strip()
+    if text.isascii() and text.isdigit() and len(text) <= 11:
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    try:
+        ts = int(dt.timestamp())
+    except (OverflowError, OSError, ValueError):
+        return None
+    return ts if ts >= 0 else None

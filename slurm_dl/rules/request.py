@@ -1,0 +1,201 @@
+"""The job description the filter sees, decoded from slurmctld's ``job_desc`` encodings.
+
+The Lua shim sends ``job_desc`` fields as one JSON object; :func:`JobRequest.from_job_desc`
+turns Slurm's sentinels (``NO_VAL`` = 4294967294, ``NO_VAL16`` = 65534, ``NO_VAL64``) into
+``None`` and the GRES strings into GPU counts. It accepts any mapping and never raises:
+a value of the wrong type counts as "not given" and is reported in ``problems``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+NO_VAL = 4294967294
+INFINITE = 4294967295
+NO_VAL16 = 65534
+INFINITE16 = 65535
+_BIG = 2**32 - 2  # anything at or above is a sentinel for 32/64-bit fields
+
+# Every job_desc field the rules read (the shim sends these; SLURM-FACTS.md has the encodings).
+JOB_DESC_FIELDS = (
+    "account", "admin_comment", "array_inx", "comment", "cpus_per_tres", "mem_per_tres",
+    "min_nodes", "max_nodes", "name", "partition", "req_switch", "wait4switch", "requeue",
+    "time_limit", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
+    "user_id", "user_name", "has_script", "deadline",
+)
+
+_GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::([^:,]+))?(?::(\d+))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuAsk:
+    """One GPU request in a TRES string: ``gres:gpu:h100:2`` → GpuAsk("h100", 2)."""
+
+    gpu_type: str | None
+    count: int
+
+
+def parse_gpu_tres(text: str | None) -> tuple[list[GpuAsk], list[str]]:
+    """GPU asks in a TRES list (``gres:gpu:h100:2,gres:foo:1``) and the non-GPU items kept aside."""
+    asks: list[GpuAsk] = []
+    others: list[str] = []
+    if not text:
+        return asks, others
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = _GPU_GRES.match(item)
+        if not m:
+            others.append(item)
+            continue
+        gpu_type, count = m.group(1), m.group(2)
+        if gpu_type is not None and gpu_type.isdigit() and count is None:
+            gpu_type, count = None, gpu_type  # gres:gpu:2
+        asks.append(GpuAsk(gpu_type, int(count) if count is not None else 1))
+    return asks, others
+
+
+def _num(v: Any, sentinel_at: int = _BIG) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if v != v or v in (float("inf"), float("-inf")):
+        return None
+    iv = int(v)
+    if iv < 0 or iv >= sentinel_at:
+        return None
+    return iv
+
+
+def _num16(v: Any) -> int | None:
+    return _num(v, NO_VAL16)
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v != "" else None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """A submitted job as the rules see it. ``None`` means the user did not set it."""
+
+    user_name: str | None = None
+    user_id: int | None = None
+    name: str | None = None
+    account: str | None = None
+    partition: str | None = None
+    comment: str | None = None
+    admin_comment: str | None = None
+    array: str | None = None
+    time_limit_min: int | None = None
+    min_nodes: int | None = None
+    max_nodes: int | None = None
+    tres_per_job: str | None = None
+    tres_per_node: str | None = None
+    tres_per_socket: str | None = None
+    tres_per_task: str | None = None
+    cpus_per_tres: str | None = None
+    mem_per_tres: str | None = None
+    req_switch: int | None = None
+    wait4switch: int | None = None
+    requeue: int | None = None
+    has_script: bool = True
+    deadline: int | None = None
+    problems: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_job_desc(cls, desc: Mapping[str, Any]) -> "JobRequest":
+        if not isinstance(desc, Mapping):
+            return cls(problems=("job description is not an object",))
+        problems: list[str] = []
+
+        def s(key: str) -> str | None:
+            v = desc.get(key)
+            if v is not None and not isinstance(v, str):
+                problems.append(f"{key}: expected text, got {type(v).__name__}")
+            return _str(v)
+
+        time_limit = _num(desc.get("time_limit"))
+        if desc.get("time_limit") == INFINITE:
+            time_limit = None
+        has_script = desc.get("has_script")
+        return cls(
+            user_name=s("user_name"),
+            user_id=_num(desc.get("user_id")),
+            name=s("name"),
+            account=s("account"),
+            partition=s("partition"),
+            comment=s("comment"),
+            admin_comment=s("admin_comment"),
+            array=s("array_inx"),
+            time_limit_min=time_limit,
+            min_nodes=_num(desc.get("min_nodes")),
+            max_nodes=_num(desc.get("max_nodes")),
+            tres_per_job=s("tres_per_job"),
+            tres_per_node=s("tres_per_node"),
+            tres_per_socket=s("tres_per_socket"),
+            tres_per_task=s("tres_per_task"),
+            cpus_per_tres=s("cpus_per_tres"),
+            mem_per_tres=s("mem_per_tres"),
+            req_switch=_num(desc.get("req_switch")),
+            wait4switch=_num(desc.get("wait4switch")),
+            requeue=_num16(desc.get("requeue")),
+            has_script=has_script if isinstance(has_script, bool) else True,
+            deadline=_num(desc.get("deadline"), 10**11) or None,
+            problems=tuple(problems),
+        )
+
+    # --- derived views -----------------------------------------------------------------
+    @property
+    def gpus_per_job(self) -> list[GpuAsk]:
+        return parse_gpu_tres(self.tres_per_job)[0]
+
+    @property
+    def gpus_per_node(self) -> list[GpuAsk]:
+        return parse_gpu_tres(self.tres_per_node)[0]
+
+    @property
+    def all_gpu_asks(self) -> list[GpuAsk]:
+        out: list[GpuAsk] = []
+        for text in (self.tres_per_job, self.tres_per_node, self.tres_per_socket, self.tres_per_task):
+            out.extend(parse_gpu_tres(text)[0])
+        return out
+
+    @property
+    def nodes(self) -> int:
+        """Nodes asked for (at least one)."""
+        return max(1, self.min_nodes or 1)
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs for the whole job (per-job count, else per-node × nodes)."""
+        per_job = sum(a.count for a in self.gpus_per_job)
+        if per_job:
+            return per_job
+        return sum(a.count for a in self.gpus_per_node) * self.nodes
+
+    @property
+    def gpu_type(self) -> str | None:
+        types = {a.gpu_type for a in self.all_gpu_asks if a.gpu_type}
+        return next(iter(types)) if len(types) == 1 else None
+
+    def per_gpu_value(self, text: str | None) -> int | None:
+        """``cpus_per_tres``/``mem_per_tres`` (``gres:gpu:4``) → 4."""
+        for item in (text or "").split(","):
+            parts = item.strip().split(":")
+            if len(parts) >= 2 and parts[-2] == "gpu" and parts[-1].isdigit():
+                return int(parts[-1])
+        return None
+
+    def original_request(self) -> str:
+        """A short text of what the user asked for, for the tag and the log."""
+        bits = []
+        if self.tres_per_job:
+            bits.append("job." + self.tres_per_job.removeprefix("gres:"))
+        if self.tres_per_node:
+            bits.append("node." + self.tres_per_node.removeprefix("gres:"))
+        if self.min_nodes:
+            bits.append(f"N{self.min_nodes}")
+        return "+".join(bits) or "cpu"

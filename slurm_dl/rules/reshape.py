@@ -1,0 +1,86 @@
+"""reshape: a per-job GPU count becomes nodes × GPUs per node with the fewest nodes.
+
+``--gpus=16`` on 8-GPU nodes becomes ``-N2 --gpus-per-node=8``; a multi-node job also gets
+``--switches=1@T`` so it stays under one leaf switch when the site has a topology. A count that
+has no even split over the fewest nodes (13 GPUs on 8-GPU nodes) is left for Slurm to spread
+and tagged ``shape=spread``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..config import SiteConfig
+from .decision import Draft
+from .request import JobRequest, parse_gpu_tres
+from .validate import gpus_per_node_by_type
+
+
+def fewest_nodes_shape(gpus: int, gpus_per_node: int, nodes_available: int) -> tuple[int, int] | None:
+    """``(nodes, gpus_per_node)`` using the fewest nodes with an even split, or None if none fits.
+
+    Only the minimum node count ``ceil(gpus / gpus_per_node)`` is tried: more nodes than that
+    would spread the job for no reason.
+    """
+    if gpus <= 0 or gpus_per_node <= 0:
+        return None
+    nodes = -(-gpus // gpus_per_node)
+    if nodes > nodes_available or gpus % nodes:
+        return None
+    return nodes, gpus // nodes
+
+
+def _nodes_of_type(config: SiteConfig, gpu_type: str | None) -> tuple[int, int]:
+    """(GPUs per node, node count) for the type (or the largest node shape when untyped)."""
+    if gpu_type is not None:
+        groups = [g for g in config.node_groups if g.gpu_type == gpu_type]
+    else:
+        top = config.max_gpus_per_node
+        groups = [g for g in config.node_groups if g.gpus_per_node == top]
+    if not groups:
+        return 0, 0
+    per_node = gpus_per_node_by_type(config).get(gpu_type, 0) if gpu_type else config.max_gpus_per_node
+    return per_node, sum(len(g.node_names) for g in groups if g.gpus_per_node == per_node)
+
+
+def _gres(gpu_type: str | None, count: int) -> str:
+    return f"gres:gpu:{gpu_type}:{count}" if gpu_type else f"gres:gpu:{count}"
+
+
+def _switch_changes(req: JobRequest, config: SiteConfig) -> dict[str, int]:
+    if config.topology.source == "none" or req.req_switch is not None:
+        return {}
+    return {"req_switch": 1, "wait4switch": config.filter.switch_wait_minutes * 60}
+
+
+def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
+    job_asks, job_others = parse_gpu_tres(req.tres_per_job)
+    node_asks, node_others = parse_gpu_tres(req.tres_per_node)
+    changes = dict(draft.changes)
+    notices = list(draft.notices)
+    if node_asks:  # the user fixed the shape already
+        nodes = req.nodes
+        per_node = sum(a.count for a in node_asks)
+        if nodes > 1:
+            changes.update(_switch_changes(req, config))
+        return replace(draft, changes=changes, shape=f"{nodes}x{per_node}", gpus=req.total_gpus)
+    if len(job_asks) != 1 or req.min_nodes not in (None, 1) or req.max_nodes not in (None, 1):
+        shape = "any" if not job_asks else "spread"
+        return replace(draft, shape=shape, gpus=req.total_gpus)
+    ask = job_asks[0]
+    per_node_max, node_count = _nodes_of_type(config, ask.gpu_type)
+    found = fewest_nodes_shape(ask.count, per_node_max, node_count)
+    if found is None:
+        notices.append(
+            f"slurm-dl: {ask.count} GPUs do not split evenly over the fewest {per_node_max}-GPU nodes; "
+            "Slurm will spread the job (tagged shape=spread)"
+        )
+        return replace(draft, notices=tuple(notices), shape="spread", gpus=ask.count)
+    nodes, per_node = found
+    changes["tres_per_node"] = ",".join([_gres(ask.gpu_type, per_node), *node_others])
+    changes["tres_per_job"] = ",".join(job_others)
+    changes["min_nodes"] = nodes
+    changes["max_nodes"] = nodes
+    if nodes > 1:
+        changes.update(_switch_changes(req, config))
+    return replace(draft, changes=changes, shape=f"{nodes}x{per_node}", gpus=ask.count)

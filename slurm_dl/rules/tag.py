@@ -1,0 +1,39 @@
+"""tag: write the decision into ``admin_comment`` (see :mod:`slurm_dl.tags`), discarding what was there.
+
+With tagging switched off, a user-supplied ``admin_comment`` that looks like a slurm-dl tag is
+still removed, so nobody can forge one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..config import SiteConfig
+from ..tags import TAG_PREFIX, JobTag, encode_tag, safe_value
+from .decision import Draft
+from .request import JobRequest
+
+
+def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
+    changes = dict(draft.changes)
+    if config.filter.tag:
+        changes["admin_comment"] = encode_tag(
+            JobTag(
+                job_class=draft.job_class,
+                checkpointable=draft.checkpointable,
+                gpus=draft.gpus,
+                shape=draft.shape,
+                deadline=draft.deadline,
+                original=safe_value(req.original_request()),
+            )
+        )
+    elif req.admin_comment and req.admin_comment.lstrip().startswith(TAG_PREFIX[:3]):
+        changes["admin_comment"] = ""
+    return replace(draft, changes=changes)
+
+
+def strip_forged_tag(req: JobRequest) -> dict[str, str]:
+    """Changes that remove a forged tag (used when the job is otherwise left alone)."""
+    if req.admin_comment and req.admin_comment.lstrip().startswith(TAG_PREFIX[:3]):
+        return {"admin_comment": ""}
+    return {}

@@ -1,0 +1,199 @@
+"""validate: refuse what cannot or must not run, saying what was asked, what is allowed and how to fix it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from ..config import SiteConfig
+from ..model import Job
+from ..policy.deadline import deadline_feasible
+from .decision import (
+    CODE_MISSING_TIME_LIMIT,
+    CODE_NODE_COUNT,
+    CODE_POLICY,
+    CODE_TIME_LIMIT,
+    ESLURM_INVALID_GRES,
+    Draft,
+    FilterContext,
+    Rejection,
+)
+from .hints import parse_deadline, parse_hints
+from .request import JobRequest
+
+PREFIX = "slurm-dl: "
+
+
+def _when(ts: float) -> str:
+    try:
+        return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return str(int(ts))
+
+
+def gpus_per_node_by_type(config: SiteConfig) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for g in config.node_groups:
+        out[g.gpu_type] = max(out.get(g.gpu_type, 0), g.gpus_per_node)
+    return out
+
+
+def gpus_total_by_type(config: SiteConfig) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for g in config.node_groups:
+        out[g.gpu_type] = out.get(g.gpu_type, 0) + g.gpus_per_node * len(g.node_names)
+    return out
+
+
+def _types_text(config: SiteConfig) -> str:
+    per_node = gpus_per_node_by_type(config)
+    return ", ".join(f"{t} (up to {per_node.get(t, 0)} per node)" for t in config.gpu_type_names)
+
+
+def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
+    per_node = gpus_per_node_by_type(config)
+    for ask in req.all_gpu_asks:
+        if ask.gpu_type is not None and ask.gpu_type not in per_node:
+            return Rejection(
+                "validate.gpu_type",
+                f"{PREFIX}GPU type '{ask.gpu_type}' does not exist here (asked gpu:{ask.gpu_type}:{ask.count}); "
+                f"GPU types on this cluster: {_types_text(config)}. "
+                f"Fix: ask for --gres=gpu:{config.gpu_type_names[0]}:N, or --gpus=N for any type.",
+                ESLURM_INVALID_GRES,
+            )
+    for ask in req.gpus_per_node:
+        most = per_node.get(ask.gpu_type, 0) if ask.gpu_type else config.max_gpus_per_node
+        if ask.count > most:
+            return Rejection(
+                "validate.gpus_per_node",
+                f"{PREFIX}asked {ask.count} GPUs per node but no node has more than {most}"
+                f"{' ' + ask.gpu_type if ask.gpu_type else ''}. "
+                f"Fix: use --gpus={ask.count * req.nodes} and slurm-dl packs it onto nodes, "
+                f"or -N<nodes> --gpus-per-node={most} or fewer.",
+                CODE_NODE_COUNT,
+            )
+    total = req.total_gpus
+    cap = config.caps.max_gpus_per_job
+    if cap is not None and total > cap:
+        return Rejection(
+            "validate.gpus_per_job",
+            f"{PREFIX}asked {total} GPUs; a job may use at most {cap} here. Fix: ask for {cap} GPUs or fewer.",
+            CODE_NODE_COUNT,
+        )
+    gpu_type = req.gpu_type
+    exists = gpus_total_by_type(config).get(gpu_type, 0) if gpu_type else config.total_gpus
+    if total > exists:
+        return Rejection(
+            "validate.gpus_per_job",
+            f"{PREFIX}asked {total} {gpu_type or ''} GPUs but the cluster has only {exists}. "
+            f"Fix: ask for {exists} GPUs or fewer.".replace("  ", " "),
+            CODE_NODE_COUNT,
+        )
+    return None
+
+
+def check_time(req: JobRequest, draft: Draft, config: SiteConfig) -> Rejection | None:
+    cls = config.class_config(draft.job_class)
+    name = draft.job_class.value
+    if req.time_limit_min is None:
+        if not config.filter.defaults:
+            return Rejection(
+                "validate.time_limit",
+                f"{PREFIX}no time limit given; class {name} allows up to {cls.max_time_minutes} min. "
+                f"Fix: add --time=MINUTES (at most {cls.max_time_minutes}).",
+                CODE_MISSING_TIME_LIMIT,
+            )
+        return None
+    if req.time_limit_min > cls.max_time_minutes:
+        return Rejection(
+            "validate.time_limit",
+            f"{PREFIX}asked --time={req.time_limit_min} min for class {name}; at most {cls.max_time_minutes} min "
+            f"is allowed. Fix: --time={cls.max_time_minutes} or less, and checkpoint to run longer.",
+            CODE_TIME_LIMIT,
+        )
+    part_name = req.partition or cls.partition or config.default_partition
+    for p in config.partitions:
+        if p.name == part_name and p.max_time_minutes is not None and req.time_limit_min > p.max_time_minutes:
+            return Rejection(
+                "validate.time_limit",
+                f"{PREFIX}asked --time={req.time_limit_min} min in partition {p.name}; at most "
+                f"{p.max_time_minutes} min is allowed there. Fix: --time={p.max_time_minutes} or less.",
+                CODE_TIME_LIMIT,
+            )
+    return None
+
+
+def check_per_gpu_caps(req: JobRequest, config: SiteConfig) -> Rejection | None:
+    cpus = req.per_gpu_value(req.cpus_per_tres)
+    if cpus is not None and cpus > config.caps.max_cpus_per_gpu:
+        cap = config.caps.max_cpus_per_gpu
+        return Rejection(
+            "validate.cpus_per_gpu",
+            f"{PREFIX}asked --cpus-per-gpu={cpus}; at most {cap} CPUs per GPU are allowed here. "
+            f"Fix: --cpus-per-gpu={cap} or less.",
+            CODE_POLICY,
+        )
+    mem_mb = req.per_gpu_value(req.mem_per_tres)
+    cap_mb = int(config.caps.max_mem_per_gpu_gb * 1024)
+    if mem_mb is not None and mem_mb > cap_mb:
+        return Rejection(
+            "validate.mem_per_gpu",
+            f"{PREFIX}asked --mem-per-gpu={mem_mb}M; at most {cap_mb}M "
+            f"({config.caps.max_mem_per_gpu_gb:g} GB) per GPU is allowed here. Fix: --mem-per-gpu={cap_mb}M or less.",
+            CODE_POLICY,
+        )
+    return None
+
+
+def requested_deadline(req: JobRequest) -> tuple[int | None, str | None]:
+    """The deadline (Unix seconds) from ``job_desc.deadline`` or a ``dl:deadline=`` hint, or the bad text."""
+    if req.deadline:
+        return req.deadline, None
+    text = parse_hints(req.comment).get("deadline")
+    if text is None:
+        return None, None
+    value = parse_deadline(text)
+    return (value, None) if value is not None else (None, text)
+
+
+def check_deadline(req: JobRequest, ctx: FilterContext, config: SiteConfig) -> tuple[int | None, Rejection | None]:
+    """Admission of a deadline, by the policy's own feasibility check (:func:`deadline_feasible`)."""
+    deadline, bad = requested_deadline(req)
+    if bad is not None:
+        return None, Rejection(
+            "validate.deadline",
+            f"{PREFIX}cannot read the deadline {bad!r}. Fix: dl:deadline=YYYY-MM-DDTHH:MM (UTC) or Unix seconds.",
+            CODE_POLICY,
+        )
+    if deadline is None:
+        return None, None
+    if req.time_limit_min is None:
+        return deadline, Rejection(
+            "validate.deadline",
+            f"{PREFIX}a deadline ({_when(deadline)}) needs an explicit time limit that fits before it. "
+            "Fix: add --time=MINUTES.",
+            CODE_MISSING_TIME_LIMIT,
+        )
+    job = Job(job_id=0, user=req.user_name or "", deadline=float(deadline), time_limit=req.time_limit_min * 60.0)
+    ok, reason = deadline_feasible(job, ctx.now, config, user_deadline_jobs=ctx.user_deadline_jobs)
+    if ok:
+        return deadline, None
+    quota = config.policy.deadline
+    return deadline, Rejection(
+        "validate.deadline",
+        f"{PREFIX}deadline {_when(deadline)} with --time={req.time_limit_min} min refused: {reason}. "
+        f"Allowed: a time limit that ends before the deadline if started now, a deadline at most "
+        f"{quota.max_deadline_days:g} days ahead, at most {quota.max_deadline_jobs_per_user} pending deadline jobs "
+        "per user. Fix: a later deadline, a shorter --time, or no deadline.",
+        CODE_POLICY,
+    )
+
+
+def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext) -> Draft | Rejection:
+    for found in (check_gpus(req, config), check_time(req, draft, config), check_per_gpu_caps(req, config)):
+        if found is not None:
+            return found
+    deadline, rejection = check_deadline(req, ctx, config)
+    if rejection is not None:
+        return rejection
+    return replace(draft, deadline=deadline)

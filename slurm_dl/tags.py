@@ -1,0 +1,113 @@
+"""The ``admin_comment`` tag the filter writes and the prioritizer reads.
+
+Format, version 1: ``sdl1:`` followed by ``key=value`` pairs joined by ``;``, e.g.
+``sdl1:class=train;ckpt=1;gpus=16;shape=2x8;deadline=1763700000;orig=gpu.16``.
+
+Keys: ``class`` (a :class:`~slurm_dl.model.JobClass` value), ``ckpt`` (0/1), ``gpus`` (total
+GPUs, ≥ 0), ``shape`` (``NxG`` nodes × GPUs per node, ``spread`` or ``any``), ``deadline``
+(Unix seconds, optional), ``orig`` (the request as the user wrote it, optional).
+
+:func:`parse_tag` is strict and total: anything that is not exactly a well-formed tag gives
+``None``; it never raises. Users cannot write ``admin_comment`` (Slurm makes it admin-only and the
+filter overwrites it), so a tag that parses is one the filter wrote.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .model import JobClass
+
+TAG_PREFIX = "sdl1:"
+MAX_TAG_LENGTH = 512
+_VALUE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
+_SHAPE = re.compile(r"^(?:(\d{1,4})x(\d{1,3})|spread|any)$")
+_KEYS_REQUIRED = ("class", "ckpt", "gpus", "shape")
+_KEYS_OPTIONAL = ("deadline", "orig")
+
+
+@dataclass(frozen=True, slots=True)
+class JobTag:
+    """What the filter decided about a job, as the prioritizer needs it."""
+
+    job_class: JobClass
+    checkpointable: bool
+    gpus: int
+    shape: str = "any"
+    deadline: int | None = None
+    original: str | None = None
+
+    @property
+    def shape_nodes(self) -> int | None:
+        m = _SHAPE.match(self.shape)
+        return int(m.group(1)) if m and m.group(1) else None
+
+    @property
+    def shape_gpus_per_node(self) -> int | None:
+        m = _SHAPE.match(self.shape)
+        return int(m.group(2)) if m and m.group(2) else None
+
+
+def safe_value(text: str) -> str:
+    """Map free text onto the tag's value alphabet (``orig`` carries user-written requests)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.:@+-]", ".", text)[:128]
+    return cleaned or "none"
+
+
+def encode_tag(tag: JobTag) -> str:
+    """The ``admin_comment`` text for a tag. Raises ValueError for a value outside the format."""
+    if not _SHAPE.match(tag.shape):
+        raise ValueError(f"tag shape must be NxG, 'spread' or 'any', got {tag.shape!r}")
+    if tag.gpus < 0:
+        raise ValueError(f"tag gpus must be >= 0, got {tag.gpus}")
+    parts = [
+        f"class={JobClass(tag.job_class).value}",
+        f"ckpt={1 if tag.checkpointable else 0}",
+        f"gpus={int(tag.gpus)}",
+        f"shape={tag.shape}",
+    ]
+    if tag.deadline is not None:
+        if tag.deadline < 0:
+            raise ValueError(f"tag deadline must be >= 0, got {tag.deadline}")
+        parts.append(f"deadline={int(tag.deadline)}")
+    if tag.original is not None:
+        if not _VALUE.match(tag.original):
+            raise ValueError(f"tag orig has characters outside [A-Za-z0-9_.:@+-]: {tag.original!r}")
+        parts.append(f"orig={tag.original}")
+    return TAG_PREFIX + ";".join(parts)
+
+
+def _int(text: str, lo: int, hi: int) -> int | None:
+    if not text.isascii() or not text.isdigit() or len(text) > 12:
+        return None
+    v = int(text)
+    return v if lo <= v <= hi else None
+
+
+def parse_tag(text: object) -> JobTag | None:
+    """The tag in ``text``, or ``None`` if it is not exactly a valid version-1 tag. Never raises."""
+    if not isinstance(text, str) or len(text) > MAX_TAG_LENGTH or not text.startswith(TAG_PREFIX):
+        return None
+    fields: dict[str, str] = {}
+    for pair in text[len(TAG_PREFIX):].split(";"):
+        key, sep, value = pair.partition("=")
+        if not sep or key in fields or key not in _KEYS_REQUIRED + _KEYS_OPTIONAL or not _VALUE.match(value):
+            return None
+        fields[key] = value
+    if any(k not in fields for k in _KEYS_REQUIRED):
+        return None
+    try:
+        job_class = JobClass(fields["class"])
+    except ValueError:
+        return None
+    ckpt = {"0": False, "1": True}.get(fields["ckpt"])
+    gpus = _int(fields["gpus"], 0, 1_000_000)
+    if ckpt is None or gpus is None or not _SHAPE.match(fields["shape"]):
+        return None
+    deadline = None
+    if "deadline" in fields:
+        deadline = _int(fields["deadline"], 0, 10**11)
+        if deadline is None:
+            return None
+    return JobTag(job_class, ckpt, gpus, fields["shape"], deadline, fields.get("orig"))
