@@ -256,11 +256,15 @@ class Testbed:
             for name, pid in started.items():
                 if not process.alive(pid):
                     raise TestbedError(self._died_message(name))
-            try:
-                states = node_states(self.env())
-                last_error = ""
-            except SlurmError as e:
-                last_error = str(e)
+            # Ask sinfo only once slurmctld listens: a client that finds no controller backs off ~1 s.
+            if process.port_listening(params.ctld_port):
+                try:
+                    states = node_states(self.env())
+                    last_error = ""
+                except SlurmError as e:
+                    last_error = str(e)
+            else:
+                last_error = f"slurmctld not listening on port {params.ctld_port} yet"
             if states and all(states.get(n) == "idle" for n in params.node_names):
                 return
             if time.monotonic() > deadline:

@@ -184,6 +184,17 @@ def port_free(port: int) -> bool:
     return True
 
 
+def port_listening(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something accepts TCP connections on ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        try:
+            s.connect((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def pick_free_ports(count: int, *, low: int = 20000, high: int = 32000) -> list[int]:
     """``count`` distinct free ports below the kernel's ephemeral range (so outgoing
     connections do not grab them between picking and binding)."""

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The slurm-dl quick start: set up, bring up a local 4-node x 8-GPU Slurm test cluster, submit a
+# few GPU jobs with sbatch and show where Slurm placed them. Leaves the cluster up and prints how
+# to use it and take it down.
+#
+#   bash scripts/quickstart.sh            # state in ./.testbed (override: SLURM_DL_TESTBED_DIR)
+#
+# Structure: each step is a function; STEPS lists them in order, so later steps (the submit filter,
+# the prioritizer, dlsubmit) are added as one function + one entry.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+TESTBED_DIR="${SLURM_DL_TESTBED_DIR:-$REPO/.testbed}"
+OUT_DIR="$TESTBED_DIR/quickstart"
+JOB_IDS=()
+
+banner() { printf '\n==> %s\n' "$*"; }
+
+step_setup() {
+  banner "setup (Debian packages, .venv)"
+  bash scripts/setup.sh
+  # shellcheck disable=SC1091
+  . .venv/bin/activate
+}
+
+step_testbed_up() {
+  banner "testbed up in $TESTBED_DIR (4 nodes x 8 fake h100 GPUs, two leaf switches)"
+  slurm-dl testbed up --dir "$TESTBED_DIR"
+  eval "$(slurm-dl testbed env --dir "$TESTBED_DIR")"
+  sinfo -N -o "%.8N %.6T %.14G %.5c %.8m"
+}
+
+submit() {  # submit NAME SBATCH-ARGS... -- reads the script from stdin; records the job id
+  local name="$1"; shift
+  local id
+  id="$(sbatch --parsable --job-name="$name" --output="$OUT_DIR/%x-%j.out" --time=10 "$@")"
+  JOB_IDS+=("$id")
+  printf '  submitted %-12s job %s  (sbatch %s)\n' "$name" "$id" "$*"
+}
+
+step_submit_gpu_jobs() {
+  banner "submit GPU jobs with sbatch"
+  mkdir -p "$OUT_DIR"
+  local body='#!/bin/bash
+echo "job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
+srun bash -c '\''echo "  step on $SLURMD_NODENAME sees GPUs $CUDA_VISIBLE_DEVICES"'\''
+sleep 45'
+  submit train-3gpu --gpus=3 <<<"$body"
+  submit ddp-2x8 -N2 --ntasks-per-node=1 --gpus-per-node=8 <<<"$body"
+  submit infer-2gpu --gres=gpu:h100:2 <<<"$body"
+  submit sweep-4gpu --gpus=4 <<<"$body"
+  submit big-8gpu --gpus-per-node=8 <<<"$body"   # 3+16+2+4+8 = 33 > 32 GPUs: someone waits
+}
+
+step_show_placement() {
+  banner "placement (squeue: nodes and GRES per job)"
+  local ids; ids="$(IFS=,; echo "${JOB_IDS[*]}")"
+  # Give the scheduler a pass (sched_interval=2) so everything that fits is placed.
+  for _ in $(seq 1 50); do
+    if ! squeue -h -j "$ids" -t PD -o "%r" | grep -qv -e Resources -e Priority; then break; fi
+    sleep 0.2
+  done
+  sleep 1
+  squeue -j "$ids" -O "JobID:6,Name:12,State:9,NumNodes:6,tres-per-job:14,tres-per-node:17,NodeList:12,Reason:12"
+  banner "GPU indices per node (scontrol -d show job)"
+  for id in "${JOB_IDS[@]}"; do
+    scontrol -d show job "$id" | awk -v id="$id" '
+      /JobState=/ { for (i = 1; i <= NF; i++) if ($i ~ /^JobState=/) st = $i }
+      /^ +Nodes=.*GRES=/ { printf "  job %s %s %s %s\n", id, st, $1, $NF; shown = 1 }
+      END { if (!shown) printf "  job %s %s (not placed yet)\n", id, st }'
+  done
+  banner "what a running job sees"
+  sleep 1
+  for f in "$OUT_DIR"/*.out; do [ -s "$f" ] && sed 's/^/  /' "$f"; done
+  return 0
+}
+
+step_howto() {
+  banner "the cluster stays up"
+  cat <<MSG
+  use it from a shell:   eval "\$(slurm-dl testbed env --dir $TESTBED_DIR)"
+                         sinfo; squeue; sbatch --gpus=2 --wrap 'echo \$CUDA_VISIBLE_DEVICES'
+  job output:            $OUT_DIR/
+  logs:                  $TESTBED_DIR/log/
+  status:                slurm-dl testbed status --dir $TESTBED_DIR
+  take it down:          slurm-dl testbed down --dir $TESTBED_DIR
+MSG
+}
+
+STEPS=(step_setup step_testbed_up step_submit_gpu_jobs step_show_placement step_howto)
+
+for step in "${STEPS[@]}"; do
+  "$step"
+done

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run every test (unit + integration on a real local Slurm) after making sure the machine is set
+# up. Extra arguments go to pytest:  bash scripts/test.sh -x -k testbed
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+bash scripts/setup.sh
+. .venv/bin/activate
+
+set +e
+python -m pytest tests "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "test: error: pytest collected no tests (exit 5); that is a failure, not a pass" >&2
+  exit 1
+fi
+exit "$rc"
