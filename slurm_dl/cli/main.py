@@ -16,6 +16,8 @@ app.add_typer(config_cmd.app, name="config")
 # Command groups register below, one line each.
 from . import testbed_cmd  # noqa: E402
 app.add_typer(testbed_cmd.app, name="testbed")
+from . import filter_cmd  # noqa: E402
+app.add_typer(filter_cmd.app, name="filter")
 
 
 def main() -> None:  # pragma: no cover - console entry
