@@ -7,7 +7,8 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
   the same GPU-seconds of usage to its account.
 * Attained service never decreases: a requeued job keeps what it had (Tiresias' 2D-LAS
   counts all runs), and a snapshot that reports less is ignored for that job.
-* A job that leaves the snapshot, or shows a finished state, is closed: its total GPU-seconds
+* A job that leaves the snapshot is closed as of when it was last seen (the daemon's cycle is
+  short); one that shows a finished state is accrued up to ``now`` first. Closing puts its total GPU-seconds
   go into ``history`` (Gittins) and ``history_by_key`` (QSSF: ``user/name``, ``user``, ``account``).
 * Account usage decays exponentially with a half-life: ``u(t) = u(t0) · 2^(-(t - t0)/h)``.
 """
@@ -117,12 +118,7 @@ class Ledger:
                 self._close(rec)
         for job_id, rec in self.jobs.items():
             if job_id not in seen and not rec.finished:
-                if rec.running and now > rec.last_seen:
-                    dt = now - rec.last_seen
-                    rec.attained_gpu_s += rec.num_gpus * dt
-                    rec.executed_s += dt
-                    self._charge(rec.account, rec.num_gpus * dt, now, half_life_s)
-                    rec.last_seen = now
+                # It ended some time after it was last seen; charge nothing we cannot know.
                 self._close(rec)
         self.revision += 1
 

@@ -23,6 +23,11 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
     "las": ("las", "LasPolicy", {}),
     "las-tiresias": ("las", "TiresiasLasPolicy", {}),
     "gittins": ("gittins", "GittinsPolicy", {}),
+    "qssf": ("qssf", "QssfPolicy", {}),
+    "fairshare": ("fairshare", "FairSharePolicy", {}),
+    "deadline": ("deadline", "DeadlinePolicy", {}),
+    "class": ("job_class", "ClassPolicy", {}),
+    "combined": ("combined", "CombinedPolicy", {}),
 }
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
 
+AGE_HALF_S = 86400.0
+
 
 class FifoPolicy(PriorityPolicy):
     name = "fifo"
@@ -20,6 +22,11 @@ class FifoPolicy(PriorityPolicy):
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         return (job.submit_time, job.job_id)
+
+    def score(self, job: Job, ctx: PolicyContext) -> float:
+        """Age as urgency: 0 at submission, 0.5 after a day, approaching 1 (combined policy)."""
+        age = ctx.now - job.submit_time
+        return 0.0 if age <= 0 else 1.0 - 2.0 ** (-age / AGE_HALF_S)
 
 
 class FifoFirstFitPolicy(FifoPolicy):

@@ -45,10 +45,10 @@ def test_gone_job_is_closed_into_history():
     led = Ledger()
     led.observe([job(1, R), job(2, P)], now=0.0, half_life_s=H)
     led.observe([job(1, R), job(2, P)], now=10.0, half_life_s=H)
-    led.observe([job(2, P)], now=30.0, half_life_s=H)
-    assert led.jobs[1].finished and led.history == [pytest.approx(60.0)]
+    led.observe([job(2, P)], now=30.0, half_life_s=H)  # gone: charged up to when last seen (t=10)
+    assert led.jobs[1].finished and led.history == [pytest.approx(20.0)]
     for k in history_keys("ann", "bert", "nlp"):
-        assert led.history_by_key[k] == [pytest.approx(60.0)]
+        assert led.history_by_key[k] == [pytest.approx(20.0)]
     led.observe([job(2, JobState.CANCELLED)], now=40.0, half_life_s=H)
     assert led.jobs[2].finished and led.history[-1] == 0.0
 

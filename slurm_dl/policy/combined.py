@@ -1,0 +1,76 @@
+"""The site's policy mix: tiers compared lexicographically, weighted score sums within a tier.
+
+``config.policy.combined.tiers`` lists component names per tier, e.g.
+``[["deadline"], ["class"], ["las", "fairshare"]]``: deadline urgency first, then class weight,
+then ``1.0 × LAS score + w × fair-share factor``. Ties: submit time, then job id. Components are
+the single policies (``fifo``, ``las``, ``gittins``, ``qssf``, ``fairshare``, ``deadline``,
+``class``) built from the same config; each contributes its absolute ``score`` in [0, 1].
+
+Preemptive when a LAS or Gittins component is (their order changes as jobs run); otherwise
+``firstfit``. A job's key changes when any component's does. Scores for the daemon are
+rank-based (the inherited ``scores``), so every tier keeps its resolution in SiteFactor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ..model import Job
+from .base import PolicyContext, PriorityPolicy
+
+COMPONENTS = ("fifo", "las", "gittins", "qssf", "fairshare", "deadline", "class")
+_PREEMPTIVE_COMPONENTS = {"las", "gittins"}
+
+
+class CombinedPolicy(PriorityPolicy):
+    name = "combined"
+    discipline = "firstfit"
+
+    def __init__(
+        self,
+        config=None,
+        *,
+        tiers: Sequence[Sequence[str]] | None = None,
+        weights: Mapping[str, float] | None = None,
+        component_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        preemptive: bool | None = None,
+    ) -> None:
+        from . import get_policy  # the registry imports this module lazily
+
+        cc = config.policy.combined if config is not None else None
+        if tiers is None:
+            tiers = cc.tiers if cc is not None else [["deadline"], ["class"], ["las", "fairshare"]]
+        tiers = [list(t) for t in tiers]
+        if not tiers or any(not t for t in tiers):
+            raise ValueError("combined: tiers must be a non-empty list of non-empty lists")
+        names = [n for t in tiers for n in t]
+        unknown = sorted(set(names) - set(COMPONENTS))
+        if unknown:
+            raise ValueError(f"combined: unknown component(s) {unknown}; valid: {', '.join(COMPONENTS)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"combined: a component appears in more than one tier: {tiers}")
+        w = dict(cc.weights) if cc is not None else {}
+        w.update(weights or {})
+        overrides = dict(component_overrides or {})
+        self.tiers: list[list[str]] = tiers
+        self.weights: dict[str, float] = {n: float(w.get(n, 1.0)) for n in names}
+        self.components: dict[str, PriorityPolicy] = {
+            n: get_policy(n, config, **dict(overrides.get(n, {}))) for n in names
+        }
+        self._tier_parts = [[(self.weights[n], self.components[n]) for n in t] for t in tiers]
+        if preemptive is None:
+            preemptive = bool(_PREEMPTIVE_COMPONENTS.intersection(names))
+        if preemptive:
+            self.discipline = "preemptive"
+            self.preemptive = True
+        self.config = config
+
+    def tier_scores(self, job: Job, ctx: PolicyContext) -> list[float]:
+        return [sum(w * p.score(job, ctx) for w, p in parts) for parts in self._tier_parts]
+
+    def key(self, job: Job, ctx: PolicyContext) -> tuple:
+        return (*(-s for s in self.tier_scores(job, ctx)), job.submit_time, job.job_id)
+
+    def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
+        times = [t for p in self.components.values() if (t := p.next_key_change(job, ctx)) is not None]
+        return min(times) if times else None

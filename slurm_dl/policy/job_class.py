@@ -1,0 +1,45 @@
+"""Class weights from the site config: serving and interactive work above batch training.
+
+Highest class weight first, then submit time. Non-preemptive (``firstfit``).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..model import Job, JobClass
+from .base import PolicyContext, PriorityPolicy
+
+DEFAULT_WEIGHTS = {
+    JobClass.TRAIN: 1.0,
+    JobClass.INFERENCE: 1.0,
+    JobClass.SWEEP: 1.0,
+    JobClass.SERVE: 4.0,
+    JobClass.INTERACTIVE: 3.0,
+}
+
+
+class ClassPolicy(PriorityPolicy):
+    name = "class"
+    discipline = "firstfit"
+
+    def __init__(self, config=None, *, weights: Mapping[str, float] | None = None) -> None:
+        w = dict(DEFAULT_WEIGHTS)
+        if config is not None:
+            w.update({c: cc.weight for c, cc in config.classes.items()})
+        if weights is not None:
+            w.update({JobClass.parse(str(k)): float(v) for k, v in weights.items()})
+        if any(not v > 0 for v in w.values()):
+            raise ValueError(f"class weights must be positive, got {w}")
+        self.weights: dict[JobClass, float] = w
+        self._max = max(w.values())
+        self.config = config
+
+    def weight(self, job: Job) -> float:
+        return self.weights.get(job.job_class, 1.0)
+
+    def key(self, job: Job, ctx: PolicyContext) -> tuple:
+        return (-self.weight(job), job.submit_time, job.job_id)
+
+    def score(self, job: Job, ctx: PolicyContext) -> float:
+        return self.weight(job) / self._max
