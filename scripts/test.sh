@@ -10,7 +10,7 @@ bash scripts/setup.sh
 . .venv/bin/activate
 
 set +e
-python -m pytest tests "$@"
+python -m pytest "$@"   # no paths given: pyproject testpaths = tests/
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
