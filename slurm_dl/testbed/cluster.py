@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import stat
@@ -140,18 +142,34 @@ class Testbed:
                 nodes = {}
         return TestbedStatus(self.layout.root, daemons, nodes)
 
+    @contextlib.contextmanager
+    def _locked(self):
+        """One ``up``/``down`` at a time per state directory (two shells, two test runs)."""
+        try:
+            self.layout.root.mkdir(parents=True, exist_ok=True)
+            handle = open(self.layout.root / ".lock", "w")
+        except OSError as e:
+            raise TestbedError(f"cannot use the testbed state directory {self.layout.root}: {e}") from None
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
     # -- up ----------------------------------------------------------------------------------
     def up(self, timeout: float = READY_TIMEOUT_S) -> TestbedStatus:
         """Start the cluster and wait until every node is idle. Already up: returns at once."""
         binaries = find_slurm()
         require_root()
+        with self._locked():
+            return self._up(binaries, timeout)
+
+    def _up(self, binaries, timeout: float) -> TestbedStatus:
         current = self.status()
         if current.up:
             self._check_same_shape(current)
             return current
         if current.any_running:
             # A half-dead cluster (a daemon crashed): stop the rest and start clean.
-            self.down()
+            self._down()
         params = self._choose_params()
         self._write_files(params)
         env = self.env()
@@ -170,7 +188,7 @@ class Testbed:
         try:
             self._wait_ready(params, started, timeout)
         except BaseException:
-            self.down()
+            self._down()
             raise
         return self.status()
 
@@ -290,6 +308,12 @@ class Testbed:
     def down(self) -> list[int]:
         """Stop every process this testbed started (daemons first, then leftovers such as
         slurmstepd and job steps). Works after a crash. Returns the pids it stopped."""
+        if not self.layout.root.is_dir():
+            return []
+        with self._locked():
+            return self._down()
+
+    def _down(self) -> list[int]:
         root = self.layout.root
         daemons: list[int] = []
         for pid_file in sorted(self.layout.pid_dir.glob("*.pid")) if self.layout.pid_dir.is_dir() else []:
