@@ -92,7 +92,7 @@ def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = 
         _write_atomic(target, shim)
         if change:
             (conf_dir / "slurm.conf.bak-slurm-dl").write_text(conf_text)
-            _write_atomic(slurm_conf, new_conf)
+            _write_atomic(slurm_conf, new_conf, slurm_conf.stat().st_mode & 0o7777)
     except OSError as e:
         raise FilterInstallError(f"{conf_dir}: cannot write: {e.strerror or e}") from None
     return InstallResult(target, slurm_conf, change)

@@ -32,9 +32,9 @@ local function now()
 end
 
 local function on_failure(why)
-    slurm.log_info("slurm-dl filter: %s; failure mode %s", why, FAILURE_MODE)
+    slurm.log_info("slurm-dl filter: %s; failure mode %s", tostring(why), FAILURE_MODE)
     if FAILURE_MODE == "reject" then
-        slurm.log_user("slurm-dl: the job filter is unavailable (" .. why .. "); try again shortly")
+        slurm.log_user("%s", "slurm-dl: the job filter is unavailable (" .. why .. "); try again shortly")
         return slurm.ERROR
     end
     return slurm.SUCCESS
@@ -77,7 +77,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     if reply.action == "reject" then
         local msg = reply.message
         if type(msg) ~= "string" or msg == "" then msg = "slurm-dl: job rejected by the site filter" end
-        slurm.log_user(msg)
+        slurm.log_user("%s", msg)
         local code = reply.code
         if type(code) == "string" then code = slurm[code] end
         if type(code) ~= "number" then code = slurm.ERROR end
@@ -90,7 +90,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         end
         if type(reply.notices) == "table" then
             for _, n in ipairs(reply.notices) do
-                if type(n) == "string" then slurm.log_user(n) end
+                if type(n) == "string" then slurm.log_user("%s", n) end
             end
         end
         return slurm.SUCCESS

@@ -1,0 +1,216 @@
+"""The filter service over a real Unix socket: answers, malformed input, bounded slots, reload, 0600."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobsubmit.protocol import answer_line, parse_request, BadRequest
+from jobsubmit.service import DeadlineBook, FilterService, FilterServiceError, open_server
+from slurm_dl.rules.request import NO_VAL
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "site-configs" / "testbed.toml"
+
+
+def ask(path: Path, payload: bytes, timeout: float = 5.0) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(path))
+        s.sendall(payload)
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    return json.loads(buf)
+
+
+def request(job: dict) -> bytes:
+    return json.dumps({"v": 1, "submit_uid": 1000, "job": job}).encode() + b"\n"
+
+
+@pytest.fixture
+def running(tmp_path):
+    service = FilterService(CONFIG, clock=lambda: 1_800_000_000.0)
+    sock = tmp_path / "f.sock"
+    server = open_server(service, sock)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield service, sock
+    server.shutdown()
+    server.server_close()
+
+
+def test_socket_is_private(running) -> None:
+    _, sock = running
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and stat.S_ISSOCK(sock.stat().st_mode)
+
+
+def test_accept_with_changes(running) -> None:
+    _, sock = running
+    a = ask(sock, request({"user_name": "u", "tres_per_job": "gres:gpu:16", "time_limit": NO_VAL}))
+    assert a["action"] == "accept" and a["set"]["min_nodes"] == 2 and a["set"]["tres_per_node"] == "gres:gpu:8"
+
+
+def test_reject_with_message_and_code(running) -> None:
+    _, sock = running
+    a = ask(sock, request({"tres_per_node": "gres:gpu:nosuchgpu:1"}))
+    assert a["action"] == "reject" and a["code"] == 2072 and "nosuchgpu" in a["message"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"not json\n", b"[1,2,3]\n", b'{"v": 2, "job": {}}\n', b'{"v": 1, "job": "x"}\n', b"\xff\xfe\n", b"\n",
+     b"[" * 5000 + b"\n"],
+)
+def test_malformed_request_gets_an_error_and_the_service_stays_up(running, payload) -> None:
+    _, sock = running
+    assert ask(sock, payload)["action"] == "error"
+    assert ask(sock, request({"tres_per_node": "gres:gpu:1"}))["action"] == "accept"
+
+
+def test_client_that_hangs_up_midway_does_not_hurt(running) -> None:
+    _, sock = running
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(sock))
+        s.sendall(b'{"v": 1, "job"')
+    assert ask(sock, request({}))["action"] == "accept"
+
+
+def test_several_requests_on_one_connection(running) -> None:
+    _, sock = running
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(sock))
+        f = s.makefile("rwb")
+        for _ in range(3):
+            f.write(request({"tres_per_node": "gres:gpu:1"}))
+            f.flush()
+            assert json.loads(f.readline())["action"] == "accept"
+
+
+def test_concurrent_clients_all_answered(running) -> None:
+    _, sock = running
+    results: list[str] = []
+
+    def one() -> None:
+        results.append(ask(sock, request({"tres_per_job": "gres:gpu:16"}))["action"])
+
+    threads = [threading.Thread(target=one) for _ in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count("accept") + results.count("error") == 40 and "accept" in results
+
+
+def test_busy_service_answers_error_instead_of_waiting(running) -> None:
+    service, _ = running
+    for _ in range(service.config.filter.max_concurrent):
+        service.slots.acquire()
+    try:
+        assert json.loads(service.handle_line(request({})))["message"] == "busy"
+    finally:
+        for _ in range(service.config.filter.max_concurrent):
+            service.slots.release()
+
+
+def test_rule_that_raises_gives_an_error_answer() -> None:
+    def broken(job, uid):
+        raise RuntimeError("boom")
+
+    line, decision, error = answer_line(request({}), broken)
+    assert decision is None and "boom" in error and json.loads(line)["action"] == "error"
+
+
+def test_deadline_quota_counts_accepted_deadline_jobs(running) -> None:
+    service, sock = running
+    job = {"user_name": "dora", "tres_per_node": "gres:gpu:1", "time_limit": 60, "comment": "dl:deadline=1800036000"}
+    limit = service.config.policy.deadline.max_deadline_jobs_per_user
+    actions = [ask(sock, request(job))["action"] for _ in range(limit + 1)]
+    assert actions == ["accept"] * limit + ["reject"]
+    assert ask(sock, request({**job, "user_name": "eve"}))["action"] == "accept"
+
+
+def test_deadline_book_forgets_passed_deadlines() -> None:
+    book = DeadlineBook()
+    book.add("u", 100.0)
+    book.add("u", 300.0)
+    assert book.count("u", 50.0) == 2 and book.count("u", 200.0) == 1 and book.count("v", 0.0) == 0
+
+
+def test_reload_keeps_the_old_config_when_the_new_one_is_bad(tmp_path) -> None:
+    path = tmp_path / "site.toml"
+    path.write_text(CONFIG.read_text())
+    service = FilterService(path)
+    path.write_text(CONFIG.read_text().replace("max_cpus_per_gpu = 4", "max_cpus_per_gpu = 8"))
+    assert service.reload() and service.config.caps.max_cpus_per_gpu == 8
+    path.write_text("this is not toml = = =")
+    assert not service.reload() and service.config.caps.max_cpus_per_gpu == 8
+
+
+def test_refuses_to_replace_a_regular_file(tmp_path) -> None:
+    target = tmp_path / "not-a-socket"
+    target.write_text("keep me")
+    with pytest.raises(FilterServiceError, match="not a socket"):
+        open_server(FilterService(CONFIG), target)
+    assert target.read_text() == "keep me"
+
+
+def test_parse_request_reads_uid() -> None:
+    job, uid = parse_request(b'{"v":1,"submit_uid":5,"job":{"a":1}}')
+    assert job == {"a": 1} and uid == 5
+    with pytest.raises(BadRequest):
+        parse_request(b'{"v":1}')
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.binary(max_size=300), st.text(max_size=200).map(str.encode),
+                 st.dictionaries(st.text(max_size=10), st.one_of(st.none(), st.integers(), st.text(max_size=20),
+                                                                 st.floats(allow_nan=False)), max_size=8)
+                 .map(lambda j: json.dumps({"v": 1, "job": j}).encode())))
+def test_wire_format_any_bytes_get_one_answer_and_service_stays_up(running, payload) -> None:
+    _, sock = running
+    payload = payload.replace(b"\n", b" ") + b"\n"
+    assert ask(sock, payload)["action"] in ("accept", "reject", "error")
+
+
+def test_sighup_reloads_a_running_service_process(tmp_path) -> None:
+    """The real `slurm-dl filter serve` process: SIGHUP reloads, SIGTERM stops and removes the socket."""
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(CONFIG.read_text())
+    sock = tmp_path / "s.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(cfg),
+                             "--socket", str(sock)], stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        for _ in range(200):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        job = {"tres_per_node": "gres:gpu:1", "cpus_per_tres": "gres:gpu:8", "time_limit": 10}
+        assert ask(sock, request(job))["action"] == "reject"
+        cfg.write_text(CONFIG.read_text().replace("max_cpus_per_gpu = 4", "max_cpus_per_gpu = 8"))
+        proc.send_signal(signal.SIGHUP)
+        for _ in range(100):
+            if ask(sock, request(job))["action"] == "accept":
+                break
+            time.sleep(0.05)
+        assert ask(sock, request(job))["action"] == "accept"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and not sock.exists()
+    assert "config reloaded" in err and err.count("decision ") >= 2
