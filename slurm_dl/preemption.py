@@ -1,0 +1,262 @@
+"""Choose preemption victims for one waiting job (pure).
+
+Rules, in the order they are applied:
+
+* **eligibility** — a running job can be a victim only if its class is preemptible
+  (``config.classes[...].preemptible``), it has run at least ``min_runtime_seconds`` in its
+  current run, it has been restarted fewer than ``max_restarts`` times, and the waiting job's
+  score beats its score by at least ``hysteresis`` (scores in [0, 1], from the policy);
+* **gang-aware** — a victim is always removed whole (all its nodes); the waiting job's parts
+  (whole nodes for multi-node jobs, see :mod:`slurm_dl.packing`) are freed node by node, inside
+  one leaf switch when the topology allows;
+* **cheapest** — victims are taken per node in this preference: recently checkpointed first
+  (``ledger.jobs[id].last_checkpoint_signal`` within ``checkpoint_recent_seconds``), then the
+  lowest score, then fewer GPUs, then job id; the node whose freeing costs least is chosen
+  (GPUs of not-recently-checkpointed victims, then GPUs wasted beyond the need, then summed
+  victim score, then node index); unneeded victims are dropped at the end; among the candidate
+  plans (one per leaf switch, one over all nodes) the one with the fewest switches wins, then
+  the same costs over the whole plan;
+* **deterministic** — every choice ends in a tie-break by index or job id.
+
+Each victim carries a reason; each running job that could not be a victim says why in
+``PreemptionPlan.skipped``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from .model import Job, Node, Topology
+from .packing import PackingPlan, job_allocation, job_parts, pack
+
+if TYPE_CHECKING:
+    from .config import SiteConfig
+    from .policy.base import PolicyContext, PriorityPolicy
+
+_DEFAULT_PREEMPTIBLE = {"train": True, "inference": True, "sweep": True, "serve": False, "interactive": False}
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    job_id: int
+    num_gpus: int
+    nodes: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionPlan:
+    """Victims to preempt (none when the job already fits) and where the waiting job then goes."""
+
+    job_id: int
+    victims: tuple[Victim, ...]
+    placement: PackingPlan
+    gpus_freed: int
+    gpus_wasted: int
+    skipped: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def victim_ids(self) -> tuple[int, ...]:
+        return tuple(v.job_id for v in self.victims)
+
+
+def _settings(config: "SiteConfig | None"):
+    if config is None:
+        from .config import PreemptionConfig
+
+        return PreemptionConfig()
+    return config.preemption
+
+
+def _preemptible(job: Job, config: "SiteConfig | None") -> bool:
+    if config is None:
+        return _DEFAULT_PREEMPTIBLE.get(job.job_class.value, True)
+    return config.class_config(job.job_class).preemptible
+
+
+def _ineligible(job: Job, waiting_score: float, score: float, now: float, config, pc) -> str | None:
+    if not job.nodes:
+        return "holds no known nodes"
+    if not _preemptible(job, config):
+        return f"class {job.job_class.value} is not preemptible"
+    ran = now - job.start_time if job.start_time is not None else job.executed_s
+    if ran < pc.min_runtime_seconds:
+        return f"ran {ran:.0f} s < minimum runtime {pc.min_runtime_seconds:.0f} s"
+    if job.restarts >= pc.max_restarts:
+        return f"restarted {job.restarts} times (cap {pc.max_restarts})"
+    if not (waiting_score > score and waiting_score - score >= pc.hysteresis - 1e-12):
+        return f"score {score:.3f} not beaten by {waiting_score:.3f} with hysteresis {pc.hysteresis:.3f}"
+    return None
+
+
+def plan_preemption(
+    waiting_job: Job,
+    running_jobs: Sequence[Job],
+    nodes: Sequence[Node],
+    topology: Topology | None,
+    ctx: "PolicyContext",
+    config: "SiteConfig | None" = None,
+    *,
+    scores: Mapping[int, float] | None = None,
+    policy: "PriorityPolicy | None" = None,
+) -> PreemptionPlan | None:
+    """Victims among ``running_jobs`` that let ``waiting_job`` start, or ``None`` when
+    preemption is disabled or no allowed set of victims makes room.
+
+    ``scores`` (job id → urgency in [0, 1]) decide hysteresis and victim preference; without
+    them they are computed with ``policy.scores`` over the waiting and running jobs.
+    """
+    pc = _settings(config)
+    if not pc.enabled:
+        return None
+    fits = pack(waiting_job, nodes, topology)
+    if fits is not None:
+        return PreemptionPlan(waiting_job.job_id, (), fits, 0, 0)
+    if scores is None:
+        if policy is None:
+            raise ValueError("plan_preemption needs scores or a policy to compute them")
+        scores = policy.scores([waiting_job, *running_jobs], ctx)
+    now = ctx.now
+    ws = scores.get(waiting_job.job_id, 0.0)
+    led = ctx.ledger
+
+    def recent(job: Job) -> bool:
+        rec = led.jobs.get(job.job_id) if led is not None else None
+        t = rec.last_checkpoint_signal if rec is not None else None
+        return t is not None and 0.0 <= now - t <= pc.checkpoint_recent_seconds
+
+    eligible: dict[int, Job] = {}
+    skipped: list[tuple[int, str]] = []
+    for j in sorted(running_jobs, key=lambda j: j.job_id):
+        why = _ineligible(j, ws, scores.get(j.job_id, 0.0), now, config, pc)
+        if why is None:
+            eligible[j.job_id] = j
+        else:
+            skipped.append((j.job_id, why))
+    if not eligible:
+        return None
+    alloc = {jid: job_allocation(j) for jid, j in eligible.items()}
+    pref = {jid: (0 if recent(j) else 1, scores.get(jid, 0.0), j.num_gpus, jid) for jid, j in eligible.items()}
+    on_node: dict[str, list[int]] = {}
+    for jid in sorted(eligible, key=pref.__getitem__):
+        for n in alloc[jid]:
+            on_node.setdefault(n, []).append(jid)
+
+    index = {n.name: i for i, n in enumerate(nodes)}
+    parts = sorted(job_parts(waiting_job, nodes), reverse=True)
+    leaf = topology.leaf_of() if topology is not None and not topology.empty else {}
+    groups: list[list[Node]] = []
+    if leaf and len(parts) > 1:
+        by_sw: dict[str, list[Node]] = {}
+        for n in nodes:
+            if n.name in leaf:
+                by_sw.setdefault(leaf[n.name], []).append(n)
+        groups.extend(by_sw.values())
+    groups.append(list(nodes))
+
+    best: tuple | None = None
+    for group in groups:
+        chosen = _free_parts(parts, group, waiting_job.gpu_type, on_node, alloc, eligible, pref, recent, index)
+        if chosen is None:
+            continue
+        plan = _finish(waiting_job, chosen, nodes, topology, alloc, eligible, pref)
+        if plan is None:
+            continue
+        cost = (
+            len(plan[1].switches),
+            sum(eligible[v].num_gpus for v in plan[0] if not recent(eligible[v])),
+            plan[2],
+            sum(scores.get(v, 0.0) for v in plan[0]),
+            len(plan[0]),
+            tuple(sorted(plan[0])),
+        )
+        if best is None or cost < best[0]:
+            best = (cost, plan)
+    if best is None:
+        return None
+    victims_ids, placement, wasted, freed = best[1]
+    victims = tuple(
+        Victim(
+            v,
+            eligible[v].num_gpus,
+            tuple(alloc[v]),
+            _reason(eligible[v], waiting_job, ws, scores.get(v, 0.0), now, recent(eligible[v]), pc),
+        )
+        for v in victims_ids
+    )
+    return PreemptionPlan(waiting_job.job_id, victims, placement, freed, wasted, tuple(skipped))
+
+
+def _free_parts(parts, group, gpu_type, on_node, alloc, eligible, pref, recent, index) -> set[int] | None:
+    """Greedy, part by part (largest first): the node whose freeing costs least."""
+    free = {n.name: n.gpus_free for n in group}
+    victims: set[int] = set()
+    used_nodes: set[str] = set()
+    for part in parts:
+        best = None
+        for n in group:
+            if n.name in used_nodes or not n.available or n.gpus < part:
+                continue
+            if gpu_type is not None and n.gpu_type != gpu_type:
+                continue
+            have = free[n.name]
+            for v in victims:
+                have += alloc[v].get(n.name, 0)
+            take: list[int] = []
+            for jid in on_node.get(n.name, []):
+                if have >= part:
+                    break
+                if jid in victims:
+                    continue
+                take.append(jid)
+                have += alloc[jid][n.name]
+            if have < part:
+                continue
+            cost = (  # GPUs counted on this node; a gang's other GPUs may serve later parts
+                sum(alloc[j][n.name] for j in take if not recent(eligible[j])),
+                sum(alloc[j][n.name] for j in take),
+                sum(pref[j][1] for j in take),
+                index.get(n.name, 0),
+            )
+            if best is None or cost < best[0]:
+                best = (cost, n.name, take)
+        if best is None:
+            return None
+        used_nodes.add(best[1])
+        victims.update(best[2])
+    return victims
+
+
+def _apply(nodes: Sequence[Node], victims, alloc) -> list[Node]:
+    freed: dict[str, int] = {}
+    for v in victims:
+        for n, g in alloc[v].items():
+            freed[n] = freed.get(n, 0) + g
+    return [replace(n, gpus_used=max(0, n.gpus_used - freed[n.name])) if n.name in freed else n for n in nodes]
+
+
+def _finish(waiting_job, victims: set[int], nodes, topology, alloc, eligible, pref):
+    """Check the placement, drop victims not needed (least preferred first), measure waste."""
+    if pack(waiting_job, _apply(nodes, victims, alloc), topology) is None:
+        return None
+    kept = sorted(victims, key=pref.__getitem__)
+    for v in sorted(victims, key=pref.__getitem__, reverse=True):
+        trial = [x for x in kept if x != v]
+        if pack(waiting_job, _apply(nodes, trial, alloc), topology) is not None:
+            kept = trial
+    placement = pack(waiting_job, _apply(nodes, kept, alloc), topology)
+    freed = sum(eligible[v].num_gpus for v in kept)
+    free_before = {n.name: n.gpus_free for n in nodes}
+    from_victims = sum(max(0, g - free_before.get(n, 0)) for n, g in placement.allocation)
+    return tuple(sorted(kept, key=pref.__getitem__)), placement, max(0, freed - from_victims), freed
+
+
+def _reason(victim: Job, waiting: Job, ws: float, vs: float, now: float, recent: bool, pc) -> str:
+    ran = now - victim.start_time if victim.start_time is not None else victim.executed_s
+    ck = "checkpointed recently" if recent else "no recent checkpoint"
+    return (
+        f"job {victim.job_id} ({victim.job_class.value}, {victim.num_gpus} GPUs on {','.join(victim.nodes)}) "
+        f"yields to job {waiting.job_id}: score {vs:.3f} < {ws:.3f} by >= {pc.hysteresis:.3f}; "
+        f"ran {ran:.0f} s >= {pc.min_runtime_seconds:.0f} s; restarts {victim.restarts} < {pc.max_restarts}; {ck}"
+    )

@@ -1,0 +1,123 @@
+"""Preemption planning: gang-aware, minimum runtime, restart cap, classes, hysteresis, ties."""
+
+from __future__ import annotations
+
+import random
+
+from slurm_dl.config import parse_config
+from slurm_dl.ledger import Ledger
+from slurm_dl.model import Job, JobClass, JobState, Node, Switch, Topology
+from slurm_dl.policy import PolicyContext
+from slurm_dl.preemption import plan_preemption
+
+R = JobState.RUNNING
+NOW = 10_000.0
+
+
+def cfg(**pre):
+    base = {"min_runtime_seconds": 600, "max_restarts": 3, "hysteresis": 0.1}
+    base.update(pre)
+    return parse_config(
+        {
+            "gpu_types": [{"name": "h100"}],
+            "node_groups": [{"name": "g", "nodes": "n[0-3]", "gpus_per_node": 8, "gpu_type": "h100"}],
+            "preemption": base,
+        }
+    )
+
+
+def running(i, gpus, nodes, start=0.0, **kw):
+    return Job(i, num_gpus=gpus, nodes=tuple(nodes), state=R, start_time=start, **kw)
+
+
+def node_state(jobs, names=("n0", "n1", "n2", "n3")):
+    used = {n: 0 for n in names}
+    for j in jobs:
+        per = j.num_gpus // len(j.nodes)
+        for n in j.nodes:
+            used[n] += per
+    return [Node(n, 8, "h100", gpus_used=used[n]) for n in names]
+
+
+def plan(waiting, jobs, scores, config=None, topo=None, ledger=None, nodes=None):
+    return plan_preemption(
+        waiting, jobs, nodes or node_state(jobs), topo, PolicyContext(now=NOW, ledger=ledger), config or cfg(), scores=scores
+    )
+
+
+def test_no_victims_when_the_job_already_fits():
+    p = plan(Job(1, num_gpus=4), [running(2, 4, ["n0"])], {1: 1.0, 2: 0.0})
+    assert p is not None and p.victims == () and p.placement.num_gpus == 4
+
+
+def test_picks_the_cheapest_node_and_whole_gang_victims():
+    jobs = [running(10, 8, ["n0"]), running(11, 4, ["n1"]), running(12, 4, ["n1"]),
+            running(13, 16, ["n2", "n3"])]
+    scores = {1: 1.0, 10: 0.2, 11: 0.3, 12: 0.1, 13: 0.0}
+    p = plan(Job(1, num_gpus=4), jobs, scores)
+    assert p.victim_ids == (12,)  # a 4-GPU victim on n1 frees exactly 4: no waste
+    assert p.gpus_wasted == 0 and p.placement.nodes == ("n1",)
+    assert "yields to job 1" in p.victims[0].reason
+    # a 16-GPU job needs two whole nodes: the 2-node gang job 13 is taken whole
+    p = plan(Job(2, num_gpus=16), jobs, {**scores, 2: 1.0})
+    assert p.victim_ids == (13,) and sorted(p.placement.nodes) == ["n2", "n3"]
+    assert p.gpus_freed == 16 and p.gpus_wasted == 0
+
+
+def test_minimum_runtime_and_restart_cap_and_classes_protect_jobs():
+    jobs = [running(10, 8, ["n0"], start=NOW - 100), running(11, 8, ["n1"], restarts=3),
+            running(12, 8, ["n2"], job_class=JobClass.SERVE), running(13, 8, ["n3"], job_class=JobClass.INTERACTIVE)]
+    scores = {1: 1.0, 10: 0.0, 11: 0.0, 12: 0.0, 13: 0.0}
+    assert plan(Job(1, num_gpus=8), jobs, scores) is None
+    jobs.append(running(14, 8, ["n4"]))
+    p = plan(Job(1, num_gpus=8), jobs, {**scores, 14: 0.0}, nodes=node_state(jobs, ("n0", "n1", "n2", "n3", "n4")))
+    assert p.victim_ids == (14,)
+    why = dict(p.skipped)
+    assert "minimum runtime" in why[10] and "restarted 3" in why[11]
+    assert "serve is not preemptible" in why[12] and "interactive is not preemptible" in why[13]
+
+
+def test_hysteresis():
+    jobs = [running(10, 8, ["n0"]), running(11, 8, ["n1"]), running(12, 8, ["n2"]), running(13, 8, ["n3"])]
+    near = {1: 0.55, 10: 0.5, 11: 0.5, 12: 0.5, 13: 0.5}
+    assert plan(Job(1, num_gpus=8), jobs, near, cfg(hysteresis=0.1)) is None
+    assert plan(Job(1, num_gpus=8), jobs, near, cfg(hysteresis=0.05)).victim_ids == (10,)
+    equal = {1: 0.5, 10: 0.5, 11: 0.5, 12: 0.5, 13: 0.5}
+    assert plan(Job(1, num_gpus=8), jobs, equal, cfg(hysteresis=0.0)) is None
+
+
+def test_prefers_recently_checkpointed_then_lowest_score():
+    jobs = [running(10, 8, ["n0"]), running(11, 8, ["n1"]), running(12, 8, ["n2"]), running(13, 8, ["n3"])]
+    scores = {1: 1.0, 10: 0.1, 11: 0.3, 12: 0.2, 13: 0.4}
+    assert plan(Job(1, num_gpus=8), jobs, scores).victim_ids == (10,)
+    led = Ledger()
+    led.observe(jobs, now=NOW - 1000, half_life_s=3600.0)
+    led.jobs[13].last_checkpoint_signal = NOW - 60
+    p = plan(Job(1, num_gpus=8), jobs, scores, ledger=led)
+    assert p.victim_ids == (13,) and "checkpointed recently" in p.victims[0].reason
+
+
+def test_gang_job_in_one_switch():
+    topo = Topology((Switch("s1", ("n0", "n1")), Switch("s2", ("n2", "n3"))))
+    jobs = [running(10, 8, ["n0"]), running(11, 8, ["n1"]), running(12, 8, ["n2"]), running(13, 8, ["n3"])]
+    scores = {1: 1.0, 10: 0.1, 11: 0.5, 12: 0.2, 13: 0.2}
+    p = plan(Job(1, num_gpus=16), jobs, scores, topo=topo)
+    # s2 costs 0.2 + 0.2 < s1's 0.1 + 0.5; both are single switches
+    assert set(p.victim_ids) == {12, 13} and p.placement.switches == ("s2",)
+
+
+def test_deterministic_regardless_of_input_order():
+    jobs = [running(i, 4, [f"n{i % 4}"]) for i in range(10, 18)]
+    scores = {1: 1.0, **{j.job_id: 0.3 for j in jobs}}
+    first = plan(Job(1, num_gpus=8), jobs, scores)
+    rng = random.Random(7)
+    for _ in range(5):
+        shuffled = jobs[:]
+        rng.shuffle(shuffled)
+        assert plan(Job(1, num_gpus=8), shuffled, scores) == first
+    assert first.victim_ids == (12, 16)  # the two on n0 (ids 12, 16): lowest node index on the tie
+
+
+def test_disabled_preemption_plans_nothing():
+    jobs = [running(10, 8, ["n0"]), running(11, 8, ["n1"]), running(12, 8, ["n2"]), running(13, 8, ["n3"])]
+    assert plan(Job(1, num_gpus=8), jobs, {1: 1.0}, cfg(enabled=False)) is None
