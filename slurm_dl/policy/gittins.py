@@ -118,6 +118,7 @@ class GittinsPolicy(PriorityPolicy):
         self._fixed_edges = fixed if edges_gpu_s is not None else None
         self.config = config
         self._cache_key: tuple[int, int] | None = None
+        self._seen: tuple[int, int] | None = None
         self._edges: list[float] = []
         self._index: list[float] = []
         self._max_index = 1.0
@@ -151,6 +152,10 @@ class GittinsPolicy(PriorityPolicy):
     def _refresh(self, ctx: PolicyContext) -> None:
         led = ctx.ledger
         hist = led.history if led is not None else ()
+        seen = (id(hist), len(hist))
+        if seen == self._seen:
+            return
+        self._seen = seen
         n = history_checkpoint(len(hist))
         key = (id(hist), n)
         if key != self._cache_key:
