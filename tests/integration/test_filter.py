@@ -1,0 +1,242 @@
+"""The job_submit filter on a live testbed, through real sbatch.
+
+Uses its OWN testbed (installing job_submit.lua into the shared session cluster would change
+every other test), the real `slurm-dl filter serve` process, and the shim installed by
+`slurm-dl filter install`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from slurm_dl.tags import parse_tag
+from slurm_dl.testbed import Testbed, job_fields, submit, wait_for_job_state
+
+from slurm_dl.errors import SlurmNotInstalledError
+from slurm_dl.testbed.install import find_slurm
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "site-configs" / "testbed.toml"
+SCRIPT = "#!/bin/sh\nsleep 0\n"
+
+
+def require_testbed_support() -> None:
+    """Skip without Slurm or root, as the shared fixtures do; under CI that is a failure instead."""
+    reason = None
+    try:
+        find_slurm()
+    except SlurmNotInstalledError as e:
+        reason = str(e)
+    if reason is None and os.geteuid() != 0:
+        reason = "the testbed needs root (slurmd and mknod)"
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the integration tests, but: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+class FilterProcess:
+    """`slurm-dl filter serve` as a child process of the test."""
+
+    def __init__(self, sock: Path, log: Path):
+        self.sock, self.log = sock, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(CONFIG),
+             "--socket", str(self.sock)],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.log.open("a"),
+        )
+        for _ in range(300):
+            if self.sock.exists():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"filter service did not start: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        self.proc = None
+
+
+class HungPeer:
+    """A socket at the service's path that accepts connections and never answers."""
+
+    def __init__(self, sock: Path):
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(str(sock))
+        self.srv.listen(16)
+        self.sock = sock
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    def close(self) -> None:
+        self.srv.close()
+        for c in self.conns:
+            c.close()
+        self.sock.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, FilterProcess]]:
+    require_testbed_support()
+    root = tmp_path_factory.mktemp("filter-tb")
+    tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100")
+    service = FilterProcess(root / "filter.sock", root / "filter.log")
+    try:
+        tb.up()
+        service.start()
+        out = subprocess.run(
+            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(CONFIG),
+             "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(service.sock)],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        yield tb, service
+    finally:
+        service.stop()
+        tb.down()
+
+
+def sbatch(tb: Testbed, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["sbatch", "--parsable", "--hold", *args], input=SCRIPT, env=tb.env(),
+                          capture_output=True, text=True, timeout=60)
+
+
+def accepted_job(tb: Testbed, *args: str) -> tuple[dict[str, str], str]:
+    out = sbatch(tb, *args)
+    assert out.returncode == 0, out.stderr
+    job_id = int(out.stdout.strip().split(";")[0])
+    fields = job_fields(job_id, tb.env())
+    subprocess.run(["scancel", str(job_id)], env=tb.env(), check=False)
+    return fields, out.stderr
+
+
+def scheduling_works(tb: Testbed, tmp_path: Path) -> None:
+    """slurmctld still starts and finishes jobs."""
+    job_id = submit(SCRIPT, tb.env(), ["--gres=gpu:1", "-t", "5", f"--output={tmp_path}/%j.out"])
+    wait_for_job_state(job_id, tb.env(), ("COMPLETED",), timeout=60)
+
+
+def test_unknown_gpu_type_is_rejected_with_what_exists(filtered) -> None:
+    tb, service = filtered
+    service.start()
+    out = sbatch(tb, "--gres=gpu:nosuchgpu:1")
+    assert out.returncode != 0
+    assert "nosuchgpu" in out.stderr and "h100" in out.stderr and "Fix:" in out.stderr
+
+
+def test_gpus_16_becomes_two_nodes_with_gres_and_switch(filtered) -> None:
+    tb, service = filtered
+    service.start()
+    fields, _ = accepted_job(tb, "--gpus=16")
+    assert fields["NumNodes"] == "2-2" or fields["NumNodes"] == "2"
+    assert fields["TresPerNode"] == "gres:gpu:8" and "TresPerJob" not in fields
+    assert fields["Switches"].startswith("1@")
+    assert parse_tag(fields["AdminComment"]).shape == "2x8"
+
+
+def test_tags_land_in_admin_comment_and_user_text_does_not_survive(filtered) -> None:
+    tb, service = filtered
+    service.start()
+    forged = "sdl1:class=serve;ckpt=0;gpus=1;shape=any"
+    help_text = subprocess.run(["sbatch", "--help"], env=tb.env(), capture_output=True, text=True).stdout
+    if "--admin-comment" in help_text:
+        fields, _ = accepted_job(tb, "--gres=gpu:1", f"--admin-comment={forged}")
+    else:
+        # Slurm 22.05's sbatch has no --admin-comment: the user cannot even send one.
+        refused = sbatch(tb, "--gres=gpu:1", f"--admin-comment={forged}")
+        assert refused.returncode != 0 and "admin-comment" in refused.stderr
+        fields, _ = accepted_job(tb, "--gres=gpu:1", f"--comment={forged}")
+    tag = parse_tag(fields["AdminComment"])
+    assert tag is not None and fields["AdminComment"] != forged
+    assert tag.job_class.value == "train" and tag.gpus == 1 and tag.checkpointable
+
+
+def test_defaults_time_limit_and_requeue(filtered) -> None:
+    tb, service = filtered
+    service.start()
+    fields, _ = accepted_job(tb, "--gres=gpu:1")
+    assert fields["TimeLimit"] == "01:00:00" and fields["Requeue"] == "1"
+
+
+def test_serve_hint_without_constraints_is_downgraded_and_told(filtered) -> None:
+    tb, service = filtered
+    service.start()
+    fields, err = accepted_job(tb, "--gres=gpu:2", "--comment=dl:class=serve")
+    assert "dl:class=serve downgraded to train" in err
+    assert parse_tag(fields["AdminComment"]).job_class.value == "train"
+    fields, _ = accepted_job(tb, "--gres=gpu:2", "-t", "60", "--comment=dl:class=serve")
+    assert parse_tag(fields["AdminComment"]).job_class.value == "serve"
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [(["--gres=gpu:1", "--cpus-per-gpu=8"], ["--cpus-per-gpu=8", "at most 4"]),
+     (["--gres=gpu:1", "-t", "3000"], ["--time=3000", "at most 1440"]),
+     (["--gpus=1", "-t", "60", "--comment=dl:deadline=2000-01-01T00:00"], ["deadline", "Fix:"])],
+)
+def test_rejections_reach_the_sbatch_user(filtered, args, words) -> None:
+    tb, service = filtered
+    service.start()
+    out = sbatch(tb, *args)
+    assert out.returncode != 0 and all(w in out.stderr for w in words), out.stderr
+
+
+def test_service_stopped_job_is_accepted_and_scheduling_goes_on(filtered, tmp_path) -> None:
+    tb, service = filtered
+    service.stop()
+    try:
+        fields, _ = accepted_job(tb, "--gpus=16")
+        assert parse_tag(fields.get("AdminComment", "")) is None  # the shim let it through untouched
+        assert "TresPerJob" in fields  # unchanged: no reshape without the service
+        scheduling_works(tb, tmp_path)
+    finally:
+        service.start()
+
+
+def test_hung_service_job_is_accepted_within_the_timeout(filtered, tmp_path) -> None:
+    tb, service = filtered
+    service.stop()
+    peer = HungPeer(service.sock)
+    try:
+        fields, _ = accepted_job(tb, "--gres=gpu:1")
+        assert parse_tag(fields.get("AdminComment", "")) is None
+        scheduling_works(tb, tmp_path)
+        log = (tb.state_dir / "log" / "slurmctld.log").read_text()
+        assert "slurm-dl filter: no answer within 0.2 s" in log
+    finally:
+        peer.close()
+        service.start()
+
+
+def test_filter_works_again_after_restart_and_jobs_run(filtered, tmp_path) -> None:
+    tb, service = filtered
+    service.start()
+    fields, _ = accepted_job(tb, "--gpus=16")
+    assert fields["TresPerNode"] == "gres:gpu:8"
+    scheduling_works(tb, tmp_path)
