@@ -8,12 +8,13 @@ quantum Δ the index is
 
 and the job with the **highest** index runs first. As in Tiresias the index is evaluated on a
 grid of attained-service bins (bin edges at quantiles of the distribution) and held constant
-within a bin, so a job's priority only changes when it crosses a bin edge. The quantum Δ is, by
-default, the bin itself (Δ = next edge − a: "the chance to finish within this bin per GPU-second
-spent in it"), which keeps every bin's index positive even in the heavy tail; a fixed Δ in
-GPU-seconds can be given instead (``delta_gpu_s``; with a fixed Δ smaller than the gaps between
-tail quantiles, the tail bins all get index 0 and fall back to FIFO). ``edges_gpu_s`` fixes the
-bin edges (e.g. the LAS thresholds, for Gittins-ordered queues exactly as in Tiresias' 2D-Gittins).
+within a bin, so a job's priority only changes when it crosses a bin edge. By default the index
+is the Gittins index proper, the supremum over Δ, with Δ taken on the bin grid (every quantum
+that ends on a later bin edge or at the largest known size). ``delta_gpu_s="bin"`` uses one bin
+as the quantum (Δ = next edge − a); a number fixes Δ in GPU-seconds (with a fixed Δ smaller than
+the gaps between tail quantiles the tail bins get index 0 and fall back to FIFO).
+``edges_gpu_s`` fixes the bin edges (e.g. the LAS thresholds: Gittins-ordered queues as in
+Tiresias' 2D-Gittins).
 
 The distribution is the prior (Tiresias' ``yarn-gput1000`` sample, shipped as percentiles in
 :mod:`slurm_dl.data.tiresias_prior`, or caller-given samples) weighted by ``prior_weight`` (1.0 =
@@ -87,17 +88,17 @@ class GittinsPolicy(PriorityPolicy):
         self,
         config=None,
         *,
-        delta_gpu_s: float | None = None,
+        delta_gpu_s: float | str | None = None,
         bins: int | None = None,
         prior_weight: float | None = None,
         prior_samples: Sequence[float] | None = None,
         edges_gpu_s: Sequence[float] | None = None,
     ) -> None:
         g = config.policy.gittins if config is not None else None
-        self.delta = None if delta_gpu_s is None else float(delta_gpu_s)
+        self.delta = delta_gpu_s if delta_gpu_s in (None, "bin") else float(delta_gpu_s)
         self.bins = int(bins if bins is not None else (g.bins if g is not None else 32))
         self.prior_weight = float(prior_weight if prior_weight is not None else (g.prior_weight if g else 1.0))
-        if (self.delta is not None and not self.delta > 0) or self.bins < 2 or self.prior_weight < 0:
+        if (isinstance(self.delta, float) and not self.delta > 0) or self.bins < 2 or self.prior_weight < 0:
             raise ValueError(
                 f"gittins: need delta_gpu_s > 0, bins >= 2, prior_weight >= 0; "
                 f"got {self.delta}, {self.bins}, {self.prior_weight}"
@@ -142,7 +143,13 @@ class GittinsPolicy(PriorityPolicy):
                 if e > edges[-1]:
                     edges.append(e)
         self._edges = edges
-        if self.delta is None:
+        if self.delta is None:  # sup over quanta that end on a later edge or the largest size
+            ends = edges[1:] + [max(dist.v[-1], edges[-1])]
+            self._index = [
+                max(dist.index(e, end - e) for end in ends[i:] if end > e) if ends[-1] > e else 0.0
+                for i, e in enumerate(edges)
+            ]
+        elif self.delta == "bin":
             nxt = edges[1:] + [max(dist.v[-1], edges[-1])]
             self._index = [dist.index(e, max(n - e, 1e-9)) for e, n in zip(edges, nxt)]
         else:
@@ -161,6 +168,12 @@ class GittinsPolicy(PriorityPolicy):
         if key != self._cache_key:
             self._rebuild(hist[:n])
             self._cache_key = key
+
+    def next_edge(self, attained_gpu_s: float, ctx: PolicyContext) -> float | None:
+        """The first bin edge above ``attained_gpu_s`` (where the index next changes), or None."""
+        self._refresh(ctx)
+        i = bisect.bisect_right(self._edges, attained_gpu_s)
+        return self._edges[i] if i < len(self._edges) else None
 
     def index_at(self, attained_gpu_s: float, ctx: PolicyContext) -> float:
         self._refresh(ctx)

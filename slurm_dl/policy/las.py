@@ -74,6 +74,14 @@ class LasPolicy(PriorityPolicy):
             return 0
         return bisect.bisect_right(self.thresholds, job.attained_gpu_s)
 
+    def queue_for(self, attained_gpu_s: float, executed_s: float, waited_s: float) -> int:
+        """The same queue from plain numbers (for callers that keep their own job state, e.g.
+        the simulator): ``waited_s`` is the total time spent not running since submission."""
+        s = self.starvation_factor
+        if s is not None and executed_s > 0.0 and waited_s > s * executed_s:
+            return 0
+        return bisect.bisect_right(self.thresholds, attained_gpu_s)
+
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         return (self.queue(job, ctx), job.submit_time, job.job_id)
 

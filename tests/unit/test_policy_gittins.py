@@ -35,9 +35,16 @@ def test_policy_orders_by_binned_index_and_reports_bin_edges():
     assert p.edges == [0.0, 10.0, 100.0]
     fresh = Job(1, num_gpus=1, submit_time=5.0)
     long_running = Job(2, num_gpus=2, attained_gpu_s=20.0, executed_s=10.0, state=JobState.RUNNING)
-    # bin 0: G(0, 10) = 0.5 / (0.5*10 + 0.5*10) = 0.05; bin 1: G(10, 90) = 0 (nothing ends in (10,100])
+    # Gittins = sup over quanta ending on a later edge or the largest size (1000):
+    # bin 0: G(0, 10) = 0.5 / (0.5*10 + 0.5*10) = 0.05 beats G(0, 100) = 0.5/55 and G(0, 1000) = 1/505
     assert p.index_at(0.0, ctx) == pytest.approx(0.05)
-    assert p.index_at(20.0, ctx) == 0.0
+    # bin 1 (a = 10): G(10, 90) = 0, G(10, 990) = 1/990
+    assert p.index_at(20.0, ctx) == pytest.approx(1 / 990)
+    assert p.index_at(100.0, ctx) == pytest.approx(1 / 900)
+    assert p.next_edge(20.0, ctx) == 100.0 and p.next_edge(100.0, ctx) is None
+    # one bin as the quantum: nothing ends inside (10, 100], index 0
+    one_bin = get_policy("gittins", prior_samples=[10.0] * 5 + [1000.0] * 5, edges_gpu_s=[10.0, 100.0], delta_gpu_s="bin")
+    assert one_bin.index_at(20.0, ctx) == 0.0 and one_bin.index_at(0.0, ctx) == pytest.approx(0.05)
     assert [j.job_id for j in p.order([long_running, fresh], ctx)] == [1, 2]
     # the running job's key next changes at the 100 GPU-s edge: 80 GPU-s / 2 GPUs = 40 s
     assert p.next_key_change(long_running, ctx) == pytest.approx(40.0)

@@ -63,6 +63,7 @@ def test_starvation_guard_promotes_to_top_queue():
     ctx2 = PolicyContext(now=301.0)
     assert p.promoted(starving, 301.0) and p.queue(starving, ctx2) == 0
     assert ids(p.order([starving, fresh], ctx2)) == [1, 2]  # queue 0, earlier submit
+    assert p.queue_for(100.0, 100.0, 201.0) == 0 and p.queue_for(100.0, 100.0, 150.0) == 1
     # Once running, the promotion lapses when executed reaches waited / S = 201/2.
     starving.state = R
     assert p.next_key_change(starving, ctx2) == pytest.approx(301.0 + 201.0 / 2 - 100.0)
