@@ -51,3 +51,7 @@ class JobNotFoundError(SlurmError, LookupError):
 
 class TestbedError(SlurmDLError, RuntimeError):
     """The local test cluster could not be started, stopped or inspected."""
+
+
+class StoreError(SlurmDLError, RuntimeError):
+    """The prioritizer's database cannot be opened, read or written: names the URL and the cause."""

@@ -1,0 +1,193 @@
+"""One prioritizer cycle: snapshot → ledger → scores → SiteFactor pushes → preemption → save.
+
+The backend (``slurm_dl.slurm``'s protocol), the store and the planner are passed in; the cycle
+reads no clock (``now`` is the snapshot's ``taken_at``) and never sleeps. With ``dry_run`` it
+computes everything and changes nothing: no Slurm writes, no store writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from slurm_dl.config import SiteConfig
+from slurm_dl.errors import JobNotFoundError
+from slurm_dl.explain import explain_job, waiting_reason
+from slurm_dl.ledger import Ledger
+from slurm_dl.model import ClusterSnapshot, Job
+from slurm_dl.policy import PolicyContext, get_policy
+from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
+from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
+
+from . import preempt
+from .jobs import apply_ledger, apply_tags
+from .planning import plan_intents
+
+log = logging.getLogger("slurm_dl.prioritizer")
+
+DECISION_RETENTION_S = 7 * 86400.0
+PRUNE_EVERY_CYCLES = 100
+SETTLE_MIN_S = 30.0
+"""After a preemption closes, its waiting job gets this long to start before another is planned."""
+
+
+class CycleBackend(Protocol):
+    def snapshot(self) -> ClusterSnapshot: ...
+    def set_site_factor(self, values: dict[int, int]) -> Any: ...
+    def signal_batch(self, job_id: int, signal: str) -> Any: ...
+    def requeue(self, job_id: int) -> Any: ...
+
+
+@dataclass(slots=True)
+class CycleReport:
+    cycle: int
+    now: float
+    dry_run: bool
+    pending: int = 0
+    running: int = 0
+    pushed_jobs: int = 0
+    push_calls: int = 0
+    unchanged: int = 0
+    signalled: list[int] = field(default_factory=list)
+    requeued: list[int] = field(default_factory=list)
+    planned: list[dict[str, Any]] = field(default_factory=list)
+    pushes: dict[int, list[int]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__slots__}
+        d["pushes"] = {str(v): ids for v, ids in self.pushes.items()}
+        return d
+
+    def summary(self) -> str:
+        mode = " (dry run)" if self.dry_run else ""
+        return (
+            f"cycle {self.cycle}{mode}: {self.pending} pending, {self.running} running; "
+            f"SiteFactor {self.pushed_jobs} job(s) in {self.push_calls} call(s), {self.unchanged} unchanged; "
+            f"signalled {self.signalled or '-'}, requeued {self.requeued or '-'}"
+        )
+
+
+class Prioritizer:
+    """Holds the ledger between cycles; everything durable lives in the store."""
+
+    def __init__(self, config: SiteConfig, backend: CycleBackend, store: Store, *, dry_run: bool = False,
+                 planner=plan_intents) -> None:
+        self.config = config
+        self.backend = backend
+        self.store = store
+        self.dry_run = dry_run
+        self.planner = planner
+        self.policy = get_policy(config.policy.mix, config)
+        self.scale = SiteFactorScale.from_config(config)
+        self.half_life_s = config.policy.fairshare.half_life_hours * 3600.0
+        self.ledger: Ledger | None = None
+        self.cycle_no = 0
+
+    def _load(self) -> Ledger:
+        if self.ledger is None:
+            self.ledger = self.store.load_ledger()
+            self.cycle_no = self.store.ledger_cycle()
+        return self.ledger
+
+    def run_cycle(self) -> CycleReport:
+        t0 = time.perf_counter()
+        ledger = self._load()
+        snap = self.backend.snapshot()
+        t_snap = time.perf_counter()
+        now = snap.taken_at
+        jobs = [j for j in snap.jobs if j.pending or j.running]
+        if not self.dry_run:
+            ledger.observe(snap.jobs, now, self.half_life_s)
+            ledger.forget_finished()
+            work = ledger
+        else:
+            work = Ledger.from_dict(ledger.to_dict())
+            work.observe(snap.jobs, now, self.half_life_s)
+        for j in jobs:
+            apply_tags(j)
+            apply_ledger(j, work)
+        ctx = PolicyContext(now=now, ledger=work, config=self.config, total_gpus=snap.total_gpus())
+        scores = self.policy.scores(jobs, ctx)
+        t_score = time.perf_counter()
+
+        report = CycleReport(cycle=self.cycle_no + 1, now=now, dry_run=self.dry_run,
+                             pending=sum(1 for j in jobs if j.pending), running=sum(1 for j in jobs if j.running))
+        pending_scores = {j.job_id: scores[j.job_id] for j in jobs if j.pending}
+        desired = site_factors(pending_scores, self.scale)
+        stored = self.store.site_factors()
+        current = {j.job_id: (j.site_factor or stored.get(j.job_id, 0)) for j in jobs if j.pending}
+        pushes = plan_pushes(desired, current)
+        report.pushes, report.unchanged = pushes.by_value, pushes.unchanged
+        pushed: dict[int, int] = {}
+        decisions: list[tuple[int, str, int | None, str]] = []
+        for value, ids in pushes.by_value.items():
+            if self.dry_run:
+                continue
+            try:
+                self.backend.set_site_factor({j: value for j in ids})
+            except JobNotFoundError:  # a job left between snapshot and push: push the rest one by one
+                for j in ids:
+                    try:
+                        self.backend.set_site_factor({j: value})
+                    except JobNotFoundError:
+                        continue
+                    pushed[j] = value
+                    report.push_calls += 1
+            else:
+                pushed.update(dict.fromkeys(ids, value))
+            report.push_calls += 1
+        for j, v in pushed.items():
+            decisions.append((j, "priority", v, f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
+                                                f"(was {current.get(j, 0)}) under {self.policy.name}"))
+        report.pushed_jobs = len(pushed) if not self.dry_run else pushes.jobs
+        t_push = time.perf_counter()
+
+        prep = preempt.PreemptionReport()
+        pc = self.config.preemption
+        if pc.enabled:
+            preempt.advance_open(self.store, self.backend, snap, pc.grace_seconds, prep, dry_run=self.dry_run)
+            rows = self.store.preemptions()
+            settle = max(SETTLE_MIN_S, 3 * self.config.prioritizer.interval_seconds)
+            busy = frozenset(r.need_job_id for r in rows
+                             if r.state in PREEMPTION_OPEN_STATES or now - r.updated_at < settle)
+            intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy)
+            preempt.start(self.store, self.backend, snap, intents, pc.signal, prep, dry_run=self.dry_run)
+            if not self.dry_run:
+                for v in prep.signalled:
+                    if v in ledger.jobs:
+                        ledger.jobs[v].last_checkpoint_signal = now
+                        ledger.revision += 1
+        report.signalled, report.requeued = prep.signalled, prep.requeued
+        report.planned = [{"need": i.need, "victims": list(i.victims), "reason": i.reason} for i in prep.planned]
+        t_pre = time.perf_counter()
+
+        free = sum(n.gpus_free for n in snap.nodes)
+        victims_of: dict[int, list[int]] = {}
+        for i in prep.planned:
+            victims_of.setdefault(i.need, []).extend(i.victims)
+        order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
+        explanations = {}
+        for rank, j in enumerate(order):
+            explanations[j.job_id] = explain_job(
+                j, ctx, self.policy, score=scores[j.job_id],
+                site_factor=pushed.get(j.job_id, current.get(j.job_id)) if j.pending else None,
+                rank=rank, ranked=len(order), half_life_s=self.half_life_s,
+                waiting_for=waiting_reason(j, free, victims_of.get(j.job_id, ())),
+            )
+        if not self.dry_run:
+            self.cycle_no += 1
+            live = {j.job_id for j in jobs}
+            gone = [j for j in stored if j not in live]
+            self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger, pushed=pushed,
+                                             decisions=decisions, explanations=explanations, forget_jobs=gone))
+            if self.cycle_no % PRUNE_EVERY_CYCLES == 0:
+                self.store.prune(now - DECISION_RETENTION_S, live)
+        t_end = time.perf_counter()
+        report.seconds = {
+            "snapshot": round(t_snap - t0, 4), "score": round(t_score - t_snap, 4), "push": round(t_push - t_score, 4),
+            "preempt": round(t_pre - t_push, 4), "save": round(t_end - t_pre, 4), "total": round(t_end - t0, 4),
+        }
+        return report

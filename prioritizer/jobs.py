@@ -1,0 +1,35 @@
+"""Fill in what the policies need from a snapshot's jobs: filter tags and the ledger's service."""
+
+from __future__ import annotations
+
+from slurm_dl.ledger import Ledger
+from slurm_dl.model import Job, JobClass
+from slurm_dl.tags import parse_tag
+
+
+def apply_tags(job: Job) -> None:
+    """Class, checkpointability and deadline from the filter's ``admin_comment`` tag.
+
+    A job without a tag (no filter installed, or submitted around it) is a plain checkpointable
+    training job — e.g. one submitted with ``sbatch --requeue``.
+    """
+    tag = parse_tag(job.admin_comment)
+    if tag is None:
+        if not job.tags:
+            job.job_class = JobClass.TRAIN
+            job.checkpointable = True
+        return
+    job.job_class = tag.job_class
+    job.checkpointable = tag.checkpointable
+    if job.deadline is None and tag.deadline is not None:
+        job.deadline = float(tag.deadline)
+
+
+def apply_ledger(job: Job, ledger: Ledger) -> None:
+    """Attained service and executed time across all runs, from the ledger (never lower)."""
+    rec = ledger.jobs.get(job.job_id)
+    if rec is None:
+        return
+    job.attained_gpu_s = max(job.attained_gpu_s, rec.attained_gpu_s)
+    job.executed_s = max(job.executed_s, rec.executed_s)
+    job.restarts = max(job.restarts, rec.restarts)

@@ -1,0 +1,114 @@
+"""Run the cycle forever on an APScheduler 3.x interval job, backing off while Slurm is down.
+
+The interval job has ``max_instances=1`` and ``coalesce=True``: a slow cycle never overlaps the
+next, and missed runs collapse into one. When slurmctld cannot be reached the loop logs one line,
+skips cycles for 1, 2, 4 … seconds (capped at ``prioritizer.backoff_max_seconds``) and logs one
+line again when a cycle succeeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from typing import Callable
+
+from apscheduler.schedulers.blocking import BlockingScheduler
+
+from slurm_dl.errors import SlurmError, SlurmUnavailableError, StoreError
+
+from .cycle import CycleReport, Prioritizer
+
+log = logging.getLogger("slurm_dl.prioritizer")
+
+
+class Backoff:
+    """Exponential backoff state, on a monotonic clock passed in (testable without sleeping)."""
+
+    def __init__(self, maximum_s: float, first_s: float = 1.0) -> None:
+        self.maximum_s = maximum_s
+        self.first_s = first_s
+        self.delay_s = 0.0
+        self.resume_at = 0.0
+        self.failures = 0
+
+    def ready(self, now: float) -> bool:
+        return now >= self.resume_at
+
+    def failed(self, now: float) -> float:
+        self.failures += 1
+        self.delay_s = min(self.maximum_s, self.first_s if self.delay_s == 0 else self.delay_s * 2)
+        self.resume_at = now + self.delay_s
+        return self.delay_s
+
+    def succeeded(self) -> bool:
+        """Reset; True when this ends a run of failures."""
+        was = self.failures > 0
+        self.delay_s, self.resume_at, self.failures = 0.0, 0.0, 0
+        return was
+
+
+class Loop:
+    def __init__(self, prio: Prioritizer, *, on_report: Callable[[CycleReport], None] | None = None,
+                 max_cycles: int | None = None) -> None:
+        self.prio = prio
+        self.interval_s = prio.config.prioritizer.interval_seconds
+        self.backoff = Backoff(prio.config.prioritizer.backoff_max_seconds)
+        self.on_report = on_report
+        self.max_cycles = max_cycles
+        self.cycles = 0
+        self.scheduler = BlockingScheduler()
+        self._stop = threading.Event()
+
+    def tick(self) -> CycleReport | None:
+        """One scheduled run: a cycle unless backing off. Expected failures never escape."""
+        now = time.monotonic()
+        if not self.backoff.ready(now):
+            return None
+        try:
+            report = self.prio.run_cycle()
+        except SlurmUnavailableError as e:
+            delay = self.backoff.failed(now)
+            log.warning("slurmctld unreachable (%s); retrying in %.0f s", _one_line(e), delay)
+            return None
+        except (SlurmError, StoreError) as e:
+            delay = self.backoff.failed(now)
+            log.warning("cycle failed: %s; retrying in %.0f s", _one_line(e), delay)
+            return None
+        if self.backoff.succeeded():
+            log.warning("slurmctld reachable again; cycles resumed")
+        self.cycles += 1
+        if self.on_report is not None:
+            self.on_report(report)
+        if self.max_cycles is not None and self.cycles >= self.max_cycles:
+            self.stop()
+        return report
+
+    def stop(self, *_args) -> None:
+        self._stop.set()
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+
+    def run(self) -> None:
+        """Block until SIGTERM/SIGINT (or ``max_cycles``)."""
+        self.scheduler.add_job(self.tick, "interval", seconds=self.interval_s, max_instances=1, coalesce=True,
+                               next_run_time=_now_dt(), id="prioritizer-cycle")
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.stop)
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        try:
+            self.scheduler.start()
+        except (KeyboardInterrupt, SystemExit):
+            self.stop()
+
+
+def _now_dt():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)
+
+
+def _one_line(e: Exception) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__

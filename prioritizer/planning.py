@@ -1,0 +1,54 @@
+"""Which pending jobs need a preemption this cycle; victims come from ``slurm_dl.preemption``.
+
+The daemon's part: take the most urgent pending jobs (by score) that have no preemption in
+flight, offer as victims only running jobs that are checkpointable and not already victims this
+cycle, and turn each :class:`~slurm_dl.preemption.PreemptionPlan` with victims into a
+:class:`~prioritizer.preempt.PreemptionIntent` with a reason. Eligibility (minimum runtime,
+restart cap, preemptible classes, hysteresis), gang-awareness and victim preference are the
+pure planner's.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from slurm_dl.config import SiteConfig
+from slurm_dl.model import ClusterSnapshot, Job, JobState
+from slurm_dl.policy import PolicyContext
+from slurm_dl.preemption import plan_preemption
+
+from .preempt import PreemptionIntent
+
+MAX_NEEDS_PER_CYCLE = 3
+"""How many of the most urgent pending jobs may start a preemption in one cycle."""
+
+
+def plan_intents(
+    snap: ClusterSnapshot,
+    jobs: Sequence[Job],
+    scores: Mapping[int, float],
+    config: SiteConfig,
+    ctx: PolicyContext,
+    *,
+    busy_needs: frozenset[int] = frozenset(),
+) -> list[PreemptionIntent]:
+    """Preemptions to start this cycle for the most urgent pending jobs that cannot start."""
+    pending = sorted(
+        (j for j in jobs if j.pending and j.num_gpus > 0 and j.job_id not in busy_needs),
+        key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id),
+    )
+    running = [j for j in jobs if j.state is JobState.RUNNING and j.checkpointable]
+    taken: set[int] = set()
+    intents: list[PreemptionIntent] = []
+    for need in pending[:MAX_NEEDS_PER_CYCLE]:
+        offer = [j for j in running if j.job_id not in taken]
+        plan = plan_preemption(need, offer, snap.nodes, snap.topology, ctx, config, scores=scores)
+        if plan is None or not plan.victims:
+            continue
+        taken.update(plan.victim_ids)
+        reason = (
+            f"job {need.job_id} (score {scores[need.job_id]:.3f}, {need.num_gpus} GPU(s)) cannot start on free GPUs; "
+            + "; ".join(v.reason for v in plan.victims)
+        )
+        intents.append(PreemptionIntent(need.job_id, plan.victim_ids, reason))
+    return intents

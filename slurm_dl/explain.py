@@ -1,0 +1,141 @@
+"""Why a job has its priority: the factors, its LAS queue, attained service, slack, account usage.
+
+Pure: :func:`explain_job` turns a job, the policy context and the cycle's numbers into a plain
+dict (the daemon stores one per job each cycle); :func:`render_explanation` turns that dict and
+the job's recorded decisions into text for ``slurm-dl explain JOBID``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+from .model import Job
+from .policy.base import PolicyContext, PriorityPolicy
+from .policy.deadline import slack
+
+
+def _components(policy: PriorityPolicy) -> dict[str, PriorityPolicy]:
+    comps = getattr(policy, "components", None)
+    return dict(comps) if isinstance(comps, dict) else {policy.name: policy}
+
+
+def _safe_score(p: PriorityPolicy, job: Job, ctx: PolicyContext) -> float | None:
+    try:
+        s = p.score(job, ctx)
+    except NotImplementedError:
+        return None
+    return round(float(s), 6) if math.isfinite(s) else None
+
+
+def explain_job(
+    job: Job,
+    ctx: PolicyContext,
+    policy: PriorityPolicy,
+    *,
+    score: float | None,
+    site_factor: int | None,
+    rank: int | None,
+    ranked: int,
+    half_life_s: float,
+    waiting_for: str = "",
+) -> dict[str, Any]:
+    """The explanation of one job as a JSON-able dict."""
+    factors: dict[str, Any] = {}
+    for name, comp in _components(policy).items():
+        entry: dict[str, Any] = {"score": _safe_score(comp, job, ctx)}
+        weights = getattr(policy, "weights", None)
+        if isinstance(weights, dict) and name in weights:
+            entry["weight"] = weights[name]
+        if name == "las" and hasattr(comp, "queue"):
+            entry["queue"] = comp.queue(job, ctx)
+            entry["thresholds_gpu_s"] = list(getattr(comp, "thresholds", ()))
+            if hasattr(comp, "promoted"):
+                entry["starvation_promoted"] = bool(comp.promoted(job, ctx.now))
+        if name == "fairshare" and hasattr(comp, "factor"):
+            entry["factor"] = round(comp.factor(job.account, ctx), 6)
+        if name == "class" and hasattr(comp, "weight"):
+            entry["class_weight"] = comp.weight(job)
+        factors[name] = entry
+    tiers = None
+    if hasattr(policy, "tier_scores") and hasattr(policy, "tiers"):
+        tiers = [
+            {"components": list(t), "score": round(s, 6)}
+            for t, s in zip(policy.tiers, policy.tier_scores(job, ctx))
+        ]
+    s = slack(job, ctx.now)
+    led = ctx.ledger
+    return {
+        "job_id": job.job_id,
+        "at": ctx.now,
+        "state": job.state.value,
+        "state_reason": job.state_reason,
+        "user": job.user,
+        "account": job.account,
+        "name": job.name,
+        "class": job.job_class.value,
+        "checkpointable": job.checkpointable,
+        "num_gpus": job.num_gpus,
+        "policy": policy.name,
+        "score": None if score is None else round(score, 6),
+        "rank": rank,
+        "ranked": ranked,
+        "site_factor": site_factor,
+        "tiers": tiers,
+        "factors": factors,
+        "attained_gpu_s": round(job.attained_gpu_s, 3),
+        "executed_s": round(job.executed_s, 3),
+        "restarts": job.restarts,
+        "deadline": job.deadline,
+        "deadline_slack_s": None if s is None else round(s, 3),
+        "account_usage_gpu_s": round(led.usage(job.account, ctx.now, half_life_s), 3) if led is not None else None,
+        "waiting_for": waiting_for,
+    }
+
+
+def waiting_reason(job: Job, free_gpus: int, preempting_for: Iterable[int] = ()) -> str:
+    """A short sentence on what a pending job waits for."""
+    if not job.pending:
+        return ""
+    victims = sorted(preempting_for)
+    if victims:
+        return f"preemption of job(s) {', '.join(map(str, victims))} to free GPUs"
+    reason = job.state_reason or "None"
+    if reason in ("Priority", "Resources", "None"):
+        if job.num_gpus > free_gpus:
+            return f"{job.num_gpus} GPU(s); {free_gpus} free now (Slurm reason: {reason})"
+        return f"Slurm's next scheduling pass (Slurm reason: {reason})"
+    return f"Slurm reason: {reason}"
+
+
+def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = ()) -> str:
+    """Human text for ``slurm-dl explain``."""
+    lines = [
+        f"job {expl['job_id']} ({expl.get('name') or '-'}, user {expl.get('user') or '-'}, "
+        f"account {expl.get('account') or '-'}): {expl['state']}, class {expl['class']}, {expl['num_gpus']} GPU(s)",
+    ]
+    rank = expl.get("rank")
+    lines.append(
+        f"  priority: score {expl['score']} (rank {rank + 1 if rank is not None else '-'} of {expl['ranked']}) "
+        f"under policy {expl['policy']} -> SiteFactor {expl['site_factor']}"
+    )
+    for t in expl.get("tiers") or []:
+        lines.append(f"  tier {'+'.join(t['components'])}: {t['score']}")
+    for name, f in (expl.get("factors") or {}).items():
+        extra = ", ".join(f"{k} {v}" for k, v in f.items() if k != "score")
+        lines.append(f"    {name}: score {f['score']}" + (f" ({extra})" if extra else ""))
+    lines.append(
+        f"  attained service {expl['attained_gpu_s']} GPU-s over {expl['executed_s']} s, restarts {expl['restarts']}"
+    )
+    if expl.get("deadline") is not None:
+        lines.append(f"  deadline {expl['deadline']}, slack {expl['deadline_slack_s']} s")
+    lines.append(f"  account {expl.get('account') or '-'} usage {expl['account_usage_gpu_s']} GPU-s (decayed)")
+    if expl.get("waiting_for"):
+        lines.append(f"  waiting for: {expl['waiting_for']}")
+    decisions = list(decisions)
+    if decisions:
+        lines.append("  decisions:")
+        for d in decisions:
+            v = "" if d.get("value") is None else f" {d['value']}"
+            lines.append(f"    t={d['at']:.0f} {d['kind']}{v}: {d['reason']}")
+    return "\n".join(lines)

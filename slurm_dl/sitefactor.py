@@ -1,0 +1,83 @@
+"""Map policy scores in [0, 1] onto quantised Slurm SiteFactor values, and compute the pushes.
+
+Pure. ``config.prioritizer.site_factor_levels`` levels spread evenly over
+``[0, site_factor_max]``: a score ``s`` becomes level ``round(s × (levels - 1))`` and the value
+``level × site_factor_max // (levels - 1)``. Few distinct values mean few ``scontrol update
+jobid=1,2,3 SiteFactor=V`` calls (one per value), which is Slurm's fast path.
+
+SiteFactor adds to multifactor's sum, so QOS and partition tiers stay in force; the daemon never
+sets ``Priority=``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class SiteFactorScale:
+    levels: int
+    maximum: int
+
+    def __post_init__(self) -> None:
+        if self.levels < 2:
+            raise ValueError(f"site_factor_levels must be >= 2, got {self.levels}")
+        if not 1 <= self.maximum <= 2_147_483_645:
+            raise ValueError(f"site_factor_max must be in [1, 2147483645], got {self.maximum}")
+
+    @classmethod
+    def from_config(cls, config) -> "SiteFactorScale":
+        p = config.prioritizer
+        return cls(p.site_factor_levels, p.site_factor_max)
+
+    def level(self, score: float) -> int:
+        """Level 0 (least urgent) … levels-1 (most urgent). NaN and out-of-range scores clamp."""
+        if not math.isfinite(score):
+            score = 0.0
+        s = min(1.0, max(0.0, score))
+        return int(round(s * (self.levels - 1)))
+
+    def value_of_level(self, level: int) -> int:
+        level = min(self.levels - 1, max(0, level))
+        return level * self.maximum // (self.levels - 1)
+
+    def value(self, score: float) -> int:
+        return self.value_of_level(self.level(score))
+
+
+def site_factors(scores: Mapping[int, float], scale: SiteFactorScale) -> dict[int, int]:
+    """SiteFactor value per job id."""
+    return {job_id: scale.value(s) for job_id, s in scores.items()}
+
+
+@dataclass(slots=True)
+class SiteFactorPushes:
+    """What to push: value → sorted job ids that must get it. ``unchanged`` counts the rest."""
+
+    by_value: dict[int, list[int]] = field(default_factory=dict)
+    unchanged: int = 0
+
+    @property
+    def jobs(self) -> int:
+        return sum(len(v) for v in self.by_value.values())
+
+    def assignments(self) -> dict[int, int]:
+        return {j: v for v, ids in self.by_value.items() for j in ids}
+
+
+def plan_pushes(desired: Mapping[int, int], current: Mapping[int, int]) -> SiteFactorPushes:
+    """Only jobs whose desired value differs from the current one, grouped by value.
+
+    ``current`` is what Slurm holds (or what was last pushed); a job missing from it is taken
+    to hold 0 (Slurm's default SiteFactor). Output is deterministic: values ascending, ids sorted.
+    """
+    groups: dict[int, list[int]] = {}
+    unchanged = 0
+    for job_id, value in desired.items():
+        if current.get(job_id, 0) == value:
+            unchanged += 1
+            continue
+        groups.setdefault(value, []).append(job_id)
+    return SiteFactorPushes({v: sorted(groups[v]) for v in sorted(groups)}, unchanged)

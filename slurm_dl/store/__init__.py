@@ -1,0 +1,19 @@
+"""The prioritizer's store: the only module that talks to a database.
+
+>>> store = Store("sqlite:///slurm-dl-ledger.db")
+>>> ledger = store.load_ledger()
+"""
+
+from .models import DecisionRow, JobExplanationRow, LedgerState, PreemptionRow, SiteFactorRow
+from .repository import PREEMPTION_OPEN_STATES, CycleWrite, Store
+
+__all__ = [
+    "CycleWrite",
+    "DecisionRow",
+    "JobExplanationRow",
+    "LedgerState",
+    "PREEMPTION_OPEN_STATES",
+    "PreemptionRow",
+    "SiteFactorRow",
+    "Store",
+]

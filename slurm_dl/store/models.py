@@ -1,0 +1,66 @@
+"""The prioritizer's tables (sqlmodel). One SQLite file by default; any SQLAlchemy URL works."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from sqlmodel import Field, SQLModel
+
+
+class LedgerState(SQLModel, table=True):
+    """The whole ledger as one JSON document (``Ledger.to_dict``), saved once per cycle."""
+
+    __tablename__ = "sdl_ledger"
+    id: int = Field(default=1, primary_key=True)
+    data: str
+    saved_at: float
+    cycle: int = 0
+
+
+class SiteFactorRow(SQLModel, table=True):
+    """The SiteFactor last pushed to a job (recorded after the push succeeded)."""
+
+    __tablename__ = "sdl_site_factor"
+    job_id: int = Field(primary_key=True)
+    value: int
+    pushed_at: float
+
+
+class PreemptionRow(SQLModel, table=True):
+    """One preemption of ``victim_job_id`` for ``need`` (the waiting job it makes room for).
+
+    States: ``signalling`` (written before the signal is sent), ``signalled``, ``requeueing``
+    (written before the requeue), ``requeued``, ``finished`` (the victim ended on its own),
+    ``abandoned`` (the victim vanished or the need went away before the requeue).
+    """
+
+    __tablename__ = "sdl_preemption"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    victim_job_id: int = Field(index=True)
+    need_job_id: int = Field(index=True)
+    state: str
+    signalled_at: float
+    restarts_at_signal: int = 0
+    updated_at: float
+    reason: str = ""
+
+
+class DecisionRow(SQLModel, table=True):
+    """Every priority change and preemption step, with its reason (for ``slurm-dl explain``)."""
+
+    __tablename__ = "sdl_decision"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    at: float
+    job_id: int = Field(index=True)
+    kind: str
+    value: Optional[int] = None
+    reason: str = ""
+
+
+class JobExplanationRow(SQLModel, table=True):
+    """The factors behind a job's latest score, as JSON (overwritten every cycle)."""
+
+    __tablename__ = "sdl_explanation"
+    job_id: int = Field(primary_key=True)
+    at: float
+    data: str

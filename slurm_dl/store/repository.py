@@ -1,0 +1,257 @@
+"""Repository functions over the prioritizer's tables. The only code here that touches SQL.
+
+Every write of a cycle goes through :meth:`Store.save_cycle` in ONE transaction (ledger,
+SiteFactor record, decisions, explanations), so a daemon killed mid-cycle either saved the whole
+cycle or none of it. Preemption steps are written (and committed) *before* the action they
+announce — see :meth:`Store.begin_preemption` — so a restart never repeats one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from sqlalchemy import delete, event, func, insert, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session, SQLModel, create_engine
+
+from ..errors import StoreError
+from ..ledger import Ledger
+from .models import DecisionRow, JobExplanationRow, LedgerState, PreemptionRow, SiteFactorRow
+
+PREEMPTION_OPEN_STATES = ("signalling", "signalled", "requeueing")
+"""States of a preemption whose victim has not been requeued (or let go) yet."""
+
+_CHUNK = 500  # SQLite's bound-parameter limit is generous, but IN lists stay small
+
+
+def _chunks(ids: list[int]) -> Iterator[list[int]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i : i + _CHUNK]
+
+
+@dataclass(slots=True)
+class CycleWrite:
+    """Everything one cycle saves, in one transaction."""
+
+    now: float
+    cycle: int
+    ledger: Ledger
+    pushed: dict[int, int] = field(default_factory=dict)  # job_id -> SiteFactor now held
+    decisions: list[tuple[int, str, int | None, str]] = field(default_factory=list)  # job, kind, value, reason
+    explanations: dict[int, dict[str, Any]] = field(default_factory=dict)
+    forget_jobs: list[int] = field(default_factory=list)  # SiteFactor/explanation rows to drop
+
+
+class Store:
+    """The prioritizer's database. ``url`` is any SQLAlchemy URL (``sqlite:///path`` by default)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            kwargs: dict[str, Any] = {}
+            if url.startswith("sqlite"):
+                kwargs["connect_args"] = {"timeout": 30}
+            self.engine: Engine = create_engine(url, **kwargs)
+            if url.startswith("sqlite"):
+                event.listen(self.engine, "connect", _sqlite_pragmas)
+            SQLModel.metadata.create_all(
+                self.engine,
+                tables=[t.__table__ for t in (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, JobExplanationRow)],
+            )
+        except (SQLAlchemyError, ImportError, ValueError) as e:
+            raise StoreError(f"database {url}: cannot open it: {_short(e)}") from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def _session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    def _fail(self, what: str, e: Exception) -> StoreError:
+        return StoreError(f"database {self.url}: {what} failed: {_short(e)}")
+
+    # --- ledger --------------------------------------------------------------------------
+    def load_ledger(self) -> Ledger:
+        try:
+            with self._session() as s:
+                row = s.get(LedgerState, 1)
+        except SQLAlchemyError as e:
+            raise self._fail("reading the ledger", e) from None
+        if row is None:
+            return Ledger()
+        try:
+            return Ledger.from_dict(json.loads(row.data))
+        except (ValueError, TypeError) as e:
+            raise StoreError(f"database {self.url}: the saved ledger is unreadable: {e}") from None
+
+    def ledger_cycle(self) -> int:
+        with self._session() as s:
+            row = s.get(LedgerState, 1)
+        return row.cycle if row is not None else 0
+
+    # --- the cycle's transaction ---------------------------------------------------------
+    def save_cycle(self, w: CycleWrite) -> None:
+        data = json.dumps(w.ledger.to_dict(), separators=(",", ":"))
+        try:
+            with self._session() as s, s.begin():
+                conn = s.connection()
+                row = s.get(LedgerState, 1)
+                if row is None:
+                    s.add(LedgerState(id=1, data=data, saved_at=w.now, cycle=w.cycle))
+                else:
+                    row.data, row.saved_at, row.cycle = data, w.now, w.cycle
+                if w.pushed:
+                    ids = sorted(w.pushed)
+                    for chunk in _chunks(ids):
+                        conn.execute(delete(SiteFactorRow).where(SiteFactorRow.job_id.in_(chunk)))
+                    conn.execute(
+                        insert(SiteFactorRow),
+                        [{"job_id": j, "value": w.pushed[j], "pushed_at": w.now} for j in ids],
+                    )
+                if w.decisions:
+                    conn.execute(
+                        insert(DecisionRow),
+                        [
+                            {"at": w.now, "job_id": j, "kind": k, "value": v, "reason": r}
+                            for j, k, v, r in w.decisions
+                        ],
+                    )
+                if w.explanations:
+                    ids = sorted(w.explanations)
+                    for chunk in _chunks(ids):
+                        conn.execute(delete(JobExplanationRow).where(JobExplanationRow.job_id.in_(chunk)))
+                    conn.execute(
+                        insert(JobExplanationRow),
+                        [
+                            {"job_id": j, "at": w.now, "data": json.dumps(w.explanations[j], separators=(",", ":"))}
+                            for j in ids
+                        ],
+                    )
+                if w.forget_jobs:
+                    for chunk in _chunks(sorted(w.forget_jobs)):
+                        conn.execute(delete(SiteFactorRow).where(SiteFactorRow.job_id.in_(chunk)))
+        except SQLAlchemyError as e:
+            raise self._fail("saving the cycle", e) from None
+
+    def prune(self, keep_decisions_after: float, live_job_ids: Iterable[int]) -> int:
+        """Drop decisions older than a cutoff and explanations of jobs no longer known; bounded growth."""
+        live = set(live_job_ids)
+        try:
+            with self._session() as s, s.begin():
+                conn = s.connection()
+                n = conn.execute(delete(DecisionRow).where(DecisionRow.at < keep_decisions_after)).rowcount or 0
+                known = [r[0] for r in conn.execute(select(JobExplanationRow.job_id))]
+                gone = [j for j in known if j not in live]
+                for chunk in _chunks(gone):
+                    conn.execute(delete(JobExplanationRow).where(JobExplanationRow.job_id.in_(chunk)))
+                conn.execute(
+                    delete(PreemptionRow).where(
+                        PreemptionRow.updated_at < keep_decisions_after,
+                        PreemptionRow.state.not_in(PREEMPTION_OPEN_STATES),
+                    )
+                )
+        except SQLAlchemyError as e:
+            raise self._fail("pruning old rows", e) from None
+        return n + len(gone)
+
+    # --- SiteFactor ----------------------------------------------------------------------
+    def site_factors(self) -> dict[int, int]:
+        try:
+            with self._session() as s:
+                return {r.job_id: r.value for r in s.exec(select(SiteFactorRow)).scalars()}
+        except SQLAlchemyError as e:
+            raise self._fail("reading SiteFactors", e) from None
+
+    # --- preemptions (write-ahead) -------------------------------------------------------
+    def begin_preemption(self, victim: int, need: int, now: float, restarts: int, reason: str) -> int:
+        """Commit a ``signalling`` row BEFORE the signal is sent; returns its id."""
+        try:
+            with self._session() as s, s.begin():
+                row = PreemptionRow(
+                    victim_job_id=victim,
+                    need_job_id=need,
+                    state="signalling",
+                    signalled_at=now,
+                    restarts_at_signal=restarts,
+                    updated_at=now,
+                    reason=reason,
+                )
+                s.add(row)
+                s.flush()
+                s.add(DecisionRow(at=now, job_id=victim, kind="preempt", value=need, reason=reason))
+                return int(row.id)
+        except SQLAlchemyError as e:
+            raise self._fail("recording a preemption", e) from None
+
+    def set_preemption_state(self, row_id: int, state: str, now: float, note: str = "") -> None:
+        try:
+            with self._session() as s, s.begin():
+                row = s.get(PreemptionRow, row_id)
+                if row is None:
+                    raise StoreError(f"database {self.url}: preemption {row_id} does not exist")
+                row.state, row.updated_at = state, now
+                s.add(DecisionRow(at=now, job_id=row.victim_job_id, kind=f"preempt-{state}", value=row.need_job_id,
+                                  reason=note or row.reason))
+        except SQLAlchemyError as e:
+            raise self._fail("updating a preemption", e) from None
+
+    def preemptions(self, *, open_only: bool = False, victim: int | None = None) -> list[PreemptionRow]:
+        q = select(PreemptionRow).order_by(PreemptionRow.id)
+        if open_only:
+            q = q.where(PreemptionRow.state.in_(PREEMPTION_OPEN_STATES))
+        if victim is not None:
+            q = q.where(PreemptionRow.victim_job_id == victim)
+        try:
+            with self._session() as s:
+                return list(s.exec(q).scalars())
+        except SQLAlchemyError as e:
+            raise self._fail("reading preemptions", e) from None
+
+    def preempted_pairs(self) -> set[tuple[int, int]]:
+        """(victim, need) pairs ever recorded: a victim is never preempted twice for one need."""
+        with self._session() as s:
+            return {(v, n) for v, n in s.exec(select(PreemptionRow.victim_job_id, PreemptionRow.need_job_id))}
+
+    # --- explain -------------------------------------------------------------------------
+    def decisions(self, job_id: int, limit: int = 20) -> list[DecisionRow]:
+        q = select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id.desc()).limit(limit)
+        try:
+            with self._session() as s:
+                return list(reversed(list(s.exec(q).scalars())))
+        except SQLAlchemyError as e:
+            raise self._fail("reading decisions", e) from None
+
+    def explanation(self, job_id: int) -> dict[str, Any] | None:
+        try:
+            with self._session() as s:
+                row = s.get(JobExplanationRow, job_id)
+        except SQLAlchemyError as e:
+            raise self._fail("reading an explanation", e) from None
+        return json.loads(row.data) if row is not None else None
+
+    def counts(self) -> dict[str, int]:
+        out = {}
+        with self._session() as s:
+            for name, model in (
+                ("site_factors", SiteFactorRow),
+                ("preemptions", PreemptionRow),
+                ("decisions", DecisionRow),
+                ("explanations", JobExplanationRow),
+            ):
+                out[name] = s.exec(select(func.count()).select_from(model)).scalar_one()
+        return out
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def _short(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__

@@ -1,0 +1,242 @@
+"""The prioritizer cycle against an in-memory cluster (the live-Slurm version is in
+tests/integration/test_prioritizer*.py): ledger accrual, SiteFactor pushes, the preemption state
+machine across cycles, dry runs, restarts of the daemon, and the loop's backoff."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from prioritizer import Prioritizer
+from prioritizer.loop import Backoff, Loop
+from slurm_dl.config import load_config
+from slurm_dl.errors import JobNotFoundError, SlurmUnavailableError
+from slurm_dl.model import ClusterSnapshot, Job, JobState, Node
+from slurm_dl.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class MemoryCluster:
+    """A cluster held in memory that implements the backend calls the cycle makes."""
+
+    def __init__(self, nodes: int = 1, gpus: int = 8) -> None:
+        self.now = 1000.0
+        self.nodes = [Node(f"gpu{i + 1:02d}", gpus, "h100") for i in range(nodes)]
+        self.jobs: dict[int, Job] = {}
+        self.site_factor_calls: list[dict[int, int]] = []
+        self.signals: list[tuple[int, str]] = []
+        self.requeues: list[int] = []
+        self.down = False
+
+    def add(self, job_id: int, gpus: int, *, running_on: str | None = None, account: str = "a", **kw) -> Job:
+        j = Job(job_id, user="u", account=account, name=f"j{job_id}", num_gpus=gpus, submit_time=self.now, **kw)
+        if running_on:
+            j.state, j.start_time, j.nodes = JobState.RUNNING, self.now, (running_on,)
+        self.jobs[job_id] = j
+        return j
+
+    def snapshot(self) -> ClusterSnapshot:
+        if self.down:
+            raise SlurmUnavailableError("slurmctld down")
+        used: dict[str, int] = {}
+        for j in self.jobs.values():
+            if j.state.active:
+                for n in j.nodes:
+                    used[n] = used.get(n, 0) + j.num_gpus // len(j.nodes)
+        nodes = [dataclasses.replace(n, gpus_used=used.get(n.name, 0)) for n in self.nodes]
+        jobs = [dataclasses.replace(j) for j in self.jobs.values()]
+        return ClusterSnapshot(taken_at=self.now, jobs=jobs, nodes=nodes)
+
+    def set_site_factor(self, values: dict[int, int]) -> None:
+        for j in values:
+            if j not in self.jobs:
+                raise JobNotFoundError(f"job {j} not found")
+        self.site_factor_calls.append(dict(values))
+        for j, v in values.items():
+            self.jobs[j].site_factor = v
+
+    def signal_batch(self, job_id: int, signal: str) -> None:
+        self.signals.append((job_id, signal))
+
+    def requeue(self, job_id: int) -> None:
+        j = self.jobs[job_id]
+        self.requeues.append(job_id)
+        j.state, j.nodes, j.start_time, j.restarts = JobState.PENDING, (), None, j.restarts + 1
+
+    def start(self, job_id: int, node: str) -> None:
+        j = self.jobs[job_id]
+        j.state, j.start_time, j.nodes = JobState.RUNNING, self.now, (node,)
+
+
+@pytest.fixture
+def config():
+    return load_config(ROOT / "site-configs" / "testbed.toml")
+
+
+@pytest.fixture
+def db(tmp_path):
+    return f"sqlite:///{tmp_path / 'prio.db'}"
+
+
+def test_ledger_accrues_and_survives_a_new_daemon(config, db):
+    c = MemoryCluster()
+    c.add(1, 2, running_on="gpu01")
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    c.now += 30
+    p.run_cycle()
+    assert p.ledger.attained(1) == pytest.approx(60.0)
+    again = Prioritizer(config, c, Store(db))
+    c.now += 10
+    again.run_cycle()
+    assert again.ledger.attained(1) == pytest.approx(80.0)
+    assert again.cycle_no == 3
+
+
+def test_las_demoted_long_job_gets_lower_site_factor_than_new_job(config, db):
+    c = MemoryCluster(nodes=2)
+    c.add(1, 1, running_on="gpu01")
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    c.now += 60  # 60 GPU-s: past the 20 GPU-s first threshold
+    c.requeue(1)  # back in the queue with its service
+    c.add(2, 1)
+    r = p.run_cycle()
+    assert c.jobs[2].site_factor > c.jobs[1].site_factor
+    assert r.pushed_jobs >= 1
+    expl = p.store.explanation(1)
+    assert expl["factors"]["las"]["queue"] == 1
+    assert p.store.explanation(2)["factors"]["las"]["queue"] == 0
+
+
+def test_second_cycle_pushes_nothing_when_nothing_changed(config, db):
+    c = MemoryCluster(nodes=1)
+    c.add(1, 8, running_on="gpu01")
+    for i in range(2, 6):
+        c.add(i, 1)
+    p = Prioritizer(config, c, Store(db))
+    r1 = p.run_cycle()
+    assert r1.push_calls == len(r1.pushes) and r1.pushed_jobs >= 1
+    assert all(len(set(call.values())) == 1 for call in c.site_factor_calls)  # one value per call
+    r2 = p.run_cycle()
+    assert r2.pushed_jobs == 0 and r2.push_calls == 0
+
+
+def test_dry_run_changes_nothing(config, db):
+    c = MemoryCluster()
+    c.add(1, 8, running_on="gpu01", attained_gpu_s=800.0)
+    c.now += 100
+    c.add(2, 1)
+    store = Store(db)
+    r = Prioritizer(config, c, store, dry_run=True).run_cycle()
+    assert r.dry_run
+    assert r.pushes == {config.prioritizer.site_factor_max: [2]} and r.pushed_jobs == 1
+    assert r.signalled == [1] and r.planned[0]["need"] == 2
+    assert c.site_factor_calls == [] and c.signals == [] and c.requeues == []
+    assert store.ledger_cycle() == 0 and store.load_ledger().jobs == {}
+    assert store.preemptions() == []
+
+
+def _preemption_scene(config, db):
+    c = MemoryCluster(nodes=1)
+    c.add(1, 8, running_on="gpu01")
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    c.now += 30  # 240 GPU-s, past min runtime (15 s) and the first LAS threshold
+    c.add(2, 1)
+    return c, p
+
+
+def test_preemption_signals_waits_grace_then_requeues_once(config, db):
+    c, p = _preemption_scene(config, db)
+    r = p.run_cycle()
+    assert r.signalled == [1] and c.signals == [(1, "USR2")] and c.requeues == []
+    c.now += 3
+    assert p.run_cycle().requeued == []  # still within the 10 s grace: no sleep, no requeue
+    c.now += 10
+    r = p.run_cycle()
+    assert r.requeued == [1] and c.requeues == [1]
+    c.start(2, "gpu01")
+    for _ in range(3):
+        c.now += 3
+        p.run_cycle()
+    assert c.signals == [(1, "USR2")] and c.requeues == [1]
+    rows = p.store.preemptions()
+    assert [(r.victim_job_id, r.need_job_id, r.state) for r in rows] == [(1, 2, "requeued")]
+    assert p.ledger.jobs[1].last_checkpoint_signal is not None
+    assert p.ledger.attained(1) >= 240.0
+
+
+def test_victim_that_ends_during_grace_is_not_requeued(config, db):
+    c, p = _preemption_scene(config, db)
+    p.run_cycle()
+    del c.jobs[1]
+    c.now += 20
+    p.run_cycle()
+    assert c.requeues == []
+    assert p.store.preemptions()[0].state == "finished"
+
+
+def test_daemon_killed_between_write_ahead_and_signal_never_signals_twice(config, db):
+    c, p = _preemption_scene(config, db)
+    # The kill -9 window: the row is committed, the signal never sent, the cycle never saved.
+    p.store.begin_preemption(1, 2, c.now, 0, "crashed before signalling")
+    fresh = Prioritizer(config, c, Store(db))
+    fresh.run_cycle()
+    assert c.signals == []  # a 'signalling' row counts as signalled
+    c.now += 11
+    fresh.run_cycle()
+    assert c.requeues == [1]  # ... and the requeue still follows the grace period
+
+
+def test_daemon_killed_after_requeue_intent_requeues_only_if_not_yet_done(config, db):
+    c, p = _preemption_scene(config, db)
+    p.run_cycle()
+    row = p.store.preemptions()[0]
+    p.store.set_preemption_state(row.id, "requeueing", c.now + 11)
+    c.requeue(1)  # the requeue reached Slurm, then the daemon died
+    c.now += 12
+    Prioritizer(config, c, Store(db)).run_cycle()
+    assert c.requeues == [1]
+    assert p.store.preemptions()[0].state == "requeued"
+
+
+def test_nonpreemptible_and_young_jobs_are_left_alone(config, db):
+    c = MemoryCluster(nodes=1)
+    c.add(1, 8, running_on="gpu01", admin_comment="sdl1:class=serve;ckpt=0;gpus=8;shape=1x8")
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    c.now += 60
+    c.add(2, 1)
+    p.run_cycle()
+    assert c.signals == []
+    c2 = MemoryCluster(nodes=1)
+    c2.add(1, 8, running_on="gpu01")
+    c2.add(2, 1)
+    c2.now += 5  # below the 15 s minimum runtime
+    Prioritizer(config, c2, Store(db.replace("prio.db", "prio2.db"))).run_cycle()
+    assert c2.signals == []
+
+
+def test_backoff_doubles_to_the_cap_and_resets():
+    b = Backoff(maximum_s=5.0)
+    delays = [b.failed(0.0) for _ in range(5)]
+    assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]
+    assert not b.ready(4.9) and b.ready(5.0)
+    assert b.succeeded() and not b.succeeded()
+
+
+def test_loop_tick_backs_off_while_slurm_is_down_and_recovers(config, db):
+    c = MemoryCluster()
+    c.add(1, 1, running_on="gpu01")
+    loop = Loop(Prioritizer(config, c, Store(db)))
+    c.down = True
+    assert loop.tick() is None
+    assert loop.backoff.failures == 1 and loop.backoff.delay_s == 1.0
+    c.down = False
+    loop.backoff.resume_at = 0.0  # the backoff time has passed
+    assert loop.tick() is not None
+    assert loop.backoff.failures == 0
