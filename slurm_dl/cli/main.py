@@ -18,6 +18,9 @@ from . import testbed_cmd  # noqa: E402
 app.add_typer(testbed_cmd.app, name="testbed")
 from . import filter_cmd  # noqa: E402
 app.add_typer(filter_cmd.app, name="filter")
+from . import prioritizer_cmd  # noqa: E402
+app.add_typer(prioritizer_cmd.app, name="prioritizer")
+app.command("explain")(prioritizer_cmd.explain)
 
 
 def main() -> None:  # pragma: no cover - console entry
