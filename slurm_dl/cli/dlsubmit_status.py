@@ -1,0 +1,145 @@
+"""``dlsubmit status``: Slurm's view of a job plus what dlsubmit knows about its checkpoints.
+
+At submission dlsubmit keeps a small record per job (``$SLURM_DL_STATE_DIR``, else
+``$XDG_STATE_HOME/slurm-dl/jobs``, else ``~/.local/state/slurm-dl/jobs``): kind, name, output
+file and absolute checkpoint directory. Status joins it with the backend's jobs, the newest
+complete checkpoint and the last events the script logged in ``CKPT_DIR/.dlsubmit/events``,
+and asks the prioritizer why a pending job waits when the prioritizer is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+from ..model import Job
+from ..render import RenderedJob
+
+
+def state_dir() -> Path:
+    if os.environ.get("SLURM_DL_STATE_DIR"):
+        return Path(os.environ["SLURM_DL_STATE_DIR"])
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "slurm-dl" / "jobs"
+
+
+def save_record(job_id: int, job: RenderedJob, cwd: Path) -> None:
+    """Remember where this job's output and checkpoints are (best effort: status works without it)."""
+    ckpt = Path(job.checkpoint_dir)
+    record = {
+        "job_id": job_id, "kind": job.kind, "name": job.name, "workdir": str(cwd),
+        "output": str(cwd / job.output), "checkpoint_dir": str(ckpt if ckpt.is_absolute() else cwd / ckpt),
+    }
+    try:
+        d = state_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{job_id}.json").write_text(json.dumps(record))
+    except OSError:
+        pass
+
+
+def load_record(job_id: int) -> dict[str, Any] | None:
+    try:
+        return json.loads((state_dir() / f"{job_id}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def forget_missing(known: set[int]) -> None:
+    """Records of jobs Slurm no longer lists are kept for a day, then dropped."""
+    d = state_dir()
+    if not d.is_dir():
+        return
+    import time
+
+    for p in d.glob("*.json"):
+        try:
+            if p.stem.isdigit() and int(p.stem) not in known and time.time() - p.stat().st_mtime > 86400:
+                p.unlink()
+        except OSError:
+            pass
+
+
+def newest_checkpoint(ckpt_dir: Path) -> str | None:
+    """Same rule as the scripts: newest entry that is not hidden and not *.tmp/*.partial/*.incomplete."""
+    try:
+        entries = [p for p in ckpt_dir.iterdir()
+                   if not p.name.startswith(".") and not p.name.endswith((".tmp", ".partial", ".incomplete"))]
+    except OSError:
+        return None
+    if not entries:
+        return None
+    return str(max(entries, key=lambda p: p.stat().st_mtime_ns))
+
+
+def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
+    try:
+        lines = (ckpt_dir / ".dlsubmit" / "events").read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return lines[-n:]
+
+
+def prioritizer_explain(job_id: int) -> str | None:
+    """The prioritizer's explanation of a job's place in the queue; None when it is not installed."""
+    try:
+        from prioritizer import explain  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    fn = getattr(explain, "explain_job", None)
+    if fn is None:
+        return None
+    try:
+        text = fn(job_id)
+    except Exception:  # the prioritizer's store may be absent or unreadable: status still works
+        return None
+    return str(text) if text else None
+
+
+def describe_jobs(jobs: Iterable[Job], job_id: int | None) -> list[dict[str, Any]]:
+    rows = []
+    for job in jobs:
+        record = load_record(job.job_id)
+        if job_id is not None:
+            if job.job_id != job_id:
+                continue
+        elif record is None:
+            continue
+        row: dict[str, Any] = {
+            "job_id": job.job_id, "name": job.name, "state": job.state.value, "reason": job.state_reason,
+            "restarts": job.restarts, "nodes": list(job.nodes), "kind": record and record.get("kind"),
+            "output": record and record.get("output"), "checkpoint_dir": record and record.get("checkpoint_dir"),
+            "last_checkpoint": None, "events": [], "explain": None,
+        }
+        if record and record.get("checkpoint_dir"):
+            d = Path(record["checkpoint_dir"])
+            row["last_checkpoint"] = newest_checkpoint(d)
+            row["events"] = last_events(d)
+        if job.pending:
+            row["explain"] = prioritizer_explain(job.job_id)
+        rows.append(row)
+    return sorted(rows, key=lambda r: r["job_id"])
+
+
+def print_status(rows: list[dict[str, Any]]) -> None:
+    console = Console()
+    if not rows:
+        console.print("no dlsubmit jobs known to Slurm")
+        return
+    table = Table(show_header=True, header_style="bold")
+    for col in ("job", "name", "kind", "state", "restarts", "why waiting / nodes", "last checkpoint"):
+        table.add_column(col)
+    for r in rows:
+        why = (r["explain"] or (f"{r['reason']} (no prioritizer data)" if r["reason"] else "no prioritizer data")) \
+            if r["state"] == "PENDING" else ",".join(r["nodes"])
+        table.add_row(str(r["job_id"]), r["name"], r["kind"] or "-", r["state"], str(r["restarts"]), why,
+                      r["last_checkpoint"] or "-")
+    console.print(table)
+    for r in rows:
+        for line in r["events"]:
+            console.print(f"  {r['job_id']}: {line}", markup=False, highlight=False)

@@ -1,0 +1,294 @@
+"""dlsubmit's renderer: a job description + the site config -> sbatch script text + sbatch argv.
+
+Pure: no clock, no Slurm, no environment reads; the same inputs give the same script byte for
+byte (the golden tests rely on it). The Jinja2 templates are package data read once.
+
+Safety model. Every user value that reaches the script body goes through ``shlex.quote`` (the
+``q`` filter in the templates), so a name or command holding quotes, ``$(…)``, backticks, ``;`` or
+newlines is data, never code. ``#SBATCH`` lines are parsed by sbatch, not by the shell: their
+values are double-quoted for sbatch and values that cannot be written there safely (control
+characters, ``"`` or ``\\``) are rejected with a :class:`RenderError` naming the value.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+import jinja2
+
+from .config import SiteConfig
+from .errors import SlurmDLError
+
+Kind = Literal["train", "infer", "serve", "sweep"]
+Launcher = Literal["auto", "torchrun", "none"]
+KINDS: tuple[str, ...] = ("train", "infer", "serve", "sweep")
+CLASS_OF_KIND = {"train": "train", "infer": "inference", "serve": "serve", "sweep": "sweep"}
+PLACEHOLDERS = {"infer": {"{item}": "DL_ITEM"}, "serve": {"{port}": "PORT"}, "sweep": {"{param}": "DL_PARAM"}}
+
+BUILTIN_SITE_NAME = "dlsubmit-builtin"  # the built-in site knows no GPU types: any name passes
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SAFE_FILE = re.compile(r"[^A-Za-z0-9._-]+")
+_SLURM_WORD = re.compile(r"^[A-Za-z0-9_.:+-]+$")
+
+
+class RenderError(SlurmDLError, ValueError):
+    """A job description dlsubmit cannot turn into a safe script: says which value and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserDefaults:
+    """Per-user defaults (``~/.config/slurm-dl/dlsubmit.toml``), already parsed into plain data."""
+
+    partition: str | None = None
+    account: str | None = None
+    gpu_type: str | None = None
+    time_minutes: int | None = None
+    output_dir: str | None = None
+    checkpoint_root: str | None = None
+    launcher: Launcher | None = None
+    max_restarts: int | None = None
+    cpus_per_gpu: int | None = None
+    mem_per_gpu_gb: int | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What the user asked for on the dlsubmit command line. ``gpus`` is the job's total."""
+
+    kind: Kind
+    command: tuple[str, ...]
+    gpus: int = 1
+    nodes: int = 1
+    time_minutes: int | None = None
+    name: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    gpu_type: str | None = None
+    cpus_per_gpu: int | None = None
+    mem_per_gpu_gb: int | None = None
+    output: str | None = None
+    checkpoint_dir: str | None = None
+    max_restarts: int | None = None
+    grace_seconds: int | None = None
+    launcher: Launcher | None = None
+    requeue_on_timeout: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    inputs: str | None = None  # infer: file with one item per line
+    params: tuple[str, ...] = ()  # sweep: one parameter set per array task
+    parallel: int | None = None  # sweep: how many tasks run at once
+    endpoint_file: str | None = None  # serve: where host:port is written
+    preemptible: bool | None = None  # serve: default from the site's class config
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedJob:
+    """The script, its ``#SBATCH`` directives (as sbatch argv words) and the argv that submits it."""
+
+    kind: str
+    name: str
+    script: str
+    directives: tuple[str, ...]
+    sbatch_argv: tuple[str, ...]
+    output: str
+    checkpoint_dir: str
+    job_class: str
+
+    def filter_args(self) -> list[str]:
+        """The directives the filter's rules read (``slurm-dl filter check`` vocabulary)."""
+        known = ("--gpus", "--gpus-per-node", "--nodes", "--time", "--partition", "--job-name", "--account",
+                 "--array", "--comment", "--cpus-per-gpu", "--mem-per-gpu", "--requeue")
+        return [d for d in self.directives if d.split("=", 1)[0] in known]
+
+
+def _check_sbatch_value(what: str, value: str) -> str:
+    bad = [c for c in value if ord(c) < 32 or ord(c) == 127]
+    if bad:
+        raise RenderError(f"{what} {value!r}: control characters (such as newlines) cannot go into an #SBATCH line")
+    if '"' in value or "\\" in value:
+        raise RenderError(f"{what} {value!r}: '\"' and '\\' cannot be written safely in an #SBATCH line")
+    if not value.strip():
+        raise RenderError(f"{what} is empty")
+    return value
+
+
+def _check_slurm_word(what: str, value: str) -> str:
+    """Partition, account, GPU type: Slurm names; no spaces or shell/sbatch syntax."""
+    if not _SLURM_WORD.match(value):
+        raise RenderError(f"{what} {value!r}: only letters, digits and . _ : + - are allowed")
+    return value
+
+
+def _check_shell_value(what: str, value: str) -> str:
+    if "\x00" in value:
+        raise RenderError(f"{what} {value!r}: NUL bytes cannot be passed to a program")
+    return value
+
+
+def sbatch_directive(option: str, value: str | int | None = None) -> str:
+    """``--option="value"`` as sbatch reads it in an ``#SBATCH`` line (quotes stripped by sbatch)."""
+    if value is None:
+        return option
+    text = str(value)
+    return f"{option}={text}" if _SLURM_WORD.match(text) or re.match(r"^[A-Za-z0-9_.:%/+@=-]+$", text) else f'{option}="{text}"'
+
+
+def shell_words(command: tuple[str, ...], kind: str) -> str:
+    """The command as shell words: each quoted; this kind's placeholders become variable expansions."""
+    marks = PLACEHOLDERS.get(kind, {})
+    out = []
+    for word in command:
+        _check_shell_value("command word", word)
+        if not any(m in word for m in marks):
+            out.append(shlex.quote(word))
+            continue
+        pieces = re.split("(" + "|".join(re.escape(m) for m in marks) + ")", word)
+        out.append("".join(f'"${{{marks[p]}}}"' if p in marks else shlex.quote(p) for p in pieces if p != ""))
+    return " ".join(out)
+
+
+def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
+    if spec.kind not in KINDS:
+        raise RenderError(f"job kind {spec.kind!r}: allowed: {', '.join(KINDS)}")
+    if not spec.command:
+        raise RenderError("no command: put it after '--', e.g. dlsubmit train --gpus 2 -- python3 train.py")
+    cls = site.class_config(CLASS_OF_KIND[spec.kind])
+    if spec.gpus < 0:
+        raise RenderError(f"--gpus {spec.gpus}: must be 0 or more")
+    if spec.nodes < 1:
+        raise RenderError(f"--nodes {spec.nodes}: must be 1 or more")
+    if spec.nodes > 1 and spec.kind != "train":
+        raise RenderError(f"--nodes {spec.nodes}: only train jobs span nodes")
+    if spec.gpus % spec.nodes:
+        raise RenderError(f"--gpus {spec.gpus} over --nodes {spec.nodes}: the GPUs must split evenly across nodes")
+    gpn = spec.gpus // spec.nodes
+    if gpn > site.max_gpus_per_node:
+        raise RenderError(
+            f"--gpus {spec.gpus} on {spec.nodes} node(s) needs {gpn} GPUs per node; the largest node here has "
+            f"{site.max_gpus_per_node} (use --nodes {-(-spec.gpus // site.max_gpus_per_node)})"
+        )
+    minutes = spec.time_minutes or user.time_minutes or cls.default_time_minutes
+    if minutes < 1 or minutes > cls.max_time_minutes:
+        raise RenderError(f"--time {minutes}: {CLASS_OF_KIND[spec.kind]} jobs allow 1..{cls.max_time_minutes} minutes")
+    name = spec.name if spec.name is not None else f"{spec.kind}-{_SAFE_FILE.sub('_', spec.command[0].rsplit('/', 1)[-1])}"
+    _check_sbatch_value("job name", name)
+    partition = spec.partition or user.partition or cls.partition or site.default_partition or None
+    account = spec.account or user.account
+    gpu_type = spec.gpu_type or user.gpu_type
+    for what, v in (("partition", partition), ("account", account), ("GPU type", gpu_type)):
+        if v:
+            _check_slurm_word(what, v)
+    if gpu_type and site.site.name != BUILTIN_SITE_NAME and gpu_type not in site.gpu_type_names:
+        raise RenderError(f"GPU type {gpu_type!r}: this site has {', '.join(site.gpu_type_names)}")
+    file_name = _SAFE_FILE.sub("_", name).strip("._") or spec.kind
+    out_dir = user.output_dir
+    suffix = "%A_%a" if spec.kind == "sweep" else "%j"
+    output = spec.output or (f"{out_dir.rstrip('/')}/{file_name}-{suffix}.out" if out_dir else f"{file_name}-{suffix}.out")
+    _check_sbatch_value("output path", output)
+    ckpt_root = user.checkpoint_root or "checkpoints"
+    ckpt = spec.checkpoint_dir or f"{ckpt_root.rstrip('/')}/{file_name}"
+    _check_shell_value("checkpoint directory", ckpt)
+    preemptible = cls.preemptible if spec.preemptible is None else spec.preemptible
+    grace = spec.grace_seconds if spec.grace_seconds is not None else int(round(site.preemption.grace_seconds))
+    if grace < 0 or grace >= minutes * 60:
+        raise RenderError(f"--grace {grace}: must be at least 0 and shorter than the time limit ({minutes * 60} s)")
+    restarts = spec.max_restarts if spec.max_restarts is not None else (
+        user.max_restarts if user.max_restarts is not None else site.preemption.max_restarts)
+    if restarts < 0:
+        raise RenderError(f"--max-restarts {restarts}: must be 0 or more")
+    env = tuple(user.env) + tuple(spec.env)
+    for k, v in env:
+        if not _ENV_NAME.match(k):
+            raise RenderError(f"environment variable name {k!r}: must be letters, digits and _, not starting with a digit")
+        _check_shell_value(f"value of {k}", v)
+    params = spec.params
+    parallel = spec.parallel
+    if spec.kind == "sweep":
+        if not params:
+            raise RenderError("a sweep needs parameter sets: --param VALUE (repeat) or --params-file FILE")
+        for p in params:
+            _check_shell_value("sweep parameter", p)
+        parallel = parallel or len(params)
+        if parallel < 1:
+            raise RenderError(f"--parallel {parallel}: must be 1 or more")
+    if spec.kind == "infer":
+        if not spec.inputs:
+            raise RenderError("an infer job needs --inputs FILE (one item per line)")
+        _check_shell_value("inputs file", spec.inputs)
+    endpoint = spec.endpoint_file or f"{file_name}.endpoint"
+    _check_shell_value("endpoint file", endpoint)
+    cpg = spec.cpus_per_gpu or user.cpus_per_gpu
+    mpg = spec.mem_per_gpu_gb or user.mem_per_gpu_gb
+    if cpg is not None and cpg > site.caps.max_cpus_per_gpu:
+        raise RenderError(f"--cpus-per-gpu {cpg}: this site allows at most {site.caps.max_cpus_per_gpu}")
+    if mpg is not None and mpg > site.caps.max_mem_per_gpu_gb:
+        raise RenderError(f"--mem-per-gpu {mpg} GB: this site allows at most {site.caps.max_mem_per_gpu_gb:g} GB")
+    return dict(
+        kind=spec.kind, job_class=CLASS_OF_KIND[spec.kind], name=name, minutes=minutes, partition=partition,
+        account=account, gpu_type=gpu_type, gpus=spec.gpus, nodes=spec.nodes, gpus_per_node=gpn, output=output,
+        checkpoint_dir=ckpt, preemptible=preemptible, checkpointable=cls.checkpointable, grace=grace,
+        max_restarts=restarts, env=env, params=params, parallel=parallel, inputs=spec.inputs, endpoint=endpoint,
+        launcher=spec.launcher or user.launcher or "auto", requeue_on_timeout=spec.requeue_on_timeout,
+        cpus_per_gpu=cpg, mem_per_gpu_gb=mpg, signal=site.preemption.signal,
+        command=shell_words(spec.command, spec.kind),
+    )
+
+
+def _directives(j: dict) -> list[str]:
+    d = [sbatch_directive("--job-name", j["name"]), sbatch_directive("--output", j["output"]),
+         "--open-mode=append", "--requeue"]
+    if j["kind"] != "serve" or j["preemptible"]:
+        d.append(f"--signal=B:{j['signal']}@{j['grace']}")
+    d.append(f"--time={j['minutes']}")
+    d.append(f"--nodes={j['nodes']}")
+    d.append("--ntasks-per-node=1")
+    if j["gpus"]:
+        d.append(f"--gpus-per-node={j['gpu_type'] + ':' if j['gpu_type'] else ''}{j['gpus_per_node']}")
+        if j["cpus_per_gpu"]:
+            d.append(f"--cpus-per-gpu={j['cpus_per_gpu']}")
+        if j["mem_per_gpu_gb"]:
+            d.append(f"--mem-per-gpu={j['mem_per_gpu_gb']}G")
+    if j["partition"]:
+        d.append(f"--partition={j['partition']}")
+    if j["account"]:
+        d.append(f"--account={j['account']}")
+    if j["kind"] == "sweep":
+        d.append(f"--array=0-{len(j['params']) - 1}%{j['parallel']}")
+    ckpt_hint = "1" if (j["checkpointable"] and j["kind"] != "serve") else "0"
+    d.append(f"--comment=dl:class={j['job_class']};ckpt={ckpt_hint}")
+    return d
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    root = resources.files("slurm_dl") / "templates"
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        comment_start_string="{%#",  # bash's ${#array[@]} must not open a Jinja comment
+        comment_end_string="#%}",
+    )
+    env.filters["q"] = lambda v: shlex.quote(str(v))
+    return env
+
+
+def render(spec: JobSpec, site: SiteConfig, user: UserDefaults | None = None) -> RenderedJob:
+    """Render the script for ``spec``; raises :class:`RenderError` for values it cannot write safely."""
+    j = _resolve(spec, site, user or UserDefaults())
+    directives = _directives(j)
+    script = _environment().get_template(f"{j['kind']}.sh.j2").render(job=j, directives=directives)
+    return RenderedJob(
+        kind=j["kind"], name=j["name"], script=script, directives=tuple(directives),
+        sbatch_argv=("sbatch", "--parsable"), output=j["output"], checkpoint_dir=j["checkpoint_dir"],
+        job_class=j["job_class"],
+    )
