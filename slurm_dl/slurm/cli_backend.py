@@ -1,0 +1,176 @@
+"""The default backend: Slurm's own commands, JSON where 22.05 has it (``squeue --json``,
+``sinfo --json``), ``scontrol -o`` / ``scontrol show topology`` / ``sprio`` where it has not.
+
+Every call goes through ``runner.run_slurm``; parsing is in the pure ``parse`` module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from ..errors import JobNotFoundError, SlurmError
+from ..model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
+from .parse import parse_partitions, parse_sinfo_json, parse_squeue_json, parse_topology
+from .protocol import SITE_FACTOR_CHUNK, SiteFactorResult, chunked, group_by_value
+from .runner import DEFAULT_TIMEOUT_S, SlurmResult, run_slurm
+
+# Per-job messages that mean "this job is gone", which a SiteFactor update may meet for jobs
+# that ended since the snapshot.
+_GONE = re.compile(r"(Invalid job id specified|Job has already finished) for job (\d+)")
+_SIGNAL = re.compile(r"^(SIG)?[A-Z0-9]+$")
+
+
+def split_gone_jobs(stderr: str) -> tuple[list[int], list[str]]:
+    """Stderr of a multi-job ``scontrol update`` -> (ids of jobs that are gone, other lines)."""
+    gone: set[int] = set()
+    other: list[str] = []
+    for line in stderr.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        m = _GONE.search(line)
+        if m:
+            gone.add(int(m.group(2)))
+        else:
+            other.append(line)
+    return sorted(gone), other
+
+
+def with_site_factors(jobs: list[Job], factors: Mapping[int, int]) -> list[Job]:
+    """Fill ``Job.site_factor`` from sprio's view (only eligible pending jobs appear there)."""
+    for job in jobs:
+        job.site_factor = int(factors.get(job.job_id, job.site_factor))
+    return jobs
+
+
+def _job_id(job_id: int) -> str:
+    if isinstance(job_id, bool) or int(job_id) <= 0:
+        raise JobNotFoundError(f"job id {job_id!r} is not a positive integer")
+    return str(int(job_id))
+
+
+class CliBackend:
+    """Talks to the cluster named by ``env['SLURM_CONF']`` (default: this process's environment)."""
+
+    name = "cli"
+
+    def __init__(self, env: Mapping[str, str] | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
+                 site_factor_chunk: int = SITE_FACTOR_CHUNK):
+        self._env = dict(env) if env is not None else None
+        self.timeout = timeout
+        self.site_factor_chunk = site_factor_chunk
+
+    def _run(self, argv: Sequence[str], *, input: str | None = None, env: Mapping[str, str] | None = None) -> SlurmResult:
+        return run_slurm(argv, env=env if env is not None else self._env, input=input, timeout=self.timeout)
+
+    def _json(self, argv: Sequence[str]) -> dict:
+        out = self._run(argv).stdout
+        try:
+            return json.loads(out)
+        except json.JSONDecodeError as e:
+            raise SlurmError(f"{' '.join(argv)}: output is not JSON ({e}): {out[:200]!r}", command=list(argv)) from None
+
+    # -- reading --------------------------------------------------------------------------
+    def jobs(self, states: Iterable[JobState] | None = None) -> list[Job]:
+        return parse_squeue_json(self._json(["squeue", "--json"]), states)
+
+    def nodes(self, topology: Topology | None = None) -> list[Node]:
+        topo = topology if topology is not None else self.topology()
+        return parse_sinfo_json(self._json(["sinfo", "--json"]), topo)
+
+    def partitions(self) -> list[Partition]:
+        return parse_partitions(self._run(["scontrol", "-o", "show", "partition"]).stdout)
+
+    def topology(self) -> Topology:
+        return parse_topology(self._run(["scontrol", "show", "topology"]).stdout)
+
+    def site_factors(self) -> dict[int, int]:
+        out = self._run(["sprio", "-h", "-o", "%i|%S"]).stdout
+        factors: dict[int, int] = {}
+        for line in out.splitlines():
+            jid, _, val = line.strip().partition("|")
+            if jid.isdigit() and val.lstrip("-").isdigit():
+                factors[int(jid)] = int(val)
+        return factors
+
+    def snapshot(self, now: float | None = None) -> ClusterSnapshot:
+        taken_at = time.time() if now is None else float(now)
+        topo = self.topology()
+        jobs = with_site_factors(self.jobs(), self.site_factors())
+        return ClusterSnapshot(
+            taken_at=taken_at,
+            jobs=jobs,
+            nodes=self.nodes(topo),
+            partitions=self.partitions(),
+            topology=topo,
+        )
+
+    # -- writing --------------------------------------------------------------------------
+    def submit(self, script: str | Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> int:
+        """A ``Path`` is submitted as a file; a ``str`` is the script text (fed on stdin)."""
+        argv = ["sbatch", "--parsable", *[str(a) for a in args]]
+        text = None
+        if isinstance(script, Path):
+            if not script.is_file():
+                raise SlurmError(f"sbatch: script {script} does not exist")
+            argv.append(str(script))
+        else:
+            text = script
+        run_env = None
+        if env:
+            run_env = dict(self._env if self._env is not None else os.environ)
+            run_env.update(env)
+        out = self._run(argv, input=text, env=run_env).stdout.strip()
+        try:
+            return int(out.splitlines()[-1].split(";")[0])
+        except (ValueError, IndexError):
+            raise SlurmError(f"sbatch printed no job id: {out!r}", command=argv) from None
+
+    def cancel(self, job_id: int) -> None:
+        # -v: without it scancel says nothing (exit 0) about an unknown job id.
+        self._run(["scancel", "-v", _job_id(job_id)])
+
+    def set_site_factor(self, factors: Mapping[int, int]) -> SiteFactorResult:
+        """One ``scontrol update jobid=a,b,c SiteFactor=V`` per distinct value (and per chunk)."""
+        calls, missing = 0, []
+        for value, ids in group_by_value(factors).items():
+            for chunk in chunked(ids, self.site_factor_chunk):
+                argv = ["scontrol", "update", "jobid=" + ",".join(map(str, chunk)), f"SiteFactor={value}"]
+                calls += 1
+                try:
+                    self._run(argv)
+                except SlurmError as e:
+                    if e.returncode is None:  # unreachable / timeout: nothing per job to salvage
+                        raise
+                    gone, other = split_gone_jobs(_stderr_of(e))
+                    if other or not gone:
+                        raise
+                    missing.extend(gone)
+        return SiteFactorResult(updated=len(factors) - len(missing), calls=calls, missing=tuple(sorted(missing)))
+
+    def signal_batch(self, job_id: int, signal: str = "USR2") -> None:
+        sig = signal.upper()
+        if not _SIGNAL.match(sig):
+            raise SlurmError(f"bad signal name {signal!r}")
+        self._run(["scancel", "--batch", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)])
+
+    def requeue(self, job_id: int) -> None:
+        self._run(["scontrol", "requeue", _job_id(job_id)])
+
+    def hold(self, job_id: int) -> None:
+        self._run(["scontrol", "hold", _job_id(job_id)])
+
+    def release(self, job_id: int) -> None:
+        self._run(["scontrol", "release", _job_id(job_id)])
+
+
+def _stderr_of(error: SlurmError) -> str:
+    """Slurm's message inside one of our errors (``"scontrol update: <stderr>"``)."""
+    text = str(error)
+    _, sep, rest = text.partition(": ")
+    return rest if sep else text

@@ -1,0 +1,99 @@
+"""The one interface every Slurm backend implements (CLI by default, pyslurm optionally).
+
+Errors are ``slurm_dl.errors`` types: ``SlurmUnavailableError`` (slurmctld unreachable; retry),
+``JobNotFoundError`` (unknown job id), ``SlurmNotInstalledError``, ``SlurmError`` otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
+
+from ..model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
+
+# Longest job id list one ``scontrol update jobid=…`` call carries (ARG_MAX is far above this).
+SITE_FACTOR_CHUNK = 2000
+SITE_FACTOR_MIN = -2147483645
+SITE_FACTOR_MAX = 2147483645
+
+
+@dataclass(frozen=True, slots=True)
+class SiteFactorResult:
+    """What ``set_site_factor`` did: how many Slurm calls, and the ids Slurm no longer knew
+    (jobs that ended between a snapshot and the update: normal for a daemon, not an error)."""
+
+    updated: int
+    calls: int
+    missing: tuple[int, ...] = field(default=())
+
+
+def group_by_value(factors: Mapping[int, int]) -> dict[int, list[int]]:
+    """{job_id: value} -> {value: [job ids, sorted]}: one Slurm call per value (and chunk)."""
+    groups: dict[int, list[int]] = {}
+    for job_id, value in factors.items():
+        value = int(value)
+        if not SITE_FACTOR_MIN <= value <= SITE_FACTOR_MAX:
+            raise ValueError(
+                f"SiteFactor {value} for job {job_id} is out of range [{SITE_FACTOR_MIN}, {SITE_FACTOR_MAX}]"
+            )
+        groups.setdefault(value, []).append(int(job_id))
+    return {v: sorted(ids) for v, ids in sorted(groups.items())}
+
+
+def chunked(ids: Sequence[int], size: int = SITE_FACTOR_CHUNK) -> list[list[int]]:
+    if size < 1:
+        raise ValueError("chunk size must be at least 1")
+    return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
+
+
+@runtime_checkable
+class SlurmBackend(Protocol):
+    """Read and write a Slurm cluster. Times are Unix epoch seconds."""
+
+    name: str
+
+    # -- reading --------------------------------------------------------------------------
+    def jobs(self, states: Iterable[JobState] | None = None) -> list[Job]:
+        """Jobs in ``states`` (default: pending and running/completing/suspended)."""
+        ...
+
+    def nodes(self) -> list[Node]:
+        """Nodes with GPUs total and in use, and their leaf switch."""
+        ...
+
+    def partitions(self) -> list[Partition]: ...
+
+    def topology(self) -> Topology: ...
+
+    def site_factors(self) -> dict[int, int]:
+        """SiteFactor of jobs Slurm is prioritising now (eligible pending jobs)."""
+        ...
+
+    def snapshot(self, now: float | None = None) -> ClusterSnapshot:
+        """Jobs, nodes, partitions and topology; ``taken_at`` = ``now`` or the current time."""
+        ...
+
+    # -- writing --------------------------------------------------------------------------
+    def submit(
+        self,
+        script: str | Path,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> int:
+        """``sbatch --parsable``: a script text (or a path to one) -> the new job id."""
+        ...
+
+    def cancel(self, job_id: int) -> None: ...
+
+    def set_site_factor(self, factors: Mapping[int, int]) -> SiteFactorResult: ...
+
+    def signal_batch(self, job_id: int, signal: str = "USR2") -> None:
+        """Send ``signal`` to the job's batch shell only (checkpoint before a requeue)."""
+        ...
+
+    def requeue(self, job_id: int) -> None: ...
+
+    def hold(self, job_id: int) -> None: ...
+
+    def release(self, job_id: int) -> None: ...

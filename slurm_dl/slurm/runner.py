@@ -1,0 +1,103 @@
+"""The one place slurm-dl runs a Slurm command: a subprocess with a timeout whose failures
+become the project's error types (never a raw ``CalledProcessError``).
+
+``classify_failure`` is pure (argv, exit status, stderr -> exception or None) so the mapping is
+unit-tested without Slurm.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ..errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+
+DEFAULT_TIMEOUT_S = 30.0
+
+INSTALL_HINT = (
+    "install the Slurm client commands (Debian 12: `apt-get install slurm-client`, "
+    "or `bash scripts/setup.sh` as root)"
+)
+
+# Messages that mean "slurmctld cannot be reached": callers may retry.
+_UNREACHABLE = (
+    "Unable to contact slurm controller",
+    "Connection refused",
+    "Socket timed out",
+    "Zero Bytes were transmitted or received",
+    "Communication connection failure",
+    "slurmctld not responding",
+)
+_INVALID_JOB = re.compile(r"Invalid job id specified(?: for job (\d+))?")
+# scancel reports some failures on stderr but exits 0 (e.g. an unknown job id with -v).
+_STDERR_ERROR = re.compile(r"\berror:", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmResult:
+    """What a successful command printed (stderr may hold warnings or per-job errors)."""
+
+    argv: tuple[str, ...]
+    stdout: str
+    stderr: str
+
+
+def missing_job_ids(stderr: str) -> list[int]:
+    """Job ids Slurm named as unknown ("Invalid job id specified for job 12")."""
+    return sorted({int(m.group(1)) for m in _INVALID_JOB.finditer(stderr) if m.group(1)})
+
+
+def classify_failure(argv: Sequence[str], returncode: int, stderr: str, stdout: str = "") -> SlurmError | None:
+    """The error a finished command stands for, or None when it succeeded.
+
+    A zero exit with ``error:`` on stderr (scancel's habit) counts as a failure too.
+    """
+    text = (stderr or "").strip()
+    failed = returncode != 0 or bool(_STDERR_ERROR.search(text))
+    if not failed:
+        return None
+    msg = text or (stdout or "").strip() or f"exit status {returncode}"
+    where = " ".join(argv[:2]) if len(argv) > 1 and not argv[1].startswith("-") else argv[0]
+    full = f"{where}: {msg}"
+    if any(s in msg for s in _UNREACHABLE):
+        return SlurmUnavailableError(
+            f"{full} (is slurmctld running, and does SLURM_CONF point at the right cluster?)",
+            command=list(argv),
+            returncode=returncode,
+        )
+    if _INVALID_JOB.search(msg):
+        return JobNotFoundError(full, command=list(argv), returncode=returncode)
+    return SlurmError(full, command=list(argv), returncode=returncode)
+
+
+def run_slurm(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> SlurmResult:
+    """Run one Slurm command; return its output or raise a ``slurm_dl.errors`` type."""
+    args = [str(a) for a in argv]
+    try:
+        proc = subprocess.run(
+            args,
+            env=dict(env) if env is not None else None,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise SlurmNotInstalledError(f"{args[0]}: command not found; {INSTALL_HINT}", command=args) from None
+    except subprocess.TimeoutExpired:
+        raise SlurmUnavailableError(
+            f"{' '.join(args[:2])}: no answer from Slurm within {timeout:g} s", command=args
+        ) from None
+    error = classify_failure(args, proc.returncode, proc.stderr, proc.stdout)
+    if error is not None:
+        raise error
+    return SlurmResult(tuple(args), proc.stdout, proc.stderr)

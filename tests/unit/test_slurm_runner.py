@@ -1,0 +1,78 @@
+"""Slurm failures -> the project's error types (pure mapping, plus the runner on real processes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_dl.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from slurm_dl.slurm.cli_backend import split_gone_jobs
+from slurm_dl.slurm.protocol import chunked, group_by_value
+from slurm_dl.slurm.runner import classify_failure, missing_job_ids, run_slurm
+
+
+def test_success_is_none():
+    assert classify_failure(["squeue"], 0, "") is None
+    assert classify_failure(["sbatch"], 0, "sbatch: warning: something harmless") is None
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "squeue: error: Unable to contact slurm controller (connect failure)",
+        "slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
+        "scontrol: error: Connection refused",
+        "Socket timed out on send/recv operation",
+    ],
+)
+def test_unreachable_controller(stderr):
+    err = classify_failure(["squeue", "--json"], 1, stderr)
+    assert isinstance(err, SlurmUnavailableError) and isinstance(err, ConnectionError)
+    assert "Unable" in str(err) or "refused" in str(err) or "timed out" in str(err)
+
+
+def test_invalid_job_id_recorded_messages():
+    err = classify_failure(["scontrol", "requeue", "99999"], 1, "Invalid job id specified for job 99999\n")
+    assert isinstance(err, JobNotFoundError) and "99999" in str(err) and err.returncode == 1
+    # scancel -v exits 0 but reports the unknown id on stderr
+    err = classify_failure(["scancel", "-v", "99999"], 0,
+                           "scancel: Terminating job 99999\nscancel: error: Kill job error on job id 99999: Invalid job id specified\n")
+    assert isinstance(err, JobNotFoundError)
+
+
+def test_other_failures_keep_slurms_message():
+    err = classify_failure(["scancel", "--batch", "--signal=USR2", "6"], 228,
+                           "scancel: error: Kill job error on job id 6: Job can not be altered now, try again later")
+    assert type(err) is SlurmError and "can not be altered" in str(err) and err.command[0] == "scancel"
+
+
+def test_missing_job_ids():
+    text = "Invalid job id specified for job 999\nInvalid job id specified for job 12\n"
+    assert missing_job_ids(text) == [12, 999]
+
+
+def test_split_gone_jobs():
+    gone, other = split_gone_jobs("Invalid job id specified for job 999\nJob has already finished for job 6\n")
+    assert gone == [6, 999] and other == []
+    gone, other = split_gone_jobs("Access/permission denied for job 5")
+    assert gone == [] and other == ["Access/permission denied for job 5"]
+
+
+def test_group_by_value_and_chunks():
+    groups = group_by_value({5: 10, 3: 10, 4: -7, 1: 0})
+    assert groups == {-7: [4], 0: [1], 10: [3, 5]}
+    assert chunked(list(range(5)), 2) == [[0, 1], [2, 3], [4]]
+    with pytest.raises(ValueError, match="out of range"):
+        group_by_value({1: 2**31})
+
+
+def test_runner_missing_command_is_not_installed():
+    with pytest.raises(SlurmNotInstalledError, match="command not found"):
+        run_slurm(["slurm-dl-no-such-command-xyz"])
+
+
+def test_runner_maps_real_process_failures():
+    with pytest.raises(JobNotFoundError):
+        run_slurm(["sh", "-c", "echo 'Invalid job id specified for job 7' >&2; exit 1"])
+    with pytest.raises(SlurmUnavailableError, match="no answer from Slurm within"):
+        run_slurm(["sleep", "5"], timeout=0.2)
+    assert run_slurm(["sh", "-c", "echo 42"]).stdout.strip() == "42"
