@@ -23,14 +23,12 @@ def up(
     nodes: int = typer.Option(4, "--nodes", min=1, max=99, help="number of slurmd nodes"),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=0, max=64, help="fake GPUs per node"),
     gpu_type: str = typer.Option("h100", "--gpu-type", help="GPU type name in Gres (gpu:TYPE:N)"),
-    accounting: bool = typer.Option(False, "--accounting", help="add slurmdbd with a private MariaDB (not available yet)"),
+    accounting: bool = typer.Option(False, "--accounting", help="add slurmdbd with a private MariaDB (sacct, sshare, fair-share)"),
     as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
 ) -> None:
     """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle."""
-    if accounting:
-        raise fail("--accounting (slurmdbd with a private MariaDB) is not implemented in this testbed yet")
     with expected_errors():
-        tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type)
+        tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, accounting=accounting)
         t0 = time.monotonic()
         status = tb.up()
         took = time.monotonic() - t0
@@ -39,7 +37,7 @@ def up(
         return
     typer.echo(
         f"testbed up in {took:.1f} s: {len(status.nodes)} nodes x {gpus_per_node} {gpu_type} GPUs "
-        f"under {tb.state_dir}"
+        f"{'with accounting (slurmdbd + MariaDB) ' if accounting else ''}under {tb.state_dir}"
     )
     typer.echo(f"use it:  eval \"$(slurm-dl testbed env --dir {dir})\"; sinfo; sbatch --gpus=2 --wrap 'echo $CUDA_VISIBLE_DEVICES'")
     typer.echo(f"stop it: slurm-dl testbed down --dir {dir}")

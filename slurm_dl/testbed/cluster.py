@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SlurmError, TestbedError
+from . import accounting as acct
 from . import process
 from .client import node_states
 from .conf import (
@@ -74,6 +75,7 @@ class Testbed:
         node_ports: list[int] | None = None,
         job_submit_lua: bool = True,
         extra_conf: tuple[str, ...] = (),
+        accounting: bool = False,
     ):
         self.layout = TestbedLayout(Path(state_dir).resolve())
         self.nodes = nodes
@@ -83,6 +85,7 @@ class Testbed:
         self.node_ports = list(node_ports) if node_ports is not None else None
         self.job_submit_lua = job_submit_lua
         self.extra_conf = tuple(extra_conf)
+        self.accounting = accounting
         # Validate the shape now (a bad shape is an error before anything starts).
         try:
             ClusterParams(nodes, gpus_per_node, gpu_type, 1, tuple(range(2, nodes + 2)))
@@ -121,7 +124,8 @@ class Testbed:
 
     # -- status ------------------------------------------------------------------------------
     def _daemon_names(self, params: ClusterParams) -> list[str]:
-        return ["slurmctld", *(f"slurmd-{n}" for n in params.node_names)]
+        dbd = ["mariadb", "slurmdbd"] if params.accounting else []
+        return [*dbd, "slurmctld", *(f"slurmd-{n}" for n in params.node_names)]
 
     def _running_pid(self, name: str) -> int | None:
         pid = process.read_pid(self.layout.daemon_pid(name))
@@ -158,11 +162,12 @@ class Testbed:
     def up(self, timeout: float = READY_TIMEOUT_S) -> TestbedStatus:
         """Start the cluster and wait until every node is idle. Already up: returns at once."""
         binaries = find_slurm()
+        acct_binaries = acct.find_accounting_binaries() if self.accounting else {}
         require_root()
         with self._locked():
-            return self._up(binaries, timeout)
+            return self._up(binaries, acct_binaries, timeout)
 
-    def _up(self, binaries, timeout: float) -> TestbedStatus:
+    def _up(self, binaries, acct_binaries: dict[str, str], timeout: float) -> TestbedStatus:
         current = self.status()
         if current.up:
             self._check_same_shape(current)
@@ -173,8 +178,15 @@ class Testbed:
         params = self._choose_params()
         self._write_files(params)
         env = self.env()
+        started: dict[str, int] = {}
+        try:
+            if params.accounting:
+                started.update(self._start_accounting(params, acct_binaries, env))
+        except BaseException:
+            self._down()
+            raise
         ctld_argv = (binaries.slurmctld, "-D", "-f", str(self.layout.slurm_conf))
-        started = {"slurmctld": process.start(
+        started |= {"slurmctld": process.start(
             process.Daemon("slurmctld", ctld_argv), self.layout.root,
             self.layout.daemon_log("slurmctld.stdout"), self.layout.daemon_pid("slurmctld"), env,
         )}
@@ -192,20 +204,42 @@ class Testbed:
             raise
         return self.status()
 
+    def _start_accounting(self, params: ClusterParams, binaries: dict[str, str], env: dict[str, str]) -> dict[str, int]:
+        """MariaDB, then slurmdbd, then the cluster/account/user records slurmctld needs."""
+        layout = self.layout
+        acct.init_datadir(layout, binaries)
+        mariadb = process.start(
+            process.Daemon("mariadb", acct.mariadb_argv(layout, params, binaries)), layout.root,
+            layout.daemon_log("mariadb.stdout"), layout.daemon_pid("mariadb"), env,
+        )
+        sock = acct.mariadb_socket(layout)
+        acct.wait_until(lambda: sock.exists() and process.port_listening(params.mysql_port), "MariaDB", mariadb,
+                        self._died_message("mariadb"))
+        acct.create_db_user(layout, binaries)
+        slurmdbd = process.start(
+            process.Daemon("slurmdbd", (binaries["slurmdbd"], "-D")), layout.root,
+            layout.daemon_log("slurmdbd.stdout"), layout.daemon_pid("slurmdbd"), env,
+        )
+        acct.wait_until(lambda: process.port_listening(params.dbd_port), "slurmdbd", slurmdbd,
+                        self._died_message("slurmdbd"))
+        acct.register_cluster(layout, env)
+        return {"mariadb": mariadb, "slurmdbd": slurmdbd}
+
     def _check_same_shape(self, current: TestbedStatus) -> None:
         params = self.params()
         assert params is not None
-        wanted = (self.nodes, self.gpus_per_node, self.gpu_type)
-        have = (params.nodes, params.gpus_per_node, params.gpu_type)
+        wanted = (self.nodes, self.gpus_per_node, self.gpu_type, self.accounting)
+        have = (params.nodes, params.gpus_per_node, params.gpu_type, params.accounting)
         if wanted != have:
             raise TestbedError(
-                f"testbed {self.layout.root} is already up with {have[0]} nodes x {have[1]} {have[2]} GPUs; "
-                f"run `slurm-dl testbed down --dir {self.layout.root}` before asking for "
-                f"{wanted[0]} x {wanted[1]} {wanted[2]}"
+                f"testbed {self.layout.root} is already up with {have[0]} nodes x {have[1]} {have[2]} GPUs"
+                f"{' with accounting' if have[3] else ''}; run `slurm-dl testbed down --dir {self.layout.root}` "
+                f"before asking for {wanted[0]} x {wanted[1]} {wanted[2]}{' with accounting' if wanted[3] else ''}"
             )
 
     def _choose_params(self) -> ClusterParams:
         count = self.nodes + 1
+        extra = process.pick_free_ports(2) if self.accounting else []
         if self.ctld_port is not None or self.node_ports is not None:
             ctld = self.ctld_port if self.ctld_port is not None else process.pick_free_ports(1)[0]
             nports = self.node_ports if self.node_ports is not None else process.pick_free_ports(self.nodes)
@@ -218,6 +252,8 @@ class Testbed:
                 )
         else:
             ports = process.pick_free_ports(count)
+        while set(extra) & set(ports):
+            extra = process.pick_free_ports(2)
         try:
             return ClusterParams(
                 nodes=self.nodes,
@@ -227,6 +263,8 @@ class Testbed:
                 node_ports=tuple(ports[1:]),
                 job_submit_lua=self.job_submit_lua,
                 extra_conf=self.extra_conf,
+                dbd_port=extra[0] if extra else None,
+                mysql_port=extra[1] if extra else None,
             )
         except ValueError as e:
             raise TestbedError(f"testbed {self.layout.root}: {e}") from None
@@ -241,6 +279,9 @@ class Testbed:
             layout.slurm_conf.write_text(render_slurm_conf(layout, params))
             layout.gres_conf.write_text(render_gres_conf(layout, params))
             layout.topology_conf.write_text(render_topology_conf(params))
+            if params.accounting:
+                layout.slurmdbd_conf.write_text(acct.render_slurmdbd_conf(layout, params))
+                layout.slurmdbd_conf.chmod(0o600)  # slurmdbd refuses a readable password file
             if params.job_submit_lua and not layout.job_submit_lua.exists():
                 layout.job_submit_lua.write_text(PASS_THROUGH_JOB_SUBMIT_LUA)
         except OSError as e:

@@ -48,6 +48,10 @@ class TestbedLayout:
         return self.conf_dir / "topology.conf"
 
     @property
+    def slurmdbd_conf(self) -> Path:
+        return self.conf_dir / "slurmdbd.conf"
+
+    @property
     def job_submit_lua(self) -> Path:
         return self.conf_dir / "job_submit.lua"
 
@@ -102,6 +106,9 @@ class ClusterParams:
     memory_mb_per_node: int = DEFAULT_MEMORY_MB_PER_NODE
     job_submit_lua: bool = True
     extra_conf: tuple[str, ...] = field(default=())
+    # Accounting (slurmdbd over a private MariaDB) when both are set.
+    dbd_port: int | None = None
+    mysql_port: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 99:
@@ -112,13 +119,19 @@ class ClusterParams:
             raise ValueError(f"gpu_type must be a plain name like 'h100', got {self.gpu_type!r}")
         if len(self.node_ports) != self.nodes:
             raise ValueError(f"need one port per node: {self.nodes} nodes, {len(self.node_ports)} ports")
-        ports = (self.ctld_port, *self.node_ports)
+        if (self.dbd_port is None) != (self.mysql_port is None):
+            raise ValueError("accounting needs both dbd_port and mysql_port")
+        ports = (self.ctld_port, *self.node_ports, *((self.dbd_port, self.mysql_port) if self.accounting else ()))
         if len(set(ports)) != len(ports):
             raise ValueError(f"ports must be distinct, got {ports}")
 
     @property
     def node_names(self) -> list[str]:
         return node_names(self.nodes)
+
+    @property
+    def accounting(self) -> bool:
+        return self.dbd_port is not None
 
     def to_dict(self) -> dict:
         return {
@@ -131,6 +144,8 @@ class ClusterParams:
             "memory_mb_per_node": self.memory_mb_per_node,
             "job_submit_lua": self.job_submit_lua,
             "extra_conf": list(self.extra_conf),
+            "dbd_port": self.dbd_port,
+            "mysql_port": self.mysql_port,
         }
 
     @classmethod
@@ -145,6 +160,8 @@ class ClusterParams:
             memory_mb_per_node=int(d.get("memory_mb_per_node", DEFAULT_MEMORY_MB_PER_NODE)),
             job_submit_lua=bool(d.get("job_submit_lua", True)),
             extra_conf=tuple(d.get("extra_conf", ())),
+            dbd_port=d.get("dbd_port"),
+            mysql_port=d.get("mysql_port"),
         )
 
 
@@ -215,13 +232,23 @@ def render_slurm_conf(layout: TestbedLayout, params: ClusterParams) -> str:
         "TopologyPlugin=topology/tree",
         # SiteFactor (pushed by the prioritizer) needs the multifactor plugin.
         "PriorityType=priority/multifactor",
-        "PriorityWeightAge=0",  # needs slurmdbd; ignored without it
+        # Age and fair-share count only with slurmdbd.
+        f"PriorityWeightAge={1000 if params.accounting else 0}",
         "PriorityMaxAge=1-0",
-        "PriorityWeightFairshare=0",
+        f"PriorityWeightFairshare={1000 if params.accounting else 0}",
         "PriorityWeightJobSize=0",
         "PriorityWeightPartition=1000",
         "PriorityWeightQOS=0",
-        "AccountingStorageType=accounting_storage/none",
+        *(
+            [
+                "AccountingStorageType=accounting_storage/slurmdbd",
+                "AccountingStorageHost=localhost",
+                f"AccountingStoragePort={params.dbd_port}",
+                "AccountingStorageTRES=gres/gpu",
+            ]
+            if params.accounting
+            else ["AccountingStorageType=accounting_storage/none"]
+        ),
         "JobCompType=jobcomp/filetxt",
         f"JobCompLoc={layout.log_dir}/jobcomp.txt",
         "SlurmctldParameters=preempt_send_user_signal",

@@ -158,3 +158,30 @@ def test_cli_up_env_status_down(tmp_path: Path, make_testbed) -> None:
     assert status.returncode == 1
     missing = subprocess.run([*cli, "env", "--dir", str(tmp_path / "nothing")], capture_output=True, text=True)
     assert missing.returncode != 0 and missing.stderr.startswith("error: no testbed at")
+
+
+def test_accounting_gives_sacct_with_gpu_tres(make_testbed) -> None:
+    from slurm_dl.errors import SlurmNotInstalledError
+    from slurm_dl.testbed.accounting import find_accounting_binaries
+
+    try:
+        find_accounting_binaries()
+    except SlurmNotInstalledError as e:
+        pytest.skip(str(e))
+    tb = make_testbed(accounting=True)
+    status = tb.up()
+    assert status.daemons["mariadb"] and status.daemons["slurmdbd"]
+    job = submit("#!/bin/bash\ntrue\n", tb.env(), ["--gpus=2", "--output=/dev/null"])
+    wait_for_job_state(job, tb.env(), ["COMPLETED"])
+    out = ""
+    for _ in range(50):  # the job record reaches slurmdbd asynchronously
+        out = subprocess.run(
+            ["sacct", "-a", "-X", "-n", "-P", "-S", "2000-01-01", "-j", str(job), "-o", "JobID,State,AllocTRES"],
+            env=tb.env(), capture_output=True, text=True, check=True,
+        ).stdout
+        if "COMPLETED" in out:
+            break
+        time.sleep(0.2)
+    assert f"{job}|COMPLETED|" in out and "gres/gpu=2" in out, out
+    tb.down()
+    assert process.marked_processes(tb.state_dir) == []
