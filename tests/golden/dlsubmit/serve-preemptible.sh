@@ -1,0 +1,139 @@
+#!/bin/bash
+# Rendered by dlsubmit (serve). Re-render with dlsubmit rather than editing by hand.
+#SBATCH --job-name=serve-server
+#SBATCH --output=serve-server-%j.out
+#SBATCH --open-mode=append
+#SBATCH --requeue
+#SBATCH --signal=B:USR2@120
+#SBATCH --time=1440
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --partition=gpu
+#SBATCH --comment=dl:class=serve;ckpt=0
+#
+# Checkpoint convention: write a checkpoint as "$CKPT_DIR/NAME.tmp" (or .partial), then rename it
+# to "$CKPT_DIR/NAME". RESUME_FROM is the newest complete one, empty on the first run.
+set -u
+export PYTHONUNBUFFERED=1
+DL_KIND=serve
+DL_MAX_RESTARTS=5
+DL_GRACE_S=120
+DL_TIME_LIMIT_S=86400
+DL_RESTART=${SLURM_RESTART_COUNT:-0}
+DL_STARTED_AT=$(date +%s)
+export DL_RESTART
+CKPT_DIR=checkpoints/serve-server
+case "$CKPT_DIR" in /*) ;; *) CKPT_DIR="${SLURM_SUBMIT_DIR:-$PWD}/$CKPT_DIR" ;; esac
+export CKPT_DIR
+mkdir -p -- "$CKPT_DIR/.dlsubmit" || { echo "dlsubmit: cannot create checkpoint directory $CKPT_DIR" >&2; exit 2; }
+
+dl_log() {
+    printf '%s dlsubmit[%s]: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-?}" "$*"
+    printf '%s job=%s restart=%s %s\n' "$(date +%s)" "${SLURM_JOB_ID:-?}" "$DL_RESTART" "$*" >> "$CKPT_DIR/.dlsubmit/events"
+}
+
+# Newest complete checkpoint: entries of CKPT_DIR that are not hidden and not *.tmp / *.partial.
+dl_newest_checkpoint() {
+    local newest="" f
+    for f in "$CKPT_DIR"/*; do
+        [ -e "$f" ] || continue
+        case "$f" in *.tmp|*.partial|*.incomplete) continue ;; esac
+        if [ -z "$newest" ] || [ "$f" -nt "$newest" ]; then newest=$f; fi
+    done
+    printf '%s' "$newest"
+}
+
+if [ "$DL_RESTART" -gt "$DL_MAX_RESTARTS" ]; then
+    dl_log "event=restart-cap restarts=$DL_RESTART max=$DL_MAX_RESTARTS: not starting again"
+    exit 3
+fi
+RESUME_FROM=$(dl_newest_checkpoint)
+export RESUME_FROM
+if [ -n "$RESUME_FROM" ]; then
+    dl_log "event=resume restart=$DL_RESTART from=$RESUME_FROM"
+else
+    dl_log "event=start restart=$DL_RESTART (no checkpoint yet)"
+fi
+
+# A free port, chosen at start (again after each restart), published as "host port" in the
+# endpoint file for clients; the file is removed when the server stops.
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])') || {
+    dl_log "event=error cannot pick a free port"; exit 2; }
+export PORT
+DL_ENDPOINT=/shared/api.endpoint
+case "$DL_ENDPOINT" in /*) ;; *) DL_ENDPOINT="${SLURM_SUBMIT_DIR:-$PWD}/$DL_ENDPOINT" ;; esac
+export DL_ENDPOINT
+SERVE_HOST=$(hostname)
+export SERVE_HOST
+printf '%s %s\n' "$SERVE_HOST" "$PORT" > "$DL_ENDPOINT.tmp" && mv -f -- "$DL_ENDPOINT.tmp" "$DL_ENDPOINT"
+dl_log "event=serving host=$SERVE_HOST port=$PORT endpoint=$DL_ENDPOINT"
+trap 'rm -f -- "$DL_ENDPOINT"' EXIT
+# Preemption: the prioritizer sends USR2 to this shell (scancel --batch --signal=USR2), waits its
+# grace period, then requeues. Slurm sends the same USR2 120 s before the time limit
+# (--signal=B:USR2@120); the time left tells the two apart.
+dl_child=""
+dl_child_is_launcher=0
+dl_stop=""
+dl_on_usr2() {
+    local left=$(( DL_TIME_LIMIT_S - ($(date +%s) - DL_STARTED_AT) ))
+    if [ "$left" -le $(( DL_GRACE_S + 90 )) ]; then dl_stop=timeout; else dl_stop=preempt; fi
+    dl_log "event=$dl_stop signal=USR2 time_left_s=$left: checkpoint now"
+    if [ -n "$dl_child" ]; then
+        if [ "$dl_child_is_launcher" = 1 ]; then
+            pkill -USR2 -P "$dl_child" 2>/dev/null || kill -USR2 "$dl_child" 2>/dev/null
+        else
+            kill -USR2 "$dl_child" 2>/dev/null
+        fi
+    fi
+}
+trap dl_on_usr2 USR2
+
+# Wait for the step; a trapped signal interrupts `wait`, so wait again while it still runs.
+dl_wait_child() {
+    local rc
+    while :; do
+        wait "$dl_child"
+        rc=$?
+        if [ "$rc" -gt 128 ] && kill -0 "$dl_child" 2>/dev/null; then continue; fi
+        return "$rc"
+    done
+}
+
+dl_requeue_self() {
+    dl_log "event=requeue-self: no requeue arrived after the grace period"
+    scontrol requeue "$SLURM_JOB_ID" || dl_log "event=requeue-failed"
+    sleep 60 &
+    wait $!
+}
+
+# How this run ends: finished, checkpointed for a preemption, or checkpointed at the time limit.
+dl_finish() {
+    local rc=$1
+    case "$dl_stop" in
+        preempt)
+            dl_log "event=checkpointed rc=$rc: waiting for the requeue"
+            local waited=0
+            while [ "$waited" -lt $(( DL_GRACE_S + 30 )) ]; do
+                sleep 1 &
+                wait $!
+                waited=$(( waited + 1 ))
+            done
+            dl_requeue_self
+            exit 0
+            ;;
+        timeout)
+            dl_log "event=timeout-checkpointed rc=$rc: time limit reached; submit again to resume from $CKPT_DIR"
+            exit 124
+            ;;
+        *)
+            dl_log "event=exit rc=$rc"
+            exit "$rc"
+            ;;
+    esac
+}
+
+dl_cmd=( ./server --port="${PORT}" )
+"${dl_cmd[@]}" &
+dl_child=$!
+dl_wait_child
+dl_finish $?

@@ -1,0 +1,90 @@
+#!/bin/bash
+# Rendered by dlsubmit (serve). Re-render with dlsubmit rather than editing by hand.
+#SBATCH --job-name=api
+#SBATCH --output=api-%j.out
+#SBATCH --open-mode=append
+#SBATCH --requeue
+#SBATCH --time=1440
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=1
+#SBATCH --partition=gpu
+#SBATCH --comment=dl:class=serve;ckpt=0
+#
+# Checkpoint convention: write a checkpoint as "$CKPT_DIR/NAME.tmp" (or .partial), then rename it
+# to "$CKPT_DIR/NAME". RESUME_FROM is the newest complete one, empty on the first run.
+set -u
+export PYTHONUNBUFFERED=1
+DL_KIND=serve
+DL_MAX_RESTARTS=5
+DL_GRACE_S=10
+DL_TIME_LIMIT_S=86400
+DL_RESTART=${SLURM_RESTART_COUNT:-0}
+DL_STARTED_AT=$(date +%s)
+export DL_RESTART
+CKPT_DIR=checkpoints/api
+case "$CKPT_DIR" in /*) ;; *) CKPT_DIR="${SLURM_SUBMIT_DIR:-$PWD}/$CKPT_DIR" ;; esac
+export CKPT_DIR
+mkdir -p -- "$CKPT_DIR/.dlsubmit" || { echo "dlsubmit: cannot create checkpoint directory $CKPT_DIR" >&2; exit 2; }
+
+dl_log() {
+    printf '%s dlsubmit[%s]: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-?}" "$*"
+    printf '%s job=%s restart=%s %s\n' "$(date +%s)" "${SLURM_JOB_ID:-?}" "$DL_RESTART" "$*" >> "$CKPT_DIR/.dlsubmit/events"
+}
+
+# Newest complete checkpoint: entries of CKPT_DIR that are not hidden and not *.tmp / *.partial.
+dl_newest_checkpoint() {
+    local newest="" f
+    for f in "$CKPT_DIR"/*; do
+        [ -e "$f" ] || continue
+        case "$f" in *.tmp|*.partial|*.incomplete) continue ;; esac
+        if [ -z "$newest" ] || [ "$f" -nt "$newest" ]; then newest=$f; fi
+    done
+    printf '%s' "$newest"
+}
+
+if [ "$DL_RESTART" -gt "$DL_MAX_RESTARTS" ]; then
+    dl_log "event=restart-cap restarts=$DL_RESTART max=$DL_MAX_RESTARTS: not starting again"
+    exit 3
+fi
+RESUME_FROM=$(dl_newest_checkpoint)
+export RESUME_FROM
+if [ -n "$RESUME_FROM" ]; then
+    dl_log "event=resume restart=$DL_RESTART from=$RESUME_FROM"
+else
+    dl_log "event=start restart=$DL_RESTART (no checkpoint yet)"
+fi
+
+# A free port, chosen at start (again after each restart), published as "host port" in the
+# endpoint file for clients; the file is removed when the server stops.
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])') || {
+    dl_log "event=error cannot pick a free port"; exit 2; }
+export PORT
+DL_ENDPOINT=api.endpoint
+case "$DL_ENDPOINT" in /*) ;; *) DL_ENDPOINT="${SLURM_SUBMIT_DIR:-$PWD}/$DL_ENDPOINT" ;; esac
+export DL_ENDPOINT
+SERVE_HOST=$(hostname)
+export SERVE_HOST
+printf '%s %s\n' "$SERVE_HOST" "$PORT" > "$DL_ENDPOINT.tmp" && mv -f -- "$DL_ENDPOINT.tmp" "$DL_ENDPOINT"
+dl_log "event=serving host=$SERVE_HOST port=$PORT endpoint=$DL_ENDPOINT"
+trap 'rm -f -- "$DL_ENDPOINT"' EXIT
+# Not preemptible: no preemption signal is requested; TERM (cancel, node failure) stops the server.
+dl_child=""
+dl_stop=""
+trap '[ -n "$dl_child" ] && kill -TERM "$dl_child" 2>/dev/null' TERM
+dl_wait_child() {
+    local rc
+    while :; do
+        wait "$dl_child"
+        rc=$?
+        if [ "$rc" -gt 128 ] && kill -0 "$dl_child" 2>/dev/null; then continue; fi
+        return "$rc"
+    done
+}
+dl_finish() { dl_log "event=exit rc=$1"; exit "$1"; }
+
+dl_cmd=( python3 -m http.server "${PORT}" )
+"${dl_cmd[@]}" &
+dl_child=$!
+dl_wait_child
+dl_finish $?
