@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from slurm_dl.config import SiteConfig
-from slurm_dl.errors import JobNotFoundError
 from slurm_dl.explain import explain_job, waiting_reason
 from slurm_dl.ledger import Ledger
 from slurm_dl.model import ClusterSnapshot, Job
@@ -22,7 +21,7 @@ from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
 from . import preempt
-from .jobs import apply_ledger, apply_tags
+from .jobs import apply_ledger, apply_tags, seed_unknown_running
 from .planning import plan_intents
 
 log = logging.getLogger("slurm_dl.prioritizer")
@@ -99,6 +98,8 @@ class Prioritizer:
         t_snap = time.perf_counter()
         now = snap.taken_at
         jobs = [j for j in snap.jobs if j.pending or j.running]
+        for j in jobs:
+            seed_unknown_running(j, ledger, now)
         if not self.dry_run:
             ledger.observe(snap.jobs, now, self.half_life_s)
             ledger.forget_finished()
@@ -123,22 +124,12 @@ class Prioritizer:
         report.pushes, report.unchanged = pushes.by_value, pushes.unchanged
         pushed: dict[int, int] = {}
         decisions: list[tuple[int, str, int | None, str]] = []
-        for value, ids in pushes.by_value.items():
-            if self.dry_run:
-                continue
-            try:
-                self.backend.set_site_factor({j: value for j in ids})
-            except JobNotFoundError:  # a job left between snapshot and push: push the rest one by one
-                for j in ids:
-                    try:
-                        self.backend.set_site_factor({j: value})
-                    except JobNotFoundError:
-                        continue
-                    pushed[j] = value
-                    report.push_calls += 1
-            else:
-                pushed.update(dict.fromkeys(ids, value))
-            report.push_calls += 1
+        if pushes.by_value and not self.dry_run:
+            wanted = pushes.assignments()
+            result = self.backend.set_site_factor(wanted)  # one Slurm call per value (backend groups)
+            missing = set(getattr(result, "missing", ()))
+            pushed = {j: v for j, v in wanted.items() if j not in missing}
+            report.push_calls = int(getattr(result, "calls", len(pushes.by_value)))
         for j, v in pushed.items():
             decisions.append((j, "priority", v, f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
                                                 f"(was {current.get(j, 0)}) under {self.policy.name}"))

@@ -33,3 +33,13 @@ def apply_ledger(job: Job, ledger: Ledger) -> None:
     job.attained_gpu_s = max(job.attained_gpu_s, rec.attained_gpu_s)
     job.executed_s = max(job.executed_s, rec.executed_s)
     job.restarts = max(job.restarts, rec.restarts)
+
+
+def seed_unknown_running(job: Job, ledger: Ledger, now: float) -> None:
+    """A running job the ledger has never seen (the daemon started after it) has at least
+    attained ``GPUs × (now - start)`` in its current run; earlier runs are unknown."""
+    if job.job_id in ledger.jobs or not job.running or job.start_time is None or now <= job.start_time:
+        return
+    ran = now - job.start_time
+    job.executed_s = max(job.executed_s, ran)
+    job.attained_gpu_s = max(job.attained_gpu_s, job.num_gpus * ran)

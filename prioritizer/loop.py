@@ -92,11 +92,11 @@ class Loop:
 
     def run(self) -> None:
         """Block until SIGTERM/SIGINT (or ``max_cycles``)."""
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
         self.scheduler.add_job(self.tick, "interval", seconds=self.interval_s, max_instances=1, coalesce=True,
                                next_run_time=_now_dt(), id="prioritizer-cycle")
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.stop)
-        logging.getLogger("apscheduler").setLevel(logging.WARNING)
         try:
             self.scheduler.start()
         except (KeyboardInterrupt, SystemExit):

@@ -12,11 +12,25 @@ import pytest
 from prioritizer import Prioritizer
 from prioritizer.loop import Backoff, Loop
 from slurm_dl.config import load_config
-from slurm_dl.errors import JobNotFoundError, SlurmUnavailableError
+from slurm_dl.errors import SlurmUnavailableError
 from slurm_dl.model import ClusterSnapshot, Job, JobState, Node
 from slurm_dl.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclasses.dataclass
+class SiteFactorResult:  # the shape slurm_dl.slurm's set_site_factor returns
+    updated: int
+    calls: int
+    missing: tuple[int, ...] = ()
+
+
+def group_by_value(factors):
+    groups = {}
+    for j, v in factors.items():
+        groups.setdefault(v, []).append(j)
+    return {v: sorted(ids) for v, ids in sorted(groups.items())}
 
 
 class MemoryCluster:
@@ -50,13 +64,14 @@ class MemoryCluster:
         jobs = [dataclasses.replace(j) for j in self.jobs.values()]
         return ClusterSnapshot(taken_at=self.now, jobs=jobs, nodes=nodes)
 
-    def set_site_factor(self, values: dict[int, int]) -> None:
-        for j in values:
-            if j not in self.jobs:
-                raise JobNotFoundError(f"job {j} not found")
-        self.site_factor_calls.append(dict(values))
-        for j, v in values.items():
-            self.jobs[j].site_factor = v
+    def set_site_factor(self, values: dict[int, int]) -> SiteFactorResult:
+        missing = tuple(sorted(j for j in values if j not in self.jobs))
+        groups = group_by_value({j: v for j, v in values.items() if j in self.jobs})
+        for value, ids in groups.items():
+            self.site_factor_calls.append(dict.fromkeys(ids, value))
+            for j in ids:
+                self.jobs[j].site_factor = value
+        return SiteFactorResult(updated=len(values) - len(missing), calls=len(groups), missing=missing)
 
     def signal_batch(self, job_id: int, signal: str) -> None:
         self.signals.append((job_id, signal))
