@@ -1,8 +1,9 @@
 """The filter service: a Unix socket that answers the Lua shim with the rules' decision.
 
 - The socket is mode 0600 and owned by slurmctld's user (``owner``), so only slurmctld reaches it.
-- Threaded, with at most ``filter.max_concurrent`` decisions at once; a request that cannot get a
-  slot within the shim's timeout is answered ``error`` (the shim then follows its failure mode).
+- A fixed pool of ``filter.max_concurrent`` worker threads; connections beyond what the pool and
+  its queue hold, or a request that cannot get a slot within the shim's timeout, are answered
+  ``error``/busy (the shim then follows its failure mode).
 - One malformed request, or a rule that raises, gives an ``error`` answer for that request only.
 - SIGHUP reloads the site config (a bad file is logged and the old config kept); SIGTERM/SIGINT stop.
 - One log line per decision.
@@ -17,6 +18,9 @@ from __future__ import annotations
 import logging
 import os
 import pwd
+import queue
+import select
+import socket
 import signal
 import socketserver
 import stat
@@ -33,6 +37,9 @@ from slurm_dl.tags import parse_tag
 from .protocol import MAX_REQUEST_BYTES, answer_line, error_answer
 
 log = logging.getLogger("slurm_dl.filter")
+# How long the accepting thread waits for a just-connected client's line before handing it to a worker.
+INLINE_WAIT_S = 0.002
+PEEK_BYTES = 65536  # a larger request (rare) goes to a worker
 
 
 class FilterServiceError(SlurmDLError, OSError):
@@ -131,10 +138,85 @@ class _Handler(socketserver.StreamRequestHandler):
             return  # client went away or timed out
 
 
-class _Server(socketserver.ThreadingUnixStreamServer):
-    daemon_threads = True
-    block_on_close = False
+class _Server(socketserver.UnixStreamServer):
+    """Accepts on the main thread; a fixed pool of worker threads answers the connections.
+
+    At most ``pool`` connections are answered at once and at most ``pool`` more wait; a
+    connection beyond that is answered ``busy`` at once (the shim then follows its failure mode).
+    A fixed pool avoids starting a thread per submission, which costs more than the decision.
+    """
+
     request_queue_size = 128
+
+    def __init__(self, path: str, pool: int):
+        super().__init__(path, _Handler)
+        self._queue: queue.Queue = queue.Queue(maxsize=pool)
+        self._workers = [threading.Thread(target=self._work, daemon=True, name=f"filter-{i}") for i in range(pool)]
+        for w in self._workers:
+            w.start()
+
+    def process_request(self, request, client_address) -> None:  # type: ignore[override]
+        head = self._complete_line_waiting(request)
+        if head:
+            # The usual case: the shim sent its one line right after connecting. Answer it on this
+            # thread (a hand-off to a worker costs more than the decision), then let a worker
+            # watch the connection for further lines or its close, off the shim's critical path.
+            try:
+                raw = request.recv(len(head))
+                request.sendall(self.service.handle_line(raw.rstrip(b"\r\n")))  # type: ignore[attr-defined]
+            except OSError:
+                self.shutdown_request(request)
+                return
+        self._hand_to_worker(request, client_address, answered=bool(head))
+
+    def _hand_to_worker(self, request, client_address, answered: bool) -> None:
+        try:
+            self._queue.put_nowait((request, client_address))
+        except queue.Full:
+            if not answered:
+                try:
+                    request.sendall(error_answer("busy"))
+                except OSError:
+                    pass
+            self.shutdown_request(request)
+
+    @staticmethod
+    def _complete_line_waiting(request: socket.socket) -> bytes:
+        """The client's first request line if it has fully arrived (peeked, not consumed), else b""."""
+        try:
+            ready, _, _ = select.select([request], [], [], INLINE_WAIT_S)
+            if not ready:
+                return b""
+            request.setblocking(False)
+            try:
+                head = request.recv(PEEK_BYTES, socket.MSG_PEEK)
+            finally:
+                request.setblocking(True)
+        except OSError:
+            return b""
+        end = head.find(b"\n")
+        return head[: end + 1] if end >= 0 else b""
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            request, client_address = item
+            try:
+                self.finish_request(request, client_address)
+            except Exception:  # noqa: BLE001 - a broken connection must not end the worker
+                log.exception("connection failed")
+            finally:
+                self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        for _ in self._workers:
+            try:
+                self._queue.put_nowait(None)
+            except queue.Full:
+                break
 
 
 def _prepare_socket_path(path: Path) -> None:
@@ -156,7 +238,7 @@ def open_server(service: FilterService, socket_path: str | Path, owner: str | No
     _prepare_socket_path(path)
     old_umask = os.umask(0o177)
     try:
-        server = _Server(str(path), _Handler)
+        server = _Server(str(path), service.config.filter.max_concurrent)
     except OSError as e:
         raise FilterServiceError(f"{path}: cannot listen: {e.strerror or e}") from None
     finally:

@@ -17,6 +17,7 @@ from ..model import JobClass
 from .decision import Draft
 from .hints import parse_hints
 from .request import JobRequest
+from .site import site_shape
 
 
 def is_privileged(job_class: JobClass, config: SiteConfig) -> bool:
@@ -34,8 +35,9 @@ def privileged_violations(job_class: JobClass, req: JobRequest, config: SiteConf
     why = []
     if req.array:
         why.append("it is a job array")
-    if req.total_gpus > config.max_gpus_per_node or req.nodes > 1:
-        why.append(f"it spans more than one node (the class allows up to {config.max_gpus_per_node} GPUs on one node)")
+    most = site_shape(config).max_gpus_per_node
+    if req.total_gpus > most or req.nodes > 1:
+        why.append(f"it spans more than one node (the class allows up to {most} GPUs on one node)")
     if req.time_limit_min is None:
         why.append("it has no explicit --time")
     elif req.time_limit_min > c.max_time_minutes:

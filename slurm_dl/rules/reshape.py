@@ -13,7 +13,7 @@ from dataclasses import replace
 from ..config import SiteConfig
 from .decision import Draft
 from .request import JobRequest, parse_gpu_tres
-from .validate import gpus_per_node_by_type
+from .site import site_shape
 
 
 def fewest_nodes_shape(gpus: int, gpus_per_node: int, nodes_available: int) -> tuple[int, int] | None:
@@ -31,16 +31,8 @@ def fewest_nodes_shape(gpus: int, gpus_per_node: int, nodes_available: int) -> t
 
 
 def _nodes_of_type(config: SiteConfig, gpu_type: str | None) -> tuple[int, int]:
-    """(GPUs per node, node count) for the type (or the largest node shape when untyped)."""
-    if gpu_type is not None:
-        groups = [g for g in config.node_groups if g.gpu_type == gpu_type]
-    else:
-        top = config.max_gpus_per_node
-        groups = [g for g in config.node_groups if g.gpus_per_node == top]
-    if not groups:
-        return 0, 0
-    per_node = gpus_per_node_by_type(config).get(gpu_type, 0) if gpu_type else config.max_gpus_per_node
-    return per_node, sum(len(g.node_names) for g in groups if g.gpus_per_node == per_node)
+    """(GPUs per node, node count) of the widest nodes of the type (any type when untyped)."""
+    return site_shape(config).nodes_with_most_gpus.get(gpu_type, (0, 0))
 
 
 def _gres(gpu_type: str | None, count: int) -> str:

@@ -20,6 +20,7 @@ from .decision import (
 )
 from .hints import parse_deadline, parse_hints
 from .request import JobRequest
+from .site import site_shape
 
 PREFIX = "slurm-dl: "
 
@@ -32,17 +33,11 @@ def _when(ts: float) -> str:
 
 
 def gpus_per_node_by_type(config: SiteConfig) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for g in config.node_groups:
-        out[g.gpu_type] = max(out.get(g.gpu_type, 0), g.gpus_per_node)
-    return out
+    return site_shape(config).gpus_per_node_by_type
 
 
 def gpus_total_by_type(config: SiteConfig) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for g in config.node_groups:
-        out[g.gpu_type] = out.get(g.gpu_type, 0) + g.gpus_per_node * len(g.node_names)
-    return out
+    return site_shape(config).gpus_total_by_type
 
 
 def _types_text(config: SiteConfig) -> str:
@@ -62,7 +57,7 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
                 ESLURM_INVALID_GRES,
             )
     for ask in req.gpus_per_node:
-        most = per_node.get(ask.gpu_type, 0) if ask.gpu_type else config.max_gpus_per_node
+        most = per_node.get(ask.gpu_type, 0) if ask.gpu_type else site_shape(config).max_gpus_per_node
         if ask.count > most:
             return Rejection(
                 "validate.gpus_per_node",
@@ -81,7 +76,7 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
             CODE_NODE_COUNT,
         )
     gpu_type = req.gpu_type
-    exists = gpus_total_by_type(config).get(gpu_type, 0) if gpu_type else config.total_gpus
+    exists = gpus_total_by_type(config).get(gpu_type, 0) if gpu_type else site_shape(config).total_gpus
     if total > exists:
         return Rejection(
             "validate.gpus_per_job",
