@@ -11,23 +11,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..config import SiteConfig
+from ..packing import request_shape
 from .decision import Draft
 from .request import JobRequest, parse_gpu_tres
 from .site import site_shape
 
 
 def fewest_nodes_shape(gpus: int, gpus_per_node: int, nodes_available: int) -> tuple[int, int] | None:
-    """``(nodes, gpus_per_node)`` using the fewest nodes with an even split, or None if none fits.
+    """``(nodes, gpus_per_node)`` for the fewest nodes with an even split, or None if none fits.
 
-    Only the minimum node count ``ceil(gpus / gpus_per_node)`` is tried: more nodes than that
-    would spread the job for no reason.
+    The shape comes from the packing code (:func:`slurm_dl.packing.request_shape`), so the filter,
+    the prioritizer and the simulator agree on what "fewest nodes" means.
     """
     if gpus <= 0 or gpus_per_node <= 0:
         return None
-    nodes = -(-gpus // gpus_per_node)
-    if nodes > nodes_available or gpus % nodes:
+    shape = request_shape(gpus, gpus_per_node)
+    if shape.gpus_per_node is None or shape.num_nodes > nodes_available:
         return None
-    return nodes, gpus // nodes
+    return shape.num_nodes, shape.gpus_per_node
 
 
 def _nodes_of_type(config: SiteConfig, gpu_type: str | None) -> tuple[int, int]:
