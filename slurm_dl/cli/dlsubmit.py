@@ -21,7 +21,8 @@ from typing import Any, Optional
 import typer
 
 from ..errors import SlurmDLError
-from ..render import KINDS, JobSpec, RenderedJob, render
+from ..model import JobState
+from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
 from .common import expected_errors, fail
 from .dlsubmit_defaults import site_config, user_defaults
 from .dlsubmit_status import describe_jobs, forget_missing, print_status, save_record
@@ -195,12 +196,15 @@ app.add_typer(render_app, name="render")
 @app.command()
 def status(
     job_id: Optional[int] = typer.Argument(None, help="a job id (default: your dlsubmit jobs)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="site config (for the prioritizer's store)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """State, restarts, last checkpoint and why a job waits (the prioritizer's explain when present)."""
     with expected_errors():
-        jobs = _backend().jobs()
-        rows = describe_jobs(jobs, job_id)
+        site = site_config(config)
+        jobs = _backend().jobs(states=list(JobState))  # finished ones too, while Slurm lists them
+        db = None if site.site.name == BUILTIN_SITE_NAME else site.site.database_url
+        rows = describe_jobs(jobs, job_id, db)
         if job_id is not None and not rows:
             raise fail(f"job {job_id}: Slurm does not know it (finished long ago, or never submitted)")
         if job_id is None:

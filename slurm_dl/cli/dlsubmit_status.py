@@ -85,23 +85,30 @@ def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
     return lines[-n:]
 
 
-def prioritizer_explain(job_id: int) -> str | None:
-    """The prioritizer's explanation of a job's place in the queue; None when it is not installed."""
+def prioritizer_explain(job_id: int, database_url: str | None) -> str | None:
+    """The prioritizer's explanation of a job (``slurm-dl explain``); None when there is no data:
+    the prioritizer is not installed, its store does not exist, or it has not seen the job yet."""
+    if not database_url:
+        return None
+    if database_url.startswith("sqlite:///") and not Path(database_url.removeprefix("sqlite:///")).exists():
+        return None
     try:
-        from prioritizer import explain  # type: ignore[import-not-found]
+        from ..explain import render_explanation
+        from ..store import Store
     except ImportError:
         return None
-    fn = getattr(explain, "explain_job", None)
-    if fn is None:
-        return None
     try:
-        text = fn(job_id)
-    except Exception:  # the prioritizer's store may be absent or unreadable: status still works
+        store = Store(database_url)
+        expl = store.explanation(job_id)
+        if not expl or "factors" not in expl:
+            return None
+        decisions = [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)]
+        return render_explanation(expl, decisions)
+    except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`
         return None
-    return str(text) if text else None
 
 
-def describe_jobs(jobs: Iterable[Job], job_id: int | None) -> list[dict[str, Any]]:
+def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | None = None) -> list[dict[str, Any]]:
     rows = []
     for job in jobs:
         record = load_record(job.job_id)
@@ -121,7 +128,7 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None) -> list[dict[str, Any
             row["last_checkpoint"] = newest_checkpoint(d)
             row["events"] = last_events(d)
         if job.pending:
-            row["explain"] = prioritizer_explain(job.job_id)
+            row["explain"] = prioritizer_explain(job.job_id, database_url)
         rows.append(row)
     return sorted(rows, key=lambda r: r["job_id"])
 

@@ -1,0 +1,179 @@
+"""dlsubmit end to end on the live testbed: submit with the CLI, preempt the way the prioritizer
+does (USR2 to the batch shell, then requeue, through the backend), and check the job resumes
+from its checkpoint and ends exactly as an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from slurm_dl.cli.dlsubmit import app
+from slurm_dl.slurm import get_backend
+from slurm_dl.testbed import wait_for_job_state
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+# A deterministic "training" loop: the model state is a float vector updated step by step; the
+# state is checkpointed (write then rename) every step and on USR2, then the loop stops.
+TRAIN = r'''
+import hashlib, json, os, signal, sys, time
+STEPS = int(sys.argv[1]); DELAY = float(sys.argv[2]); OUT = sys.argv[3]
+stop = []
+signal.signal(signal.SIGUSR2, lambda *a: stop.append(1))
+ckpt_dir = os.environ["CKPT_DIR"]
+state = {"step": 0, "w": [0.5, -1.25, 3.0]}
+if os.environ.get("RESUME_FROM"):
+    state = json.load(open(os.environ["RESUME_FROM"]))
+def save():
+    tmp = os.path.join(ckpt_dir, "state.json.tmp")
+    json.dump(state, open(tmp, "w"))
+    os.replace(tmp, os.path.join(ckpt_dir, "state.json"))
+while state["step"] < STEPS:
+    if stop:
+        save(); print("checkpointed at", state["step"]); sys.exit(0)
+    k = state["step"]
+    state["w"] = [w * 0.999 + ((k * 7 + i) % 5) * 0.01 for i, w in enumerate(state["w"])]
+    state["step"] = k + 1
+    save()
+    time.sleep(DELAY)
+json.dump(state, open(OUT, "w"))
+'''
+
+INFER = r'''
+import os, sys, time
+with open(sys.argv[2], "a") as f:
+    f.write(sys.argv[1] + "\n")
+time.sleep(float(sys.argv[3]))
+'''
+
+
+@pytest.fixture
+def workdir(testbed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SLURM_DL_CONFIG", str(ROOT / "site-configs" / "testbed.toml"))
+    monkeypatch.setenv("SLURM_DL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("SLURM_DL_USER_DEFAULTS", str(tmp_path / "no-user-defaults.toml"))
+    return tmp_path
+
+
+def _submit(*args: str) -> dict:
+    result = runner.invoke(app, [*args[:1], "--json", *args[1:]])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _wait_for(pred, what: str, timeout: float = 90.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.3)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _events(ckpt: Path) -> str:
+    p = ckpt / ".dlsubmit" / "events"
+    return p.read_text() if p.exists() else ""
+
+
+def _preempt(job_id: int, ckpt: Path) -> None:
+    """What the prioritizer does: USR2 to the batch shell, a grace period for the checkpoint, requeue."""
+    backend = get_backend()
+    backend.signal_batch(job_id, "USR2")
+    _wait_for(lambda: "event=checkpointed" in _events(ckpt), "the job to checkpoint after USR2", 30)
+    backend.requeue(job_id)
+
+
+def test_train_preempted_resumes_to_the_same_final_state(workdir: Path, testbed) -> None:
+    prog = workdir / "train_loop.py"
+    prog.write_text(TRAIN)
+    steps, delay = 60, 0.2
+    # The uninterrupted reference run, locally.
+    ref_ckpt = workdir / "ref-ckpt"
+    ref_ckpt.mkdir()
+    env = {**os.environ, "CKPT_DIR": str(ref_ckpt), "RESUME_FROM": ""}
+    subprocess.run([sys.executable, str(prog), str(steps), "0", str(workdir / "reference.json")], env=env, check=True)
+
+    name = "tr $(touch pwned); `touch pwned2` ü"
+    sub = _submit("train", "--gpus", "2", "--time", "10", "--name", name, "--launcher", "none", "--",
+                  sys.executable, str(prog), str(steps), str(delay), str(workdir / "final.json"))
+    job_id, ckpt = sub["job_id"], workdir / sub["checkpoint_dir"]
+    _wait_for(lambda: (ckpt / "state.json").exists() and json.loads((ckpt / "state.json").read_text())["step"] >= 5,
+              "training progress")
+    assert next(j for j in get_backend().jobs() if j.job_id == job_id).name == name  # the #SBATCH line kept it whole
+    _preempt(job_id, ckpt)
+    wait_for_job_state(job_id, testbed.env(), ("COMPLETED",), timeout=120)
+
+    assert json.loads((workdir / "final.json").read_text()) == json.loads((workdir / "reference.json").read_text())
+    events = _events(ckpt)
+    assert "event=preempt" in events and "event=resume restart=1 from=" in events
+    out = workdir / f"{sub['output'].replace('%j', str(job_id))}"
+    assert out.exists(), f"output file {out} not in the submit directory"
+    assert "event=resume" in out.read_text()  # --open-mode=append kept both runs
+    assert not list(workdir.rglob("pwned*"))
+
+    status = runner.invoke(app, ["status", str(job_id), "--json"])
+    assert status.exit_code == 0, status.output
+    (row,) = json.loads(status.stdout)
+    assert row["restarts"] >= 1 and row["last_checkpoint"].endswith("state.json")
+
+
+def test_infer_preempted_processes_every_item_exactly_once(workdir: Path, testbed) -> None:
+    prog = workdir / "infer_item.py"
+    prog.write_text(INFER)
+    items = [f"item-{i:02d} $(touch pwned) ;`x`" for i in range(30)]
+    (workdir / "items.txt").write_text("".join(i + "\n" for i in items))
+    log = workdir / "processed.log"
+    sub = _submit("infer", "--gpus", "1", "--time", "10", "--name", "inf", "--inputs", "items.txt", "--",
+                  sys.executable, str(prog), "{item}", str(log), "0.3")
+    job_id, ckpt = sub["job_id"], workdir / sub["checkpoint_dir"]
+    _wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 5, "inference progress")
+    _preempt(job_id, ckpt)
+    wait_for_job_state(job_id, testbed.env(), ("COMPLETED",), timeout=120)
+    assert log.read_text().splitlines() == items  # none twice, none missed, in order
+    assert "event=resume" in _events(ckpt)
+    assert not list(workdir.rglob("pwned*"))
+
+
+def test_sweep_runs_every_array_task(workdir: Path, testbed) -> None:
+    params = ["lr=0.1", "lr=0.01", "lr=0.001", "lr=0.0001 $(touch pwned)"]
+    sub = _submit("sweep", "--gpus", "1", "--time", "5", "--name", "hpo", "--parallel", "2",
+                  *[a for p in params for a in ("--param", p)], "--",
+                  sys.executable, "-c", "import os,sys; open('result-' + os.environ['SLURM_ARRAY_TASK_ID'], 'w').write(sys.argv[1])",
+                  "{param}")
+    _wait_for(lambda: all((workdir / f"result-{i}").exists() for i in range(len(params))), "all sweep tasks")
+    assert [(workdir / f"result-{i}").read_text() for i in range(len(params))] == params
+    assert not list(workdir.rglob("pwned*"))
+    assert sub["job_id"] > 0
+
+
+def test_serve_publishes_its_port_and_answers(workdir: Path, testbed) -> None:
+    (workdir / "hello.txt").write_text("hello from dlsubmit serve")
+    sub = _submit("serve", "--gpus", "1", "--time", "5", "--name", "api", "--",
+                  sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "{port}")
+    endpoint = workdir / "api.endpoint"
+    text = _wait_for(lambda: endpoint.exists() and endpoint.read_text().strip(), "the endpoint file")
+    port = int(text.split()[1])
+
+    def answer():
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/hello.txt", timeout=2) as r:
+                return r.read().decode()
+        except OSError:
+            return None
+
+    assert _wait_for(answer, "the server to answer") == "hello from dlsubmit serve"
+    result = runner.invoke(app, ["cancel", str(sub["job_id"])])
+    assert result.exit_code == 0, result.output
+    _wait_for(lambda: not endpoint.exists(), "the endpoint file to be removed", 30)
