@@ -1,6 +1,6 @@
 """How long `testbed up` takes: cold starts (fresh state dir each time) and an idempotent re-up.
 
-    python benchmarks/bench_testbed_up.py [--reps 5] [--nodes 4] [--gpus-per-node 8]
+    python benchmarks/bench_testbed_up.py [--reps 5] [--nodes 4] [--gpus-per-node 8] [--accounting]
 
 Prints one JSON object and one human line. The baseline is the issue's target (cold up <= 10 s);
 ``ratio_to_target`` = median cold up / 10 s, so <= 1.0 meets it.
@@ -27,6 +27,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--accounting", action="store_true", help="with slurmdbd + a private MariaDB")
     args = ap.parse_args()
 
     cold: list[float] = []
@@ -35,7 +36,7 @@ def main() -> int:
     try:
         for _ in range(args.reps):
             with tempfile.TemporaryDirectory(prefix="bench-tb-") as d:
-                tb = Testbed(Path(d), nodes=args.nodes, gpus_per_node=args.gpus_per_node)
+                tb = Testbed(Path(d), nodes=args.nodes, gpus_per_node=args.gpus_per_node, accounting=args.accounting)
                 try:
                     t0 = time.perf_counter()
                     tb.up()
@@ -56,6 +57,7 @@ def main() -> int:
         "benchmark": "testbed_up",
         "nodes": args.nodes,
         "gpus_per_node": args.gpus_per_node,
+        "accounting": args.accounting,
         "reps": args.reps,
         "cold_up_s": {"median": round(median, 3), "min": round(min(cold), 3), "max": round(max(cold), 3),
                       "runs": [round(x, 3) for x in cold]},
@@ -67,7 +69,7 @@ def main() -> int:
     }
     print(json.dumps(result))
     print(
-        f"testbed up ({args.nodes} nodes x {args.gpus_per_node} GPUs): cold median {median:.2f} s "
+        f"testbed up ({args.nodes} nodes x {args.gpus_per_node} GPUs{', accounting' if args.accounting else ''}): cold median {median:.2f} s "
         f"(min {min(cold):.2f}, max {max(cold):.2f}, {args.reps} runs) = {median / TARGET_S:.2f} x the "
         f"{TARGET_S:.0f} s target; re-up {statistics.median(warm) * 1000:.0f} ms; down {statistics.median(down):.2f} s"
     )

@@ -121,3 +121,25 @@ def test_params_round_trip_and_cluster_names_differ_per_dir() -> None:
 
 def test_env_exports_are_shell_quoted() -> None:
     assert render_env_exports({"SLURM_CONF": "/srv/my tb/etc/slurm.conf"}) == "export SLURM_CONF='/srv/my tb/etc/slurm.conf'\n"
+
+
+def test_accounting_switches_storage_to_slurmdbd_and_turns_on_age_and_fairshare() -> None:
+    from slurm_dl.testbed.accounting import render_slurmdbd_conf
+
+    p = params(dbd_port=20101, mysql_port=20102)
+    keys = conf_keys(render_slurm_conf(LAYOUT, p))
+    assert keys["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert keys["AccountingStoragePort"] == "20101"
+    assert keys["AccountingStorageTRES"] == "gres/gpu"
+    assert keys["PriorityWeightAge"] != "0" and keys["PriorityWeightFairshare"] != "0"
+    dbd = conf_keys(render_slurmdbd_conf(LAYOUT, p))
+    assert dbd["DbdPort"] == "20101" and dbd["StoragePort"] == "20102"
+    assert dbd["StorageType"] == "accounting_storage/mysql" and dbd["AuthType"] == "auth/none"
+    assert dbd["LogFile"].startswith("/srv/tb/")
+    # Without accounting there is no AccountingStorageTRES (fatal without slurmdbd).
+    plain = conf_keys(render_slurm_conf(LAYOUT, params()))
+    assert plain["AccountingStorageType"] == "accounting_storage/none" and "AccountingStorageTRES" not in plain
+    with pytest.raises(ValueError):
+        params(dbd_port=20101)
+    with pytest.raises(ValueError):
+        params(dbd_port=20101, mysql_port=20011)
