@@ -44,11 +44,11 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
             return replace(d, summary=_summary(req, d))
         draft = checked
     else:
-        draft = replace(draft, deadline=requested_deadline(req)[0])
+        draft = draft.evolve(deadline=requested_deadline(req)[0])
     if f.reshape:
         draft = reshape(req, draft, config)
     else:
-        draft = replace(draft, gpus=req.total_gpus, shape="any")
+        draft = draft.evolve(gpus=req.total_gpus, shape="any")
     if f.defaults:
         draft = defaults(req, draft, config)
     draft = tag(req, draft, config)

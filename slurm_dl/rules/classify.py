@@ -10,7 +10,6 @@ downgraded to what the evidence says, with a notice to the user.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from ..config import SiteConfig
 from ..model import JobClass
@@ -83,4 +82,4 @@ def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                 else:
                     job_class, source = hinted, "hint"
     ckpt = config.class_config(job_class).checkpointable
-    return replace(draft, job_class=job_class, class_source=source, checkpointable=ckpt, notices=tuple(notices))
+    return draft.evolve(job_class=job_class, class_source=source, checkpointable=ckpt, notices=tuple(notices))

@@ -51,6 +51,15 @@ class Draft:
     gpus: int = 0
     deadline: int | None = None
 
+    def evolve(self, **changes: Any) -> "Draft":
+        """A copy with ``changes`` (like dataclasses.replace, without its per-call field scan)."""
+        g = changes.get
+        return Draft(
+            g("job_class", self.job_class), g("class_source", self.class_source),
+            g("checkpointable", self.checkpointable), g("changes", self.changes), g("notices", self.notices),
+            g("shape", self.shape), g("gpus", self.gpus), g("deadline", self.deadline),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class FilterDecision:

@@ -8,7 +8,6 @@ and the prioritizer signals the batch shell itself before a requeue.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from ..config import SiteConfig
 from .decision import Draft
@@ -24,4 +23,4 @@ def defaults(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
         changes["partition"] = cls.partition
     if draft.checkpointable and req.requeue is None:
         changes["requeue"] = 1
-    return replace(draft, changes=changes)
+    return draft.evolve(changes=changes)

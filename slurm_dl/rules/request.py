@@ -8,6 +8,7 @@ a value of the wrong type counts as "not given" and is reported in ``problems``.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -39,6 +40,14 @@ class GpuAsk:
 
 def parse_gpu_tres(text: str | None) -> tuple[list[GpuAsk], list[str]]:
     """GPU asks in a TRES list (``gres:gpu:h100:2,gres:foo:1``) and the non-GPU items kept aside."""
+    if not text:
+        return [], []
+    asks, others = _parse_gpu_tres(text)
+    return list(asks), list(others)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_gpu_tres(text: str) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
     asks: list[GpuAsk] = []
     others: list[str] = []
     if not text:
@@ -55,7 +64,7 @@ def parse_gpu_tres(text: str | None) -> tuple[list[GpuAsk], list[str]]:
         if gpu_type is not None and gpu_type.isdigit() and count is None:
             gpu_type, count = None, gpu_type  # gres:gpu:2
         asks.append(GpuAsk(gpu_type, int(count) if count is not None else 1))
-    return asks, others
+    return tuple(asks), tuple(others)
 
 
 def _num(v: Any, sentinel_at: int = _BIG) -> int | None:

@@ -8,7 +8,6 @@ and tagged ``shape=spread``.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from ..config import SiteConfig
 from ..packing import request_shape
@@ -56,10 +55,10 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
         per_node = sum(a.count for a in node_asks)
         if nodes > 1:
             changes.update(_switch_changes(req, config))
-        return replace(draft, changes=changes, shape=f"{nodes}x{per_node}", gpus=req.total_gpus)
+        return draft.evolve(changes=changes, shape=f"{nodes}x{per_node}", gpus=req.total_gpus)
     if len(job_asks) != 1 or req.min_nodes not in (None, 1) or req.max_nodes not in (None, 1):
         shape = "any" if not job_asks else "spread"
-        return replace(draft, shape=shape, gpus=req.total_gpus)
+        return draft.evolve(shape=shape, gpus=req.total_gpus)
     ask = job_asks[0]
     per_node_max, node_count = _nodes_of_type(config, ask.gpu_type)
     found = fewest_nodes_shape(ask.count, per_node_max, node_count)
@@ -68,7 +67,7 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
             f"slurm-dl: {ask.count} GPUs do not split evenly over the fewest {per_node_max}-GPU nodes; "
             "Slurm will spread the job (tagged shape=spread)"
         )
-        return replace(draft, notices=tuple(notices), shape="spread", gpus=ask.count)
+        return draft.evolve(notices=tuple(notices), shape="spread", gpus=ask.count)
     nodes, per_node = found
     changes["tres_per_node"] = ",".join([_gres(ask.gpu_type, per_node), *node_others])
     changes["tres_per_job"] = ",".join(job_others)
@@ -76,4 +75,4 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
     changes["max_nodes"] = nodes
     if nodes > 1:
         changes.update(_switch_changes(req, config))
-    return replace(draft, changes=changes, shape=f"{nodes}x{per_node}", gpus=ask.count)
+    return draft.evolve(changes=changes, shape=f"{nodes}x{per_node}", gpus=ask.count)

@@ -6,7 +6,6 @@ still removed, so nobody can forge one.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from ..config import SiteConfig
 from ..tags import TAG_PREFIX, JobTag, encode_tag, safe_value
@@ -29,7 +28,7 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
         )
     elif req.admin_comment and req.admin_comment.lstrip().startswith(TAG_PREFIX[:3]):
         changes["admin_comment"] = ""
-    return replace(draft, changes=changes)
+    return draft.evolve(changes=changes)
 
 
 def strip_forged_tag(req: JobRequest) -> dict[str, str]:

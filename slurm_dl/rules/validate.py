@@ -191,4 +191,4 @@ def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterConte
     deadline, rejection = check_deadline(req, ctx, config)
     if rejection is not None:
         return rejection
-    return replace(draft, deadline=deadline)
+    return draft.evolve(deadline=deadline)
