@@ -112,10 +112,12 @@ def _run_job(kind: str, command: list[str] | None, config: Optional[Path], dry_r
             if as_json:
                 typer.echo(json.dumps({"script": job.script, "sbatch": argv, "directives": list(job.directives),
                                        "output": job.output, "checkpoint_dir": job.checkpoint_dir, "filter": verdict}))
-                return
-            typer.echo(job.script, nl=False)
-            typer.echo(f"# sbatch command: {shlex.join(job.sbatch_argv)} < script")
-            _print_verdict(verdict)
+            else:
+                typer.echo(job.script, nl=False)
+                typer.echo(f"# sbatch command: {shlex.join(job.sbatch_argv)} < script")
+                _print_verdict(verdict)
+            if verdict is not None and verdict["action"] == "reject":
+                raise typer.Exit(2)  # as `slurm-dl filter check`: scripts can tell a rejected job apart
             return
         job_id = _backend().submit(job.script)
         save_record(job_id, job, Path.cwd())
@@ -152,7 +154,7 @@ def _make_job_command(kind: str, print_only: bool = False):
         endpoint_file: Optional[str] = typer.Option(None, "--endpoint-file", help="serve: where 'host port' is written"),
         preemptible: Optional[bool] = typer.Option(None, "--preemptible/--no-preemptible", help="serve: default from the site"),
         config: Optional[Path] = typer.Option(None, "--config", help="site config (default $SLURM_DL_CONFIG or built-in)"),
-        dry_run: bool = typer.Option(False, "--dry-run", help="print the script, the sbatch command and the filter's verdict"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="print the script, the sbatch command and the filter's verdict (exit 2 if it rejects)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:
         if launcher is not None and launcher not in ("auto", "torchrun", "none"):

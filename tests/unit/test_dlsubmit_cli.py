@@ -1,0 +1,142 @@
+"""The dlsubmit CLI without Slurm: dry-run (script, sbatch command, filter verdict), render,
+--json, defaults from the site config and the user's file, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from slurm_dl.cli.dlsubmit import app
+from slurm_dl.cli.dlsubmit_status import describe_jobs, newest_checkpoint, print_status, save_record
+from slurm_dl.model import Job, JobState
+from slurm_dl.render import JobSpec, render
+from slurm_dl.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTBED_CONFIG = ROOT / "site-configs" / "testbed.toml"
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURM_DL_CONFIG", raising=False)
+    monkeypatch.setenv("SLURM_DL_USER_DEFAULTS", str(tmp_path / "user.toml"))
+    monkeypatch.setenv("SLURM_DL_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path
+
+
+def test_no_args_shows_help() -> None:
+    result = runner.invoke(app, [])
+    assert "train" in result.output and "status" in result.output
+
+
+def test_dry_run_prints_script_sbatch_command_and_filter_verdict() -> None:
+    result = runner.invoke(app, ["train", "--gpus", "2", "--time", "30", "--config", str(TESTBED_CONFIG),
+                                 "--dry-run", "--", "python3", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("#!/bin/bash")
+    assert "#SBATCH --gpus-per-node=2" in result.output and "#SBATCH --time=30" in result.output
+    assert "# sbatch command: sbatch --parsable < script" in result.output
+    assert "# filter: accept (class train)" in result.output
+    assert "admin_comment" in result.output
+
+
+def test_dry_run_json_shows_a_filter_rejection() -> None:
+    # 40 GPUs fit the node shape (5 x 8) but the testbed has 32 in all: the renderer lets it
+    # through, the filter's rules reject it, and --dry-run says so.
+    result = runner.invoke(app, ["train", "--gpus", "40", "--nodes", "5", "--config", str(TESTBED_CONFIG),
+                                 "--dry-run", "--json", "--", "x"])
+    assert result.exit_code == 2, result.output
+    doc = json.loads(result.stdout)
+    assert doc["sbatch"][:2] == ["sbatch", "--parsable"]
+    assert doc["script"].startswith("#!/bin/bash") and "--nodes=5" in doc["directives"]
+    assert doc["filter"]["action"] == "reject" and "32" in doc["filter"]["message"]
+    human = runner.invoke(app, ["train", "--gpus", "40", "--nodes", "5", "--config", str(TESTBED_CONFIG),
+                                "--dry-run", "--", "x"])
+    assert "# filter: reject:" in human.output and human.exit_code == 2
+
+
+def test_render_prints_only_the_script() -> None:
+    result = runner.invoke(app, ["render", "sweep", "--param", "a=1", "--param", "a=2", "--parallel", "1", "--",
+                                 "python3", "t.py", "{param}"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("#!/bin/bash") and "#SBATCH --array=0-1%1" in result.output
+    assert "# filter" not in result.output
+
+
+def test_params_file_feeds_the_sweep(isolated: Path) -> None:
+    (isolated / "grid.txt").write_text("# comment\nlr=0.1\n\nlr=0.2\nlr=0.3\n")
+    result = runner.invoke(app, ["render", "sweep", "--params-file", "grid.txt", "--", "x", "{param}"])
+    assert result.exit_code == 0, result.output
+    assert "#SBATCH --array=0-2%3" in result.output
+
+
+def test_user_defaults_file_applies_and_a_bad_key_is_named(isolated: Path) -> None:
+    (isolated / "user.toml").write_text('partition = "gpu"\naccount = "vision"\ntime_minutes = 33\n[env]\nHF_HOME = "/x y"\n')
+    result = runner.invoke(app, ["render", "train", "--", "x"])
+    assert result.exit_code == 0, result.output
+    assert "#SBATCH --account=vision" in result.output and "#SBATCH --time=33" in result.output
+    assert "export HF_HOME='/x y'" in result.output
+    (isolated / "user.toml").write_text("partiton = 'gpu'\n")
+    result = runner.invoke(app, ["render", "train", "--", "x"])
+    assert result.exit_code == 1
+    assert "user.toml" in result.output and "partiton: unknown key" in result.output
+
+
+def test_site_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_DL_CONFIG", str(TESTBED_CONFIG))
+    result = runner.invoke(app, ["render", "train", "--", "x"])
+    assert "#SBATCH --signal=B:USR2@10" in result.output  # testbed grace; the built-in default is 120
+    monkeypatch.delenv("SLURM_DL_CONFIG")
+    assert "#SBATCH --signal=B:USR2@120" in runner.invoke(app, ["render", "train", "--", "x"]).output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--name", "a\nb", "--", "x"], "job name 'a\\nb': control characters"),
+        (["train", "--dry-run"], "no command"),
+        (["train", "--inputs", "f", "--", "x"], "--inputs applies to infer jobs"),
+        (["train", "--launcher", "mpirun", "--", "x"], "--launcher 'mpirun'"),
+        (["train", "--env", "NOVALUE", "--", "x"], "expected NAME=VALUE"),
+        (["train", "--config", "/nonexistent.toml", "--", "x"], "cannot read the file"),
+        (["sweep", "--params-file", "/nonexistent", "--", "x"], "cannot read it"),
+    ],
+)
+def test_errors_are_one_line_and_non_zero(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_status_joins_slurm_jobs_with_the_submit_record(isolated: Path) -> None:
+    job = render(JobSpec(kind="train", command=("x",), name="r"), load_config(TESTBED_CONFIG))
+    save_record(77, job, isolated)
+    ckpt = isolated / job.checkpoint_dir
+    (ckpt / ".dlsubmit").mkdir(parents=True)
+    (ckpt / "step-9").write_text("x")
+    (ckpt / "step-10.tmp").write_text("x")
+    (ckpt / ".dlsubmit" / "events").write_text("1 job=77 restart=1 event=resume\n")
+    jobs = [Job(job_id=77, name="r", state=JobState.PENDING, state_reason="Priority", restarts=1),
+            Job(job_id=78, name="other", state=JobState.RUNNING)]
+    rows = describe_jobs(jobs, None)
+    assert [r["job_id"] for r in rows] == [77]  # only jobs dlsubmit submitted, unless asked by id
+    (row,) = rows
+    assert row["restarts"] == 1 and row["last_checkpoint"] == str(ckpt / "step-9")
+    assert row["explain"] is None and row["events"] == ["1 job=77 restart=1 event=resume"]
+    assert [r["job_id"] for r in describe_jobs(jobs, 78)] == [78]
+    print_status(rows)  # renders without a prioritizer: "no prioritizer data"
+
+
+def test_newest_checkpoint_ignores_partial_and_hidden(tmp_path: Path) -> None:
+    assert newest_checkpoint(tmp_path / "missing") is None
+    (tmp_path / ".hidden").write_text("x")
+    (tmp_path / "a.partial").write_text("x")
+    assert newest_checkpoint(tmp_path) is None
+    (tmp_path / "a").write_text("x")
+    assert newest_checkpoint(tmp_path) == str(tmp_path / "a")
