@@ -1,0 +1,236 @@
+"""The prioritizer against a REAL local Slurm (slurm_dl.testbed): SiteFactor pushes, preemption
+by USR2 + requeue end to end, kill -9 of the daemon mid-preemption, and slurmctld restarts.
+
+The daemon runs as a real subprocess (`python -m slurm_dl.cli.main prioritizer run`) with its
+store in a tmp SQLite file. Waits poll Slurm with generous bounds; nothing asserts on speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from slurm_dl.slurm import CliBackend
+from slurm_dl.store import Store
+from slurm_dl.testbed import submit
+from slurm_dl.testbed.client import job_fields
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTBED_TOML = ROOT / "site-configs" / "testbed.toml"
+
+# A checkpointable training job: on USR2 it saves a checkpoint and keeps running (the requeue
+# ends it); restarted, it resumes from the checkpoint and finishes.
+VICTIM = """#!/bin/bash
+CKPT={ckpt}
+if [ -n "$SLURM_RESTART_COUNT" ] && [ -f "$CKPT" ]; then
+  echo "resumed from $(cat $CKPT) restart=$SLURM_RESTART_COUNT"; sleep 1; echo done; exit 0
+fi
+echo "start $(date +%s)"
+trap 'echo "USR2 $(date +%s)"; echo step-$(date +%s) > $CKPT' USR2
+while true; do sleep 1 & wait $!; done
+"""
+
+
+def wait_until(what: str, check: Callable[[], object], timeout: float, poll: float = 0.5):
+    end = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(poll)
+
+
+class Daemon:
+    """`slurm-dl prioritizer run` as a subprocess, logging to a file."""
+
+    def __init__(self, env: dict[str, str], db: str, log: Path, config: Path = TESTBED_TOML) -> None:
+        self.log = log
+        self.argv = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(config),
+                     "--db", db, "--verbose"]
+        self.env = {**os.environ, **env}
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Daemon":
+        self.proc = subprocess.Popen(self.argv, env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT,
+                                     cwd=ROOT)
+        return self
+
+    def text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _state(job_id: int, env) -> str:
+    return job_fields(job_id, env).get("JobState", "")
+
+
+def _restarts(job_id: int, env) -> int:
+    return int(job_fields(job_id, env).get("Restarts", "0") or 0)
+
+
+def _cancel(env, *ids: int) -> None:
+    for j in ids:
+        subprocess.run(["scancel", str(j)], env={**os.environ, **env}, capture_output=True)
+
+
+def _config_without_preemption(tmp_path: Path) -> Path:
+    text = TESTBED_TOML.read_text().replace("[preemption]\nenabled = true", "[preemption]\nenabled = false")
+    assert "enabled = false" in text
+    p = tmp_path / "no-preemption.toml"
+    p.write_text(text)
+    return p
+
+
+def test_preemption_end_to_end_with_plain_requeue_jobs(testbed, tmp_path):
+    """The issue's command: every GPU held by one checkpointable job, a 1-GPU job arrives."""
+    env = testbed.env()
+    out = tmp_path / "victim.out"
+    ckpt = tmp_path / "victim.ckpt"
+    nodes = len(testbed.status().daemons) - 1
+    victim = submit(VICTIM.format(ckpt=ckpt), env, ["--requeue", f"-N{nodes}", "--gres=gpu:8", "--time=20",
+                                                    f"--output={out}", "--open-mode=append"])
+    wait_until("the long job to run", lambda: _state(victim, env) == "RUNNING", 60)
+    short = submit("#!/bin/bash\necho short ran\nsleep 3\n", env,
+                   ["--gres=gpu:1", "--time=5", f"--output={tmp_path / 'short.out'}"])
+    db = f"sqlite:///{tmp_path / 'prio.db'}"
+    daemon = Daemon(env, db, tmp_path / "daemon.log").start()
+    try:
+        wait_until("USR2 in the long job's output", lambda: "USR2" in (out.read_text() if out.exists() else ""), 90)
+        wait_until("the long job to be requeued", lambda: _restarts(victim, env) >= 1, 90)
+        assert ckpt.exists(), "the victim wrote no checkpoint within the grace period"
+        wait_until("the short job to run", lambda: _state(short, env) in ("RUNNING", "COMPLETING", "COMPLETED"), 60)
+        wait_until("the victim to resume from its checkpoint and finish",
+                   lambda: _state(victim, env) == "COMPLETED", 90)
+    finally:
+        daemon.stop()
+        _cancel(env, victim, short)
+    text = out.read_text()
+    assert text.count("USR2") == 1, text
+    assert "resumed from step-" in text and "done" in text
+    store = Store(db)
+    rows = store.preemptions(victim=victim)
+    assert [(r.need_job_id, r.state) for r in rows] == [(short, "requeued")]
+    res = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "explain", str(victim), "--json",
+                          "--config", str(TESTBED_TOML), "--db", db], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert any(d["kind"] == "preempt" for d in doc["decisions"])
+    assert doc["preemptions"][0]["state"] == "requeued"
+
+
+def test_site_factor_ranks_deadline_new_short_and_light_accounts_first(testbed, tmp_path):
+    """LAS overtake, deadline boost and fair share, as SiteFactor values Slurm really holds."""
+    env = testbed.env()
+    cfg = _config_without_preemption(tmp_path)
+    nodes = len(testbed.status().daemons) - 1
+    heavy = submit("#!/bin/bash\nsleep 120\n", env, ["--requeue", f"-N{nodes}", "--gres=gpu:8", "--time=10",
+                                                      "--account=heavy", "-o", "/dev/null"])
+    ids = [heavy]
+    try:
+        wait_until("the heavy job to run", lambda: _state(heavy, env) == "RUNNING", 60)
+        db = f"sqlite:///{tmp_path / 'prio.db'}"
+        backend = CliBackend(env)
+        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--json", "--config", str(cfg),
+                "--db", db]
+        run_env = {**os.environ, **env}
+        subprocess.run(once, env=run_env, check=True, capture_output=True, cwd=ROOT)
+        time.sleep(2)  # the heavy account accrues usage between the two cycles
+        old_best_effort = submit("#!/bin/bash\ntrue\n", env, ["--gres=gpu:1", "--time=5", "--account=heavy",
+                                                               "-o", "/dev/null"])
+        light = submit("#!/bin/bash\ntrue\n", env, ["--gres=gpu:1", "--time=5", "--account=light", "-o", "/dev/null"])
+        deadline = submit("#!/bin/bash\ntrue\n", env, ["--gres=gpu:1", "--time=5", "--account=heavy",
+                                                        "--deadline=now+20minutes", "-o", "/dev/null"])
+        ids += [old_best_effort, light, deadline]
+        res = subprocess.run(once, env=run_env, check=True, capture_output=True, text=True, cwd=ROOT)
+        report = json.loads(res.stdout)
+        assert report["pushed_jobs"] >= 1
+        sf = backend.site_factors()
+        assert sf[deadline] > sf[light] > sf[old_best_effort], sf
+        expl = Store(db).explanation(deadline)
+        assert expl["deadline_slack_s"] is not None and expl["deadline_slack_s"] < 30 * 60
+        assert Store(db).explanation(light)["factors"]["fairshare"]["score"] > \
+            Store(db).explanation(old_best_effort)["factors"]["fairshare"]["score"]
+    finally:
+        _cancel(env, *ids)
+
+
+def test_kill9_mid_preemption_then_restart(make_testbed, tmp_path):
+    """The daemon dies right after signalling: no second signal, no lost service, requeue follows."""
+    tb = make_testbed(nodes=1, gpus_per_node=2)
+    tb.up()
+    env = tb.env()
+    out = tmp_path / "victim.out"
+    victim = submit(VICTIM.format(ckpt=tmp_path / "ckpt"), env,
+                    ["--requeue", "--gres=gpu:2", "--time=10", f"--output={out}", "--open-mode=append"])
+    wait_until("the victim to run", lambda: _state(victim, env) == "RUNNING", 60)
+    need = submit("#!/bin/bash\nsleep 2\n", env, ["--gres=gpu:1", "--time=5", "-o", "/dev/null"])
+    db = f"sqlite:///{tmp_path / 'prio.db'}"
+    daemon = Daemon(env, db, tmp_path / "daemon.log").start()
+    try:
+        wait_until("the signal", lambda: "USR2" in (out.read_text() if out.exists() else ""), 90)
+        daemon.kill9()
+        before = Store(db).load_ledger().attained(victim)
+        assert before > 0
+        daemon = Daemon(env, db, tmp_path / "daemon.log").start()
+        wait_until("the requeue", lambda: _restarts(victim, env) >= 1, 60)
+        wait_until("two more cycles", lambda: daemon.text().count("cycle ") >= 4, 60)
+        daemon.kill9()
+        after = Store(db).load_ledger()
+        assert after.attained(victim) >= before
+        assert out.read_text().count("USR2") == 1
+        rows = Store(db).preemptions(victim=victim)
+        assert [(r.need_job_id, r.state) for r in rows] == [(need, "requeued")]
+        # No SiteFactor lost: what the store says it pushed is what Slurm holds.
+        held = CliBackend(env).site_factors()
+        for job_id, value in Store(db).site_factors().items():
+            if job_id in held:
+                assert held[job_id] == value, (job_id, held, value)
+    finally:
+        daemon.stop()
+        _cancel(env, victim, need)
+
+
+def test_daemon_survives_slurmctld_restart(make_testbed, tmp_path):
+    tb = make_testbed(nodes=1, gpus_per_node=2)
+    tb.up()
+    env = tb.env()
+    db = f"sqlite:///{tmp_path / 'prio.db'}"
+    daemon = Daemon(env, db, tmp_path / "daemon.log").start()
+    try:
+        wait_until("a first cycle", lambda: "cycle 1" in daemon.text(), 60)
+        pid = tb.status().daemons["slurmctld"]
+        os.kill(pid, signal.SIGTERM)
+        wait_until("slurmctld to stop", lambda: tb.status().daemons.get("slurmctld") is None, 30)
+        wait_until("the daemon to notice", lambda: "slurmctld unreachable" in daemon.text(), 60)
+        wait_until("a second backoff", lambda: daemon.text().count("slurmctld unreachable") >= 2, 60)
+        assert daemon.proc.poll() is None, "the daemon exited while slurmctld was down"
+        tb.up()
+        wait_until("the daemon to recover", lambda: "reachable again" in daemon.text(), 90)
+        n = daemon.text().count("cycle ")
+        wait_until("cycles after recovery", lambda: daemon.text().count("cycle ") > n, 60)
+    finally:
+        daemon.stop()
+    assert "Traceback" not in daemon.text()
