@@ -1,0 +1,48 @@
+"""explain: the factors behind a job's score, as data and as text."""
+
+from pathlib import Path
+
+from slurm_dl.config import load_config
+from slurm_dl.explain import explain_job, render_explanation, waiting_reason
+from slurm_dl.ledger import Ledger
+from slurm_dl.model import Job, JobState
+from slurm_dl.policy import PolicyContext, get_policy
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _setup():
+    cfg = load_config(ROOT / "site-configs" / "testbed.toml")
+    led = Ledger()
+    runner = Job(1, user="u", account="busy", num_gpus=4, state=JobState.RUNNING, start_time=0.0)
+    led.observe([runner], 0.0, 3600.0)
+    led.observe([runner], 100.0, 3600.0)
+    return cfg, led
+
+
+def test_explanation_names_each_factor_queue_usage_and_slack():
+    cfg, led = _setup()
+    policy = get_policy("combined", cfg)
+    ctx = PolicyContext(now=100.0, ledger=led, config=cfg, total_gpus=32)
+    job = Job(2, user="v", account="busy", num_gpus=1, submit_time=50.0, time_limit=600.0, deadline=1000.0,
+              attained_gpu_s=30.0, state_reason="Resources")
+    e = explain_job(job, ctx, policy, score=0.75, site_factor=750000, rank=0, ranked=2, half_life_s=3600.0,
+                    waiting_for=waiting_reason(job, free_gpus=0))
+    assert set(e["factors"]) == {"deadline", "class", "las", "fairshare"}
+    assert e["factors"]["las"]["queue"] == 1  # 30 GPU-s is past the 20 GPU-s threshold
+    assert e["factors"]["las"]["weight"] == 1.0
+    assert 0 < e["factors"]["fairshare"]["factor"] <= 1
+    assert e["deadline_slack_s"] == 300.0  # (1000 - 100) - 600
+    assert e["account_usage_gpu_s"] > 390  # 400 GPU-s, decayed over nothing
+    assert [t["components"] for t in e["tiers"]] == [["deadline"], ["class"], ["las", "fairshare"]]
+    assert "1 GPU(s); 0 free now" in e["waiting_for"]
+    text = render_explanation(e, [{"at": 90.0, "kind": "priority", "value": 750000, "reason": "score 0.75"}])
+    assert "SiteFactor 750000" in text and "las: score" in text and "slack 300.0 s" in text
+    assert "waiting for:" in text and "priority 750000: score 0.75" in text
+
+
+def test_waiting_reason_prefers_a_planned_preemption():
+    job = Job(3, num_gpus=8, state_reason="Priority")
+    assert waiting_reason(job, 0, [7, 5]) == "preemption of job(s) 5, 7 to free GPUs"
+    assert "Slurm reason: Dependency" == waiting_reason(Job(4, state_reason="Dependency"), 8)
+    assert waiting_reason(Job(5, state=JobState.RUNNING), 0) == ""
