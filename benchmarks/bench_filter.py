@@ -71,8 +71,10 @@ def submit_timed(env: dict) -> tuple[float, int]:
     return dt, int(out.stdout.strip().split(";")[0])
 
 
-def bench_sbatch(n: int, work: Path) -> dict:
-    base = Testbed(work / "plain", nodes=4, gpus_per_node=8, job_submit_lua=False)
+def bench_sbatch(n: int, work: Path, baseline: str = "none") -> dict:
+    # "none": the baseline cluster loads no job_submit plugin; "passthrough": it loads the
+    # testbed's accept-everything job_submit.lua (isolates the cost of Slurm's Lua plugin itself).
+    base = Testbed(work / "plain", nodes=4, gpus_per_node=8, job_submit_lua=(baseline == "passthrough"))
     filt = Testbed(work / "filtered", nodes=4, gpus_per_node=8)
     service = None
     try:
@@ -104,6 +106,7 @@ def bench_sbatch(n: int, work: Path) -> dict:
         base.down()
     paired = [f - p for f, p in zip(filtered, plain)]
     return {
+        "baseline": baseline,
         "submissions_each": n,
         "median_ms_without_filter": statistics.median(plain) * 1000,
         "median_ms_with_filter": statistics.median(filtered) * 1000,
@@ -176,6 +179,8 @@ def main() -> None:
     ap.add_argument("--submissions", type=int, default=1000, help="sbatch submissions per cluster")
     ap.add_argument("--decisions", type=int, default=20000, help="service requests")
     ap.add_argument("--skip-sbatch", action="store_true", help="only the standalone service rate")
+    ap.add_argument("--baseline", choices=["none", "passthrough"], default="none",
+                    help="baseline cluster: no job_submit plugin, or an accept-everything job_submit.lua")
     a = ap.parse_args()
     result: dict = {"targets": {"added_ms_median_max": 1.0, "throughput_ratio_min": 0.85,
                                 "service_decisions_per_s_min": 2000}}
@@ -183,7 +188,7 @@ def main() -> None:
         work = Path(tmp)
         result.update(bench_service(a.decisions, work))
         if not a.skip_sbatch:
-            result.update(bench_sbatch(a.submissions, work))
+            result.update(bench_sbatch(a.submissions, work, a.baseline))
     result["service_rate_vs_target"] = result["service_decisions_per_s"] / 2000
     print(json.dumps(result, indent=1))
     line = f"filter: service {result['service_decisions_per_s']:.0f} decisions/s on one core (target 2000)"
@@ -191,7 +196,8 @@ def main() -> None:
         line += (f"; sbatch {result['median_ms_without_filter']:.2f} -> {result['median_ms_with_filter']:.2f} ms, "
                  f"added {result['added_ms_median']:.2f} ms median (paired {result['added_ms_paired_median']:.2f}; "
                  f"target <= 1), throughput ratio {result['throughput_ratio']:.3f} (target >= 0.85) over "
-                 f"{result['submissions_each']} submissions each, reshaped {result['reshaped_checked']}")
+                 f"{result['submissions_each']} submissions each (baseline: {result['baseline']} job_submit), "
+                 f"reshaped {result['reshaped_checked']}")
     print(line)
 
 
