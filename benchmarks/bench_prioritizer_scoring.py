@@ -1,0 +1,131 @@
+"""Pure scoring cost of one prioritizer cycle: 10,000 pending + 1,000 running jobs.
+
+    python benchmarks/bench_prioritizer_scoring.py [--pending 10000] [--running 1000] [--reps 5]
+        [--config site-configs/testbed.toml]
+
+Times, on the same synthetic jobs and ledger: the site's policy mix (``policy.scores``), the
+SiteFactor mapping + push plan, the preemption planning for the top pending jobs, and the
+per-job explanations the daemon stores. Baseline in the same run: FIFO scoring of the same
+jobs (``ratio_to_fifo``). Target (issue 5): the mix's scoring <= 1 s (``ratio_to_target``).
+Prints one JSON object and one human line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from prioritizer.planning import plan_intents
+from slurm_dl.config import load_config
+from slurm_dl.explain import explain_job
+from slurm_dl.ledger import Ledger
+from slurm_dl.model import ClusterSnapshot, Job, JobClass, JobState, Node
+from slurm_dl.policy import PolicyContext, get_policy
+from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_S = 1.0
+
+
+def synthetic(pending: int, running: int, seed: int = 7) -> tuple[list[Job], list[Node], Ledger, float]:
+    rng = random.Random(seed)
+    now = 1_000_000.0
+    nodes_n = max(1, (running + 7) // 8 * 1)
+    nodes = [Node(f"gpu{i:05d}", 8, "h100", gpus_used=8) for i in range(nodes_n)]
+    accounts = [f"acct{i}" for i in range(20)]
+    classes = [JobClass.TRAIN] * 8 + [JobClass.INFERENCE, JobClass.SWEEP, JobClass.SERVE, JobClass.INTERACTIVE]
+    jobs: list[Job] = []
+    led = Ledger()
+    for i in range(running):
+        gpus = rng.choice((1, 2, 4, 8))
+        start = now - rng.uniform(60, 86400)
+        j = Job(i + 1, user=f"u{i % 97}", account=rng.choice(accounts), name=f"n{i % 31}", job_class=rng.choice(classes),
+                num_gpus=gpus, submit_time=start - rng.uniform(0, 3600), start_time=start, time_limit=172800.0,
+                state=JobState.RUNNING, nodes=(nodes[i % nodes_n].name,))
+        jobs.append(j)
+    for i in range(pending):
+        j = Job(running + i + 1, user=f"u{i % 97}", account=rng.choice(accounts), name=f"n{i % 31}",
+                job_class=rng.choice(classes), num_gpus=rng.choice((1, 1, 2, 4, 8, 16)),
+                submit_time=now - rng.uniform(0, 86400), time_limit=rng.choice((3600.0, 14400.0, 86400.0)),
+                attained_gpu_s=rng.choice((0.0, 0.0, rng.uniform(0, 50000))))
+        if rng.random() < 0.05:
+            j.deadline = now + rng.uniform(3600, 86400)
+        jobs.append(j)
+    led.observe(jobs, now - 60.0, 3600.0)
+    led.observe(jobs, now, 3600.0)
+    for _ in range(2000):
+        led.add_history(rng.lognormvariate(8, 2), f"u{rng.randrange(97)}", f"n{rng.randrange(31)}", rng.choice(accounts))
+    for j in jobs:
+        rec = led.jobs[j.job_id]
+        j.attained_gpu_s = max(j.attained_gpu_s, rec.attained_gpu_s)
+        j.executed_s = rec.executed_s
+    return jobs, nodes, led, now
+
+
+def timed(fn, reps: int) -> tuple[float, object]:
+    best, out = [], None
+    for _ in range(reps):
+        t = time.perf_counter()
+        out = fn()
+        best.append(time.perf_counter() - t)
+    return statistics.median(best), out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pending", type=int, default=10_000)
+    ap.add_argument("--running", type=int, default=1_000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--config", default=str(ROOT / "site-configs" / "testbed.toml"))
+    args = ap.parse_args()
+    cfg = load_config(args.config)
+    jobs, nodes, led, now = synthetic(args.pending, args.running)
+    ctx = PolicyContext(now=now, ledger=led, config=cfg, total_gpus=sum(n.gpus for n in nodes))
+
+    def fresh_mix():  # a new policy each rep: no cache carried between cycles' `now`
+        return get_policy(cfg.policy.mix, cfg).scores(jobs, ctx)
+
+    mix_s, scores = timed(fresh_mix, args.reps)
+    fifo_s, _ = timed(lambda: get_policy("fifo", cfg).scores(jobs, ctx), args.reps)
+    scale = SiteFactorScale.from_config(cfg)
+    pend = {j.job_id: scores[j.job_id] for j in jobs if j.pending}
+    sf_s, pushes = timed(lambda: plan_pushes(site_factors(pend, scale), {}), args.reps)
+    snap = ClusterSnapshot(taken_at=now, jobs=jobs, nodes=nodes)
+    plan_s, intents = timed(lambda: plan_intents(snap, jobs, scores, cfg, ctx), args.reps)
+    policy = get_policy(cfg.policy.mix, cfg)
+    explain_s, _ = timed(lambda: [explain_job(j, ctx, policy, score=scores[j.job_id], site_factor=None, rank=0,
+                                              ranked=len(jobs), half_life_s=3600.0) for j in jobs], 1)
+    result = {
+        "benchmark": "prioritizer_scoring",
+        "pending": args.pending,
+        "running": args.running,
+        "policy": cfg.policy.mix,
+        "score_s": round(mix_s, 4),
+        "fifo_baseline_s": round(fifo_s, 4),
+        "ratio_to_fifo": round(mix_s / fifo_s, 2) if fifo_s > 0 else None,
+        "target_s": TARGET_S,
+        "ratio_to_target": round(mix_s / TARGET_S, 3),
+        "sitefactor_plan_s": round(sf_s, 4),
+        "distinct_site_factor_values": len(pushes.by_value),
+        "preemption_plan_s": round(plan_s, 4),
+        "preemption_intents": len(intents),
+        "explanations_s": round(explain_s, 4),
+        "reps": args.reps,
+    }
+    print(json.dumps(result))
+    print(
+        f"scoring {args.pending} pending + {args.running} running with {cfg.policy.mix}: {mix_s:.3f} s "
+        f"(target {TARGET_S:.0f} s, ratio {mix_s / TARGET_S:.2f}; {result['ratio_to_fifo']}x FIFO's {fifo_s:.3f} s); "
+        f"SiteFactor plan {sf_s * 1000:.1f} ms in {len(pushes.by_value)} values, preemption plan {plan_s * 1000:.1f} ms, "
+        f"explanations {explain_s:.2f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
