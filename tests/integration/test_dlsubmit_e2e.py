@@ -177,3 +177,45 @@ def test_serve_publishes_its_port_and_answers(workdir: Path, testbed) -> None:
     result = runner.invoke(app, ["cancel", str(sub["job_id"])])
     assert result.exit_code == 0, result.output
     _wait_for(lambda: not endpoint.exists(), "the endpoint file to be removed", 30)
+
+
+MULTI = r'''
+import json, os, signal, sys, time
+node = os.environ.get("SLURM_NODEID", "?")
+ckpt = os.path.join(os.environ["CKPT_DIR"], f"node{node}")
+info = {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "DL_NNODES", "RESUME_FROM", "DL_RESTART")}
+with open(os.path.join(sys.argv[1], f"run-{info['DL_RESTART']}-node{node}.json"), "w") as f:
+    json.dump(info, f)
+if info["DL_RESTART"] != "0":
+    sys.exit(0)  # the resumed run finishes at once
+stop = []
+signal.signal(signal.SIGUSR2, lambda *a: stop.append(1))
+for _ in range(1200):
+    if stop:
+        open(ckpt + ".tmp", "w").write("saved")
+        os.replace(ckpt + ".tmp", ckpt)
+        sys.exit(0)
+    time.sleep(0.05)
+sys.exit(1)
+'''
+
+
+def test_multinode_train_forwards_usr2_through_srun_and_requeues_itself(workdir: Path, testbed) -> None:
+    """Two nodes, one srun task each; USR2 to the batch shell reaches both tasks; with no requeue
+    from outside, the script requeues itself after its grace period and the rerun resumes."""
+    prog = workdir / "multi.py"
+    prog.write_text(MULTI)
+    sub = _submit("train", "--gpus", "16", "--nodes", "2", "--time", "10", "--name", "mn", "--launcher", "none",
+                  "--", sys.executable, str(prog), str(workdir))
+    job_id, ckpt = sub["job_id"], workdir / sub["checkpoint_dir"]
+    _wait_for(lambda: all((workdir / f"run-0-node{n}.json").exists() for n in (0, 1)), "both nodes to start")
+    first = [json.loads((workdir / f"run-0-node{n}.json").read_text()) for n in (0, 1)]
+    assert first[0]["MASTER_ADDR"] == first[1]["MASTER_ADDR"] and first[0]["MASTER_PORT"] == first[1]["MASTER_PORT"]
+    assert first[0]["WORLD_SIZE"] == "2" and first[0]["DL_NNODES"] == "2"
+    get_backend().signal_batch(job_id, "USR2")
+    _wait_for(lambda: (ckpt / "node0").exists() and (ckpt / "node1").exists(), "both nodes to checkpoint", 30)
+    wait_for_job_state(job_id, testbed.env(), ("COMPLETED",), timeout=150)
+    events = _events(ckpt)
+    assert "event=requeue-self" in events and "event=resume restart=1" in events
+    resumed = [json.loads((workdir / f"run-1-node{n}.json").read_text()) for n in (0, 1)]
+    assert all(r["RESUME_FROM"] in (str(ckpt / "node0"), str(ckpt / "node1")) for r in resumed)
