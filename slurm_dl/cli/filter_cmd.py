@@ -113,5 +113,8 @@ def check(
     else:
         typer.echo(f"reject ({decision.rule}, code {decision.code})")
         typer.echo(f"  {decision.message}")
+    if any(a.split("=", 1)[0] == "--deadline" for a in (args or [])):
+        typer.echo("  note: Slurm 22.05 does not show sbatch --deadline to job_submit.lua; for the live filter "
+                   "also give --comment=dl:deadline=YYYY-MM-DDTHH:MM", err=as_json)
     if not decision.accepted:
         raise typer.Exit(2)

@@ -107,6 +107,8 @@ def parse_sbatch_args(
             value = next(it, None)
             if value is None:
                 raise SbatchArgsError(f"{name} needs a value")
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]  # #SBATCH --opt="value": sbatch strips the quotes
         try:
             _apply(desc, key, value, now)
         except SbatchArgsError:

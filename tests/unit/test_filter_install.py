@@ -98,3 +98,8 @@ def test_check_cli_bad_config_is_one_message(tmp_path) -> None:
     bad.write_text("gpu_types = 3\n")
     r = runner.invoke(app, ["filter", "check", "--config", str(bad), "--", "--gpus=1"])
     assert r.exit_code == 1 and "invalid site configuration" in r.output
+
+
+def test_check_cli_warns_that_live_slurm_hides_sbatch_deadline() -> None:
+    r = runner.invoke(app, ["filter", "check", "--config", str(CONFIG), "--", "--deadline=now+3hours", "-t", "60"])
+    assert r.exit_code == 0 and "dl:deadline=" in r.output and "deadline=" in r.output.split("admin_comment")[1]

@@ -57,3 +57,8 @@ def test_relative_and_absolute_deadlines() -> None:
 def test_bad_arguments_say_which(args: list[str], text: str) -> None:
     with pytest.raises(SbatchArgsError, match=text):
         parse_sbatch_args(args)
+
+
+def test_quoted_values_as_in_sbatch_directives() -> None:
+    d = parse_sbatch_args(['--comment="dl:class=inference dl:deadline=1"', '--job-name="a b"'])
+    assert d["comment"] == "dl:class=inference dl:deadline=1" and d["name"] == "a b"
