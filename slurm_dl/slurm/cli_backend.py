@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import JobNotFoundError, SlurmError
+from ..errors import JobNotFoundError, SlurmError, SlurmUnavailableError
 from ..model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
-from .parse import parse_partitions, parse_sinfo_json, parse_squeue_json, parse_topology
+from .parse import json_errors_text, parse_partitions, parse_sinfo_json, parse_squeue_json, parse_topology
 from .protocol import SITE_FACTOR_CHUNK, SiteFactorResult, chunked, group_by_value
-from .runner import DEFAULT_TIMEOUT_S, SlurmResult, run_slurm
+from .runner import DEFAULT_TIMEOUT_S, SlurmResult, one_line, run_slurm
 
 # Per-job messages that mean "this job is gone", which a SiteFactor update may meet for jobs
 # that ended since the snapshot.
@@ -66,14 +66,41 @@ class CliBackend:
         self.site_factor_chunk = site_factor_chunk
 
     def _run(self, argv: Sequence[str], *, input: str | None = None, env: Mapping[str, str] | None = None) -> SlurmResult:
-        return run_slurm(argv, env=env if env is not None else self._env, input=input, timeout=self.timeout)
+        try:
+            return run_slurm(argv, env=env if env is not None else self._env, input=input, timeout=self.timeout)
+        except SlurmError as e:
+            # Some commands hide "controller down" behind a vague message (scontrol update says
+            # "Unexpected message received"); a plain failure gets a cheap ping to tell them apart.
+            if type(e) is SlurmError and e.returncode is not None:
+                self.ping()
+            raise
 
     def _json(self, argv: Sequence[str]) -> dict:
         out = self._run(argv).stdout
         try:
-            return json.loads(out)
+            doc = json.loads(out)
         except json.JSONDecodeError as e:
             raise SlurmError(f"{' '.join(argv)}: output is not JSON ({e}): {out[:200]!r}", command=list(argv)) from None
+        if doc.get("errors"):
+            # 22.05's --json exits 0 with {"errors": [{"error": "Unspecified error"}]} when slurmctld
+            # is down; ask the controller directly so callers get the retryable error type.
+            self.ping()
+            raise SlurmError(f"{' '.join(argv)}: {json_errors_text(doc)}", command=list(argv))
+        return doc
+
+    def ping(self) -> None:
+        """Raise SlurmUnavailableError unless slurmctld answers ``scontrol ping``."""
+        try:
+            out = run_slurm(["scontrol", "ping"], env=self._env, timeout=self.timeout).stdout
+        except SlurmError as e:
+            if isinstance(e, SlurmUnavailableError) or "DOWN" in str(e):
+                raise SlurmUnavailableError(
+                    f"slurmctld does not answer `scontrol ping` ({one_line(str(e))}); is it running, and does "
+                    "SLURM_CONF point at the right cluster?", command=e.command, returncode=e.returncode
+                ) from None
+            raise
+        if "DOWN" in out:
+            raise SlurmUnavailableError(f"slurmctld is down: {one_line(out)}", command=["scontrol", "ping"])
 
     # -- reading --------------------------------------------------------------------------
     def jobs(self, states: Iterable[JobState] | None = None) -> list[Job]:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ..errors import SlurmError
 from ..hostlist import expand_hostlist
 from ..model import Job, JobState, Node, Partition, Switch, Topology
 
@@ -189,13 +190,21 @@ def parse_squeue_json(doc: Mapping[str, Any], states: Iterable[JobState] | None 
     return out
 
 
-def _raise_json_errors(doc: Mapping[str, Any], what: str) -> None:
-    errors = doc.get("errors") or []
-    if errors:
-        from ..errors import SlurmError
+def json_errors_text(doc: Mapping[str, Any]) -> str:
+    """The ``errors`` of a --json document as one line (error, description, source)."""
+    parts = []
+    for e in doc.get("errors") or []:
+        if isinstance(e, Mapping):
+            bits = [str(e.get(k)) for k in ("error", "description", "source") if e.get(k)]
+            parts.append(" / ".join(bits) or str(e))
+        else:
+            parts.append(str(e))
+    return "; ".join(parts)
 
-        msgs = "; ".join(str(e.get("error") or e) if isinstance(e, Mapping) else str(e) for e in errors)
-        raise SlurmError(f"{what}: {msgs}")
+
+def _raise_json_errors(doc: Mapping[str, Any], what: str) -> None:
+    if doc.get("errors"):
+        raise SlurmError(f"{what}: {json_errors_text(doc)}")
 
 
 _NODE_DOWN = ("down", "drain", "fail", "not_responding", "unknown", "future", "power")

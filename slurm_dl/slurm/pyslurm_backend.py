@@ -60,18 +60,45 @@ def _import_pyslurm(env: Mapping[str, str] | None) -> Any:
     return mod
 
 
+def _gres_count(value: Any) -> int:
+    if isinstance(value, Mapping):
+        value = value.get("count", 0)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _gres_string(value: Any) -> str:
-    """pyslurm's GRES dict ({'gpu:h100': 2} or {'gpu': 3}) -> Slurm's ``gres:gpu:h100:2`` form."""
+    """pyslurm's GRES dict ({'gpu:h100': 2}, {'gpu': 3}, or {'gpu:h100': {'count': 2, ...}})
+    -> Slurm's ``gres:gpu:h100:2`` form that the squeue parser reads."""
     if not value:
         return ""
     if isinstance(value, str):
         return value
-    return ",".join(f"gres:{k}:{v}" for k, v in dict(value).items())
+    return ",".join(f"gres:{k}:{_gres_count(v)}" for k, v in dict(value).items())
+
+
+def _allocated_gres(job: Any) -> list[str]:
+    """Per-node allocated GRES of a running job, from ``get_resource_layout_per_node()``."""
+    layout_fn = getattr(job, "get_resource_layout_per_node", None)
+    if layout_fn is None:
+        return []
+    try:
+        layout = layout_fn() or {}
+    except Exception:  # pending jobs have no layout
+        return []
+    return [_gres_string(node.get("gres")).replace("gres:", "") for node in layout.values() if node.get("gres")]
 
 
 def job_record_from_pyslurm(job: Any) -> dict[str, Any]:
-    """A pyslurm.Job -> the ``squeue --json`` record shape, so one parser serves both backends."""
+    """A pyslurm.Job -> the ``squeue --json`` record shape, so one parser serves both backends.
+
+    pyslurm's Job has no ``tres_per_job`` (``--gpus=N``) property: such a job's GPU count is known
+    here only once it runs (from its per-node resource layout).
+    """
     g = lambda name, default=None: getattr(job, name, default)  # noqa: E731
+    running = str(g("state") or "").upper() in ("RUNNING", "COMPLETING", "SUSPENDED")
     return {
         "job_id": g("id"),
         "user_name": g("user_name"),
@@ -82,8 +109,8 @@ def job_record_from_pyslurm(job: Any) -> dict[str, Any]:
         "state_reason": g("state_reason"),
         "node_count": g("num_nodes"),
         "tres_per_node": _gres_string(g("gres_per_node")),
-        "tres_per_job": _gres_string(g("gpus")) if g("gpus") else "",
-        "gres_detail": list(g("gres_detail", []) or []),
+        "tres_per_job": "",
+        "gres_detail": _allocated_gres(job) if running else [],
         "nodes": g("allocated_nodes"),
         "time_limit": g("time_limit"),
         "submit_time": g("submit_time"),

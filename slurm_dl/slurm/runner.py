@@ -49,6 +49,13 @@ def missing_job_ids(stderr: str) -> list[int]:
     return sorted({int(m.group(1)) for m in _INVALID_JOB.finditer(stderr) if m.group(1)})
 
 
+def one_line(text: str) -> str:
+    """Slurm's stderr as one line: its error lines if it has any (drops scancel -v chatter)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("**")]
+    errors = [ln for ln in lines if _STDERR_ERROR.search(ln)]
+    return "; ".join(errors or lines)
+
+
 def classify_failure(argv: Sequence[str], returncode: int, stderr: str, stdout: str = "") -> SlurmError | None:
     """The error a finished command stands for, or None when it succeeded.
 
@@ -58,7 +65,7 @@ def classify_failure(argv: Sequence[str], returncode: int, stderr: str, stdout: 
     failed = returncode != 0 or bool(_STDERR_ERROR.search(text))
     if not failed:
         return None
-    msg = text or (stdout or "").strip() or f"exit status {returncode}"
+    msg = one_line(text) or one_line(stdout or "") or f"exit status {returncode}"
     where = " ".join(argv[:2]) if len(argv) > 1 and not argv[1].startswith("-") else argv[0]
     full = f"{where}: {msg}"
     if any(s in msg for s in _UNREACHABLE):

@@ -144,3 +144,24 @@ def test_partitions():
     assert part.nodes == ("gpu01", "gpu02", "gpu03", "gpu04") and part.max_time_s is None
     (short,) = parse_partitions("PartitionName=debug Default=NO MaxTime=1-02:00:00 Nodes=a[1-2] State=UP")
     assert short.max_time_s == 26 * 3600 and not short.default
+
+
+def test_pyslurm_job_maps_through_the_same_parser():
+    """PyslurmBackend's attribute mapping (pure; pyslurm itself is not imported)."""
+    from types import SimpleNamespace
+
+    from slurm_dl.slurm.parse import job_from_squeue
+    from slurm_dl.slurm.pyslurm_backend import job_record_from_pyslurm
+
+    fake_job = SimpleNamespace(
+        id=7, user_name="ann", account="vision", name="r50", partition="gpu", state="RUNNING",
+        state_reason="None", num_nodes=2, gres_per_node={"gpu:h100": 8}, allocated_nodes="gpu[01-02]",
+        time_limit=60, submit_time=100, eligible_time=100, start_time=110, deadline=None,
+        requeue_count=2, priority=1500, nice=0, comment="c", admin_comment="a",
+        get_resource_layout_per_node=lambda: {"gpu01": {"gres": {"gpu:h100": {"count": 8, "indexes": "0-7"}}},
+                                              "gpu02": {"gres": {"gpu:h100": 8}}},
+    )
+    job = job_from_squeue(job_record_from_pyslurm(fake_job))
+    assert (job.job_id, job.user, job.account, job.state, job.restarts) == (7, "ann", "vision", JobState.RUNNING, 2)
+    assert (job.num_gpus, job.gpus_per_node, job.num_nodes, job.gpu_type) == (16, 8, 2, "h100")
+    assert job.nodes == ("gpu01", "gpu02") and job.time_limit == 3600 and job.start_time == 110

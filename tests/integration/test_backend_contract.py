@@ -1,0 +1,223 @@
+"""The backend contract: every read and write of ``SlurmBackend``, against the live testbed.
+
+One suite, parametrised over the backends. The pyslurm one skips with the reason where no
+pyslurm matching this Slurm is importable (true on Debian 12's Slurm 22.05).
+Waiting loops have generous bounds only so a broken cluster fails instead of hanging; nothing
+here asserts on time.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import pytest
+
+from slurm_dl.errors import JobNotFoundError, SlurmNotInstalledError, SlurmUnavailableError
+from slurm_dl.model import Job, JobState
+from slurm_dl.slurm import SlurmBackend, get_backend
+from slurm_dl.slurm.pyslurm_backend import pyslurm_unavailable_reason
+from slurm_dl.testbed import Testbed
+
+T = TypeVar("T")
+NO_SUCH_JOB = 987654321
+SLEEPER = "#!/bin/bash\nsleep 300\n"
+
+
+@pytest.fixture(params=["cli", "pyslurm"])
+def backend(request: pytest.FixtureRequest, testbed: Testbed) -> SlurmBackend:
+    if request.param == "pyslurm":
+        reason = pyslurm_unavailable_reason(testbed.env())
+        if reason:
+            pytest.skip(f"pyslurm backend: {reason}")
+        try:
+            return get_backend("pyslurm", env=testbed.env())
+        except SlurmNotInstalledError as e:
+            pytest.skip(str(e))
+    return get_backend(request.param, env=testbed.env())
+
+
+@pytest.fixture
+def cleanup(backend: SlurmBackend):
+    """Job ids to cancel after the test, whatever happened."""
+    ids: list[int] = []
+    yield ids
+    for job_id in ids:
+        try:
+            backend.cancel(job_id)
+        except Exception:  # already gone: fine
+            pass
+
+
+def wait_for(what: str, probe: Callable[[], T | None], bound_s: float = 90.0) -> T:
+    """Poll ``probe`` until it returns something truthy; fail with ``what`` past the bound."""
+    end = time.monotonic() + bound_s
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > end:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(0.2)
+
+
+def job_of(backend: SlurmBackend, job_id: int, states=None) -> Job | None:
+    for job in backend.jobs(states):
+        if job.job_id == job_id:
+            return job
+    return None
+
+
+def running(backend: SlurmBackend, job_id: int) -> Job:
+    return wait_for(f"job {job_id} to run", lambda: (j := job_of(backend, job_id)) and j.state is JobState.RUNNING and j)
+
+
+def test_snapshot_reads_jobs_nodes_partitions_topology(backend: SlurmBackend, cleanup: list[int]) -> None:
+    run3 = backend.submit(SLEEPER, ["--gpus=3", "-t", "30", "-J", "contract-run3", "--comment=hello contract"])
+    cleanup.append(run3)
+    held = backend.submit(SLEEPER, ["--gres=gpu:h100:2", "-t", "10", "-H", "--nice=50", "-J", "contract-held"])
+    cleanup.append(held)
+    later = backend.submit(
+        SLEEPER, ["-N1", "--gpus-per-node=8", "-t", "10", "--begin=now+3600", "--deadline=now+7200"]
+    )
+    cleanup.append(later)
+    running(backend, run3)
+
+    snap = backend.snapshot(now=123.0)
+    assert snap.taken_at == 123.0
+    jobs = {j.job_id: j for j in snap.jobs}
+
+    r = jobs[run3]
+    assert r.state is JobState.RUNNING and r.num_gpus == 3 and r.gpu_type == "h100"
+    assert r.comment == "hello contract" and r.time_limit == 1800 and r.user and r.partition == "gpu"
+    assert r.start_time and r.start_time >= r.submit_time > 0 and len(r.nodes) == 1 and r.restarts == 0
+
+    h = jobs[held]
+    assert h.state is JobState.PENDING and h.state_reason.startswith("JobHeld")
+    assert (h.num_gpus, h.gpus_per_node, h.gpu_type, h.nice, h.priority) == (2, 2, "h100", 50, 0)
+
+    lt = jobs[later]
+    assert lt.state_reason == "BeginTime" and lt.gpus_per_node == 8 and lt.num_gpus == 8
+    assert lt.eligible_time and lt.deadline and lt.deadline > lt.eligible_time > lt.submit_time
+
+    nodes = {n.name: n for n in snap.nodes}
+    assert sorted(nodes) == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    assert all(n.gpus == 8 and n.gpu_type == "h100" for n in nodes.values())
+    assert nodes[r.nodes[0]].gpus_used >= 3
+    assert {n.switch for n in nodes.values()} == {"leaf1", "leaf2"}
+    assert sum(n.gpus_used for n in nodes.values()) >= 3
+
+    (part,) = snap.partitions
+    assert part.name == "gpu" and part.default and len(part.nodes) == 4
+    leaves = {s.name: s for s in snap.topology.switches if s.nodes}
+    assert sorted(leaves) == ["leaf1", "leaf2"] and snap.topology.leaf_of()["gpu01"] == "leaf1"
+
+
+def test_multi_node_job_shape(backend: SlurmBackend, cleanup: list[int]) -> None:
+    ddp = backend.submit(SLEEPER, ["-N2", "--gpus-per-node=8", "-t", "10"])
+    cleanup.append(ddp)
+    job = running(backend, ddp)
+    assert (job.num_gpus, job.gpus_per_node, job.num_nodes, len(job.nodes)) == (16, 8, 2, 2)
+
+
+def test_submit_path_with_env(backend: SlurmBackend, tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text('#!/bin/bash\necho "var=$SLURMDL_CONTRACT_VAR"\n')
+    out = tmp_path / "out.txt"
+    job_id = backend.submit(script, [f"--output={out}", "-t", "1"], env={"SLURMDL_CONTRACT_VAR": "forty-two"})
+    assert job_id > 0
+    wait_for(f"job {job_id} to finish", lambda: job_of(backend, job_id, [JobState.COMPLETED]))
+    assert out.read_text().strip() == "var=forty-two"
+
+
+def test_set_site_factor_groups_by_value(backend: SlurmBackend, cleanup: list[int]) -> None:
+    ids = [backend.submit(SLEEPER, ["--gpus=1", "-t", "5", "--begin=now+3600"]) for _ in range(3)]
+    cleanup.extend(ids)
+    before = {j.job_id: j.priority for j in backend.jobs() if j.job_id in ids}
+    result = backend.set_site_factor({ids[0]: 100, ids[1]: 100, ids[2]: 250, NO_SUCH_JOB: 100})
+    assert result.missing == (NO_SUCH_JOB,) and result.updated == 3
+    if backend.name == "cli":
+        assert result.calls == 2  # one scontrol call per distinct value
+    after = {j.job_id: j.priority for j in backend.jobs() if j.job_id in ids}
+    assert [after[i] - before[i] for i in ids] == [100, 100, 250]
+
+
+def test_site_factor_visible_in_snapshot(backend: SlurmBackend, cleanup: list[int]) -> None:
+    # A whole-cluster job in front keeps the second one pending but eligible (sprio lists it).
+    filler = backend.submit(SLEEPER, ["-N4", "--gpus-per-node=8", "-t", "5"])
+    cleanup.append(filler)
+    waiter = backend.submit(SLEEPER, ["-N4", "--gpus-per-node=8", "-t", "5"])
+    cleanup.append(waiter)
+    backend.set_site_factor({waiter: 4321})
+    assert wait_for("sprio to list the waiting job", lambda: backend.site_factors().get(waiter)) == 4321
+    assert backend.snapshot().job(waiter).site_factor == 4321
+
+
+def test_hold_and_release(backend: SlurmBackend, cleanup: list[int]) -> None:
+    job_id = backend.submit(SLEEPER, ["--gpus=1", "-t", "5", "--begin=now+3600"])
+    cleanup.append(job_id)
+    backend.hold(job_id)
+    held = job_of(backend, job_id)
+    assert held.state_reason.startswith("JobHeld") and held.priority == 0
+    backend.release(job_id)
+    released = job_of(backend, job_id)
+    assert not released.state_reason.startswith("JobHeld") and released.priority > 0
+
+
+def test_signal_batch_reaches_the_batch_shell(backend: SlurmBackend, tmp_path: Path) -> None:
+    out = tmp_path / "sig.txt"
+    script = (
+        "#!/bin/bash\n"
+        "trap 'echo got-USR2; exit 0' USR2\n"
+        "echo ready\n"
+        "sleep 300 & wait $!\n"
+        "echo no-signal\n"
+    )
+    job_id = backend.submit(script, [f"--output={out}", "-t", "5", "--gpus=1"])
+    wait_for("the trap to be set", lambda: out.exists() and "ready" in out.read_text())
+    backend.signal_batch(job_id, "USR2")
+    wait_for(f"job {job_id} to finish", lambda: job_of(backend, job_id, [JobState.COMPLETED]))
+    assert out.read_text().split() == ["ready", "got-USR2"]
+
+
+def test_requeue_counts_a_restart(backend: SlurmBackend, cleanup: list[int]) -> None:
+    job_id = backend.submit(SLEEPER, ["--gpus=1", "-t", "5"])
+    cleanup.append(job_id)
+    running(backend, job_id)
+    backend.requeue(job_id)
+    job = wait_for("the requeued job", lambda: (j := job_of(backend, job_id)) and j.restarts == 1 and j)
+    assert job.state in (JobState.PENDING, JobState.RUNNING, JobState.REQUEUED, JobState.COMPLETING)
+
+
+def test_cancel(backend: SlurmBackend) -> None:
+    job_id = backend.submit(SLEEPER, ["--gpus=1", "-t", "5", "--begin=now+3600"])
+    backend.cancel(job_id)
+    assert job_of(backend, job_id) is None
+    assert job_of(backend, job_id, [JobState.CANCELLED]) is not None
+
+
+@pytest.mark.parametrize("action", ["cancel", "requeue", "hold", "release", "signal_batch"])
+def test_unknown_job_id_is_job_not_found(backend: SlurmBackend, action: str) -> None:
+    with pytest.raises(JobNotFoundError) as info:
+        getattr(backend, action)(NO_SUCH_JOB)
+    assert str(NO_SUCH_JOB) in str(info.value) or "Invalid job id" in str(info.value)
+
+
+def test_slurmctld_down_is_unavailable(backend: SlurmBackend, make_testbed: Callable[..., Testbed]) -> None:
+    """A private 1-node testbed, stopped under the backend: reads and writes raise the retryable type."""
+    tb = make_testbed()
+    tb.up()
+    private = get_backend(backend.name, env=tb.env())
+    assert [n.name for n in private.nodes()] == ["gpu01"]
+    tb.down()
+    with pytest.raises(SlurmUnavailableError, match="slurmctld|controller"):
+        private.snapshot()
+    with pytest.raises(SlurmUnavailableError):
+        private.set_site_factor({1: 5})
+
+
+def test_missing_slurm_commands_are_not_installed(tmp_path: Path) -> None:
+    cli = get_backend("cli", env={"PATH": str(tmp_path), "SLURM_CONF": "/nonexistent"})
+    with pytest.raises(SlurmNotInstalledError, match="slurm-client"):
+        cli.jobs()
