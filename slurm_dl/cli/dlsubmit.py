@@ -25,7 +25,7 @@ from ..model import JobState
 from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
 from .common import expected_errors, fail
 from .dlsubmit_defaults import site_config, user_defaults
-from .dlsubmit_status import describe_jobs, forget_missing, print_status, save_record
+from .dlsubmit_status import describe_jobs, forget_missing, output_path, print_status, save_record
 
 app = typer.Typer(
     name="dlsubmit",
@@ -122,10 +122,12 @@ def _run_job(kind: str, command: list[str] | None, config: Optional[Path], dry_r
         job_id = _backend().submit(job.script)
         save_record(job_id, job, Path.cwd())
         if as_json:
-            typer.echo(json.dumps({"job_id": job_id, "name": job.name, "kind": kind, "output": job.output,
+            typer.echo(json.dumps({"job_id": job_id, "name": job.name, "kind": kind,
+                                   "output": output_path(job.output, job_id),
                                    "checkpoint_dir": job.checkpoint_dir}))
         else:
-            typer.echo(f"Submitted {kind} job {job_id} ({job.name}); output {job.output}, checkpoints {job.checkpoint_dir}")
+            typer.echo(f"Submitted {kind} job {job_id} ({job.name}); output {output_path(job.output, job_id)}, "
+                       f"checkpoints {job.checkpoint_dir}")
 
 
 def _make_job_command(kind: str, print_only: bool = False):
@@ -141,7 +143,7 @@ def _make_job_command(kind: str, print_only: bool = False):
         cpus_per_gpu: Optional[int] = typer.Option(None, "--cpus-per-gpu"),
         mem_per_gpu_gb: Optional[int] = typer.Option(None, "--mem-per-gpu", help="GB of memory per GPU"),
         output: Optional[str] = typer.Option(None, "--output", "-o", help="output file (default NAME-%j.out here)"),
-        checkpoint_dir: Optional[str] = typer.Option(None, "--checkpoint-dir", help="default checkpoints/NAME"),
+        checkpoint_dir: Optional[str] = typer.Option(None, "--checkpoint-dir", help="default checkpoints/NAME (the same name resumes from it)"),
         max_restarts: Optional[int] = typer.Option(None, "--max-restarts", help="restart cap (site default)"),
         grace_seconds: Optional[int] = typer.Option(None, "--grace", help="seconds between USR2 and the end"),
         launcher: Optional[str] = typer.Option(None, "--launcher", help="auto | torchrun | none"),

@@ -28,12 +28,17 @@ def state_dir() -> Path:
     return Path(base) / "slurm-dl" / "jobs"
 
 
+def output_path(pattern: str, job_id: int) -> str:
+    """The output file name sbatch makes of our pattern (%j job, %A array master; %a stays per task)."""
+    return pattern.replace("%j", str(job_id)).replace("%A", str(job_id))
+
+
 def save_record(job_id: int, job: RenderedJob, cwd: Path) -> None:
     """Remember where this job's output and checkpoints are (best effort: status works without it)."""
     ckpt = Path(job.checkpoint_dir)
     record = {
         "job_id": job_id, "kind": job.kind, "name": job.name, "workdir": str(cwd),
-        "output": str(cwd / job.output), "checkpoint_dir": str(ckpt if ckpt.is_absolute() else cwd / ckpt),
+        "output": str(cwd / output_path(job.output, job_id)), "checkpoint_dir": str(ckpt if ckpt.is_absolute() else cwd / ckpt),
     }
     try:
         d = state_dir()

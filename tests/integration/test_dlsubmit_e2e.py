@@ -118,7 +118,8 @@ def test_train_preempted_resumes_to_the_same_final_state(workdir: Path, testbed)
     assert json.loads((workdir / "final.json").read_text()) == json.loads((workdir / "reference.json").read_text())
     events = _events(ckpt)
     assert "event=preempt" in events and "event=resume restart=1 from=" in events
-    out = workdir / f"{sub['output'].replace('%j', str(job_id))}"
+    out = workdir / sub["output"]
+    assert sub["output"] == f"tr_touch_pwned_touch_pwned2-{job_id}.out"
     assert out.exists(), f"output file {out} not in the submit directory"
     assert "event=resume" in out.read_text()  # --open-mode=append kept both runs
     assert not list(workdir.rglob("pwned*"))
