@@ -105,7 +105,7 @@ def test_train_preempted_resumes_to_the_same_final_state(workdir: Path, testbed)
     env = {**os.environ, "CKPT_DIR": str(ref_ckpt), "RESUME_FROM": ""}
     subprocess.run([sys.executable, str(prog), str(steps), "0", str(workdir / "reference.json")], env=env, check=True)
 
-    name = "tr $(touch pwned); `touch pwned2` ü"
+    name = "tr $(touch pwned); `touch pwned2` 'q' #h 50% ü"
     sub = _submit("train", "--gpus", "2", "--time", "10", "--name", name, "--launcher", "none", "--",
                   sys.executable, str(prog), str(steps), str(delay), str(workdir / "final.json"))
     job_id, ckpt = sub["job_id"], workdir / sub["checkpoint_dir"]
@@ -119,7 +119,7 @@ def test_train_preempted_resumes_to_the_same_final_state(workdir: Path, testbed)
     events = _events(ckpt)
     assert "event=preempt" in events and "event=resume restart=1 from=" in events
     out = workdir / sub["output"]
-    assert sub["output"] == f"tr_touch_pwned_touch_pwned2-{job_id}.out"
+    assert sub["output"] == f"tr_touch_pwned_touch_pwned2_q_h_50-{job_id}.out"
     assert out.exists(), f"output file {out} not in the submit directory"
     assert "event=resume" in out.read_text()  # --open-mode=append kept both runs
     assert not list(workdir.rglob("pwned*"))
