@@ -83,6 +83,7 @@ class Prioritizer:
         self.scale = SiteFactorScale.from_config(config)
         self.half_life_s = config.policy.fairshare.half_life_hours * 3600.0
         self.ledger: Ledger | None = None
+        self.known_site_factors: dict[int, int] | None = None
         self.cycle_no = 0
 
     def _load(self) -> Ledger:
@@ -118,7 +119,9 @@ class Prioritizer:
                              pending=sum(1 for j in jobs if j.pending), running=sum(1 for j in jobs if j.running))
         pending_scores = {j.job_id: scores[j.job_id] for j in jobs if j.pending}
         desired = site_factors(pending_scores, self.scale)
-        stored = self.store.site_factors()
+        if self.known_site_factors is None:  # read once; kept in step with every save after that
+            self.known_site_factors = self.store.site_factors()
+        stored = self.known_site_factors
         current = {j.job_id: (j.site_factor or stored.get(j.job_id, 0)) for j in jobs if j.pending}
         pushes = plan_pushes(desired, current)
         report.pushes, report.unchanged = pushes.by_value, pushes.unchanged
@@ -174,8 +177,11 @@ class Prioritizer:
             gone = [j for j in stored if j not in live]
             self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger, pushed=pushed,
                                              decisions=decisions, explanations=explanations, forget_jobs=gone))
+            stored.update(pushed)
+            for j in gone:
+                stored.pop(j, None)
             if self.cycle_no % PRUNE_EVERY_CYCLES == 0:
-                self.store.prune(now - DECISION_RETENTION_S, live)
+                self.store.prune(now - DECISION_RETENTION_S)
         t_end = time.perf_counter()
         report.seconds = {
             "snapshot": round(t_snap - t0, 4), "score": round(t_score - t_snap, 4), "push": round(t_push - t_score, 4),

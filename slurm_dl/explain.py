@@ -57,12 +57,7 @@ def explain_job(
         if name == "class" and hasattr(comp, "weight"):
             entry["class_weight"] = comp.weight(job)
         factors[name] = entry
-    tiers = None
-    if hasattr(policy, "tier_scores") and hasattr(policy, "tiers"):
-        tiers = [
-            {"components": list(t), "score": round(s, 6)}
-            for t, s in zip(policy.tiers, policy.tier_scores(job, ctx))
-        ]
+    tiers = [list(t) for t in policy.tiers] if hasattr(policy, "tiers") else None  # scores: tier_scores()
     s = slack(job, ctx.now)
     led = ctx.ledger
     return {
@@ -108,6 +103,19 @@ def waiting_reason(job: Job, free_gpus: int, preempting_for: Iterable[int] = ())
     return f"Slurm reason: {reason}"
 
 
+def tier_scores(expl: Mapping[str, Any]) -> list[float]:
+    """Each tier's weighted score sum, from the stored factor scores and weights."""
+    factors = expl.get("factors") or {}
+    out = []
+    for names in expl.get("tiers") or []:
+        total = 0.0
+        for n in names:
+            f = factors.get(n, {})
+            total += f.get("weight", 1.0) * (f.get("score") or 0.0)
+        out.append(round(total, 6))
+    return out
+
+
 def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = ()) -> str:
     """Human text for ``slurm-dl explain``."""
     lines = [
@@ -119,8 +127,8 @@ def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str,
         f"  priority: score {expl['score']} (rank {rank + 1 if rank is not None else '-'} of {expl['ranked']}) "
         f"under policy {expl['policy']} -> SiteFactor {expl['site_factor']}"
     )
-    for t in expl.get("tiers") or []:
-        lines.append(f"  tier {'+'.join(t['components'])}: {t['score']}")
+    for names, score in zip(expl.get("tiers") or [], tier_scores(expl)):
+        lines.append(f"  tier {'+'.join(names)}: {score}")
     for name, f in (expl.get("factors") or {}).items():
         extra = ", ".join(f"{k} {v}" for k, v in f.items() if k != "score")
         lines.append(f"    {name}: score {f['score']}" + (f" ({extra})" if extra else ""))

@@ -4,13 +4,13 @@
 >>> ledger = store.load_ledger()
 """
 
-from .models import DecisionRow, JobExplanationRow, LedgerState, PreemptionRow, SiteFactorRow
+from .models import DecisionRow, ExplanationSnapshot, LedgerState, PreemptionRow, SiteFactorRow
 from .repository import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
 __all__ = [
     "CycleWrite",
     "DecisionRow",
-    "JobExplanationRow",
+    "ExplanationSnapshot",
     "LedgerState",
     "PREEMPTION_OPEN_STATES",
     "PreemptionRow",

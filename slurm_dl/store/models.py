@@ -57,10 +57,11 @@ class DecisionRow(SQLModel, table=True):
     reason: str = ""
 
 
-class JobExplanationRow(SQLModel, table=True):
-    """The factors behind a job's latest score, as JSON (overwritten every cycle)."""
+class ExplanationSnapshot(SQLModel, table=True):
+    """The last cycle's explanations, one JSON object ``{job_id: {...}}`` (overwritten each cycle:
+    one write instead of one row per job, and nothing left behind for jobs that ended)."""
 
-    __tablename__ = "sdl_explanation"
-    job_id: int = Field(primary_key=True)
+    __tablename__ = "sdl_explanations"
+    id: int = Field(default=1, primary_key=True)
     at: float
     data: str

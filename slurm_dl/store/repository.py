@@ -19,7 +19,7 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from ..errors import StoreError
 from ..ledger import Ledger
-from .models import DecisionRow, JobExplanationRow, LedgerState, PreemptionRow, SiteFactorRow
+from .models import DecisionRow, ExplanationSnapshot, LedgerState, PreemptionRow, SiteFactorRow
 
 PREEMPTION_OPEN_STATES = ("signalling", "signalled", "requeueing")
 """States of a preemption whose victim has not been requeued (or let go) yet."""
@@ -41,8 +41,8 @@ class CycleWrite:
     ledger: Ledger
     pushed: dict[int, int] = field(default_factory=dict)  # job_id -> SiteFactor now held
     decisions: list[tuple[int, str, int | None, str]] = field(default_factory=list)  # job, kind, value, reason
-    explanations: dict[int, dict[str, Any]] = field(default_factory=dict)
-    forget_jobs: list[int] = field(default_factory=list)  # SiteFactor/explanation rows to drop
+    explanations: dict[int, dict[str, Any]] | None = None  # None: keep the previous cycle's
+    forget_jobs: list[int] = field(default_factory=list)  # SiteFactor rows of jobs that left
 
 
 class Store:
@@ -59,7 +59,7 @@ class Store:
                 event.listen(self.engine, "connect", _sqlite_pragmas)
             SQLModel.metadata.create_all(
                 self.engine,
-                tables=[t.__table__ for t in (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, JobExplanationRow)],
+                tables=[t.__table__ for t in (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot)],
             )
         except (SQLAlchemyError, ImportError, ValueError) as e:
             raise StoreError(f"database {url}: cannot open it: {_short(e)}") from None
@@ -119,43 +119,34 @@ class Store:
                             for j, k, v, r in w.decisions
                         ],
                     )
-                if w.explanations:
-                    ids = sorted(w.explanations)
-                    for chunk in _chunks(ids):
-                        conn.execute(delete(JobExplanationRow).where(JobExplanationRow.job_id.in_(chunk)))
-                    conn.execute(
-                        insert(JobExplanationRow),
-                        [
-                            {"job_id": j, "at": w.now, "data": json.dumps(w.explanations[j], separators=(",", ":"))}
-                            for j in ids
-                        ],
-                    )
+                if w.explanations is not None:
+                    blob = json.dumps({str(j): e for j, e in w.explanations.items()}, separators=(",", ":"))
+                    ex = s.get(ExplanationSnapshot, 1)
+                    if ex is None:
+                        s.add(ExplanationSnapshot(id=1, at=w.now, data=blob))
+                    else:
+                        ex.at, ex.data = w.now, blob
                 if w.forget_jobs:
                     for chunk in _chunks(sorted(w.forget_jobs)):
                         conn.execute(delete(SiteFactorRow).where(SiteFactorRow.job_id.in_(chunk)))
         except SQLAlchemyError as e:
             raise self._fail("saving the cycle", e) from None
 
-    def prune(self, keep_decisions_after: float, live_job_ids: Iterable[int]) -> int:
-        """Drop decisions older than a cutoff and explanations of jobs no longer known; bounded growth."""
-        live = set(live_job_ids)
+    def prune(self, keep_decisions_after: float) -> int:
+        """Drop decisions and closed preemptions older than a cutoff: bounded growth."""
         try:
             with self._session() as s, s.begin():
                 conn = s.connection()
                 n = conn.execute(delete(DecisionRow).where(DecisionRow.at < keep_decisions_after)).rowcount or 0
-                known = [r[0] for r in conn.execute(select(JobExplanationRow.job_id))]
-                gone = [j for j in known if j not in live]
-                for chunk in _chunks(gone):
-                    conn.execute(delete(JobExplanationRow).where(JobExplanationRow.job_id.in_(chunk)))
-                conn.execute(
+                n += conn.execute(
                     delete(PreemptionRow).where(
                         PreemptionRow.updated_at < keep_decisions_after,
                         PreemptionRow.state.not_in(PREEMPTION_OPEN_STATES),
                     )
-                )
+                ).rowcount or 0
         except SQLAlchemyError as e:
             raise self._fail("pruning old rows", e) from None
-        return n + len(gone)
+        return n
 
     # --- SiteFactor ----------------------------------------------------------------------
     def site_factors(self) -> dict[int, int]:
@@ -225,12 +216,15 @@ class Store:
             raise self._fail("reading decisions", e) from None
 
     def explanation(self, job_id: int) -> dict[str, Any] | None:
+        """The job's explanation from the last saved cycle (None if that cycle did not see it)."""
         try:
             with self._session() as s:
-                row = s.get(JobExplanationRow, job_id)
+                row = s.get(ExplanationSnapshot, 1)
         except SQLAlchemyError as e:
-            raise self._fail("reading an explanation", e) from None
-        return json.loads(row.data) if row is not None else None
+            raise self._fail("reading explanations", e) from None
+        if row is None:
+            return None
+        return json.loads(row.data).get(str(job_id))
 
     def counts(self) -> dict[str, int]:
         out = {}
@@ -239,7 +233,7 @@ class Store:
                 ("site_factors", SiteFactorRow),
                 ("preemptions", PreemptionRow),
                 ("decisions", DecisionRow),
-                ("explanations", JobExplanationRow),
+                ("explanations", ExplanationSnapshot),
             ):
                 out[name] = s.exec(select(func.count()).select_from(model)).scalar_one()
         return out

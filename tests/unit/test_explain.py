@@ -3,7 +3,9 @@
 from pathlib import Path
 
 from slurm_dl.config import load_config
-from slurm_dl.explain import explain_job, render_explanation, waiting_reason
+import pytest
+
+from slurm_dl.explain import explain_job, render_explanation, tier_scores, waiting_reason
 from slurm_dl.ledger import Ledger
 from slurm_dl.model import Job, JobState
 from slurm_dl.policy import PolicyContext, get_policy
@@ -34,7 +36,8 @@ def test_explanation_names_each_factor_queue_usage_and_slack():
     assert 0 < e["factors"]["fairshare"]["factor"] <= 1
     assert e["deadline_slack_s"] == 300.0  # (1000 - 100) - 600
     assert e["account_usage_gpu_s"] > 390  # 400 GPU-s, decayed over nothing
-    assert [t["components"] for t in e["tiers"]] == [["deadline"], ["class"], ["las", "fairshare"]]
+    assert e["tiers"] == [["deadline"], ["class"], ["las", "fairshare"]]
+    assert tier_scores(e) == pytest.approx(policy.tier_scores(job, ctx), abs=1e-5)
     assert "1 GPU(s); 0 free now" in e["waiting_for"]
     text = render_explanation(e, [{"at": 90.0, "kind": "priority", "value": 750000, "reason": "score 0.75"}])
     assert "SiteFactor 750000" in text and "las: score" in text and "slack 300.0 s" in text

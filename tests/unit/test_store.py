@@ -64,14 +64,17 @@ def test_preemption_rows_are_write_ahead_and_pairs_are_remembered(store):
     assert kinds == ["preempt", "preempt-signalled", "preempt-requeued"]
 
 
-def test_prune_drops_old_decisions_and_dead_explanations(store):
+def test_prune_drops_old_decisions_and_each_cycle_replaces_explanations(store):
     led = Ledger()
     store.save_cycle(CycleWrite(now=1.0, cycle=1, ledger=led, decisions=[(1, "priority", 1, "old")],
                                 explanations={1: {"a": 1}, 2: {"b": 2}}))
-    store.save_cycle(CycleWrite(now=100.0, cycle=2, ledger=led, decisions=[(1, "priority", 2, "new")]))
-    store.prune(keep_decisions_after=50.0, live_job_ids=[2])
+    store.save_cycle(CycleWrite(now=100.0, cycle=2, ledger=led, decisions=[(1, "priority", 2, "new")],
+                                explanations={2: {"b": 3}}))
+    assert store.prune(keep_decisions_after=50.0) == 1
     assert [d.reason for d in store.decisions(1)] == ["new"]
-    assert store.explanation(1) is None and store.explanation(2) == {"b": 2}
+    assert store.explanation(1) is None and store.explanation(2) == {"b": 3}
+    store.save_cycle(CycleWrite(now=101.0, cycle=3, ledger=led))  # no explanations given: kept
+    assert store.explanation(2) == {"b": 3}
 
 
 def test_unopenable_database_is_one_clear_error(tmp_path):
