@@ -27,6 +27,9 @@ from .conf import (
 from .install import find_slurm, require_root
 
 READY_TIMEOUT_S = 30.0
+# slurmd puts Unix sockets (<node>_<jobid>.<stepid>) under spool/<node>/; Linux caps socket paths
+# at 107 bytes, so the state directory itself must stay short.
+MAX_STATE_DIR_LEN = 69  # root + "/spool/gpu01" + "/gpu01_<8-digit job>.<10-digit step>" <= 107
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,11 @@ class Testbed:
         self.job_submit_lua = job_submit_lua
         self.extra_conf = tuple(extra_conf)
         self.accounting = accounting
+        if len(str(self.layout.root)) > MAX_STATE_DIR_LEN:
+            raise TestbedError(
+                f"testbed state directory {self.layout.root} is {len(str(self.layout.root))} characters long; "
+                f"slurmd's Unix sockets need it at most {MAX_STATE_DIR_LEN}: choose a shorter --dir"
+            )
         # Validate the shape now (a bad shape is an error before anything starts).
         try:
             ClusterParams(nodes, gpus_per_node, gpu_type, 1, tuple(range(2, nodes + 2)))

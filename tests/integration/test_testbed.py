@@ -137,8 +137,9 @@ def test_daemon_dying_at_start_quotes_its_log(make_testbed) -> None:
     assert process.marked_processes(tb.state_dir) == []
 
 
-def test_cli_up_env_status_down(tmp_path: Path, make_testbed) -> None:
-    state = tmp_path / "cli-tb"
+def test_cli_up_env_status_down(tmp_path_factory: pytest.TempPathFactory, make_testbed) -> None:
+    tmp_path = tmp_path_factory.mktemp("cli")  # short: slurmd's socket paths live under it
+    state = tmp_path / "tb"
     cli = [sys.executable, "-m", "slurm_dl.cli.main", "testbed"]
     up = subprocess.run([*cli, "up", "--dir", str(state), "--nodes", "1", "--gpus-per-node", "2"],
                         capture_output=True, text=True)

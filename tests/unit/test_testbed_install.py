@@ -26,3 +26,12 @@ def test_emulator_build_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
     monkeypatch.setattr(install.shutil, "which", lambda name: str(emu) if name == "slurmctld" else f"/bin/{name}")
     with pytest.raises(SlurmNotInstalledError, match="update-alternatives --set slurmctld /usr/sbin/slurmctld-wlm"):
         install.find_slurm()
+
+
+def test_too_long_state_dir_is_refused_before_anything_starts(tmp_path) -> None:
+    from slurm_dl.errors import TestbedError
+    from slurm_dl.testbed import Testbed
+
+    with pytest.raises(TestbedError, match="choose a shorter --dir"):
+        Testbed(tmp_path / ("x" * 80))
+    assert not (tmp_path / ("x" * 80)).exists()
