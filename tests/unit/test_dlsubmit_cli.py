@@ -140,3 +140,23 @@ def test_newest_checkpoint_ignores_partial_and_hidden(tmp_path: Path) -> None:
     assert newest_checkpoint(tmp_path) is None
     (tmp_path / "a").write_text("x")
     assert newest_checkpoint(tmp_path) == str(tmp_path / "a")
+
+
+def test_status_shows_the_prioritizers_explanation_when_its_store_has_one(tmp_path: Path) -> None:
+    from slurm_dl.ledger import Ledger
+    from slurm_dl.store.repository import CycleWrite, Store
+
+    url = f"sqlite:///{tmp_path / 'prio.db'}"
+    expl = {"job_id": 77, "name": "r", "user": "u", "account": "a", "state": "PENDING", "class": "train",
+            "num_gpus": 2, "rank": 0, "score": 5.0, "ranked": 3, "policy": "las", "site_factor": 900, "tiers": [],
+            "factors": {"las": {"score": 5.0, "queue": 0}}, "attained_gpu_s": 0.0, "executed_s": 0.0, "restarts": 0,
+            "deadline": None, "account_usage_gpu_s": 0.0, "waiting_for": "4 GPUs free, needs 2"}
+    store = Store(url)
+    store.save_cycle(CycleWrite(now=1.0, cycle=1, ledger=Ledger(), explanations={77: expl}))
+    store.close()
+    jobs = [Job(job_id=77, name="r", state=JobState.PENDING, state_reason="Priority")]
+    (row,) = describe_jobs(jobs, 77, url)
+    assert row["explain"] and "job 77" in row["explain"] and "SiteFactor 900" in row["explain"]
+    # No store file: no prioritizer data, and none is created.
+    (row,) = describe_jobs(jobs, 77, f"sqlite:///{tmp_path / 'absent.db'}")
+    assert row["explain"] is None and not (tmp_path / "absent.db").exists()
