@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -60,8 +61,6 @@ def forget_missing(known: set[int]) -> None:
     d = state_dir()
     if not d.is_dir():
         return
-    import time
-
     for p in d.glob("*.json"):
         try:
             if p.stem.isdigit() and int(p.stem) not in known and time.time() - p.stat().st_mtime > 86400:

@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from slurm_dl.cli.dlsubmit_defaults import builtin_site
 from slurm_dl.render import JobSpec, render
