@@ -1,0 +1,362 @@
+"""The event-driven engine for one cluster (pure: jobs in, finished job states out).
+
+At each event time: completions first, then arrivals, then one scheduling pass. Events are job
+completions, arrivals and key-change wake-ups a ranker asks for (e.g. LAS threshold crossings).
+
+Disciplines:
+* ``strict``     — pending jobs in key order; the pass stops at the first that does not fit.
+* ``firstfit``   — pending jobs in key order; a job that does not fit is skipped.
+* ``backfill``   — EASY backfill (Slurm-like): the first job that does not fit reserves the
+                   earliest time enough GPUs free up (from running jobs' time limits — the trace's
+                   limit when it has one, else the true duration, i.e. perfect user estimates);
+                   later jobs start now only if they fit and end before that time or use only
+                   GPUs the reservation does not need.
+* ``preemptive`` — pending and running jobs ranked together, selected greedily while their GPUs
+                   fit in the cluster total (skip what does not fit), running jobs not selected
+                   are preempted (their remaining work grows by the preemption cost), selected
+                   pending jobs are placed in rank order (a placement failure leaves one waiting).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from operator import attrgetter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .placement import min_nodes, place_consolidated, place_spread, slowdown
+from .ranking import Ranker
+from .state import PreemptionCost, SimJob
+
+_DONE, _WAKE = 0, 1
+
+
+@dataclass
+class ClusterSpec:
+    name: str
+    nodes: int
+    gpus_per_node: int = 8
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass
+class ClusterResult:
+    cluster: ClusterSpec
+    jobs: list[SimJob]
+    queue_deltas: list[tuple[float, int]] = field(default_factory=list)  # (time, Δ pending jobs)
+    preemptions: int = 0
+
+
+def run_cluster(
+    jobs: list, spec: ClusterSpec, ranker: Ranker, cost: PreemptionCost,
+    *, spread: bool = False, model_info: dict | None = None,
+    usage_half_life_s: float | None = None,
+) -> ClusterResult:
+    """Simulate ``jobs`` (model Jobs, in trace order) on one cluster until all have finished."""
+    per_node = spec.gpus_per_node
+    total = spec.total_gpus
+    too_big = [j for j in jobs if j.num_gpus > total]
+    if too_big:
+        raise ValueError(
+            f"cluster {spec.name!r} has {total} GPUs but job {too_big[0].job_id} needs {too_big[0].num_gpus}"
+        )
+    sims = [SimJob(i, j) for i, j in enumerate(jobs)]
+    arrivals = sorted(sims, key=lambda s: (s.submit, s.seq))
+    free = [per_node] * spec.nodes
+    free_total = total
+    place = place_spread if spread else place_consolidated
+    heap: list[tuple[float, int, int, int, SimJob]] = []
+    running: list[SimJob] = []
+    pending: list[SimJob] = []
+    pending_keys: list[tuple] = []  # for static rankers: keys parallel to ``pending`` (sorted)
+    qd: list[tuple[float, int]] = []
+    discipline = ranker.discipline
+    static = ranker.static and discipline != "preemptive"
+    # preemptive fast path: pending keys constant while waiting (kept sorted), running keys
+    # constant between the ranker's next_change events (cached in ``static_key``)
+    sorted_pending = static or getattr(ranker, "pending_static", False)
+    cached_running = getattr(ranker, "running_key_cached", False)
+    by_cached_key = attrgetter("static_key")
+    needs_usage = getattr(ranker, "needs_usage", False)
+    usage: dict[str, float] = {}
+    usage_t = [arrivals[0].submit if arrivals else 0.0]
+    preemptions = 0
+
+    def start(sj: SimJob, alloc, now: float) -> None:
+        nonlocal free_total
+        for i, g in alloc:
+            free[i] -= g
+        free_total -= sj.gpus
+        sj.alloc = alloc
+        sj.running = True
+        sj.seg_start = now
+        if sj.first_start is None:
+            sj.first_start = now
+        sj.queue_s += now - sj.pend_since
+        sj.speed = slowdown(model_info, sj.job.name, sj.gpus, len(alloc), per_node) if spread else 1.0
+        sj.version += 1
+        end = now + sj.remaining / sj.speed
+        heapq.heappush(heap, (end, _DONE, sj.seq, sj.version, sj))
+        nxt = ranker.next_change(sj, now)
+        if nxt is not None and nxt < end:
+            heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
+        running.append(sj)
+        if cached_running:
+            sj.static_key = ranker.key(sj, now)
+        qd.append((now, -1))
+
+    def stop(sj: SimJob, now: float) -> None:
+        nonlocal free_total
+        for i, g in sj.alloc:
+            free[i] += g
+        free_total += sj.gpus
+        ran = now - sj.seg_start
+        sj.attained0 += sj.gpus * ran
+        sj.executed0 += ran
+        sj.remaining -= ran * sj.speed
+        sj.running = False
+        sj.alloc = ()
+        sj.version += 1
+        running.remove(sj)
+        if needs_usage:
+            usage[sj.account] = usage.get(sj.account, 0.0) + sj.gpus * ran
+
+    def preempt(sj: SimJob, now: float) -> None:
+        nonlocal preemptions
+        ran = now - sj.seg_start
+        stop(sj, now)
+        sj.remaining += cost.restart(sj.gpus) + cost.lost_work(ran) * sj.speed
+        sj.preemptions += 1
+        preemptions += 1
+        sj.pend_since = now
+        enqueue(sj, now)
+
+    def enqueue(sj: SimJob, now: float) -> None:
+        qd.append((now, 1))
+        if sorted_pending:
+            k = ranker.key(sj, now)
+            i = bisect.bisect_right(pending_keys, k)
+            pending_keys.insert(i, k)
+            pending.insert(i, sj)
+        else:
+            pending.append(sj)
+
+    def refresh_usage(now: float) -> None:
+        # running work counts as it accrues; decay all accounts by the half-life
+        if usage_half_life_s:
+            f = 0.5 ** ((now - usage_t[0]) / usage_half_life_s)
+            for a in usage:
+                usage[a] *= f
+        usage_t[0] = now
+        live = dict(usage)
+        for sj in running:
+            live[sj.account] = live.get(sj.account, 0.0) + sj.gpus * (now - sj.seg_start)
+        ranker.usage = live
+
+    def pass_strict(now: float, skip: bool) -> None:
+        if not static:
+            pending.sort(key=lambda s: ranker.key(s, now))
+        i = 0
+        while i < len(pending):
+            if free_total == 0:
+                break
+            sj = pending[i]
+            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            if alloc is None:
+                if not skip:
+                    break
+                i += 1
+                continue
+            del pending[i]
+            if static:
+                del pending_keys[i]
+            start(sj, alloc, now)
+
+    def est_end(sj: SimJob) -> float:
+        lim = sj.job.time_limit if sj.job.time_limit else sj.duration
+        return sj.seg_start + max(0.0, lim - sj.executed0)
+
+    def pass_backfill(now: float) -> None:
+        if not static:
+            pending.sort(key=lambda s: ranker.key(s, now))
+        shadow = None
+        extra = 0
+        i = 0
+        while i < len(pending) and free_total > 0:
+            sj = pending[i]
+            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            if shadow is None:
+                if alloc is None:
+                    avail = free_total
+                    shadow = now
+                    for s in sorted(running, key=est_end):
+                        if avail >= sj.gpus:
+                            break
+                        avail += s.gpus
+                        shadow = est_end(s)
+                    extra = avail - sj.gpus
+                    i += 1
+                    continue
+            else:
+                if alloc is None:
+                    i += 1
+                    continue
+                fits_before = now + (sj.job.time_limit or sj.duration) <= shadow
+                if not fits_before:
+                    if sj.gpus > extra:
+                        i += 1
+                        continue
+                    extra -= sj.gpus
+            del pending[i]
+            if static:
+                del pending_keys[i]
+            start(sj, alloc, now)
+
+    def pass_preemptive_sorted(now: float) -> None:
+        """Merge the sorted pending queue with the running jobs ranked now; stop when full."""
+        if cached_running:
+            running.sort(key=by_cached_key)
+            last = running[-1].static_key if running else None
+            if last is None or pending_keys[0] > last:
+                # every running job outranks every waiting one: nothing to preempt, fill free GPUs
+                if free_total == 0:
+                    return
+                quota = free_total
+                chosen = []
+                for i, sj in enumerate(pending):
+                    if sj.gpus <= quota:
+                        quota -= sj.gpus
+                        chosen.append(i)
+                        if quota == 0:
+                            break
+                if chosen:
+                    start_chosen(chosen, [], now)
+                return
+            rk = [(sj.static_key, sj) for sj in running]
+        else:
+            rk = sorted(((ranker.key(sj, now), sj) for sj in running), key=lambda x: x[0])
+        quota = total
+        chosen: list[int] = []
+        selected_running: set[int] = set()
+        i = j = 0
+        np_, nr = len(pending), len(rk)
+        while quota > 0 and (i < np_ or j < nr):
+            if j >= nr or (i < np_ and pending_keys[i] < rk[j][0]):
+                sj = pending[i]
+                if sj.gpus <= quota:
+                    quota -= sj.gpus
+                    chosen.append(i)
+                i += 1
+            else:
+                sj = rk[j][1]
+                if sj.gpus <= quota:
+                    quota -= sj.gpus
+                    selected_running.add(sj.seq)
+                j += 1
+        if not chosen:
+            return
+        start_chosen(chosen, [sj for sj in running if sj.seq not in selected_running], now)
+
+    def start_chosen(chosen: list[int], victims: list[SimJob], now: float) -> None:
+        """Preempt ``victims`` then place the pending jobs at indexes ``chosen`` in rank order."""
+        chosen_jobs = [pending[i] for i in chosen]
+        for i in reversed(chosen):
+            del pending[i]
+            del pending_keys[i]
+        victims.sort(key=lambda s: s.seq)
+        for sj in victims:
+            preempt(sj, now)
+        for sj in chosen_jobs:
+            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            if alloc is not None:
+                start(sj, alloc, now)
+            else:
+                k = ranker.key(sj, now)
+                at = bisect.bisect_right(pending_keys, k)
+                pending_keys.insert(at, k)
+                pending.insert(at, sj)
+
+    def pass_preemptive(now: float) -> None:
+        if not pending:
+            return
+        if sorted_pending:
+            pass_preemptive_sorted(now)
+            return
+        cands = pending + running
+        cands.sort(key=lambda s: ranker.key(s, now))
+        quota = total
+        chosen: list[SimJob] = []
+        selected_running: set[int] = set()
+        for sj in cands:
+            if sj.gpus <= quota:
+                quota -= sj.gpus
+                if sj.running:
+                    selected_running.add(sj.seq)
+                else:
+                    chosen.append(sj)
+        if not chosen:
+            return
+        victims = [sj for sj in running if sj.seq not in selected_running]
+        victims.sort(key=lambda s: s.seq)
+        for sj in victims:
+            preempt(sj, now)
+        started = set()
+        for sj in chosen:
+            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            if alloc is not None:
+                start(sj, alloc, now)
+                started.add(sj.seq)
+        if started:
+            pending[:] = [s for s in pending if s.seq not in started]
+
+    n = len(arrivals)
+    ai = 0
+    finished: list[SimJob] = []
+    while ai < n or heap:
+        t_arr = arrivals[ai].submit if ai < n else float("inf")
+        t_evt = heap[0][0] if heap else float("inf")
+        now = min(t_arr, t_evt)
+        woke = False
+        while heap and heap[0][0] <= now:
+            _, kind, _, ver, sj = heapq.heappop(heap)
+            if ver != sj.version:
+                continue
+            if kind == _DONE:
+                stop(sj, now)
+                sj.remaining = 0.0
+                sj.end_time = now
+                finished.append(sj)
+            else:
+                woke = True
+                if cached_running:
+                    sj.static_key = ranker.key(sj, now)
+                nxt = ranker.next_change(sj, now)
+                end = sj.seg_start + sj.remaining / sj.speed
+                if nxt is not None and nxt < end:
+                    heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
+        while ai < n and arrivals[ai].submit <= now:
+            sj = arrivals[ai]
+            ai += 1
+            enqueue(sj, now)
+        del woke
+        if needs_usage:
+            refresh_usage(now)
+        if discipline == "preemptive":
+            pass_preemptive(now)
+        elif discipline == "backfill":
+            pass_backfill(now)
+        else:
+            pass_strict(now, skip=discipline == "firstfit")
+    return ClusterResult(spec, sims, qd, preemptions)
+
+
+def fewest_nodes(jobs: list, gpus_per_node: int) -> int:
+    """The fewest nodes that fit the largest job (at least one)."""
+    return max([1] + [min_nodes(j.num_gpus, gpus_per_node) for j in jobs])
+
+
+RunFn = Callable[..., ClusterResult]

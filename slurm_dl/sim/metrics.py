@@ -1,0 +1,119 @@
+"""Metrics over finished simulated jobs (pure)."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+from .engine import ClusterResult
+from .state import SimJob
+
+
+def percentile(sorted_values: Sequence[float], p: float) -> float:
+    """Linear-interpolated percentile (numpy's default) of already sorted values."""
+    if not sorted_values:
+        return 0.0
+    k = (len(sorted_values) - 1) * p / 100.0
+    lo = math.floor(k)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def jain(values: Iterable[float]) -> float:
+    """Jain's fairness index: (Σx)² / (n Σx²); 1.0 = all equal."""
+    xs = [v for v in values]
+    if not xs:
+        return 1.0
+    sq = sum(x * x for x in xs)
+    return (sum(xs) ** 2) / (len(xs) * sq) if sq else 1.0
+
+
+def jct(sj: SimJob) -> float:
+    return (sj.end_time or 0.0) - sj.submit
+
+
+def summarize(results: Sequence[ClusterResult]) -> dict:
+    """The per-policy JSON object (without ``per_account`` ρ, which needs isolated runs)."""
+    jobs = [sj for r in results for sj in r.jobs]
+    total_gpus = sum(r.cluster.total_gpus for r in results)
+    jcts = sorted(jct(sj) for sj in jobs)
+    n = len(jobs)
+    first = min((sj.submit for sj in jobs), default=0.0)
+    last = max((sj.end_time or 0.0 for sj in jobs), default=0.0)
+    makespan = last - first
+    gpu_time = sum(sj.gpus * sj.executed0 for sj in jobs)
+    deadline_jobs = [sj for sj in jobs if sj.deadline is not None]
+    strict = [sj for sj in deadline_jobs if sj.job.tags.get("job_type", "strict") == "strict"]
+    soft = [sj for sj in jobs if sj.job.soft_deadlines and sj.job.tags.get("job_type") == "soft"]
+    best = [sj for sj in jobs if sj.job.tags.get("job_type") == "best"]
+    out = {
+        "jobs": n,
+        "avg_jct_s": sum(jcts) / n if n else 0.0,
+        "median_jct_s": percentile(jcts, 50),
+        "p99_jct_s": percentile(jcts, 99),
+        "avg_queue_s": sum(sj.queue_s for sj in jobs) / n if n else 0.0,
+        "makespan_s": makespan,
+        "utilization": gpu_time / (total_gpus * makespan) if total_gpus and makespan > 0 else 0.0,
+        "preemptions": sum(sj.preemptions for sj in jobs),
+        "preemptions_per_job": sum(sj.preemptions for sj in jobs) / n if n else 0.0,
+        "total_gpus": total_gpus,
+    }
+    if strict:
+        hits = sum(1 for sj in strict if (sj.end_time or 0.0) <= sj.deadline)
+        out["deadline_jobs"] = len(strict)
+        out["deadline_hit_rate"] = hits / len(strict)
+        out["deadline_miss_rate"] = 1.0 - hits / len(strict)
+        if best:
+            out["best_effort_avg_jct_s"] = sum(jct(sj) for sj in best) / len(best)
+    if soft:
+        earned = 0.0
+        top = 0.0
+        for sj in soft:
+            steps = sj.job.soft_deadlines
+            top += max(v for _, v in steps)
+            earned += next((v for t, v in steps if (sj.end_time or 0.0) <= t), 0.0)
+        out["soft_jobs"] = len(soft)
+        out["value_earned"] = earned
+        out["value_earned_fraction"] = earned / top if top else 0.0
+    per: dict[str, dict] = {}
+    for sj in jobs:
+        a = per.setdefault(sj.account, {"jobs": 0, "sum_jct": 0.0, "sum_queue": 0.0, "preemptions": 0})
+        a["jobs"] += 1
+        a["sum_jct"] += jct(sj)
+        a["sum_queue"] += sj.queue_s
+        a["preemptions"] += sj.preemptions
+    out["per_account"] = {
+        k: {"jobs": v["jobs"], "avg_jct_s": v["sum_jct"] / v["jobs"], "avg_queue_s": v["sum_queue"] / v["jobs"],
+            "preemptions": v["preemptions"]}
+        for k, v in sorted(per.items())
+    }
+    return out
+
+
+def add_fairness(summary: dict, isolated_avg_jct: dict[str, float]) -> None:
+    """ρ per account = mean JCT here / mean JCT in its isolated run; Jain's index and worst ρ."""
+    rhos = []
+    for acct, row in summary["per_account"].items():
+        iso = isolated_avg_jct.get(acct)
+        rho = row["avg_jct_s"] / iso if iso else 1.0
+        row["isolated_avg_jct_s"] = iso
+        row["rho"] = rho
+        rhos.append(rho)
+    summary["jain_rho"] = jain(rhos)
+    summary["max_rho"] = max(rhos) if rhos else 1.0
+
+
+def queue_series(results: Sequence[ClusterResult], points: int = 2000) -> tuple[list[float], list[int]]:
+    """Pending-job count over time (all clusters together), down-sampled to about ``points``."""
+    deltas = sorted(d for r in results for d in r.queue_deltas)
+    if not deltas:
+        return [], []
+    times, counts = [], []
+    q = 0
+    step = max(1, len(deltas) // points)
+    for i, (t, d) in enumerate(deltas):
+        q += d
+        if i % step == 0 or i == len(deltas) - 1:
+            times.append(t)
+            counts.append(q)
+    return times, counts

@@ -1,0 +1,82 @@
+"""GPU placement inside one simulated cluster (pure; a list of free-GPU counts per node).
+
+The consolidated rule (Helios ``consolidate`` placer, the fidelity semantics):
+
+* ``g ≤ G`` (G = GPUs per node): one node, best fit — the node with the fewest free GPUs that
+  still fit, lowest index on ties;
+* ``g = kG``: k wholly free nodes (lowest indexes);
+* ``g = kG + r``: k wholly free nodes plus r GPUs on one more node — as Helios does, the node
+  with the most free GPUs among the rest (lowest index on ties).
+
+``spread`` (optional, for placement-sensitivity studies): when the consolidated rule fails, a job
+may take GPUs from any nodes, fullest-free first, so it runs spread over more nodes than needed.
+
+slurm_dl/packing.py (the policy engineer's, topology-aware) serves the live prioritizer; this
+module is the simulator's exact, allocation-free fast path for the Helios rule.
+"""
+
+from __future__ import annotations
+
+Allocation = tuple[tuple[int, int], ...]  # (node index, GPUs) pairs
+
+
+def place_consolidated(free: list[int], gpus: int, per_node: int) -> Allocation | None:
+    if gpus <= per_node:
+        best = -1
+        best_free = per_node + 1
+        for i, f in enumerate(free):
+            if gpus <= f < best_free:
+                best, best_free = i, f
+                if f == gpus:
+                    break
+        return ((best, gpus),) if best >= 0 else None
+    k, r = divmod(gpus, per_node)
+    whole = [i for i, f in enumerate(free) if f == per_node]
+    if len(whole) < k:
+        return None
+    alloc = [(i, per_node) for i in whole[:k]]
+    if r:
+        taken = set(whole[:k])
+        best, best_free = -1, -1
+        for i, f in enumerate(free):
+            if i not in taken and f > best_free:
+                best, best_free = i, f
+        if best < 0 or best_free < r:
+            return None
+        alloc.append((best, r))
+    return tuple(alloc)
+
+
+def place_spread(free: list[int], gpus: int, per_node: int) -> Allocation | None:
+    alloc = place_consolidated(free, gpus, per_node)
+    if alloc is not None or sum(free) < gpus:
+        return alloc
+    out = []
+    need = gpus
+    for i in sorted(range(len(free)), key=lambda i: (-free[i], i)):
+        if need == 0:
+            break
+        take = min(free[i], need)
+        if take:
+            out.append((i, take))
+            need -= take
+    return tuple(out)
+
+
+def min_nodes(gpus: int, per_node: int) -> int:
+    return -(-gpus // per_node)
+
+
+def slowdown(model_info: dict | None, model: str, gpus: int, nodes: int, per_node: int) -> float:
+    """Relative speed (≤ 1) of a job spread over ``nodes`` nodes, from chronus/model_info.json.
+
+    1.0 when the job uses the fewest nodes it can, the model is unknown, or the table lacks the
+    (GPUs, nodes) entry (then the nearest smaller node count's entry is used, if any).
+    """
+    if nodes <= min_nodes(gpus, per_node) or not model_info or model not in model_info:
+        return 1.0
+    table = model_info[model].get(str(gpus))
+    if not table:
+        return 1.0
+    known = sorted(int(n) for n in table if int(n) <= nodes)
+    return float(table[str(known[-1])]) if known else 1.0

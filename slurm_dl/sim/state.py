@@ -1,0 +1,108 @@
+"""The simulator's per-job state (mutable, engine-private) and the preemption-cost rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import Job
+
+
+class SimJob:
+    """One trace job inside the engine. Times in trace seconds; work in seconds at full speed."""
+
+    __slots__ = (
+        "seq", "job", "gpus", "submit", "duration", "remaining", "running", "seg_start", "speed",
+        "attained0", "executed0", "preemptions", "alloc", "first_start", "queue_s", "pend_since",
+        "end_time", "version", "account", "deadline", "static_key",
+    )
+
+    def __init__(self, seq: int, job: Job):
+        self.seq = seq
+        self.job = job
+        self.gpus = job.num_gpus
+        self.submit = job.submit_time
+        self.duration = float(job.duration or 0.0)
+        self.remaining = self.duration
+        self.running = False
+        self.seg_start = 0.0
+        self.speed = 1.0
+        self.attained0 = 0.0  # GPU-seconds attained before the current run segment
+        self.executed0 = 0.0  # wall seconds executed before the current run segment
+        self.preemptions = 0
+        self.alloc: tuple[tuple[int, int], ...] = ()
+        self.first_start: float | None = None
+        self.queue_s = 0.0
+        self.pend_since = self.submit
+        self.end_time: float | None = None
+        self.version = 0
+        self.account = job.account
+        self.deadline = job.deadline
+        self.static_key: tuple = ()
+
+    # --- views at time ``now`` --------------------------------------------------------------
+    def attained(self, now: float) -> float:
+        if self.running:
+            return self.attained0 + self.gpus * (now - self.seg_start)
+        return self.attained0
+
+    def executed(self, now: float) -> float:
+        if self.running:
+            return self.executed0 + (now - self.seg_start)
+        return self.executed0
+
+    def remaining_at(self, now: float) -> float:
+        if self.running:
+            return self.remaining - (now - self.seg_start) * self.speed
+        return self.remaining
+
+    def sync_job(self, now: float) -> Job:
+        """Copy the engine's view onto the model Job (for policies that read ``Job`` fields)."""
+        j = self.job
+        j.attained_gpu_s = self.attained(now)
+        j.executed_s = self.executed(now)
+        j.restarts = self.preemptions
+        return j
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionCost:
+    """What a preemption costs a job, added to its remaining work (as Helios does).
+
+    ``restart_s``: a fixed restart delay in seconds, or ``None`` for the Helios rule (7 s for
+    1 GPU, 30 s for 2–8 GPUs, 60 s above). ``checkpoint_interval_s``: when set, the work done
+    since the last periodic checkpoint of the current run is lost as well (periodic checkpoints
+    every interval from the run's start); when ``None``, the job checkpoints on the preemption
+    signal and loses nothing (Helios).
+    """
+
+    restart_s: float | None = 0.0
+    checkpoint_interval_s: float | None = None
+
+    @classmethod
+    def parse(cls, text: str, checkpoint_interval_s: float | None = None) -> "PreemptionCost":
+        t = str(text).strip().lower()
+        if t == "helios":
+            return cls(None, checkpoint_interval_s)
+        try:
+            v = float(t)
+        except ValueError:
+            raise ValueError(f"--preempt-cost: got {text!r}; allowed: seconds (≥ 0) or 'helios'") from None
+        if v < 0:
+            raise ValueError(f"--preempt-cost: got {text!r}; allowed: seconds (≥ 0) or 'helios'")
+        return cls(v, checkpoint_interval_s)
+
+    def restart(self, gpus: int) -> float:
+        if self.restart_s is not None:
+            return self.restart_s
+        return 7.0 if gpus == 1 else 30.0 if gpus <= 8 else 60.0
+
+    def lost_work(self, run_seconds: float) -> float:
+        if not self.checkpoint_interval_s:
+            return 0.0
+        return run_seconds % self.checkpoint_interval_s
+
+    def describe(self) -> str:
+        base = "helios (7/30/60 s)" if self.restart_s is None else f"{self.restart_s:g} s"
+        if self.checkpoint_interval_s:
+            base += f" + work since last checkpoint (every {self.checkpoint_interval_s:g} s)"
+        return base

@@ -1,0 +1,195 @@
+"""Trace readers: each turns one public trace format into :class:`slurm_dl.model.Job` objects.
+
+Every job gets ``duration`` (true run time, seconds) and ``submit_time`` in seconds from the
+trace's own origin. Rows are numbered from the file's line numbers, and the job order returned
+is the file order (the simulator's tie-break for equal submit times). A bad row raises
+:class:`~slurm_dl.errors.TraceError` naming the file and the line.
+
+Formats
+-------
+``philly``   ``timestamp,duration,num_gpus,gpu_time,cluster`` — timestamp ``YYYY-MM-DD HH:MM:SS``
+             (UTC), duration in seconds; ``cluster`` (the VC) becomes the account and the user.
+``chronus``  ``job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,
+             expect_time_list,expect_value_list,best_effort,job_type`` — times in MINUTES (converted
+             to seconds here); ``user`` (``vc_XXXX``) is the account; ``strict`` jobs get a hard
+             ``deadline = submit + expect_time``; ``soft`` jobs get ``soft_deadlines`` of
+             (time, value) steps; ``best`` jobs have none.
+``tiresias`` ``job_id,num_gpu,submit_time,iterations,model_name,duration,interval`` — seconds.
+``csv``      slurm-dl's own plain CSV. Required columns: ``submit_time`` (seconds, or
+             ``YYYY-MM-DD HH:MM:SS``), ``duration`` (seconds), ``num_gpus``. Optional: ``job_id``,
+             ``user``, ``account``, ``name``, ``time_limit`` (seconds), ``deadline`` (seconds,
+             absolute, same clock as submit_time), ``job_class``, ``checkpointable`` (0/1).
+"""
+
+from __future__ import annotations
+
+import csv
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..errors import TraceError
+from ..model import Job, JobClass
+
+FORMATS = ("philly", "chronus", "tiresias", "csv")
+_TS = "%Y-%m-%d %H:%M:%S"
+
+
+def parse_time(value: str) -> float:
+    """``YYYY-MM-DD[ HH:MM[:SS]]`` (UTC) or plain seconds → seconds (epoch for dates)."""
+    v = value.strip()
+    try:
+        return float(v)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(v).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        pass
+    for fmt in (_TS, "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            return datetime.strptime(v, fmt).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            continue
+    raise ValueError(f"not a time: {value!r} (use YYYY-MM-DD[ HH:MM:SS] or seconds)")
+
+
+def _num(row: dict, col: str, kind: Callable = float, minimum: float | None = None):
+    raw = row.get(col)
+    if raw is None or str(raw).strip() == "":
+        raise ValueError(f"column {col!r} is missing or empty")
+    try:
+        v = kind(float(raw)) if kind is int else kind(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"column {col!r}: {raw!r} is not a number") from None
+    if minimum is not None and v < minimum:
+        raise ValueError(f"column {col!r}: {raw!r} is below {minimum}")
+    return v
+
+
+def _philly(row: dict, line: int) -> Job:
+    vc = (row.get("cluster") or "").strip()
+    if not vc:
+        raise ValueError("column 'cluster' is empty")
+    return Job(
+        job_id=line - 1, user=vc, account=vc, num_gpus=_num(row, "num_gpus", int, 1),
+        submit_time=parse_time(row.get("timestamp") or ""), duration=_num(row, "duration", float, 0),
+    )
+
+
+def _steps(times: str, values: str) -> tuple[tuple[float, float], ...]:
+    ts = [float(x) * 60.0 for x in times.split("-") if x]
+    vs = [float(x) for x in values.split("-") if x]
+    if len(ts) != len(vs):
+        raise ValueError(f"expect_time_list {times!r} and expect_value_list {values!r} differ in length")
+    return tuple(zip(ts, vs))
+
+
+def _chronus(row: dict, line: int) -> Job:
+    submit = _num(row, "submit_time", float, 0) * 60.0
+    kind = (row.get("job_type") or "").strip()
+    user = (row.get("user") or "").strip()
+    job = Job(
+        job_id=_num(row, "job_id", int, 0), user=user, account=user, name=(row.get("model_name") or "").strip(),
+        num_gpus=_num(row, "num_gpu", int, 1), submit_time=submit,
+        duration=_num(row, "duration", float, 0) * 60.0, tags={"job_type": kind},
+    )
+    if kind == "strict":
+        steps = _steps(row.get("expect_time_list") or "", row.get("expect_value_list") or "")
+        if not steps:
+            raise ValueError("strict job without expect_time_list")
+        job.deadline = submit + steps[0][0]
+        job.soft_deadlines = ((job.deadline, steps[0][1]),)
+    elif kind == "soft":
+        steps = _steps(row.get("expect_time_list") or "", row.get("expect_value_list") or "")
+        job.soft_deadlines = tuple((submit + t, v) for t, v in steps)
+    elif kind != "best":
+        raise ValueError(f"column 'job_type': {kind!r}; allowed: strict, soft, best")
+    return job
+
+
+def _tiresias(row: dict, line: int) -> Job:
+    return Job(
+        job_id=_num(row, "job_id", int, 0), user="default", account="default",
+        name=(row.get("model_name") or "").strip(), num_gpus=_num(row, "num_gpu", int, 1),
+        submit_time=_num(row, "submit_time", float, 0), duration=_num(row, "duration", float, 0),
+    )
+
+
+def _plain(row: dict, line: int) -> Job:
+    account = (row.get("account") or row.get("user") or "default").strip()
+    job = Job(
+        job_id=int(_num(row, "job_id", int, 0)) if row.get("job_id") else line - 1,
+        user=(row.get("user") or account).strip(), account=account, name=(row.get("name") or "").strip(),
+        num_gpus=_num(row, "num_gpus", int, 1), submit_time=parse_time(row.get("submit_time") or ""),
+        duration=_num(row, "duration", float, 0),
+    )
+    if row.get("time_limit"):
+        job.time_limit = _num(row, "time_limit", float, 1)
+    if row.get("deadline"):
+        job.deadline = parse_time(row["deadline"])
+    if row.get("job_class"):
+        job.job_class = JobClass.parse(row["job_class"])
+    if row.get("checkpointable"):
+        job.checkpointable = row["checkpointable"].strip() not in ("0", "false", "no")
+    return job
+
+
+_READERS: dict[str, tuple[Callable[[dict, int], Job], tuple[str, ...]]] = {
+    "philly": (_philly, ("timestamp", "duration", "num_gpus", "cluster")),
+    "chronus": (_chronus, ("job_id", "user", "num_gpu", "submit_time", "duration", "job_type")),
+    "tiresias": (_tiresias, ("job_id", "num_gpu", "submit_time", "duration")),
+    "csv": (_plain, ("submit_time", "duration", "num_gpus")),
+}
+
+
+def iter_trace(path: str | Path, fmt: str) -> Iterator[Job]:
+    if fmt not in _READERS:
+        raise TraceError(f"unknown trace format {fmt!r}; allowed: {', '.join(FORMATS)}")
+    reader, required = _READERS[fmt]
+    p = Path(path)
+    try:
+        fh = p.open(newline="", encoding="utf-8")
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read the trace: {e.strerror or e}") from None
+    with fh:
+        rows = csv.DictReader(fh)
+        missing = [c for c in required if c not in (rows.fieldnames or [])]
+        if missing:
+            raise TraceError(f"{p}:1: not a {fmt} trace: missing column(s) {', '.join(missing)}")
+        for row in rows:
+            line = rows.line_num
+            try:
+                yield reader(row, line)
+            except ValueError as e:
+                raise TraceError(f"{p}:{line}: {e}") from None
+
+
+def read_trace(path: str | Path, fmt: str, start: float | None = None, end: float | None = None) -> list[Job]:
+    """All jobs of the trace submitted in ``[start, end)`` (bounds optional), in file order."""
+    out = []
+    for job in iter_trace(path, fmt):
+        if start is not None and job.submit_time < start:
+            continue
+        if end is not None and job.submit_time >= end:
+            continue
+        out.append(job)
+    return out
+
+
+def read_cluster_sizes(path: str | Path) -> dict[str, int]:
+    """``vc,node num`` CSV (Helios ``philly_vc.csv``) → {vc: nodes}."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read the VC sizes: {e.strerror or e}") from None
+    out: dict[str, int] = {}
+    for i, line in enumerate(lines, 1):
+        parts = [x.strip() for x in line.split(",")]
+        if i == 1 and not parts[-1].isdigit():
+            continue
+        if len(parts) != 2 or not parts[1].isdigit() or int(parts[1]) < 1:
+            raise TraceError(f"{p}:{i}: expected 'vc,nodes' with nodes ≥ 1, got {line!r}")
+        out[parts[0]] = int(parts[1])
+    return out
