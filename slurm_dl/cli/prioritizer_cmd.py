@@ -17,7 +17,21 @@ from .common import expected_errors, fail
 
 app = typer.Typer(help="The prioritizer daemon: scores, SiteFactor, preemption.", no_args_is_help=True)
 
-ConfigOpt = typer.Option(..., "--config", "-c", help="site config TOML", exists=False)
+ConfigOpt = typer.Option(
+    None, "--config", "-c", envvar="SLURM_DL_CONFIG",
+    help="site config TOML (default: $SLURM_DL_CONFIG, else ./site-configs/testbed.toml)",
+)
+
+
+def _config_path(path: Optional[Path]) -> Path:
+    if path is not None:
+        return path
+    default = Path("site-configs") / "testbed.toml"
+    if default.is_file():
+        return default
+    from slurm_dl.errors import ConfigError
+
+    raise ConfigError("--config", ["no site config given (--config or SLURM_DL_CONFIG) and no ./site-configs/testbed.toml"])
 DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store; overrides site.database_url")
 
 
@@ -27,14 +41,14 @@ def _setup(config: Path, db: Optional[str], dry_run: bool = False):
     from slurm_dl.slurm import CliBackend
     from slurm_dl.store import Store
 
-    cfg = load_config(config)
+    cfg = load_config(_config_path(config))
     store = Store(db or cfg.site.database_url)
     return Prioritizer(cfg, CliBackend(), store, dry_run=dry_run)
 
 
 @app.command()
 def once(
-    config: Path = ConfigOpt,
+    config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="compute everything, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="print the cycle report as JSON"),
@@ -52,7 +66,7 @@ def once(
 
 @app.command()
 def run(
-    config: Path = ConfigOpt,
+    config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
     max_cycles: Optional[int] = typer.Option(None, "--max-cycles", min=1, help="stop after N cycles (tests)"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="log every cycle, not only actions"),
@@ -76,7 +90,7 @@ def run(
 
 def explain(
     job_id: int = typer.Argument(..., help="Slurm job id"),
-    config: Path = ConfigOpt,
+    config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
     as_json: bool = typer.Option(False, "--json", help="print the explanation as JSON"),
 ) -> None:
@@ -86,8 +100,11 @@ def explain(
         from slurm_dl.explain import render_explanation
         from slurm_dl.store import Store
 
-        cfg = load_config(config)
-        store = Store(db or cfg.site.database_url)
+        cfg = load_config(_config_path(config))
+        url = db or cfg.site.database_url
+        if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+            raise fail(f"no prioritizer store at {url} (has `slurm-dl prioritizer run` used it? see --db)")
+        store = Store(url)
         expl = store.explanation(job_id)
         decisions = [
             {"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)

@@ -49,3 +49,33 @@ def test_waiting_reason_prefers_a_planned_preemption():
     assert waiting_reason(job, 0, [7, 5]) == "preemption of job(s) 5, 7 to free GPUs"
     assert "Slurm reason: Dependency" == waiting_reason(Job(4, state_reason="Dependency"), 8)
     assert waiting_reason(Job(5, state=JobState.RUNNING), 0) == ""
+
+
+def test_explain_cli_reads_the_store(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from slurm_dl.cli.main import app
+    from slurm_dl.store import CycleWrite, Store
+
+    cfg, led = _setup()
+    policy = get_policy("combined", cfg)
+    ctx = PolicyContext(now=100.0, ledger=led, config=cfg, total_gpus=32)
+    job = Job(2, account="busy", num_gpus=1, submit_time=50.0)
+    e = explain_job(job, ctx, policy, score=0.5, site_factor=500, rank=0, ranked=1, half_life_s=3600.0)
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    Store(url).save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led, explanations={2: e},
+                                     decisions=[(2, "priority", 500, "score 0.5000 -> SiteFactor 500")]))
+    conf = str(ROOT / "site-configs" / "testbed.toml")
+    runner = CliRunner()
+    r = runner.invoke(app, ["explain", "2", "--json", "--config", conf, "--db", url])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["site_factor"] == 500 and doc["decisions"][0]["kind"] == "priority"
+    r = runner.invoke(app, ["explain", "2", "--config", conf, "--db", url])
+    assert r.exit_code == 0 and "SiteFactor 500" in r.stdout
+    r = runner.invoke(app, ["explain", "99", "--config", conf, "--db", url])
+    assert r.exit_code == 1 and "job 99" in r.output
+    r = runner.invoke(app, ["explain", "2", "--config", conf, "--db", f"sqlite:///{tmp_path / 'none.db'}"])
+    assert r.exit_code == 1 and "no prioritizer store" in r.output
