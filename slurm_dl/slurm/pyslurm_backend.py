@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
 from ..model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
-from .cli_backend import CliBackend, with_site_factors
+from .cli_backend import CliBackend, with_node_gpu_types, with_site_factors
 from .parse import job_from_squeue
 from .protocol import SiteFactorResult, group_by_value
 
@@ -173,8 +173,9 @@ class PyslurmBackend:
     def snapshot(self, now: float | None = None) -> ClusterSnapshot:
         taken_at = time.time() if now is None else float(now)
         topo = self.topology()
-        jobs = with_site_factors(self.jobs(), self.site_factors())
-        return ClusterSnapshot(taken_at, jobs, self.nodes(topo), self.partitions(), topo)
+        nodes = self.nodes(topo)
+        jobs = with_node_gpu_types(with_site_factors(self.jobs(), self.site_factors()), nodes)
+        return ClusterSnapshot(taken_at, jobs, nodes, self.partitions(), topo)
 
     # -- writing --------------------------------------------------------------------------
     def submit(self, script: str | Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> int:

@@ -16,7 +16,7 @@ import pytest
 
 from slurm_dl.errors import JobNotFoundError, SlurmNotInstalledError, SlurmUnavailableError
 from slurm_dl.model import Job, JobState
-from slurm_dl.slurm import SlurmBackend, get_backend
+from slurm_dl.slurm import CliBackend, SlurmBackend, get_backend
 from slurm_dl.slurm.pyslurm_backend import pyslurm_unavailable_reason
 from slurm_dl.testbed import Testbed
 
@@ -25,8 +25,9 @@ NO_SUCH_JOB = 987654321
 SLEEPER = "#!/bin/bash\nsleep 300\n"
 
 
-@pytest.fixture(params=["cli", "pyslurm"])
+@pytest.fixture(params=["cli", "cli-json", "pyslurm"])
 def backend(request: pytest.FixtureRequest, testbed: Testbed) -> SlurmBackend:
+    """``cli`` reads jobs with ``squeue -O`` (default), ``cli-json`` with ``squeue --json``."""
     if request.param == "pyslurm":
         reason = pyslurm_unavailable_reason(testbed.env())
         if reason:
@@ -35,6 +36,8 @@ def backend(request: pytest.FixtureRequest, testbed: Testbed) -> SlurmBackend:
             return get_backend("pyslurm", env=testbed.env())
         except SlurmNotInstalledError as e:
             pytest.skip(str(e))
+    if request.param == "cli-json":
+        return CliBackend(testbed.env(), job_reader="json")
     return get_backend(request.param, env=testbed.env())
 
 

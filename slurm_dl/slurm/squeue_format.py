@@ -1,0 +1,105 @@
+"""The fast job reader: ``squeue -h -t PD,R,CG,S -O <fields>`` with a unit-separator suffix.
+
+Why not ``squeue --json`` by default: in 22.05 its serializer is the bottleneck (5,000 pending
+jobs = 15.7 MB of JSON, ~1.5-1.9 s for squeue alone, measured on the testbed), while ``-O`` prints
+the same fields in ~0.1 s, and it honours ``-t`` so finished jobs are not even sent.
+``SLURM_TIME_FORMAT=%s`` makes Slurm print times as epoch seconds. Field size 0 = no padding,
+no truncation. Values cannot contain the separator (0x1f), which Slurm never emits.
+
+``parse_squeue_format`` is pure and maps each record to the ``squeue --json`` record shape, so one
+parser (``parse.job_from_squeue``) builds every ``Job`` whichever way it was read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..model import Job, JobState
+from .parse import _duration_s, job_from_squeue
+
+SEP = "\x1f"
+ACTIVE_STATES = "PD,R,CG,S"
+TIME_FORMAT_ENV = {"SLURM_TIME_FORMAT": "%s"}
+
+# (squeue -O field, squeue --json key)
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("JobID", "job_id"),
+    ("UserName", "user_name"),
+    ("Account", "account"),
+    ("Name", "name"),
+    ("Partition", "partition"),
+    ("State", "job_state"),
+    ("Reason", "state_reason"),
+    ("tres-per-node", "tres_per_node"),
+    ("tres-per-job", "tres_per_job"),
+    ("NumNodes", "node_count"),
+    ("TimeLimit", "time_limit"),
+    ("SubmitTime", "submit_time"),
+    ("StartTime", "start_time"),
+    ("EligibleTime", "eligible_time"),
+    ("Deadline", "deadline"),
+    ("Nice", "nice"),
+    ("PriorityLong", "priority"),
+    ("RestartCnt", "restart_cnt"),
+    ("NodeList", "nodes"),
+    ("Comment", "comment"),
+    ("admin_comment", "admin_comment"),
+)
+
+
+def format_argument() -> str:
+    return ",".join(f"{name}:0{SEP}" for name, _ in FIELDS)
+
+
+def squeue_format_argv(states: str = ACTIVE_STATES) -> list[str]:
+    return ["squeue", "-h", "-t", states, "-O", format_argument()]
+
+
+_EMPTY = {"", "(null)", "N/A", "n/a", "None assigned"}
+_INT_KEYS = {"job_id", "node_count", "nice", "priority", "restart_cnt", "submit_time", "start_time",
+             "eligible_time", "deadline"}
+
+
+def _value(key: str, text: str) -> Any:
+    text = text.strip() if key not in ("comment", "admin_comment", "name") else text
+    if text in _EMPTY:
+        return None
+    if key == "time_limit":
+        seconds = _duration_s(text)
+        return None if seconds is None else int(seconds // 60)
+    if key in _INT_KEYS:
+        try:
+            return int(text)
+        except ValueError:
+            return None
+    return text
+
+
+def record_from_format_line(line: str) -> dict[str, Any] | None:
+    parts = line.split(SEP)
+    if len(parts) < len(FIELDS):
+        return None
+    rec = {key: _value(key, parts[i]) for i, (_, key) in enumerate(FIELDS)}
+    if rec["job_id"] is None:
+        return None
+    if rec["state_reason"] is None:
+        rec["state_reason"] = "None"
+    return rec
+
+
+def parse_squeue_format(text: str, states: Iterable[JobState] | None = None) -> list[Job]:
+    """Jobs from ``squeue -O`` output made with ``format_argument()`` (pending and active by default)."""
+    wanted = set(states) if states is not None else None
+    out: list[Job] = []
+    for line in text.splitlines():
+        rec = record_from_format_line(line)
+        if rec is None:
+            continue
+        job = job_from_squeue(rec)
+        if wanted is None:
+            if job.state.finished or job.state is JobState.OTHER:
+                continue
+        elif job.state not in wanted:
+            continue
+        out.append(job)
+    return out
