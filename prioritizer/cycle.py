@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from slurm_dl.config import SiteConfig
 from slurm_dl.explain import explain_job, waiting_reason
 from slurm_dl.ledger import Ledger
-from slurm_dl.model import ClusterSnapshot, Job
+from slurm_dl.model import ClusterSnapshot
 from slurm_dl.policy import PolicyContext, get_policy
 from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Protocol, Sequence
 
-from slurm_dl.errors import JobNotFoundError, SlurmError
+from slurm_dl.errors import JobNotFoundError
 from slurm_dl.model import ClusterSnapshot, JobState
 from slurm_dl.store import PREEMPTION_OPEN_STATES, Store
 
@@ -125,6 +125,5 @@ def start(
             log.info("signalled job %d (%s) for job %d: %s", victim_id, signal, intent.need, intent.reason)
 
 
-Planner = Callable[..., list[PreemptionIntent]]
 
-__all__ = ["PREEMPTION_OPEN_STATES", "PreemptionIntent", "PreemptionReport", "advance_open", "start", "SlurmError"]
+__all__ = ["PREEMPTION_OPEN_STATES", "PreemptionIntent", "PreemptionReport", "advance_open", "start"]

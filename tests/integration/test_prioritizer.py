@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import pytest
 
 from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store
