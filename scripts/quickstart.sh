@@ -76,19 +76,46 @@ step_show_placement() {
   return 0
 }
 
+step_dlsubmit() {
+  banner "dlsubmit: a checkpointing training job and a resumable inference job (output in $OUT_DIR/dlsubmit)"
+  local work="$OUT_DIR/dlsubmit"
+  mkdir -p "$work"
+  cat >"$work/train.py" <<'PY'
+import json, os, signal, time
+stop = []
+signal.signal(signal.SIGUSR2, lambda *a: stop.append(1))  # preemption: checkpoint and exit
+ck = os.path.join(os.environ["CKPT_DIR"], "state.json")
+state = json.load(open(os.environ["RESUME_FROM"])) if os.environ.get("RESUME_FROM") else {"step": 0, "w": 1.0}
+while state["step"] < 20 and not stop:
+    state = {"step": state["step"] + 1, "w": state["w"] * 0.9 + 0.1}
+    json.dump(state, open(ck + ".tmp", "w")); os.replace(ck + ".tmp", ck)  # write, then rename
+    time.sleep(0.5)
+print("state", state)
+PY
+  printf 'item-%02d\n' $(seq 1 10) >"$work/items.txt"
+  (
+    cd "$work"
+    dlsubmit train --gpus 2 --time 10 --name qs-train -- python3 train.py
+    dlsubmit infer --gpus 1 --time 10 --name qs-infer --inputs items.txt -- python3 -c 'import sys; print("done", sys.argv[1])' {item}
+    sleep 2
+    dlsubmit status
+  )
+}
+
 step_howto() {
   banner "the cluster stays up"
   cat <<MSG
   use it from a shell:   eval "\$(slurm-dl testbed env --dir $TESTBED_DIR)"
                          sinfo; squeue; sbatch --gpus=2 --wrap 'echo \$CUDA_VISIBLE_DEVICES'
   job output:            $OUT_DIR/
+  dlsubmit jobs:         cd $OUT_DIR/dlsubmit && dlsubmit status
   logs:                  $TESTBED_DIR/log/
   status:                slurm-dl testbed status --dir $TESTBED_DIR
   take it down:          slurm-dl testbed down --dir $TESTBED_DIR
 MSG
 }
 
-STEPS=(step_setup step_testbed_up step_submit_gpu_jobs step_show_placement step_howto)
+STEPS=(step_setup step_testbed_up step_submit_gpu_jobs step_show_placement step_dlsubmit step_howto)
 
 for step in "${STEPS[@]}"; do
   "$step"

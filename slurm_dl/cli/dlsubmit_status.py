@@ -9,6 +9,7 @@ and asks the prioritizer why a pending job waits when the prioritizer is install
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -23,10 +24,13 @@ from ..render import RenderedJob
 
 
 def state_dir() -> Path:
+    """Records per cluster: job ids repeat across clusters (one subdirectory per SLURM_CONF)."""
     if os.environ.get("SLURM_DL_STATE_DIR"):
-        return Path(os.environ["SLURM_DL_STATE_DIR"])
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "slurm-dl" / "jobs"
+        base = Path(os.environ["SLURM_DL_STATE_DIR"])
+    else:
+        base = Path(os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")) / "slurm-dl" / "jobs"
+    conf = os.environ.get("SLURM_CONF", "")
+    return base / (hashlib.sha256(conf.encode()).hexdigest()[:12] if conf else "default")
 
 
 def output_path(pattern: str, job_id: int) -> str:
@@ -116,6 +120,8 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | N
     rows = []
     for job in jobs:
         record = load_record(job.job_id)
+        if record is not None and record.get("name") != job.name:
+            record = None  # the id was reused (another cluster or a reset one): not our job
         if job_id is not None:
             if job.job_id != job_id:
                 continue
@@ -149,7 +155,7 @@ def print_status(rows: list[dict[str, Any]]) -> None:
         why = (r["explain"] or (f"{r['reason']} (no prioritizer data)" if r["reason"] else "no prioritizer data")) \
             if r["state"] == "PENDING" else ",".join(r["nodes"])
         table.add_row(str(r["job_id"]), r["name"], r["kind"] or "-", r["state"], str(r["restarts"]), why,
-                      r["last_checkpoint"] or "-")
+                      Path(r["last_checkpoint"]).name if r["last_checkpoint"] else "-")
     console.print(table)
     for r in rows:
         for line in r["events"]:

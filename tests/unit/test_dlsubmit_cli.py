@@ -160,3 +160,12 @@ def test_status_shows_the_prioritizers_explanation_when_its_store_has_one(tmp_pa
     # No store file: no prioritizer data, and none is created.
     (row,) = describe_jobs(jobs, 77, f"sqlite:///{tmp_path / 'absent.db'}")
     assert row["explain"] is None and not (tmp_path / "absent.db").exists()
+
+
+def test_status_ignores_records_of_a_reused_job_id(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = render(JobSpec(kind="train", command=("x",), name="mine"), load_config(TESTBED_CONFIG))
+    save_record(5, job, isolated)
+    assert describe_jobs([Job(job_id=5, name="someone-else", state=JobState.RUNNING)], None) == []
+    assert [r["kind"] for r in describe_jobs([Job(job_id=5, name="mine", state=JobState.RUNNING)], None)] == ["train"]
+    monkeypatch.setenv("SLURM_CONF", "/other/cluster/slurm.conf")  # another cluster: its own records
+    assert describe_jobs([Job(job_id=5, name="mine", state=JobState.RUNNING)], None) == []
