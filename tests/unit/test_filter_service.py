@@ -214,3 +214,45 @@ def test_sighup_reloads_a_running_service_process(tmp_path) -> None:
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0 and not sock.exists()
     assert "config reloaded" in err and err.count("decision ") >= 2
+
+
+def test_line_sent_in_pieces_is_answered(running) -> None:
+    """A client that sends slowly is served by a worker thread, without holding up others."""
+    _, sock = running
+    payload = request({"tres_per_node": "gres:gpu:1"})
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
+        slow.settimeout(5)
+        slow.connect(str(sock))
+        slow.sendall(payload[:10])
+        time.sleep(0.05)
+        assert ask(sock, request({}))["action"] == "accept"  # others are answered meanwhile
+        slow.sendall(payload[10:])
+        assert json.loads(slow.makefile("rb").readline())["action"] == "accept"
+
+
+def test_all_workers_taken_means_busy(tmp_path) -> None:
+    service = FilterService(CONFIG)
+    sock = tmp_path / "b.sock"
+    server = open_server(service, sock)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    slow = []
+    try:
+        pool = service.config.filter.max_concurrent
+        for _ in range(2 * pool + 3):  # every worker busy with a partial line, the queue full, and more
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(str(sock))
+            s.sendall(b'{"v":1,')
+            slow.append(s)
+        late = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        late.settimeout(4)
+        late.connect(str(sock))
+        late.sendall(b'{"v":1,')
+        assert json.loads(late.makefile("rb").readline()) == {"v": 1, "action": "error", "message": "busy"}
+        late.close()
+        for s in slow:
+            s.close()
+        assert ask(sock, request({}))["action"] == "accept"
+    finally:
+        server.shutdown()
+        server.server_close()
