@@ -21,7 +21,7 @@ from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
 from . import preempt
-from .jobs import apply_ledger, apply_tags, seed_unknown_running
+from .jobs import apply_ledger, apply_tags, reopen_returned, seed_unknown_running
 from .planning import plan_intents
 
 log = logging.getLogger("slurm_dl.prioritizer")
@@ -99,6 +99,8 @@ class Prioritizer:
         t_snap = time.perf_counter()
         now = snap.taken_at
         jobs = [j for j in snap.jobs if j.pending or j.running]
+        if not self.dry_run:
+            reopen_returned(jobs, ledger)
         for j in jobs:
             seed_unknown_running(j, ledger, now)
         if not self.dry_run:

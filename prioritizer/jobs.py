@@ -43,3 +43,23 @@ def seed_unknown_running(job: Job, ledger: Ledger, now: float) -> None:
     ran = now - job.start_time
     job.executed_s = max(job.executed_s, ran)
     job.attained_gpu_s = max(job.attained_gpu_s, job.num_gpus * ran)
+
+
+def reopen_returned(jobs: list[Job], ledger: Ledger) -> list[int]:
+    """Reopen finished ledger records of jobs the snapshot shows alive again.
+
+    A job that dropped out of one snapshot (an unusual state during a requeue) keeps its
+    attained service. Job ids are taken to be unique for the store's lifetime: Slurm resets a
+    requeued job's submit time, so nothing in a snapshot tells a reused id apart — a fresh
+    cluster (one that numbers jobs from 1 again) needs a fresh store (``--db``).
+    """
+    reopened = []
+    for job in jobs:
+        rec = ledger.jobs.get(job.job_id)
+        if rec is None or not rec.finished:
+            continue
+        rec.finished = False
+        rec.running = False
+        ledger.revision += 1
+        reopened.append(job.job_id)
+    return reopened

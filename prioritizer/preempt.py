@@ -100,16 +100,16 @@ def start(
 ) -> None:
     """Signal the victims of new intents, each (victim, need) at most once, ever."""
     now = snap.taken_at
-    done = store.preempted_pairs()
+    done = store.preempted_pairs()  # (victim, need) -> when it was signalled
     busy = {r.victim_job_id for r in store.preemptions(open_only=True)}
     for intent in intents:
         report.planned.append(intent)
         for victim_id in intent.victims:
-            if (victim_id, intent.need) in done or victim_id in busy:
-                continue
             victim = snap.job(victim_id)
-            if victim is None or not victim.state.active:
+            if victim is None or not victim.state.active or victim_id in busy:
                 continue
+            if (victim_id, intent.need) in done:
+                continue  # never twice for one need
             if dry_run:
                 report.signalled.append(victim_id)
                 continue

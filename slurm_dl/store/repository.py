@@ -201,10 +201,15 @@ class Store:
         except SQLAlchemyError as e:
             raise self._fail("reading preemptions", e) from None
 
-    def preempted_pairs(self) -> set[tuple[int, int]]:
-        """(victim, need) pairs ever recorded: a victim is never preempted twice for one need."""
+    def preempted_pairs(self) -> dict[tuple[int, int], float]:
+        """(victim, need) -> latest signal time: a victim is never preempted twice for one need."""
+        out: dict[tuple[int, int], float] = {}
         with self._session() as s:
-            return {(v, n) for v, n in s.exec(select(PreemptionRow.victim_job_id, PreemptionRow.need_job_id))}
+            for v, n, t in s.exec(
+                select(PreemptionRow.victim_job_id, PreemptionRow.need_job_id, PreemptionRow.signalled_at)
+            ):
+                out[(v, n)] = max(t, out.get((v, n), t))
+        return out
 
     # --- explain -------------------------------------------------------------------------
     def decisions(self, job_id: int, limit: int = 20) -> list[DecisionRow]:

@@ -255,3 +255,23 @@ def test_loop_tick_backs_off_while_slurm_is_down_and_recovers(config, db):
     loop.backoff.resume_at = 0.0  # the backoff time has passed
     assert loop.tick() is not None
     assert loop.backoff.failures == 0
+
+
+def test_job_missing_from_one_snapshot_keeps_its_service(config, db):
+    c = MemoryCluster()
+    c.add(1, 2, running_on="gpu01")
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    c.now += 10
+    p.run_cycle()
+    hidden = c.jobs.pop(1)
+    c.now += 1
+    p.run_cycle()  # closed by the ledger
+    hidden.submit_time = c.now  # Slurm resets the submit time of a requeued job
+    c.jobs[1] = hidden
+    c.now += 1
+    p.run_cycle()
+    c.now += 10
+    p.run_cycle()
+    assert p.ledger.attained(1) >= 40.0
+    assert not p.ledger.jobs[1].finished

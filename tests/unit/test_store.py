@@ -59,7 +59,7 @@ def test_preemption_rows_are_write_ahead_and_pairs_are_remembered(store):
     store.set_preemption_state(rid, "signalled", 10.5)
     store.set_preemption_state(rid, "requeued", 30.0)
     assert store.preemptions(open_only=True) == []
-    assert store.preempted_pairs() == {(5, 9)}
+    assert store.preempted_pairs() == {(5, 9): 10.0}
     kinds = [d.kind for d in store.decisions(5)]
     assert kinds == ["preempt", "preempt-signalled", "preempt-requeued"]
 
