@@ -34,8 +34,10 @@ RATIO_TARGET = 8.0
 SCRIPT = "#!/bin/bash\nsleep 60\n"
 
 
-def submit_many(backend: CliBackend, n: int, workers: int) -> list[int]:
-    args = ["--begin=now+7days", "-t", "10", "--gpus=1", "-o", "/dev/null", "-J", "bench"]
+def submit_many(backend: CliBackend, n: int, workers: int, eligible: bool = False) -> list[int]:
+    args = ["-t", "10", "--gpus=1", "-o", "/dev/null", "-J", "bench"]
+    if not eligible:
+        args.insert(0, "--begin=now+7days")
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return sorted(pool.map(lambda _: backend.submit(SCRIPT, args), range(n)))
 
@@ -61,6 +63,9 @@ def main() -> int:
     ap.add_argument("--values", type=int, default=64, help="distinct SiteFactor values (<= 64)")
     ap.add_argument("--reps", type=int, default=3, help="snapshot repetitions")
     ap.add_argument("--submitters", type=int, default=4, help="parallel sbatch threads")
+    ap.add_argument("--eligible", action="store_true",
+                    help="fill every GPU first and submit eligible jobs (Reason=Resources/Priority: sprio "
+                         "lists them and slurmctld schedules over them) instead of --begin=now+7days")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-backend-") as d:
@@ -70,8 +75,13 @@ def main() -> int:
             env = tb.env()
             backend = CliBackend(env, timeout=120)
 
+            if args.eligible:
+                fillers = [backend.submit(SCRIPT.replace("60", "3600"), ["-N1", "--gpus-per-node=8", "-t", "120",
+                                                                          "-o", "/dev/null"]) for _ in range(4)]
+                while not all(j.state.active for j in backend.jobs() if j.job_id in fillers):
+                    time.sleep(0.2)
             t0 = time.perf_counter()
-            ids = submit_many(backend, args.jobs, args.submitters)
+            ids = submit_many(backend, args.jobs, args.submitters, args.eligible)
             submit_s = time.perf_counter() - t0
 
             json_backend = CliBackend(env, timeout=120, job_reader="json")
@@ -115,6 +125,7 @@ def main() -> int:
     out = {
         "benchmark": "backend_cli",
         "jobs": args.jobs,
+        "pending_kind": "eligible (GPUs full)" if args.eligible else "BeginTime (+7 days)",
         "pending_in_snapshot": pending_seen,
         "submit_s": round(submit_s, 3),
         "snapshot_s": [round(s, 3) for s in snaps],

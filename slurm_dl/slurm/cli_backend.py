@@ -1,5 +1,6 @@
-"""The default backend: Slurm's own commands, JSON where 22.05 has it (``squeue --json``,
-``sinfo --json``), ``scontrol -o`` / ``scontrol show topology`` / ``sprio`` where it has not.
+"""The default backend: Slurm's own commands. Jobs: ``squeue -O`` (default; see squeue_format
+for why) or ``squeue --json``; nodes: ``sinfo --json``; ``scontrol -o show partition``,
+``scontrol show topology`` and ``sprio`` (SiteFactor) where 22.05 has no JSON.
 
 Every call goes through ``runner.run_slurm``; parsing is in the pure ``parse`` module.
 """
