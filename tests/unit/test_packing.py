@@ -77,3 +77,29 @@ def test_job_allocation_splits_gang_jobs():
     assert job_allocation(Job(1, num_gpus=16, nodes=("a", "b"))) == {"a": 8, "b": 8}
     assert job_allocation(Job(1, num_gpus=9, nodes=("a", "b"))) == {"a": 5, "b": 4}
     assert job_allocation(Job(1, num_gpus=8, gpus_per_node=4, nodes=("a", "b"))) == {"a": 4, "b": 4}
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 8), min_size=1, max_size=10), st.integers(1, 40))
+def test_plans_respect_free_gpus_and_the_shape(used, gpus):
+    nodes = cluster(used)
+    p = pack(gpus, nodes)
+    free = {n.name: n.gpus_free for n in nodes}
+    parts = request_shape(gpus, 8).per_node
+    k, r = divmod(gpus, 8)
+    whole = sum(1 for f in free.values() if f == 8)
+    fits = whole >= k if r == 0 else (whole >= k + 1 or (whole >= k and any(r <= f < 8 for f in free.values())))
+    assert (p is not None) == fits
+    if p is None:
+        return
+    assert p.num_gpus == gpus and len(set(p.nodes)) == len(p.nodes) == len(parts)
+    assert sorted((g for _, g in p.allocation), reverse=True) == list(parts)
+    for n, g in p.allocation:
+        assert g <= free[n]
+    if len(parts) == 1:  # best fit: no node with fewer free GPUs that also fits
+        chosen = free[p.nodes[0]]
+        assert not any(gpus <= f < chosen for f in free.values())

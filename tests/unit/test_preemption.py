@@ -121,3 +121,72 @@ def test_deterministic_regardless_of_input_order():
 def test_disabled_preemption_plans_nothing():
     jobs = [running(10, 8, ["n0"]), running(11, 8, ["n1"]), running(12, 8, ["n2"]), running(13, 8, ["n3"])]
     assert plan(Job(1, num_gpus=8), jobs, {1: 1.0}, cfg(enabled=False)) is None
+
+
+# --- properties over random clusters ---------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from slurm_dl.packing import job_allocation, pack  # noqa: E402
+
+
+@st.composite
+def scenario(draw):
+    names = [f"n{i}" for i in range(draw(st.integers(2, 6)))]
+    free = {n: 8 for n in names}
+    jobs = []
+    for jid in range(10, 10 + draw(st.integers(0, 12))):
+        gpus = draw(st.sampled_from([1, 2, 4, 8, 16]))
+        if gpus > 8:
+            whole = [n for n in names if free[n] == 8][:2]
+            if len(whole) < 2:
+                continue
+            placed = whole
+        else:
+            fits = [n for n in names if free[n] >= gpus]
+            if not fits:
+                continue
+            placed = [draw(st.sampled_from(fits))]
+        for n in placed:
+            free[n] -= gpus // len(placed)
+        jobs.append(running(jid, gpus, placed, start=NOW - draw(st.sampled_from([100.0, 5000.0])),
+                            restarts=draw(st.integers(0, 4)),
+                            job_class=draw(st.sampled_from([JobClass.TRAIN, JobClass.TRAIN, JobClass.SERVE]))))
+    scores = {j.job_id: draw(st.floats(0.0, 1.0)) for j in jobs}
+    waiting = Job(1, num_gpus=draw(st.sampled_from([1, 4, 8, 12, 16])))
+    scores[1] = draw(st.floats(0.0, 1.0))
+    nodes = [Node(n, 8, "h100", gpus_used=8 - free[n]) for n in names]
+    return waiting, jobs, nodes, scores
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenario())
+def test_every_plan_is_valid(case):
+    waiting, jobs, nodes, scores = case
+    c = cfg()
+    p = plan_preemption(waiting, jobs, nodes, None, PolicyContext(now=NOW), c, scores=scores)
+    if p is None:
+        return
+    by_id = {j.job_id: j for j in jobs}
+    freed: dict[str, int] = {}
+    for v in p.victims:
+        j = by_id[v.job_id]
+        assert j.job_class is JobClass.TRAIN and NOW - j.start_time >= 600 and j.restarts < 3
+        assert scores[1] - scores[j.job_id] >= 0.1 - 1e-9
+        assert set(v.nodes) == set(j.nodes)  # whole gang
+        for n, g in job_allocation(j).items():
+            freed[n] = freed.get(n, 0) + g
+    after = [Node(n.name, n.gpus, n.gpu_type, gpus_used=n.gpus_used - freed.get(n.name, 0)) for n in nodes]
+    assert pack(waiting, after) is not None
+    assert p.placement.num_gpus == waiting.num_gpus
+    # minimal: dropping any single victim no longer makes room
+    for v in p.victims:
+        less = {n: 0 for n in freed}
+        for w in p.victims:
+            if w.job_id != v.job_id:
+                for n, g in job_allocation(by_id[w.job_id]).items():
+                    less[n] += g
+        fewer = [Node(n.name, n.gpus, n.gpu_type, gpus_used=n.gpus_used - less.get(n.name, 0)) for n in nodes]
+        assert pack(waiting, fewer) is None
+    again = plan_preemption(waiting, list(reversed(jobs)), nodes, None, PolicyContext(now=NOW), c, scores=scores)
+    assert again == p
