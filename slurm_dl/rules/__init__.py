@@ -23,12 +23,12 @@ from .validate import requested_deadline, validate
 __all__ = ["FilterContext", "FilterDecision", "JobRequest", "JOB_DESC_FIELDS", "decide", "decide_request"]
 
 
-def _summary(req: JobRequest, d: FilterDecision) -> str:
+def _summary(req: JobRequest, d: FilterDecision, source: str = "-") -> str:
     who = req.user_name or (str(req.user_id) if req.user_id is not None else "?")
     if d.accepted:
         changed = ",".join(f"{k}={v}" for k, v in sorted(d.changes.items()) if k != "admin_comment")
         cls = d.job_class.value if d.job_class else "-"
-        return f"accept user={who} class={cls} asked={req.original_request()} set=[{changed}]"
+        return f"accept user={who} class={cls}({source}) asked={req.original_request()} set=[{changed}]"
     return f"reject user={who} rule={d.rule} asked={req.original_request()}"
 
 
@@ -53,7 +53,7 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
         draft = defaults(req, draft, config)
     draft = tag(req, draft, config)
     d = FilterDecision("accept", draft.job_class, changes=draft.changes, notices=draft.notices)
-    return replace(d, summary=_summary(req, d))
+    return replace(d, summary=_summary(req, d, draft.class_source))
 
 
 def decide(job_desc: Mapping[str, Any], config: SiteConfig, ctx: FilterContext) -> FilterDecision:

@@ -30,9 +30,3 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
         changes["admin_comment"] = ""
     return draft.evolve(changes=changes)
 
-
-def strip_forged_tag(req: JobRequest) -> dict[str, str]:
-    """Changes that remove a forged tag (used when the job is otherwise left alone)."""
-    if req.admin_comment and req.admin_comment.lstrip().startswith(TAG_PREFIX[:3]):
-        return {"admin_comment": ""}
-    return {}

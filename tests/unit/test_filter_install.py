@@ -103,3 +103,15 @@ def test_check_cli_bad_config_is_one_message(tmp_path) -> None:
 def test_check_cli_warns_that_live_slurm_hides_sbatch_deadline() -> None:
     r = runner.invoke(app, ["filter", "check", "--config", str(CONFIG), "--", "--deadline=now+3hours", "-t", "60"])
     assert r.exit_code == 0 and "dl:deadline=" in r.output and "deadline=" in r.output.split("admin_comment")[1]
+
+
+def test_shim_sends_every_field_the_rules_read() -> None:
+    """The Lua READ_FIELDS list and the rules' JOB_DESC_FIELDS stay in step."""
+    import re
+
+    from slurm_dl.rules import JOB_DESC_FIELDS
+
+    block = re.search(r"READ_FIELDS = \{(.*?)\}", SHIM_TEMPLATE.read_text(), re.S).group(1)
+    lua_fields = set(re.findall(r'"(\w+)"', block))
+    # has_script is computed by the shim; deadline is not visible to job_submit.lua in 22.05.
+    assert lua_fields == set(JOB_DESC_FIELDS) - {"has_script", "deadline"}
