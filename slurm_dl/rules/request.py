@@ -112,6 +112,7 @@ class JobRequest:
     requeue: int | None = None
     has_script: bool = True
     deadline: int | None = None
+    time_unlimited: bool = False
     problems: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -153,6 +154,7 @@ class JobRequest:
             requeue=_num16(desc.get("requeue")),
             has_script=has_script if isinstance(has_script, bool) else True,
             deadline=_num(desc.get("deadline"), 10**11) or None,
+            time_unlimited=desc.get("time_limit") == INFINITE,
             problems=tuple(problems),
         )
 

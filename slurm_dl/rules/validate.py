@@ -90,6 +90,13 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
 def check_time(req: JobRequest, draft: Draft, config: SiteConfig) -> Rejection | None:
     cls = config.class_config(draft.job_class)
     name = draft.job_class.value
+    if req.time_unlimited:
+        return Rejection(
+            "validate.time_limit",
+            f"{PREFIX}asked --time=UNLIMITED for class {name}; at most {cls.max_time_minutes} min is allowed. "
+            f"Fix: --time={cls.max_time_minutes} or less, and checkpoint to run longer.",
+            CODE_TIME_LIMIT,
+        )
     if req.time_limit_min is None:
         if not config.filter.defaults:
             return Rejection(

@@ -143,6 +143,11 @@ def test_time_over_the_class_maximum(cfg) -> None:
     assert "--time=2000 min for class train" in d.message and "at most 1440" in d.message
 
 
+def test_unlimited_time_is_over_long(cfg) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=4294967295)
+    assert not d.accepted and "--time=UNLIMITED" in d.message and "at most 1440" in d.message
+
+
 def test_time_over_the_partition_maximum(cfg) -> None:
     d = run(cfg, comment="dl:class=serve", tres_per_node="gres:gpu:1", time_limit=5000)
     assert not d.accepted and "partition gpu" in d.message and "2880" in d.message
