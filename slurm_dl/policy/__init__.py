@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .base import DISCIPLINES, PolicyContext, PriorityPolicy, rank_scores, tie_break
+from .deadline import deadline_feasible, slack
 
 if TYPE_CHECKING:
     from ..config import SiteConfig
@@ -62,6 +63,8 @@ __all__ = [
     "DISCIPLINES",
     "PolicyContext",
     "PriorityPolicy",
+    "deadline_feasible",
+    "slack",
     "get_policy",
     "policy_names",
     "rank_scores",
