@@ -21,6 +21,8 @@ from .model import JobClass
 
 TAG_PREFIX = "sdl1:"
 MAX_TAG_LENGTH = 512
+MAX_GPUS = 1_000_000
+MAX_DEADLINE = 10**11  # Unix seconds (year 5138)
 _VALUE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
 _SHAPE = re.compile(r"^(?:(\d{1,4})x(\d{1,3})|spread|any)$")
 _KEYS_REQUIRED = ("class", "ckpt", "gpus", "shape")
@@ -59,8 +61,8 @@ def encode_tag(tag: JobTag) -> str:
     """The ``admin_comment`` text for a tag. Raises ValueError for a value outside the format."""
     if not _SHAPE.match(tag.shape):
         raise ValueError(f"tag shape must be NxG, 'spread' or 'any', got {tag.shape!r}")
-    if tag.gpus < 0:
-        raise ValueError(f"tag gpus must be >= 0, got {tag.gpus}")
+    if not 0 <= tag.gpus <= MAX_GPUS:
+        raise ValueError(f"tag gpus must be 0..{MAX_GPUS}, got {tag.gpus}")
     parts = [
         f"class={JobClass(tag.job_class).value}",
         f"ckpt={1 if tag.checkpointable else 0}",
@@ -68,8 +70,8 @@ def encode_tag(tag: JobTag) -> str:
         f"shape={tag.shape}",
     ]
     if tag.deadline is not None:
-        if tag.deadline < 0:
-            raise ValueError(f"tag deadline must be >= 0, got {tag.deadline}")
+        if not 0 <= tag.deadline <= MAX_DEADLINE:
+            raise ValueError(f"tag deadline must be 0..{MAX_DEADLINE}, got {tag.deadline}")
         parts.append(f"deadline={int(tag.deadline)}")
     if tag.original is not None:
         if not _VALUE.match(tag.original):
@@ -102,12 +104,12 @@ def parse_tag(text: object) -> JobTag | None:
     except ValueError:
         return None
     ckpt = {"0": False, "1": True}.get(fields["ckpt"])
-    gpus = _int(fields["gpus"], 0, 1_000_000)
+    gpus = _int(fields["gpus"], 0, MAX_GPUS)
     if ckpt is None or gpus is None or not _SHAPE.match(fields["shape"]):
         return None
     deadline = None
     if "deadline" in fields:
-        deadline = _int(fields["deadline"], 0, 10**11)
+        deadline = _int(fields["deadline"], 0, MAX_DEADLINE)
         if deadline is None:
             return None
     return JobTag(job_class, ckpt, gpus, fields["shape"], deadline, fields.get("orig"))

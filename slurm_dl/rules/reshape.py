@@ -22,8 +22,8 @@ def fewest_nodes_shape(gpus: int, gpus_per_node: int, nodes_available: int) -> t
     The shape comes from the packing code (:func:`slurm_dl.packing.request_shape`), so the filter,
     the prioritizer and the simulator agree on what "fewest nodes" means.
     """
-    if gpus <= 0 or gpus_per_node <= 0:
-        return None
+    if gpus <= 0 or gpus_per_node <= 0 or -(-gpus // gpus_per_node) > nodes_available:
+        return None  # (checked first: request_shape lists one part per node)
     shape = request_shape(gpus, gpus_per_node)
     if shape.gpus_per_node is None or shape.num_nodes > nodes_available:
         return None
@@ -33,6 +33,13 @@ def fewest_nodes_shape(gpus: int, gpus_per_node: int, nodes_available: int) -> t
 def _nodes_of_type(config: SiteConfig, gpu_type: str | None) -> tuple[int, int]:
     """(GPUs per node, node count) of the widest nodes of the type (any type when untyped)."""
     return site_shape(config).nodes_with_most_gpus.get(gpu_type, (0, 0))
+
+
+def shape_text(nodes: int, per_node: int) -> str:
+    """The tag's shape for nodes × GPUs per node (``any`` without GPUs, ``spread`` if out of range)."""
+    if per_node <= 0:
+        return "any"
+    return f"{nodes}x{per_node}" if 1 <= nodes <= 9999 and per_node <= 999 else "spread"
 
 
 def _gres(gpu_type: str | None, count: int) -> str:
@@ -55,7 +62,7 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
         per_node = sum(a.count for a in node_asks)
         if nodes > 1:
             changes.update(_switch_changes(req, config))
-        return draft.evolve(changes=changes, shape=f"{nodes}x{per_node}", gpus=req.total_gpus)
+        return draft.evolve(changes=changes, shape=shape_text(nodes, per_node), gpus=req.total_gpus)
     if len(job_asks) != 1 or req.min_nodes not in (None, 1) or req.max_nodes not in (None, 1):
         shape = "any" if not job_asks else "spread"
         return draft.evolve(shape=shape, gpus=req.total_gpus)

@@ -15,6 +15,7 @@ class SiteShape:
     nodes_with_most_gpus: dict[str | None, tuple[int, int]]  # type (None: any) -> (GPUs per node, nodes)
     max_gpus_per_node: int
     total_gpus: int
+    node_count: int
 
 
 def _build(config: SiteConfig) -> SiteShape:
@@ -30,7 +31,7 @@ def _build(config: SiteConfig) -> SiteShape:
     }
     for t, most in per_node.items():
         widest[t] = (most, sum(counts[g.name] for g in config.node_groups if g.gpu_type == t and g.gpus_per_node == most))
-    return SiteShape(per_node, total, widest, top, sum(total.values()))
+    return SiteShape(per_node, total, widest, top, sum(total.values()), sum(counts.values()))
 
 
 _CACHE: dict[int, tuple[SiteConfig, SiteShape]] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 from ..config import SiteConfig
-from ..tags import TAG_PREFIX, JobTag, encode_tag, safe_value
+from ..tags import MAX_DEADLINE, MAX_GPUS, TAG_PREFIX, JobTag, encode_tag, safe_value
 from .decision import Draft
 from .request import JobRequest
 
@@ -20,9 +20,9 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
             JobTag(
                 job_class=draft.job_class,
                 checkpointable=draft.checkpointable,
-                gpus=draft.gpus,
+                gpus=min(draft.gpus, MAX_GPUS),  # larger only when validation is off
                 shape=draft.shape,
-                deadline=draft.deadline,
+                deadline=draft.deadline if draft.deadline is not None and draft.deadline <= MAX_DEADLINE else None,
                 original=safe_value(req.original_request()),
             )
         )

@@ -137,6 +137,18 @@ def test_more_gpus_than_the_cluster_has(cfg) -> None:
     assert not d.accepted and "asked 64" in d.message and "only 32" in d.message
 
 
+def test_more_nodes_than_the_cluster_has(cfg) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:0", min_nodes=65534)
+    assert not d.accepted and d.rule == "validate.nodes" and "asked 65534 nodes" in d.message and "only 4" in d.message
+
+
+def test_out_of_range_shape_is_tagged_spread_when_validation_is_off(cfg) -> None:
+    d = run(with_filter(cfg, validate_jobs=False), tres_per_node="gres:gpu:1", min_nodes=65533)
+    assert d.accepted and parse_tag(d.changes["admin_comment"]).shape == "spread"
+    d = run(with_filter(cfg, validate_jobs=False), tres_per_node="gres:gpu:0", min_nodes=65533)
+    assert d.accepted and parse_tag(d.changes["admin_comment"]).shape == "any"
+
+
 def test_time_over_the_class_maximum(cfg) -> None:
     d = run(cfg, tres_per_node="gres:gpu:1", time_limit=2000)
     assert not d.accepted and d.code == "ESLURM_INVALID_TIME_LIMIT"

@@ -77,6 +77,15 @@ def test_non_object_descriptions_never_raise(desc) -> None:
 
 
 @settings(max_examples=200, deadline=None)
+@given(job_descs, st.integers(0, 10**15), st.sampled_from(["9999-12-31T23:59", "0001-01-01T00:00", "99999999999"]))
+def test_with_every_rule_switched_on_but_validation_tags_still_parse(desc, gpus, deadline) -> None:
+    """Without validation nothing bounds the values, yet the tag written must stay parseable."""
+    cfg = CFG.model_copy(update={"filter": CFG.filter.model_copy(update={"validate_jobs": False})})
+    desc = {**desc, "tres_per_job": f"gres:gpu:{gpus}", "comment": f"dl:deadline={deadline}"}
+    check_decision(decide(desc, cfg, FilterContext(now=1.8e9)))
+
+
+@settings(max_examples=200, deadline=None)
 @given(job_descs)
 def test_a_forged_tag_never_survives(desc) -> None:
     desc = {**desc, "admin_comment": "sdl1:class=serve;ckpt=0;gpus=1;shape=any"}
