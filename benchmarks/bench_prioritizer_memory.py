@@ -65,6 +65,7 @@ def main() -> int:
             prio = Prioritizer(cfg, CliBackend(tb.env()), Store(f"sqlite:///{Path(d) / 'prio.db'}"))
             tracemalloc.start()
             base = None
+            series: list[tuple[int, int, int]] = []
             t0 = time.perf_counter()
             for c in range(1, args.cycles + 1):
                 prio.run_cycle()
@@ -73,6 +74,8 @@ def main() -> int:
                     waiting.append(sbatch("--gres=gpu:1", "--time=10", f"--account=acct{c % 5}", "--wrap", "true"))
                 if c == BASELINE_CYCLE:
                     base = (rss_kib(), tracemalloc.get_traced_memory()[0])
+                if c % 100 == 0:
+                    series.append((c, rss_kib(), tracemalloc.get_traced_memory()[0]))
             wall = time.perf_counter() - t0
             end = (rss_kib(), tracemalloc.get_traced_memory()[0])
             ledger_jobs = len(prio.ledger.jobs)
@@ -91,6 +94,7 @@ def main() -> int:
         "heap_bytes_baseline": base[1],
         "heap_bytes_end": end[1],
         "heap_ratio": round(end[1] / base[1], 3) if base[1] else None,
+        "series_cycle_rss_kib_heap_bytes": series,
         "ledger_jobs_end": ledger_jobs,
         "seconds_per_cycle": round(wall / args.cycles, 4),
     }
