@@ -44,11 +44,6 @@ class SlurmResult:
     stderr: str
 
 
-def missing_job_ids(stderr: str) -> list[int]:
-    """Job ids Slurm named as unknown ("Invalid job id specified for job 12")."""
-    return sorted({int(m.group(1)) for m in _INVALID_JOB.finditer(stderr) if m.group(1)})
-
-
 def one_line(text: str) -> str:
     """Slurm's stderr as one line: its error lines if it has any (drops scancel -v chatter)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("**")]
@@ -59,10 +54,13 @@ def one_line(text: str) -> str:
 def classify_failure(argv: Sequence[str], returncode: int, stderr: str, stdout: str = "") -> SlurmError | None:
     """The error a finished command stands for, or None when it succeeded.
 
-    A zero exit with ``error:`` on stderr (scancel's habit) counts as a failure too.
+    For scancel, a zero exit with ``error:`` on stderr (its habit) counts as a failure too.
     """
     text = (stderr or "").strip()
-    failed = returncode != 0 or bool(_STDERR_ERROR.search(text))
+    # Only scancel is known to exit 0 after a failure; elsewhere "error:" on stderr with exit 0
+    # may be a job_submit filter's notice to the user, and the job was accepted.
+    zero_exit_failure = argv[0].rsplit("/", 1)[-1] == "scancel" and bool(_STDERR_ERROR.search(text))
+    failed = returncode != 0 or zero_exit_failure
     if not failed:
         return None
     msg = one_line(text) or one_line(stdout or "") or f"exit status {returncode}"

@@ -7,12 +7,14 @@ import pytest
 from slurm_dl.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
 from slurm_dl.slurm.cli_backend import split_gone_jobs
 from slurm_dl.slurm.protocol import chunked, group_by_value
-from slurm_dl.slurm.runner import classify_failure, missing_job_ids, run_slurm
+from slurm_dl.slurm.runner import classify_failure, run_slurm
 
 
 def test_success_is_none():
     assert classify_failure(["squeue"], 0, "") is None
     assert classify_failure(["sbatch"], 0, "sbatch: warning: something harmless") is None
+    # a filter notice that happens to say "error:" does not turn an accepted submission into a failure
+    assert classify_failure(["sbatch", "--parsable"], 0, "note: error: budget low, job accepted") is None
 
 
 @pytest.mark.parametrize(
@@ -43,11 +45,6 @@ def test_other_failures_keep_slurms_message():
     err = classify_failure(["scancel", "--batch", "--signal=USR2", "6"], 228,
                            "scancel: error: Kill job error on job id 6: Job can not be altered now, try again later")
     assert type(err) is SlurmError and "can not be altered" in str(err) and err.command[0] == "scancel"
-
-
-def test_missing_job_ids():
-    text = "Invalid job id specified for job 999\nInvalid job id specified for job 12\n"
-    assert missing_job_ids(text) == [12, 999]
 
 
 def test_split_gone_jobs():
