@@ -21,6 +21,8 @@ app.add_typer(filter_cmd.app, name="filter")
 from . import prioritizer_cmd  # noqa: E402
 app.add_typer(prioritizer_cmd.app, name="prioritizer")
 app.command("explain")(prioritizer_cmd.explain)
+from . import simulate_cmd  # noqa: E402
+app.command("simulate", help=simulate_cmd.HELP, no_args_is_help=True)(simulate_cmd.simulate)
 
 
 def main() -> None:  # pragma: no cover - console entry

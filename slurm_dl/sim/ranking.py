@@ -24,6 +24,7 @@ from .state import SimJob
 
 INF = math.inf
 TIRESIAS_THRESHOLDS = (3250.0, 7200.0, 18000.0)
+EPS_GPU_S = 1e-3  # attained service within this of a threshold counts as past it (float safety)
 
 
 class Ranker:
@@ -96,7 +97,7 @@ class Las(Ranker):
         return not self.starvation
 
     def level(self, attained: float) -> int:
-        return bisect.bisect_right(self.thresholds, attained)
+        return bisect.bisect_right(self.thresholds, attained + EPS_GPU_S)
 
     def key(self, sj, now):
         q = self.level(sj.attained(now))
@@ -107,7 +108,7 @@ class Las(Ranker):
 
     def next_change(self, sj, now):
         a = sj.attained(now)
-        i = bisect.bisect_right(self.thresholds, a)
+        i = bisect.bisect_right(self.thresholds, a + EPS_GPU_S)
         if i >= len(self.thresholds):
             return None
         return now + (self.thresholds[i] - a) / sj.gpus
@@ -164,12 +165,12 @@ class Gittins(Ranker):
         self.index = [gittins_index(s, a, [q - a for q in quanta if q > a] or [1.0]) for a in starts]
 
     def key(self, sj, now):
-        b = bisect.bisect_right(self.edges, sj.attained(now))
+        b = bisect.bisect_right(self.edges, sj.attained(now) + EPS_GPU_S)
         return (-self.index[b], sj.submit, sj.seq)
 
     def next_change(self, sj, now):
         a = sj.attained(now)
-        i = bisect.bisect_right(self.edges, a)
+        i = bisect.bisect_right(self.edges, a + EPS_GPU_S)
         if i >= len(self.edges):
             return None
         return now + (self.edges[i] - a) / sj.gpus

@@ -1,0 +1,158 @@
+"""``slurm-dl simulate``: replay a trace through one or more policies and compare them."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import SlurmDLError, TraceError
+from .common import expected_errors, fail
+
+HELP = """Replay a GPU-cluster trace through scheduling policies and compare them side by side.
+
+Policies: fifo (strict head-of-line), fifo-firstfit, fifo-backfill (EASY, Slurm-like), sjf and
+srtf (oracles, simulator only), las (2D-LAS, --las-thresholds), las-tiresias (Tiresias's default
+3250/7200/18000 GPU-s), gittins (prior: tiresias/yarn-gput1000.csv), deadline-las, fairshare.
+
+Sweeps: --las-thresholds may be repeated; each value adds a run named las[T1,T2,...], e.g.
+  --policy las --las-thresholds 3250,7200,18000 --las-thresholds 1800,36000
+
+Example (the Helios fidelity setup):
+  slurm-dl simulate --trace ../shared/traces/philly/philly.csv --format philly \\
+    --cluster-per-vc ../shared/traces/philly/vc_sizes.csv --gpus-per-node 8 \\
+    --start 2017-10-01 --end 2017-12-01 --preempt-cost 60 --policy fifo --policy srtf --json
+"""
+
+
+def _thresholds(text: str) -> list[float]:
+    try:
+        vals = [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise SlurmDLError(f"--las-thresholds: got {text!r}; allowed: increasing GPU-seconds like 3250,7200,18000")
+    if not vals or any(v <= 0 or not math.isfinite(v) for v in vals) or any(b <= a for a, b in zip(vals, vals[1:])):
+        raise SlurmDLError(f"--las-thresholds: got {text!r}; allowed: positive, strictly increasing GPU-seconds")
+    return vals
+
+
+def _default_prior(trace: Path) -> Path | None:
+    for cand in (trace.parent.parent / "tiresias" / "yarn-gput1000.csv",
+                 Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "tiresias" / "yarn-gput1000.csv"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def simulate(
+    trace: Path = typer.Option(..., "--trace", help="trace file"),
+    fmt: str = typer.Option("philly", "--format", help="philly | chronus | tiresias | csv (see slurm_dl/sim/traces.py)"),
+    policy: List[str] = typer.Option(["fifo"], "--policy", help="policy name; repeat to compare side by side"),
+    cluster_per_vc: Optional[Path] = typer.Option(None, "--cluster-per-vc", help="CSV vc,nodes: each VC its own cluster"),
+    nodes: Optional[int] = typer.Option(None, "--nodes", min=1, help="one shared cluster of this many nodes"),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1, help="GPUs per node (default 8 or the site config)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="site config TOML: cluster shape, LAS thresholds, preemption"),
+    start: Optional[str] = typer.Option(None, "--start", help="keep jobs submitted at or after (YYYY-MM-DD[ HH:MM:SS] or seconds)"),
+    end: Optional[str] = typer.Option(None, "--end", help="keep jobs submitted before this time"),
+    preempt_cost: str = typer.Option("0", "--preempt-cost", help="restart cost in seconds, or 'helios' (7 s 1 GPU, 30 s 2-8, 60 s above)"),
+    checkpoint_interval: Optional[float] = typer.Option(None, "--checkpoint-interval", min=1, help="lose work since the last periodic checkpoint (s)"),
+    las_thresholds: List[str] = typer.Option([], "--las-thresholds", help="LAS thresholds in GPU-s, comma-separated; repeat to sweep"),
+    starvation: Optional[float] = typer.Option(None, "--starvation", min=0.0, help="LAS starvation guard S (promote after S x executed time)"),
+    gittins_prior: Optional[Path] = typer.Option(None, "--gittins-prior", help="CSV with a 'duration' column of GPU-seconds"),
+    deadline_boost: float = typer.Option(3600.0, "--deadline-boost", min=0.0, help="deadline-las: boost when slack < this (s)"),
+    spread: bool = typer.Option(False, "--spread", help="let jobs spread over extra nodes when they do not fit consolidated (slower, chronus/model_info.json)"),
+    model_info: Optional[Path] = typer.Option(None, "--model-info", help="placement-sensitivity table (chronus/model_info.json)"),
+    no_fairness: bool = typer.Option(False, "--no-fairness", help="skip the isolated runs that give rho (shared cluster)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="write JCT CDF and queue-length plots into DIR"),
+) -> None:
+    with expected_errors():
+        _run(**locals())
+
+
+def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
+         checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
+         no_fairness, as_json, plot) -> None:
+    from ..config import load_config
+    from ..sim.ranking import load_prior, make_ranker
+    from ..sim.simulate import SimSetup, simulate as run_sim
+    from ..sim.state import PreemptionCost
+    from ..sim.traces import parse_time, read_cluster_sizes, read_trace
+
+    cfg = load_config(config) if config else None
+    try:
+        t0 = parse_time(start) if start else None
+        t1 = parse_time(end) if end else None
+        cost = PreemptionCost.parse(preempt_cost, checkpoint_interval)
+    except ValueError as e:
+        raise SlurmDLError(str(e)) from None
+    if gpus_per_node is None:
+        gpus_per_node = cfg.max_gpus_per_node if cfg else 8
+    if nodes is None and cfg and not cluster_per_vc:
+        nodes = cfg.total_gpus // gpus_per_node
+    thr_sets = [_thresholds(t) for t in las_thresholds]
+    if not thr_sets and cfg:
+        thr_sets = [list(cfg.policy.las.thresholds_gpu_s)]
+    if starvation is None and cfg:
+        starvation = cfg.policy.las.starvation_factor
+    jobs = read_trace(trace, fmt, t0, t1)
+    if not jobs:
+        raise TraceError(f"{trace}: no jobs submitted in the window [{start}, {end})")
+    prior_path = gittins_prior or _default_prior(trace)
+    prior = load_prior(prior_path) if prior_path and "gittins" in policy else []
+    minfo = json.loads(Path(model_info).read_text()) if model_info else None
+    setup = SimSetup(
+        gpus_per_node=gpus_per_node, cluster_sizes=read_cluster_sizes(cluster_per_vc) if cluster_per_vc else None,
+        nodes=nodes, cost=cost, spread=spread, model_info=minfo, fairness=not no_fairness,
+        shares=dict(cfg.policy.fairshare.shares) if cfg else None,
+    )
+    runs: list[tuple[str, dict]] = []
+    for name in policy:
+        sets = thr_sets if name in ("las", "fairshare", "deadline-las") and len(thr_sets) > 1 else [thr_sets[0] if thr_sets else None]
+        for thr in sets:
+            label = name if len(sets) == 1 else f"{name}[{','.join(f'{x:g}' for x in thr)}]"
+            try:
+                make_ranker(name)  # fail fast on a bad name
+            except ValueError as e:
+                raise SlurmDLError(f"--policy: {e}") from None
+
+            def factory(name=name, thr=thr):
+                return make_ranker(name, las_thresholds=thr, starvation=starvation, prior=prior,
+                                   boost_s=deadline_boost, shares=setup.shares, config=cfg)
+
+            try:
+                summary, results = run_sim(jobs, factory, setup)
+            except ValueError as e:
+                raise SlurmDLError(str(e)) from None
+            runs.append((label, summary, results))
+    if plot:
+        from ..sim.plots import write_plots
+        write_plots(plot, [(n, r) for n, _, r in runs])
+    doc = {"policies": {n: s for n, s, _ in runs}}
+    if as_json:
+        typer.echo(json.dumps(doc, sort_keys=False))
+        return
+    _table(doc, trace, len(jobs), cost.describe())
+
+
+def _table(doc: dict, trace: Path, n: int, cost: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{trace.name}: {n} jobs, preemption cost {cost}")
+    for col in ("policy", "avg JCT (h)", "median (h)", "p99 (h)", "avg queue (h)", "makespan (d)", "util", "preempt/job",
+                "Jain ρ", "max ρ"):
+        t.add_column(col, justify="right" if col != "policy" else "left")
+    for name, s in doc["policies"].items():
+        t.add_row(name, f"{s['avg_jct_s'] / 3600:.2f}", f"{s['median_jct_s'] / 3600:.2f}", f"{s['p99_jct_s'] / 3600:.1f}",
+                  f"{s['avg_queue_s'] / 3600:.2f}", f"{s['makespan_s'] / 86400:.1f}", f"{s['utilization']:.1%}",
+                  f"{s['preemptions_per_job']:.2f}", f"{s['jain_rho']:.3f}", f"{s['max_rho']:.2f}")
+    Console(width=160).print(t)
+    extra = [(k, s) for k, s in doc["policies"].items() if "deadline_hit_rate" in s]
+    for k, s in extra:
+        line = f"{k}: strict deadline hit rate {s['deadline_hit_rate']:.1%}"
+        if "best_effort_avg_jct_s" in s:
+            line += f", best-effort avg JCT {s['best_effort_avg_jct_s'] / 3600:.2f} h"
+        typer.echo(line)
