@@ -1,0 +1,103 @@
+"""Reproduces the simulator's acceptance figures (issue 2). Prints one JSON object + summary lines.
+
+Parts (``--part`` repeatable, default all):
+  fidelity  fifo/sjf/srtf under the Helios semantics (per VC, helios preemption cost) at
+            vc_sizes.csv and vc_sizes_quarter.csv
+  quality   heavy setup (vc_sizes_quarter.csv, 60 s cost): las (tuned thresholds), gittins,
+            las-tiresias (3250/7200/18000), srtf, strict fifo, fifo-backfill
+  chronus   SLO and MIX1 on one shared cluster (``--chronus-nodes`` × 8 GPUs): las vs deadline-las
+  fairness  heavy Philly as one shared cluster (Σ quarter nodes), equal shares: fairshare vs las
+Usage: python benchmarks/acceptance_sim.py [--part quality] [--las-thresholds 100,1000,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from slurm_dl.sim.ranking import load_prior, make_ranker
+from slurm_dl.sim.simulate import SimSetup, simulate
+from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
+
+KEYS = ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "preemptions",
+        "deadline_miss_rate", "best_effort_avg_jct_s", "max_rho", "jain_rho")
+
+
+def brief(s: dict) -> dict:
+    return {k: (round(s[k], 4) if isinstance(s[k], float) else s[k]) for k in KEYS if k in s}
+
+
+def run(jobs, name, setup, **kw) -> dict:
+    t0 = time.process_time()
+    s, _ = simulate(jobs, lambda: make_ranker(name, **kw), setup)
+    out = brief(s)
+    out["cpu_s"] = round(time.process_time() - t0, 2)
+    print(f"  {name} {kw.get('las_thresholds') or ''}: {out}", file=sys.stderr)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--traces", default=os.environ.get("SLURM_DL_TRACES")
+                    or str(Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"))
+    ap.add_argument("--part", action="append", choices=["fidelity", "quality", "chronus", "fairness"])
+    ap.add_argument("--las-thresholds", default="100,1000,10000,100000")
+    ap.add_argument("--chronus-nodes", type=int, default=16)
+    ap.add_argument("--deadline-boost", type=float, default=3600.0)
+    a = ap.parse_args()
+    parts = a.part or ["fidelity", "quality", "chronus", "fairness"]
+    T = Path(a.traces)
+    thr = [float(x) for x in a.las_thresholds.split(",")]
+    out: dict = {"las_thresholds_gpu_s": thr}
+    philly = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01"))
+    quarter = read_cluster_sizes(T / "philly" / "vc_sizes_quarter.csv")
+    if "fidelity" in parts:
+        fid = {}
+        for sizes in ("vc_sizes.csv", "vc_sizes_quarter.csv"):
+            setup = SimSetup(cluster_sizes=read_cluster_sizes(T / "philly" / sizes), cost=PreemptionCost.parse("helios"))
+            fid[sizes] = {p: run(philly, p, setup) for p in ("fifo", "sjf", "srtf")}
+        out["fidelity"] = fid
+    if "quality" in parts:
+        setup = SimSetup(cluster_sizes=quarter, cost=PreemptionCost(60.0))
+        prior = load_prior(T / "tiresias" / "yarn-gput1000.csv")
+        q = {
+            "srtf": run(philly, "srtf", setup), "fifo": run(philly, "fifo", setup),
+            "fifo-backfill": run(philly, "fifo-backfill", setup), "las-tiresias": run(philly, "las-tiresias", setup),
+            "las": run(philly, "las", setup, las_thresholds=thr), "gittins": run(philly, "gittins", setup, prior=prior),
+        }
+        best = min(("las", "gittins"), key=lambda k: q[k]["avg_jct_s"])
+        b = q[best]["avg_jct_s"]
+        q["ratios"] = {"best": best, **{f"vs_{k}": round(b / q[k]["avg_jct_s"], 3)
+                                        for k in ("srtf", "fifo", "las-tiresias", "fifo-backfill")}}
+        out["quality"] = q
+    if "chronus" in parts:
+        ch = {}
+        setup = SimSetup(nodes=a.chronus_nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
+        for name in ("SLO", "MIX1"):
+            jobs = read_trace(T / "chronus" / f"trace_job_Philly_{name}.csv", "chronus")
+            las = run(jobs, "las", setup, las_thresholds=thr)
+            dl = run(jobs, "deadline-las", setup, las_thresholds=thr, boost_s=a.deadline_boost)
+            r = {"las": las, "deadline-las": dl, "nodes": a.chronus_nodes,
+                 "miss_rate_cut": round(las["deadline_miss_rate"] / max(dl["deadline_miss_rate"], 1e-9), 2)}
+            if "best_effort_avg_jct_s" in las:
+                r["best_effort_jct_ratio"] = round(dl["best_effort_avg_jct_s"] / las["best_effort_avg_jct_s"], 3)
+            ch[name] = r
+        out["chronus"] = ch
+    if "fairness" in parts:
+        setup = SimSetup(nodes=sum(quarter.values()), gpus_per_node=8, cost=PreemptionCost(60.0))
+        las = run(philly, "las", setup, las_thresholds=thr)
+        fs = run(philly, "fairshare", setup, las_thresholds=thr)
+        out["fairness"] = {"nodes": setup.nodes, "las": las, "fairshare": fs,
+                           "jct_cost": round(fs["avg_jct_s"] / las["avg_jct_s"], 3)}
+    print(json.dumps(out))
+    print("acceptance: " + "; ".join(f"{k} done" for k in parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
