@@ -8,7 +8,9 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
 * Attained service never decreases: a requeued job keeps what it had (Tiresias' 2D-LAS
   counts all runs), and a snapshot that reports less is ignored for that job.
 * A job that leaves the snapshot is closed as of when it was last seen (the daemon's cycle is
-  short); one that shows a finished state is accrued up to ``now`` first. Closing puts its total GPU-seconds
+  short); one that shows a finished state is accrued up to ``now`` first. A job closed only
+  because it was missing and that shows up alive again (a snapshot taken mid-requeue) is
+  reopened with its attained service and its history entry withdrawn (:meth:`Ledger.reopen`). Closing puts its total GPU-seconds
   go into ``history`` (Gittins) and ``history_by_key`` (QSSF: ``user/name``, ``user``, ``account``).
 * Account usage decays exponentially with a half-life: ``u(t) = u(t0) · 2^(-(t - t0)/h)``.
 """
@@ -43,6 +45,13 @@ def decay(value: float, dt: float, half_life_s: float) -> float:
     return value * math.pow(2.0, -dt / half_life_s)
 
 
+def _remove_last(values: list[float], value: float) -> None:
+    for i in range(len(values) - 1, -1, -1):
+        if values[i] == value:
+            del values[i]
+            return
+
+
 @dataclass(slots=True)
 class JobRecord:
     job_id: int
@@ -57,6 +66,7 @@ class JobRecord:
     running: bool = False
     last_checkpoint_signal: float | None = None
     finished: bool = False
+    closed_gone: bool = False  # closed because it left the snapshot (may come back: requeue)
 
 
 @dataclass(slots=True)
@@ -100,7 +110,9 @@ class Ledger:
                 rec.attained_gpu_s = max(0.0, job.attained_gpu_s)
                 rec.executed_s = max(0.0, job.executed_s)
             elif rec.finished:
-                continue
+                if not (rec.closed_gone and not job.state.finished):
+                    continue
+                self.reopen(job.job_id)  # back after missing a snapshot (e.g. mid-requeue)
             if rec.running and now > rec.last_seen:
                 dt = now - rec.last_seen
                 gpu_s = rec.num_gpus * dt
@@ -120,12 +132,28 @@ class Ledger:
             if job_id not in seen and not rec.finished:
                 # It ended some time after it was last seen; charge nothing we cannot know.
                 self._close(rec)
+                rec.closed_gone = True
         self.revision += 1
 
     def _close(self, rec: JobRecord) -> None:
         rec.finished = True
         rec.running = False
         self.add_history(rec.attained_gpu_s, rec.user, rec.name, rec.account)
+
+    def reopen(self, job_id: int) -> bool:
+        """Undo closing a job (it came back): its attained service stays, its history entry
+        is withdrawn. Returns False when there is no finished record to reopen."""
+        rec = self.jobs.get(job_id)
+        if rec is None or not rec.finished:
+            return False
+        _remove_last(self.history, rec.attained_gpu_s)
+        for k in history_keys(rec.user, rec.name, rec.account):
+            lst = self.history_by_key.get(k)
+            if lst is not None:
+                _remove_last(lst, rec.attained_gpu_s)
+        rec.finished = rec.running = rec.closed_gone = False
+        self.revision += 1
+        return True
 
     def add_history(self, gpu_s: float, user: str = "", name: str = "", account: str = "") -> None:
         """Record one finished job's total GPU-seconds (also used by the simulator directly)."""

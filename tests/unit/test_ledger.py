@@ -76,3 +76,23 @@ def test_round_trip_through_json():
     assert again.attained(2) == led.attained(2) and again.history == led.history
     with pytest.raises(ValueError, match="format"):
         Ledger.from_dict({"jobs": [{"bogus": 1}]})
+
+
+def test_job_missing_from_one_snapshot_is_reopened_with_its_service():
+    led = Ledger()
+    led.observe([job(1, R)], now=0.0, half_life_s=H)
+    led.observe([job(1, R)], now=10.0, half_life_s=H)
+    led.observe([], now=20.0, half_life_s=H)  # odd state mid-requeue: missing
+    assert led.jobs[1].finished and led.history == [20.0]
+    led.observe([job(1, P, restarts=1)], now=30.0, half_life_s=H)
+    rec = led.jobs[1]
+    assert not rec.finished and rec.attained_gpu_s == 20.0 and rec.restarts == 1
+    assert led.history == [] and all(v == [] for v in led.history_by_key.values())
+    led.observe([job(1, R)], now=40.0, half_life_s=H)
+    led.observe([job(1, R)], now=50.0, half_life_s=H)
+    assert led.attained(1) == 40.0
+    # a job that showed a finished state stays closed
+    led.observe([job(1, JobState.COMPLETED)], now=60.0, half_life_s=H)
+    led.observe([job(1, R)], now=70.0, half_life_s=H)
+    assert led.jobs[1].finished and led.history == [60.0]
+    assert led.reopen(99) is False
