@@ -67,14 +67,6 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
                 f"or -N<nodes> --gpus-per-node={most} or fewer.",
                 CODE_NODE_COUNT,
             )
-    node_count = site_shape(config).node_count
-    if req.nodes > node_count:
-        return Rejection(
-            "validate.nodes",
-            f"{PREFIX}asked {req.nodes} nodes but the cluster has only {node_count}. "
-            f"Fix: -N{node_count} or fewer, or --gpus=N and let slurm-dl choose the nodes.",
-            CODE_NODE_COUNT,
-        )
     total = req.total_gpus
     cap = config.caps.max_gpus_per_job
     if cap is not None and total > cap:
@@ -90,6 +82,14 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
             "validate.gpus_per_job",
             f"{PREFIX}asked {total} {gpu_type or ''} GPUs but the cluster has only {exists}. "
             f"Fix: ask for {exists} GPUs or fewer.".replace("  ", " "),
+            CODE_NODE_COUNT,
+        )
+    node_count = site_shape(config).node_count
+    if req.nodes > node_count:
+        return Rejection(
+            "validate.nodes",
+            f"{PREFIX}asked {req.nodes} nodes but the cluster has only {node_count}. "
+            f"Fix: -N{node_count} or fewer, or --gpus=N and let slurm-dl choose the nodes.",
             CODE_NODE_COUNT,
         )
     return None
