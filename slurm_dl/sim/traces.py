@@ -85,7 +85,9 @@ def _steps(times: str, values: str) -> tuple[tuple[float, float], ...]:
     return tuple(zip(ts, vs))
 
 
-def _chronus(row: dict, line: int) -> Job:
+def _chronus(row: dict, line: int) -> Job | None:
+    if str(row.get("num_gpu", "")).strip() == "0":
+        return None  # CPU-only rows (a few in the Chronus traces) are not GPU jobs: skipped
     submit = _num(row, "submit_time", float, 0) * 60.0
     kind = (row.get("job_type") or "").strip()
     user = (row.get("user") or "").strip()
@@ -160,9 +162,11 @@ def iter_trace(path: str | Path, fmt: str) -> Iterator[Job]:
         for row in rows:
             line = rows.line_num
             try:
-                yield reader(row, line)
+                job = reader(row, line)
             except ValueError as e:
                 raise TraceError(f"{p}:{line}: {e}") from None
+            if job is not None:
+                yield job
 
 
 def read_trace(path: str | Path, fmt: str, start: float | None = None, end: float | None = None) -> list[Job]:
