@@ -102,6 +102,56 @@ PY
   )
 }
 
+# The filter service and the prioritizer carry the testbed's marker in their environment, so
+# `slurm-dl testbed down` stops them together with the cluster.
+start_marked() {  # start_marked NAME CMD... -- background process logging to $TESTBED_DIR/log/NAME.log
+  local name="$1"; shift
+  mkdir -p "$TESTBED_DIR/log"
+  SLURM_DL_TESTBED="$(realpath "$TESTBED_DIR")" nohup "$@" >"$TESTBED_DIR/log/$name.log" 2>&1 &
+  echo $! >"$TESTBED_DIR/$name.pid"
+}
+
+stop_marked() {  # stop a previous quick start's service before starting a new one
+  local pid_file="$TESTBED_DIR/$1.pid"
+  if [ -f "$pid_file" ] && kill "$(cat "$pid_file")" 2>/dev/null; then sleep 0.5; fi
+  rm -f "$pid_file"
+}
+
+step_filter() {
+  banner "submit filter: job_submit.lua shim + filter service (site-configs/testbed.toml)"
+  local sock="$TESTBED_DIR/filter.sock"
+  stop_marked filter
+  start_marked filter slurm-dl filter serve --config site-configs/testbed.toml --socket "$sock"
+  for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
+  slurm-dl filter install --config site-configs/testbed.toml --slurm-conf-dir "$(dirname "$SLURM_CONF")" --socket "$sock"
+  sleep 1  # slurmctld re-reads job_submit.lua when its mtime changes
+  echo "  an unknown GPU type is refused by sbatch with the filter's message:"
+  sbatch --gres=gpu:nosuchgpu:1 --time=5 --wrap true 2>&1 | sed 's/^/    /' || true
+  echo "  --gpus=16 is reshaped to whole nodes and tagged:"
+  local id
+  id="$(sbatch --parsable --gpus=16 --time=5 --output="$OUT_DIR/%x-%j.out" --job-name=reshaped --admin-comment=forged --wrap 'sleep 20')"
+  JOB_IDS+=("$id")
+  scontrol -o show job "$id" | tr ' ' '\n' | grep -E '^(NumNodes|TresPerNode|TresPerJob|AdminComment|Requeue)=' | sed 's/^/    /'
+}
+
+step_prioritizer() {
+  banner "prioritizer daemon (LAS + fair share + deadlines -> SiteFactor; preemption by USR2 + requeue)"
+  stop_marked prioritizer
+  start_marked prioritizer slurm-dl prioritizer run --config site-configs/testbed.toml --db "sqlite:///$TESTBED_DIR/ledger.db"
+  sleep 4
+  echo "  daemon log ($TESTBED_DIR/log/prioritizer.log):"
+  tail -n 5 "$TESTBED_DIR/log/prioritizer.log" | sed 's/^/    /'
+}
+
+step_explain() {
+  banner "why jobs have their priority (slurm-dl explain)"
+  sleep 4  # one more prioritizer cycle sees the dlsubmit jobs
+  local id
+  for id in $(squeue -h -o %i | head -n 3); do
+    slurm-dl explain "$id" --db "sqlite:///$TESTBED_DIR/ledger.db" 2>&1 | sed 's/^/  /' | head -n 12 || true
+  done
+}
+
 step_howto() {
   banner "the cluster stays up"
   cat <<MSG
@@ -109,13 +159,15 @@ step_howto() {
                          sinfo; squeue; sbatch --gpus=2 --wrap 'echo \$CUDA_VISIBLE_DEVICES'
   job output:            $OUT_DIR/
   dlsubmit jobs:         cd $OUT_DIR/dlsubmit && dlsubmit status
-  logs:                  $TESTBED_DIR/log/
+  logs:                  $TESTBED_DIR/log/ (filter.log, prioritizer.log, slurmctld.log …)
+  why a job waits:       slurm-dl explain JOBID --db sqlite:///$TESTBED_DIR/ledger.db
+  what the filter does:  slurm-dl filter check --config site-configs/testbed.toml -- --gpus=16 -t 60
   status:                slurm-dl testbed status --dir $TESTBED_DIR
-  take it down:          slurm-dl testbed down --dir $TESTBED_DIR
+  take it down:          slurm-dl testbed down --dir $TESTBED_DIR   (also stops the filter and the prioritizer)
 MSG
 }
 
-STEPS=(step_setup step_testbed_up step_submit_gpu_jobs step_show_placement step_dlsubmit step_howto)
+STEPS=(step_setup step_testbed_up step_filter step_prioritizer step_submit_gpu_jobs step_show_placement step_dlsubmit step_explain step_howto)
 
 for step in "${STEPS[@]}"; do
   "$step"

@@ -1,10 +1,18 @@
-"""``slurm-dl``: the admin CLI. Each command group lives in its own module."""
+"""``slurm-dl``: the admin CLI. Each command group lives in its own module.
+
+The core's own groups are imported here. The groups of the edge packages (``jobsubmit``: the
+filter; ``prioritizer``: the daemon and ``explain``) import ``slurm_dl``, never the reverse, so
+they are found through the ``slurm_dl.commands`` entry-point group declared in pyproject.toml;
+each entry point is a function that adds its commands to the app.
+"""
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
+
 import typer
 
-from . import config_cmd
+from . import config_cmd, simulate_cmd, testbed_cmd
 
 app = typer.Typer(
     name="slurm-dl",
@@ -13,16 +21,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(config_cmd.app, name="config")
-# Command groups register below, one line each.
-from . import testbed_cmd  # noqa: E402
 app.add_typer(testbed_cmd.app, name="testbed")
-from . import filter_cmd  # noqa: E402
-app.add_typer(filter_cmd.app, name="filter")
-from . import prioritizer_cmd  # noqa: E402
-app.add_typer(prioritizer_cmd.app, name="prioritizer")
-app.command("explain")(prioritizer_cmd.explain)
-from . import simulate_cmd  # noqa: E402
 app.command("simulate", help=simulate_cmd.HELP, no_args_is_help=True)(simulate_cmd.simulate)
+
+
+def _load_plugins() -> None:
+    for ep in sorted(entry_points(group="slurm_dl.commands"), key=lambda e: e.name):
+        ep.load()(app)
+
+
+_load_plugins()
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from .common import expected_errors, fail
+from slurm_dl.cli.common import expected_errors, fail
 
 app = typer.Typer(help="The prioritizer daemon: scores, SiteFactor, preemption.", no_args_is_help=True)
 
@@ -126,3 +126,9 @@ def explain(
         typer.echo(f"job {job_id}: no longer pending or running")
         for d in decisions:
             typer.echo(f"  t={d['at']:.0f} {d['kind']}: {d['reason']}")
+
+
+def register(root: typer.Typer) -> None:
+    """Entry point (``slurm_dl.commands``): add ``slurm-dl prioritizer …`` and ``slurm-dl explain``."""
+    root.add_typer(app, name="prioritizer")
+    root.command("explain")(explain)

@@ -16,11 +16,11 @@ from typing import Optional
 
 import typer
 
-from ..config import SiteConfig, load_config
-from ..errors import ConfigError
-from ..rules import FilterContext, decide
-from ..rules.sbatch_args import SbatchArgsError, parse_sbatch_args
-from .common import expected_errors, fail
+from slurm_dl.config import SiteConfig, load_config
+from slurm_dl.errors import ConfigError
+from slurm_dl.rules import FilterContext, decide
+from slurm_dl.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
+from slurm_dl.cli.common import expected_errors, fail
 
 app = typer.Typer(help="The job_submit filter: serve, install, check.", no_args_is_help=True)
 
@@ -118,3 +118,8 @@ def check(
                    "also give --comment=dl:deadline=YYYY-MM-DDTHH:MM", err=as_json)
     if not decision.accepted:
         raise typer.Exit(2)
+
+
+def register(root: typer.Typer) -> None:
+    """Entry point (``slurm_dl.commands``): add ``slurm-dl filter …``."""
+    root.add_typer(app, name="filter")
