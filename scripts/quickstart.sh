@@ -120,6 +120,7 @@ stop_marked() {  # stop a previous quick start's service before starting a new o
 step_filter() {
   banner "submit filter: job_submit.lua shim + filter service (site-configs/testbed.toml)"
   local sock="$TESTBED_DIR/filter.sock"
+  mkdir -p "$OUT_DIR"
   stop_marked filter
   start_marked filter slurm-dl filter serve --config site-configs/testbed.toml --socket "$sock"
   for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -127,11 +128,11 @@ step_filter() {
   sleep 1  # slurmctld re-reads job_submit.lua when its mtime changes
   echo "  an unknown GPU type is refused by sbatch with the filter's message:"
   sbatch --gres=gpu:nosuchgpu:1 --time=5 --wrap true 2>&1 | sed 's/^/    /' || true
-  echo "  --gpus=16 is reshaped to whole nodes and tagged:"
+  echo "  --gpus=16 is reshaped to whole nodes and tagged (a tag forged in --comment is not taken):"
   local id
-  id="$(sbatch --parsable --gpus=16 --time=5 --output="$OUT_DIR/%x-%j.out" --job-name=reshaped --admin-comment=forged --wrap 'sleep 20')"
+  id="$(sbatch --parsable --gpus=16 --time=5 --output="$OUT_DIR/%x-%j.out" --job-name=reshaped --comment='sdl1:class=serve;ckpt=0' --wrap 'sleep 20')"
   JOB_IDS+=("$id")
-  scontrol -o show job "$id" | tr ' ' '\n' | grep -E '^(NumNodes|TresPerNode|TresPerJob|AdminComment|Requeue)=' | sed 's/^/    /'
+  scontrol -o show job "$id" | tr ' ' '\n' | grep -E '^(NumNodes|TresPerNode|TresPerJob|Comment|AdminComment|Requeue)=' | sed 's/^/    /'
 }
 
 step_prioritizer() {

@@ -32,6 +32,10 @@ READY_TIMEOUT_S = 30.0
 MAX_STATE_DIR_LEN = 69  # root + "/spool/gpu01" + "/gpu01_<8-digit job>.<10-digit step>" <= 107
 
 
+# sinfo states of a node whose slurmd answers (no "*" suffix, not down or drained).
+_READY_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+
+
 @dataclass(frozen=True)
 class TestbedStatus:
     """Which daemons run (name -> pid or None) and the node states slurmctld reports."""
@@ -168,7 +172,7 @@ class Testbed:
 
     # -- up ----------------------------------------------------------------------------------
     def up(self, timeout: float = READY_TIMEOUT_S) -> TestbedStatus:
-        """Start the cluster and wait until every node is idle. Already up: returns at once."""
+        """Start the cluster and wait until every node answers. Already up: returns at once."""
         binaries = find_slurm()
         acct_binaries = acct.find_accounting_binaries() if self.accounting else {}
         require_root()
@@ -332,7 +336,8 @@ class Testbed:
                     last_error = str(e)
             else:
                 last_error = f"slurmctld not listening on port {params.ctld_port} yet"
-            if states and all(states.get(n) == "idle" for n in params.node_names):
+            # A node that answers is ready; after a restart it may already hold recovered jobs.
+            if states and all(states.get(n) in _READY_STATES for n in params.node_names):
                 return
             if time.monotonic() > deadline:
                 shown = ", ".join(f"{n}={states.get(n, '?')}" for n in params.node_names)
