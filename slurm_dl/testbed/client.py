@@ -1,41 +1,23 @@
 """The few Slurm client calls the testbed itself needs: node states while starting, and
 submit-and-wait helpers for integration tests, benchmarks and the quick start.
 
-(Everything else in slurm-dl reads and writes Slurm through ``slurm_dl.slurm``; the testbed
-keeps its own minimal calls so it can come up and be checked before any backend exists.)
+Every command goes through ``slurm_dl.slurm.runner.run_slurm``, the one place slurm-dl runs
+Slurm commands, so failures map to the same error types everywhere.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..errors import JobNotFoundError, SlurmError, SlurmUnavailableError, TestbedError
-
-_UNREACHABLE = ("Unable to contact slurm controller", "Connection refused", "Socket timed out")
-
+from ..errors import SlurmError, TestbedError
+from ..slurm.runner import run_slurm
 
 def run_client(argv: list[str], env: Mapping[str, str], *, timeout: float = 30.0, input: str | None = None) -> str:
-    """Run a Slurm client command; its failures become the project's error types."""
-    try:
-        proc = subprocess.run(
-            argv, env=dict(env), input=input, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except FileNotFoundError:
-        raise SlurmError(f"{argv[0]}: command not found", command=argv) from None
-    except subprocess.TimeoutExpired:
-        raise SlurmUnavailableError(f"{' '.join(argv[:2])}: no answer within {timeout:.0f} s", command=argv) from None
-    if proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip() or f"exit status {proc.returncode}"
-        if any(s in msg for s in _UNREACHABLE):
-            raise SlurmUnavailableError(f"{argv[0]}: {msg}", command=argv, returncode=proc.returncode)
-        if "Invalid job id" in msg:
-            raise JobNotFoundError(f"{argv[0]}: {msg}", command=argv, returncode=proc.returncode)
-        raise SlurmError(f"{argv[0]}: {msg}", command=argv, returncode=proc.returncode)
-    return proc.stdout
+    """Run a Slurm client command through the backend's runner (one error mapping for all)."""
+    return run_slurm(argv, env=env, timeout=timeout, input=input).stdout
 
 
 def node_states(env: Mapping[str, str]) -> dict[str, str]:
