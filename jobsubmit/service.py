@@ -259,14 +259,24 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
     """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config."""
     service = FilterService(config_path)
     path = Path(socket_path or service.config.filter.socket)
-    server = open_server(service, path, owner)
-    signal.signal(signal.SIGHUP, lambda *_: service.reload())
+    # Handlers go in before the socket exists: a SIGTERM right after start must still remove it
+    # (a stale socket file would make the shim connect to nothing until the next start).
+    holder: dict[str, _Server] = {}
+    stop_requested = threading.Event()
 
     def _stop(*_: Any) -> None:
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        stop_requested.set()
+        if "server" in holder:
+            threading.Thread(target=holder["server"].shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGHUP, lambda *_: service.reload())
+    server = holder["server"] = open_server(service, path, owner)
+    if stop_requested.is_set():
+        server.server_close()
+        path.unlink(missing_ok=True)
+        return
     log.info("filter service listening on %s (config %s, pid %d)", path, config_path, os.getpid())
     try:
         server.serve_forever(poll_interval=0.5)
