@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from . import config_cmd, simulate_cmd, testbed_cmd
+from . import config_cmd, gpu_agent_cmd, simulate_cmd, testbed_cmd
 
 app = typer.Typer(
     name="slurm-dl",
@@ -23,6 +23,7 @@ app = typer.Typer(
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(testbed_cmd.app, name="testbed")
 app.command("simulate", help=simulate_cmd.HELP, no_args_is_help=True)(simulate_cmd.simulate)
+app.command("gpu-agent", help=gpu_agent_cmd.HELP)(gpu_agent_cmd.gpu_agent)
 
 
 def _load_plugins() -> None:

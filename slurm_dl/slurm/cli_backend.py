@@ -16,6 +16,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ..errors import JobNotFoundError, SlurmError, SlurmUnavailableError
 from ..model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
+from .gpu_alloc import GpuAllocation, gpu_allocations
 from .parse import json_errors_text, parse_partitions, parse_sinfo_json, parse_squeue_json, parse_topology
 from .squeue_format import ACTIVE_STATES, TIME_FORMAT_ENV, parse_squeue_format, squeue_format_argv
 from .protocol import SITE_FACTOR_CHUNK, SiteFactorResult, chunked, group_by_value
@@ -131,6 +132,10 @@ class CliBackend:
         env = dict(self._env if self._env is not None else os.environ)
         env.update(TIME_FORMAT_ENV)
         return parse_squeue_format(self._run(argv, env=env).stdout, wanted)
+
+    def gpu_allocations(self, node: str | None = None) -> list[GpuAllocation]:
+        """GPU indices Slurm assigned to each running job (on ``node`` only, when given)."""
+        return gpu_allocations(self._json(["squeue", "--json"]), node)
 
     def nodes(self, topology: Topology | None = None) -> list[Node]:
         topo = topology if topology is not None else self.topology()

@@ -1,0 +1,69 @@
+"""``slurm-dl gpu-agent``: sample this node's GPUs through NVML and publish per-job figures."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..config import load_config
+from .common import expected_errors
+
+HELP = ("Sample this node's GPUs through NVML (utilisation, memory, power, processes), attribute each GPU to "
+        "the Slurm job holding it and write Prometheus text to OUTPUT_DIR/<node>.prom. Without GPUs or NVML "
+        "it says so and exits 0 (or idles with --idle-without-gpus).")
+
+
+def gpu_agent(
+    once: bool = typer.Option(False, "--once", help="take one sample and exit"),
+    interval: Optional[float] = typer.Option(None, "--interval", help="seconds between samples "
+                                             "(default: [telemetry] sample_seconds of the site config)"),
+    output_dir: Path = typer.Option(Path("/var/lib/slurm-dl/gpu-agent"), "--output-dir",
+                                    help="where <node>.prom is written"),
+    node: Optional[str] = typer.Option(None, "--node", help="Slurm node name (default: SLURMD_NODENAME or hostname)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="site config TOML"),
+    idle_without_gpus: bool = typer.Option(False, "--idle-without-gpus",
+                                           help="without GPUs/NVML, sleep instead of exiting (for a unit on mixed nodes)"),
+    as_json: bool = typer.Option(False, "--json", help="print each sample as JSON"),
+) -> None:
+    from ..slurm import CliBackend
+    from ..telemetry.agent import node_name, sample_once
+    from ..telemetry.nvml import NvmlUnavailableError, load_nvml
+
+    with expected_errors():
+        period = interval if interval is not None else (load_config(config).telemetry.sample_seconds if config else 30.0)
+        name = node or node_name()
+        try:
+            nvml = load_nvml()
+            count = nvml.nvmlDeviceGetCount()
+        except NvmlUnavailableError as e:
+            _no_gpus(f"gpu-agent: {name}: {e}; no GPUs to sample, exiting", once, idle_without_gpus)
+            return
+        if count == 0:
+            _no_gpus(f"gpu-agent: {name}: no GPUs (NVML sees 0 devices); nothing to sample, exiting", once, idle_without_gpus)
+            return
+        backend = CliBackend()
+        while True:
+            result = sample_once(nvml, name, backend.gpu_allocations, output_dir)
+            if as_json:
+                typer.echo(json.dumps({"node": result.node, "gpus": result.gpus, "written": str(result.written),
+                                       "samples": [asdict(s) for s in result.samples],
+                                       "jobs": {str(k): asdict(v) for k, v in result.jobs.items()}}))
+            else:
+                busy = ", ".join(f"job {j}: {u.gpus} GPU(s) {u.mean_util_percent:.0f}%" for j, u in result.jobs.items())
+                typer.echo(f"gpu-agent: {name}: {result.gpus} GPU(s) sampled -> {result.written}"
+                           f"{'; ' + busy if busy else '; no Slurm job holds a GPU'}")
+            if once:
+                return
+            time.sleep(period)
+
+
+def _no_gpus(message: str, once: bool, idle: bool) -> None:
+    typer.echo(message)
+    if idle and not once:
+        while True:  # a unit on a CPU node stays up without restarting in a loop
+            time.sleep(3600)
