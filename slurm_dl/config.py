@@ -256,6 +256,10 @@ class TelemetryConfig(_Strict):
     idle_util_percent: float = Field(default=2.0, ge=0, le=100)
     idle_minutes: float = Field(default=60.0, gt=0)
     idle_action: Literal["report", "warn", "deprioritize", "cancel"] = "report"
+    warn_grace_minutes: float = Field(default=30.0, ge=0, description="idle time after the warning before acting")
+    interactive_idle_minutes: float | None = Field(default=None, gt=0, description="interactive jobs' own idle "
+                                                   "limit; unset: interactive jobs are never acted on")
+    dry_run: bool = Field(default=False, description="decide as configured but only report")
 
 
 class SiteConfig(_Strict):
