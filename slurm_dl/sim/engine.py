@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .placement import min_nodes, place_consolidated, place_spread, slowdown
+from ..model import JobState
 from .ranking import Ranker
 from .state import PreemptionCost, SimJob
 
@@ -54,7 +55,6 @@ class ClusterResult:
 def run_cluster(
     jobs: list, spec: ClusterSpec, ranker: Ranker, cost: PreemptionCost,
     *, spread: bool = False, model_info: dict | None = None,
-    usage_half_life_s: float | None = None,
 ) -> ClusterResult:
     """Simulate ``jobs`` (model Jobs, in trace order) on one cluster until all have finished."""
     per_node = spec.gpus_per_node
@@ -81,9 +81,9 @@ def run_cluster(
     sorted_pending = static or getattr(ranker, "pending_static", False)
     cached_running = getattr(ranker, "running_key_cached", False)
     by_cached_key = attrgetter("static_key")
-    needs_usage = getattr(ranker, "needs_usage", False)
-    usage: dict[str, float] = {}
-    usage_t = [arrivals[0].submit if arrivals else 0.0]
+    needs_usage = ranker.needs_usage
+    pending_wakes = ranker.pending_wakes
+    epoch = [ranker.epoch()]
     preemptions = 0
 
     def start(sj: SimJob, alloc, now: float) -> None:
@@ -94,6 +94,9 @@ def run_cluster(
         sj.alloc = alloc
         sj.running = True
         sj.seg_start = now
+        sj.charged_to = now
+        sj.job.state = JobState.RUNNING
+        sj.job.start_time = now
         if sj.first_start is None:
             sj.first_start = now
         sj.queue_s += now - sj.pend_since
@@ -122,15 +125,22 @@ def run_cluster(
         sj.alloc = ()
         sj.version += 1
         running.remove(sj)
+        j = sj.job
+        j.state = JobState.PENDING
+        j.attained_gpu_s = round(sj.attained0, 6)
+        j.executed_s = sj.executed0
         if needs_usage:
-            usage[sj.account] = usage.get(sj.account, 0.0) + sj.gpus * ran
+            ranker.charge(sj.account, sj.gpus * (now - sj.charged_to), now)
 
     def preempt(sj: SimJob, now: float) -> None:
         nonlocal preemptions
         ran = now - sj.seg_start
         stop(sj, now)
-        sj.remaining += cost.restart(sj.gpus) + cost.lost_work(ran) * sj.speed
+        penalty = cost.restart(sj.gpus) + cost.lost_work(ran) * sj.speed
+        sj.remaining += penalty
+        sj.job.duration += penalty
         sj.preemptions += 1
+        sj.job.restarts = sj.preemptions
         preemptions += 1
         sj.pend_since = now
         enqueue(sj, now)
@@ -144,18 +154,30 @@ def run_cluster(
             pending.insert(i, sj)
         else:
             pending.append(sj)
+        if pending_wakes:
+            nxt = ranker.next_change(sj, now)
+            if nxt is not None:
+                heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
 
     def refresh_usage(now: float) -> None:
-        # running work counts as it accrues; decay all accounts by the half-life
-        if usage_half_life_s:
-            f = 0.5 ** ((now - usage_t[0]) / usage_half_life_s)
-            for a in usage:
-                usage[a] *= f
-        usage_t[0] = now
-        live = dict(usage)
+        # running work counts as it accrues (the daemon's ledger charges it every cycle)
         for sj in running:
-            live[sj.account] = live.get(sj.account, 0.0) + sj.gpus * (now - sj.seg_start)
-        ranker.usage = live
+            if now > sj.charged_to:
+                ranker.charge(sj.account, sj.gpus * (now - sj.charged_to), now)
+                sj.charged_to = now
+
+    def rekey(now: float) -> None:
+        """Every key may have changed (the ranker's epoch moved): re-sort, re-cache, re-wake."""
+        if sorted_pending:
+            keyed = sorted(((ranker.key(sj, now), sj) for sj in pending), key=lambda x: x[0])
+            pending_keys[:] = [k for k, _ in keyed]
+            pending[:] = [sj for _, sj in keyed]
+        for sj in running:
+            if cached_running:
+                sj.static_key = ranker.key(sj, now)
+            nxt = ranker.next_change(sj, now)
+            if nxt is not None and nxt < sj.seg_start + sj.remaining / sj.speed:
+                heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
 
     def pass_strict(now: float, skip: bool) -> None:
         if not static:
@@ -320,7 +342,7 @@ def run_cluster(
         t_arr = arrivals[ai].submit if ai < n else float("inf")
         t_evt = heap[0][0] if heap else float("inf")
         now = min(t_arr, t_evt)
-        woke = False
+        done = False
         while heap and heap[0][0] <= now:
             _, kind, _, ver, sj = heapq.heappop(heap)
             if ver != sj.version:
@@ -329,20 +351,30 @@ def run_cluster(
                 stop(sj, now)
                 sj.remaining = 0.0
                 sj.end_time = now
+                sj.job.state = JobState.COMPLETED
+                ranker.finished(sj)
                 finished.append(sj)
-            else:
-                woke = True
+                done = True
+            elif sj.running:
                 if cached_running:
                     sj.static_key = ranker.key(sj, now)
                 nxt = ranker.next_change(sj, now)
                 end = sj.seg_start + sj.remaining / sj.speed
                 if nxt is not None and nxt < end:
                     heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
+            else:  # a waiting job's key changes on its own (starvation guard, deadline boost)
+                nxt = ranker.next_change(sj, now)
+                if nxt is not None:
+                    heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
+        if done:
+            ep = ranker.epoch()
+            if ep != epoch[0]:
+                epoch[0] = ep
+                rekey(now)
         while ai < n and arrivals[ai].submit <= now:
             sj = arrivals[ai]
             ai += 1
             enqueue(sj, now)
-        del woke
         if needs_usage:
             refresh_usage(now)
         if discipline == "preemptive":

@@ -34,7 +34,6 @@ class SimSetup:
     model_info: dict | None = None
     shares: dict[str, float] | None = None
     fairness: bool = True
-    usage_half_life_s: float | None = None
 
 
 def by_account(jobs: Sequence[Job]) -> "OrderedDict[str, list[Job]]":
@@ -62,7 +61,7 @@ def simulate(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimS
     results = []
     for spec, js in clusters_for(jobs, setup):
         results.append(run_cluster(js, spec, make_ranker(), setup.cost, spread=setup.spread,
-                                   model_info=setup.model_info, usage_half_life_s=setup.usage_half_life_s))
+                                   model_info=setup.model_info))
     summary = summarize(results)
     if setup.cluster_sizes is None and setup.fairness:
         iso = isolated_jcts(jobs, make_ranker, setup)

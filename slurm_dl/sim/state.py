@@ -2,26 +2,40 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
-from ..model import Job
+from ..model import Job, JobState
 
 
 class SimJob:
-    """One trace job inside the engine. Times in trace seconds; work in seconds at full speed."""
+    """One trace job inside the engine. Times in trace seconds; work in seconds at full speed.
+
+    ``job`` is the engine's own copy of the trace's model Job (the trace stays untouched, so
+    several policies can replay it): the engine keeps its ``state``, ``start_time`` (of the
+    current run), ``attained_gpu_s`` / ``executed_s`` (as of the last stop; the ranker brings
+    a running job's figures up to ``now``) and ``duration`` (the trace duration plus the
+    preemption costs added so far — the total run time an oracle would know) current for the
+    policy core."""
 
     __slots__ = (
         "seq", "job", "gpus", "submit", "duration", "remaining", "running", "seg_start", "speed",
         "attained0", "executed0", "preemptions", "alloc", "first_start", "queue_s", "pend_since",
-        "end_time", "version", "account", "deadline", "static_key",
+        "end_time", "version", "account", "deadline", "static_key", "charged_to",
     )
 
     def __init__(self, seq: int, job: Job):
         self.seq = seq
-        self.job = job
+        self.job = job = copy.copy(job)
+        job.state = JobState.PENDING
+        job.start_time = None
+        job.attained_gpu_s = 0.0
+        job.executed_s = 0.0
+        job.restarts = 0
         self.gpus = job.num_gpus
         self.submit = job.submit_time
         self.duration = float(job.duration or 0.0)
+        job.duration = self.duration
         self.remaining = self.duration
         self.running = False
         self.seg_start = 0.0
@@ -38,6 +52,7 @@ class SimJob:
         self.account = job.account
         self.deadline = job.deadline
         self.static_key: tuple = ()
+        self.charged_to = 0.0  # usage charged to the ledger up to this time (fair share)
 
     # --- views at time ``now`` --------------------------------------------------------------
     def attained(self, now: float) -> float:
@@ -54,14 +69,6 @@ class SimJob:
         if self.running:
             return self.remaining - (now - self.seg_start) * self.speed
         return self.remaining
-
-    def sync_job(self, now: float) -> Job:
-        """Copy the engine's view onto the model Job (for policies that read ``Job`` fields)."""
-        j = self.job
-        j.attained_gpu_s = self.attained(now)
-        j.executed_s = self.executed(now)
-        j.restarts = self.preemptions
-        return j
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import pytest
 from slurm_dl.model import Job
 from slurm_dl.sim.engine import ClusterSpec, run_cluster
 from slurm_dl.sim.placement import place_consolidated, place_spread, slowdown
-from slurm_dl.sim.ranking import Las, make_ranker
+from slurm_dl.sim.ranking import make_ranker
 from slurm_dl.sim.state import PreemptionCost
 
 
@@ -89,7 +89,7 @@ def test_helios_cost_by_gpu_count():
 def test_las_threshold_crossing_is_an_event_and_drops_a_queue():
     # one GPU, one threshold at 100 GPU-s, no preemption cost
     jobs = [job(1, 1, 0, 300), job(2, 1, 50, 300)]
-    res, r = run(jobs, None, per_node=1, ranker=Las((100.0,)))
+    res, r = run(jobs, None, per_node=1, ranker=make_ranker("las", las_thresholds=[100.0]))
     # t=100: job 1 crosses into queue 1 → job 2 (queue 0) preempts it; t=200: job 2 crosses,
     # both in queue 1, FIFO → job 1 back; it needs 200 more s → ends 400; job 2 ends 600.
     assert res[1].end_time == 400
