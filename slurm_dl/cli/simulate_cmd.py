@@ -14,9 +14,13 @@ from .common import expected_errors, fail
 
 HELP = """Replay a GPU-cluster trace through scheduling policies and compare them side by side.
 
-Policies: fifo (strict head-of-line), fifo-firstfit, fifo-backfill (EASY, Slurm-like), sjf and
-srtf (oracles, simulator only), las (2D-LAS, --las-thresholds), las-tiresias (Tiresias's default
-3250/7200/18000 GPU-s), gittins (prior: tiresias/yarn-gput1000.csv), deadline-las, fairshare.
+Every policy is the policy core's (the prioritizer's own code, built by get_policy); the options
+below are its overrides. Policies: fifo (strict head-of-line), fifo-firstfit, fifo-backfill
+(EASY, Slurm-like), sjf and srtf (oracles, simulator only), las (2D-LAS, --las-thresholds,
+--starvation), las-tiresias (Tiresias's default 3250/7200/18000 GPU-s), gittins (prior:
+tiresias/yarn-gput1000.csv, plus the finished jobs' history), fairshare (shares from --config),
+deadline (--deadline-boost), deadline-las (deadline tier, then LAS), qssf, class, combined
+(tiers from --config).
 
 Sweeps: --las-thresholds may be repeated; each value adds a run named las[T1,T2,...], e.g.
   --policy las --las-thresholds 3250,7200,18000 --las-thresholds 1800,36000
@@ -61,7 +65,7 @@ def simulate(
     las_thresholds: List[str] = typer.Option([], "--las-thresholds", help="LAS thresholds in GPU-s, comma-separated; repeat to sweep"),
     starvation: Optional[float] = typer.Option(None, "--starvation", min=0.0, help="LAS starvation guard S (promote after S x executed time)"),
     gittins_prior: Optional[Path] = typer.Option(None, "--gittins-prior", help="CSV with a 'duration' column of GPU-seconds"),
-    deadline_boost: float = typer.Option(3600.0, "--deadline-boost", min=0.0, help="deadline-las: boost when slack < this (s)"),
+    deadline_boost: Optional[float] = typer.Option(None, "--deadline-boost", min=1.0, help="deadline, deadline-las: boost when slack < this (s); default from --config, else 3600"),
     spread: bool = typer.Option(False, "--spread", help="let jobs spread over extra nodes when they do not fit consolidated (slower, chronus/model_info.json)"),
     model_info: Optional[Path] = typer.Option(None, "--model-info", help="placement-sensitivity table (chronus/model_info.json)"),
     no_fairness: bool = typer.Option(False, "--no-fairness", help="skip the isolated runs that give rho (shared cluster)"),
@@ -110,7 +114,7 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
     )
     runs: list[tuple[str, dict]] = []
     for name in policy:
-        sets = thr_sets if name in ("las", "fairshare", "deadline-las") and len(thr_sets) > 1 else [thr_sets[0] if thr_sets else None]
+        sets = thr_sets if name in ("las", "deadline-las") and len(thr_sets) > 1 else [thr_sets[0] if thr_sets else None]
         for thr in sets:
             label = name if len(sets) == 1 else f"{name}[{','.join(f'{x:g}' for x in thr)}]"
             try:

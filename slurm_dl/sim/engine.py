@@ -309,7 +309,10 @@ def run_cluster(
             pass_preemptive_sorted(now)
             return
         cands = pending + running
-        cands.sort(key=lambda s: ranker.key(s, now))
+        if cached_running:  # a running job's key is re-read only at its wake-ups
+            cands.sort(key=lambda s: s.static_key if s.running else ranker.key(s, now))
+        else:
+            cands.sort(key=lambda s: ranker.key(s, now))
         quota = total
         chosen: list[SimJob] = []
         selected_running: set[int] = set()

@@ -79,6 +79,14 @@ class PolicyRanker:
         )
         self.running_key_cached = isinstance(policy, (LasPolicy, GittinsPolicy))
         self.pending_wakes = not self.pending_static
+        # The core's starvation guard lapses as soon as a promoted job runs (executed reaches
+        # waited / S at once), which in a preemptive replay with no minimum runtime flips the
+        # job in and out forever. With the guard on, a running job's key is re-read no sooner
+        # than the site's preemption minimum runtime after it started (as the daemon would
+        # not preempt it earlier).
+        self.min_run_s = 0.0
+        if starving:
+            self.min_run_s = max(1.0, config.preemption.min_runtime_seconds if config is not None else 600.0)
         fs = [p for p in comps if isinstance(p, FairSharePolicy)]
         self.needs_usage = bool(fs)
         self.half_life_s = fs[0].half_life_s if fs else 0.0
@@ -102,9 +110,11 @@ class PolicyRanker:
 
     def next_change(self, sj: SimJob, now: float) -> float | None:
         t = self._next(self._sync(sj, now), self.ctx)
-        if t is not None and t <= now:
-            t = math.nextafter(now, INF)
-        return t
+        if t is None:
+            return None
+        if self.min_run_s and sj.running:
+            t = max(t, sj.seg_start + self.min_run_s)
+        return t if t > now else math.nextafter(now, INF)
 
     def epoch(self) -> int:
         """Changes when all keys may have changed (Gittins' table rebuilt from more history)."""
