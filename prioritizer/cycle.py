@@ -21,6 +21,7 @@ from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
 from . import preempt
+from .idle_watch import IdleWatcher
 from .jobs import apply_ledger, apply_tags, reopen_returned, seed_unknown_running
 from .planning import plan_intents
 
@@ -85,6 +86,7 @@ class Prioritizer:
         self.ledger: Ledger | None = None
         self.known_site_factors: dict[int, int] | None = None
         self.cycle_no = 0
+        self.idle = IdleWatcher(config.telemetry) if config.telemetry.exposition_dir else None
 
     def _load(self) -> Ledger:
         if self.ledger is None:
@@ -173,6 +175,12 @@ class Prioritizer:
                 rank=rank, ranked=len(order), half_life_s=self.half_life_s,
                 waiting_for=waiting_reason(j, free, victims_of.get(j.job_id, ())),
             )
+        if self.idle is not None:  # GPU telemetry: utilisation in the explanations, idle-allocation policy
+            utilisation, idle_rows = self.idle.step(jobs, now, self.backend, dry_run=self.dry_run)
+            for jid, entry in utilisation.items():
+                if jid in explanations:
+                    explanations[jid]["gpu_utilisation"] = entry
+            decisions.extend(idle_rows)
         if not self.dry_run:
             self.cycle_no += 1
             live = {j.job_id for j in jobs}

@@ -260,6 +260,8 @@ class TelemetryConfig(_Strict):
     interactive_idle_minutes: float | None = Field(default=None, gt=0, description="interactive jobs' own idle "
                                                    "limit; unset: interactive jobs are never acted on")
     dry_run: bool = Field(default=False, description="decide as configured but only report")
+    exposition_dir: str | None = Field(default=None, description="directory of the gpu-agents' <node>.prom "
+                                       "files the prioritizer reads; unset: no telemetry in the prioritizer")
 
 
 class SiteConfig(_Strict):

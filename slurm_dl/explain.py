@@ -138,6 +138,11 @@ def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str,
     if expl.get("deadline") is not None:
         lines.append(f"  deadline {expl['deadline']}, slack {expl['deadline_slack_s']} s")
     lines.append(f"  account {expl.get('account') or '-'} usage {expl['account_usage_gpu_s']} GPU-s (decayed)")
+    gpu = expl.get("gpu_utilisation")
+    if gpu:
+        idle = f"; idle {gpu['idle_minutes']} min -> {gpu['idle_verdict']}" if "idle_verdict" in gpu else ""
+        lines.append(f"  GPU utilisation: {gpu['gpus']} GPU(s), mean {gpu['mean_util_percent']}% max "
+                     f"{gpu['max_util_percent']}%, {gpu['processes']} process(es), {gpu['power_watts']} W{idle}")
     if expl.get("waiting_for"):
         lines.append(f"  waiting for: {expl['waiting_for']}")
     decisions = list(decisions)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from .config import TelemetryConfig
 from .model import Job, JobClass
@@ -98,3 +98,27 @@ def _decide_one(job: Job, samples: list[JobGpuSample], cfg: TelemetryConfig, enf
     verdict = Verdict(cfg.idle_action)
     return IdleDecision(job.job_id, verdict, idle_min, enforce,
                         f"{what} (limit {limit:g} min + {cfg.warn_grace_minutes:g} min after the warning)")
+
+
+def merge_window(window: Iterable[JobGpuSample], new: Iterable[JobGpuSample], horizon_start: float) -> list[JobGpuSample]:
+    """The sample history kept between cycles: old and new, de-duplicated, none before ``horizon_start``."""
+    keep = {(s.job_id, s.node, s.gpu, s.time): s for s in (*window, *new) if s.time >= horizon_start}
+    return [keep[k] for k in sorted(keep, key=lambda k: (k[3], k[0], k[1], k[2]))]
+
+
+def horizon_minutes(cfg: TelemetryConfig) -> float:
+    """How much history the idle policy can need: the longest limit, the grace, two sample periods."""
+    limit = max(cfg.idle_minutes, cfg.interactive_idle_minutes or 0.0)
+    return limit + cfg.warn_grace_minutes + 2 * cfg.sample_seconds / 60.0
+
+
+def utilisation_entry(util: Any, decision: IdleDecision | None) -> dict:
+    """A JSON-able per-job summary (``util``: a telemetry.attribution.JobUtilisation) for the explanations."""
+    entry = {"gpus": util.gpus, "mean_util_percent": round(util.mean_util_percent, 1),
+             "max_util_percent": round(util.max_util_percent, 1), "mem_used_bytes": util.mem_used_bytes,
+             "power_watts": round(util.power_watts, 1), "processes": util.processes}
+    if decision is not None:
+        entry.update(idle_minutes=round(decision.idle_minutes, 1), idle_verdict=decision.verdict.value,
+                     idle_enforced=decision.enforce, idle_reason=decision.reason)
+    return entry
+

@@ -1,0 +1,92 @@
+"""The prioritizer with GPU telemetry: agents' exposition files -> utilisation in the explanations,
+an idle job warned and then cancelled, a busy job left alone, dry runs that only report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prioritizer import Prioritizer
+from slurm_dl.config import load_config
+from slurm_dl.explain import render_explanation
+from slurm_dl.slurm.gpu_alloc import GpuAllocation
+from slurm_dl.store import Store
+from slurm_dl.telemetry import exposition
+from slurm_dl.telemetry.agent import write_atomically
+from slurm_dl.telemetry.attribution import attribute
+from slurm_dl.telemetry.samples import GpuSample
+from test_cycle import MemoryCluster  # the in-memory cluster of the cycle tests (same directory)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class CancellingCluster(MemoryCluster):
+    def __init__(self) -> None:
+        super().__init__(nodes=1, gpus=8)
+        self.cancelled: list[int] = []
+
+    def cancel(self, job_id: int) -> None:
+        self.cancelled.append(job_id)
+        del self.jobs[job_id]
+
+
+def agent_writes(directory: Path, now: float) -> None:
+    """What gpu01's agent would publish: GPUs 0-1 busy (job 1), GPUs 2-3 idle with no process (job 2)."""
+    samples = [GpuSample("gpu01", i, i, 90.0 if i < 2 else 0.0, 1 << 30, 80 << 30, 300.0,
+                         (77,) if i < 2 else (), now) for i in range(4)]
+    allocs = [GpuAllocation(1, "u", "gpu01", (0, 1)), GpuAllocation(2, "u", "gpu01", (2, 3))]
+    write_atomically(directory / "gpu01.prom", exposition.render(attribute(samples, allocs)))
+
+
+def scene(tmp_path: Path, **telemetry):
+    config = load_config(ROOT / "site-configs" / "testbed.toml")
+    t = config.telemetry.model_copy(update={"exposition_dir": str(tmp_path / "agents"), "idle_minutes": 10.0,
+                                            "warn_grace_minutes": 5.0, "idle_action": "cancel", **telemetry})
+    config = config.model_copy(update={"telemetry": t})
+    c = CancellingCluster()
+    c.add(1, 2, running_on="gpu01")
+    c.add(2, 2, running_on="gpu01")
+    return config, c, Store(f"sqlite:///{tmp_path / 'prio.db'}")
+
+
+def run_minutes(p: Prioritizer, c: CancellingCluster, agents: Path, minutes: int) -> None:
+    for _ in range(minutes):
+        agent_writes(agents, c.now)
+        p.run_cycle()
+        c.now += 60
+
+
+def test_idle_job_is_warned_then_cancelled_busy_job_untouched(tmp_path: Path) -> None:
+    config, c, store = scene(tmp_path)
+    p = Prioritizer(config, c, store)
+    run_minutes(p, c, tmp_path / "agents", 12)
+    kinds = [d.kind for d in store.decisions(2)]
+    assert "idle-warn" in kinds and c.cancelled == []
+    expl = store.explanation(2)
+    assert expl["gpu_utilisation"]["idle_verdict"] == "warn" and expl["gpu_utilisation"]["gpus"] == 2
+    text = render_explanation(expl, [])
+    assert "GPU utilisation: 2 GPU(s), mean 0.0%" in text and "-> warn" in text
+    assert store.explanation(1)["gpu_utilisation"]["mean_util_percent"] == 90.0
+    run_minutes(p, c, tmp_path / "agents", 5)
+    assert c.cancelled == [2]
+    assert [d.kind for d in store.decisions(2)].count("idle-warn") == 1, "warned once, not every cycle"
+    assert "idle-cancel" in [d.kind for d in store.decisions(2)]
+    assert not any(d.kind.startswith("idle") for d in store.decisions(1))
+
+
+@pytest.mark.parametrize("how", [{"dry_run": True}, {"idle_action": "report"}])
+def test_report_modes_record_but_never_cancel(tmp_path: Path, how: dict) -> None:
+    config, c, store = scene(tmp_path, **how)
+    p = Prioritizer(config, c, store)
+    run_minutes(p, c, tmp_path / "agents", 20)
+    assert c.cancelled == []
+    reasons = [d.reason for d in store.decisions(2) if d.kind.startswith("idle")]
+    assert reasons and all("report only" in r for r in reasons)
+
+
+def test_without_exposition_dir_the_cycle_ignores_telemetry(tmp_path: Path) -> None:
+    config, c, store = scene(tmp_path, exposition_dir=None)
+    p = Prioritizer(config, c, store)
+    run_minutes(p, c, tmp_path / "agents", 20)
+    assert c.cancelled == [] and "gpu_utilisation" not in store.explanation(2)
