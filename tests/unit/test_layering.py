@@ -11,7 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CORE = REPO / "slurm_dl"
 EDGE_PACKAGES = {"jobsubmit", "prioritizer"}
-PURE_MODULES = ["model.py", "config.py", "ledger.py", "packing.py", "preemption.py", "render.py",
+PURE_MODULES = ["model.py", "config.py", "ledger.py", "packing.py", "preemption.py", "render.py", "idle.py",
                 "tags.py", "sitefactor.py", "explain.py", "policy", "rules"]
 IMPURE = {"subprocess", "socket", "sqlalchemy", "sqlmodel", "pynvml", "pyslurm"}
 
