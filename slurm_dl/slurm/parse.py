@@ -177,17 +177,16 @@ def parse_squeue_json(doc: Mapping[str, Any], states: Iterable[JobState] | None 
     By default only pending and active jobs; pass ``states`` to choose others.
     """
     _raise_json_errors(doc, "squeue --json")
+    return select_jobs((job_from_squeue(raw) for raw in doc.get("jobs") or []), states)
+
+
+def select_jobs(jobs: Iterable[Job], states: Iterable[JobState] | None = None) -> list[Job]:
+    """Keep the jobs in ``states``; by default the pending and active ones (squeue also lists
+    recently finished jobs, and 22.05 ignores its own state filter)."""
     wanted = set(states) if states is not None else None
-    out: list[Job] = []
-    for raw in doc.get("jobs") or []:
-        job = job_from_squeue(raw)
-        if wanted is None:
-            if job.state.finished or job.state is JobState.OTHER:
-                continue
-        elif job.state not in wanted:
-            continue
-        out.append(job)
-    return out
+    if wanted is None:
+        return [j for j in jobs if not (j.state.finished or j.state is JobState.OTHER)]
+    return [j for j in jobs if j.state in wanted]
 
 
 def json_errors_text(doc: Mapping[str, Any]) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..model import Job, JobState
-from .parse import _duration_s, job_from_squeue
+from .parse import _duration_s, job_from_squeue, select_jobs
 
 SEP = "\x1f"
 ACTIVE_STATES = "PD,R,CG,S"
@@ -89,17 +89,5 @@ def record_from_format_line(line: str) -> dict[str, Any] | None:
 
 def parse_squeue_format(text: str, states: Iterable[JobState] | None = None) -> list[Job]:
     """Jobs from ``squeue -O`` output made with ``format_argument()`` (pending and active by default)."""
-    wanted = set(states) if states is not None else None
-    out: list[Job] = []
-    for line in text.splitlines():
-        rec = record_from_format_line(line)
-        if rec is None:
-            continue
-        job = job_from_squeue(rec)
-        if wanted is None:
-            if job.state.finished or job.state is JobState.OTHER:
-                continue
-        elif job.state not in wanted:
-            continue
-        out.append(job)
-    return out
+    records = (record_from_format_line(line) for line in text.splitlines())
+    return select_jobs((job_from_squeue(rec) for rec in records if rec is not None), states)
