@@ -13,7 +13,8 @@ Formats
              expect_time_list,expect_value_list,best_effort,job_type`` — times in MINUTES (converted
              to seconds here); ``user`` (``vc_XXXX``) is the account; ``strict`` jobs get a hard
              ``deadline = submit + expect_time``; ``soft`` jobs get ``soft_deadlines`` of
-             (time, value) steps; ``best`` jobs have none.
+             (time, value) steps; ``best`` jobs have none. Deadline (strict, soft) jobs get
+             ``time_limit = duration``: Chronus profiles their iterations before admission.
 ``tiresias`` ``job_id,num_gpu,submit_time,iterations,model_name,duration,interval`` — seconds.
 ``csv``      slurm-dl's own plain CSV. Required columns: ``submit_time`` (seconds, or
              ``YYYY-MM-DD HH:MM:SS``), ``duration`` (seconds), ``num_gpus``. Optional: ``job_id``,
@@ -107,6 +108,10 @@ def _chronus(row: dict, line: int) -> Job | None:
         job.soft_deadlines = tuple((submit + t, v) for t, v in steps)
     elif kind != "best":
         raise ValueError(f"column 'job_type': {kind!r}; allowed: strict, soft, best")
+    if kind != "best":
+        # Chronus profiles a deadline job's iteration time before admitting it, so its declared
+        # run time (our time limit) is its iterations × that time: the trace duration.
+        job.time_limit = job.duration
     return job
 
 
