@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from ..errors import SlurmDLError, TraceError
-from .common import expected_errors, fail
+from .common import expected_errors
 
 HELP = """Replay a GPU-cluster trace through scheduling policies and compare them side by side.
 
@@ -24,6 +24,13 @@ deadline (--deadline-boost), deadline-las (deadline tier, then LAS), qssf, class
 
 Sweeps: --las-thresholds may be repeated; each value adds a run named las[T1,T2,...], e.g.
   --policy las --las-thresholds 3250,7200,18000 --las-thresholds 1800,36000
+
+Idle GPUs (issue 7): --idle-policy replays the [telemetry] idle policy of --config (the
+daemon's own decision code) on per-job GPU utilisation: the trace's gpu_util column,
+--utilisation FILE (CSV job_id,gpu_util), or --synthetic-idle FRACTION[:SEED] (SYNTHETIC, for
+demos: the public traces carry no utilisation). Each policy gains an "idle" block: idle GPU-hours,
+GPU-hours reclaimed, jobs flagged/warned/cancelled, and the other jobs' JCT and queueing in a
+replay with the idle jobs cancelled where the policy cancels them.
 
 Example (the Helios fidelity setup):
   slurm-dl simulate --trace ../shared/traces/philly/philly.csv --format philly \\
@@ -69,6 +76,10 @@ def simulate(
     spread: bool = typer.Option(False, "--spread", help="let jobs spread over extra nodes when they do not fit consolidated (slower, chronus/model_info.json)"),
     model_info: Optional[Path] = typer.Option(None, "--model-info", help="placement-sensitivity table (chronus/model_info.json)"),
     no_fairness: bool = typer.Option(False, "--no-fairness", help="skip the isolated runs that give rho (shared cluster)"),
+    idle_policy: bool = typer.Option(False, "--idle-policy", help="what the [telemetry] idle policy would reclaim (needs utilisation)"),
+    idle_action: Optional[str] = typer.Option(None, "--idle-action", help="override [telemetry] idle_action: report | warn | deprioritize | cancel"),
+    utilisation: Optional[Path] = typer.Option(None, "--utilisation", help="CSV job_id,gpu_util: per-job GPU utilisation (implies --idle-policy)"),
+    synthetic_idle: Optional[str] = typer.Option(None, "--synthetic-idle", help="SYNTHETIC utilisation FRACTION[:SEED] for jobs without any (implies --idle-policy)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write JCT CDF and queue-length plots into DIR"),
 ) -> None:
@@ -78,7 +89,7 @@ def simulate(
 
 def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
-         no_fairness, as_json, plot) -> None:
+         no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, as_json, plot) -> None:
     from ..config import load_config
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.simulate import SimSetup, simulate as run_sim
@@ -104,6 +115,8 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
     jobs = read_trace(trace, fmt, t0, t1)
     if not jobs:
         raise TraceError(f"{trace}: no jobs submitted in the window [{start}, {end})")
+    idle = _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) if (
+        idle_policy or idle_action or utilisation or synthetic_idle) else None
     prior_path = gittins_prior or _default_prior(trace)
     prior = load_prior(prior_path) if prior_path and "gittins" in policy else []
     minfo = json.loads(Path(model_info).read_text()) if model_info else None
@@ -130,6 +143,10 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
                 summary, results = run_sim(jobs, factory, setup)
             except ValueError as e:
                 raise SlurmDLError(str(e)) from None
+            if idle is not None:
+                from ..sim.idle_replay import what_if
+                summary["idle"] = {**idle["label"], **what_if(jobs, idle["outcomes"], idle["config"], factory, setup,
+                                                                results)}
             runs.append((label, summary, results))
     if plot:
         from ..sim.plots import write_plots
@@ -139,6 +156,76 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
         typer.echo(json.dumps(doc, sort_keys=False))
         return
     _table(doc, trace, len(jobs), cost.describe())
+
+
+def _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) -> dict:
+    """The idle policy's config and per-job outcomes (computed once: they do not depend on the
+    scheduling policy), and how the utilisation was obtained."""
+    from ..config import TelemetryConfig
+    from ..sim.idle_replay import judge_all
+    from ..sim.traces import attach_utilisation, read_utilisation
+    from ..sim.utilisation import parse_synthetic, profiles_of, synthetic_profiles
+
+    tcfg = cfg.telemetry if cfg else TelemetryConfig()
+    if idle_action is not None:
+        if idle_action not in ("report", "warn", "deprioritize", "cancel"):
+            raise SlurmDLError(f"--idle-action: got {idle_action!r}; allowed: report, warn, deprioritize, cancel")
+        tcfg = tcfg.model_copy(update={"idle_action": idle_action})
+    sources = []
+    if utilisation:
+        by_id = read_utilisation(utilisation)
+        matched = attach_utilisation(jobs, by_id)
+        sources.append(f"{utilisation}: {matched} of {len(by_id)} rows matched a job")
+    profiles = profiles_of(jobs)
+    given = sum(1 for p in profiles if p is not None)
+    if given and not utilisation:
+        sources.append(f"trace column gpu_util: {given} jobs")
+    synthetic = synthetic_idle is not None
+    if synthetic:
+        try:
+            frac, seed = parse_synthetic(synthetic_idle)
+        except ValueError as e:
+            raise SlurmDLError(str(e)) from None
+        fake = synthetic_profiles(jobs, frac, seed)
+        made = sum(1 for p, f in zip(profiles, fake) if p is None and f is not None)
+        profiles = [p if p is not None else f for p, f in zip(profiles, fake)]
+        sources.append(f"SYNTHETIC: {made} jobs ({frac:.0%} of those without utilisation, seed {seed}) "
+                       f"run at 90% then sit idle after a random share of their run")
+    if not any(p is not None for p in profiles):
+        raise TraceError("--idle-policy: no job has GPU utilisation; give a gpu_util column, "
+                         "--utilisation FILE or --synthetic-idle FRACTION[:SEED]")
+    return {"config": tcfg, "outcomes": judge_all(jobs, profiles, tcfg),
+            "label": {"synthetic": synthetic, "source": "; ".join(sources)}}
+
+
+def _idle_lines(doc: dict) -> list[str]:
+    out = []
+    for name, s in doc["policies"].items():
+        b = s.get("idle")
+        if not b:
+            continue
+        p = b["policy"]
+        head = "SYNTHETIC utilisation — " if b["synthetic"] else ""
+        line = (f"{head}{name}: idle policy ({p['idle_action']}{', dry run' if p['dry_run'] else ''}: "
+                f"<= {p['idle_util_percent']:g}% for {p['idle_minutes']:g} min + {p['warn_grace_minutes']:g} min grace): "
+                f"{b['jobs_with_utilisation']} jobs with utilisation, {b['idle_gpu_hours']:.1f} idle GPU-h, "
+                f"reclaimed {b['reclaimed_gpu_hours']:.1f} GPU-h ({b['reclaimed_share_of_idle']:.0%}); "
+                f"flagged {b['jobs_flagged']}, warned {b['jobs_warned']}, deprioritized {b['jobs_deprioritized']}, "
+                f"cancelled {b['jobs_cancelled']}")
+        o = b["other_jobs"]
+        if o.get("jobs"):
+            line += (f"; other {o['jobs']} jobs: avg JCT {o['avg_jct_s_before'] / 3600:.2f} -> "
+                     f"{o['avg_jct_s_after'] / 3600:.2f} h{_pct(o['avg_jct_change'])}, avg queue "
+                     f"{o['avg_queue_s_before'] / 3600:.2f} -> {o['avg_queue_s_after'] / 3600:.2f} h"
+                     f"{_pct(o['avg_queue_change'])}")
+        out.append(line)
+    if any(s.get("idle", {}).get("synthetic") for s in doc["policies"].values()):
+        out.append("(SYNTHETIC: the utilisation above was generated by --synthetic-idle, not measured)")
+    return out
+
+
+def _pct(change) -> str:
+    return "" if change is None else f" ({change:+.1%})"
 
 
 def _table(doc: dict, trace: Path, n: int, cost: str) -> None:
@@ -159,4 +246,6 @@ def _table(doc: dict, trace: Path, n: int, cost: str) -> None:
         line = f"{k}: strict deadline hit rate {s['deadline_hit_rate']:.1%}"
         if "best_effort_avg_jct_s" in s:
             line += f", best-effort avg JCT {s['best_effort_avg_jct_s'] / 3600:.2f} h"
+        typer.echo(line)
+    for line in _idle_lines(doc):
         typer.echo(line)

@@ -19,7 +19,20 @@ Formats
 ``csv``      slurm-dl's own plain CSV. Required columns: ``submit_time`` (seconds, or
              ``YYYY-MM-DD HH:MM:SS``), ``duration`` (seconds), ``num_gpus``. Optional: ``job_id``,
              ``user``, ``account``, ``name``, ``time_limit`` (seconds), ``deadline`` (seconds,
-             absolute, same clock as submit_time), ``job_class``, ``checkpointable`` (0/1).
+             absolute, same clock as submit_time), ``job_class``, ``checkpointable`` (0/1),
+             ``gpu_util`` (below).
+
+GPU utilisation (optional, any format)
+--------------------------------------
+A ``gpu_util`` column, read in every format whose file carries it (none of the public traces
+does), gives each job's GPU utilisation for the idle-policy what-if (``slurm-dl simulate
+--idle-policy``): a constant percentage (``35``) or a profile over the job's run time,
+``OFFSET_SECONDS:PERCENT`` steps joined by ``;`` starting at 0 (``0:85;3600:0`` = 85 % from the
+start, idle from one hour of run time on); an empty cell means unknown. The same values can come
+from a join file (``--utilisation FILE``: CSV ``job_id,gpu_util``, keyed by the job ids read
+here — Philly's is its data row number, 1 for the first job). A bad value raises
+:class:`~slurm_dl.errors.TraceError` naming the file, line, column and value. See
+:mod:`slurm_dl.sim.utilisation`.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from typing import Callable, Iterator
 
 from ..errors import TraceError
 from ..model import Job, JobClass
+from .utilisation import UTIL_TAG, parse_profile
 
 FORMATS = ("philly", "chronus", "tiresias", "csv")
 _TS = "%Y-%m-%d %H:%M:%S"
@@ -171,7 +185,56 @@ def iter_trace(path: str | Path, fmt: str) -> Iterator[Job]:
             except ValueError as e:
                 raise TraceError(f"{p}:{line}: {e}") from None
             if job is not None:
+                util = (row.get(UTIL_TAG) or "").strip()
+                if util:
+                    job.tags = {**job.tags, UTIL_TAG: _util_text(util, p, line)}
                 yield job
+
+
+def _util_text(value: str, p: Path, line: int) -> str:
+    try:
+        parse_profile(value)
+        return value
+    except ValueError as e:
+        raise TraceError(f"{p}:{line}: column {UTIL_TAG!r}: {e}") from None
+
+
+def read_utilisation(path: str | Path) -> dict[int, str]:
+    """A join file ``job_id,gpu_util`` (CSV with a header) → {job id: validated utilisation text}."""
+    p = Path(path)
+    try:
+        fh = p.open(newline="", encoding="utf-8")
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read the utilisation file: {e.strerror or e}") from None
+    out: dict[int, str] = {}
+    with fh:
+        rows = csv.DictReader(fh)
+        missing = [c for c in ("job_id", UTIL_TAG) if c not in (rows.fieldnames or [])]
+        if missing:
+            raise TraceError(f"{p}:1: not a utilisation file: missing column(s) {', '.join(missing)} "
+                             f"(expected a header job_id,{UTIL_TAG})")
+        for row in rows:
+            line = rows.line_num
+            try:
+                job_id = _num(row, "job_id", int, 0)
+            except ValueError as e:
+                raise TraceError(f"{p}:{line}: {e}") from None
+            if job_id in out:
+                raise TraceError(f"{p}:{line}: column 'job_id': {job_id} appears twice")
+            util = (row.get(UTIL_TAG) or "").strip()
+            if util:
+                out[job_id] = _util_text(util, p, line)
+    return out
+
+
+def attach_utilisation(jobs: list[Job], by_id: dict[int, str]) -> int:
+    """Give each job the join file's utilisation (replacing a column value); returns how many matched."""
+    matched = 0
+    for j in jobs:
+        if j.job_id in by_id:
+            j.tags = {**j.tags, UTIL_TAG: by_id[j.job_id]}
+            matched += 1
+    return matched
 
 
 def read_trace(path: str | Path, fmt: str, start: float | None = None, end: float | None = None) -> list[Job]:
