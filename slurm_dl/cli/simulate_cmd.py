@@ -25,7 +25,7 @@ deadline (--deadline-boost), deadline-las (deadline tier, then LAS), qssf, class
 Sweeps: --las-thresholds may be repeated; each value adds a run named las[T1,T2,...], e.g.
   --policy las --las-thresholds 3250,7200,18000 --las-thresholds 1800,36000
 
-Idle GPUs (issue 7): --idle-policy replays the [telemetry] idle policy of --config (the
+Idle GPUs (issue 7): --idle-policy replays the \\[telemetry] idle policy of --config (the
 daemon's own decision code) on per-job GPU utilisation: the trace's gpu_util column,
 --utilisation FILE (CSV job_id,gpu_util), or --synthetic-idle FRACTION[:SEED] (SYNTHETIC, for
 demos: the public traces carry no utilisation). Each policy gains an "idle" block: idle GPU-hours,
@@ -76,8 +76,8 @@ def simulate(
     spread: bool = typer.Option(False, "--spread", help="let jobs spread over extra nodes when they do not fit consolidated (slower, chronus/model_info.json)"),
     model_info: Optional[Path] = typer.Option(None, "--model-info", help="placement-sensitivity table (chronus/model_info.json)"),
     no_fairness: bool = typer.Option(False, "--no-fairness", help="skip the isolated runs that give rho (shared cluster)"),
-    idle_policy: bool = typer.Option(False, "--idle-policy", help="what the [telemetry] idle policy would reclaim (needs utilisation)"),
-    idle_action: Optional[str] = typer.Option(None, "--idle-action", help="override [telemetry] idle_action: report | warn | deprioritize | cancel"),
+    idle_policy: bool = typer.Option(False, "--idle-policy", help="what the \\[telemetry] idle policy would reclaim (needs utilisation)"),
+    idle_action: Optional[str] = typer.Option(None, "--idle-action", help="override \\[telemetry] idle_action: report | warn | deprioritize | cancel"),
     utilisation: Optional[Path] = typer.Option(None, "--utilisation", help="CSV job_id,gpu_util: per-job GPU utilisation (implies --idle-policy)"),
     synthetic_idle: Optional[str] = typer.Option(None, "--synthetic-idle", help="SYNTHETIC utilisation FRACTION[:SEED] for jobs without any (implies --idle-policy)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),

@@ -115,3 +115,14 @@ def test_cli_errors_are_one_line(tmp_path, util_trace):
     assert r.exit_code != 0 and "--idle-action: got 'nuke'" in r.output
     r = _sim("--trace", str(util_trace), "--synthetic-idle", "2")
     assert r.exit_code != 0 and "outside 0-1" in r.output
+
+
+def test_cli_reads_the_telemetry_section_of_the_config(util_trace, repo_root, tmp_path):
+    cfg = tmp_path / "site.toml"
+    cfg.write_text((repo_root / "site-configs" / "testbed.toml").read_text()
+                   + "\n[telemetry]\nidle_minutes = 30\nwarn_grace_minutes = 0\nidle_action = \"cancel\"\n")
+    r = _sim("--trace", str(util_trace), "--config", str(cfg), "--idle-policy", "--no-fairness", "--json")
+    assert r.exit_code == 0, r.output
+    idle = json.loads(r.output)["policies"]["fifo"]["idle"]
+    assert idle["policy"]["idle_minutes"] == 30 and idle["policy"]["idle_action"] == "cancel"
+    assert idle["reclaimed_gpu_hours"] == 2.5  # idle from 2 h, cancelled at 2.5 h of a 5 h run
