@@ -7,6 +7,13 @@ so missing data never lengthens it. After ``idle_minutes`` the job is warned; af
 ``warn_grace_minutes`` the configured ``idle_action`` applies (``report``/``warn`` never go past a
 warning). Interactive jobs use ``interactive_idle_minutes`` and are left alone when it is unset.
 With ``dry_run`` (or ``idle_action = "report"``) decisions are reported and never enforced.
+
+The sample window the prioritizer keeps is bounded (:func:`horizon_minutes`) and lost when the
+daemon restarts. A job whose whole window is idle may therefore carry an earlier ``idle since``
+from its stored utilisation summary (:func:`carried_idle_since`), provided the summary's last
+sample is at most :func:`carry_gap_seconds` older than the window's first: a daemon restarted
+after a kill -9 neither resets the idle clock nor restarts the warning, while a long gap with
+no data never counts as idle time.
 """
 
 from __future__ import annotations
@@ -34,38 +41,83 @@ class IdleDecision:
     idle_minutes: float
     enforce: bool
     reason: str
+    idle_since: float | None = None
 
 
 def _idle(s: JobGpuSample, threshold: float) -> bool:
     return s.util_percent <= threshold and s.processes == 0
 
 
-def idle_span(samples: Iterable[JobGpuSample], threshold: float) -> tuple[float | None, float, int]:
-    """(idle since, end of evidence, GPUs seen) for one job's samples; idle since is None when busy."""
+def _idle_runs(samples: Iterable[JobGpuSample], threshold: float) -> list[tuple[float | None, float, float]]:
+    """Per GPU: (start of its trailing idle run or None, its first sample time, its last sample time)."""
     per_gpu: dict[tuple[str, int], list[JobGpuSample]] = {}
     for s in samples:
         per_gpu.setdefault((s.node, s.gpu), []).append(s)
-    since: float | None = float("-inf")
-    end = float("inf")
+    runs = []
     for series in per_gpu.values():
         series.sort(key=lambda s: s.time)
-        end = min(end, series[-1].time)
         start = None
         for s in reversed(series):
             if not _idle(s, threshold):
                 break
             start = s.time
-        if start is None:
-            since = None
-        elif since is not None:
-            since = max(since, start)
-    if not per_gpu:
+        runs.append((start, series[0].time, series[-1].time))
+    return runs
+
+
+def idle_span(samples: Iterable[JobGpuSample], threshold: float) -> tuple[float | None, float, int]:
+    """(idle since, end of evidence, GPUs seen) for one job's samples; idle since is None when busy."""
+    runs = _idle_runs(samples, threshold)
+    if not runs:
         return None, 0.0, 0
-    return since, end, len(per_gpu)
+    end = min(last for _, _, last in runs)
+    if any(start is None for start, _, _ in runs):
+        return None, end, len(runs)
+    return max(start for start, _, _ in runs), end, len(runs)
 
 
-def decide(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job], cfg: TelemetryConfig) -> list[IdleDecision]:
-    """One decision per job in ``jobs`` that has samples, sorted by job id."""
+def whole_window_idle(samples: Iterable[JobGpuSample], threshold: float) -> bool:
+    """True when every GPU's samples are all idle (the idle run may have begun before the window)."""
+    runs = _idle_runs(samples, threshold)
+    return bool(runs) and all(start is not None and start == first for start, first, _ in runs)
+
+
+def carry_gap_seconds(cfg: TelemetryConfig) -> float:
+    """The longest gap in the data across which a stored ``idle since`` still counts."""
+    return max(120.0, 3.0 * cfg.sample_seconds)
+
+
+def carried_idle_since(summaries: Mapping[int, Any], samples: Iterable[JobGpuSample],
+                       cfg: TelemetryConfig) -> dict[int, float]:
+    """Per job: the stored ``idle_since`` that extends the window's idle run back in time.
+
+    ``summaries`` maps job id to an object with ``idle_since`` and ``last_sample_at`` (a
+    :class:`~slurm_dl.telemetry.summary.JobUtilisationSummary` as stored before this window's
+    samples were folded in). Carried only when the whole window is idle and joins the stored
+    evidence without a gap longer than :func:`carry_gap_seconds`.
+    """
+    by_job: dict[int, list[JobGpuSample]] = {}
+    for s in samples:
+        by_job.setdefault(s.job_id, []).append(s)
+    out: dict[int, float] = {}
+    for job_id, rows in by_job.items():
+        summary = summaries.get(job_id)
+        since = getattr(summary, "idle_since", None)
+        last = getattr(summary, "last_sample_at", None)
+        if since is None or last is None:
+            continue
+        first = min(s.time for s in rows)
+        if first - last <= carry_gap_seconds(cfg) and whole_window_idle(rows, cfg.idle_util_percent):
+            out[job_id] = float(since)
+    return out
+
+
+def decide(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job], cfg: TelemetryConfig, *,
+           carried: Mapping[int, float] | None = None) -> list[IdleDecision]:
+    """One decision per job in ``jobs`` that has samples, sorted by job id.
+
+    ``carried`` (job id -> idle since, from :func:`carried_idle_since`) moves the start of a
+    job's idle run back when the whole window is idle."""
     by_job: dict[int, list[JobGpuSample]] = {}
     for s in samples:
         if s.job_id in jobs:
@@ -73,14 +125,23 @@ def decide(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job], cfg: Teleme
     enforce = not cfg.dry_run and cfg.idle_action != "report"
     out = []
     for job_id in sorted(by_job):
-        out.append(_decide_one(jobs[job_id], by_job[job_id], cfg, enforce))
+        out.append(_decide_one(jobs[job_id], by_job[job_id], cfg, enforce, (carried or {}).get(job_id)))
     return out
 
 
-def _decide_one(job: Job, samples: list[JobGpuSample], cfg: TelemetryConfig, enforce: bool) -> IdleDecision:
+def _decide_one(job: Job, samples: list[JobGpuSample], cfg: TelemetryConfig, enforce: bool,
+                carried: float | None = None) -> IdleDecision:
     since, end, seen = idle_span(samples, cfg.idle_util_percent)
     if since is None:
         return IdleDecision(job.job_id, Verdict.OK, 0.0, False, "GPUs in use")
+    if carried is not None and carried < since and whole_window_idle(samples, cfg.idle_util_percent):
+        since = carried
+    decision = _verdict(job, since, end, seen, cfg, enforce)
+    return IdleDecision(decision.job_id, decision.verdict, decision.idle_minutes, decision.enforce,
+                        decision.reason, since)
+
+
+def _verdict(job: Job, since: float, end: float, seen: int, cfg: TelemetryConfig, enforce: bool) -> IdleDecision:
     idle_min = max(0.0, end - since) / 60.0
     if job.num_gpus and seen < job.num_gpus:
         return IdleDecision(job.job_id, Verdict.OK, idle_min, False,

@@ -4,13 +4,14 @@
 >>> ledger = store.load_ledger()
 """
 
-from .models import DecisionRow, ExplanationSnapshot, LedgerState, PreemptionRow, SiteFactorRow
+from .models import DecisionRow, ExplanationSnapshot, JobUtilisationRow, LedgerState, PreemptionRow, SiteFactorRow
 from .repository import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
 __all__ = [
     "CycleWrite",
     "DecisionRow",
     "ExplanationSnapshot",
+    "JobUtilisationRow",
     "LedgerState",
     "PREEMPTION_OPEN_STATES",
     "PreemptionRow",

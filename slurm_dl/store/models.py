@@ -65,3 +65,25 @@ class ExplanationSnapshot(SQLModel, table=True):
     id: int = Field(default=1, primary_key=True)
     at: float
     data: str
+
+
+class JobUtilisationRow(SQLModel, table=True):
+    """One job's GPU utilisation summary (``slurm_dl.telemetry.summary.JobUtilisationSummary``),
+    upserted each cycle the job has samples; read back when the daemon restarts."""
+
+    __tablename__ = "sdl_job_utilisation"
+    job_id: int = Field(primary_key=True)
+    samples: int = 0
+    util_sum: float = 0.0
+    peak_util_percent: float = 0.0
+    peak_gpu_mem_bytes: int = 0
+    first_sample_at: Optional[float] = None
+    last_sample_at: Optional[float] = None
+    last_busy_at: Optional[float] = None
+    idle_since: Optional[float] = None
+    verdict: str = "ok"
+    warned_at: Optional[float] = None
+    action: Optional[str] = None
+    action_at: Optional[float] = None
+    updated_at: float = Field(default=0.0, index=True)
+    gpu_seen: str = "{}"

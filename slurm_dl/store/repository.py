@@ -19,7 +19,8 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from ..errors import StoreError
 from ..ledger import Ledger
-from .models import DecisionRow, ExplanationSnapshot, LedgerState, PreemptionRow, SiteFactorRow
+from ..telemetry.summary import JobUtilisationSummary
+from .models import DecisionRow, ExplanationSnapshot, JobUtilisationRow, LedgerState, PreemptionRow, SiteFactorRow
 
 PREEMPTION_OPEN_STATES = ("signalling", "signalled", "requeueing")
 """States of a preemption whose victim has not been requeued (or let go) yet."""
@@ -43,6 +44,7 @@ class CycleWrite:
     decisions: list[tuple[int, str, int | None, str]] = field(default_factory=list)  # job, kind, value, reason
     explanations: dict[int, dict[str, Any]] | None = None  # None: keep the previous cycle's
     forget_jobs: list[int] = field(default_factory=list)  # SiteFactor rows of jobs that left
+    utilisation: dict[int, JobUtilisationSummary] = field(default_factory=dict)  # upserted summaries
 
 
 class Store:
@@ -59,7 +61,8 @@ class Store:
                 event.listen(self.engine, "connect", _sqlite_pragmas)
             SQLModel.metadata.create_all(
                 self.engine,
-                tables=[t.__table__ for t in (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot)],
+                tables=[t.__table__ for t in (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot,
+                                              JobUtilisationRow)],
             )
         except (SQLAlchemyError, ImportError, ValueError) as e:
             raise StoreError(f"database {url}: cannot open it: {_short(e)}") from None
@@ -129,11 +132,16 @@ class Store:
                 if w.forget_jobs:
                     for chunk in _chunks(sorted(w.forget_jobs)):
                         conn.execute(delete(SiteFactorRow).where(SiteFactorRow.job_id.in_(chunk)))
+                if w.utilisation:
+                    ids = sorted(w.utilisation)
+                    for chunk in _chunks(ids):
+                        conn.execute(delete(JobUtilisationRow).where(JobUtilisationRow.job_id.in_(chunk)))
+                    conn.execute(insert(JobUtilisationRow), [_utilisation_row(w.utilisation[j]) for j in ids])
         except SQLAlchemyError as e:
             raise self._fail("saving the cycle", e) from None
 
     def prune(self, keep_decisions_after: float) -> int:
-        """Drop decisions and closed preemptions older than a cutoff: bounded growth."""
+        """Drop decisions, closed preemptions and utilisation summaries older than a cutoff: bounded growth."""
         try:
             with self._session() as s, s.begin():
                 conn = s.connection()
@@ -143,6 +151,9 @@ class Store:
                         PreemptionRow.updated_at < keep_decisions_after,
                         PreemptionRow.state.not_in(PREEMPTION_OPEN_STATES),
                     )
+                ).rowcount or 0
+                n += conn.execute(
+                    delete(JobUtilisationRow).where(JobUtilisationRow.updated_at < keep_decisions_after)
                 ).rowcount or 0
         except SQLAlchemyError as e:
             raise self._fail("pruning old rows", e) from None
@@ -155,6 +166,30 @@ class Store:
                 return {r.job_id: r.value for r in s.exec(select(SiteFactorRow)).scalars()}
         except SQLAlchemyError as e:
             raise self._fail("reading SiteFactors", e) from None
+
+    # --- GPU utilisation summaries --------------------------------------------------------
+    def utilisation_summaries(self, job_ids: list[int] | None = None) -> dict[int, JobUtilisationSummary]:
+        """Stored summaries (all, or those of ``job_ids``), by job id."""
+        q = select(JobUtilisationRow)
+        try:
+            with self._session() as s:
+                if job_ids is None:
+                    rows = list(s.exec(q).scalars())
+                else:
+                    rows = []
+                    for chunk in _chunks(sorted(set(job_ids))):
+                        rows += list(s.exec(q.where(JobUtilisationRow.job_id.in_(chunk))).scalars())
+        except SQLAlchemyError as e:
+            raise self._fail("reading utilisation summaries", e) from None
+        out = {}
+        for r in rows:
+            d = r.model_dump()
+            try:
+                d["gpu_seen"] = {str(k): float(v) for k, v in json.loads(r.gpu_seen or "{}").items()}
+            except (ValueError, TypeError, AttributeError):
+                d["gpu_seen"] = {}
+            out[r.job_id] = JobUtilisationSummary.from_dict(d)
+        return out
 
     # --- preemptions (write-ahead) -------------------------------------------------------
     def begin_preemption(self, victim: int, need: int, now: float, restarts: int, reason: str) -> int:
@@ -239,9 +274,16 @@ class Store:
                 ("preemptions", PreemptionRow),
                 ("decisions", DecisionRow),
                 ("explanations", ExplanationSnapshot),
+                ("utilisation", JobUtilisationRow),
             ):
                 out[name] = s.exec(select(func.count()).select_from(model)).scalar_one()
         return out
+
+
+def _utilisation_row(u: JobUtilisationSummary) -> dict[str, Any]:
+    row = u.to_dict()
+    row["gpu_seen"] = json.dumps(u.gpu_seen, separators=(",", ":"), sort_keys=True)
+    return row
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
