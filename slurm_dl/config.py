@@ -262,6 +262,18 @@ class TelemetryConfig(_Strict):
     dry_run: bool = Field(default=False, description="decide as configured but only report")
     exposition_dir: str | None = Field(default=None, description="directory of the gpu-agents' <node>.prom "
                                        "files the prioritizer reads; unset: no telemetry in the prioritizer")
+    warn_via: list[Literal["log", "comment"]] = Field(
+        default_factory=lambda: ["log", "comment"],
+        description="how an idle job is warned: a prioritizer log line and/or a note appended to the job's comment")
+
+    @field_validator("warn_via")
+    @classmethod
+    def _warn_via(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("name at least one of 'log', 'comment'")
+        if len(set(v)) != len(v):
+            raise ValueError(f"each way at most once, got {v}")
+        return v
 
 
 class SiteConfig(_Strict):

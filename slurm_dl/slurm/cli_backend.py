@@ -218,6 +218,12 @@ class CliBackend:
             raise SlurmError(f"bad signal name {signal!r}")
         self._run(["scancel", "--batch", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)])
 
+    def set_comment(self, job_id: int, text: str) -> None:
+        """Replace the job's comment (``scontrol update JobId=N Comment=…``; one argument, so spaces are kept)."""
+        if "\n" in text or "\r" in text:
+            raise SlurmError(f"job {job_id}: a comment must be one line")
+        self._run(["scontrol", "update", f"JobId={_job_id(job_id)}", f"Comment={text}"])
+
     def requeue(self, job_id: int) -> None:
         self._run(["scontrol", "requeue", _job_id(job_id)])
 

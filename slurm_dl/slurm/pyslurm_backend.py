@@ -201,6 +201,10 @@ class PyslurmBackend:
         sig = sig if sig.startswith("SIG") else f"SIG{sig}"
         self._call("send_signal", job_id, self._job(job_id).send_signal, sig, steps="batch")
 
+    def set_comment(self, job_id: int, text: str) -> None:
+        change = self._pyslurm.JobSubmitDescription(comment=text)
+        self._call("modify", job_id, self._job(job_id).modify, change)
+
     def requeue(self, job_id: int) -> None:
         self._call("requeue", job_id, self._job(job_id).requeue)
 

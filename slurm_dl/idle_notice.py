@@ -1,0 +1,86 @@
+"""Pure: the short notes the idle-allocation policy leaves in a job's comment.
+
+The user's own comment is kept (the job_submit filter read its ``dl:deadline=…`` hints at
+submission; users and their tools read it too). slurm-dl appends ONE note in brackets,
+``[slurm-dl: …]``, and replaces its older note rather than piling them up. Slurm refuses
+comments longer than :data:`COMMENT_MAX_CHARS` bytes, so the note is shortened to fit; when the
+user's comment leaves no room for a useful note, there is no note (:func:`comment_with_note`
+returns ``None``) and the log line has to do.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from .config import TelemetryConfig
+from .idle import IdleDecision, Verdict
+
+COMMENT_MAX_CHARS = 1024
+"""Slurm 22.05 refuses a job comment over 1024 bytes (checked on the testbed: 1025 gives "… too long")."""
+
+NOTE_OPEN = "[slurm-dl: "
+MIN_NOTE_CHARS = 24
+"""A note cut shorter than this says nothing useful."""
+
+_NOTE = re.compile(r"\s*\[slurm-dl: [^\]]*\]")
+
+_FOLLOW_UP = {
+    "cancel": "the job will be cancelled",
+    "deprioritize": "its priority will be lowered and it will be requeued first when GPUs are needed",
+}
+
+
+def strip_note(comment: str | None) -> str:
+    """The comment without slurm-dl's notes (the user's own text)."""
+    return _NOTE.sub("", comment or "").rstrip()
+
+
+def current_note(comment: str | None) -> str | None:
+    """The text of slurm-dl's note in a comment, or None."""
+    found = _NOTE.findall(comment or "")
+    if not found:
+        return None
+    return found[-1].strip()[len(NOTE_OPEN):-1]
+
+
+def comment_with_note(comment: str | None, note: str, max_chars: int = COMMENT_MAX_CHARS) -> str | None:
+    """The user's comment plus ``[slurm-dl: note]`` (any older note replaced), at most ``max_chars``;
+    None when the user's comment leaves no room for :data:`MIN_NOTE_CHARS` of note."""
+    user = strip_note(comment)
+    sep = " " if user else ""
+    room = max_chars - _bytes(user) - len(sep) - len(NOTE_OPEN) - 1
+    if room < min(MIN_NOTE_CHARS, _bytes(note)):
+        return None
+    text = note
+    if _bytes(text) > room:
+        cut = text.encode()[: room - 3].decode(errors="ignore").rstrip()
+        text = cut + "..."
+    return f"{user}{sep}{NOTE_OPEN}{text}]"
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode())
+
+
+def _utc(t: float | None) -> str:
+    if t is None:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def warning_note(decision: IdleDecision, cfg: TelemetryConfig) -> str:
+    """What the user reads when warned."""
+    head = f"GPUs idle {decision.idle_minutes:.0f} min (since {_utc(decision.idle_since)})"
+    follow = _FOLLOW_UP.get(cfg.idle_action)
+    if follow is None:
+        return f"{head}; please use them or end the job"
+    return f"{head}; unless they are used within {cfg.warn_grace_minutes:g} min, {follow}"
+
+
+def action_note(decision: IdleDecision) -> str:
+    """What the user reads once the action was taken."""
+    head = f"GPUs idle {decision.idle_minutes:.0f} min (since {_utc(decision.idle_since)})"
+    if decision.verdict is Verdict.CANCEL:
+        return f"cancelled: {head}"
+    return f"deprioritized: {head}; first to be requeued when GPUs are needed"
