@@ -16,7 +16,11 @@ Rules, in the order they are applied:
   victim score, then node index); unneeded victims are dropped at the end; among the candidate
   plans (one per leaf switch, one over all nodes) the one with the fewest switches wins, then
   the same costs over the whole plan;
-* **deterministic** — every choice ends in a tie-break by index or job id.
+* **deterministic** — every choice ends in a tie-break by index or job id;
+* **preferred victims** — jobs in ``prefer_victims`` (the prioritizer's jobs deprioritized for
+  idle GPUs) are taken before any other: on each node and over the whole plan, GPUs of other
+  victims cost more than theirs. They skip the hysteresis test (their score says nothing about
+  the GPUs they waste) but keep the other eligibility rules. An empty set changes nothing.
 
 Each victim carries a reason; each running job that could not be a victim says why in
 ``PreemptionPlan.skipped``.
@@ -75,7 +79,8 @@ def _preemptible(job: Job, config: "SiteConfig | None") -> bool:
     return config.class_config(job.job_class).preemptible
 
 
-def _ineligible(job: Job, waiting_score: float, score: float, now: float, config, pc) -> str | None:
+def _ineligible(job: Job, waiting_score: float, score: float, now: float, config, pc,
+                preferred: bool = False) -> str | None:
     if not job.nodes:
         return "holds no known nodes"
     if not _preemptible(job, config):
@@ -85,7 +90,7 @@ def _ineligible(job: Job, waiting_score: float, score: float, now: float, config
         return f"ran {ran:.0f} s < minimum runtime {pc.min_runtime_seconds:.0f} s"
     if job.restarts >= pc.max_restarts:
         return f"restarted {job.restarts} times (cap {pc.max_restarts})"
-    if not (waiting_score > score and waiting_score - score >= pc.hysteresis - 1e-12):
+    if not preferred and not (waiting_score > score and waiting_score - score >= pc.hysteresis - 1e-12):
         return f"score {score:.3f} not beaten by {waiting_score:.3f} with hysteresis {pc.hysteresis:.3f}"
     return None
 
@@ -100,12 +105,14 @@ def plan_preemption(
     *,
     scores: Mapping[int, float] | None = None,
     policy: "PriorityPolicy | None" = None,
+    prefer_victims: frozenset[int] | set[int] = frozenset(),
 ) -> PreemptionPlan | None:
     """Victims among ``running_jobs`` that let ``waiting_job`` start, or ``None`` when
     preemption is disabled or no allowed set of victims makes room.
 
     ``scores`` (job id → urgency in [0, 1]) decide hysteresis and victim preference; without
     them they are computed with ``policy.scores`` over the waiting and running jobs.
+    ``prefer_victims``: job ids to take first (see the module docstring).
     """
     pc = _settings(config)
     if not pc.enabled:
@@ -129,7 +136,7 @@ def plan_preemption(
     eligible: dict[int, Job] = {}
     skipped: list[tuple[int, str]] = []
     for j in sorted(running_jobs, key=lambda j: j.job_id):
-        why = _ineligible(j, ws, scores.get(j.job_id, 0.0), now, config, pc)
+        why = _ineligible(j, ws, scores.get(j.job_id, 0.0), now, config, pc, j.job_id in prefer_victims)
         if why is None:
             eligible[j.job_id] = j
         else:
@@ -137,7 +144,13 @@ def plan_preemption(
     if not eligible:
         return None
     alloc = {jid: job_allocation(j) for jid, j in eligible.items()}
-    pref = {jid: (0 if recent(j) else 1, scores.get(jid, 0.0), j.num_gpus, jid) for jid, j in eligible.items()}
+    prefer = frozenset(prefer_victims)
+
+    def unpreferred(jid: int, gpus: int) -> int:  # GPUs that count against a plan when some are preferred
+        return 0 if not prefer or jid in prefer else gpus
+
+    pref = {jid: (0 if jid in prefer else 1, 0 if recent(j) else 1, scores.get(jid, 0.0), j.num_gpus, jid)
+            for jid, j in eligible.items()}
     on_node: dict[str, list[int]] = {}
     for jid in sorted(eligible, key=pref.__getitem__):
         for n in alloc[jid]:
@@ -157,7 +170,8 @@ def plan_preemption(
 
     best: tuple | None = None
     for group in groups:
-        chosen = _free_parts(parts, group, waiting_job.gpu_type, on_node, alloc, eligible, pref, recent, index)
+        chosen = _free_parts(parts, group, waiting_job.gpu_type, on_node, alloc, eligible, pref, recent, index,
+                             unpreferred)
         if chosen is None:
             continue
         plan = _finish(waiting_job, chosen, nodes, topology, alloc, eligible, pref)
@@ -165,6 +179,7 @@ def plan_preemption(
             continue
         cost = (
             len(plan[1].switches),
+            sum(unpreferred(v, eligible[v].num_gpus) for v in plan[0]),
             sum(eligible[v].num_gpus for v in plan[0] if not recent(eligible[v])),
             plan[2],
             sum(scores.get(v, 0.0) for v in plan[0]),
@@ -181,14 +196,15 @@ def plan_preemption(
             v,
             eligible[v].num_gpus,
             tuple(alloc[v]),
-            _reason(eligible[v], waiting_job, ws, scores.get(v, 0.0), now, recent(eligible[v]), pc),
+            _reason(eligible[v], waiting_job, ws, scores.get(v, 0.0), now, recent(eligible[v]), pc, v in prefer),
         )
         for v in victims_ids
     )
     return PreemptionPlan(waiting_job.job_id, victims, placement, freed, wasted, tuple(skipped))
 
 
-def _free_parts(parts, group, gpu_type, on_node, alloc, eligible, pref, recent, index) -> set[int] | None:
+def _free_parts(parts, group, gpu_type, on_node, alloc, eligible, pref, recent, index,
+                unpreferred=lambda jid, gpus: 0) -> set[int] | None:
     """Greedy, part by part (largest first): the node whose freeing costs least."""
     free = {n.name: n.gpus_free for n in group}
     victims: set[int] = set()
@@ -214,9 +230,10 @@ def _free_parts(parts, group, gpu_type, on_node, alloc, eligible, pref, recent, 
             if have < part:
                 continue
             cost = (  # GPUs counted on this node; a gang's other GPUs may serve later parts
+                sum(unpreferred(j, alloc[j][n.name]) for j in take),
                 sum(alloc[j][n.name] for j in take if not recent(eligible[j])),
                 sum(alloc[j][n.name] for j in take),
-                sum(pref[j][1] for j in take),
+                sum(pref[j][2] for j in take),
                 index.get(n.name, 0),
             )
             if best is None or cost < best[0]:
@@ -252,11 +269,14 @@ def _finish(waiting_job, victims: set[int], nodes, topology, alloc, eligible, pr
     return tuple(sorted(kept, key=pref.__getitem__)), placement, max(0, freed - from_victims), freed
 
 
-def _reason(victim: Job, waiting: Job, ws: float, vs: float, now: float, recent: bool, pc) -> str:
+def _reason(victim: Job, waiting: Job, ws: float, vs: float, now: float, recent: bool, pc,
+            preferred: bool = False) -> str:
     ran = now - victim.start_time if victim.start_time is not None else victim.executed_s
     ck = "checkpointed recently" if recent else "no recent checkpoint"
+    why = (f"its GPUs sit idle (deprioritized), score {vs:.3f} vs {ws:.3f}" if preferred
+           else f"score {vs:.3f} < {ws:.3f} by >= {pc.hysteresis:.3f}")
     return (
         f"job {victim.job_id} ({victim.job_class.value}, {victim.num_gpus} GPUs on {','.join(victim.nodes)}) "
-        f"yields to job {waiting.job_id}: score {vs:.3f} < {ws:.3f} by >= {pc.hysteresis:.3f}; "
+        f"yields to job {waiting.job_id}: {why}; "
         f"ran {ran:.0f} s >= {pc.min_runtime_seconds:.0f} s; restarts {victim.restarts} < {pc.max_restarts}; {ck}"
     )
