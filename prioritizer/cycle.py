@@ -87,6 +87,8 @@ class Prioritizer:
         self.known_site_factors: dict[int, int] | None = None
         self.cycle_no = 0
         self.idle = IdleWatcher(config.telemetry) if config.telemetry.exposition_dir else None
+        self.idle_site_factor = -self.scale.maximum
+        """SiteFactor of a job deprioritized for idle GPUs: below every job the policy scores."""
 
     def _load(self) -> Ledger:
         if self.ledger is None:
@@ -127,6 +129,15 @@ class Prioritizer:
             self.known_site_factors = self.store.site_factors()
         stored = self.known_site_factors
         current = {j.job_id: (j.site_factor or stored.get(j.job_id, 0)) for j in jobs if j.pending}
+        idle_low: set[int] = set()
+        if self.idle is not None:  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
+            if not self.idle.loaded:
+                self.idle.load(self.store.utilisation_summaries([j.job_id for j in jobs]))
+            idle_low = self.idle.deprioritized(j.job_id for j in jobs)
+            for j in jobs:
+                if j.job_id in idle_low:
+                    desired[j.job_id] = self.idle_site_factor
+                    current.setdefault(j.job_id, stored.get(j.job_id, 0))
         pushes = plan_pushes(desired, current)
         report.pushes, report.unchanged = pushes.by_value, pushes.unchanged
         pushed: dict[int, int] = {}
@@ -138,6 +149,9 @@ class Prioritizer:
             pushed = {j: v for j, v in wanted.items() if j not in missing}
             report.push_calls = int(getattr(result, "calls", len(pushes.by_value)))
         for j, v in pushed.items():
+            if j in idle_low:
+                decisions.append((j, "priority", v, f"idle GPUs: SiteFactor {v} (bottom; was {current.get(j, 0)})"))
+                continue
             decisions.append((j, "priority", v, f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
                                                 f"(was {current.get(j, 0)}) under {self.policy.name}"))
         report.pushed_jobs = len(pushed) if not self.dry_run else pushes.jobs
@@ -151,7 +165,8 @@ class Prioritizer:
             settle = max(SETTLE_MIN_S, 3 * self.config.prioritizer.interval_seconds)
             busy = frozenset(r.need_job_id for r in rows
                              if r.state in PREEMPTION_OPEN_STATES or now - r.updated_at < settle)
-            intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy)
+            extra = {"prefer_victims": frozenset(idle_low)} if idle_low else {}
+            intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy, **extra)
             preempt.start(self.store, self.backend, snap, intents, pc.signal, prep, dry_run=self.dry_run)
             if not self.dry_run:
                 for v in prep.signalled:
@@ -175,18 +190,24 @@ class Prioritizer:
                 rank=rank, ranked=len(order), half_life_s=self.half_life_s,
                 waiting_for=waiting_reason(j, free, victims_of.get(j.job_id, ())),
             )
+        idle_changed = {}
         if self.idle is not None:  # GPU telemetry: utilisation in the explanations, idle-allocation policy
-            utilisation, idle_rows = self.idle.step(jobs, now, self.backend, dry_run=self.dry_run)
-            for jid, entry in utilisation.items():
+            step = self.idle.step(jobs, now, self.backend, dry_run=self.dry_run)
+            for jid, entry in step.entries.items():
                 if jid in explanations:
                     explanations[jid]["gpu_utilisation"] = entry
-            decisions.extend(idle_rows)
+            for jid in idle_low:
+                if jid in explanations and jid not in step.entries:  # e.g. requeued, pending at the bottom
+                    explanations[jid]["gpu_utilisation"] = self.idle.summaries[jid].explained()
+            decisions.extend(step.rows)
+            idle_changed = step.changed
         if not self.dry_run:
             self.cycle_no += 1
             live = {j.job_id for j in jobs}
             gone = [j for j in stored if j not in live]
             self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger, pushed=pushed,
-                                             decisions=decisions, explanations=explanations, forget_jobs=gone))
+                                             decisions=decisions, explanations=explanations, forget_jobs=gone,
+                                             utilisation=idle_changed))
             stored.update(pushed)
             for j in gone:
                 stored.pop(j, None)

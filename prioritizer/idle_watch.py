@@ -1,26 +1,46 @@
-"""The prioritizer's GPU-telemetry step: keep a window of the agents' samples, summarise each
-job's utilisation for the explanations, decide idle allocations (slurm_dl.idle) and act on them.
+"""The prioritizer's GPU-telemetry step: keep a window of the agents' samples, fold them into each
+job's stored utilisation summary, decide idle allocations (slurm_dl.idle) and act on them.
 
-Actions: ``warn`` logs one line per job when it first reaches the warning; ``cancel`` cancels the
-job through the backend; ``deprioritize`` records the decision and logs it (not yet fed to the
-preemption planner). Nothing is done in a dry run or when the decision is not enforced.
+The summaries live in the store (saved with the cycle), so a restarted daemon carries each job's
+idle clock, its warning and the action taken: it neither resets the clock nor warns twice.
+
+Actions, each once per idle spell and only when enforced (not ``dry_run``, not ``report``):
+``warn`` — a log line and/or a ``[slurm-dl: …]`` note appended to the job's comment
+(``[telemetry] warn_via``); ``deprioritize`` — the job is marked so the cycle holds its SiteFactor
+at the bottom and the preemption planner takes it first (it is requeued by the normal
+signal → checkpoint → requeue path, never cancelled); ``cancel`` — the job is cancelled. An action
+never comes before a warning: a job that reaches it unwarned is warned this cycle, acted on next.
+A job whose GPUs are used again starts over (``ok``).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from slurm_dl.config import TelemetryConfig
-from slurm_dl.idle import IdleDecision, Verdict, decide, horizon_minutes, merge_window, utilisation_entry
+from slurm_dl.idle import (IdleDecision, Verdict, carried_idle_since, decide, horizon_minutes, merge_window,
+                           utilisation_entry)
+from slurm_dl.idle_notice import action_note, comment_with_note, warning_note
 from slurm_dl.model import Job
 from slurm_dl.telemetry.attribution import summarize
 from slurm_dl.telemetry.reader import read_exposition_dir
 from slurm_dl.telemetry.samples import JobGpuSample
+from slurm_dl.telemetry.summary import JobUtilisationSummary, fold_samples
 
 log = logging.getLogger("slurm_dl.prioritizer")
 
 Decision = tuple[int, str, int | None, str]
+
+
+@dataclass(slots=True)
+class IdleStep:
+    """One cycle's telemetry results: explanation entries, decision rows, summaries to save."""
+
+    entries: dict[int, dict] = field(default_factory=dict)
+    rows: list[Decision] = field(default_factory=list)
+    changed: dict[int, JobUtilisationSummary] = field(default_factory=dict)
 
 
 class IdleWatcher:
@@ -28,31 +48,93 @@ class IdleWatcher:
         self.cfg = cfg
         self.read = read or (lambda: read_exposition_dir(cfg.exposition_dir or ""))
         self.window: list[JobGpuSample] = []
-        self.last_verdict: dict[int, Verdict] = {}
+        self.summaries: dict[int, JobUtilisationSummary] = {}
+        self.loaded = False
 
-    def step(self, jobs: Iterable[Job], now: float, backend: Any, *, dry_run: bool) -> tuple[dict[int, dict], list[Decision]]:
-        """Per running job: its utilisation entry; and the decision rows to store."""
+    def load(self, summaries: dict[int, JobUtilisationSummary]) -> None:
+        """The stored summaries of the jobs alive now (once, when the daemon starts)."""
+        self.summaries = dict(summaries)
+        self.loaded = True
+
+    def deprioritized(self, live: Iterable[int]) -> set[int]:
+        """Live jobs held at the bottom: deprioritized and not busy again since."""
+        return {j for j in live if (s := self.summaries.get(j)) is not None
+                and s.verdict == Verdict.DEPRIORITIZE.value and s.action == Verdict.DEPRIORITIZE.value}
+
+    def step(self, jobs: Iterable[Job], now: float, backend: Any, *, dry_run: bool) -> IdleStep:
+        """Per running job: its utilisation entry, the decision rows to store and its updated summary."""
+        jobs = list(jobs)
         running = {j.job_id: j for j in jobs if j.running}
         self.window = merge_window(self.window, self.read(), now - horizon_minutes(self.cfg) * 60.0)
         mine = [s for s in self.window if s.job_id in running]
-        decisions = {d.job_id: d for d in decide(mine, running, self.cfg)}
-        entries = {jid: utilisation_entry(u, decisions.get(jid)) for jid, u in summarize(mine).items()}
-        rows: list[Decision] = []
-        for jid, d in decisions.items():
-            if d.verdict is not Verdict.OK and self.last_verdict.get(jid) is not d.verdict:
-                rows.append((jid, f"idle-{d.verdict.value}", None, d.reason + ("" if d.enforce else " (report only)")))
-                self._act(d, backend, dry_run)
-            self.last_verdict[jid] = d.verdict
-        for jid in [j for j in self.last_verdict if j not in running]:
-            del self.last_verdict[jid]
-        return entries, rows
+        carried = carried_idle_since(self.summaries, mine, self.cfg)  # before this window is folded in
+        decisions = {d.job_id: d for d in decide(mine, running, self.cfg, carried=carried)}
+        out = IdleStep()
+        by_job: dict[int, list[JobGpuSample]] = {}
+        for s in mine:
+            by_job.setdefault(s.job_id, []).append(s)
+        for jid, util in summarize(mine).items():
+            summary = self.summaries.get(jid) or JobUtilisationSummary(jid)
+            fold_samples(summary, by_job[jid], self.cfg.idle_util_percent)
+            d = decisions.get(jid)
+            if d is not None:
+                self._advance(summary, d, running[jid], backend, now, dry_run, out.rows)
+            summary.updated_at = now
+            self.summaries[jid] = out.changed[jid] = summary
+            out.entries[jid] = {**utilisation_entry(util, d), **summary.explained()}
+        for jid in set(running) - set(out.entries):  # no samples this window: what is stored, if anything
+            if jid in self.summaries:
+                out.entries[jid] = self.summaries[jid].explained()
+        live = {j.job_id for j in jobs}
+        for jid in [j for j in self.summaries if j not in live]:
+            del self.summaries[jid]
+        return out
 
-    def _act(self, d: IdleDecision, backend: Any, dry_run: bool) -> None:
-        mode = "" if d.enforce and not dry_run else " [report only]"
-        log.warning("idle GPUs: job %d: %s -> %s%s", d.job_id, d.reason, d.verdict.value, mode)
-        if mode or d.verdict is not Verdict.CANCEL:
+    def _advance(self, s: JobUtilisationSummary, d: IdleDecision, job: Job, backend: Any, now: float,
+                 dry_run: bool, rows: list[Decision]) -> None:
+        s.idle_since = d.idle_since
+        if d.idle_since is None:  # GPUs in use again: the next idle spell is warned afresh
+            s.warned_at = None
+        enforce = d.enforce and not dry_run
+        verdict = d.verdict
+        if verdict in (Verdict.DEPRIORITIZE, Verdict.CANCEL) and enforce and s.warned_at is None:
+            verdict = Verdict.WARN  # never act on a job that was not warned first
+        if verdict is Verdict.OK or s.verdict == verdict.value:
+            s.verdict = verdict.value
+            return
+        note = d.reason if enforce else d.reason + " (report only)"
+        rows.append((d.job_id, f"idle-{verdict.value}", None, note))
+        mode = "" if enforce else " [report only]"
+        if "log" in self.cfg.warn_via or verdict is not Verdict.WARN:
+            log.warning("idle GPUs: job %d: %s -> %s%s", d.job_id, d.reason, verdict.value, mode)
+        s.verdict = verdict.value
+        if not enforce:
+            return
+        if verdict is Verdict.WARN:
+            s.warned_at = now
+            self._comment(job, warning_note(d, self.cfg), backend)
+            return
+        s.action, s.action_at = verdict.value, now
+        self._comment(job, action_note(d), backend)
+        if verdict is Verdict.CANCEL:
+            try:
+                backend.cancel(d.job_id)
+            except Exception as e:  # the job may have ended meanwhile; the next cycle sees it gone
+                log.warning("idle GPUs: cancelling job %d failed: %s", d.job_id, e)
+
+    def _comment(self, job: Job, note: str, backend: Any) -> None:
+        if "comment" not in self.cfg.warn_via:
+            return
+        text = comment_with_note(job.comment, note)
+        if text is None:
+            log.warning("idle GPUs: job %d: its comment leaves no room for a note; warned in the log only", job.job_id)
+            return
+        setter = getattr(backend, "set_comment", None)
+        if setter is None:
+            log.warning("idle GPUs: job %d: this backend cannot write job comments", job.job_id)
             return
         try:
-            backend.cancel(d.job_id)
-        except Exception as e:  # the job may have ended meanwhile; the next cycle sees it gone
-            log.warning("idle GPUs: cancelling job %d failed: %s", d.job_id, e)
+            setter(job.job_id, text)
+            job.comment = text
+        except Exception as e:  # noqa: BLE001 - a failed note must not stop the cycle; the log has the warning
+            log.warning("idle GPUs: job %d: writing the comment failed: %s", job.job_id, e)

@@ -31,8 +31,11 @@ def plan_intents(
     ctx: PolicyContext,
     *,
     busy_needs: frozenset[int] = frozenset(),
+    prefer_victims: frozenset[int] = frozenset(),
 ) -> list[PreemptionIntent]:
-    """Preemptions to start this cycle for the most urgent pending jobs that cannot start."""
+    """Preemptions to start this cycle for the most urgent pending jobs that cannot start.
+
+    ``prefer_victims``: running jobs deprioritized for idle GPUs, taken first."""
     pending = sorted(
         (j for j in jobs if j.pending and j.num_gpus > 0 and j.job_id not in busy_needs),
         key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id),
@@ -42,7 +45,8 @@ def plan_intents(
     intents: list[PreemptionIntent] = []
     for need in pending[:MAX_NEEDS_PER_CYCLE]:
         offer = [j for j in running if j.job_id not in taken]
-        plan = plan_preemption(need, offer, snap.nodes, snap.topology, ctx, config, scores=scores)
+        plan = plan_preemption(need, offer, snap.nodes, snap.topology, ctx, config, scores=scores,
+                               prefer_victims=prefer_victims)
         if plan is None or not plan.victims:
             continue
         taken.update(plan.victim_ids)

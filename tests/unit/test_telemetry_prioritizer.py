@@ -1,5 +1,6 @@
 """The prioritizer with GPU telemetry: agents' exposition files -> utilisation in the explanations,
-an idle job warned and then cancelled, a busy job left alone, dry runs that only report."""
+an idle job warned (log, comment) and then cancelled or deprioritized, a busy job left alone, dry
+runs that only report, and a daemon restart that keeps the idle clock and the warning."""
 
 from __future__ import annotations
 
@@ -25,10 +26,15 @@ class CancellingCluster(MemoryCluster):
     def __init__(self) -> None:
         super().__init__(nodes=1, gpus=8)
         self.cancelled: list[int] = []
+        self.comments: list[tuple[int, str]] = []
 
     def cancel(self, job_id: int) -> None:
         self.cancelled.append(job_id)
         del self.jobs[job_id]
+
+    def set_comment(self, job_id: int, text: str) -> None:
+        self.comments.append((job_id, text))
+        self.jobs[job_id].comment = text
 
 
 def agent_writes(directory: Path, now: float) -> None:
@@ -90,3 +96,60 @@ def test_without_exposition_dir_the_cycle_ignores_telemetry(tmp_path: Path) -> N
     p = Prioritizer(config, c, store)
     run_minutes(p, c, tmp_path / "agents", 20)
     assert c.cancelled == [] and "gpu_utilisation" not in store.explanation(2)
+
+
+def idle_kinds(store: Store, job_id: int) -> list[str]:
+    return [d.kind for d in store.decisions(job_id) if d.kind.startswith("idle")]
+
+
+def test_restarted_daemon_keeps_the_idle_clock_and_does_not_warn_again(tmp_path: Path) -> None:
+    config, c, store = scene(tmp_path)
+    run_minutes(Prioritizer(config, c, store), c, tmp_path / "agents", 12)  # warned at minute 10
+    assert idle_kinds(store, 2) == ["idle-warn"]
+    saved = Store(store.url).utilisation_summaries()[2]
+    assert saved.verdict == "warn" and saved.warned_at == 1000.0 + 10 * 60 and saved.idle_since == 1000.0
+    # kill -9: only the store survives; the new daemon's sample window starts empty
+    run_minutes(Prioritizer(config, c, Store(store.url)), c, tmp_path / "agents", 5)
+    assert c.cancelled == [2], "idle 15 min in all: cancelled on time, not 15 min after the restart"
+    assert idle_kinds(store, 2) == ["idle-warn", "idle-cancel"]
+    assert Store(store.url).utilisation_summaries()[2].action == "cancel"
+
+
+def test_warning_is_appended_to_the_users_comment_and_replaced_by_the_action_note(tmp_path: Path) -> None:
+    config, c, store = scene(tmp_path)
+    c.jobs[2].comment = "dl:deadline=2026-11-21T05:00 my sweep"
+    p = Prioritizer(config, c, store)
+    run_minutes(p, c, tmp_path / "agents", 12)
+    [(jid, text)] = c.comments
+    assert jid == 2 and text.startswith("dl:deadline=2026-11-21T05:00 my sweep [slurm-dl: GPUs idle 10 min")
+    assert "cancelled" in text and text.endswith("]")
+    run_minutes(p, c, tmp_path / "agents", 5)
+    last = c.comments[-1][1]
+    assert last.startswith("dl:deadline=2026-11-21T05:00 my sweep [slurm-dl: cancelled: GPUs idle 15 min")
+    assert last.count("[slurm-dl:") == 1
+    assert ("log" in config.telemetry.warn_via) and not any(j == 1 for j, _ in c.comments)
+
+
+def test_warn_via_log_only_leaves_the_comment_alone(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config, c, store = scene(tmp_path, warn_via=["log"])
+    with caplog.at_level("WARNING", logger="slurm_dl.prioritizer"):
+        run_minutes(Prioritizer(config, c, store), c, tmp_path / "agents", 12)
+    assert c.comments == [] and "idle GPUs: job 2" in caplog.text
+
+
+def test_deprioritized_idle_job_goes_to_the_bottom_and_is_requeued_first(tmp_path: Path) -> None:
+    config, c, store = scene(tmp_path, idle_action="deprioritize")
+    p = Prioritizer(config, c, store)
+    agents = tmp_path / "agents"
+    run_minutes(p, c, agents, 17)  # warned at 10, deprioritized at 15, SiteFactor pushed the cycle after
+    bottom = -config.prioritizer.site_factor_max
+    assert idle_kinds(store, 2) == ["idle-warn", "idle-deprioritize"] and c.cancelled == []
+    assert c.jobs[2].site_factor == bottom and c.jobs[1].site_factor == 0
+    assert store.explanation(2)["gpu_utilisation"]["action"] == "deprioritize"
+    c.add(3, 6)  # needs 6 GPUs, 4 free: one of the two 2-GPU jobs must go; job 1 would by job id
+    run_minutes(p, c, agents, 1)
+    assert c.signals == [(2, "USR2")], "the idle job is the victim, through the normal preemption path"
+    run_minutes(p, c, agents, 1)  # past the 10 s grace
+    assert c.requeues == [2] and c.cancelled == [] and c.jobs[2].pending
+    run_minutes(p, c, agents, 2)
+    assert c.jobs[2].site_factor == bottom, "requeued, it waits at the bottom"
