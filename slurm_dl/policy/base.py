@@ -64,6 +64,11 @@ class PriorityPolicy(ABC):
         no natural absolute scale do not define it."""
         raise NotImplementedError(f"policy {self.name!r} has no absolute per-job score")
 
+    def tiebreak(self, job: Job, ctx: PolicyContext) -> tuple:
+        """How jobs with equal ``score`` are ordered before the combined policy's next tier
+        (e.g. EDF among boosted deadline jobs). Empty: no opinion."""
+        return ()
+
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         """Earliest time after ``ctx.now`` at which ``key(job)`` can change on its own.
 

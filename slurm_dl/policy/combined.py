@@ -2,7 +2,9 @@
 
 ``config.policy.combined.tiers`` lists component names per tier, e.g.
 ``[["deadline"], ["class"], ["las", "fairshare"]]``: deadline urgency first, then class weight,
-then ``1.0 × LAS score + w × fair-share factor``. Ties: submit time, then job id. Components are
+then ``1.0 × LAS score + w × fair-share factor``. Jobs with the same sum in a tier are ordered
+by the components' ``tiebreak`` (EDF among boosted deadline jobs) before the next tier is
+consulted. Last ties: submit time, then job id. Components are
 the single policies (``fifo``, ``las``, ``gittins``, ``qssf``, ``fairshare``, ``deadline``,
 ``class``) built from the same config; each contributes its absolute ``score`` in [0, 1].
 
@@ -58,6 +60,11 @@ class CombinedPolicy(PriorityPolicy):
             n: get_policy(n, config, **dict(overrides.get(n, {}))) for n in names
         }
         self._tier_parts = [[(self.weights[n], self.components[n]) for n in t] for t in tiers]
+        base_tiebreak = PriorityPolicy.tiebreak
+        self._tier_tiebreaks = [
+            [self.components[n].tiebreak for n in t if type(self.components[n]).tiebreak is not base_tiebreak]
+            for t in tiers
+        ]
         if preemptive is None:
             preemptive = bool(_PREEMPTIVE_COMPONENTS.intersection(names))
         if preemptive:
@@ -69,7 +76,14 @@ class CombinedPolicy(PriorityPolicy):
         return [sum(w * p.score(job, ctx) for w, p in parts) for parts in self._tier_parts]
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
-        return (*(-s for s in self.tier_scores(job, ctx)), job.submit_time, job.job_id)
+        out: list = []
+        for parts, tiebreaks in zip(self._tier_parts, self._tier_tiebreaks):
+            out.append(-sum(w * p.score(job, ctx) for w, p in parts))
+            for tb in tiebreaks:
+                out.extend(tb(job, ctx))
+        out.append(job.submit_time)
+        out.append(job.job_id)
+        return tuple(out)
 
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         times = [t for p in self.components.values() if (t := p.next_key_change(job, ctx)) is not None]

@@ -1,17 +1,24 @@
 """Deadline boost by slack, and the admission check for infeasible deadlines.
 
-``slack = (deadline - now) - remaining time limit`` (for a pending job the whole limit; for a
-running one what is left of it; no limit counts as 0). The order, in tiers:
+``slack = (deadline - now) - remaining run time``: the time to spare if the job ran from now
+until its work is done. The remaining run time is the job's time limit less what it has already
+executed when it resumes from a checkpoint (``checkpointable``), else what is left of the limit
+in the current run (the whole limit while waiting); no limit counts as 0.
 
-0. **boosted**: deadline jobs whose slack fell below ``boost_slack`` and that can still make it
-   (slack ≥ 0), earliest deadline first (EDF);
-1. other deadline jobs that can still make it, EDF;
-2. jobs without a deadline, FIFO;
-3. deadline jobs that can no longer make it (slack < 0), FIFO — boosting them would only
-   make other deadlines miss too (Chronus drops them to best effort the same way).
+Deadlines get priority lazily, as in Chronus: a deadline job that can wait does wait like any
+other job, so best-effort work is not pushed back for deadlines that are far away. Three levels:
 
-Non-preemptive (``firstfit``). The score is 1.0 .. 0.75 in the boosted tier (less slack,
-higher), 0.5 for other feasible deadline jobs, 0 otherwise.
+* **boosted** (score 1.0): slack fell below ``boost_slack`` and the deadline can still be made
+  (slack ≥ 0); among these, earliest deadline first (EDF, the ``tiebreak``);
+* **neutral** (0.5): jobs without a deadline, and deadline jobs with slack to spare;
+* **hopeless** (0.0): deadline jobs that can no longer make it (slack < 0). Boosting them would
+  only make other deadlines miss too; they drop below best effort, which also means a made-up
+  deadline that cannot be met costs its owner priority instead of gaining it.
+
+The levels are piecewise constant in time: a waiting job's slack shrinks one second per second
+(boosted at ``slack = boost_slack``, hopeless at ``slack = 0``, both announced by
+``next_key_change``); a running job's slack is constant. Standalone, the policy is ``firstfit``
+with FIFO inside a level.
 """
 
 from __future__ import annotations
@@ -22,12 +29,27 @@ from ..model import Job
 from .base import PolicyContext, PriorityPolicy
 
 
+def remaining_run(job: Job, now: float) -> float | None:
+    """Seconds the job still needs by its time limit; None without a limit.
+
+    A checkpointable job resumes where it stopped, so what it has executed in all its runs
+    counts; a job that restarts from scratch needs the whole limit again once it is requeued.
+    """
+    if job.time_limit is None:
+        return None
+    if job.checkpointable:
+        ran = job.executed_s
+        if job.running and job.start_time is not None:
+            ran = max(ran, now - job.start_time)
+        return max(0.0, job.time_limit - ran)
+    return job.remaining_limit(now)
+
+
 def slack(job: Job, now: float) -> float | None:
-    """Seconds to spare if the job used its whole remaining limit from now; None: no deadline."""
+    """Seconds to spare if the job ran its remaining time from now; None: no deadline."""
     if job.deadline is None:
         return None
-    remaining = job.remaining_limit(now)
-    return (job.deadline - now) - (remaining or 0.0)
+    return (job.deadline - now) - (remaining_run(job, now) or 0.0)
 
 
 def deadline_feasible(job: Job, now: float, config=None, *, user_deadline_jobs: int = 0) -> tuple[bool, str]:
@@ -72,29 +94,30 @@ class DeadlinePolicy(PriorityPolicy):
         self.boost_slack_s = float(boost_slack_s)
         self.config = config
 
-    def tier(self, job: Job, now: float) -> int:
+    BOOSTED, NEUTRAL, HOPELESS = 0, 1, 2
+
+    def level(self, job: Job, now: float) -> int:
+        """``BOOSTED``, ``NEUTRAL`` or ``HOPELESS`` (see the module docstring)."""
         s = slack(job, now)
         if s is None:
-            return 2
+            return self.NEUTRAL
         if s < 0.0:
-            return 3
-        return 0 if s < self.boost_slack_s else 1
+            return self.HOPELESS
+        return self.BOOSTED if s < self.boost_slack_s else self.NEUTRAL
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
-        t = self.tier(job, ctx.now)
-        edf = job.deadline if t < 2 else 0.0
-        return (t, edf, job.submit_time, job.job_id)
+        lv = self.level(job, ctx.now)
+        return (lv, job.deadline if lv == self.BOOSTED else 0.0, job.submit_time, job.job_id)
 
     def score(self, job: Job, ctx: PolicyContext) -> float:
-        s = slack(job, ctx.now)
-        if s is None or s < 0.0:
-            return 0.0
-        if s < self.boost_slack_s:
-            return 0.75 + 0.25 * (1.0 - s / self.boost_slack_s)
-        return 0.5
+        return (1.0, 0.5, 0.0)[self.level(job, ctx.now)]
+
+    def tiebreak(self, job: Job, ctx: PolicyContext) -> tuple:
+        """EDF among boosted jobs."""
+        return (job.deadline,) if self.level(job, ctx.now) == self.BOOSTED else (0.0,)
 
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
-        """A pending job's slack shrinks one second per second: boosted when it falls below
+        """A waiting job's slack shrinks one second per second: boosted when it falls below
         ``boost_slack``, hopeless when it falls below 0. A running job's slack is constant."""
         if not job.pending:
             return None

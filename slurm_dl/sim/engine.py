@@ -78,7 +78,10 @@ def run_cluster(
     static = ranker.static and discipline != "preemptive"
     # preemptive fast path: pending keys constant while waiting (kept sorted), running keys
     # constant between the ranker's next_change events (cached in ``static_key``)
-    sorted_pending = static or getattr(ranker, "pending_static", False)
+    # pending keys may also be piecewise constant, changing only at the job's own next_change
+    # (starvation promotion, deadline boost): kept sorted and re-inserted at those wake-ups
+    piecewise = getattr(ranker, "pending_piecewise", False) and discipline == "preemptive"
+    sorted_pending = static or getattr(ranker, "pending_static", False) or piecewise
     cached_running = getattr(ranker, "running_key_cached", False)
     by_cached_key = attrgetter("static_key")
     needs_usage = ranker.needs_usage
@@ -148,16 +151,28 @@ def run_cluster(
     def enqueue(sj: SimJob, now: float) -> None:
         qd.append((now, 1))
         if sorted_pending:
-            k = ranker.key(sj, now)
-            i = bisect.bisect_right(pending_keys, k)
-            pending_keys.insert(i, k)
-            pending.insert(i, sj)
+            insert_pending(sj, ranker.key(sj, now))
         else:
             pending.append(sj)
         if pending_wakes:
             nxt = ranker.next_change(sj, now)
             if nxt is not None:
                 heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
+
+    def insert_pending(sj: SimJob, k: tuple) -> None:
+        i = bisect.bisect_right(pending_keys, k)
+        pending_keys.insert(i, k)
+        pending.insert(i, sj)
+        sj.pend_key = k
+
+    def rekey_pending(sj: SimJob, now: float) -> None:
+        """A waiting job's key changed on its own: move it to its new place."""
+        i = bisect.bisect_left(pending_keys, sj.pend_key)
+        while pending[i] is not sj:
+            i += 1
+        del pending_keys[i]
+        del pending[i]
+        insert_pending(sj, ranker.key(sj, now))
 
     def refresh_usage(now: float) -> None:
         # running work counts as it accrues (the daemon's ledger charges it every cycle)
@@ -172,6 +187,8 @@ def run_cluster(
             keyed = sorted(((ranker.key(sj, now), sj) for sj in pending), key=lambda x: x[0])
             pending_keys[:] = [k for k, _ in keyed]
             pending[:] = [sj for _, sj in keyed]
+            for k, sj in keyed:
+                sj.pend_key = k
         for sj in running:
             if cached_running:
                 sj.static_key = ranker.key(sj, now)
@@ -297,10 +314,7 @@ def run_cluster(
             if alloc is not None:
                 start(sj, alloc, now)
             else:
-                k = ranker.key(sj, now)
-                at = bisect.bisect_right(pending_keys, k)
-                pending_keys.insert(at, k)
-                pending.insert(at, sj)
+                insert_pending(sj, ranker.key(sj, now))
 
     def pass_preemptive(now: float) -> None:
         if not pending:
@@ -366,6 +380,8 @@ def run_cluster(
                 if nxt is not None and nxt < end:
                     heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
             else:  # a waiting job's key changes on its own (starvation guard, deadline boost)
+                if piecewise:
+                    rekey_pending(sj, now)
                 nxt = ranker.next_change(sj, now)
                 if nxt is not None:
                     heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))

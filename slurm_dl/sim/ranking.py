@@ -19,7 +19,11 @@ behaviour (never a second copy of it):
 * ``epoch()``         — changes when every key may have changed at once (Gittins' table is
                         rebuilt as the history grows): the engine re-keys then;
 * ``pending_wakes``   — waiting jobs' keys change on their own (starvation guard, deadline
-                        boost): the engine schedules their ``next_key_change`` too.
+                        boost): the engine schedules their ``next_key_change`` too;
+* ``pending_piecewise`` — … and only then (LAS with the starvation guard; ``combined`` of LAS,
+                        deadline, class and FIFO): the engine keeps the pending queue sorted and
+                        moves a job when its wake-up fires, instead of re-keying every job at
+                        every event.
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ from typing import Any, Sequence
 from ..ledger import Ledger
 from ..policy import PolicyContext, get_policy, policy_names
 from ..policy.combined import CombinedPolicy
+from ..policy.deadline import DeadlinePolicy
 from ..policy.fairshare import FairSharePolicy
 from ..policy.fifo import FifoPolicy
 from ..policy.gittins import GittinsPolicy, history_checkpoint
+from ..policy.job_class import ClassPolicy
 from ..policy.las import LasPolicy
 from ..policy.oracle import SjfPolicy, SrtfPolicy
 from .state import SimJob
@@ -53,6 +59,10 @@ class SimLedger(Ledger):
     def charge(self, account: str, gpu_s: float, now: float, half_life_s: float) -> None:
         self._charge(account, gpu_s, now, half_life_s)
         self.revision += 1
+
+
+# Policies whose keys are piecewise constant in time, changing only at ``next_key_change``.
+_PIECEWISE = (LasPolicy, DeadlinePolicy, FifoPolicy, ClassPolicy)
 
 
 def _components(policy: Any) -> list:
@@ -77,7 +87,8 @@ class PolicyRanker:
             not isinstance(policy, CombinedPolicy)
             and (isinstance(policy, (SrtfPolicy, GittinsPolicy)) or (isinstance(policy, LasPolicy) and not starving))
         )
-        self.running_key_cached = isinstance(policy, (LasPolicy, GittinsPolicy))
+        self.pending_piecewise = not self.pending_static and all(isinstance(p, _PIECEWISE) for p in comps)
+        self.running_key_cached = isinstance(policy, (LasPolicy, GittinsPolicy)) or self.pending_piecewise
         self.pending_wakes = not self.pending_static
         # The core's starvation guard lapses as soon as a promoted job runs (executed reaches
         # waited / S at once), which in a preemptive replay with no minimum runtime flips the

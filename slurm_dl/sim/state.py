@@ -21,7 +21,7 @@ class SimJob:
     __slots__ = (
         "seq", "job", "gpus", "submit", "duration", "remaining", "running", "seg_start", "speed",
         "attained0", "executed0", "preemptions", "alloc", "first_start", "queue_s", "pend_since",
-        "end_time", "version", "account", "deadline", "static_key", "charged_to",
+        "end_time", "version", "account", "deadline", "static_key", "pend_key", "charged_to",
     )
 
     def __init__(self, seq: int, job: Job):
@@ -52,6 +52,7 @@ class SimJob:
         self.account = job.account
         self.deadline = job.deadline
         self.static_key: tuple = ()
+        self.pend_key: tuple = ()  # its key in the sorted pending queue
         self.charged_to = 0.0  # usage charged to the ledger up to this time (fair share)
 
     # --- views at time ``now`` --------------------------------------------------------------

@@ -95,9 +95,14 @@ def test_edf_among_deadline_jobs_and_boost_by_slack():
     tight = Job(3, submit_time=2, deadline=now + 4000, time_limit=3500)  # slack 500: boosted
     plain = Job(4, submit_time=-5)
     hopeless = Job(5, submit_time=-9, deadline=now + 100, time_limit=1000)  # slack -900
+    tight_later = Job(6, submit_time=-20, deadline=now + 4500, time_limit=4000)  # slack 500: boosted
     assert slack(tight, now) == 500.0 and slack(plain, now) is None
-    assert ids(p.order([late, soon, tight, plain, hopeless], ctx)) == [3, 2, 1, 4, 5]
-    assert p.score(tight, ctx) > 0.75 and p.score(soon, ctx) == 0.5 and p.score(plain, ctx) == 0.0
+    # boosted first, EDF among them; then everyone with time to spare, FIFO; hopeless last
+    assert ids(p.order([late, soon, tight, plain, hopeless, tight_later], ctx)) == [3, 6, 4, 1, 2, 5]
+    assert p.score(tight, ctx) == 1.0 and p.score(soon, ctx) == 0.5 and p.score(plain, ctx) == 0.5
+    assert p.score(hopeless, ctx) == 0.0
+    # the score is piecewise constant: the same level a second later, so keys can be cached
+    assert p.key(tight, PolicyContext(now=now + 1.0)) == p.key(tight, ctx)
     # soon is boosted when its slack falls below 600, 1400 s from now
     assert p.next_key_change(soon, ctx) == pytest.approx(now + 1400.0)
 
@@ -105,6 +110,13 @@ def test_edf_among_deadline_jobs_and_boost_by_slack():
 def test_running_job_slack_uses_what_is_left_of_its_limit():
     j = Job(1, deadline=2000.0, time_limit=1000.0, start_time=900.0, state=JobState.RUNNING)
     assert slack(j, 1000.0) == (2000.0 - 1000.0) - 900.0
+
+
+def test_a_requeued_checkpointable_job_needs_only_what_it_has_not_executed():
+    ran_600 = dict(deadline=5000.0, time_limit=1000.0, executed_s=600.0)
+    assert slack(Job(1, **ran_600), 1000.0) == 4000.0 - 400.0
+    # a job that restarts from scratch needs its whole limit again
+    assert slack(Job(2, checkpointable=False, **ran_600), 1000.0) == 4000.0 - 1000.0
 
 
 def test_deadline_admission():
@@ -153,7 +165,7 @@ def test_combined_tiers_are_lexicographic_and_weights_sum_within_a_tier():
     fresh_fair = Job(5, submit_time=30, account="quiet")  # LAS 1.0 + 0.5
     order = ids(p.order([fresh_hog, used_fair, fresh_fair, serve, dl], ctx))
     assert order == [1, 2, 5, 3, 4]
-    assert p.tier_scores(fresh_fair, ctx) == pytest.approx([0.0, 0.25, 1.5])
+    assert p.tier_scores(fresh_fair, ctx) == pytest.approx([0.5, 0.25, 1.5])
     # a boosted deadline's key changes when it becomes hopeless (slack 100 s -> 0)
     assert p.next_key_change(dl, ctx) == pytest.approx(now + 100.0, abs=1e-3)
 

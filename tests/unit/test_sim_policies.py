@@ -97,3 +97,32 @@ def test_las_starvation_guard_promotes_without_livelock():
     plain, _ = run(jobs, make_ranker("las", las_thresholds=[10.0]))
     assert all(sj.end_time is not None for sj in guarded.values())
     assert guarded[1].end_time <= plain[1].end_time
+
+
+@pytest.mark.parametrize("name,kw", [("deadline-las", {"las_thresholds": [50.0, 500.0], "boost_s": 300.0}),
+                                     ("las", {"las_thresholds": [50.0, 500.0], "starvation": 2.0})])
+def test_sorted_pending_queue_with_wakeups_matches_rekeying_every_job(name, kw):
+    # deadline boosts and starvation promotions change waiting jobs' keys on their own; the
+    # engine's fast path re-inserts a job only at its wake-up. It must give exactly the schedule
+    # of re-keying every pending job at every event.
+    jobs = [job(i, 1 + i % 4, i * 7.0, 40.0 + (i * 37) % 400, account=f"a{i % 3}", time_limit=500.0,
+                deadline=(i * 7.0 + 700.0 + (i * 13) % 300) if i % 3 == 0 else None) for i in range(60)]
+    fast = make_ranker(name, **kw)
+    assert fast.pending_piecewise and fast.running_key_cached
+    slow = make_ranker(name, **kw)
+    slow.pending_piecewise = False
+    a, ra = run(jobs, fast, nodes=2, per_node=4)
+    b, rb = run(jobs, slow, nodes=2, per_node=4)
+    assert ra.preemptions == rb.preemptions > 0
+    assert {i: (sj.first_start, sj.end_time) for i, sj in a.items()} == \
+           {i: (sj.first_start, sj.end_time) for i, sj in b.items()}
+
+
+def test_a_deadline_job_with_time_to_spare_waits_like_best_effort_and_a_hopeless_one_yields():
+    # one GPU. j2 has 10,000 s of slack: it does not jump ahead of j3 (LAS order, FIFO within the
+    # queue). j4's deadline cannot be met any more: it yields to the best-effort j5.
+    jobs = [job(1, 1, 0, 100), job(2, 1, 1, 50, time_limit=50.0, deadline=10_050.0),
+            job(3, 1, 0.5, 50), job(4, 1, 2, 50, time_limit=50.0, deadline=40.0), job(5, 1, 3, 50)]
+    res, _ = run(jobs, make_ranker("deadline-las", las_thresholds=[1e6]))
+    assert res[3].first_start < res[2].first_start
+    assert res[5].first_start < res[4].first_start
