@@ -140,9 +140,7 @@ def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str,
     lines.append(f"  account {expl.get('account') or '-'} usage {expl['account_usage_gpu_s']} GPU-s (decayed)")
     gpu = expl.get("gpu_utilisation")
     if gpu:
-        idle = f"; idle {gpu['idle_minutes']} min -> {gpu['idle_verdict']}" if "idle_verdict" in gpu else ""
-        lines.append(f"  GPU utilisation: {gpu['gpus']} GPU(s), mean {gpu['mean_util_percent']}% max "
-                     f"{gpu['max_util_percent']}%, {gpu['processes']} process(es), {gpu['power_watts']} W{idle}")
+        lines.extend(_utilisation_lines(gpu))
     if expl.get("waiting_for"):
         lines.append(f"  waiting for: {expl['waiting_for']}")
     decisions = list(decisions)
@@ -152,3 +150,25 @@ def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str,
             v = "" if d.get("value") is None else f" {d['value']}"
             lines.append(f"    t={d['at']:.0f} {d['kind']}{v}: {d['reason']}")
     return "\n".join(lines)
+
+
+def _utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:
+    """The GPU-telemetry lines: the recent window, then the job's stored summary (idle clock, warning, action)."""
+    lines = []
+    if "gpus" in gpu:
+        idle = f"; idle {gpu['idle_minutes']} min -> {gpu['idle_verdict']}" if "idle_verdict" in gpu else ""
+        lines.append(f"  GPU utilisation: {gpu['gpus']} GPU(s), mean {gpu['mean_util_percent']}% max "
+                     f"{gpu['max_util_percent']}%, {gpu['processes']} process(es), {gpu['power_watts']} W{idle}")
+    if gpu.get("samples_seen"):
+        peak_gib = (gpu.get("peak_gpu_mem_bytes") or 0) / 2**30
+        lines.append(f"  GPU lifetime: {gpu['samples_seen']} sample(s), mean {gpu['lifetime_mean_util_percent']}%, "
+                     f"peak {gpu['peak_util_percent']}%, peak memory {peak_gib:.1f} GiB per GPU, "
+                     f"last busy {_t(gpu.get('last_busy_at'))}, idle since {_t(gpu.get('idle_since'))}")
+    if gpu.get("warned_at") is not None or gpu.get("action"):
+        action = f"; {gpu['action']} at {_t(gpu.get('action_at'))}" if gpu.get("action") else ""
+        lines.append(f"  idle GPUs: warned {_t(gpu.get('warned_at'))}{action}")
+    return lines
+
+
+def _t(at: Any) -> str:
+    return "-" if at is None else f"t={float(at):.0f}"

@@ -146,6 +146,9 @@ def test_deprioritized_idle_job_goes_to_the_bottom_and_is_requeued_first(tmp_pat
     assert idle_kinds(store, 2) == ["idle-warn", "idle-deprioritize"] and c.cancelled == []
     assert c.jobs[2].site_factor == bottom and c.jobs[1].site_factor == 0
     assert store.explanation(2)["gpu_utilisation"]["action"] == "deprioritize"
+    text = render_explanation(store.explanation(2), [])
+    assert "idle GPUs: warned t=1600; deprioritize at t=1900" in text
+    assert "GPU lifetime: 34 sample(s), mean 0.0%" in text and "idle since t=1000" in text
     c.add(3, 6)  # needs 6 GPUs, 4 free: one of the two 2-GPU jobs must go; job 1 would by job id
     run_minutes(p, c, agents, 1)
     assert c.signals == [(2, "USR2")], "the idle job is the victim, through the normal preemption path"
