@@ -80,6 +80,7 @@ def simulate(
     idle_action: Optional[str] = typer.Option(None, "--idle-action", help="override \\[telemetry] idle_action: report | warn | deprioritize | cancel"),
     utilisation: Optional[Path] = typer.Option(None, "--utilisation", help="CSV job_id,gpu_util: per-job GPU utilisation (implies --idle-policy)"),
     synthetic_idle: Optional[str] = typer.Option(None, "--synthetic-idle", help="SYNTHETIC utilisation FRACTION[:SEED] for jobs without any (implies --idle-policy)"),
+    idle_report: Optional[Path] = typer.Option(None, "--idle-report", help="write the idle policy's per-job verdicts (CSV) to FILE"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write JCT CDF and queue-length plots into DIR"),
 ) -> None:
@@ -89,7 +90,7 @@ def simulate(
 
 def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
-         no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, as_json, plot) -> None:
+         no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot) -> None:
     from ..config import load_config
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.simulate import SimSetup, simulate as run_sim
@@ -116,7 +117,9 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
     if not jobs:
         raise TraceError(f"{trace}: no jobs submitted in the window [{start}, {end})")
     idle = _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) if (
-        idle_policy or idle_action or utilisation or synthetic_idle) else None
+        idle_policy or idle_action or utilisation or synthetic_idle or idle_report) else None
+    if idle is not None and idle_report:
+        _write_idle_report(idle_report, jobs, idle["outcomes"])
     prior_path = gittins_prior or _default_prior(trace)
     prior = load_prior(prior_path) if prior_path and "gittins" in policy else []
     minfo = json.loads(Path(model_info).read_text()) if model_info else None
@@ -196,6 +199,20 @@ def _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) -> dict:
                          "--utilisation FILE or --synthetic-idle FRACTION[:SEED]")
     return {"config": tcfg, "outcomes": judge_all(jobs, profiles, tcfg),
             "label": {"synthetic": synthetic, "source": "; ".join(sources)}}
+
+
+def _write_idle_report(path: Path, jobs, outcomes) -> None:
+    import csv
+
+    from ..sim.idle_replay import OUTCOME_COLUMNS, outcome_rows
+
+    try:
+        with Path(path).open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(OUTCOME_COLUMNS)
+            w.writerows(outcome_rows(jobs, outcomes))
+    except OSError as e:
+        raise SlurmDLError(f"--idle-report: cannot write {path}: {e.strerror or e}") from None
 
 
 def _idle_lines(doc: dict) -> list[str]:

@@ -137,6 +137,18 @@ def counts(outcomes: Sequence[IdleOutcome | None]) -> dict:
     }
 
 
+OUTCOME_COLUMNS = ("job_id", "account", "num_gpus", "duration_s", "verdict", "enforced", "warned_at_s",
+                   "acted_at_s", "idle_gpu_h", "reclaimed_gpu_h")
+
+
+def outcome_rows(jobs: Sequence[Job], outcomes: Sequence[IdleOutcome | None]) -> list[tuple]:
+    """One row per job with utilisation (``OUTCOME_COLUMNS``; times in seconds of the job's run time)."""
+    return [(j.job_id, j.account, j.num_gpus, float(j.duration or 0.0), o.verdict.value, int(o.enforce),
+             "" if o.flagged_at is None else o.flagged_at, "" if o.acted_at is None else o.acted_at,
+             round(o.idle_gpu_s / 3600.0, 4), round(o.reclaimed_gpu_s / 3600.0, 4))
+            for j, o in zip(jobs, outcomes) if o is not None]
+
+
 def _per_job(jobs: Sequence[Job], results: Sequence[ClusterResult],
              clusters: Sequence[tuple[object, list[Job]]]) -> dict[int, tuple[float, float]]:
     """Trace position → (JCT, queueing delay) of one replay."""

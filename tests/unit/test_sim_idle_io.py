@@ -83,6 +83,13 @@ def test_cli_idle_block_from_the_column(util_trace):
     assert (idle["jobs_flagged"], idle["jobs_cancelled"]) == (1, 1)
     other = idle["other_jobs"]  # jobs 2 and 3 start 1.5 h earlier
     assert other["jobs"] == 2 and other["avg_queue_s_before"] - other["avg_queue_s_after"] == 1.5 * H
+    # the per-job verdicts, in run time
+    report = util_trace.parent / "verdicts.csv"
+    r = _sim("--trace", str(util_trace), "--idle-action", "cancel", "--idle-report", str(report), "--json")
+    assert r.exit_code == 0, r.output
+    rows = report.read_text().splitlines()
+    assert rows[0].startswith("job_id,account,num_gpus,duration_s,verdict,enforced,warned_at_s,acted_at_s")
+    assert rows[1:] == [f"1,a,1,{5 * H:.1f},cancel,1,{3 * H:.1f},{3.5 * H:.1f},3.0,1.5", f"2,b,1,{H:.1f},ok,0,,,0.0,0.0"]
     # the table says the same in words
     r = _sim("--trace", str(util_trace), "--idle-policy", "--idle-action", "cancel")
     assert r.exit_code == 0 and "reclaimed 1.5 GPU-h" in r.output and "SYNTHETIC" not in r.output
