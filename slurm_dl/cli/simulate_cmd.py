@@ -30,7 +30,8 @@ daemon's own decision code) on per-job GPU utilisation: the trace's gpu_util col
 --utilisation FILE (CSV job_id,gpu_util), or --synthetic-idle FRACTION[:SEED] (SYNTHETIC, for
 demos: the public traces carry no utilisation). Each policy gains an "idle" block: idle GPU-hours,
 GPU-hours reclaimed, jobs flagged/warned/cancelled, and the other jobs' JCT and queueing in a
-replay with the idle jobs cancelled where the policy cancels them.
+replay with the idle jobs cancelled where the policy cancels them; --idle-report FILE writes
+the per-job verdicts (CSV).
 
 Example (the Helios fidelity setup):
   slurm-dl simulate --trace ../shared/traces/philly/philly.csv --format philly \\

@@ -9,8 +9,10 @@ limit, grace or job-class rule is repeated here: the verdicts are ``decide``'s.
 
 An enforced ``cancel`` ends the job at that run time: the what-if trace is the same trace with
 that job's duration cut there (no engine change), replayed beside the original under the same
-policy. ``deprioritize`` is recorded but reclaims nothing (the daemon does not yet feed it to
-preemption); ``report``, ``warn`` and ``dry_run`` flag jobs and reclaim nothing.
+policy. ``deprioritize`` is counted but reclaims nothing here: the daemon holds such a job at the
+bottom and preempts it first, which this trace transform cannot express (it would need the engine
+to rank the job last from that time on). ``report``, ``warn`` and ``dry_run`` flag jobs and
+reclaim nothing.
 """
 
 from __future__ import annotations
