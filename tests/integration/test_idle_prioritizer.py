@@ -1,0 +1,121 @@
+"""The prioritizer's idle-allocation policy against a REAL local Slurm (slurm_dl.testbed).
+
+A job sleeps on two GPUs; recorded gpu-agent files in a temp exposition dir say its GPUs sit at
+0% with no process. The prioritizer's cycles (in this process, on the live cluster) warn it in
+its comment — the user's own comment kept — and then cancel it, across a restart of the
+prioritizer between the two (the idle clock comes back from the store); a dry run only reports. Sample
+times are set relative to each cycle, so the idle clock does not depend on how fast this runs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from prioritizer import Prioritizer
+from slurm_dl.config import load_config
+from slurm_dl.idle_notice import current_note, strip_note
+from slurm_dl.slurm import CliBackend
+from slurm_dl.store import Store
+from slurm_dl.telemetry import exposition
+from slurm_dl.telemetry.agent import write_atomically
+from slurm_dl.telemetry.samples import JobGpuSample
+from slurm_dl.testbed import Testbed, wait_for_job_state
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SLEEPER = "#!/bin/bash\nsleep 600\n"
+USER_COMMENT = "experiment 42, keep this text"
+
+
+class RecordedAgents:
+    """What the gpu-agents would publish for one job: its GPUs idle, at a chosen sample time."""
+
+    def __init__(self, directory: Path, backend: CliBackend, job_id: int, bound_s: float = 60.0) -> None:
+        self.directory = directory
+        end = time.monotonic() + bound_s
+        while not (allocs := [a for a in backend.gpu_allocations() if a.job_id == job_id]):
+            if time.monotonic() > end:
+                pytest.fail(f"job {job_id} never showed its GPU indices")
+            time.sleep(0.2)
+        self.allocs = allocs
+        self.job_id = job_id
+
+    def publish_idle(self, at: float) -> None:
+        for a in self.allocs:
+            rows = [JobGpuSample(self.job_id, a.node, g, 0.0, 512 << 20, 60.0, 0, at) for g in a.gpus]
+            write_atomically(self.directory / f"{a.node}.prom", exposition.render(rows))
+
+
+def scene(testbed: Testbed, tmp_path: Path, **telemetry):
+    config = load_config(ROOT / "site-configs" / "testbed.toml")
+    t = config.telemetry.model_copy(update={
+        "exposition_dir": str(tmp_path / "agents"), "idle_minutes": 1.0, "warn_grace_minutes": 1.0,
+        "sample_seconds": 30.0, "idle_action": "cancel", **telemetry})
+    config = config.model_copy(update={"telemetry": t})
+    backend = CliBackend(testbed.env())
+    job_id = backend.submit(SLEEPER, ["--gres=gpu:h100:2", "-t", "10", "-J", "idle-gpus", f"--comment={USER_COMMENT}",
+                                      f"--output={tmp_path}/idle-%j.out"])
+    wait_for_job_state(job_id, testbed.env(), ("RUNNING",), timeout=60)
+    agents = RecordedAgents(tmp_path / "agents", backend, job_id)
+    store = Store(f"sqlite:///{tmp_path / 'prio.db'}")
+    return Prioritizer(config, backend, store), backend, agents, store, job_id
+
+
+def comment_of(backend: CliBackend, job_id: int) -> str:
+    [job] = [j for j in backend.jobs() if j.job_id == job_id]
+    return job.comment
+
+
+def cycle_with_idle_for(p: Prioritizer, agents: RecordedAgents, idle_s: float, first: float) -> None:
+    """Publish a sample ``idle_s`` after the first idle sample, then run one cycle."""
+    agents.publish_idle(first + idle_s)
+    p.run_cycle()
+
+
+def test_idle_job_is_warned_in_its_comment_then_cancelled(testbed: Testbed, tmp_path: Path) -> None:
+    p, backend, agents, store, job_id = scene(testbed, tmp_path)
+    try:
+        first = time.time() - 120.0  # inside the policy's 3 min sample window
+        cycle_with_idle_for(p, agents, 0.0, first)
+        assert comment_of(backend, job_id) == USER_COMMENT
+        cycle_with_idle_for(p, agents, 70.0, first)  # idle 70 s: past the 1 min limit -> warned
+        text = comment_of(backend, job_id)
+        assert strip_note(text) == USER_COMMENT, "the user's comment survives"
+        assert current_note(text).startswith("GPUs idle 1 min") and "will be cancelled" in current_note(text)
+        assert [d.kind for d in store.decisions(job_id)] == ["idle-warn"]
+        p = Prioritizer(p.config, backend, Store(store.url))  # the daemon restarts: its sample window is gone
+        cycle_with_idle_for(p, agents, 100.0, first)  # still within the 1 min grace: nothing more, no 2nd warning
+        assert [d.kind for d in store.decisions(job_id)] == ["idle-warn"]
+        cycle_with_idle_for(p, agents, 130.0, first)  # limit + grace passed -> cancelled
+        fields = wait_for_job_state(job_id, testbed.env(), ("CANCELLED",), timeout=60)
+        assert fields
+        assert [d.kind for d in store.decisions(job_id)] == ["idle-warn", "idle-cancel"]
+        assert store.utilisation_summaries()[job_id].action == "cancel"
+    finally:
+        _cancel(backend, job_id)
+
+
+def test_dry_run_only_reports(testbed: Testbed, tmp_path: Path) -> None:
+    p, backend, agents, store, job_id = scene(testbed, tmp_path, dry_run=True)
+    try:
+        first = time.time() - 120.0  # inside the policy's 3 min sample window
+        for idle_s in (0.0, 70.0, 130.0, 160.0):
+            cycle_with_idle_for(p, agents, idle_s, first)
+        kinds = [d.kind for d in store.decisions(job_id)]
+        assert kinds == ["idle-warn", "idle-cancel"]
+        assert all("report only" in d.reason for d in store.decisions(job_id))
+        assert comment_of(backend, job_id) == USER_COMMENT, "a dry run writes no comment"
+        [job] = [j for j in backend.jobs() if j.job_id == job_id]
+        assert job.running, "a dry run cancels nothing"
+    finally:
+        _cancel(backend, job_id)
+
+
+def _cancel(backend: CliBackend, job_id: int) -> None:
+    try:
+        backend.cancel(job_id)
+    except Exception:  # noqa: BLE001 - already gone
+        pass
