@@ -200,15 +200,22 @@ app.add_typer(render_app, name="render")
 @app.command()
 def status(
     job_id: Optional[int] = typer.Argument(None, help="a job id (default: your dlsubmit jobs)"),
-    config: Optional[Path] = typer.Option(None, "--config", help="site config (for the prioritizer's store)"),
+    config: Optional[Path] = typer.Option(None, "--config",
+                                          help="site config (the prioritizer's store, the gpu-agents' files)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """State, restarts, last checkpoint and why a job waits (the prioritizer's explain when present)."""
+    """State, restarts, last checkpoint, why a job waits (the prioritizer's explain when present) and a running
+    job's GPU use (the gpu-agents' files of [telemetry] exposition_dir; '–' when not configured)."""
     with expected_errors():
         site = site_config(config)
         jobs = _backend().jobs(states=list(JobState))  # finished ones too, while Slurm lists them
         db = None if site.site.name == BUILTIN_SITE_NAME else site.site.database_url
-        rows = describe_jobs(jobs, job_id, db)
+        samples = None
+        if site.telemetry.exposition_dir:
+            from ..telemetry.reader import read_exposition_dir
+
+            samples = read_exposition_dir(site.telemetry.exposition_dir)
+        rows = describe_jobs(jobs, job_id, db, samples)
         if job_id is not None and not rows:
             raise fail(f"job {job_id}: Slurm does not know it (finished long ago, or never submitted)")
         if job_id is None:

@@ -4,7 +4,8 @@ At submission dlsubmit keeps a small record per job (``$SLURM_DL_STATE_DIR``, el
 ``$XDG_STATE_HOME/slurm-dl/jobs``, else ``~/.local/state/slurm-dl/jobs``): kind, name, output
 file and absolute checkpoint directory. Status joins it with the backend's jobs, the newest
 complete checkpoint and the last events the script logged in ``CKPT_DIR/.dlsubmit/events``,
-and asks the prioritizer why a pending job waits when the prioritizer is installed.
+and asks the prioritizer why a pending job waits when the prioritizer is installed. A running
+job's GPU use comes from the gpu-agents' files when the site config names them (``dlsubmit_gpu``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from rich.table import Table
 
 from ..model import Job
 from ..render import RenderedJob
+from ..telemetry.samples import JobGpuSample
+from .dlsubmit_gpu import gpu_cell, gpu_status
 
 
 def state_dir() -> Path:
@@ -116,7 +119,10 @@ def prioritizer_explain(job_id: int, database_url: str | None) -> str | None:
         return None
 
 
-def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | None = None) -> list[dict[str, Any]]:
+def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | None = None,
+                  gpu_samples: list[JobGpuSample] | None = None) -> list[dict[str, Any]]:
+    """One row per job; ``gpu_samples`` (the agents' files; None: telemetry not configured) give
+    running jobs their ``gpu`` entry."""
     rows = []
     for job in jobs:
         record = load_record(job.job_id)
@@ -132,6 +138,8 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | N
             "restarts": job.restarts, "nodes": list(job.nodes), "kind": record and record.get("kind"),
             "output": record and record.get("output"), "checkpoint_dir": record and record.get("checkpoint_dir"),
             "last_checkpoint": None, "events": [], "explain": None,
+            "telemetry": gpu_samples is not None,
+            "gpu": gpu_status(job, gpu_samples) if gpu_samples is not None and job.running else None,
         }
         if record and record.get("checkpoint_dir"):
             d = Path(record["checkpoint_dir"])
@@ -149,13 +157,13 @@ def print_status(rows: list[dict[str, Any]]) -> None:
         console.print("no dlsubmit jobs known to Slurm")
         return
     table = Table(show_header=True, header_style="bold")
-    for col in ("job", "name", "kind", "state", "restarts", "why waiting / nodes", "last checkpoint"):
+    for col in ("job", "name", "kind", "state", "restarts", "why waiting / nodes", "GPU use", "last checkpoint"):
         table.add_column(col)
     for r in rows:
         why = (r["explain"] or (f"{r['reason']} (no prioritizer data)" if r["reason"] else "no prioritizer data")) \
             if r["state"] == "PENDING" else ",".join(r["nodes"])
         table.add_row(str(r["job_id"]), r["name"], r["kind"] or "-", r["state"], str(r["restarts"]), why,
-                      Path(r["last_checkpoint"]).name if r["last_checkpoint"] else "-")
+                      gpu_cell(r), Path(r["last_checkpoint"]).name if r["last_checkpoint"] else "-")
     console.print(table)
     for r in rows:
         for line in r["events"]:

@@ -35,7 +35,9 @@ def gpu_agent(
     from ..telemetry.nvml import NvmlUnavailableError, load_nvml
 
     with expected_errors():
-        period = interval if interval is not None else (load_config(config).telemetry.sample_seconds if config else 30.0)
+        telemetry = load_config(config).telemetry if config else None
+        period = interval if interval is not None else (telemetry.sample_seconds if telemetry else 30.0)
+        idle_percent = telemetry.idle_util_percent if telemetry else 2.0
         name = node or node_name()
         try:
             nvml = load_nvml()
@@ -48,7 +50,7 @@ def gpu_agent(
             return
         backend = CliBackend()
         while True:
-            result = sample_once(nvml, name, backend.gpu_allocations, output_dir)
+            result = sample_once(nvml, name, backend.gpu_allocations, output_dir, idle_util_percent=idle_percent)
             if as_json:
                 typer.echo(json.dumps({"node": result.node, "gpus": result.gpus, "written": str(result.written),
                                        "samples": [asdict(s) for s in result.samples],

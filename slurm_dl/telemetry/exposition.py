@@ -17,6 +17,8 @@ METRICS = {
     "slurm_dl_gpu_memory_used_bytes": ("GPU memory in use", "mem_used_bytes"),
     "slurm_dl_gpu_power_watts": ("GPU power draw", "power_watts"),
     "slurm_dl_gpu_processes": ("processes holding a GPU context", "processes"),
+    "slurm_dl_gpu_idle_since_seconds": ("start of the GPU's current idle spell for its job (Unix time); "
+                                        "absent while busy", "idle_since"),
 }
 _LINE = re.compile(r'^(\w+)\{job="(\d+)",node="([^"]*)",gpu="(\d+)"\} (\S+) (\d+)$')
 
@@ -60,5 +62,6 @@ def parse(text: str) -> list[JobGpuSample]:
             power_watts=f.get("power_watts"),
             processes=int(f.get("processes", 0)),
             time=ms / 1000.0,
+            idle_since=f.get("idle_since"),
         ))
     return out

@@ -30,7 +30,12 @@ class GpuSample:
 
 @dataclass(frozen=True)
 class JobGpuSample:
-    """A GPU sample attributed to the job that held the GPU (``job_id`` 0: no job held it)."""
+    """A GPU sample attributed to the job that held the GPU (``job_id`` 0: no job held it).
+
+    ``idle_since``: when this GPU's current idle spell for this job began (the agent carries it
+    from its previous file, see :func:`slurm_dl.telemetry.summary.carry_idle_since`); None while busy
+    or unknown.
+    """
 
     job_id: int
     node: str
@@ -40,3 +45,4 @@ class JobGpuSample:
     power_watts: float | None
     processes: int
     time: float
+    idle_since: float | None = None

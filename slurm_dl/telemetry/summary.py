@@ -9,7 +9,7 @@ restart) adds nothing.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Iterable
 
 from .samples import JobGpuSample
@@ -92,3 +92,19 @@ def fold_samples(summary: JobUtilisationSummary, samples: Iterable[JobGpuSample]
             summary.last_busy_at = s.time if summary.last_busy_at is None else max(summary.last_busy_at, s.time)
         added += 1
     return added
+
+
+def carry_idle_since(samples: Iterable[JobGpuSample], previous: Iterable[JobGpuSample],
+                     idle_threshold_percent: float) -> list[JobGpuSample]:
+    """``samples`` with ``idle_since`` set: an idle sample continues the idle spell of the same
+    job's same GPU in ``previous`` (the agent's last file), or starts one at its own time; a busy
+    sample, or one of a GPU no job holds, has none."""
+    before = {(p.job_id, p.node, p.gpu): p for p in previous}
+    out = []
+    for s in samples:
+        since = None
+        if s.job_id and sample_is_idle(s, idle_threshold_percent):
+            prev = before.get((s.job_id, s.node, s.gpu))
+            since = prev.idle_since if prev is not None and prev.idle_since is not None and prev.time <= s.time else s.time
+        out.append(replace(s, idle_since=since))
+    return out

@@ -1,0 +1,63 @@
+"""``dlsubmit status``'s GPU column: a running job's utilisation from the gpu-agents' files.
+
+Users' machines read the same ``<node>.prom`` files the prioritizer reads (the site config's
+``[telemetry] exposition_dir``, e.g. on a shared filesystem); no daemon database is needed. The
+idle time comes from the agents' ``idle_since`` and the warning from slurm-dl's note in the
+job's comment. Pure: the caller reads the files.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..idle_notice import current_note
+from ..model import Job
+from ..telemetry.samples import JobGpuSample
+
+NOT_CONFIGURED = "–"
+
+
+def gpu_status(job: Job, samples: Iterable[JobGpuSample]) -> dict[str, Any] | None:
+    """The job's GPUs at their latest sample: mean utilisation, memory, idle minutes, slurm-dl's note;
+    None when no sample names the job."""
+    latest: dict[tuple[str, int], JobGpuSample] = {}
+    for s in samples:
+        if s.job_id == job.job_id:
+            key = (s.node, s.gpu)
+            if key not in latest or s.time > latest[key].time:
+                latest[key] = s
+    if not latest:
+        return None
+    rows = list(latest.values())
+    idle_minutes = None
+    if all(r.idle_since is not None for r in rows):
+        idle_minutes = round(max(0.0, min(r.time for r in rows) - max(r.idle_since for r in rows)) / 60.0, 1)
+    return {
+        "gpus": len(rows),
+        "mean_util_percent": round(sum(r.util_percent for r in rows) / len(rows), 1),
+        "mem_used_bytes": sum(r.mem_used_bytes for r in rows),
+        "processes": sum(r.processes for r in rows),
+        "idle_minutes": idle_minutes,
+        "sampled_at": min(r.time for r in rows),
+        "note": current_note(job.comment),
+    }
+
+
+def gpu_cell(row: dict[str, Any]) -> str:
+    """The table cell: '–' without telemetry, else utilisation, memory, idle time and any warning."""
+    if not row.get("telemetry"):
+        return NOT_CONFIGURED
+    if row["state"] != "RUNNING":
+        return "-"
+    g = row.get("gpu")
+    if g is None:
+        return "no samples"
+    text = f"{g['mean_util_percent']:g}% of {g['gpus']} GPU(s), {g['mem_used_bytes'] / 2**30:.1f} GiB"
+    if g["idle_minutes"] is not None:
+        text += f", idle {g['idle_minutes']:.0f} min"
+    note = g.get("note") or ""
+    if note.startswith("GPUs idle"):
+        text += ", warned"
+    elif note.startswith(("deprioritized", "cancelled")):
+        text += ", " + note.split(":", 1)[0]
+    return text
