@@ -114,6 +114,68 @@ def test_dry_run_only_reports(testbed: Testbed, tmp_path: Path) -> None:
         _cancel(backend, job_id)
 
 
+# Checkpointable: on USR2 it writes a checkpoint and keeps sleeping (the requeue ends it).
+CHECKPOINTING = """#!/bin/bash
+trap 'echo "USR2 $(date +%s)"' USR2
+while true; do sleep 1 & wait $!; done
+"""
+
+
+def test_deprioritized_idle_job_is_requeued_instead_of_the_busy_one(make_testbed, tmp_path: Path) -> None:
+    tb = make_testbed(nodes=1, gpus_per_node=4)
+    tb.up()
+    env = tb.env()
+    config = load_config(ROOT / "site-configs" / "testbed.toml")
+    t = config.telemetry.model_copy(update={
+        "exposition_dir": str(tmp_path / "agents"), "idle_minutes": 1.0, "warn_grace_minutes": 0.5,
+        "sample_seconds": 30.0, "idle_action": "deprioritize"})
+    config = config.model_copy(update={"telemetry": t})
+    backend = CliBackend(env)
+    args = ["--requeue", "--gres=gpu:h100:2", "-t", "10", "--open-mode=append"]
+    idle = backend.submit(CHECKPOINTING, [*args, "-J", "idle", f"--output={tmp_path}/idle.out"])
+    busy = backend.submit(CHECKPOINTING, [*args, "-J", "busy", f"--output={tmp_path}/busy.out"])
+    need = None
+    try:
+        for j in (busy, idle):
+            wait_for_job_state(j, env, ("RUNNING",), timeout=60)
+        busy_gpus = RecordedAgents(tmp_path / "agents", backend, busy)
+        idle_gpus = RecordedAgents(tmp_path / "agents", backend, idle)
+        [node] = {a.node for a in busy_gpus.allocs + idle_gpus.allocs}
+
+        def publish(at: float) -> None:
+            rows = [JobGpuSample(busy, node, g, 90.0, 30 << 30, 400.0, 1, at) for a in busy_gpus.allocs for g in a.gpus]
+            rows += [JobGpuSample(idle, node, g, 0.0, 1 << 20, 60.0, 0, at) for a in idle_gpus.allocs for g in a.gpus]
+            write_atomically(tmp_path / "agents" / f"{node}.prom", exposition.render(rows))
+
+        store = Store(f"sqlite:///{tmp_path / 'prio.db'}")
+        p = Prioritizer(config, backend, store)
+        publish(time.time() - 130.0)  # idle since over two minutes: past the limit and the grace
+        p.run_cycle()
+        for _ in range(3):  # warned first, then deprioritized, then its SiteFactor goes to the bottom
+            publish(time.time())
+            p.run_cycle()
+        assert [d.kind for d in store.decisions(idle) if d.kind.startswith("idle")] == ["idle-warn", "idle-deprioritize"]
+        assert any(d.kind == "priority" and d.value == -config.prioritizer.site_factor_max
+                   for d in store.decisions(idle))
+        need = backend.submit("#!/bin/bash\nsleep 5\n", ["--gres=gpu:h100:2", "-t", "5", "-o", "/dev/null"])
+        end = time.monotonic() + 120
+        while not store.preemptions(victim=idle) or store.preemptions(victim=idle)[0].state != "requeued":
+            assert time.monotonic() < end, f"no requeue of the idle job: {store.preemptions()}"
+            assert all(r.victim_job_id == idle for r in store.preemptions()), store.preemptions()
+            publish(time.time())
+            p.run_cycle()
+            time.sleep(1.0)
+        assert [(r.need_job_id, r.state) for r in store.preemptions()] == [(need, "requeued")], "only the idle job"
+        assert "USR2" in (tmp_path / "idle.out").read_text(), "signalled for its checkpoint before the requeue"
+        [again] = [j for j in backend.jobs() if j.job_id == idle]
+        assert again.state.value != "CANCELLED" and again.restarts >= 1
+        assert [j for j in backend.jobs() if j.job_id == busy][0].running
+    finally:
+        for j in (busy, idle, need):
+            if j is not None:
+                _cancel(backend, j)
+
+
 def _cancel(backend: CliBackend, job_id: int) -> None:
     try:
         backend.cancel(job_id)
