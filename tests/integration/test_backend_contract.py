@@ -14,7 +14,7 @@ from typing import Callable, TypeVar
 
 import pytest
 
-from slurm_dl.errors import JobNotFoundError, SlurmNotInstalledError, SlurmUnavailableError
+from slurm_dl.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
 from slurm_dl.model import Job, JobState
 from slurm_dl.slurm import CliBackend, SlurmBackend, get_backend
 from slurm_dl.slurm.pyslurm_backend import pyslurm_unavailable_reason
@@ -191,6 +191,20 @@ def test_requeue_counts_a_restart(backend: SlurmBackend, cleanup: list[int]) -> 
     backend.requeue(job_id)
     job = wait_for("the requeued job", lambda: (j := job_of(backend, job_id)) and j.restarts == 1 and j)
     assert job.state in (JobState.PENDING, JobState.RUNNING, JobState.REQUEUED, JobState.COMPLETING)
+
+
+def test_set_comment_replaces_the_comment_as_one_line(backend: SlurmBackend, cleanup: list[int]) -> None:
+    job_id = backend.submit(SLEEPER, ["--gpus=1", "-t", "5", "--comment=dl:class=train run 7"])
+    cleanup.append(job_id)
+    running(backend, job_id)
+    text = 'dl:class=train run 7 [slurm-dl: GPUs idle 61 min (since 2026-11-21 03:00 UTC); it\'s "idle"]'
+    backend.set_comment(job_id, text)
+    assert job_of(backend, job_id).comment == text
+    backend.set_comment(job_id, "x" * 1024)  # Slurm's limit, exactly
+    with pytest.raises(SlurmError):
+        backend.set_comment(job_id, "x" * 1025)
+    with pytest.raises(JobNotFoundError):
+        backend.set_comment(NO_SUCH_JOB, "note")
 
 
 def test_cancel(backend: SlurmBackend) -> None:
