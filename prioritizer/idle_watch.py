@@ -75,12 +75,15 @@ class IdleWatcher:
             by_job.setdefault(s.job_id, []).append(s)
         for jid, util in summarize(mine).items():
             summary = self.summaries.get(jid) or JobUtilisationSummary(jid)
+            before = _state(summary)
             fold_samples(summary, by_job[jid], self.cfg.idle_util_percent)
             d = decisions.get(jid)
             if d is not None:
                 self._advance(summary, d, running[jid], backend, now, dry_run, out.rows)
-            summary.updated_at = now
-            self.summaries[jid] = out.changed[jid] = summary
+            self.summaries[jid] = summary
+            if _state(summary) != before:  # saved only when something changed (agents sample slower than cycles)
+                summary.updated_at = now
+                out.changed[jid] = summary
             out.entries[jid] = {**utilisation_entry(util, d), **summary.explained()}
         for jid in set(running) - set(out.entries):  # no samples this window: what is stored, if anything
             if jid in self.summaries:
@@ -93,7 +96,7 @@ class IdleWatcher:
     def _advance(self, s: JobUtilisationSummary, d: IdleDecision, job: Job, backend: Any, now: float,
                  dry_run: bool, rows: list[Decision]) -> None:
         s.idle_since = d.idle_since
-        if d.idle_since is None:  # GPUs in use again: the next idle spell is warned afresh
+        if d.verdict is Verdict.OK:  # in use again, or a new spell under the limit: the next warning is a new one
             s.warned_at = None
         enforce = d.enforce and not dry_run
         verdict = d.verdict
@@ -138,3 +141,7 @@ class IdleWatcher:
             job.comment = text
         except Exception as e:  # noqa: BLE001 - a failed note must not stop the cycle; the log has the warning
             log.warning("idle GPUs: job %d: writing the comment failed: %s", job.job_id, e)
+
+
+def _state(s: JobUtilisationSummary) -> tuple:
+    return (s.samples, s.idle_since, s.verdict, s.warned_at, s.action, s.action_at)

@@ -37,10 +37,11 @@ class CancellingCluster(MemoryCluster):
         self.jobs[job_id].comment = text
 
 
-def agent_writes(directory: Path, now: float) -> None:
-    """What gpu01's agent would publish: GPUs 0-1 busy (job 1), GPUs 2-3 idle with no process (job 2)."""
-    samples = [GpuSample("gpu01", i, i, 90.0 if i < 2 else 0.0, 1 << 30, 80 << 30, 300.0,
-                         (77,) if i < 2 else (), now) for i in range(4)]
+def agent_writes(directory: Path, now: float, busy: int = 2) -> None:
+    """What gpu01's agent would publish: GPUs 0-1 busy (job 1), GPUs 2-3 idle with no process (job 2)
+    (``busy=4``: job 2's GPUs busy too)."""
+    samples = [GpuSample("gpu01", i, i, 90.0 if i < busy else 0.0, 1 << 30, 80 << 30, 300.0,
+                         (77,) if i < busy else (), now) for i in range(4)]
     allocs = [GpuAllocation(1, "u", "gpu01", (0, 1)), GpuAllocation(2, "u", "gpu01", (2, 3))]
     write_atomically(directory / "gpu01.prom", exposition.render(attribute(samples, allocs)))
 
@@ -56,9 +57,9 @@ def scene(tmp_path: Path, **telemetry):
     return config, c, Store(f"sqlite:///{tmp_path / 'prio.db'}")
 
 
-def run_minutes(p: Prioritizer, c: CancellingCluster, agents: Path, minutes: int) -> None:
+def run_minutes(p: Prioritizer, c: CancellingCluster, agents: Path, minutes: int, busy: int = 2) -> None:
     for _ in range(minutes):
-        agent_writes(agents, c.now)
+        agent_writes(agents, c.now, busy)
         p.run_cycle()
         c.now += 60
 
@@ -156,3 +157,16 @@ def test_deprioritized_idle_job_goes_to_the_bottom_and_is_requeued_first(tmp_pat
     assert c.requeues == [2] and c.cancelled == [] and c.jobs[2].pending
     run_minutes(p, c, agents, 2)
     assert c.jobs[2].site_factor == bottom, "requeued, it waits at the bottom"
+
+
+def test_a_job_busy_again_after_its_warning_is_warned_afresh_before_any_action(tmp_path: Path) -> None:
+    config, c, store = scene(tmp_path)
+    p = Prioritizer(config, c, store)
+    agents = tmp_path / "agents"
+    run_minutes(p, c, agents, 12)  # warned at minute 10
+    run_minutes(p, c, agents, 2, busy=4)  # its GPUs are used again
+    assert Store(store.url).utilisation_summaries()[2].warned_at is None
+    run_minutes(p, c, agents, 14)  # a new idle spell of 13 min: warned again, not yet cancelled
+    assert idle_kinds(store, 2) == ["idle-warn", "idle-warn"] and c.cancelled == []
+    run_minutes(p, c, agents, 3)
+    assert c.cancelled == [2]
