@@ -102,8 +102,9 @@ class IdleWatcher:
         verdict = d.verdict
         if verdict in (Verdict.DEPRIORITIZE, Verdict.CANCEL) and enforce and s.warned_at is None:
             verdict = Verdict.WARN  # never act on a job that was not warned first
-        if verdict is Verdict.OK or s.verdict == verdict.value:
-            s.verdict = verdict.value
+        done = s.warned_at is not None if verdict is Verdict.WARN else s.action == verdict.value
+        if verdict is Verdict.OK or (s.verdict == verdict.value and (done or not enforce)):
+            s.verdict = verdict.value  # nothing new (a step only reported before is taken once enforced)
             return
         note = d.reason if enforce else d.reason + " (report only)"
         rows.append((d.job_id, f"idle-{verdict.value}", None, note))

@@ -170,3 +170,15 @@ def test_a_job_busy_again_after_its_warning_is_warned_afresh_before_any_action(t
     assert idle_kinds(store, 2) == ["idle-warn", "idle-warn"] and c.cancelled == []
     run_minutes(p, c, agents, 3)
     assert c.cancelled == [2]
+
+
+def test_steps_only_reported_in_a_dry_run_are_taken_once_the_site_enforces(tmp_path: Path) -> None:
+    config, c, store = scene(tmp_path, dry_run=True)
+    run_minutes(Prioritizer(config, c, store), c, tmp_path / "agents", 12)
+    assert Store(store.url).utilisation_summaries()[2].verdict == "warn" and c.comments == []
+    enforced = config.model_copy(update={"telemetry": config.telemetry.model_copy(update={"dry_run": False})})
+    p = Prioritizer(enforced, c, Store(store.url))
+    run_minutes(p, c, tmp_path / "agents", 1)
+    assert [j for j, _ in c.comments] == [2], "warned for real now"
+    run_minutes(p, c, tmp_path / "agents", 3)
+    assert c.cancelled == [2]
