@@ -10,8 +10,13 @@ order for jobs that never change queue.
 
 Starvation guard (Tiresias' "promote knob"): a pending job that has run before
 (``executed_s > 0``) and has waited longer than ``S × executed_s`` in total
-(waited = ``now - submit_time - executed_s``) is promoted to queue 0. Once it runs, its executed
-time grows and the promotion lapses when ``executed_s`` reaches ``waited / S``.
+(waited = ``now - submit_time - executed_s``) is promoted to queue 0. With hysteresis: a running
+job stays promoted while it has waited more than ``S/2 × executed_s``, so a promoted job runs
+until it has executed twice what it had when promoted, instead of losing the promotion the
+moment it starts (which would let the next pass preempt it straight away). The rule needs no
+memory of past promotions, so it survives a daemon restart. A promoted job queues after the
+jobs that are in queue 0 on their own merit (Tiresias appends it to the end of queue 0), so a
+new short job is not held up behind the long jobs the guard lifts.
 
 Key fields must be current as of ``ctx.now`` (the caller accrues attained service first).
 """
@@ -62,28 +67,39 @@ class LasPolicy(PriorityPolicy):
     def _waited(self, job: Job, now: float) -> float:
         return now - job.submit_time - job.executed_s
 
-    def promoted(self, job: Job, now: float) -> bool:
-        """True when the starvation guard lifts this job to queue 0."""
+    def _promotion_factor(self, running: bool) -> float:
         s = self.starvation_factor
-        if s is None or job.executed_s <= 0.0:
+        return 0.5 * s if running else s
+
+    def promoted(self, job: Job, now: float) -> bool:
+        """True when the starvation guard lifts this job to queue 0 (``S/2`` while it runs)."""
+        if self.starvation_factor is None or job.executed_s <= 0.0:
             return False
-        return self._waited(job, now) > s * job.executed_s
+        return self._waited(job, now) > self._promotion_factor(job.running) * job.executed_s
 
     def queue(self, job: Job, ctx: PolicyContext) -> int:
         if self.starvation_factor is not None and self.promoted(job, ctx.now):
             return 0
         return bisect.bisect_right(self.thresholds, job.attained_gpu_s)
 
-    def queue_for(self, attained_gpu_s: float, executed_s: float, waited_s: float) -> int:
-        """The same queue from plain numbers (for callers that keep their own job state, e.g.
-        the simulator): ``waited_s`` is the total time spent not running since submission."""
+    def queue_for(self, attained_gpu_s: float, executed_s: float, waited_s: float, running: bool = False) -> int:
+        """The same queue from plain numbers (for callers that keep their own job state):
+        ``waited_s`` is the total time spent not running since submission."""
         s = self.starvation_factor
-        if s is not None and executed_s > 0.0 and waited_s > s * executed_s:
+        if s is not None and executed_s > 0.0 and waited_s > self._promotion_factor(running) * executed_s:
             return 0
         return bisect.bisect_right(self.thresholds, attained_gpu_s)
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
-        return (self.queue(job, ctx), job.submit_time, job.job_id)
+        if self.starvation_factor is not None and self.promoted(job, ctx.now):
+            return (0, 1, job.submit_time, job.job_id)
+        return (bisect.bisect_right(self.thresholds, job.attained_gpu_s), 0, job.submit_time, job.job_id)
+
+    def tiebreak(self, job: Job, ctx: PolicyContext) -> tuple:
+        """In the combined policy too, promoted jobs follow the jobs in queue 0 on their own."""
+        if self.starvation_factor is None:
+            return ()
+        return (1 if self.promoted(job, ctx.now) else 0,)
 
     def score(self, job: Job, ctx: PolicyContext) -> float:
         """1.0 in the first queue down to 0.0 in the last."""
@@ -98,7 +114,7 @@ class LasPolicy(PriorityPolicy):
             if i < len(self.thresholds) and job.num_gpus > 0:
                 out = now + (self.thresholds[i] - job.attained_gpu_s) / job.num_gpus
             if s is not None and job.executed_s > 0.0 and self.promoted(job, now):
-                lapse = now + (self._waited(job, now) / s - job.executed_s)
+                lapse = now + (self._waited(job, now) / (0.5 * s) - job.executed_s)
                 out = lapse if out is None else min(out, lapse)
             return out
         if job.pending and s is not None and job.executed_s > 0.0 and not self.promoted(job, now):

@@ -90,14 +90,6 @@ class PolicyRanker:
         self.pending_piecewise = not self.pending_static and all(isinstance(p, _PIECEWISE) for p in comps)
         self.running_key_cached = isinstance(policy, (LasPolicy, GittinsPolicy)) or self.pending_piecewise
         self.pending_wakes = not self.pending_static
-        # The core's starvation guard lapses as soon as a promoted job runs (executed reaches
-        # waited / S at once), which in a preemptive replay with no minimum runtime flips the
-        # job in and out forever. With the guard on, a running job's key is re-read no sooner
-        # than the site's preemption minimum runtime after it started (as the daemon would
-        # not preempt it earlier).
-        self.min_run_s = 0.0
-        if starving:
-            self.min_run_s = max(1.0, config.preemption.min_runtime_seconds if config is not None else 600.0)
         fs = [p for p in comps if isinstance(p, FairSharePolicy)]
         self.needs_usage = bool(fs)
         self.half_life_s = fs[0].half_life_s if fs else 0.0
@@ -123,8 +115,6 @@ class PolicyRanker:
         t = self._next(self._sync(sj, now), self.ctx)
         if t is None:
             return None
-        if self.min_run_s and sj.running:
-            t = max(t, sj.seg_start + self.min_run_s)
         return t if t > now else math.nextafter(now, INF)
 
     def epoch(self) -> int:

@@ -62,11 +62,19 @@ def test_starvation_guard_promotes_to_top_queue():
     assert p.next_key_change(starving, ctx) == pytest.approx(300.0)  # waited reaches 200 at t=300
     ctx2 = PolicyContext(now=301.0)
     assert p.promoted(starving, 301.0) and p.queue(starving, ctx2) == 0
-    assert ids(p.order([starving, fresh], ctx2)) == [1, 2]  # queue 0, earlier submit
+    # queue 0, but after the job that is in queue 0 on its own (Tiresias appends it at promotion)
+    assert ids(p.order([starving, fresh], ctx2)) == [2, 1]
+    assert ids(p.order([starving, Job(3, num_gpus=1, submit_time=0.0, attained_gpu_s=500.0)], ctx2)) == [1, 3]
     assert p.queue_for(100.0, 100.0, 201.0) == 0 and p.queue_for(100.0, 100.0, 150.0) == 1
-    # Once running, the promotion lapses when executed reaches waited / S = 201/2.
+    assert p.queue_for(100.0, 100.0, 150.0, running=True) == 0  # hysteresis band: S/2 while running
+    # Once running it stays promoted (hysteresis) until executed reaches waited / (S/2) = 201:
+    # it runs another 101 s, not 0.5 s, before the next pass may preempt it again.
     starving.state = R
-    assert p.next_key_change(starving, ctx2) == pytest.approx(301.0 + 201.0 / 2 - 100.0)
+    assert p.queue(starving, ctx2) == 0
+    assert p.next_key_change(starving, ctx2) == pytest.approx(301.0 + 201.0 - 100.0)
+    later = PolicyContext(now=301.0 + 101.5)
+    starving.executed_s = 201.5
+    assert not p.promoted(starving, later.now) and p.queue(starving, later) == 1
 
 
 def test_tiresias_defaults_and_config_thresholds():

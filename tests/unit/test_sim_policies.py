@@ -86,17 +86,18 @@ def test_deadline_las_boosts_a_job_whose_slack_runs_low():
 
 
 def test_las_starvation_guard_promotes_without_livelock():
-    # thresholds 10 GPU-s, S = 1: jobs 1 and 2 fall to queue 1 while 3 and 4 arrive in queue 0;
-    # the core's promotion lapses as soon as a promoted job runs, so the replay holds a running
-    # job's key for the preemption minimum runtime (600 s by default) — the run must end, and the
-    # guard must not leave the oldest job worse off than plain LAS.
+    # thresholds 10 GPU-s, S = 1, one GPU: jobs 1 and 2 fall to queue 1 while 3 and 4 arrive in
+    # queue 0. Without hysteresis in the guard a promoted job lost its promotion the moment it
+    # ran and the replay flipped jobs in and out at one instant forever. Now the run ends, the
+    # starving jobs 1 and 2 take turns (each runs, waits, is promoted, runs again) instead of
+    # job 2 waiting for all of job 1, and the new short job 3 is not held up behind them.
     jobs = [job(1, 1, 0, 100), job(2, 1, 0.5, 100), job(3, 1, 20, 5), job(4, 1, 21, 100)]
-    rk = make_ranker("las", las_thresholds=[10.0], starvation=1.0)
-    assert rk.min_run_s == 600.0
-    guarded, _ = run(jobs, rk)
-    plain, _ = run(jobs, make_ranker("las", las_thresholds=[10.0]))
+    guarded, g = run(jobs, make_ranker("las", las_thresholds=[10.0], starvation=1.0))
+    plain, p = run(jobs, make_ranker("las", las_thresholds=[10.0]))
     assert all(sj.end_time is not None for sj in guarded.values())
-    assert guarded[1].end_time <= plain[1].end_time
+    assert guarded[3].end_time == plain[3].end_time == 25.0
+    assert plain[1].preemptions == plain[2].preemptions == 1
+    assert guarded[1].preemptions >= 2 and guarded[2].preemptions >= 2 and g.preemptions > p.preemptions
 
 
 @pytest.mark.parametrize("name,kw", [("deadline-las", {"las_thresholds": [50.0, 500.0], "boost_s": 300.0}),
