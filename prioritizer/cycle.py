@@ -17,6 +17,7 @@ from slurm_dl.explain import explain_job, waiting_reason
 from slurm_dl.ledger import Ledger
 from slurm_dl.model import ClusterSnapshot
 from slurm_dl.policy import PolicyContext, get_policy
+from slurm_dl.policy.deadline import admit_deadlines
 from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
@@ -86,6 +87,7 @@ class Prioritizer:
         self.ledger: Ledger | None = None
         self.known_site_factors: dict[int, int] | None = None
         self.cycle_no = 0
+        self._deadline_notes: dict[int, str] = {}  # job -> why its deadline is ignored (logged once)
         self.idle = IdleWatcher(config.telemetry) if config.telemetry.exposition_dir else None
         self.idle_site_factor = -self.scale.maximum
         """SiteFactor of a job deprioritized for idle GPUs: below every job the policy scores."""
@@ -117,6 +119,10 @@ class Prioritizer:
         for j in jobs:
             apply_tags(j)
             apply_ledger(j, work)
+        ignored_deadlines = admit_deadlines(jobs, self.config)
+        for j in jobs:
+            if j.job_id in ignored_deadlines:
+                j.deadline = None
         ctx = PolicyContext(now=now, ledger=work, config=self.config, total_gpus=snap.total_gpus())
         scores = self.policy.scores(jobs, ctx)
         t_score = time.perf_counter()
@@ -142,6 +148,13 @@ class Prioritizer:
         report.pushes, report.unchanged = pushes.by_value, pushes.unchanged
         pushed: dict[int, int] = {}
         decisions: list[tuple[int, str, int | None, str]] = []
+        for j, why in ignored_deadlines.items():  # recorded once per job and reason
+            if self._deadline_notes.get(j) != why:
+                self._deadline_notes[j] = why
+                log.info("job %d: %s", j, why)
+                decisions.append((j, "deadline", None, why))
+        for j in [j for j in self._deadline_notes if j not in ignored_deadlines]:
+            del self._deadline_notes[j]
         if pushes.by_value and not self.dry_run:
             wanted = pushes.assignments()
             result = self.backend.set_site_factor(wanted)  # one Slurm call per value (backend groups)

@@ -24,6 +24,7 @@ with FIFO inside a level.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
@@ -80,6 +81,42 @@ def deadline_feasible(job: Job, now: float, config=None, *, user_deadline_jobs: 
     if user_deadline_jobs >= max_jobs:
         return False, f"user already has {user_deadline_jobs} deadline jobs; the site allows {max_jobs}"
     return True, f"feasible with {(to_go - job.time_limit) / 60:.0f} min of slack"
+
+
+def admit_deadlines(jobs: Sequence[Job], config=None) -> dict[int, str]:
+    """Which of the active jobs' deadlines the prioritizer honours; returns ``{job_id: why}``
+    for the deadlines it ignores (the caller treats those jobs as having none).
+
+    The filter checks a deadline at submission, but a deadline can also reach Slurm around it
+    (``sbatch --deadline``, which job_submit.lua cannot see on 22.05) and the filter's per-user
+    count lives in its memory. So the quota is enforced here again, from the jobs alone:
+
+    * a deadline needs a time limit to compute slack with;
+    * it may lie at most ``max_deadline_days`` after the job's submission;
+    * a user gets at most ``max_deadline_jobs_per_user`` deadline jobs at a time: the earliest
+      submitted keep theirs, later ones wait without a deadline until an earlier one ends.
+
+    Because of this, more deadlines or far-off deadlines cannot buy a user more priority.
+    """
+    dc = config.policy.deadline if config is not None else None
+    max_s = (dc.max_deadline_days if dc is not None else 7.0) * 86400.0
+    max_jobs = dc.max_deadline_jobs_per_user if dc is not None else 4
+    ignored: dict[int, str] = {}
+    per_user: dict[str, int] = {}
+    for job in sorted((j for j in jobs if j.deadline is not None), key=lambda j: (j.submit_time, j.job_id)):
+        if job.time_limit is None:
+            ignored[job.job_id] = "deadline ignored: the job has no time limit to check it against"
+        elif job.deadline - job.submit_time > max_s:
+            ignored[job.job_id] = (f"deadline ignored: {(job.deadline - job.submit_time) / 86400.0:.1f} days after "
+                                   f"submission; the site allows at most {max_s / 86400.0:g}")
+        else:
+            n = per_user.get(job.user, 0)
+            if n >= max_jobs:
+                ignored[job.job_id] = (f"deadline ignored for now: user {job.user!r} already has {max_jobs} "
+                                       f"deadline jobs (the site's limit)")
+            else:
+                per_user[job.user] = n + 1
+    return ignored
 
 
 class DeadlinePolicy(PriorityPolicy):

@@ -275,3 +275,23 @@ def test_job_missing_from_one_snapshot_keeps_its_service(config, db):
     p.run_cycle()
     assert p.ledger.attained(1) >= 40.0
     assert not p.ledger.jobs[1].finished
+
+
+def test_deadlines_beyond_a_users_quota_buy_no_priority(config, db):
+    # sbatch --deadline reaches Slurm around the filter, so the daemon enforces the quota itself:
+    # of six tight-deadline jobs, only the user's first four (max_deadline_jobs_per_user) are boosted
+    c = MemoryCluster()
+    c.add(99, 8, running_on="gpu01", time_limit=3600.0)
+    for i in range(1, 7):
+        c.add(i, 1, time_limit=600.0, deadline=c.now + 900.0).submit_time += i
+    plain = c.add(7, 1, time_limit=600.0)
+    plain.user = "other"
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    sf = {i: c.jobs[i].site_factor for i in range(1, 8)}
+    assert min(sf[i] for i in range(1, 5)) > sf[7] >= max(sf[5], sf[6]), sf
+    notes = [d for d in p.store.decisions(5) if d.kind == "deadline"]
+    assert len(notes) == 1 and "already has 4 deadline jobs" in notes[0].reason
+    c.now += 10
+    p.run_cycle()
+    assert len([d for d in p.store.decisions(5) if d.kind == "deadline"]) == 1  # said once

@@ -176,3 +176,18 @@ def test_combined_without_las_is_not_preemptive_and_rejects_unknown_components()
         get_policy("combined", tiers=[["nope"]])
     with pytest.raises(ValueError, match="more than one tier"):
         get_policy("combined", tiers=[["las"], ["las"]])
+
+
+def test_the_prioritizer_honours_only_deadlines_within_the_quota():
+    from slurm_dl.policy.deadline import admit_deadlines
+    c = cfg(deadline={"max_deadline_days": 1.0, "max_deadline_jobs_per_user": 2})
+    jobs = [Job(i, user="ann", submit_time=float(i), deadline=5000.0, time_limit=600.0) for i in range(1, 5)]
+    jobs += [Job(10, user="bob", submit_time=0.0, deadline=3 * 86400.0, time_limit=600.0),  # too far off
+             Job(11, user="bob", submit_time=0.0, deadline=5000.0),  # no limit
+             Job(12, user="bob", submit_time=0.0, deadline=5000.0, time_limit=600.0), Job(13, user="bob")]
+    ignored = admit_deadlines(jobs, c)
+    # ann's two earliest keep theirs, her 3rd and 4th wait without one; bob's far and unlimited ones are ignored
+    assert sorted(ignored) == [3, 4, 10, 11]
+    assert "already has 2 deadline jobs" in ignored[3] and "at most 1" in ignored[10] and "time limit" in ignored[11]
+    # when one of ann's first two ends, her third gets its deadline back
+    assert sorted(admit_deadlines(jobs[1:], c)) == [4, 10, 11]
