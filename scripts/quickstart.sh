@@ -28,6 +28,17 @@ step_testbed_up() {
   banner "testbed up in $TESTBED_DIR (4 nodes x 8 fake h100 GPUs, two leaf switches)"
   slurm-dl testbed up --dir "$TESTBED_DIR"
   eval "$(slurm-dl testbed env --dir "$TESTBED_DIR")"
+  # slurmctld keeps its jobs across `testbed down`/`up`: a second quick start begins without the
+  # first one's jobs, so what it shows is its own.
+  local old
+  old="$(squeue -h -o %i | tr '\n' ' ')"
+  if [ -n "${old// /}" ]; then
+    echo "  cancelling the jobs left from an earlier run: $old"
+    # shellcheck disable=SC2086
+    scancel $old
+    for _ in $(seq 1 50); do [ -z "$(squeue -h -o %i)" ] && break; sleep 0.2; done
+  fi
+  rm -rf "$OUT_DIR"  # and without its job output
   sinfo -N -o "%.8N %.6T %.14G %.5c %.8m"
 }
 
