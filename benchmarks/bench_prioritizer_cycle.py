@@ -4,8 +4,10 @@
 
 Starts a private 4 x 8 testbed in a temp dir, fills every GPU with one non-preemptible job
 (tagged ``class=serve`` in AdminComment, as the filter would), submits N one-GPU jobs that stay
-pending, then runs cycles with the real CLI backend and a temp SQLite store. The first cycle
-pushes every SiteFactor; later ones push only changes. Baseline in the same run: the backend's
+pending, then runs cycles with the real CLI backend and a temp SQLite store. The first cycles
+push SiteFactors, ``[prioritizer] max_pushes_per_cycle`` (default 1,000) at a time, top of the
+queue first; later ones push only changes (a config with ``max_pushes_per_cycle = 0`` pushes
+everything in the first cycle). Baseline in the same run: the backend's
 snapshot alone (``ratio_to_snapshot``). Target (issue 5): a cycle <= 5 s (``ratio_to_target``).
 Prints one JSON object and one human line.
 """

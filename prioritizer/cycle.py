@@ -51,6 +51,7 @@ class CycleReport:
     pushed_jobs: int = 0
     push_calls: int = 0
     unchanged: int = 0
+    deferred: int = 0
     signalled: list[int] = field(default_factory=list)
     requeued: list[int] = field(default_factory=list)
     planned: list[dict[str, Any]] = field(default_factory=list)
@@ -66,7 +67,8 @@ class CycleReport:
         mode = " (dry run)" if self.dry_run else ""
         return (
             f"cycle {self.cycle}{mode}: {self.pending} pending, {self.running} running; "
-            f"SiteFactor {self.pushed_jobs} job(s) in {self.push_calls} call(s), {self.unchanged} unchanged; "
+            f"SiteFactor {self.pushed_jobs} job(s) in {self.push_calls} call(s), {self.unchanged} unchanged"
+            f"{f', {self.deferred} deferred to the next cycle' if self.deferred else ''}; "
             f"signalled {self.signalled or '-'}, requeued {self.requeued or '-'}"
         )
 
@@ -144,8 +146,8 @@ class Prioritizer:
                 if j.job_id in idle_low:
                     desired[j.job_id] = self.idle_site_factor
                     current.setdefault(j.job_id, stored.get(j.job_id, 0))
-        pushes = plan_pushes(desired, current)
-        report.pushes, report.unchanged = pushes.by_value, pushes.unchanged
+        pushes = plan_pushes(desired, current, self.config.prioritizer.max_pushes_per_cycle or None)
+        report.pushes, report.unchanged, report.deferred = pushes.by_value, pushes.unchanged, pushes.deferred
         pushed: dict[int, int] = {}
         decisions: list[tuple[int, str, int | None, str]] = []
         for j, why in ignored_deadlines.items():  # recorded once per job and reason

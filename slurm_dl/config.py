@@ -248,6 +248,8 @@ class PrioritizerConfig(_Strict):
     interval_seconds: float = Field(default=5.0, gt=0)
     site_factor_levels: int = Field(default=64, ge=2, le=10000)
     site_factor_max: int = Field(default=1_000_000, ge=1, le=2_147_483_645)
+    max_pushes_per_cycle: int = Field(default=1000, ge=0, description="SiteFactor changes pushed per cycle, top of "
+                                      "the queue first; the rest follow in later cycles (0: no limit)")
     backoff_max_seconds: float = Field(default=60.0, gt=0)
 
 

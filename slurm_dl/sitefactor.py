@@ -58,6 +58,7 @@ class SiteFactorPushes:
 
     by_value: dict[int, list[int]] = field(default_factory=dict)
     unchanged: int = 0
+    deferred: int = 0  # changed, but over the per-cycle limit: pushed by a later cycle
 
     @property
     def jobs(self) -> int:
@@ -67,17 +68,29 @@ class SiteFactorPushes:
         return {j: v for v, ids in self.by_value.items() for j in ids}
 
 
-def plan_pushes(desired: Mapping[int, int], current: Mapping[int, int]) -> SiteFactorPushes:
+def plan_pushes(desired: Mapping[int, int], current: Mapping[int, int], limit: int | None = None) -> SiteFactorPushes:
     """Only jobs whose desired value differs from the current one, grouped by value.
 
     ``current`` is what Slurm holds (or what was last pushed); a job missing from it is taken
-    to hold 0 (Slurm's default SiteFactor). Output is deterministic: values ascending, ids sorted.
+    to hold 0 (Slurm's default SiteFactor). ``limit`` caps the jobs pushed in one cycle (a first
+    cycle over thousands of waiting jobs would otherwise take many seconds of ``scontrol``):
+    the jobs at the top of the queue, by what they should hold or now hold, go first, since
+    those are the ones Slurm is about to start; the rest are ``deferred`` to later cycles.
+    Output is deterministic: values ascending, ids sorted.
     """
-    groups: dict[int, list[int]] = {}
+    changed: list[tuple[int, int]] = []
     unchanged = 0
     for job_id, value in desired.items():
         if current.get(job_id, 0) == value:
             unchanged += 1
             continue
+        changed.append((job_id, value))
+    deferred = 0
+    if limit is not None and len(changed) > limit:
+        changed.sort(key=lambda jv: (-max(jv[1], current.get(jv[0], 0)), jv[0]))
+        deferred = len(changed) - limit
+        changed = changed[:limit]
+    groups: dict[int, list[int]] = {}
+    for job_id, value in changed:
         groups.setdefault(value, []).append(job_id)
-    return SiteFactorPushes({v: sorted(groups[v]) for v in sorted(groups)}, unchanged)
+    return SiteFactorPushes({v: sorted(groups[v]) for v in sorted(groups)}, unchanged, deferred)

@@ -295,3 +295,16 @@ def test_deadlines_beyond_a_users_quota_buy_no_priority(config, db):
     c.now += 10
     p.run_cycle()
     assert len([d for d in p.store.decisions(5) if d.kind == "deadline"]) == 1  # said once
+
+
+def test_a_cycle_pushes_at_most_the_configured_number_and_the_next_the_rest(config, db):
+    cfg = config.model_copy(update={"prioritizer": config.prioritizer.model_copy(update={"max_pushes_per_cycle": 3})})
+    c = MemoryCluster()
+    c.add(99, 8, running_on="gpu01")
+    for i in range(1, 6):
+        c.add(i, 1, account=f"acc{i}").submit_time += i
+    p = Prioritizer(cfg, c, Store(db))
+    r1 = p.run_cycle()
+    assert r1.pushed_jobs == 3 and r1.deferred > 0
+    r2 = p.run_cycle()
+    assert r1.pushed_jobs + r2.pushed_jobs == r1.pushed_jobs + r1.deferred and r2.deferred == 0

@@ -67,3 +67,14 @@ def test_scale_from_site_config():
     s = SiteFactorScale.from_config(cfg)
     assert s.levels == cfg.prioritizer.site_factor_levels
     assert s.value(1.0) == cfg.prioritizer.site_factor_max
+
+
+def test_a_push_limit_takes_the_top_of_the_queue_first_and_defers_the_rest():
+    desired = {1: 10, 2: 50, 3: 30, 4: 0, 5: 20}
+    current = {4: 90}  # job 4 holds a high value it must lose: near the top, so it goes early
+    p = plan_pushes(desired, current, limit=3)
+    assert p.assignments() == {4: 0, 2: 50, 3: 30} and p.deferred == 2
+    # the next cycle, with those pushed, takes the rest
+    nxt = plan_pushes(desired, {**current, **p.assignments()}, limit=3)
+    assert nxt.assignments() == {5: 20, 1: 10} and nxt.deferred == 0 and nxt.unchanged == 3
+    assert plan_pushes(desired, current).deferred == 0  # no limit: everything at once
