@@ -113,9 +113,15 @@ def _default_classes() -> dict[str, JobClassConfig]:
 
 
 class LasConfig(_Strict):
-    """Tiresias 2D-LAS: queue k holds jobs whose attained GPU-seconds are below thresholds[k]."""
+    """LAS: queue k holds jobs whose attained service is below thresholds[k]."""
 
-    thresholds_gpu_s: list[float] = Field(default_factory=lambda: [3250.0, 7200.0, 18000.0])
+    thresholds_gpu_s: list[float] = Field(default_factory=lambda: [3250.0, 7200.0, 18000.0],
+                                          description="queue thresholds, in the unit of 'service'")
+    service: Literal["seconds", "gpu-seconds"] = Field(
+        default="seconds",
+        description="'seconds': run time, so a job split into many smaller ones ranks like the whole "
+                    "(fair share charges the GPUs); 'gpu-seconds': Tiresias' 2D-LAS, which favours "
+                    "narrow jobs and so rewards splitting")
     starvation_factor: float | None = Field(
         default=None, gt=0, description="promote a job that waited longer than S × its executed time"
     )

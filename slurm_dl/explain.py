@@ -50,6 +50,7 @@ def explain_job(
         if name == "las" and hasattr(comp, "queue"):
             entry["queue"] = comp.queue(job, ctx)
             entry["thresholds_gpu_s"] = list(getattr(comp, "thresholds", ()))
+            entry["service"] = getattr(comp, "service", "gpu-seconds")
             if hasattr(comp, "promoted"):
                 entry["starvation_promoted"] = bool(comp.promoted(job, ctx.now))
         if name == "fairshare" and hasattr(comp, "factor"):

@@ -1,7 +1,12 @@
-"""Tiresias' 2D-LAS: least attained service first, in K+1 discrete queues.
+"""Least attained service first, in K+1 discrete queues (Tiresias' 2D-LAS, or by run time).
 
-Attained service is GPUs × executed seconds (``Job.attained_gpu_s``, kept across requeues).
-Queue ``k`` holds jobs with ``thresholds[k-1] <= attained < thresholds[k]``; queue 0 runs first.
+Attained service is, with ``service="gpu-seconds"`` (Tiresias' 2D-LAS, the default without a
+site config), GPUs × executed seconds (``Job.attained_gpu_s``, kept across requeues); with
+``service="seconds"`` (the site config's default) the executed seconds alone. 2D-LAS lets narrow
+jobs through first, so a user who splits one 8-GPU job into eight 1-GPU jobs gets ahead of
+everyone with whole jobs; by run time the pieces rank exactly like the whole, and it is fair
+share (which charges GPU-seconds) that weighs width. Queue ``k`` holds jobs with
+``thresholds[k-1] <= attained < thresholds[k]``; queue 0 runs first.
 
 Within a queue the order is FIFO by **submit time** (then job id). Tiresias' simulator appends a
 job to a queue when it enters it; ordering by submit time instead keeps the key a function of
@@ -44,8 +49,15 @@ class LasPolicy(PriorityPolicy):
         *,
         thresholds_gpu_s: list[float] | tuple[float, ...] | None = None,
         starvation_factor: float | None | str = "config",
+        service: str | None = None,
     ) -> None:
         las = config.policy.las if config is not None else None
+        if service is None:
+            service = las.service if las is not None else "gpu-seconds"
+        if service not in ("gpu-seconds", "seconds"):
+            raise ValueError(f"LAS service must be 'gpu-seconds' or 'seconds', got {service!r}")
+        self.service = service
+        self.by_time = service == "seconds"
         if thresholds_gpu_s is None:
             thresholds_gpu_s = las.thresholds_gpu_s if las is not None else TIRESIAS_THRESHOLDS_GPU_S
         th = tuple(float(t) for t in thresholds_gpu_s)
@@ -77,10 +89,14 @@ class LasPolicy(PriorityPolicy):
             return False
         return self._waited(job, now) > self._promotion_factor(job.running) * job.executed_s
 
+    def attained(self, job: Job) -> float:
+        """The job's attained service in this policy's unit (GPU-seconds or seconds)."""
+        return round(job.executed_s, 6) if self.by_time else job.attained_gpu_s
+
     def queue(self, job: Job, ctx: PolicyContext) -> int:
         if self.starvation_factor is not None and self.promoted(job, ctx.now):
             return 0
-        return bisect.bisect_right(self.thresholds, job.attained_gpu_s)
+        return bisect.bisect_right(self.thresholds, self.attained(job))
 
     def queue_for(self, attained_gpu_s: float, executed_s: float, waited_s: float, running: bool = False) -> int:
         """The same queue from plain numbers (for callers that keep their own job state):
@@ -93,7 +109,7 @@ class LasPolicy(PriorityPolicy):
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         if self.starvation_factor is not None and self.promoted(job, ctx.now):
             return (0, 1, job.submit_time, job.job_id)
-        return (bisect.bisect_right(self.thresholds, job.attained_gpu_s), 0, job.submit_time, job.job_id)
+        return (bisect.bisect_right(self.thresholds, self.attained(job)), 0, job.submit_time, job.job_id)
 
     def tiebreak(self, job: Job, ctx: PolicyContext) -> tuple:
         """In the combined policy too, promoted jobs follow the jobs in queue 0 on their own."""
@@ -110,15 +126,17 @@ class LasPolicy(PriorityPolicy):
         s = self.starvation_factor
         if job.running:
             out: float | None = None
-            i = bisect.bisect_right(self.thresholds, job.attained_gpu_s)
-            if i < len(self.thresholds) and job.num_gpus > 0:
-                out = now + (self.thresholds[i] - job.attained_gpu_s) / job.num_gpus
+            got = self.attained(job)
+            rate = 1.0 if self.by_time else job.num_gpus
+            i = bisect.bisect_right(self.thresholds, got)
+            if i < len(self.thresholds) and rate > 0:
+                out = now + (self.thresholds[i] - got) / rate
             if s is not None and job.executed_s > 0.0 and self.promoted(job, now):
                 lapse = now + (self._waited(job, now) / (0.5 * s) - job.executed_s)
                 out = lapse if out is None else min(out, lapse)
             return out
         if job.pending and s is not None and job.executed_s > 0.0 and not self.promoted(job, now):
-            if bisect.bisect_right(self.thresholds, job.attained_gpu_s) > 0:
+            if bisect.bisect_right(self.thresholds, self.attained(job)) > 0:
                 return now + (s * job.executed_s - self._waited(job, now))
         return None
 
@@ -128,9 +146,10 @@ class TiresiasLasPolicy(LasPolicy):
 
     name = "las-tiresias"
 
-    def __init__(self, config=None, *, thresholds_gpu_s=None, starvation_factor="config") -> None:
+    def __init__(self, config=None, *, thresholds_gpu_s=None, starvation_factor="config", service=None) -> None:
         super().__init__(
             config,
             thresholds_gpu_s=TIRESIAS_THRESHOLDS_GPU_S if thresholds_gpu_s is None else thresholds_gpu_s,
             starvation_factor=starvation_factor,
+            service="gpu-seconds" if service is None else service,
         )

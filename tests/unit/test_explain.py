@@ -27,20 +27,21 @@ def test_explanation_names_each_factor_queue_usage_and_slack():
     policy = get_policy("combined", cfg)
     ctx = PolicyContext(now=100.0, ledger=led, config=cfg, total_gpus=32)
     job = Job(2, user="v", account="busy", num_gpus=1, submit_time=50.0, time_limit=600.0, deadline=1000.0,
-              attained_gpu_s=30.0, state_reason="Resources")
+              attained_gpu_s=30.0, executed_s=30.0, state_reason="Resources")
     e = explain_job(job, ctx, policy, score=0.75, site_factor=750000, rank=0, ranked=2, half_life_s=3600.0,
                     waiting_for=waiting_reason(job, free_gpus=0))
     assert set(e["factors"]) == {"deadline", "class", "las", "fairshare"}
-    assert e["factors"]["las"]["queue"] == 1  # 30 GPU-s is past the 20 GPU-s threshold
+    assert e["factors"]["las"]["queue"] == 1  # 30 s of run time is past the 20 s threshold
+    assert e["factors"]["las"]["service"] == "seconds"
     assert e["factors"]["las"]["weight"] == 1.0
     assert 0 < e["factors"]["fairshare"]["factor"] <= 1
-    assert e["deadline_slack_s"] == 300.0  # (1000 - 100) - 600
+    assert e["deadline_slack_s"] == 330.0  # (1000 - 100) - (600 - 30 already run)
     assert e["account_usage_gpu_s"] > 390  # 400 GPU-s, decayed over nothing
     assert e["tiers"] == [["deadline"], ["class"], ["las", "fairshare"]]
     assert tier_scores(e) == pytest.approx(policy.tier_scores(job, ctx), abs=1e-5)
     assert "1 GPU(s); 0 free now" in e["waiting_for"]
     text = render_explanation(e, [{"at": 90.0, "kind": "priority", "value": 750000, "reason": "score 0.75"}])
-    assert "SiteFactor 750000" in text and "las: score" in text and "slack 300.0 s" in text
+    assert "SiteFactor 750000" in text and "las: score" in text and "slack 330.0 s" in text
     assert "waiting for:" in text and "priority 750000: score 0.75" in text
 
 

@@ -105,3 +105,28 @@ def test_las_is_preemptive_and_scores_by_queue():
     assert p.score(Job(1, attained_gpu_s=0), ctx) == 1.0
     assert p.score(Job(1, attained_gpu_s=500), ctx) == 0.5
     assert p.score(Job(1, attained_gpu_s=5000), ctx) == 0.0
+
+
+def test_by_run_time_a_split_job_ranks_like_the_whole():
+    # one 8-GPU job vs its eight 1-GPU pieces, all having run 1,000 s
+    whole = Job(1, num_gpus=8, attained_gpu_s=8000.0, executed_s=1000.0)
+    piece = Job(2, num_gpus=1, attained_gpu_s=1000.0, executed_s=1000.0)
+    ctx = PolicyContext(now=5000.0)
+    two_d = get_policy("las", thresholds_gpu_s=[2000.0, 20000.0], service="gpu-seconds")
+    assert two_d.queue(piece, ctx) < two_d.queue(whole, ctx)  # 2D-LAS rewards splitting
+    by_time = get_policy("las", thresholds_gpu_s=[2000.0, 20000.0], service="seconds")
+    assert by_time.queue(piece, ctx) == by_time.queue(whole, ctx) == 0
+    whole.state = R
+    # a running job crosses a run-time threshold after the same seconds whatever its width
+    assert by_time.next_key_change(whole, ctx) == pytest.approx(5000.0 + 1000.0)
+    assert two_d.next_key_change(whole, ctx) == pytest.approx(5000.0 + (20000.0 - 8000.0) / 8)
+
+
+def test_the_site_config_ranks_by_run_time_unless_it_asks_for_2d():
+    assert get_policy("las").service == "gpu-seconds"  # no site config: Tiresias' 2D-LAS
+    cfg = parse_config({"gpu_types": [{"name": "h100"}],
+                        "node_groups": [{"name": "g", "nodes": "n1", "gpus_per_node": 8, "gpu_type": "h100"}]})
+    assert get_policy("las", cfg).service == "seconds"
+    assert get_policy("las-tiresias", cfg).service == "gpu-seconds"
+    with pytest.raises(ValueError, match="service"):
+        get_policy("las", service="gpus")

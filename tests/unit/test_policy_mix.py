@@ -149,7 +149,7 @@ def test_class_weights_put_serving_and_interactive_first():
 
 # --- combined ---------------------------------------------------------------------------
 def test_combined_tiers_are_lexicographic_and_weights_sum_within_a_tier():
-    c = cfg(las={"thresholds_gpu_s": [100.0, 1000.0]},
+    c = cfg(las={"thresholds_gpu_s": [100.0, 1000.0], "service": "gpu-seconds"},
             combined={"tiers": [["deadline"], ["class"], ["las", "fairshare"]], "weights": {"las": 1.0, "fairshare": 0.5}})
     p = get_policy("combined", c)
     assert p.preemptive and p.discipline == "preemptive"

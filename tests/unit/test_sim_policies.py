@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from slurm_dl.model import Job
@@ -127,3 +129,28 @@ def test_a_deadline_job_with_time_to_spare_waits_like_best_effort_and_a_hopeless
     res, _ = run(jobs, make_ranker("deadline-las", las_thresholds=[1e6]))
     assert res[3].first_start < res[2].first_start
     assert res[5].first_start < res[4].first_start
+
+
+@pytest.mark.parametrize("policy", ["las", "combined"])
+def test_splitting_a_job_into_pieces_buys_nothing_under_the_site_configs_las(policy):
+    # account B splits one 8-GPU job into eight 1-GPU pieces of the same run time; under the site
+    # config (LAS by run time, fair share charging GPU-seconds) A and B finish exactly when they
+    # would have without the split. Under Tiresias' 2D-LAS B would get ahead by splitting.
+    from slurm_dl.config import load_config
+    from slurm_dl.policy import get_policy
+    from slurm_dl.sim.ranking import PolicyRanker
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "university-small.toml")
+
+    def finish(jobs, service=None):
+        pol = get_policy(policy, cfg) if service is None else get_policy("las", cfg, service=service)
+        r = run_cluster(jobs, ClusterSpec("c", 1, 8), PolicyRanker(pol, policy, cfg, 8), PreemptionCost(60.0))
+        ends = {sj.job.job_id: sj.end_time for sj in r.jobs}
+        return ends[1], max(v for k, v in ends.items() if k >= 10)
+
+    whole = [job(1, 8, 0, 10_000, "A"), job(10, 8, 0.5, 10_000, "B")]
+    split = [job(1, 8, 0, 10_000, "A")] + [job(10 + k, 1, 0.5, 10_000, "B") for k in range(8)]
+    assert finish(split) == finish(whole)
+    if policy == "las":
+        a_end, b_end = finish(split, service="gpu-seconds")
+        assert b_end < a_end  # 2D-LAS: the pieces overtake the whole job
