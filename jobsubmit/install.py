@@ -9,6 +9,7 @@ lists other plugins, ``lua`` is added to the list. The previous file is kept as
 from __future__ import annotations
 
 import os
+import pwd
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,24 @@ def _lua_string(text: str) -> str:
     return text
 
 
-def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: str) -> str:
-    """The shim with the socket path, timeout (seconds) and failure mode filled in."""
+def slurm_user_uids(slurm_conf: str) -> tuple[int, ...]:
+    """root and slurm.conf's SlurmUser (Slurm's default is root): who may change a job's GPU
+    request after submission without passing the filter again."""
+    uids = [0]
+    names = re.findall(r"^\s*SlurmUser\s*=\s*(\S+)", slurm_conf, flags=re.MULTILINE | re.IGNORECASE)
+    if names:
+        try:
+            uid = pwd.getpwnam(names[-1]).pw_uid
+        except KeyError:
+            uid = None
+        if uid is not None and uid not in uids:
+            uids.append(uid)
+    return tuple(uids)
+
+
+def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: str,
+                admin_uids: tuple[int, ...] = (0,)) -> str:
+    """The shim with the socket path, timeout (seconds), failure mode and admin uids filled in."""
     if failure_mode not in ("accept", "reject"):
         raise FilterInstallError(f"failure mode must be 'accept' or 'reject', got {failure_mode!r}")
     if not 1 <= timeout_ms <= 200:
@@ -40,6 +57,7 @@ def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: 
         template.replace("@SOCKET_PATH@", _lua_string(socket_path))
         .replace("@TIMEOUT_S@", f"{timeout_ms / 1000:.3f}")
         .replace("@FAILURE_MODE@", failure_mode)
+        .replace("@ADMIN_UIDS@", ", ".join(str(int(u)) for u in admin_uids))
     )
 
 
@@ -79,7 +97,8 @@ def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = 
     except OSError as e:
         raise FilterInstallError(f"{slurm_conf}: cannot read slurm.conf: {e.strerror or e}") from None
     shim = render_shim(
-        SHIM_TEMPLATE.read_text(), socket_path or config.filter.socket, config.filter.timeout_ms, config.filter.failure_mode
+        SHIM_TEMPLATE.read_text(), socket_path or config.filter.socket, config.filter.timeout_ms, config.filter.failure_mode,
+        slurm_user_uids(conf_text),
     )
     new_conf, change = with_lua_plugin(conf_text)
     if change and not edit_slurm_conf:

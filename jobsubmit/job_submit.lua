@@ -7,6 +7,7 @@
 local SOCKET_PATH = "@SOCKET_PATH@"
 local TIMEOUT_S = @TIMEOUT_S@
 local FAILURE_MODE = "@FAILURE_MODE@"   -- "accept": job goes in unchanged; "reject": job is refused
+local ADMIN_UIDS = { @ADMIN_UIDS@ }     -- may change anything after submission (root, SlurmUser)
 
 local have_unix, unix = pcall(require, "socket.unix")
 local have_socket, socket = pcall(require, "socket")
@@ -98,6 +99,27 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     return on_failure("answer without a known action")
 end
 
+-- What the filter decided at submission (GPU shape, nodes, switch wait, partition): a user who
+-- changed it afterwards (`scontrol update JobId=N TresPerJob=...`) would skip its checks and keep
+-- tags that no longer match. Admins may; users cancel and resubmit. (22.05 shows no message to
+-- the user from here: the refusal and its reason go to slurmctld's log.)
+local GUARDED = {
+    "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task", "min_nodes", "max_nodes",
+    "req_switch", "wait4switch", "partition",
+}
+local UNSET = { [4294967294] = true, [4294967295] = true }
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+    for _, uid in ipairs(ADMIN_UIDS) do
+        if modify_uid == uid then return slurm.SUCCESS end
+    end
+    for _, f in ipairs(GUARDED) do
+        local v = job_desc[f]
+        if v ~= nil and not (type(v) == "number" and UNSET[v]) then
+            slurm.log_info("slurm-dl filter: uid %d may not change %s of job %s after submission (%s); "
+                .. "cancel and resubmit", modify_uid, f, tostring(job_rec and job_rec.job_id), tostring(v))
+            return slurm.ESLURM_ACCESS_DENIED
+        end
+    end
     return slurm.SUCCESS
 end

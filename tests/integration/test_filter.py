@@ -8,10 +8,12 @@ every other test), the real `slurm-dl filter serve` process, and the shim instal
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -240,3 +242,49 @@ def test_filter_works_again_after_restart_and_jobs_run(filtered, tmp_path) -> No
     fields, _ = accepted_job(tb, "--gpus=16")
     assert fields["TresPerNode"] == "gres:gpu:8"
     scheduling_works(tb, tmp_path)
+
+
+def test_a_user_cannot_change_the_gpu_request_after_the_filter_saw_it(filtered) -> None:
+    """`scontrol update` by the job's owner may not change GPUs, nodes, switch wait or partition
+    (that would skip the filter's checks and keep stale tags); harmless fields may change, and
+    root may change anything."""
+    tb, _ = filtered
+    if shutil.which("runuser") is None:
+        pytest.skip("runuser (util-linux) is needed to act as another user")
+    env = tb.env()
+    # the testbed lives under pytest's private temp dir: give the other user a readable copy of
+    # the client configuration (the commands only read it and talk to slurmctld's port)
+    public = Path(tempfile.mkdtemp(prefix="slurm-dl-conf-"))
+    public.chmod(0o755)
+    for f in Path(tb.conf_dir).iterdir():
+        if f.is_file() and f.suffix == ".conf":
+            shutil.copy(f, public / f.name)
+            (public / f.name).chmod(0o644)
+    nobody_env = {**env, "SLURM_CONF": str(public / "slurm.conf")}
+
+    def as_nobody(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["runuser", "-u", "nobody", "--", *argv], env=nobody_env, capture_output=True,
+                              text=True, timeout=60, cwd="/tmp")
+
+    out = as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "--gpus=1", "-t", "5",
+                    "--wrap", "sleep 60")
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.strip().split(";")[0]
+    try:
+        before = job_fields(int(job_id), env)
+        gpu_field = "TresPerNode" if before.get("TresPerNode", "N/A") != "N/A" else "TresPerJob"
+        for change in (f"{gpu_field}=gres:gpu:8", "NumNodes=2", "Partition=gpu"):
+            refused = as_nobody("scontrol", "update", f"JobId={job_id}", change)
+            assert refused.returncode != 0 and "denied" in refused.stderr.lower(), (change, refused.stderr)
+        assert as_nobody("scontrol", "update", f"JobId={job_id}", "TimeLimit=3").returncode == 0
+        assert as_nobody("scontrol", "update", f"JobId={job_id}", "Name=renamed").returncode == 0
+        fields = job_fields(int(job_id), env)
+        assert fields[gpu_field] == before[gpu_field] and fields["NumNodes"] == before["NumNodes"]
+        assert fields["TimeLimit"] == "00:03:00" and fields["JobName"] == "renamed"
+        admin = subprocess.run(["scontrol", "update", f"JobId={job_id}", f"{gpu_field}=gres:gpu:2"], env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert admin.returncode == 0, admin.stderr
+        assert job_fields(int(job_id), env)[gpu_field] == "gres:gpu:2"
+    finally:
+        subprocess.run(["scancel", job_id], env=env, check=False)
+        shutil.rmtree(public, ignore_errors=True)

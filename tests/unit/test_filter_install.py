@@ -115,3 +115,13 @@ def test_shim_sends_every_field_the_rules_read() -> None:
     lua_fields = set(re.findall(r'"(\w+)"', block))
     # has_script is computed by the shim; deadline is not visible to job_submit.lua in 22.05.
     assert lua_fields == set(JOB_DESC_FIELDS) - {"has_script", "deadline"}
+
+
+def test_admins_who_may_change_a_gpu_request_later_are_root_and_slurm_user():
+    from jobsubmit.install import slurm_user_uids
+    assert slurm_user_uids("ClusterName=x\n") == (0,)
+    assert slurm_user_uids("SlurmUser=root\n") == (0,)
+    assert slurm_user_uids("SlurmUser=nobody\n") == (0, 65534)
+    assert slurm_user_uids("SlurmUser=no-such-user-here\n") == (0,)
+    text = render_shim(SHIM_TEMPLATE.read_text(), "/run/x.sock", 150, "accept", (0, 64030))
+    assert "local ADMIN_UIDS = { 0, 64030 }" in text and "@" not in text.split("local have_unix")[0]
