@@ -55,6 +55,8 @@ def main() -> int:
     ap.add_argument("--las-thresholds", default="100000,3000000")
     ap.add_argument("--chronus-nodes", type=int, default=16)
     ap.add_argument("--deadline-boost", type=float, default=3600.0)
+    ap.add_argument("--fairness-nodes", type=int, default=None,
+                    help="shared cluster size for --part fairness (default: the quarter VC sizes summed, 88)")
     a = ap.parse_args()
     parts = a.part or ["fidelity", "quality", "chronus", "fairness"]
     T = Path(a.traces)
@@ -95,7 +97,7 @@ def main() -> int:
             ch[name] = r
         out["chronus"] = ch
     if "fairness" in parts:
-        setup = SimSetup(nodes=sum(quarter.values()), gpus_per_node=8, cost=PreemptionCost(60.0))
+        setup = SimSetup(nodes=a.fairness_nodes or sum(quarter.values()), gpus_per_node=8, cost=PreemptionCost(60.0))
         las = run(philly, "las", setup, las_thresholds=thr)
         fs = run(philly, "fairshare", setup, las_thresholds=thr)
         out["fairness"] = {"nodes": setup.nodes, "las": las, "fairshare": fs,
