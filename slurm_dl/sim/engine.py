@@ -86,6 +86,7 @@ def run_cluster(
     by_cached_key = attrgetter("static_key")
     needs_usage = ranker.needs_usage
     pending_wakes = ranker.pending_wakes
+    account_key = getattr(ranker, "account_key", None)
     epoch = [ranker.epoch()]
     preemptions = 0
 
@@ -196,9 +197,16 @@ def run_cluster(
             if nxt is not None and nxt < sj.seg_start + sj.remaining / sj.speed:
                 heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
 
+    def sort_pending(now: float) -> None:
+        if account_key is not None:  # the key is (account's key, submit, id): one call per account
+            gk = {a: account_key(a, now) for a in {s.account for s in pending}}
+            pending.sort(key=lambda s: (gk[s.account], s.job.submit_time, s.job.job_id))
+        else:
+            pending.sort(key=lambda s: ranker.key(s, now))
+
     def pass_strict(now: float, skip: bool) -> None:
         if not static:
-            pending.sort(key=lambda s: ranker.key(s, now))
+            sort_pending(now)
         i = 0
         while i < len(pending):
             if free_total == 0:
@@ -221,7 +229,7 @@ def run_cluster(
 
     def pass_backfill(now: float) -> None:
         if not static:
-            pending.sort(key=lambda s: ranker.key(s, now))
+            sort_pending(now)
         shadow = None
         extra = 0
         i = 0

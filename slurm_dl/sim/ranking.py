@@ -94,6 +94,9 @@ class PolicyRanker:
         self.needs_usage = bool(fs)
         self.half_life_s = fs[0].half_life_s if fs else 0.0
         self.gittins = isinstance(policy, GittinsPolicy)
+        # fair share alone orders by (-factor(account), submit, id): the engine sorts with one
+        # factor per account instead of one key call per job (same order, far fewer calls)
+        self.account_key = self._fair_share_key if type(policy) is FairSharePolicy else None
         self._key = policy.key
         self._next = policy.next_key_change
 
@@ -116,6 +119,10 @@ class PolicyRanker:
         if t is None:
             return None
         return t if t > now else math.nextafter(now, INF)
+
+    def _fair_share_key(self, account: str, now: float) -> float:
+        self.ctx.now = now
+        return -self.policy.factor(account, self.ctx)
 
     def epoch(self) -> int:
         """Changes when all keys may have changed (Gittins' table rebuilt from more history)."""

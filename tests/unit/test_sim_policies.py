@@ -154,3 +154,16 @@ def test_splitting_a_job_into_pieces_buys_nothing_under_the_site_configs_las(pol
     if policy == "las":
         a_end, b_end = finish(split, service="gpu-seconds")
         assert b_end < a_end  # 2D-LAS: the pieces overtake the whole job
+
+
+def test_fair_share_sorted_per_account_matches_a_key_call_per_job():
+    jobs = [job(i, 1 + i % 3, i * 11.0, 60.0 + (i * 53) % 500, account=f"a{i % 4}") for i in range(80)]
+    fast = make_ranker("fairshare")
+    assert fast.account_key is not None
+    slow = make_ranker("fairshare")
+    slow.account_key = None
+    a, _ = run(jobs, fast, nodes=2, per_node=4)
+    b, _ = run(jobs, slow, nodes=2, per_node=4)
+    assert {i: (sj.first_start, sj.end_time) for i, sj in a.items()} == \
+           {i: (sj.first_start, sj.end_time) for i, sj in b.items()}
+    assert len({sj.first_start for sj in a.values()}) > 20  # a real queue formed
