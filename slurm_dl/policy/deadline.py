@@ -26,8 +26,14 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from ..config import DeadlineConfig
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
+
+
+def _settings(config) -> DeadlineConfig:
+    """The site's ``[policy.deadline]``, or its defaults without a site config."""
+    return config.policy.deadline if config is not None else DeadlineConfig()
 
 
 def remaining_run(job: Job, now: float) -> float | None:
@@ -63,9 +69,8 @@ def deadline_feasible(job: Job, now: float, config=None, *, user_deadline_jobs: 
     """
     if job.deadline is None:
         return True, "no deadline"
-    dc = config.policy.deadline if config is not None else None
-    max_days = dc.max_deadline_days if dc is not None else 7.0
-    max_jobs = dc.max_deadline_jobs_per_user if dc is not None else 4
+    dc = _settings(config)
+    max_days, max_jobs = dc.max_deadline_days, dc.max_deadline_jobs_per_user
     to_go = job.deadline - now
     if to_go <= 0:
         return False, f"deadline is {-to_go:.0f} s in the past"
@@ -98,9 +103,8 @@ def admit_deadlines(jobs: Sequence[Job], config=None) -> dict[int, str]:
 
     Because of this, more deadlines or far-off deadlines cannot buy a user more priority.
     """
-    dc = config.policy.deadline if config is not None else None
-    max_s = (dc.max_deadline_days if dc is not None else 7.0) * 86400.0
-    max_jobs = dc.max_deadline_jobs_per_user if dc is not None else 4
+    dc = _settings(config)
+    max_s, max_jobs = dc.max_deadline_days * 86400.0, dc.max_deadline_jobs_per_user
     ignored: dict[int, str] = {}
     per_user: dict[str, int] = {}
     for job in sorted((j for j in jobs if j.deadline is not None), key=lambda j: (j.submit_time, j.job_id)):
@@ -125,7 +129,7 @@ class DeadlinePolicy(PriorityPolicy):
 
     def __init__(self, config=None, *, boost_slack_s: float | None = None) -> None:
         if boost_slack_s is None:
-            boost_slack_s = 60.0 * (config.policy.deadline.boost_slack_minutes if config is not None else 60.0)
+            boost_slack_s = 60.0 * _settings(config).boost_slack_minutes
         if not boost_slack_s > 0 or not math.isfinite(boost_slack_s):
             raise ValueError(f"deadline: boost_slack_s must be positive, got {boost_slack_s}")
         self.boost_slack_s = float(boost_slack_s)

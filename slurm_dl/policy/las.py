@@ -93,29 +93,32 @@ class LasPolicy(PriorityPolicy):
         """The job's attained service in this policy's unit (GPU-seconds or seconds)."""
         return round(job.executed_s, 6) if self.by_time else job.attained_gpu_s
 
-    def queue(self, job: Job, ctx: PolicyContext) -> int:
-        if self.starvation_factor is not None and self.promoted(job, ctx.now):
-            return 0
-        return bisect.bisect_right(self.thresholds, self.attained(job))
+    def _standing(self, job: Job, now: float) -> tuple[int, int]:
+        """(queue, 1 if lifted there by the starvation guard else 0)."""
+        if self.starvation_factor is not None and self.promoted(job, now):
+            return (0, 1)
+        return (bisect.bisect_right(self.thresholds, self.attained(job)), 0)
 
-    def queue_for(self, attained_gpu_s: float, executed_s: float, waited_s: float, running: bool = False) -> int:
+    def queue(self, job: Job, ctx: PolicyContext) -> int:
+        return self._standing(job, ctx.now)[0]
+
+    def queue_for(self, attained: float, executed_s: float, waited_s: float, running: bool = False) -> int:
         """The same queue from plain numbers (for callers that keep their own job state):
-        ``waited_s`` is the total time spent not running since submission."""
+        ``attained`` in this policy's unit, ``waited_s`` the total time spent not running since
+        submission."""
         s = self.starvation_factor
         if s is not None and executed_s > 0.0 and waited_s > self._promotion_factor(running) * executed_s:
             return 0
-        return bisect.bisect_right(self.thresholds, attained_gpu_s)
+        return bisect.bisect_right(self.thresholds, attained)
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
-        if self.starvation_factor is not None and self.promoted(job, ctx.now):
-            return (0, 1, job.submit_time, job.job_id)
-        return (bisect.bisect_right(self.thresholds, self.attained(job)), 0, job.submit_time, job.job_id)
+        return (*self._standing(job, ctx.now), job.submit_time, job.job_id)
 
     def tiebreak(self, job: Job, ctx: PolicyContext) -> tuple:
         """In the combined policy too, promoted jobs follow the jobs in queue 0 on their own."""
         if self.starvation_factor is None:
             return ()
-        return (1 if self.promoted(job, ctx.now) else 0,)
+        return (self._standing(job, ctx.now)[1],)
 
     def score(self, job: Job, ctx: PolicyContext) -> float:
         """1.0 in the first queue down to 0.0 in the last."""
