@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from slurm_dl.config import TelemetryConfig
+from slurm_dl.errors import SlurmError
 from slurm_dl.idle import (IdleDecision, Verdict, carried_idle_since, decide, horizon_minutes, merge_window,
                            utilisation_entry)
 from slurm_dl.idle_notice import action_note, comment_with_note, warning_note
@@ -123,7 +124,7 @@ class IdleWatcher:
         if verdict is Verdict.CANCEL:
             try:
                 backend.cancel(d.job_id)
-            except Exception as e:  # the job may have ended meanwhile; the next cycle sees it gone
+            except SlurmError as e:  # the job may have ended meanwhile; the next cycle sees it gone
                 log.warning("idle GPUs: cancelling job %d failed: %s", d.job_id, e)
 
     def _comment(self, job: Job, note: str, backend: Any) -> None:
@@ -140,7 +141,7 @@ class IdleWatcher:
         try:
             setter(job.job_id, text)
             job.comment = text
-        except Exception as e:  # noqa: BLE001 - a failed note must not stop the cycle; the log has the warning
+        except SlurmError as e:  # a failed note must not stop the cycle; the log has the warning
             log.warning("idle GPUs: job %d: writing the comment failed: %s", job.job_id, e)
 
 

@@ -23,6 +23,8 @@ NOTE_OPEN = "[slurm-dl: "
 MIN_NOTE_CHARS = 24
 """A note cut shorter than this says nothing useful."""
 
+_CANCELLED, _DEPRIORITIZED = "cancelled", "deprioritized"
+
 _NOTE = re.compile(r"\s*\[slurm-dl: [^\]]*\]")
 
 _FOLLOW_UP = {
@@ -69,9 +71,13 @@ def _utc(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
 
 
+def _idle_for(decision: IdleDecision) -> str:
+    return f"GPUs idle {decision.idle_minutes:.0f} min (since {_utc(decision.idle_since)})"
+
+
 def warning_note(decision: IdleDecision, cfg: TelemetryConfig) -> str:
     """What the user reads when warned."""
-    head = f"GPUs idle {decision.idle_minutes:.0f} min (since {_utc(decision.idle_since)})"
+    head = _idle_for(decision)
     follow = _FOLLOW_UP.get(cfg.idle_action)
     if follow is None:
         return f"{head}; please use them or end the job"
@@ -80,7 +86,17 @@ def warning_note(decision: IdleDecision, cfg: TelemetryConfig) -> str:
 
 def action_note(decision: IdleDecision) -> str:
     """What the user reads once the action was taken."""
-    head = f"GPUs idle {decision.idle_minutes:.0f} min (since {_utc(decision.idle_since)})"
+    head = _idle_for(decision)
     if decision.verdict is Verdict.CANCEL:
-        return f"cancelled: {head}"
-    return f"deprioritized: {head}; first to be requeued when GPUs are needed"
+        return f"{_CANCELLED}: {head}"
+    return f"{_DEPRIORITIZED}: {head}; first to be requeued when GPUs are needed"
+
+
+def note_state(note: str | None) -> str | None:
+    """What one of these notes says was done: "warned", "deprioritized", "cancelled" or None."""
+    if not note:
+        return None
+    if note.startswith("GPUs idle"):
+        return "warned"
+    head = note.split(":", 1)[0]
+    return head if head in (_CANCELLED, _DEPRIORITIZED) else None

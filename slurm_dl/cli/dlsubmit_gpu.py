@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..idle_notice import current_note
+from ..idle_notice import current_note, note_state
 from ..model import Job
 from ..telemetry.samples import JobGpuSample
 
@@ -55,9 +55,7 @@ def gpu_cell(row: dict[str, Any]) -> str:
     text = f"{g['mean_util_percent']:g}% of {g['gpus']} GPU(s), {g['mem_used_bytes'] / 2**30:.1f} GiB"
     if g["idle_minutes"] is not None:
         text += f", idle {g['idle_minutes']:.0f} min"
-    note = g.get("note") or ""
-    if note.startswith("GPUs idle"):
-        text += ", warned"
-    elif note.startswith(("deprioritized", "cancelled")):
-        text += ", " + note.split(":", 1)[0]
+    state = note_state(g.get("note"))
+    if state is not None:
+        text += ", " + state
     return text
