@@ -18,7 +18,8 @@ local READ_FIELDS = {
     "account", "admin_comment", "array_inx", "comment", "cpus_per_tres", "mem_per_tres",
     "min_nodes", "max_nodes", "name", "partition", "req_switch", "wait4switch", "requeue",
     "time_limit", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
-    "user_id", "user_name",
+    "user_id", "user_name", "qos", "num_tasks", "ntasks_per_node", "sockets_per_node", "cpus_per_task",
+    "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu", "shared",
 }
 -- Fields the service may change, and their Lua type.
 local WRITABLE = {

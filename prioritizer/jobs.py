@@ -21,6 +21,8 @@ def apply_tags(job: Job) -> None:
         return
     job.job_class = tag.job_class
     job.checkpointable = tag.checkpointable
+    if job.pending and tag.gpus > job.num_gpus:  # the filter counted every form of GPU request
+        job.num_gpus = tag.gpus
     if job.deadline is None and tag.deadline is not None:
         job.deadline = float(tag.deadline)
 

@@ -24,10 +24,12 @@ JOB_DESC_FIELDS = (
     "account", "admin_comment", "array_inx", "comment", "cpus_per_tres", "mem_per_tres",
     "min_nodes", "max_nodes", "name", "partition", "req_switch", "wait4switch", "requeue",
     "time_limit", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
-    "user_id", "user_name", "has_script", "deadline",
+    "user_id", "user_name", "has_script", "deadline", "qos", "num_tasks", "ntasks_per_node",
+    "sockets_per_node", "cpus_per_task", "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu",
+    "shared",
 )
 
-_GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::([^:,]+))?(?::(\d+))?$")
+_GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::((?!-)[^:,]+))?(?::(\d+))?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,16 @@ class JobRequest:
     has_script: bool = True
     deadline: int | None = None
     time_unlimited: bool = False
+    qos: str | None = None
+    num_tasks: int | None = None
+    ntasks_per_node: int | None = None
+    sockets_per_node: int | None = None
+    cpus_per_task: int | None = None
+    min_cpus: int | None = None
+    pn_min_cpus: int | None = None
+    mem_per_node_mb: int | None = None  # 0: the whole node's memory (--mem=0)
+    mem_per_cpu_mb: int | None = None
+    exclusive: bool = False
     problems: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -155,6 +167,16 @@ class JobRequest:
             has_script=has_script if isinstance(has_script, bool) else True,
             deadline=_num(desc.get("deadline"), 10**11) or None,
             time_unlimited=desc.get("time_limit") == INFINITE,
+            qos=s("qos"),
+            num_tasks=_num(desc.get("num_tasks")),
+            ntasks_per_node=_num16(desc.get("ntasks_per_node")),
+            sockets_per_node=_num16(desc.get("sockets_per_node")),
+            cpus_per_task=_num16(desc.get("cpus_per_task")),
+            min_cpus=_num(desc.get("min_cpus")),
+            pn_min_cpus=_num16(desc.get("pn_min_cpus")),
+            mem_per_node_mb=_num(desc.get("min_mem_per_node")),
+            mem_per_cpu_mb=_num(desc.get("min_mem_per_cpu")),
+            exclusive=desc.get("shared") == 0,
             problems=tuple(problems),
         )
 
@@ -180,12 +202,54 @@ class JobRequest:
         return max(1, self.min_nodes or 1)
 
     @property
+    def gpus_per_task(self) -> list[GpuAsk]:
+        return parse_gpu_tres(self.tres_per_task)[0]
+
+    @property
+    def gpus_per_socket(self) -> list[GpuAsk]:
+        return parse_gpu_tres(self.tres_per_socket)[0]
+
+    @property
+    def tasks(self) -> int:
+        """Tasks of the whole job: ``-n``, else ``--ntasks-per-node`` × nodes, else one."""
+        return max(self.num_tasks or 0, (self.ntasks_per_node or 0) * self.nodes, 1)
+
+    @property
     def total_gpus(self) -> int:
-        """GPUs for the whole job (per-job count, else per-node × nodes)."""
+        """GPUs for the whole job, from every form Slurm accepts: per job, per node × nodes,
+        per task × tasks, per socket × sockets per node × nodes."""
         per_job = sum(a.count for a in self.gpus_per_job)
-        if per_job:
-            return per_job
-        return sum(a.count for a in self.gpus_per_node) * self.nodes
+        per_node = sum(a.count for a in self.gpus_per_node) * self.nodes
+        per_task = sum(a.count for a in self.gpus_per_task) * self.tasks
+        per_socket = sum(a.count for a in self.gpus_per_socket) * (self.sockets_per_node or 1) * self.nodes
+        return per_job + per_node + per_task + per_socket
+
+    @property
+    def gpus_on_one_node(self) -> int | None:
+        """GPUs the job needs on each of its nodes, when its request says (else None)."""
+        per_node = sum(a.count for a in self.gpus_per_node)
+        per_task = sum(a.count for a in self.gpus_per_task)
+        per_socket = sum(a.count for a in self.gpus_per_socket) * (self.sockets_per_node or 1)
+        if per_task and self.ntasks_per_node:
+            per_node += per_task * self.ntasks_per_node
+        elif per_task and self.num_tasks and self.min_nodes and self.max_nodes == self.min_nodes:
+            per_node += per_task * -(-self.num_tasks // self.min_nodes)
+        elif per_task:
+            per_node += per_task  # at least one task's GPUs sit on one node
+        return (per_node + per_socket) or None
+
+    @property
+    def cpus_asked(self) -> int:
+        """CPUs of the whole job, whichever option set them (1 when none did)."""
+        nodes = self.nodes
+        cpus = max(
+            self.min_cpus or 0,
+            (self.pn_min_cpus or 0) * nodes,
+            (self.cpus_per_task or 0) * self.tasks,
+            (self.per_gpu_value(self.cpus_per_tres) or 0) * self.total_gpus,
+            1,
+        )
+        return cpus
 
     @property
     def gpu_type(self) -> str | None:
@@ -207,6 +271,12 @@ class JobRequest:
             bits.append("job." + self.tres_per_job.removeprefix("gres:"))
         if self.tres_per_node:
             bits.append("node." + self.tres_per_node.removeprefix("gres:"))
+        if self.tres_per_task:
+            bits.append("task." + self.tres_per_task.removeprefix("gres:"))
+        if self.tres_per_socket:
+            bits.append("socket." + self.tres_per_socket.removeprefix("gres:"))
+        if self.num_tasks:
+            bits.append(f"n{self.num_tasks}")
         if self.min_nodes:
             bits.append(f"N{self.min_nodes}")
         return "+".join(bits) or "cpu"

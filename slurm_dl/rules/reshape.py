@@ -57,14 +57,22 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
     node_asks, node_others = parse_gpu_tres(req.tres_per_node)
     changes = dict(draft.changes)
     notices = list(draft.notices)
+    if req.gpus_per_task or req.gpus_per_socket:  # GPUs bound to tasks or sockets: kept as asked
+        nodes, per_node = req.nodes, req.gpus_on_one_node or 0
+        fixed = req.min_nodes is not None and req.max_nodes in (None, req.min_nodes)
+        exact = fixed and per_node * nodes == req.total_gpus
+        if nodes > 1:
+            changes.update(_switch_changes(req, config))
+        return draft.evolve(changes=changes, shape=shape_text(nodes, per_node) if exact else "spread",
+                            gpus=req.total_gpus)
     if node_asks:  # the user fixed the shape already
         nodes = req.nodes
         per_node = sum(a.count for a in node_asks)
         if nodes > 1:
             changes.update(_switch_changes(req, config))
         return draft.evolve(changes=changes, shape=shape_text(nodes, per_node), gpus=req.total_gpus)
-    if len(job_asks) != 1 or req.min_nodes not in (None, 1) or req.max_nodes not in (None, 1):
-        shape = "any" if not job_asks else "spread"
+    if len(job_asks) != 1 or job_asks[0].count == 0 or req.min_nodes not in (None, 1) or req.max_nodes not in (None, 1):
+        shape = "any" if not req.total_gpus else "spread"
         return draft.evolve(shape=shape, gpus=req.total_gpus)
     ask = job_asks[0]
     per_node_max, node_count = _nodes_of_type(config, ask.gpu_type)

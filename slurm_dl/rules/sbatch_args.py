@@ -79,8 +79,27 @@ _VALUE_OPTS = {
     "--time": "t", "-t": "t", "--partition": "p", "-p": "p", "--comment": "comment", "--deadline": "deadline",
     "--cpus-per-gpu": "cpg", "--mem-per-gpu": "mpg", "--array": "a", "-a": "a", "--admin-comment": "admin",
     "--job-name": "J", "-J": "J", "--account": "A", "-A": "A", "--switches": "sw",
+    "--ntasks": "n", "-n": "n", "--ntasks-per-node": "tpn", "--gpus-per-task": "gpt", "--gpus-per-socket": "gps",
+    "--sockets-per-node": "spn", "--cpus-per-task": "c", "-c": "c", "--mincpus": "mincpus", "--mem": "mem",
+    "--mem-per-cpu": "mpc", "--qos": "q", "-q": "q",
 }
-_FLAG_OPTS = {"--requeue": "requeue", "--no-requeue": "no-requeue"}
+_FLAG_OPTS = {"--requeue": "requeue", "--no-requeue": "no-requeue", "--exclusive": "exclusive"}
+
+
+def _count(value: str, what: str = "a count", least: int = 1) -> int:
+    """A whole number of at least ``least``, as sbatch requires (``-n 0`` and ``-c 0`` it refuses)."""
+    text = value.strip()
+    if not text.isdigit() or int(text) < least:
+        raise ValueError(f"expected {what} of {least} or more")
+    return int(text)
+
+
+def _gpu_spec(value: str) -> str:
+    """``[type:]count``. sbatch passes any integer through (even ``-1``); the rules judge it."""
+    gtype, _, count = value.rpartition(":")
+    if not re.match(r"^-?\d+$", count.strip()) or (gtype and not re.match(r"^[A-Za-z0-9_.-]+$", gtype)):
+        raise ValueError("expected [TYPE:]COUNT")
+    return value
 
 
 def parse_sbatch_args(
@@ -95,7 +114,10 @@ def parse_sbatch_args(
     it = iter(args)
     for arg in it:
         if arg in _FLAG_OPTS:
-            desc["requeue"] = 1 if _FLAG_OPTS[arg] == "requeue" else 0
+            if _FLAG_OPTS[arg] == "exclusive":
+                desc["shared"] = 0
+            else:
+                desc["requeue"] = 1 if _FLAG_OPTS[arg] == "requeue" else 0
             continue
         name, eq, value = arg.partition("=")
         if name not in _VALUE_OPTS and len(arg) > 2 and arg[:2] in _VALUE_OPTS and not arg.startswith("--"):
@@ -115,22 +137,61 @@ def parse_sbatch_args(
             raise
         except ValueError as e:
             raise SbatchArgsError(f"{name}={value!r}: {e}") from None
+    _derive(desc)
     return desc
+
+
+def _derive(desc: dict[str, Any]) -> None:
+    """What sbatch itself works out before slurmctld sees the job (CPUs from tasks), and the
+    combinations it refuses."""
+    if desc.get("tres_per_socket") and "sockets_per_node" not in desc:
+        raise SbatchArgsError("--gpus-per-socket needs --sockets-per-node (sbatch refuses it without)")
+    cpt = desc.get("cpus_per_task")
+    tasks = desc.get("num_tasks")
+    if cpt is not None:
+        desc["pn_min_cpus"] = max(desc.get("pn_min_cpus", 0), cpt)
+    if cpt is not None or tasks is not None:
+        desc["min_cpus"] = (cpt or 1) * (tasks or 1)
+    if "min_mem_per_node" in desc and "min_mem_per_cpu" in desc:
+        raise SbatchArgsError("--mem and --mem-per-cpu exclude each other")
 
 
 def _apply(desc: dict[str, Any], key: str, value: str, now: float | None) -> None:
     if key == "G":
-        desc["tres_per_job"] = _gpu_tres(value)
+        desc["tres_per_job"] = _gpu_tres(_gpu_spec(value))
     elif key == "g":
         desc["tres_per_node"] = _gres(value)
     elif key == "gpn":
-        desc["tres_per_node"] = _gpu_tres(value)
+        desc["tres_per_node"] = _gpu_tres(_gpu_spec(value))
+    elif key == "gpt":
+        desc["tres_per_task"] = _gpu_tres(_gpu_spec(value))
+    elif key == "gps":
+        desc["tres_per_socket"] = _gpu_tres(_gpu_spec(value))
+    elif key == "n":
+        desc["num_tasks"] = _count(value)
+    elif key == "tpn":
+        desc["ntasks_per_node"] = _count(value)
+    elif key == "spn":
+        desc["sockets_per_node"] = _count(value)
+    elif key == "c":
+        desc["cpus_per_task"] = _count(value)
+    elif key == "mincpus":
+        desc["pn_min_cpus"] = _count(value)
+    elif key == "mem":
+        desc["min_mem_per_node"] = 0 if value.strip() == "0" else parse_mem_mb(value)
+    elif key == "mpc":
+        desc["min_mem_per_cpu"] = parse_mem_mb(value)
+    elif key == "q":
+        desc["qos"] = value
     elif key == "N":
         lo, _, hi = value.partition("-")
-        desc["min_nodes"] = int(lo)
-        desc["max_nodes"] = int(hi or lo)
+        desc["min_nodes"] = _count(lo, "a node count", 0)
+        desc["max_nodes"] = _count(hi or lo, "a node count", 0)
+        if desc["max_nodes"] < desc["min_nodes"]:
+            raise ValueError("the node range's maximum is below its minimum")
     elif key == "t":
-        desc["time_limit"] = parse_time_minutes(value)
+        minutes = parse_time_minutes(value)
+        desc["time_limit"] = minutes if minutes else 0xFFFFFFFF  # sbatch: 0 means no limit
     elif key == "p":
         desc["partition"] = value
     elif key == "comment":
@@ -140,7 +201,7 @@ def _apply(desc: dict[str, Any], key: str, value: str, now: float | None) -> Non
     elif key == "deadline":
         desc["deadline"] = _deadline(value, now)
     elif key == "cpg":
-        desc["cpus_per_tres"] = f"gres:gpu:{int(value)}"
+        desc["cpus_per_tres"] = f"gres:gpu:{_count(value)}"
     elif key == "mpg":
         desc["mem_per_tres"] = f"gres:gpu:{parse_mem_mb(value)}"
     elif key == "a":

@@ -19,7 +19,7 @@ from .decision import (
     Rejection,
 )
 from .hints import parse_deadline, parse_hints
-from .request import JobRequest
+from .request import JobRequest, parse_gpu_tres
 from .site import site_shape
 
 PREFIX = "slurm-dl: "
@@ -45,8 +45,35 @@ def _types_text(config: SiteConfig) -> str:
     return ", ".join(f"{t} (up to {per_node.get(t, 0)} per node)" for t in config.gpu_type_names)
 
 
+def _asked_text(req: JobRequest) -> str:
+    """The GPU options as the user wrote them, roughly (for messages)."""
+    bits = []
+    for text, opt in ((req.tres_per_job, "--gpus"), (req.tres_per_node, "--gpus-per-node"),
+                      (req.tres_per_task, "--gpus-per-task"), (req.tres_per_socket, "--gpus-per-socket")):
+        if text:
+            bits.append(f"{opt}={','.join(t.removeprefix('gres:').removeprefix('gpu:') for t in text.split(','))}")
+    if req.num_tasks:
+        bits.append(f"-n {req.num_tasks}")
+    if req.ntasks_per_node:
+        bits.append(f"--ntasks-per-node={req.ntasks_per_node}")
+    if req.sockets_per_node and req.tres_per_socket:
+        bits.append(f"--sockets-per-node={req.sockets_per_node}")
+    if req.min_nodes:
+        bits.append(f"-N {req.min_nodes}")
+    return " ".join(bits) or "no GPU option"
+
+
 def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
     per_node = gpus_per_node_by_type(config)
+    for text in (req.tres_per_job, req.tres_per_node, req.tres_per_task, req.tres_per_socket):
+        for item in parse_gpu_tres(text)[1]:
+            if "gpu" in item.split(":")[:2] or item.startswith("gpu"):
+                return Rejection(
+                    "validate.gpu_count",
+                    f"{PREFIX}cannot read the GPU request {item.removeprefix('gres:')!r}. "
+                    f"Fix: a GPU count of 1 or more, e.g. --gpus=1 or --gres=gpu:{config.gpu_type_names[0]}:1.",
+                    ESLURM_INVALID_GRES,
+                )
     for ask in req.all_gpu_asks:
         if ask.gpu_type is not None and ask.gpu_type not in per_node:
             return Rejection(
@@ -56,15 +83,17 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
                 f"Fix: ask for --gres=gpu:{config.gpu_type_names[0]}:N, or --gpus=N for any type.",
                 ESLURM_INVALID_GRES,
             )
-    for ask in req.gpus_per_node:
-        most = per_node.get(ask.gpu_type, 0) if ask.gpu_type else site_shape(config).max_gpus_per_node
-        if ask.count > most:
+    on_one = req.gpus_on_one_node
+    if on_one is not None:
+        gtype = req.gpu_type
+        most = per_node.get(gtype, 0) if gtype else site_shape(config).max_gpus_per_node
+        if on_one > most:
             return Rejection(
                 "validate.gpus_per_node",
-                f"{PREFIX}asked {ask.count} GPUs per node but no node has more than {most}"
-                f"{' ' + ask.gpu_type if ask.gpu_type else ''}. "
-                f"Fix: use --gpus={ask.count * req.nodes} and slurm-dl packs it onto nodes, "
-                f"or -N<nodes> --gpus-per-node={most} or fewer.",
+                f"{PREFIX}asked {on_one} GPUs per node ({_asked_text(req)}) but no node has more than "
+                f"{most}{' ' + gtype if gtype else ''}. "
+                f"Fix: use --gpus={req.total_gpus} and slurm-dl packs it onto nodes, "
+                f"or fewer GPUs (or tasks) per node: at most {most}.",
                 CODE_NODE_COUNT,
             )
     total = req.total_gpus
@@ -133,10 +162,25 @@ def check_time(req: JobRequest, draft: Draft, config: SiteConfig) -> Rejection |
     return None
 
 
+def _cpus_text(req: JobRequest) -> str:
+    if req.exclusive:
+        return "--exclusive"
+    bits = []
+    if req.cpus_per_task:
+        bits.append(f"--cpus-per-task={req.cpus_per_task}" + (f" x {req.tasks} tasks" if req.tasks > 1 else ""))
+    if req.pn_min_cpus and not req.cpus_per_task:
+        bits.append(f"--mincpus={req.pn_min_cpus}")
+    if not bits and req.min_cpus and req.min_cpus > 1:
+        bits.append(f"{req.min_cpus} CPUs")
+    return " ".join(bits) or f"{req.cpus_asked} CPUs"
+
+
 def check_per_gpu_caps(req: JobRequest, config: SiteConfig) -> Rejection | None:
+    """CPUs and memory per GPU within the caps, whichever option asks for them: --cpus-per-gpu,
+    --cpus-per-task (× tasks), --mincpus, -n, --mem, --mem-per-cpu, --mem-per-gpu, --exclusive."""
     cpus = req.per_gpu_value(req.cpus_per_tres)
-    if cpus is not None and cpus > config.caps.max_cpus_per_gpu:
-        cap = config.caps.max_cpus_per_gpu
+    cap = config.caps.max_cpus_per_gpu
+    if cpus is not None and cpus > cap:
         return Rejection(
             "validate.cpus_per_gpu",
             f"{PREFIX}asked --cpus-per-gpu={cpus}; at most {cap} CPUs per GPU are allowed here. "
@@ -150,6 +194,47 @@ def check_per_gpu_caps(req: JobRequest, config: SiteConfig) -> Rejection | None:
             "validate.mem_per_gpu",
             f"{PREFIX}asked --mem-per-gpu={mem_mb}M; at most {cap_mb}M "
             f"({config.caps.max_mem_per_gpu_gb:g} GB) per GPU is allowed here. Fix: --mem-per-gpu={cap_mb}M or less.",
+            CODE_POLICY,
+        )
+    gpus = req.total_gpus
+    if gpus <= 0:
+        return None
+    node_cpus, node_mem = site_shape(config).node_cpus_mem.get(req.gpu_type) or site_shape(config).node_cpus_mem.get(
+        None, (0, 0))
+    nodes = req.nodes
+    if req.exclusive:
+        held = node_cpus * nodes
+        if held > cap * gpus:
+            whole = -(-node_cpus // cap)
+            return Rejection(
+                "validate.exclusive",
+                f"{PREFIX}--exclusive holds whole nodes ({node_cpus} CPUs each) for {gpus} GPU(s): "
+                f"{held / gpus:g} CPUs per GPU, at most {cap} are allowed here. "
+                f"Fix: drop --exclusive (ask --cpus-per-gpu={cap} instead), or ask for at least {whole} GPUs per node.",
+                CODE_POLICY,
+            )
+    total_cpus = req.cpus_asked
+    if total_cpus > cap * gpus:
+        return Rejection(
+            "validate.cpus_per_gpu",
+            f"{PREFIX}asked {total_cpus} CPUs ({_cpus_text(req)}) for {gpus} GPU(s); at most {cap} CPUs per GPU "
+            f"are allowed here, {cap * gpus} for this job. Fix: fewer CPUs (--cpus-per-gpu={cap}), "
+            f"or more GPUs.",
+            CODE_POLICY,
+        )
+    mem_total = None
+    what = ""
+    if req.mem_per_node_mb is not None:
+        per_node_mb = req.mem_per_node_mb or node_mem  # --mem=0: the whole node
+        mem_total, what = per_node_mb * nodes, (f"--mem={req.mem_per_node_mb}M" if req.mem_per_node_mb else "--mem=0")
+    elif req.mem_per_cpu_mb is not None:
+        mem_total, what = req.mem_per_cpu_mb * total_cpus, f"--mem-per-cpu={req.mem_per_cpu_mb}M x {total_cpus} CPUs"
+    if mem_total is not None and mem_total > cap_mb * gpus:
+        return Rejection(
+            "validate.mem_per_gpu",
+            f"{PREFIX}asked {mem_total}M of memory ({what}) for {gpus} GPU(s); at most {cap_mb}M "
+            f"({config.caps.max_mem_per_gpu_gb:g} GB) per GPU is allowed here, {cap_mb * gpus}M for this job. "
+            f"Fix: --mem-per-gpu={cap_mb}M or less instead, or more GPUs.",
             CODE_POLICY,
         )
     return None

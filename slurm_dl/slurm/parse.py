@@ -87,6 +87,16 @@ def _split_gres(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip() and p.strip() not in ("(null)", "N/A")]
 
 
+_ALLOC_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
+
+
+def gpus_in_tres(text: str | None) -> int | None:
+    """GPUs in a TRES string (``AllocTRES``/``tres_alloc_str``: ``cpu=2,...,gres/gpu=8``), or None
+    when it names no GPUs (22.05 lists them only with ``AccountingStorageTRES=gres/gpu``)."""
+    m = _ALLOC_GPU.search(text or "")
+    return int(m.group(1)) if m else None
+
+
 def parse_node_gres(gres: str | None) -> tuple[int, str | None]:
     """GPUs in a node's ``Gres``/``GresUsed`` (``gpu:h100:8``, ``gpu:h100:3(IDX:0-2)``)."""
     return parse_gres_detail([gres or ""])
@@ -140,8 +150,19 @@ def job_from_squeue(raw: Mapping[str, Any]) -> Job:
         gpu_type = per_job.gpu_type
     else:
         num_gpus = 0
-    if allocated and state.active:
-        num_gpus = allocated
+    tasks = _num(raw.get("tasks")) or 1
+    for text, times in ((raw.get("tres_per_task"), tasks),
+                        (raw.get("tres_per_socket"), (_num(raw.get("sockets_per_node")) or 1) * (num_nodes or 1))):
+        asked = parse_gpu_request(text)  # --gpus-per-task × tasks, --gpus-per-socket × sockets
+        if asked is not None:
+            num_gpus += asked.count * times
+            gpu_type = gpu_type or asked.gpu_type
+    if state.active:  # what Slurm allocated, not what was asked: AllocTRES, else the GRES detail
+        alloc_tres = gpus_in_tres(raw.get("tres_alloc_str"))
+        if alloc_tres is not None:
+            num_gpus = alloc_tres
+        elif allocated:
+            num_gpus = allocated
     gpu_type = gpu_type or alloc_type
     time_limit_min = _num(raw.get("time_limit"))
     nice = _num(raw.get("nice"))

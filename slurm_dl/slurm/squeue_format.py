@@ -44,7 +44,16 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("NodeList", "nodes"),
     ("Comment", "comment"),
     ("admin_comment", "admin_comment"),
+    # read since GPUs are counted from every form and from the allocation (older recordings lack them)
+    ("tres-per-task", "tres_per_task"),
+    ("tres-per-socket", "tres_per_socket"),
+    ("NumTasks", "tasks"),
+    ("Sockets", "sockets_per_node"),
+    ("tres-alloc", "tres_alloc_str"),
 )
+
+
+_REQUIRED = 21  # fields every recording has; the later ones may be missing (read as unset)
 
 
 def format_argument() -> str:
@@ -57,7 +66,7 @@ def squeue_format_argv(states: str = ACTIVE_STATES) -> list[str]:
 
 _EMPTY = {"", "(null)", "N/A", "n/a", "None assigned"}
 _INT_KEYS = {"job_id", "node_count", "nice", "priority", "restart_cnt", "submit_time", "start_time",
-             "eligible_time", "deadline"}
+             "eligible_time", "deadline", "tasks", "sockets_per_node"}
 
 
 def _value(key: str, text: str) -> Any:
@@ -77,8 +86,9 @@ def _value(key: str, text: str) -> Any:
 
 def record_from_format_line(line: str) -> dict[str, Any] | None:
     parts = line.split(SEP)
-    if len(parts) < len(FIELDS):
+    if len(parts) < _REQUIRED:
         return None
+    parts += [""] * (len(FIELDS) - len(parts))
     rec = {key: _value(key, parts[i]) for i, (_, key) in enumerate(FIELDS)}
     if rec["job_id"] is None:
         return None
