@@ -17,27 +17,19 @@ from typing import Optional
 import typer
 
 from slurm_dl.config import SiteConfig, load_config
-from slurm_dl.errors import ConfigError
+from slurm_dl.site_paths import CONFIG_HELP, config_path
 from slurm_dl.rules import FilterContext, decide
 from slurm_dl.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
 from slurm_dl.cli.common import expected_errors, fail
 
 app = typer.Typer(help="The job_submit filter: serve, install, check.", no_args_is_help=True)
 
-ConfigOpt = typer.Option(None, "--config", "-c", help="site config TOML (default: site-configs/testbed.toml)")
+ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
 
 
 def resolve_config_path(path: Optional[Path]) -> Path:
-    """The given file, else site-configs/testbed.toml, else the first file in site-configs/."""
-    if path is not None:
-        return path
-    here = Path("site-configs")
-    if (here / "testbed.toml").is_file():
-        return here / "testbed.toml"
-    found = sorted(here.glob("*.toml")) if here.is_dir() else []
-    if not found:
-        raise ConfigError("site-configs/", ["no site config given (--config) and none found in ./site-configs"])
-    return found[0]
+    """--config, else $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml (see slurm_dl.site_paths)."""
+    return config_path(path)
 
 
 @app.command()

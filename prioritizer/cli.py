@@ -14,24 +14,18 @@ from typing import Optional
 import typer
 
 from slurm_dl.cli.common import expected_errors, fail
+from slurm_dl.site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
 
 app = typer.Typer(help="The prioritizer daemon: scores, SiteFactor, preemption.", no_args_is_help=True)
 
-ConfigOpt = typer.Option(
-    None, "--config", "-c", envvar="SLURM_DL_CONFIG",
-    help="site config TOML (default: $SLURM_DL_CONFIG, else ./site-configs/testbed.toml)",
-)
+ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
 
 
 def _config_path(path: Optional[Path]) -> Path:
-    if path is not None:
-        return path
-    default = Path("site-configs") / "testbed.toml"
-    if default.is_file():
-        return default
-    from slurm_dl.errors import ConfigError
+    """--config, else $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml (see slurm_dl.site_paths)."""
+    return config_path(path)
 
-    raise ConfigError("--config", ["no site config given (--config or SLURM_DL_CONFIG) and no ./site-configs/testbed.toml"])
+
 DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store; overrides site.database_url")
 
 
@@ -42,7 +36,7 @@ def _setup(config: Path, db: Optional[str], dry_run: bool = False):
     from slurm_dl.store import Store
 
     cfg = load_config(_config_path(config))
-    store = Store(db or cfg.site.database_url)
+    store = Store(database_url(cfg, db))
     return Prioritizer(cfg, CliBackend(), store, dry_run=dry_run)
 
 
@@ -101,8 +95,9 @@ def explain(
         from slurm_dl.store import Store
 
         cfg = load_config(_config_path(config))
-        url = db or cfg.site.database_url
-        if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        url = database_url(cfg, db)
+        path = sqlite_path(url)
+        if path and not Path(path).exists():
             raise fail(f"no prioritizer store at {url} (has `slurm-dl prioritizer run` used it? see --db)")
         store = Store(url)
         expl = store.explanation(job_id)

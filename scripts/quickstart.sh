@@ -26,7 +26,9 @@ step_setup() {
 
 step_testbed_up() {
   banner "testbed up in $TESTBED_DIR (4 nodes x 8 fake h100 GPUs, two leaf switches)"
-  slurm-dl testbed up --dir "$TESTBED_DIR"
+  # DIR/site.toml: site-configs/testbed.toml with its database in DIR; `testbed env` exports
+  # SLURM_DL_CONFIG for it, so every slurm-dl command below finds it without --config or --db.
+  slurm-dl testbed up --dir "$TESTBED_DIR" --site-config site-configs/testbed.toml
   eval "$(slurm-dl testbed env --dir "$TESTBED_DIR")"
   # slurmctld keeps its jobs across `testbed down`/`up`: a second quick start begins without the
   # first one's jobs, so what it shows is its own.
@@ -130,13 +132,13 @@ stop_marked() {  # stop a previous quick start's service before starting a new o
 }
 
 step_filter() {
-  banner "submit filter: job_submit.lua shim + filter service (site-configs/testbed.toml)"
+  banner "submit filter: job_submit.lua shim + filter service ($SLURM_DL_CONFIG)"
   local sock="$TESTBED_DIR/filter.sock"
   mkdir -p "$OUT_DIR"
   stop_marked filter
-  start_marked filter slurm-dl filter serve --config site-configs/testbed.toml --socket "$sock"
+  start_marked filter slurm-dl filter serve --socket "$sock"
   for _ in $(seq 1 50); do [ -S "$sock" ] && break; sleep 0.1; done
-  slurm-dl filter install --config site-configs/testbed.toml --slurm-conf-dir "$(dirname "$SLURM_CONF")" --socket "$sock"
+  slurm-dl filter install --slurm-conf-dir "$(dirname "$SLURM_CONF")" --socket "$sock"
   sleep 1  # slurmctld re-reads job_submit.lua when its mtime changes
   echo "  an unknown GPU type is refused by sbatch with the filter's message:"
   sbatch --gres=gpu:nosuchgpu:1 --time=5 --wrap true 2>&1 | sed 's/^/    /' || true
@@ -150,7 +152,7 @@ step_filter() {
 step_prioritizer() {
   banner "prioritizer daemon (LAS + fair share + deadlines -> SiteFactor; preemption by USR2 + requeue)"
   stop_marked prioritizer
-  start_marked prioritizer slurm-dl prioritizer run --config site-configs/testbed.toml --db "sqlite:///$TESTBED_DIR/ledger.db"
+  start_marked prioritizer slurm-dl prioritizer run
   sleep 4
   echo "  daemon log ($TESTBED_DIR/log/prioritizer.log):"
   tail -n 5 "$TESTBED_DIR/log/prioritizer.log" | sed 's/^/    /'
@@ -161,7 +163,7 @@ step_explain() {
   sleep 4  # one more prioritizer cycle sees the dlsubmit jobs
   local id
   for id in $(squeue -h -o %i | head -n 3); do
-    slurm-dl explain "$id" --db "sqlite:///$TESTBED_DIR/ledger.db" 2>&1 | sed 's/^/  /' | head -n 12 || true
+    slurm-dl explain "$id" 2>&1 | sed 's/^/  /' | head -n 12 || true
   done
 }
 
@@ -173,8 +175,9 @@ step_howto() {
   job output:            $OUT_DIR/
   dlsubmit jobs:         cd $OUT_DIR/dlsubmit && dlsubmit status
   logs:                  $TESTBED_DIR/log/ (filter.log, prioritizer.log, slurmctld.log …)
-  why a job waits:       slurm-dl explain JOBID --db sqlite:///$TESTBED_DIR/ledger.db
-  what the filter does:  slurm-dl filter check --config site-configs/testbed.toml -- --gpus=16 -t 60
+  why a job waits:       slurm-dl explain JOBID
+  what the filter does:  slurm-dl filter check -- --gpus=16 -t 60
+  (the site config:      \$SLURM_DL_CONFIG = $SLURM_DL_CONFIG, set by testbed env)
   status:                slurm-dl testbed status --dir $TESTBED_DIR
   take it down:          slurm-dl testbed down --dir $TESTBED_DIR   (also stops the filter and the prioritizer)
 MSG

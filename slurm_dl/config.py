@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError
 from .hostlist import expand_hostlist
 from .model import JobClass
+from .site_paths import DEFAULT_DATABASE_URL, relative_sqlite_problem
 
 
 class _Strict(BaseModel):
@@ -24,7 +25,15 @@ class _Strict(BaseModel):
 
 class SiteInfo(_Strict):
     name: str = "site"
-    database_url: str = "sqlite:///slurm-dl-ledger.db"
+    database_url: str = DEFAULT_DATABASE_URL
+
+    @field_validator("database_url")
+    @classmethod
+    def _absolute_sqlite(cls, v: str) -> str:
+        problem = relative_sqlite_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
 
 class GpuType(_Strict):

@@ -155,7 +155,7 @@ def _make_job_command(kind: str, print_only: bool = False):
         parallel: Optional[int] = typer.Option(None, "--parallel", help="sweep: array tasks running at once"),
         endpoint_file: Optional[str] = typer.Option(None, "--endpoint-file", help="serve: where 'host port' is written"),
         preemptible: Optional[bool] = typer.Option(None, "--preemptible/--no-preemptible", help="serve: default from the site"),
-        config: Optional[Path] = typer.Option(None, "--config", help="site config (default $SLURM_DL_CONFIG or built-in)"),
+        config: Optional[Path] = typer.Option(None, "--config", help="site config (default: $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml, else built-in)"),
         dry_run: bool = typer.Option(False, "--dry-run", help="print the script, the sbatch command and the filter's verdict (exit 2 if it rejects)"),
         as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     ) -> None:

@@ -1,6 +1,7 @@
 """Where dlsubmit's defaults come from: the site config and the user's own defaults file.
 
-Site: ``--config FILE``, else ``$SLURM_DL_CONFIG``, else a built-in default (any GPU type,
+Site: ``--config FILE``, else ``$SLURM_DL_CONFIG``, else ``/etc/slurm-dl/site.toml``
+(``slurm_dl.site_paths``), else a built-in default (any GPU type,
 8 GPUs per node, the standard job classes). User: ``$SLURM_DL_USER_DEFAULTS``, else
 ``$XDG_CONFIG_HOME/slurm-dl/dlsubmit.toml``, else ``~/.config/slurm-dl/dlsubmit.toml``::
 
@@ -24,6 +25,7 @@ from typing import Any
 from ..config import SiteConfig, load_config, parse_config
 from ..errors import ConfigError
 from ..render import BUILTIN_SITE_NAME, UserDefaults
+from ..site_paths import find_config
 
 _BUILTIN = {
     "site": {"name": BUILTIN_SITE_NAME},
@@ -41,8 +43,9 @@ def builtin_site() -> SiteConfig:
 
 
 def site_config(path: Path | None) -> SiteConfig:
-    """The site config named on the command line, in $SLURM_DL_CONFIG, or the built-in default."""
-    chosen = path or (Path(os.environ["SLURM_DL_CONFIG"]) if os.environ.get("SLURM_DL_CONFIG") else None)
+    """The site config named on the command line, in $SLURM_DL_CONFIG, at /etc/slurm-dl/site.toml,
+    or the built-in default."""
+    chosen = find_config(path)
     return load_config(chosen) if chosen else builtin_site()
 
 

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from ..model import Job
 from ..render import RenderedJob
+from ..site_paths import sqlite_path
 from ..telemetry.samples import JobGpuSample
 from .dlsubmit_gpu import gpu_cell, gpu_status
 
@@ -101,7 +102,8 @@ def prioritizer_explain(job_id: int, database_url: str | None) -> str | None:
     the prioritizer is not installed, its store does not exist, or it has not seen the job yet."""
     if not database_url:
         return None
-    if database_url.startswith("sqlite:///") and not Path(database_url.removeprefix("sqlite:///")).exists():
+    path = sqlite_path(database_url)
+    if path is not None and (not path or not Path(path).exists()):
         return None
     try:
         from ..explain import render_explanation

@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from ..config import load_config
+from ..site_paths import CONFIG_HELP, find_config
 from .common import expected_errors
 
 HELP = ("Sample this node's GPUs through NVML (utilisation, memory, power, processes), attribute each GPU to "
@@ -25,7 +26,7 @@ def gpu_agent(
     output_dir: Path = typer.Option(Path("/var/lib/slurm-dl/gpu-agent"), "--output-dir",
                                     help="where <node>.prom is written"),
     node: Optional[str] = typer.Option(None, "--node", help="Slurm node name (default: SLURMD_NODENAME or hostname)"),
-    config: Optional[Path] = typer.Option(None, "--config", help="site config TOML"),
+    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP + "; without one, built-in defaults"),
     idle_without_gpus: bool = typer.Option(False, "--idle-without-gpus",
                                            help="without GPUs/NVML, sleep instead of exiting (for a unit on mixed nodes)"),
     as_json: bool = typer.Option(False, "--json", help="print each sample as JSON"),
@@ -35,7 +36,8 @@ def gpu_agent(
     from ..telemetry.nvml import NvmlUnavailableError, load_nvml
 
     with expected_errors():
-        telemetry = load_config(config).telemetry if config else None
+        found = find_config(config)
+        telemetry = load_config(found).telemetry if found else None
         period = interval if interval is not None else (telemetry.sample_seconds if telemetry else 30.0)
         idle_percent = telemetry.idle_util_percent if telemetry else 2.0
         name = node or node_name()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -13,6 +14,9 @@ from ..testbed.conf import render_env_exports
 from .common import expected_errors, fail
 
 app = typer.Typer(help="A real local Slurm test cluster with fake GPUs.", no_args_is_help=True)
+
+# site-configs/ of a source checkout (an editable install); absent from a wheel.
+_TESTBED_TOML = Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml"
 
 DirOption = typer.Option(Path(".testbed"), "--dir", help="state directory (conf, logs, spool, pids, devices)")
 
@@ -24,6 +28,9 @@ def up(
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=0, max=64, help="fake GPUs per node"),
     gpu_type: str = typer.Option("h100", "--gpu-type", help="GPU type name in Gres (gpu:TYPE:N)"),
     accounting: bool = typer.Option(False, "--accounting", help="add slurmdbd with a private MariaDB (sacct, sshare, fair-share)"),
+    site_config: Optional[Path] = typer.Option(
+        None, "--site-config", help="slurm-dl config to copy to DIR/site.toml with its database in DIR "
+        "(default: site-configs/testbed.toml of this checkout; written once unless given)"),
     as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
 ) -> None:
     """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle."""
@@ -32,6 +39,9 @@ def up(
         t0 = time.monotonic()
         status = tb.up()
         took = time.monotonic() - t0
+        template = site_config or (_TESTBED_TOML if _TESTBED_TOML.is_file() else None)
+        if template is not None:
+            tb.write_site_config(template, replace=site_config is not None)
     if as_json:
         typer.echo(json.dumps({**status.to_dict(), "seconds": round(took, 3)}))
         return
@@ -75,7 +85,7 @@ def status(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json"))
 
 @app.command("env")
 def env(dir: Path = DirOption) -> None:
-    """Print `export SLURM_CONF=...` lines: eval "$(slurm-dl testbed env --dir DIR)"."""
+    """Print `export SLURM_CONF=... SLURM_DL_CONFIG=...` lines: eval "$(slurm-dl testbed env --dir DIR)"."""
     with expected_errors():
         tb = Testbed(dir)
         if not tb.slurm_conf.exists():

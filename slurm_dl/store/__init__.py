@@ -1,6 +1,6 @@
 """The prioritizer's store: the only module that talks to a database.
 
->>> store = Store("sqlite:///slurm-dl-ledger.db")
+>>> store = Store("sqlite:////var/lib/slurm-dl/ledger.db")
 >>> ledger = store.load_ledger()
 """
 

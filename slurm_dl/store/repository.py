@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 from sqlalchemy import delete, event, func, insert, select
@@ -18,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, create_engine
 
 from ..errors import StoreError
+from ..site_paths import sqlite_path
 from ..ledger import Ledger
 from ..telemetry.summary import JobUtilisationSummary
 from .models import DecisionRow, ExplanationSnapshot, JobUtilisationRow, LedgerState, PreemptionRow, SiteFactorRow
@@ -65,6 +67,10 @@ class Store:
                                               JobUtilisationRow)],
             )
         except (SQLAlchemyError, ImportError, ValueError) as e:
+            path = sqlite_path(url)
+            if path and not Path(path).parent.is_dir():
+                raise StoreError(f"database {url}: no directory {Path(path).parent}\n"
+                                 "  (create it, or set [site] database_url or --db)") from None
             raise StoreError(f"database {url}: cannot open it: {_short(e)}") from None
 
     def close(self) -> None:

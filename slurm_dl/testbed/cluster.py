@@ -127,6 +127,21 @@ class Testbed:
         """Only the variables a shell must export to talk to this cluster."""
         return render_env(self.layout)
 
+    def write_site_config(self, template: Path, *, replace: bool = False) -> Path:
+        """Write DIR/site.toml: ``template`` with its database inside the state directory."""
+        from ..site_paths import with_database_url
+
+        target = self.layout.site_config
+        if target.exists() and not replace:
+            return target
+        try:
+            text = template.read_text(encoding="utf-8")
+            self.layout.root.mkdir(parents=True, exist_ok=True)
+            target.write_text(with_database_url(text, self.layout.ledger_url), encoding="utf-8")
+        except OSError as e:
+            raise TestbedError(f"cannot write {target} from {template}: {e.strerror or e}") from None
+        return target
+
     def params(self) -> ClusterParams | None:
         """The parameters of the last start, or None if never started."""
         try:

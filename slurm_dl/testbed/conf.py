@@ -56,6 +56,15 @@ class TestbedLayout:
         return self.conf_dir / "job_submit.lua"
 
     @property
+    def site_config(self) -> Path:
+        """The slurm-dl site config of this testbed (its database inside the state directory)."""
+        return self.root / "site.toml"
+
+    @property
+    def ledger_url(self) -> str:
+        return f"sqlite:///{self.root.resolve()}/ledger.db"
+
+    @property
     def log_dir(self) -> Path:
         return self.root / "log"
 
@@ -304,8 +313,11 @@ end
 
 
 def render_env(layout: TestbedLayout) -> dict[str, str]:
-    """What a shell needs to talk to this cluster."""
-    return {"SLURM_CONF": str(layout.slurm_conf)}
+    """What a shell needs to talk to this cluster (and to its slurm-dl site config, once written)."""
+    env = {"SLURM_CONF": str(layout.slurm_conf)}
+    if layout.site_config.is_file():
+        env["SLURM_DL_CONFIG"] = str(layout.site_config.resolve())
+    return env
 
 
 def render_env_exports(env: dict[str, str]) -> str:

@@ -1,0 +1,112 @@
+"""Where every slurm-dl command finds the site config and keeps its state.
+
+The site config: ``--config FILE``, else ``$SLURM_DL_CONFIG``, else ``/etc/slurm-dl/site.toml``;
+with none of the three an error names all of them. The database: ``--db URL``, else the
+config's ``[site] database_url``, else SQLite under the state directory
+(``sqlite:////var/lib/slurm-dl/ledger.db``). Relative SQLite paths are refused by the config
+check: they would resolve against whatever directory a command happens to run in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import SiteConfig
+
+CONFIG_ENV = "SLURM_DL_CONFIG"
+DEFAULT_CONFIG = Path("/etc/slurm-dl/site.toml")
+STATE_DIR = Path("/var/lib/slurm-dl")
+DEFAULT_DATABASE_URL = f"sqlite:///{STATE_DIR}/ledger.db"
+CONFIG_HELP = f"site config TOML (default: ${CONFIG_ENV}, else {DEFAULT_CONFIG})"
+
+
+class NoSiteConfigError(ConfigError):
+    """None of --config, $SLURM_DL_CONFIG and the default path names a config."""
+
+    def __init__(self, default: Path) -> None:
+        self.source = "site config"
+        self.problems = [f"no --config, ${CONFIG_ENV} unset, {default} missing"]
+        Exception.__init__(self, f"no site config: none given with --config or ${CONFIG_ENV},\n"
+                                 f"  and {default} does not exist (examples: site-configs/)")
+
+
+def find_config(given: Path | str | None, env: Mapping[str, str] | None = None,
+                default: Path | None = None) -> Path | None:
+    """The config file to use, or None when none of the three places names one."""
+    if given is not None and str(given) != "":
+        return Path(given)
+    env = os.environ if env is None else env
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV])
+    default = DEFAULT_CONFIG if default is None else default
+    return default if default.is_file() else None
+
+
+def config_path(given: Path | str | None, env: Mapping[str, str] | None = None,
+                default: Path | None = None) -> Path:
+    """Like :func:`find_config`, but a :class:`ConfigError` naming all three places when none."""
+    found = find_config(given, env, default)
+    if found is None:
+        raise NoSiteConfigError(DEFAULT_CONFIG if default is None else default)
+    return found
+
+
+def load_site(given: Path | str | None) -> "SiteConfig":
+    """The site config from the first of ``--config``, ``$SLURM_DL_CONFIG``, the default path."""
+    from .config import load_config
+
+    return load_config(config_path(given))
+
+
+def database_url(config: "SiteConfig | None", override: str | None = None) -> str:
+    """``--db`` if given, else the config's ``[site] database_url`` (itself defaulting to the state dir)."""
+    if override:
+        return override
+    if config is None:
+        return DEFAULT_DATABASE_URL
+    return config.site.database_url
+
+
+_SQLITE = re.compile(r"^sqlite(\+\w+)?://(?P<rest>.*)$")
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file path of a SQLite URL (``''`` for an in-memory one); None for other databases."""
+    m = _SQLITE.match(url)
+    if m is None:
+        return None
+    rest = m.group("rest")
+    if not rest.startswith("/"):
+        return ""  # sqlite:// is in memory
+    path = rest[1:].split("?", 1)[0]
+    return "" if path in ("", ":memory:") else path
+
+
+def relative_sqlite_problem(url: str) -> str | None:
+    """Why a database URL is refused in a site config, or None when it is fine."""
+    path = sqlite_path(url)
+    if path and not path.startswith("/"):
+        return f"relative SQLite path; use an absolute one such as {DEFAULT_DATABASE_URL}"
+    return None
+
+
+_DB_LINE = re.compile(r"^\s*database_url\s*=.*$", re.MULTILINE)
+_SITE_HEADER = re.compile(r"^\s*\[site\]\s*$", re.MULTILINE)
+
+
+def with_database_url(config_text: str, url: str) -> str:
+    """The TOML text of a site config with its ``[site] database_url`` set to ``url``."""
+    line = f"database_url = {json.dumps(url)}"
+    if _DB_LINE.search(config_text):
+        return _DB_LINE.sub(lambda _m: line, config_text, count=1)
+    m = _SITE_HEADER.search(config_text)
+    if m:
+        return config_text[: m.end()] + "\n" + line + config_text[m.end():]
+    return f"[site]\n{line}\n\n" + config_text
