@@ -69,7 +69,7 @@ class Store:
         except (SQLAlchemyError, ImportError, ValueError) as e:
             path = sqlite_path(url)
             if path and not Path(path).parent.is_dir():
-                raise StoreError(f"database {url}: no directory {Path(path).parent}\n"
+                raise StoreError(f"database {url}: cannot open it: no directory {Path(path).parent}\n"
                                  "  (create it, or set [site] database_url or --db)") from None
             raise StoreError(f"database {url}: cannot open it: {_short(e)}") from None
 
