@@ -47,17 +47,29 @@ def slurm_user_uids(slurm_conf: str) -> tuple[int, ...]:
 
 
 def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: str,
-                admin_uids: tuple[int, ...] = (0,)) -> str:
-    """The shim with the socket path, timeout (seconds), failure mode and admin uids filled in."""
+                admin_uids: tuple[int, ...] = (0,), *, class_max_minutes: dict[str, int] | None = None,
+                time_guard: str = "class_max", breaker_failures: int = 3, breaker_cooldown_s: float = 5.0) -> str:
+    """The shim with the socket path, timeout (seconds), failure mode, admin uids, the classes'
+    time maximums, the time-limit guard and the circuit breaker's settings filled in."""
     if failure_mode not in ("accept", "reject"):
         raise FilterInstallError(f"failure mode must be 'accept' or 'reject', got {failure_mode!r}")
     if not 1 <= timeout_ms <= 200:
         raise FilterInstallError(f"timeout must be 1..200 ms, got {timeout_ms}")
+    if time_guard not in ("class_max", "any", "off"):
+        raise FilterInstallError(f"time-limit guard must be class_max, any or off, got {time_guard!r}")
+    if not 1 <= int(breaker_failures) <= 1000 or not 0.0 < float(breaker_cooldown_s) <= 3600.0:
+        raise FilterInstallError("circuit breaker: 1..1000 failures and a cool-down of 0..3600 s")
+    maxima = ", ".join(f'["{name}"] = {int(m)}' for name, m in sorted((class_max_minutes or {}).items())
+                       if re.match(r"^[a-z_]+$", name))
     return (
         template.replace("@SOCKET_PATH@", _lua_string(socket_path))
         .replace("@TIMEOUT_S@", f"{timeout_ms / 1000:.3f}")
         .replace("@FAILURE_MODE@", failure_mode)
         .replace("@ADMIN_UIDS@", ", ".join(str(int(u)) for u in admin_uids))
+        .replace("@BREAKER_FAILURES@", str(int(breaker_failures)))
+        .replace("@BREAKER_COOLDOWN_S@", f"{float(breaker_cooldown_s):.3f}")
+        .replace("@TIME_GUARD@", time_guard)
+        .replace("@CLASS_MAX_MIN@", maxima)
     )
 
 
@@ -98,7 +110,9 @@ def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = 
         raise FilterInstallError(f"{slurm_conf}: cannot read slurm.conf: {e.strerror or e}") from None
     shim = render_shim(
         SHIM_TEMPLATE.read_text(), socket_path or config.filter.socket, config.filter.timeout_ms, config.filter.failure_mode,
-        slurm_user_uids(conf_text),
+        slurm_user_uids(conf_text), class_max_minutes={c.value: cc.max_time_minutes for c, cc in config.classes.items()},
+        time_guard=config.filter.time_limit_guard, breaker_failures=config.filter.breaker_failures,
+        breaker_cooldown_s=config.filter.breaker_cooldown_seconds,
     )
     new_conf, change = with_lua_plugin(conf_text)
     if change and not edit_slurm_conf:

@@ -8,6 +8,16 @@ local SOCKET_PATH = "@SOCKET_PATH@"
 local TIMEOUT_S = @TIMEOUT_S@
 local FAILURE_MODE = "@FAILURE_MODE@"   -- "accept": job goes in unchanged; "reject": job is refused
 local ADMIN_UIDS = { @ADMIN_UIDS@ }     -- may change anything after submission (root, SlurmUser)
+-- Circuit breaker: after BREAKER_FAILURES failed asks in a row the shim stops asking for
+-- BREAKER_COOLDOWN_S seconds (each job then follows the failure mode at once instead of waiting
+-- up to the timeout under slurmctld's job lock), then lets one job through as a probe.
+local BREAKER_FAILURES = @BREAKER_FAILURES@
+local BREAKER_COOLDOWN_S = @BREAKER_COOLDOWN_S@
+-- Time-limit increases by users after submission: "class_max" refuses one past the tagged class's
+-- maximum, "any" refuses every increase, "off" leaves them to Slurm (which allows a pending job's
+-- owner to raise it up to the partition's limit).
+local TIME_GUARD = "@TIME_GUARD@"
+local CLASS_MAX_MIN = { @CLASS_MAX_MIN@ }
 
 local have_unix, unix = pcall(require, "socket.unix")
 local have_socket, socket = pcall(require, "socket")
@@ -33,8 +43,13 @@ local function now()
     return os.time()
 end
 
-local function on_failure(why)
-    slurm.log_info("slurm-dl filter: %s; failure mode %s", tostring(why), FAILURE_MODE)
+-- Health kept between calls: slurmctld keeps this chunk loaded until the file changes.
+local breaker = { failures = 0, open_until = 0, skipped = 0 }
+
+local function on_failure(why, quiet)
+    if not quiet then
+        slurm.log_info("slurm-dl filter: %s; failure mode %s", tostring(why), FAILURE_MODE)
+    end
     if FAILURE_MODE == "reject" then
         slurm.log_user("%s", "slurm-dl: the job filter is unavailable (" .. why .. "); try again shortly")
         return slurm.ERROR
@@ -60,9 +75,31 @@ local function ask(line)
     return answer
 end
 
+local function service_failed(why)
+    breaker.failures = breaker.failures + 1
+    if breaker.failures >= BREAKER_FAILURES then
+        breaker.open_until = now() + BREAKER_COOLDOWN_S
+        slurm.log_info("slurm-dl filter: %d failures in a row; not asking the service for %.1f s",
+            breaker.failures, BREAKER_COOLDOWN_S)
+    end
+    return on_failure(why)
+end
+
+local function service_answered()
+    if breaker.failures >= BREAKER_FAILURES then
+        slurm.log_info("slurm-dl filter: the service answers again; %d job(s) went by it meanwhile",
+            breaker.skipped)
+    end
+    breaker.failures, breaker.skipped = 0, 0
+end
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
     if not (have_unix and have_json) then
         return on_failure("lua-socket or lua-cjson is missing")
+    end
+    if breaker.open_until > 0 and now() < breaker.open_until then
+        breaker.skipped = breaker.skipped + 1
+        return on_failure("service skipped (circuit open)", true)
     end
     local job = {}
     for _, k in ipairs(READ_FIELDS) do
@@ -73,9 +110,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     local ok, line = pcall(cjson.encode, { v = 1, submit_uid = submit_uid, job = job })
     if not ok then return on_failure("cannot encode the job: " .. tostring(line)) end
     local answer, err = ask(line .. "\n")
-    if not answer then return on_failure(err) end
+    if not answer then return service_failed(err) end
     local decoded, reply = pcall(cjson.decode, answer)
-    if not decoded or type(reply) ~= "table" then return on_failure("unreadable answer") end
+    if not decoded or type(reply) ~= "table" then return service_failed("unreadable answer") end
+    if reply.action == "reject" or reply.action == "accept" then service_answered() end
     if reply.action == "reject" then
         local msg = reply.message
         if type(msg) ~= "string" or msg == "" then msg = "slurm-dl: job rejected by the site filter" end
@@ -97,30 +135,81 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         end
         return slurm.SUCCESS
     end
-    return on_failure("answer without a known action")
+    local detail = ""
+    if type(reply.message) == "string" and reply.message ~= "" then detail = ": " .. reply.message end
+    return service_failed("answer without a known action" .. detail)
 end
 
--- What the filter decided at submission (GPU shape, nodes, switch wait, partition): a user who
--- changed it afterwards (`scontrol update JobId=N TresPerJob=...`) would skip its checks and keep
--- tags that no longer match. Admins may; users cancel and resubmit. (22.05 shows no message to
--- the user from here: the refusal and its reason go to slurmctld's log.)
+-- What the filter decided at submission (GPU shape, nodes, switch wait, partition, CPUs and
+-- memory): a user who changed it afterwards (`scontrol update JobId=N TresPerJob=...`) would skip
+-- its checks and keep tags that no longer match. Admins may; users cancel and resubmit. (22.05
+-- shows no message to the user from here: the refusal and its reason go to slurmctld's log.)
 local GUARDED = {
     "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task", "min_nodes", "max_nodes",
-    "req_switch", "wait4switch", "partition",
+    "req_switch", "wait4switch", "partition", "num_tasks", "ntasks_per_node", "sockets_per_node",
+    "cpus_per_task", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu", "cpus_per_tres", "mem_per_tres",
 }
-local UNSET = { [4294967294] = true, [4294967295] = true }
+local UNSET = { [4294967294] = true, [4294967295] = true, [65534] = true, [65535] = true }
+local NO_VAL = 4294967294
+
+local function is_set(v)
+    return v ~= nil and not (type(v) == "number" and UNSET[v])
+end
+
+local function tag_value(admin_comment, key)
+    if type(admin_comment) ~= "string" or admin_comment:sub(1, 5) ~= "sdl1:" then return nil end
+    return admin_comment:match("[:;]" .. key .. "=([^;]+)")
+end
+
+local function hint(comment, key)
+    if type(comment) ~= "string" then return nil end
+    return comment:match("dl:" .. key .. "=([^%s,;]+)")
+end
+
+-- Why this change may not be made by a user (nil when it may).
+local function refused(job_desc, job_rec)
+    for _, f in ipairs(GUARDED) do
+        if is_set(job_desc[f]) then return f, tostring(job_desc[f]), slurm.ESLURM_ACCESS_DENIED end
+    end
+    if job_desc.shared == 0 then return "shared", "exclusive", slurm.ESLURM_ACCESS_DENIED end
+    local cpus = job_desc.min_cpus
+    if is_set(cpus) and type(job_rec.min_cpus) == "number" and cpus > job_rec.min_cpus then
+        return "min_cpus", tostring(cpus), slurm.ESLURM_ACCESS_DENIED
+    end
+    local admin_comment = job_rec.admin_comment
+    local t = job_desc.time_limit
+    if TIME_GUARD ~= "off" and type(t) == "number" and t ~= NO_VAL then
+        local old = job_rec.time_limit
+        if type(old) ~= "number" or t > old then
+            local most = CLASS_MAX_MIN[tag_value(admin_comment, "class") or ""]
+            if TIME_GUARD == "any" or (most ~= nil and t > most) then
+                return "time_limit", tostring(t) .. " min (class maximum " .. tostring(most) .. ")",
+                    slurm.ESLURM_INVALID_TIME_LIMIT
+            end
+        end
+    end
+    if is_set(job_desc.requeue) and job_desc.requeue == 0 and tag_value(admin_comment, "ckpt") == "1" then
+        return "requeue", "0 (the job is checkpointable)", slurm.ESLURM_ACCESS_DENIED
+    end
+    if job_desc.comment ~= nil then
+        for _, key in ipairs({ "class", "deadline" }) do
+            if hint(job_desc.comment, key) ~= hint(job_rec.comment, key) then
+                return "comment", "dl:" .. key .. " hint", slurm.ESLURM_ACCESS_DENIED
+            end
+        end
+    end
+    return nil
+end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
     for _, uid in ipairs(ADMIN_UIDS) do
         if modify_uid == uid then return slurm.SUCCESS end
     end
-    for _, f in ipairs(GUARDED) do
-        local v = job_desc[f]
-        if v ~= nil and not (type(v) == "number" and UNSET[v]) then
-            slurm.log_info("slurm-dl filter: uid %d may not change %s of job %s after submission (%s); "
-                .. "cancel and resubmit", modify_uid, f, tostring(job_rec and job_rec.job_id), tostring(v))
-            return slurm.ESLURM_ACCESS_DENIED
-        end
+    local field, value, code = refused(job_desc, job_rec or {})
+    if field ~= nil then
+        slurm.log_info("slurm-dl filter: uid %d may not change %s of job %s after submission (%s); "
+            .. "cancel and resubmit", modify_uid, field, tostring(job_rec and job_rec.job_id), value)
+        return code or slurm.ESLURM_ACCESS_DENIED
     end
     return slurm.SUCCESS
 end

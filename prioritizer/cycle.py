@@ -23,7 +23,7 @@ from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
 from . import preempt
 from .idle_watch import IdleWatcher
-from .jobs import apply_ledger, apply_tags, reopen_returned, seed_unknown_running
+from .jobs import apply_ledger, apply_tags, demote_violations, reopen_returned, seed_unknown_running
 from .planning import plan_intents
 
 log = logging.getLogger("slurm_dl.prioritizer")
@@ -90,6 +90,7 @@ class Prioritizer:
         self.known_site_factors: dict[int, int] | None = None
         self.cycle_no = 0
         self._deadline_notes: dict[int, str] = {}  # job -> why its deadline is ignored (logged once)
+        self._class_notes: dict[int, str] = {}  # job -> why its class was demoted (logged once)
         self.idle = IdleWatcher(config.telemetry) if config.telemetry.exposition_dir else None
         self.idle_site_factor = -self.scale.maximum
         """SiteFactor of a job deprioritized for idle GPUs: below every job the policy scores."""
@@ -121,6 +122,7 @@ class Prioritizer:
         for j in jobs:
             apply_tags(j)
             apply_ledger(j, work)
+        demoted = demote_violations(jobs, self.config)
         ignored_deadlines = admit_deadlines(jobs, self.config)
         for j in jobs:
             if j.job_id in ignored_deadlines:
@@ -150,6 +152,13 @@ class Prioritizer:
         report.pushes, report.unchanged, report.deferred = pushes.by_value, pushes.unchanged, pushes.deferred
         pushed: dict[int, int] = {}
         decisions: list[tuple[int, str, int | None, str]] = []
+        for j, why in demoted.items():  # recorded once per job and reason
+            if self._class_notes.get(j) != why:
+                self._class_notes[j] = why
+                log.info("job %d: %s", j, why)
+                decisions.append((j, "class", None, why))
+        for j in [j for j in self._class_notes if j not in demoted]:
+            del self._class_notes[j]
         for j, why in ignored_deadlines.items():  # recorded once per job and reason
             if self._deadline_notes.get(j) != why:
                 self._deadline_notes[j] = why

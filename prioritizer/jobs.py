@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from slurm_dl.config import SiteConfig
 from slurm_dl.ledger import Ledger
 from slurm_dl.model import Job, JobClass
+from slurm_dl.rules.classify import is_privileged
+from slurm_dl.rules.site import site_shape
 from slurm_dl.tags import parse_tag
 
 
@@ -65,3 +68,31 @@ def reopen_returned(jobs: list[Job], ledger: Ledger) -> list[int]:
         ledger.revision += 1
         reopened.append(job.job_id)
     return reopened
+
+
+def class_violation(job: Job, config: SiteConfig) -> str | None:
+    """Why a live job no longer meets the constraints of the class it is tagged with (None when
+    it does): a high class is kept only while its limits hold, e.g. after a time-limit change."""
+    if not is_privileged(job.job_class, config):
+        return None
+    c = config.class_config(job.job_class)
+    name = job.job_class.value
+    if job.time_limit is None or job.time_limit > c.max_time_minutes * 60:
+        limit = "no time limit" if job.time_limit is None else f"time limit {job.time_limit / 60:.0f} min"
+        return f"{limit} exceeds class {name}'s maximum {c.max_time_minutes} min"
+    most = site_shape(config).max_gpus_per_node
+    if (job.num_nodes or 1) > 1 or job.num_gpus > most:
+        return f"{job.num_gpus} GPU(s) on {job.num_nodes or 1} node(s) exceed class {name}'s one node"
+    return None
+
+
+def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
+    """Demote to train every live job whose class limits no longer hold; returns why, per job.
+    (Checkpointability stays as tagged: a demoted job is not made preemptible.)"""
+    demoted = {}
+    for job in jobs:
+        why = class_violation(job, config)
+        if why is not None:
+            demoted[job.job_id] = f"class {job.job_class.value} demoted to train: {why}"
+            job.job_class = JobClass.TRAIN
+    return demoted

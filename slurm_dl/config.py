@@ -257,6 +257,13 @@ class FilterConfig(_Strict):
     defaults: bool = True
     tag: bool = True
     switch_wait_minutes: int = Field(default=10, ge=0)
+    time_limit_guard: Literal["class_max", "any", "off"] = Field(
+        default="class_max", description="users raising a time limit after submission: refused past the tagged "
+        "class's maximum (class_max), refused always (any), or left to Slurm (off)")
+    breaker_failures: int = Field(default=3, ge=1, le=1000, description="failed asks in a row that open the "
+                                  "shim's circuit breaker")
+    breaker_cooldown_seconds: float = Field(default=5.0, gt=0, le=3600, description="how long the open breaker "
+                                            "skips the service (jobs follow failure_mode at once), then one probe")
 
 
 class PrioritizerConfig(_Strict):

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -93,3 +95,48 @@ def test_cpu_memory_and_per_node_levers_are_refused_with_a_fix(levers, args, wor
     tb, _ = levers
     out = sbatch(tb, "--hold", "-t", "5", *args)
     assert out.returncode != 0 and all(w in out.stderr for w in words), out.stderr
+
+
+@pytest.fixture
+def as_nobody(levers):
+    """Run Slurm commands as user nobody, with a readable copy of the client configuration."""
+    if shutil.which("runuser") is None:
+        pytest.skip("runuser (util-linux) is needed to act as another user")
+    tb, _ = levers
+    public = Path(tempfile.mkdtemp(prefix="slurm-dl-conf-"))
+    public.chmod(0o755)
+    for f in Path(tb.conf_dir).iterdir():
+        if f.is_file() and f.suffix == ".conf":
+            shutil.copy(f, public / f.name)
+            (public / f.name).chmod(0o644)
+    env = {**tb.env(), "SLURM_CONF": str(public / "slurm.conf")}
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["runuser", "-u", "nobody", "--", *argv], env=env, capture_output=True, text=True,
+                              timeout=60, cwd="/tmp")
+
+    yield run
+    shutil.rmtree(public, ignore_errors=True)
+
+
+def test_user_cannot_raise_time_past_the_class_max_or_grow_cpus_after_submission(levers, as_nobody) -> None:
+    tb, _ = levers
+    out = as_nobody("sbatch", "--parsable", "--hold", "-o", "/dev/null", "--gres=gpu:1", "-t", "30",
+                    "--comment=dl:class=interactive", "--wrap", "sleep 60")
+    assert out.returncode == 0, out.stderr
+    job_id = int(out.stdout.strip().split(";")[0])
+    try:
+        assert parse_tag(job_fields(job_id, tb.env())["AdminComment"]).job_class.value == "interactive"
+        refused = as_nobody("scontrol", "update", f"JobId={job_id}", "TimeLimit=2000")
+        assert refused.returncode != 0, refused.stdout
+        for change in ("NumCPUs=32", "MinMemoryNode=200000", "Comment=dl:class=serve"):
+            r = as_nobody("scontrol", "update", f"JobId={job_id}", change)
+            assert r.returncode != 0, (change, r.stdout)
+        within = as_nobody("scontrol", "update", f"JobId={job_id}", "TimeLimit=100")
+        assert within.returncode == 0, within.stderr  # up to the class max stays the user's call
+        fields = job_fields(job_id, tb.env())
+        assert fields["TimeLimit"] == "01:40:00" and fields["NumCPUs"] == "1"
+        log = (tb.state_dir / "log" / "slurmctld.log").read_text()
+        assert "may not change time_limit" in log and "class maximum 120" in log
+    finally:
+        subprocess.run(["scancel", str(job_id)], env=tb.env(), check=False)
