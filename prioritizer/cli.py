@@ -36,8 +36,10 @@ def _setup(config: Path, db: Optional[str], dry_run: bool = False):
     from slurm_dl.store import Store
 
     cfg = load_config(_config_path(config))
+    backend = CliBackend()
+    backend.dialect()  # an unsupported Slurm release stops here, before any cycle
     store = Store(database_url(cfg, db))
-    return Prioritizer(cfg, CliBackend(), store, dry_run=dry_run)
+    return Prioritizer(cfg, backend, store, dry_run=dry_run)
 
 
 @app.command()
@@ -77,8 +79,8 @@ def run(
             if verbose or r.pushed_jobs or r.signalled or r.requeued:
                 log.info(r.summary())
 
-        log.info("prioritizer started: interval %.1f s, store %s", prio.config.prioritizer.interval_seconds,
-                 prio.store.url)
+        log.info("prioritizer started: Slurm %s, interval %.1f s, store %s", prio.backend.slurm_release(),
+                 prio.config.prioritizer.interval_seconds, prio.store.url)
         Loop(prio, on_report=on_report, max_cycles=max_cycles).run()
 
 

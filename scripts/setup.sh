@@ -31,8 +31,9 @@ else
   exit 1
 fi
 
-# Slurm itself (NOT slurm-wlm-emulator), Lua 5.1 + socket + cjson for job_submit.lua, Python venv.
-PACKAGES=(slurm-wlm slurmctld slurmd slurm-client lua5.1 lua-socket lua-cjson python3 python3-venv python3-pip)
+# Slurm itself (NOT slurm-wlm-emulator), Lua 5.1 + socket + cjson for job_submit.lua, Python venv,
+# debootstrap for the Debian roots that hold other Slurm releases (testbed up --slurm 24.11).
+PACKAGES=(slurm-wlm slurmctld slurmd slurm-client lua5.1 lua-socket lua-cjson python3 python3-venv python3-pip debootstrap)
 if [ "$ACCOUNTING" -eq 1 ]; then
   PACKAGES+=(mariadb-server slurmdbd slurm-wlm-mysql-plugin)
 fi

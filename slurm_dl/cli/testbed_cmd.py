@@ -31,11 +31,14 @@ def up(
     site_config: Optional[Path] = typer.Option(
         None, "--site-config", help="slurm-dl config to copy to DIR/site.toml with its database in DIR "
         "(default: site-configs/testbed.toml of this checkout; written once unless given)"),
+    slurm: str = typer.Option(None, "--slurm", help="Slurm release: 22.05 (this machine's), 24.11 or 26.05 "
+                              "(run from a Debian root built once); default: the directory's last, else 22.05"),
     as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
 ) -> None:
     """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle."""
     with expected_errors():
-        tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, accounting=accounting)
+        tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, accounting=accounting,
+                     slurm=slurm)
         t0 = time.monotonic()
         status = tb.up()
         took = time.monotonic() - t0
@@ -46,7 +49,7 @@ def up(
         typer.echo(json.dumps({**status.to_dict(), "seconds": round(took, 3)}))
         return
     typer.echo(
-        f"testbed up in {took:.1f} s: {len(status.nodes)} nodes x {gpus_per_node} {gpu_type} GPUs "
+        f"testbed up in {took:.1f} s: Slurm {status.slurm}, {len(status.nodes)} nodes x {gpus_per_node} {gpu_type} GPUs "
         f"{'with accounting (slurmdbd + MariaDB) ' if accounting else ''}under {tb.state_dir}"
     )
     typer.echo(f"use it:  eval \"$(slurm-dl testbed env --dir {dir})\"; sinfo; sbatch --gpus=2 --wrap 'echo $CUDA_VISIBLE_DEVICES'")
@@ -75,6 +78,8 @@ def status(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json"))
     else:
         if not st.daemons:
             typer.echo(f"testbed {st.state_dir}: never started")
+        else:
+            typer.echo(f"{'slurm':<16} {st.slurm}")
         for name, pid in st.daemons.items():
             typer.echo(f"{name:<16} {'running pid ' + str(pid) if pid else 'not running'}")
         for node, state in st.nodes.items():
@@ -85,7 +90,8 @@ def status(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json"))
 
 @app.command("env")
 def env(dir: Path = DirOption) -> None:
-    """Print `export SLURM_CONF=... SLURM_DL_CONFIG=...` lines: eval "$(slurm-dl testbed env --dir DIR)"."""
+    """Print `export SLURM_CONF=... SLURM_DL_CONFIG=...` lines (and PATH for another release's
+    clients): eval "$(slurm-dl testbed env --dir DIR)"."""
     with expected_errors():
         tb = Testbed(dir)
         if not tb.slurm_conf.exists():

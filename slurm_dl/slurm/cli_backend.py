@@ -16,6 +16,7 @@ from typing import Iterable, Mapping, Sequence
 
 from ..errors import JobNotFoundError, SlurmError, SlurmUnavailableError
 from ..model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
+from .dialects import Dialect, dialect_for_release, release_of_version
 from .gpu_alloc import GpuAllocation, gpu_allocations
 from .parse import json_errors_text, parse_partitions, parse_sinfo_json, parse_squeue_json, parse_topology
 from .squeue_format import ACTIVE_STATES, TIME_FORMAT_ENV, parse_squeue_format, squeue_format_argv
@@ -85,6 +86,18 @@ class CliBackend:
         self.timeout = timeout
         self.site_factor_chunk = site_factor_chunk
         self.job_reader = job_reader
+        self._dialect: Dialect | None = None
+
+    def dialect(self) -> Dialect:
+        """The release of the Slurm clients this backend runs (``scontrol version``, no controller
+        needed), checked once: an unsupported release is a SlurmError naming the supported ones."""
+        if self._dialect is None:
+            out = self._run(["scontrol", "version"]).stdout
+            self._dialect = dialect_for_release(release_of_version(out), f"scontrol version ({out.strip()})")
+        return self._dialect
+
+    def slurm_release(self) -> str:
+        return self.dialect().release
 
     def _run(self, argv: Sequence[str], *, input: str | None = None, env: Mapping[str, str] | None = None) -> SlurmResult:
         try:
@@ -139,7 +152,7 @@ class CliBackend:
 
     def nodes(self, topology: Topology | None = None) -> list[Node]:
         topo = topology if topology is not None else self.topology()
-        return parse_sinfo_json(self._json(["sinfo", "--json"]), topo)
+        return parse_sinfo_json(self._json(list(self.dialect().node_command)), topo)
 
     def partitions(self) -> list[Partition]:
         return parse_partitions(self._run(["scontrol", "-o", "show", "partition"]).stdout)

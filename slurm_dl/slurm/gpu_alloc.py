@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..hostlist import expand_hostlist
+from .dialects import state_text
 
 _IDX = re.compile(r"^gpu(?::[^:(]+)?(?::\d+)?\(IDX:([^)]*)\)")
 
@@ -53,7 +54,7 @@ def gpu_allocations(doc: Mapping[str, Any], node: str | None = None) -> list[Gpu
     """Running jobs' GPU indices per node from a ``squeue --json`` document (``node``: only that one)."""
     out: list[GpuAllocation] = []
     for raw in doc.get("jobs") or []:
-        if str(raw.get("job_state") or "").upper() != "RUNNING":
+        if state_text(raw.get("job_state")).upper() != "RUNNING":
             continue
         details: Iterable[str] = raw.get("gres_detail") or []
         expr = str(raw.get("nodes") or "")

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 from ..errors import SlurmError
 from ..hostlist import expand_hostlist
 from ..model import Job, JobState, Node, Partition, Switch, Topology
+from .dialects import dialect_of, job_record, node_record
 
 # Slurm's "unset" numbers (NO_VAL, INFINITE, NO_VAL16 ...) as they leak into JSON.
 _UNSET = {0xFFFFFFFE, 0xFFFFFFFF, 0xFFFE, 0xFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF}
@@ -132,7 +133,8 @@ def _nodes(expr: str | None) -> tuple[str, ...]:
 
 
 def job_from_squeue(raw: Mapping[str, Any]) -> Job:
-    """One ``squeue --json`` job record -> Job (one array task is one job)."""
+    """One ``squeue --json`` job record (of any supported release) -> Job (one array task is one job)."""
+    raw = job_record(raw)
     state = JobState.parse(str(raw.get("job_state") or ""))
     node_count = _num(raw.get("node_count"))
     per_node = parse_gpu_request(raw.get("tres_per_node"))
@@ -198,6 +200,8 @@ def parse_squeue_json(doc: Mapping[str, Any], states: Iterable[JobState] | None 
     By default only pending and active jobs; pass ``states`` to choose others.
     """
     _raise_json_errors(doc, "squeue --json")
+    if "meta" in doc:
+        dialect_of(doc, "squeue --json")
     return select_jobs((job_from_squeue(raw) for raw in doc.get("jobs") or []), states)
 
 
@@ -231,6 +235,8 @@ _NODE_DOWN = ("down", "drain", "fail", "not_responding", "unknown", "future", "p
 
 
 def node_from_sinfo(raw: Mapping[str, Any], switch: str | None = None) -> Node:
+    """One node record: 22.05's ``sinfo --json`` or 23.02+'s ``scontrol show nodes --json``."""
+    raw = node_record(raw)
     gpus, gtype = parse_node_gres(raw.get("gres"))
     used, _ = parse_node_gres(raw.get("gres_used"))
     state = str(raw.get("state") or "unknown")
@@ -255,6 +261,8 @@ def node_from_sinfo(raw: Mapping[str, Any], switch: str | None = None) -> Node:
 def parse_sinfo_json(doc: Mapping[str, Any], topology: Topology | None = None) -> list[Node]:
     """Nodes of a ``sinfo --json`` document, each with its leaf switch when a topology is given."""
     _raise_json_errors(doc, "sinfo --json")
+    if "meta" in doc:
+        dialect_of(doc, "node list --json")
     leaf = topology.leaf_of() if topology is not None else {}
     return [node_from_sinfo(raw, leaf.get(str(raw.get("name")))) for raw in doc.get("nodes") or []]
 

@@ -23,8 +23,10 @@ DB_NAME = "slurm_acct_db"
 ACCOUNT = "dl"
 
 
-def find_accounting_binaries() -> dict[str, str]:
-    names = ("mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "sacctmgr")
+def find_accounting_binaries(host_slurmdbd: bool = True) -> dict[str, str]:
+    """MariaDB's programs (always this machine's) and, for the host's Slurm, slurmdbd and
+    sacctmgr (another release's come from its Debian root)."""
+    names = ("mariadbd", "mariadb-install-db", "mariadb") + (("slurmdbd", "sacctmgr") if host_slurmdbd else ())
     found = {n: _find(n) for n in names}
     missing = [n for n, path in found.items() if path is None]
     if missing:

@@ -24,7 +24,9 @@ from .conf import (
     render_slurm_conf,
     render_topology_conf,
 )
+from . import inroot, roots
 from .install import find_slurm, require_root
+from .releases import HOST_RELEASE, Release, release_for
 
 READY_TIMEOUT_S = 30.0
 # slurmd puts Unix sockets (<node>_<jobid>.<stepid>) under spool/<node>/; Linux caps socket paths
@@ -45,6 +47,7 @@ class TestbedStatus:
     state_dir: Path
     daemons: dict[str, int | None]
     nodes: dict[str, str]
+    slurm: str | None = None
 
     @property
     def up(self) -> bool:
@@ -58,6 +61,7 @@ class TestbedStatus:
         return {
             "state_dir": str(self.state_dir),
             "up": self.up,
+            "slurm": self.slurm,
             "daemons": self.daemons,
             "nodes": self.nodes,
         }
@@ -83,8 +87,12 @@ class Testbed:
         job_submit_lua: bool = True,
         extra_conf: tuple[str, ...] = (),
         accounting: bool = False,
+        slurm: str | None = None,
     ):
+        """``slurm``: the release to run (``22.05`` = this machine's own, ``24.11``, ``26.05``);
+        None = the one this directory last ran, else the machine's own."""
         self.layout = TestbedLayout(Path(state_dir).resolve())
+        self._release: Release | None = release_for(slurm) if slurm is not None else None
         self.nodes = nodes
         self.gpus_per_node = gpus_per_node
         self.gpu_type = gpu_type
@@ -117,15 +125,33 @@ class Testbed:
     def slurm_conf(self) -> Path:
         return self.layout.slurm_conf
 
+    @property
+    def release(self) -> Release:
+        """The Slurm release this testbed runs (asked for, else the last one started here)."""
+        if self._release is not None:
+            return self._release
+        params = self.params()
+        return release_for(params.slurm if params is not None else HOST_RELEASE)
+
+    @property
+    def bin_dir(self) -> Path | None:
+        """The directory of the release's client wrappers (first on PATH); None for the host's."""
+        return None if self.release.host else inroot.runner_path(self.layout.root).parent
+
     def env(self) -> dict[str, str]:
-        """Environment for Slurm clients: the current one plus ``SLURM_CONF`` of this cluster."""
+        """Environment for Slurm clients: the current one plus ``SLURM_CONF`` of this cluster
+        (and, for another release, its client wrappers first on PATH)."""
         env = dict(os.environ)
-        env.update(render_env(self.layout))
+        exports = self.exports()
+        prefix = exports.pop("PATH_PREFIX", None)
+        env.update(exports)
+        if prefix:
+            env["PATH"] = prefix + os.pathsep + env.get("PATH", os.defpath)
         return env
 
     def exports(self) -> dict[str, str]:
         """Only the variables a shell must export to talk to this cluster."""
-        return render_env(self.layout)
+        return render_env(self.layout, self.release.name, self.bin_dir)
 
     def write_site_config(self, template: Path, *, replace: bool = False) -> Path:
         """Write DIR/site.toml: ``template`` with its database inside the state directory."""
@@ -163,7 +189,7 @@ class Testbed:
     def status(self) -> TestbedStatus:
         params = self.params()
         if params is None:
-            return TestbedStatus(self.layout.root, {}, {})
+            return TestbedStatus(self.layout.root, {}, {}, None)
         daemons = {name: self._running_pid(name) for name in self._daemon_names(params)}
         nodes: dict[str, str] = {}
         if daemons.get("slurmctld"):
@@ -171,7 +197,7 @@ class Testbed:
                 nodes = node_states(self.env())
             except SlurmError:
                 nodes = {}
-        return TestbedStatus(self.layout.root, daemons, nodes)
+        return TestbedStatus(self.layout.root, daemons, nodes, params.slurm)
 
     @contextlib.contextmanager
     def _locked(self):
@@ -188,13 +214,37 @@ class Testbed:
     # -- up ----------------------------------------------------------------------------------
     def up(self, timeout: float = READY_TIMEOUT_S) -> TestbedStatus:
         """Start the cluster and wait until every node answers. Already up: returns at once."""
-        binaries = find_slurm()
-        acct_binaries = acct.find_accounting_binaries() if self.accounting else {}
+        release = self.release
+        if release.host:
+            find_slurm()
+        acct_binaries = acct.find_accounting_binaries(host_slurmdbd=release.host) if self.accounting else {}
         require_root()
         with self._locked():
-            return self._up(binaries, acct_binaries, timeout)
+            return self._up(acct_binaries, timeout)
 
-    def _up(self, binaries, acct_binaries: dict[str, str], timeout: float) -> TestbedStatus:
+    def _daemon_argv(self, daemon: str) -> tuple[str, ...]:
+        """How to start ``slurmctld``/``slurmd``/``slurmdbd`` of this testbed's release (always by
+        that name: Slurm decides it is a daemon from argv[0])."""
+        if not self.release.host:
+            return (str(inroot.runner_path(self.layout.root)), f"/usr/sbin/{daemon}")
+        if daemon == "slurmdbd":
+            return (acct.find_accounting_binaries()["slurmdbd"],)
+        found = find_slurm()
+        return (found.slurmctld if daemon == "slurmctld" else found.slurmd,)
+
+    def _prepare_release(self) -> None:
+        """Another release: its root (built once) and the wrappers that run its programs."""
+        release = self.release
+        if release.host:
+            inroot.remove_wrappers(self.layout.root)
+            return
+        root = roots.ensure_root(release)
+        try:
+            inroot.write_wrappers(root, release.name, self.layout.root)
+        except OSError as e:
+            raise TestbedError(f"cannot write the Slurm {release.name} wrappers under {self.layout.root}: {e}") from None
+
+    def _up(self, acct_binaries: dict[str, str], timeout: float) -> TestbedStatus:
         current = self.status()
         if current.up:
             self._check_same_shape(current)
@@ -202,6 +252,7 @@ class Testbed:
         if current.any_running:
             # A half-dead cluster (a daemon crashed): stop the rest and start clean.
             self._down()
+        self._prepare_release()
         params = self._choose_params()
         self._write_files(params)
         env = self.env()
@@ -212,13 +263,13 @@ class Testbed:
         except BaseException:
             self._down()
             raise
-        ctld_argv = (binaries.slurmctld, "-D", "-f", str(self.layout.slurm_conf))
+        ctld_argv = (*self._daemon_argv("slurmctld"), "-D", "-f", str(self.layout.slurm_conf))
         started |= {"slurmctld": process.start(
             process.Daemon("slurmctld", ctld_argv), self.layout.root,
             self.layout.daemon_log("slurmctld.stdout"), self.layout.daemon_pid("slurmctld"), env,
         )}
         for name in params.node_names:
-            argv = (binaries.slurmd, "-D", "-N", name, "-f", str(self.layout.slurm_conf))
+            argv = (*self._daemon_argv("slurmd"), "-D", "-N", name, "-f", str(self.layout.slurm_conf))
             daemon = f"slurmd-{name}"
             started[daemon] = process.start(
                 process.Daemon(daemon, argv), self.layout.root,
@@ -244,7 +295,7 @@ class Testbed:
                         self._died_message("mariadb"))
         acct.create_db_user(layout, binaries)
         slurmdbd = process.start(
-            process.Daemon("slurmdbd", (binaries["slurmdbd"], "-D")), layout.root,
+            process.Daemon("slurmdbd", (*self._daemon_argv("slurmdbd"), "-D")), layout.root,
             layout.daemon_log("slurmdbd.stdout"), layout.daemon_pid("slurmdbd"), env,
         )
         acct.wait_until(lambda: process.port_listening(params.dbd_port), "slurmdbd", slurmdbd,
@@ -255,13 +306,14 @@ class Testbed:
     def _check_same_shape(self, current: TestbedStatus) -> None:
         params = self.params()
         assert params is not None
-        wanted = (self.nodes, self.gpus_per_node, self.gpu_type, self.accounting)
-        have = (params.nodes, params.gpus_per_node, params.gpu_type, params.accounting)
+        wanted = (self.nodes, self.gpus_per_node, self.gpu_type, self.accounting, self.release.name)
+        have = (params.nodes, params.gpus_per_node, params.gpu_type, params.accounting, params.slurm)
         if wanted != have:
             raise TestbedError(
-                f"testbed {self.layout.root} is already up with {have[0]} nodes x {have[1]} {have[2]} GPUs"
-                f"{' with accounting' if have[3] else ''}; run `slurm-dl testbed down --dir {self.layout.root}` "
-                f"before asking for {wanted[0]} x {wanted[1]} {wanted[2]}{' with accounting' if wanted[3] else ''}"
+                f"testbed {self.layout.root} is already up with Slurm {have[4]}, {have[0]} nodes x {have[1]} "
+                f"{have[2]} GPUs{' with accounting' if have[3] else ''}; run `slurm-dl testbed down --dir "
+                f"{self.layout.root}` before asking for Slurm {wanted[4]}, {wanted[0]} x {wanted[1]} {wanted[2]}"
+                f"{' with accounting' if wanted[3] else ''}"
             )
 
     def _choose_params(self) -> ClusterParams:
@@ -292,6 +344,7 @@ class Testbed:
                 extra_conf=self.extra_conf,
                 dbd_port=extra[0] if extra else None,
                 mysql_port=extra[1] if extra else None,
+                slurm=self.release.name,
             )
         except ValueError as e:
             raise TestbedError(f"testbed {self.layout.root}: {e}") from None

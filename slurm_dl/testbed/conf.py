@@ -118,6 +118,8 @@ class ClusterParams:
     # Accounting (slurmdbd over a private MariaDB) when both are set.
     dbd_port: int | None = None
     mysql_port: int | None = None
+    # The Slurm release the daemons run (the host's own, or one from a Debian root).
+    slurm: str = "22.05"
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 99:
@@ -155,6 +157,7 @@ class ClusterParams:
             "extra_conf": list(self.extra_conf),
             "dbd_port": self.dbd_port,
             "mysql_port": self.mysql_port,
+            "slurm": self.slurm,
         }
 
     @classmethod
@@ -171,6 +174,7 @@ class ClusterParams:
             extra_conf=tuple(d.get("extra_conf", ())),
             dbd_port=d.get("dbd_port"),
             mysql_port=d.get("mysql_port"),
+            slurm=str(d.get("slurm", "22.05")),
         )
 
 
@@ -312,15 +316,22 @@ end
 """
 
 
-def render_env(layout: TestbedLayout) -> dict[str, str]:
-    """What a shell needs to talk to this cluster (and to its slurm-dl site config, once written)."""
-    env = {"SLURM_CONF": str(layout.slurm_conf)}
+def render_env(layout: TestbedLayout, slurm: str = "22.05", bin_dir: Path | None = None) -> dict[str, str]:
+    """What a shell needs to talk to this cluster (and to its slurm-dl site config, once written).
+    ``bin_dir``: the wrappers of another release's clients, to put first on PATH (as ``PATH_PREFIX``;
+    ``render_env_exports`` writes the PATH line)."""
+    env = {"SLURM_CONF": str(layout.slurm_conf), "SLURM_DL_TESTBED_SLURM": slurm}
     if layout.site_config.is_file():
         env["SLURM_DL_CONFIG"] = str(layout.site_config.resolve())
+    if bin_dir is not None:
+        env["PATH_PREFIX"] = str(bin_dir)
     return env
 
 
 def render_env_exports(env: dict[str, str]) -> str:
-    """``export K=V`` lines, shell-quoted, for ``eval "$(slurm-dl testbed env --dir DIR)"``."""
-
-    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+    """``export K=V`` lines, shell-quoted, for ``eval "$(slurm-dl testbed env --dir DIR)"``;
+    ``PATH_PREFIX`` becomes ``export PATH=PREFIX:"$PATH"``."""
+    lines = [f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()) if k != "PATH_PREFIX"]
+    if env.get("PATH_PREFIX"):
+        lines.append(f'export PATH={shlex.quote(env["PATH_PREFIX"])}:"$PATH"\n')
+    return "".join(lines)
