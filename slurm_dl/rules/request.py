@@ -257,9 +257,9 @@ class JobRequest:
         return next(iter(types)) if len(types) == 1 else None
 
     def per_gpu_value(self, text: str | None) -> int | None:
-        """``cpus_per_tres``/``mem_per_tres`` (``gres:gpu:4``) → 4."""
+        """``cpus_per_tres``/``mem_per_tres`` (``gres:gpu:4``; 23.02+: ``gres/gpu:4``) → 4."""
         for item in (text or "").split(","):
-            parts = item.strip().split(":")
+            parts = item.strip().replace("gres/", "gres:", 1).split(":")
             if len(parts) >= 2 and parts[-2] == "gpu" and parts[-1].isdigit():
                 return int(parts[-1])
         return None

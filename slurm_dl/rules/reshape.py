@@ -42,8 +42,15 @@ def shape_text(nodes: int, per_node: int) -> str:
     return f"{nodes}x{per_node}" if 1 <= nodes <= 9999 and per_node <= 999 else "spread"
 
 
-def _gres(gpu_type: str | None, count: int) -> str:
-    return f"gres:gpu:{gpu_type}:{count}" if gpu_type else f"gres:gpu:{count}"
+def _gres(gpu_type: str | None, count: int, prefix: str = "gres:") -> str:
+    return f"{prefix}gpu:{gpu_type}:{count}" if gpu_type else f"{prefix}gpu:{count}"
+
+
+def _gres_prefix(req: JobRequest) -> str:
+    """How this Slurm spells a GRES in a job's TRES strings: 22.05 ``gres:gpu:2``, 23.02 and later
+    ``gres/gpu:2`` (which alone they accept back). Written in the style the job came with."""
+    texts = (req.tres_per_job, req.tres_per_node, req.tres_per_socket, req.tres_per_task)
+    return "gres/" if any(t and "gres/" in t for t in texts) else "gres:"
 
 
 def _switch_changes(req: JobRequest, config: SiteConfig) -> dict[str, int]:
@@ -84,7 +91,7 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
         )
         return draft.evolve(notices=tuple(notices), shape="spread", gpus=ask.count)
     nodes, per_node = found
-    changes["tres_per_node"] = ",".join([_gres(ask.gpu_type, per_node), *node_others])
+    changes["tres_per_node"] = ",".join([_gres(ask.gpu_type, per_node, _gres_prefix(req)), *node_others])
     changes["tres_per_job"] = ",".join(job_others)
     changes["min_nodes"] = nodes
     changes["max_nodes"] = nodes

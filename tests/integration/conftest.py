@@ -3,6 +3,9 @@
 Every test under tests/integration/ is marked ``integration`` (deselect with ``-m "not integration"``).
 Without Slurm installed (or not root) they skip with the reason — except under CI (``CI`` set),
 where a missing Slurm is an error, so a broken setup cannot pass as "all skipped".
+
+``SLURM_DL_TEST_SLURM=24.11`` (or 26.05) runs every testbed of the run on that release, from its
+Debian root (built once, cached); unset, the machine's own Slurm.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import pytest
 from slurm_dl.errors import SlurmNotInstalledError
 from slurm_dl.testbed import Testbed, submit, wait_for_job_state
 from slurm_dl.testbed.install import find_slurm
+from slurm_dl.testbed.releases import release_for
 
 HERE = Path(__file__).resolve().parent
+# The Slurm release every testbed of this run starts (None: the machine's own).
+TEST_SLURM = os.environ.get("SLURM_DL_TEST_SLURM") or None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -29,7 +35,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def testbed_unavailable_reason() -> str | None:
     """Why a live testbed cannot run here, or None when it can."""
     try:
-        find_slurm()
+        if release_for(TEST_SLURM).host:
+            find_slurm()
     except SlurmNotInstalledError as e:
         return str(e)
     if os.geteuid() != 0:
@@ -50,18 +57,20 @@ def require_testbed_support() -> None:
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """An up 4 x 8 h100 testbed for the session; SLURM_CONF points at it; down at the end."""
     require_testbed_support()
-    tb = Testbed(tmp_path_factory.mktemp("testbed"), nodes=4, gpus_per_node=8, gpu_type="h100")
-    old = os.environ.get("SLURM_CONF")
+    tb = Testbed(tmp_path_factory.mktemp("testbed"), nodes=4, gpus_per_node=8, gpu_type="h100", slurm=TEST_SLURM)
+    old = {k: os.environ.get(k) for k in ("SLURM_CONF", "PATH")}
     try:
         tb.up()
         os.environ["SLURM_CONF"] = str(tb.slurm_conf)
+        os.environ["PATH"] = tb.env()["PATH"]  # another release: its clients first
         yield tb
     finally:
         tb.down()
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture
@@ -71,7 +80,7 @@ def make_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     made: list[Testbed] = []
 
     def make(**kwargs) -> Testbed:
-        tb = Testbed(tmp_path_factory.mktemp("tb"), **{"nodes": 1, "gpus_per_node": 2, **kwargs})
+        tb = Testbed(tmp_path_factory.mktemp("tb"), **{"nodes": 1, "gpus_per_node": 2, "slurm": TEST_SLURM, **kwargs})
         made.append(tb)
         return tb
 

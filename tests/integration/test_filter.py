@@ -107,7 +107,8 @@ class HungPeer:
 def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, FilterProcess]]:
     require_testbed_support()
     root = tmp_path_factory.mktemp("filter-tb")
-    tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100")
+    tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100",
+                 slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None)
     service = FilterProcess(root / "filter.sock", root / "filter.log")
     try:
         tb.up()
@@ -122,6 +123,11 @@ def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed
     finally:
         service.stop()
         tb.down()
+
+
+def gres(tres: str) -> str:
+    """``gres:gpu:8`` (22.05) and ``gres/gpu:8`` (23.02 and later) -> ``gpu:8``."""
+    return tres.removeprefix("gres:").removeprefix("gres/")
 
 
 def sbatch(tb: Testbed, *args: str) -> subprocess.CompletedProcess:
@@ -157,7 +163,7 @@ def test_gpus_16_becomes_two_nodes_with_gres_and_switch(filtered) -> None:
     service.start()
     fields, _ = accepted_job(tb, "--gpus=16")
     assert fields["NumNodes"] == "2-2" or fields["NumNodes"] == "2"
-    assert fields["TresPerNode"] == "gres:gpu:8" and "TresPerJob" not in fields
+    assert gres(fields["TresPerNode"]) == "gpu:8" and "TresPerJob" not in fields
     assert fields["Switches"].startswith("1@")
     assert parse_tag(fields["AdminComment"]).shape == "2x8"
 
@@ -247,7 +253,7 @@ def test_filter_works_again_after_restart_and_jobs_run(filtered, tmp_path) -> No
         if "TresPerNode" in fields or time.monotonic() > end:
             break
         time.sleep(1)
-    assert fields["TresPerNode"] == "gres:gpu:8"
+    assert gres(fields["TresPerNode"]) == "gpu:8"
     scheduling_works(tb, tmp_path)
 
 
@@ -269,9 +275,12 @@ def test_a_user_cannot_change_the_gpu_request_after_the_filter_saw_it(filtered) 
             (public / f.name).chmod(0o644)
     nobody_env = {**env, "SLURM_CONF": str(public / "slurm.conf")}
 
+    # Another release's clients run inside its root, entered as root: switch user in there.
+    inside = [str(tb.bin_dir / "in-slurm-root")] if tb.bin_dir else []
+
     def as_nobody(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["runuser", "-u", "nobody", "--", *argv], env=nobody_env, capture_output=True,
-                              text=True, timeout=60, cwd="/tmp")
+        return subprocess.run([*inside, "runuser", "-u", "nobody", "--", *argv], env=nobody_env,
+                              capture_output=True, text=True, timeout=60, cwd="/tmp")
 
     out = as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "--gpus=1", "-t", "5",
                     "--wrap", "sleep 60")
@@ -291,7 +300,7 @@ def test_a_user_cannot_change_the_gpu_request_after_the_filter_saw_it(filtered) 
         admin = subprocess.run(["scontrol", "update", f"JobId={job_id}", f"{gpu_field}=gres:gpu:2"], env=env,
                                capture_output=True, text=True, timeout=60)
         assert admin.returncode == 0, admin.stderr
-        assert job_fields(int(job_id), env)[gpu_field] == "gres:gpu:2"
+        assert gres(job_fields(int(job_id), env)[gpu_field]) == "gpu:2"
     finally:
         subprocess.run(["scancel", job_id], env=env, check=False)
         shutil.rmtree(public, ignore_errors=True)
