@@ -3,7 +3,9 @@
 Format, version 1: ``sdl1:`` followed by ``key=value`` pairs joined by ``;``, e.g.
 ``sdl1:class=train;ckpt=1;gpus=16;shape=2x8;deadline=1763700000;orig=gpu.16``.
 
-Keys: ``class`` (a :class:`~slurm_dl.model.JobClass` value), ``ckpt`` (0/1), ``gpus`` (total
+Keys: ``class`` (a :class:`~slurm_dl.model.JobClass` value), ``ckpt`` (``0``: never signalled
+or requeued; ``1``: opted in, USR2 goes to the batch shell; ``steps``: opted in, USR2 goes to the
+job's steps), ``gpus`` (total
 GPUs, ≥ 0), ``shape`` (``NxG`` nodes × GPUs per node, ``spread`` or ``any``), ``deadline``
 (Unix seconds, optional), ``orig`` (the request as the user wrote it, optional).
 
@@ -39,6 +41,8 @@ class JobTag:
     shape: str = "any"
     deadline: int | None = None
     original: str | None = None
+    signal_target: str = "batch"
+    """Where the preemption signal goes when ``checkpointable``: ``batch`` or ``steps``."""
 
     @property
     def shape_nodes(self) -> int | None:
@@ -57,6 +61,17 @@ def safe_value(text: str) -> str:
     return cleaned or "none"
 
 
+def _ckpt_text(tag: JobTag) -> str:
+    if not tag.checkpointable:
+        return "0"
+    if tag.signal_target not in ("batch", "steps"):
+        raise ValueError(f"tag signal target must be batch or steps, got {tag.signal_target!r}")
+    return "steps" if tag.signal_target == "steps" else "1"
+
+
+_CKPT = {"0": (False, "batch"), "1": (True, "batch"), "steps": (True, "steps")}
+
+
 def encode_tag(tag: JobTag) -> str:
     """The ``admin_comment`` text for a tag. Raises ValueError for a value outside the format."""
     if not _SHAPE.match(tag.shape):
@@ -65,7 +80,7 @@ def encode_tag(tag: JobTag) -> str:
         raise ValueError(f"tag gpus must be 0..{MAX_GPUS}, got {tag.gpus}")
     parts = [
         f"class={JobClass(tag.job_class).value}",
-        f"ckpt={1 if tag.checkpointable else 0}",
+        f"ckpt={_ckpt_text(tag)}",
         f"gpus={int(tag.gpus)}",
         f"shape={tag.shape}",
     ]
@@ -103,7 +118,7 @@ def parse_tag(text: object) -> JobTag | None:
         job_class = JobClass(fields["class"])
     except ValueError:
         return None
-    ckpt = {"0": False, "1": True}.get(fields["ckpt"])
+    ckpt = _CKPT.get(fields["ckpt"])
     gpus = _int(fields["gpus"], 0, MAX_GPUS)
     if ckpt is None or gpus is None or not _SHAPE.match(fields["shape"]):
         return None
@@ -112,4 +127,4 @@ def parse_tag(text: object) -> JobTag | None:
         deadline = _int(fields["deadline"], 0, MAX_DEADLINE)
         if deadline is None:
             return None
-    return JobTag(job_class, ckpt, gpus, fields["shape"], deadline, fields.get("orig"))
+    return JobTag(job_class, ckpt[0], gpus, fields["shape"], deadline, fields.get("orig"), ckpt[1])

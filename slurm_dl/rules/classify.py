@@ -6,6 +6,12 @@ A ``dl:class=…`` hint in ``--comment`` may choose another class, but never bli
 that ranks above train (a larger weight, or not preemptible) must meet its constraints — no
 array, fits on one node, an explicit time limit within the class maximum — or the hint is
 downgraded to what the evidence says, with a notice to the user.
+
+Preemption is opt-in: a job is checkpointable (and so may be signalled and requeued by the
+prioritizer) only when it declares a handler with ``dl:ckpt=1`` (its batch script traps USR2,
+``--signal=B:USR2@N``) or ``dl:ckpt=steps`` (its srun steps trap USR2, ``--signal=USR2@N``), its
+class may checkpoint, and it did not ask ``--no-requeue``. dlsubmit's scripts declare it.
+Every other job is never signalled or requeued by slurm-dl.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 from ..config import SiteConfig
 from ..model import JobClass
 from .decision import Draft
-from .hints import parse_hints
+from .hints import CKPT_OFF, parse_ckpt, parse_hints
 from .request import JobRequest
 from .site import site_shape
 
@@ -62,7 +68,8 @@ def evidence_class(req: JobRequest, config: SiteConfig) -> tuple[JobClass, str]:
 def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
     job_class, source = evidence_class(req, config)
     notices = list(draft.notices)
-    hint = parse_hints(req.comment).get("class")
+    hints = parse_hints(req.comment)
+    hint = hints.get("class")
     if hint:
         try:
             hinted = JobClass.parse(hint)
@@ -81,5 +88,30 @@ def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                     )
                 else:
                     job_class, source = hinted, "hint"
-    ckpt = config.class_config(job_class).checkpointable
-    return draft.evolve(job_class=job_class, class_source=source, checkpointable=ckpt, notices=tuple(notices))
+    ckpt, target = checkpoint_opt_in(hints.get("ckpt"), job_class, req, config, notices)
+    return draft.evolve(job_class=job_class, class_source=source, checkpointable=ckpt,
+                        signal_target=target, notices=tuple(notices))
+
+
+def checkpoint_opt_in(
+    hint: str | None, job_class: JobClass, req: JobRequest, config: SiteConfig, notices: list[str]
+) -> tuple[bool, str]:
+    """(checkpointable, signal target) from the job's ``dl:ckpt=`` declaration; notices say why
+    a declaration was not taken."""
+    if hint is None:
+        return False, "batch"
+    target = parse_ckpt(hint)
+    if target is None:
+        notices.append(f"slurm-dl: ignored dl:ckpt={hint} (use 1, steps or 0); "
+                       "this job will not be preempted")
+        return False, "batch"
+    if target == CKPT_OFF:
+        return False, "batch"
+    if not config.class_config(job_class).checkpointable:
+        notices.append(f"slurm-dl: class {job_class.value} is never checkpointed; dl:ckpt ignored")
+        return False, "batch"
+    if req.requeue == 0:
+        notices.append("slurm-dl: dl:ckpt needs a requeueable job, but it asks --no-requeue; "
+                       "this job will not be preempted")
+        return False, "batch"
+    return True, target

@@ -44,12 +44,13 @@ class Draft:
 
     job_class: JobClass = JobClass.TRAIN
     class_source: str = "default"
-    checkpointable: bool = True
+    checkpointable: bool = False
     changes: dict[str, Any] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
     shape: str = "any"
     gpus: int = 0
     deadline: int | None = None
+    signal_target: str = "batch"
 
     def evolve(self, **changes: Any) -> "Draft":
         """A copy with ``changes`` (like dataclasses.replace, without its per-call field scan)."""
@@ -58,6 +59,7 @@ class Draft:
             g("job_class", self.job_class), g("class_source", self.class_source),
             g("checkpointable", self.checkpointable), g("changes", self.changes), g("notices", self.notices),
             g("shape", self.shape), g("gpus", self.gpus), g("deadline", self.deadline),
+            g("signal_target", self.signal_target),
         )
 
 

@@ -1,4 +1,5 @@
-"""defaults: per-class time limit and partition when missing, requeue on for checkpointable classes.
+"""defaults: per-class time limit and partition when missing, requeue on for jobs that declared a
+checkpoint handler (``dl:ckpt``); every other job keeps its own requeue setting.
 
 The checkpoint signal (``--signal=B:USR2@grace``) cannot be set here: Slurm 22.05's
 job_submit/lua neither reads nor writes ``warn_signal``/``warn_time``/``warn_flags``

@@ -26,6 +26,23 @@ def parse_hints(comment: str | None) -> dict[str, str]:
     return out
 
 
+CKPT_BATCH = "batch"
+CKPT_STEPS = "steps"
+CKPT_OFF = "off"
+_CKPT_VALUES = {
+    "1": CKPT_BATCH, "yes": CKPT_BATCH, "true": CKPT_BATCH, "batch": CKPT_BATCH,
+    "steps": CKPT_STEPS, "step": CKPT_STEPS,
+    "0": CKPT_OFF, "no": CKPT_OFF, "false": CKPT_OFF, "off": CKPT_OFF,
+}
+
+
+def parse_ckpt(text: str) -> str | None:
+    """What a ``dl:ckpt=`` hint declares: ``batch`` (the batch script traps USR2, as with
+    ``--signal=B:USR2@N``), ``steps`` (the job's srun steps trap it, as with ``--signal=USR2@N``),
+    ``off``; ``None`` for a value that means none of these."""
+    return _CKPT_VALUES.get(text.strip().lower())
+
+
 def parse_deadline(text: str) -> int | None:
     """Unix seconds from ``1763700000`` or an ISO time (``2026-11-21T05:00``, UTC unless it says)."""
     text = text.strip()

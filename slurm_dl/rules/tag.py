@@ -20,6 +20,7 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
             JobTag(
                 job_class=draft.job_class,
                 checkpointable=draft.checkpointable,
+                signal_target=draft.signal_target if draft.checkpointable else "batch",
                 gpus=min(draft.gpus, MAX_GPUS),  # larger only when validation is off
                 shape=draft.shape,
                 deadline=draft.deadline if draft.deadline is not None and draft.deadline <= MAX_DEADLINE else None,

@@ -286,9 +286,39 @@ def test_reshape_off_leaves_the_request(cfg) -> None:
 
 
 # --- defaults ----------------------------------------------------------------------------
-def test_defaults_fill_time_and_requeue_for_checkpointable(cfg) -> None:
-    d = run(cfg, tres_per_node="gres:gpu:1")
+def test_defaults_fill_time_and_requeue_for_a_job_that_declared_a_handler(cfg) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", comment="dl:ckpt=1")
     assert d.changes["time_limit"] == 60 and d.changes["requeue"] == 1
+    tag = parse_tag(d.changes["admin_comment"])
+    assert tag.checkpointable and tag.signal_target == "batch"
+
+
+def test_a_plain_gpu_job_is_not_checkpointable_and_keeps_its_requeue_setting(cfg) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:8")
+    assert d.accepted and d.job_class is JobClass.TRAIN
+    assert "requeue" not in d.changes
+    assert parse_tag(d.changes["admin_comment"]).checkpointable is False
+
+
+def test_steps_handler_is_tagged_for_a_signal_to_the_steps(cfg) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", comment="dl:ckpt=steps", requeue=1)
+    tag = parse_tag(d.changes["admin_comment"])
+    assert tag.checkpointable and tag.signal_target == "steps"
+    assert d.changes["admin_comment"].startswith("sdl1:class=train;ckpt=steps;")
+
+
+@pytest.mark.parametrize(
+    "fields, notice",
+    [
+        ({"comment": "dl:ckpt=maybe"}, "ignored dl:ckpt=maybe"),
+        ({"comment": "dl:ckpt=1", "requeue": 0}, "asks --no-requeue"),
+        ({"comment": "dl:class=serve;ckpt=1", "time_limit": 30}, "class serve is never checkpointed"),
+    ],
+)
+def test_a_declaration_that_cannot_hold_is_refused_with_a_notice(cfg, fields, notice) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", **fields)
+    assert d.accepted and parse_tag(d.changes["admin_comment"]).checkpointable is False
+    assert any(notice in n for n in d.notices), d.notices
 
 
 def test_defaults_leave_what_the_user_set(cfg) -> None:

@@ -18,6 +18,12 @@ def test_round_trip_with_every_field() -> None:
     assert parse_tag(text).shape_nodes == 2 and parse_tag(text).shape_gpus_per_node == 8
 
 
+def test_a_steps_handler_round_trips() -> None:
+    tag = parse_tag("sdl1:class=train;ckpt=steps;gpus=2;shape=any")
+    assert tag == JobTag(JobClass.TRAIN, True, 2, "any", signal_target="steps")
+    assert encode_tag(tag) == "sdl1:class=train;ckpt=steps;gpus=2;shape=any"
+
+
 def test_optional_fields_may_be_absent() -> None:
     tag = parse_tag("sdl1:class=serve;ckpt=0;gpus=2;shape=any")
     assert tag == JobTag(JobClass.SERVE, False, 2, "any")
@@ -88,7 +94,8 @@ def test_near_miss_text_parses_or_gives_none(text: str) -> None:
     st.one_of(st.just("any"), st.just("spread"), st.builds(lambda n, g: f"{n}x{g}", st.integers(1, 999), st.integers(1, 64))),
     st.one_of(st.none(), st.integers(0, 10**10)),
     st.one_of(st.none(), st.text(max_size=60).map(safe_value)),
+    st.sampled_from(["batch", "steps"]),
 )
-def test_every_encoded_tag_parses_back(job_class, ckpt, gpus, shape, deadline, orig) -> None:
-    tag = JobTag(job_class, ckpt, gpus, shape, deadline, orig)
+def test_every_encoded_tag_parses_back(job_class, ckpt, gpus, shape, deadline, orig, target) -> None:
+    tag = JobTag(job_class, ckpt, gpus, shape, deadline, orig, target if ckpt else "batch")
     assert parse_tag(encode_tag(tag)) == tag
