@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from slurm_dl.config import SiteConfig
+from slurm_dl.errors import SlurmError
 from slurm_dl.explain import explain_job, waiting_reason
 from slurm_dl.ledger import Ledger
 from slurm_dl.model import ClusterSnapshot
@@ -38,6 +39,7 @@ class CycleBackend(Protocol):
     def snapshot(self) -> ClusterSnapshot: ...
     def set_site_factor(self, values: dict[int, int]) -> Any: ...
     def signal_batch(self, job_id: int, signal: str) -> Any: ...
+    def signal_steps(self, job_id: int, signal: str) -> Any: ...
     def requeue(self, job_id: int) -> Any: ...
 
 
@@ -57,6 +59,8 @@ class CycleReport:
     planned: list[dict[str, Any]] = field(default_factory=list)
     pushes: dict[int, list[int]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -168,10 +172,15 @@ class Prioritizer:
             del self._deadline_notes[j]
         if pushes.by_value and not self.dry_run:
             wanted = pushes.assignments()
-            result = self.backend.set_site_factor(wanted)  # one Slurm call per value (backend groups)
-            missing = set(getattr(result, "missing", ()))
-            pushed = {j: v for j, v in wanted.items() if j not in missing}
-            report.push_calls = int(getattr(result, "calls", len(pushes.by_value)))
+            try:
+                result = self.backend.set_site_factor(wanted)  # one Slurm call per value (backend groups)
+            except SlurmError as e:  # nothing known to be pushed; the next cycle tries again
+                log.warning("SiteFactor update failed, retried next cycle: %s", e)
+                report.errors.append(f"SiteFactor update: {e}")
+            else:
+                missing = set(getattr(result, "missing", ()))
+                pushed = {j: v for j, v in wanted.items() if j not in missing}
+                report.push_calls = int(getattr(result, "calls", len(pushes.by_value)))
         for j, v in pushed.items():
             if j in idle_low:
                 decisions.append((j, "priority", v, f"idle GPUs: SiteFactor {v} (bottom; was {current.get(j, 0)})"))
@@ -184,20 +193,26 @@ class Prioritizer:
         prep = preempt.PreemptionReport()
         pc = self.config.preemption
         if pc.enabled:
-            preempt.advance_open(self.store, self.backend, snap, pc.grace_seconds, prep, dry_run=self.dry_run)
-            rows = self.store.preemptions()
-            settle = max(SETTLE_MIN_S, 3 * self.config.prioritizer.interval_seconds)
-            busy = frozenset(r.need_job_id for r in rows
-                             if r.state in PREEMPTION_OPEN_STATES or now - r.updated_at < settle)
-            extra = {"prefer_victims": frozenset(idle_low)} if idle_low else {}
-            intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy, **extra)
-            preempt.start(self.store, self.backend, snap, intents, pc.signal, prep, dry_run=self.dry_run)
+            try:
+                preempt.advance_open(self.store, self.backend, snap, pc, prep, dry_run=self.dry_run)
+                rows = self.store.preemptions()
+                settle = max(SETTLE_MIN_S, 3 * self.config.prioritizer.interval_seconds)
+                busy = frozenset(r.need_job_id for r in rows
+                                 if r.state in PREEMPTION_OPEN_STATES or now - r.updated_at < settle)
+                extra = {"prefer_victims": frozenset(idle_low)} if idle_low else {}
+                intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy,
+                                       refused=preempt.refused_runs(rows), **extra)
+                preempt.start(self.store, self.backend, snap, intents, self.config, prep, dry_run=self.dry_run)
+            except SlurmError as e:  # each call's refusals are handled in place; this is the safety net
+                log.warning("preemption step stopped this cycle: %s", e)
+                report.errors.append(f"preemption: {e}")
             if not self.dry_run:
                 for v in prep.signalled:
                     if v in ledger.jobs:
                         ledger.jobs[v].last_checkpoint_signal = now
                         ledger.revision += 1
         report.signalled, report.requeued = prep.signalled, prep.requeued
+        report.refused = [{"job": v, "why": why} for v, why in prep.refused]
         report.planned = [{"need": i.need, "victims": list(i.victims), "reason": i.reason} for i in prep.planned]
         t_pre = time.perf_counter()
 

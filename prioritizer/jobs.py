@@ -7,25 +7,31 @@ from slurm_dl.ledger import Ledger
 from slurm_dl.model import Job, JobClass
 from slurm_dl.rules.classify import is_privileged
 from slurm_dl.rules.site import site_shape
+from slurm_dl.rules.hints import CKPT_BATCH, CKPT_STEPS, parse_ckpt, parse_hints
 from slurm_dl.tags import parse_tag
 
 
 def apply_tags(job: Job) -> None:
     """Class, checkpointability and deadline from the filter's ``admin_comment`` tag.
 
-    A job without a tag (no filter installed, or submitted around it) is a plain checkpointable
-    training job — e.g. one submitted with ``sbatch --requeue``.
+    A job without a tag (no filter installed, or submitted around it) is a training job that is
+    checkpointable only if it declared a handler itself: ``dl:ckpt=1`` (or ``steps``) in its
+    comment. Declaring one only makes the job a possible victim, so trusting the user's comment
+    here gives nothing away; a job that declared nothing is never signalled or requeued.
     """
     tag = parse_tag(job.admin_comment)
     if tag is None:
         if not job.tags:
+            target = parse_ckpt(parse_hints(job.comment).get("ckpt") or "")
             job.job_class = JobClass.TRAIN
-            job.checkpointable = True
+            job.checkpointable = target in (CKPT_BATCH, CKPT_STEPS)
+            job.signal_target = CKPT_STEPS if target == CKPT_STEPS else CKPT_BATCH
         return
     job.job_class = tag.job_class
     job.checkpointable = tag.checkpointable
     if job.pending and tag.gpus > job.num_gpus:  # the filter counted every form of GPU request
         job.num_gpus = tag.gpus
+    job.signal_target = tag.signal_target
     if job.deadline is None and tag.deadline is not None:
         job.deadline = float(tag.deadline)
 

@@ -1,11 +1,11 @@
 """Which pending jobs need a preemption this cycle; victims come from ``slurm_dl.preemption``.
 
 The daemon's part: take the most urgent pending jobs (by score) that have no preemption in
-flight, offer as victims only running jobs that are checkpointable and not already victims this
-cycle, and turn each :class:`~slurm_dl.preemption.PreemptionPlan` with victims into a
+flight, offer as victims running jobs that are not already victims this cycle and whose
+preemption Slurm has not refused in their current run, and turn each :class:`~slurm_dl.preemption.PreemptionPlan` with victims into a
 :class:`~prioritizer.preempt.PreemptionIntent` with a reason. Eligibility (minimum runtime,
 restart cap, preemptible classes, hysteresis), gang-awareness and victim preference are the
-pure planner's.
+pure planner's, and so is the opt-in rule: only jobs that can resume are ever victims.
 """
 
 from __future__ import annotations
@@ -32,15 +32,17 @@ def plan_intents(
     *,
     busy_needs: frozenset[int] = frozenset(),
     prefer_victims: frozenset[int] = frozenset(),
+    refused: frozenset[tuple[int, int]] = frozenset(),
 ) -> list[PreemptionIntent]:
     """Preemptions to start this cycle for the most urgent pending jobs that cannot start.
 
-    ``prefer_victims``: running jobs deprioritized for idle GPUs, taken first."""
+    ``prefer_victims``: running jobs deprioritized for idle GPUs, taken first.
+    ``refused``: (job, restart count) of runs whose signal or requeue Slurm refused."""
     pending = sorted(
         (j for j in jobs if j.pending and j.num_gpus > 0 and j.job_id not in busy_needs),
         key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id),
     )
-    running = [j for j in jobs if j.state is JobState.RUNNING and j.checkpointable]
+    running = [j for j in jobs if j.state is JobState.RUNNING and (j.job_id, j.restarts) not in refused]
     taken: set[int] = set()
     intents: list[PreemptionIntent] = []
     for need in pending[:MAX_NEEDS_PER_CYCLE]:

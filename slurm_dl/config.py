@@ -237,6 +237,12 @@ class PreemptionConfig(_Strict):
     checkpoint_recent_seconds: float = Field(default=900.0, ge=0)
     restart_delay_seconds: float = Field(default=30.0, ge=0, description="simulator: requeue to restart")
     checkpoint_interval_seconds: float = Field(default=1800.0, gt=0, description="simulator: work lost bound")
+    requeue_without_signal: bool = Field(
+        default=False, description="also requeue, without a signal, running jobs that are requeueable but declared "
+        "no checkpoint handler (they restart from the beginning and lose their work)")
+    requeue_timeout_seconds: float = Field(
+        default=300.0, gt=0, le=86400, description="after the grace period, how long a requeue may keep failing "
+        "(slurmctld unreachable) before the preemption is given up")
 
     @field_validator("signal")
     @classmethod
@@ -450,3 +456,12 @@ def load_config(path: str | Path) -> SiteConfig:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(str(p), [f"not valid TOML: {e}"]) from None
     return parse_config(data, str(p))
+
+
+def config_warnings(config: SiteConfig) -> list[str]:
+    """Settings that are valid but risky: each a line for ``config check`` and the daemons' logs."""
+    out = []
+    if config.preemption.enabled and config.preemption.requeue_without_signal:
+        out.append("preemption.requeue_without_signal = true: jobs that declared no checkpoint handler "
+                   "but are requeueable may be requeued and restart from the beginning, losing their work")
+    return out

@@ -31,9 +31,12 @@ class TraceError(SlurmDLError, ValueError):
 class SlurmError(SlurmDLError, RuntimeError):
     """A Slurm command or library call failed; carries Slurm's own message."""
 
-    def __init__(self, message: str, *, command: list[str] | None = None, returncode: int | None = None):
+    def __init__(self, message: str, *, command: list[str] | None = None, returncode: int | None = None,
+                 stderr: str = ""):
         self.command = command
         self.returncode = returncode
+        self.stderr = stderr
+        """Slurm's whole stderr (the message keeps only its gist)."""
         super().__init__(message)
 
 

@@ -116,6 +116,12 @@ class Job:
     admin_comment: str = ""
     duration: float | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    requeue: bool | None = None
+    """Slurm's Requeue flag (None: not known, e.g. in a trace)."""
+    array_job_id: int | None = None
+    """The job array this job (an array task, or the array's pending record) belongs to."""
+    signal_target: str = "batch"
+    """Where a checkpointable job wants its preemption signal: the batch shell or its steps."""
 
     @property
     def pending(self) -> bool:

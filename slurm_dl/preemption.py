@@ -2,8 +2,12 @@
 
 Rules, in the order they are applied:
 
-* **eligibility** — a running job can be a victim only if its class is preemptible
-  (``config.classes[...].preemptible``), it has run at least ``min_runtime_seconds`` in its
+* **opt-in** — a running job can be a victim only if it can resume (:func:`resume_kind`): it
+  declared a checkpoint handler and is requeueable, or (where the site allows it) it is
+  requeueable and may restart from the beginning. Never a task of the same job array as the
+  waiting job (a sweep must not churn itself);
+* **eligibility** — a victim's class must be preemptible
+  (``config.classes[...].preemptible``), it must have run at least ``min_runtime_seconds`` in its
   current run, it has been restarted fewer than ``max_restarts`` times, and the waiting job's
   score beats its score by at least ``hysteresis`` (scores in [0, 1], from the policy);
 * **gang-aware** — a victim is always removed whole (all its nodes); the waiting job's parts
@@ -79,12 +83,42 @@ def _preemptible(job: Job, config: "SiteConfig | None") -> bool:
     return config.class_config(job.job_class).preemptible
 
 
+RESUME_CHECKPOINT = "checkpoint"
+"""Signalled, given the grace period to checkpoint, then requeued: resumes from its checkpoint."""
+RESUME_REQUEUE = "requeue"
+"""Requeued without a signal (only where the site allows it): restarts from the beginning."""
+RESUME_NEVER = "never"
+"""Never signalled or requeued by slurm-dl; still ordered by priority."""
+
+
+def resume_kind(job: Job, config: "SiteConfig | None" = None) -> tuple[str, str]:
+    """How slurm-dl may preempt ``job`` (one of the ``RESUME_*`` values) and why, in words."""
+    if not _preemptible(job, config):
+        return RESUME_NEVER, f"class {job.job_class.value} is not preemptible"
+    if job.requeue is False:
+        return RESUME_NEVER, "the job is not requeueable (Requeue=0)"
+    if job.checkpointable:
+        where = "its steps" if job.signal_target == "steps" else "its batch script"
+        return RESUME_CHECKPOINT, f"it declared a checkpoint handler in {where} (dl:ckpt)"
+    if job.requeue and _settings(config).requeue_without_signal:
+        return RESUME_REQUEUE, ("it declared no checkpoint handler but is requeueable, and the site "
+                                "requeues such jobs (they restart from the beginning)")
+    return RESUME_NEVER, "it declared no checkpoint handler (dl:ckpt=1 with --requeue)"
+
+
+def same_array(a: Job, b: Job) -> bool:
+    return a.array_job_id is not None and a.array_job_id == b.array_job_id
+
+
 def _ineligible(job: Job, waiting_score: float, score: float, now: float, config, pc,
-                preferred: bool = False) -> str | None:
+                preferred: bool = False, waiting_job: Job | None = None) -> str | None:
     if not job.nodes:
         return "holds no known nodes"
-    if not _preemptible(job, config):
-        return f"class {job.job_class.value} is not preemptible"
+    kind, why = resume_kind(job, config)
+    if kind == RESUME_NEVER:
+        return why
+    if waiting_job is not None and same_array(job, waiting_job):
+        return f"a task of the waiting job's own array {job.array_job_id}"
     ran = now - job.start_time if job.start_time is not None else job.executed_s
     if ran < pc.min_runtime_seconds:
         return f"ran {ran:.0f} s < minimum runtime {pc.min_runtime_seconds:.0f} s"
@@ -136,7 +170,7 @@ def plan_preemption(
     eligible: dict[int, Job] = {}
     skipped: list[tuple[int, str]] = []
     for j in sorted(running_jobs, key=lambda j: j.job_id):
-        why = _ineligible(j, ws, scores.get(j.job_id, 0.0), now, config, pc, j.job_id in prefer_victims)
+        why = _ineligible(j, ws, scores.get(j.job_id, 0.0), now, config, pc, j.job_id in prefer_victims, waiting_job)
         if why is None:
             eligible[j.job_id] = j
         else:

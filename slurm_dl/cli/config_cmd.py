@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..config import load_config
+from ..config import config_warnings, load_config
 from .common import expected_errors
 
 app = typer.Typer(help="Site configuration files.", no_args_is_help=True)
@@ -21,3 +21,5 @@ def check(file: Path = typer.Argument(..., help="site config TOML file")) -> Non
         f"{file}: OK — site {cfg.site.name!r}, {len(cfg.node_groups)} node group(s), "
         f"{cfg.total_gpus} GPUs ({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}"
     )
+    for line in config_warnings(cfg):
+        typer.echo(f"warning: {line}", err=True)

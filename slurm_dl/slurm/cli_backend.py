@@ -24,13 +24,17 @@ from .protocol import SITE_FACTOR_CHUNK, SiteFactorResult, chunked, group_by_val
 from .runner import DEFAULT_TIMEOUT_S, SlurmResult, one_line, run_slurm
 
 # Per-job messages that mean "this job is gone", which a SiteFactor update may meet for jobs
-# that ended since the snapshot.
-_GONE = re.compile(r"(Invalid job id specified|Job has already finished) for job (\d+)")
+# that ended since the snapshot: "... for job 42", or per array range "33_0-22: ...".
+_GONE_TEXT = r"(?:Invalid job id specified|Job has already finished)"
+_GONE = re.compile(_GONE_TEXT + r" for job (\d+)")
+_PER_JOB = re.compile(r"^(\d+)(_\S+)?: (.*)$")
 _SIGNAL = re.compile(r"^(SIG)?[A-Z0-9]+$")
 
 
 def split_gone_jobs(stderr: str) -> tuple[list[int], list[str]]:
-    """Stderr of a multi-job ``scontrol update`` -> (ids of jobs that are gone, other lines)."""
+    """Stderr of a multi-job ``scontrol update`` -> (ids of jobs that are gone, lines that are
+    real failures). Lines that report success (``33_3-9: No error``) or gone array tasks
+    (``33_0-2: Job has already finished``: their own ids are not named) are neither."""
     gone: set[int] = set()
     other: list[str] = []
     for line in stderr.splitlines():
@@ -39,9 +43,16 @@ def split_gone_jobs(stderr: str) -> tuple[list[int], list[str]]:
             continue
         m = _GONE.search(line)
         if m:
-            gone.add(int(m.group(2)))
-        else:
-            other.append(line)
+            gone.add(int(m.group(1)))
+            continue
+        per_job = _PER_JOB.match(line)
+        if per_job and per_job.group(3).strip() == "No error":
+            continue
+        if per_job and re.fullmatch(_GONE_TEXT, per_job.group(3).strip()):
+            if per_job.group(2) is None:
+                gone.add(int(per_job.group(1)))
+            continue
+        other.append(line)
     return sorted(gone), other
 
 
@@ -219,8 +230,8 @@ class CliBackend:
                 except SlurmError as e:
                     if e.returncode is None:  # unreachable / timeout: nothing per job to salvage
                         raise
-                    gone, other = split_gone_jobs(_stderr_of(e))
-                    if other or not gone:
+                    gone, other = split_gone_jobs(e.stderr or _stderr_of(e))
+                    if other or not (e.stderr or gone):
                         raise
                     missing.extend(gone)
         return SiteFactorResult(updated=len(factors) - len(missing), calls=calls, missing=tuple(sorted(missing)))
@@ -230,6 +241,14 @@ class CliBackend:
         if not _SIGNAL.match(sig):
             raise SlurmError(f"bad signal name {signal!r}")
         self._run(["scancel", "--batch", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)])
+
+    def signal_steps(self, job_id: int, signal: str = "USR2") -> None:
+        """Signal every step of the job but its batch shell (what ``--signal=USR2@N`` without
+        ``B:`` means): for jobs whose handler runs in an srun step."""
+        sig = signal.upper()
+        if not _SIGNAL.match(sig):
+            raise SlurmError(f"bad signal name {signal!r}")
+        self._run(["scancel", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)])
 
     def set_comment(self, job_id: int, text: str) -> None:
         """Replace the job's comment (``scontrol update JobId=N Comment=…``; one argument, so spaces are kept)."""

@@ -168,8 +168,9 @@ def job_from_squeue(raw: Mapping[str, Any]) -> Job:
     gpu_type = gpu_type or alloc_type
     time_limit_min = _num(raw.get("time_limit"))
     nice = _num(raw.get("nice"))
+    job_id = int(raw["job_id"])
     return Job(
-        job_id=int(raw["job_id"]),
+        job_id=job_id,
         user=str(raw.get("user_name") or ""),
         account=str(raw.get("account") or ""),
         name=str(raw.get("name") or ""),
@@ -191,7 +192,32 @@ def job_from_squeue(raw: Mapping[str, Any]) -> Job:
         nice=nice or 0,
         comment=str(raw.get("comment") or ""),
         admin_comment=str(raw.get("admin_comment") or ""),
+        requeue=_flag(raw.get("requeue")),
+        array_job_id=_array_job_id(raw, job_id),
     )
+
+
+def _flag(value: Any) -> bool | None:
+    """A yes/no field: a JSON boolean, or squeue -O's 1/0."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, str)) and str(value).strip() in ("0", "1"):
+        return str(value).strip() == "1"
+    return None
+
+
+def _array_job_id(raw: Mapping[str, Any], job_id: int) -> int | None:
+    """The array a job belongs to. ``--json`` gives 0 for a plain job; ``squeue -O`` gives the job's
+    own id and no task id; an array's pending record has its own id and a task string."""
+    n = _num(raw.get("array_job_id"))
+    if not n:
+        return None
+    task = raw.get("array_task_id")
+    if isinstance(task, Mapping):
+        task = task.get("number") if task.get("set", True) else None
+    if n != job_id or task not in (None, "", "N/A") or raw.get("array_task_string"):
+        return n
+    return None
 
 
 def parse_squeue_json(doc: Mapping[str, Any], states: Iterable[JobState] | None = None) -> list[Job]:

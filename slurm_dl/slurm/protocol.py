@@ -92,6 +92,10 @@ class SlurmBackend(Protocol):
         """Send ``signal`` to the job's batch shell only (checkpoint before a requeue)."""
         ...
 
+    def signal_steps(self, job_id: int, signal: str = "USR2") -> None:
+        """Send ``signal`` to every step of the job except its batch shell."""
+        ...
+
     def set_comment(self, job_id: int, text: str) -> None:
         """Replace the job's comment (the idle policy appends its note to the user's text)."""
         ...

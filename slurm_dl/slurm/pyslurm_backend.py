@@ -201,6 +201,11 @@ class PyslurmBackend:
         sig = sig if sig.startswith("SIG") else f"SIG{sig}"
         self._call("send_signal", job_id, self._job(job_id).send_signal, sig, steps="batch")
 
+    def signal_steps(self, job_id: int, signal: str = "USR2") -> None:
+        sig = signal.upper()
+        sig = sig if sig.startswith("SIG") else f"SIG{sig}"
+        self._call("send_signal", job_id, self._job(job_id).send_signal, sig, steps="children")
+
     def set_comment(self, job_id: int, text: str) -> None:
         change = self._pyslurm.JobSubmitDescription(comment=text)
         self._call("modify", job_id, self._job(job_id).modify, change)

@@ -71,10 +71,11 @@ def classify_failure(argv: Sequence[str], returncode: int, stderr: str, stdout: 
             f"{full} (is slurmctld running, and does SLURM_CONF point at the right cluster?)",
             command=list(argv),
             returncode=returncode,
+            stderr=text,
         )
     if _INVALID_JOB.search(msg):
-        return JobNotFoundError(full, command=list(argv), returncode=returncode)
-    return SlurmError(full, command=list(argv), returncode=returncode)
+        return JobNotFoundError(full, command=list(argv), returncode=returncode, stderr=text)
+    return SlurmError(full, command=list(argv), returncode=returncode, stderr=text)
 
 
 def run_slurm(

@@ -50,6 +50,9 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("NumTasks", "tasks"),
     ("Sockets", "sockets_per_node"),
     ("tres-alloc", "tres_alloc_str"),
+    ("Requeue", "requeue"),
+    ("ArrayJobID", "array_job_id"),
+    ("ArrayTaskID", "array_task_id"),
 )
 
 
@@ -66,7 +69,7 @@ def squeue_format_argv(states: str = ACTIVE_STATES) -> list[str]:
 
 _EMPTY = {"", "(null)", "N/A", "n/a", "None assigned"}
 _INT_KEYS = {"job_id", "node_count", "nice", "priority", "restart_cnt", "submit_time", "start_time",
-             "eligible_time", "deadline", "tasks", "sockets_per_node"}
+             "eligible_time", "deadline", "tasks", "sockets_per_node", "array_job_id"}
 
 
 def _value(key: str, text: str) -> Any:

@@ -131,7 +131,7 @@ def test_deprioritized_idle_job_is_requeued_instead_of_the_busy_one(make_testbed
         "sample_seconds": 30.0, "idle_action": "deprioritize"})
     config = config.model_copy(update={"telemetry": t})
     backend = CliBackend(env)
-    args = ["--requeue", "--gres=gpu:h100:2", "-t", "10", "--open-mode=append"]
+    args = ["--requeue", "--comment=dl:ckpt=1", "--gres=gpu:h100:2", "-t", "10", "--open-mode=append"]
     idle = backend.submit(CHECKPOINTING, [*args, "-J", "idle", f"--output={tmp_path}/idle.out"])
     busy = backend.submit(CHECKPOINTING, [*args, "-J", "busy", f"--output={tmp_path}/busy.out"])
     need = None

@@ -109,7 +109,7 @@ def test_preemption_end_to_end_with_plain_requeue_jobs(testbed, tmp_path):
     out = tmp_path / "victim.out"
     ckpt = tmp_path / "victim.ckpt"
     nodes = len(testbed.status().daemons) - 1
-    victim = submit(VICTIM.format(ckpt=ckpt), env, ["--requeue", f"-N{nodes}", "--gres=gpu:8", "--time=20",
+    victim = submit(VICTIM.format(ckpt=ckpt), env, ["--requeue", "--comment=dl:ckpt=1", f"-N{nodes}", "--gres=gpu:8", "--time=20",
                                                     f"--output={out}", "--open-mode=append"])
     wait_until("the long job to run", lambda: _state(victim, env) == "RUNNING", 60)
     short = submit("#!/bin/bash\necho short ran\nsleep 3\n", env,
@@ -183,7 +183,8 @@ def test_kill9_mid_preemption_then_restart(make_testbed, tmp_path):
     env = tb.env()
     out = tmp_path / "victim.out"
     victim = submit(VICTIM.format(ckpt=tmp_path / "ckpt"), env,
-                    ["--requeue", "--gres=gpu:2", "--time=10", f"--output={out}", "--open-mode=append"])
+                    ["--requeue", "--comment=dl:ckpt=1", "--gres=gpu:2", "--time=10", f"--output={out}",
+                     "--open-mode=append"])
     wait_until("the victim to run", lambda: _state(victim, env) == "RUNNING", 60)
     need = submit("#!/bin/bash\nsleep 2\n", env, ["--gres=gpu:1", "--time=5", "-o", "/dev/null"])
     db = f"sqlite:///{tmp_path / 'prio.db'}"

@@ -46,6 +46,9 @@ class MemoryCluster:
         self.down = False
 
     def add(self, job_id: int, gpus: int, *, running_on: str | None = None, account: str = "a", **kw) -> Job:
+        """A job that declared a checkpoint handler (``dl:ckpt=1``) unless ``comment`` says otherwise."""
+        kw.setdefault("comment", "dl:ckpt=1")
+        kw.setdefault("requeue", True)
         j = Job(job_id, user="u", account=account, name=f"j{job_id}", num_gpus=gpus, submit_time=self.now, **kw)
         if running_on:
             j.state, j.start_time, j.nodes = JobState.RUNNING, self.now, (running_on,)
@@ -75,6 +78,9 @@ class MemoryCluster:
 
     def signal_batch(self, job_id: int, signal: str) -> None:
         self.signals.append((job_id, signal))
+
+    def signal_steps(self, job_id: int, signal: str) -> None:
+        self.signals.append((job_id, f"{signal}@steps"))
 
     def requeue(self, job_id: int) -> None:
         j = self.jobs[job_id]
