@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -140,3 +142,40 @@ def test_user_cannot_raise_time_past_the_class_max_or_grow_cpus_after_submission
         assert "may not change time_limit" in log and "class maximum 120" in log
     finally:
         subprocess.run(["scancel", str(job_id)], env=tb.env(), check=False)
+
+
+def test_breaker_opens_on_a_hung_service_and_closes_when_it_answers_again(levers) -> None:
+    """SIGSTOP the service: only the first breaker_failures submissions wait for the timeout, the
+    rest go in unchanged without asking; after SIGCONT and the cool-down a probe closes it."""
+    tb, service = levers
+    service.start()
+    log_path = tb.state_dir / "log" / "slurmctld.log"
+    before = log_path.read_text()
+    os.kill(service.proc.pid, signal.SIGSTOP)
+    ids = []
+    try:
+        outs: list[subprocess.CompletedProcess] = []
+        threads = [threading.Thread(target=lambda: outs.append(sbatch(tb, "--hold", "--gres=gpu:1", "-t", "5")))
+                   for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
+        ids = [int(o.stdout.strip().split(";")[0]) for o in outs]
+        new = log_path.read_text()[len(before):]
+        assert new.count("no answer within") == 3, new  # breaker_failures = 3 in the testbed config
+        assert "3 failures in a row; not asking the service for 5.0 s" in new
+        assert all(parse_tag(job_fields(j, tb.env()).get("AdminComment", "")) is None for j in ids)
+    finally:
+        os.kill(service.proc.pid, signal.SIGCONT)
+    time.sleep(5.5)  # the cool-down
+    fields = None
+    end = time.monotonic() + 30
+    while fields is None or parse_tag(fields.get("AdminComment", "")) is None:
+        assert time.monotonic() < end, "the breaker never closed"
+        out = sbatch(tb, "--hold", "--gres=gpu:1", "-t", "5")
+        ids.append(int(out.stdout.strip().split(";")[0]))
+        fields = job_fields(ids[-1], tb.env())
+    assert "the service answers again" in log_path.read_text()
+    subprocess.run(["scancel", *map(str, ids)], env=tb.env(), check=False)
