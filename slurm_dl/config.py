@@ -2,16 +2,24 @@
 
 A bad file fails loudly: :class:`~slurm_dl.errors.ConfigError` lists every problem as
 ``key.path: got VALUE; allowed: …``. Unknown keys are errors too (a typo must not be ignored).
+
+Every reader (``slurm-dl config check``, the filter service, the prioritizer, dlsubmit) goes
+through :func:`load_config`, so they accept exactly the same files. Every number has a finite
+range stated on its field: ``inf``, ``nan`` (TOML allows both), booleans and strings are refused
+where a number is expected, and so are values far outside what a site could mean.
 """
 
 from __future__ import annotations
 
-import math
+import csv
+import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from .errors import ConfigError
 from .hostlist import expand_hostlist
@@ -19,17 +27,50 @@ from .model import JobClass
 from .site_paths import DEFAULT_DATABASE_URL, relative_sqlite_problem
 
 
+# Upper ends of the ranges, named once.
+MINUTES_PER_YEAR = 525_600
+SECONDS_PER_DAY = 86_400
+SECONDS_PER_30_DAYS = 30 * SECONDS_PER_DAY
+MAX_WEIGHT = 1e6
+MAX_GPU_S = 1e12  # service and predictions, in (GPU-)seconds: far beyond any real job
+
+
+def num(default: Any = ..., *, le: float, gt: float | None = None, ge: float | None = None,
+        description: str | None = None) -> Any:
+    """A number field: finite (the models refuse inf and nan), no booleans or strings, inside
+    ``[ge or gt, le]``. Every numeric key of the site config is declared with this."""
+    return Field(default, gt=gt, ge=ge, le=le, strict=True, description=description)
+
+
+def _bounded(kind: type, *, le: float, gt: float | None = None, ge: float | None = None) -> Any:
+    """The same rule for the items of a list or the values of a table."""
+    return Annotated[kind, Field(gt=gt, ge=ge, le=le, strict=True)]
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _printable(cls, v: Any) -> Any:
+        """Names, paths and URLs end up in Slurm commands, file names and log lines: no control
+        characters (a NUL in a path would make every later open() fail)."""
+        items = v if isinstance(v, list) else v.keys() if isinstance(v, dict) else [v]
+        for s in items:
+            if isinstance(s, str) and any(ord(c) < 32 or ord(c) == 127 for c in s):
+                raise ValueError("control characters (newline, tab, NUL …) are not allowed")
+        return v
 
 
 class SiteInfo(_Strict):
     name: str = "site"
-    database_url: str = DEFAULT_DATABASE_URL
+    database_url: str = Field(DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the prioritizer's store")
 
     @field_validator("database_url")
     @classmethod
-    def _absolute_sqlite(cls, v: str) -> str:
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^[A-Za-z][A-Za-z0-9+_-]*://", v):  # the rest is checked when the store opens it
+            raise ValueError(f"not a database URL; allowed: dialect://..., e.g. {DEFAULT_DATABASE_URL}")
         problem = relative_sqlite_problem(v)
         if problem:
             raise ValueError(problem)
@@ -38,8 +79,8 @@ class SiteInfo(_Strict):
 
 class GpuType(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    memory_gb: float | None = Field(default=None, gt=0)
-    speed: float = Field(default=1.0, gt=0, description="relative throughput, 1.0 = reference")
+    memory_gb: float | None = num(None, gt=0, le=100_000)
+    speed: float = num(1.0, gt=0, le=1000, description="relative throughput, 1.0 = reference")
 
 
 class NodeGroup(_Strict):
@@ -47,10 +88,10 @@ class NodeGroup(_Strict):
 
     name: str
     nodes: str
-    gpus_per_node: int = Field(ge=1, le=64)
+    gpus_per_node: int = num(ge=1, le=64)
     gpu_type: str
-    cpus: int = Field(default=32, ge=1)
-    memory_gb: float = Field(default=256, gt=0)
+    cpus: int = num(32, ge=1, le=100_000)
+    memory_gb: float = num(256, gt=0, le=1_000_000)
     partitions: list[str] = Field(default_factory=list)
 
     @field_validator("nodes")
@@ -80,22 +121,22 @@ class TopologyConfig(_Strict):
 class Partition(_Strict):
     name: str
     default: bool = False
-    max_time_minutes: int | None = Field(default=None, ge=1)
+    max_time_minutes: int | None = num(None, ge=1, le=MINUTES_PER_YEAR)
 
 
 class Caps(_Strict):
-    max_cpus_per_gpu: int = Field(default=16, ge=1)
-    max_mem_per_gpu_gb: float = Field(default=128, gt=0)
-    max_gpus_per_job: int | None = Field(default=None, ge=1)
+    max_cpus_per_gpu: int = num(16, ge=1, le=1024)
+    max_mem_per_gpu_gb: float = num(128, gt=0, le=100_000)
+    max_gpus_per_job: int | None = num(None, ge=1, le=1_000_000)
 
 
 class JobClassConfig(_Strict):
-    default_time_minutes: int = Field(default=240, ge=1)
-    max_time_minutes: int = Field(default=4320, ge=1)
+    default_time_minutes: int = num(240, ge=1, le=MINUTES_PER_YEAR)
+    max_time_minutes: int = num(4320, ge=1, le=MINUTES_PER_YEAR)
     partition: str | None = None
     checkpointable: bool = True
     preemptible: bool = True
-    weight: float = Field(default=1.0, gt=0, description="class weight in the policy mix")
+    weight: float = num(1.0, gt=0, le=MAX_WEIGHT, description="class weight in the policy mix")
 
     @model_validator(mode="after")
     def _limits(self) -> "JobClassConfig":
@@ -124,15 +165,16 @@ def _default_classes() -> dict[str, JobClassConfig]:
 class LasConfig(_Strict):
     """LAS: queue k holds jobs whose attained service is below thresholds[k]."""
 
-    thresholds_gpu_s: list[float] = Field(default_factory=lambda: [3250.0, 7200.0, 18000.0],
+    thresholds_gpu_s: list[_bounded(float, gt=0, le=MAX_GPU_S)] = Field(  # type: ignore[valid-type]
+                                          default_factory=lambda: [3250.0, 7200.0, 18000.0],
                                           description="queue thresholds, in the unit of 'service'")
     service: Literal["seconds", "gpu-seconds"] = Field(
         default="seconds",
         description="'seconds': run time, so a job split into many smaller ones ranks like the whole "
                     "(fair share charges the GPUs); 'gpu-seconds': Tiresias' 2D-LAS, which favours "
                     "narrow jobs and so rewards splitting")
-    starvation_factor: float | None = Field(
-        default=None, gt=0, description="promote a job that waited longer than S × its executed time"
+    starvation_factor: float | None = num(
+        None, gt=0, le=MAX_WEIGHT, description="promote a job that waited longer than S × its executed time"
     )
 
     @field_validator("thresholds_gpu_s")
@@ -140,43 +182,94 @@ class LasConfig(_Strict):
     def _increasing(cls, v: list[float]) -> list[float]:
         if not v:
             raise ValueError("at least one threshold is needed")
-        if any(not math.isfinite(t) or t <= 0 for t in v):
-            raise ValueError(f"thresholds must be positive and finite, got {v}")
         if any(b <= a for a, b in zip(v, v[1:])):
             raise ValueError(f"thresholds must be strictly increasing, got {v}")
         return v
 
 
+MAX_PRIOR_SAMPLES = 10_000_000
+
+
 class GittinsConfig(_Strict):
     prior: str = Field(
-        default="tiresias", description="'tiresias' (built-in sample) or a CSV path with a 'duration' column"
+        default="tiresias", description="'tiresias' (built-in sample) or a CSV file with a 'duration' column "
+                                        "of GPU-seconds (a relative path is taken from the config file's folder)"
     )
-    prior_weight: float = Field(default=1.0, ge=0, description="weight of the prior against observed history")
-    bins: int = Field(default=32, ge=2, le=4096)
+    prior_weight: float = num(1.0, ge=0, le=MAX_WEIGHT, description="weight of the prior against observed history")
+    bins: int = num(32, ge=2, le=4096)
+    _prior_samples: tuple[float, ...] | None = PrivateAttr(default=None)
+
+    @property
+    def prior_samples(self) -> tuple[float, ...] | None:
+        """The durations read from ``prior`` when it names a file (None for 'tiresias')."""
+        return self._prior_samples
+
+    @field_validator("prior")
+    @classmethod
+    def _prior_file(cls, v: str, info: ValidationInfo) -> str:
+        if v != "tiresias":  # read here, so a bad file is reported at policy.gittins.prior
+            samples = read_prior_csv(_prior_path(v, info))
+            if isinstance(info.context, dict):
+                info.context.setdefault("prior_samples", {})[v] = samples
+        return v
+
+    @model_validator(mode="after")
+    def _keep_prior(self, info: ValidationInfo) -> "GittinsConfig":
+        if self.prior != "tiresias":
+            read = info.context.get("prior_samples", {}) if isinstance(info.context, dict) else {}
+            self._prior_samples = read.get(self.prior) or read_prior_csv(_prior_path(self.prior, info))
+        return self
+
+
+def _prior_path(prior: str, info: ValidationInfo) -> Path:
+    base = info.context.get("base_dir") if isinstance(info.context, dict) else None
+    return Path(base) / prior if base is not None else Path(prior)
+
+
+def read_prior_csv(path: Path) -> tuple[float, ...]:
+    """Sorted GPU-second durations from a CSV with a ``duration`` column; ValueError says why not."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            if "duration" not in (reader.fieldnames or []):
+                raise ValueError(f"{path}: no 'duration' column; allowed: 'tiresias' or a CSV file with one")
+            out: list[float] = []
+            for row in reader:
+                raw = (row.get("duration") or "").strip()
+                if not raw:
+                    continue
+                try:
+                    x = float(raw)
+                except ValueError:
+                    raise ValueError(f"{path}, line {reader.line_num}: duration {raw[:40]!r} is not a number") from None
+                if not (0 <= x <= MAX_GPU_S):
+                    raise ValueError(f"{path}, line {reader.line_num}: duration {raw[:40]!r} is outside 0 to {MAX_GPU_S:g}")
+                out.append(x)
+                if len(out) > MAX_PRIOR_SAMPLES:
+                    raise ValueError(f"{path}: more than {MAX_PRIOR_SAMPLES} durations")
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ValueError(f"cannot read {path} ({getattr(e, 'strerror', None) or e}); "
+                         "allowed: 'tiresias' or a readable CSV file") from None
+    if not out:
+        raise ValueError(f"{path}: no durations in the 'duration' column")
+    return tuple(sorted(out))
 
 
 class QssfConfig(_Strict):
-    default_gpu_s: float = Field(default=3600.0, gt=0, description="prediction when a job has no history")
+    default_gpu_s: float = num(3600.0, gt=0, le=MAX_GPU_S, description="prediction when a job has no history")
 
 
 class FairShareConfig(_Strict):
-    half_life_hours: float = Field(default=168.0, gt=0)
-    shares: dict[str, float] = Field(default_factory=dict)
-    default_share: float = Field(default=1.0, gt=0)
-
-    @field_validator("shares")
-    @classmethod
-    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = {k: s for k, s in v.items() if not (s > 0 and math.isfinite(s))}
-        if bad:
-            raise ValueError(f"shares must be positive, got {bad}")
-        return v
+    half_life_hours: float = num(168.0, ge=0.01, le=87_600)
+    shares: dict[str, _bounded(float, gt=0, le=MAX_WEIGHT)] = Field(default_factory=dict)  # type: ignore[valid-type]
+    default_share: float = num(1.0, gt=0, le=MAX_WEIGHT)
 
 
 class DeadlineConfig(_Strict):
-    boost_slack_minutes: float = Field(default=60.0, gt=0, description="boost jobs whose slack falls below this")
-    max_deadline_days: float = Field(default=7.0, gt=0, description="deadline quota: furthest deadline allowed")
-    max_deadline_jobs_per_user: int = Field(default=4, ge=0)
+    boost_slack_minutes: float = num(60.0, gt=0, le=MINUTES_PER_YEAR,
+                                     description="boost jobs whose slack falls below this")
+    max_deadline_days: float = num(7.0, gt=0, le=366, description="deadline quota: furthest deadline allowed")
+    max_deadline_jobs_per_user: int = num(4, ge=0, le=1_000_000)
 
 
 PolicyName = Literal[
@@ -191,7 +284,8 @@ class CombinedConfig(_Strict):
     tiers: list[list[ComponentName]] = Field(
         default_factory=lambda: [["deadline"], ["class"], ["las", "fairshare"]]
     )
-    weights: dict[ComponentName, float] = Field(default_factory=dict)
+    weights: dict[ComponentName, _bounded(float, ge=0, le=MAX_WEIGHT)] = Field(  # type: ignore[valid-type]
+        default_factory=dict)
 
     @field_validator("tiers")
     @classmethod
@@ -204,14 +298,6 @@ class CombinedConfig(_Strict):
                 if name in seen:
                     raise ValueError(f"component {name!r} appears in more than one tier")
                 seen.add(name)
-        return v
-
-    @field_validator("weights")
-    @classmethod
-    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = {k: w for k, w in v.items() if not (w >= 0 and math.isfinite(w))}
-        if bad:
-            raise ValueError(f"weights must be non-negative, got {bad}")
         return v
 
 
@@ -228,20 +314,19 @@ class PolicyConfig(_Strict):
 class PreemptionConfig(_Strict):
     enabled: bool = True
     signal: Literal["USR2", "USR1", "TERM", "INT", "HUP"] = "USR2"
-    grace_seconds: float = Field(default=120.0, ge=0)
-    min_runtime_seconds: float = Field(default=600.0, ge=0)
-    max_restarts: int = Field(default=5, ge=0)
-    hysteresis: float = Field(
-        default=0.1, ge=0, le=1, description="a waiting job must beat a victim's score by this margin"
-    )
-    checkpoint_recent_seconds: float = Field(default=900.0, ge=0)
-    restart_delay_seconds: float = Field(default=30.0, ge=0, description="simulator: requeue to restart")
-    checkpoint_interval_seconds: float = Field(default=1800.0, gt=0, description="simulator: work lost bound")
+    grace_seconds: float = num(120.0, ge=0, le=SECONDS_PER_DAY)
+    min_runtime_seconds: float = num(600.0, ge=0, le=SECONDS_PER_30_DAYS)
+    max_restarts: int = num(5, ge=0, le=1000)
+    hysteresis: float = num(0.1, ge=0, le=1, description="a waiting job must beat a victim's score by this margin")
+    checkpoint_recent_seconds: float = num(900.0, ge=0, le=SECONDS_PER_30_DAYS)
+    restart_delay_seconds: float = num(30.0, ge=0, le=SECONDS_PER_DAY, description="simulator: requeue to restart")
+    checkpoint_interval_seconds: float = num(1800.0, gt=0, le=SECONDS_PER_30_DAYS,
+                                             description="simulator: work lost bound")
     requeue_without_signal: bool = Field(
         default=False, description="also requeue, without a signal, running jobs that are requeueable but declared "
         "no checkpoint handler (they restart from the beginning and lose their work)")
-    requeue_timeout_seconds: float = Field(
-        default=300.0, gt=0, le=86400, description="after the grace period, how long a requeue may keep failing "
+    requeue_timeout_seconds: float = num(
+        300.0, gt=0, le=SECONDS_PER_DAY, description="after the grace period, how long a requeue may keep failing "
         "(slurmctld unreachable) before the preemption is given up")
 
     @field_validator("signal")
@@ -254,41 +339,42 @@ class PreemptionConfig(_Strict):
 
 class FilterConfig(_Strict):
     socket: str = "/run/slurm-dl/filter.sock"
-    timeout_ms: int = Field(default=200, ge=1, le=200)
+    timeout_ms: int = num(200, ge=1, le=200)
     failure_mode: Literal["accept", "reject"] = "accept"
-    max_concurrent: int = Field(default=16, ge=1, le=1024)
+    max_concurrent: int = num(16, ge=1, le=1024)
     classify: bool = True
     validate_jobs: bool = True
     reshape: bool = True
     defaults: bool = True
     tag: bool = True
-    switch_wait_minutes: int = Field(default=10, ge=0)
+    switch_wait_minutes: int = num(10, ge=0, le=10_080)
     time_limit_guard: Literal["class_max", "any", "off"] = Field(
         default="class_max", description="users raising a time limit after submission: refused past the tagged "
         "class's maximum (class_max), refused always (any), or left to Slurm (off)")
-    breaker_failures: int = Field(default=3, ge=1, le=1000, description="failed asks in a row that open the "
-                                  "shim's circuit breaker")
-    breaker_cooldown_seconds: float = Field(default=5.0, gt=0, le=3600, description="how long the open breaker "
-                                            "skips the service (jobs follow failure_mode at once), then one probe")
+    breaker_failures: int = num(3, ge=1, le=1000, description="failed asks in a row that open the "
+                                "shim's circuit breaker")
+    breaker_cooldown_seconds: float = num(5.0, gt=0, le=3600, description="how long the open breaker "
+                                          "skips the service (jobs follow failure_mode at once), then one probe")
 
 
 class PrioritizerConfig(_Strict):
-    interval_seconds: float = Field(default=5.0, gt=0)
-    site_factor_levels: int = Field(default=64, ge=2, le=10000)
-    site_factor_max: int = Field(default=1_000_000, ge=1, le=2_147_483_645)
-    max_pushes_per_cycle: int = Field(default=1000, ge=0, description="SiteFactor changes pushed per cycle, top of "
-                                      "the queue first; the rest follow in later cycles (0: no limit)")
-    backoff_max_seconds: float = Field(default=60.0, gt=0)
+    interval_seconds: float = num(5.0, ge=0.1, le=SECONDS_PER_DAY)
+    site_factor_levels: int = num(64, ge=2, le=10000)
+    site_factor_max: int = num(1_000_000, ge=1, le=2_147_483_645)
+    max_pushes_per_cycle: int = num(1000, ge=0, le=1_000_000, description="SiteFactor changes pushed per cycle, "
+                                    "top of the queue first; the rest follow in later cycles (0: no limit)")
+    backoff_max_seconds: float = num(60.0, ge=1, le=SECONDS_PER_DAY)
 
 
 class TelemetryConfig(_Strict):
-    sample_seconds: float = Field(default=30.0, gt=0)
-    idle_util_percent: float = Field(default=2.0, ge=0, le=100)
-    idle_minutes: float = Field(default=60.0, gt=0)
+    sample_seconds: float = num(30.0, ge=1, le=SECONDS_PER_DAY)
+    idle_util_percent: float = num(2.0, ge=0, le=100)
+    idle_minutes: float = num(60.0, gt=0, le=MINUTES_PER_YEAR)
     idle_action: Literal["report", "warn", "deprioritize", "cancel"] = "report"
-    warn_grace_minutes: float = Field(default=30.0, ge=0, description="idle time after the warning before acting")
-    interactive_idle_minutes: float | None = Field(default=None, gt=0, description="interactive jobs' own idle "
-                                                   "limit; unset: interactive jobs are never acted on")
+    warn_grace_minutes: float = num(30.0, ge=0, le=MINUTES_PER_YEAR,
+                                    description="idle time after the warning before acting")
+    interactive_idle_minutes: float | None = num(None, gt=0, le=MINUTES_PER_YEAR, description="interactive jobs' "
+                                                 "own idle limit; unset: interactive jobs are never acted on")
     dry_run: bool = Field(default=False, description="decide as configured but only report")
     exposition_dir: str | None = Field(default=None, description="directory of the gpu-agents' <node>.prom "
                                        "files the prioritizer reads; unset: no telemetry in the prioritizer")
@@ -308,9 +394,9 @@ class TelemetryConfig(_Strict):
 
 class SiteConfig(_Strict):
     site: SiteInfo = Field(default_factory=SiteInfo)
-    gpu_types: list[GpuType]
-    node_groups: list[NodeGroup]
-    partitions: list[Partition] = Field(default_factory=lambda: [Partition(name="gpu", default=True)])
+    gpu_types: list[GpuType] = Field(min_length=1)
+    node_groups: list[NodeGroup] = Field(min_length=1)
+    partitions: list[Partition] = Field(default_factory=lambda: [Partition(name="gpu", default=True)], min_length=1)
     topology: TopologyConfig = Field(default_factory=TopologyConfig)
     caps: Caps = Field(default_factory=Caps)
     classes: dict[JobClass, JobClassConfig] = Field(default_factory=_default_classes)
@@ -417,12 +503,71 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+def _constraints_at(loc: tuple[Any, ...]) -> tuple[type | None, dict[str, float]]:
+    """The number type and the bounds (``ge``/``gt``/``le``) declared for the key at ``loc``."""
+    ann: Any = SiteConfig
+    bounds: dict[str, float] = {}
+    for part in loc:
+        bounds = {}
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            info = ann.model_fields.get(str(part))
+            if info is None:
+                return None, {}
+            ann = info.annotation
+            bounds = _bounds(info.metadata)
+            continue
+        ann, bounds = _inner(ann)
+        if get_origin(ann) in (list, dict):
+            args = get_args(ann)
+            ann, bounds = _inner(args[-1])
+    ann, extra = _inner(ann)
+    bounds = bounds or extra
+    return (ann if ann in (int, float) else None), bounds
+
+
+def _inner(ann: Any) -> tuple[Any, dict[str, float]]:
+    """Strip ``Optional`` and ``Annotated``; collect the bounds found on the way."""
+    bounds: dict[str, float] = {}
+    if get_origin(ann) is Annotated:
+        base, *meta = get_args(ann)
+        for m in meta:
+            bounds.update(_bounds(getattr(m, "metadata", [m])))
+        ann = base
+    if get_origin(ann) in (Union, UnionType):
+        args = [a for a in get_args(ann) if a is not type(None)]
+        if len(args) == 1:
+            return _inner(args[0])[0], bounds
+    return ann, bounds
+
+
+def _bounds(metadata: list[Any]) -> dict[str, float]:
+    return {k: getattr(m, k) for m in metadata for k in ("ge", "gt", "le") if getattr(m, k, None) is not None}
+
+
+def _allowed(kind: type | None, bounds: dict[str, float]) -> str:
+    """``allowed: a number from 0.01 to 87600`` for a number key, else an empty string."""
+    if kind is None or "le" not in bounds:
+        return ""
+    noun = "a whole number" if kind is int else "a finite number"
+    if "gt" in bounds:
+        return f"allowed: {noun} above {_show(bounds['gt'])} and at most {_show(bounds['le'])}"
+    return f"allowed: {noun} from {_show(bounds.get('ge', 0))} to {_show(bounds['le'])}"
+
+
+def _show(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e7 else f"{x:g}"
+
+
 def _format_errors(err: ValidationError) -> list[str]:
     problems = []
     for e in err.errors(include_url=False):
-        loc = _format_loc(tuple(x for x in e["loc"] if x not in ("function-after", "function-before")))
+        raw_loc = tuple(x for x in e["loc"] if x not in ("function-after", "function-before"))
+        loc = _format_loc(raw_loc)
         value = e.get("input")
         msg = e["msg"].removeprefix("Value error, ")
+        allowed = _allowed(*_constraints_at(raw_loc)) if e["type"] != "value_error" else ""
+        if allowed:  # a number of the wrong type or out of range: say the whole range at once
+            msg = allowed
         if e["type"] == "extra_forbidden":
             problems.append(f"{loc}: unknown key (check the spelling; see site-configs/ for the allowed keys)")
         elif e["type"] == "missing":
@@ -435,9 +580,10 @@ def _format_errors(err: ValidationError) -> list[str]:
     return problems
 
 
-def parse_config(data: dict[str, Any], source: str = "<config>") -> SiteConfig:
+def parse_config(data: dict[str, Any], source: str = "<config>", base_dir: str | Path | None = None) -> SiteConfig:
+    """Validate parsed TOML; files the config names (a Gittins prior) are read from ``base_dir``."""
     try:
-        return SiteConfig.model_validate(data)
+        return SiteConfig.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as e:
         raise ConfigError(source, _format_errors(e)) from None
 
@@ -455,7 +601,7 @@ def load_config(path: str | Path) -> SiteConfig:
         raise ConfigError(str(p), [f"not UTF-8 text: {e}"]) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(str(p), [f"not valid TOML: {e}"]) from None
-    return parse_config(data, str(p))
+    return parse_config(data, str(p), p.parent)
 
 
 def config_warnings(config: SiteConfig) -> list[str]:

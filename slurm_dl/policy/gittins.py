@@ -103,11 +103,11 @@ class GittinsPolicy(PriorityPolicy):
                 f"gittins: need delta_gpu_s > 0, bins >= 2, prior_weight >= 0; "
                 f"got {self.delta}, {self.bins}, {self.prior_weight}"
             )
+        if prior_samples is None and g is not None and g.prior != "tiresias":
+            prior_samples = g.prior_samples  # read from the file when the config was loaded
+            if prior_samples is None:
+                raise ValueError(f"gittins: prior {g.prior!r} was not read; load the config with load_config")
         if prior_samples is None:
-            if g is not None and g.prior != "tiresias":
-                raise ValueError(
-                    f"gittins: prior {g.prior!r} is a file; read its durations and pass prior_samples=..."
-                )
             pts = list(PERCENTILES_GPU_S)
             self._prior = [(x, self.prior_weight * SAMPLE_COUNT / len(pts)) for x in pts]
         else:
