@@ -168,3 +168,22 @@ def test_config_check_cli(tmp_path: Path) -> None:
     assert res.exit_code == 1
     assert "policy.fairshare.half_life_hours: got 0" in res.output
     assert "Traceback" not in res.output
+
+
+def test_gittins_prior_file_is_read_at_load_time_relative_to_the_config(tmp_path: Path) -> None:
+    from slurm_dl.policy import get_policy
+
+    text = (REPO / "site-configs" / "large-hetero.toml").read_text()
+    site = tmp_path / "site.toml"
+    site.write_text(text.replace('prior = "tiresias"', 'prior = "prior.csv"'))
+    with pytest.raises(ConfigError) as ei:
+        load_config(site)
+    (p,) = ei.value.problems
+    assert p.startswith("policy.gittins.prior: got 'prior.csv'; cannot read") and "allowed: 'tiresias'" in p
+    (tmp_path / "prior.csv").write_text("duration,x\n30,a\n600,b\n\n7200,c\n")
+    cfg = load_config(site)
+    assert cfg.policy.gittins.prior_samples == (30.0, 600.0, 7200.0)
+    assert get_policy("gittins", cfg) and get_policy("combined", cfg)  # the prioritizer's policies build
+    (tmp_path / "prior.csv").write_text("duration\n30\ninf\n")
+    with pytest.raises(ConfigError, match=r"policy.gittins.prior: .*line 3: duration 'inf' is outside"):
+        load_config(site)
