@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import logging
 import os
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from slurm_dl.site_paths import CONFIG_HELP, config_path
 from slurm_dl.rules import FilterContext, decide
 from slurm_dl.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
 from slurm_dl.cli.common import expected_errors, fail
+from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, setup_logging
 
 app = typer.Typer(help="The job_submit filter: serve, install, check.", no_args_is_help=True)
 
@@ -37,13 +37,16 @@ def serve(
     config: Optional[Path] = ConfigOpt,
     socket: Optional[str] = typer.Option(None, "--socket", help="socket path (default: filter.socket in the config)"),
     owner: Optional[str] = typer.Option(None, "--owner", help="user that owns the socket (slurmctld's SlurmUser)"),
+    metrics_port: Optional[int] = MetricsPortOpt,
+    log_level: str = LogLevelOpt,
+    log_format: str = LogFormatOpt,
 ) -> None:
     """Run the filter service in the foreground (SIGHUP reloads the config, SIGTERM stops)."""
     from jobsubmit.service import serve as run_service
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s slurm-dl-filter %(levelname)s %(message)s")
+    setup_logging("slurm-dl-filter", log_level, log_format)
     with expected_errors():
-        run_service(resolve_config_path(config), socket, owner)
+        run_service(resolve_config_path(config), socket, owner, metrics_port)
 
 
 @app.command()

@@ -45,8 +45,12 @@ end
 
 -- Health kept between calls: slurmctld keeps this chunk loaded until the file changes.
 local breaker = { failures = 0, open_until = 0, skipped = 0 }
+-- Submissions that got no answer since the last answered one (breaker skips included): the
+-- count rides on the next request and shows in the service's metrics.
+local unreported_failures = 0
 
 local function on_failure(why, quiet)
+    unreported_failures = unreported_failures + 1
     if not quiet then
         slurm.log_info("slurm-dl filter: %s; failure mode %s", tostring(why), FAILURE_MODE)
     end
@@ -107,13 +111,22 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         if type(v) == "string" or type(v) == "number" or type(v) == "boolean" then job[k] = v end
     end
     job.has_script = job_desc.script ~= nil
-    local ok, line = pcall(cjson.encode, { v = 1, submit_uid = submit_uid, job = job })
+    local msg = { v = 1, submit_uid = submit_uid, job = job }
+    local reporting = unreported_failures
+    if reporting > 0 then
+        msg.shim_failures = reporting
+        msg.failure_mode = FAILURE_MODE
+    end
+    local ok, line = pcall(cjson.encode, msg)
     if not ok then return on_failure("cannot encode the job: " .. tostring(line)) end
     local answer, err = ask(line .. "\n")
     if not answer then return service_failed(err) end
     local decoded, reply = pcall(cjson.decode, answer)
     if not decoded or type(reply) ~= "table" then return service_failed("unreadable answer") end
-    if reply.action == "reject" or reply.action == "accept" then service_answered() end
+    if reply.action == "reject" or reply.action == "accept" then
+        service_answered()
+        unreported_failures = unreported_failures - reporting  -- the service has counted them
+    end
     if reply.action == "reject" then
         local msg = reply.message
         if type(msg) ~= "string" or msg == "" then msg = "slurm-dl: job rejected by the site filter" end

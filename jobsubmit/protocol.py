@@ -1,6 +1,8 @@
 """The wire format between the Lua shim and the service: one JSON line each way.
 
-Request: ``{"v": 1, "submit_uid": 1000, "job": {job_desc fields}}``.
+Request: ``{"v": 1, "submit_uid": 1000, "job": {job_desc fields}}``, plus
+``"shim_failures": N, "failure_mode": "accept"`` when the shim could not get an answer for N
+submissions since its last answered request (the service counts them in its metrics).
 Answer: ``{"v": 1, "action": "accept", "set": {...}, "notices": [...]}``,
 ``{"v": 1, "action": "reject", "message": "...", "code": "ESLURM_…" | 2072}`` or
 ``{"v": 1, "action": "error", "message": "..."}`` (the shim then follows its failure mode).
@@ -24,6 +26,11 @@ class BadRequest(ValueError):
 
 def parse_request(raw: bytes) -> tuple[Mapping[str, Any], int | None]:
     """The job description and submit uid in one request line; BadRequest if malformed."""
+    job, uid, _msg = _parse(raw)
+    return job, uid
+
+
+def _parse(raw: bytes) -> tuple[Mapping[str, Any], int | None, Mapping[str, Any]]:
     if len(raw) > MAX_REQUEST_BYTES:
         raise BadRequest(f"request of {len(raw)} bytes exceeds {MAX_REQUEST_BYTES}")
     try:
@@ -33,7 +40,7 @@ def parse_request(raw: bytes) -> tuple[Mapping[str, Any], int | None]:
     if not isinstance(msg, dict) or msg.get("v") != 1 or not isinstance(msg.get("job"), dict):
         raise BadRequest("expected an object {\"v\": 1, \"job\": {...}}")
     uid = msg.get("submit_uid")
-    return msg["job"], uid if isinstance(uid, int) and not isinstance(uid, bool) else None
+    return msg["job"], uid if isinstance(uid, int) and not isinstance(uid, bool) else None, msg
 
 
 def encode_answer(obj: Mapping[str, Any]) -> bytes:
@@ -45,13 +52,17 @@ def error_answer(message: str) -> bytes:
 
 
 def answer_line(
-    raw: bytes, decide: Callable[[Mapping[str, Any], int | None], FilterDecision]
+    raw: bytes, decide: Callable[[Mapping[str, Any], int | None], FilterDecision],
+    on_message: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> tuple[bytes, FilterDecision | None, str | None]:
-    """(answer line, the decision or None, the error text or None) for one request line."""
+    """(answer line, the decision or None, the error text or None) for one request line;
+    ``on_message`` sees every well-formed request (the shim's failure count)."""
     try:
-        job, uid = parse_request(raw)
+        job, uid, msg = _parse(raw)
     except BadRequest as e:
         return error_answer(f"bad request: {e}"), None, f"bad request: {e}"
+    if on_message is not None:
+        on_message(msg)
     try:
         decision = decide(job, uid)
         return encode_answer(decision.to_wire()), decision, None

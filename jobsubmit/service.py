@@ -74,8 +74,9 @@ def _user_key(job: Mapping[str, Any], uid: int | None) -> str:
 class FilterService:
     """Decides jobs with the current config; ``decide_job`` is what each request runs."""
 
-    def __init__(self, config_path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config_path: str | Path, *, clock: Callable[[], float] = time.time, metrics=None) -> None:
         self.config_path = Path(config_path)
+        self.metrics = metrics  # jobsubmit.metrics.FilterMetrics, or None
         self.config: SiteConfig = load_config(self.config_path)
         self.clock = clock
         self.deadlines = DeadlineBook()
@@ -87,8 +88,12 @@ class FilterService:
             self.config = load_config(self.config_path)
         except ConfigError as e:
             log.error("config reload failed, keeping the previous config: %s", str(e).replace("\n", " "))
+            if self.metrics is not None:
+                self.metrics.reloads.labels("failed").inc()
             return False
         log.info("config reloaded from %s", self.config_path)
+        if self.metrics is not None:
+            self.metrics.reloads.labels("ok").inc()
         return True
 
     def decide_job(self, job: Mapping[str, Any], uid: int | None) -> FilterDecision:
@@ -102,21 +107,37 @@ class FilterService:
             if tag is not None and tag.deadline is not None:
                 self.deadlines.add(user, tag.deadline)
         self.decisions += 1
-        log.info("decision %s ms=%.3f", decision.summary, (time.perf_counter() - started) * 1000)
+        took = time.perf_counter() - started
+        if self.metrics is not None:
+            self.metrics.decided(decision, took)
+        log.info("decision %s ms=%.3f", decision.summary, took * 1000)
         return decision
 
     def handle_line(self, raw: bytes) -> bytes:
         """The answer to one request line (never raises); bounded by the concurrency slots."""
         if not self.slots.acquire(timeout=self.config.filter.timeout_ms / 1000):
             log.warning("busy: %d decisions in flight, answered error", self.config.filter.max_concurrent)
+            if self.metrics is not None:
+                self.metrics.failed("busy")
             return error_answer("busy")
         try:
-            answer, _, error = answer_line(raw, self.decide_job)
+            answer, _, error = answer_line(raw, self.decide_job,
+                                           self._shim_report if self.metrics is not None else None)
         finally:
             self.slots.release()
         if error is not None:
             log.warning("error %s", error)
+            if self.metrics is not None:
+                self.metrics.failed("error")
         return answer
+
+
+    def _shim_report(self, message: Mapping[str, Any]) -> None:
+        n = message.get("shim_failures")
+        if n:
+            log.warning("the shim could not reach the service for %s submission(s) (failure mode %s)",
+                        n, message.get("failure_mode", "?"))
+        self.metrics.shim_report(message)
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -255,10 +276,21 @@ def open_server(service: FilterService, socket_path: str | Path, owner: str | No
     return server
 
 
-def serve(config_path: str | Path, socket_path: str | Path | None = None, owner: str | None = None) -> None:
-    """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config."""
+def serve(config_path: str | Path, socket_path: str | Path | None = None, owner: str | None = None,
+          metrics_port: int | None = None) -> None:
+    """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config.
+    ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port)."""
     service = FilterService(config_path)
     path = Path(socket_path or service.config.filter.socket)
+    port = metrics_port if metrics_port is not None else service.config.filter.metrics_port
+    if port is not None:
+        from slurm_dl.metrics_http import serve_metrics
+
+        from .metrics import FilterMetrics
+
+        service.metrics = FilterMetrics()
+        endpoint = serve_metrics(service.metrics.registry, port, service.config.filter.metrics_address)
+        log.info("metrics on http://%s:%d/metrics", endpoint.address, endpoint.port)
     # Handlers go in before the socket exists: a SIGTERM right after start must still remove it
     # (a stale socket file would make the shim connect to nothing until the next start).
     holder: dict[str, _Server] = {}

@@ -14,6 +14,8 @@ from typing import Optional
 import typer
 
 from slurm_dl.cli.common import expected_errors, fail
+from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, setup_logging
+from slurm_dl.cli.daemon_opts import metrics_port as resolve_metrics_port
 from slurm_dl.site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
 
 app = typer.Typer(help="The prioritizer daemon: scores, SiteFactor, preemption.", no_args_is_help=True)
@@ -66,22 +68,37 @@ def run(
     db: Optional[str] = DbOpt,
     max_cycles: Optional[int] = typer.Option(None, "--max-cycles", min=1, help="stop after N cycles (tests)"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="log every cycle, not only actions"),
+    metrics_port: Optional[int] = MetricsPortOpt,
+    log_level: str = LogLevelOpt,
+    log_format: str = LogFormatOpt,
 ) -> None:
     """Run the cycle every prioritizer.interval_seconds until SIGTERM/SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    setup_logging("slurm-dl-prioritizer", log_level, log_format)
     log = logging.getLogger("slurm_dl.prioritizer")
     with expected_errors():
         from prioritizer.loop import Loop
 
         prio = _setup(config, db)
+        metrics = None
+        pc = prio.config.prioritizer
+        port = resolve_metrics_port(metrics_port, pc.metrics_port)
+        if port is not None:
+            from prioritizer.metrics import PrioritizerMetrics
+            from slurm_dl.metrics_http import serve_metrics
+
+            metrics = PrioritizerMetrics()
+            server = serve_metrics(metrics.registry, port, pc.metrics_address)
+            log.info("metrics on http://%s:%d/metrics", server.address, server.port)
 
         def on_report(r) -> None:
             if verbose or r.pushed_jobs or r.signalled or r.requeued:
                 log.info(r.summary())
+            else:
+                log.debug(r.summary())
 
         log.info("prioritizer started: Slurm %s, interval %.1f s, store %s", prio.backend.slurm_release(),
-                 prio.config.prioritizer.interval_seconds, prio.store.url)
-        Loop(prio, on_report=on_report, max_cycles=max_cycles).run()
+                 pc.interval_seconds, prio.store.url)
+        Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics).run()
 
 
 def explain(

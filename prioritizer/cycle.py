@@ -61,6 +61,8 @@ class CycleReport:
     seconds: dict[str, float] = field(default_factory=dict)
     refused: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    jobs_by_class: dict[str, dict[str, int]] = field(default_factory=dict)  # state -> class -> jobs
+    closed: list[tuple[int, str]] = field(default_factory=list)  # preemptions closed: (victim, state)
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -214,6 +216,10 @@ class Prioritizer:
         report.signalled, report.requeued = prep.signalled, prep.requeued
         report.refused = [{"job": v, "why": why} for v, why in prep.refused]
         report.planned = [{"need": i.need, "victims": list(i.victims), "reason": i.reason} for i in prep.planned]
+        report.closed = list(prep.closed)
+        for j in jobs:
+            by_class = report.jobs_by_class.setdefault("pending" if j.pending else "running", {})
+            by_class[j.job_class.value] = by_class.get(j.job_class.value, 0) + 1
         t_pre = time.perf_counter()
 
         free = sum(n.gpus_free for n in snap.nodes)
@@ -240,6 +246,7 @@ class Prioritizer:
                     explanations[jid]["gpu_utilisation"] = self.idle.summaries[jid].explained()
             decisions.extend(step.rows)
             idle_changed = step.changed
+        t_explain = time.perf_counter()
         if not self.dry_run:
             self.cycle_no += 1
             live = {j.job_id for j in jobs}
@@ -256,5 +263,6 @@ class Prioritizer:
         report.seconds = {
             "snapshot": round(t_snap - t0, 4), "score": round(t_score - t_snap, 4), "push": round(t_push - t_score, 4),
             "preempt": round(t_pre - t_push, 4), "save": round(t_end - t_pre, 4), "total": round(t_end - t0, 4),
+            "explain": round(t_explain - t_pre, 4), "store": round(t_end - t_explain, 4),  # the parts of "save"
         }
         return report

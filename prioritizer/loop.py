@@ -51,8 +51,9 @@ class Backoff:
 
 class Loop:
     def __init__(self, prio: Prioritizer, *, on_report: Callable[[CycleReport], None] | None = None,
-                 max_cycles: int | None = None) -> None:
+                 max_cycles: int | None = None, metrics=None) -> None:
         self.prio = prio
+        self.metrics = metrics  # prioritizer.metrics.PrioritizerMetrics, or None
         self.interval_s = prio.config.prioritizer.interval_seconds
         self.backoff = Backoff(prio.config.prioritizer.backoff_max_seconds)
         self.on_report = on_report
@@ -69,16 +70,22 @@ class Loop:
         try:
             report = self.prio.run_cycle()
         except SlurmUnavailableError as e:
+            if self.metrics is not None:
+                self.metrics.failed("slurm_unreachable")
             delay = self.backoff.failed(now)
             log.warning("slurmctld unreachable (%s); retrying in %.0f s", _one_line(e), delay)
             return None
         except (SlurmError, StoreError) as e:
+            if self.metrics is not None:
+                self.metrics.failed("failed")
             delay = self.backoff.failed(now)
             log.warning("cycle failed: %s; retrying in %.0f s", _one_line(e), delay)
             return None
         if self.backoff.succeeded():
             log.warning("slurmctld reachable again; cycles resumed")
         self.cycles += 1
+        if self.metrics is not None:
+            self.metrics.observe(report, self.prio)
         if self.on_report is not None:
             self.on_report(report)
         if self.max_cycles is not None and self.cycles >= self.max_cycles:

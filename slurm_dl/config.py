@@ -355,6 +355,10 @@ class FilterConfig(_Strict):
                                 "shim's circuit breaker")
     breaker_cooldown_seconds: float = num(5.0, gt=0, le=3600, description="how long the open breaker "
                                           "skips the service (jobs follow failure_mode at once), then one probe")
+    metrics_port: int | None = num(None, ge=1, le=65535, description="Prometheus endpoint port "
+                                   "(http://HOST:PORT/metrics); unset: no endpoint")
+    metrics_address: str = Field(default="0.0.0.0", min_length=1, max_length=255,
+                                 description="address the metrics endpoint listens on")
 
 
 class PrioritizerConfig(_Strict):
@@ -364,6 +368,10 @@ class PrioritizerConfig(_Strict):
     max_pushes_per_cycle: int = num(1000, ge=0, le=1_000_000, description="SiteFactor changes pushed per cycle, "
                                     "top of the queue first; the rest follow in later cycles (0: no limit)")
     backoff_max_seconds: float = num(60.0, ge=1, le=SECONDS_PER_DAY)
+    metrics_port: int | None = num(None, ge=1, le=65535, description="Prometheus endpoint port "
+                                   "(http://HOST:PORT/metrics); unset: no endpoint")
+    metrics_address: str = Field(default="0.0.0.0", min_length=1, max_length=255,
+                                 description="address the metrics endpoint listens on")
 
 
 class TelemetryConfig(_Strict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Optional
 import typer
 
 from ..config import load_config
+from .daemon_opts import LogFormatOpt, LogLevelOpt, setup_logging
 from ..site_paths import CONFIG_HELP, find_config
 from .common import expected_errors
 
@@ -30,11 +32,15 @@ def gpu_agent(
     idle_without_gpus: bool = typer.Option(False, "--idle-without-gpus",
                                            help="without GPUs/NVML, sleep instead of exiting (for a unit on mixed nodes)"),
     as_json: bool = typer.Option(False, "--json", help="print each sample as JSON"),
+    log_level: str = LogLevelOpt,
+    log_format: str = LogFormatOpt,
 ) -> None:
     from ..slurm import CliBackend
     from ..telemetry.agent import node_name, sample_once
     from ..telemetry.nvml import NvmlUnavailableError, load_nvml
 
+    setup_logging("slurm-dl-gpu-agent", log_level, log_format)
+    say = typer.echo if once else logging.getLogger("slurm_dl.gpu_agent").info  # a daemon logs
     with expected_errors():
         found = find_config(config)
         telemetry = load_config(found).telemetry if found else None
@@ -45,10 +51,11 @@ def gpu_agent(
             nvml = load_nvml()
             count = nvml.nvmlDeviceGetCount()
         except NvmlUnavailableError as e:
-            _no_gpus(f"gpu-agent: {name}: {e}; no GPUs to sample, exiting", once, idle_without_gpus)
+            _no_gpus(f"gpu-agent: {name}: {e}; no GPUs to sample, exiting", once, idle_without_gpus, say)
             return
         if count == 0:
-            _no_gpus(f"gpu-agent: {name}: no GPUs (NVML sees 0 devices); nothing to sample, exiting", once, idle_without_gpus)
+            _no_gpus(f"gpu-agent: {name}: no GPUs (NVML sees 0 devices); nothing to sample, exiting", once,
+                     idle_without_gpus, say)
             return
         backend = CliBackend()
         while True:
@@ -59,15 +66,15 @@ def gpu_agent(
                                        "jobs": {str(k): asdict(v) for k, v in result.jobs.items()}}))
             else:
                 busy = ", ".join(f"job {j}: {u.gpus} GPU(s) {u.mean_util_percent:.0f}%" for j, u in result.jobs.items())
-                typer.echo(f"gpu-agent: {name}: {result.gpus} GPU(s) sampled -> {result.written}"
-                           f"{'; ' + busy if busy else '; no Slurm job holds a GPU'}")
+                say(f"gpu-agent: {name}: {result.gpus} GPU(s) sampled -> {result.written}"
+                    f"{'; ' + busy if busy else '; no Slurm job holds a GPU'}")
             if once:
                 return
             time.sleep(period)
 
 
-def _no_gpus(message: str, once: bool, idle: bool) -> None:
-    typer.echo(message)
+def _no_gpus(message: str, once: bool, idle: bool, say=typer.echo) -> None:
+    say(message)
     if idle and not once:
         while True:  # a unit on a CPU node stays up without restarting in a loop
             time.sleep(3600)

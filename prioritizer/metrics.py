@@ -1,0 +1,125 @@
+"""The prioritizer's Prometheus metrics: one object the loop feeds after every cycle.
+
+Series (all prefixed ``slurm_dl_prioritizer_``):
+
+- ``cycles_total{outcome}``: ok, slurm_unreachable, failed;
+- ``cycle_duration_seconds`` (histogram) and ``cycle_phase_seconds{phase}`` of the last cycle
+  (snapshot, score, push, preempt, explain, store, total); ``ledger_save_seconds`` (histogram)
+  is the store's transaction alone;
+- ``last_success_timestamp_seconds``: wall clock of the last cycle that completed (alert on its age);
+- ``jobs{state,class}``: pending and running jobs the last cycle saw;
+- ``site_factor_pushes_total`` (jobs) and ``site_factor_push_calls_total`` (Slurm calls);
+- ``preemptions_total{outcome,reason}``: signalled, requeued, and how open ones closed otherwise
+  (finished: the victim ended; abandoned: the waiting job started or left; refused: Slurm
+  refused the signal or requeue), by reason (``priority``: a higher-scored job waits; ``idle_gpus``: the victim's GPUs sat idle);
+- ``account_usage_gpu_seconds{account}`` (decayed, as fair share sees it),
+  ``account_usage_fraction{account}`` and ``account_share_fraction{account}`` (what it is
+  entitled to): an account whose usage fraction stays above its share fraction gets less;
+- ``step_errors_total``: SiteFactor or preemption steps Slurm refused while the cycle went on;
+- ``cycle``: the cycle number saved in the store.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from .cycle import CycleReport, Prioritizer
+
+PREFIX = "slurm_dl_prioritizer_"
+_CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0)
+_SAVE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def preemption_reason(text: str) -> str:
+    """A small fixed label from a preemption's reason text."""
+    return "idle_gpus" if "sit idle" in text else "priority"
+
+
+class PrioritizerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.clock = clock
+        r, p = self.registry, PREFIX
+        self.cycles = Counter(p + "cycles", "Cycles run, by outcome", ["outcome"], registry=r)
+        self.duration = Histogram(p + "cycle_duration_seconds", "Duration of a completed cycle",
+                                  buckets=_CYCLE_BUCKETS, registry=r)
+        self.phase = Gauge(p + "cycle_phase_seconds", "Seconds each phase of the last cycle took", ["phase"],
+                           registry=r)
+        self.save = Histogram(p + "ledger_save_seconds", "Seconds the store's per-cycle transaction took",
+                              buckets=_SAVE_BUCKETS, registry=r)
+        self.last_success = Gauge(p + "last_success_timestamp_seconds",
+                                  "Unix time the last cycle completed", registry=r)
+        self.started = Gauge(p + "start_timestamp_seconds", "Unix time the daemon started", registry=r)
+        self.cycle_no = Gauge(p + "cycle", "Cycle number of the last completed cycle", registry=r)
+        self.jobs = Gauge(p + "jobs", "Jobs the last cycle saw, by state and class", ["state", "class"], registry=r)
+        self.pushes = Counter(p + "site_factor_pushes", "Jobs whose SiteFactor was set", registry=r)
+        self.push_calls = Counter(p + "site_factor_push_calls", "Slurm calls that set SiteFactor", registry=r)
+        self.step_errors = Counter(p + "step_errors", "Cycle steps Slurm refused (the cycle went on)",
+                                   registry=r)
+        self.preemptions = Counter(p + "preemptions", "Preemption steps by outcome and reason",
+                                   ["outcome", "reason"], registry=r)
+        self.usage = Gauge(p + "account_usage_gpu_seconds", "Decayed GPU-seconds used per account", ["account"],
+                           registry=r)
+        self.usage_fraction = Gauge(p + "account_usage_fraction", "Account's fraction of all decayed usage",
+                                    ["account"], registry=r)
+        self.share_fraction = Gauge(p + "account_share_fraction", "Account's fraction of the fair-share shares",
+                                    ["account"], registry=r)
+        for outcome in ("ok", "slurm_unreachable", "failed"):
+            self.cycles.labels(outcome)
+        self.started.set(self.clock())
+        self._victim_reason: dict[int, str] = {}
+
+    def failed(self, outcome: str) -> None:
+        self.cycles.labels(outcome).inc()
+
+    def observe(self, report: CycleReport, prio: Prioritizer | None = None) -> None:
+        """Record one completed cycle (and, given the prioritizer, its ledger's account usage)."""
+        self.cycles.labels("ok").inc()
+        self.duration.observe(report.seconds.get("total", 0.0))
+        for phase, s in report.seconds.items():
+            self.phase.labels(phase).set(s)
+        if not report.dry_run:
+            self.save.observe(report.seconds.get("store", 0.0))
+        self.last_success.set(self.clock())
+        self.cycle_no.set(report.cycle)
+        self.jobs.clear()
+        for state in ("pending", "running"):
+            for cls, n in report.jobs_by_class.get(state, {}).items():
+                self.jobs.labels(state, cls).set(n)
+        self.pushes.inc(report.pushed_jobs)
+        self.push_calls.inc(report.push_calls)
+        for p in report.planned:  # re-planned while open, so not counted; only remembered for the reason
+            for v in p.get("victims", ()):
+                self._victim_reason[v] = preemption_reason(p.get("reason", ""))
+        for v in report.signalled:
+            self.preemptions.labels("signalled", self._victim_reason.get(v, "unknown")).inc()
+        for v in report.requeued:
+            self.preemptions.labels("requeued", self._victim_reason.get(v, "unknown")).inc()
+        for v, state in report.closed:  # finished, abandoned, or requeued by the job itself
+            self.preemptions.labels(state, self._victim_reason.pop(v, "unknown")).inc()
+        for r in getattr(report, "refused", ()):  # Slurm refused the signal or the requeue
+            self.preemptions.labels("refused", self._victim_reason.pop(r.get("job"), "unknown")).inc()
+        for _ in getattr(report, "errors", ()):  # a step Slurm refused; the cycle went on
+            self.step_errors.inc()
+        if prio is not None and prio.ledger is not None:
+            self._accounts(prio, report.now)
+
+    def _accounts(self, prio: Prioritizer, now: float) -> None:
+        usage = prio.ledger.usage_all(now, prio.half_life_s)
+        total = sum(usage.values())
+        fs = prio.config.policy.fairshare
+        shares = dict(fs.shares) if fs is not None else {}
+        default_share = fs.default_share if fs is not None else 1.0
+        accounts = set(usage) | set(shares)
+        total_shares = sum(shares.get(a, default_share) for a in accounts) or 1.0
+        for g in (self.usage, self.usage_fraction, self.share_fraction):
+            g.clear()
+        for a in sorted(accounts):
+            label = a or "-"
+            u = usage.get(a, 0.0)
+            self.usage.labels(label).set(u)
+            self.usage_fraction.labels(label).set(u / total if total > 0 else 0.0)
+            self.share_fraction.labels(label).set(shares.get(a, default_share) / total_shares)

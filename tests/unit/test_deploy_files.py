@@ -1,0 +1,106 @@
+"""The files under deploy/: systemd units whose commands the CLI accepts, alert rules and a
+dashboard that name only series the daemons export."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from slurm_dl.cli.main import app
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+UNITS = sorted((DEPLOY / "systemd").glob("*.service"))
+
+
+def unit(path: Path) -> configparser.ConfigParser:
+    cp = configparser.ConfigParser(strict=False, interpolation=None)
+    cp.optionxform = str  # keep key case
+    cp.read(path)
+    return cp
+
+
+def test_one_unit_per_daemon() -> None:
+    assert [u.name for u in UNITS] == ["slurm-dl-filter.service", "slurm-dl-gpu-agent.service",
+                                       "slurm-dl-prioritizer.service"]
+
+
+def test_filter_unit_owns_its_socket_dir_and_starts_before_slurmctld() -> None:
+    u = unit(DEPLOY / "systemd" / "slurm-dl-filter.service")
+    assert "slurmctld.service" in u["Unit"]["Before"].split()
+    assert u["Service"]["RuntimeDirectory"] == "slurm-dl"
+    assert "--socket /run/slurm-dl/filter.sock" in u["Service"]["ExecStart"]
+    assert "slurmctld.service" in u["Install"]["WantedBy"].split()
+
+
+@pytest.mark.parametrize("path", UNITS, ids=lambda p: p.name)
+def test_unit_commands_are_ones_the_cli_accepts(path: Path) -> None:
+    u = unit(path)
+    argv = shlex.split(u["Service"]["ExecStart"])
+    assert argv[0] == "/usr/local/bin/slurm-dl"
+    args = [a for a in argv[1:] if not a.startswith("$")]
+    sub = [a for a in args if not a.startswith("-")][:2]
+    sub = sub[:2] if sub[0] in ("filter", "prioritizer") else sub[:1]
+    help_text = CliRunner().invoke(app, [*sub, "--help"], terminal_width=200).output
+    for opt in (a for a in args if a.startswith("--")):
+        assert opt in help_text, (path.name, opt)
+    for opt in ("--log-level", "--log-format"):
+        assert opt in help_text, (path.name, opt)
+    assert u["Service"]["EnvironmentFile"] == "-/etc/default/slurm-dl"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+@pytest.mark.parametrize("path", UNITS, ids=lambda p: p.name)
+def test_systemd_parses_the_unit(path: Path, tmp_path: Path) -> None:
+    out = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True,
+                         timeout=60)
+    bad = [line for line in out.stderr.splitlines()
+           if path.name in line and ("Unknown" in line or "Invalid" in line or "Failed to parse" in line)]
+    assert not bad, out.stderr
+
+
+def _exported_names() -> set[str]:
+    from jobsubmit.metrics import FilterMetrics
+    from prioritizer.metrics import PrioritizerMetrics
+
+    names: set[str] = set()
+    for m in (FilterMetrics(), PrioritizerMetrics()):
+        for fam in m.registry.collect():
+            names.update(s.name for s in fam.samples)
+            names.add(fam.name)
+            suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(fam.type, ())
+            names.update(fam.name + s for s in suffixes)
+    return names
+
+
+def _referenced(expr: str) -> set[str]:
+    return set(re.findall(r"\bslurm_dl_[a-z_]+", expr))
+
+
+def test_alert_rules_name_exported_series() -> None:
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "slurm-dl-alerts.yml").read_text())
+    exported = _exported_names()
+    alerts = [r for g in rules["groups"] for r in g["rules"]]
+    names = {a["alert"] for a in alerts}
+    assert {"SlurmDLPrioritizerNoCycle", "SlurmDLFilterFailingOpen"} <= names
+    for a in alerts:
+        missing = _referenced(a["expr"]) - exported
+        assert not missing, (a["alert"], missing)
+        assert a["annotations"]["summary"] and a["labels"]["severity"]
+
+
+def test_dashboard_names_exported_series() -> None:
+    dash = json.loads((DEPLOY / "grafana" / "slurm-dl-dashboard.json").read_text())
+    exported = _exported_names()
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    assert len(exprs) >= 8
+    for e in exprs:
+        assert not (_referenced(e) - exported), e
