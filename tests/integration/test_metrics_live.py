@@ -115,7 +115,7 @@ def test_both_endpoints_move_while_jobs_run(make_testbed, tmp_path: Path) -> Non
         assert total(before, "slurm_dl_filter_decisions_total") == 0
         refused = sbatch(env, "--gres=gpu:nosuchgpu:1", "-t", "5")
         assert refused.returncode != 0 and "nosuchgpu" in refused.stderr
-        victim = submit(VICTIM, env, ["--requeue", "--gres=gpu:8", "--time=20",
+        victim = submit(VICTIM, env, ["--requeue", "--comment=dl:ckpt=1", "--gres=gpu:8", "--time=20",
                                       f"--output={tmp_path / 'victim.out'}"])
         jobs.append(victim)
         after = scrape(fport)
