@@ -22,7 +22,12 @@ from slurm_dl.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
 from slurm_dl.cli.common import expected_errors, fail
 from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, setup_logging
 
-app = typer.Typer(help="The job_submit filter: serve, install, check.", no_args_is_help=True)
+app = typer.Typer(help="""The job_submit filter: serve, install, check.
+
+    \b
+    Example:
+      slurm-dl filter check -- --gpus=16 -t 60
+    """, no_args_is_help=True)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
 
@@ -41,7 +46,12 @@ def serve(
     log_level: str = LogLevelOpt,
     log_format: str = LogFormatOpt,
 ) -> None:
-    """Run the filter service in the foreground (SIGHUP reloads the config, SIGTERM stops)."""
+    """Run the filter service in the foreground (SIGHUP reloads the config, SIGTERM stops).
+
+    \b
+    Example:
+      slurm-dl filter serve -c /etc/slurm-dl/site.toml --owner slurm
+    """
     from jobsubmit.service import serve as run_service
 
     setup_logging("slurm-dl-filter", log_level, log_format)
@@ -59,7 +69,12 @@ def install(
     ),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
-    """Write job_submit.lua next to slurm.conf with socket path, timeout and failure mode filled in."""
+    """Write job_submit.lua next to slurm.conf with socket path, timeout and failure mode filled in.
+
+    \b
+    Example:
+      slurm-dl filter install -c site.toml --slurm-conf-dir /etc/slurm
+    """
     from jobsubmit.install import install as install_shim
 
     with expected_errors():
@@ -88,7 +103,12 @@ def check(
     deadline_jobs: int = typer.Option(0, "--deadline-jobs", help="pending deadline jobs the user already holds"),
     as_json: bool = typer.Option(False, "--json", help="print the job description and decision as JSON"),
 ) -> None:
-    """Show what the filter would do to `sbatch ARGS` without submitting: slurm-dl filter check -- --gpus=16 -t 60"""
+    """Show what the filter would do to sbatch ARGS, without submitting.
+
+    \b
+    Example:
+      slurm-dl filter check -- --gpus=16 -t 60
+    """
     with expected_errors():
         cfg = load_config(resolve_config_path(config))
         try:

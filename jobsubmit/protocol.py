@@ -17,6 +17,8 @@ from typing import Any, Callable, Mapping
 
 from slurm_dl.rules import FilterDecision
 
+PROTOCOL_VERSION = 1
+"""The ``v`` of every request and answer; the Lua shim and the service must agree on it."""
 MAX_REQUEST_BYTES = 1 << 20
 
 
@@ -37,7 +39,7 @@ def _parse(raw: bytes) -> tuple[Mapping[str, Any], int | None, Mapping[str, Any]
         msg = json.loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError) as e:
         raise BadRequest(f"not JSON: {e}") from None
-    if not isinstance(msg, dict) or msg.get("v") != 1 or not isinstance(msg.get("job"), dict):
+    if not isinstance(msg, dict) or msg.get("v") != PROTOCOL_VERSION or not isinstance(msg.get("job"), dict):
         raise BadRequest("expected an object {\"v\": 1, \"job\": {...}}")
     uid = msg.get("submit_uid")
     return msg["job"], uid if isinstance(uid, int) and not isinstance(uid, bool) else None, msg
@@ -48,7 +50,7 @@ def encode_answer(obj: Mapping[str, Any]) -> bytes:
 
 
 def error_answer(message: str) -> bytes:
-    return encode_answer({"v": 1, "action": "error", "message": message})
+    return encode_answer({"v": PROTOCOL_VERSION, "action": "error", "message": message})
 
 
 def answer_line(

@@ -18,7 +18,12 @@ from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, 
 from slurm_dl.cli.daemon_opts import metrics_port as resolve_metrics_port
 from slurm_dl.site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
 
-app = typer.Typer(help="The prioritizer daemon: scores, SiteFactor, preemption.", no_args_is_help=True)
+app = typer.Typer(help="""The prioritizer daemon: scores, SiteFactor, preemption.
+
+    \b
+    Example:
+      slurm-dl prioritizer once --dry-run
+    """, no_args_is_help=True)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
 
@@ -51,7 +56,12 @@ def once(
     dry_run: bool = typer.Option(False, "--dry-run", help="compute everything, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="print the cycle report as JSON"),
 ) -> None:
-    """Run one cycle and print what it did (or would do, with --dry-run)."""
+    """Run one cycle and print what it did (or would do, with --dry-run).
+
+    \b
+    Example:
+      slurm-dl prioritizer once --dry-run --json
+    """
     with expected_errors():
         report = _setup(config, db, dry_run).run_cycle()
     if as_json:
@@ -72,7 +82,12 @@ def run(
     log_level: str = LogLevelOpt,
     log_format: str = LogFormatOpt,
 ) -> None:
-    """Run the cycle every prioritizer.interval_seconds until SIGTERM/SIGINT."""
+    """Run a cycle every interval_seconds of [prioritizer] until SIGTERM or SIGINT.
+
+    \b
+    Example:
+      slurm-dl prioritizer run -c /etc/slurm-dl/site.toml
+    """
     setup_logging("slurm-dl-prioritizer", log_level, log_format)
     log = logging.getLogger("slurm_dl.prioritizer")
     with expected_errors():
@@ -105,21 +120,33 @@ def explain(
     job_id: int = typer.Argument(..., help="Slurm job id"),
     config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
-    as_json: bool = typer.Option(False, "--json", help="print the explanation as JSON"),
+    live: bool = typer.Option(True, "--live/--no-live",
+                              help="also ask Slurm for its start estimate and the free GPUs"),
+    as_json: bool = typer.Option(False, "--json", help="print the same numbers as JSON (ranks 1-based)"),
 ) -> None:
-    """Why a job has its priority and, when waiting, what it waits for (from the daemon's store)."""
+    """Why a job has its place in the queue, and what would move it.
+
+    Shows the job's place among waiting jobs, each priority factor's
+    contribution, which step orders it against its neighbours, Slurm's
+    start estimate, its preemption state, and levers that would help.
+
+    \b
+    Examples:
+      slurm-dl explain 1234
+      slurm-dl explain 1234 --json
+    """
     with expected_errors():
         from slurm_dl.config import load_config
-        from slurm_dl.explain import render_explanation
         from slurm_dl.store import Store
 
         cfg = load_config(_config_path(config))
         url = database_url(cfg, db)
         path = sqlite_path(url)
         if path and not Path(path).exists():
-            raise fail(f"no prioritizer store at {url} (has `slurm-dl prioritizer run` used it? see --db)")
+            raise fail(f"no prioritizer store at {url} (is the prioritizer running with this config? see --db)")
         store = Store(url)
         expl = store.explanation(job_id)
+        queue = store.explanations() if expl is not None else {}
         decisions = [
             {"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)
         ]
@@ -130,16 +157,48 @@ def explain(
         ]
     if expl is None and not decisions and not preemptions:
         raise fail(f"job {job_id}: the prioritizer has no record of it in {store.url} (not seen by a cycle yet?)")
-    if expl is None:
-        expl = {"job_id": job_id, "state": "GONE", "note": "no longer pending or running"}
-    if as_json:
-        typer.echo(json.dumps({**expl, "decisions": decisions, "preemptions": preemptions}, sort_keys=True))
-    elif "factors" in expl:
-        typer.echo(render_explanation(expl, decisions))
-    else:
-        typer.echo(f"job {job_id}: no longer pending or running")
+    if expl is None or "factors" not in expl:
+        if as_json:
+            typer.echo(json.dumps({"job_id": job_id, "state": "GONE", "decisions": decisions,
+                                   "preemptions": preemptions}, sort_keys=True))
+            return
+        typer.echo(f"job {job_id}: no longer waiting or running")
         for d in decisions:
-            typer.echo(f"  t={d['at']:.0f} {d['kind']}: {d['reason']}")
+            typer.echo(f"  {d['kind']}: {d['reason']}")
+        return
+    from slurm_dl.explain_view import explain_text, explain_view
+
+    estimate, free, live_note = _live_facts(job_id, expl) if live else (None, None, "not asked (--no-live)")
+    view = explain_view(expl, queue, estimate=estimate, preemptions=preemptions, free_gpus_per_node=free,
+                        half_life_hours=cfg.policy.fairshare.half_life_hours, now=_now())
+    view["live"] = live_note
+    if as_json:
+        typer.echo(json.dumps({**view, "decisions": decisions, "preemptions": preemptions}, sort_keys=True))
+    else:
+        typer.echo(explain_text(view, decisions))
+        if live_note != "ok":
+            typer.echo(f"(Slurm: {live_note})")
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+def _live_facts(job_id: int, expl: dict) -> tuple[dict | None, list[int] | None, str]:
+    """Slurm's start estimate for a waiting job and the free GPUs per node; never fails."""
+    from slurm_dl.errors import SlurmDLError
+    from slurm_dl.slurm import CliBackend
+    from slurm_dl.slurm.estimates import expected_starts
+
+    try:  # a short timeout: explain answers from the store even when Slurm is slow or away
+        free = [n.gpus_free for n in CliBackend(timeout=5.0).nodes()]
+        starts = expected_starts([job_id]) if expl.get("state") == "PENDING" else {}
+    except SlurmDLError as e:
+        return None, None, f"not reachable ({str(e).splitlines()[0][:60]})"
+    est = {"at": starts[job_id], "source": "slurm"} if job_id in starts else None
+    return est, free, "ok"
 
 
 def register(root: typer.Typer) -> None:

@@ -28,6 +28,37 @@ def _safe_score(p: PriorityPolicy, job: Job, ctx: PolicyContext) -> float | None
     return round(float(s), 6) if math.isfinite(s) else None
 
 
+def order_key(policy: PriorityPolicy, job: Job, ctx: PolicyContext) -> list[list[Any]]:
+    """The policy's sort key for the job as ``[label, value]`` pairs (smaller runs first), so a
+    reader can see which step of the order separates two jobs. Labels: ``tier:a+b`` (the
+    negated weighted sum of a tier), ``tiebreak:c`` (a component's own tiebreak inside its
+    tier), ``submit`` and ``job_id``; other policies' leading fields are ``key:N``."""
+    try:
+        key = list(policy.key(job, ctx))
+    except Exception:  # noqa: BLE001 - an explanation must not fail the cycle
+        return []
+    labels: list[str] = []
+    tiers = getattr(policy, "tiers", None)
+    tiebreaks = getattr(policy, "_tier_tiebreaks", None)
+    if tiers is not None and tiebreaks is not None:
+        for names, tbs in zip(tiers, tiebreaks):
+            labels.append("tier:" + "+".join(names))
+            for tb in tbs:
+                owner = getattr(getattr(tb, "__self__", None), "name", "component")
+                labels.extend(f"tiebreak:{owner}" for _ in tb(job, ctx))
+    labels = labels[: max(0, len(key) - 2)]
+    labels += [f"key:{i}" for i in range(len(labels), len(key) - 2)] + ["submit", "job_id"]
+    return [[lab, _plain(v)] for lab, v in zip(labels, key)]
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, float):
+        return round(v, 6) if math.isfinite(v) else None
+    return v if isinstance(v, (int, str)) or v is None else str(v)
+
+
 def explain_job(
     job: Job,
     ctx: PolicyContext,
@@ -49,14 +80,17 @@ def explain_job(
             entry["weight"] = weights[name]
         if name == "las" and hasattr(comp, "queue"):
             entry["queue"] = comp.queue(job, ctx)
-            entry["thresholds_gpu_s"] = list(getattr(comp, "thresholds", ()))
+            entry["thresholds"] = list(getattr(comp, "thresholds", ()))
             entry["service"] = getattr(comp, "service", "gpu-seconds")
+            if hasattr(comp, "attained"):
+                entry["attained"] = round(float(comp.attained(job)), 3)
             if hasattr(comp, "promoted"):
                 entry["starvation_promoted"] = bool(comp.promoted(job, ctx.now))
         if name == "fairshare" and hasattr(comp, "factor"):
             entry["factor"] = round(comp.factor(job.account, ctx), 6)
         if name == "class" and hasattr(comp, "weight"):
             entry["class_weight"] = comp.weight(job)
+            entry["class_weight_max"] = max(getattr(comp, "weights", {None: comp.weight(job)}).values())
         factors[name] = entry
     tiers = [list(t) for t in policy.tiers] if hasattr(policy, "tiers") else None  # scores: tier_scores()
     s = slack(job, ctx.now)
@@ -72,6 +106,8 @@ def explain_job(
         "class": job.job_class.value,
         "checkpointable": job.checkpointable,
         "num_gpus": job.num_gpus,
+        "submit_time": job.submit_time,
+        "order_key": order_key(policy, job, ctx),
         "policy": policy.name,
         "score": None if score is None else round(score, 6),
         "rank": rank,
@@ -117,43 +153,15 @@ def tier_scores(expl: Mapping[str, Any]) -> list[float]:
     return out
 
 
-def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = ()) -> str:
-    """Human text for ``slurm-dl explain``."""
-    lines = [
-        f"job {expl['job_id']} ({expl.get('name') or '-'}, user {expl.get('user') or '-'}, "
-        f"account {expl.get('account') or '-'}): {expl['state']}, class {expl['class']}, {expl['num_gpus']} GPU(s)",
-    ]
-    rank = expl.get("rank")
-    lines.append(
-        f"  priority: score {expl['score']} (rank {rank + 1 if rank is not None else '-'} of {expl['ranked']}) "
-        f"under policy {expl['policy']} -> SiteFactor {expl['site_factor']}"
-    )
-    for names, score in zip(expl.get("tiers") or [], tier_scores(expl)):
-        lines.append(f"  tier {'+'.join(names)}: {score}")
-    for name, f in (expl.get("factors") or {}).items():
-        extra = ", ".join(f"{k} {v}" for k, v in f.items() if k != "score")
-        lines.append(f"    {name}: score {f['score']}" + (f" ({extra})" if extra else ""))
-    lines.append(
-        f"  attained service {expl['attained_gpu_s']} GPU-s over {expl['executed_s']} s, restarts {expl['restarts']}"
-    )
-    if expl.get("deadline") is not None:
-        lines.append(f"  deadline {expl['deadline']}, slack {expl['deadline_slack_s']} s")
-    lines.append(f"  account {expl.get('account') or '-'} usage {expl['account_usage_gpu_s']} GPU-s (decayed)")
-    gpu = expl.get("gpu_utilisation")
-    if gpu:
-        lines.extend(_utilisation_lines(gpu))
-    if expl.get("waiting_for"):
-        lines.append(f"  waiting for: {expl['waiting_for']}")
-    decisions = list(decisions)
-    if decisions:
-        lines.append("  decisions:")
-        for d in decisions:
-            v = "" if d.get("value") is None else f" {d['value']}"
-            lines.append(f"    t={d['at']:.0f} {d['kind']}{v}: {d['reason']}")
-    return "\n".join(lines)
+def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = (),
+                       queue: Mapping[Any, Mapping[str, Any]] | None = None) -> str:
+    """Human text for ``slurm-dl explain`` (see :mod:`slurm_dl.explain_view`)."""
+    from .explain_view import explain_text, explain_view
+
+    return explain_text(explain_view(expl, queue), decisions)
 
 
-def _utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:
+def utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:
     """The GPU-telemetry lines: the recent window, then the job's stored summary (idle clock, warning, action)."""
     lines = []
     if "gpus" in gpu:
@@ -172,4 +180,6 @@ def _utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:
 
 
 def _t(at: Any) -> str:
-    return "-" if at is None else f"t={float(at):.0f}"
+    import time as _time
+
+    return "-" if at is None else _time.strftime("%m-%d %H:%M", _time.localtime(float(at)))

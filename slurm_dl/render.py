@@ -23,6 +23,7 @@ import jinja2
 
 from .config import SiteConfig
 from .errors import SlurmDLError
+from .units import UnitError, format_time, parse_memory_mb, parse_time_seconds
 
 Kind = Literal["train", "infer", "serve", "sweep"]
 Launcher = Literal["auto", "torchrun", "none"]
@@ -73,6 +74,9 @@ class JobSpec:
     gpu_type: str | None = None
     cpus_per_gpu: int | None = None
     mem_per_gpu_gb: int | None = None
+    time: str | None = None  # Slurm's spelling (90, 2:00:00, 1-00:00:00); wins over time_minutes
+    mem_per_gpu: str | None = None  # Slurm's spelling with a unit (80G, 512M); wins over mem_per_gpu_gb
+    run_tag: str | None = None  # makes the default checkpoint directory unique when no name is given
     output: str | None = None
     checkpoint_dir: str | None = None
     max_restarts: int | None = None
@@ -99,6 +103,7 @@ class RenderedJob:
     output: str
     checkpoint_dir: str
     job_class: str
+    endpoint_file: str = ""
 
     def filter_args(self) -> list[str]:
         """The directives the filter's rules read (``slurm-dl filter check`` vocabulary)."""
@@ -173,10 +178,25 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
             f"--gpus {spec.gpus} on {spec.nodes} node(s) needs {gpn} GPUs per node; the largest node here has "
             f"{site.max_gpus_per_node} (use --nodes {-(-spec.gpus // site.max_gpus_per_node)})"
         )
-    minutes = spec.time_minutes or user.time_minutes or cls.default_time_minutes
-    if minutes < 1 or minutes > cls.max_time_minutes:
-        raise RenderError(f"--time {minutes}: {CLASS_OF_KIND[spec.kind]} jobs allow 1..{cls.max_time_minutes} minutes")
+    try:
+        if spec.time is not None:
+            seconds = parse_time_seconds(spec.time)
+            time_text = spec.time.strip()
+        else:
+            given = spec.time_minutes if spec.time_minutes is not None else user.time_minutes
+            if given is not None and given < 1:
+                raise UnitError(f"--time {given}: the time limit must be more than zero")
+            minutes = given or cls.default_time_minutes
+            seconds, time_text = minutes * 60, str(minutes)
+    except UnitError as e:
+        raise RenderError(str(e)) from None
+    minutes = -(-seconds // 60)
+    if minutes > cls.max_time_minutes:
+        raise RenderError(f"--time {time_text}: {CLASS_OF_KIND[spec.kind]} jobs allow at most "
+                          f"{format_time(cls.max_time_minutes * 60)} ({cls.max_time_minutes} minutes) here")
     name = spec.name if spec.name is not None else f"{spec.kind}-{_SAFE_FILE.sub('_', spec.command[0].rsplit('/', 1)[-1])}"
+    if spec.name is not None and not spec.name.strip():
+        raise RenderError("--name is empty")
     _check_sbatch_value("job name", name)
     partition = spec.partition or user.partition or cls.partition or site.default_partition or None
     account = spec.account or user.account
@@ -192,12 +212,13 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     output = spec.output or (f"{out_dir.rstrip('/')}/{file_name}-{suffix}.out" if out_dir else f"{file_name}-{suffix}.out")
     _check_sbatch_value("output path", output)
     ckpt_root = user.checkpoint_root or "checkpoints"
-    ckpt = spec.checkpoint_dir or f"{ckpt_root.rstrip('/')}/{file_name}"
+    ckpt_leaf = file_name if spec.name is not None or not spec.run_tag else f"{file_name}-{spec.run_tag}"
+    ckpt = spec.checkpoint_dir or f"{ckpt_root.rstrip('/')}/{ckpt_leaf}"
     _check_shell_value("checkpoint directory", ckpt)
     preemptible = cls.preemptible if spec.preemptible is None else spec.preemptible
     grace = spec.grace_seconds if spec.grace_seconds is not None else int(round(site.preemption.grace_seconds))
-    if grace < 0 or grace >= minutes * 60:
-        raise RenderError(f"--grace {grace}: must be at least 0 and shorter than the time limit ({minutes * 60} s)")
+    if grace < 0 or grace >= seconds:
+        raise RenderError(f"--grace {grace}: must be at least 0 and shorter than the time limit ({seconds} s)")
     restarts = spec.max_restarts if spec.max_restarts is not None else (
         user.max_restarts if user.max_restarts is not None else site.preemption.max_restarts)
     if restarts < 0:
@@ -214,7 +235,8 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
             raise RenderError("a sweep needs parameter sets: --param VALUE (repeat) or --params-file FILE")
         for p in params:
             _check_shell_value("sweep parameter", p)
-        parallel = parallel or len(params)
+        if parallel is None:
+            parallel = len(params)
         if parallel < 1:
             raise RenderError(f"--parallel {parallel}: must be 1 or more")
     if spec.kind == "infer":
@@ -223,19 +245,31 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         _check_shell_value("inputs file", spec.inputs)
     endpoint = spec.endpoint_file or f"{file_name}.endpoint"
     _check_shell_value("endpoint file", endpoint)
-    cpg = spec.cpus_per_gpu or user.cpus_per_gpu
-    mpg = spec.mem_per_gpu_gb or user.mem_per_gpu_gb
+    cpg = spec.cpus_per_gpu if spec.cpus_per_gpu is not None else user.cpus_per_gpu
+    if cpg is not None and cpg < 1:
+        raise RenderError(f"--cpus-per-gpu {cpg}: must be 1 or more")
     if cpg is not None and cpg > site.caps.max_cpus_per_gpu:
         raise RenderError(f"--cpus-per-gpu {cpg}: this site allows at most {site.caps.max_cpus_per_gpu}")
-    if mpg is not None and mpg > site.caps.max_mem_per_gpu_gb:
-        raise RenderError(f"--mem-per-gpu {mpg} GB: this site allows at most {site.caps.max_mem_per_gpu_gb:g} GB")
+    mem_text = None
+    try:
+        if spec.mem_per_gpu is not None:
+            mem_mb, mem_text = parse_memory_mb(spec.mem_per_gpu)
+        else:
+            gb = spec.mem_per_gpu_gb if spec.mem_per_gpu_gb is not None else user.mem_per_gpu_gb
+            if gb is not None:
+                mem_mb, mem_text = parse_memory_mb(f"{gb}G" if gb > 0 else str(gb))
+    except UnitError as e:
+        raise RenderError(str(e)) from None
+    if mem_text is not None and mem_mb > site.caps.max_mem_per_gpu_gb * 1024:
+        raise RenderError(f"--mem-per-gpu {mem_text}: this site allows at most {site.caps.max_mem_per_gpu_gb:g}G")
     return dict(
-        kind=spec.kind, job_class=CLASS_OF_KIND[spec.kind], name=name, minutes=minutes, partition=partition,
+        kind=spec.kind, job_class=CLASS_OF_KIND[spec.kind], name=name, minutes=minutes, seconds=seconds,
+        time_text=time_text, partition=partition,
         account=account, gpu_type=gpu_type, gpus=spec.gpus, nodes=spec.nodes, gpus_per_node=gpn, output=output,
         checkpoint_dir=ckpt, preemptible=preemptible, checkpointable=cls.checkpointable, grace=grace,
         max_restarts=restarts, env=env, params=params, parallel=parallel, inputs=spec.inputs, endpoint=endpoint,
         launcher=spec.launcher or user.launcher or "auto", requeue_on_timeout=spec.requeue_on_timeout,
-        cpus_per_gpu=cpg, mem_per_gpu_gb=mpg, signal=site.preemption.signal,
+        cpus_per_gpu=cpg, mem_per_gpu=mem_text, signal=site.preemption.signal,
         command=shell_words(spec.command, spec.kind),
     )
 
@@ -245,15 +279,15 @@ def _directives(j: dict) -> list[str]:
          "--open-mode=append", "--requeue"]
     if j["kind"] != "serve" or j["preemptible"]:
         d.append(f"--signal=B:{j['signal']}@{j['grace']}")
-    d.append(f"--time={j['minutes']}")
+    d.append(f"--time={j['time_text']}")
     d.append(f"--nodes={j['nodes']}")
     d.append("--ntasks-per-node=1")
     if j["gpus"]:
         d.append(f"--gpus-per-node={j['gpu_type'] + ':' if j['gpu_type'] else ''}{j['gpus_per_node']}")
         if j["cpus_per_gpu"]:
             d.append(f"--cpus-per-gpu={j['cpus_per_gpu']}")
-        if j["mem_per_gpu_gb"]:
-            d.append(f"--mem-per-gpu={j['mem_per_gpu_gb']}G")
+        if j["mem_per_gpu"]:
+            d.append(f"--mem-per-gpu={j['mem_per_gpu']}")
     if j["partition"]:
         d.append(f"--partition={j['partition']}")
     if j["account"]:
@@ -290,5 +324,5 @@ def render(spec: JobSpec, site: SiteConfig, user: UserDefaults | None = None) ->
     return RenderedJob(
         kind=j["kind"], name=j["name"], script=script, directives=tuple(directives),
         sbatch_argv=("sbatch", "--parsable"), output=j["output"], checkpoint_dir=j["checkpoint_dir"],
-        job_class=j["job_class"],
+        job_class=j["job_class"], endpoint_file=j["endpoint"],
     )

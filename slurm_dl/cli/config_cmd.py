@@ -9,12 +9,22 @@ import typer
 from ..config import config_warnings, load_config
 from .common import expected_errors
 
-app = typer.Typer(help="Site configuration files.", no_args_is_help=True)
+app = typer.Typer(help="""Site configuration files.
+
+    \b
+    Example:
+      slurm-dl config check /etc/slurm-dl/site.toml
+    """, no_args_is_help=True)
 
 
 @app.command("check")
 def check(file: Path = typer.Argument(..., help="site config TOML file")) -> None:
-    """Validate a site config; print a summary or every problem with its key path."""
+    """Validate a site config; print a summary or every problem with its key path.
+
+    \b
+    Example:
+      slurm-dl config check /etc/slurm-dl/site.toml
+    """
     with expected_errors():
         cfg = load_config(file)
     typer.echo(

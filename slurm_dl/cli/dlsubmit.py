@@ -1,11 +1,5 @@
 """``dlsubmit``: checkpoint-friendly sbatch scripts for training, inference, serving and sweeps.
 
-    dlsubmit train --gpus 4 --time 120 --name resnet -- python3 train.py --lr 0.1
-    dlsubmit infer --gpus 1 --inputs items.txt -- python3 infer.py {item}
-    dlsubmit serve --gpus 1 -- python3 -m http.server {port}
-    dlsubmit sweep --param lr=0.1 --param lr=0.01 --parallel 1 -- python3 train.py --hp {param}
-    dlsubmit status [JOBID]    dlsubmit cancel JOBID    dlsubmit render train -- python3 train.py
-
 The script comes from slurm_dl.render (pure); Slurm is reached only through slurm_dl.slurm.
 """
 
@@ -20,21 +14,37 @@ from typing import Any, Optional
 
 import typer
 
-from ..errors import SlurmDLError
+from ..errors import SlurmDLError, SlurmError
 from ..model import JobState
 from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
 from .common import expected_errors, fail
+from .dlsubmit_checks import (ClusterFacts, cluster_problems, read_cluster, refusal_lines, refusal_message,
+                              single_process_warning)
 from .dlsubmit_defaults import site_config, user_defaults
-from .dlsubmit_status import describe_jobs, forget_missing, output_path, print_status, save_record
+from .dlsubmit_options import HintingCommand, command_for
+from .dlsubmit_status import (describe_jobs, ended_rows, forget_missing, output_path, parse_since, print_status,
+                              save_record, select_rows)
+from .version import VersionOpt, version_option
 
 app = typer.Typer(
     name="dlsubmit",
-    help="Submit checkpoint-friendly deep-learning jobs (train, infer, serve, sweep) to Slurm.",
+    help="""Submit checkpoint-friendly deep-learning jobs to Slurm.
+
+    \b
+    Examples:
+      dlsubmit train --gpus 4 -t 2:00:00 -- python3 train.py --lr 0.1
+      dlsubmit status
+      dlsubmit train --help
+    """,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
-_CMD_HELP = "the command to run, after --; placeholders: {item} (infer), {port} (serve), {param} (sweep)"
+
+@app.callback()
+def _root(version: VersionOpt = version_option("dlsubmit")) -> None:
+    pass
 
 
 def _env_pairs(values: list[str] | None) -> tuple[tuple[str, str], ...]:
@@ -97,115 +107,234 @@ def _backend():
     return get_backend()
 
 
-def _run_job(kind: str, command: list[str] | None, config: Optional[Path], dry_run: bool, as_json: bool,
-             print_only: bool = False, **fields: Any) -> None:
+def _cluster() -> ClusterFacts:
+    """The live cluster for --dry-run's check: a short timeout, as a check must not hang."""
+    try:
+        from ..slurm import CliBackend
+    except ImportError as e:
+        return ClusterFacts(checked=False, why=f"the Slurm backend is not available: {e}")
+    return read_cluster(CliBackend(timeout=CHECK_TIMEOUT_S))
+
+
+CHECK_TIMEOUT_S = 5.0
+
+
+def _run_tag(root: str) -> str:
+    """A per-submission suffix for the default checkpoint directory: the local time, made unique here."""
+    tag = time.strftime("%Y%m%d-%H%M%S")
+    base, n = tag, 1
+    while any(Path(root).glob(f"*-{tag}")):
+        n += 1
+        tag = f"{base}-{n}"
+    return tag
+
+
+def _check_resume(resume: str, root: str) -> None:
+    d = Path(root) / resume
+    if not d.is_dir():
+        runs = sorted(p.name for p in Path(root).iterdir() if p.is_dir()) if Path(root).is_dir() else []
+        known = f"; runs in {root}/: {', '.join(runs[-8:])}" if runs else f"; {root}/ has no runs"
+        raise fail(f"--resume {resume}: no checkpoint directory {d}{known}")
+
+
+def _print_cluster(facts: ClusterFacts, problems: list[str]) -> None:
+    if not facts.checked:
+        typer.echo(f"# cluster: not checked ({facts.why})")
+    elif problems:
+        for p in problems:
+            typer.echo(f"# cluster: refuse: {p}")
+    else:
+        typer.echo(f"# cluster: ok (partitions {', '.join(facts.partition_names) or '-'}"
+                   f"{'; GPU types ' + ', '.join(facts.gpu_types) if facts.gpu_types else ''})")
+
+
+def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str | None) -> list[str]:
+    lines = [f"submitted {kind} job {job_id} ({job.name})", f"  log:         {output_path(job.output, job_id)}"]
+    if kind == "serve":
+        lines.append(f"  endpoint:    {job.endpoint_file} (written when the server is up)")
+    else:
+        lines.append(f"  checkpoints: {job.checkpoint_dir}")
+    if resume_hint:
+        lines.append(f"  continue this run later with: dlsubmit {kind} --resume {resume_hint} ...")
+    lines.append(f"  follow it:   dlsubmit status {job_id}")
+    return lines
+
+
+def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dry_run: bool, as_json: bool,
+             print_only: bool = False, env: list[str] | None = None, param: list[str] | None = None,
+             params_file: Optional[Path] = None, resume: str | None = None, **fields: Any) -> None:
+    fields = {k: v for k, v in fields.items() if v is not None}
+    launcher = fields.get("launcher")
+    if launcher is not None and launcher not in ("auto", "torchrun", "none"):
+        raise fail(f"--launcher {launcher!r}: allowed: auto, torchrun, none")
+    if fields.get("parallel") is not None and fields["parallel"] < 1:
+        raise fail(f"--parallel {fields['parallel']}: must be 1 or more")
+    if resume is not None and fields.get("checkpoint_dir"):
+        raise fail("--resume and --checkpoint-dir both name a checkpoint directory: give one")
     with expected_errors():
         site = site_config(config)
-        spec = JobSpec(kind=kind, command=tuple(command or ()), **fields)  # type: ignore[arg-type]
-        job = render(spec, site, user_defaults())
+        user = user_defaults()
+        root = (user.checkpoint_root or "checkpoints").rstrip("/")
+        if resume is not None:
+            fields["checkpoint_dir"] = f"{root}/{resume}"
+        run_tag = None
+        if kind != "serve" and fields.get("name") is None and not fields.get("checkpoint_dir") and not print_only:
+            run_tag = _run_tag(root)
+        spec = JobSpec(kind=kind, command=tuple(command or ()), env=_env_pairs(env),  # type: ignore[arg-type]
+                       params=_params(param, params_file), run_tag=run_tag, **fields)
+        job = render(spec, site, user)
         if print_only:
             typer.echo(job.script, nl=False)
             return
-        argv = [*job.sbatch_argv, "<script on stdin>"]
+        warning = single_process_warning(kind, spec.gpus // max(1, spec.nodes), launcher or user.launcher or "auto",
+                                         spec.command)
         if dry_run:
             verdict = _filter_verdict(job, site)
+            facts = _cluster()
+            problems = cluster_problems(facts, job.directives)
             if as_json:
-                typer.echo(json.dumps({"script": job.script, "sbatch": argv, "directives": list(job.directives),
-                                       "output": job.output, "checkpoint_dir": job.checkpoint_dir, "filter": verdict}))
+                typer.echo(json.dumps({"script": job.script, "sbatch": [*job.sbatch_argv, "<script on stdin>"],
+                                       "directives": list(job.directives), "output": job.output,
+                                       "checkpoint_dir": job.checkpoint_dir, "filter": verdict,
+                                       "cluster": {"checked": facts.checked, "why": facts.why or None,
+                                                   "partitions": facts.partition_names,
+                                                   "gpu_types": facts.gpu_types, "problems": problems},
+                                       "warnings": [warning] if warning else []}))
             else:
                 typer.echo(job.script, nl=False)
                 typer.echo(f"# sbatch command: {shlex.join(job.sbatch_argv)} < script")
                 _print_verdict(verdict)
-            if verdict is not None and verdict["action"] == "reject":
-                raise typer.Exit(2)  # as `slurm-dl filter check`: scripts can tell a rejected job apart
+                _print_cluster(facts, problems)
+                if warning:
+                    typer.echo(f"# warning: {warning}")
+            if problems or (verdict is not None and verdict["action"] == "reject"):
+                raise typer.Exit(2)  # as `slurm-dl filter check`: scripts can tell a refused job apart
             return
-        job_id = _backend().submit(job.script)
+        if resume is not None:
+            _check_resume(resume, root)
+        if warning:
+            typer.echo(f"warning: {warning}", err=True)
+        backend = _backend()
+        try:
+            job_id = backend.submit(job.script)
+        except SlurmError as e:
+            lines = refusal_message(e, read_cluster(backend))
+            for extra in lines[1:]:
+                typer.echo(f"  {extra}", err=True)
+            raise fail(lines[0]) from None
         save_record(job_id, job, Path.cwd())
-        if as_json:
-            typer.echo(json.dumps({"job_id": job_id, "name": job.name, "kind": kind,
-                                   "output": output_path(job.output, job_id),
-                                   "checkpoint_dir": job.checkpoint_dir}))
-        else:
-            typer.echo(f"Submitted {kind} job {job_id} ({job.name}); output {output_path(job.output, job_id)}, "
-                       f"checkpoints {job.checkpoint_dir}")
+    leaf = Path(job.checkpoint_dir).name if run_tag or resume else None
+    if as_json:
+        typer.echo(json.dumps({"job_id": job_id, "name": job.name, "kind": kind,
+                               "output": output_path(job.output, job_id),
+                               "checkpoint_dir": None if kind == "serve" else job.checkpoint_dir,
+                               "endpoint_file": job.endpoint_file if kind == "serve" else None,
+                               "resume": leaf, "warnings": [warning] if warning else []}))
+    else:
+        for line in _submitted_lines(kind, job_id, job, leaf):
+            typer.echo(line)
 
 
-def _make_job_command(kind: str, print_only: bool = False):
-    def command(
-        command: Optional[list[str]] = typer.Argument(None, help=_CMD_HELP),
-        gpus: int = typer.Option(1, "--gpus", "-g", help="GPUs in total (split evenly over --nodes)"),
-        nodes: int = typer.Option(1, "--nodes", "-N", help="nodes (train only)"),
-        time_minutes: Optional[int] = typer.Option(None, "--time", "-t", help="time limit in minutes (site default)"),
-        name: Optional[str] = typer.Option(None, "--name", "-J", help="job name"),
-        partition: Optional[str] = typer.Option(None, "--partition", "-p"),
-        account: Optional[str] = typer.Option(None, "--account", "-A"),
-        gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="e.g. h100"),
-        cpus_per_gpu: Optional[int] = typer.Option(None, "--cpus-per-gpu"),
-        mem_per_gpu_gb: Optional[int] = typer.Option(None, "--mem-per-gpu", help="GB of memory per GPU"),
-        output: Optional[str] = typer.Option(None, "--output", "-o", help="output file (default NAME-%j.out here)"),
-        checkpoint_dir: Optional[str] = typer.Option(None, "--checkpoint-dir", help="default checkpoints/NAME (the same name resumes from it)"),
-        max_restarts: Optional[int] = typer.Option(None, "--max-restarts", help="restart cap (site default)"),
-        grace_seconds: Optional[int] = typer.Option(None, "--grace", help="seconds between USR2 and the end"),
-        launcher: Optional[str] = typer.Option(None, "--launcher", help="auto | torchrun | none"),
-        requeue_on_timeout: bool = typer.Option(False, "--requeue-on-timeout", help="at the time limit, checkpoint and requeue"),
-        env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="NAME=VALUE for the job (repeat)"),
-        inputs: Optional[str] = typer.Option(None, "--inputs", help="infer: file with one item per line"),
-        param: Optional[list[str]] = typer.Option(None, "--param", help="sweep: one parameter set (repeat)"),
-        params_file: Optional[Path] = typer.Option(None, "--params-file", help="sweep: one parameter set per line"),
-        parallel: Optional[int] = typer.Option(None, "--parallel", help="sweep: array tasks running at once"),
-        endpoint_file: Optional[str] = typer.Option(None, "--endpoint-file", help="serve: where 'host port' is written"),
-        preemptible: Optional[bool] = typer.Option(None, "--preemptible/--no-preemptible", help="serve: default from the site"),
-        config: Optional[Path] = typer.Option(None, "--config", help="site config (default: $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml, else built-in)"),
-        dry_run: bool = typer.Option(False, "--dry-run", help="print the script, the sbatch command and the filter's verdict (exit 2 if it rejects)"),
-        as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
-    ) -> None:
-        if launcher is not None and launcher not in ("auto", "torchrun", "none"):
-            raise fail(f"--launcher {launcher!r}: allowed: auto, torchrun, none")
-        only = {"inputs": "infer", "param": "sweep", "params_file": "sweep", "parallel": "sweep",
-                "endpoint_file": "serve", "preemptible": "serve"}
-        given = {"inputs": inputs, "param": param, "params_file": params_file, "parallel": parallel,
-                 "endpoint_file": endpoint_file, "preemptible": preemptible}
-        for opt, value in given.items():
-            if value not in (None, []) and only[opt] != kind:
-                raise fail(f"--{opt.replace('_', '-')} applies to {only[opt]} jobs, not {kind}")
-        _run_job(
-            kind, command, config, dry_run, as_json, print_only, gpus=gpus, nodes=nodes, time_minutes=time_minutes, name=name,
-            partition=partition, account=account, gpu_type=gpu_type, cpus_per_gpu=cpus_per_gpu,
-            mem_per_gpu_gb=mem_per_gpu_gb, output=output, checkpoint_dir=checkpoint_dir, max_restarts=max_restarts,
-            grace_seconds=grace_seconds, launcher=launcher, requeue_on_timeout=requeue_on_timeout,
-            env=_env_pairs(env), inputs=inputs, params=_params(param, params_file), parallel=parallel,
-            endpoint_file=endpoint_file, preemptible=preemptible,
-        )
+_DOCS = {
+    "train": """Submit a training job.
 
-    command.__name__ = kind
-    command.__doc__ = {
-        "train": "Submit a training job: one node (torchrun --standalone) or several (srun + torchrun rendezvous).",
-        "infer": "Submit batch inference over --inputs, resumable by position (done stays done).",
-        "serve": "Submit an inference server on a free port, published in an endpoint file.",
-        "sweep": "Submit a hyper-parameter sweep as a job array with a parallelism cap.",
-    }[kind]
-    return command
+    One node runs torchrun --standalone (one process per GPU); several nodes
+    run torchrun on each with a rendezvous on the first. The job gets USR2
+    before it is preempted or times out: save a checkpoint to $CKPT_DIR, and
+    resume from $RESUME_FROM (empty on the first run).
 
+    \b
+    Examples:
+      dlsubmit train --gpus 4 -t 2:00:00 -- python3 train.py --lr 0.1
+      dlsubmit train -g 16 -N 2 -t 1-00:00:00 --mem-per-gpu 80G \\
+          --name llm -- python3 train.py
+      dlsubmit train --resume train-python3-20250101-120000 -- python3 train.py
+    """,
+    "infer": """Submit batch inference over a file of items, resumable by position.
+
+    The command runs once per line of --inputs with the item in {item}
+    (and $DL_ITEM); after a preemption the job continues at the next item.
+
+    \b
+    Example:
+      dlsubmit infer --gpus 1 --inputs items.txt -- python3 infer.py {item}
+    """,
+    "serve": """Submit an inference server on a free port.
+
+    {port} (and $PORT) is the port to listen on; "host port" is written to
+    the endpoint file when the server is up and removed when it stops.
+
+    \b
+    Example:
+      dlsubmit serve --gpus 1 -t 8:00:00 -- python3 -m http.server {port}
+    """,
+    "sweep": """Submit a hyper-parameter sweep as a job array.
+
+    One array task per parameter set, {param} (and $DL_PARAM) in the command;
+    --parallel caps how many run at once.
+
+    \b
+    Example:
+      dlsubmit sweep --param 0.1 --param 0.01 -- python3 train.py --lr {param}
+    """,
+}
 
 render_app = typer.Typer(
-    help="Print a job's script to stdout without submitting: dlsubmit render train --gpus 2 -- python3 train.py",
+    help="""Print a job's script without submitting it.
+
+    \b
+    Example:
+      dlsubmit render train --gpus 2 -- python3 train.py
+    """,
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
+
+
+def _submit(kind: str, **values: Any) -> None:
+    _run_job(kind, **values)
+
+
+def _render_only(kind: str, **values: Any) -> None:
+    values["dry_run"] = False
+    _run_job(kind, print_only=True, **values)
+
+
 for _kind in KINDS:
-    app.command(name=_kind)(_make_job_command(_kind))
-    render_app.command(name=_kind)(_make_job_command(_kind, print_only=True))
+    app.command(name=_kind, cls=HintingCommand, no_args_is_help=True)(command_for(_kind, _submit, _DOCS[_kind]))
+    render_app.command(name=_kind, cls=HintingCommand)(
+        command_for(_kind, _render_only, _DOCS[_kind].split("\n")[0].replace("Submit", "Print the script of")
+                    + f"\n\n    \b\n    Example:\n      dlsubmit render {_kind} -- python3 train.py\n"))
 app.add_typer(render_app, name="render")
 
 
 @app.command()
 def status(
-    job_id: Optional[int] = typer.Argument(None, help="a job id (default: your dlsubmit jobs)"),
-    config: Optional[Path] = typer.Option(None, "--config",
-                                          help="site config (the prioritizer's store, the gpu-agents' files)"),
+    job_id: Optional[int] = typer.Argument(None, help="one job, in detail (default: a table of your jobs)"),
+    show_all: bool = typer.Option(False, "--all", help="every job dlsubmit remembers, however old"),
+    since: str = typer.Option("24h", "--since", metavar="AGE",
+                              help="also list jobs that ended within AGE, e.g. 30m, 12h, 7d"),
+    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE",
+                                          help="site config (the prioritizer's store, the GPU agents' files)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """State, restarts, last checkpoint, why a job waits (the prioritizer's explain when present) and a running
-    job's GPU use (the gpu-agents' files of [telemetry] exposition_dir; '–' when not configured)."""
+    """Your jobs: state, restarts, and why each waits or where it runs.
+
+    A waiting job's line is the prioritizer's summary (place in the queue,
+    GPUs ahead, Slurm's start estimate) when the prioritizer runs here, else
+    Slurm's reason in words. Times are local. With a job id: its log,
+    checkpoints, recent events and the full explanation.
+
+    \b
+    Examples:
+      dlsubmit status
+      dlsubmit status --since 7d
+      dlsubmit status 1234
+    """
+    try:
+        since_s = parse_since(since)
+    except ValueError as e:
+        raise fail(str(e)) from None
     with expected_errors():
         site = site_config(config)
         jobs = _backend().jobs(states=list(JobState))  # finished ones too, while Slurm lists them
@@ -216,21 +345,36 @@ def status(
 
             samples = read_exposition_dir(site.telemetry.exposition_dir)
         rows = describe_jobs(jobs, job_id, db, samples)
-        if job_id is not None and not rows:
-            raise fail(f"job {job_id}: Slurm does not know it (finished long ago, or never submitted)")
         if job_id is None:
-            forget_missing({r["job_id"] for r in rows})
+            listed = {r["job_id"] for r in rows}
+            forget_missing(listed)
+            rows = sorted(rows + ended_rows(listed), key=lambda r: r["job_id"])
+            rows = select_rows(rows, show_all=show_all, since_s=since_s, now=time.time())
+        elif not rows:
+            raise fail(f"job {job_id}: Slurm does not know it (ended a while ago, or never submitted)")
     if as_json:
         typer.echo(json.dumps(rows))
     else:
-        print_status(rows)
+        print_status(rows, detail=job_id is not None)
 
 
 @app.command()
 def cancel(job_id: int = typer.Argument(..., help="the job to cancel")) -> None:
-    """Cancel a job (all of a sweep's array tasks when given the sweep's id)."""
+    """Cancel a job (all of a sweep's array tasks when given the sweep's id).
+
+    \b
+    Example:
+      dlsubmit cancel 1234
+    """
+    from ..errors import JobNotFoundError
+
     with expected_errors():
-        _backend().cancel(job_id)
+        try:
+            _backend().cancel(job_id)
+        except JobNotFoundError:
+            raise fail(f"job {job_id}: Slurm does not know it (already ended?)") from None
+        except SlurmError as e:
+            raise fail(f"Slurm did not cancel job {job_id}: {refusal_lines(e)[0]}") from None
     typer.echo(f"cancelled {job_id}")
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from rich.console import Console
-from rich.table import Table
+import typer
 
 from ..model import Job
 from ..render import RenderedJob
@@ -48,6 +48,7 @@ def save_record(job_id: int, job: RenderedJob, cwd: Path) -> None:
     record = {
         "job_id": job_id, "kind": job.kind, "name": job.name, "workdir": str(cwd),
         "output": str(cwd / output_path(job.output, job_id)), "checkpoint_dir": str(ckpt if ckpt.is_absolute() else cwd / ckpt),
+        "submitted_at": time.time(),
     }
     try:
         d = state_dir()
@@ -64,14 +65,43 @@ def load_record(job_id: int) -> dict[str, Any] | None:
         return None
 
 
+RECORD_KEEP_S = 30 * 86400
+
+
+def ended_rows(listed: set[int]) -> list[dict[str, Any]]:
+    """Rows for remembered jobs that Slurm no longer lists (they ended a while ago)."""
+    d = state_dir()
+    rows = []
+    for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+        if not p.stem.isdigit() or int(p.stem) in listed:
+            continue
+        rec = load_record(int(p.stem))
+        if rec is None:
+            continue
+        try:
+            submitted = rec.get("submitted_at") or p.stat().st_mtime
+        except OSError:
+            continue
+        ckpt = Path(rec["checkpoint_dir"]) if rec.get("checkpoint_dir") else None
+        rows.append({
+            "job_id": int(p.stem), "name": rec.get("name") or "-", "state": "ENDED", "reason": "",
+            "restarts": 0, "nodes": [], "kind": rec.get("kind"), "output": rec.get("output"),
+            "checkpoint_dir": rec.get("checkpoint_dir"),
+            "last_checkpoint": newest_checkpoint(ckpt) if ckpt else None,
+            "events": last_events(ckpt) if ckpt else [], "explain": None, "why": None,
+            "submitted_at": submitted, "started_at": None, "telemetry": False, "gpu": None,
+        })
+    return rows
+
+
 def forget_missing(known: set[int]) -> None:
-    """Records of jobs Slurm no longer lists are kept for a day, then dropped."""
+    """Records of jobs Slurm no longer lists are kept for 30 days (``status --all``), then dropped."""
     d = state_dir()
     if not d.is_dir():
         return
     for p in d.glob("*.json"):
         try:
-            if p.stem.isdigit() and int(p.stem) not in known and time.time() - p.stat().st_mtime > 86400:
+            if p.stem.isdigit() and int(p.stem) not in known and time.time() - p.stat().st_mtime > RECORD_KEEP_S:
                 p.unlink()
         except OSError:
             pass
@@ -97,28 +127,30 @@ def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
     return lines[-n:]
 
 
-def prioritizer_explain(job_id: int, database_url: str | None) -> str | None:
-    """The prioritizer's explanation of a job (``slurm-dl explain``); None when there is no data:
-    the prioritizer is not installed, its store does not exist, or it has not seen the job yet."""
+def prioritizer_explain(job_id: int, database_url: str | None) -> tuple[str | None, str | None]:
+    """The prioritizer's explanation of a job (``slurm-dl explain``'s text) and its one-line
+    summary; (None, None) when there is no data: the prioritizer is not installed, its store
+    does not exist, or it has not seen the job yet."""
     if not database_url:
-        return None
+        return None, None
     path = sqlite_path(database_url)
     if path is not None and (not path or not Path(path).exists()):
-        return None
+        return None, None
     try:
-        from ..explain import render_explanation
+        from ..explain_view import explain_text, explain_view, one_line
         from ..store import Store
     except ImportError:
-        return None
+        return None, None
     try:
         store = Store(database_url)
         expl = store.explanation(job_id)
         if not expl or "factors" not in expl:
-            return None
+            return None, None
         decisions = [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)]
-        return render_explanation(expl, decisions)
+        view = explain_view(expl, store.explanations())
+        return explain_text(view, decisions), one_line(view)
     except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`
-        return None
+        return None, None
 
 
 def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | None = None,
@@ -139,7 +171,9 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | N
             "job_id": job.job_id, "name": job.name, "state": job.state.value, "reason": job.state_reason,
             "restarts": job.restarts, "nodes": list(job.nodes), "kind": record and record.get("kind"),
             "output": record and record.get("output"), "checkpoint_dir": record and record.get("checkpoint_dir"),
-            "last_checkpoint": None, "events": [], "explain": None,
+            "last_checkpoint": None, "events": [], "explain": None, "why": None,
+            "submitted_at": job.submit_time or (record and record.get("submitted_at")) or None,
+            "started_at": job.start_time if job.running else None,
             "telemetry": gpu_samples is not None,
             "gpu": gpu_status(job, gpu_samples) if gpu_samples is not None and job.running else None,
         }
@@ -148,25 +182,138 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | N
             row["last_checkpoint"] = newest_checkpoint(d)
             row["events"] = last_events(d)
         if job.pending:
-            row["explain"] = prioritizer_explain(job.job_id, database_url)
+            row["explain"], row["why"] = prioritizer_explain(job.job_id, database_url)
         rows.append(row)
     return sorted(rows, key=lambda r: r["job_id"])
 
 
-def print_status(rows: list[dict[str, Any]]) -> None:
-    console = Console()
+ACTIVE = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "REQUEUED"}
+_SLURM_REASONS = {
+    "Priority": "behind higher-priority jobs",
+    "Resources": "waiting for free GPUs",
+    "None": "about to be scheduled",
+    "BeginTime": "not before its begin time",
+    "Dependency": "waiting for a job it depends on",
+    "JobHeldUser": "held by you (scontrol release)",
+    "JobHeldAdmin": "held by an administrator",
+    "ReqNodeNotAvail": "the nodes it needs are unavailable",
+    "PartitionTimeLimit": "its --time is over the partition's limit",
+    "QOSMaxGRESPerUser": "your GPU limit is reached",
+    "AssocGrpGRES": "your account's GPU limit is reached",
+}
+
+
+def local_time(at: float | None, now: float | None = None) -> str:
+    """A time as the user's clock shows it: HH:MM today, else 'Mon 21 14:05'."""
+    if not at:
+        return "-"
+    now = time.time() if now is None else now
+    t, today = time.localtime(at), time.localtime(now)
+    if (t.tm_year, t.tm_yday) == (today.tm_year, today.tm_yday):
+        return time.strftime("%H:%M", t)
+    return time.strftime("%b %d %H:%M", t)
+
+
+def parse_since(text: str) -> float:
+    """``30m``, ``12h``, ``2d`` (or a number of hours) as seconds."""
+    t = text.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    try:
+        if t and t[-1] in units:
+            value = float(t[:-1]) * units[t[-1]]
+        else:
+            value = float(t) * 3600
+    except ValueError:
+        raise ValueError(f"--since {text!r}: expected a duration such as 30m, 12h or 2d") from None
+    if value <= 0:
+        raise ValueError(f"--since {text!r}: must be more than zero")
+    return value
+
+
+def select_rows(rows: list[dict[str, Any]], *, show_all: bool, since_s: float, now: float) -> list[dict[str, Any]]:
+    """Running and waiting jobs, and those that ended within ``since_s``; everything with ``show_all``."""
+    if show_all:
+        return rows
+    return [r for r in rows if r["state"] in ACTIVE or (r.get("submitted_at") or now) >= now - since_s]
+
+
+def why_line(row: dict[str, Any]) -> str:
+    """One line on where the job is: the prioritizer's summary, Slurm's reason in words, or its nodes."""
+    state = row["state"]
+    if state == "PENDING":
+        if row.get("why"):
+            return row["why"]
+        reason = row.get("reason") or "None"
+        return f"{_SLURM_REASONS.get(reason, 'Slurm: ' + reason)} (no prioritizer data)"
+    if state in ("RUNNING", "COMPLETING", "SUSPENDED"):
+        where = ",".join(row["nodes"]) or "-"
+        started = row.get("started_at")
+        return f"on {where}" + (f" since {local_time(started)}" if started else "")
+    if state == "REQUEUED":
+        return "requeued after a checkpoint; waits to resume"
+    if state == "ENDED":
+        return "ended; Slurm no longer lists it (see its log)"
+    return state.lower().replace("_", " ")
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def status_table(rows: list[dict[str, Any]], width: int = 80) -> list[str]:
+    """The table as lines no wider than ``width``: job, name, state, submitted, restarts, where/why."""
+    head = f"{'JOB':>8} {'NAME':<16} {'STATE':<9} {'SUBMIT':<12} {'RS':>2} WHY / WHERE"
+    lines = [head]
+    fixed = 8 + 1 + 16 + 1 + 9 + 1 + 12 + 1 + 2 + 1
+    for r in rows:
+        lines.append(f"{r['job_id']:>8} {_cut(r['name'], 16):<16} {_cut(r['state'], 9):<9} "
+                     f"{local_time(r.get('submitted_at')):<12} {r['restarts']:>2} "
+                     f"{_cut(why_line(r), max(10, width - fixed))}")
+        gpu = gpu_cell(r)
+        if r["state"] == "RUNNING" and gpu not in ("-", "–"):
+            lines.append(_cut(f"{'':>9}GPU use: {gpu}", width))
+    return lines
+
+
+def detail_lines(r: dict[str, Any]) -> list[str]:
+    """``dlsubmit status JOBID``: everything known about one job."""
+    lines = [f"job {r['job_id']} ({r['name']}): {r['state']}, {r['kind'] or 'not submitted by dlsubmit'}",
+             f"  why/where:   {why_line(r)}"]
+    if r.get("submitted_at"):
+        lines.append(f"  submitted:   {local_time(r['submitted_at'])}")
+    lines.append(f"  restarts:    {r['restarts']}")
+    if r.get("output"):
+        lines.append(f"  log:         {r['output']}")
+    if r.get("checkpoint_dir") and r.get("kind") != "serve":
+        lines.append(f"  checkpoints: {r['checkpoint_dir']}")
+        lines.append(f"  newest:      {Path(r['last_checkpoint']).name if r['last_checkpoint'] else 'none yet'}")
+    if r.get("telemetry"):
+        lines.append(f"  GPU use:     {gpu_cell(r)}")
+    for ev in r["events"]:
+        lines.append(f"  event {event_text(ev)}")
+    if r.get("explain"):
+        lines.append("  prioritizer:")
+        lines.extend("    " + ln for ln in r["explain"].splitlines())
+    return lines
+
+
+def event_text(line: str) -> str:
+    """``1763900000 job=77 restart=1 event=resume …`` with the epoch as a local time."""
+    head, _, rest = line.partition(" ")
+    if head.isdigit():
+        return f"{local_time(float(head))} {rest}"
+    return line
+
+
+def print_status(rows: list[dict[str, Any]], detail: bool = False) -> None:
     if not rows:
-        console.print("no dlsubmit jobs known to Slurm")
+        typer.echo("no dlsubmit jobs running, waiting or recently ended (--all lists every one)")
         return
-    table = Table(show_header=True, header_style="bold")
-    for col in ("job", "name", "kind", "state", "restarts", "why waiting / nodes", "GPU use", "last checkpoint"):
-        table.add_column(col)
-    for r in rows:
-        why = (r["explain"] or (f"{r['reason']} (no prioritizer data)" if r["reason"] else "no prioritizer data")) \
-            if r["state"] == "PENDING" else ",".join(r["nodes"])
-        table.add_row(str(r["job_id"]), r["name"], r["kind"] or "-", r["state"], str(r["restarts"]), why,
-                      gpu_cell(r), Path(r["last_checkpoint"]).name if r["last_checkpoint"] else "-")
-    console.print(table)
-    for r in rows:
-        for line in r["events"]:
-            console.print(f"  {r['job_id']}: {line}", markup=False, highlight=False)
+    if detail:
+        for r in rows:
+            for line in detail_lines(r):
+                typer.echo(line)
+        return
+    width = max(60, min(shutil.get_terminal_size((80, 24)).columns, 120))
+    for line in status_table(rows, width):
+        typer.echo(line)

@@ -18,7 +18,8 @@ from .common import expected_errors
 
 HELP = ("Sample this node's GPUs through NVML (utilisation, memory, power, processes), attribute each GPU to "
         "the Slurm job holding it and write Prometheus text to OUTPUT_DIR/<node>.prom. Without GPUs or NVML "
-        "it says so and exits 0 (or idles with --idle-without-gpus).")
+        "it says so and exits 0 (or idles with --idle-without-gpus).\n\n"
+        "\b\nExample:\n  slurm-dl gpu-agent --once --json --output-dir /tmp/agent")
 
 
 def gpu_agent(

@@ -13,13 +13,32 @@ from importlib.metadata import entry_points
 import typer
 
 from . import config_cmd, gpu_agent_cmd, simulate_cmd, testbed_cmd
+from .version import VersionOpt, version_option
 
 app = typer.Typer(
     name="slurm-dl",
-    help="Deep-learning GPU scheduling on Slurm: site config, simulator, testbed, filter, prioritizer.",
+    help="""Deep-learning GPU scheduling on Slurm: the admin's commands.
+
+    Users submit with dlsubmit; slurm-dl checks the site config, runs the
+    prioritizer and the submit filter, explains a job's priority, replays
+    traces in the simulator and starts a local test cluster.
+
+    \b
+    Examples:
+      slurm-dl config check site.toml
+      slurm-dl explain 1234
+      slurm-dl testbed up --dir /tmp/tb
+    """,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
+
+
+@app.callback()
+def _root(version: VersionOpt = version_option("slurm-dl")) -> None:
+    pass
+
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(testbed_cmd.app, name="testbed")
 app.command("simulate", help=simulate_cmd.HELP, no_args_is_help=True)(simulate_cmd.simulate)

@@ -13,7 +13,14 @@ from ..testbed import Testbed
 from ..testbed.conf import render_env_exports
 from .common import expected_errors, fail
 
-app = typer.Typer(help="A real local Slurm test cluster with fake GPUs.", no_args_is_help=True)
+app = typer.Typer(help="""A real local Slurm test cluster with fake GPUs.
+
+    \b
+    Example:
+      slurm-dl testbed up --dir /tmp/tb
+      eval "$(slurm-dl testbed env --dir /tmp/tb)"
+      slurm-dl testbed down --dir /tmp/tb
+    """, no_args_is_help=True)
 
 # site-configs/ of a source checkout (an editable install); absent from a wheel.
 _TESTBED_TOML = Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml"
@@ -35,7 +42,12 @@ def up(
                               "(run from a Debian root built once); default: the directory's last, else 22.05"),
     as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
 ) -> None:
-    """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle."""
+    """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle.
+
+    \b
+    Example:
+      slurm-dl testbed up --dir /tmp/tb --nodes 2 --gpus-per-node 4
+    """
     with expected_errors():
         tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, accounting=accounting,
                      slurm=slurm)
@@ -58,7 +70,12 @@ def up(
 
 @app.command("down")
 def down(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json")) -> None:
-    """Stop every process started for DIR (daemons, job steps), also after a crash."""
+    """Stop every process started for DIR (daemons, job steps), also after a crash.
+
+    \b
+    Example:
+      slurm-dl testbed down --dir /tmp/tb
+    """
     with expected_errors():
         tb = Testbed(dir)
         stopped = tb.down()
@@ -70,7 +87,12 @@ def down(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json")) -
 
 @app.command("status")
 def status(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json")) -> None:
-    """Which daemons run and what state slurmctld reports for each node. Exit 1 when not up."""
+    """Which daemons run and what state slurmctld reports for each node. Exit 1 when not up.
+
+    \b
+    Example:
+      slurm-dl testbed status --dir /tmp/tb
+    """
     with expected_errors():
         st = Testbed(dir).status()
     if as_json:
@@ -90,8 +112,13 @@ def status(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json"))
 
 @app.command("env")
 def env(dir: Path = DirOption) -> None:
-    """Print `export SLURM_CONF=... SLURM_DL_CONFIG=...` lines (and PATH for another release's
-    clients): eval "$(slurm-dl testbed env --dir DIR)"."""
+    """Print the export lines (SLURM_CONF, SLURM_DL_CONFIG, and PATH for another release's
+    clients) that point Slurm's commands and slurm-dl at the testbed.
+
+    \b
+    Example:
+      eval "$(slurm-dl testbed env --dir /tmp/tb)"
+    """
     with expected_errors():
         tb = Testbed(dir)
         if not tb.slurm_conf.exists():

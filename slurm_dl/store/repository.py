@@ -272,6 +272,15 @@ class Store:
             return None
         return json.loads(row.data).get(str(job_id))
 
+    def explanations(self) -> dict[int, dict[str, Any]]:
+        """Every job's explanation from the last saved cycle (the queue ``explain`` places a job in)."""
+        try:
+            with self._session() as s:
+                row = s.get(ExplanationSnapshot, 1)
+        except SQLAlchemyError as e:
+            raise self._fail("reading explanations", e) from None
+        return {} if row is None else {int(k): v for k, v in json.loads(row.data).items()}
+
     def counts(self) -> dict[str, int]:
         out = {}
         with self._session() as s:

@@ -41,8 +41,9 @@ def test_explanation_names_each_factor_queue_usage_and_slack():
     assert tier_scores(e) == pytest.approx(policy.tier_scores(job, ctx), abs=1e-5)
     assert "1 GPU(s); 0 free now" in e["waiting_for"]
     text = render_explanation(e, [{"at": 90.0, "kind": "priority", "value": 750000, "reason": "score 0.75"}])
-    assert "SiteFactor 750000" in text and "las: score" in text and "slack 330.0 s" in text
+    assert "SiteFactor 750000" in text and "las 1 x 0.6667 = 0.6667" in text and "6 min to spare" in text
     assert "waiting for:" in text and "priority 750000: score 0.75" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
 
 
 def test_waiting_reason_prefers_a_planned_preemption():

@@ -148,8 +148,13 @@ def test_deprioritized_idle_job_goes_to_the_bottom_and_is_requeued_first(tmp_pat
     assert c.jobs[2].site_factor == bottom and c.jobs[1].site_factor == 0
     assert store.explanation(2)["gpu_utilisation"]["action"] == "deprioritize"
     text = render_explanation(store.explanation(2), [])
-    assert "idle GPUs: warned t=1600; deprioritize at t=1900" in text
-    assert "GPU lifetime: 34 sample(s), mean 0.0%" in text and "idle since t=1000" in text
+    import time as _time
+
+    def clock(at: float) -> str:  # explain shows local times
+        return _time.strftime("%m-%d %H:%M", _time.localtime(at))
+
+    assert f"idle GPUs: warned {clock(1600)}; deprioritize at {clock(1900)}" in text
+    assert "GPU lifetime: 34 sample(s), mean 0.0%" in text and f"idle since {clock(1000)}" in text
     c.add(3, 6)  # needs 6 GPUs, 4 free: one of the two 2-GPU jobs must go; job 1 would by job id
     run_minutes(p, c, agents, 1)
     assert c.signals == [(2, "USR2")], "the idle job is the victim, through the normal preemption path"

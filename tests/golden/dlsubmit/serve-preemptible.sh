@@ -31,6 +31,10 @@ dl_log() {
     printf '%s dlsubmit[%s]: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-?}" "$*"
     printf '%s job=%s restart=%s %s\n' "$(date +%s)" "${SLURM_JOB_ID:-?}" "$DL_RESTART" "$*" >> "$CKPT_DIR/.dlsubmit/events"
 }
+# A line for the person reading the job's log (not kept in the events file).
+dl_say() {
+    printf '%s dlsubmit[%s]: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-?}" "$*"
+}
 
 # Newest complete checkpoint: entries of CKPT_DIR that are not hidden and not *.tmp / *.partial.
 dl_newest_checkpoint() {
@@ -112,6 +116,7 @@ dl_finish() {
     case "$dl_stop" in
         preempt)
             dl_log "event=checkpointed rc=$rc: waiting for the requeue"
+            dl_say "preempted on purpose for a higher-priority job, not an error: checkpoint kept, the job is requeued and resumes from it (Slurm's CANCELLED/REQUEUE line below is expected)"
             local waited=0
             while [ "$waited" -lt $(( DL_GRACE_S + 30 )) ]; do
                 sleep 1 &

@@ -31,6 +31,10 @@ dl_log() {
     printf '%s dlsubmit[%s]: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-?}" "$*"
     printf '%s job=%s restart=%s %s\n' "$(date +%s)" "${SLURM_JOB_ID:-?}" "$DL_RESTART" "$*" >> "$CKPT_DIR/.dlsubmit/events"
 }
+# A line for the person reading the job's log (not kept in the events file).
+dl_say() {
+    printf '%s dlsubmit[%s]: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-?}" "$*"
+}
 
 # Newest complete checkpoint: entries of CKPT_DIR that are not hidden and not *.tmp / *.partial.
 dl_newest_checkpoint() {

@@ -1,0 +1,140 @@
+"""What dlsubmit checks around a submission: the live cluster (partitions, GPU types, time
+limits), Slurm's refusals made readable, and jobs that would quietly run one process.
+
+The cluster is read through ``slurm_dl.slurm``'s backend; everything else here is pure.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..errors import SlurmDLError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from ..model import Node, Partition
+from ..units import format_time
+
+
+@dataclass
+class ClusterFacts:
+    """What the reachable cluster offers; ``checked`` False with ``why`` when it could not be read."""
+
+    checked: bool
+    why: str = ""
+    partitions: list[Partition] = field(default_factory=list)
+    gpu_types: list[str] = field(default_factory=list)
+
+    @property
+    def partition_names(self) -> list[str]:
+        return [p.name for p in self.partitions]
+
+
+def read_cluster(backend: Any) -> ClusterFacts:
+    """Partitions and GPU types from Slurm; never raises for an unreachable cluster."""
+    try:
+        partitions = backend.partitions()
+    except (SlurmUnavailableError, SlurmNotInstalledError):
+        return ClusterFacts(checked=False, why="no Slurm cluster reachable from here")
+    except SlurmDLError as e:
+        text = str(e)
+        if any(s in text for s in _NO_CONFIG):
+            return ClusterFacts(checked=False, why="no Slurm configuration here; is SLURM_CONF set?")
+        return ClusterFacts(checked=False, why=_short(refusal_lines(e)[0] if isinstance(e, SlurmError) else text))
+    try:
+        nodes: list[Node] = backend.nodes()
+        types = sorted({n.gpu_type for n in nodes if n.gpu_type})
+    except SlurmDLError:
+        types = []
+    return ClusterFacts(checked=True, partitions=list(partitions), gpu_types=types)
+
+
+_NO_CONFIG = ("configuration source", "resolve_ctls", "fetch_config", "configuration file", "ClusterName")
+
+
+def cluster_problems(facts: ClusterFacts, directives: Sequence[str]) -> list[str]:
+    """Problems Slurm would refuse the job for, each with the valid choices. Pure."""
+    if not facts.checked:
+        return []
+    values = dict(d.split("=", 1) for d in directives if "=" in d)
+    problems = []
+    part = values.get("--partition")
+    chosen = None
+    if part:
+        chosen = next((p for p in facts.partitions if p.name == part), None)
+        if chosen is None:
+            problems.append(f"partition {part!r} does not exist; valid: {', '.join(facts.partition_names) or 'none'}")
+    else:
+        chosen = next((p for p in facts.partitions if p.default), None)
+    gpn = values.get("--gpus-per-node", "")
+    if ":" in gpn and facts.gpu_types:
+        gtype = gpn.rsplit(":", 1)[0]
+        if gtype not in facts.gpu_types:
+            problems.append(f"GPU type {gtype!r} is not on this cluster; valid: {', '.join(facts.gpu_types)}")
+    if chosen is not None and chosen.max_time_s and "--time" in values:
+        from ..units import parse_time_seconds
+
+        try:
+            asked = parse_time_seconds(values["--time"])
+        except SlurmDLError:
+            asked = 0
+        if asked > chosen.max_time_s:
+            problems.append(f"--time {values['--time']} is over partition {chosen.name}'s limit of "
+                            f"{format_time(int(chosen.max_time_s))}")
+    return problems
+
+
+_PREFIX = re.compile(r"^(?:(?:sbatch|scancel|scontrol|squeue)(?: -v)?:\s*|error:\s*)+", re.IGNORECASE)
+
+
+def refusal_lines(error: SlurmError) -> list[str]:
+    """Slurm's refusal as readable lines, without the doubled ``sbatch: error:`` prefixes."""
+    text = str(error)
+    pieces = re.split(r";\s+(?=(?:sbatch|scancel|scontrol|error)\b)", text)
+    out: list[str] = []
+    for piece in pieces:
+        line = _PREFIX.sub("", piece.strip()).strip()
+        if line and line not in out:
+            out.append(line)
+    return out or [text]
+
+
+def refusal_message(error: SlurmError, facts: ClusterFacts | None) -> list[str]:
+    """The first line says Slurm refused and why, adding the valid choices where known."""
+    lines = refusal_lines(error)
+    first = lines[0]
+    low = " ".join(lines).lower()
+    if facts is not None and facts.checked:
+        if "partition" in low and facts.partition_names:
+            first += f" (valid partitions: {', '.join(facts.partition_names)})"
+        elif ("gres" in low or "node configuration" in low) and facts.gpu_types:
+            first += f" (GPU types here: {', '.join(facts.gpu_types)})"
+    return [f"Slurm refused the job: {first}", *lines[1:]]
+
+
+_LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "mpirun", "srun", "horovodrun", "python -m torch.distributed")
+
+
+def single_process_warning(kind: str, gpus_per_node: int, launcher: str, command: Sequence[str],
+                           torchrun_here: bool | None = None) -> str | None:
+    """A multi-GPU job that will start one process on its node: say so at submit time."""
+    if kind != "train" or gpus_per_node < 2 or not command:
+        return None
+    head = " ".join(command[:3])
+    if any(word in head for word in _LAUNCHERS):
+        return None  # the command starts its own processes
+    if launcher == "none":
+        return (f"--launcher none: your command runs once per node and must use all "
+                f"{gpus_per_node} GPUs itself")
+    if launcher == "auto":
+        if torchrun_here is None:
+            torchrun_here = shutil.which("torchrun") is not None
+        if not torchrun_here:
+            return (f"no torchrun here: unless the compute node has it, this {gpus_per_node}-GPU job "
+                    "runs ONE process; --launcher torchrun requires it")
+    return None
+
+
+def _short(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "no answer"
+    return line if len(line) <= 60 else line[:57] + "..."

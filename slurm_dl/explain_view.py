@@ -1,0 +1,309 @@
+"""``slurm-dl explain`` for people: a job's place in the queue and why, in words and numbers.
+
+Pure. Input: the job's stored explanation (:func:`slurm_dl.explain.explain_job`), the same
+cycle's explanations of every other job (the queue), and what the caller read live (Slurm's
+start estimate, free GPUs per node, recorded preemptions). Output: :func:`explain_view`, one
+JSON-able dict (1-based ranks); :func:`explain_text`, the same numbers as lines of at most 80
+characters; :func:`one_line`, the summary ``dlsubmit status`` shows.
+
+Contributions are ``weight × score`` rounded to 4 decimals and each tier's total is the sum of
+the rounded contributions shown, so what is printed adds up.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping
+
+WIDTH = 80
+_STEP_WORDS = {"submit": "submit time", "job_id": "job id (submitted in the same second)"}
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _clock(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
+
+
+def _duration(seconds: float) -> str:
+    s = abs(float(seconds))
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
+
+
+def _gpu_h(gpu_s: float | None) -> str:
+    return "-" if gpu_s is None else f"{gpu_s / 3600:.1f} GPU-h"
+
+
+def contributions(expl: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per tier: each factor's weight, score, contribution (rounded) and the tier's total."""
+    factors = expl.get("factors") or {}
+    tiers = expl.get("tiers") or [[name] for name in factors]
+    out = []
+    for i, names in enumerate(tiers, 1):
+        parts = []
+        for name in names:
+            f = factors.get(name, {})
+            weight = float(f.get("weight", 1.0))
+            score = f.get("score")
+            contribution = round(weight * (score or 0.0), 4)
+            parts.append({"factor": name, "weight": weight, "score": score, "contribution": contribution,
+                          "words": factor_words(name, f, expl)})
+        total = round(sum(p["contribution"] for p in parts), 4)
+        out.append({"tier": i, "factors": parts, "total": total})
+    return out
+
+
+def factor_words(name: str, f: Mapping[str, Any], expl: Mapping[str, Any]) -> str:
+    """What a factor means for this job, in plain words."""
+    if name == "deadline":
+        if expl.get("deadline") is None:
+            return "no deadline"
+        slack = expl.get("deadline_slack_s")
+        left = "" if slack is None else (f", {_duration(slack)} to spare" if slack >= 0 else ", cannot make it")
+        return f"deadline {_clock(expl['deadline'])}{left}"
+    if name == "class":
+        w, top = f.get("class_weight"), f.get("class_weight_max")
+        return f"class {expl.get('class')}: weight {w:g} of {top:g}" if w is not None and top else \
+            f"class {expl.get('class')}"
+    if name == "las":
+        th = list(f.get("thresholds") or f.get("thresholds_gpu_s") or [])
+        q = f.get("queue")
+        unit = "GPU-s" if f.get("service", "gpu-seconds") == "gpu-seconds" else "s of run time"
+        if q is None:
+            return "least attained service"
+        got = f.get("attained")
+        text = f"queue {q + 1} of {len(th) + 1}"
+        if got is not None:
+            text += f", {got:g} {unit} so far"
+        if f.get("starvation_promoted"):
+            text += ", lifted for waiting long"
+        elif got is not None and q < len(th):
+            text += f"; next queue after {th[q] - got:g} more"  # same unit as "so far"
+        return text
+    if name == "fairshare":
+        usage = expl.get("account_usage_gpu_s")
+        return f"account {expl.get('account') or '-'}: factor {f.get('factor', 0):.2f}, used {_gpu_h(usage)}"
+    if name == "fifo":
+        return "first come, first served"
+    return f"{name} score"
+
+
+def _key_step(a: list, b: list) -> tuple[str, Any, Any] | None:
+    """The first key field where two jobs differ: (label, value of a, value of b)."""
+    for (label, va), (_, vb) in zip(a, b):
+        if va != vb:
+            return label, va, vb
+    return None
+
+
+def _step_words(label: str, mine: Any, theirs: Any) -> str:
+    if label.startswith("tier:"):
+        return f"{label[5:].replace('+', ' + ')} ({-mine:g} vs {-theirs:g})"
+    if label.startswith("tiebreak:"):
+        return f"{label[9:]}'s tiebreak ({mine} vs {theirs})"
+    if label == "submit":
+        return f"submit time ({_clock(mine)[11:]} vs {_clock(theirs)[11:]})"
+    return f"{_STEP_WORDS.get(label, label)} ({mine} vs {theirs})"
+
+
+def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]] | None = None, *,
+                 estimate: Mapping[str, Any] | None = None, preemptions: Iterable[Mapping[str, Any]] = (),
+                 free_gpus_per_node: Iterable[int] | None = None, half_life_hours: float | None = None,
+                 now: float | None = None) -> dict[str, Any]:
+    """Everything the text shows, as data."""
+    queue = {int(k): v for k, v in (queue or {}).items()}
+    jid = int(expl["job_id"])
+    queue.setdefault(jid, expl)
+    rank = expl.get("rank")
+    ranked = sorted((e for e in queue.values() if e.get("rank") is not None), key=lambda e: e["rank"])
+    view: dict[str, Any] = {
+        "job_id": jid, "name": expl.get("name"), "user": expl.get("user"), "account": expl.get("account"),
+        "state": expl.get("state"), "class": expl.get("class"), "num_gpus": expl.get("num_gpus"),
+        "policy": expl.get("policy"), "rank": None if rank is None else rank + 1,
+        "ranked": expl.get("ranked"), "score": expl.get("score"), "site_factor": expl.get("site_factor"),
+        "tiers": contributions(expl), "waiting_for": expl.get("waiting_for") or None, "at": expl.get("at"),
+        "gpu_utilisation": expl.get("gpu_utilisation"),
+    }
+    if expl.get("state") == "PENDING" and rank is not None:
+        pending = [e for e in ranked if e.get("state") == "PENDING"]
+        ahead = [e for e in pending if e["rank"] < rank]
+        view["queue"] = {
+            "position": len(ahead) + 1, "waiting": len(pending), "jobs_ahead": len(ahead),
+            "gpus_ahead": sum(int(e.get("num_gpus") or 0) for e in ahead),
+            "accounts_ahead": len({e.get("account") for e in ahead}),
+        }
+    neighbours = {}
+    mine = expl.get("order_key") or []
+    if rank is not None and mine:
+        by_rank = {e["rank"]: e for e in ranked}
+        for side, r in (("after", rank - 1), ("before", rank + 1)):
+            other = by_rank.get(r)
+            if other is None or not other.get("order_key"):
+                continue
+            step = _key_step(mine, other["order_key"])
+            if step is None:
+                continue
+            label, va, vb = step
+            neighbours[side] = {"job_id": other["job_id"], "step": label, "this": va, "other": vb,
+                                "tied_on_every_factor": not label.startswith(("tier:", "key:")),
+                                "words": _step_words(label, va, vb)}
+    view["ordering"] = neighbours
+    view["preemption"] = preemption_words(expl, list(preemptions))
+    view["estimated_start"] = _estimate(estimate, now)
+    view["levers"] = levers(expl, view, free_gpus_per_node, half_life_hours)
+    return view
+
+
+def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> str:
+    """Where the job stands with preemption, in words that mean what they say."""
+    open_rows = [r for r in rows if r.get("state") in ("planned", "signalled", "checkpointing", "requeue")]
+    if open_rows:
+        r = open_rows[-1]
+        at = r.get("signalled_at")
+        when = f" at {_clock(at)[11:]}" if at else ""
+        return f"signalled{when} to checkpoint for job {r.get('need')}; requeued once it saves"
+    if not expl.get("checkpointable", True):
+        return "not preemptible (its class does not checkpoint)"
+    done = [r for r in rows if r.get("signalled_at")]
+    if done:
+        r = done[-1]
+        return f"last preempted {_clock(r['signalled_at'])} for job {r.get('need')}; not signalled since"
+    if expl.get("state") == "RUNNING":
+        return "not signalled recently"
+    return "not running, so nothing to preempt"
+
+
+def _estimate(estimate: Mapping[str, Any] | None, now: float | None) -> dict[str, Any]:
+    if not estimate or not estimate.get("at"):
+        return {"at": None, "source": None,
+                "words": "none: Slurm has not estimated it yet (its backfill pass does, for jobs near the front)"}
+    at = float(estimate["at"])
+    in_s = None if now is None else at - now
+    words = f"{_clock(at)}" + ("" if in_s is None else f" (in {_duration(max(0.0, in_s))})")
+    words += "; Slurm's estimate from running jobs' time limits: sooner if they end early, later if " \
+             "higher-priority jobs arrive"
+    return {"at": at, "in_s": in_s, "source": estimate.get("source", "slurm"), "words": words}
+
+
+def levers(expl: Mapping[str, Any], view: Mapping[str, Any], free_gpus_per_node: Iterable[int] | None,
+           half_life_hours: float | None) -> list[str]:
+    """What the user could change, where the numbers allow saying it concretely."""
+    out = []
+    if expl.get("state") != "PENDING":
+        return out
+    n = int(expl.get("num_gpus") or 0)
+    free = sorted(free_gpus_per_node or [], reverse=True)
+    if free and n > 0:
+        best = free[0]
+        if 0 < best < n:
+            out.append(f"with {best} GPUs instead of {n} it would fit on a node that is free now")
+        elif best >= n:
+            out.append(f"{best} GPUs are free on one node: it starts once the jobs ahead are placed")
+    usage = expl.get("account_usage_gpu_s")
+    if half_life_hours and usage and "fairshare" in (expl.get("factors") or {}):
+        out.append(f"account {expl.get('account')}'s usage ({_gpu_h(usage)}) halves in {half_life_hours:g} h, "
+                   "raising its fair-share factor")
+    if expl.get("state_reason") in ("Priority", "Resources"):
+        out.append("a shorter --time lets Slurm backfill it into gaps before the jobs ahead start")
+    return out
+
+
+def one_line(view: Mapping[str, Any]) -> str:
+    """The summary ``dlsubmit status`` shows for a waiting job."""
+    q = view.get("queue")
+    if not q:
+        return view.get("waiting_for") or (view.get("state") or "").lower()
+    text = f"{_ordinal(q['position'])} of {q['waiting']} waiting"
+    if q["jobs_ahead"]:
+        text += f"; {q['gpus_ahead']} GPUs ahead"
+    est = view.get("estimated_start") or {}
+    if est.get("at"):
+        text += f"; start ~{_clock(est['at'])[11:]}"
+    elif view.get("waiting_for"):
+        text += f"; {view['waiting_for']}"
+    return text
+
+
+def _fit(text: str, width: int = WIDTH) -> list[str]:
+    """Wrap ``text`` (with its leading indent) into lines of at most ``width``."""
+    if len(text) <= width:
+        return [text]
+    indent = len(text) - len(text.lstrip(" "))
+    words, lines, line = text.split(), [], " " * indent
+    for w in words:
+        if len(line) + len(w) + (0 if line.strip() == "" else 1) > width and line.strip():
+            lines.append(line.rstrip())
+            line = " " * (indent + 2)
+        line += ("" if line.strip() == "" else " ") + w
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
+
+
+def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = ()) -> str:
+    """Lines of at most 80 characters."""
+    out: list[str] = []
+
+    def say(text: str) -> None:
+        out.extend(_fit(text))
+
+    state = (view.get("state") or "").lower()
+    say(f"job {view['job_id']} ({view.get('name') or '-'}) of {view.get('user') or '-'}, account "
+        f"{view.get('account') or '-'}: {state}, {view.get('num_gpus')} GPU(s), class {view.get('class')}")
+    q = view.get("queue")
+    if q:
+        say(f"place: {_ordinal(q['position'])} of {q['waiting']} waiting jobs; ahead of it: {q['jobs_ahead']} "
+            f"job(s) with {q['gpus_ahead']} GPU(s) from {q['accounts_ahead']} account(s)")
+    if view.get("rank") is not None:
+        sf = view.get("site_factor")
+        say(f"  rank {view['rank']} of {view['ranked']} counting running jobs (policy {view.get('policy')}); "
+            f"score {view.get('score')} is that place (1 first, 0 last)"
+            + (f" -> SiteFactor {sf}" if sf is not None else ""))
+    out.append("why this place (tiers are compared in order; the first difference decides):")
+    for t in view.get("tiers") or []:
+        names = " + ".join(p["factor"] for p in t["factors"])
+        if len(t["factors"]) == 1:
+            p = t["factors"][0]
+            say(f"  tier {t['tier']} {names:<15} {t['total']:>7.4f}  {p['words']}")
+            continue
+        say(f"  tier {t['tier']} {names:<15} {t['total']:>7.4f} = "
+            + " + ".join(f"{p['contribution']:.4f}" for p in t["factors"]))
+        for p in t["factors"]:
+            say(f"    {p['factor']:<10} {p['weight']:g} x {p['score'] or 0:.4f} = {p['contribution']:.4f}  "
+                f"{p['words']}")
+    order = view.get("ordering") or {}
+    for side in ("after", "before"):
+        n = order.get(side)
+        if n:
+            tie = "tied on every factor; " if n["tied_on_every_factor"] else ""
+            say(f"  {side} job {n['job_id']}: {tie}decided by {n['words']}")
+    if view.get("waiting_for"):
+        say(f"waiting for: {view['waiting_for']}")
+    if view.get("state") == "PENDING":
+        say(f"estimated start: {view['estimated_start']['words']}")
+    say(f"preemption: {view.get('preemption')}")
+    if view.get("gpu_utilisation"):
+        from .explain import utilisation_lines
+
+        for line in utilisation_lines(view["gpu_utilisation"]):
+            say(line)
+    for lever in view.get("levers") or []:
+        say(f"to start sooner: {lever}")
+    decisions = list(decisions)
+    if decisions:
+        out.append("recent decisions:")
+        for d in decisions[-5:]:
+            v = "" if d.get("value") is None else f" {d['value']}"
+            say(f"  {_clock(d['at'])[5:]} {d['kind']}{v}: {d['reason']}")
+    return "\n".join(out)
