@@ -117,7 +117,7 @@ def run(
 
 
 def explain(
-    job_id: int = typer.Argument(..., help="Slurm job id"),
+    job_id: int = typer.Argument(..., metavar="JOBID", help="Slurm job id"),
     config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
     live: bool = typer.Option(True, "--live/--no-live",

@@ -170,6 +170,7 @@ step_explain() {
 step_howto() {
   banner "the cluster stays up"
   cat <<MSG
+  commands on PATH:      . .venv/bin/activate   (in each new shell, from $PWD)
   use it from a shell:   eval "\$(slurm-dl testbed env --dir $TESTBED_DIR)"
                          sinfo; squeue; sbatch --gpus=2 --wrap 'echo \$CUDA_VISIBLE_DEVICES'
   job output:            $OUT_DIR/

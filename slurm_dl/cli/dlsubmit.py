@@ -310,7 +310,7 @@ app.add_typer(render_app, name="render")
 
 @app.command()
 def status(
-    job_id: Optional[int] = typer.Argument(None, help="one job, in detail (default: a table of your jobs)"),
+    job_id: Optional[int] = typer.Argument(None, metavar="JOBID", help="one job, in detail (default: a table of your jobs)"),
     show_all: bool = typer.Option(False, "--all", help="every job dlsubmit remembers, however old"),
     since: str = typer.Option("24h", "--since", metavar="AGE",
                               help="also list jobs that ended within AGE, e.g. 30m, 12h, 7d"),
@@ -359,7 +359,7 @@ def status(
 
 
 @app.command()
-def cancel(job_id: int = typer.Argument(..., help="the job to cancel")) -> None:
+def cancel(job_id: int = typer.Argument(..., metavar="JOBID", help="the job to cancel")) -> None:
     """Cancel a job (all of a sweep's array tasks when given the sweep's id).
 
     \b
