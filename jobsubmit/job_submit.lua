@@ -29,7 +29,7 @@ local READ_FIELDS = {
     "min_nodes", "max_nodes", "name", "partition", "req_switch", "wait4switch", "requeue",
     "time_limit", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
     "user_id", "user_name", "qos", "num_tasks", "ntasks_per_node", "sockets_per_node", "cpus_per_task",
-    "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu", "shared",
+    "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu", "shared", "default_account", "default_qos",
 }
 -- Fields the service may change, and their Lua type.
 local WRITABLE = {
@@ -161,6 +161,7 @@ local GUARDED = {
     "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task", "min_nodes", "max_nodes",
     "req_switch", "wait4switch", "partition", "num_tasks", "ntasks_per_node", "sockets_per_node",
     "cpus_per_task", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu", "cpus_per_tres", "mem_per_tres",
+    "account", "qos",
 }
 local UNSET = { [4294967294] = true, [4294967295] = true, [65534] = true, [65535] = true }
 local NO_VAL = 4294967294
@@ -205,7 +206,7 @@ local function refused(job_desc, job_rec)
         return "requeue", "0 (the job is checkpointable)", slurm.ESLURM_ACCESS_DENIED
     end
     if job_desc.comment ~= nil then
-        for _, key in ipairs({ "class", "deadline" }) do
+        for _, key in ipairs({ "class", "deadline", "ckpt" }) do
             if hint(job_desc.comment, key) ~= hint(job_rec.comment, key) then
                 return "comment", "dl:" .. key .. " hint", slurm.ESLURM_ACCESS_DENIED
             end

@@ -8,9 +8,11 @@
 - SIGHUP reloads the site config (a bad file is logged and the old config kept); SIGTERM/SIGINT stop.
 - One log line per decision.
 
-Deadline quota bookkeeping (the rules are pure, so the count comes in as data): the service
-remembers each deadline job it accepted, per user, until that deadline passes. This counts jobs
-that already started as well as pending ones (an upper bound), and a restart forgets them.
+Quotas count live jobs (the rules are pure, so the counts come in as data): a background thread
+re-reads Slurm's pending and running jobs every ``filter.live_refresh_seconds`` (outside
+slurmctld's job lock) and counts each user's tagged deadline jobs and GPUs per class; jobs this
+service accepted since that read started are added on top until the next read shows them (or
+not: a job cancelled, or one whose answer came after the shim's timeout, is not counted).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from typing import Any, Callable, Mapping
 from slurm_dl.config import SiteConfig, load_config
 from slurm_dl.errors import ConfigError, SlurmDLError
 from slurm_dl.rules import FilterContext, FilterDecision, decide
+from slurm_dl.model import Job
+from slurm_dl.rules.live import UserLive, live_counts
 from slurm_dl.tags import parse_tag
 
 from .protocol import MAX_REQUEST_BYTES, answer_line, error_answer
@@ -46,22 +50,54 @@ class FilterServiceError(SlurmDLError, OSError):
     """The filter service cannot start (socket path, owner)."""
 
 
-class DeadlineBook:
-    """Accepted deadline jobs per user, each kept until its deadline passes. Thread-safe."""
+class LiveView:
+    """Per-user counts of live jobs (see the module text). Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, fetch: Callable[[], list[Job]] | None = None, clock: Callable[[], float] = time.time) -> None:
+        self._fetch = fetch
+        self._clock = clock
         self._lock = threading.Lock()
-        self._by_user: dict[str, list[float]] = {}
+        self._counts: dict[str, UserLive] = {}
+        self._recent: list[tuple[float, str, str, int, float | None]] = []  # (at, user, class, gpus, deadline)
+        self.refreshed_at: float | None = None
 
-    def count(self, user: str, now: float) -> int:
+    def refresh(self) -> None:
+        """Re-read the live jobs (raises what the fetch raises; the old counts stay then)."""
+        if self._fetch is None:
+            return
+        started = self._clock()
+        counts = live_counts(self._fetch())
         with self._lock:
-            live = [d for d in self._by_user.get(user, []) if d > now]
-            self._by_user[user] = live
-            return len(live)
+            self._counts = counts
+            self._recent = [r for r in self._recent if r[0] >= started]
+            self.refreshed_at = started
 
-    def add(self, user: str, deadline: float) -> None:
+    def run(self, interval: float, stop: threading.Event) -> None:
+        failing = False
+        while not stop.is_set():
+            try:
+                self.refresh()
+                if failing:
+                    log.info("live jobs readable again")
+                failing = False
+            except Exception as e:  # noqa: BLE001 - Slurm down or slow: keep the last counts
+                if not failing:
+                    log.warning("cannot read live jobs (quotas use the last counts): %s", str(e)[:200])
+                failing = True
+            stop.wait(interval)
+
+    def add(self, user: str, job_class: str, gpus: int, deadline: float | None) -> None:
         with self._lock:
-            self._by_user.setdefault(user, []).append(deadline)
+            self._recent.append((self._clock(), user, job_class, gpus, deadline))
+
+    def of(self, user: str, now: float) -> UserLive:
+        with self._lock:
+            base = self._counts.get(user)
+            out = UserLive(base.deadline_jobs, dict(base.class_gpus)) if base else UserLive()
+            for _, who, job_class, gpus, deadline in self._recent:
+                if who == user:
+                    out.add(job_class, gpus, deadline is not None and deadline > now)
+        return out
 
 
 def _user_key(job: Mapping[str, Any], uid: int | None) -> str:
@@ -74,12 +110,13 @@ def _user_key(job: Mapping[str, Any], uid: int | None) -> str:
 class FilterService:
     """Decides jobs with the current config; ``decide_job`` is what each request runs."""
 
-    def __init__(self, config_path: str | Path, *, clock: Callable[[], float] = time.time, metrics=None) -> None:
+    def __init__(self, config_path: str | Path, *, clock: Callable[[], float] = time.time, metrics=None,
+                 fetch: Callable[[], list[Job]] | None = None) -> None:
         self.config_path = Path(config_path)
         self.metrics = metrics  # jobsubmit.metrics.FilterMetrics, or None
         self.config: SiteConfig = load_config(self.config_path)
         self.clock = clock
-        self.deadlines = DeadlineBook()
+        self.live = LiveView(fetch)
         self.slots = threading.BoundedSemaphore(self.config.filter.max_concurrent)
         self.decisions = 0
 
@@ -101,11 +138,13 @@ class FilterService:
         config = self.config
         user = _user_key(job, uid)
         now = self.clock()
-        decision = decide(job, config, FilterContext(now=now, user_deadline_jobs=self.deadlines.count(user, now)))
+        held = self.live.of(user, now)
+        ctx = FilterContext(now=now, user_deadline_jobs=held.deadline_jobs, user_class_gpus=held.class_gpus)
+        decision = decide(job, config, ctx)
         if decision.accepted:
             tag = parse_tag(decision.changes.get("admin_comment"))
-            if tag is not None and tag.deadline is not None:
-                self.deadlines.add(user, tag.deadline)
+            if tag is not None:
+                self.live.add(user, tag.job_class.value, tag.gpus, tag.deadline)
         self.decisions += 1
         took = time.perf_counter() - started
         if self.metrics is not None:
@@ -280,7 +319,9 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
           metrics_port: int | None = None) -> None:
     """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config.
     ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port)."""
-    service = FilterService(config_path)
+    from slurm_dl.slurm import CliBackend
+
+    service = FilterService(config_path, fetch=lambda: CliBackend().jobs())
     path = Path(socket_path or service.config.filter.socket)
     port = metrics_port if metrics_port is not None else service.config.filter.metrics_port
     if port is not None:
@@ -309,6 +350,8 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
         server.server_close()
         path.unlink(missing_ok=True)
         return
+    threading.Thread(target=service.live.run, args=(service.config.filter.live_refresh_seconds, stop_requested),
+                     daemon=True, name="live-jobs").start()
     log.info("filter service listening on %s (config %s, pid %d)", path, config_path, os.getpid())
     try:
         server.serve_forever(poll_interval=0.5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from slurm_dl.config import SiteConfig
 from slurm_dl.ledger import Ledger
 from slurm_dl.model import Job, JobClass
+from slurm_dl.rules.access import not_admitted, over_quota
 from slurm_dl.rules.classify import is_privileged
 from slurm_dl.rules.site import site_shape
 from slurm_dl.rules.hints import CKPT_BATCH, CKPT_STEPS, parse_ckpt, parse_hints
@@ -93,11 +94,21 @@ def class_violation(job: Job, config: SiteConfig) -> str | None:
 
 
 def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
-    """Demote to train every live job whose class limits no longer hold; returns why, per job.
-    (Checkpointability stays as tagged: a demoted job is not made preemptible.)"""
+    """Demote to train every live job whose class limits no longer hold, whose account may not
+    use its class, or that goes past its class's per-user GPU quota (the user's earliest jobs
+    keep the class); returns why, per job. (Checkpointability stays as tagged: a demoted job is
+    not made preemptible.)"""
     demoted = {}
-    for job in jobs:
+    held: dict[tuple[str, JobClass], int] = {}
+    for job in sorted(jobs, key=lambda j: (not j.running, j.submit_time, j.job_id)):
         why = class_violation(job, config)
+        if why is None and is_privileged(job.job_class, config):
+            why = not_admitted(job.job_class, job.account or None, job.qos or None, config)
+            if why is None:
+                key = (job.user, job.job_class)
+                why = over_quota(job.job_class, job.num_gpus, held.get(key, 0), config, who=f"user {job.user!r} holds")
+                if why is None:
+                    held[key] = held.get(key, 0) + job.num_gpus
         if why is not None:
             demoted[job.job_id] = f"class {job.job_class.value} demoted to train: {why}"
             job.job_class = JobClass.TRAIN

@@ -137,6 +137,11 @@ class JobClassConfig(_Strict):
     checkpointable: bool = True
     preemptible: bool = True
     weight: float = num(1.0, gt=0, le=MAX_WEIGHT, description="class weight in the policy mix")
+    allow_accounts: list[str] | None = Field(default=None, max_length=10000, description="accounts that may "
+                                             "use this class (with allow_qos: either admits); unset: anyone")
+    allow_qos: list[str] | None = Field(default=None, max_length=10000, description="QOS that may use this class")
+    max_gpus_per_user: int | None = num(None, ge=1, le=1_000_000, description="GPUs one user may hold "
+                                        "in live jobs of this class at once; unset: no quota")
 
     @model_validator(mode="after")
     def _limits(self) -> "JobClassConfig":
@@ -359,6 +364,8 @@ class FilterConfig(_Strict):
                                    "(http://HOST:PORT/metrics); unset: no endpoint")
     metrics_address: str = Field(default="0.0.0.0", min_length=1, max_length=255,
                                  description="address the metrics endpoint listens on")
+    live_refresh_seconds: float = num(10.0, gt=0, le=3600, description="how often the service "
+                                      "re-reads the live jobs its quotas count (deadline jobs, high-class GPUs)")
 
 
 class PrioritizerConfig(_Strict):

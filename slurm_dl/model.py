@@ -114,6 +114,7 @@ class Job:
     nice: int = 0
     comment: str = ""
     admin_comment: str = ""
+    qos: str = ""
     duration: float | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     requeue: bool | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from ..model import JobClass
 
@@ -21,12 +21,14 @@ CODE_ACCESS_DENIED = "ESLURM_ACCESS_DENIED"
 class FilterContext:
     """Facts from outside the job that the service gathers at its edge and passes in as data.
 
-    ``now``: Unix seconds. ``user_deadline_jobs``: pending deadline jobs the submitting user
-    already holds (the service keeps this from its own bookkeeping).
+    ``now``: Unix seconds. ``user_deadline_jobs``: live (pending or running) deadline jobs the
+    submitting user already holds. ``user_class_gpus``: GPUs the user already holds in live jobs,
+    per class name. (The service counts both from Slurm's live jobs.)
     """
 
     now: float
     user_deadline_jobs: int = 0
+    user_class_gpus: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

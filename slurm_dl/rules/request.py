@@ -26,7 +26,7 @@ JOB_DESC_FIELDS = (
     "time_limit", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
     "user_id", "user_name", "has_script", "deadline", "qos", "num_tasks", "ntasks_per_node",
     "sockets_per_node", "cpus_per_task", "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu",
-    "shared",
+    "shared", "default_account", "default_qos",
 )
 
 _GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::((?!-)[^:,]+))?(?::(\d+))?$")
@@ -116,6 +116,8 @@ class JobRequest:
     deadline: int | None = None
     time_unlimited: bool = False
     qos: str | None = None
+    default_account: str | None = None
+    default_qos: str | None = None
     num_tasks: int | None = None
     ntasks_per_node: int | None = None
     sockets_per_node: int | None = None
@@ -168,6 +170,8 @@ class JobRequest:
             deadline=_num(desc.get("deadline"), 10**11) or None,
             time_unlimited=desc.get("time_limit") == INFINITE,
             qos=s("qos"),
+            default_account=s("default_account"),
+            default_qos=s("default_qos"),
             num_tasks=_num(desc.get("num_tasks")),
             ntasks_per_node=_num16(desc.get("ntasks_per_node")),
             sockets_per_node=_num16(desc.get("sockets_per_node")),

@@ -18,6 +18,7 @@ from .decision import (
     FilterContext,
     Rejection,
 )
+from .access import check_access
 from .hints import parse_deadline, parse_hints
 from .request import JobRequest, parse_gpu_tres
 from .site import site_shape
@@ -288,6 +289,10 @@ def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterConte
     for found in (check_gpus(req, config), check_time(req, draft, config), check_per_gpu_caps(req, config)):
         if found is not None:
             return found
+    admitted = check_access(req, draft, config, ctx)
+    if isinstance(admitted, Rejection):
+        return admitted
+    draft = admitted
     deadline, rejection = check_deadline(req, ctx, config)
     if rejection is not None:
         return rejection

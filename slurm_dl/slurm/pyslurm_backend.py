@@ -122,6 +122,7 @@ def job_record_from_pyslurm(job: Any) -> dict[str, Any]:
         "nice": g("nice"),
         "comment": g("comment"),
         "admin_comment": g("admin_comment"),
+        "qos": g("qos"),
     }
 
 

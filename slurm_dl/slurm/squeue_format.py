@@ -53,6 +53,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("Requeue", "requeue"),
     ("ArrayJobID", "array_job_id"),
     ("ArrayTaskID", "array_task_id"),
+    ("QOS", "qos"),
 )
 
 

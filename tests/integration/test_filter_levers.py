@@ -26,17 +26,42 @@ from slurm_dl.testbed import Testbed, job_fields
 from test_filter import CONFIG, REPO, FilterProcess, require_testbed_support
 
 
+class ConfiguredFilter(FilterProcess):
+    """The filter service with a config of the test's own (serve open to account 'serving' only)."""
+
+    def __init__(self, sock: Path, log: Path, config: Path, env: dict[str, str]):
+        super().__init__(sock, log)
+        self.config, self.env = config, {**os.environ, **env}  # SLURM_CONF: it reads the live jobs
+
+    def start(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(self.config),
+             "--socket", str(self.sock)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.log.open("a"),
+            env=self.env)
+        for _ in range(300):
+            if self.sock.exists():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"filter service did not start: {self.log.read_text()[-2000:]}")
+
+
 @pytest.fixture(scope="module")
 def levers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, FilterProcess]]:
     require_testbed_support()
     root = tmp_path_factory.mktemp("levers-tb")
+    config = root / "site.toml"
+    config.write_text(CONFIG.read_text() + '\n[classes.serve]\nallow_accounts = ["serving"]\nmax_gpus_per_user = 4\n')
     tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100")
-    service = FilterProcess(root / "filter.sock", root / "filter.log")
+    service = ConfiguredFilter(root / "filter.sock", root / "filter.log", config, tb.env())
     try:
         tb.up()
         service.start()
         out = subprocess.run(
-            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(CONFIG),
+            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(config),
              "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(service.sock)],
             cwd=REPO, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
@@ -142,6 +167,34 @@ def test_user_cannot_raise_time_past_the_class_max_or_grow_cpus_after_submission
         assert "may not change time_limit" in log and "class maximum 120" in log
     finally:
         subprocess.run(["scancel", str(job_id)], env=tb.env(), check=False)
+
+
+def test_serve_from_an_account_not_on_the_list_is_refused_and_the_quota_counts_live_jobs(levers, as_nobody) -> None:
+    tb, service = levers
+    service.start()
+    serve = ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "-t", "60", "--comment=dl:class=serve",
+             "--wrap", "sleep 60"]
+    out = as_nobody(*serve, "-A", "physics", "--gres=gpu:2")
+    assert out.returncode != 0
+    assert "class serve is open to accounts serving, not to account 'physics'" in out.stderr and "Fix:" in out.stderr
+    ok = as_nobody(*serve, "-A", "serving", "--gres=gpu:3")
+    assert ok.returncode == 0, ok.stderr
+    first = int(ok.stdout.strip().split(";")[0])
+    try:
+        assert parse_tag(job_fields(first, tb.env())["AdminComment"]).job_class.value == "serve"
+        over = as_nobody(*serve, "-A", "serving", "--gres=gpu:2")  # 3 held + 2 > 4
+        assert over.returncode != 0 and "allows 4 GPU(s) per user" in over.stderr, over.stderr
+    finally:
+        subprocess.run(["scancel", str(first)], env=tb.env(), check=False)
+    # the cancelled job leaves the live jobs: once the service re-reads them the quota is free again
+    end = time.monotonic() + 40
+    while True:
+        again = as_nobody(*serve, "-A", "serving", "--gres=gpu:2")
+        if again.returncode == 0 or time.monotonic() > end:
+            break
+        time.sleep(2)
+    assert again.returncode == 0, again.stderr
+    subprocess.run(["scancel", again.stdout.strip().split(";")[0]], env=tb.env(), check=False)
 
 
 def test_breaker_opens_on_a_hung_service_and_closes_when_it_answers_again(levers) -> None:

@@ -139,6 +139,9 @@ def unset(**fields):
     ({"comment": "dl:deadline=2030-01-01T00:00"}, {"comment": "x", "admin_comment": CKPT}, "class_max", False),
     ({"comment": "dl:class=train note"}, {"comment": "dl:class=train", "admin_comment": CKPT}, "class_max", True),
     ({"comment": "just words"}, {"comment": "", "admin_comment": CKPT}, "class_max", True),
+    ({"comment": "dl:ckpt=1"}, {"comment": "", "admin_comment": TAGGED}, "class_max", False),
+    ({"account": "serving"}, {"admin_comment": TAGGED}, "class_max", False),
+    ({"qos": "prod"}, {"admin_comment": TAGGED}, "class_max", False),
 ])
 def test_modify_guards(tmp_path, change, rec, guard, allowed) -> None:
     path = shim(tmp_path, tmp_path / "x.sock", time_guard=guard)

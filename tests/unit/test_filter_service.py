@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobsubmit.protocol import answer_line, parse_request, BadRequest
-from jobsubmit.service import DeadlineBook, FilterService, FilterServiceError, open_server
+from slurm_dl.model import Job, JobState
+from jobsubmit.service import FilterService, LiveView, FilterServiceError, open_server
 from slurm_dl.rules.request import NO_VAL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -145,11 +146,65 @@ def test_deadline_quota_counts_accepted_deadline_jobs(running) -> None:
     assert ask(sock, request({**job, "user_name": "eve"}))["action"] == "accept"
 
 
-def test_deadline_book_forgets_passed_deadlines() -> None:
-    book = DeadlineBook()
-    book.add("u", 100.0)
-    book.add("u", 300.0)
-    assert book.count("u", 50.0) == 2 and book.count("u", 200.0) == 1 and book.count("v", 0.0) == 0
+def _live_job(job_id: int, user: str, tag: str, state: JobState = JobState.PENDING, gpus: int = 1) -> Job:
+    return Job(job_id, user=user, num_gpus=gpus, state=state, admin_comment=tag)
+
+
+DL = "sdl1:class=train;ckpt=0;gpus=1;shape=1x1;deadline=1800036000"
+
+
+def test_live_view_counts_only_live_jobs_and_recent_accepts_until_the_next_read() -> None:
+    clock = [1000.0]
+    jobs = [_live_job(1, "u", DL), _live_job(2, "u", DL, JobState.RUNNING),
+            _live_job(3, "u", DL, JobState.CANCELLED), _live_job(4, "u", "not a tag"),
+            _live_job(5, "u", "sdl1:class=serve;ckpt=0;gpus=2;shape=1x2", JobState.RUNNING, gpus=2)]
+    view = LiveView(lambda: list(jobs), clock=lambda: clock[0])
+    view.refresh()
+    held = view.of("u", 1000.0)
+    assert held.deadline_jobs == 2 and held.class_gpus == {"train": 2, "serve": 2}
+    view.add("u", "serve", 4, None)  # accepted after the read: counted on top
+    assert view.of("u", 1000.0).class_gpus["serve"] == 6
+    jobs[:2] = []  # the user cancelled both deadline jobs; the accepted serve job never showed up
+    clock[0] = 1001.0
+    view.refresh()
+    held = view.of("u", 1001.0)
+    assert held.deadline_jobs == 0 and held.class_gpus == {"serve": 2}
+    assert view.of("nobody", 1001.0).deadline_jobs == 0
+
+
+def test_live_view_keeps_the_last_counts_when_slurm_cannot_be_read() -> None:
+    calls = {"n": 0}
+
+    def fetch():
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise OSError("slurmctld down")
+        return [_live_job(1, "u", DL)]
+
+    view = LiveView(fetch)
+    view.refresh()
+    with pytest.raises(OSError):
+        view.refresh()
+    assert view.of("u", 0.0).deadline_jobs == 1
+
+
+def test_cancelled_deadline_jobs_free_the_quota(tmp_path) -> None:
+    jobs: list[Job] = []
+    service = FilterService(CONFIG, clock=lambda: 1_800_000_000.0, fetch=lambda: list(jobs))
+    job = {"user_name": "dora", "tres_per_node": "gres:gpu:1", "time_limit": 60, "comment": "dl:deadline=1800036000"}
+    limit = service.config.policy.deadline.max_deadline_jobs_per_user
+    accepted = []
+    for i in range(limit):
+        d = service.decide_job(job, None)
+        assert d.accepted
+        accepted.append(_live_job(i + 1, "dora", d.changes["admin_comment"]))
+    assert not service.decide_job(job, None).accepted
+    jobs.extend(accepted)
+    service.live.refresh()
+    assert not service.decide_job(job, None).accepted  # still live: still counted
+    jobs.clear()  # all cancelled
+    service.live.refresh()
+    assert service.decide_job(job, None).accepted
 
 
 def test_reload_keeps_the_old_config_when_the_new_one_is_bad(tmp_path) -> None:

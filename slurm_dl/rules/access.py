@@ -1,0 +1,68 @@
+"""access: who may use a high class (serve, interactive) and how much of it.
+
+A class that ranks above train may carry an allow-list (``allow_accounts`` / ``allow_qos``: a job
+from either is admitted) and a per-user GPU quota over live jobs (``max_gpus_per_user``). A job
+that hints such a class without being admitted is refused with the reason; one that lands there
+by evidence alone (an allocation without a batch script) runs as train instead, with a notice.
+"""
+
+from __future__ import annotations
+
+from ..config import SiteConfig
+from ..model import JobClass
+from .classify import is_privileged
+from .decision import CODE_ACCESS_DENIED, CODE_POLICY, Draft, FilterContext, Rejection
+from .request import JobRequest
+
+PREFIX = "slurm-dl: "
+
+
+def not_admitted(job_class: JobClass, account: str | None, qos: str | None, config: SiteConfig) -> str | None:
+    """Why a job from ``account`` / ``qos`` may not use ``job_class`` (None when it may)."""
+    c = config.class_config(job_class)
+    if c.allow_accounts is None and c.allow_qos is None:
+        return None
+    if account and c.allow_accounts is not None and account in c.allow_accounts:
+        return None
+    if qos and c.allow_qos is not None and qos in c.allow_qos:
+        return None
+    allowed = []
+    if c.allow_accounts is not None:
+        allowed.append("accounts " + (", ".join(c.allow_accounts) or "(none)"))
+    if c.allow_qos is not None:
+        allowed.append("QOS " + (", ".join(c.allow_qos) or "(none)"))
+    who = f"account {account!r}" if account else "a job without an account"
+    if qos:
+        who += f" with QOS {qos!r}"
+    return f"class {job_class.value} is open to {' or '.join(allowed)}, not to {who}"
+
+
+def over_quota(job_class: JobClass, gpus: int, held: int, config: SiteConfig, who: str = "you hold") -> str | None:
+    quota = config.class_config(job_class).max_gpus_per_user
+    if quota is None or held + gpus <= quota:
+        return None
+    return (f"class {job_class.value} allows {quota} GPU(s) per user at once; {who} {held} in live jobs "
+            f"and asked {gpus}")
+
+
+def check_access(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext) -> Draft | Rejection:
+    job_class = draft.job_class
+    if not is_privileged(job_class, config):
+        return draft
+    account = req.account or req.default_account
+    qos = req.qos or req.default_qos
+    why = not_admitted(job_class, account, qos, config)
+    rule = "validate.class_access"
+    if why is None:
+        why = over_quota(job_class, req.total_gpus, int(ctx.user_class_gpus.get(job_class.value, 0)), config)
+        rule = "validate.class_quota"
+    if why is None:
+        return draft
+    if draft.class_source != "hint":  # landed there by evidence: run as train instead
+        notices = (*draft.notices, f"{PREFIX}runs as class train: {why}")
+        return draft.evolve(job_class=JobClass.TRAIN, class_source="default", notices=notices)
+    fix = ("Fix: submit without dl:class=" + job_class.value + " (it runs as train), "
+           + ("or use an allowed account (-A) or QOS (--qos)." if rule == "validate.class_access"
+              else "or wait until your other jobs of this class end."))
+    return Rejection(rule, f"{PREFIX}{why}. {fix}", CODE_ACCESS_DENIED if rule == "validate.class_access"
+                     else CODE_POLICY)

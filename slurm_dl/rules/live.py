@@ -1,0 +1,38 @@
+"""What each user holds in live jobs, as the filter's quotas count it: deadline jobs and GPUs
+per class, from the filter's own tags on Slurm's pending and running jobs. Pure.
+
+Only live jobs count: a cancelled or finished job drops out of Slurm's job list and so out of
+the count, and a job whose answer reached the shim too late went in untagged and is not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ..model import Job
+from ..tags import parse_tag
+
+
+@dataclass(slots=True)
+class UserLive:
+    deadline_jobs: int = 0
+    class_gpus: dict[str, int] = field(default_factory=dict)
+
+    def add(self, job_class: str, gpus: int, has_deadline: bool) -> None:
+        self.deadline_jobs += 1 if has_deadline else 0
+        self.class_gpus[job_class] = self.class_gpus.get(job_class, 0) + max(0, gpus)
+
+
+def live_counts(jobs: Iterable[Job]) -> dict[str, UserLive]:
+    """Per user: tagged deadline jobs and GPUs per class over pending and running jobs."""
+    out: dict[str, UserLive] = {}
+    for job in jobs:
+        if not (job.pending or job.running):
+            continue
+        tag = parse_tag(job.admin_comment)
+        if tag is None:
+            continue
+        gpus = job.num_gpus if job.running and job.num_gpus else tag.gpus
+        out.setdefault(job.user, UserLive()).add(tag.job_class.value, gpus, tag.deadline is not None)
+    return out
