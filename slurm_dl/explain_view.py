@@ -16,7 +16,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 WIDTH = 80
-_STEP_WORDS = {"submit": "submit time", "job_id": "job id (submitted in the same second)"}
+_STEP_WORDS = {"submit": "submit time", "job_id": "job id, as both came in the same second"}
 
 
 def _ordinal(n: int) -> str:

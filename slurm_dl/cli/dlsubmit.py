@@ -87,7 +87,7 @@ def _filter_verdict(job: RenderedJob, config: Any) -> dict[str, Any] | None:
 
 def _print_verdict(verdict: dict[str, Any] | None) -> None:
     if verdict is None:
-        typer.echo("# filter: not installed here (slurm_dl.rules missing); no verdict")
+        typer.echo("# filter: not installed here; no verdict")
         return
     if verdict["action"] == "accept":
         typer.echo(f"# filter: accept (class {verdict.get('class') or '-'})")
@@ -189,7 +189,8 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
         warning = single_process_warning(kind, spec.gpus // max(1, spec.nodes), launcher or user.launcher or "auto",
                                          spec.command)
         if dry_run:
-            verdict = _filter_verdict(job, site)
+            builtin = site.site.name == BUILTIN_SITE_NAME
+            verdict = None if builtin else _filter_verdict(job, site)
             facts = _cluster()
             problems = cluster_problems(facts, job.directives)
             if as_json:
@@ -203,7 +204,10 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
             else:
                 typer.echo(job.script, nl=False)
                 typer.echo(f"# sbatch command: {shlex.join(job.sbatch_argv)} < script")
-                _print_verdict(verdict)
+                if builtin:
+                    typer.echo("# filter: not checked: no site config here (see --config)")
+                else:
+                    _print_verdict(verdict)
                 _print_cluster(facts, problems)
                 if warning:
                     typer.echo(f"# warning: {warning}")
