@@ -43,9 +43,9 @@ def _setup(config: Path, db: Optional[str], dry_run: bool = False):
     from slurm_dl.store import Store
 
     cfg = load_config(_config_path(config))
+    store = Store(database_url(cfg, db))  # a database at another schema stops here, with the fix
     backend = CliBackend()
     backend.dialect()  # an unsupported Slurm release stops here, before any cycle
-    store = Store(database_url(cfg, db))
     return Prioritizer(cfg, backend, store, dry_run=dry_run)
 
 

@@ -152,6 +152,7 @@ step_filter() {
 step_prioritizer() {
   banner "prioritizer daemon (LAS + fair share + deadlines -> SiteFactor; preemption by USR2 + requeue)"
   stop_marked prioritizer
+  slurm-dl db upgrade  # the ledger at this release's schema (a quick start's older ledger is migrated)
   start_marked prioritizer slurm-dl prioritizer run
   sleep 4
   echo "  daemon log ($TESTBED_DIR/log/prioritizer.log):"

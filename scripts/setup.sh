@@ -32,8 +32,11 @@ else
 fi
 
 # Slurm itself (NOT slurm-wlm-emulator), Lua 5.1 + socket + cjson for job_submit.lua, Python venv,
-# debootstrap for the Debian roots that hold other Slurm releases (testbed up --slurm 24.11).
-PACKAGES=(slurm-wlm slurmctld slurmd slurm-client lua5.1 lua-socket lua-cjson python3 python3-venv python3-pip debootstrap)
+# debootstrap for the Debian roots that hold other Slurm releases (testbed up --slurm 24.11),
+# PostgreSQL for the store's tests against a live server (started per test run by the fixture in
+# a temporary directory; the Debian package's own cluster is not used).
+PACKAGES=(slurm-wlm slurmctld slurmd slurm-client lua5.1 lua-socket lua-cjson python3 python3-venv python3-pip debootstrap
+          postgresql)
 if [ "$ACCOUNTING" -eq 1 ]; then
   PACKAGES+=(mariadb-server slurmdbd slurm-wlm-mysql-plugin)
 fi
@@ -67,7 +70,7 @@ for daemon in slurmctld slurmd slurmstepd; do
   fi
 done
 
-# The Python package, in .venv, editable, with dev extras. Re-installed only when pyproject changes.
+# The Python package, in .venv, editable, with dev and postgres extras. Re-installed only when pyproject changes.
 VENV="$REPO/.venv"
 STAMP="$VENV/.slurm-dl-setup"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
@@ -78,8 +81,8 @@ fi
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$VENV/bin/python" -c "import slurm_dl" 2>/dev/null; then
   say "Python package already installed in .venv"
 else
-  say "installing slurm-dl with dev extras into .venv"
-  "$VENV/bin/python" -m pip install -q -e '.[dev]'
+  say "installing slurm-dl with dev and postgres extras into .venv"
+  "$VENV/bin/python" -m pip install -q -e '.[dev,postgres]'
   echo "$want" > "$STAMP"
 fi
 

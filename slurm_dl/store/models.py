@@ -1,4 +1,8 @@
-"""The prioritizer's tables (sqlmodel). One SQLite file by default; any SQLAlchemy URL works."""
+"""The prioritizer's tables (sqlmodel). One SQLite file by default; PostgreSQL for a standby.
+
+A change here needs a migration in ``migrations/versions`` and a new ``schema.HEAD``
+(tests/unit/test_store_schema.py checks that the migrations build exactly these tables).
+"""
 
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ class PreemptionRow(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     victim_job_id: int = Field(index=True)
     need_job_id: int = Field(index=True)
-    state: str
+    state: str = Field(index=True)
     signalled_at: float
     restarts_at_signal: int = 0
     updated_at: float
@@ -50,7 +54,7 @@ class DecisionRow(SQLModel, table=True):
 
     __tablename__ = "sdl_decision"
     id: Optional[int] = Field(default=None, primary_key=True)
-    at: float
+    at: float = Field(index=True)
     job_id: int = Field(index=True)
     kind: str
     value: Optional[int] = None
@@ -87,3 +91,7 @@ class JobUtilisationRow(SQLModel, table=True):
     action_at: Optional[float] = None
     updated_at: float = Field(default=0.0, index=True)
     gpu_seen: str = "{}"
+
+
+TABLES = (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot, JobUtilisationRow)
+metadata = SQLModel.metadata

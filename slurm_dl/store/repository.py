@@ -22,7 +22,16 @@ from ..errors import StoreError
 from ..site_paths import sqlite_path
 from ..ledger import Ledger
 from ..telemetry.summary import JobUtilisationSummary
-from .models import DecisionRow, ExplanationSnapshot, JobUtilisationRow, LedgerState, PreemptionRow, SiteFactorRow
+from . import schema
+from .models import (
+    TABLES,
+    DecisionRow,
+    ExplanationSnapshot,
+    JobUtilisationRow,
+    LedgerState,
+    PreemptionRow,
+    SiteFactorRow,
+)
 
 PREEMPTION_OPEN_STATES = ("signalling", "signalled", "requeueing")
 """States of a preemption whose victim has not been requeued (or let go) yet."""
@@ -52,7 +61,10 @@ class CycleWrite:
 class Store:
     """The prioritizer's database. ``url`` is any SQLAlchemy URL (``sqlite:///path`` by default)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, check_schema: bool = True) -> None:
+        """Open (a new database: create at the current schema). ``check_schema``: refuse a
+        database at another schema revision (:class:`~slurm_dl.store.schema.SchemaError`, which
+        names the command that fixes it); ``slurm-dl db upgrade`` opens without the check."""
         self.url = url
         try:
             kwargs: dict[str, Any] = {}
@@ -61,17 +73,20 @@ class Store:
             self.engine: Engine = create_engine(url, **kwargs)
             if url.startswith("sqlite"):
                 event.listen(self.engine, "connect", _sqlite_pragmas)
-            SQLModel.metadata.create_all(
-                self.engine,
-                tables=[t.__table__ for t in (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot,
-                                              JobUtilisationRow)],
-            )
+            with self.engine.begin() as conn:
+                self.revision = schema.current(conn)
+                if self.revision is None:
+                    SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in TABLES])
+                    schema.stamp(conn, schema.HEAD)
+                    self.revision = schema.HEAD
         except (SQLAlchemyError, ImportError, ValueError) as e:
             path = sqlite_path(url)
             if path and not Path(path).parent.is_dir():
                 raise StoreError(f"database {url}: cannot open it: no directory {Path(path).parent}\n"
                                  "  (create it, or set [site] database_url or --db)") from None
             raise StoreError(f"database {url}: cannot open it: {_short(e)}") from None
+        if check_schema:
+            schema.require_head(url, self.revision)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -1,0 +1,1 @@
+"""Alembic migrations of the prioritizer's store (run by ``slurm-dl db upgrade``)."""
