@@ -11,7 +11,13 @@ import typer
 from ..site_paths import CONFIG_HELP, database_url
 from .common import expected_errors, fail
 
-app = typer.Typer(help="The prioritizer's database: schema revision and upgrades.", no_args_is_help=True)
+app = typer.Typer(help="""The prioritizer's database: schema revision and upgrades.
+
+    \b
+    Examples:
+      slurm-dl db status
+      slurm-dl db upgrade --db postgresql+psycopg://slurmdl@db/slurmdl
+    """, no_args_is_help=True)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
 DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store (default: [site] database_url)")
@@ -29,7 +35,15 @@ def _url(config: Optional[Path], db: Optional[str]) -> str:
 @app.command()
 def upgrade(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt,
             as_json: bool = typer.Option(False, "--json", help="print the result as JSON")) -> None:
-    """Migrate the database to this release's schema (stop the prioritizer and back it up first)."""
+    """Migrate the database to this release's schema.
+
+    Stop the prioritizer and back the database up first. A database made
+    before schema versions existed is taken as the first revision.
+
+    \b
+    Example:
+      slurm-dl db upgrade --config /etc/slurm-dl/site.toml
+    """
     from ..store import Store
     from ..store.schema import upgrade as run_upgrade
 
@@ -57,7 +71,12 @@ def upgrade(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt,
 
 @app.command()
 def status(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt) -> None:
-    """Show the database's schema revision; exit 1 when it needs `slurm-dl db upgrade`."""
+    """Show the database's schema revision; exit 1 when it needs an upgrade.
+
+    \b
+    Example:
+      slurm-dl db status --db sqlite:////var/lib/slurm-dl/ledger.db
+    """
     from ..store import Store
     from ..store.schema import HEAD
 

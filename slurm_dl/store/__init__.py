@@ -6,6 +6,7 @@
 
 from .models import DecisionRow, ExplanationSnapshot, JobUtilisationRow, LedgerState, PreemptionRow, SiteFactorRow
 from .repository import PREEMPTION_OPEN_STATES, CycleWrite, Store
+from .schema import HEAD as SCHEMA_VERSION
 
 __all__ = [
     "CycleWrite",
@@ -15,6 +16,7 @@ __all__ = [
     "LedgerState",
     "PREEMPTION_OPEN_STATES",
     "PreemptionRow",
+    "SCHEMA_VERSION",
     "SiteFactorRow",
     "Store",
 ]
