@@ -30,6 +30,10 @@ def _clock(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
 
 
+def _hms(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
 def _duration(seconds: float) -> str:
     s = abs(float(seconds))
     if s < 90:
@@ -113,7 +117,7 @@ def _step_words(label: str, mine: Any, theirs: Any) -> str:
     if label.startswith("tiebreak:"):
         return f"{label[9:]}'s tiebreak ({mine} vs {theirs})"
     if label == "submit":
-        return f"submit time ({_clock(mine)[11:]} vs {_clock(theirs)[11:]})"
+        return f"submit time ({_hms(mine)} vs {_hms(theirs)})"
     return f"{_STEP_WORDS.get(label, label)} ({mine} vs {theirs})"
 
 
@@ -222,16 +226,20 @@ def levers(expl: Mapping[str, Any], view: Mapping[str, Any], free_gpus_per_node:
 def one_line(view: Mapping[str, Any]) -> str:
     """The summary ``dlsubmit status`` shows for a waiting job."""
     q = view.get("queue")
+    waiting = view.get("waiting_for") or ""
     if not q:
-        return view.get("waiting_for") or (view.get("state") or "").lower()
-    text = f"{_ordinal(q['position'])} of {q['waiting']} waiting"
+        return waiting or (view.get("state") or "").lower()
     if q["jobs_ahead"]:
-        text += f"; {q['gpus_ahead']} GPUs ahead"
+        text = f"{_ordinal(q['position'])} of {q['waiting']}, {q['gpus_ahead']} GPUs ahead"
+    else:
+        text = f"next of {q['waiting']}"
     est = view.get("estimated_start") or {}
     if est.get("at"):
-        text += f"; start ~{_clock(est['at'])[11:]}"
-    elif view.get("waiting_for"):
-        text += f"; {view['waiting_for']}"
+        text += f", start ~{_clock(est['at'])[11:]}"
+    elif waiting.startswith("preemption"):
+        text += ", preempting for it"
+    elif "free now" in waiting and not q["jobs_ahead"]:
+        text += ", needs " + waiting.split(" (")[0].replace("GPU(s); ", "GPUs, ").replace(" free now", " free")
     return text
 
 

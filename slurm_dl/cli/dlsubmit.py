@@ -22,8 +22,8 @@ from .dlsubmit_checks import (ClusterFacts, cluster_problems, read_cluster, refu
                               single_process_warning)
 from .dlsubmit_defaults import site_config, user_defaults
 from .dlsubmit_options import HintingCommand, command_for
-from .dlsubmit_status import (describe_jobs, ended_rows, forget_missing, output_path, parse_since, print_status,
-                              save_record, select_rows)
+from .dlsubmit_status import (describe_jobs, ended_rows, forget_missing, load_record, output_path, parse_since,
+                              print_status, save_record, select_rows)
 from .version import VersionOpt, version_option
 
 app = typer.Typer(
@@ -223,9 +223,10 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
             job_id = backend.submit(job.script)
         except SlurmError as e:
             lines = refusal_message(e, read_cluster(backend))
+            typer.echo(f"error: {lines[0]}", err=True)
             for extra in lines[1:]:
                 typer.echo(f"  {extra}", err=True)
-            raise fail(lines[0]) from None
+            raise typer.Exit(1) from None
         save_record(job_id, job, Path.cwd())
     leaf = Path(job.checkpoint_dir).name if run_tag or resume else None
     if as_json:
@@ -348,7 +349,7 @@ def status(
             from ..telemetry.reader import read_exposition_dir
 
             samples = read_exposition_dir(site.telemetry.exposition_dir)
-        rows = describe_jobs(jobs, job_id, db, samples)
+        rows = describe_jobs(jobs, job_id, db, samples, _estimates(jobs, job_id))
         if job_id is None:
             listed = {r["job_id"] for r in rows}
             forget_missing(listed)
@@ -360,6 +361,20 @@ def status(
         typer.echo(json.dumps(rows))
     else:
         print_status(rows, detail=job_id is not None)
+
+
+def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:
+    """Slurm's expected start of the pending jobs shown (none when Slurm has not planned them)."""
+    pending = [j.job_id for j in jobs if j.pending and (j.job_id == job_id if job_id is not None
+                                                         else load_record(j.job_id) is not None)]
+    if not pending:
+        return {}
+    try:
+        from ..slurm.estimates import expected_starts
+
+        return expected_starts(pending)
+    except SlurmDLError:
+        return {}
 
 
 @app.command()

@@ -127,7 +127,8 @@ def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
     return lines[-n:]
 
 
-def prioritizer_explain(job_id: int, database_url: str | None) -> tuple[str | None, str | None]:
+def prioritizer_explain(job_id: int, database_url: str | None,
+                        estimate: float | None = None, state: str = "PENDING") -> tuple[str | None, str | None]:
     """The prioritizer's explanation of a job (``slurm-dl explain``'s text) and its one-line
     summary; (None, None) when there is no data: the prioritizer is not installed, its store
     does not exist, or it has not seen the job yet."""
@@ -144,19 +145,21 @@ def prioritizer_explain(job_id: int, database_url: str | None) -> tuple[str | No
     try:
         store = Store(database_url)
         expl = store.explanation(job_id)
-        if not expl or "factors" not in expl:
-            return None, None
+        if not expl or "factors" not in expl or expl.get("state") != state:
+            return None, None  # not seen, or seen before it was requeued: stale
         decisions = [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)]
-        view = explain_view(expl, store.explanations())
+        view = explain_view(expl, store.explanations(), now=time.time(),
+                            estimate={"at": estimate, "source": "slurm"} if estimate else None)
         return explain_text(view, decisions), one_line(view)
     except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`
         return None, None
 
 
 def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | None = None,
-                  gpu_samples: list[JobGpuSample] | None = None) -> list[dict[str, Any]]:
+                  gpu_samples: list[JobGpuSample] | None = None,
+                  estimates: dict[int, float] | None = None) -> list[dict[str, Any]]:
     """One row per job; ``gpu_samples`` (the agents' files; None: telemetry not configured) give
-    running jobs their ``gpu`` entry."""
+    running jobs their ``gpu`` entry; ``estimates`` are Slurm's expected starts of pending jobs."""
     rows = []
     for job in jobs:
         record = load_record(job.job_id)
@@ -182,7 +185,9 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | N
             row["last_checkpoint"] = newest_checkpoint(d)
             row["events"] = last_events(d)
         if job.pending:
-            row["explain"], row["why"] = prioritizer_explain(job.job_id, database_url)
+            row["explain"], row["why"] = prioritizer_explain(job.job_id, database_url,
+                                                             (estimates or {}).get(job.job_id))
+            row["estimated_start"] = (estimates or {}).get(job.job_id)
         rows.append(row)
     return sorted(rows, key=lambda r: r["job_id"])
 
@@ -203,15 +208,15 @@ _SLURM_REASONS = {
 }
 
 
-def local_time(at: float | None, now: float | None = None) -> str:
-    """A time as the user's clock shows it: HH:MM today, else 'Mon 21 14:05'."""
+def local_time(at: float | None, now: float | None = None, short: bool = False) -> str:
+    """A time as the user's clock shows it: HH:MM today, else MM-DD HH:MM (MM-DD when short)."""
     if not at:
         return "-"
     now = time.time() if now is None else now
     t, today = time.localtime(at), time.localtime(now)
     if (t.tm_year, t.tm_yday) == (today.tm_year, today.tm_yday):
         return time.strftime("%H:%M", t)
-    return time.strftime("%b %d %H:%M", t)
+    return time.strftime("%m-%d" if short else "%m-%d %H:%M", t)
 
 
 def parse_since(text: str) -> float:
@@ -244,7 +249,10 @@ def why_line(row: dict[str, Any]) -> str:
         if row.get("why"):
             return row["why"]
         reason = row.get("reason") or "None"
-        return f"{_SLURM_REASONS.get(reason, 'Slurm: ' + reason)} (no prioritizer data)"
+        text = _SLURM_REASONS.get(reason, "Slurm: " + reason)
+        if row.get("estimated_start"):
+            text += f", start ~{local_time(row['estimated_start'])}"
+        return text
     if state in ("RUNNING", "COMPLETING", "SUSPENDED"):
         where = ",".join(row["nodes"]) or "-"
         started = row.get("started_at")
@@ -252,7 +260,7 @@ def why_line(row: dict[str, Any]) -> str:
     if state == "REQUEUED":
         return "requeued after a checkpoint; waits to resume"
     if state == "ENDED":
-        return "ended; Slurm no longer lists it (see its log)"
+        return "ended; see its log"
     return state.lower().replace("_", " ")
 
 
@@ -262,12 +270,12 @@ def _cut(text: str, width: int) -> str:
 
 def status_table(rows: list[dict[str, Any]], width: int = 80) -> list[str]:
     """The table as lines no wider than ``width``: job, name, state, submitted, restarts, where/why."""
-    head = f"{'JOB':>8} {'NAME':<16} {'STATE':<9} {'SUBMIT':<12} {'RS':>2} WHY / WHERE"
+    head = f"{'JOB':>8} {'NAME':<13} {'STATE':<9} {'SUBM.':<5} {'RS':>2} WHY / WHERE"
     lines = [head]
-    fixed = 8 + 1 + 16 + 1 + 9 + 1 + 12 + 1 + 2 + 1
+    fixed = 8 + 1 + 13 + 1 + 9 + 1 + 5 + 1 + 2 + 1
     for r in rows:
-        lines.append(f"{r['job_id']:>8} {_cut(r['name'], 16):<16} {_cut(r['state'], 9):<9} "
-                     f"{local_time(r.get('submitted_at')):<12} {r['restarts']:>2} "
+        lines.append(f"{r['job_id']:>8} {_cut(r['name'], 13):<13} {_cut(r['state'], 9):<9} "
+                     f"{local_time(r.get('submitted_at'), short=True):<5} {r['restarts']:>2} "
                      f"{_cut(why_line(r), max(10, width - fixed))}")
         gpu = gpu_cell(r)
         if r["state"] == "RUNNING" and gpu not in ("-", "–"):
