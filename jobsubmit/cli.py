@@ -89,10 +89,26 @@ def install(
         typer.echo(f"{result.slurm_conf}: {result.slurm_conf_change}; run `scontrol reconfigure` to load the plugin")
 
 
-def check_job(args: list[str], config: SiteConfig, *, user: str, now: float, deadline_jobs: int = 0) -> tuple[dict, object]:
+def slurm_leaf_nodes(config: SiteConfig) -> tuple[tuple[str, ...], ...] | None:
+    """The switch tree from Slurm when the site takes it from there and Slurm answers; else None
+    (the check then asks for no switches, as the live filter does until it has read the tree)."""
+    if config.topology.source != "slurm":
+        return None
+    from slurm_dl.errors import SlurmDLError
+    from slurm_dl.rules.topology import leaf_nodes
+    from slurm_dl.slurm import CliBackend
+
+    try:
+        return leaf_nodes(CliBackend(timeout=5.0).topology())
+    except (SlurmDLError, OSError):
+        return None
+
+
+def check_job(args: list[str], config: SiteConfig, *, user: str, now: float, deadline_jobs: int = 0,
+              leaves: tuple[tuple[str, ...], ...] | None = None) -> tuple[dict, object]:
     """The job description for sbatch ``args`` and the filter's decision on it (used by dlsubmit --dry-run)."""
     desc = parse_sbatch_args(args, user_name=user, user_id=os.getuid(), now=now)
-    return desc, decide(desc, config, FilterContext(now=now, user_deadline_jobs=deadline_jobs))
+    return desc, decide(desc, config, FilterContext(now=now, user_deadline_jobs=deadline_jobs, leaf_nodes=leaves))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -113,6 +129,7 @@ def check(
         cfg = load_config(resolve_config_path(config))
         try:
             desc, decision = check_job(list(args or []), cfg, user=user or getpass.getuser(), now=time.time(),
+                                       leaves=slurm_leaf_nodes(cfg),
                                        deadline_jobs=deadline_jobs)
         except SbatchArgsError as e:
             raise fail(str(e)) from None

@@ -34,8 +34,9 @@ from typing import Any, Callable, Mapping
 from slurm_dl.config import SiteConfig, load_config
 from slurm_dl.errors import ConfigError, SlurmDLError
 from slurm_dl.rules import FilterContext, FilterDecision, decide
-from slurm_dl.model import Job
+from slurm_dl.model import Job, Topology
 from slurm_dl.rules.live import UserLive, live_counts
+from slurm_dl.rules.topology import leaf_nodes
 from slurm_dl.tags import parse_tag
 
 from .protocol import MAX_REQUEST_BYTES, answer_line, error_answer
@@ -72,20 +73,6 @@ class LiveView:
             self._recent = [r for r in self._recent if r[0] >= started]
             self.refreshed_at = started
 
-    def run(self, interval: float, stop: threading.Event) -> None:
-        failing = False
-        while not stop.is_set():
-            try:
-                self.refresh()
-                if failing:
-                    log.info("live jobs readable again")
-                failing = False
-            except Exception as e:  # noqa: BLE001 - Slurm down or slow: keep the last counts
-                if not failing:
-                    log.warning("cannot read live jobs (quotas use the last counts): %s", str(e)[:200])
-                failing = True
-            stop.wait(interval)
-
     def add(self, user: str, job_class: str, gpus: int, deadline: float | None) -> None:
         with self._lock:
             self._recent.append((self._clock(), user, job_class, gpus, deadline))
@@ -111,12 +98,15 @@ class FilterService:
     """Decides jobs with the current config; ``decide_job`` is what each request runs."""
 
     def __init__(self, config_path: str | Path, *, clock: Callable[[], float] = time.time, metrics=None,
-                 fetch: Callable[[], list[Job]] | None = None) -> None:
+                 fetch: Callable[[], list[Job]] | None = None,
+                 topology_fetch: Callable[[], Topology] | None = None) -> None:
         self.config_path = Path(config_path)
         self.metrics = metrics  # jobsubmit.metrics.FilterMetrics, or None
         self.config: SiteConfig = load_config(self.config_path)
         self.clock = clock
         self.live = LiveView(fetch)
+        self._topology_fetch = topology_fetch
+        self.leaf_nodes: tuple[tuple[str, ...], ...] | None = None  # Slurm's leaf switches, once read
         self.slots = threading.BoundedSemaphore(self.config.filter.max_concurrent)
         self.decisions = 0
 
@@ -139,7 +129,8 @@ class FilterService:
         user = _user_key(job, uid)
         now = self.clock()
         held = self.live.of(user, now)
-        ctx = FilterContext(now=now, user_deadline_jobs=held.deadline_jobs, user_class_gpus=held.class_gpus)
+        ctx = FilterContext(now=now, user_deadline_jobs=held.deadline_jobs, user_class_gpus=held.class_gpus,
+                            leaf_nodes=self.leaf_nodes)
         decision = decide(job, config, ctx)
         if decision.accepted:
             tag = parse_tag(decision.changes.get("admin_comment"))
@@ -151,6 +142,28 @@ class FilterService:
             self.metrics.decided(decision, took)
         log.info("decision %s ms=%.3f", decision.summary, took * 1000)
         return decision
+
+    def refresh_topology(self) -> None:
+        """Re-read Slurm's switch tree (topology source "slurm"; raises what the fetch raises)."""
+        if self._topology_fetch is not None and self.config.topology.source == "slurm":
+            self.leaf_nodes = leaf_nodes(self._topology_fetch())
+
+    def run_background(self, stop: threading.Event) -> None:
+        """Keep the live-job counts and the switch tree fresh until ``stop`` (Slurm down or slow:
+        the last ones stay; one log line when reading fails and one when it works again)."""
+        failing: set[str] = set()
+        while not stop.is_set():
+            for what, step in (("live jobs", self.live.refresh), ("the switch tree", self.refresh_topology)):
+                try:
+                    step()
+                    if what in failing:
+                        log.info("%s readable again", what)
+                    failing.discard(what)
+                except Exception as e:  # noqa: BLE001 - keep serving with the last view
+                    if what not in failing:
+                        log.warning("cannot read %s (using the last one): %s", what, str(e)[:200])
+                    failing.add(what)
+            stop.wait(self.config.filter.live_refresh_seconds)
 
     def handle_line(self, raw: bytes) -> bytes:
         """The answer to one request line (never raises); bounded by the concurrency slots."""
@@ -321,7 +334,8 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
     ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port)."""
     from slurm_dl.slurm import CliBackend
 
-    service = FilterService(config_path, fetch=lambda: CliBackend().jobs())
+    service = FilterService(config_path, fetch=lambda: CliBackend().jobs(),
+                            topology_fetch=lambda: CliBackend().topology())
     path = Path(socket_path or service.config.filter.socket)
     port = metrics_port if metrics_port is not None else service.config.filter.metrics_port
     if port is not None:
@@ -350,8 +364,7 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
         server.server_close()
         path.unlink(missing_ok=True)
         return
-    threading.Thread(target=service.live.run, args=(service.config.filter.live_refresh_seconds, stop_requested),
-                     daemon=True, name="live-jobs").start()
+    threading.Thread(target=service.run_background, args=(stop_requested,), daemon=True, name="live-view").start()
     log.info("filter service listening on %s (config %s, pid %d)", path, config_path, os.getpid())
     try:
         server.serve_forever(poll_interval=0.5)

@@ -46,7 +46,7 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
     else:
         draft = draft.evolve(deadline=requested_deadline(req)[0])
     if f.reshape:
-        draft = reshape(req, draft, config)
+        draft = reshape(req, draft, config, ctx)
     else:
         draft = draft.evolve(gpus=req.total_gpus, shape="any")
     if f.defaults:

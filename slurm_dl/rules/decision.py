@@ -29,6 +29,8 @@ class FilterContext:
     now: float
     user_deadline_jobs: int = 0
     user_class_gpus: Mapping[str, int] = field(default_factory=dict)
+    leaf_nodes: tuple[tuple[str, ...], ...] | None = None
+    """The leaf switches' nodes from Slurm (topology source "slurm"); None: not known."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """reshape: a per-job GPU count becomes nodes × GPUs per node with the fewest nodes.
 
 ``--gpus=16`` on 8-GPU nodes becomes ``-N2 --gpus-per-node=8``; a multi-node job also gets
-``--switches=1@T`` so it stays under one leaf switch when the site has a topology. A count that
+``--switches=K@T`` with the fewest leaf switches that can hold it when the site has a topology
+(none when it needs every leaf; see :mod:`.topology`). A count that
 has no even split over the fewest nodes (13 GPUs on 8-GPU nodes) is left for Slurm to spread
 and tagged ``shape=spread``.
 """
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 from ..config import SiteConfig
 from ..packing import request_shape
-from .decision import Draft
+from .decision import Draft, FilterContext
 from .request import JobRequest, parse_gpu_tres
 from .site import site_shape
+from .topology import switch_changes
 
 
 def fewest_nodes_shape(gpus: int, gpus_per_node: int, nodes_available: int) -> tuple[int, int] | None:
@@ -53,13 +55,10 @@ def _gres_prefix(req: JobRequest) -> str:
     return "gres/" if any(t and "gres/" in t for t in texts) else "gres:"
 
 
-def _switch_changes(req: JobRequest, config: SiteConfig) -> dict[str, int]:
-    if config.topology.source == "none" or req.req_switch is not None:
-        return {}
-    return {"req_switch": 1, "wait4switch": config.filter.switch_wait_minutes * 60}
+def reshape(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext | None = None) -> Draft:
+    def switches(nodes: int, per_node: int, gpu_type: str | None) -> dict[str, int]:
+        return switch_changes(nodes, per_node, gpu_type, req.req_switch is not None, config, ctx)
 
-
-def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
     job_asks, job_others = parse_gpu_tres(req.tres_per_job)
     node_asks, node_others = parse_gpu_tres(req.tres_per_node)
     changes = dict(draft.changes)
@@ -68,15 +67,13 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
         nodes, per_node = req.nodes, req.gpus_on_one_node or 0
         fixed = req.min_nodes is not None and req.max_nodes in (None, req.min_nodes)
         exact = fixed and per_node * nodes == req.total_gpus
-        if nodes > 1:
-            changes.update(_switch_changes(req, config))
+        changes.update(switches(nodes, per_node if exact else 1, req.gpu_type))
         return draft.evolve(changes=changes, shape=shape_text(nodes, per_node) if exact else "spread",
                             gpus=req.total_gpus)
     if node_asks:  # the user fixed the shape already
         nodes = req.nodes
         per_node = sum(a.count for a in node_asks)
-        if nodes > 1:
-            changes.update(_switch_changes(req, config))
+        changes.update(switches(nodes, per_node, req.gpu_type))
         return draft.evolve(changes=changes, shape=shape_text(nodes, per_node), gpus=req.total_gpus)
     if len(job_asks) != 1 or job_asks[0].count == 0 or req.min_nodes not in (None, 1) or req.max_nodes not in (None, 1):
         shape = "any" if not req.total_gpus else "spread"
@@ -95,6 +92,5 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
     changes["tres_per_job"] = ",".join(job_others)
     changes["min_nodes"] = nodes
     changes["max_nodes"] = nodes
-    if nodes > 1:
-        changes.update(_switch_changes(req, config))
+    changes.update(switches(nodes, per_node, ask.gpu_type))
     return draft.evolve(changes=changes, shape=f"{nodes}x{per_node}", gpus=ask.count)

@@ -50,8 +50,9 @@ def require_testbed_support() -> None:
 class FilterProcess:
     """`slurm-dl filter serve` as a child process of the test."""
 
-    def __init__(self, sock: Path, log: Path):
+    def __init__(self, sock: Path, log: Path, env: dict[str, str] | None = None):
         self.sock, self.log = sock, log
+        self.env = {**os.environ, **(env or {})}  # SLURM_CONF: it reads live jobs and the switch tree
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -60,7 +61,7 @@ class FilterProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(CONFIG),
              "--socket", str(self.sock)],
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.log.open("a"),
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.log.open("a"), env=self.env,
         )
         for _ in range(300):
             if self.sock.exists():
@@ -109,7 +110,7 @@ def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed
     root = tmp_path_factory.mktemp("filter-tb")
     tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100",
                  slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None)
-    service = FilterProcess(root / "filter.sock", root / "filter.log")
+    service = FilterProcess(root / "filter.sock", root / "filter.log", tb.env())
     try:
         tb.up()
         service.start()

@@ -30,8 +30,8 @@ class ConfiguredFilter(FilterProcess):
     """The filter service with a config of the test's own (serve open to account 'serving' only)."""
 
     def __init__(self, sock: Path, log: Path, config: Path, env: dict[str, str]):
-        super().__init__(sock, log)
-        self.config, self.env = config, {**os.environ, **env}  # SLURM_CONF: it reads the live jobs
+        super().__init__(sock, log, env)
+        self.config = config
 
     def start(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

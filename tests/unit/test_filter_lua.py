@@ -53,7 +53,9 @@ pytestmark = pytest.mark.skipif(lua_ready() is not None, reason=str(lua_ready())
 @pytest.fixture
 def service_socket(tmp_path):
     sock = tmp_path / "f.sock"
-    server = open_server(FilterService(CONFIG), sock)
+    service = FilterService(CONFIG)
+    service.leaf_nodes = (("gpu01", "gpu02"), ("gpu03", "gpu04"))  # as read from the testbed's Slurm
+    server = open_server(service, sock)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield sock

@@ -16,6 +16,7 @@ from slurm_dl.tags import parse_tag
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
+TREE = (("gpu01", "gpu02"), ("gpu03", "gpu04"))  # the testbed's two leaf switches
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def job(**fields):
 
 
 def run(cfg, ctx=None, **fields):
-    return decide(job(**fields), cfg, ctx or FilterContext(now=NOW))
+    return decide(job(**fields), cfg, ctx or FilterContext(now=NOW, leaf_nodes=TREE))
 
 
 # --- request decoding --------------------------------------------------------------------

@@ -34,7 +34,8 @@ def job(**fields):
 
 
 def decide_args(cfg, *args: str):
-    return decide(parse_sbatch_args(list(args), user_name="alice", user_id=1000), cfg, FilterContext(now=NOW))
+    return decide(parse_sbatch_args(list(args), user_name="alice", user_id=1000), cfg,
+                  FilterContext(now=NOW, leaf_nodes=(("gpu01", "gpu02"), ("gpu03", "gpu04"))))
 
 
 @pytest.mark.parametrize("fields, gpus", [
