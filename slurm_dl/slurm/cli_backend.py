@@ -103,7 +103,7 @@ class CliBackend:
         """The release of the Slurm clients this backend runs (``scontrol version``, no controller
         needed), checked once: an unsupported release is a SlurmError naming the supported ones."""
         if self._dialect is None:
-            out = self._run(["scontrol", "version"]).stdout
+            out = run_slurm(["scontrol", "version"], env=self._env, timeout=self.timeout).stdout
             self._dialect = dialect_for_release(release_of_version(out), f"scontrol version ({out.strip()})")
         return self._dialect
 
@@ -150,7 +150,10 @@ class CliBackend:
     # -- reading --------------------------------------------------------------------------
     def jobs(self, states: Iterable[JobState] | None = None) -> list[Job]:
         if self.job_reader == "json":
-            return parse_squeue_json(self._json(["squeue", "--json"]), states)
+            # 23.02 and later honour squeue's default state filter (pending and active) in --json;
+            # 22.05 ignores filters and lists recently finished jobs too. Filtered client-side.
+            argv = ["squeue", "--json"] if states is None else ["squeue", "--json", "--states=all"]
+            return parse_squeue_json(self._json(argv), states)
         wanted = list(states) if states is not None else None
         argv = squeue_format_argv(ACTIVE_STATES if wanted is None else "all")
         env = dict(self._env if self._env is not None else os.environ)

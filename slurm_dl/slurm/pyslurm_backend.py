@@ -12,8 +12,10 @@ parser — goes through the CLI backend, so both backends agree on those by cons
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -25,6 +27,30 @@ from .parse import job_from_squeue
 from .protocol import SiteFactorResult, group_by_value
 
 MIN_PYSLURM = (22, 5)
+# Slurm releases for which pyslurm has a tag (pyslurm X.Y builds and runs against Slurm X.Y only).
+PYSLURM_TAGS = ("22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11")
+
+
+def slurm_release_of_pyslurm(version: str) -> str | None:
+    """pyslurm's version names its Slurm release: ``22.5.3`` -> ``22.05``, ``24.11.0`` -> ``24.11``."""
+    parts = version.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return f"{int(parts[0]):02d}.{int(parts[1]):02d}"
+
+
+def release_mismatch(pyslurm_version: str | None, slurm_release: str) -> str | None:
+    """Why the installed pyslurm cannot serve a cluster of ``slurm_release``, or None. Pure."""
+    if slurm_release not in PYSLURM_TAGS:
+        return (f"no pyslurm release exists for Slurm {slurm_release}; use the cli backend "
+                f"(the default), which supports it")
+    if pyslurm_version is None:
+        return None
+    built_for = slurm_release_of_pyslurm(pyslurm_version)
+    if built_for != slurm_release:
+        return (f"the installed pyslurm {pyslurm_version} is for Slurm {built_for or '?'}, this cluster runs "
+                f"{slurm_release}: install pyslurm's {slurm_release} tag built against this Slurm")
+    return None
 
 
 def reachable_slurm_conf(env: Mapping[str, str] | None = None) -> Path | None:
@@ -34,12 +60,41 @@ def reachable_slurm_conf(env: Mapping[str, str] | None = None) -> Path | None:
 
 
 def pyslurm_unavailable_reason(env: Mapping[str, str] | None = None) -> str | None:
-    """Why PyslurmBackend cannot be used here, or None. Never imports pyslurm."""
-    if importlib.util.find_spec("pyslurm") is None:
-        return "pyslurm is not installed (pip install 'slurm-dl[pyslurm]' with a pyslurm built for this Slurm)"
+    """Why PyslurmBackend cannot be used here, or None. Never imports pyslurm (its version and
+    the cluster's release are read without it: a mismatched libslurm must not be loaded)."""
+    installed = importlib.util.find_spec("pyslurm") is not None
     if reachable_slurm_conf(env) is None:
+        if not installed:
+            return "pyslurm is not installed (pip install 'slurm-dl[pyslurm]' with a pyslurm built for this Slurm)"
         return "no slurm.conf reachable (set SLURM_CONF or create /etc/slurm/slurm.conf); importing pyslurm would abort"
+    release = _cluster_release(env)
+    if release is not None:
+        version = _installed_version() if installed else None
+        mismatch = release_mismatch(version, release)
+        if mismatch:
+            return mismatch
+    if not installed:
+        return "pyslurm is not installed (pip install 'slurm-dl[pyslurm]' with a pyslurm built for this Slurm)"
     return None
+
+
+def _installed_version() -> str | None:
+    try:
+        return importlib.metadata.version("pyslurm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cluster_release(env: Mapping[str, str] | None) -> str | None:
+    """The release of the Slurm clients (``scontrol version``); None when they are missing."""
+    try:
+        return CliBackend(env).dialect().release
+    except SlurmError:
+        return None
+
+
+# The slurm.conf libslurm was initialised with in this process (pyslurm's import reads SLURM_CONF).
+_LOADED_CONF: str | None = None
 
 
 def _import_pyslurm(env: Mapping[str, str] | None) -> Any:
@@ -48,6 +103,8 @@ def _import_pyslurm(env: Mapping[str, str] | None) -> Any:
         raise SlurmNotInstalledError(f"pyslurm backend: {reason}")
     if env is not None and env.get("SLURM_CONF"):
         os.environ["SLURM_CONF"] = env["SLURM_CONF"]  # libslurm reads it from the process environment
+    global _LOADED_CONF
+    first = "pyslurm" not in sys.modules
     try:
         mod = importlib.import_module("pyslurm")
     except ImportError as e:
@@ -57,6 +114,8 @@ def _import_pyslurm(env: Mapping[str, str] | None) -> Any:
         raise SlurmNotInstalledError(
             f"pyslurm backend: pyslurm {getattr(mod, '__version__', '?')} lacks the 22.5+ API (pyslurm.Jobs)"
         )
+    if first:
+        _LOADED_CONF = str(reachable_slurm_conf(env))
     return mod
 
 
@@ -132,8 +191,20 @@ class PyslurmBackend:
     def __init__(self, env: Mapping[str, str] | None = None):
         self._pyslurm = _import_pyslurm(env)
         self._cli = CliBackend(env)
+        self._conf = str(reachable_slurm_conf(env))
+
+    def _use_my_cluster(self) -> None:
+        """libslurm holds one slurm.conf per process: a backend for another cluster than the one
+        loaded last re-initialises it with its own (two backends in one process take turns)."""
+        global _LOADED_CONF
+        if _LOADED_CONF != self._conf:
+            if _LOADED_CONF is not None:
+                self._pyslurm.slurm_fini()
+            self._pyslurm.slurm_init(self._conf)
+            _LOADED_CONF = self._conf
 
     def _call(self, what: str, job_id: int | None, fn, *args, **kwargs):
+        self._use_my_cluster()
         try:
             return fn(*args, **kwargs)
         except Exception as e:  # pyslurm.RPCError carries Slurm's message and errno
@@ -183,6 +254,8 @@ class PyslurmBackend:
         return self._cli.submit(script, args, env)
 
     def cancel(self, job_id: int) -> None:
+        # pyslurm's cancel reports nothing for an unknown id: load the job first (raises for one).
+        self._call("load", job_id, self._pyslurm.Job.load, int(job_id))
         self._call("cancel", job_id, self._job(job_id).cancel)
 
     def set_site_factor(self, factors: Mapping[int, int]) -> SiteFactorResult:
@@ -215,7 +288,9 @@ class PyslurmBackend:
         self._call("requeue", job_id, self._job(job_id).requeue)
 
     def hold(self, job_id: int) -> None:
-        self._call("hold", job_id, self._job(job_id).hold, mode="user")
+        # Admin hold, as `scontrol hold` by root (the CLI backend). Also: pyslurm 22.5.3's
+        # hold(mode="user") writes through a null pointer and kills the process.
+        self._call("hold", job_id, self._job(job_id).hold)
 
     def release(self, job_id: int) -> None:
         self._call("release", job_id, self._job(job_id).release)

@@ -5,7 +5,9 @@ Without Slurm installed (or not root) they skip with the reason — except under
 where a missing Slurm is an error, so a broken setup cannot pass as "all skipped".
 
 ``SLURM_DL_TEST_SLURM=24.11`` (or 26.05) runs every testbed of the run on that release, from its
-Debian root (built once, cached); unset, the machine's own Slurm.
+Debian root (built once, cached); unset, the machine's own Slurm. ``SLURM_DL_TEST_TESTBED=DIR``
+makes the session fixture use the testbed already up in DIR (and leave it up): the pyslurm suite
+of another release runs inside that release's root, against a testbed started outside it.
 """
 
 from __future__ import annotations
@@ -57,15 +59,21 @@ def require_testbed_support() -> None:
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """An up 4 x 8 h100 testbed for the session; SLURM_CONF points at it; down at the end."""
     require_testbed_support()
-    tb = Testbed(tmp_path_factory.mktemp("testbed"), nodes=4, gpus_per_node=8, gpu_type="h100", slurm=TEST_SLURM)
+    given = os.environ.get("SLURM_DL_TEST_TESTBED")
+    if given:
+        tb = Testbed(given, nodes=4, gpus_per_node=8, gpu_type="h100")
+    else:
+        tb = Testbed(tmp_path_factory.mktemp("testbed"), nodes=4, gpus_per_node=8, gpu_type="h100", slurm=TEST_SLURM)
     old = {k: os.environ.get(k) for k in ("SLURM_CONF", "PATH")}
     try:
-        tb.up()
+        if not given or not tb.status().up:
+            tb.up()
         os.environ["SLURM_CONF"] = str(tb.slurm_conf)
         os.environ["PATH"] = tb.env()["PATH"]  # another release: its clients first
         yield tb
     finally:
-        tb.down()
+        if not given:
+            tb.down()
         for key, value in old.items():
             if value is None:
                 os.environ.pop(key, None)

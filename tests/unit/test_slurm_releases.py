@@ -137,3 +137,15 @@ def test_state_lists_read_as_22_05_printed_them() -> None:
     assert state_text(["COMPLETED", "COMPLETING"]) == "COMPLETING"
     assert state_text(["PENDING", "REQUEUED"]) == "REQUEUED"
     assert state_text("PENDING") == "PENDING" and state_text([]) == ""
+
+
+def test_pyslurm_must_match_the_clusters_release() -> None:
+    from slurm_dl.slurm.pyslurm_backend import release_mismatch, slurm_release_of_pyslurm
+
+    assert slurm_release_of_pyslurm("22.5.3") == "22.05" and slurm_release_of_pyslurm("24.11.0") == "24.11"
+    assert release_mismatch("22.5.3", "22.05") is None and release_mismatch("24.11.0", "24.11") is None
+    assert release_mismatch("22.5.3", "24.11") == (
+        "the installed pyslurm 22.5.3 is for Slurm 22.05, this cluster runs 24.11: install pyslurm's 24.11 tag "
+        "built against this Slurm")
+    assert release_mismatch(None, "26.05") == release_mismatch("24.11.0", "26.05") == (
+        "no pyslurm release exists for Slurm 26.05; use the cli backend (the default), which supports it")
