@@ -150,9 +150,6 @@ def test_site_factor_visible_in_snapshot(backend: SlurmBackend, cleanup: list[in
     # A whole-cluster job in front keeps the second one pending but eligible (sprio lists it).
     filler = backend.submit(SLEEPER, ["-N4", "--gpus-per-node=8", "-t", "5"])
     cleanup.append(filler)
-    # Running first: were the nodes still busy (the jobs of an earlier test completing), the
-    # scheduler could start the waiter, whose SiteFactor makes it the first in line.
-    running(backend, filler)
     waiter = backend.submit(SLEEPER, ["-N4", "--gpus-per-node=8", "-t", "5"])
     cleanup.append(waiter)
     backend.set_site_factor({waiter: 4321})
