@@ -168,9 +168,10 @@ def explain(
         return
     from slurm_dl.explain_view import explain_text, explain_view
 
-    estimate, free, live_note = _live_facts(job_id, expl) if live else (None, None, "not asked (--no-live)")
+    estimate, free, releases, live_note = _live_facts(job_id, expl) if live else (None, None, None,
+                                                                                    "not asked (--no-live)")
     view = explain_view(expl, queue, estimate=estimate, preemptions=preemptions, free_gpus_per_node=free,
-                        half_life_hours=cfg.policy.fairshare.half_life_hours, now=_now())
+                        half_life_hours=cfg.policy.fairshare.half_life_hours, now=_now(), releases=releases)
     view["live"] = live_note
     if as_json:
         typer.echo(json.dumps({**view, "decisions": decisions, "preemptions": preemptions}, sort_keys=True))
@@ -186,19 +187,29 @@ def _now() -> float:
     return time.time()
 
 
-def _live_facts(job_id: int, expl: dict) -> tuple[dict | None, list[int] | None, str]:
-    """Slurm's start estimate for a waiting job and the free GPUs per node; never fails."""
+def _live_facts(job_id: int, expl: dict) -> tuple[dict | None, list[int] | None, list | None, str]:
+    """Slurm's start estimate for a waiting job, the free GPUs per node and when each node's
+    running jobs end at their time limits; never fails."""
     from slurm_dl.errors import SlurmDLError
     from slurm_dl.slurm import CliBackend
     from slurm_dl.slurm.estimates import expected_starts
 
     try:  # a short timeout: explain answers from the store even when Slurm is slow or away
-        free = [n.gpus_free for n in CliBackend(timeout=5.0).nodes()]
+        backend = CliBackend(timeout=5.0)
+        nodes = backend.nodes()
+        running = [j for j in backend.jobs() if j.running] if expl.get("state") == "PENDING" else []
         starts = expected_starts([job_id]) if expl.get("state") == "PENDING" else {}
     except SlurmDLError as e:
-        return None, None, f"not reachable ({str(e).splitlines()[0][:60]})"
+        return None, None, None, f"not reachable ({str(e).splitlines()[0][:60]})"
+    ends: dict[str, list[tuple[float, int]]] = {n.name: [] for n in nodes}
+    for j in running:
+        if j.start_time and j.time_limit and j.nodes:
+            per_node = max(1, j.num_gpus // len(j.nodes))
+            for name in j.nodes:
+                ends.setdefault(name, []).append((j.start_time + j.time_limit, per_node))
+    releases = [(n.gpus_free, ends.get(n.name, [])) for n in nodes if n.available]
     est = {"at": starts[job_id], "source": "slurm"} if job_id in starts else None
-    return est, free, "ok"
+    return est, [n.gpus_free for n in nodes], releases, "ok"
 
 
 def register(root: typer.Typer) -> None:

@@ -72,7 +72,7 @@ def factor_words(name: str, f: Mapping[str, Any], expl: Mapping[str, Any]) -> st
     """What a factor means for this job, in plain words."""
     if name == "deadline":
         if expl.get("deadline") is None:
-            return "no deadline"
+            return "no deadline (the neutral middle)"
         slack = expl.get("deadline_slack_s")
         left = "" if slack is None else (f", {_duration(slack)} to spare" if slack >= 0 else ", cannot make it")
         return f"deadline {_clock(expl['deadline'])}{left}"
@@ -93,7 +93,7 @@ def factor_words(name: str, f: Mapping[str, Any], expl: Mapping[str, Any]) -> st
         if f.get("starvation_promoted"):
             text += ", lifted for waiting long"
         elif got is not None and q < len(th):
-            text += f"; next queue after {th[q] - got:g} more"  # same unit as "so far"
+            text += f"; next queue after {th[q] - got:g} {unit} more"
         return text
     if name == "fairshare":
         usage = expl.get("account_usage_gpu_s")
@@ -113,7 +113,7 @@ def _key_step(a: list, b: list) -> tuple[str, Any, Any] | None:
 
 def _step_words(label: str, mine: Any, theirs: Any) -> str:
     if label.startswith("tier:"):
-        return f"{label[5:].replace('+', ' + ')} ({-mine:g} vs {-theirs:g})"
+        return f"{label[5:].replace('+', ' + ')} ({-mine:.4f} vs {-theirs:.4f})"
     if label.startswith("tiebreak:"):
         return f"{label[9:]}'s tiebreak ({mine} vs {theirs})"
     if label == "submit":
@@ -124,7 +124,8 @@ def _step_words(label: str, mine: Any, theirs: Any) -> str:
 def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]] | None = None, *,
                  estimate: Mapping[str, Any] | None = None, preemptions: Iterable[Mapping[str, Any]] = (),
                  free_gpus_per_node: Iterable[int] | None = None, half_life_hours: float | None = None,
-                 now: float | None = None) -> dict[str, Any]:
+                 now: float | None = None, releases: Iterable[tuple[int, Iterable[tuple[float, int]]]] | None = None,
+                 ) -> dict[str, Any]:
     """Everything the text shows, as data."""
     queue = {int(k): v for k, v in (queue or {}).items()}
     jid = int(expl["job_id"])
@@ -166,6 +167,10 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
     view["preemption"] = preemption_words(expl, list(preemptions))
     view["estimated_start"] = _estimate(estimate, now)
     view["levers"] = levers(expl, view, free_gpus_per_node, half_life_hours)
+    fit = earliest_fit(int(expl.get("num_gpus") or 0), releases, now) if expl.get("state") == "PENDING" else None
+    if fit is not None and now is not None and fit > now:
+        view["levers"].append(f"{expl.get('num_gpus')} GPUs free up on one node by {_clock(fit)[11:]} (in "
+                              f"{_duration(fit - now)}) if the running jobs use their whole time limit")
     return view
 
 
@@ -216,11 +221,30 @@ def levers(expl: Mapping[str, Any], view: Mapping[str, Any], free_gpus_per_node:
             out.append(f"{best} GPUs are free on one node: it starts once the jobs ahead are placed")
     usage = expl.get("account_usage_gpu_s")
     if half_life_hours and usage and "fairshare" in (expl.get("factors") or {}):
-        out.append(f"account {expl.get('account')}'s usage ({_gpu_h(usage)}) halves in {half_life_hours:g} h, "
+        whose = f"account {expl['account']}'s" if expl.get("account") else "your account's"
+        out.append(f"{whose} usage ({_gpu_h(usage)}) halves in {half_life_hours:g} h, "
                    "raising its fair-share factor")
     if expl.get("state_reason") in ("Priority", "Resources"):
         out.append("a shorter --time lets Slurm backfill it into gaps before the jobs ahead start")
     return out
+
+
+def earliest_fit(gpus: int, releases: Iterable[tuple[int, Iterable[tuple[float, int]]]] | None,
+                 now: float | None) -> float | None:
+    """When one node first has ``gpus`` free, from each node's free GPUs now and the (end time,
+    GPUs) of its running jobs at their time limits; None if no node ever has that many."""
+    if not releases or gpus <= 0 or now is None:
+        return None
+    best = None
+    for free, ends in releases:
+        have, at = free, now
+        for end, n in sorted(ends):
+            if have >= gpus:
+                break
+            have, at = have + n, max(now, end)
+        if have >= gpus and (best is None or at < best):
+            best = at
+    return best
 
 
 def one_line(view: Mapping[str, Any]) -> str:

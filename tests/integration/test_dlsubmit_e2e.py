@@ -122,6 +122,7 @@ def test_train_preempted_resumes_to_the_same_final_state(workdir: Path, testbed)
     assert sub["output"] == f"tr_touch_pwned_touch_pwned2_q_h_50-{job_id}.out"
     assert out.exists(), f"output file {out} not in the submit directory"
     assert "event=resume" in out.read_text()  # --open-mode=append kept both runs
+    assert "preempted on purpose" in out.read_text()  # our line, before Slurm's CANCELLED/REQUEUE one
     assert not list(workdir.rglob("pwned*"))
 
     status = runner.invoke(app, ["status", str(job_id), "--json"])

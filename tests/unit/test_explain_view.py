@@ -77,3 +77,13 @@ def test_levers_and_estimate() -> None:
     assert view["estimated_start"]["in_s"] == 3600.0 and "(in 60 min)" in view["estimated_start"]["words"]
     none = explain_view(q[1], q)
     assert none["estimated_start"]["at"] is None and none["estimated_start"]["words"].startswith("none")
+
+
+def test_earliest_fit_from_running_jobs_time_limits() -> None:
+    from slurm_dl.explain_view import earliest_fit
+
+    releases = [(2, [(500.0, 4), (300.0, 2)]), (0, [(200.0, 8)])]
+    assert earliest_fit(2, releases, 100.0) == 100.0  # free now on the first node
+    assert earliest_fit(4, releases, 100.0) == 200.0  # the second node frees 8 at 200
+    assert earliest_fit(8, releases, 100.0) == 200.0
+    assert earliest_fit(16, releases, 100.0) is None
