@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 from .model import Job
 from .policy.base import PolicyContext, PriorityPolicy
 from .policy.deadline import slack
+from .preemption import resume_kind
 
 
 def _components(policy: PriorityPolicy) -> dict[str, PriorityPolicy]:
@@ -105,6 +106,7 @@ def explain_job(
         "name": job.name,
         "class": job.job_class.value,
         "checkpointable": job.checkpointable,
+        "preemption": _preemption(job, ctx),
         "num_gpus": job.num_gpus,
         "submit_time": job.submit_time,
         "order_key": order_key(policy, job, ctx),
@@ -123,6 +125,11 @@ def explain_job(
         "account_usage_gpu_s": round(led.usage(job.account, ctx.now, half_life_s), 3) if led is not None else None,
         "waiting_for": waiting_for,
     }
+
+
+def _preemption(job: Job, ctx) -> dict[str, str]:
+    kind, why = resume_kind(job, getattr(ctx, "config", None))
+    return {"kind": kind, "why": why}
 
 
 def waiting_reason(job: Job, free_gpus: int, preempting_for: Iterable[int] = ()) -> str:

@@ -174,23 +174,37 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
     return view
 
 
+_OPEN = ("signalling", "signalled", "requeueing", "planned", "checkpointing", "requeue")
+
+
 def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> str:
     """Where the job stands with preemption, in words that mean what they say."""
-    open_rows = [r for r in rows if r.get("state") in ("planned", "signalled", "checkpointing", "requeue")]
+    open_rows = [r for r in rows if r.get("state") in _OPEN]
     if open_rows:
         r = open_rows[-1]
         at = r.get("signalled_at")
         when = f" at {_clock(at)[11:]}" if at else ""
+        if r.get("state") == "requeueing" and not expl.get("checkpointable", True):
+            return f"being requeued{when} for job {r.get('need')} (no checkpoint handler declared)"
         return f"signalled{when} to checkpoint for job {r.get('need')}; requeued once it saves"
-    if not expl.get("checkpointable", True):
-        return "not preemptible (its class does not checkpoint)"
+    kind = expl.get("preemption") or {}
+    if kind.get("kind") == "never":
+        return f"never preempted by slurm-dl: {kind.get('why')}"
+    if kind.get("kind") is None and not expl.get("checkpointable", True):
+        return "never preempted by slurm-dl (it declared no checkpoint handler)"
+    refused = [r for r in rows if r.get("state") == "refused"]
+    if refused and expl.get("state") == "RUNNING":
+        return (f"Slurm refused its preemption {_clock(refused[-1].get('updated_at'))}; "
+                "left alone for the rest of this run")
+    how = ("may be requeued without a signal (restarts from the beginning)" if kind.get("kind") == "requeue"
+           else "may be signalled to checkpoint, then requeued")
     done = [r for r in rows if r.get("signalled_at")]
     if done:
         r = done[-1]
-        return f"last preempted {_clock(r['signalled_at'])} for job {r.get('need')}; not signalled since"
+        return f"{how}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}"
     if expl.get("state") == "RUNNING":
-        return "not signalled recently"
-    return "not running, so nothing to preempt"
+        return f"{how}; not signalled recently"
+    return f"{how} once it runs"
 
 
 def _estimate(estimate: Mapping[str, Any] | None, now: float | None) -> dict[str, Any]:

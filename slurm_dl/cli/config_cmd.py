@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import typer
@@ -32,4 +33,4 @@ def check(file: Path = typer.Argument(..., help="site config TOML file")) -> Non
         f"{cfg.total_gpus} GPUs ({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}"
     )
     for line in config_warnings(cfg):
-        typer.echo(f"warning: {line}", err=True)
+        typer.echo(textwrap.fill(f"warning: {line}", width=79, subsequent_indent="  "), err=True)

@@ -187,3 +187,19 @@ def test_gittins_prior_file_is_read_at_load_time_relative_to_the_config(tmp_path
     (tmp_path / "prior.csv").write_text("duration\n30\ninf\n")
     with pytest.raises(ConfigError, match=r"policy.gittins.prior: .*line 3: duration 'inf' is outside"):
         load_config(site)
+
+
+def test_config_check_warns_when_jobs_without_a_handler_may_be_requeued(tmp_path) -> None:
+    from slurm_dl.cli.main import app
+
+    text = (REPO / "site-configs" / "testbed.toml").read_text()
+    assert "[preemption]\nenabled = true\n" in text
+    f = tmp_path / "site.toml"
+    f.write_text(text.replace("[preemption]\nenabled = true\n", "[preemption]\nenabled = true\n"
+                              "requeue_without_signal = true\n"))
+    result = CliRunner().invoke(app, ["config", "check", str(f)])
+    assert result.exit_code == 0
+    assert "warning: preemption.requeue_without_signal = true" in result.output
+    assert all(len(line) <= 80 for line in result.output.splitlines() if "OK" not in line)
+    plain = CliRunner().invoke(app, ["config", "check", str(REPO / "site-configs" / "testbed.toml")])
+    assert plain.exit_code == 0 and "warning" not in plain.output

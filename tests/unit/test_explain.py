@@ -81,3 +81,27 @@ def test_explain_cli_reads_the_store(tmp_path):
     assert r.exit_code == 1 and "job 99" in r.output
     r = runner.invoke(app, ["explain", "2", "--config", conf, "--db", f"sqlite:///{tmp_path / 'none.db'}"])
     assert r.exit_code == 1 and "no prioritizer store" in r.output
+
+
+@pytest.mark.parametrize(
+    "job, requeue_without_signal, kind, why",
+    [
+        (Job(5, checkpointable=False, requeue=True), False, "never", "declared no checkpoint handler"),
+        (Job(5, checkpointable=True, requeue=True), False, "checkpoint", "in its batch script"),
+        (Job(5, checkpointable=True, requeue=True, signal_target="steps"), False, "checkpoint", "in its steps"),
+        (Job(5, checkpointable=True, requeue=False), False, "never", "not requeueable (Requeue=0)"),
+        (Job(5, checkpointable=False, requeue=True), True, "requeue", "restart from the beginning"),
+        (Job(5, checkpointable=False, requeue=False), True, "never", "not requeueable"),
+    ],
+)
+def test_explain_says_whether_and_how_a_job_may_be_preempted(job, requeue_without_signal, kind, why):
+    cfg, led = _setup()
+    data = cfg.model_dump(mode="json")
+    data["preemption"]["requeue_without_signal"] = requeue_without_signal
+    cfg = type(cfg).model_validate(data)
+    ctx = PolicyContext(now=100.0, ledger=led, config=cfg, total_gpus=32)
+    e = explain_job(job, ctx, get_policy("combined", cfg), score=0.5, site_factor=None, rank=0, ranked=1,
+                    half_life_s=3600.0)
+    assert e["preemption"]["kind"] == kind and why in e["preemption"]["why"]
+    text = render_explanation(e)
+    assert "preemption: " in text and why in text
