@@ -172,7 +172,7 @@ def test_gpus_16_becomes_two_nodes_with_gres_and_switch(filtered) -> None:
 def test_tags_land_in_admin_comment_and_user_text_does_not_survive(filtered) -> None:
     tb, service = filtered
     service.start()
-    forged = "sdl1:class=serve;ckpt=0;gpus=1;shape=any"
+    forged = "sdl1:class=serve;ckpt=1;gpus=8;shape=any"
     help_text = subprocess.run(["sbatch", "--help"], env=tb.env(), capture_output=True, text=True).stdout
     if "--admin-comment" in help_text:
         fields, _ = accepted_job(tb, "--gres=gpu:1", f"--admin-comment={forged}")
@@ -183,7 +183,23 @@ def test_tags_land_in_admin_comment_and_user_text_does_not_survive(filtered) -> 
         fields, _ = accepted_job(tb, "--gres=gpu:1", f"--comment={forged}")
     tag = parse_tag(fields["AdminComment"])
     assert tag is not None and fields["AdminComment"] != forged
-    assert tag.job_class.value == "train" and tag.gpus == 1 and tag.checkpointable
+    assert tag.job_class.value == "train" and tag.gpus == 1 and not tag.checkpointable
+
+
+def test_only_a_job_that_declares_a_handler_is_tagged_checkpointable(filtered) -> None:
+    """Preemption is opt-in: a plain GPU job keeps its own requeue setting and is never tagged
+    checkpointable; dl:ckpt=1 (batch shell) and dl:ckpt=steps (srun steps) are."""
+    tb, service = filtered
+    service.start()
+    plain, _ = accepted_job(tb, "--gpus=8", "--no-requeue")
+    assert not parse_tag(plain["AdminComment"]).checkpointable and plain["Requeue"] == "0"
+    batch, _ = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1")
+    tag = parse_tag(batch["AdminComment"])
+    assert tag.checkpointable and tag.signal_target == "batch" and batch["Requeue"] == "1"
+    steps, _ = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=steps", "--signal=USR2@30")
+    assert parse_tag(steps["AdminComment"]).signal_target == "steps"
+    fields, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1", "--no-requeue")
+    assert not parse_tag(fields["AdminComment"]).checkpointable and "will not be preempted" in told
 
 
 def test_defaults_time_limit_and_requeue(filtered) -> None:
