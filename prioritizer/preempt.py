@@ -83,11 +83,14 @@ def advance_open(
     for row in store.preemptions(open_only=True):
         victim = snap.job(row.victim_job_id)
         need = snap.job(row.need_job_id)
+        if victim is not None and (victim.state is JobState.PENDING or victim.restarts > row.restarts_at_signal):
+            _close(store, row.id, "requeued", now, "the victim left its GPUs (requeued)", report, row.victim_job_id, dry_run)
+            continue
+        if victim is None and now - row.signalled_at < grace_s + pc.requeue_timeout_seconds:
+            report.waiting.append(row.victim_job_id)  # out of one snapshot (a requeue passing by): look again
+            continue
         if victim is None or victim.state.finished:
             _close(store, row.id, "finished", now, "the victim ended before the requeue", report, row.victim_job_id, dry_run)
-            continue
-        if victim.state is JobState.PENDING or victim.restarts > row.restarts_at_signal:
-            _close(store, row.id, "requeued", now, "the victim left its GPUs (requeued)", report, row.victim_job_id, dry_run)
             continue
         if row.state in ("signalling", "signalled") and (need is None or not need.pending):
             why = "the waiting job left the queue" if need is None or need.state.finished else "the waiting job started"

@@ -194,11 +194,32 @@ def test_preemption_signals_waits_grace_then_requeues_once(config, db):
 def test_victim_that_ends_during_grace_is_not_requeued(config, db):
     c, p = _preemption_scene(config, db)
     p.run_cycle()
-    del c.jobs[1]
+    c.jobs[1].state = JobState.COMPLETED  # squeue shows it finished (MinJobAge)
     c.now += 20
     p.run_cycle()
     assert c.requeues == []
     assert p.store.preemptions()[0].state == "finished"
+
+
+def test_victim_missing_from_a_snapshot_is_looked_for_again_until_the_timeout(config, db):
+    """A job out of one snapshot may be a requeue in transit: no verdict until the timeout."""
+    c, p = _preemption_scene(config, db)
+    p.run_cycle()
+    victim = c.jobs.pop(1)
+    c.now += 20
+    p.run_cycle()
+    assert p.store.preemptions()[0].state == "signalled" and c.requeues == []
+    victim.state, victim.restarts = JobState.PENDING, 1  # it was requeued after all
+    c.jobs[1] = victim
+    c.now += 3
+    p.run_cycle()
+    assert p.store.preemptions()[0].state == "requeued" and c.requeues == []
+    c2, p2 = _preemption_scene(config, db.replace(".db", "-2.db"))
+    p2.run_cycle()
+    c2.jobs.pop(1)
+    c2.now += config.preemption.grace_seconds + config.preemption.requeue_timeout_seconds
+    p2.run_cycle()
+    assert p2.store.preemptions()[0].state == "finished"
 
 
 def test_daemon_killed_between_write_ahead_and_signal_never_signals_twice(config, db):
