@@ -198,13 +198,14 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
                 "left alone for the rest of this run")
     how = ("may be requeued without a signal (restarts from the beginning)" if kind.get("kind") == "requeue"
            else "may be signalled to checkpoint, then requeued")
+    why = f" ({kind['why']})" if kind.get("why") else ""
     done = [r for r in rows if r.get("signalled_at")]
     if done:
         r = done[-1]
-        return f"{how}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}"
+        return f"{how}{why}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}"
     if expl.get("state") == "RUNNING":
-        return f"{how}; not signalled recently"
-    return f"{how} once it runs"
+        return f"{how}{why}; not signalled recently"
+    return f"{how}{why} once it runs"
 
 
 def _estimate(estimate: Mapping[str, Any] | None, now: float | None) -> dict[str, Any]:

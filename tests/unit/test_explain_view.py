@@ -62,10 +62,14 @@ def test_a_tier_decides_and_the_shown_contributions_add_up() -> None:
 
 
 def test_preemption_words_mean_what_they_say() -> None:
-    running = {"state": "RUNNING", "checkpointable": True}
-    assert preemption_words(running, []) == "not signalled recently"
+    running = {"state": "RUNNING", "checkpointable": True,
+               "preemption": {"kind": "checkpoint", "why": "it declared a checkpoint handler"}}
+    assert preemption_words(running, []).endswith("not signalled recently")
     assert "signalled at" in preemption_words(running, [{"state": "signalled", "signalled_at": 5.0, "need": 9}])
-    assert preemption_words({"state": "RUNNING", "checkpointable": False}, []).startswith("not preemptible")
+    plain = {"state": "RUNNING", "checkpointable": False,
+             "preemption": {"kind": "never", "why": "it declared no checkpoint handler"}}
+    assert preemption_words(plain, []) == "never preempted by slurm-dl: it declared no checkpoint handler"
+    assert "refused" in preemption_words(running, [{"state": "refused", "signalled_at": 5.0, "updated_at": 6.0}])
 
 
 def test_levers_and_estimate() -> None:
