@@ -232,3 +232,23 @@ def test_breaker_opens_on_a_hung_service_and_closes_when_it_answers_again(levers
         fields = job_fields(ids[-1], tb.env())
     assert "the service answers again" in log_path.read_text()
     subprocess.run(["scancel", *map(str, ids)], env=tb.env(), check=False)
+
+
+def test_switch_requests_are_ones_the_tree_can_satisfy(levers) -> None:
+    """The testbed has two leaf switches of two nodes: four nodes cannot sit under one."""
+    tb, service = levers
+    service.start()
+    end = time.monotonic() + 30  # the service reads the tree when it starts; give it a moment
+    while True:
+        two = sbatch(tb, "--hold", "-t", "5", "-N2", "--gpus-per-node=8")
+        f2 = job_fields(int(two.stdout.strip().split(";")[0]), tb.env())
+        subprocess.run(["scancel", f2["JobId"]], env=tb.env(), check=False)
+        if f2.get("Switches", "").startswith("1@") or time.monotonic() > end:
+            break
+        time.sleep(1)
+    assert f2["Switches"].startswith("1@"), f2.get("Switches")
+    four = sbatch(tb, "--hold", "-t", "5", "-N4", "--gpus-per-node=8")
+    assert four.returncode == 0, four.stderr
+    f4 = job_fields(int(four.stdout.strip().split(";")[0]), tb.env())
+    subprocess.run(["scancel", f4["JobId"]], env=tb.env(), check=False)
+    assert not f4.get("Switches", "0").startswith("1@"), f4.get("Switches")
