@@ -67,26 +67,41 @@ def install(
     edit_slurm_conf: bool = typer.Option(
         True, "--edit-slurm-conf/--no-edit-slurm-conf", help="add JobSubmitPlugins=lua to slurm.conf if missing"
     ),
+    force: bool = typer.Option(False, "--force", help="install even when the site's job_submit.lua cannot be "
+                               "chained (it is kept as a backup, not run)"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Write job_submit.lua next to slurm.conf with socket path, timeout and failure mode filled in.
-
-    \b
-    Example:
-      slurm-dl filter install -c site.toml --slurm-conf-dir /etc/slurm
-    """
+    A site's own job_submit.lua is chained (both decide) and backed up."""
     from jobsubmit.install import install as install_shim
 
     with expected_errors():
         cfg = load_config(resolve_config_path(config))
-        result = install_shim(cfg, slurm_conf_dir, socket, edit_slurm_conf)
-    out = {"shim": str(result.shim), "slurm_conf": str(result.slurm_conf), "slurm_conf_change": result.slurm_conf_change}
+        result = install_shim(cfg, slurm_conf_dir, socket, edit_slurm_conf, force)
+    out = {"shim": str(result.shim), "slurm_conf": str(result.slurm_conf), "slurm_conf_change": result.slurm_conf_change,
+           "notes": list(result.notes)}
     if as_json:
         typer.echo(json.dumps(out))
         return
     typer.echo(f"wrote {result.shim} (socket {socket or cfg.filter.socket}, failure mode {cfg.filter.failure_mode})")
+    for note in result.notes:
+        typer.echo(note)
     if result.slurm_conf_change:
         typer.echo(f"{result.slurm_conf}: {result.slurm_conf_change}; run `scontrol reconfigure` to load the plugin")
+
+
+@app.command()
+def uninstall(
+    slurm_conf_dir: Path = typer.Option(..., "--slurm-conf-dir", help="directory of slurm.conf"),
+    force: bool = typer.Option(False, "--force", help="restore slurm.conf's backup even over later edits"),
+) -> None:
+    """Put back the site's job_submit.lua and slurm.conf as they were before install."""
+    from jobsubmit.install import uninstall as uninstall_shim
+
+    with expected_errors():
+        result = uninstall_shim(slurm_conf_dir, force)
+    for action in result.actions:
+        typer.echo(action)
 
 
 def slurm_leaf_nodes(config: SiteConfig) -> tuple[tuple[str, ...], ...] | None:

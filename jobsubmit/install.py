@@ -1,5 +1,6 @@
 """``slurm-dl filter install``: write the shim next to slurm.conf and make sure slurm.conf loads it.
 
+An existing site job_submit.lua is chained, not overwritten (see :mod:`jobsubmit.chain`).
 If slurm.conf has no ``JobSubmitPlugins`` line, one (``JobSubmitPlugins=lua``) is appended; if it
 lists other plugins, ``lua`` is added to the list. The previous file is kept as
 ``slurm.conf.bak-slurm-dl``. A changed plugin list takes effect after ``scontrol reconfigure``
@@ -11,10 +12,13 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_dl.config import SiteConfig
+from .chain import CONF_BACKUP, UninstallResult, apply_chain, plan_chain
+from .chain import uninstall as chain_uninstall
 from slurm_dl.errors import SlurmDLError
 
 SHIM_TEMPLATE = Path(__file__).with_name("job_submit.lua")
@@ -25,9 +29,9 @@ class FilterInstallError(SlurmDLError, OSError):
     """The shim cannot be installed: says which file and why."""
 
 
-def _lua_string(text: str) -> str:
+def _lua_string(text: str, what: str = "socket path") -> str:
     if any(c in text for c in '"\\\n\r\0'):
-        raise FilterInstallError(f"socket path {text!r} has characters a Lua string literal cannot hold here")
+        raise FilterInstallError(f"{what} {text!r} has characters a Lua string literal cannot hold here")
     return text
 
 
@@ -48,7 +52,8 @@ def slurm_user_uids(slurm_conf: str) -> tuple[int, ...]:
 
 def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: str,
                 admin_uids: tuple[int, ...] = (0,), *, class_max_minutes: dict[str, int] | None = None,
-                time_guard: str = "class_max", breaker_failures: int = 3, breaker_cooldown_s: float = 5.0) -> str:
+                time_guard: str = "class_max", breaker_failures: int = 3, breaker_cooldown_s: float = 5.0,
+                site_script: str = "") -> str:
     """The shim with the socket path, timeout (seconds), failure mode, admin uids, the classes'
     time maximums, the time-limit guard and the circuit breaker's settings filled in."""
     if failure_mode not in ("accept", "reject"):
@@ -70,6 +75,7 @@ def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: 
         .replace("@BREAKER_COOLDOWN_S@", f"{float(breaker_cooldown_s):.3f}")
         .replace("@TIME_GUARD@", time_guard)
         .replace("@CLASS_MAX_MIN@", maxima)
+        .replace("@SITE_SCRIPT@", _lua_string(site_script, "site script path") if site_script else "")
     )
 
 
@@ -99,20 +105,26 @@ class InstallResult:
     shim: Path
     slurm_conf: Path
     slurm_conf_change: str | None
+    notes: tuple[str, ...] = ()
 
 
-def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = None, edit_slurm_conf: bool = True) -> InstallResult:
+def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = None, edit_slurm_conf: bool = True,
+            force: bool = False) -> InstallResult:
     conf_dir = Path(conf_dir)
     slurm_conf = conf_dir / "slurm.conf"
     try:
-        conf_text = slurm_conf.read_text()
+        conf_bytes = slurm_conf.read_bytes()
+        conf_text = conf_bytes.decode("utf-8")
     except OSError as e:
         raise FilterInstallError(f"{slurm_conf}: cannot read slurm.conf: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise FilterInstallError(f"{slurm_conf}: not UTF-8 text (byte {e.start}); cannot edit it safely") from None
+    plan = plan_chain(conf_dir, force)
     shim = render_shim(
         SHIM_TEMPLATE.read_text(), socket_path or config.filter.socket, config.filter.timeout_ms, config.filter.failure_mode,
         slurm_user_uids(conf_text), class_max_minutes={c.value: cc.max_time_minutes for c, cc in config.classes.items()},
         time_guard=config.filter.time_limit_guard, breaker_failures=config.filter.breaker_failures,
-        breaker_cooldown_s=config.filter.breaker_cooldown_seconds,
+        breaker_cooldown_s=config.filter.breaker_cooldown_seconds, site_script=plan.site_script,
     )
     new_conf, change = with_lua_plugin(conf_text)
     if change and not edit_slurm_conf:
@@ -122,10 +134,16 @@ def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = 
         )
     target = conf_dir / "job_submit.lua"
     try:
+        apply_chain(conf_dir, plan)
         _write_atomic(target, shim)
         if change:
-            (conf_dir / "slurm.conf.bak-slurm-dl").write_text(conf_text)
+            shutil.copy2(slurm_conf, conf_dir / CONF_BACKUP)  # byte for byte, for uninstall
             _write_atomic(slurm_conf, new_conf, slurm_conf.stat().st_mode & 0o7777)
     except OSError as e:
         raise FilterInstallError(f"{conf_dir}: cannot write: {e.strerror or e}") from None
-    return InstallResult(target, slurm_conf, change)
+    return InstallResult(target, slurm_conf, change, tuple(plan.notes))
+
+
+def uninstall(conf_dir: str | Path, force: bool = False) -> UninstallResult:
+    """Put the site's job_submit.lua and slurm.conf back as they were before ``install``."""
+    return chain_uninstall(conf_dir, force=force, lua_plugin_conf=lambda text: with_lua_plugin(text)[0])

@@ -17,6 +17,10 @@ local BREAKER_COOLDOWN_S = @BREAKER_COOLDOWN_S@
 -- maximum, "any" refuses every increase, "off" leaves them to Slurm (which allows a pending job's
 -- owner to raise it up to the partition's limit).
 local TIME_GUARD = "@TIME_GUARD@"
+-- The site's own job_submit.lua, chained by `slurm-dl filter install` ("" when there was none):
+-- it runs first, in its own environment; a rejection by either script stands. slurmctld re-reads
+-- only this file, so after editing the site script touch this one.
+local SITE_SCRIPT = "@SITE_SCRIPT@"
 local CLASS_MAX_MIN = { @CLASS_MAX_MIN@ }
 
 local have_unix, unix = pcall(require, "socket.unix")
@@ -97,7 +101,7 @@ local function service_answered()
     breaker.failures, breaker.skipped = 0, 0
 end
 
-function slurm_job_submit(job_desc, part_list, submit_uid)
+local function own_submit(job_desc, part_list, submit_uid)
     if not (have_unix and have_json) then
         return on_failure("lua-socket or lua-cjson is missing")
     end
@@ -215,7 +219,7 @@ local function refused(job_desc, job_rec)
     return nil
 end
 
-function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+local function own_modify(job_desc, job_rec, part_list, modify_uid)
     for _, uid in ipairs(ADMIN_UIDS) do
         if modify_uid == uid then return slurm.SUCCESS end
     end
@@ -226,4 +230,54 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
         return code or slurm.ESLURM_ACCESS_DENIED
     end
     return slurm.SUCCESS
+end
+
+-- Chaining the site's script: loaded once (into its own table, so its functions and globals do
+-- not meet ours), called before our decision.
+local site_env, site_failed = nil, nil
+
+local function load_site()
+    if site_env ~= nil or site_failed ~= nil then return site_env end
+    local chunk, err = loadfile(SITE_SCRIPT)
+    if chunk then
+        local env = setmetatable({}, { __index = _G })
+        setfenv(chunk, env)
+        local ok, run_err = pcall(chunk)
+        if ok then site_env = env; return env end
+        err = run_err
+    end
+    site_failed = tostring(err)
+    slurm.log_error("slurm-dl filter: cannot load the site script %s: %s", SITE_SCRIPT, site_failed)
+    return nil
+end
+
+local function site_decides(name, ...)
+    if SITE_SCRIPT == "" then return slurm.SUCCESS end
+    local env = load_site()
+    if env == nil then
+        slurm.log_user("%s", "slurm-dl: the site's job submission rules could not be loaded; "
+            .. "please tell the administrators")
+        return slurm.ERROR
+    end
+    local f = rawget(env, name)
+    if type(f) ~= "function" then return slurm.SUCCESS end
+    local ok, rc = pcall(f, ...)
+    if not ok then
+        slurm.log_error("slurm-dl filter: the site script's %s failed: %s", name, tostring(rc))
+        return slurm.ERROR
+    end
+    if rc == nil then return slurm.SUCCESS end
+    return rc
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+    local rc = site_decides("slurm_job_submit", job_desc, part_list, submit_uid)
+    if rc ~= slurm.SUCCESS then return rc end
+    return own_submit(job_desc, part_list, submit_uid)
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+    local rc = site_decides("slurm_job_modify", job_desc, job_rec, part_list, modify_uid)
+    if rc ~= slurm.SUCCESS then return rc end
+    return own_modify(job_desc, job_rec, part_list, modify_uid)
 end

@@ -1,0 +1,150 @@
+"""Living with a site's own job_submit.lua: ``filter install`` chains it, ``filter uninstall``
+puts everything back byte for byte.
+
+Install, when ``job_submit.lua`` exists and is not our shim: it is kept as
+``job_submit.lua.bak-slurm-dl`` (an exact copy, mode kept) and, when it can be chained, copied
+to ``job_submit_site.lua``, which the shim loads in its own environment and calls first (a
+rejection by either stands). A script the shim cannot chain (it does not parse, defines no
+``slurm_job_submit``, or changes function environments itself) is refused unless ``--force``,
+which installs the shim alone and keeps the backup. Uninstall restores the backup (or removes
+the shim when there was none), removes the copy, and restores ``slurm.conf`` from
+``slurm.conf.bak-slurm-dl`` when it is still exactly what install made of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurm_dl.errors import SlurmDLError
+
+SHIM_MARK = b"slurm-dl job_submit shim"
+BACKUP = "job_submit.lua.bak-slurm-dl"
+SITE_COPY = "job_submit_site.lua"
+CONF_BACKUP = "slurm.conf.bak-slurm-dl"
+
+
+class ChainError(SlurmDLError, OSError):
+    """The site's script cannot be chained, or an uninstall would lose someone's edits."""
+
+
+def is_shim(data: bytes) -> bool:
+    return SHIM_MARK in data[:400]
+
+
+def chain_problems(data: bytes) -> list[str]:
+    """Why the shim cannot chain this script (empty when it can)."""
+    problems = []
+    text = data.decode("utf-8", errors="replace")
+    code = re.sub(r"--[^\n]*", "", text)  # comments do not count
+    if not re.search(r"\bslurm_job_submit\b", code):
+        problems.append("it defines no slurm_job_submit function")
+    if re.search(r"\b(setfenv|getfenv)\b", code):
+        problems.append("it changes function environments (setfenv/getfenv), which chaining needs for itself")
+    luac = shutil.which("luac5.1")
+    if luac is not None:
+        out = subprocess.run([luac, "-p", "-"], input=data, capture_output=True, timeout=30)
+        if out.returncode != 0:
+            problems.append("Lua 5.1 cannot parse it: " + out.stderr.decode(errors="replace").strip()[:200])
+    return problems
+
+
+@dataclass
+class ChainPlan:
+    """What install will do about an existing job_submit.lua (decided before anything is written)."""
+
+    backup: bool = False
+    site_script: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_chain(conf_dir: Path, force: bool) -> ChainPlan:
+    target = conf_dir / "job_submit.lua"
+    if not target.exists():
+        return ChainPlan()
+    try:
+        data = target.read_bytes()
+    except OSError as e:
+        raise ChainError(f"{target}: cannot read: {e.strerror or e}") from None
+    if is_shim(data):  # a re-install: keep chaining what was chained
+        copy = conf_dir / SITE_COPY
+        return ChainPlan(site_script=str(copy.resolve()) if copy.exists() else "")
+    problems = chain_problems(data)
+    if problems and not force:
+        raise ChainError(
+            f"{target}: the site's job_submit.lua cannot be chained: {'; '.join(problems)}. "
+            f"Fix it, or run with --force to install slurm-dl's shim alone (the site script is "
+            f"kept as {BACKUP} and comes back with `slurm-dl filter uninstall`)")
+    if problems:
+        return ChainPlan(backup=True, notes=[f"--force: the site script is NOT chained ({'; '.join(problems)}); "
+                                             f"kept as {BACKUP}"])
+    return ChainPlan(backup=True, site_script=str((conf_dir / SITE_COPY).resolve()),
+                     notes=[f"chained the site's job_submit.lua (copied to {SITE_COPY}, backup {BACKUP}); "
+                            "both decide, a rejection by either stands"])
+
+
+def apply_chain(conf_dir: Path, plan: ChainPlan) -> None:
+    """Make the backup and the site copy (exact bytes, mode kept) before the shim replaces the file."""
+    target = conf_dir / "job_submit.lua"
+    if plan.backup:
+        shutil.copy2(target, conf_dir / BACKUP)
+        if plan.site_script:
+            shutil.copy2(target, conf_dir / SITE_COPY)
+
+
+@dataclass(frozen=True)
+class UninstallResult:
+    actions: list[str]
+
+
+def uninstall(conf_dir: str | Path, *, force: bool = False, lua_plugin_conf=None) -> UninstallResult:
+    """Undo ``install``: the site's job_submit.lua and slurm.conf come back byte for byte.
+
+    ``lua_plugin_conf`` maps the original slurm.conf text to what install wrote (to tell whether
+    someone edited slurm.conf since; then it is left alone unless ``force``)."""
+    conf_dir = Path(conf_dir)
+    target = conf_dir / "job_submit.lua"
+    try:
+        current = target.read_bytes()
+    except FileNotFoundError:
+        raise ChainError(f"{target}: not there; nothing to uninstall") from None
+    except OSError as e:
+        raise ChainError(f"{target}: cannot read: {e.strerror or e}") from None
+    if not is_shim(current):
+        raise ChainError(f"{target}: not slurm-dl's shim; nothing to uninstall (left as it is)")
+    conf, conf_backup = conf_dir / "slurm.conf", conf_dir / CONF_BACKUP
+    restore_conf = False
+    if conf_backup.exists():
+        original = conf_backup.read_bytes()
+        expected = original
+        if lua_plugin_conf is not None:
+            try:
+                expected = lua_plugin_conf(original.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                expected = original
+        if conf.read_bytes() != expected and not force:
+            raise ChainError(
+                f"{conf}: changed since slurm-dl's install; not restoring {CONF_BACKUP} over those edits. "
+                "Remove lua from JobSubmitPlugins by hand, or run with --force to restore the backup")
+        restore_conf = True
+    actions = []
+    backup = conf_dir / BACKUP
+    if backup.exists():
+        os.replace(backup, target)
+        os.utime(target)  # slurmctld re-reads job_submit.lua only when its mtime is newer than its last load
+        actions.append(f"restored the site's job_submit.lua from {BACKUP}")
+    else:
+        target.unlink()
+        actions.append("removed job_submit.lua (there was none before)")
+    copy = conf_dir / SITE_COPY
+    if copy.exists():
+        copy.unlink()
+        actions.append(f"removed {SITE_COPY}")
+    if restore_conf:
+        os.replace(conf_backup, conf)
+        actions.append(f"restored slurm.conf from {CONF_BACKUP}; run `scontrol reconfigure`")
+    return UninstallResult(actions)
