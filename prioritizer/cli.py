@@ -28,6 +28,9 @@ app = typer.Typer(help="""The prioritizer daemon: scores, SiteFactor, preemption
 ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
 
 
+MAX_JOB_ID = 0xFFFFFFFD  # above: Slurm's NO_VAL and INFINITE
+
+
 def _config_path(path: Optional[Path]) -> Path:
     """--config, else $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml (see slurm_dl.site_paths)."""
     return config_path(path)
@@ -135,6 +138,8 @@ def explain(
       slurm-dl explain 1234
       slurm-dl explain 1234 --json
     """
+    if not 1 <= job_id <= MAX_JOB_ID:
+        raise fail(f"JOBID {job_id}: Slurm job ids run from 1 to {MAX_JOB_ID}")
     with expected_errors():
         from slurm_dl.config import load_config
         from slurm_dl.store import Store

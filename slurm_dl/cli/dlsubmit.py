@@ -64,6 +64,9 @@ def _params(values: list[str] | None, params_file: Optional[Path]) -> tuple[str,
             text = params_file.read_text(encoding="utf-8")
         except OSError as e:
             raise fail(f"--params-file {params_file}: cannot read it: {e.strerror or e}") from None
+        except UnicodeDecodeError as e:
+            line = params_file.read_bytes()[: e.start].count(b"\n") + 1
+            raise fail(f"--params-file {params_file}: line {line} is not UTF-8 text (byte {e.start})") from None
         params += [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     return tuple(params)
 
