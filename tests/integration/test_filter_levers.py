@@ -252,3 +252,22 @@ def test_switch_requests_are_ones_the_tree_can_satisfy(levers) -> None:
     f4 = job_fields(int(four.stdout.strip().split(";")[0]), tb.env())
     subprocess.run(["scancel", f4["JobId"]], env=tb.env(), check=False)
     assert not f4.get("Switches", "0").startswith("1@"), f4.get("Switches")
+
+
+def test_user_cannot_clear_requeue_of_a_checkpointable_job(levers, as_nobody) -> None:
+    tb, service = levers
+    service.start()
+    out = as_nobody("sbatch", "--parsable", "--hold", "-o", "/dev/null", "--gres=gpu:1", "-t", "30",
+                    "--comment=dl:ckpt=1", "--wrap", "sleep 60")
+    assert out.returncode == 0, out.stderr
+    job_id = int(out.stdout.strip().split(";")[0])
+    try:
+        fields = job_fields(job_id, tb.env())
+        assert parse_tag(fields["AdminComment"]).checkpointable and fields["Requeue"] == "1"
+        refused = as_nobody("scontrol", "update", f"JobId={job_id}", "Requeue=0")
+        assert refused.returncode != 0
+        hint = as_nobody("scontrol", "update", f"JobId={job_id}", "Comment=dl:ckpt=0")
+        assert hint.returncode != 0
+        assert job_fields(job_id, tb.env())["Requeue"] == "1"
+    finally:
+        subprocess.run(["scancel", str(job_id)], env=tb.env(), check=False)
