@@ -20,6 +20,7 @@ from slurm_dl.site_paths import CONFIG_HELP, config_path
 from slurm_dl.rules import FilterContext, decide
 from slurm_dl.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
 from slurm_dl.cli.common import expected_errors, fail
+from slurm_dl.slurm.topology_view import slurm_leaf_nodes
 from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, setup_logging
 
 app = typer.Typer(help="""The job_submit filter: serve, install, check.
@@ -102,21 +103,6 @@ def uninstall(
         result = uninstall_shim(slurm_conf_dir, force)
     for action in result.actions:
         typer.echo(action)
-
-
-def slurm_leaf_nodes(config: SiteConfig) -> tuple[tuple[str, ...], ...] | None:
-    """The switch tree from Slurm when the site takes it from there and Slurm answers; else None
-    (the check then asks for no switches, as the live filter does until it has read the tree)."""
-    if config.topology.source != "slurm":
-        return None
-    from slurm_dl.errors import SlurmDLError
-    from slurm_dl.rules.topology import leaf_nodes
-    from slurm_dl.slurm import CliBackend
-
-    try:
-        return leaf_nodes(CliBackend(timeout=5.0).topology())
-    except (SlurmDLError, OSError):
-        return None
 
 
 def check_job(args: list[str], config: SiteConfig, *, user: str, now: float, deadline_jobs: int = 0,

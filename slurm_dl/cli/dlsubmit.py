@@ -82,7 +82,9 @@ def _filter_verdict(job: RenderedJob, config: Any) -> dict[str, Any] | None:
         desc = parse_sbatch_args(job.filter_args(), user_name=getpass.getuser(), now=time.time())
     except SbatchArgsError as e:
         return {"action": "unknown", "message": f"the filter cannot read these options: {e}"}
-    decision = decide(desc, config, FilterContext(now=time.time()))
+    from ..slurm.topology_view import slurm_leaf_nodes
+
+    decision = decide(desc, config, FilterContext(now=time.time(), leaf_nodes=slurm_leaf_nodes(config)))
     verdict = decision.to_wire()
     verdict["class"] = decision.job_class.value if decision.job_class else None
     return verdict
