@@ -119,6 +119,53 @@ def run(
         Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics).run()
 
 
+@app.command()
+def reset(
+    config: Optional[Path] = ConfigOpt,
+    db: Optional[str] = DbOpt,
+    all_pending: bool = typer.Option(False, "--all-pending",
+                                     help="also every pending job with a non-zero SiteFactor the store "
+                                          "does not know (a lost or replaced store)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="list the jobs, change nothing"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Set every SiteFactor the prioritizer set back to 0 (to uninstall).
+
+    Stop the daemon first, or its next cycle sets them again.
+
+    \b
+    Example:
+      systemctl stop slurm-dl-prioritizer
+      slurm-dl prioritizer reset
+    """
+    from prioritizer.reset import reset_site_factors
+    from slurm_dl.config import load_config
+    from slurm_dl.slurm import CliBackend
+    from slurm_dl.store import Store
+
+    with expected_errors():
+        cfg = load_config(_config_path(config))
+        store = Store(database_url(cfg, db))
+        report = reset_site_factors(CliBackend(), store, all_pending=all_pending, dry_run=dry_run)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), sort_keys=True))
+    else:
+        verb = "would reset" if dry_run else "reset"
+        typer.echo(f"{verb} SiteFactor to 0 on {len(report.reset)} job(s)"
+                   f"{': ' + _ids(report.reset) if report.reset else ''}")
+        if report.gone:
+            typer.echo(f"forgot {len(report.gone)} job(s) Slurm no longer has: {_ids(report.gone)}")
+        for j, why in sorted(report.failed.items()):
+            typer.echo(f"job {j}: not reset: {why}", err=True)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def _ids(ids: list[int], shown: int = 10) -> str:
+    head = ", ".join(map(str, ids[:shown]))
+    return head + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
 def explain(
     job_id: int = typer.Argument(..., metavar="JOBID", help="Slurm job id"),
     config: Optional[Path] = ConfigOpt,

@@ -188,6 +188,19 @@ class Store:
         except SQLAlchemyError as e:
             raise self._fail("reading SiteFactors", e) from None
 
+    def forget_site_factors(self, job_ids: list[int], now: float, reason: str) -> None:
+        """Drop the SiteFactor record of ``job_ids`` (after they were set back to 0), with a decision each."""
+        try:
+            with self._session() as s, s.begin():
+                conn = s.connection()
+                for chunk in _chunks(sorted(job_ids)):
+                    conn.execute(delete(SiteFactorRow).where(SiteFactorRow.job_id.in_(chunk)))
+                if job_ids:
+                    conn.execute(insert(DecisionRow), [{"at": now, "job_id": j, "kind": "priority", "value": 0,
+                                                        "reason": reason} for j in sorted(job_ids)])
+        except SQLAlchemyError as e:
+            raise self._fail("forgetting SiteFactors", e) from None
+
     # --- GPU utilisation summaries --------------------------------------------------------
     def utilisation_summaries(self, job_ids: list[int] | None = None) -> dict[int, JobUtilisationSummary]:
         """Stored summaries (all, or those of ``job_ids``), by job id."""
