@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from ..config import config_warnings, load_config
-from .common import expected_errors
+from ..priority_weights import parse_slurm_conf, swamp_warnings
+from .common import expected_errors, fail
 
 app = typer.Typer(help="""Site configuration files.
 
@@ -19,18 +22,38 @@ app = typer.Typer(help="""Site configuration files.
 
 
 @app.command("check")
-def check(file: Path = typer.Argument(..., help="site config TOML file")) -> None:
+def check(
+    file: Path = typer.Argument(..., help="site config TOML file"),
+    slurm_conf: Optional[Path] = typer.Option(
+        None, "--slurm-conf", help="also compare SiteFactor's range with this slurm.conf's "
+        "PriorityWeight* (default: $SLURM_CONF when set)"),
+) -> None:
     """Validate a site config; print a summary or every problem with its key path.
 
+    With a slurm.conf, warn when SiteFactor's range would swamp the site's
+    own PriorityWeight* factors.
+
     \b
-    Example:
+    Examples:
       slurm-dl config check /etc/slurm-dl/site.toml
+      slurm-dl config check site.toml --slurm-conf /etc/slurm/slurm.conf
     """
     with expected_errors():
         cfg = load_config(file)
+        conf_path = slurm_conf or (Path(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else None)
+        slurm_settings = None
+        if conf_path is not None:
+            try:
+                slurm_settings = parse_slurm_conf(conf_path.read_text(errors="replace"))
+            except OSError as e:
+                raise fail(f"{conf_path}: cannot read it: {e.strerror or e}") from None
     typer.echo(
         f"{file}: OK — site {cfg.site.name!r}, {len(cfg.node_groups)} node group(s), "
         f"{cfg.total_gpus} GPUs ({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}"
     )
     for line in config_warnings(cfg):
         typer.echo(textwrap.fill(f"warning: {line}", width=79, subsequent_indent="  "), err=True)
+    if slurm_settings is not None:
+        pc = cfg.prioritizer
+        for line in swamp_warnings(pc.site_factor_max, pc.site_factor_levels, slurm_settings):
+            typer.echo(textwrap.fill(f"warning: {conf_path}: {line}", width=79, subsequent_indent="  "), err=True)

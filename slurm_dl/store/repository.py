@@ -111,6 +111,15 @@ class Store:
         except (ValueError, TypeError) as e:
             raise StoreError(f"database {self.url}: the saved ledger is unreadable: {e}") from None
 
+    def last_cycle_at(self) -> float | None:
+        """When the last cycle was saved (the snapshot's time); None before the first."""
+        try:
+            with self._session() as s:
+                row = s.get(LedgerState, 1)
+        except SQLAlchemyError as e:
+            raise self._fail("reading the ledger", e) from None
+        return row.saved_at if row is not None else None
+
     def ledger_cycle(self) -> int:
         with self._session() as s:
             row = s.get(LedgerState, 1)

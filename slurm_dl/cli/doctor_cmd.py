@@ -1,0 +1,166 @@
+"""``slurm-dl doctor``: check a live installation end to end; each problem with its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import socket
+import stat
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..doctor import Facts, diagnose, summary
+from ..site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
+
+HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
+settings, job_submit.lua, the filter socket, the database and its schema,
+the prioritizer's last cycle and the metrics endpoints. Prints each problem
+with its fix; exits 1 when something fails (warnings do not).
+
+\b
+Examples:
+  slurm-dl doctor
+  slurm-dl doctor --config /etc/slurm-dl/site.toml --json
+"""
+
+_MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
+
+
+def doctor(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help="SQLAlchemy URL of the store (default: [site] database_url)"),
+    slurm_conf_dir: Optional[Path] = typer.Option(None, "--slurm-conf-dir",
+                                                  help="directory of slurm.conf (default: from slurmctld)"),
+    sock: Optional[str] = typer.Option(None, "--socket", help="filter socket (default: [filter] socket)"),
+    as_json: bool = typer.Option(False, "--json", help="print the findings as JSON"),
+) -> None:
+    facts = gather(config, db, slurm_conf_dir, sock)
+    findings = diagnose(facts)
+    result = summary(findings)
+    if as_json:
+        typer.echo(json.dumps(result, sort_keys=True))
+    else:
+        for x in findings:
+            typer.echo(textwrap.fill(f"{_MARK[x.status]}  {x.check}: {x.detail}", 80, subsequent_indent="      ",
+                                     break_on_hyphens=False, break_long_words=False))
+            if x.fix and x.status in ("fail", "warn"):
+                typer.echo(textwrap.fill(f"fix: {x.fix}", 80, initial_indent="      ", subsequent_indent="        ",
+                                         break_on_hyphens=False, break_long_words=False))
+        c = result["counts"]
+        typer.echo(f"{c['fail']} problem(s), {c['warn']} warning(s), {c['ok']} check(s) passed")
+    if not result["ok"]:
+        raise typer.Exit(1)
+
+
+def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path], sock: Optional[str]) -> Facts:
+    from ..config import load_config
+    from ..errors import SlurmDLError
+    from ..slurm.dialects import supported_text
+
+    f = Facts(now=time.time(), supported_releases=supported_text())
+    try:
+        path = config_path(config)
+        cfg = load_config(path)
+        f.config_path = str(path)
+    except SlurmDLError as e:
+        f.config_error = str(e).replace("\n", " ")
+        return f
+    pc = cfg.prioritizer
+    f.interval_s, f.site_factor_max, f.site_factor_levels = pc.interval_seconds, pc.site_factor_max, pc.site_factor_levels
+    f.failure_mode = cfg.filter.failure_mode
+    _slurm(f)
+    conf_file = (f.controller or {}).get("SLURM_CONF") or os.environ.get("SLURM_CONF")
+    if slurm_conf_dir is not None:
+        f.slurm_conf_dir = str(slurm_conf_dir)
+    elif conf_file:
+        f.slurm_conf_dir = str(Path(conf_file).parent)
+    if f.slurm_conf_dir:
+        shim = Path(f.slurm_conf_dir) / "job_submit.lua"
+        f.shim_text = shim.read_text(errors="replace") if shim.is_file() else None
+    f.slurm_user = ((f.controller or {}).get("SlurmUser") or "").split("(")[0] or None
+    f.socket_path = sock or cfg.filter.socket
+    _socket(f)
+    f.database_url = database_url(cfg, db)
+    _database(f)
+    for daemon, section in (("prioritizer", cfg.prioritizer), ("filter", cfg.filter)):
+        f.metrics[daemon] = (section.metrics_port, _scrape(section.metrics_address, section.metrics_port))
+    return f
+
+
+def _slurm(f: Facts) -> None:
+    from ..errors import SlurmError
+    from ..slurm import CliBackend
+    from ..slurm.controller import controller_config
+
+    try:
+        f.slurm_release = CliBackend().slurm_release()
+    except SlurmError as e:
+        f.controller_error = str(e).splitlines()[0]
+        return
+    try:
+        f.controller = controller_config()
+    except SlurmError as e:
+        f.controller_error = str(e).splitlines()[0]
+
+
+def _socket(f: Facts) -> None:
+    p = Path(f.socket_path)
+    try:
+        st = p.lstat()
+    except OSError:
+        f.socket_kind = "missing"
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        f.socket_kind = "not a socket"
+        return
+    f.socket_kind = "socket"
+    f.socket_mode = stat.S_IMODE(st.st_mode)
+    try:
+        f.socket_owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        f.socket_owner = str(st.st_uid)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2.0)
+    try:
+        s.connect(str(p))
+    except OSError as e:
+        f.socket_connect_error = e.strerror or str(e)
+    finally:
+        s.close()
+
+
+def _database(f: Facts) -> None:
+    from ..errors import SlurmDLError
+    from ..store import Store
+    from ..store.schema import HEAD
+
+    f.db_head = HEAD
+    path = sqlite_path(f.database_url)
+    if path and not Path(path).exists():
+        f.db_error = f"{f.database_url}: no database file (has the prioritizer run with this config?)"
+        return
+    try:
+        store = Store(f.database_url, check_schema=False)
+        f.db_revision = store.revision
+        f.last_cycle_at = store.last_cycle_at() if store.revision == HEAD else None
+        store.close()
+    except SlurmDLError as e:
+        f.db_error = str(e).splitlines()[0]
+
+
+def _scrape(address: str, port: Optional[int]) -> Optional[str]:
+    if port is None:
+        return None
+    host = "127.0.0.1" if address in ("0.0.0.0", "::", "") else address
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=3) as r:
+            r.read(1)
+        return None
+    except OSError as e:
+        return str(getattr(e, "reason", e))

@@ -1,0 +1,193 @@
+"""``slurm-dl doctor``'s verdicts: pure functions from what was observed to findings with fixes.
+
+The command (``slurm_dl.cli.doctor_cmd``) gathers the facts (the controller's config, the
+files next to slurm.conf, the socket, the database, the metrics endpoints) into a
+:class:`Facts`; :func:`diagnose` turns them into one :class:`Finding` per check, each failing
+or warning one naming the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .priority_weights import swamp_warnings
+
+SHIM_MARKER = "slurm-dl job_submit shim"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    status: str  # ok | warn | fail | skip
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "status": self.status, "detail": self.detail, "fix": self.fix}
+
+
+@dataclass
+class Facts:
+    """Everything doctor looked at; None where it could not be observed (with the reason in errors)."""
+
+    config_path: str | None = None
+    config_error: str | None = None
+    slurm_release: str | None = None
+    supported_releases: str = ""
+    controller: dict[str, str] | None = None  # scontrol show config
+    controller_error: str | None = None
+    slurm_conf_dir: str | None = None
+    shim_text: str | None = None  # job_submit.lua next to slurm.conf (None: missing)
+    socket_path: str | None = None
+    socket_kind: str | None = None  # "socket" | "missing" | "not a socket"
+    socket_mode: int | None = None
+    socket_owner: str | None = None
+    socket_connect_error: str | None = None  # None: connected
+    slurm_user: str | None = None
+    failure_mode: str = "accept"
+    database_url: str | None = None
+    db_revision: str | None = None
+    db_head: str = ""
+    db_error: str | None = None
+    last_cycle_at: float | None = None
+    now: float = 0.0
+    interval_s: float = 5.0
+    site_factor_max: int = 1
+    site_factor_levels: int = 2
+    metrics: dict[str, tuple[int | None, str | None]] = field(default_factory=dict)  # daemon -> (port, error)
+
+
+def diagnose(f: Facts) -> list[Finding]:
+    out: list[Finding] = []
+    add = out.append
+    if f.config_error:
+        add(Finding("site config", "fail", f.config_error,
+                    "write /etc/slurm-dl/site.toml (see site-configs/) or pass --config; "
+                    "check it with: slurm-dl config check FILE"))
+        return out
+    add(Finding("site config", "ok", f"{f.config_path}"))
+    _slurm(f, add)
+    _shim(f, add)
+    _socket(f, add)
+    _database(f, add)
+    _metrics(f, add)
+    return out
+
+
+def _slurm(f: Facts, add) -> None:
+    if f.slurm_release is None:
+        add(Finding("Slurm release", "fail", f.controller_error or "scontrol not found",
+                    f"install the Slurm clients of a supported release ({f.supported_releases}) and set SLURM_CONF"))
+    else:
+        add(Finding("Slurm release", "ok", f"{f.slurm_release} (supported: {f.supported_releases})"))
+    if f.controller is None:
+        add(Finding("slurmctld", "fail", f.controller_error or "no answer to scontrol show config",
+                    "start slurmctld (systemctl start slurmctld) and check SLURM_CONF"))
+        return
+    conf = {k.lower(): v for k, v in f.controller.items()}
+    add(Finding("slurmctld", "ok", f"answers; SLURM_CONF={f.controller.get('SLURM_CONF', '?')}"))
+    ptype = conf.get("prioritytype", "")
+    if "multifactor" in ptype:
+        add(Finding("PriorityType", "ok", ptype))
+    else:
+        add(Finding("PriorityType", "fail", f"PriorityType={ptype or '?'}: SiteFactor has no effect",
+                    "slurm.conf: PriorityType=priority/multifactor, then scontrol reconfigure"))
+    plugins = [p.strip() for p in conf.get("jobsubmitplugins", "").replace("(null)", "").split(",") if p.strip()]
+    if any(p in ("lua", "job_submit/lua") for p in plugins):
+        add(Finding("JobSubmitPlugins", "ok", ",".join(plugins)))
+    else:
+        add(Finding("JobSubmitPlugins", "fail", f"JobSubmitPlugins={','.join(plugins) or '(none)'}: the filter "
+                    "never runs", "slurm-dl filter install --slurm-conf-dir DIR (adds lua), then restart slurmctld"))
+    topo = conf.get("topologyplugin", "")
+    if "tree" in topo:
+        add(Finding("TopologyPlugin", "ok", topo))
+    else:
+        add(Finding("TopologyPlugin", "warn", f"TopologyPlugin={topo or '(none)'}: multi-node jobs are not "
+                    "kept under one switch", "slurm.conf: TopologyPlugin=topology/tree with a topology.conf"))
+    for line in swamp_warnings(f.site_factor_max, f.site_factor_levels, f.controller):
+        add(Finding("SiteFactor vs PriorityWeight*", "warn", line, "see the admin guide, 'SiteFactor and "
+                    "the site's weights'"))
+
+
+def _shim(f: Facts, add) -> None:
+    where = f"{f.slurm_conf_dir}/job_submit.lua" if f.slurm_conf_dir else "job_submit.lua"
+    if f.slurm_conf_dir is None:
+        add(Finding("job_submit.lua", "skip", "slurm.conf's directory is unknown (slurmctld did not answer)"))
+    elif f.shim_text is None:
+        add(Finding("job_submit.lua", "fail", f"{where} is missing",
+                    f"slurm-dl filter install --slurm-conf-dir {f.slurm_conf_dir}"))
+    elif SHIM_MARKER not in f.shim_text:
+        add(Finding("job_submit.lua", "fail", f"{where} is not slurm-dl's shim (another script is installed)",
+                    "chain it: call the other script's slurm_job_submit from slurm-dl's, or reinstall with "
+                    f"slurm-dl filter install --slurm-conf-dir {f.slurm_conf_dir}"))
+    elif f.socket_path and f'"{f.socket_path}"' not in f.shim_text:
+        add(Finding("job_submit.lua", "fail", f"{where} talks to another socket than {f.socket_path}",
+                    f"slurm-dl filter install --slurm-conf-dir {f.slurm_conf_dir} --socket {f.socket_path}"))
+    else:
+        add(Finding("job_submit.lua", "ok", f"{where} (socket {f.socket_path})"))
+
+
+def _socket(f: Facts, add) -> None:
+    what = f"filter socket {f.socket_path}"
+    if f.socket_kind == "missing":
+        add(Finding("filter socket", "fail", f"{what} does not exist: the filter service is not running; "
+                    f"submissions {'go in unfiltered' if f.failure_mode == 'accept' else 'are refused'}",
+                    "systemctl start slurm-dl-filter (or: slurm-dl filter serve)"))
+        return
+    if f.socket_kind != "socket":
+        add(Finding("filter socket", "fail", f"{what} is not a socket", f"remove it and restart the filter service"))
+        return
+    problems = []
+    if f.socket_mode is not None and f.socket_mode & 0o077:
+        problems.append(f"mode {f.socket_mode:o} lets other users submit decisions")
+    if f.slurm_user and f.socket_owner and f.socket_owner not in (f.slurm_user, "root") and f.slurm_user != "root":
+        problems.append(f"owned by {f.socket_owner}, but slurmctld runs as {f.slurm_user}")
+    if f.socket_connect_error:
+        add(Finding("filter socket", "fail", f"{what}: cannot connect: {f.socket_connect_error}",
+                    "restart the filter service: systemctl restart slurm-dl-filter"))
+    elif problems:
+        add(Finding("filter socket", "fail", f"{what}: " + "; ".join(problems),
+                    f"run the filter service as {f.slurm_user} (the unit's User=) or with --owner {f.slurm_user}"))
+    else:
+        add(Finding("filter socket", "ok", f"{what} answers (mode {f.socket_mode or 0:o}, owner {f.socket_owner})"))
+
+
+def _database(f: Facts, add) -> None:
+    if f.db_error:
+        add(Finding("database", "fail", f.db_error,
+                    "check [site] database_url (or --db) and that the database server is up"))
+        return
+    if f.db_revision != f.db_head:
+        add(Finding("database", "fail", f"{f.database_url}: schema {f.db_revision}, this release uses {f.db_head}",
+                    f"stop the prioritizer, back up, then: slurm-dl db upgrade --db '{f.database_url}'"))
+    else:
+        add(Finding("database", "ok", f"{f.database_url} (schema {f.db_revision})"))
+    if f.last_cycle_at is None:
+        add(Finding("prioritizer", "fail", "no cycle saved in the database yet",
+                    "systemctl start slurm-dl-prioritizer (or: slurm-dl prioritizer run)"))
+        return
+    age = f.now - f.last_cycle_at
+    limit = max(60.0, 10 * f.interval_s)
+    if age > limit:
+        add(Finding("prioritizer", "fail", f"last cycle {age:.0f} s ago (interval {f.interval_s:g} s)",
+                    "systemctl status slurm-dl-prioritizer; journalctl -u slurm-dl-prioritizer"))
+    else:
+        add(Finding("prioritizer", "ok", f"last cycle {age:.0f} s ago"))
+
+
+def _metrics(f: Facts, add) -> None:
+    for daemon, (port, error) in sorted(f.metrics.items()):
+        if port is None:
+            add(Finding(f"{daemon} metrics", "warn", "no metrics port configured: a dead daemon goes unnoticed",
+                        f"set [{daemon}] metrics_port in the site config (and scrape it)"))
+        elif error:
+            add(Finding(f"{daemon} metrics", "fail", f"port {port}: {error}",
+                        f"is slurm-dl-{daemon} running with this site config?"))
+        else:
+            add(Finding(f"{daemon} metrics", "ok", f"http://127.0.0.1:{port}/metrics answers"))
+
+
+def summary(findings: list[Finding]) -> dict[str, Any]:
+    counts = {s: sum(1 for x in findings if x.status == s) for s in ("ok", "warn", "fail", "skip")}
+    return {"ok": counts["fail"] == 0, "counts": counts, "findings": [x.to_dict() for x in findings]}

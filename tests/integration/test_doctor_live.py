@@ -1,0 +1,103 @@
+"""``slurm-dl doctor`` and ``slurm-dl prioritizer reset`` on a real testbed.
+
+A private one-node testbed with the filter (shim installed), the prioritizer (metrics on) and a
+site config that points at them: doctor passes; with the filter socket removed it names that
+fault and its fix and exits 1. Then the prioritizer is stopped and ``prioritizer reset`` puts
+every SiteFactor it set back to 0 in Slurm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from slurm_dl.site_paths import with_database_url
+from slurm_dl.slurm import CliBackend
+from slurm_dl.testbed import submit
+from slurm_dl.testbed.client import job_fields
+from test_metrics_live import Proc, free_port, scrape, total, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "slurm_dl.cli.main"]
+
+
+def site_config(tmp_path: Path, sock: Path, fport: int, pport: int) -> Path:
+    text = with_database_url((ROOT / "site-configs" / "testbed.toml").read_text(), f"sqlite:///{tmp_path}/ledger.db")
+    text = re.sub(r'(?m)^socket = ".*"$', f'socket = "{sock}"', text)
+    text = text.replace("[filter]\n", f"[filter]\nmetrics_port = {fport}\nmetrics_address = \"127.0.0.1\"\n", 1)
+    text = text.replace("[prioritizer]\n", f"[prioritizer]\nmetrics_port = {pport}\n"
+                        "metrics_address = \"127.0.0.1\"\n", 1)
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    return path
+
+
+def doctor(env) -> tuple[int, dict, str]:
+    text = subprocess.run([*CLI, "doctor"], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    js = subprocess.run([*CLI, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return js.returncode, json.loads(js.stdout), text.stdout + text.stderr
+
+
+def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_factors(make_testbed, tmp_path) -> None:
+    tb = make_testbed(nodes=1, gpus_per_node=8)
+    tb.up()
+    sock = tmp_path / "filter.sock"
+    fport, pport = free_port(), free_port()
+    conf = site_config(tmp_path, sock, fport, pport)
+    env = {**os.environ, **tb.env(), "SLURM_DL_CONFIG": str(conf)}  # every command finds it there
+    filt = Proc([*CLI, "filter", "serve"], env, tmp_path / "filter.log").start()
+    prio = Proc([*CLI, "prioritizer", "run"], env, tmp_path / "prio.log")
+    jobs: list[int] = []
+    try:
+        wait_until("the filter socket", sock.exists, 30, 0.1)
+        out = subprocess.run([*CLI, "filter", "install", "--slurm-conf-dir", str(tb.conf_dir)], env=env,
+                             capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert out.returncode == 0, out.stderr
+        time.sleep(1.1)  # slurmctld re-reads job_submit.lua when its mtime changes
+        busy = submit("#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-t", "10", "--comment=dl:ckpt=0"])
+        jobs.append(busy)
+        wait_until("the full-node job to run", lambda: job_fields(busy, env).get("JobState") == "RUNNING", 60)
+        for _ in range(3):  # pending jobs for the prioritizer to rank
+            jobs.append(submit("#!/bin/bash\nsleep 5\n", env, ["--gres=gpu:2", "-t", "5"]))
+        prio.start()
+        wait_until("a prioritizer cycle", lambda: total(scrape(pport), "slurm_dl_prioritizer_cycles_total",
+                                                        outcome="ok") >= 1, 60)
+
+        rc, result, text = doctor(env)
+        assert rc == 0, text
+        checks = {x["check"]: x["status"] for x in result["findings"]}
+        for name in ("Slurm release", "slurmctld", "PriorityType", "JobSubmitPlugins", "job_submit.lua",
+                     "filter socket", "database", "prioritizer", "prioritizer metrics", "filter metrics"):
+            assert checks.get(name) == "ok", (name, text)
+        assert "0 problem(s)" in text, text
+        assert all(len(line) <= 80 or " " not in line.strip() for line in text.splitlines()), text  # a long path
+
+        sock.unlink()  # the fault: the service keeps running, but nothing can reach it
+        rc, result, text = doctor(env)
+        assert rc == 1
+        failed = [x for x in result["findings"] if x["status"] == "fail"]
+        assert [x["check"] for x in failed] == ["filter socket"], text
+        assert "does not exist" in failed[0]["detail"] and "slurm-dl-filter" in failed[0]["fix"]
+        assert "FAIL  filter socket" in text and "fix: systemctl start slurm-dl-filter" in text
+
+        pending = jobs[1:]
+        slurm = CliBackend(env=env)
+        wait_until("SiteFactors on the pending jobs (sprio)",
+                   lambda: all(slurm.site_factors().get(j) for j in pending), 60)
+        prio.stop()
+        out = subprocess.run([*CLI, "prioritizer", "reset", "--json"], env=env, capture_output=True, text=True,
+                             cwd=ROOT, timeout=120)
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        assert set(pending) <= set(report["reset"])
+        assert all(not slurm.site_factors().get(j) for j in pending), slurm.site_factors()
+    finally:
+        prio.stop()
+        filt.stop()
+        for j in jobs:
+            subprocess.run(["scancel", str(j)], env=env, capture_output=True)
