@@ -73,7 +73,12 @@ def install(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Write job_submit.lua next to slurm.conf with socket path, timeout and failure mode filled in.
-    A site's own job_submit.lua is chained (both decide) and backed up."""
+    A site's own job_submit.lua is chained (both decide) and backed up.
+
+    \b
+    Example:
+      slurm-dl filter install --slurm-conf-dir /etc/slurm
+    """
     from jobsubmit.install import install as install_shim
 
     with expected_errors():
@@ -96,7 +101,12 @@ def uninstall(
     slurm_conf_dir: Path = typer.Option(..., "--slurm-conf-dir", help="directory of slurm.conf"),
     force: bool = typer.Option(False, "--force", help="restore slurm.conf's backup even over later edits"),
 ) -> None:
-    """Put back the site's job_submit.lua and slurm.conf as they were before install."""
+    """Put back the site's job_submit.lua and slurm.conf as they were before install.
+
+    \b
+    Example:
+      slurm-dl filter uninstall --slurm-conf-dir /etc/slurm
+    """
     from jobsubmit.install import uninstall as uninstall_shim
 
     with expected_errors():
