@@ -309,9 +309,11 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
     say(f"job {view['job_id']} ({view.get('name') or '-'}) of {view.get('user') or '-'}, account "
         f"{view.get('account') or '-'}: {state}, {view.get('num_gpus')} GPU(s), class {view.get('class')}")
     q = view.get("queue")
-    if q:
+    if q and q["jobs_ahead"]:
         say(f"place: {_ordinal(q['position'])} of {q['waiting']} waiting jobs; ahead of it: {q['jobs_ahead']} "
             f"job(s) with {q['gpus_ahead']} GPU(s) from {q['accounts_ahead']} account(s)")
+    elif q:
+        say(f"place: first of {q['waiting']} waiting job(s); nothing waits ahead of it")
     if view.get("rank") is not None:
         sf = view.get("site_factor")
         say(f"  rank {view['rank']} of {view['ranked']} counting running jobs (policy {view.get('policy')}); "
