@@ -57,6 +57,8 @@ class UserDefaults:
     cpus_per_gpu: int | None = None
     mem_per_gpu_gb: int | None = None
     env: tuple[tuple[str, str], ...] = ()
+    time: str | None = None  # Slurm's spelling; wins over time_minutes
+    mem_per_gpu: str | None = None  # with a unit (80G); wins over mem_per_gpu_gb
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +181,10 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
             f"{site.max_gpus_per_node} (use --nodes {-(-spec.gpus // site.max_gpus_per_node)})"
         )
     try:
-        if spec.time is not None:
-            seconds = parse_time_seconds(spec.time)
-            time_text = spec.time.strip()
+        if spec.time is not None or (spec.time_minutes is None and user.time is not None):
+            text = spec.time if spec.time is not None else str(user.time)
+            seconds = parse_time_seconds(text)
+            time_text = text.strip()
         else:
             given = spec.time_minutes if spec.time_minutes is not None else user.time_minutes
             if given is not None and given < 1:
@@ -252,8 +255,9 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         raise RenderError(f"--cpus-per-gpu {cpg}: this site allows at most {site.caps.max_cpus_per_gpu}")
     mem_text = None
     try:
-        if spec.mem_per_gpu is not None:
-            mem_mb, mem_text = parse_memory_mb(spec.mem_per_gpu)
+        if spec.mem_per_gpu is not None or (spec.mem_per_gpu_gb is None and user.mem_per_gpu is not None):
+            mem_mb, mem_text = parse_memory_mb(spec.mem_per_gpu if spec.mem_per_gpu is not None
+                                               else str(user.mem_per_gpu))
         else:
             gb = spec.mem_per_gpu_gb if spec.mem_per_gpu_gb is not None else user.mem_per_gpu_gb
             if gb is not None:

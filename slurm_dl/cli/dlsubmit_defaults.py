@@ -7,7 +7,8 @@ Site: ``--config FILE``, else ``$SLURM_DL_CONFIG``, else ``/etc/slurm-dl/site.to
 
     partition = "gpu"
     account = "vision"
-    time_minutes = 120
+    time = "2:00:00"           # as sbatch --time takes it (time_minutes = 120 also works)
+    mem_per_gpu = "80G"
     output_dir = "logs"
     checkpoint_root = "/scratch/me/ckpt"
     launcher = "auto"          # auto | torchrun | none
@@ -35,6 +36,7 @@ _BUILTIN = {
 _USER_KEYS = {
     "partition": str, "account": str, "gpu_type": str, "time_minutes": int, "output_dir": str,
     "checkpoint_root": str, "launcher": str, "max_restarts": int, "cpus_per_gpu": int, "mem_per_gpu_gb": int,
+    "time": str, "mem_per_gpu": str,
 }
 
 

@@ -145,3 +145,15 @@ def test_status_table_fits_80_columns_and_lists_recent_jobs() -> None:
     assert "3rd of 9 waiting" in lines[2]
     with pytest.raises(ValueError):
         parse_since("soon")
+
+
+def test_user_defaults_speak_slurm_too(isolated: Path) -> None:
+    (isolated / "user.toml").write_text('time = "1-00"\nmem_per_gpu = "512M"\n')
+    r = runner.invoke(app, ["render", "train", "--", "x"])
+    assert r.exit_code == 0, r.output
+    assert "#SBATCH --time=1-00" in r.output and "#SBATCH --mem-per-gpu=512M" in r.output
+    r = runner.invoke(app, ["render", "train", "-t", "30", "--", "x"])  # the command line wins
+    assert "#SBATCH --time=30" in r.output
+    (isolated / "user.toml").write_text('mem_per_gpu = "80"\n')
+    r = runner.invoke(app, ["render", "train", "--", "x"])
+    assert r.exit_code == 1 and "give a unit" in r.output
