@@ -76,6 +76,8 @@ class CycleReport:
             f"SiteFactor {self.pushed_jobs} job(s) in {self.push_calls} call(s), {self.unchanged} unchanged"
             f"{f', {self.deferred} deferred to the next cycle' if self.deferred else ''}; "
             f"signalled {self.signalled or '-'}, requeued {self.requeued or '-'}"
+            + (f", refused {[r['job'] for r in self.refused]}" if self.refused else "")
+            + (f"; {len(self.errors)} Slurm call(s) failed, retried next cycle" if self.errors else "")
         )
 
 
