@@ -12,31 +12,43 @@ import typer
 from ..errors import SlurmDLError, TraceError
 from .common import expected_errors
 
-HELP = """Replay a GPU-cluster trace through scheduling policies and compare them side by side.
+HELP = """Replay a GPU-cluster trace through scheduling policies, side by side.
 
-Every policy is the policy core's (the prioritizer's own code, built by get_policy); the options
-below are its overrides. Policies: fifo (strict head-of-line), fifo-firstfit, fifo-backfill
-(EASY, Slurm-like), sjf and srtf (oracles, simulator only), las (2D-LAS, --las-thresholds,
---starvation), las-tiresias (Tiresias's default 3250/7200/18000 GPU-s), gittins (prior:
-tiresias/yarn-gput1000.csv, plus the finished jobs' history), fairshare (shares from --config),
-deadline (--deadline-boost), deadline-las (deadline tier, then LAS), qssf, class, combined
-(tiers from --config).
+The policies are the prioritizer's own code; the options below override the
+settings they read from --config.
 
-Sweeps: --las-thresholds may be repeated; each value adds a run named las[T1,T2,...], e.g.
-  --policy las --las-thresholds 3250,7200,18000 --las-thresholds 1800,36000
+\b
+Policies:
+  fifo             first come, first served; the head of the queue blocks
+  fifo-firstfit    FIFO; a later job starts when the head does not fit
+  fifo-backfill    EASY backfill, like Slurm's
+  sjf, srtf        shortest job / remaining time first (know durations:
+                   simulator only)
+  las              least attained service (--las-thresholds, --starvation)
+  las-tiresias     LAS with Tiresias' thresholds 3250/7200/18000 GPU-s
+  gittins          Gittins index (--gittins-prior, plus finished jobs)
+  fairshare        fair share between accounts (shares from --config)
+  deadline         deadline boost (--deadline-boost); deadline-las: then LAS
+  qssf, class, combined (tiers from --config)
 
-Idle GPUs (issue 7): --idle-policy replays the \\[telemetry] idle policy of --config (the
-daemon's own decision code) on per-job GPU utilisation: the trace's gpu_util column,
---utilisation FILE (CSV job_id,gpu_util), or --synthetic-idle FRACTION[:SEED] (SYNTHETIC, for
-demos: the public traces carry no utilisation). Each policy gains an "idle" block: idle GPU-hours,
-GPU-hours reclaimed, jobs flagged/warned/cancelled, and the other jobs' JCT and queueing in a
-replay with the idle jobs cancelled where the policy cancels them; --idle-report FILE writes
-the per-job verdicts (CSV).
+Sweeps: repeat --las-thresholds; each value adds a run named las[T1,T2,...].
 
-Example (the Helios fidelity setup):
-  slurm-dl simulate --trace ../shared/traces/philly/philly.csv --format philly \\
-    --cluster-per-vc ../shared/traces/philly/vc_sizes.csv --gpus-per-node 8 \\
-    --start 2017-10-01 --end 2017-12-01 --preempt-cost 60 --policy fifo --policy srtf --json
+Idle GPUs: --idle-policy replays the [telemetry] idle policy of --config on
+per-job GPU utilisation: the trace's gpu_util column, --utilisation FILE (CSV
+job_id,gpu_util) or --synthetic-idle FRACTION[:SEED] (made up, for demos).
+Each policy then reports idle GPU-hours, GPU-hours reclaimed and jobs warned
+or cancelled; --idle-report FILE writes the per-job verdicts as CSV.
+
+Table: JCT is job completion time (submit to end); rho (ρ) is an account's mean
+JCT here over its mean JCT alone on its share of the cluster (1 = fair, max =
+the worst account); Jain is Jain's index of the rhos (1 = all equal).
+
+\b
+Example (Philly, each virtual cluster on its own):
+  slurm-dl simulate --trace traces/philly/philly.csv --format philly \\
+    --cluster-per-vc traces/philly/vc_sizes.csv --gpus-per-node 8 \\
+    --start 2017-10-01 --end 2017-12-01 --preempt-cost 60 \\
+    --policy fifo --policy srtf
 """
 
 
@@ -60,7 +72,7 @@ def _default_prior(trace: Path) -> Path | None:
 
 def simulate(
     trace: Path = typer.Option(..., "--trace", help="trace file"),
-    fmt: str = typer.Option("philly", "--format", help="philly | chronus | tiresias | csv (see slurm_dl/sim/traces.py)"),
+    fmt: str = typer.Option("philly", "--format", help="philly | chronus | tiresias | csv"),
     policy: List[str] = typer.Option(["fifo"], "--policy", help="policy name; repeat to compare side by side"),
     cluster_per_vc: Optional[Path] = typer.Option(None, "--cluster-per-vc", help="CSV vc,nodes: each VC its own cluster"),
     nodes: Optional[int] = typer.Option(None, "--nodes", min=1, help="one shared cluster of this many nodes"),
@@ -77,8 +89,8 @@ def simulate(
     spread: bool = typer.Option(False, "--spread", help="let jobs spread over extra nodes when they do not fit consolidated (slower, chronus/model_info.json)"),
     model_info: Optional[Path] = typer.Option(None, "--model-info", help="placement-sensitivity table (chronus/model_info.json)"),
     no_fairness: bool = typer.Option(False, "--no-fairness", help="skip the isolated runs that give rho (shared cluster)"),
-    idle_policy: bool = typer.Option(False, "--idle-policy", help="what the \\[telemetry] idle policy would reclaim (needs utilisation)"),
-    idle_action: Optional[str] = typer.Option(None, "--idle-action", help="override \\[telemetry] idle_action: report | warn | deprioritize | cancel"),
+    idle_policy: bool = typer.Option(False, "--idle-policy", help="what the [telemetry] idle policy would reclaim (needs utilisation)"),
+    idle_action: Optional[str] = typer.Option(None, "--idle-action", help="override [telemetry] idle_action: report | warn | deprioritize | cancel"),
     utilisation: Optional[Path] = typer.Option(None, "--utilisation", help="CSV job_id,gpu_util: per-job GPU utilisation (implies --idle-policy)"),
     synthetic_idle: Optional[str] = typer.Option(None, "--synthetic-idle", help="SYNTHETIC utilisation FRACTION[:SEED] for jobs without any (implies --idle-policy)"),
     idle_report: Optional[Path] = typer.Option(None, "--idle-report", help="write the idle policy's per-job verdicts (CSV) to FILE"),
@@ -154,7 +166,8 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
             runs.append((label, summary, results))
     if plot:
         from ..sim.plots import write_plots
-        write_plots(plot, [(n, r) for n, _, r in runs])
+        for written in write_plots(plot, [(n, r) for n, _, r in runs]) or []:
+            typer.echo(f"wrote {written}", err=as_json)
     doc = {"policies": {n: s for n, s, _ in runs}}
     if as_json:
         typer.echo(json.dumps(doc, sort_keys=False))
@@ -259,6 +272,8 @@ def _table(doc: dict, trace: Path, n: int, cost: str) -> None:
                   f"{s['avg_queue_s'] / 3600:.2f}", f"{s['makespan_s'] / 86400:.1f}", f"{s['utilization']:.1%}",
                   f"{s['preemptions_per_job']:.2f}", f"{s['jain_rho']:.3f}", f"{s['max_rho']:.2f}")
     Console(width=160).print(t)
+    typer.echo("rho: an account's mean JCT here over alone on its share (1 = fair, max = worst)")
+    typer.echo("Jain: Jain's fairness index of the accounts' rho (1 = all equal)")
     extra = [(k, s) for k, s in doc["policies"].items() if "deadline_hit_rate" in s]
     for k, s in extra:
         line = f"{k}: strict deadline hit rate {s['deadline_hit_rate']:.1%}"
