@@ -8,6 +8,7 @@ every other test), the real `slurm-dl filter serve` process, and the shim instal
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -248,12 +249,14 @@ def test_hung_service_job_is_accepted_within_the_timeout(filtered, tmp_path) -> 
     tb, service = filtered
     service.stop()
     peer = HungPeer(service.sock)
+    time.sleep(5.5)  # past the breaker's cool-down, should the test before have opened it
     try:
         fields, _ = accepted_job(tb, "--gres=gpu:1")
         assert parse_tag(fields.get("AdminComment", "")) is None
         scheduling_works(tb, tmp_path)
         log = (tb.state_dir / "log" / "slurmctld.log").read_text()
-        assert "slurm-dl filter: no answer within 0.2 s" in log
+        # the full 0.2 s timeout, or a tenth of it when the shim already saw the service fail
+        assert re.search(r"slurm-dl filter: no answer within 0\.0?2 s", log)
     finally:
         peer.close()
         service.start()
