@@ -31,6 +31,7 @@ from .ranking import Ranker
 from .state import PreemptionCost, SimJob
 
 _DONE, _WAKE = 0, 1
+INF = float("inf")
 
 
 @dataclass
@@ -54,9 +55,14 @@ class ClusterResult:
 
 def run_cluster(
     jobs: list, spec: ClusterSpec, ranker: Ranker, cost: PreemptionCost,
-    *, spread: bool = False, model_info: dict | None = None,
+    *, spread: bool = False, model_info: dict | None = None, fast: bool = True,
+    on_finish: Callable[[float, int], None] | None = None,
 ) -> ClusterResult:
-    """Simulate ``jobs`` (model Jobs, in trace order) on one cluster until all have finished."""
+    """Simulate ``jobs`` (model Jobs, in trace order) on one cluster until all have finished.
+
+    ``fast=False`` turns off the per-account queues and the per-account usage charging (the
+    reference path the tests compare against). ``on_finish(now, finished)`` is called after
+    every event time at which jobs finished (progress reports)."""
     per_node = spec.gpus_per_node
     total = spec.total_gpus
     too_big = [j for j in jobs if j.num_gpus > total]
@@ -87,6 +93,20 @@ def run_cluster(
     needs_usage = ranker.needs_usage
     pending_wakes = ranker.pending_wakes
     account_key = getattr(ranker, "account_key", None)
+    # per-account queues: the key is (account's standing, then a per-job key that changes only
+    # at the job's own wake-ups); each account keeps its waiting (and, preemptive, running)
+    # jobs sorted by that per-job key, and a pass merges the accounts' heads by the real key
+    grouped = fast and getattr(ranker, "grouped", False) and discipline in ("strict", "firstfit", "preemptive")
+    grouped_run = grouped and discipline == "preemptive"
+    if grouped:
+        sorted_pending = piecewise = cached_running = False
+    gp: dict[str, tuple[list, list]] = {}  # account -> (per-job keys, jobs) waiting
+    gr: dict[str, tuple[list, list]] = {}  # account -> (per-job keys, jobs) running
+    n_waiting = [0]
+    # usage charged per account at each event (Σ GPUs running × elapsed) instead of per job
+    charge_by_account = fast and needs_usage
+    acct_gpus: dict[str, int] = {}
+    last_refresh = [-INF]
     epoch = [ranker.epoch()]
     preemptions = 0
 
@@ -114,6 +134,10 @@ def run_cluster(
         running.append(sj)
         if cached_running:
             sj.static_key = ranker.key(sj, now)
+        elif grouped_run:
+            g_insert(gr, sj, ranker.group_key(sj, now), True)
+        if charge_by_account:
+            acct_gpus[sj.account] = acct_gpus.get(sj.account, 0) + sj.gpus
         qd.append((now, -1))
 
     def stop(sj: SimJob, now: float) -> None:
@@ -129,11 +153,16 @@ def run_cluster(
         sj.alloc = ()
         sj.version += 1
         running.remove(sj)
+        if grouped_run:
+            g_remove(gr, sj, sj.static_key)
         j = sj.job
         j.state = JobState.PENDING
         j.attained_gpu_s = round(sj.attained0, 6)
         j.executed_s = sj.executed0
-        if needs_usage:
+        if charge_by_account:
+            acct_gpus[sj.account] -= sj.gpus
+            ranker.charge(sj.account, sj.gpus * (now - max(sj.charged_to, last_refresh[0])), now)
+        elif needs_usage:
             ranker.charge(sj.account, sj.gpus * (now - sj.charged_to), now)
 
     def preempt(sj: SimJob, now: float) -> None:
@@ -151,7 +180,10 @@ def run_cluster(
 
     def enqueue(sj: SimJob, now: float) -> None:
         qd.append((now, 1))
-        if sorted_pending:
+        if grouped:
+            g_insert(gp, sj, ranker.group_key(sj, now), False)
+            n_waiting[0] += 1
+        elif sorted_pending:
             insert_pending(sj, ranker.key(sj, now))
         else:
             pending.append(sj)
@@ -175,8 +207,127 @@ def run_cluster(
         del pending[i]
         insert_pending(sj, ranker.key(sj, now))
 
+    def g_insert(groups: dict, sj: SimJob, k: tuple, is_running: bool) -> None:
+        g = groups.get(sj.account)
+        if g is None:
+            g = groups[sj.account] = ([], [])
+        ks, js = g
+        i = bisect.bisect_right(ks, k)
+        ks.insert(i, k)
+        js.insert(i, sj)
+        if is_running:
+            sj.static_key = k
+        else:
+            sj.pend_key = k
+
+    def g_remove(groups: dict, sj: SimJob, k: tuple) -> None:
+        ks, js = groups[sj.account]
+        i = bisect.bisect_left(ks, k)
+        while js[i] is not sj:
+            i += 1
+        del ks[i]
+        del js[i]
+
+    def g_merge(groups: dict, now: float, kind: int, heap: list) -> None:
+        hk = ranker.head_key
+        for a, (_, js) in groups.items():
+            if js:
+                heap.append((hk(js[0], now), kind, a, 0))
+
+    def g_next(heap: list, groups_by_kind: tuple, now: float) -> SimJob:
+        """The job at the top of the merge; advances its account's list in the heap."""
+        _, kind, a, i = heap[0]
+        js = groups_by_kind[kind][a][1]
+        sj = js[i]
+        if i + 1 < len(js):
+            heapq.heapreplace(heap, (ranker.head_key(js[i + 1], now), kind, a, i + 1))
+        else:
+            heapq.heappop(heap)
+        return sj
+
+    def pass_grouped_fit(now: float, skip: bool) -> None:
+        if free_total == 0 or not n_waiting[0]:
+            return
+        heap: list = []
+        g_merge(gp, now, 0, heap)
+        heapq.heapify(heap)
+        started = []
+        kinds = (gp,)
+        while heap and free_total > 0:
+            sj = g_next(heap, kinds, now)
+            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            if alloc is None:
+                if not skip:
+                    break
+                continue
+            start(sj, alloc, now)
+            started.append(sj)
+        for sj in started:
+            g_remove(gp, sj, sj.pend_key)
+        n_waiting[0] -= len(started)
+
+    def pass_grouped_preemptive(now: float) -> None:
+        if not n_waiting[0]:
+            return
+        hk = ranker.head_key
+        best = min(hk(js[0], now) for _, js in gp.values() if js)
+        tails = [hk(js[-1], now) for _, js in gr.values() if js]
+        kinds = (gp, gr)
+        heap: list = []
+        g_merge(gp, now, 0, heap)
+        chosen: list[SimJob] = []
+        if not tails or best > max(tails):
+            # every running job outranks every waiting one: nothing to preempt, fill free GPUs
+            quota = free_total
+            heapq.heapify(heap)
+            while heap and quota > 0:
+                sj = g_next(heap, kinds, now)
+                if sj.gpus <= quota:
+                    quota -= sj.gpus
+                    chosen.append(sj)
+            if chosen:
+                start_grouped(chosen, [], now)
+            return
+        g_merge(gr, now, 1, heap)
+        heapq.heapify(heap)
+        quota = total
+        selected_running: set[int] = set()
+        while heap and quota > 0:
+            sj = g_next(heap, kinds, now)
+            if sj.gpus <= quota:
+                quota -= sj.gpus
+                if sj.running:
+                    selected_running.add(sj.seq)
+                else:
+                    chosen.append(sj)
+        if chosen:
+            start_grouped(chosen, [sj for sj in running if sj.seq not in selected_running], now)
+
+    def start_grouped(chosen: list[SimJob], victims: list[SimJob], now: float) -> None:
+        for sj in chosen:
+            g_remove(gp, sj, sj.pend_key)
+        n_waiting[0] -= len(chosen)
+        victims.sort(key=lambda s: s.seq)
+        for sj in victims:
+            preempt(sj, now)
+        for sj in chosen:
+            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            if alloc is not None:
+                start(sj, alloc, now)
+            else:
+                g_insert(gp, sj, ranker.group_key(sj, now), False)
+                n_waiting[0] += 1
+
     def refresh_usage(now: float) -> None:
         # running work counts as it accrues (the daemon's ledger charges it every cycle)
+        if charge_by_account:
+            dt = now - last_refresh[0]
+            if dt > 0 and dt != INF:
+                for a, g in acct_gpus.items():
+                    if g:
+                        ranker.charge(a, g * dt, now)
+            last_refresh[0] = now
+            return
         for sj in running:
             if now > sj.charged_to:
                 ranker.charge(sj.account, sj.gpus * (now - sj.charged_to), now)
@@ -364,6 +515,13 @@ def run_cluster(
     ai = 0
     finished: list[SimJob] = []
     while ai < n or heap:
+        # a superseded completion or wake-up (the job stopped or started since) is no event:
+        # a pass at its time would re-rank on a clock nothing happened at, and with keys that
+        # drift in time (fair share) each such pass can preempt, leaving more stale entries
+        while heap and heap[0][3] != heap[0][4].version:
+            heapq.heappop(heap)
+        if ai >= n and not heap:
+            break
         t_arr = arrivals[ai].submit if ai < n else float("inf")
         t_evt = heap[0][0] if heap else float("inf")
         now = min(t_arr, t_evt)
@@ -383,6 +541,9 @@ def run_cluster(
             elif sj.running:
                 if cached_running:
                     sj.static_key = ranker.key(sj, now)
+                elif grouped_run:
+                    g_remove(gr, sj, sj.static_key)
+                    g_insert(gr, sj, ranker.group_key(sj, now), True)
                 nxt = ranker.next_change(sj, now)
                 end = sj.seg_start + sj.remaining / sj.speed
                 if nxt is not None and nxt < end:
@@ -390,6 +551,9 @@ def run_cluster(
             else:  # a waiting job's key changes on its own (starvation guard, deadline boost)
                 if piecewise:
                     rekey_pending(sj, now)
+                elif grouped:
+                    g_remove(gp, sj, sj.pend_key)
+                    g_insert(gp, sj, ranker.group_key(sj, now), False)
                 nxt = ranker.next_change(sj, now)
                 if nxt is not None:
                     heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
@@ -398,13 +562,20 @@ def run_cluster(
             if ep != epoch[0]:
                 epoch[0] = ep
                 rekey(now)
+            if on_finish is not None:
+                on_finish(now, len(finished))
         while ai < n and arrivals[ai].submit <= now:
             sj = arrivals[ai]
             ai += 1
             enqueue(sj, now)
         if needs_usage:
             refresh_usage(now)
-        if discipline == "preemptive":
+        if grouped:
+            if grouped_run:
+                pass_grouped_preemptive(now)
+            else:
+                pass_grouped_fit(now, skip=discipline == "firstfit")
+        elif discipline == "preemptive":
             pass_preemptive(now)
         elif discipline == "backfill":
             pass_backfill(now)

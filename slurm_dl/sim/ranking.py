@@ -28,6 +28,7 @@ behaviour (never a second copy of it):
 
 from __future__ import annotations
 
+import copy
 import csv
 import math
 from pathlib import Path
@@ -63,6 +64,7 @@ class SimLedger(Ledger):
 
 # Policies whose keys are piecewise constant in time, changing only at ``next_key_change``.
 _PIECEWISE = (LasPolicy, DeadlinePolicy, FifoPolicy, ClassPolicy)
+_GROUPABLE = (LasPolicy, DeadlinePolicy, ClassPolicy, FairSharePolicy)
 
 
 def _components(policy: Any) -> list:
@@ -99,6 +101,21 @@ class PolicyRanker:
         self.account_key = self._fair_share_key if type(policy) is FairSharePolicy else None
         self._key = policy.key
         self._next = policy.next_key_change
+        self._starving = next((p for p in comps if isinstance(p, LasPolicy) and p.starvation_factor is not None
+                               and p.tiebreak is not None), None)
+        # per-account queues (see the engine): the key is the account's fair-share standing
+        # combined with a per-job key that is piecewise constant; within one account the
+        # standing is the same for every job, so the per-job key alone orders the account's
+        # jobs. Only for components whose scores take a few discrete values (LAS queues,
+        # deadline levels, class weights), so adding the account's factor cannot merge two
+        # different per-job values into one float.
+        self.grouped = bool(fs) and all(isinstance(p, _GROUPABLE) for p in comps) and (
+            type(policy) is FairSharePolicy or isinstance(policy, CombinedPolicy))
+        self._fs_cache: tuple = (None, {})
+        self._fs = fs[0] if fs else None
+        self._local_key = None
+        if self.grouped and isinstance(policy, CombinedPolicy):
+            self._setup_combined_groups(policy, fs[0])
 
     def _sync(self, sj: SimJob, now: float):
         j = sj.job
@@ -115,14 +132,78 @@ class PolicyRanker:
         return self._key(self._sync(sj, now), self.ctx)
 
     def next_change(self, sj: SimJob, now: float) -> float | None:
-        t = self._next(self._sync(sj, now), self.ctx)
+        if sj.running and self._starving is not None and sj.executed0 == 0.0:
+            now = math.nextafter(now, INF)  # see group_key: the lapse of that promotion
+        j = self._sync(sj, now)
+        t = self._next(j, self.ctx)
+        if self._starving is not None and j.pending and j.executed_s > 0.0:
+            # a waiting job already in queue 0 changes key too when the guard lifts it (its
+            # tiebreak): the policy announces only promotions that change the queue
+            las = self._starving
+            if not las.promoted(j, now):
+                lift = now + (las.starvation_factor * j.executed_s - (now - j.submit_time - j.executed_s))
+                t = lift if t is None else min(t, lift)
         if t is None:
             return None
         return t if t > now else math.nextafter(now, INF)
 
+    def _setup_combined_groups(self, policy: CombinedPolicy, fs: FairSharePolicy) -> None:
+        """The combined key with the fair-share weight set to 0 is the per-job key: its
+        fair-share tier holds ``-S`` (the other components' sum, exactly: ``x + 0.0 == x``),
+        and the real value is ``-(S + w × factor)``, the same float operations as the policy's
+        own sum when fair share is its tier's last term (or one of two). Otherwise the engine
+        keeps the per-job path."""
+        tier = next(i for i, parts in enumerate(policy._tier_parts) if any(p is fs for _, p in parts))
+        parts = policy._tier_parts[tier]
+        if not (parts[-1][1] is fs or len(parts) == 2):
+            self.grouped = False
+            return
+        local = copy.copy(policy)
+        local._tier_parts = [[(0.0 if p is fs else w, p) for w, p in ps] for ps in policy._tier_parts]
+        self._local_key = local.key
+        self._fs_weight = next(w for w, p in parts if p is fs)
+        self._fs_tier = tier
+        self._fs_index: int | None = None  # position of that tier's value in the key tuple
+
+    def group_key(self, sj: SimJob, now: float) -> tuple:
+        """The job's key without its account's fair-share standing (grouped rankers)."""
+        if self._local_key is None:  # fair share alone: (factor, submit, id)
+            return (sj.job.submit_time, sj.job.job_id)
+        if sj.running and self._starving is not None and sj.executed0 == 0.0:
+            # a job starting its first run is not "promoted" at the instant it starts (it has
+            # executed nothing) but is an instant later, when its key is next read: cache that
+            now = math.nextafter(now, INF)
+        j = self._sync(sj, now)
+        if self._fs_index is None:
+            n = 0
+            for tbs in self.policy._tier_tiebreaks[:self._fs_tier]:
+                n += 1 + sum(len(tb(j, self.ctx)) for tb in tbs)
+            self._fs_index = n
+        return self._local_key(j, self.ctx)
+
+    def _factor(self, account: str, now: float) -> float:
+        stamp = (now, self.ledger.revision)
+        if self._fs_cache[0] != stamp:
+            self._fs_cache = (stamp, {})
+        cache = self._fs_cache[1]
+        f = cache.get(account)
+        if f is None:
+            f = cache[account] = self._fair_share_key(account, now)
+        return f
+
+    def head_key(self, sj: SimJob, now: float) -> tuple:
+        """The real key (what ``key`` returns) from the job's cached per-job key and its
+        account's factor. Only for a job whose cached key is current (in the engine's queues)."""
+        f = self._factor(sj.account, now)  # -factor
+        if self._local_key is None:
+            return (f, sj.job.submit_time, sj.job.job_id)
+        lk = sj.static_key if sj.running else sj.pend_key
+        i = self._fs_index
+        return (*lk[:i], -(-lk[i] + self._fs_weight * -f), *lk[i + 1:])
+
     def _fair_share_key(self, account: str, now: float) -> float:
         self.ctx.now = now
-        return -self.policy.factor(account, self.ctx)
+        return -self._fs.factor(account, self.ctx)
 
     def epoch(self) -> int:
         """Changes when all keys may have changed (Gittins' table rebuilt from more history)."""
