@@ -47,3 +47,12 @@ def test_pure_modules_do_no_io(rel: str) -> None:
         src = path.read_text()
         for call in ("time.time(", "datetime.now(", "time.monotonic("):
             assert call not in src, f"{path.relative_to(REPO)} reads the clock ({call}); take `now` as an argument"
+
+
+def test_every_test_module_has_its_own_basename() -> None:
+    """pytest imports test modules by basename (the integration tests import each other that
+    way): two files of one name stop the whole suite at collection."""
+    seen: dict[str, Path] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        assert path.name not in seen, f"{path} and {seen[path.name]} share a name"
+        seen[path.name] = path
