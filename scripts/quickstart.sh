@@ -117,7 +117,8 @@ PY
 }
 
 # The filter service and the prioritizer carry the testbed's marker in their environment, so
-# `slurm-dl testbed down` stops them together with the cluster.
+# `slurm-dl testbed down` stops them together with the cluster; `testbed up` on a half-dead
+# cluster restarts Slurm and leaves them running; `testbed status` shows them.
 start_marked() {  # start_marked NAME CMD... -- background process logging to $TESTBED_DIR/log/NAME.log
   local name="$1"; shift
   mkdir -p "$TESTBED_DIR/log"

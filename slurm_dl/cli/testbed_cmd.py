@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from ..testbed import Testbed
+from ..testbed import Testbed, services
 from ..testbed.conf import render_env_exports
 from .common import expected_errors, fail
 
@@ -57,9 +57,12 @@ def up(
         template = site_config or (_TESTBED_TOML if _TESTBED_TOML.is_file() else None)
         if template is not None:
             tb.write_site_config(template, replace=site_config is not None)
+    recovery = tb.recovery.to_dict() if tb.recovery else None
     if as_json:
-        typer.echo(json.dumps({**status.to_dict(), "seconds": round(took, 3)}))
+        typer.echo(json.dumps({**status.to_dict(), "seconds": round(took, 3), "recovered": recovery}))
         return
+    if tb.recovery is not None:
+        typer.echo(tb.recovery.message())
     typer.echo(
         f"testbed up in {took:.1f} s: Slurm {status.slurm}, {len(status.nodes)} nodes x {gpus_per_node} {gpu_type} GPUs "
         f"{'with accounting (slurmdbd + MariaDB) ' if accounting else ''}under {tb.state_dir}"
@@ -78,11 +81,14 @@ def down(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json")) -
     """
     with expected_errors():
         tb = Testbed(dir)
+        running = {n: p for n, p in services.find(tb.state_dir).items() if p} if tb.state_dir.is_dir() else {}
         stopped = tb.down()
+    gone = {n: p for n, p in running.items() if p in stopped}
     if as_json:
-        typer.echo(json.dumps({"state_dir": str(tb.state_dir), "stopped_pids": stopped}))
+        typer.echo(json.dumps({"state_dir": str(tb.state_dir), "stopped_pids": stopped, "stopped_services": gone}))
     else:
-        typer.echo(f"testbed {tb.state_dir}: stopped {len(stopped)} process(es)")
+        also = f", among them {services.describe(gone)}" if gone else ""
+        typer.echo(f"testbed {tb.state_dir}: stopped {len(stopped)} process(es){also}")
 
 
 @app.command("status")
@@ -106,6 +112,9 @@ def status(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json"))
             typer.echo(f"{name:<16} {'running pid ' + str(pid) if pid else 'not running'}")
         for node, state in st.nodes.items():
             typer.echo(f"node {node:<11} {state}")
+        for name, pid in st.services.items():
+            label = services.SERVICES[name][0]
+            typer.echo(f"{label:<16} {'running pid ' + str(pid) if pid else 'not running'}")
     if not st.up:
         raise typer.Exit(1)
 

@@ -5,7 +5,8 @@
 
 Modules: ``conf`` (pure: parameters -> slurm.conf/gres.conf/topology.conf text), ``process``
 (start/stop by pid, marker-checked), ``install`` (finding Slurm), ``client`` (node states and
-submit-and-wait helpers), ``cluster`` (the ``Testbed`` itself).
+submit-and-wait helpers), ``services`` (slurm-dl's filter service and prioritizer beside the
+cluster), ``cluster`` (the ``Testbed`` itself).
 """
 
 from .client import job_fields, submit, wait_for_job_state

@@ -8,12 +8,12 @@ import json
 import os
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SlurmError, TestbedError
 from . import accounting as acct
-from . import process
+from . import process, services
 from .client import node_states
 from .conf import (
     PASS_THROUGH_JOB_SUBMIT_LUA,
@@ -48,6 +48,8 @@ class TestbedStatus:
     daemons: dict[str, int | None]
     nodes: dict[str, str]
     slurm: str | None = None
+    services: dict[str, int | None] = field(default_factory=dict)
+    """slurm-dl's services beside the cluster (filter, prioritizer) -> pid or None."""
 
     @property
     def up(self) -> bool:
@@ -64,7 +66,27 @@ class TestbedStatus:
             "slurm": self.slurm,
             "daemons": self.daemons,
             "nodes": self.nodes,
+            "services": self.services,
         }
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What ``up`` did to a half-dead cluster: the Slurm daemons it found dead, and slurm-dl's
+    services it left running while it restarted Slurm."""
+
+    dead: tuple[str, ...]
+    kept: dict[str, int | None]
+
+    def message(self) -> str:
+        running = {n: p for n, p in self.kept.items() if p}
+        services_line = (f"left running: {services.describe(running)}" if running
+                         else "no slurm-dl service (filter, prioritizer) was running")
+        return (f"{', '.join(self.dead) or 'a daemon'} had stopped: restarted the Slurm daemons\n"
+                f"(jobs that were running on the testbed were stopped)\n{services_line}")
+
+    def to_dict(self) -> dict:
+        return {"dead": list(self.dead), "services_left_running": {n: p for n, p in self.kept.items() if p}}
 
 
 class Testbed:
@@ -101,6 +123,8 @@ class Testbed:
         self.job_submit_lua = job_submit_lua
         self.extra_conf = tuple(extra_conf)
         self.accounting = accounting
+        self.recovery: Recovery | None = None
+        """Set by ``up`` when it restarted a half-dead cluster."""
         if len(str(self.layout.root)) > MAX_STATE_DIR_LEN:
             raise TestbedError(
                 f"testbed state directory {self.layout.root} is {len(str(self.layout.root))} characters long; "
@@ -188,8 +212,9 @@ class Testbed:
 
     def status(self) -> TestbedStatus:
         params = self.params()
+        found = services.find(self.layout.root)
         if params is None:
-            return TestbedStatus(self.layout.root, {}, {}, None)
+            return TestbedStatus(self.layout.root, {}, {}, None, found)
         daemons = {name: self._running_pid(name) for name in self._daemon_names(params)}
         nodes: dict[str, str] = {}
         if daemons.get("slurmctld"):
@@ -197,7 +222,7 @@ class Testbed:
                 nodes = node_states(self.env())
             except SlurmError:
                 nodes = {}
-        return TestbedStatus(self.layout.root, daemons, nodes, params.slurm)
+        return TestbedStatus(self.layout.root, daemons, nodes, params.slurm, found)
 
     @contextlib.contextmanager
     def _locked(self):
@@ -250,8 +275,11 @@ class Testbed:
             self._check_same_shape(current)
             return current
         if current.any_running:
-            # A half-dead cluster (a daemon crashed): stop the rest and start clean.
-            self._down()
+            # A half-dead cluster (a daemon crashed): stop the rest of Slurm and start clean. slurm-dl's
+            # services stay: they reach Slurm through SLURM_CONF, whose path does not change.
+            dead = tuple(n for n, pid in current.daemons.items() if pid is None)
+            self.recovery = Recovery(dead, dict(current.services))
+            self._down(spare=[p for p in current.services.values() if p])
         self._prepare_release()
         params = self._choose_params()
         self._write_files(params)
@@ -435,15 +463,18 @@ class Testbed:
         with self._locked():
             return self._down()
 
-    def _down(self) -> list[int]:
+    def _down(self, spare: list[int] = ()) -> list[int]:
+        """Stop this testbed's processes except ``spare`` and what runs below them."""
         root = self.layout.root
+        keep = set(process.with_descendants(list(spare))) if spare else set()
         daemons: list[int] = []
         for pid_file in sorted(self.layout.pid_dir.glob("*.pid")) if self.layout.pid_dir.is_dir() else []:
             pid = process.read_pid(pid_file)
-            if pid is not None and pid not in daemons and process.belongs_to(pid, root):
+            if pid is not None and pid not in daemons and pid not in keep and process.belongs_to(pid, root):
                 daemons.append(pid)
         # Find slurmstepd and the job steps below it before the daemons go (they get reparented).
-        everything = process.with_descendants(sorted(set(daemons) | set(process.marked_processes(root))))
+        marked = set(process.marked_processes(root)) - keep
+        everything = [p for p in process.with_descendants(sorted(set(daemons) | marked)) if p not in keep]
         process.stop(daemons)
         leftovers = [p for p in everything if p not in daemons and process.alive(p)]
         process.stop(leftovers, term_wait_s=2.0)
