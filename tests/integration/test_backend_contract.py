@@ -152,6 +152,10 @@ def test_site_factor_visible_in_snapshot(backend: SlurmBackend, cleanup: list[in
     cleanup.append(filler)
     waiter = backend.submit(SLEEPER, ["-N4", "--gpus-per-node=8", "-t", "5"])
     cleanup.append(waiter)
+    # The filler must hold the cluster before the push: while an earlier test's jobs still end,
+    # both wait, and the raised SiteFactor would start the waiter first. A running job is no longer
+    # in sprio, which is where the snapshot reads SiteFactor from, so it would read 0.
+    running(backend, filler)
     backend.set_site_factor({waiter: 4321})
     assert wait_for("sprio to list the waiting job", lambda: backend.site_factors().get(waiter)) == 4321
     assert backend.snapshot().job(waiter).site_factor == 4321
