@@ -133,6 +133,7 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
         idle_policy or idle_action or utilisation or synthetic_idle or idle_report) else None
     if idle is not None and idle_report:
         _write_idle_report(idle_report, jobs, idle["outcomes"])
+        typer.echo(f"wrote {idle_report}", err=as_json)
     prior_path = gittins_prior or _default_prior(trace)
     prior = load_prior(prior_path) if prior_path and "gittins" in policy else []
     minfo = json.loads(Path(model_info).read_text()) if model_info else None
