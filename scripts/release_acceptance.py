@@ -124,7 +124,7 @@ def main() -> int:
         time.sleep(1)
         bad = run(["sbatch", "--parsable", "--hold", "--gpus=nosuchgpu:1", "--wrap", "true"], env)
         check("filter rejects --gpus=nosuchgpu:1", bad.returncode != 0 and "nosuchgpu" in bad.stderr,
-              bad.stderr.strip().splitlines()[-1] if bad.stderr.strip() else "accepted")
+              next((ln for ln in bad.stderr.splitlines() if "nosuchgpu" in ln), bad.stderr.strip() or "accepted"))
         big = run(["sbatch", "--parsable", "--hold", "--gpus=16", "-o", "/dev/null", "--wrap", "true"], env)
         f16 = fields(int(big.stdout.strip().split(";")[0]), env) if big.returncode == 0 else {}
         check("filter reshapes --gpus=16 onto two nodes",
@@ -166,7 +166,9 @@ def main() -> int:
                  ("RUNNING", "COMPLETING", "COMPLETED"), 120)
             check("short job ran", True, f"{time.monotonic() - t0:.0f} s after the daemon started")
         except AssertionError as e:
-            check("preemption", False, f"{e}; daemon log ends: {daemon_log.read_text()[-600:]}")
+            text = daemon_log.read_text()
+            check("preemption", False, f"{e}; long job: {fields(long_id, env).get('JobState')}, short job: "
+                  f"{fields(short_id, env).get('JobState')}; daemon log: {text[:1500]} … {text[-600:]}")
         log = daemon_log.read_text()
         check("prioritizer names the release", f"Slurm {rel.name}" in log, "")
         run(["scancel", str(long_id), str(short_id)], env)
