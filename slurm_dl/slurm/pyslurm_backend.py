@@ -129,13 +129,13 @@ def _gres_count(value: Any) -> int:
 
 
 def _gres_string(value: Any) -> str:
-    """pyslurm's GRES dict ({'gpu:h100': 2}, {'gpu': 3}, or {'gpu:h100': {'count': 2, ...}})
-    -> Slurm's ``gres:gpu:h100:2`` form that the squeue parser reads."""
+    """pyslurm's GRES dict ({'gpu:h100': 2}, {'gpu': 3}, {'gpu:h100': {'count': 2, ...}}; 24.11:
+    {'gres/gpu': 8}) -> Slurm's ``gres:gpu:h100:2`` form that the squeue parser reads."""
     if not value:
         return ""
     if isinstance(value, str):
         return value
-    return ",".join(f"gres:{k}:{_gres_count(v)}" for k, v in dict(value).items())
+    return ",".join(f"gres:{str(k).removeprefix('gres/')}:{_gres_count(v)}" for k, v in dict(value).items())
 
 
 def _allocated_gres(job: Any) -> list[str]:
@@ -191,20 +191,15 @@ class PyslurmBackend:
     def __init__(self, env: Mapping[str, str] | None = None):
         self._pyslurm = _import_pyslurm(env)
         self._cli = CliBackend(env)
-        self._conf = str(reachable_slurm_conf(env))
-
-    def _use_my_cluster(self) -> None:
-        """libslurm holds one slurm.conf per process: a backend for another cluster than the one
-        loaded last re-initialises it with its own (two backends in one process take turns)."""
-        global _LOADED_CONF
-        if _LOADED_CONF != self._conf:
-            if _LOADED_CONF is not None:
-                self._pyslurm.slurm_fini()
-            self._pyslurm.slurm_init(self._conf)
-            _LOADED_CONF = self._conf
+        conf = str(reachable_slurm_conf(env))
+        if _LOADED_CONF is not None and _LOADED_CONF != conf:
+            # libslurm reads one slurm.conf per process; re-initialising it crashes 24.11.
+            raise SlurmError(
+                f"pyslurm backend: this process already uses pyslurm for {_LOADED_CONF}; pyslurm serves "
+                f"one cluster per process: use another process (or the cli backend) for {conf}"
+            )
 
     def _call(self, what: str, job_id: int | None, fn, *args, **kwargs):
-        self._use_my_cluster()
         try:
             return fn(*args, **kwargs)
         except Exception as e:  # pyslurm.RPCError carries Slurm's message and errno
@@ -222,13 +217,29 @@ class PyslurmBackend:
     def jobs(self, states: Iterable[JobState] | None = None) -> list[Job]:
         loaded = self._call("Jobs.load", None, self._pyslurm.Jobs.load)
         wanted = set(states) if states is not None else None
-        out = []
+        out, unknown = [], []
         for pj in loaded.values():
-            job = job_from_squeue(job_record_from_pyslurm(pj))
+            record = job_record_from_pyslurm(pj)
+            job = job_from_squeue(record)
             keep = (not job.state.finished and job.state is not JobState.OTHER) if wanted is None else job.state in wanted
             if keep:
                 out.append(job)
-        return out
+                if not record["tres_per_node"] and not record["gres_detail"]:
+                    unknown.append(job)
+        return self._with_cli_gpus(out, unknown, states)
+
+    def _with_cli_gpus(self, jobs: list[Job], unknown: list[Job], states) -> list[Job]:
+        """GPUs pyslurm's Job cannot show: a ``--gpus=N`` job has no tres_per_job property, and
+        from 24.11 a running job's per-node layout is empty. One squeue call fills them in."""
+        if not unknown:
+            return jobs
+        by_id = {j.job_id: j for j in self._cli.jobs(states)}
+        for job in unknown:
+            seen = by_id.get(job.job_id)
+            if seen is not None:
+                job.num_gpus, job.gpus_per_node, job.gpu_type = seen.num_gpus, seen.gpus_per_node, seen.gpu_type
+                job.num_nodes = job.num_nodes or seen.num_nodes
+        return jobs
 
     def nodes(self, topology: Topology | None = None) -> list[Node]:
         return self._cli.nodes(topology)

@@ -6,7 +6,8 @@
 chrooted in the current directory. The mounts belong to that namespace only: they go away with
 the command, so nothing is left mounted when a testbed stops. Daemons, job steps (slurmstepd
 forks them inside the root) and clients all see the testbed directory, job scripts and the
-filter's socket where the host sees them.
+filter's socket where the host sees them. The root cache is bound too, so a program run inside
+(the pyslurm contract suite) can start further testbeds of the release.
 
 ``render_client`` writes one wrapper per Slurm client (sbatch, squeue …) for a directory put
 first on PATH. Inside the root (a job script calling ``scontrol``) the wrapper runs the root's
@@ -44,7 +45,7 @@ for f in /etc/passwd /etc/group /etc/hosts; do
     [ -e "$R$f" ] && mount --bind "$f" "$R$f"
 done
 bound=""
-for d in /*/ /var/tmp/ {shlex.quote(str(state_dir))}/ "$PWD/"; do
+for d in /*/ /var/tmp/ {shlex.quote(str(root.parent))}/ {shlex.quote(str(state_dir))}/ "$PWD/"; do
     d=${{d%/}}
     case "$d" in ""|{system}) continue ;; esac
     covered=no

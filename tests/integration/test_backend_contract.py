@@ -8,6 +8,8 @@ here asserts on time.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -229,6 +231,9 @@ def test_slurmctld_down_is_unavailable(backend: SlurmBackend, make_testbed: Call
     """A private 1-node testbed, stopped under the backend: reads and writes raise the retryable type."""
     tb = make_testbed()
     tb.up()
+    if backend.name == "pyslurm":
+        _pyslurm_cluster_down_in_new_process(tb)
+        return
     private = get_backend(backend.name, env=tb.env())
     assert [n.name for n in private.nodes()] == ["gpu01"]
     tb.down()
@@ -236,6 +241,34 @@ def test_slurmctld_down_is_unavailable(backend: SlurmBackend, make_testbed: Call
         private.snapshot()
     with pytest.raises(SlurmUnavailableError):
         private.set_site_factor({1: 5})
+
+
+PYSLURM_DOWN = """
+import sys
+from slurm_dl.errors import SlurmUnavailableError
+from slurm_dl.slurm import get_backend
+b = get_backend("pyslurm")
+print(",".join(n.name for n in b.nodes()), flush=True)
+sys.stdin.readline()  # the test stops the cluster
+for call in (b.snapshot, lambda: b.set_site_factor({1: 5})):
+    try:
+        call()
+        print("no error", flush=True)
+    except SlurmUnavailableError as e:
+        print("unavailable", "slurmctld" in str(e) or "controller" in str(e), flush=True)
+"""
+
+
+def _pyslurm_cluster_down_in_new_process(tb: Testbed) -> None:
+    """libslurm keeps the first slurm.conf of a process: the private cluster gets its own."""
+    proc = subprocess.Popen([sys.executable, "-c", PYSLURM_DOWN], env=tb.env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline().strip() == "gpu01"
+    tb.down()
+    out, err = proc.communicate("down\n", timeout=120)
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0] == "unavailable True" and lines[1].startswith("unavailable"), (out, err)
 
 
 def test_missing_slurm_commands_are_not_installed(tmp_path: Path) -> None:
