@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from slurm_dl.config import SiteConfig
-from slurm_dl.errors import SlurmError
-from slurm_dl.explain import explain_job, waiting_reason
+from slurm_dl.errors import SlurmError, StoreError
+from slurm_dl.explain import explain_job
 from slurm_dl.ledger import Ledger
 from slurm_dl.model import ClusterSnapshot
 from slurm_dl.policy import PolicyContext, get_policy
@@ -23,6 +23,7 @@ from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
 from . import preempt
+from .explain_cache import ExplanationCache
 from .idle_watch import IdleWatcher
 from .jobs import apply_ledger, apply_tags, demote_violations, reopen_returned, seed_unknown_running
 from .planning import plan_intents
@@ -100,6 +101,7 @@ class Prioritizer:
         self._deadline_notes: dict[int, str] = {}  # job -> why its deadline is ignored (logged once)
         self._class_notes: dict[int, str] = {}  # job -> why its class was demoted (logged once)
         self.idle = IdleWatcher(config.telemetry) if config.telemetry.exposition_dir else None
+        self.explain_cache = ExplanationCache()  # which explanations a cycle rebuilds
         self.idle_site_factor = -self.scale.maximum
         """SiteFactor of a job deprioritized for idle GPUs: below every job the policy scores."""
 
@@ -229,33 +231,42 @@ class Prioritizer:
         for i in prep.planned:
             victims_of.setdefault(i.need, []).extend(i.victims)
         order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
-        explanations = {}
-        for rank, j in enumerate(order):
-            explanations[j.job_id] = explain_job(
-                j, ctx, self.policy, score=scores[j.job_id],
-                site_factor=pushed.get(j.job_id, current.get(j.job_id)) if j.pending else None,
-                rank=rank, ranked=len(order), half_life_s=self.half_life_s,
-                waiting_for=waiting_reason(j, free, victims_of.get(j.job_id, ())),
-            )
-        idle_changed = {}
+        idle_changed, gpu_notes = {}, {}
         if self.idle is not None:  # GPU telemetry: utilisation in the explanations, idle-allocation policy
             step = self.idle.step(jobs, now, self.backend, dry_run=self.dry_run)
-            for jid, entry in step.entries.items():
-                if jid in explanations:
-                    explanations[jid]["gpu_utilisation"] = entry
+            gpu_notes = dict(step.entries)
             for jid in idle_low:
-                if jid in explanations and jid not in step.entries:  # e.g. requeued, pending at the bottom
-                    explanations[jid]["gpu_utilisation"] = self.idle.summaries[jid].explained()
+                if jid not in gpu_notes:  # e.g. requeued, pending at the bottom
+                    gpu_notes[jid] = self.idle.summaries[jid].explained()
             decisions.extend(step.rows)
             idle_changed = step.changed
+        cache = self.explain_cache
+        noted = {j for j, part in cache.parts.items() if "gpu_utilisation" in part}
+
+        def build(j, rank):
+            e = explain_job(j, ctx, self.policy, score=scores[j.job_id], site_factor=site_factor_of(j), rank=rank,
+                            ranked=len(order), half_life_s=self.half_life_s)
+            if j.job_id in gpu_notes:
+                e["gpu_utilisation"] = gpu_notes[j.job_id]
+            return e
+
+        def site_factor_of(j):
+            return pushed.get(j.job_id, current.get(j.job_id)) if j.pending else None
+
+        explanations = cache.step(order, ctx, scores, site_factor_of, free, victims_of, self.cycle_no + 1,
+                                  self.half_life_s, build, always=set(gpu_notes) | noted)
         t_explain = time.perf_counter()
         if not self.dry_run:
             self.cycle_no += 1
             live = {j.job_id for j in jobs}
             gone = [j for j in stored if j not in live]
-            self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger, pushed=pushed,
-                                             decisions=decisions, explanations=explanations, forget_jobs=gone,
-                                             utilisation=idle_changed))
+            try:
+                self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger, pushed=pushed,
+                                                 decisions=decisions, explanation_parts=explanations,
+                                                 forget_jobs=gone, utilisation=idle_changed))
+            except StoreError:
+                self.explain_cache = ExplanationCache()  # nothing was written: the next cycle writes all
+                raise
             stored.update(pushed)
             for j in gone:
                 stored.pop(j, None)

@@ -18,7 +18,7 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable
 
 from .model import Job
@@ -74,6 +74,9 @@ class AccountUsage:
     account: str
     usage_gpu_s: float = 0.0
     updated_at: float = 0.0
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(JobRecord))
 
 
 class Ledger:
@@ -192,7 +195,7 @@ class Ledger:
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": 1,
-            "jobs": [asdict(r) for r in self.jobs.values()],
+            "jobs": [{f: getattr(r, f) for f in _JOB_FIELDS} for r in self.jobs.values()],  # flat: no asdict deepcopy
             "accounts": [asdict(a) for a in self.accounts.values()],
             "history": list(self.history),
             "history_by_key": {k: list(v) for k, v in self.history_by_key.items()},

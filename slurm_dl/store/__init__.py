@@ -5,11 +5,12 @@
 """
 
 from .models import DecisionRow, ExplanationSnapshot, JobUtilisationRow, LedgerState, PreemptionRow, SiteFactorRow
-from .repository import PREEMPTION_OPEN_STATES, CycleWrite, Store
+from .repository import PREEMPTION_OPEN_STATES, CycleWrite, ExplanationParts, Store
 from .schema import HEAD as SCHEMA_VERSION
 
 __all__ = [
     "CycleWrite",
+    "ExplanationParts",
     "DecisionRow",
     "ExplanationSnapshot",
     "JobUtilisationRow",

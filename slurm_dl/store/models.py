@@ -71,6 +71,17 @@ class ExplanationSnapshot(SQLModel, table=True):
     data: str
 
 
+class ExplanationPart(SQLModel, table=True):
+    """The slow-changing part of one job's explanation (factors, order key, tags …), rewritten
+    only when the daemon rebuilds it; the per-cycle numbers (rank, score, SiteFactor, what it
+    waits for …) of every job live in :class:`ExplanationSnapshot`, merged in on reading."""
+
+    __tablename__ = "sdl_explanation_part"
+    job_id: int = Field(primary_key=True)
+    at: float
+    data: str
+
+
 class JobUtilisationRow(SQLModel, table=True):
     """One job's GPU utilisation summary (``slurm_dl.telemetry.summary.JobUtilisationSummary``),
     upserted each cycle the job has samples; read back when the daemon restarts."""
@@ -93,5 +104,6 @@ class JobUtilisationRow(SQLModel, table=True):
     gpu_seen: str = "{}"
 
 
-TABLES = (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot, JobUtilisationRow)
+TABLES = (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot, JobUtilisationRow,
+          ExplanationPart)
 metadata = SQLModel.metadata

@@ -26,6 +26,7 @@ from . import schema
 from .models import (
     TABLES,
     DecisionRow,
+    ExplanationPart,
     ExplanationSnapshot,
     JobUtilisationRow,
     LedgerState,
@@ -54,8 +55,23 @@ class CycleWrite:
     pushed: dict[int, int] = field(default_factory=dict)  # job_id -> SiteFactor now held
     decisions: list[tuple[int, str, int | None, str]] = field(default_factory=list)  # job, kind, value, reason
     explanations: dict[int, dict[str, Any]] | None = None  # None: keep the previous cycle's
+    explanation_parts: "ExplanationParts | None" = None  # instead of explanations: rebuilt parts only
     forget_jobs: list[int] = field(default_factory=list)  # SiteFactor rows of jobs that left
     utilisation: dict[int, JobUtilisationSummary] = field(default_factory=dict)  # upserted summaries
+
+
+@dataclass(slots=True)
+class ExplanationParts:
+    """A cycle's explanations in two parts (see ``prioritizer.explain_cache``): ``rebuilt``
+    slow parts to write (job -> dict), ``numbers`` for every live job (job -> values in the order
+    of ``keys``); rows of jobs not in ``numbers`` are dropped. ``replace_all``: ``rebuilt`` holds
+    every job (a daemon's first cycle), so old rows go."""
+
+    keys: tuple[str, ...]
+    numbers: dict[int, list[Any]]
+    rebuilt: dict[int, dict[str, Any]]
+    gone: list[int] = field(default_factory=list)
+    replace_all: bool = False
 
 
 class Store:
@@ -152,8 +168,16 @@ class Store:
                             for j, k, v, r in w.decisions
                         ],
                     )
-                if w.explanations is not None:
+                blob = None
+                if w.explanation_parts is not None:
+                    _write_parts(conn, w.explanation_parts, w.now)
+                    blob = json.dumps({"v": 2, "keys": list(w.explanation_parts.keys),
+                                       "numbers": {str(j): v for j, v in w.explanation_parts.numbers.items()}},
+                                      separators=(",", ":"))
+                elif w.explanations is not None:
+                    conn.execute(delete(ExplanationPart))
                     blob = json.dumps({str(j): e for j, e in w.explanations.items()}, separators=(",", ":"))
+                if blob is not None:
                     ex = s.get(ExplanationSnapshot, 1)
                     if ex is None:
                         s.add(ExplanationSnapshot(id=1, at=w.now, data=blob))
@@ -300,23 +324,37 @@ class Store:
 
     def explanation(self, job_id: int) -> dict[str, Any] | None:
         """The job's explanation from the last saved cycle (None if that cycle did not see it)."""
-        try:
-            with self._session() as s:
-                row = s.get(ExplanationSnapshot, 1)
-        except SQLAlchemyError as e:
-            raise self._fail("reading explanations", e) from None
-        if row is None:
-            return None
-        return json.loads(row.data).get(str(job_id))
+        return self._explanations([job_id]).get(job_id)
 
     def explanations(self) -> dict[int, dict[str, Any]]:
         """Every job's explanation from the last saved cycle (the queue ``explain`` places a job in)."""
+        return self._explanations(None)
+
+    def _explanations(self, job_ids: list[int] | None) -> dict[int, dict[str, Any]]:
         try:
             with self._session() as s:
                 row = s.get(ExplanationSnapshot, 1)
+                if row is None:
+                    return {}
+                doc = json.loads(row.data)
+                if doc.get("v") != 2 or "numbers" not in doc:  # one document of whole explanations
+                    wanted = doc if job_ids is None else {str(j): doc[str(j)] for j in job_ids if str(j) in doc}
+                    return {int(k): v for k, v in wanted.items()}
+                numbers, keys = doc["numbers"], doc["keys"]
+                ids = [int(k) for k in numbers] if job_ids is None else [j for j in job_ids if str(j) in numbers]
+                parts: dict[int, dict[str, Any]] = {}
+                q = select(ExplanationPart.job_id, ExplanationPart.data)
+                if job_ids is None:
+                    rows = s.exec(q).all()
+                else:
+                    rows = []
+                    for chunk in _chunks(ids):
+                        rows += s.exec(q.where(ExplanationPart.job_id.in_(chunk))).all()
+                for j, data in rows:
+                    parts[j] = json.loads(data)
         except SQLAlchemyError as e:
             raise self._fail("reading explanations", e) from None
-        return {} if row is None else {int(k): v for k, v in json.loads(row.data).items()}
+        return {j: {**parts.get(j, {"job_id": j}), **dict(zip(keys, numbers[str(j)]))} for j in ids}
 
     def counts(self) -> dict[str, int]:
         out = {}
@@ -330,6 +368,18 @@ class Store:
             ):
                 out[name] = s.exec(select(func.count()).select_from(model)).scalar_one()
         return out
+
+
+def _write_parts(conn, p: ExplanationParts, now: float) -> None:
+    if p.replace_all:
+        conn.execute(delete(ExplanationPart))
+    else:
+        for chunk in _chunks(sorted(set(p.gone) | set(p.rebuilt))):
+            conn.execute(delete(ExplanationPart).where(ExplanationPart.job_id.in_(chunk)))
+    if p.rebuilt:
+        conn.execute(insert(ExplanationPart), [
+            {"job_id": j, "at": now, "data": json.dumps(d, separators=(",", ":"))} for j, d in p.rebuilt.items()
+        ])
 
 
 def _utilisation_row(u: JobUtilisationSummary) -> dict[str, Any]:

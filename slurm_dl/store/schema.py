@@ -15,8 +15,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..errors import StoreError
 
-HEAD = "0002"
-KNOWN = ("0001", "0002")
+HEAD = "0003"
+KNOWN = ("0001", "0002", "0003")
 """Every revision this release can upgrade from, oldest first."""
 BASELINE = "0001"
 VERSION_TABLE = "alembic_version"

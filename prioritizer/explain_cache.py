@@ -1,0 +1,98 @@
+"""Which explanations a cycle rebuilds, and the per-cycle numbers of every job.
+
+Building a job's whole explanation (each factor's score, the order key, its preemption kind)
+costs about as much as scoring it again; at 100,000 jobs that was most of a cycle, and writing
+them all most of the rest. But for a job that still waits, those parts barely move between
+cycles: what moves is its rank, score, SiteFactor, what it waits for and its account's usage.
+
+So each cycle computes the cheap numbers (:data:`NUMBER_KEYS`) for every job and rebuilds the
+slow part only for:
+
+- jobs it has not explained yet (new jobs, and all of them in the daemon's first cycle);
+- jobs whose own record changed (state, GPUs, class, restarts, deadline, account, nodes, or
+  attained service doubled);
+- the first :data:`TOP_PENDING` waiting jobs (those about to start, and their neighbours);
+- jobs in a preemption this cycle or with GPU telemetry notes;
+- a rotating share of the rest, so no explanation's factors are more than
+  :data:`REFRESH_CYCLES` cycles old.
+
+The store writes only the rebuilt parts plus one compact document of numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable
+
+from slurm_dl.explain import waiting_reason
+from slurm_dl.model import Job
+from slurm_dl.policy.base import PolicyContext
+from slurm_dl.policy.deadline import slack
+from slurm_dl.store import ExplanationParts
+
+TOP_PENDING = 500
+REFRESH_CYCLES = 50
+
+NUMBER_KEYS = ("at", "state", "state_reason", "score", "rank", "ranked", "site_factor", "attained_gpu_s",
+               "executed_s", "restarts", "deadline_slack_s", "account_usage_gpu_s", "waiting_for")
+
+
+def _record(j: Job) -> tuple:
+    # Attained service on a doubling scale: a running job's LAS factor is rebuilt as it grows.
+    return (j.state, j.num_gpus, j.job_class, j.restarts, j.deadline, j.account, tuple(j.nodes or ()),
+            j.checkpointable, int(math.log2(1.0 + max(0.0, j.attained_gpu_s))))
+
+
+class ExplanationCache:
+    def __init__(self, top_pending: int = TOP_PENDING, refresh_cycles: int = REFRESH_CYCLES) -> None:
+        self.top_pending = top_pending
+        self.refresh_cycles = max(1, refresh_cycles)
+        self.records: dict[int, tuple] = {}  # job -> _record when its slow part was last built
+        self.parts: dict[int, dict[str, Any]] = {}
+
+    def numbers(self, j: Job, ctx: PolicyContext, *, score: float | None, site_factor: int | None, rank: int,
+                ranked: int, usage: float | None, waiting_for: str) -> list[Any]:
+        """The per-cycle values of :data:`NUMBER_KEYS`, rounded as ``explain_job`` rounds them."""
+        s = slack(j, ctx.now)
+        return [ctx.now, j.state.value, j.state_reason, None if score is None else round(score, 6), rank, ranked,
+                site_factor, round(j.attained_gpu_s, 3), round(j.executed_s, 3), j.restarts,
+                None if s is None else round(s, 3), usage, waiting_for]
+
+    def step(self, order: list[Job], ctx: PolicyContext, scores: dict[int, float], site_factor_of: Callable[[Job], Any],
+             free_gpus: int, victims_of: dict[int, list[int]], cycle_no: int, half_life_s: float,
+             build: Callable[[Job, int], dict[str, Any]], always: Iterable[int] = ()) -> ExplanationParts:
+        """The cycle's explanations: numbers for every job in ``order`` (ranked), the slow part
+        rebuilt with ``build(job, rank)`` where needed (see the module docstring)."""
+        first = not self.records
+        always = set(always) | set(victims_of) | {v for vs in victims_of.values() for v in vs}
+        led = ctx.ledger
+        usage_of: dict[str, float | None] = {}
+        numbers: dict[int, list[Any]] = {}
+        rebuilt: dict[int, dict[str, Any]] = {}
+        pending_rank = 0
+        for rank, j in enumerate(order):
+            jid = j.job_id
+            if j.account not in usage_of:
+                usage_of[j.account] = round(led.usage(j.account, ctx.now, half_life_s), 3) if led is not None else None
+            waiting = waiting_reason(j, free_gpus, victims_of.get(jid, ()))
+            numbers[jid] = self.numbers(j, ctx, score=scores.get(jid), site_factor=site_factor_of(j), rank=rank,
+                                        ranked=len(order), usage=usage_of[j.account], waiting_for=waiting)
+            rec = _record(j)
+            top = j.pending and pending_rank < self.top_pending
+            pending_rank += 1 if j.pending else 0
+            if (first or self.records.get(jid) != rec or top or jid in always
+                    or (jid + cycle_no) % self.refresh_cycles == 0):
+                full = build(j, rank)
+                slow = {k: v for k, v in full.items() if k not in NUMBER_KEYS}
+                self.parts[jid] = slow
+                self.records[jid] = rec
+                rebuilt[jid] = slow
+        gone = [j for j in self.records if j not in numbers]
+        for j in gone:
+            del self.records[j]
+            self.parts.pop(j, None)
+        return ExplanationParts(keys=NUMBER_KEYS, numbers=numbers, rebuilt=rebuilt, gone=gone, replace_all=first)
+
+    def merged(self, parts: ExplanationParts, job_id: int) -> dict[str, Any]:
+        """One job's whole explanation as the store will return it."""
+        return {**self.parts.get(job_id, {"job_id": job_id}), **dict(zip(parts.keys, parts.numbers[job_id]))}
