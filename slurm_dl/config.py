@@ -565,12 +565,15 @@ def _allowed(kind: type | None, bounds: dict[str, float]) -> str:
         return ""
     noun = "a whole number" if kind is int else "a finite number"
     if "gt" in bounds:
-        return f"allowed: {noun} above {_show(bounds['gt'])} and at most {_show(bounds['le'])}"
-    return f"allowed: {noun} from {_show(bounds.get('ge', 0))} to {_show(bounds['le'])}"
+        return f"allowed: {noun} above {_show(bounds['gt'], kind)} and at most {_show(bounds['le'], kind)}"
+    return f"allowed: {noun} from {_show(bounds.get('ge', 0), kind)} to {_show(bounds['le'], kind)}"
 
 
-def _show(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e7 else f"{x:g}"
+def _show(x: float, kind: type) -> str:
+    """Whole numbers as written in TOML; very large float bounds as 1e+12."""
+    if kind is int or (float(x).is_integer() and abs(x) < 1e7):
+        return str(int(x))
+    return f"{x:g}"
 
 
 def _format_errors(err: ValidationError) -> list[str]:

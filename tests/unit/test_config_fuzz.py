@@ -359,3 +359,52 @@ def test_every_reader_refuses_a_bad_file_with_the_same_message(tmp_path, edit) -
     assert len(messages) == 1, messages
     (line,) = messages
     assert line.strip().startswith("- ") and "allowed:" in line
+
+
+def number_fields() -> list[tuple[str, list]]:
+    """Every int/float key of the site config (list items and table values too) with the
+    constraint objects declared on it."""
+    from typing import Annotated, Union, get_args, get_origin
+    from types import UnionType
+
+    from pydantic import BaseModel
+
+    out: list[tuple[str, list]] = []
+
+    def strip(ann, meta):
+        if get_origin(ann) is Annotated:
+            base, *extra = get_args(ann)
+            for m in extra:
+                meta = meta + list(getattr(m, "metadata", [m]))
+            ann = base
+        if get_origin(ann) in (Union, UnionType):
+            args = [a for a in get_args(ann) if a is not type(None)]
+            if len(args) == 1:
+                return strip(args[0], meta)
+        return ann, meta
+
+    def walk(model, prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            ann, meta = strip(info.annotation, list(info.metadata))
+            key = prefix + name
+            if get_origin(ann) in (list, dict):
+                ann, meta = strip(get_args(ann)[-1], [])
+                key += "[]"
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(ann, key + ".")
+            elif ann in (int, float):
+                out.append((key, meta))
+
+    walk(SiteConfig, "")
+    return out
+
+
+def test_every_number_in_the_config_has_a_finite_range_and_no_coercion() -> None:
+    """A key added later without num() (no upper end, or accepting true/"5") fails here."""
+    fields = number_fields()
+    assert len(fields) >= 45
+    for key, meta in fields:
+        kinds = {type(m).__name__ for m in meta}
+        assert "Le" in kinds and kinds & {"Ge", "Gt"}, f"{key}: declare both ends of its range with num()"
+        assert any(getattr(m, "strict", False) for m in meta), f"{key}: declare it with num() (strict)"
+    assert SiteConfig.model_config.get("allow_inf_nan") is False
