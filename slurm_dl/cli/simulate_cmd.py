@@ -96,6 +96,7 @@ def simulate(
     idle_report: Optional[Path] = typer.Option(None, "--idle-report", help="write the idle policy's per-job verdicts (CSV) to FILE"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write JCT CDF and queue-length plots into DIR"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar on stderr"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -103,7 +104,8 @@ def simulate(
 
 def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
-         no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot) -> None:
+         no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
+         quiet=False) -> None:
     from ..config import load_config
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.simulate import SimSetup, simulate as run_sim
@@ -142,38 +144,63 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
         nodes=nodes, cost=cost, spread=spread, model_info=minfo, fairness=not no_fairness,
         shares=dict(cfg.policy.fairshare.shares) if cfg else None,
     )
-    runs: list[tuple[str, dict]] = []
+    from ..sim.progress import Progress
+    from ..sim.simulate import runs_per_job
+
+    planned = []
     for name in policy:
+        try:
+            make_ranker(name)  # fail fast on a bad name
+        except ValueError as e:
+            raise SlurmDLError(f"--policy: {e}") from None
         sets = thr_sets if name in ("las", "deadline-las") and len(thr_sets) > 1 else [thr_sets[0] if thr_sets else None]
         for thr in sets:
             label = name if len(sets) == 1 else f"{name}[{','.join(f'{x:g}' for x in thr)}]"
-            try:
-                make_ranker(name)  # fail fast on a bad name
-            except ValueError as e:
-                raise SlurmDLError(f"--policy: {e}") from None
-
+            planned.append((label, name, thr))
+    progress = Progress(enabled=not (quiet or as_json))
+    first = min(j.submit_time for j in jobs)
+    last = max(j.submit_time for j in jobs)
+    runs: list[tuple[str, dict, list]] = []
+    interrupted = False
+    if not as_json:
+        _table_head(trace, len(jobs), cost.describe())
+    try:
+        for label, name, thr in planned:
             def factory(name=name, thr=thr):
                 return make_ranker(name, las_thresholds=thr, starvation=starvation, prior=prior,
                                    boost_s=deadline_boost, shares=setup.shares, config=cfg)
 
+            progress.begin(label, len(jobs) * runs_per_job(setup), first, last)
             try:
-                summary, results = run_sim(jobs, factory, setup)
+                summary, results = run_sim(jobs, factory, setup, progress)
             except ValueError as e:
                 raise SlurmDLError(str(e)) from None
             if idle is not None:
                 from ..sim.idle_replay import what_if
                 summary["idle"] = {**idle["label"], **what_if(jobs, idle["outcomes"], idle["config"], factory, setup,
                                                                 results)}
+            progress.clear()
             runs.append((label, summary, results))
-    if plot:
+            if not as_json:
+                _table_row(label, summary)
+    except KeyboardInterrupt:
+        progress.clear()
+        interrupted = True
+        typer.echo(f"interrupted: {len(runs)} of {len(planned)} policies finished; writing those", err=True)
+    if plot and runs:
         from ..sim.plots import write_plots
         for written in write_plots(plot, [(n, r) for n, _, r in runs]) or []:
             typer.echo(f"wrote {written}", err=as_json)
     doc = {"policies": {n: s for n, s, _ in runs}}
+    if interrupted:
+        doc["interrupted"] = True
+        doc["policies_not_run"] = [label for label, _, _ in planned[len(runs):]]
     if as_json:
-        typer.echo(json.dumps(doc, sort_keys=False))
-        return
-    _table(doc, trace, len(jobs), cost.describe())
+        typer.echo(json.dumps(finite(doc), sort_keys=False, allow_nan=False))
+    else:
+        _table_foot(doc)
+    if interrupted:
+        raise typer.Exit(130)
 
 
 def _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) -> dict:
@@ -260,21 +287,43 @@ def _pct(change) -> str:
     return "" if change is None else f" ({change:+.1%})"
 
 
-def _table(doc: dict, trace: Path, n: int, cost: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def finite(obj):
+    """The same document with every NaN or infinite float as None (JSON has neither)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
 
-    t = Table(title=f"{trace.name}: {n} jobs, preemption cost {cost}")
-    for col in ("policy", "avg JCT (h)", "median (h)", "p99 (h)", "avg queue (h)", "makespan (d)", "util", "preempt/job",
-                "Jain ρ", "max ρ"):
-        t.add_column(col, justify="right" if col != "policy" else "left")
-    for name, s in doc["policies"].items():
-        t.add_row(name, f"{s['avg_jct_s'] / 3600:.2f}", f"{s['median_jct_s'] / 3600:.2f}", f"{s['p99_jct_s'] / 3600:.1f}",
-                  f"{s['avg_queue_s'] / 3600:.2f}", f"{s['makespan_s'] / 86400:.1f}", f"{s['utilization']:.1%}",
-                  f"{s['preemptions_per_job']:.2f}", f"{s['jain_rho']:.3f}", f"{s['max_rho']:.2f}")
-    Console(width=160).print(t)
-    typer.echo("rho: an account's mean JCT here over alone on its share (1 = fair, max = worst)")
-    typer.echo("Jain: Jain's fairness index of the accounts' rho (1 = all equal)")
+
+_COLS = ("JCT h", "med h", "p99 h", "wait h", "span d", "util", "pre/j", "Jain", "max ρ")
+
+
+def _table_head(trace: Path, n: int, cost: str) -> None:
+    typer.echo(f"{trace.name}: {n} jobs, preemption cost {cost}")
+    typer.echo(f"{'policy':<16}" + "".join(f"{c:>7}" for c in _COLS))
+
+
+def _fmt(v, spec: str, scale: float = 1.0) -> str:
+    return "–" if v is None else format(v / scale, spec)
+
+
+def _table_row(name: str, s: dict) -> None:
+    cells = (_fmt(s["avg_jct_s"], ".2f", 3600), _fmt(s["median_jct_s"], ".2f", 3600), _fmt(s["p99_jct_s"], ".1f", 3600),
+             _fmt(s["avg_queue_s"], ".2f", 3600), _fmt(s["makespan_s"], ".1f", 86400), _fmt(s["utilization"], ".1%"),
+             _fmt(s["preemptions_per_job"], ".2f"), _fmt(s.get("jain_rho"), ".3f"), _fmt(s.get("max_rho"), ".2f"))
+    label = name if len(name) <= 15 else name[:14] + "…"
+    typer.echo(f"{label:<16}" + "".join(f"{c:>7}" for c in cells))
+
+
+def _table_foot(doc: dict) -> None:
+    typer.echo("JCT: job completion time (submit to end), mean, median and p99; wait: mean")
+    typer.echo("queueing time; span: makespan; pre/j: preemptions per job")
+    typer.echo("rho: an account's mean JCT here over alone on its share (1 = fair, max =")
+    typer.echo("worst); Jain: Jain's index of the accounts' rho (1 = all equal); –: not")
+    typer.echo("computed (--no-fairness)")
     extra = [(k, s) for k, s in doc["policies"].items() if "deadline_hit_rate" in s]
     for k, s in extra:
         line = f"{k}: strict deadline hit rate {s['deadline_hit_rate']:.1%}"

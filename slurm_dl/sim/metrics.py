@@ -90,8 +90,16 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
     return out
 
 
-def add_fairness(summary: dict, isolated_avg_jct: dict[str, float]) -> None:
-    """ρ per account = mean JCT here / mean JCT in its isolated run; Jain's index and worst ρ."""
+def add_fairness(summary: dict, isolated_avg_jct: dict[str, float] | None) -> None:
+    """ρ per account = mean JCT here / mean JCT in its isolated run; Jain's index and worst ρ.
+    ``None``: not computed (no isolated runs): every ρ figure is ``None``, never a number."""
+    if isolated_avg_jct is None:
+        for row in summary["per_account"].values():
+            row["isolated_avg_jct_s"] = None
+            row["rho"] = None
+        summary["jain_rho"] = None
+        summary["max_rho"] = None
+        return
     rhos = []
     for acct, row in summary["per_account"].items():
         iso = isolated_avg_jct.get(acct)

@@ -56,22 +56,35 @@ def clusters_for(jobs: Sequence[Job], setup: SimSetup) -> list[tuple[ClusterSpec
     return [(ClusterSpec("shared", setup.nodes, g), list(jobs))]
 
 
-def simulate(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup) -> tuple[dict, list[ClusterResult]]:
-    """Run one policy; returns (summary dict, per-cluster results)."""
+def runs_per_job(setup: SimSetup) -> int:
+    """How many times each job is replayed for one policy (2 with the fairness runs)."""
+    return 2 if setup.cluster_sizes is None and setup.fairness else 1
+
+
+def simulate(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup,
+             progress=None) -> tuple[dict, list[ClusterResult]]:
+    """Run one policy; returns (summary dict, per-cluster results). ``progress``: an object
+    with ``update(now, finished)`` and ``next_run(finished)`` (see :mod:`.progress`)."""
     results = []
+    tick = progress.update if progress is not None else None
     for spec, js in clusters_for(jobs, setup):
         results.append(run_cluster(js, spec, make_ranker(), setup.cost, spread=setup.spread,
-                                   model_info=setup.model_info))
+                                   model_info=setup.model_info, on_finish=tick))
+        if progress is not None:
+            progress.next_run(len(js))
     summary = summarize(results)
     if setup.cluster_sizes is None and setup.fairness:
-        iso = isolated_jcts(jobs, make_ranker, setup)
+        iso = isolated_jcts(jobs, make_ranker, setup, progress)
         add_fairness(summary, iso)
+    elif setup.cluster_sizes is not None:
+        add_fairness(summary, {})  # every account already runs alone: rho = 1 by definition
     else:
-        add_fairness(summary, {})
+        add_fairness(summary, None)  # not computed (--no-fairness)
     return summary, results
 
 
-def isolated_jcts(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup) -> dict[str, float]:
+def isolated_jcts(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup,
+                  progress=None) -> dict[str, float]:
     groups = by_account(jobs)
     shares = {a: (setup.shares or {}).get(a, 1.0) for a in groups}
     total_share = sum(shares.values())
@@ -79,6 +92,9 @@ def isolated_jcts(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup:
     for acct, js in groups.items():
         n = max(fewest_nodes(js, setup.gpus_per_node), round((setup.nodes or 0) * shares[acct] / total_share))
         r = run_cluster(js, ClusterSpec(acct, n, setup.gpus_per_node), make_ranker().isolated_copy(), setup.cost,
-                        spread=setup.spread, model_info=setup.model_info)
+                        spread=setup.spread, model_info=setup.model_info,
+                        on_finish=progress.update if progress is not None else None)
+        if progress is not None:
+            progress.next_run(len(js))
         out[acct] = summarize([r])["avg_jct_s"]
     return out
