@@ -33,8 +33,10 @@ from slurm_dl.store import ExplanationParts
 TOP_PENDING = 500
 REFRESH_CYCLES = 50
 
-NUMBER_KEYS = ("at", "state", "state_reason", "score", "rank", "ranked", "site_factor", "attained_gpu_s",
-               "executed_s", "restarts", "deadline_slack_s", "account_usage_gpu_s", "waiting_for")
+PER_JOB_KEYS = ("state", "state_reason", "score", "rank", "site_factor", "attained_gpu_s", "executed_s",
+                "restarts", "deadline_slack_s", "account_usage_gpu_s", "waiting_for")
+PER_CYCLE_KEYS = ("at", "ranked")  # the same for every job of a cycle: stored once
+NUMBER_KEYS = PER_CYCLE_KEYS + PER_JOB_KEYS
 
 
 def _record(j: Job) -> tuple:
@@ -51,12 +53,12 @@ class ExplanationCache:
         self.parts: dict[int, dict[str, Any]] = {}
 
     def numbers(self, j: Job, ctx: PolicyContext, *, score: float | None, site_factor: int | None, rank: int,
-                ranked: int, usage: float | None, waiting_for: str) -> list[Any]:
-        """The per-cycle values of :data:`NUMBER_KEYS`, rounded as ``explain_job`` rounds them."""
-        s = slack(j, ctx.now)
-        return [ctx.now, j.state.value, j.state_reason, None if score is None else round(score, 6), rank, ranked,
-                site_factor, round(j.attained_gpu_s, 3), round(j.executed_s, 3), j.restarts,
-                None if s is None else round(s, 3), usage, waiting_for]
+                usage: float | None, waiting_for: str) -> list[Any]:
+        """The per-job values of :data:`PER_JOB_KEYS`, rounded as ``explain_job`` rounds them."""
+        s = slack(j, ctx.now) if j.deadline is not None else None
+        return [j.state.value, j.state_reason, None if score is None else round(score, 6), rank, site_factor,
+                round(j.attained_gpu_s, 3), round(j.executed_s, 3), j.restarts, None if s is None else round(s, 3),
+                usage, waiting_for]
 
     def step(self, order: list[Job], ctx: PolicyContext, scores: dict[int, float], site_factor_of: Callable[[Job], Any],
              free_gpus: int, victims_of: dict[int, list[int]], cycle_no: int, half_life_s: float,
@@ -70,29 +72,38 @@ class ExplanationCache:
         numbers: dict[int, list[Any]] = {}
         rebuilt: dict[int, dict[str, Any]] = {}
         pending_rank = 0
+        refresh, top_n, records, parts = self.refresh_cycles, self.top_pending, self.records, self.parts
+        waiting_text: dict[tuple, str] = {}
         for rank, j in enumerate(order):
-            jid = j.job_id
-            if j.account not in usage_of:
-                usage_of[j.account] = round(led.usage(j.account, ctx.now, half_life_s), 3) if led is not None else None
-            waiting = waiting_reason(j, free_gpus, victims_of.get(jid, ()))
+            jid, account = j.job_id, j.account
+            usage = usage_of.get(account, -1.0)
+            if usage == -1.0:
+                usage = usage_of[account] = (round(led.usage(account, ctx.now, half_life_s), 3)
+                                             if led is not None else None)
+            pending = j.pending
+            if not pending:
+                waiting = ""
+            elif jid in victims_of:
+                waiting = waiting_reason(j, free_gpus, victims_of[jid])
+            else:
+                wkey = (j.num_gpus, j.state_reason)
+                waiting = waiting_text.get(wkey)
+                if waiting is None:
+                    waiting = waiting_text[wkey] = waiting_reason(j, free_gpus)
             numbers[jid] = self.numbers(j, ctx, score=scores.get(jid), site_factor=site_factor_of(j), rank=rank,
-                                        ranked=len(order), usage=usage_of[j.account], waiting_for=waiting)
+                                        usage=usage, waiting_for=waiting)
             rec = _record(j)
-            top = j.pending and pending_rank < self.top_pending
-            pending_rank += 1 if j.pending else 0
-            if (first or self.records.get(jid) != rec or top or jid in always
-                    or (jid + cycle_no) % self.refresh_cycles == 0):
+            top = pending and pending_rank < top_n
+            pending_rank += 1 if pending else 0
+            if first or records.get(jid) != rec or top or jid in always or (jid + cycle_no) % refresh == 0:
                 full = build(j, rank)
                 slow = {k: v for k, v in full.items() if k not in NUMBER_KEYS}
-                self.parts[jid] = slow
-                self.records[jid] = rec
+                parts[jid] = slow
+                records[jid] = rec
                 rebuilt[jid] = slow
         gone = [j for j in self.records if j not in numbers]
         for j in gone:
             del self.records[j]
             self.parts.pop(j, None)
-        return ExplanationParts(keys=NUMBER_KEYS, numbers=numbers, rebuilt=rebuilt, gone=gone, replace_all=first)
-
-    def merged(self, parts: ExplanationParts, job_id: int) -> dict[str, Any]:
-        """One job's whole explanation as the store will return it."""
-        return {**self.parts.get(job_id, {"job_id": job_id}), **dict(zip(parts.keys, parts.numbers[job_id]))}
+        return ExplanationParts(keys=PER_JOB_KEYS, numbers=numbers, rebuilt=rebuilt, gone=gone, replace_all=first,
+                                per_cycle={"at": ctx.now, "ranked": len(order)})

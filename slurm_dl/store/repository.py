@@ -72,6 +72,7 @@ class ExplanationParts:
     rebuilt: dict[int, dict[str, Any]]
     gone: list[int] = field(default_factory=list)
     replace_all: bool = False
+    per_cycle: dict[str, Any] = field(default_factory=dict)  # values shared by every job (at, ranked)
 
 
 class Store:
@@ -171,9 +172,9 @@ class Store:
                 blob = None
                 if w.explanation_parts is not None:
                     _write_parts(conn, w.explanation_parts, w.now)
-                    blob = json.dumps({"v": 2, "keys": list(w.explanation_parts.keys),
-                                       "numbers": {str(j): v for j, v in w.explanation_parts.numbers.items()}},
-                                      separators=(",", ":"))
+                    p = w.explanation_parts
+                    blob = json.dumps({"v": 2, "keys": list(p.keys), "per_cycle": p.per_cycle,
+                                       "numbers": {str(j): v for j, v in p.numbers.items()}}, separators=(",", ":"))
                 elif w.explanations is not None:
                     conn.execute(delete(ExplanationPart))
                     blob = json.dumps({str(j): e for j, e in w.explanations.items()}, separators=(",", ":"))
@@ -354,7 +355,8 @@ class Store:
                     parts[j] = json.loads(data)
         except SQLAlchemyError as e:
             raise self._fail("reading explanations", e) from None
-        return {j: {**parts.get(j, {"job_id": j}), **dict(zip(keys, numbers[str(j)]))} for j in ids}
+        shared = doc.get("per_cycle") or {}
+        return {j: {**parts.get(j, {"job_id": j}), **shared, **dict(zip(keys, numbers[str(j)]))} for j in ids}
 
     def counts(self) -> dict[str, int]:
         out = {}
