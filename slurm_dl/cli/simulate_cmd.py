@@ -39,6 +39,20 @@ job_id,gpu_util) or --synthetic-idle FRACTION[:SEED] (made up, for demos).
 Each policy then reports idle GPU-hours, GPU-hours reclaimed and jobs warned
 or cancelled; --idle-report FILE writes the per-job verdicts as CSV.
 
+Your own history: --format sacct-json reads `sacct --json`; --format sacct
+reads `sacct -P` exported with exactly the fields below, times in UTC;
+--format helios reads a Helios-style CSV (job_id, user, vc, jobname, gpu_num,
+cpu_num, node_num, state, submit_time, start_time, end_time, duration). Steps
+are folded into their jobs, requeued records merged, jobs that never started
+counted but not replayed, CPU-only jobs dropped unless --keep-cpu-jobs.
+
+\b
+Exporting the history (set -S to the period you want):
+  sacct -a --duplicates -S 2024-01-01 -E now --json > history.json
+  F=JobID,JobIDRaw,User,Account,Partition,JobName,State,Submit,Start
+  F=$F,End,Elapsed,Timelimit,AllocTRES,ReqTRES
+  TZ=UTC sacct -a -P --duplicates -S 2024-01-01 -E now -o $F > history.txt
+
 Table: JCT is job completion time (submit to end); rho (ρ) is an account's mean
 JCT here over its mean JCT alone on its share of the cluster (1 = fair, max =
 the worst account); Jain is Jain's index of the rhos (1 = all equal).
@@ -72,7 +86,10 @@ def _default_prior(trace: Path) -> Path | None:
 
 def simulate(
     trace: Path = typer.Option(..., "--trace", help="trace file"),
-    fmt: str = typer.Option("philly", "--format", help="philly | chronus | tiresias | csv"),
+    fmt: str = typer.Option("philly", "--format", help="philly | chronus | tiresias | csv | sacct-json | sacct | helios"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="skip and count records that cannot be read"),
+    keep_cpu: bool = typer.Option(False, "--keep-cpu-jobs", help="sacct/helios: replay CPU-only jobs (0 GPUs)"),
+    group_by: str = typer.Option("account", "--group-by", help="sacct/helios: account | partition as the groups"),
     policy: List[str] = typer.Option(["fifo"], "--policy", help="policy name; repeat to compare side by side"),
     cluster_per_vc: Optional[Path] = typer.Option(None, "--cluster-per-vc", help="CSV vc,nodes: each VC its own cluster"),
     nodes: Optional[int] = typer.Option(None, "--nodes", min=1, help="one shared cluster of this many nodes"),
@@ -102,7 +119,7 @@ def simulate(
         _run(**locals())
 
 
-def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
+def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
          quiet=False) -> None:
@@ -110,7 +127,7 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.simulate import SimSetup, simulate as run_sim
     from ..sim.state import PreemptionCost
-    from ..sim.traces import parse_time, read_cluster_sizes, read_trace
+    from ..sim.traces import HISTORY_FORMATS, parse_time, read_cluster_sizes, read_history, read_trace
 
     cfg = load_config(config) if config else None
     try:
@@ -128,7 +145,16 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
         thr_sets = [list(cfg.policy.las.thresholds_gpu_s)]
     if starvation is None and cfg:
         starvation = cfg.policy.las.starvation_factor
-    jobs = read_trace(trace, fmt, t0, t1)
+    imported = None
+    if fmt in HISTORY_FORMATS:
+        jobs, stats = read_history(trace, fmt, keep_cpu=keep_cpu, skip_bad=skip_bad, group=group_by)
+        jobs = [j for j in jobs if (t0 is None or j.submit_time >= t0) and (t1 is None or j.submit_time < t1)]
+        imported = {"format": fmt, **{k: v for k, v in vars(stats).items()}}
+        typer.echo(f"{trace.name}: {stats.describe()}", err=as_json)
+        for ex in stats.bad_examples:
+            typer.echo(f"  skipped {ex}", err=as_json)
+    else:
+        jobs = read_trace(trace, fmt, t0, t1)
     if not jobs:
         raise TraceError(f"{trace}: no jobs submitted in the window [{start}, {end})")
     idle = _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) if (
@@ -192,6 +218,8 @@ def _run(trace, fmt, policy, cluster_per_vc, nodes, gpus_per_node, config, start
         for written in write_plots(plot, [(n, r) for n, _, r in runs]) or []:
             typer.echo(f"wrote {written}", err=as_json)
     doc = {"policies": {n: s for n, s, _ in runs}}
+    if imported is not None:
+        doc["import"] = imported
     if interrupted:
         doc["interrupted"] = True
         doc["policies_not_run"] = [label for label, _, _ in planned[len(runs):]]

@@ -38,6 +38,8 @@ here — Philly's is its data row number, 1 for the first job). A bad value rais
 from __future__ import annotations
 
 import csv
+import io
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
@@ -46,7 +48,8 @@ from ..errors import TraceError
 from ..model import Job, JobClass
 from .utilisation import UTIL_TAG, parse_profile
 
-FORMATS = ("philly", "chronus", "tiresias", "csv")
+FORMATS = ("philly", "chronus", "tiresias", "csv", "sacct-json", "sacct", "helios")
+HISTORY_FORMATS = ("sacct-json", "sacct", "helios")  # see slurm_dl.sim.history
 _TS = "%Y-%m-%d %H:%M:%S"
 
 
@@ -54,9 +57,13 @@ def parse_time(value: str) -> float:
     """``YYYY-MM-DD[ HH:MM[:SS]]`` (UTC) or plain seconds → seconds (epoch for dates)."""
     v = value.strip()
     try:
-        return float(v)
+        f = float(v)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(f):
+            raise ValueError(f"not a time: {value!r} (a finite number of seconds or YYYY-MM-DD HH:MM:SS)")
+        return f
     try:
         return datetime.fromisoformat(v).replace(tzinfo=timezone.utc).timestamp()
     except ValueError:
@@ -74,9 +81,12 @@ def _num(row: dict, col: str, kind: Callable = float, minimum: float | None = No
     if raw is None or str(raw).strip() == "":
         raise ValueError(f"column {col!r} is missing or empty")
     try:
-        v = kind(float(raw)) if kind is int else kind(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"column {col!r}: {raw!r} is not a number") from None
+        f = float(raw)
+        if not math.isfinite(f):
+            raise ValueError
+        v = kind(f) if kind is int else kind(raw)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"column {col!r}: {raw!r} is not a finite number") from None
     if minimum is not None and v < minimum:
         raise ValueError(f"column {col!r}: {raw!r} is below {minimum}")
     return v
@@ -164,16 +174,42 @@ _READERS: dict[str, tuple[Callable[[dict, int], Job], tuple[str, ...]]] = {
 }
 
 
+def read_text(path: str | Path) -> str:
+    """The whole file as UTF-8 text; one clear TraceError when it is missing, empty or not text."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read the trace: {e.strerror or e}") from None
+    if not data.strip():
+        raise TraceError(f"{p}: the file is empty")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise TraceError(f"{p}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); "
+                         f"convert it, e.g. iconv -f latin1 -t utf-8") from None
+
+
+def read_history(path: str | Path, fmt: str, *, keep_cpu: bool = False, skip_bad: bool = False,
+                 group: str = "account"):
+    """A Slurm / Helios export (``HISTORY_FORMATS``) → (jobs, ImportStats)."""
+    from .history import READERS
+
+    if group not in ("account", "partition"):
+        raise TraceError(f"group by {group!r}; allowed: account, partition")
+    return READERS[fmt](read_text(path), str(path), keep_cpu=keep_cpu, skip_bad=skip_bad, group=group)
+
+
 def iter_trace(path: str | Path, fmt: str) -> Iterator[Job]:
+    if fmt in HISTORY_FORMATS:
+        yield from read_history(path, fmt)[0]
+        return
     if fmt not in _READERS:
         raise TraceError(f"unknown trace format {fmt!r}; allowed: {', '.join(FORMATS)}")
     reader, required = _READERS[fmt]
     p = Path(path)
-    try:
-        fh = p.open(newline="", encoding="utf-8")
-    except OSError as e:
-        raise TraceError(f"{p}: cannot read the trace: {e.strerror or e}") from None
-    with fh:
+    with io.StringIO(read_text(p), newline="") as fh:
         rows = csv.DictReader(fh)
         missing = [c for c in required if c not in (rows.fieldnames or [])]
         if missing:

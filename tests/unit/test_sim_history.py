@@ -1,0 +1,157 @@
+"""Importing a centre's own history: sacct --json (22.05 and newer layouts), sacct -P, Helios CSV;
+steps, arrays, requeues, jobs that never started, GPUs from TRES, bad records and bad files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from slurm_dl.cli.main import app
+from slurm_dl.errors import TraceError
+from slurm_dl.sim.history import gpus_from_tres, read_helios, read_sacct_json, read_sacct_text
+from slurm_dl.sim.traces import read_history
+
+
+def _job_2205(jid, state="COMPLETED", submit=1000, start=1010, end=1110, gpus=2, account="phys", **kw):
+    return {"job_id": jid, "account": account, "user": "ann", "partition": "gpu", "name": "train",
+            "state": {"current": state, "reason": "None"},
+            "time": {"submission": submit, "start": start, "end": end, "elapsed": max(0, end - start) if start else 0,
+                     "limit": 60},
+            "tres": {"allocated": [{"type": "cpu", "count": 4}, {"type": "gres", "name": "gpu", "count": gpus}]
+                     if start else [],
+                     "requested": [{"type": "gres", "name": "gpu", "count": gpus}]},
+            "steps": [{"step": {"name": "batch"}}, {"step": {"name": "extern"}}],
+            "array": {"job_id": 0, "task_id": None}, **kw}
+
+
+def _num(v):
+    return {"set": v is not None, "infinite": False, "number": v or 0}
+
+
+def _job_new(jid, state="COMPLETED", submit=1000, start=1010, end=1110, gpus=2, account="bio", task=None):
+    return {"job_id": jid, "account": account, "user": "bob", "partition": "gpu", "name": "x",
+            "state": {"current": [state], "reason": "None"},
+            "time": {"submission": submit, "start": start, "end": end, "elapsed": end - start if start else 0,
+                     "limit": _num(30)},
+            "tres": {"allocated": [{"type": "gres", "name": "gpu:a100", "count": gpus}], "requested": []},
+            "steps": [], "array": {"job_id": 40 if task is not None else 0, "task_id": _num(task)}}
+
+
+def test_sacct_json_2205_layout_folds_steps_and_counts_not_started():
+    doc = {"jobs": [_job_2205(1), _job_2205(2, gpus=4, account="chem"),
+                    _job_2205(3, state="CANCELLED", start=0, end=1200),
+                    _job_2205(4, state="PENDING", start=0, end=0),
+                    _job_2205(5, gpus=0)]}
+    jobs, st = read_sacct_json(json.dumps(doc), "h.json")
+    assert [j.job_id for j in jobs] == [1, 2]
+    assert jobs[1].num_gpus == 4 and jobs[1].account == "chem" and jobs[0].duration == 100.0
+    assert jobs[0].time_limit == 3600.0 and float(jobs[0].tags["recorded_start"]) == 1010.0
+    assert (st.records, st.not_started, st.unfinished, st.cpu_only_dropped, st.steps_folded) == (5, 1, 1, 1, 10)
+    kept, st2 = read_sacct_json(json.dumps(doc), "h.json", keep_cpu=True)
+    assert len(kept) == 3 and st2.cpu_only_dropped == 0
+
+
+def test_sacct_json_newer_layout_arrays_requeues_and_gpu_type():
+    doc = {"jobs": [_job_new(41, task=0), _job_new(42, task=1),
+                    _job_new(50, start=1010, end=1050, state="REQUEUED"), _job_new(50, submit=1050, start=1100,
+                                                                                    end=1160)]}
+    jobs, st = read_sacct_json(json.dumps(doc), "h.json", group="partition")
+    assert [j.job_id for j in jobs] == [41, 42, 50]
+    assert st.array_tasks == 2 and st.requeue_records_merged == 1
+    j50 = jobs[2]
+    assert j50.duration == 40 + 60 and j50.submit_time == 1000 and j50.gpu_type == "a100"
+    assert j50.account == "gpu" and j50.time_limit == 1800.0
+
+
+def test_sacct_json_bad_record_names_index_and_field_or_is_skipped():
+    doc = {"jobs": [_job_2205(1), _job_2205(2)]}
+    doc["jobs"][1]["time"]["submission"] = "yesterday"
+    with pytest.raises(TraceError, match=r"jobs\[1\].*time.submission"):
+        read_sacct_json(json.dumps(doc), "h.json")
+    jobs, st = read_sacct_json(json.dumps(doc), "h.json", skip_bad=True)
+    assert len(jobs) == 1 and st.bad_skipped == 1
+    with pytest.raises(TraceError, match="NaN is not allowed"):
+        read_sacct_json('{"jobs": [{"job_id": 1, "time": {"submission": NaN}}]}', "h.json")
+
+
+SACCT_P = """JobID|JobIDRaw|User|Account|Partition|JobName|State|Submit|Start|End|Elapsed|Timelimit|AllocTRES|ReqTRES
+7|7|ann|phys|gpu|a|COMPLETED|2024-01-01T00:00:00|2024-01-01T00:00:10|2024-01-01T00:01:10|00:01:00|01:00:00|billing=2,cpu=2,gres/gpu:v100=2,mem=8G,node=1|cpu=2,gres/gpu=2
+7.batch|7.batch||phys||batch|COMPLETED|2024-01-01T00:00:10|2024-01-01T00:00:10|2024-01-01T00:01:10|00:01:00||cpu=2,gres/gpu=2|
+7.0|7.0||phys||python|COMPLETED|2024-01-01T00:00:11|2024-01-01T00:00:11|2024-01-01T00:01:09|00:00:58||cpu=2,gres/gpu=2|
+8_1|9|bob|bio|gpu|arr|COMPLETED|2024-01-01T00:00:05+02:00|2024-01-01T00:00:20+02:00|2024-01-01T00:10:20+02:00|00:10:00|1-00:00:00|gres/gpu=1|gres/gpu=1
+8_[2-5]|8|bob|bio|gpu|arr|PENDING|2024-01-01T00:00:05|Unknown|Unknown|00:00:00|1-00:00:00||gres/gpu=1
+10|10|cat|bio|cpu|c|CANCELLED by 0|2024-01-01T00:00:30|None|2024-01-01T00:02:00|00:00:00|00:10:00||cpu=1
+"""
+
+
+def test_sacct_text_steps_arrays_time_zones():
+    jobs, st = read_sacct_text(SACCT_P, "h.txt")
+    assert [j.tags["slurm_job_id"] for j in jobs] == ["9", "7"]  # 8_1 submitted at 22:00 UTC the day before
+    j7 = next(j for j in jobs if j.job_id == 7)
+    assert j7.num_gpus == 2 and j7.gpu_type == "v100" and j7.duration == 60.0 and j7.time_limit == 3600.0
+    assert st.steps_folded == 2 and st.not_started == 1 and st.unfinished == 1 and st.array_tasks == 1
+
+
+def test_sacct_text_bad_line_names_line_and_field():
+    bad = SACCT_P.replace("2024-01-01T00:00:10|2024-01-01T00:01:10|00:01:00|01:00:00",
+                          "2024-01-01T00:00:10|2024-13-01T00:01:10|00:01:00|01:00:00", 1)
+    with pytest.raises(TraceError, match=r"h.txt:2: field 'End'"):
+        read_sacct_text(bad, "h.txt")
+    jobs, st = read_sacct_text(bad, "h.txt", skip_bad=True)
+    assert st.bad_skipped == 1 and len(jobs) == 1
+
+
+HELIOS = """job_id,user,vc,jobname,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration
+a1,u1,vcA,j,8,32,1,COMPLETED,2020-04-01 00:00:00,2020-04-01 00:00:10,2020-04-01 01:00:10,3600
+a2,u2,vcB,j,1,4,1,CANCELLED,2020-04-01 00:01:00,,2020-04-01 00:02:00,0
+a3,u2,vcB,j,0,4,1,COMPLETED,2020-04-01 00:01:00,2020-04-01 00:01:00,2020-04-01 00:02:00,60
+a4,u3,vcB,j,2,4,1,FAILED,2020-04-01 00:03:00,2020-04-01 00:03:00,2020-04-01 00:05:00,120
+"""
+
+
+def test_helios_csv():
+    jobs, st = read_helios(HELIOS, "h.csv")
+    assert [(j.account, j.num_gpus, j.duration) for j in jobs] == [("vcA", 8, 3600.0), ("vcB", 2, 120.0)]
+    assert st.not_started == 1 and st.cpu_only_dropped == 1
+    with pytest.raises(TraceError, match=r"h.csv:3: field 'gpu_num'"):
+        read_helios(HELIOS.replace(",1,4,1,CANCELLED", ",inf,4,1,CANCELLED"), "h.csv")
+
+
+def test_gpus_from_tres():
+    assert gpus_from_tres("cpu=4,gres/gpu=2,gres/gpu:a100=2") == (2, "a100")
+    assert gpus_from_tres("gres/gpu:a100=1,gres/gpu:v100=2") == (3, "a100")
+    assert gpus_from_tres("cpu=4,mem=1G") == (0, None)
+
+
+@pytest.mark.parametrize("content,fmt,msg", [
+    (b"", "sacct-json", "the file is empty"),
+    (b"   \n", "csv", "the file is empty"),
+    (b"job_id,num_gpus\n1,\xff\xfe\n", "csv", "not UTF-8 text"),
+    (b"{\"jobs\": [", "sacct-json", "not sacct --json output"),
+    (b"submit_time,duration,num_gpus\n0,nan,1\n", "csv", "not a finite number"),
+    (b"submit_time,duration,num_gpus\ninf,10,1\n", "csv", "not a time"),
+])
+def test_bad_files_give_one_error_line(tmp_path, content, fmt, msg):
+    p = tmp_path / "t"
+    p.write_bytes(content)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(p), "--format", fmt, "--nodes", "1"])
+    assert r.exit_code != 0
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and msg in lines[0], r.output
+
+
+def test_simulate_reads_sacct_json_and_reports_counts(tmp_path):
+    doc = {"jobs": [_job_2205(i, submit=1000 + 10 * i, start=1000 + 10 * i, end=1100 + 10 * i, gpus=1 + i % 2,
+                              account="ab"[i % 2]) for i in range(1, 9)] + [_job_2205(99, state="CANCELLED", start=0)]}
+    p = tmp_path / "h.json"
+    p.write_text(json.dumps(doc))
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1",
+                                 "--gpus-per-node", "4", "--policy", "fifo", "--policy", "fairshare", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["import"]["jobs"] == 8 and out["import"]["not_started"] == 1
+    assert out["policies"]["fifo"]["jobs"] == 8
+    assert read_history(p, "sacct-json")[1].steps_folded == 18
