@@ -58,6 +58,9 @@ def _parse_gpu_tres(text: str) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
         item = item.strip()
         if not item:
             continue
+        if "=" in item:  # 23.02+ may say gres/gpu=4 (TRES form), e.g. tres_per_task
+            name, _, num = item.partition("=")
+            item = f"{name}:{num}" if num.isdigit() else item
         m = _GPU_GRES.match(item)
         if not m:
             others.append(item)

@@ -169,8 +169,11 @@ class Testbed:
         exports = self.exports()
         prefix = exports.pop("PATH_PREFIX", None)
         env.update(exports)
-        if prefix:
-            env["PATH"] = prefix + os.pathsep + env.get("PATH", os.defpath)
+        # Another testbed's release wrappers (an `eval "$(slurm-dl testbed env …)"` of this shell)
+        # must not serve this one.
+        path = [d for d in env.get("PATH", os.defpath).split(os.pathsep)
+                if not (d and os.path.exists(os.path.join(d, inroot.runner_path(Path("x")).name)))]
+        env["PATH"] = os.pathsep.join(([prefix] if prefix else []) + path)
         return env
 
     def exports(self) -> dict[str, str]:
@@ -474,6 +477,10 @@ class Testbed:
                 daemons.append(pid)
         # Find slurmstepd and the job steps below it before the daemons go (they get reparented).
         marked = set(process.marked_processes(root)) - keep
+        if not self.release.host:  # the root's daemons run in private mount namespaces of their own
+            host_ns = process.mount_namespace(os.getpid())
+            spaces = {ns for ns in map(process.mount_namespace, daemons) if ns and ns != host_ns}
+            marked |= set(process.in_mount_namespaces(spaces)) - keep
         everything = [p for p in process.with_descendants(sorted(set(daemons) | marked)) if p not in keep]
         process.stop(daemons)
         leftovers = [p for p in everything if p not in daemons and process.alive(p)]

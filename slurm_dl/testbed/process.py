@@ -84,6 +84,26 @@ def marked_processes(root: Path) -> list[int]:
     return found
 
 
+def mount_namespace(pid: int) -> str | None:
+    """``mnt:[4026532…]`` of a process, or None when it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def in_mount_namespaces(namespaces: set[str]) -> list[int]:
+    """Every live process in one of ``namespaces`` (a chrooted testbed's daemons each have their
+    own; slurmstepd and job steps inherit it, also where slurmstepd clears its environment)."""
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != me and mount_namespace(int(entry.name)) in namespaces:
+            if alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
 def _parent_pid(pid: int) -> int | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

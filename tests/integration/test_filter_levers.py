@@ -55,7 +55,8 @@ def levers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, 
     root = tmp_path_factory.mktemp("levers-tb")
     config = root / "site.toml"
     config.write_text(CONFIG.read_text() + '\n[classes.serve]\nallow_accounts = ["serving"]\nmax_gpus_per_user = 4\n')
-    tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100")
+    tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100",
+                 slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None)
     service = ConfiguredFilter(root / "filter.sock", root / "filter.log", config, tb.env())
     try:
         tb.up()
@@ -138,9 +139,12 @@ def as_nobody(levers):
             (public / f.name).chmod(0o644)
     env = {**tb.env(), "SLURM_CONF": str(public / "slurm.conf")}
 
+    # Another release's clients run inside its root, entered as root: switch user in there.
+    inside = [str(tb.bin_dir / "in-slurm-root")] if tb.bin_dir else []
+
     def run(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["runuser", "-u", "nobody", "--", *argv], env=env, capture_output=True, text=True,
-                              timeout=60, cwd="/tmp")
+        return subprocess.run([*inside, "runuser", "-u", "nobody", "--", *argv], env=env, capture_output=True,
+                              text=True, timeout=60, cwd="/tmp")
 
     yield run
     shutil.rmtree(public, ignore_errors=True)

@@ -39,3 +39,10 @@ def test_unknown_gpu_type_is_rejected_on_every_release(cfg, prefix: str) -> None
 def test_cpus_per_gpu_limit_reads_the_new_spelling(cfg) -> None:
     d = run(cfg, tres_per_node="gres/gpu:1", cpus_per_tres="gres/gpu:8", time_limit=30)
     assert not d.accepted and "--cpus-per-gpu=8" in d.message
+
+
+def test_gpus_per_task_in_the_tres_form_counts() -> None:
+    from slurm_dl.rules.request import parse_gpu_tres
+
+    assert [(a.gpu_type, a.count) for a in parse_gpu_tres("gres/gpu=4")[0]] == [(None, 4)]
+    assert [(a.gpu_type, a.count) for a in parse_gpu_tres("cpu=2,gres/gpu:h100=2")[0]] == [("h100", 2)]
