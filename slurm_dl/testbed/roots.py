@@ -46,7 +46,13 @@ def root_info(release: Release) -> dict | None:
         return None
 
 
+MIRROR_ENV = "SLURM_DL_DEBIAN_MIRROR"
+
+
 def host_mirror() -> str:
+    """The Debian mirror for roots: ``$SLURM_DL_DEBIAN_MIRROR``, else the machine's apt sources."""
+    if os.environ.get(MIRROR_ENV):
+        return os.environ[MIRROR_ENV].rstrip("/")
     for path in SOURCES:
         try:
             found = mirror_from_sources(path.read_text())
