@@ -109,6 +109,7 @@ def explain_job(
         "preemption": _preemption(job, ctx),
         "num_gpus": job.num_gpus,
         "submit_time": job.submit_time,
+        "factors_at": ctx.now,  # kept with the factors: a cycle may reuse them for a job deep in the queue
         "order_key": order_key(policy, job, ctx),
         "policy": policy.name,
         "score": None if score is None else round(score, 6),

@@ -139,6 +139,7 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
         "ranked": expl.get("ranked"), "score": expl.get("score"), "site_factor": expl.get("site_factor"),
         "tiers": contributions(expl), "waiting_for": expl.get("waiting_for") or None, "at": expl.get("at"),
         "gpu_utilisation": expl.get("gpu_utilisation"),
+        "factors_at": expl.get("factors_at", expl.get("at")),
     }
     if expl.get("state") == "PENDING" and rank is not None:
         pending = [e for e in ranked if e.get("state") == "PENDING"]
@@ -320,6 +321,10 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
             f"score {view.get('score')} is that place (1 first, 0 last)"
             + (f" -> SiteFactor {sf}" if sf is not None else ""))
     out.append("why this place (tiers are compared in order; the first difference decides):")
+    fat, at = view.get("factors_at"), view.get("at")
+    if fat is not None and at is not None and at - fat >= 1:
+        say(f"  (factors as of {_hms(fat)}, {_duration(at - fat)} before this ranking: the prioritizer "
+            "refreshes them less often for jobs deep in the queue)")
     for t in view.get("tiers") or []:
         names = " + ".join(p["factor"] for p in t["factors"])
         if len(t["factors"]) == 1:

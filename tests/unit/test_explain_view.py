@@ -91,3 +91,12 @@ def test_earliest_fit_from_running_jobs_time_limits() -> None:
     assert earliest_fit(4, releases, 100.0) == 200.0  # the second node frees 8 at 200
     assert earliest_fit(8, releases, 100.0) == 200.0
     assert earliest_fit(16, releases, 100.0) is None
+
+
+def test_factors_older_than_the_ranking_are_labelled() -> None:
+    a = Job(1, user="u", account="a", num_gpus=2, submit_time=100.0, state_reason="Priority")
+    q = _queue([a])
+    fresh = explain_text(explain_view(q[1], q))
+    assert "factors as of" not in fresh
+    stale = {**q[1], "at": q[1]["at"] + 600.0}  # the numbers of a later cycle, the factors reused
+    assert "factors as of" in explain_text(explain_view(stale, {1: stale}))
