@@ -114,6 +114,7 @@ def simulate(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="write JCT CDF and queue-length plots into DIR"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar on stderr"),
+    from_slurm: bool = typer.Option(False, "--cluster-from-slurm", help="nodes and GPUs per node of the live cluster (sinfo)"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -122,7 +123,7 @@ def simulate(
 def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
-         quiet=False) -> None:
+         quiet=False, from_slurm=False) -> None:
     from ..config import load_config
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.simulate import SimSetup, simulate as run_sim
@@ -136,6 +137,11 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         cost = PreemptionCost.parse(preempt_cost, checkpoint_interval)
     except ValueError as e:
         raise SlurmDLError(str(e)) from None
+    if from_slurm:
+        if nodes is not None or cluster_per_vc:
+            raise SlurmDLError("--cluster-from-slurm: give it instead of --nodes / --cluster-per-vc")
+        nodes, gpus_per_node, shape = _live_cluster(gpus_per_node)
+        typer.echo(shape, err=as_json)
     if gpus_per_node is None:
         gpus_per_node = cfg.max_gpus_per_node if cfg else 8
     if nodes is None and cfg and not cluster_per_vc:
@@ -229,6 +235,31 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         _table_foot(doc)
     if interrupted:
         raise typer.Exit(130)
+
+
+def _live_cluster(gpus_per_node: int | None) -> tuple[int, int, str]:
+    """(nodes, GPUs per node, a line describing it) from the live cluster's GPU nodes."""
+    from collections import Counter
+
+    from ..errors import SlurmError
+    from ..slurm import get_backend
+
+    try:
+        backend = get_backend()
+        nodes = [n for n in backend.nodes() if n.gpus > 0]
+        parts = [p.name for p in backend.partitions()]
+    except SlurmError as e:
+        raise SlurmDLError(f"--cluster-from-slurm: cannot read the cluster: {e}") from None
+    if not nodes:
+        raise SlurmDLError("--cluster-from-slurm: the cluster has no GPU nodes")
+    per = gpus_per_node or Counter(n.gpus for n in nodes).most_common(1)[0][0]
+    types = sorted({n.gpu_type for n in nodes if n.gpu_type})
+    total = sum(n.gpus for n in nodes)
+    shape = (f"cluster from Slurm: {len(nodes)} GPU nodes, {total} GPUs"
+             f"{' (' + ', '.join(types) + ')' if types else ''}; partitions: {', '.join(parts) or '-'}")
+    if any(n.gpus != per for n in nodes):
+        shape += f"; simulated as {len(nodes)} x {per} GPUs (nodes differ)"
+    return len(nodes), per, shape
 
 
 def _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) -> dict:

@@ -67,8 +67,10 @@ def run_cluster(
     total = spec.total_gpus
     too_big = [j for j in jobs if j.num_gpus > total]
     if too_big:
+        big = max(too_big, key=lambda j: j.num_gpus)
+        ids = ", ".join(str(j.job_id) for j in too_big[:2]) + (", …" if len(too_big) > 2 else "")
         raise ValueError(
-            f"cluster {spec.name!r} has {total} GPUs but job {too_big[0].job_id} needs {too_big[0].num_gpus}"
+            f"{len(too_big)} jobs too big for {spec.name!r} ({total} GPUs): {ids} (max {big.num_gpus})"
         )
     sims = [SimJob(i, j) for i, j in enumerate(jobs)]
     arrivals = sorted(sims, key=lambda s: (s.submit, s.seq))

@@ -92,3 +92,31 @@ def test_progress_only_on_a_terminal_and_after_a_while():
     late.begin("fifo", 10, 0.0, 1.0)
     late.update(0.5, 5)
     assert late.stream.getvalue() == ""
+
+
+def test_cluster_from_slurm_reads_the_nodes_through_the_backend(tmp_path, monkeypatch):
+    import slurm_dl.slurm as slurm
+    from slurm_dl.model import Node, Partition
+
+    class Fake:
+        def nodes(self):
+            return [Node("g1", 4, "h100"), Node("g2", 4, "h100"), Node("cpu1", 0)]
+
+        def partitions(self):
+            return [Partition("gpu", ("g1", "g2"))]
+
+    monkeypatch.setattr(slurm, "get_backend", lambda *a, **k: Fake())
+    args = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", "--cluster-from-slurm",
+            "--policy", "fifo", "--json"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["policies"]["fifo"]["total_gpus"] == 8
+    assert "2 GPU nodes, 8 GPUs (h100); partitions: gpu" in r.stderr
+
+
+def test_jobs_too_big_for_the_cluster_are_named_and_counted(tmp_path):
+    p = tmp_path / "big.csv"
+    p.write_text("job_id,num_gpus,submit_time,duration\n1,1,0,10\n2,16,1,10\n3,9,2,10\n")
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(p), "--format", "csv", "--nodes", "1"])
+    assert r.exit_code != 0
+    assert "error: 2 jobs too big for 'shared' (8 GPUs): 2, 3 (max 16)" in r.output
