@@ -194,8 +194,6 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     last = max(j.submit_time for j in jobs)
     runs: list[tuple[str, dict, list]] = []
     interrupted = False
-    if not as_json:
-        _table_head(trace, len(jobs), cost.describe())
     try:
         for label, name, thr in planned:
             def factory(name=name, thr=thr):
@@ -214,6 +212,8 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
             progress.clear()
             runs.append((label, summary, results))
             if not as_json:
+                if len(runs) == 1:
+                    _table_head(trace, len(jobs), cost.describe())
                 _table_row(label, summary)
     except KeyboardInterrupt:
         progress.clear()
@@ -231,7 +231,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         doc["policies_not_run"] = [label for label, _, _ in planned[len(runs):]]
     if as_json:
         typer.echo(json.dumps(finite(doc), sort_keys=False, allow_nan=False))
-    else:
+    elif runs:
         _table_foot(doc)
     if interrupted:
         raise typer.Exit(130)

@@ -102,4 +102,4 @@ def test_errors_are_one_line(tiny_trace):
     assert r.exit_code != 0 and "unknown policy 'bogus'" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(app, ["simulate", "--trace", str(tiny_trace), "--format", "csv", "--nodes", "1",
                                  "--gpus-per-node", "8"])
-    assert r.exit_code != 0 and "needs 12" in r.output
+    assert r.exit_code != 0 and "(max 12)" in r.output
