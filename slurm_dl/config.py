@@ -195,6 +195,9 @@ class LasConfig(_Strict):
 MAX_PRIOR_SAMPLES = 10_000_000
 
 
+HistoryKeys = Literal["full", "no-limit", "user-name", "account-gpus", "account", "global", "none"]
+
+
 class GittinsConfig(_Strict):
     prior: str = Field(
         default="tiresias", description="'tiresias' (built-in sample) or a CSV file with a 'duration' column "
@@ -202,6 +205,12 @@ class GittinsConfig(_Strict):
     )
     prior_weight: float = num(1.0, ge=0, le=MAX_WEIGHT, description="weight of the prior against observed history")
     bins: int = num(32, ge=2, le=4096)
+    history_keys: HistoryKeys = Field(
+        default="full", description="learn each job's service distribution from finished jobs like it: "
+                                    "'full' (user, job name, GPUs, partition, time limit, then coarser), "
+                                    "'no-limit' (the same without the time limit), 'user-name', "
+                                    "'account-gpus', 'account', 'global'; 'none' = table only")
+    min_jobs: int = num(3, ge=1, le=50, description="finished jobs a key needs before it is used")
     _prior_samples: tuple[float, ...] | None = PrivateAttr(default=None)
 
     @property
@@ -262,6 +271,10 @@ def read_prior_csv(path: Path) -> tuple[float, ...]:
 
 class QssfConfig(_Strict):
     default_gpu_s: float = num(3600.0, gt=0, le=MAX_GPU_S, description="prediction when a job has no history")
+    history_keys: Literal["full", "no-limit", "user-name", "account-gpus", "account", "global"] = Field(
+        default="full", description="which finished jobs predict a job: 'full' (user, job name, GPUs, "
+                                    "partition, time limit, then coarser), 'user-name' (Helios), …")
+    min_jobs: int = num(3, ge=1, le=50, description="finished jobs a key needs before it is used")
 
 
 class FairShareConfig(_Strict):

@@ -11,7 +11,10 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
   short); one that shows a finished state is accrued up to ``now`` first. A job closed only
   because it was missing and that shows up alive again (a snapshot taken mid-requeue) is
   reopened with its attained service and its history entry withdrawn (:meth:`Ledger.reopen`). Closing puts its total GPU-seconds
-  go into ``history`` (Gittins) and ``history_by_key`` (QSSF: ``user/name``, ``user``, ``account``).
+  go into ``history`` (Gittins' global table), ``history_by_key`` (``user/name``, ``user``,
+  ``account``) and ``finished`` (one :class:`~slurm_dl.policy.history.Finished` record per job,
+  with the key fields Slurm accounting has, in finishing order: what the history learner of
+  Gittins and QSSF reads).
 * Account usage decays exponentially with a half-life: ``u(t) = u(t0) · 2^(-(t - t0)/h)``.
 """
 
@@ -22,8 +25,12 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable
 
 from .model import Job
+from .policy.history import Finished
 
 HISTORY_PER_KEY = 50
+FINISHED_KEPT = 20_000
+"""The learner's per-key lists keep only recent jobs; older finished records are dropped
+(``finished_dropped`` counts them, so readers can follow the log incrementally)."""
 """QSSF predicts from recent jobs; older ones per key are dropped."""
 
 
@@ -59,6 +66,8 @@ class JobRecord:
     account: str = ""
     name: str = ""
     num_gpus: int = 0
+    partition: str = ""
+    time_limit: float | None = None
     attained_gpu_s: float = 0.0
     executed_s: float = 0.0
     restarts: int = 0
@@ -87,6 +96,9 @@ class Ledger:
         self.accounts: dict[str, AccountUsage] = {}
         self.history: list[float] = []
         self.history_by_key: dict[str, list[float]] = {}
+        self.finished: list[Finished] = []
+        self.finished_dropped = 0
+        self.finished_withdrawn = 0  # records taken back by reopen (readers start over)
         self.revision: int = 0
 
     # --- accounting ----------------------------------------------------------------------
@@ -107,7 +119,8 @@ class Ledger:
             rec = self.jobs.get(job.job_id)
             if rec is None:
                 rec = self.jobs[job.job_id] = JobRecord(
-                    job.job_id, job.user, job.account, job.name, job.num_gpus, last_seen=now
+                    job.job_id, job.user, job.account, job.name, job.num_gpus, job.partition,
+                    job.time_limit, last_seen=now,
                 )
                 # A snapshot may already know service from earlier runs (e.g. after a restart).
                 rec.attained_gpu_s = max(0.0, job.attained_gpu_s)
@@ -141,7 +154,8 @@ class Ledger:
     def _close(self, rec: JobRecord) -> None:
         rec.finished = True
         rec.running = False
-        self.add_history(rec.attained_gpu_s, rec.user, rec.name, rec.account)
+        self.add_history(rec.attained_gpu_s, rec.user, rec.name, rec.account, rec.num_gpus,
+                         rec.partition, rec.time_limit)
 
     def reopen(self, job_id: int) -> bool:
         """Undo closing a job (it came back): its attained service stays, its history entry
@@ -154,13 +168,26 @@ class Ledger:
             lst = self.history_by_key.get(k)
             if lst is not None:
                 _remove_last(lst, rec.attained_gpu_s)
+        for i in range(len(self.finished) - 1, -1, -1):
+            f = self.finished[i]
+            if f.gpu_s == rec.attained_gpu_s and f.user == rec.user and f.name == rec.name:
+                del self.finished[i]
+                self.finished_withdrawn += 1
+                break
         rec.finished = rec.running = rec.closed_gone = False
         self.revision += 1
         return True
 
-    def add_history(self, gpu_s: float, user: str = "", name: str = "", account: str = "") -> None:
+    def add_history(self, gpu_s: float, user: str = "", name: str = "", account: str = "",
+                    num_gpus: int = 0, partition: str = "", time_limit: float | None = None) -> None:
         """Record one finished job's total GPU-seconds (also used by the simulator directly)."""
         self.history.append(gpu_s)
+        self.finished.append(Finished(user, account, name, int(num_gpus or 0), partition or "",
+                                      time_limit, float(gpu_s)))
+        if len(self.finished) > FINISHED_KEPT:
+            cut = len(self.finished) - FINISHED_KEPT
+            del self.finished[:cut]
+            self.finished_dropped += cut
         for k in history_keys(user, name, account):
             lst = self.history_by_key.setdefault(k, [])
             lst.append(gpu_s)
@@ -199,6 +226,8 @@ class Ledger:
             "accounts": [asdict(a) for a in self.accounts.values()],
             "history": list(self.history),
             "history_by_key": {k: list(v) for k, v in self.history_by_key.items()},
+            "finished": [list(f) for f in self.finished],
+            "finished_dropped": self.finished_dropped,
             "revision": self.revision,
         }
 
@@ -216,6 +245,13 @@ class Ledger:
             raise ValueError(f"ledger data does not match its format: {e}") from None
         led.history = [float(x) for x in d.get("history", [])]
         led.history_by_key = {k: [float(x) for x in v] for k, v in d.get("history_by_key", {}).items()}
+        try:
+            led.finished = [Finished(str(f[0]), str(f[1]), str(f[2]), int(f[3]), str(f[4]),
+                                     None if f[5] is None else float(f[5]), float(f[6]))
+                            for f in d.get("finished", [])]
+        except (TypeError, ValueError, IndexError) as e:
+            raise ValueError(f"ledger data does not match its format: finished: {e}") from None
+        led.finished_dropped = int(d.get("finished_dropped", 0))
         led.revision = int(d.get("revision", 0))
         return led
 

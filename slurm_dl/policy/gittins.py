@@ -21,6 +21,13 @@ The distribution is the prior (Tiresias' ``yarn-gput1000`` sample, shipped as pe
 the prior counts as its 1,001 samples) plus every finished job in ``ledger.history``. The table
 is rebuilt as the history grows, at lengths fixed in advance (×1.1 steps past 64 jobs), so the
 result is a pure function of the history and cheap to keep current.
+
+With ``history_keys`` (a ladder of :mod:`slurm_dl.policy.history`) a job's distribution is
+conditional on what is known of it: the finished jobs of the most specific key (user, job
+name, GPU count, …) with at least ``min_jobs`` of them beyond the job's attained service. Its
+index is then the Gittins index of those jobs' GPU-seconds, held constant between their values
+(bins whose edges are the key's own samples); a job beyond every key's samples falls back to
+the global table. The learnt view, like the table, moves only at the history checkpoints.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from typing import Sequence
 from ..data.tiresias_prior import PERCENTILES_GPU_S, SAMPLE_COUNT
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
+from .history import HistoryLearner, HistoryView, gittins_from_samples, job_features
 
 
 
@@ -93,8 +101,21 @@ class GittinsPolicy(PriorityPolicy):
         prior_weight: float | None = None,
         prior_samples: Sequence[float] | None = None,
         edges_gpu_s: Sequence[float] | None = None,
+        history_keys: str | Sequence[Sequence[str]] | None = "config",
+        min_jobs: int | None = None,
     ) -> None:
         g = config.policy.gittins if config is not None else None
+        if history_keys == "config":
+            history_keys = _config_default(g, "history_keys")
+        if min_jobs is None:
+            min_jobs = _config_default(g, "min_jobs")
+        if history_keys in ("none", None):
+            self._view: HistoryView | None = None
+        else:
+            HistoryLearner(history_keys, min_jobs=int(min_jobs))  # fail early on bad settings
+            self._view = HistoryView(lambda: HistoryLearner(history_keys, min_jobs=int(min_jobs)))
+        self.history_keys = history_keys
+        self._feat: dict[int, tuple] = {}
         self.delta = delta_gpu_s if delta_gpu_s in (None, "bin") else float(delta_gpu_s)
         self.bins = int(bins if bins is not None else (g.bins if g is not None else 32))
         self.prior_weight = float(prior_weight if prior_weight is not None else (g.prior_weight if g else 1.0))
@@ -168,6 +189,31 @@ class GittinsPolicy(PriorityPolicy):
         if key != self._cache_key:
             self._rebuild(hist[:n])
             self._cache_key = key
+        if self._view is not None:
+            self._view.sync(led, n)
+
+    def _learnt(self, job: Job) -> tuple[float, float] | None:
+        """(index, next bin edge) from the job's learnt conditional distribution, or None."""
+        if self._view is None:
+            return None
+        raw = (job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit)
+        hit = self._feat.get(job.job_id)
+        if hit is None or hit[0] != raw:
+            if len(self._feat) > 100_000:
+                self._feat.clear()
+            hit = self._feat[job.job_id] = (raw, job_features(job))
+        m = self._view.learner.match(hit[1], job.attained_gpu_s)
+        if m is None:
+            return None
+        return gittins_from_samples(m.samples, m.below), m.samples[0]
+
+    def job_index(self, job: Job, ctx: PolicyContext) -> float:
+        """The job's index: from its learnt distribution when it has one, else the table."""
+        self._refresh(ctx)
+        got = self._learnt(job)
+        if got is not None:
+            return got[0]
+        return self._index[bisect.bisect_right(self._edges, job.attained_gpu_s) - 1]
 
     def next_edge(self, attained_gpu_s: float, ctx: PolicyContext) -> float | None:
         """The first bin edge above ``attained_gpu_s`` (where the index next changes), or None."""
@@ -181,15 +227,18 @@ class GittinsPolicy(PriorityPolicy):
 
     # --- the interface -------------------------------------------------------------------
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
-        return (-self.index_at(job.attained_gpu_s, ctx), job.submit_time, job.job_id)
+        return (-self.job_index(job, ctx), job.submit_time, job.job_id)
 
     def score(self, job: Job, ctx: PolicyContext) -> float:
-        return self.index_at(job.attained_gpu_s, ctx) / self._max_index
+        return min(1.0, self.job_index(job, ctx) / self._max_index)
 
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         if not job.running or job.num_gpus <= 0:
             return None
         self._refresh(ctx)
+        got = self._learnt(job)
+        if got is not None:
+            return ctx.now + max(0.0, got[1] - job.attained_gpu_s) / job.num_gpus
         i = bisect.bisect_right(self._edges, job.attained_gpu_s)
         if i >= len(self._edges):
             return None
@@ -198,6 +247,14 @@ class GittinsPolicy(PriorityPolicy):
     @property
     def edges(self) -> list[float]:
         return list(self._edges)
+
+
+def _config_default(g, field: str):
+    """A setting from the site config, or the config model's default without one."""
+    if g is not None:
+        return getattr(g, field)
+    from ..config import GittinsConfig
+    return GittinsConfig.model_fields[field].default
 
 
 __all__ = ["GittinsPolicy", "gittins_index", "history_checkpoint"]

@@ -211,7 +211,8 @@ class PolicyRanker:
 
     def finished(self, sj: SimJob) -> None:
         j = sj.job
-        self.ledger.add_history(sj.attained0, j.user, j.name, j.account)
+        self.ledger.add_history(sj.attained0, j.user, j.name, j.account, j.num_gpus, j.partition,
+                                j.time_limit)
 
     def charge(self, account: str, gpu_s: float, now: float) -> None:
         self.ledger.charge(account, gpu_s, now, self.half_life_s)

@@ -34,7 +34,7 @@ def test_qssf_predicts_from_user_name_then_user_then_account():
     led.add_history(300.0, "ann", "bert", "nlp")
     led.add_history(50_000.0, "ann", "gpt", "nlp")
     led.add_history(10.0, "bob", "resnet", "vision")
-    p = get_policy("qssf", default_gpu_s=7.0)
+    p = get_policy("qssf", default_gpu_s=7.0, history_keys="user-name", min_jobs=1)  # Helios
     ctx = PolicyContext(now=0.0, ledger=led)
     assert p.predict(Job(1, user="ann", name="bert", account="nlp"), ctx) == 200.0  # user+name
     ann_mean = (100.0 + 300.0 + 50_000.0) / 3

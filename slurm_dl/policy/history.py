@@ -1,0 +1,268 @@
+"""What a new job is likely to need, learnt from the jobs that finished before it.
+
+Pure: no I/O, no clock. A :class:`HistoryLearner` is fed one :class:`Finished` record per
+finished job (the ledger keeps them in finishing order; the simulator adds a job when it
+completes), so a job's own run never shapes its own prediction: it can only be learnt from
+once it has finished, and by then it no longer needs one.
+
+The keys are what Slurm accounting records for every job: user, account, job name, GPU count,
+partition and the time limit asked. Job names are normalised first (:func:`normalise_name`:
+lower case, hex hashes and digits stripped, separators collapsed), so ``train-bert-7f3a9c21``
+and ``train_bert_12`` fall under one name. A job is looked up along a *ladder* of keys, most
+specific first (:data:`DEFAULT_LADDER`); the first key that has at least ``min_jobs`` finished
+jobs answers, else the next, down to the whole history. Each key keeps its ``per_key`` most
+recent jobs (users' habits change).
+
+``samples(job, above=a)`` conditions on what a running job has already shown: only finished
+jobs that used more than ``a`` GPU-seconds count (a job that ran longer than every job of its
+key falls back to a coarser key, whose tail is longer). Gittins builds its per-job service
+distribution from these, QSSF predicts their mean.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple, Sequence
+
+FIELDS = ("user", "account", "name", "gpus", "partition", "time_limit")
+"""The fields a ladder may combine (``name`` is the normalised job name)."""
+
+DEFAULT_LADDER: tuple[tuple[str, ...], ...] = (
+    ("user", "name", "gpus", "partition", "time_limit"),
+    ("user", "name", "gpus"),
+    ("user", "name"),
+    ("account", "name"),
+    ("user", "gpus"),
+    ("user",),
+    ("account", "gpus"),
+    ("account",),
+    ("gpus",),
+    (),
+)
+"""Most specific first; ``()`` is the whole history."""
+
+LADDERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "full": DEFAULT_LADDER,
+    "no-limit": tuple(level for level in DEFAULT_LADDER if "time_limit" not in level),
+    "user-name": (("user", "name"), ("user",), ("account",)),
+    "account-gpus": (("account", "gpus"), ("account",), ()),
+    "account": (("account",), ()),
+    "global": ((),),
+}
+"""Named ladders (the ``history_keys`` setting of ``gittins`` and ``qssf``); ``user-name`` is
+Helios' QSSF lookup (user and job name, user, account)."""
+
+DEFAULT_MIN_JOBS = 3
+DEFAULT_PER_KEY = 50
+GLOBAL_PER_KEY = 2000
+"""The whole-history key keeps more jobs: it is the last resort for every job."""
+
+_HEX = re.compile(r"(?<![a-z0-9])[0-9a-f]{6,}(?![a-z0-9])")
+_DIGITS = re.compile(r"[0-9]+")
+_SEPS = re.compile(r"[^a-z]+")
+
+
+def normalise_name(name: str) -> str:
+    """A job name with what varies between runs of the same work removed: lower case, hex
+    hashes (a word of at least 6 hex digits, not all letters) and digits
+    stripped, runs of other characters collapsed to one ``_``, none at the ends."""
+    s = (name or "").strip().lower()
+    s = _HEX.sub(lambda m: "" if not m.group(0).isalpha() else m.group(0), s)
+    s = _DIGITS.sub("", s)
+    return _SEPS.sub("_", s).strip("_")
+
+
+class Finished(NamedTuple):
+    """One finished job as the history keeps it; ``gpu_s`` is the GPU-seconds it used."""
+
+    user: str
+    account: str
+    name: str
+    gpus: int
+    partition: str
+    time_limit: float | None
+    gpu_s: float
+
+
+class Features(NamedTuple):
+    """A job's key fields, normalised (``time_limit`` in whole seconds, 0 when not asked)."""
+
+    user: str
+    account: str
+    name: str
+    gpus: int
+    partition: str
+    time_limit: int
+
+
+def features(user: str = "", account: str = "", name: str = "", gpus: int = 0,
+             partition: str = "", time_limit: float | None = None) -> Features:
+    return Features(user or "", account or "", normalise_name(name), int(gpus or 0), partition or "",
+                    int(round(time_limit)) if time_limit else 0)
+
+
+def job_features(job) -> Features:
+    """The key fields of a model :class:`~slurm_dl.model.Job`."""
+    return features(job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit)
+
+
+def record_features(rec: Finished) -> Features:
+    return features(rec.user, rec.account, rec.name, rec.gpus, rec.partition, rec.time_limit)
+
+
+def parse_ladder(value: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    """A ladder by name (:data:`LADDERS`) or as lists of field names; ValueError says why not."""
+    if isinstance(value, str):
+        try:
+            return LADDERS[value]
+        except KeyError:
+            raise ValueError(f"unknown history keys {value!r}; allowed: {', '.join(LADDERS)}") from None
+    out = []
+    for level in value:
+        bad = [f for f in level if f not in FIELDS]
+        if bad:
+            raise ValueError(f"unknown history field(s) {bad}; allowed: {', '.join(FIELDS)}")
+        out.append(tuple(level))
+    if not out:
+        raise ValueError("history keys: at least one level is needed")
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """What the ladder answered for one job: the level (0 = most specific) and its samples
+    (sorted ascending, only those above the attained service asked about)."""
+
+    level: int
+    samples: tuple[float, ...]
+    below: float = 0.0
+    """The largest GPU-seconds at this key not above the attained service asked about (0 when
+    none): the start of the bin the job is in, where its Gittins index is evaluated."""
+
+    @property
+    def mean(self) -> float:
+        return sum(self.samples) / len(self.samples)
+
+
+class HistoryLearner:
+    """Finished jobs grouped under every key of a ladder (see the module docstring)."""
+
+    def __init__(self, ladder: str | Sequence[Sequence[str]] = DEFAULT_LADDER, *,
+                 min_jobs: int = DEFAULT_MIN_JOBS, per_key: int = DEFAULT_PER_KEY) -> None:
+        self.ladder = parse_ladder(ladder)
+        if min_jobs < 1 or per_key < 1 or per_key < min_jobs:
+            raise ValueError(f"history: need 1 <= min_jobs <= per_key, got {min_jobs}, {per_key}")
+        self.min_jobs = int(min_jobs)
+        self.per_key = int(per_key)
+        self._idx = [tuple(FIELDS.index(f) for f in level) for level in self.ladder]
+        self._by_key: dict[tuple, deque] = {}
+        self._sorted: dict[tuple, tuple[float, ...]] = {}
+        self.count = 0
+
+    def _keys(self, f: Features) -> list[tuple]:
+        return [(lvl, *(f[i] for i in idx)) for lvl, idx in enumerate(self._idx)]
+
+    def add(self, rec: Finished) -> None:
+        """Learn from one finished job (call in finishing order)."""
+        f = record_features(rec)
+        x = max(0.0, float(rec.gpu_s))
+        for k in self._keys(f):
+            q = self._by_key.get(k)
+            if q is None:
+                cap = GLOBAL_PER_KEY if len(k) == 1 else self.per_key
+                q = self._by_key[k] = deque(maxlen=max(cap, self.per_key))
+            q.append(x)
+            self._sorted.pop(k, None)
+        self.count += 1
+
+    def extend(self, recs: Iterable[Finished]) -> None:
+        for r in recs:
+            self.add(r)
+
+    def _samples(self, k: tuple) -> tuple[float, ...]:
+        s = self._sorted.get(k)
+        if s is None:
+            q = self._by_key.get(k)
+            s = self._sorted[k] = tuple(sorted(q)) if q else ()
+        return s
+
+    def match(self, f: Features, above: float = 0.0) -> Match | None:
+        """The most specific key with at least ``min_jobs`` finished jobs that used more than
+        ``above`` GPU-seconds, and those jobs' GPU-seconds; None when no key has enough."""
+        for k in self._keys(f):
+            s = self._samples(k)
+            if len(s) < self.min_jobs:
+                continue
+            below = 0.0
+            if above > 0.0 and s[0] <= above:
+                i = bisect.bisect_right(s, above)
+                if len(s) - i < self.min_jobs:
+                    continue
+                below = s[i - 1]
+                s = s[i:]
+            return Match(k[0], s, below)
+        return None
+
+    def predict(self, f: Features, above: float = 0.0) -> float | None:
+        """Mean GPU-seconds of the matching finished jobs (those beyond ``above``), or None."""
+        m = self.match(f, above)
+        return m.mean if m is not None else None
+
+
+class HistoryView:
+    """A learner kept in step with a ledger's ``finished`` log (read incrementally).
+
+    ``sync(ledger, upto)`` learns every record whose position in the log (counting dropped
+    ones) is below ``upto`` (all when None); a policy that wants its view to change only at
+    fixed points (Gittins: at history checkpoints) passes those. A withdrawn record (a job
+    reopened) makes it start over."""
+
+    def __init__(self, make: "callable") -> None:
+        self._make = make
+        self.learner: HistoryLearner = make()
+        self._src: tuple[int, int] | None = None
+        self._done = 0
+
+    def sync(self, ledger, upto: int | None = None) -> HistoryLearner:
+        if ledger is None:
+            return self.learner
+        log = ledger.finished
+        dropped = getattr(ledger, "finished_dropped", 0)
+        total = dropped + len(log)
+        upto = total if upto is None else min(upto, total)
+        src = (id(ledger), getattr(ledger, "finished_withdrawn", 0))
+        if src != self._src or upto < self._done:
+            self.learner = self._make()
+            self._src = src
+            self._done = dropped
+        if upto > self._done:
+            start = max(self._done, dropped)
+            self.learner.extend(log[start - dropped:upto - dropped])
+            self._done = upto
+        return self.learner
+
+
+def gittins_from_samples(samples: Sequence[float], a: float) -> float:
+    """The Gittins index (sup over quanta ending at a sample) of the empirical distribution
+    ``samples`` (sorted ascending, all above ``a``) for a job that has attained ``a``."""
+    m = len(samples)
+    best = 0.0
+    acc = 0.0
+    for k, s in enumerate(samples, 1):
+        acc += s - a
+        expected = acc + (m - k) * (s - a)
+        if expected > 0.0:
+            g = k / expected
+            if g > best:
+                best = g
+    return best
+
+
+__all__ = [
+    "DEFAULT_LADDER", "FIELDS", "Features", "Finished", "HistoryLearner", "HistoryView", "LADDERS", "Match",
+    "features", "gittins_from_samples", "job_features", "normalise_name", "parse_ladder",
+    "record_features",
+]
