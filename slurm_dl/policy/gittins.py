@@ -38,7 +38,7 @@ from typing import Sequence
 from ..data.tiresias_prior import PERCENTILES_GPU_S, SAMPLE_COUNT
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
-from .history import HistoryLearner, HistoryView, gittins_from_samples, job_features
+from .history import HistoryLearner, HistoryView, job_features
 
 
 
@@ -202,10 +202,7 @@ class GittinsPolicy(PriorityPolicy):
             if len(self._feat) > 100_000:
                 self._feat.clear()
             hit = self._feat[job.job_id] = (raw, job_features(job))
-        m = self._view.learner.match(hit[1], job.attained_gpu_s)
-        if m is None:
-            return None
-        return gittins_from_samples(m.samples, m.below), m.samples[0]
+        return self._view.learner.gittins(hit[1], job.attained_gpu_s, self.bins)
 
     def job_index(self, job: Job, ctx: PolicyContext) -> float:
         """The job's index: from its learnt distribution when it has one, else the table."""

@@ -160,6 +160,9 @@ class HistoryLearner:
         self._idx = [tuple(FIELDS.index(f) for f in level) for level in self.ladder]
         self._by_key: dict[tuple, deque] = {}
         self._sorted: dict[tuple, tuple[float, ...]] = {}
+        self._edges: dict[tuple, tuple[int, tuple[float, ...]]] = {}
+        self._gcache: dict[tuple, float] = {}
+        self._ver: dict[tuple, int] = {}
         self.count = 0
 
     def _keys(self, f: Features) -> list[tuple]:
@@ -168,7 +171,7 @@ class HistoryLearner:
     def add(self, rec: Finished) -> None:
         """Learn from one finished job (call in finishing order)."""
         f = record_features(rec)
-        x = max(0.0, float(rec.gpu_s))
+        x = round(max(0.0, float(rec.gpu_s)), 6)  # on the grid the simulator's wake-ups land on
         for k in self._keys(f):
             q = self._by_key.get(k)
             if q is None:
@@ -176,6 +179,8 @@ class HistoryLearner:
                 q = self._by_key[k] = deque(maxlen=max(cap, self.per_key))
             q.append(x)
             self._sorted.pop(k, None)
+            self._edges.pop(k, None)
+            self._ver[k] = self._ver.get(k, 0) + 1
         self.count += 1
 
     def extend(self, recs: Iterable[Finished]) -> None:
@@ -204,6 +209,39 @@ class HistoryLearner:
                 below = s[i - 1]
                 s = s[i:]
             return Match(k[0], s, below)
+        return None
+
+    def gittins(self, f: Features, attained: float, bins: int = 32) -> tuple[float, float] | None:
+        """(Gittins index, next bin edge) of a job that has attained ``attained`` GPU-seconds,
+        from the most specific key with at least ``min_jobs`` finished jobs beyond the start of
+        its bin; None when no key has enough. A key's bin edges are ``bins`` quantiles of its
+        finished jobs (all of them when fewer), so the index changes at most ``bins`` times."""
+        for k in self._keys(f):
+            s = self._samples(k)
+            if len(s) < self.min_jobs:
+                continue
+            edges = self._edges.get(k)
+            if edges is None or edges[0] != bins:
+                n = len(s)
+                pts = s if n <= bins else tuple(sorted({s[(i * (n - 1)) // (bins - 1)] for i in range(bins)}))
+                edges = self._edges[k] = (bins, pts)
+            pts = edges[1]
+            # within a micro GPU-second of an edge counts as past it (a wake-up scheduled for
+            # the edge lands on it up to rounding)
+            i = bisect.bisect_right(pts, attained + 1e-6)
+            if i >= len(pts):
+                continue  # beyond every job of this key
+            lo = pts[i - 1] if i > 0 else 0.0
+            j = bisect.bisect_right(s, lo)
+            if len(s) - j < self.min_jobs:
+                continue
+            ck = (k, self._ver[k], i)
+            g = self._gcache.get(ck)
+            if g is None:
+                if len(self._gcache) > 100_000:
+                    self._gcache.clear()
+                g = self._gcache[ck] = gittins_from_samples(s[j:], lo)
+            return g, pts[i]
         return None
 
     def predict(self, f: Features, above: float = 0.0) -> float | None:
