@@ -7,6 +7,9 @@ Parts (``--part`` repeatable, default all):
             las-tiresias (3250/7200/18000), srtf, strict fifo, fifo-backfill
   chronus   SLO and MIX1 on one shared cluster (``--chronus-nodes`` × 8 GPUs): las vs deadline-las
   fairness  heavy Philly as one shared cluster (Σ quarter nodes), equal shares: fairshare vs las
+  history   heavy setup: the config defaults of las, gittins (learnt history) and qssf against
+            srtf and las 100k/3M; Chronus MIX1 (user and model name) on ``--chronus-nodes``:
+            qssf against srtf (the full sweep: benchmarks/bench_history_sweep.py)
 Usage: python benchmarks/acceptance_sim.py [--part quality] [--las-thresholds 100000,3000000]
 
 The default LAS thresholds (100,000 / 3,000,000 GPU-s) are the best of a sweep on the heavy setup
@@ -51,14 +54,14 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--traces", default=os.environ.get("SLURM_DL_TRACES")
                     or str(Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"))
-    ap.add_argument("--part", action="append", choices=["fidelity", "quality", "chronus", "fairness"])
+    ap.add_argument("--part", action="append", choices=["fidelity", "quality", "chronus", "fairness", "history"])
     ap.add_argument("--las-thresholds", default="100000,3000000")
     ap.add_argument("--chronus-nodes", type=int, default=16)
     ap.add_argument("--deadline-boost", type=float, default=3600.0)
     ap.add_argument("--fairness-nodes", type=int, default=None,
                     help="shared cluster size for --part fairness (default: the quarter VC sizes summed, 88)")
     a = ap.parse_args()
-    parts = a.part or ["fidelity", "quality", "chronus", "fairness"]
+    parts = a.part or ["fidelity", "quality", "chronus", "fairness", "history"]
     T = Path(a.traces)
     thr = [float(x) for x in a.las_thresholds.split(",")]
     out: dict = {"las_thresholds_gpu_s": thr}
@@ -102,6 +105,39 @@ def main() -> int:
         fs = run(philly, "fairshare", setup, las_thresholds=thr)
         out["fairness"] = {"nodes": setup.nodes, "las": las, "fairshare": fs,
                            "jct_cost": round(fs["avg_jct_s"] / las["avg_jct_s"], 3)}
+    if "history" in parts:
+        from slurm_dl.config import LasConfig
+        from slurm_dl.policy import get_policy
+        from slurm_dl.sim.ranking import PolicyRanker
+
+        def cfg_run(jobs, name, setup, **kw):  # the config models' defaults (what an admin gets)
+            t0 = time.process_time()
+            s, _ = simulate(jobs, lambda: PolicyRanker(get_policy(name, None, **kw), name), setup)
+            r = brief(s)
+            r["cpu_s"] = round(time.process_time() - t0, 2)
+            print(f"  {name} (defaults) {kw}: {r}", file=sys.stderr)
+            return r
+
+        d = LasConfig()
+        las_d = {"thresholds_gpu_s": list(d.thresholds_gpu_s), "service": d.service,
+                 "starvation_factor": d.starvation_factor}
+        setup = SimSetup(cluster_sizes=quarter, cost=PreemptionCost(60.0))
+        prior = load_prior(T / "tiresias" / "yarn-gput1000.csv")
+        h = {"srtf": run(philly, "srtf", setup), "las_100k_3M": run(philly, "las", setup, las_thresholds=[1e5, 3e6]),
+             "las": cfg_run(philly, "las", setup, **las_d),
+             "gittins": cfg_run(philly, "gittins", setup, prior_samples=prior),
+             "gittins_no_history": cfg_run(philly, "gittins", setup, prior_samples=prior, history_keys="none"),
+             "qssf": cfg_run(philly, "qssf", setup)}
+        srtf, ref = h["srtf"]["avg_jct_s"], h["las_100k_3M"]["avg_jct_s"]
+        h["ratios"] = {k: {"vs_srtf": round(v["avg_jct_s"] / srtf, 3), "vs_las_100k_3M": round(v["avg_jct_s"] / ref, 3)}
+                       for k, v in h.items() if k != "srtf"}
+        chs = SimSetup(nodes=a.chronus_nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
+        mix = read_trace(T / "chronus" / "trace_job_Philly_MIX1.csv", "chronus")
+        m = {"nodes": a.chronus_nodes, "srtf": run(mix, "srtf", chs), "qssf": cfg_run(mix, "qssf", chs),
+             "qssf_no_time_limit": cfg_run(mix, "qssf", chs, history_keys="no-limit"),
+             "las": cfg_run(mix, "las", chs, **las_d)}
+        m["ratios"] = {k: round(m[k]["avg_jct_s"] / m["srtf"]["avg_jct_s"], 3) for k in ("qssf", "qssf_no_time_limit", "las")}
+        out["history"] = {"philly_heavy": h, "chronus_mix1": m}
     print(json.dumps(out))
     print("acceptance: " + "; ".join(f"{k} done" for k in parts))
     return 0

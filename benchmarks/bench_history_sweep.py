@@ -10,7 +10,7 @@ Parts (``--part`` repeatable, default both):
   chronus  Chronus MIX1 and SLO (user = VC, job name = model) on one shared cluster
            (``--chronus-nodes`` × 8 GPUs, 60 s restart cost): QSSF and Gittins by history keys,
            LAS at the default thresholds.
-``--quick`` runs a few points of each grid. Each point says which settings are the config
+``--preemptive-qssf`` adds QSSF that ranks running jobs too (CPU-heavy). ``--quick`` runs a few points of each grid. Each point says which settings are the config
 models' defaults (``default: true``), so the defaults can be checked against the sweep.
 
 Usage: python benchmarks/bench_history_sweep.py [--part philly] [--quick]
@@ -59,7 +59,7 @@ def las_defaults() -> dict:
             "service": d.service}
 
 
-def part_philly(T: Path, quick: bool) -> dict:
+def part_philly(T: Path, quick: bool, preemptive_qssf: bool) -> dict:
     philly = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01"))
     setup = SimSetup(cluster_sizes=read_cluster_sizes(T / "philly" / "vc_sizes_quarter.csv"),
                      cost=PreemptionCost(60.0))
@@ -77,7 +77,7 @@ def part_philly(T: Path, quick: bool) -> dict:
                     history_keys=hk, min_jobs=mj)
             points.append(p)
     for hk in (["account-gpus"] if quick else ["account-gpus", "account"]):
-        for pre in (False, True):
+        for pre in ((False, True) if preemptive_qssf else (False,)):
             points.append(run(philly, setup, f"qssf history={hk} preemptive={pre}", "qssf",
                               history_keys=hk, preemptive=pre))
     th_grid = ([[1e5, 3e6], [3e5, 1e7], [3e4, 1e6]] if quick else
@@ -100,7 +100,7 @@ def part_philly(T: Path, quick: bool) -> dict:
             "goal_vs_srtf": 1.30}
 
 
-def part_chronus(T: Path, quick: bool, nodes: int) -> dict:
+def part_chronus(T: Path, quick: bool, nodes: int, preemptive_qssf: bool) -> dict:
     out = {}
     setup = SimSetup(nodes=nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
     dflt = las_defaults()
@@ -111,7 +111,7 @@ def part_chronus(T: Path, quick: bool, nodes: int) -> dict:
         points = []
         keys = ["full", "no-limit", "user-name"] if quick else ["full", "no-limit", "user-name", "account", "global"]
         for hk in keys:
-            for pre in (False, True):
+            for pre in ((False, True) if preemptive_qssf else (False,)):
                 points.append(run(jobs, setup, f"{trace} qssf history={hk} preemptive={pre}", "qssf",
                                   history_keys=hk, preemptive=pre))
         for hk in (["none", "no-limit"] if quick else ["none", "full", "no-limit", "account"]):
@@ -132,6 +132,8 @@ def main() -> int:
     ap.add_argument("--part", action="append", choices=["philly", "chronus"])
     ap.add_argument("--quick", action="store_true", help="a few points of each grid")
     ap.add_argument("--chronus-nodes", type=int, default=16)
+    ap.add_argument("--preemptive-qssf", action="store_true",
+                    help="also QSSF ranking running jobs (the engine's slow general path: long)")
     a = ap.parse_args()
     parts = a.part or ["philly", "chronus"]
     T = Path(a.traces)
@@ -140,9 +142,9 @@ def main() -> int:
                               "qssf": QssfConfig().model_dump(include={"history_keys", "min_jobs"})},
                  "machine": "shared (2 cores, other work running): wall times are noisy, CPU times less so"}
     if "philly" in parts:
-        out["philly"] = part_philly(T, a.quick)
+        out["philly"] = part_philly(T, a.quick, a.preemptive_qssf)
     if "chronus" in parts:
-        out["chronus"] = part_chronus(T, a.quick, a.chronus_nodes)
+        out["chronus"] = part_chronus(T, a.quick, a.chronus_nodes, a.preemptive_qssf)
     out["cpu_s"] = round(time.process_time() - t0, 1)
     print(json.dumps(out))
     if "philly" in out:

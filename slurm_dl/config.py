@@ -171,8 +171,10 @@ class LasConfig(_Strict):
     """LAS: queue k holds jobs whose attained service is below thresholds[k]."""
 
     thresholds_gpu_s: list[_bounded(float, gt=0, le=MAX_GPU_S)] = Field(  # type: ignore[valid-type]
-                                          default_factory=lambda: [3250.0, 7200.0, 18000.0],
-                                          description="queue thresholds, in the unit of 'service'")
+                                          default_factory=lambda: [30000.0, 300000.0, 3000000.0],
+                                          description="queue thresholds, in the unit of 'service' (the "
+                                                      "default is the best run-time setting of a sweep "
+                                                      "on a heavily loaded Philly trace)")
     service: Literal["seconds", "gpu-seconds"] = Field(
         default="seconds",
         description="'seconds': run time, so a job split into many smaller ones ranks like the whole "
