@@ -20,6 +20,7 @@ from slurm_dl.cli.main import app
 from slurm_dl.slurm.estimates import expected_starts
 from slurm_dl.testbed import submit
 from slurm_dl.testbed.client import job_fields
+from polling import wait_until as _wait
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED_TOML = ROOT / "site-configs" / "testbed.toml"
@@ -50,16 +51,6 @@ def _cancel(env, ids) -> None:
     if ids:
         subprocess.run(["scancel", *map(str, ids)], env={**os.environ, **env}, capture_output=True)
 
-
-def _wait(what: str, check, timeout: float, poll: float = 1.0):
-    end = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(poll)
 
 
 def test_200_job_queue_contributions_add_up_and_tied_jobs_show_the_ordering_step(testbed, tmp_path):

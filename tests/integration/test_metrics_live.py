@@ -17,12 +17,12 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from slurm_dl.testbed import submit
 from slurm_dl.testbed.client import job_fields
+from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "site-configs" / "testbed.toml"
@@ -55,16 +55,6 @@ def total(samples, name: str, **labels) -> float:
     want = set(labels.items())
     return sum(v for (n, lab), v in samples.items() if n == name and want <= set(lab))
 
-
-def wait_until(what: str, check: Callable[[], object], timeout: float = 90.0, poll: float = 0.5):
-    end = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(poll)
 
 
 class Proc:

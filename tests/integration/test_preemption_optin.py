@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 from typer.testing import CliRunner
@@ -33,6 +33,7 @@ from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store
 from slurm_dl.testbed import Testbed, job_fields, submit
 from test_dlsubmit_e2e import TRAIN
+from polling import wait_until
 from test_filter import CONFIG, REPO, FilterProcess, require_testbed_support
 
 HANDLER_IN_STEP = r'''
@@ -54,19 +55,6 @@ while True:
 
 TRAPPING = "#!/bin/bash\ntrap 'echo USR2' USR2\nwhile true; do sleep 1 & wait $!; done\n"
 
-
-def wait_until(what: str, check: Callable[[], object], timeout: float, poll: float = 0.5,
-               between: Callable[[], object] | None = None):
-    end = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        if between is not None:
-            between()
-        time.sleep(poll)
 
 
 @pytest.fixture(scope="module")

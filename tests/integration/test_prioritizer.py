@@ -14,13 +14,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 
 from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store
 from slurm_dl.testbed import submit
 from slurm_dl.testbed.client import job_fields
+from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED_TOML = ROOT / "site-configs" / "testbed.toml"
@@ -37,16 +37,6 @@ trap 'echo "USR2 $(date +%s)"; echo step-$(date +%s) > $CKPT' USR2
 while true; do sleep 1 & wait $!; done
 """
 
-
-def wait_until(what: str, check: Callable[[], object], timeout: float, poll: float = 0.5):
-    end = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(poll)
 
 
 class Daemon:
