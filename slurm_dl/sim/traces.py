@@ -201,6 +201,25 @@ def read_history(path: str | Path, fmt: str, *, keep_cpu: bool = False, skip_bad
     return READERS[fmt](read_text(path), str(path), keep_cpu=keep_cpu, skip_bad=skip_bad, group=group)
 
 
+def guess_format(head: str, exclude: str = "") -> str | None:
+    """The trace format whose header the start of a file looks like (for a hint), or None."""
+    text = head.lstrip()
+    first = text.splitlines()[0] if text else ""
+    guesses = []
+    if text.startswith("{") and '"jobs"' in text:
+        guesses.append("sacct-json")
+    if "|" in first and {"JobID", "Submit"} <= set(first.split("|")):
+        guesses.append("sacct")
+    columns = {c.strip() for c in first.split(",")}
+    for name, (_, required) in _READERS.items():
+        if set(required) <= columns:
+            guesses.append(name)
+    if {"job_id", "gpu_num", "submit_time"} <= columns:
+        guesses.append("helios")
+    guesses = [g for g in guesses if g != exclude]
+    return guesses[0] if guesses else None
+
+
 def iter_trace(path: str | Path, fmt: str) -> Iterator[Job]:
     if fmt in HISTORY_FORMATS:
         yield from read_history(path, fmt)[0]
@@ -213,7 +232,9 @@ def iter_trace(path: str | Path, fmt: str) -> Iterator[Job]:
         rows = csv.DictReader(fh)
         missing = [c for c in required if c not in (rows.fieldnames or [])]
         if missing:
-            raise TraceError(f"{p}:1: not a {fmt} trace: missing column(s) {', '.join(missing)}")
+            hint = guess_format(fh.getvalue()[:4096], exclude=fmt)
+            raise TraceError(f"{p}:1: not a {fmt} trace: missing column(s) {', '.join(missing)}"
+                             + (f"; it looks like --format {hint}" if hint else ""))
         for row in rows:
             line = rows.line_num
             try:

@@ -75,3 +75,19 @@ def test_plain_csv_and_bad_row_names_file_and_line(tmp_path):
         read_trace(bad, "philly")
     with pytest.raises(TraceError, match="unknown trace format"):
         read_trace(bad, "nope")
+
+
+@pytest.mark.parametrize(
+    "text, fmt",
+    [
+        ("JobID|JobIDRaw|User|Account|Submit|Start|End|State\n1|1|u|a|x|x|x|COMPLETED\n", "sacct"),
+        ('{"meta": {}, "jobs": []}\n', "sacct-json"),
+        ("job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,expect_time_list,"
+         "expect_value_list,best_effort,job_type\n", "chronus"),
+    ],
+)
+def test_a_file_in_another_format_gets_the_format_that_reads_it(tmp_path, text, fmt):
+    f = tmp_path / "t.txt"
+    f.write_text(text)
+    with pytest.raises(TraceError, match=f"it looks like --format {fmt}$"):
+        read_trace(f, "philly")
