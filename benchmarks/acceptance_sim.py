@@ -1,4 +1,4 @@
-"""Reproduces the simulator's acceptance figures (issue 2). Prints one JSON object + summary lines.
+"""Reproduces the simulator's acceptance figures. Prints one JSON object + summary lines.
 
 Parts (``--part`` repeatable, default all):
   fidelity  fifo/sjf/srtf under the Helios semantics (per VC, helios preemption cost) at

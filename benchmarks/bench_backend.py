@@ -9,7 +9,7 @@ How the jobs are made: N separate ``sbatch --begin=now+7days`` submissions (a po
 one record in squeue until its tasks split off, which would flatter the snapshot.
 The job_submit shim is left out of this testbed: the submissions measure nothing here.
 
-Prints one JSON object and one human line. Targets (issue 3): snapshot <= 2 s; grouped SiteFactor
+Prints one JSON object and one human line. Targets: snapshot <= 2 s; grouped SiteFactor
 updates >= 8x faster than one scontrol process per job, both measured in this same run.
 """
 

@@ -8,7 +8,7 @@ pending, then runs cycles with the real CLI backend and a temp SQLite store. The
 push SiteFactors, ``[prioritizer] max_pushes_per_cycle`` (default 1,000) at a time, top of the
 queue first; later ones push only changes (a config with ``max_pushes_per_cycle = 0`` pushes
 everything in the first cycle). Baseline in the same run: the backend's
-snapshot alone (``ratio_to_snapshot``). Target (issue 5): a cycle <= 5 s (``ratio_to_target``).
+snapshot alone (``ratio_to_snapshot``). Target: a cycle <= 5 s (``ratio_to_target``).
 Prints one JSON object and one human line.
 """
 

@@ -13,7 +13,7 @@ first also pushes every SiteFactor and writes every explanation), with its parts
 Times, on the same synthetic jobs and ledger: the site's policy mix (``policy.scores``), the
 SiteFactor mapping + push plan, the preemption planning for the top pending jobs, and the
 per-job explanations the daemon stores. Baseline in the same run: FIFO scoring of the same
-jobs (``ratio_to_fifo``). Target (issue 5): the mix's scoring <= 1 s (``ratio_to_target``).
+jobs (``ratio_to_fifo``). Target: the mix's scoring <= 1 s (``ratio_to_target``).
 Prints one JSON object and one human line.
 """
 
