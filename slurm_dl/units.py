@@ -22,21 +22,27 @@ class UnitError(SlurmDLError, ValueError):
     """A time or memory value in a form Slurm would not read (or would read differently)."""
 
 
+def time_seconds(text: str) -> int | None:
+    """Seconds of a Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S), or None if it is not one."""
+    m = _TIME.match(text.strip())
+    if not m:
+        return None
+    days, a, b, c = m.groups()
+    if days is not None:
+        return int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+    if c is not None:
+        return int(a) * 3600 + int(b) * 60 + int(c)
+    if b is not None:
+        return int(a) * 60 + int(b)
+    return int(a) * 60
+
+
 def parse_time_seconds(text: str, option: str = "--time") -> int:
     """A Slurm time limit in seconds; 0, negative and malformed values are errors."""
     t = str(text).strip()
-    m = _TIME.match(t)
-    if not m:
+    seconds = time_seconds(t)
+    if seconds is None:
         raise UnitError(f"{option} {text!r}: expected {TIME_FORMATS} (e.g. 90, 2:00:00, 1-00:00:00)")
-    days, a, b, c = m.groups()
-    if days is not None:
-        seconds = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
-    elif c is not None:
-        seconds = int(a) * 3600 + int(b) * 60 + int(c)
-    elif b is not None:
-        seconds = int(a) * 60 + int(b)
-    else:
-        seconds = int(a) * 60
     if seconds <= 0:
         raise UnitError(f"{option} {t}: must be more than zero (to Slurm, 0 means no limit)")
     return seconds

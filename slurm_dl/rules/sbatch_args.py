@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+from ..units import time_seconds
 from .hints import parse_deadline
 from .request import NO_VAL, NO_VAL16
 
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _MEM = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
 _REL = re.compile(r"^now\+(\d+)(seconds?|minutes?|hours?|days?)?$")
 
@@ -29,18 +29,9 @@ def parse_time_minutes(text: str) -> int:
     t = text.strip().lower()
     if t in ("infinite", "unlimited"):
         return 0xFFFFFFFF
-    m = _TIME.match(t)
-    if not m:
+    seconds = time_seconds(t)
+    if seconds is None:
         raise SbatchArgsError(f"--time={text!r}: expected M, M:S, H:M:S, D-H, D-H:M or D-H:M:S")
-    days, a, b, c = m.groups()
-    if days is not None:
-        seconds = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
-    elif c is not None:
-        seconds = int(a) * 3600 + int(b) * 60 + int(c)
-    elif b is not None:
-        seconds = int(a) * 60 + int(b)
-    else:
-        seconds = int(a) * 60
     return -(-seconds // 60)
 
 
