@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,26 @@ SHIM_MARK = b"slurm-dl job_submit shim"
 BACKUP = "job_submit.lua.bak-slurm-dl"
 SITE_COPY = "job_submit_site.lua"
 CONF_BACKUP = "slurm.conf.bak-slurm-dl"
+
+
+def mark_newer(path: Path, replaced_mtime: float | None) -> None:
+    """Give ``path`` an mtime slurmctld sees as new.
+
+    slurmctld keeps the whole-second mtime of the script it last loaded and re-reads the file only
+    when the file's whole-second mtime is greater. A file replaced within the same second as the
+    one before it (install then uninstall in one second), or restored with its old mtime, would be
+    ignored until slurmctld restarts. So the mtime is now, or one second past the replaced file's."""
+    now = time.time()
+    if replaced_mtime is not None and int(now) <= int(replaced_mtime):
+        now = float(int(replaced_mtime) + 1)
+    os.utime(path, (now, now))
+
+
+def mtime_of(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
 
 
 class ChainError(SlurmDLError, OSError):
@@ -134,8 +155,9 @@ def uninstall(conf_dir: str | Path, *, force: bool = False, lua_plugin_conf=None
     actions = []
     backup = conf_dir / BACKUP
     if backup.exists():
+        shim_mtime = mtime_of(target)
         os.replace(backup, target)
-        os.utime(target)  # slurmctld re-reads job_submit.lua only when its mtime is newer than its last load
+        mark_newer(target, shim_mtime)
         actions.append(f"restored the site's job_submit.lua from {BACKUP}")
     else:
         target.unlink()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_dl.config import SiteConfig
-from .chain import CONF_BACKUP, UninstallResult, apply_chain, plan_chain
+from .chain import CONF_BACKUP, UninstallResult, apply_chain, mark_newer, mtime_of, plan_chain
 from .chain import uninstall as chain_uninstall
 from slurm_dl.errors import SlurmDLError
 
@@ -135,7 +135,9 @@ def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = 
     target = conf_dir / "job_submit.lua"
     try:
         apply_chain(conf_dir, plan)
+        replaced_mtime = mtime_of(target)
         _write_atomic(target, shim)
+        mark_newer(target, replaced_mtime)
         if change:
             shutil.copy2(slurm_conf, conf_dir / CONF_BACKUP)  # byte for byte, for uninstall
             _write_atomic(slurm_conf, new_conf, slurm_conf.stat().st_mode & 0o7777)

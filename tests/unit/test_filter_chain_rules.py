@@ -167,3 +167,15 @@ def test_both_scripts_decide_under_lua(site_dir, tmp_path, service_socket) -> No
     assert r["submits"][2]["partition"] == "routed"
     assert r["modify"] == -1  # the site's modify rule stands too
     assert r["counter"] is None  # the site's globals live in its own table, not ours
+
+
+def test_each_swap_of_job_submit_lua_is_newer_to_slurmctld_even_within_one_second(site_dir) -> None:
+    # slurmctld re-reads the script only when its whole-second mtime is greater than the one it
+    # loaded; install and uninstall in the same second must still both be seen.
+    lua = site_dir / "job_submit.lua"
+    site_written = int(lua.stat().st_mtime)
+    install(load_config(CONFIG), site_dir, "/run/x.sock")
+    shim_mtime = int(lua.stat().st_mtime)
+    assert shim_mtime > site_written
+    uninstall(site_dir)
+    assert lua.read_bytes() == SITE and int(lua.stat().st_mtime) > shim_mtime
