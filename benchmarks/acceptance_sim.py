@@ -108,8 +108,8 @@ def main() -> int:
         out["fairness"] = {"nodes": setup.nodes, "las": las, "fairshare": fs,
                            "jct_cost": round(fs["avg_jct_s"] / las["avg_jct_s"], 3)}
     if "history" in parts:
-        from slurm_dl.config import LasConfig
-        from slurm_dl.policy import get_policy
+        from slurm_dl.core.config import LasConfig
+        from slurm_dl.core.policy import get_policy
         from slurm_dl.sim.ranking import PolicyRanker
 
         def cfg_run(jobs, name, setup, **kw):  # the config models' defaults (what an admin gets)

@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from slurm_dl.errors import SlurmDLError
+from slurm_dl.core.errors import SlurmDLError
 from slurm_dl.slurm import CliBackend
 from slurm_dl.testbed import Testbed
 

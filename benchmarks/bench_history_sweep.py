@@ -25,8 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_dl.config import GittinsConfig, LasConfig, QssfConfig
-from slurm_dl.policy import get_policy
+from slurm_dl.core.config import GittinsConfig, LasConfig, QssfConfig
+from slurm_dl.core.policy import get_policy
 from slurm_dl.sim.ranking import PolicyRanker, load_prior
 from slurm_dl.sim.simulate import SimSetup, simulate
 from slurm_dl.sim.state import PreemptionCost

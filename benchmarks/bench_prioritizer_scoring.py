@@ -31,12 +31,12 @@ import time
 from pathlib import Path
 
 from prioritizer.planning import plan_intents
-from slurm_dl.config import load_config
-from slurm_dl.explain import explain_job
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import ClusterSnapshot, Job, JobClass, JobState, Node
-from slurm_dl.policy import PolicyContext, get_policy
-from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
+from slurm_dl.core.config import load_config
+from slurm_dl.core.explain import explain_job
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node
+from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]

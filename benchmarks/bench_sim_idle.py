@@ -2,7 +2,7 @@
 vc_sizes_quarter.csv, 60 s preemption cost) with SYNTHETIC utilisation (--synthetic-idle 0.2:1,
 idle_action cancel), against the plain replay of the same policy in the same run (ratio).
 
-The what-if costs the per-job verdicts (slurm_dl.idle.decide on synthesized samples) plus one
+The what-if costs the per-job verdicts (slurm_dl.core.idle.decide on synthesized samples) plus one
 more replay of the trace; the ratio says how much longer `--idle-policy` makes a run.
 Prints one JSON object and one human line (the figures are SYNTHETIC, not measured utilisation).
 Usage: python benchmarks/bench_sim_idle.py [--traces DIR] [--policy las] [--synthetic 0.2:1]
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_dl.config import TelemetryConfig
+from slurm_dl.core.config import TelemetryConfig
 from slurm_dl.sim.idle_replay import judge_all, what_if
 from slurm_dl.sim.ranking import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from slurm_dl.errors import SlurmDLError
+from slurm_dl.core.errors import SlurmDLError
 from slurm_dl.testbed import Testbed
 
 TARGET_S = 10.0

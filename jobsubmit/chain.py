@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slurm_dl.errors import SlurmDLError
+from slurm_dl.core.errors import SlurmDLError
 
 SHIM_MARK = b"slurm-dl job_submit shim"
 BACKUP = "job_submit.lua.bak-slurm-dl"

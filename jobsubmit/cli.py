@@ -15,10 +15,10 @@ from typing import Optional
 
 import typer
 
-from slurm_dl.config import SiteConfig, load_config
+from slurm_dl.core.config import SiteConfig, load_config
 from slurm_dl.site_paths import CONFIG_HELP, config_path
-from slurm_dl.rules import FilterContext, decide
-from slurm_dl.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
+from slurm_dl.core.rules import FilterContext, decide
+from slurm_dl.core.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
 from slurm_dl.cli.common import expected_errors, fail
 from slurm_dl.slurm.topology_view import slurm_leaf_nodes
 from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, setup_logging

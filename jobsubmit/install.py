@@ -16,10 +16,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_dl.config import SiteConfig
+from slurm_dl.core.config import SiteConfig
 from .chain import CONF_BACKUP, UninstallResult, apply_chain, mark_newer, mtime_of, plan_chain
 from .chain import uninstall as chain_uninstall
-from slurm_dl.errors import SlurmDLError
+from slurm_dl.core.errors import SlurmDLError
 
 SHIM_TEMPLATE = Path(__file__).with_name("job_submit.lua")
 _PLUGINS = re.compile(r"^(\s*JobSubmitPlugins\s*=\s*)(\S*)(.*)$", re.IGNORECASE | re.MULTILINE)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from slurm_dl.rules import FilterDecision
+from slurm_dl.core.rules import FilterDecision
 
 PROTOCOL_VERSION = 1
 """The ``v`` of every request and answer; the Lua shim and the service must agree on it."""

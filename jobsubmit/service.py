@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from slurm_dl.config import SiteConfig, load_config
-from slurm_dl.errors import ConfigError, SlurmDLError
-from slurm_dl.rules import FilterContext, FilterDecision, decide
-from slurm_dl.model import Job, Topology
-from slurm_dl.rules.live import UserLive, live_counts
-from slurm_dl.rules.topology import leaf_nodes
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.config import SiteConfig, load_config
+from slurm_dl.core.errors import ConfigError, SlurmDLError
+from slurm_dl.core.rules import FilterContext, FilterDecision, decide
+from slurm_dl.core.model import Job, Topology
+from slurm_dl.core.rules.live import UserLive, live_counts
+from slurm_dl.core.rules.topology import leaf_nodes
+from slurm_dl.core.tags import parse_tag
 
 from .protocol import MAX_REQUEST_BYTES, answer_line, error_answer
 

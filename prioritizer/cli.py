@@ -41,7 +41,7 @@ DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store; overrides 
 
 def _setup(config: Path, db: Optional[str], dry_run: bool = False):
     from prioritizer import Prioritizer
-    from slurm_dl.config import load_config
+    from slurm_dl.core.config import load_config
     from slurm_dl.slurm import CliBackend
     from slurm_dl.store import Store
 
@@ -139,7 +139,7 @@ def reset(
       slurm-dl prioritizer reset
     """
     from prioritizer.reset import reset_site_factors
-    from slurm_dl.config import load_config
+    from slurm_dl.core.config import load_config
     from slurm_dl.slurm import CliBackend
     from slurm_dl.store import Store
 
@@ -188,7 +188,7 @@ def explain(
     if not 1 <= job_id <= MAX_JOB_ID:
         raise fail(f"JOBID {job_id}: Slurm job ids run from 1 to {MAX_JOB_ID}")
     with expected_errors():
-        from slurm_dl.config import load_config
+        from slurm_dl.core.config import load_config
         from slurm_dl.store import Store
 
         cfg = load_config(_config_path(config))
@@ -242,7 +242,7 @@ def _now() -> float:
 def _live_facts(job_id: int, expl: dict) -> tuple[dict | None, list[int] | None, list | None, str]:
     """Slurm's start estimate for a waiting job, the free GPUs per node and when each node's
     running jobs end at their time limits; never fails."""
-    from slurm_dl.errors import SlurmDLError
+    from slurm_dl.core.errors import SlurmDLError
     from slurm_dl.slurm import CliBackend
     from slurm_dl.slurm.estimates import expected_starts
 

@@ -12,14 +12,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from slurm_dl.config import SiteConfig
-from slurm_dl.errors import SlurmError, StoreError
-from slurm_dl.explain import explain_job
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import ClusterSnapshot
-from slurm_dl.policy import PolicyContext, get_policy
-from slurm_dl.policy.deadline import admit_deadlines
-from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
+from slurm_dl.core.config import SiteConfig
+from slurm_dl.core.errors import SlurmError, StoreError
+from slurm_dl.core.explain import explain_job
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import ClusterSnapshot
+from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.core.policy.deadline import admit_deadlines
+from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
 from . import preempt

@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable
 
-from slurm_dl.explain import waiting_reason
-from slurm_dl.model import Job
-from slurm_dl.policy.base import PolicyContext
-from slurm_dl.policy.deadline import slack
+from slurm_dl.core.explain import waiting_reason
+from slurm_dl.core.model import Job
+from slurm_dl.core.policy.base import PolicyContext
+from slurm_dl.core.policy.deadline import slack
 from slurm_dl.store import ExplanationParts
 
 TOP_PENDING = 500

@@ -1,5 +1,5 @@
 """The prioritizer's GPU-telemetry step: keep a window of the agents' samples, fold them into each
-job's stored utilisation summary, decide idle allocations (slurm_dl.idle) and act on them.
+job's stored utilisation summary, decide idle allocations (slurm_dl.core.idle) and act on them.
 
 The summaries live in the store (saved with the cycle), so a restarted daemon carries each job's
 idle clock, its warning and the action taken: it neither resets the clock nor warns twice.
@@ -19,12 +19,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from slurm_dl.config import TelemetryConfig
-from slurm_dl.errors import SlurmError
-from slurm_dl.idle import (IdleDecision, Verdict, carried_idle_since, decide, horizon_minutes, merge_window,
+from slurm_dl.core.config import TelemetryConfig
+from slurm_dl.core.errors import SlurmError
+from slurm_dl.core.idle import (IdleDecision, Verdict, carried_idle_since, decide, horizon_minutes, merge_window,
                            utilisation_entry)
 from slurm_dl.idle_notice import action_note, comment_with_note, warning_note
-from slurm_dl.model import Job
+from slurm_dl.core.model import Job
 from slurm_dl.telemetry.attribution import summarize
 from slurm_dl.telemetry.reader import read_exposition_dir
 from slurm_dl.telemetry.samples import JobGpuSample

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from slurm_dl.config import SiteConfig
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job, JobClass
-from slurm_dl.rules.access import not_admitted, over_quota
-from slurm_dl.rules.classify import is_privileged
-from slurm_dl.rules.site import site_shape
-from slurm_dl.rules.hints import CKPT_BATCH, CKPT_STEPS, parse_ckpt, parse_hints
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.config import SiteConfig
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobClass
+from slurm_dl.core.rules.access import not_admitted, over_quota
+from slurm_dl.core.rules.classify import is_privileged
+from slurm_dl.core.rules.site import site_shape
+from slurm_dl.core.rules.hints import CKPT_BATCH, CKPT_STEPS, parse_ckpt, parse_hints
+from slurm_dl.core.tags import parse_tag
 
 
 def apply_tags(job: Job) -> None:

@@ -16,7 +16,7 @@ from typing import Callable
 
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from slurm_dl.errors import SlurmError, SlurmUnavailableError, StoreError
+from slurm_dl.core.errors import SlurmError, SlurmUnavailableError, StoreError
 
 from .cycle import CycleReport, Prioritizer
 

@@ -1,8 +1,8 @@
-"""Which pending jobs need a preemption this cycle; victims come from ``slurm_dl.preemption``.
+"""Which pending jobs need a preemption this cycle; victims come from ``slurm_dl.core.preemption``.
 
 The daemon's part: take the most urgent pending jobs (by score) that have no preemption in
 flight, offer as victims running jobs that are not already victims this cycle and whose
-preemption Slurm has not refused in their current run, and turn each :class:`~slurm_dl.preemption.PreemptionPlan` with victims into a
+preemption Slurm has not refused in their current run, and turn each :class:`~slurm_dl.core.preemption.PreemptionPlan` with victims into a
 :class:`~prioritizer.preempt.PreemptionIntent` with a reason. Eligibility (minimum runtime,
 restart cap, preemptible classes, hysteresis), gang-awareness and victim preference are the
 pure planner's, and so is the opt-in rule: only jobs that can resume are ever victims.
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from slurm_dl.config import SiteConfig
-from slurm_dl.model import ClusterSnapshot, Job, JobState
-from slurm_dl.policy import PolicyContext
-from slurm_dl.preemption import plan_preemption
+from slurm_dl.core.config import SiteConfig
+from slurm_dl.core.model import ClusterSnapshot, Job, JobState
+from slurm_dl.core.policy import PolicyContext
+from slurm_dl.core.preemption import plan_preemption
 
 from .preempt import PreemptionIntent
 

@@ -8,7 +8,7 @@ One row per (victim, need). Each step is committed BEFORE the Slurm call it anno
     signalled  --the waiting job started or left--> abandoned (the victim keeps running)
     any step   --Slurm refused the signal or the requeue--> refused (this run is never a victim again)
 
-Only jobs that can resume are victims (``slurm_dl.preemption.resume_kind``): a job that declared a
+Only jobs that can resume are victims (``slurm_dl.core.preemption.resume_kind``): a job that declared a
 checkpoint handler gets the signal where it asked for it (its batch shell, or its steps); a job
 requeued without a handler (only where the site allows it) starts at ``requeueing`` and is never
 signalled.
@@ -30,10 +30,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
-from slurm_dl.config import PreemptionConfig, SiteConfig
-from slurm_dl.errors import JobNotFoundError, SlurmError, SlurmUnavailableError
-from slurm_dl.model import ClusterSnapshot, Job, JobState
-from slurm_dl.preemption import RESUME_CHECKPOINT, RESUME_REQUEUE, resume_kind
+from slurm_dl.core.config import PreemptionConfig, SiteConfig
+from slurm_dl.core.errors import JobNotFoundError, SlurmError, SlurmUnavailableError
+from slurm_dl.core.model import ClusterSnapshot, Job, JobState
+from slurm_dl.core.preemption import RESUME_CHECKPOINT, RESUME_REQUEUE, resume_kind
 from slurm_dl.store import PREEMPTION_OPEN_STATES, Store
 
 log = logging.getLogger("slurm_dl.prioritizer")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from slurm_dl.errors import SlurmError
-from slurm_dl.model import ClusterSnapshot
+from slurm_dl.core.errors import SlurmError
+from slurm_dl.core.model import ClusterSnapshot
 from slurm_dl.store import Store
 
 REASON = "SiteFactor reset to 0 (slurm-dl prioritizer reset)"

@@ -1,6 +1,6 @@
 """``slurm-dl explain`` for people: a job's place in the queue and why, in words and numbers.
 
-Pure. Input: the job's stored explanation (:func:`slurm_dl.explain.explain_job`), the same
+Pure. Input: the job's stored explanation (:func:`slurm_dl.core.explain.explain_job`), the same
 cycle's explanations of every other job (the queue), and what the caller read live (Slurm's
 start estimate, free GPUs per node, recorded preemptions). Output: :func:`explain_view`, one
 JSON-able dict (1-based ranks); :func:`explain_text`, the same numbers as lines of at most 80
@@ -348,7 +348,7 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
         say(f"estimated start: {view['estimated_start']['words']}")
     say(f"preemption: {view.get('preemption')}")
     if view.get("gpu_utilisation"):
-        from .explain import utilisation_lines
+        from .core.explain import utilisation_lines
 
         for line in utilisation_lines(view["gpu_utilisation"]):
             say(line)

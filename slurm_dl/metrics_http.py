@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from .errors import SlurmDLError
+from .core.errors import SlurmDLError
 
 
 class MetricsError(SlurmDLError, OSError):

@@ -21,9 +21,9 @@ from typing import Literal
 
 import jinja2
 
-from .config import SiteConfig
-from .errors import SlurmDLError
-from .units import UnitError, format_time, parse_memory_mb, parse_time_seconds
+from .core.config import SiteConfig
+from .core.errors import SlurmDLError
+from .core.units import UnitError, format_time, parse_memory_mb, parse_time_seconds
 
 Kind = Literal["train", "infer", "serve", "sweep"]
 Launcher = Literal["auto", "torchrun", "none"]

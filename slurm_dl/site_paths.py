@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from .errors import ConfigError
+from .core.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import SiteConfig
+    from .core.config import SiteConfig
 
 CONFIG_ENV = "SLURM_DL_CONFIG"
 DEFAULT_CONFIG = Path("/etc/slurm-dl/site.toml")
@@ -60,7 +60,7 @@ def config_path(given: Path | str | None, env: Mapping[str, str] | None = None,
 
 def load_site(given: Path | str | None) -> "SiteConfig":
     """The site config from the first of ``--config``, ``$SLURM_DL_CONFIG``, the default path."""
-    from .config import load_config
+    from .core.config import load_config
 
     return load_config(config_path(given))
 

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import typer
 
-from ..errors import SlurmDLError
+from ..core.errors import SlurmDLError
 
 
 def fail(message: str, code: int = 1) -> "typer.Exit":

@@ -9,8 +9,8 @@ from typing import Optional
 
 import typer
 
-from ..config import config_warnings, load_config
-from ..priority_weights import parse_slurm_conf, swamp_warnings
+from ..core.config import config_warnings, load_config
+from ..core.priority_weights import parse_slurm_conf, swamp_warnings
 from .common import expected_errors, fail
 
 app = typer.Typer(help="""Site configuration files.

@@ -26,7 +26,7 @@ DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store (default: [
 def _url(config: Optional[Path], db: Optional[str]) -> str:
     if db:
         return db
-    from ..config import load_config
+    from ..core.config import load_config
     from ..site_paths import config_path
 
     return database_url(load_config(config_path(config)))
@@ -53,7 +53,7 @@ def upgrade(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt,
         try:
             before, after = run_upgrade(store.engine, url)
         except Exception as e:  # noqa: BLE001 - a failed migration is rolled back; say why in one line
-            from ..errors import SlurmDLError
+            from ..core.errors import SlurmDLError
 
             if isinstance(e, SlurmDLError):
                 raise

@@ -14,8 +14,8 @@ from typing import Any, Optional
 
 import typer
 
-from ..errors import SlurmDLError, SlurmError
-from ..model import JobState
+from ..core.errors import SlurmDLError, SlurmError
+from ..core.model import JobState
 from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
 from .common import expected_errors, fail
 from .dlsubmit_checks import (ClusterFacts, cluster_problems, read_cluster, refusal_lines, refusal_message,
@@ -74,8 +74,8 @@ def _params(values: list[str] | None, params_file: Optional[Path]) -> tuple[str,
 def _filter_verdict(job: RenderedJob, config: Any) -> dict[str, Any] | None:
     """What the site's job_submit filter would do with this job; None when the rules are absent."""
     try:
-        from ..rules import FilterContext, decide
-        from ..rules.sbatch_args import SbatchArgsError, parse_sbatch_args
+        from ..core.rules import FilterContext, decide
+        from ..core.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
     except ImportError:
         return None
     try:
@@ -390,7 +390,7 @@ def cancel(job_id: int = typer.Argument(..., metavar="JOBID", help="the job to c
     Example:
       dlsubmit cancel 1234
     """
-    from ..errors import JobNotFoundError
+    from ..core.errors import JobNotFoundError
 
     with expected_errors():
         try:

@@ -11,9 +11,9 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..errors import SlurmDLError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
-from ..model import Node, Partition
-from ..units import format_time
+from ..core.errors import SlurmDLError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from ..core.model import Node, Partition
+from ..core.units import format_time
 
 
 @dataclass
@@ -72,7 +72,7 @@ def cluster_problems(facts: ClusterFacts, directives: Sequence[str]) -> list[str
         if gtype not in facts.gpu_types:
             problems.append(f"GPU type {gtype!r} is not on this cluster; valid: {', '.join(facts.gpu_types)}")
     if chosen is not None and chosen.max_time_s and "--time" in values:
-        from ..units import parse_time_seconds
+        from ..core.units import parse_time_seconds
 
         try:
             asked = parse_time_seconds(values["--time"])

@@ -23,8 +23,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ..config import SiteConfig, load_config, parse_config
-from ..errors import ConfigError
+from ..core.config import SiteConfig, load_config, parse_config
+from ..core.errors import ConfigError
 from ..render import BUILTIN_SITE_NAME, UserDefaults
 from ..site_paths import find_config
 

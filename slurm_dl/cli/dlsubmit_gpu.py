@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..idle_notice import current_note, note_state
-from ..model import Job
+from ..core.model import Job
 from ..telemetry.samples import JobGpuSample
 
 NOT_CONFIGURED = "–"

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 import typer
 
-from ..model import Job
+from ..core.model import Job
 from ..render import RenderedJob
 from ..site_paths import sqlite_path
 from ..telemetry.samples import JobGpuSample

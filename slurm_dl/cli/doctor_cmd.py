@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from ..doctor import Facts, diagnose, summary
+from ..core.doctor import Facts, diagnose, summary
 from ..site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
 
 HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
@@ -59,8 +59,8 @@ def doctor(
 
 
 def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path], sock: Optional[str]) -> Facts:
-    from ..config import load_config
-    from ..errors import SlurmDLError
+    from ..core.config import load_config
+    from ..core.errors import SlurmDLError
     from ..slurm.dialects import supported_text
 
     f = Facts(now=time.time(), supported_releases=supported_text())
@@ -94,7 +94,7 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
 
 
 def _slurm(f: Facts) -> None:
-    from ..errors import SlurmError
+    from ..core.errors import SlurmError
     from ..slurm import CliBackend
     from ..slurm.controller import controller_config
 
@@ -136,7 +136,7 @@ def _socket(f: Facts) -> None:
 
 
 def _database(f: Facts) -> None:
-    from ..errors import SlurmDLError
+    from ..core.errors import SlurmDLError
     from ..store import Store
     from ..store.schema import HEAD
 

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from ..config import load_config
+from ..core.config import load_config
 from .daemon_opts import LogFormatOpt, LogLevelOpt, setup_logging
 from ..site_paths import CONFIG_HELP, find_config
 from .common import expected_errors

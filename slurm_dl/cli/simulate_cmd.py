@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import SlurmDLError, TraceError
+from ..core.errors import SlurmDLError, TraceError
 from .common import expected_errors
 
 HELP = """Replay a GPU-cluster trace through scheduling policies, side by side.
@@ -124,7 +124,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
          quiet=False, from_slurm=False) -> None:
-    from ..config import load_config
+    from ..core.config import load_config
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.simulate import SimSetup, simulate as run_sim
     from ..sim.state import PreemptionCost
@@ -241,7 +241,7 @@ def _live_cluster(gpus_per_node: int | None) -> tuple[int, int, str]:
     """(nodes, GPUs per node, a line describing it) from the live cluster's GPU nodes."""
     from collections import Counter
 
-    from ..errors import SlurmError
+    from ..core.errors import SlurmError
     from ..slurm import get_backend
 
     try:
@@ -265,7 +265,7 @@ def _live_cluster(gpus_per_node: int | None) -> tuple[int, int, str]:
 def _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) -> dict:
     """The idle policy's config and per-job outcomes (computed once: they do not depend on the
     scheduling policy), and how the utilisation was obtained."""
-    from ..config import TelemetryConfig
+    from ..core.config import TelemetryConfig
     from ..sim.idle_replay import judge_all
     from ..sim.traces import attach_utilisation, read_utilisation
     from ..sim.utilisation import parse_synthetic, profiles_of, synthetic_profiles

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .placement import min_nodes, place_consolidated, place_spread, slowdown
-from ..model import JobState
+from ..core.model import JobState
 from .ranking import Ranker
 from .state import PreemptionCost, SimJob
 

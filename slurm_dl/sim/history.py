@@ -1,5 +1,5 @@
 """A centre's own history as a trace: Slurm accounting (``sacct --json``, ``sacct -P``) and
-Helios-style CSV exports. Pure parsing: text in, :class:`~slurm_dl.model.Job` objects and
+Helios-style CSV exports. Pure parsing: text in, :class:`~slurm_dl.core.model.Job` objects and
 counts out.
 
 What real accounting holds, and what becomes of it:
@@ -19,7 +19,7 @@ What real accounting holds, and what becomes of it:
 * times: epoch seconds in JSON; ``sacct -P`` prints local time without a zone, so export with
   ``TZ=UTC`` (a time with an explicit offset is honoured).
 
-A record that cannot be read raises :class:`~slurm_dl.errors.TraceError` naming the line (or the
+A record that cannot be read raises :class:`~slurm_dl.core.errors.TraceError` naming the line (or the
 JSON array index) and the field; with ``skip_bad`` it is skipped and counted instead.
 """
 
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from ..errors import TraceError
-from ..model import Job
+from ..core.errors import TraceError
+from ..core.model import Job
 
 SACCT_FIELDS = ("JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "State", "Submit", "Start",
                 "End", "Elapsed", "Timelimit", "AllocTRES", "ReqTRES")

@@ -1,7 +1,7 @@
 """What the idle-allocation policy would have done to a trace, and what that does to the others (pure).
 
 Per job with a utilisation profile (:mod:`slurm_dl.sim.utilisation`), the daemon's own decision
-code (:func:`slurm_dl.idle.decide`) is asked about the samples a gpu-agent would have published:
+code (:func:`slurm_dl.core.idle.decide`) is asked about the samples a gpu-agent would have published:
 one per GPU every ``sample_seconds`` of run time from the job's start. Within each idle stretch
 of the profile the verdict only grows with the idle time, so a binary search over the sample
 times finds when the policy would first flag the job (its warning) and when it would act. No
@@ -22,9 +22,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..config import TelemetryConfig
-from ..idle import IdleDecision, Verdict, decide
-from ..model import Job
+from ..core.config import TelemetryConfig
+from ..core.idle import IdleDecision, Verdict, decide
+from ..core.model import Job
 from ..telemetry.samples import JobGpuSample
 from .engine import ClusterResult
 from .metrics import jct

@@ -1,6 +1,6 @@
-"""How the engine orders jobs: a thin adapter over the policy core (``slurm_dl.policy``).
+"""How the engine orders jobs: a thin adapter over the policy core (``slurm_dl.core.policy``).
 
-Every policy name is built by :func:`slurm_dl.policy.get_policy` — the same objects the
+Every policy name is built by :func:`slurm_dl.core.policy.get_policy` — the same objects the
 prioritizer daemon uses — and wrapped in a :class:`PolicyRanker`. The engine keeps each
 :class:`SimJob`'s model ``Job`` current (state, start time, attained GPU-seconds, executed
 seconds); the ranker copies the running figures up to ``now`` and calls ``policy.key`` /
@@ -34,16 +34,16 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..ledger import Ledger
-from ..policy import PolicyContext, get_policy, policy_names
-from ..policy.combined import CombinedPolicy
-from ..policy.deadline import DeadlinePolicy
-from ..policy.fairshare import FairSharePolicy
-from ..policy.fifo import FifoPolicy
-from ..policy.gittins import GittinsPolicy, history_checkpoint
-from ..policy.job_class import ClassPolicy
-from ..policy.las import LasPolicy
-from ..policy.oracle import SjfPolicy, SrtfPolicy
+from ..core.ledger import Ledger
+from ..core.policy import PolicyContext, get_policy, policy_names
+from ..core.policy.combined import CombinedPolicy
+from ..core.policy.deadline import DeadlinePolicy
+from ..core.policy.fairshare import FairSharePolicy
+from ..core.policy.fifo import FifoPolicy
+from ..core.policy.gittins import GittinsPolicy, history_checkpoint
+from ..core.policy.job_class import ClassPolicy
+from ..core.policy.las import LasPolicy
+from ..core.policy.oracle import SjfPolicy, SrtfPolicy
 from .state import SimJob
 
 INF = math.inf

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..model import Job
+from ..core.model import Job
 from .engine import ClusterResult, ClusterSpec, fewest_nodes, run_cluster
 from .metrics import add_fairness, summarize
 from .ranking import Ranker

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from ..model import Job, JobState
+from ..core.model import Job, JobState
 
 
 class SimJob:

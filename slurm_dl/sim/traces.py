@@ -1,9 +1,9 @@
-"""Trace readers: each turns one public trace format into :class:`slurm_dl.model.Job` objects.
+"""Trace readers: each turns one public trace format into :class:`slurm_dl.core.model.Job` objects.
 
 Every job gets ``duration`` (true run time, seconds) and ``submit_time`` in seconds from the
 trace's own origin. Rows are numbered from the file's line numbers, and the job order returned
 is the file order (the simulator's tie-break for equal submit times). A bad row raises
-:class:`~slurm_dl.errors.TraceError` naming the file and the line.
+:class:`~slurm_dl.core.errors.TraceError` naming the file and the line.
 
 Formats
 -------
@@ -31,7 +31,7 @@ does), gives each job's GPU utilisation for the idle-policy what-if (``slurm-dl 
 start, idle from one hour of run time on); an empty cell means unknown. The same values can come
 from a join file (``--utilisation FILE``: CSV ``job_id,gpu_util``, keyed by the job ids read
 here — Philly's is its data row number, 1 for the first job). A bad value raises
-:class:`~slurm_dl.errors.TraceError` naming the file, line, column and value. See
+:class:`~slurm_dl.core.errors.TraceError` naming the file, line, column and value. See
 :mod:`slurm_dl.sim.utilisation`.
 """
 
@@ -44,8 +44,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import TraceError
-from ..model import Job, JobClass
+from ..core.errors import TraceError
+from ..core.model import Job, JobClass
 from .utilisation import UTIL_TAG, parse_profile
 
 FORMATS = ("philly", "chronus", "tiresias", "csv", "sacct-json", "sacct", "helios")

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import JobNotFoundError, SlurmError, SlurmUnavailableError
-from ..model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
+from ..core.errors import JobNotFoundError, SlurmError, SlurmUnavailableError
+from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 from .dialects import Dialect, dialect_for_release, release_of_version
 from .gpu_alloc import GpuAllocation, gpu_allocations
 from .parse import json_errors_text, parse_partitions, parse_sinfo_json, parse_squeue_json, parse_topology

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import SlurmError
+from ..core.errors import SlurmError
 
 
 @dataclass(frozen=True)

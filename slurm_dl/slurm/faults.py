@@ -27,7 +27,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, Union
 
-from ..errors import JobNotFoundError, SlurmError, SlurmUnavailableError
+from ..core.errors import JobNotFoundError, SlurmError, SlurmUnavailableError
 
 FAULT_KINDS = ("refuse", "timeout", "vanish", "partial", "garbage", "crash")
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ..hostlist import expand_hostlist
+from ..core.hostlist import expand_hostlist
 from .dialects import state_text
 
 _IDX = re.compile(r"^gpu(?::[^:(]+)?(?::\d+)?\(IDX:([^)]*)\)")

@@ -1,4 +1,4 @@
-"""Pure parsers: what Slurm 22.05 prints -> slurm_dl.model objects. No I/O, no clock.
+"""Pure parsers: what Slurm 22.05 prints -> slurm_dl.core.model objects. No I/O, no clock.
 
 Sources: ``squeue --json`` and ``sinfo --json`` (openapi v0.0.38), ``scontrol -o show partition``
 and ``scontrol show topology``. Tested against output recorded from the live testbed
@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ..errors import SlurmError
-from ..hostlist import expand_hostlist
-from ..model import Job, JobState, Node, Partition, Switch, Topology
+from ..core.errors import SlurmError
+from ..core.hostlist import expand_hostlist
+from ..core.model import Job, JobState, Node, Partition, Switch, Topology
 from .dialects import dialect_of, job_record, node_record
 
 # Slurm's "unset" numbers (NO_VAL, INFINITE, NO_VAL16 ...) as they leak into JSON.

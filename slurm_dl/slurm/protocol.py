@@ -1,6 +1,6 @@
 """The one interface every Slurm backend implements (CLI by default, pyslurm optionally).
 
-Errors are ``slurm_dl.errors`` types: ``SlurmUnavailableError`` (slurmctld unreachable; retry),
+Errors are ``slurm_dl.core.errors`` types: ``SlurmUnavailableError`` (slurmctld unreachable; retry),
 ``JobNotFoundError`` (unknown job id), ``SlurmNotInstalledError``, ``SlurmError`` otherwise.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from ..model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
+from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 
 # Longest job id list one ``scontrol update jobid=…`` call carries (ARG_MAX is far above this).
 SITE_FACTOR_CHUNK = 2000

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
-from ..model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
+from ..core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 from .cli_backend import CliBackend, with_node_gpu_types, with_site_factors
 from .parse import job_from_squeue
 from .protocol import SiteFactorResult, group_by_value

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from ..core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -85,7 +85,7 @@ def run_slurm(
     input: str | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> SlurmResult:
-    """Run one Slurm command; return its output or raise a ``slurm_dl.errors`` type."""
+    """Run one Slurm command; return its output or raise a ``slurm_dl.core.errors`` type."""
     args = [str(a) for a in argv]
     try:
         proc = subprocess.run(

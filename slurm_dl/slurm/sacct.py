@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ..model import Job, JobState
+from ..core.model import Job, JobState
 from .dialects import dialect_of, state_text
 from .parse import _nodes, _num, _raise_json_errors
 

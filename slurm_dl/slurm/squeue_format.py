@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..model import Job, JobState
+from ..core.model import Job, JobState
 from .parse import _duration_s, job_from_squeue, select_jobs
 
 SEP = "\x1f"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..config import SiteConfig
-from ..errors import SlurmDLError
+from ..core.config import SiteConfig
+from ..core.errors import SlurmDLError
 
 
 def slurm_leaf_nodes(config: SiteConfig, timeout: float = 5.0) -> tuple[tuple[str, ...], ...] | None:
@@ -12,7 +12,7 @@ def slurm_leaf_nodes(config: SiteConfig, timeout: float = 5.0) -> tuple[tuple[st
     does until it has read the tree)."""
     if config.topology.source != "slurm":
         return None
-    from ..rules.topology import leaf_nodes
+    from ..core.rules.topology import leaf_nodes
     from .cli_backend import CliBackend
 
     try:

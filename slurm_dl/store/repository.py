@@ -18,9 +18,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, create_engine
 
-from ..errors import StoreError
+from ..core.errors import StoreError
 from ..site_paths import sqlite_path
-from ..ledger import Ledger
+from ..core.ledger import Ledger
 from ..telemetry.summary import JobUtilisationSummary
 from . import schema
 from .models import (

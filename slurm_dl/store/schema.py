@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import StoreError
+from ..core.errors import StoreError
 
 HEAD = "0003"
 KNOWN = ("0001", "0002", "0003")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..errors import SlurmDLError
+from ..core.errors import SlurmDLError
 from .samples import GpuSample
 
 

@@ -10,7 +10,7 @@ import subprocess
 import time
 from typing import Mapping
 
-from ..errors import SlurmError, SlurmNotInstalledError, TestbedError
+from ..core.errors import SlurmError, SlurmNotInstalledError, TestbedError
 from . import process
 from .client import run_client
 from .conf import ClusterParams, TestbedLayout, cluster_name

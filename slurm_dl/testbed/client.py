@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..errors import SlurmError, TestbedError
+from ..core.errors import SlurmError, TestbedError
 from ..slurm.runner import run_slurm
 
 def run_client(argv: list[str], env: Mapping[str, str], *, timeout: float = 30.0, input: str | None = None) -> str:

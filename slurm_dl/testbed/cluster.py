@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import SlurmError, TestbedError
+from ..core.errors import SlurmError, TestbedError
 from . import accounting as acct
 from . import process, services
 from .client import node_states

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..hostlist import compress_hostlist
+from ..core.hostlist import compress_hostlist
 
 # Per-node shape the fake cluster claims (SlurmdParameters=config_overrides lets slurmd claim more
 # than the machine has). Matches site-configs/testbed.toml.

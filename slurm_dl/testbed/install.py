@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SlurmNotInstalledError, TestbedError
+from ..core.errors import SlurmNotInstalledError, TestbedError
 
 SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")
 DEBIAN_PACKAGES = "slurm-wlm slurmctld slurmd slurm-client lua5.1 lua-socket lua-cjson"

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TestbedError
+from ..core.errors import TestbedError
 
 MARKER = "SLURM_DL_TESTBED"
 

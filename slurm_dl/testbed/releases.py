@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import TestbedError
+from ..core.errors import TestbedError
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..errors import TestbedError
+from ..core.errors import TestbedError
 from .releases import Release, debootstrap_argv, major_of, mirror_from_sources, progress_phase
 
 CACHE_ENV = "SLURM_DL_ROOT_CACHE"

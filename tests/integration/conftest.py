@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Iterator
 
 import pytest
 
-from slurm_dl.errors import SlurmNotInstalledError
+from slurm_dl.core.errors import SlurmNotInstalledError
 from slurm_dl.testbed import Testbed, submit, wait_for_job_state
 from slurm_dl.testbed.install import find_slurm
 from slurm_dl.testbed.releases import release_for

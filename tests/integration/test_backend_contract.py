@@ -16,8 +16,8 @@ from typing import Callable, TypeVar
 
 import pytest
 
-from slurm_dl.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
-from slurm_dl.model import Job, JobState
+from slurm_dl.core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from slurm_dl.core.model import Job, JobState
 from slurm_dl.slurm import CliBackend, SlurmBackend, get_backend
 from slurm_dl.slurm.pyslurm_backend import pyslurm_unavailable_reason
 from slurm_dl.testbed import Testbed
@@ -245,7 +245,7 @@ def test_slurmctld_down_is_unavailable(backend: SlurmBackend, make_testbed: Call
 
 PYSLURM_DOWN = """
 import sys
-from slurm_dl.errors import SlurmUnavailableError
+from slurm_dl.core.errors import SlurmUnavailableError
 from slurm_dl.slurm import get_backend
 b = get_backend("pyslurm")
 print(",".join(n.name for n in b.nodes()), flush=True)

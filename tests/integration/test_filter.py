@@ -22,10 +22,10 @@ from typing import Iterator
 
 import pytest
 
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.tags import parse_tag
 from slurm_dl.testbed import Testbed, job_fields, submit, wait_for_job_state
 
-from slurm_dl.errors import SlurmNotInstalledError
+from slurm_dl.core.errors import SlurmNotInstalledError
 from slurm_dl.testbed.install import find_slurm
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.tags import parse_tag
 from slurm_dl.testbed import Testbed, job_fields
 from test_filter import CONFIG, REPO, FilterProcess, require_testbed_support
 

@@ -21,7 +21,7 @@ from typing import Iterator
 import pytest
 
 from slurm_dl.store import Store
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.tags import parse_tag
 from slurm_dl.testbed import Testbed, job_fields
 from test_filter import CONFIG, REPO, FilterProcess, require_testbed_support
 

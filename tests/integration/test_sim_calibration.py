@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.config import load_config
-from slurm_dl.policy import get_policy
+from slurm_dl.core.config import load_config
+from slurm_dl.core.policy import get_policy
 from slurm_dl.sim.ranking import PolicyRanker, make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
 from slurm_dl.sim.traces import read_history
@@ -45,7 +45,7 @@ def _wait(what, check, timeout=240.0):
 
 def test_replayed_start_times_match_the_live_cluster(make_testbed, tmp_path):
     from slurm_dl.testbed.accounting import find_accounting_binaries
-    from slurm_dl.errors import SlurmNotInstalledError
+    from slurm_dl.core.errors import SlurmNotInstalledError
 
     try:
         find_accounting_binaries()

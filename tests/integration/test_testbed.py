@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl import errors
+from slurm_dl.core import errors
 from slurm_dl.testbed import Testbed, job_fields, submit, wait_for_job_state
 from slurm_dl.testbed import process
 from slurm_dl.testbed.client import node_states
@@ -163,7 +163,7 @@ def test_cli_up_env_status_down(tmp_path_factory: pytest.TempPathFactory, make_t
 
 
 def test_accounting_gives_sacct_with_gpu_tres(make_testbed) -> None:
-    from slurm_dl.errors import SlurmNotInstalledError
+    from slurm_dl.core.errors import SlurmNotInstalledError
     from slurm_dl.testbed.accounting import find_accounting_binaries
 
     try:

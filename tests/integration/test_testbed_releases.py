@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from slurm_dl.errors import SlurmNotInstalledError
+from slurm_dl.core.errors import SlurmNotInstalledError
 from slurm_dl.slurm import CliBackend, get_backend
 from slurm_dl.slurm.pyslurm_backend import PYSLURM_TAGS, pyslurm_unavailable_reason
 from slurm_dl.testbed import Testbed

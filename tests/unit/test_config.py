@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.config import load_config, parse_config
-from slurm_dl.errors import ConfigError
-from slurm_dl.model import JobClass
+from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.errors import ConfigError
+from slurm_dl.core.model import JobClass
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "site-configs").glob("*.toml"))
@@ -171,7 +171,7 @@ def test_config_check_cli(tmp_path: Path) -> None:
 
 
 def test_gittins_prior_file_is_read_at_load_time_relative_to_the_config(tmp_path: Path) -> None:
-    from slurm_dl.policy import get_policy
+    from slurm_dl.core.policy import get_policy
 
     text = (REPO / "site-configs" / "large-hetero.toml").read_text()
     site = tmp_path / "site.toml"

@@ -29,11 +29,11 @@ from jobsubmit.service import FilterService
 from prioritizer import Prioritizer
 from prioritizer.loop import Loop
 from slurm_dl.cli.main import app
-from slurm_dl.config import SiteConfig, load_config
-from slurm_dl.errors import ConfigError
-from slurm_dl.model import ClusterSnapshot, Job, JobClass, JobState, Node
+from slurm_dl.core.config import SiteConfig, load_config
+from slurm_dl.core.errors import ConfigError
+from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node
 from slurm_dl.render import JobSpec, RenderError, render
-from slurm_dl.rules import FilterContext, FilterDecision, decide
+from slurm_dl.core.rules import FilterContext, FilterDecision, decide
 from slurm_dl.store import Store
 
 REPO = Path(__file__).resolve().parents[2]

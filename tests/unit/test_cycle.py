@@ -11,9 +11,9 @@ import pytest
 
 from prioritizer import Prioritizer
 from prioritizer.loop import Backoff, Loop
-from slurm_dl.config import load_config
-from slurm_dl.errors import SlurmUnavailableError
-from slurm_dl.model import ClusterSnapshot, Job, JobState, Node
+from slurm_dl.core.config import load_config
+from slurm_dl.core.errors import SlurmUnavailableError
+from slurm_dl.core.model import ClusterSnapshot, Job, JobState, Node
 from slurm_dl.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prioritizer import Prioritizer
-from slurm_dl.config import load_config
-from slurm_dl.errors import JobNotFoundError, SlurmError
-from slurm_dl.model import ClusterSnapshot, Job, JobState, Node
+from slurm_dl.core.config import load_config
+from slurm_dl.core.errors import JobNotFoundError, SlurmError
+from slurm_dl.core.model import ClusterSnapshot, Job, JobState, Node
 from slurm_dl.slurm.faults import FAULT_KINDS, READ_CALLS, Crash, FaultyBackend
 from slurm_dl.slurm.protocol import SiteFactorResult
 from slurm_dl.store import PREEMPTION_OPEN_STATES, Store

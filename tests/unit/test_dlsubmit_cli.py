@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.dlsubmit import app
 from slurm_dl.cli.dlsubmit_status import describe_jobs, newest_checkpoint, print_status, save_record
-from slurm_dl.model import Job, JobState
+from slurm_dl.core.model import Job, JobState
 from slurm_dl.render import JobSpec, render
-from slurm_dl.config import load_config
+from slurm_dl.core.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED_CONFIG = ROOT / "site-configs" / "testbed.toml"
@@ -143,7 +143,7 @@ def test_newest_checkpoint_ignores_partial_and_hidden(tmp_path: Path) -> None:
 
 
 def test_status_shows_the_prioritizers_explanation_when_its_store_has_one(tmp_path: Path) -> None:
-    from slurm_dl.ledger import Ledger
+    from slurm_dl.core.ledger import Ledger
     from slurm_dl.store.repository import CycleWrite, Store
 
     url = f"sqlite:///{tmp_path / 'prio.db'}"

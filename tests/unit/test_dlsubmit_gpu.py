@@ -11,7 +11,7 @@ from test_telemetry import RECORDED, RecordedNvml  # the agent tests' recorded N
 
 from slurm_dl.cli.dlsubmit_gpu import gpu_cell
 from slurm_dl.cli.dlsubmit_status import describe_jobs, print_status
-from slurm_dl.model import Job, JobState
+from slurm_dl.core.model import Job, JobState
 from slurm_dl.slurm.gpu_alloc import GpuAllocation
 from slurm_dl.telemetry import exposition
 from slurm_dl.telemetry.agent import sample_once

@@ -7,8 +7,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.doctor import SHIM_MARKER, Facts, diagnose, summary
-from slurm_dl.priority_weights import parse_slurm_conf, priority_weights, swamp_warnings
+from slurm_dl.core.doctor import SHIM_MARKER, Facts, diagnose, summary
+from slurm_dl.core.priority_weights import parse_slurm_conf, priority_weights, swamp_warnings
 from slurm_dl.slurm.controller import parse_show_config
 
 ROOT = Path(__file__).resolve().parents[2]

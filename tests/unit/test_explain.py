@@ -2,13 +2,13 @@
 
 from pathlib import Path
 
-from slurm_dl.config import load_config
+from slurm_dl.core.config import load_config
 import pytest
 
-from slurm_dl.explain import explain_job, render_explanation, tier_scores, waiting_reason
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job, JobState
-from slurm_dl.policy import PolicyContext, get_policy
+from slurm_dl.core.explain import explain_job, render_explanation, tier_scores, waiting_reason
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobState
+from slurm_dl.core.policy import PolicyContext, get_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 

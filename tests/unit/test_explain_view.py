@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slurm_dl.config import load_config
-from slurm_dl.explain import explain_job, waiting_reason
+from slurm_dl.core.config import load_config
+from slurm_dl.core.explain import explain_job, waiting_reason
 from slurm_dl.explain_view import explain_text, explain_view, one_line, preemption_words
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job, JobClass, JobState
-from slurm_dl.policy import PolicyContext, get_policy
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobClass, JobState
+from slurm_dl.core.policy import PolicyContext, get_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 

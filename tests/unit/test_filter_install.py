@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from jobsubmit.install import SHIM_TEMPLATE, FilterInstallError, install, render_shim, with_lua_plugin
 from slurm_dl.cli.main import app
-from slurm_dl.config import load_config
+from slurm_dl.core.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "site-configs" / "testbed.toml"
@@ -109,7 +109,7 @@ def test_shim_sends_every_field_the_rules_read() -> None:
     """The Lua READ_FIELDS list and the rules' JOB_DESC_FIELDS stay in step."""
     import re
 
-    from slurm_dl.rules import JOB_DESC_FIELDS
+    from slurm_dl.core.rules import JOB_DESC_FIELDS
 
     block = re.search(r"READ_FIELDS = \{(.*?)\}", SHIM_TEMPLATE.read_text(), re.S).group(1)
     lua_fields = set(re.findall(r'"(\w+)"', block))

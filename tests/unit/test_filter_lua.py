@@ -17,8 +17,8 @@ import pytest
 
 from jobsubmit.install import SHIM_TEMPLATE, render_shim
 from jobsubmit.service import FilterService, open_server
-from slurm_dl.rules.request import NO_VAL, NO_VAL16
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
+from slurm_dl.core.tags import parse_tag
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "site-configs" / "testbed.toml"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobsubmit.install import SHIM_TEMPLATE, render_shim
-from slurm_dl.rules.request import NO_VAL, NO_VAL16
+from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
 from test_filter_lua import desc, fake_peer, lua_ready, service_socket  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.skipif(lua_ready() is not None, reason=str(lua_ready()))

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobsubmit.protocol import answer_line, parse_request, BadRequest
-from slurm_dl.model import Job, JobState
+from slurm_dl.core.model import Job, JobState
 from jobsubmit.service import FilterService, LiveView, FilterServiceError, open_server
-from slurm_dl.rules.request import NO_VAL
+from slurm_dl.core.rules.request import NO_VAL
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "site-configs" / "testbed.toml"

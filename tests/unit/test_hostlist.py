@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_dl.hostlist import compress_hostlist, expand_hostlist
+from slurm_dl.core.hostlist import compress_hostlist, expand_hostlist
 
 
 def test_expand_ranges_and_lists() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from slurm_dl.config import TelemetryConfig
-from slurm_dl.idle import Verdict, decide, idle_span
-from slurm_dl.model import Job, JobClass, JobState
+from slurm_dl.core.config import TelemetryConfig
+from slurm_dl.core.idle import Verdict, decide, idle_span
+from slurm_dl.core.model import Job, JobClass, JobState
 from slurm_dl.telemetry.samples import JobGpuSample
 
 MIN = 60.0
@@ -123,7 +123,7 @@ def test_decisions_are_deterministic_in_sample_order() -> None:
 
 
 def test_idle_module_is_pure() -> None:
-    src = (Path(__file__).resolve().parents[2] / "slurm_dl" / "idle.py").read_text()
+    src = (Path(__file__).resolve().parents[2] / "slurm_dl" / "core" / "idle.py").read_text()
     imported = {a.name.split(".")[0] for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(ast.parse(src))
                  if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}

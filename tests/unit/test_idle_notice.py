@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.config import TelemetryConfig
-from slurm_dl.errors import ConfigError
-from slurm_dl.config import parse_config
-from slurm_dl.idle import IdleDecision, Verdict
+from slurm_dl.core.config import TelemetryConfig
+from slurm_dl.core.errors import ConfigError
+from slurm_dl.core.config import parse_config
+from slurm_dl.core.idle import IdleDecision, Verdict
 from slurm_dl.idle_notice import COMMENT_MAX_CHARS, action_note, comment_with_note, current_note, strip_note, warning_note
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from slurm_dl.ledger import Ledger, history_keys
-from slurm_dl.model import Job, JobState
+from slurm_dl.core.ledger import Ledger, history_keys
+from slurm_dl.core.model import Job, JobState
 
 R, P = JobState.RUNNING, JobState.PENDING
 H = 3600.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.model import Job, Node, Switch, Topology
-from slurm_dl.packing import job_allocation, pack, request_shape
+from slurm_dl.core.model import Job, Node, Switch, Topology
+from slurm_dl.core.packing import job_allocation, pack, request_shape
 
 
 def cluster(used, gpus=8, gpu_type="h100"):

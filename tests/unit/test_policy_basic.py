@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.model import Job, JobState
-from slurm_dl.policy import PolicyContext, get_policy, policy_names
+from slurm_dl.core.model import Job, JobState
+from slurm_dl.core.policy import PolicyContext, get_policy, policy_names
 
 CTX = PolicyContext(now=1000.0)
 

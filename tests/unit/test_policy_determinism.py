@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job, JobClass, JobState
-from slurm_dl.policy import PolicyContext, get_policy, policy_names
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobClass, JobState
+from slurm_dl.core.policy import PolicyContext, get_policy, policy_names
 
 CLASSES = list(JobClass)
 

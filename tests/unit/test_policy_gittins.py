@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.data import tiresias_prior
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job, JobState
-from slurm_dl.policy import PolicyContext, get_policy
-from slurm_dl.policy.gittins import gittins_index, history_checkpoint
+from slurm_dl.core.policy import tiresias_prior
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobState
+from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.core.policy.gittins import gittins_index, history_checkpoint
 
 
 def test_index_of_a_known_distribution():

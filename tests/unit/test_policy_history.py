@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job
-from slurm_dl.policy import PolicyContext, get_policy
-from slurm_dl.policy.history import (
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job
+from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.core.policy.history import (
     LADDERS, Finished, HistoryLearner, HistoryView, features, gittins_from_samples, job_features,
     normalise_name,
 )
@@ -100,7 +100,7 @@ def test_bad_settings_are_refused():
 def test_config_names_every_ladder():
     from typing import get_args
 
-    from slurm_dl.config import GittinsConfig, QssfConfig
+    from slurm_dl.core.config import GittinsConfig, QssfConfig
     assert set(get_args(GittinsConfig.model_fields["history_keys"].annotation)) == {*LADDERS, "none"}
     assert set(get_args(QssfConfig.model_fields["history_keys"].annotation)) == set(LADDERS)
 

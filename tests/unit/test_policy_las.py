@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.config import parse_config
-from slurm_dl.model import Job, JobState
-from slurm_dl.policy import PolicyContext, get_policy
-from slurm_dl.policy.las import TIRESIAS_THRESHOLDS_GPU_S
+from slurm_dl.core.config import parse_config
+from slurm_dl.core.model import Job, JobState
+from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.core.policy.las import TIRESIAS_THRESHOLDS_GPU_S
 
 R = JobState.RUNNING
 

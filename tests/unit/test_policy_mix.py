@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.config import parse_config
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job, JobClass, JobState
-from slurm_dl.policy import PolicyContext, get_policy
-from slurm_dl.policy.deadline import deadline_feasible, slack
+from slurm_dl.core.config import parse_config
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobClass, JobState
+from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.core.policy.deadline import deadline_feasible, slack
 
 H = 3600.0
 
@@ -179,7 +179,7 @@ def test_combined_without_las_is_not_preemptive_and_rejects_unknown_components()
 
 
 def test_the_prioritizer_honours_only_deadlines_within_the_quota():
-    from slurm_dl.policy.deadline import admit_deadlines
+    from slurm_dl.core.policy.deadline import admit_deadlines
     c = cfg(deadline={"max_deadline_days": 1.0, "max_deadline_jobs_per_user": 2})
     jobs = [Job(i, user="ann", submit_time=float(i), deadline=5000.0, time_limit=600.0) for i in range(1, 5)]
     jobs += [Job(10, user="bob", submit_time=0.0, deadline=3 * 86400.0, time_limit=600.0),  # too far off

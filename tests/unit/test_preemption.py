@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 
-from slurm_dl.config import parse_config
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job, JobClass, JobState, Node, Switch, Topology
-from slurm_dl.policy import PolicyContext
-from slurm_dl.preemption import plan_preemption
+from slurm_dl.core.config import parse_config
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobClass, JobState, Node, Switch, Topology
+from slurm_dl.core.policy import PolicyContext
+from slurm_dl.core.preemption import plan_preemption
 
 R = JobState.RUNNING
 NOW = 10_000.0
@@ -127,7 +127,7 @@ def test_disabled_preemption_plans_nothing():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from slurm_dl.packing import job_allocation, pack  # noqa: E402
+from slurm_dl.core.packing import job_allocation, pack  # noqa: E402
 
 
 @st.composite

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from test_preemption import cfg, node_state, running  # the helpers of the planner's tests (same directory)
 
-from slurm_dl.model import Job
-from slurm_dl.policy import PolicyContext
-from slurm_dl.preemption import plan_preemption
+from slurm_dl.core.model import Job
+from slurm_dl.core.policy import PolicyContext
+from slurm_dl.core.preemption import plan_preemption
 
 NOW = 10_000.0
 

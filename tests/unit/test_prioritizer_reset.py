@@ -8,8 +8,8 @@ from pathlib import Path
 
 from prioritizer import Prioritizer
 from prioritizer.reset import REASON, reset_site_factors
-from slurm_dl.config import load_config
-from slurm_dl.errors import SlurmError
+from slurm_dl.core.config import load_config
+from slurm_dl.core.errors import SlurmError
 from slurm_dl.store import Store
 
 from test_cycle import MemoryCluster

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.config import load_config, parse_config
-from slurm_dl.model import JobClass
-from slurm_dl.rules import FilterContext, decide
-from slurm_dl.rules.decision import ESLURM_INVALID_GRES
-from slurm_dl.rules.request import NO_VAL, NO_VAL16, JobRequest, parse_gpu_tres
-from slurm_dl.rules.reshape import fewest_nodes_shape
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.model import JobClass
+from slurm_dl.core.rules import FilterContext, decide
+from slurm_dl.core.rules.decision import ESLURM_INVALID_GRES
+from slurm_dl.core.rules.request import NO_VAL, NO_VAL16, JobRequest, parse_gpu_tres
+from slurm_dl.core.rules.reshape import fewest_nodes_shape
+from slurm_dl.core.tags import parse_tag
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from prioritizer.jobs import demote_violations
-from slurm_dl.config import load_config, parse_config
-from slurm_dl.model import Job, JobClass, JobState
-from slurm_dl.rules import FilterContext, decide
-from slurm_dl.rules.request import NO_VAL, NO_VAL16
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.model import Job, JobClass, JobState
+from slurm_dl.core.rules import FilterContext, decide
+from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
+from slurm_dl.core.tags import parse_tag
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0

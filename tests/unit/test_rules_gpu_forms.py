@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.config import load_config
-from slurm_dl.rules import FilterContext, JobRequest, decide
-from slurm_dl.rules.request import NO_VAL, NO_VAL16
-from slurm_dl.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
+from slurm_dl.core.config import load_config
+from slurm_dl.core.rules import FilterContext, JobRequest, decide
+from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
+from slurm_dl.core.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
 from slurm_dl.slurm.parse import gpus_in_tres, job_from_squeue
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.tags import parse_tag
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0

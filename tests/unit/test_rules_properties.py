@@ -8,10 +8,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_dl.config import load_config
-from slurm_dl.rules import FilterContext, FilterDecision, decide
-from slurm_dl.rules.request import JOB_DESC_FIELDS, NO_VAL, NO_VAL16
-from slurm_dl.tags import parse_tag
+from slurm_dl.core.config import load_config
+from slurm_dl.core.rules import FilterContext, FilterDecision, decide
+from slurm_dl.core.rules.request import JOB_DESC_FIELDS, NO_VAL, NO_VAL16
+from slurm_dl.core.tags import parse_tag
 
 CFG = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
 WRITABLE = {"admin_comment", "tres_per_node", "tres_per_job", "partition", "time_limit", "min_nodes",

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.config import load_config
-from slurm_dl.rules import FilterContext, decide
-from slurm_dl.rules.request import NO_VAL, NO_VAL16
+from slurm_dl.core.config import load_config
+from slurm_dl.core.rules import FilterContext, decide
+from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def test_cpus_per_gpu_limit_reads_the_new_spelling(cfg) -> None:
 
 
 def test_gpus_per_task_in_the_tres_form_counts() -> None:
-    from slurm_dl.rules.request import parse_gpu_tres
+    from slurm_dl.core.rules.request import parse_gpu_tres
 
     assert [(a.gpu_type, a.count) for a in parse_gpu_tres("gres/gpu=4")[0]] == [(None, 4)]
     assert [(a.gpu_type, a.count) for a in parse_gpu_tres("cpu=2,gres/gpu:h100=2")[0]] == [("h100", 2)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.rules.request import NO_VAL, NO_VAL16
-from slurm_dl.rules.sbatch_args import SbatchArgsError, parse_mem_mb, parse_sbatch_args, parse_time_minutes
+from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
+from slurm_dl.core.rules.sbatch_args import SbatchArgsError, parse_mem_mb, parse_sbatch_args, parse_time_minutes
 
 
 def test_encodings_match_what_slurmctld_gives_the_shim() -> None:

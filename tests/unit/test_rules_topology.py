@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.config import load_config, parse_config
-from slurm_dl.rules import FilterContext, decide
-from slurm_dl.rules.request import NO_VAL, NO_VAL16
-from slurm_dl.rules.topology import switches_needed
+from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.rules import FilterContext, decide
+from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
+from slurm_dl.core.rules.topology import switches_needed
 
 REPO = Path(__file__).resolve().parents[2]
 TREE = (("gpu01", "gpu02"), ("gpu03", "gpu04"))

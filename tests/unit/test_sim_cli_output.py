@@ -96,7 +96,7 @@ def test_progress_only_on_a_terminal_and_after_a_while():
 
 def test_cluster_from_slurm_reads_the_nodes_through_the_backend(tmp_path, monkeypatch):
     import slurm_dl.slurm as slurm
-    from slurm_dl.model import Node, Partition
+    from slurm_dl.core.model import Node, Partition
 
     class Fake:
         def nodes(self):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.model import Job
+from slurm_dl.core.model import Job
 from slurm_dl.sim.engine import ClusterSpec, run_cluster
 from slurm_dl.sim.placement import place_consolidated, place_spread, slowdown
 from slurm_dl.sim.ranking import make_ranker

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.errors import TraceError
+from slurm_dl.core.errors import TraceError
 from slurm_dl.sim.history import gpus_from_tres, read_helios, read_sacct_json, read_sacct_text
 from slurm_dl.sim.traces import read_history
 

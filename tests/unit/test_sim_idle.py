@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.config import TelemetryConfig
-from slurm_dl.idle import Verdict
-from slurm_dl.model import Job, JobClass
+from slurm_dl.core.config import TelemetryConfig
+from slurm_dl.core.idle import Verdict
+from slurm_dl.core.model import Job, JobClass
 from slurm_dl.sim.idle_replay import apply_outcomes, counts, judge, judge_all, what_if
 from slurm_dl.sim.ranking import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.errors import TraceError
+from slurm_dl.core.errors import TraceError
 from slurm_dl.sim.traces import attach_utilisation, read_trace, read_utilisation
 from slurm_dl.sim.utilisation import UTIL_TAG, profiles_of
 

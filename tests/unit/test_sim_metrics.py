@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.model import Job
+from slurm_dl.core.model import Job
 from slurm_dl.sim.metrics import add_fairness, jain, percentile
-from slurm_dl.policy.gittins import gittins_index
+from slurm_dl.core.policy.gittins import gittins_index
 from slurm_dl.sim.ranking import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.model import Job
-from slurm_dl.policy.combined import CombinedPolicy
-from slurm_dl.policy.fairshare import FairSharePolicy
-from slurm_dl.policy.gittins import GittinsPolicy
-from slurm_dl.policy.las import LasPolicy
+from slurm_dl.core.model import Job
+from slurm_dl.core.policy.combined import CombinedPolicy
+from slurm_dl.core.policy.fairshare import FairSharePolicy
+from slurm_dl.core.policy.gittins import GittinsPolicy
+from slurm_dl.core.policy.las import LasPolicy
 from slurm_dl.sim.engine import ClusterSpec, run_cluster
 from slurm_dl.sim.ranking import make_ranker, sim_policy_names
 from slurm_dl.sim.state import PreemptionCost
@@ -32,7 +32,7 @@ def run(jobs, ranker, nodes=1, per_node=1):
 def test_every_name_is_a_core_policy_and_finishes_every_job(name):
     assert name in sim_policy_names()
     rk = make_ranker(name)
-    assert rk.policy.__class__.__module__.startswith("slurm_dl.policy.")
+    assert rk.policy.__class__.__module__.startswith("slurm_dl.core.policy.")
     jobs = [job(i, 1 + i % 3, i * 5.0, 50.0 + 17 * i, account=f"a{i % 2}", time_limit=400.0,
                 deadline=(i * 5.0 + 600.0) if i % 4 == 0 else None) for i in range(12)]
     res, _ = run(jobs, rk, nodes=1, per_node=4)
@@ -136,8 +136,8 @@ def test_splitting_a_job_into_pieces_buys_nothing_under_the_site_configs_las(pol
     # account B splits one 8-GPU job into eight 1-GPU pieces of the same run time; under the site
     # config (LAS by run time, fair share charging GPU-seconds) A and B finish exactly when they
     # would have without the split. Under Tiresias' 2D-LAS B would get ahead by splitting.
-    from slurm_dl.config import load_config
-    from slurm_dl.policy import get_policy
+    from slurm_dl.core.config import load_config
+    from slurm_dl.core.policy import get_policy
     from slurm_dl.sim.ranking import PolicyRanker
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "university-small.toml")
@@ -171,7 +171,7 @@ def test_fair_share_sorted_per_account_matches_a_key_call_per_job():
 
 
 def _mixed_jobs(n=160):
-    from slurm_dl.model import JobClass
+    from slurm_dl.core.model import JobClass
 
     out = []
     for i in range(n):
@@ -187,7 +187,7 @@ def _mixed_jobs(n=160):
 def test_per_account_queues_give_the_same_schedule_as_a_key_call_per_job(name, cfg_name):
     # the engine's per-account queues (and per-account usage charging) against the reference
     # path that ranks every waiting and running job by a policy key call at every event
-    from slurm_dl.config import load_config
+    from slurm_dl.core.config import load_config
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / cfg_name) if cfg_name else None
     jobs = _mixed_jobs()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.errors import TraceError
+from slurm_dl.core.errors import TraceError
 from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
 
 

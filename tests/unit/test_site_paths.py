@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from slurm_dl import site_paths
 from slurm_dl.cli.main import app
-from slurm_dl.config import load_config, parse_config
-from slurm_dl.errors import ConfigError
+from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.errors import ConfigError
 from slurm_dl.site_paths import (
     DEFAULT_CONFIG,
     DEFAULT_DATABASE_URL,

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from slurm_dl.config import load_config
-from slurm_dl.sitefactor import SiteFactorScale, plan_pushes, site_factors
+from slurm_dl.core.config import load_config
+from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 
 from pathlib import Path
 

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from slurm_dl.errors import SlurmNotInstalledError
+from slurm_dl.core.errors import SlurmNotInstalledError
 from slurm_dl.slurm import CliBackend, SlurmBackend, get_backend
 from slurm_dl.slurm.pyslurm_backend import pyslurm_unavailable_reason
 

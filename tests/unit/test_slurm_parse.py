@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.errors import SlurmError
-from slurm_dl.model import JobState
+from slurm_dl.core.errors import SlurmError
+from slurm_dl.core.model import JobState
 from slurm_dl.slurm.parse import (
     GpuRequest,
     parse_gpu_request,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.errors import SlurmError
-from slurm_dl.model import JobState
+from slurm_dl.core.errors import SlurmError
+from slurm_dl.core.model import JobState
 from slurm_dl.slurm.dialects import SUPPORTED, dialect_for_release, dialect_of, release_of_version, state_text
 from slurm_dl.slurm.gpu_alloc import gpu_allocations
 from slurm_dl.slurm.parse import parse_gpu_request, parse_scontrol_records, parse_sinfo_json, parse_squeue_json

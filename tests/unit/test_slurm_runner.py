@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from slurm_dl.core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
 from slurm_dl.slurm.cli_backend import split_gone_jobs
 from slurm_dl.slurm.protocol import chunked, group_by_value
 from slurm_dl.slurm.runner import classify_failure, run_slurm

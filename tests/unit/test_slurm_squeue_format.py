@@ -6,7 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from slurm_dl.model import JobState
+from slurm_dl.core.model import JobState
 from slurm_dl.slurm.parse import parse_squeue_json
 from slurm_dl.slurm.squeue_format import FIELDS, SEP, format_argument, parse_squeue_format
 

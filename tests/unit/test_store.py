@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.errors import StoreError
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job, JobState
+from slurm_dl.core.errors import StoreError
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobState
 from slurm_dl.store import CycleWrite, Store
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_dl.model import JobClass
-from slurm_dl.tags import TAG_PREFIX, JobTag, encode_tag, parse_tag, safe_value
+from slurm_dl.core.model import JobClass
+from slurm_dl.core.tags import TAG_PREFIX, JobTag, encode_tag, parse_tag, safe_value
 
 
 def test_round_trip_with_every_field() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slurm_dl.config import TelemetryConfig
-from slurm_dl.idle import carried_idle_since, decide
-from slurm_dl.ledger import Ledger
-from slurm_dl.model import Job, JobState
+from slurm_dl.core.config import TelemetryConfig
+from slurm_dl.core.idle import carried_idle_since, decide
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobState
 from slurm_dl.store import CycleWrite, Store
 from slurm_dl.telemetry.samples import JobGpuSample
 from slurm_dl.telemetry.summary import JobUtilisationSummary, fold_samples

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.errors import SlurmNotInstalledError
+from slurm_dl.core.errors import SlurmNotInstalledError
 from slurm_dl.testbed import install
 
 
@@ -29,7 +29,7 @@ def test_emulator_build_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path) ->
 
 
 def test_too_long_state_dir_is_refused_before_anything_starts(tmp_path) -> None:
-    from slurm_dl.errors import TestbedError
+    from slurm_dl.core.errors import TestbedError
     from slurm_dl.testbed import Testbed
 
     with pytest.raises(TestbedError, match="choose a shorter --dir"):

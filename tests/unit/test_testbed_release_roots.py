@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl import errors
+from slurm_dl.core import errors
 from slurm_dl.testbed import inroot, roots
 from slurm_dl.testbed.conf import render_env, render_env_exports, TestbedLayout
 from slurm_dl.testbed.releases import (

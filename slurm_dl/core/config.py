@@ -1,6 +1,6 @@
 """Site configuration: one TOML file per site, validated with pydantic.
 
-A bad file fails loudly: :class:`~slurm_dl.errors.ConfigError` lists every problem as
+A bad file fails loudly: :class:`~slurm_dl.core.errors.ConfigError` lists every problem as
 ``key.path: got VALUE; allowed: …``. Unknown keys are errors too (a typo must not be ignored).
 
 Every reader (``slurm-dl config check``, the filter service, the prioritizer, dlsubmit) goes
@@ -24,7 +24,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from .errors import ConfigError
 from .hostlist import expand_hostlist
 from .model import JobClass
-from .site_paths import DEFAULT_DATABASE_URL, relative_sqlite_problem
+from ..site_paths import DEFAULT_DATABASE_URL, relative_sqlite_problem
 
 
 # Upper ends of the ranges, named once.

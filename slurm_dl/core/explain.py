@@ -164,7 +164,7 @@ def tier_scores(expl: Mapping[str, Any]) -> list[float]:
 def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = (),
                        queue: Mapping[Any, Mapping[str, Any]] | None = None) -> str:
     """Human text for ``slurm-dl explain`` (see :mod:`slurm_dl.explain_view`)."""
-    from .explain_view import explain_text, explain_view
+    from ..explain_view import explain_text, explain_view
 
     return explain_text(explain_view(expl, queue), decisions)
 

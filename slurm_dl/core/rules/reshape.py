@@ -21,7 +21,7 @@ from .topology import switch_changes
 def fewest_nodes_shape(gpus: int, gpus_per_node: int, nodes_available: int) -> tuple[int, int] | None:
     """``(nodes, gpus_per_node)`` for the fewest nodes with an even split, or None if none fits.
 
-    The shape comes from the packing code (:func:`slurm_dl.packing.request_shape`), so the filter,
+    The shape comes from the packing code (:func:`slurm_dl.core.packing.request_shape`), so the filter,
     the prioritizer and the simulator agree on what "fewest nodes" means.
     """
     if gpus <= 0 or gpus_per_node <= 0 or -(-gpus // gpus_per_node) > nodes_available:

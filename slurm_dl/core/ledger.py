@@ -12,7 +12,7 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
   because it was missing and that shows up alive again (a snapshot taken mid-requeue) is
   reopened with its attained service and its history entry withdrawn (:meth:`Ledger.reopen`). Closing puts its total GPU-seconds
   go into ``history`` (Gittins' global table), ``history_by_key`` (``user/name``, ``user``,
-  ``account``) and ``finished`` (one :class:`~slurm_dl.policy.history.Finished` record per job,
+  ``account``) and ``finished`` (one :class:`~slurm_dl.core.policy.history.Finished` record per job,
   with the key fields Slurm accounting has, in finishing order: what the history learner of
   Gittins and QSSF reads).
 * Account usage decays exponentially with a half-life: ``u(t) = u(t0) · 2^(-(t - t0)/h)``.

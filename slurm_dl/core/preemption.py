@@ -11,7 +11,7 @@ Rules, in the order they are applied:
   current run, it has been restarted fewer than ``max_restarts`` times, and the waiting job's
   score beats its score by at least ``hysteresis`` (scores in [0, 1], from the policy);
 * **gang-aware** — a victim is always removed whole (all its nodes); the waiting job's parts
-  (whole nodes for multi-node jobs, see :mod:`slurm_dl.packing`) are freed node by node, inside
+  (whole nodes for multi-node jobs, see :mod:`slurm_dl.core.packing`) are freed node by node, inside
   one leaf switch when the topology allows;
 * **cheapest** — victims are taken per node in this preference: recently checkpointed first
   (``ledger.jobs[id].last_checkpoint_signal`` within ``checkpoint_recent_seconds``), then the

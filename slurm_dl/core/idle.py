@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from .config import TelemetryConfig
 from .model import Job, JobClass
-from .telemetry.samples import JobGpuSample
+from ..telemetry.samples import JobGpuSample
 
 
 class Verdict(str, enum.Enum):

@@ -1,5 +1,5 @@
 """History-predicted shortest-first (Helios' QSSF): predict a job's GPU-time from the finished
-jobs most like it (:mod:`slurm_dl.policy.history`: the same user, job name, GPU count,
+jobs most like it (:mod:`slurm_dl.core.policy.history`: the same user, job name, GPU count,
 partition and time limit, falling back to coarser keys when a key has fewer than ``min_jobs``
 finished jobs), else a site default; shortest prediction first.
 

@@ -1,4 +1,4 @@
-"""tag: write the decision into ``admin_comment`` (see :mod:`slurm_dl.tags`), discarding what was there.
+"""tag: write the decision into ``admin_comment`` (see :mod:`slurm_dl.core.tags`), discarding what was there.
 
 With tagging switched off, a user-supplied ``admin_comment`` that looks like a slurm-dl tag is
 still removed, so nobody can forge one.

@@ -3,7 +3,7 @@
 Format, version 1: ``sdl1:`` followed by ``key=value`` pairs joined by ``;``, e.g.
 ``sdl1:class=train;ckpt=1;gpus=16;shape=2x8;deadline=1763700000;orig=gpu.16``.
 
-Keys: ``class`` (a :class:`~slurm_dl.model.JobClass` value), ``ckpt`` (``0``: never signalled
+Keys: ``class`` (a :class:`~slurm_dl.core.model.JobClass` value), ``ckpt`` (``0``: never signalled
 or requeued; ``1``: opted in, USR2 goes to the batch shell; ``steps``: opted in, USR2 goes to the
 job's steps), ``gpus`` (total
 GPUs, ≥ 0), ``shape`` (``NxG`` nodes × GPUs per node, ``spread`` or ``any``), ``deadline``

@@ -17,12 +17,12 @@ the gaps between tail quantiles the tail bins get index 0 and fall back to FIFO)
 Tiresias' 2D-Gittins).
 
 The distribution is the prior (Tiresias' ``yarn-gput1000`` sample, shipped as percentiles in
-:mod:`slurm_dl.data.tiresias_prior`, or caller-given samples) weighted by ``prior_weight`` (1.0 =
+:mod:`slurm_dl.core.policy.tiresias_prior`, or caller-given samples) weighted by ``prior_weight`` (1.0 =
 the prior counts as its 1,001 samples) plus every finished job in ``ledger.history``. The table
 is rebuilt as the history grows, at lengths fixed in advance (×1.1 steps past 64 jobs), so the
 result is a pure function of the history and cheap to keep current.
 
-With ``history_keys`` (a ladder of :mod:`slurm_dl.policy.history`) a job's distribution is
+With ``history_keys`` (a ladder of :mod:`slurm_dl.core.policy.history`) a job's distribution is
 conditional on what is known of it: the finished jobs of the most specific key (user, job
 name, GPU count, …) with at least ``min_jobs`` of them beyond the job's attained service. Its
 index is then the Gittins index of those jobs' GPU-seconds, held constant between their values
@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 from typing import Sequence
 
-from ..data.tiresias_prior import PERCENTILES_GPU_S, SAMPLE_COUNT
+from .tiresias_prior import PERCENTILES_GPU_S, SAMPLE_COUNT
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
 from .history import HistoryLearner, HistoryView, job_features

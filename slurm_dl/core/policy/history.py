@@ -105,7 +105,7 @@ def features(user: str = "", account: str = "", name: str = "", gpus: int = 0,
 
 
 def job_features(job) -> Features:
-    """The key fields of a model :class:`~slurm_dl.model.Job`."""
+    """The key fields of a model :class:`~slurm_dl.core.model.Job`."""
     return features(job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit)
 
 

@@ -1,1 +1,0 @@
-"""Small data derived from public traces (summaries, never copies)."""
