@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -108,6 +109,16 @@ def run(
             server = serve_metrics(metrics.registry, port, pc.metrics_address)
             log.info("metrics on http://%s:%d/metrics", server.address, server.port)
 
+        if pc.explain_port is not None:
+            from prioritizer.explain_server import ExplainServer
+            from slurm_dl.store import Store
+
+            url = database_url(prio.config, db)
+            explainer = ExplainServer(lambda: Store(url), pc.explain_address, pc.explain_port,
+                                      prio.config.policy.fairshare.half_life_hours, pc.munge_socket)
+            log.info("explain endpoint on %s:%d (MUNGE; users see their own jobs)", explainer.address,
+                     explainer.port)
+
         def on_report(r) -> None:
             if verbose or r.pushed_jobs or r.signalled or r.requeued:
                 log.info(r.summary())
@@ -173,12 +184,20 @@ def explain(
     live: bool = typer.Option(True, "--live/--no-live",
                               help="also ask Slurm for its start estimate and the free GPUs"),
     as_json: bool = typer.Option(False, "--json", help="print the same numbers as JSON (ranks 1-based)"),
+    via_prioritizer: bool = typer.Option(
+        False, "--via-prioritizer",
+        help="ask the prioritizer's explain endpoint (a user sees only their own jobs); "
+             "the default when the store cannot be read here"),
 ) -> None:
     """Why a job has its place in the queue, and what would move it.
 
     Shows the job's place among waiting jobs, each priority factor's
     contribution, which step orders it against its neighbours, Slurm's
     start estimate, its preemption state, and levers that would help.
+
+    On a login node, where the prioritizer's store cannot be read, explain
+    asks the prioritizer's explain endpoint ([prioritizer] explain_port),
+    proving who you are with MUNGE; you see your own jobs.
 
     \b
     Examples:
@@ -187,81 +206,38 @@ def explain(
     """
     if not 1 <= job_id <= MAX_JOB_ID:
         raise fail(f"JOBID {job_id}: Slurm job ids run from 1 to {MAX_JOB_ID}")
+    from prioritizer.explain_query import NoRecord, gather, payload, render_text
+
     with expected_errors():
         from slurm_dl.core.config import load_config
-        from slurm_dl.store import Store
 
         cfg = load_config(_config_path(config))
+        pc = cfg.prioritizer
         url = database_url(cfg, db)
         path = sqlite_path(url)
-        if path and not Path(path).exists():
-            raise fail(f"no prioritizer store at {url} (is the prioritizer running with this config? see --db)")
-        store = Store(url)
-        expl = store.explanation(job_id)
-        queue = store.explanations() if expl is not None else {}
-        decisions = [
-            {"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)
-        ]
-        preemptions = [
-            {"victim": p.victim_job_id, "need": p.need_job_id, "state": p.state, "signalled_at": p.signalled_at,
-             "reason": p.reason}
-            for p in store.preemptions(victim=job_id)
-        ]
-    if expl is None and not decisions and not preemptions:
-        raise fail(f"job {job_id}: the prioritizer has no record of it in {store.url} (not seen by a cycle yet?)")
-    if expl is None or "factors" not in expl:
-        if as_json:
-            typer.echo(json.dumps({"job_id": job_id, "state": "GONE", "decisions": decisions,
-                                   "preemptions": preemptions}, sort_keys=True))
-            return
-        typer.echo(f"job {job_id}: no longer waiting or running")
-        for d in decisions:
-            typer.echo(f"  {d['kind']}: {d['reason']}")
-        return
-    from slurm_dl.explain_view import explain_text, explain_view
+        readable = path is None or os.access(path, os.R_OK)
+        local = readable and not via_prioritizer
+        if not local and (db is not None or not pc.explain_port):
+            why = "--via-prioritizer" if via_prioritizer and readable else f"no prioritizer store readable at {url}"
+            raise fail(f"{why}, and no [prioritizer] explain_port in the site config to ask the prioritizer "
+                       "instead (is it running with this config? see --db)")
+        if local:
+            from slurm_dl.store import Store
 
-    estimate, free, releases, live_note = _live_facts(job_id, expl) if live else (None, None, None,
-                                                                                    "not asked (--no-live)")
-    view = explain_view(expl, queue, estimate=estimate, preemptions=preemptions, free_gpus_per_node=free,
-                        half_life_hours=cfg.policy.fairshare.half_life_hours, now=_now(), releases=releases)
-    view["live"] = live_note
+            store = Store(url)
+            try:
+                doc = payload(gather(store, job_id), cfg.policy.fairshare.half_life_hours, live=live)
+            except NoRecord:
+                raise fail(f"job {job_id}: the prioritizer has no record of it in {store.url} "
+                           "(not seen by a cycle yet?)") from None
+        else:
+            from prioritizer.explain_client import ask
+
+            doc = ask(pc.explain_host, pc.explain_port, job_id, live=live, munge_socket=pc.munge_socket)
     if as_json:
-        typer.echo(json.dumps({**view, "decisions": decisions, "preemptions": preemptions}, sort_keys=True))
+        typer.echo(json.dumps(doc, sort_keys=True))
     else:
-        typer.echo(explain_text(view, decisions))
-        if live_note != "ok":
-            typer.echo(f"(Slurm: {live_note})")
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
-
-
-def _live_facts(job_id: int, expl: dict) -> tuple[dict | None, list[int] | None, list | None, str]:
-    """Slurm's start estimate for a waiting job, the free GPUs per node and when each node's
-    running jobs end at their time limits; never fails."""
-    from slurm_dl.core.errors import SlurmDLError
-    from slurm_dl.slurm import CliBackend
-    from slurm_dl.slurm.estimates import expected_starts
-
-    try:  # a short timeout: explain answers from the store even when Slurm is slow or away
-        backend = CliBackend(timeout=5.0)
-        nodes = backend.nodes()
-        running = [j for j in backend.jobs() if j.running] if expl.get("state") == "PENDING" else []
-        starts = expected_starts([job_id]) if expl.get("state") == "PENDING" else {}
-    except SlurmDLError as e:
-        return None, None, None, f"not reachable ({str(e).splitlines()[0][:60]})"
-    ends: dict[str, list[tuple[float, int]]] = {n.name: [] for n in nodes}
-    for j in running:
-        if j.start_time and j.time_limit and j.nodes:
-            per_node = max(1, j.num_gpus // len(j.nodes))
-            for name in j.nodes:
-                ends.setdefault(name, []).append((j.start_time + j.time_limit, per_node))
-    releases = [(n.gpus_free, ends.get(n.name, [])) for n in nodes if n.available]
-    est = {"at": starts[job_id], "source": "slurm"} if job_id in starts else None
-    return est, [n.gpus_free for n in nodes], releases, "ok"
+        typer.echo(render_text(doc))
 
 
 def register(root: typer.Typer) -> None:

@@ -394,6 +394,16 @@ class PrioritizerConfig(_Strict):
                                    "(http://HOST:PORT/metrics); unset: no endpoint")
     metrics_address: str = Field(default="0.0.0.0", min_length=1, max_length=255,
                                  description="address the metrics endpoint listens on")
+    explain_port: int | None = num(None, ge=1, le=65535, description="port of the explain endpoint that "
+                                   "answers `slurm-dl explain` for users away from the store, each about "
+                                   "their own jobs (MUNGE-authenticated); unset: no endpoint")
+    explain_address: str = Field(default="0.0.0.0", min_length=1, max_length=255,
+                                 description="address the explain endpoint listens on")
+    explain_host: str = Field(default="localhost", min_length=1, max_length=255,
+                              description="host where `slurm-dl explain` reaches the explain endpoint "
+                                          "(the prioritizer's host as login nodes know it)")
+    munge_socket: str | None = Field(default=None, min_length=1, max_length=4096,
+                                     description="munged's socket (unset: MUNGE's default)")
 
 
 class TelemetryConfig(_Strict):

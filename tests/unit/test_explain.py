@@ -105,3 +105,24 @@ def test_explain_says_whether_and_how_a_job_may_be_preempted(job, requeue_withou
     assert e["preemption"]["kind"] == kind and why in e["preemption"]["why"]
     text = render_explanation(e)
     assert "preemption: " in text and why in text
+
+
+def test_munge_metadata_and_the_endpoint_refuse_what_they_cannot_vouch_for() -> None:
+    from prioritizer.explain_server import PATH, ExplainServer
+    from slurm_dl.slurm.munge import MungeError, parse_unmunge
+
+    ident = parse_unmunge("STATUS:          Success (0)\nUID:             alice (1001)\nGID:             "
+                          "users (100)\n")
+    assert (ident.uid, ident.gid) == (1001, 100)
+    with pytest.raises(MungeError):
+        parse_unmunge("STATUS:          Success (0)\n")
+    assert PATH.match("/explain/42?live=0") and not PATH.match("/explain/42/../1") and not PATH.match("/x")
+    server = ExplainServer(lambda: None, "127.0.0.1", 0, 24.0, "/nonexistent/munge.socket")
+    try:
+        assert server.handle("/explain/1", "").status == 401  # no credential
+        assert server.handle("/explain/1", "Basic abc").status == 401  # not MUNGE
+        refused = server.handle("/explain/1", "MUNGE MUNGE:xyz:")  # munged cannot vouch
+        assert refused.status == 401 and refused.doc["error"]
+        assert server.handle("/etc/passwd", "MUNGE x").status == 404
+    finally:
+        server.close()

@@ -1,0 +1,98 @@
+"""One job's explanation as ``slurm-dl explain`` prints it, built from the store and Slurm.
+
+The same code answers a local ``explain`` (an admin on the controller, with the store at hand)
+and the prioritizer's explain endpoint (a user on a login node, who sees only their own jobs).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class NoRecord(LookupError):
+    """The prioritizer has never written anything about the job."""
+
+
+@dataclass
+class Gathered:
+    job_id: int
+    expl: dict | None
+    queue: dict = field(default_factory=dict)
+    decisions: list[dict] = field(default_factory=list)
+    preemptions: list[dict] = field(default_factory=list)
+
+    @property
+    def owner(self) -> str | None:
+        """The job's user as the prioritizer recorded it (None: no explanation left)."""
+        return (self.expl or {}).get("user") or None
+
+
+def gather(store, job_id: int, *, with_queue: bool = True) -> Gathered:
+    """What the store holds about ``job_id``; NoRecord when it holds nothing."""
+    expl = store.explanation(job_id)
+    queue = store.explanations() if expl is not None and with_queue else {}
+    decisions = [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)]
+    preemptions = [
+        {"victim": p.victim_job_id, "need": p.need_job_id, "state": p.state, "signalled_at": p.signalled_at,
+         "reason": p.reason}
+        for p in store.preemptions(victim=job_id)
+    ]
+    if expl is None and not decisions and not preemptions:
+        raise NoRecord(job_id)
+    return Gathered(job_id, expl, queue, decisions, preemptions)
+
+
+def payload(g: Gathered, half_life_hours: float, live: bool = True) -> dict[str, Any]:
+    """The document ``explain --json`` prints: the view plus decisions and preemptions, or
+    ``state: GONE`` for a job that no longer waits or runs."""
+    if g.expl is None or "factors" not in g.expl:
+        return {"job_id": g.job_id, "state": "GONE", "decisions": g.decisions, "preemptions": g.preemptions}
+    from slurm_dl.explain_view import explain_view
+
+    estimate, free, releases, live_note = (live_facts(g.job_id, g.expl) if live
+                                           else (None, None, None, "not asked (--no-live)"))
+    view = explain_view(g.expl, g.queue, estimate=estimate, preemptions=g.preemptions, free_gpus_per_node=free,
+                        half_life_hours=half_life_hours, now=time.time(), releases=releases)
+    view["live"] = live_note
+    return {**view, "decisions": g.decisions, "preemptions": g.preemptions}
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    """The text ``explain`` prints for a :func:`payload` document."""
+    if doc.get("state") == "GONE":
+        lines = [f"job {doc['job_id']}: no longer waiting or running"]
+        lines += [f"  {d['kind']}: {d['reason']}" for d in doc.get("decisions", [])]
+        return "\n".join(lines)
+    from slurm_dl.explain_view import explain_text
+
+    text = explain_text(doc, doc.get("decisions", []))
+    if doc.get("live", "ok") != "ok":
+        text += f"\n(Slurm: {doc['live']})"
+    return text
+
+
+def live_facts(job_id: int, expl: dict) -> tuple[dict | None, list[int] | None, list | None, str]:
+    """Slurm's start estimate for a waiting job, the free GPUs per node and when each node's
+    running jobs end at their time limits; never fails."""
+    from slurm_dl.core.errors import SlurmDLError
+    from slurm_dl.slurm import CliBackend
+    from slurm_dl.slurm.estimates import expected_starts
+
+    try:  # a short timeout: explain answers from the store even when Slurm is slow or away
+        backend = CliBackend(timeout=5.0)
+        nodes = backend.nodes()
+        running = [j for j in backend.jobs() if j.running] if expl.get("state") == "PENDING" else []
+        starts = expected_starts([job_id]) if expl.get("state") == "PENDING" else {}
+    except SlurmDLError as e:
+        return None, None, None, f"not reachable ({str(e).splitlines()[0][:60]})"
+    ends: dict[str, list[tuple[float, int]]] = {n.name: [] for n in nodes}
+    for j in running:
+        if j.start_time and j.time_limit and j.nodes:
+            per_node = max(1, j.num_gpus // len(j.nodes))
+            for name in j.nodes:
+                ends.setdefault(name, []).append((j.start_time + j.time_limit, per_node))
+    releases = [(n.gpus_free, ends.get(n.name, [])) for n in nodes if n.available]
+    est = {"at": starts[job_id], "source": "slurm"} if job_id in starts else None
+    return est, [n.gpus_free for n in nodes], releases, "ok"

@@ -1,0 +1,126 @@
+"""The prioritizer's explain endpoint: ``slurm-dl explain`` for users on login nodes.
+
+Users on a login node have neither the prioritizer's store nor its database password. The
+daemon answers ``GET /explain/JOBID`` on ``[prioritizer] explain_port``; each request carries a
+MUNGE credential (``Authorization: MUNGE <credential>``) made by the caller, which munged on the
+controller decodes to a uid, as slurmctld does for every Slurm command. A user sees only their
+own jobs; root and the daemon's own user see every job. Read-only: nothing here changes the
+store or Slurm.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pwd
+import re
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from slurm_dl.core.errors import SlurmDLError
+from slurm_dl.slurm.munge import MungeError, MungeIdentity, decode
+
+from .explain_query import NoRecord, gather, payload
+
+log = logging.getLogger("slurm_dl.prioritizer.explain")
+PATH = re.compile(r"^/explain/(\d{1,10})(\?live=(0|1))?$")
+
+
+class ExplainServerError(SlurmDLError, OSError):
+    """The explain endpoint cannot listen."""
+
+
+def user_name(uid: int) -> str | None:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
+
+
+@dataclass
+class Answer:
+    status: int
+    doc: dict[str, Any]
+
+
+def answer(job_id: int, who: MungeIdentity, store, half_life_hours: float, live: bool,
+           admin_uids: frozenset[int]) -> Answer:
+    """What the endpoint replies to ``who`` asking about ``job_id``."""
+    try:
+        g = gather(store, job_id, with_queue=False)
+    except NoRecord:
+        return Answer(404, {"error": f"job {job_id}: the prioritizer has no record of it (not seen by a "
+                                     "cycle yet?)"})
+    if who.uid not in admin_uids:
+        name = user_name(who.uid)
+        if g.owner is None or name is None or g.owner != name:
+            return Answer(403, {"error": f"job {job_id} is not yours (you are {name or f'uid {who.uid}'}); "
+                                         "you can explain your own jobs"})
+    g.queue = store.explanations() if g.expl is not None else {}
+    return Answer(200, payload(g, half_life_hours, live=live))
+
+
+class ExplainServer:
+    """A ThreadingHTTPServer in a daemon thread; ``close()`` stops it."""
+
+    def __init__(self, store_factory: Callable[[], Any], address: str, port: int, half_life_hours: float,
+                 munge_socket: str | None = None, admin_uids: frozenset[int] | None = None) -> None:
+        self._store = store_factory()
+        self._lock = threading.Lock()  # one store session at a time
+        self.half_life_hours = half_life_hours
+        self.munge_socket = munge_socket
+        self.admin_uids = admin_uids if admin_uids is not None else frozenset({0, os.getuid()})
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "slurm-dl-explain"
+
+            def log_message(self, fmt: str, *args: Any) -> None:
+                log.debug("explain endpoint: " + fmt, *args)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                self._reply(server.handle(self.path, self.headers.get("Authorization", "")))
+
+            def _reply(self, a: Answer) -> None:
+                body = json.dumps(a.doc, sort_keys=True).encode()
+                self.send_response(a.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        try:
+            self._http = ThreadingHTTPServer((address, port), Handler)
+        except OSError as e:
+            raise ExplainServerError(f"explain endpoint {address}:{port}: cannot listen: {e.strerror or e}") from None
+        self._http.daemon_threads = True
+        self.address, self.port = address, self._http.server_address[1]
+        self._thread = threading.Thread(target=self._http.serve_forever, name="explain-endpoint", daemon=True)
+        self._thread.start()
+
+    def handle(self, path: str, authorization: str) -> Answer:
+        m = PATH.match(path)
+        if not m:
+            return Answer(404, {"error": "unknown path; ask GET /explain/JOBID"})
+        scheme, _, cred = authorization.partition(" ")
+        if scheme != "MUNGE" or not cred:
+            return Answer(401, {"error": "no MUNGE credential (Authorization: MUNGE <credential>)"})
+        try:
+            who = decode(cred.strip(), self.munge_socket)
+        except MungeError as e:
+            return Answer(401, {"error": str(e)})
+        try:
+            with self._lock:
+                a = answer(int(m.group(1)), who, self._store, self.half_life_hours, m.group(3) != "0",
+                           self.admin_uids)
+        except SlurmDLError as e:
+            return Answer(503, {"error": f"the prioritizer's store cannot answer: {str(e).splitlines()[0]}"})
+        log.info("explain %s for uid %d: %d", m.group(1), who.uid, a.status)
+        return a
+
+    def close(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
