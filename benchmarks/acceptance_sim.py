@@ -5,7 +5,9 @@ Parts (``--part`` repeatable, default all):
             vc_sizes.csv and vc_sizes_quarter.csv
   quality   heavy setup (vc_sizes_quarter.csv, 60 s cost): las (tuned thresholds), gittins,
             las-tiresias (3250/7200/18000), srtf, strict fifo, fifo-backfill
-  chronus   SLO and MIX1 on one shared cluster (``--chronus-nodes`` × 8 GPUs): las vs deadline-las
+  chronus   SLO and MIX1 on one shared cluster (``--chronus-nodes`` × 8 GPUs): las, deadline-las
+            without admission (every deadline boosted) and with it (``--admission-share``); misses,
+            best-effort JCT against LAS, and utility (strict jobs carry one step, soft ones several)
   fairness  heavy Philly as one shared cluster (Σ quarter nodes), equal shares: fairshare vs las
   history   heavy setup: the config defaults of las, gittins (learnt history) and qssf against
             srtf and las 100k/3M; the first ``--history-chronus-jobs`` of Chronus MIX1 (user and
@@ -34,7 +36,8 @@ from slurm_dl.sim.state import PreemptionCost
 from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
 
 KEYS = ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "preemptions",
-        "deadline_miss_rate", "best_effort_avg_jct_s", "max_rho", "jain_rho")
+        "deadline_miss_rate", "best_effort_avg_jct_s", "max_rho", "jain_rho", "utility_earned", "utility_max",
+        "utility_fraction", "value_earned")
 
 
 def brief(s: dict) -> dict:
@@ -58,6 +61,9 @@ def main() -> int:
     ap.add_argument("--las-thresholds", default="100000,3000000")
     ap.add_argument("--chronus-nodes", type=int, default=16)
     ap.add_argument("--deadline-boost", type=float, default=3600.0)
+    ap.add_argument("--admission-share", type=float, default=None,
+                    help="--part chronus: part of the cluster admitted deadlines may promise (default: the config's)")
+    ap.add_argument("--chronus-traces", default="SLO,MIX1", help="--part chronus: which Chronus traces")
     ap.add_argument("--history-chronus-jobs", type=int, default=3000,
                     help="--part history: the first N jobs of MIX1 (QSSF on all of it is very slow)")
     ap.add_argument("--fairness-nodes", type=int, default=None,
@@ -91,14 +97,24 @@ def main() -> int:
     if "chronus" in parts:
         ch = {}
         setup = SimSetup(nodes=a.chronus_nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
-        for name in ("SLO", "MIX1"):
+        for name in a.chronus_traces.split(","):
             jobs = read_trace(T / "chronus" / f"trace_job_Philly_{name}.csv", "chronus")
             las = run(jobs, "las", setup, las_thresholds=thr)
-            dl = run(jobs, "deadline-las", setup, las_thresholds=thr, boost_s=a.deadline_boost)
-            r = {"las": las, "deadline-las": dl, "nodes": a.chronus_nodes,
-                 "miss_rate_cut": round(las["deadline_miss_rate"] / max(dl["deadline_miss_rate"], 1e-9), 2)}
-            if "best_effort_avg_jct_s" in las:
-                r["best_effort_jct_ratio"] = round(dl["best_effort_avg_jct_s"] / las["best_effort_avg_jct_s"], 3)
+            dl = run(jobs, "deadline-las", setup, las_thresholds=thr, boost_s=a.deadline_boost, admission=False)
+            adm = run(jobs, "deadline-las", setup, las_thresholds=thr, boost_s=a.deadline_boost, admission=True,
+                      admission_share=a.admission_share)
+            r = {"las": las, "deadline-las": dl, "deadline-las+admission": adm, "nodes": a.chronus_nodes,
+                 "admission_share": a.admission_share}
+            for k in ("deadline-las", "deadline-las+admission"):
+                v = r[k]
+                row = {"miss_rate_cut": round(las["deadline_miss_rate"] / max(v["deadline_miss_rate"], 1e-9), 2)}
+                if "best_effort_avg_jct_s" in las:
+                    row["best_effort_jct_ratio"] = round(v["best_effort_avg_jct_s"] / las["best_effort_avg_jct_s"], 3)
+                r[f"{k} vs las"] = row
+                print(f"  {name} {k}: misses {las['deadline_miss_rate']:.2%} (las) -> {v['deadline_miss_rate']:.2%}"
+                      f" = {row['miss_rate_cut']}x fewer; best-effort JCT {row.get('best_effort_jct_ratio')}x las; "
+                      f"utility {v.get('utility_earned', 0):g} of {v.get('utility_max', 0):g} "
+                      f"(las {las.get('utility_earned', 0):g})", file=sys.stderr)
             ch[name] = r
         out["chronus"] = ch
     if "fairness" in parts:

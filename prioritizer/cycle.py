@@ -7,6 +7,7 @@ computes everything and changes nothing: no Slurm writes, no store writes.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ from slurm_dl.core.explain import explain_job
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import ClusterSnapshot
 from slurm_dl.core.policy import PolicyContext, get_policy
-from slurm_dl.core.policy.deadline import admit_deadlines
+from slurm_dl.core.policy.admission import DeadlineAdmission, demotion_message
+from slurm_dl.core.policy.deadline import DEMOTED_TAG, admit_deadlines
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
@@ -100,6 +102,10 @@ class Prioritizer:
         self.cycle_no = 0
         self._deadline_notes: dict[int, str] = {}  # job -> why its deadline is ignored (logged once)
         self._class_notes: dict[int, str] = {}  # job -> why its class was demoted (logged once)
+        dc = config.policy.deadline
+        self.admission = DeadlineAdmission(dc.admission_share) if dc.admission else None
+        """Deadlines promised so far (in memory: after a restart, live deadline jobs are
+        admitted again in submission order)."""
         self.idle = IdleWatcher(config.telemetry) if config.telemetry.exposition_dir else None
         self.explain_cache = ExplanationCache()  # which explanations a cycle rebuilds
         self.idle_site_factor = -self.scale.maximum
@@ -137,6 +143,13 @@ class Prioritizer:
         for j in jobs:
             if j.job_id in ignored_deadlines:
                 j.deadline = None
+        if self.admission is not None:  # a deadline the cluster cannot keep: best effort, said once
+            admission = self.admission if not self.dry_run else copy.deepcopy(self.admission)
+            for jid, why in admission.step(jobs, now, snap.total_gpus()).items():
+                ignored_deadlines[jid] = demotion_message(why)
+            for j in jobs:
+                if j.job_id in admission.demoted:
+                    j.tags = {**j.tags, DEMOTED_TAG: admission.demoted[j.job_id]}
         ctx = PolicyContext(now=now, ledger=work, config=self.config, total_gpus=snap.total_gpus())
         scores = self.policy.scores(jobs, ctx)
         t_score = time.perf_counter()

@@ -73,6 +73,8 @@ def factor_words(name: str, f: Mapping[str, Any], expl: Mapping[str, Any]) -> st
     if name == "deadline":
         if expl.get("deadline") is None:
             return "no deadline (the neutral middle)"
+        if expl.get("deadline_demoted"):
+            return f"deadline {_clock(expl['deadline'])} not admitted, best effort: {expl['deadline_demoted']}"
         slack = expl.get("deadline_slack_s")
         left = "" if slack is None else (f", {_duration(slack)} to spare" if slack >= 0 else ", cannot make it")
         return f"deadline {_clock(expl['deadline'])}{left}"

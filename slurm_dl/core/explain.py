@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from .model import Job
 from .policy.base import PolicyContext, PriorityPolicy
-from .policy.deadline import slack
+from .policy.deadline import DEMOTED_TAG, slack
 from .preemption import resume_kind
 
 
@@ -123,6 +123,7 @@ def explain_job(
         "restarts": job.restarts,
         "deadline": job.deadline,
         "deadline_slack_s": None if s is None else round(s, 3),
+        "deadline_demoted": (job.tags or {}).get(DEMOTED_TAG),
         "account_usage_gpu_s": round(led.usage(job.account, ctx.now, half_life_s), 3) if led is not None else None,
         "waiting_for": waiting_for,
     }

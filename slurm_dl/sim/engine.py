@@ -111,6 +111,7 @@ def run_cluster(
     last_refresh = [-INF]
     epoch = [ranker.epoch()]
     preemptions = 0
+    arrive = getattr(ranker, "arrive", None)  # deadline admission at a job's first arrival
 
     def start(sj: SimJob, alloc, now: float) -> None:
         nonlocal free_total
@@ -569,6 +570,8 @@ def run_cluster(
         while ai < n and arrivals[ai].submit <= now:
             sj = arrivals[ai]
             ai += 1
+            if arrive is not None:
+                arrive(sj, now, total)
             enqueue(sj, now)
         if needs_usage:
             refresh_usage(now)

@@ -75,6 +75,16 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
         out["soft_jobs"] = len(soft)
         out["value_earned"] = earned
         out["value_earned_fraction"] = earned / top if top else 0.0
+    valued = [sj for sj in jobs if sj.job.soft_deadlines]
+    if valued:  # every job with utility steps (Chronus: strict jobs carry one, soft ones several)
+        earned = top = 0.0
+        for sj in valued:
+            steps = sj.job.soft_deadlines
+            top += max(v for _, v in steps)
+            earned += next((v for t, v in steps if (sj.end_time or 0.0) <= t), 0.0)
+        out["utility_earned"] = earned
+        out["utility_max"] = top
+        out["utility_fraction"] = earned / top if top else 0.0
     per: dict[str, dict] = {}
     for sj in jobs:
         a = per.setdefault(sj.account, {"jobs": 0, "sum_jct": 0.0, "sum_queue": 0.0, "preemptions": 0})

@@ -37,7 +37,8 @@ from typing import Any, Sequence
 from ..core.ledger import Ledger
 from ..core.policy import PolicyContext, get_policy, policy_names
 from ..core.policy.combined import CombinedPolicy
-from ..core.policy.deadline import DeadlinePolicy
+from ..core.policy.admission import DeadlineAdmission
+from ..core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, DeadlinePolicy
 from ..core.policy.fairshare import FairSharePolicy
 from ..core.policy.fifo import FifoPolicy
 from ..core.policy.gittins import GittinsPolicy, history_checkpoint
@@ -116,6 +117,33 @@ class PolicyRanker:
         self._local_key = None
         if self.grouped and isinstance(policy, CombinedPolicy):
             self._setup_combined_groups(policy, fs[0])
+        dl = next((p for p in comps if isinstance(p, DeadlinePolicy)), None)
+        self.admission: DeadlineAdmission | None = None
+        if dl is not None and dl.admission:
+            self.admission = DeadlineAdmission(dl.admission_share, self._remaining)
+            self._by_id: dict[int, SimJob] = {}
+
+    def _remaining(self, j, now: float) -> float | None:
+        """A committed job's remaining requested run time: its limit less what it has run."""
+        if j.time_limit is None:
+            return None
+        return max(0.0, j.time_limit - self._by_id[j.job_id].executed(now))
+
+    def arrive(self, sj: SimJob, now: float, total_gpus: int) -> None:
+        """A job's first arrival: admission decides its deadline (the prioritizer's first cycle)."""
+        if self.admission is None:
+            return
+        j = sj.job
+        if j.deadline is None and not j.soft_deadlines:
+            return
+        self._by_id[j.job_id] = sj
+        why = self.admission.decide(j, now, total_gpus)
+        if why is not None:
+            j.tags = {**j.tags, DEMOTED_TAG: why}
+        elif j.deadline is None:
+            j.tags = {**j.tags, SOFT_FROM_TAG: repr(self.admission.admitted[j.job_id])}
+        if why is not None or self.admission.admitted.get(j.job_id) is None:
+            self._by_id.pop(j.job_id, None)
 
     def _sync(self, sj: SimJob, now: float):
         j = sj.job
@@ -211,6 +239,9 @@ class PolicyRanker:
 
     def finished(self, sj: SimJob) -> None:
         j = sj.job
+        if self.admission is not None:
+            self.admission.forget(j.job_id)
+            self._by_id.pop(j.job_id, None)
         self.ledger.add_history(sj.attained0, j.user, j.name, j.account, j.num_gpus, j.partition,
                                 j.time_limit)
 
@@ -240,7 +271,8 @@ def policy_overrides(name: str, *, las_thresholds: Sequence[float] | None = None
                      starvation: float | None = None, prior: Sequence[float] = (),
                      gittins_bins: int | None = None, boost_s: float | None = None,
                      shares: dict[str, float] | None = None,
-                     half_life_hours: float | None = None) -> tuple[str, dict[str, Any]]:
+                     half_life_hours: float | None = None, admission: bool | None = None,
+                     admission_share: float | None = None) -> tuple[str, dict[str, Any]]:
     """The core registry name and ``get_policy`` overrides for a simulator policy name and the
     simulator's options (only options that apply to that policy; ``None`` = from the config)."""
     las: dict[str, Any] = {}
@@ -248,7 +280,11 @@ def policy_overrides(name: str, *, las_thresholds: Sequence[float] | None = None
         las["thresholds_gpu_s"] = list(las_thresholds)
     if starvation is not None:
         las["starvation_factor"] = starvation or None
-    deadline = {"boost_slack_s": boost_s} if boost_s else {}
+    deadline: dict[str, Any] = {"boost_slack_s": boost_s} if boost_s else {}
+    if admission is not None:
+        deadline["admission"] = admission
+    if admission_share is not None:
+        deadline["admission_share"] = admission_share
     if name in ALIASES:
         core, fixed = ALIASES[name]
         return core, {**fixed, "component_overrides": {"las": las, "deadline": deadline}}

@@ -335,3 +335,26 @@ def test_a_cycle_pushes_at_most_the_configured_number_and_the_next_the_rest(conf
     assert r1.pushed_jobs == 3 and r1.deferred > 0
     r2 = p.run_cycle()
     assert r1.pushed_jobs + r2.pushed_jobs == r1.pushed_jobs + r1.deferred and r2.deferred == 0
+
+
+def test_a_deadline_the_cluster_cannot_keep_is_demoted_once_with_a_message(config, db):
+    # 8 GPUs; two 8-GPU jobs due in 90 min that each ask 1 h: the first submitted is promised,
+    # the second cannot be kept next to it and runs as best effort (told once, never boosted)
+    c = MemoryCluster()
+    first = c.add(1, 8, time_limit=3600.0, deadline=c.now + 5400.0)
+    second = c.add(2, 8, time_limit=3600.0, deadline=c.now + 5400.0)
+    second.submit_time += 1
+    plain = c.add(3, 8, time_limit=3600.0)
+    plain.submit_time -= 1
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    notes = [d for d in p.store.decisions(2) if d.kind == "deadline"]
+    assert len(notes) == 1 and "deadline not admitted" in notes[0].reason and "best effort" in notes[0].reason
+    assert not [d for d in p.store.decisions(1) if d.kind == "deadline"]
+    c.now += 60.0
+    for _ in range(2):
+        p.run_cycle()
+        c.now += 10.0
+    sf = {i: c.jobs[i].site_factor for i in (1, 2, 3)}
+    assert sf[1] > sf[3] > sf[2], sf  # the promised job first; the demoted one is not boosted
+    assert len([d for d in p.store.decisions(2) if d.kind == "deadline"]) == 1  # said once

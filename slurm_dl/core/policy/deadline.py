@@ -15,6 +15,15 @@ other job, so best-effort work is not pushed back for deadlines that are far awa
   only make other deadlines miss too; they drop below best effort, which also means a made-up
   deadline that cannot be met costs its owner priority instead of gaining it.
 
+A job whose deadline admission did not promise (``Job.tags[DEMOTED_TAG]``, see
+:mod:`.admission`) is never boosted: it stays neutral while its deadline can still be met and
+falls to hopeless after, like any deadline that is lost.
+
+Soft deadlines (``Job.soft_deadlines``, utility steps (time, value) with values falling) aim at
+the first step still reachable (from the step admission promised on): the job is boosted when
+its slack to that step falls below ``boost_slack``, with score ``0.5 + 0.5 × value / top
+value`` (the utility still reachable), and hopeless when no step is reachable any more.
+
 The levels are piecewise constant in time: a waiting job's slack shrinks one second per second
 (boosted at ``slack = boost_slack``, hopeless at ``slack = 0``, both announced by
 ``next_key_change``); a running job's slack is constant. Standalone, the policy is ``firstfit``
@@ -29,6 +38,12 @@ from typing import Sequence
 from ..config import DeadlineConfig
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
+
+
+DEMOTED_TAG = "deadline_demoted"
+"""Set in ``Job.tags`` (to the reason) when admission demoted the job's deadline."""
+SOFT_FROM_TAG = "deadline_soft_from"
+"""Set in ``Job.tags`` to the soft-deadline step admission promised (earlier steps given up)."""
 
 
 def _settings(config) -> DeadlineConfig:
@@ -127,9 +142,15 @@ class DeadlinePolicy(PriorityPolicy):
     name = "deadline"
     discipline = "firstfit"
 
-    def __init__(self, config=None, *, boost_slack_s: float | None = None) -> None:
+    def __init__(self, config=None, *, boost_slack_s: float | None = None, admission: bool | None = None,
+                 admission_share: float | None = None) -> None:
+        dc = _settings(config)
         if boost_slack_s is None:
-            boost_slack_s = 60.0 * _settings(config).boost_slack_minutes
+            boost_slack_s = 60.0 * dc.boost_slack_minutes
+        self.admission = dc.admission if admission is None else bool(admission)
+        self.admission_share = dc.admission_share if admission_share is None else float(admission_share)
+        if not 0.0 < self.admission_share <= 1.0:
+            raise ValueError(f"deadline: admission_share must be in (0, 1], got {self.admission_share}")
         if not boost_slack_s > 0 or not math.isfinite(boost_slack_s):
             raise ValueError(f"deadline: boost_slack_s must be positive, got {boost_slack_s}")
         self.boost_slack_s = float(boost_slack_s)
@@ -137,33 +158,71 @@ class DeadlinePolicy(PriorityPolicy):
 
     BOOSTED, NEUTRAL, HOPELESS = 0, 1, 2
 
+    def target(self, job: Job, now: float) -> tuple[float, float] | None:
+        """The deadline the job aims at now and the share of its utility it is worth there:
+        ``(deadline, 1.0)`` for a hard deadline; for soft deadlines the first step still
+        reachable from now (by the remaining run time), at or after the step admission
+        promised; None when the job has no deadline or no step is reachable any more."""
+        if job.deadline is not None or not job.soft_deadlines:
+            return None if job.deadline is None else (job.deadline, 1.0)
+        steps = job.soft_deadlines
+        top = max(v for _, v in steps)
+        if top <= 0:
+            return None
+        start = float(job.tags.get(SOFT_FROM_TAG, "-inf")) if job.tags else float("-inf")
+        end = now + (remaining_run(job, now) or 0.0)
+        for t, v in steps:
+            if t >= start and t >= end and v > 0:
+                return t, v / top
+        return None
+
     def level(self, job: Job, now: float) -> int:
         """``BOOSTED``, ``NEUTRAL`` or ``HOPELESS`` (see the module docstring)."""
-        s = slack(job, now)
-        if s is None:
+        if job.deadline is None and not job.soft_deadlines:
             return self.NEUTRAL
+        if job.tags and job.tags.get(DEMOTED_TAG):
+            return self.NEUTRAL if (slack(job, now) or 0.0) >= 0.0 else self.HOPELESS
+        tgt = self.target(job, now)
+        if tgt is None:
+            return self.HOPELESS
+        s = tgt[0] - now - (remaining_run(job, now) or 0.0)
         if s < 0.0:
             return self.HOPELESS
         return self.BOOSTED if s < self.boost_slack_s else self.NEUTRAL
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         lv = self.level(job, ctx.now)
-        return (lv, job.deadline if lv == self.BOOSTED else 0.0, job.submit_time, job.job_id)
+        return (lv, self._boost_tb(job, ctx.now) if lv == self.BOOSTED else 0.0, job.submit_time, job.job_id)
+
+    def _boost_tb(self, job: Job, now: float) -> float:
+        tgt = self.target(job, now)
+        return tgt[0] if tgt is not None else 0.0
 
     def score(self, job: Job, ctx: PolicyContext) -> float:
-        return (1.0, 0.5, 0.0)[self.level(job, ctx.now)]
+        lv = self.level(job, ctx.now)
+        if lv == self.BOOSTED and job.deadline is None:
+            tgt = self.target(job, ctx.now)  # soft: boosted by the utility still reachable
+            return 0.5 + 0.5 * (tgt[1] if tgt is not None else 0.0)
+        return (1.0, 0.5, 0.0)[lv]
 
     def tiebreak(self, job: Job, ctx: PolicyContext) -> tuple:
         """EDF among boosted jobs."""
-        return (job.deadline,) if self.level(job, ctx.now) == self.BOOSTED else (0.0,)
+        return (self._boost_tb(job, ctx.now),) if self.level(job, ctx.now) == self.BOOSTED else (0.0,)
 
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         """A waiting job's slack shrinks one second per second: boosted when it falls below
-        ``boost_slack``, hopeless when it falls below 0. A running job's slack is constant."""
+        ``boost_slack``, hopeless (or, soft, aiming at its next step) when it falls below 0.
+        A running job's slack is constant."""
         if not job.pending:
             return None
-        s = slack(job, ctx.now)
-        if s is None or s < 0.0:
+        if job.tags and job.tags.get(DEMOTED_TAG):
+            s = slack(job, ctx.now)
+            return None if s is None or s < 0.0 else ctx.now + s + 1e-6
+        tgt = self.target(job, ctx.now)
+        if tgt is None:
+            return None
+        s = tgt[0] - ctx.now - (remaining_run(job, ctx.now) or 0.0)
+        if s < 0.0:
             return None
         if s >= self.boost_slack_s:
             return ctx.now + (s - self.boost_slack_s) + 1e-6

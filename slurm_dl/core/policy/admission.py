@@ -1,0 +1,158 @@
+"""Deadline admission (as in Chronus): a deadline is honoured only if the cluster can meet it
+next to the deadlines it has already promised.
+
+The promise is made once, when the job is first seen (the prioritizer's first cycle with the job,
+the simulator's arrival). A job whose deadline is admitted keeps it; a job whose deadline does
+not fit is *demoted*: it runs as best effort (never boosted for the deadline) and its owner is
+told why. Demotion never takes GPUs from anyone, so a deadline the cluster cannot meet no longer
+pushes back best-effort work on its way to being missed anyway.
+
+The check is the earliest-deadline-first demand test on the committed work. For every admitted
+deadline ``D`` not yet past (and the new one), the GPU-seconds still owed to deadline jobs due
+by ``D`` must fit in ``share × GPUs × (D - now)``. A job owes ``GPUs × its remaining requested
+run time``: its time limit less what it has run (:func:`~.deadline.remaining_run`), never its
+real run time, so asking for a short limit to get in only gets the job ended at that limit, and
+asking for a long one only makes it harder to admit. ``share`` (``policy.deadline.
+admission_share``) is the part of the cluster that deadlines may promise away; the rest stays
+for best-effort work and absorbs what the fluid test ignores (packing, jobs that cannot be
+preempted).
+
+Soft deadlines (utility steps, ``Job.soft_deadlines``: (time, value) with values falling) are
+admitted at their first step that fits; the job then aims at that step, and the steps before it
+are given up. A job that fits at no step is demoted like a hard one.
+
+Pure: no clock; the caller passes ``now`` and the cluster's GPU count.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ..model import Job
+from .deadline import remaining_run
+
+Remaining = Callable[[Job, float], float | None]
+
+
+def _hm(seconds: float) -> str:
+    m = max(0, round(seconds / 60.0))
+    return f"{m // 60} h {m % 60:02d} min" if m >= 60 else f"{m} min"
+
+
+def demand_fits(owed: Iterable[tuple[float, float]], new: tuple[float, float], now: float,
+                capacity_gpus: float) -> tuple[bool, str]:
+    """The EDF demand test: ``owed`` are (deadline, GPU-seconds) already promised, ``new`` the
+    candidate. True when every deadline ``D ≥`` the candidate's still has its work (and the
+    candidate's) within ``capacity_gpus × (D - now)``. Returns ``(ok, reason)``."""
+    d_new, w_new = new
+    if capacity_gpus <= 0:
+        return False, "no GPUs are set aside for deadlines"
+    items = sorted(owed)
+    i = bisect.bisect_right(items, (d_new, float("inf")))
+    before = sum(w for _, w in items[:i])
+    total = before + w_new
+    if total > capacity_gpus * (d_new - now):
+        return False, (f"the deadline work already promised before it needs "
+                       f"{_hm(before / capacity_gpus)} of the deadline GPUs, this job "
+                       f"{_hm(w_new / capacity_gpus)} more, and only {_hm(d_new - now)} are left")
+    for d, w in items[i:]:
+        total += w
+        if total > capacity_gpus * (d - now):
+            return False, (f"it would make an earlier-admitted deadline ({_hm(d - now)} away) "
+                           f"impossible to keep")
+    return True, "fits"
+
+
+@dataclass
+class DeadlineAdmission:
+    """The promises made so far (job id → admitted deadline) and the demotions (job id → why).
+
+    The simulator calls :meth:`decide` at each arrival and :meth:`forget` when a job ends; the
+    prioritizer calls :meth:`step` each cycle with the live jobs. ``remaining`` computes a job's
+    remaining requested run time (default :func:`~.deadline.remaining_run`)."""
+
+    share: float = 1.0
+    remaining: Remaining = remaining_run
+    admitted: dict[int, float] = field(default_factory=dict)
+    demoted: dict[int, str] = field(default_factory=dict)
+    _jobs: dict[int, Job] = field(default_factory=dict)
+
+    def _owed(self, now: float) -> list[tuple[float, float]]:
+        out = []
+        for jid, d in list(self.admitted.items()):
+            if d <= now:
+                continue  # past: promises no more work
+            j = self._jobs[jid]
+            r = self.remaining(j, now) or 0.0
+            if now + r > d:
+                continue  # can no longer make it: the policy drops it below best effort
+            out.append((d, j.num_gpus * r))
+        return out
+
+    def decide(self, job: Job, now: float, total_gpus: int) -> str | None:
+        """Admit or demote ``job``'s deadline (once; later calls return the first answer).
+        None: admitted (or no deadline); else the reason it was demoted."""
+        jid = job.job_id
+        if jid in self.admitted or jid in self.demoted:
+            return self.demoted.get(jid)
+        targets = candidate_deadlines(job)
+        if not targets:
+            return None
+        r = self.remaining(job, now)
+        if r is None:
+            why = "it has no time limit to plan it with"
+            self.demoted[jid] = why
+            return why
+        cap = self.share * total_gpus
+        if job.num_gpus > cap:
+            why = (f"it needs {job.num_gpus} GPUs and deadlines may use at most {cap:g} "
+                   f"of the cluster's {total_gpus}")
+            self.demoted[jid] = why
+            return why
+        owed = self._owed(now)
+        why = "no deadline"
+        for d in targets:
+            if now + r > d:
+                why = f"its time limit ({_hm(r)}) ends after the deadline ({_hm(d - now)} away)"
+                continue
+            ok, why = demand_fits(owed, (d, job.num_gpus * r), now, cap)
+            if ok:
+                self.admitted[jid] = d
+                self._jobs[jid] = job
+                return None
+        self.demoted[jid] = why
+        return why
+
+    def forget(self, job_id: int) -> None:
+        self.admitted.pop(job_id, None)
+        self.demoted.pop(job_id, None)
+        self._jobs.pop(job_id, None)
+
+    def step(self, jobs: Iterable[Job], now: float, total_gpus: int) -> dict[int, str]:
+        """The prioritizer's cycle: forget jobs no longer live, decide new deadline jobs in
+        submission order, and return ``{job_id: why}`` for every live demoted job. Admitted
+        jobs' records are refreshed (their run time so far changes)."""
+        live = {j.job_id: j for j in jobs}
+        for jid in [j for j in (*self.admitted, *self.demoted) if j not in live]:
+            self.forget(jid)
+        for jid in self.admitted:
+            self._jobs[jid] = live[jid]
+        for j in sorted(live.values(), key=lambda j: (j.submit_time, j.job_id)):
+            if j.deadline is not None or j.soft_deadlines:
+                self.decide(j, now, total_gpus)
+        return {jid: why for jid, why in self.demoted.items()}
+
+
+def candidate_deadlines(job: Job) -> list[float]:
+    """What admission may promise: the hard deadline, or the soft steps in order."""
+    if job.deadline is not None:
+        return [job.deadline]
+    return [t for t, v in job.soft_deadlines if v > 0]
+
+
+def demotion_message(why: str) -> str:
+    """The text a user reads about a demoted deadline (explain, the prioritizer's log)."""
+    return (f"deadline not admitted: {why}; the job runs as best effort "
+            f"(a later deadline or a shorter --time may be admitted)")

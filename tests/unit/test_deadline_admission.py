@@ -1,0 +1,141 @@
+"""Deadline admission (the EDF demand test on promised work) and soft deadlines (utility steps):
+the pure decisions, the policy's levels for demoted and soft jobs, the Chronus reader's steps,
+and the simulator's utility figures."""
+
+from __future__ import annotations
+
+from slurm_dl.core.model import Job, JobState
+from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.core.policy.admission import DeadlineAdmission, demand_fits, demotion_message
+from slurm_dl.core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, DeadlinePolicy
+from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.simulate import SimSetup, simulate
+from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.traces import read_trace
+
+H = 3600.0
+
+
+def _dl(job_id: int, gpus: int, limit: float, deadline: float, **kw) -> Job:
+    return Job(job_id, user="u", account="a", num_gpus=gpus, time_limit=limit, deadline=deadline, **kw)
+
+
+def test_demand_test_counts_the_work_due_before_each_deadline() -> None:
+    # 8 GPUs, 2 h away: 16 GPU-hours fit; 10 promised + 6 asked fit, + 7 do not
+    assert demand_fits([(2 * H, 10 * H)], (2 * H, 6 * H), 0.0, 8)[0]
+    ok, why = demand_fits([(2 * H, 10 * H)], (2 * H, 7 * H), 0.0, 8)
+    assert not ok and "already promised" in why
+    # a new early job may not break a later promise: 8 GPUs × 3 h = 24 GPU-h, 20 promised by then
+    ok, why = demand_fits([(3 * H, 20 * H)], (1 * H, 5 * H), 0.0, 8)
+    assert not ok and "earlier-admitted deadline" in why
+    assert demand_fits([(3 * H, 20 * H)], (1 * H, 4 * H), 0.0, 8)[0]
+
+
+def test_admission_promises_in_arrival_order_and_demotes_what_no_longer_fits() -> None:
+    adm = DeadlineAdmission(share=1.0)
+    # 8 GPUs; each job 4 GPUs × 1 h due in 2 h: four fit (16 GPU-h), the fifth does not
+    jobs = [_dl(i, 4, H, 2 * H) for i in range(5)]
+    answers = [adm.decide(j, 0.0, 8) for j in jobs]
+    assert answers[:4] == [None] * 4
+    assert answers[4] is not None and "promised" in answers[4]
+    assert adm.decide(jobs[4], 0.0, 8) == answers[4]  # decided once: asking again changes nothing
+    # a promised job that ends frees its share for the next newcomer
+    adm.forget(0)
+    assert adm.decide(_dl(9, 4, H, 2 * H), 0.0, 8) is None
+
+
+def test_admission_share_keeps_part_of_the_cluster_for_best_effort() -> None:
+    adm = DeadlineAdmission(share=0.5)
+    assert adm.decide(_dl(1, 4, H, 2 * H), 0.0, 8) is None  # 4 GPU-h of 8 set aside
+    assert adm.decide(_dl(2, 4, H, 2 * H), 0.0, 8) is None  # 8 of 8
+    assert adm.decide(_dl(3, 1, 600.0, 2 * H), 0.0, 8) is not None
+    why = DeadlineAdmission(share=0.5).decide(_dl(4, 8, 60.0, H), 0.0, 8)
+    assert why is not None and "at most 4" in why
+
+
+def test_the_time_limit_is_the_promised_work_not_the_real_run_time() -> None:
+    # the user knows the job runs 10 min but asks 2 h: admission plans 2 h, and 2 h do not fit
+    adm = DeadlineAdmission()
+    liar = _dl(1, 8, 2 * H, 1.5 * H, duration=600.0)
+    assert "ends after the deadline" in adm.decide(liar, 0.0, 8)
+    assert DeadlineAdmission().decide(Job(2, num_gpus=1, deadline=H), 0.0, 8) is not None  # no limit
+    # a running promised job owes only what is left of its limit
+    adm = DeadlineAdmission()
+    run = _dl(3, 8, 2 * H, 3 * H, state=JobState.RUNNING, start_time=0.0)
+    assert adm.decide(run, 0.0, 8) is None
+    run.executed_s = 1.5 * H  # 1.5 h later it owes 0.5 h: 1 h more fits before its deadline
+    assert adm.decide(_dl(4, 8, H, 3 * H), 1.5 * H, 8) is None
+    assert adm.decide(_dl(5, 8, 600.0, 3 * H), 1.5 * H, 8) is not None
+
+
+def test_prioritizer_step_forgets_ended_jobs_and_decides_new_ones_in_submission_order() -> None:
+    adm = DeadlineAdmission()
+    a, b = _dl(1, 8, H, 1.5 * H), _dl(2, 8, H, 1.5 * H)
+    b.submit_time = 5.0
+    assert adm.step([b, a], 10.0, 8) == {2: adm.demoted[2]}  # the earlier submission got the slot
+    assert adm.step([b], 20.0, 8) == {2: adm.demoted[2]}  # a ended; b's answer stands
+    assert 1 not in adm.admitted
+
+
+def test_a_demoted_deadline_is_never_boosted_and_lost_like_any_other() -> None:
+    pol = DeadlinePolicy(boost_slack_s=H)
+    job = _dl(1, 1, 600.0, 1800.0)
+    assert pol.level(job, 0.0) == pol.BOOSTED
+    job.tags = {DEMOTED_TAG: "no room"}
+    assert pol.level(job, 0.0) == pol.NEUTRAL
+    assert pol.level(job, 1500.0) == pol.HOPELESS
+    assert pol.next_key_change(job, PolicyContext(now=0.0)) > 1200.0
+    assert "best effort" in demotion_message("no room")
+
+
+def test_soft_deadlines_boost_by_the_utility_still_reachable() -> None:
+    pol = DeadlinePolicy(boost_slack_s=H)
+    steps = ((2 * H, 10.0), (3 * H, 5.0), (5 * H, 2.0))
+    job = Job(1, num_gpus=1, time_limit=H, soft_deadlines=steps)
+    ctx = PolicyContext(now=0.0)
+    assert pol.target(job, 0.0) == (2 * H, 1.0)
+    assert pol.score(job, ctx) == 0.5  # an hour to spare: not boosted yet
+    ctx.now = 0.5 * H
+    assert pol.score(job, ctx) == 1.0  # boosted for the full value
+    ctx.now = 1.5 * H  # the first step is out of reach: aims at the second, worth half
+    assert pol.target(job, ctx.now) == (3 * H, 0.5)
+    assert pol.score(job, ctx) == 0.75
+    ctx.now = 4.5 * H  # nothing reachable any more
+    assert pol.level(job, ctx.now) == pol.HOPELESS
+    # admission promised the second step: the first is given up
+    job.tags = {SOFT_FROM_TAG: repr(3 * H)}
+    assert pol.target(job, 0.0) == (3 * H, 0.5)
+
+
+def test_soft_job_is_admitted_at_its_first_step_that_fits() -> None:
+    adm = DeadlineAdmission()
+    assert adm.decide(_dl(1, 8, H, 1.5 * H), 0.0, 8) is None
+    soft = Job(2, num_gpus=8, time_limit=H, soft_deadlines=((1.5 * H, 10.0), (3 * H, 5.0), (4 * H, 0.0)))
+    assert adm.decide(soft, 0.0, 8) is None and adm.admitted[2] == 3 * H
+    late = Job(3, num_gpus=8, time_limit=H, soft_deadlines=((1.5 * H, 10.0), (1.75 * H, 5.0)))
+    assert adm.decide(late, 0.0, 8) is not None
+
+
+CHRONUS = """job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,expect_time_list,expect_value_list,best_effort,job_type
+0,vc_a,8,0,10,vgg16,60,1,90,10,0,strict
+1,vc_a,8,0,10,vgg16,60,1,90,10,0,strict
+2,vc_b,8,0,10,resnet50,60,1,90-150-240,10-6-2,0,soft
+3,vc_b,8,0,10,resnet50,30,1,30,10,1,best
+"""
+
+
+def test_chronus_utility_steps_and_the_admission_in_the_simulator(tmp_path) -> None:
+    path = tmp_path / "mix.csv"
+    path.write_text(CHRONUS)
+    jobs = read_trace(path, "chronus")
+    assert jobs[2].soft_deadlines == ((90 * 60.0, 10.0), (150 * 60.0, 6.0), (240 * 60.0, 2.0))
+    assert jobs[0].soft_deadlines == ((90 * 60.0, 10.0),)
+    setup = SimSetup(nodes=1, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
+    on, _ = simulate(jobs, lambda: make_ranker("deadline-las", boost_s=H, admission=True), setup)
+    off, _ = simulate(jobs, lambda: make_ranker("deadline-las", boost_s=H, admission=False), setup)
+    # one 8-GPU hour fits before 90 min: job 0 is promised, job 1 demoted, the soft job gets its
+    # 150-min step; without admission both strict jobs are boosted and the best-effort job waits
+    assert on["deadline_miss_rate"] == 0.5
+    assert on["utility_max"] == 30.0 and on["utility_earned"] == 16.0
+    assert on["best_effort_avg_jct_s"] < off["best_effort_avg_jct_s"]
+    assert on["value_earned"] == 6.0
