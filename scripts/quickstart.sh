@@ -162,10 +162,13 @@ step_prioritizer() {
 
 step_explain() {
   banner "why jobs have their priority (slurm-dl explain)"
-  sleep 4  # one more prioritizer cycle sees the dlsubmit jobs
-  local id
+  local id out tries
   for id in $(squeue -h -o %i | head -n 3); do
-    slurm-dl explain "$id" 2>&1 | sed 's/^/  /' | head -n 12 || true
+    for tries in 1 2 3 4 5 6 7 8 9 10; do  # a busy machine's cycle may not have seen a new job yet
+      out="$(slurm-dl explain "$id" 2>&1)" && break
+      case "$out" in *"no record of it"*) sleep 2 ;; *) break ;; esac
+    done
+    printf '%s\n' "$out" | sed 's/^/  /' | head -n 12 || true
   done
 }
 
