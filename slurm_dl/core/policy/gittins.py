@@ -74,17 +74,18 @@ class _Dist:
         return self.v[min(k, len(self.v)) - 1]
 
 
+_CHECKPOINTS = [64]  # 64, 70, 77, … (×1.1), extended as needed
+
+
 def history_checkpoint(n: int) -> int:
     """How much of a history of length ``n`` the table uses: all of it up to 64, then the
     largest of 64, 70, 77, … (×1.1) not above ``n``."""
     if n <= 64:
         return n
-    length = 64
-    while True:
-        nxt = max(length + 1, int(length * 1.1))
-        if nxt > n:
-            return length
-        length = nxt
+    cps = _CHECKPOINTS
+    while cps[-1] <= n:
+        cps.append(max(cps[-1] + 1, int(cps[-1] * 1.1)))
+    return cps[bisect.bisect_right(cps, n) - 1]
 
 
 class GittinsPolicy(PriorityPolicy):
@@ -116,6 +117,7 @@ class GittinsPolicy(PriorityPolicy):
             self._view = HistoryView(lambda: HistoryLearner(history_keys, min_jobs=int(min_jobs)))
         self.history_keys = history_keys
         self._feat: dict[int, tuple] = {}
+        self._memo: tuple = (None, None, None, None, None)
         self.delta = delta_gpu_s if delta_gpu_s in (None, "bin") else float(delta_gpu_s)
         self.bins = int(bins if bins is not None else (g.bins if g is not None else 32))
         self.prior_weight = float(prior_weight if prior_weight is not None else (g.prior_weight if g else 1.0))
@@ -202,7 +204,14 @@ class GittinsPolicy(PriorityPolicy):
             if len(self._feat) > 100_000:
                 self._feat.clear()
             hit = self._feat[job.job_id] = (raw, job_features(job))
-        return self._view.learner.gittins(hit[1], job.attained_gpu_s, self.bins)
+        learner = self._view.learner
+        f, a, count = hit[1], job.attained_gpu_s, learner.count
+        m = self._memo  # key() and next_key_change() ask the same question in turn
+        if m[0] is f and m[1] == a and m[2] is learner and m[3] == count:
+            return m[4]
+        got = learner.gittins(f, a, self.bins)
+        self._memo = (f, a, learner, count, got)
+        return got
 
     def job_index(self, job: Job, ctx: PolicyContext) -> float:
         """The job's index: from its learnt distribution when it has one, else the table."""

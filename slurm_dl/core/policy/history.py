@@ -60,6 +60,8 @@ DEFAULT_PER_KEY = 50
 GLOBAL_PER_KEY = 2000
 """The whole-history key keeps more jobs: it is the last resort for every job."""
 
+_SKIP = object()  # a bin whose key has too few jobs beyond its start
+
 _HEX = re.compile(r"(?<![a-z0-9])[0-9a-f]{6,}(?![a-z0-9])")
 _DIGITS = re.compile(r"[0-9]+")
 _SEPS = re.compile(r"[^a-z]+")
@@ -160,13 +162,22 @@ class HistoryLearner:
         self._idx = [tuple(FIELDS.index(f) for f in level) for level in self.ladder]
         self._by_key: dict[tuple, deque] = {}
         self._sorted: dict[tuple, tuple[float, ...]] = {}
-        self._edges: dict[tuple, tuple[int, tuple[float, ...]]] = {}
-        self._gcache: dict[tuple, float] = {}
-        self._ver: dict[tuple, int] = {}
+        self._kcache: dict[Features, list[tuple]] = {}
+        # per (key, bins): [samples, bin edges, per-bin Gittins index or _SKIP / None (not yet
+        # computed)], dropped when the key learns a job; per (features, bins): the levels with
+        # enough jobs, as of ``count``
+        self._tables: dict[tuple, list] = {}
+        self._plans: dict[tuple, tuple[int, list]] = {}
+        self._bins: set[int] = set()
         self.count = 0
 
     def _keys(self, f: Features) -> list[tuple]:
-        return [(lvl, *(f[i] for i in idx)) for lvl, idx in enumerate(self._idx)]
+        ks = self._kcache.get(f)
+        if ks is None:
+            if len(self._kcache) > 100_000:
+                self._kcache.clear()
+            ks = self._kcache[f] = [(lvl, *(f[i] for i in idx)) for lvl, idx in enumerate(self._idx)]
+        return ks
 
     def add(self, rec: Finished) -> None:
         """Learn from one finished job (call in finishing order)."""
@@ -179,8 +190,8 @@ class HistoryLearner:
                 q = self._by_key[k] = deque(maxlen=max(cap, self.per_key))
             q.append(x)
             self._sorted.pop(k, None)
-            self._edges.pop(k, None)
-            self._ver[k] = self._ver.get(k, 0) + 1
+            for b in self._bins:
+                self._tables.pop((k, b), None)
         self.count += 1
 
     def extend(self, recs: Iterable[Finished]) -> None:
@@ -216,33 +227,52 @@ class HistoryLearner:
         from the most specific key with at least ``min_jobs`` finished jobs beyond the start of
         its bin; None when no key has enough. A key's bin edges are ``bins`` quantiles of its
         finished jobs (all of them when fewer), so the index changes at most ``bins`` times."""
-        for k in self._keys(f):
-            s = self._samples(k)
-            if len(s) < self.min_jobs:
-                continue
-            edges = self._edges.get(k)
-            if edges is None or edges[0] != bins:
-                n = len(s)
-                pts = s if n <= bins else tuple(sorted({s[(i * (n - 1)) // (bins - 1)] for i in range(bins)}))
-                edges = self._edges[k] = (bins, pts)
-            pts = edges[1]
-            # within a micro GPU-second of an edge counts as past it (a wake-up scheduled for
-            # the edge lands on it up to rounding)
-            i = bisect.bisect_right(pts, attained + 1e-6)
+        plan = self._plans.get((f, bins))
+        if plan is None or plan[0] != self.count:
+            plan = self._plan(f, bins)
+        # within a micro GPU-second of an edge counts as past it (a wake-up scheduled for
+        # the edge lands on it up to rounding)
+        x = attained + 1e-6
+        for tab in plan[1]:
+            pts = tab[1]
+            i = bisect.bisect_right(pts, x)
             if i >= len(pts):
                 continue  # beyond every job of this key
-            lo = pts[i - 1] if i > 0 else 0.0
-            j = bisect.bisect_right(s, lo)
-            if len(s) - j < self.min_jobs:
-                continue
-            ck = (k, self._ver[k], i)
-            g = self._gcache.get(ck)
+            g = tab[2][i]
             if g is None:
-                if len(self._gcache) > 100_000:
-                    self._gcache.clear()
-                g = self._gcache[ck] = gittins_from_samples(s[j:], lo)
+                g = tab[2][i] = self._bin_index(tab[0], pts, i)
+            if g is _SKIP:
+                continue
             return g, pts[i]
         return None
+
+    def _plan(self, f: Features, bins: int) -> tuple[int, list]:
+        """The tables of ``f``'s keys that have at least ``min_jobs`` jobs, most specific first."""
+        self._bins.add(bins)
+        tabs = []
+        for k in self._keys(f):
+            tab = self._tables.get((k, bins))
+            if tab is None:
+                s = self._samples(k)
+                if len(s) < self.min_jobs:
+                    continue
+                n = len(s)
+                pts = s if n <= bins else tuple(sorted({s[(i * (n - 1)) // (bins - 1)] for i in range(bins)}))
+                tab = self._tables[(k, bins)] = [s, pts, [None] * len(pts)]
+            tabs.append(tab)
+        if len(self._plans) > 100_000:
+            self._plans.clear()
+        plan = self._plans[(f, bins)] = (self.count, tabs)
+        return plan
+
+    def _bin_index(self, s: tuple[float, ...], pts: tuple[float, ...], i: int):
+        """The index for bin ``i`` (from ``pts[i-1]`` to ``pts[i]``), or _SKIP when fewer than
+        ``min_jobs`` of the key's jobs lie beyond the bin's start."""
+        lo = pts[i - 1] if i > 0 else 0.0
+        j = bisect.bisect_right(s, lo)
+        if len(s) - j < self.min_jobs:
+            return _SKIP
+        return gittins_from_samples(s[j:], lo)
 
     def predict(self, f: Features, above: float = 0.0) -> float | None:
         """Mean GPU-seconds of the matching finished jobs (those beyond ``above``), or None."""
