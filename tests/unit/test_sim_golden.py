@@ -52,9 +52,9 @@ def synthetic_trace(n: int = 400, seed: int = 7) -> list[Job]:
     return jobs
 
 
-def outcome(jobs: list[Job], name: str, setup: SimSetup, prior: list[float] | None = None) -> dict:
+def outcome(jobs: list[Job], name: str, setup: SimSetup, prior: list[float] | None = None, **options) -> dict:
     summary, results = simulate(jobs, lambda: make_ranker(name, prior=prior or [], total_gpus=setup.nodes
-                                                          * setup.gpus_per_node), setup)
+                                                          * setup.gpus_per_node, **options), setup)
     per_job = sorted((sj.job.job_id, sj.first_start, sj.end_time, sj.preemptions)
                      for r in results for sj in r.jobs)
     return {"avg_jct_s": summary["avg_jct_s"], "preemptions": summary["preemptions"],
@@ -77,6 +77,12 @@ def check(path: Path, got: dict) -> None:
 def test_synthetic_replay_matches_golden(name):
     setup = SimSetup(gpus_per_node=8, nodes=3, cost=PreemptionCost(None), fairness=True)
     check(GOLDEN / f"synthetic-{name}.json", outcome(synthetic_trace(), name, setup))
+
+
+@pytest.mark.parametrize("name", ("las", "deadline-las"))
+def test_synthetic_replay_with_starvation_guard_matches_golden(name):
+    setup = SimSetup(gpus_per_node=8, nodes=3, cost=PreemptionCost(None), fairness=False)
+    check(GOLDEN / f"synthetic-{name}-starvation.json", outcome(synthetic_trace(), name, setup, starvation=2.0))
 
 
 @pytest.fixture(scope="module")
