@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from itertools import accumulate
 from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Callable
@@ -92,6 +93,12 @@ def run_cluster(
     sorted_pending = static or getattr(ranker, "pending_static", False) or piecewise
     cached_running = getattr(ranker, "running_key_cached", False)
     by_cached_key = attrgetter("static_key")
+    # the running jobs in cached-key order with their GPUs (parallel lists), kept sorted as
+    # jobs start, stop and wake, for the preemptive pass over the sorted pending queue
+    ranked_run = cached_running and sorted_pending and discipline == "preemptive"
+    rkeys: list[tuple] = []
+    rjobs: list[SimJob] = []
+    rgpus: list[int] = []
     needs_usage = ranker.needs_usage
     pending_wakes = ranker.pending_wakes
     account_key = getattr(ranker, "account_key", None)
@@ -131,12 +138,15 @@ def run_cluster(
         sj.version += 1
         end = now + sj.remaining / sj.speed
         heapq.heappush(heap, (end, _DONE, sj.seq, sj.version, sj))
-        nxt = ranker.next_change(sj, now)
+        if cached_running:
+            sj.static_key, nxt = ranker.key_and_next(sj, now)
+        else:
+            nxt = ranker.next_change(sj, now)
         if nxt is not None and nxt < end:
             heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
         running.append(sj)
-        if cached_running:
-            sj.static_key = ranker.key(sj, now)
+        if ranked_run:
+            r_insert(sj)
         elif grouped_run:
             g_insert(gr, sj, ranker.group_key(sj, now), True)
         if charge_by_account:
@@ -156,6 +166,8 @@ def run_cluster(
         sj.alloc = ()
         sj.version += 1
         running.remove(sj)
+        if ranked_run:
+            r_remove(sj)
         if grouped_run:
             g_remove(gr, sj, sj.static_key)
         j = sj.job
@@ -194,6 +206,20 @@ def run_cluster(
             nxt = ranker.next_change(sj, now)
             if nxt is not None:
                 heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
+
+    def r_insert(sj: SimJob) -> None:
+        i = bisect.bisect_right(rkeys, sj.static_key)
+        rkeys.insert(i, sj.static_key)
+        rjobs.insert(i, sj)
+        rgpus.insert(i, sj.gpus)
+
+    def r_remove(sj: SimJob) -> None:
+        i = bisect.bisect_left(rkeys, sj.static_key)
+        while rjobs[i] is not sj:
+            i += 1
+        del rkeys[i]
+        del rjobs[i]
+        del rgpus[i]
 
     def insert_pending(sj: SimJob, k: tuple) -> None:
         i = bisect.bisect_right(pending_keys, k)
@@ -350,6 +376,11 @@ def run_cluster(
             nxt = ranker.next_change(sj, now)
             if nxt is not None and nxt < sj.seg_start + sj.remaining / sj.speed:
                 heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
+        if ranked_run:
+            order = sorted(running, key=by_cached_key)
+            rkeys[:] = [sj.static_key for sj in order]
+            rjobs[:] = order
+            rgpus[:] = [sj.gpus for sj in order]
 
     def sort_pending(now: float) -> None:
         if account_key is not None:  # the key is (account's key, submit, id): one call per account
@@ -419,27 +450,10 @@ def run_cluster(
 
     def pass_preemptive_sorted(now: float) -> None:
         """Merge the sorted pending queue with the running jobs ranked now; stop when full."""
-        if cached_running:
-            running.sort(key=by_cached_key)
-            last = running[-1].static_key if running else None
-            if last is None or pending_keys[0] > last:
-                # every running job outranks every waiting one: nothing to preempt, fill free GPUs
-                if free_total == 0:
-                    return
-                quota = free_total
-                chosen = []
-                for i, sj in enumerate(pending):
-                    if sj.gpus <= quota:
-                        quota -= sj.gpus
-                        chosen.append(i)
-                        if quota == 0:
-                            break
-                if chosen:
-                    start_chosen(chosen, [], now)
-                return
-            rk = [(sj.static_key, sj) for sj in running]
-        else:
-            rk = sorted(((ranker.key(sj, now), sj) for sj in running), key=lambda x: x[0])
+        if ranked_run:
+            pass_preemptive_ranked(now)
+            return
+        rk = sorted(((ranker.key(sj, now), sj) for sj in running), key=lambda x: x[0])
         quota = total
         chosen: list[int] = []
         selected_running: set[int] = set()
@@ -461,6 +475,58 @@ def run_cluster(
         if not chosen:
             return
         start_chosen(chosen, [sj for sj in running if sj.seq not in selected_running], now)
+
+    def pass_preemptive_ranked(now: float) -> None:
+        """The same merge with the running jobs' cached keys kept sorted (``rkeys``): a run of
+        running jobs that rank between two waiting ones and fit together is taken in one step
+        (prefix sums of their GPUs), so a pass costs about the number of waiting jobs it looks
+        at, not the number running."""
+        if not rjobs or pending_keys[0] > rkeys[-1]:
+            # every running job outranks every waiting one: nothing to preempt, fill free GPUs
+            if free_total == 0:
+                return
+            quota = free_total
+            chosen = []
+            for i, sj in enumerate(pending):
+                if sj.gpus <= quota:
+                    quota -= sj.gpus
+                    chosen.append(i)
+                    if quota == 0:
+                        break
+            if chosen:
+                start_chosen(chosen, [], now)
+            return
+        cum = list(accumulate(rgpus))
+        quota = total
+        chosen: list[int] = []
+        victims: list[SimJob] = []
+        i = j = 0
+        np_, nr = len(pending), len(rjobs)
+        while quota > 0 and (i < np_ or j < nr):
+            b = bisect.bisect_right(rkeys, pending_keys[i], j) if i < np_ else nr
+            if b > j:  # running jobs j..b-1 rank before waiting job i
+                block = cum[b - 1] - (cum[j - 1] if j else 0)
+                if block < quota:
+                    quota -= block
+                    j = b
+                    continue
+                while j < b and quota > 0:
+                    g = rgpus[j]
+                    if g <= quota:
+                        quota -= g
+                    else:
+                        victims.append(rjobs[j])
+                    j += 1
+                continue
+            sj = pending[i]
+            if sj.gpus <= quota:
+                quota -= sj.gpus
+                chosen.append(i)
+            i += 1
+        if not chosen:
+            return
+        victims.extend(rjobs[j:])
+        start_chosen(chosen, victims, now)
 
     def start_chosen(chosen: list[int], victims: list[SimJob], now: float) -> None:
         """Preempt ``victims`` then place the pending jobs at indexes ``chosen`` in rank order."""
@@ -543,11 +609,16 @@ def run_cluster(
                 done = True
             elif sj.running:
                 if cached_running:
-                    sj.static_key = ranker.key(sj, now)
-                elif grouped_run:
-                    g_remove(gr, sj, sj.static_key)
-                    g_insert(gr, sj, ranker.group_key(sj, now), True)
-                nxt = ranker.next_change(sj, now)
+                    if ranked_run:
+                        r_remove(sj)
+                    sj.static_key, nxt = ranker.key_and_next(sj, now)
+                    if ranked_run:
+                        r_insert(sj)
+                else:
+                    if grouped_run:
+                        g_remove(gr, sj, sj.static_key)
+                        g_insert(gr, sj, ranker.group_key(sj, now), True)
+                    nxt = ranker.next_change(sj, now)
                 end = sj.seg_start + sj.remaining / sj.speed
                 if nxt is not None and nxt < end:
                     heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))

@@ -102,6 +102,7 @@ class PolicyRanker:
         self.account_key = self._fair_share_key if type(policy) is FairSharePolicy else None
         self._key = policy.key
         self._next = policy.next_key_change
+        self._key_next = policy.key_and_next_change
         self._starving = next((p for p in comps if isinstance(p, LasPolicy) and p.starvation_factor is not None
                                and p.tiebreak is not None), None)
         # per-account queues (see the engine): the key is the account's fair-share standing
@@ -158,6 +159,15 @@ class PolicyRanker:
 
     def key(self, sj: SimJob, now: float) -> tuple:
         return self._key(self._sync(sj, now), self.ctx)
+
+    def key_and_next(self, sj: SimJob, now: float) -> tuple[tuple, float | None]:
+        """``(key(sj, now), next_change(sj, now))`` in one call to the policy."""
+        if self._starving is not None:
+            return self.key(sj, now), self.next_change(sj, now)
+        k, t = self._key_next(self._sync(sj, now), self.ctx)
+        if t is None:
+            return k, None
+        return k, (t if t > now else math.nextafter(now, INF))
 
     def next_change(self, sj: SimJob, now: float) -> float | None:
         if sj.running and self._starving is not None and sj.executed0 == 0.0:

@@ -79,6 +79,10 @@ class PriorityPolicy(ABC):
         """
         return None
 
+    def key_and_next_change(self, job: Job, ctx: PolicyContext) -> tuple[tuple, float | None]:
+        """``(key(job), next_key_change(job))`` in one call; a policy may share the work."""
+        return self.key(job, ctx), self.next_key_change(job, ctx)
+
     def order(self, jobs: Sequence[Job], ctx: PolicyContext) -> list[Job]:
         key = self.key
         return sorted(jobs, key=lambda j: key(j, ctx))

@@ -250,6 +250,23 @@ class GittinsPolicy(PriorityPolicy):
             return None
         return ctx.now + (self._edges[i] - job.attained_gpu_s) / job.num_gpus
 
+    def key_and_next_change(self, job: Job, ctx: PolicyContext) -> tuple[tuple, float | None]:
+        """What ``key`` and ``next_key_change`` return, from one look-up."""
+        self._refresh(ctx)
+        got = self._learnt(job)
+        a = job.attained_gpu_s
+        gpus = job.num_gpus
+        moving = gpus > 0 and job.running
+        if got is not None:
+            index = got[0]
+            nxt = ctx.now + max(0.0, got[1] - a) / gpus if moving else None
+        else:
+            edges = self._edges
+            i = bisect.bisect_right(edges, a)
+            index = self._index[i - 1]
+            nxt = ctx.now + (edges[i] - a) / gpus if moving and i < len(edges) else None
+        return (-index, job.submit_time, job.job_id), nxt
+
     @property
     def edges(self) -> list[float]:
         return list(self._edges)
