@@ -292,8 +292,8 @@ class DeadlineConfig(_Strict):
     max_deadline_jobs_per_user: int = num(4, ge=0, le=1_000_000)
     admission: bool = Field(default=True, description="admit a deadline only if the cluster can keep it "
                                                       "next to those already admitted; else best effort")
-    admission_share: float = num(1.0, gt=0, le=1.0, description="part of the cluster's GPUs that "
-                                                                "admitted deadlines may promise away")
+    admission_share: float = num(0.475, gt=0, le=1.0, description="part of the cluster's GPUs that "
+                                                                  "admitted deadlines may promise away")
 
 
 PolicyName = Literal[

@@ -106,9 +106,8 @@ class DeadlineAdmission:
             self.demoted[jid] = why
             return why
         cap = self.share * total_gpus
-        if job.num_gpus > cap:
-            why = (f"it needs {job.num_gpus} GPUs and deadlines may use at most {cap:g} "
-                   f"of the cluster's {total_gpus}")
+        if job.num_gpus > total_gpus:
+            why = f"it needs {job.num_gpus} GPUs and the cluster has {total_gpus}"
             self.demoted[jid] = why
             return why
         owed = self._owed(now)
