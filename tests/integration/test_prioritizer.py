@@ -166,6 +166,41 @@ def test_site_factor_ranks_deadline_new_short_and_light_accounts_first(testbed, 
         _cancel(env, *ids)
 
 
+def test_a_deadline_the_cluster_cannot_keep_is_demoted_and_explain_says_why(testbed, tmp_path):
+    """Admission on a real Slurm: 32 GPUs, of which promised deadlines may take 47.5 % (15.2 GPUs,
+    228 GPU-minutes in the next 15). An 8-GPU job asking 10 min by then is promised; a 16-GPU
+    one asking the same no longer fits (80 + 160 > 228) and runs as best effort, which the
+    user reads in ``slurm-dl explain``."""
+    from typer.testing import CliRunner
+
+    from slurm_dl.cli.main import app
+
+    env = testbed.env()
+    cfg = _config_without_preemption(tmp_path)
+    ids = []
+    try:
+        kept = submit("#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-N1", "--time=10",
+                                                         "--deadline=now+15minutes", "-o", "/dev/null"])
+        ids.append(kept)
+        demoted = submit("#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-N2", "--time=10",
+                                                            "--deadline=now+15minutes", "-o", "/dev/null"])
+        ids.append(demoted)
+        db = f"sqlite:///{tmp_path / 'prio.db'}"
+        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--config", str(cfg), "--db", db]
+        subprocess.run(once, env={**os.environ, **env}, check=True, capture_output=True, cwd=ROOT)
+        notes = [d.reason for d in Store(db).decisions(demoted) if d.kind == "deadline"]
+        assert len(notes) == 1 and "deadline not admitted" in notes[0], notes
+        assert not [d for d in Store(db).decisions(kept) if d.kind == "deadline"]
+        r = CliRunner().invoke(app, ["explain", str(demoted), "--config", str(cfg), "--db", db],
+                               env={"COLUMNS": "80"})
+        assert r.exit_code == 0, r.stdout
+        assert "not admitted" in r.stdout and "best effort" in r.stdout, r.stdout
+        assert all(len(line) <= 80 for line in r.stdout.splitlines()), r.stdout
+        print(r.stdout)
+    finally:
+        _cancel(env, *ids)
+
+
 def test_kill9_mid_preemption_then_restart(make_testbed, tmp_path):
     """The daemon dies right after signalling: no second signal, no lost service, requeue follows."""
     tb = make_testbed(nodes=1, gpus_per_node=2)

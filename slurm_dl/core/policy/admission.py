@@ -54,9 +54,9 @@ def demand_fits(owed: Iterable[tuple[float, float]], new: tuple[float, float], n
     before = sum(w for _, w in items[:i])
     total = before + w_new
     if total > capacity_gpus * (d_new - now):
-        return False, (f"the deadline work already promised before it needs "
-                       f"{_hm(before / capacity_gpus)} of the deadline GPUs, this job "
-                       f"{_hm(w_new / capacity_gpus)} more, and only {_hm(d_new - now)} are left")
+        return False, (f"deadlines already promised fill {_hm(before / capacity_gpus)} of the GPUs "
+                       f"set aside for deadlines before it, this job would add "
+                       f"{_hm(w_new / capacity_gpus)}, and only {_hm(d_new - now)} are left")
     for d, w in items[i:]:
         total += w
         if total > capacity_gpus * (d - now):
