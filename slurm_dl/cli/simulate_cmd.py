@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from ..core.errors import SlurmDLError, TraceError
+from . import simulate_out as out
 from .common import expected_errors
+from .simulate_out import finite  # noqa: F401  (tests and callers import it from here)
 
 HELP = """Replay a GPU-cluster trace through scheduling policies, side by side.
 
@@ -53,6 +56,13 @@ Exporting the history (set -S to the period you want):
   F=$F,End,Elapsed,Timelimit,AllocTRES,ReqTRES
   TZ=UTC sacct -a -P --duplicates -S 2024-01-01 -E now -o $F > history.txt
 
+Site configs: --config replays the site's deployed settings (cluster size,
+LAS thresholds, fair-share shares, the restart delay of a preemption); give
+it twice (--config current.toml --config proposed.toml) to see each policy
+under both, side by side. --report DIR writes DIR/index.html: the table,
+JCT, queueing and utilisation figures, per-account waits; it needs no
+network to open.
+
 Table: JCT is job completion time (submit to end); rho (ρ) is an account's mean
 JCT here over its mean JCT alone on its share of the cluster (1 = fair, max =
 the worst account); Jain is Jain's index of the rhos (1 = all equal).
@@ -94,10 +104,10 @@ def simulate(
     cluster_per_vc: Optional[Path] = typer.Option(None, "--cluster-per-vc", help="CSV vc,nodes: each VC its own cluster"),
     nodes: Optional[int] = typer.Option(None, "--nodes", min=1, help="one shared cluster of this many nodes"),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1, help="GPUs per node (default 8 or the site config)"),
-    config: Optional[Path] = typer.Option(None, "--config", help="site config TOML: cluster shape, LAS thresholds, preemption"),
+    config: List[Path] = typer.Option([], "--config", help="site config TOML: cluster shape, LAS thresholds, preemption; twice: side by side"),
     start: Optional[str] = typer.Option(None, "--start", help="keep jobs submitted at or after (YYYY-MM-DD[ HH:MM:SS] or seconds)"),
     end: Optional[str] = typer.Option(None, "--end", help="keep jobs submitted before this time"),
-    preempt_cost: str = typer.Option("0", "--preempt-cost", help="restart cost in seconds, or 'helios' (7 s 1 GPU, 30 s 2-8, 60 s above)"),
+    preempt_cost: Optional[str] = typer.Option(None, "--preempt-cost", help="restart cost in seconds, or 'helios' (7 s 1 GPU, 30 s 2-8, 60 s above); default: --config's [preemption], else 0"),
     checkpoint_interval: Optional[float] = typer.Option(None, "--checkpoint-interval", min=1, help="lose work since the last periodic checkpoint (s)"),
     las_thresholds: List[str] = typer.Option([], "--las-thresholds", help="LAS thresholds in GPU-s, comma-separated; repeat to sweep"),
     starvation: Optional[float] = typer.Option(None, "--starvation", min=0.0, help="LAS starvation guard S (promote after S x executed time)"),
@@ -115,6 +125,7 @@ def simulate(
     plot: Optional[Path] = typer.Option(None, "--plot", help="write JCT CDF and queue-length plots into DIR"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar on stderr"),
     from_slurm: bool = typer.Option(False, "--cluster-from-slurm", help="nodes and GPUs per node of the live cluster (sinfo)"),
+    report: Optional[Path] = typer.Option(None, "--report", help="write a self-contained HTML report, DIR/index.html"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -123,118 +134,232 @@ def simulate(
 def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
-         quiet=False, from_slurm=False) -> None:
-    from ..core.config import load_config
+         quiet=False, from_slurm=False, report=None) -> None:
     from ..sim.ranking import load_prior, make_ranker
-    from ..sim.simulate import SimSetup, simulate as run_sim
-    from ..sim.state import PreemptionCost
-    from ..sim.traces import HISTORY_FORMATS, parse_time, read_cluster_sizes, read_history, read_trace
+    from ..sim.traces import HISTORY_FORMATS, parse_time, read_history, read_trace
 
-    cfg = load_config(config) if config else None
+    configs = list(config or []) if not isinstance(config, Path) else [config]
     try:
         t0 = parse_time(start) if start else None
         t1 = parse_time(end) if end else None
-        cost = PreemptionCost.parse(preempt_cost, checkpoint_interval)
     except ValueError as e:
         raise SlurmDLError(str(e)) from None
+    cluster_line = None
     if from_slurm:
         if nodes is not None or cluster_per_vc:
             raise SlurmDLError("--cluster-from-slurm: give it instead of --nodes / --cluster-per-vc")
-        nodes, gpus_per_node, shape = _live_cluster(gpus_per_node)
-        typer.echo(shape, err=as_json)
-    if gpus_per_node is None:
-        gpus_per_node = cfg.max_gpus_per_node if cfg else 8
-    if nodes is None and cfg and not cluster_per_vc:
-        nodes = cfg.total_gpus // gpus_per_node
-    thr_sets = [_thresholds(t) for t in las_thresholds]
-    if not thr_sets and cfg:
-        thr_sets = [list(cfg.policy.las.thresholds_gpu_s)]
-    if starvation is None and cfg:
-        starvation = cfg.policy.las.starvation_factor
+        nodes, gpus_per_node, cluster_line = _live_cluster(gpus_per_node)
+        typer.echo(cluster_line, err=as_json)
     imported = None
     if fmt in HISTORY_FORMATS:
         jobs, stats = read_history(trace, fmt, keep_cpu=keep_cpu, skip_bad=skip_bad, group=group_by)
         jobs = [j for j in jobs if (t0 is None or j.submit_time >= t0) and (t1 is None or j.submit_time < t1)]
         imported = {"format": fmt, **{k: v for k, v in vars(stats).items()}}
-        typer.echo(f"{trace.name}: {stats.describe()}", err=as_json)
+        described = stats.describe()
+        typer.echo(f"{trace.name}: {described}", err=as_json)
         for ex in stats.bad_examples:
             typer.echo(f"  skipped {ex}", err=as_json)
     else:
         jobs = read_trace(trace, fmt, t0, t1)
     if not jobs:
         raise TraceError(f"{trace}: no jobs submitted in the window [{start}, {end})")
-    idle = _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) if (
-        idle_policy or idle_action or utilisation or synthetic_idle or idle_report) else None
-    if idle is not None and idle_report:
-        _write_idle_report(idle_report, jobs, idle["outcomes"])
+    wants_idle = bool(idle_policy or idle_action or utilisation or synthetic_idle or idle_report)
+    variants = [_variant(path, label, jobs, nodes=nodes, gpus_per_node=gpus_per_node, cluster_per_vc=cluster_per_vc,
+                         preempt_cost=preempt_cost, checkpoint_interval=checkpoint_interval,
+                         las_thresholds=las_thresholds, starvation=starvation, spread=spread, model_info=model_info,
+                         no_fairness=no_fairness, idle=wants_idle, idle_action=idle_action, utilisation=utilisation,
+                         synthetic_idle=synthetic_idle, cluster_line=cluster_line)
+                for path, label in (zip(configs, _config_labels(configs)) if configs else [(None, None)])]
+    several = len(variants) > 1
+    if idle_report and variants[0].idle is not None:
+        _write_idle_report(idle_report, jobs, variants[0].idle["outcomes"])
         typer.echo(f"wrote {idle_report}", err=as_json)
     prior_path = gittins_prior or _default_prior(trace)
     prior = load_prior(prior_path) if prior_path and "gittins" in policy else []
-    minfo = json.loads(Path(model_info).read_text()) if model_info else None
-    setup = SimSetup(
-        gpus_per_node=gpus_per_node, cluster_sizes=read_cluster_sizes(cluster_per_vc) if cluster_per_vc else None,
-        nodes=nodes, cost=cost, spread=spread, model_info=minfo, fairness=not no_fairness,
-        shares=dict(cfg.policy.fairshare.shares) if cfg else None,
-    )
     from ..sim.progress import Progress
-    from ..sim.simulate import runs_per_job
+    from ..sim.report import ReportRun
+    from ..sim.simulate import runs_per_job, simulate as run_sim
 
-    planned = []
+    planned = []  # (policy label, policy name, thresholds, variant)
     for name in policy:
         try:
             make_ranker(name)  # fail fast on a bad name
         except ValueError as e:
             raise SlurmDLError(f"--policy: {e}") from None
-        sets = thr_sets if name in ("las", "deadline-las") and len(thr_sets) > 1 else [thr_sets[0] if thr_sets else None]
-        for thr in sets:
-            label = name if len(sets) == 1 else f"{name}[{','.join(f'{x:g}' for x in thr)}]"
-            planned.append((label, name, thr))
+        for v in variants:
+            sets = v.thr_sets if name in ("las", "deadline-las") and len(v.thr_sets) > 1 else [
+                v.thr_sets[0] if v.thr_sets else None]
+            for thr in sets:
+                label = name if len(sets) == 1 else f"{name}[{','.join(f'{x:g}' for x in thr)}]"
+                planned.append((label, name, thr, v))
+    if several:  # side by side: each policy label's rows together, in the configs' order
+        order = list(dict.fromkeys(p[0] for p in planned))
+        planned.sort(key=lambda p: (order.index(p[0]), variants.index(p[3])))
     progress = Progress(enabled=not (quiet or as_json))
     first = min(j.submit_time for j in jobs)
     last = max(j.submit_time for j in jobs)
-    runs: list[tuple[str, dict, list]] = []
+    runs: list[ReportRun] = []
     interrupted = False
     try:
-        for label, name, thr in planned:
-            def factory(name=name, thr=thr):
-                return make_ranker(name, las_thresholds=thr, starvation=starvation, prior=prior,
-                                   boost_s=deadline_boost, shares=setup.shares, config=cfg)
+        for label, name, thr, v in planned:
+            def factory(name=name, thr=thr, v=v):
+                return make_ranker(name, las_thresholds=thr, starvation=v.starvation, prior=prior,
+                                   boost_s=deadline_boost, shares=v.setup.shares, config=v.cfg)
 
-            progress.begin(label, len(jobs) * runs_per_job(setup), first, last)
+            progress.begin(label if not several else f"{label} @ {v.label}", len(jobs) * runs_per_job(v.setup),
+                           first, last)
             try:
-                summary, results = run_sim(jobs, factory, setup, progress)
+                summary, results = run_sim(jobs, factory, v.setup, progress)
             except ValueError as e:
-                raise SlurmDLError(str(e)) from None
-            if idle is not None:
+                raise SlurmDLError(f"{v.label}: {e}" if several else str(e)) from None
+            if v.idle is not None:
                 from ..sim.idle_replay import what_if
-                summary["idle"] = {**idle["label"], **what_if(jobs, idle["outcomes"], idle["config"], factory, setup,
-                                                                results)}
+                summary["idle"] = {**v.idle["label"], **what_if(jobs, v.idle["outcomes"], v.idle["config"], factory,
+                                                                 v.setup, results)}
             progress.clear()
-            runs.append((label, summary, results))
+            runs.append(ReportRun(label, v.label if several else None, summary, results))
             if not as_json:
                 if len(runs) == 1:
-                    _table_head(trace, len(jobs), cost.describe())
-                _table_row(label, summary)
+                    out.table_head(trace, len(jobs), [(x.label, x.cluster, x.cost.describe()) for x in variants])
+                if several and (len(runs) == 1 or runs[-2].policy != label):
+                    out.group_line(label)
+                out.table_row(v.label if several else label, summary, indent=several)
     except KeyboardInterrupt:
         progress.clear()
         interrupted = True
-        typer.echo(f"interrupted: {len(runs)} of {len(planned)} policies finished; writing those", err=True)
+        typer.echo(f"interrupted: {len(runs)} of {len(planned)} runs finished; writing those", err=True)
+    not_run = [p[0] if not several else f"{p[0]} @ {p[3].label}" for p in planned[len(runs):]]
     if plot and runs:
         from ..sim.plots import write_plots
-        for written in write_plots(plot, [(n, r) for n, _, r in runs]) or []:
+        for written in write_plots(plot, [(r.name, r.results) for r in runs]) or []:
             typer.echo(f"wrote {written}", err=as_json)
-    doc = {"policies": {n: s for n, s, _ in runs}}
+    if report and runs:
+        from ..sim.report import write_report
+        meta = _report_meta(trace, fmt, jobs, imported and {**imported, "describe": described}, variants, runs, no_fairness, interrupted, not_run)
+        try:
+            written = write_report(report, runs, meta)
+        except OSError as e:
+            raise SlurmDLError(f"--report: cannot write {report}: {e.strerror or e}") from None
+        typer.echo(f"wrote {written}", err=as_json)
+    if several:
+        doc = {"configs": {v.label: {"path": str(v.path), "cluster": v.cluster, "preemption_cost": v.cost.describe(),
+                                     "policies": {r.policy: r.summary for r in runs if r.config == v.label}}
+                           for v in variants}}
+    else:
+        doc = {"policies": {r.policy: r.summary for r in runs}}
     if imported is not None:
         doc["import"] = imported
     if interrupted:
         doc["interrupted"] = True
-        doc["policies_not_run"] = [label for label, _, _ in planned[len(runs):]]
+        doc["policies_not_run"] = not_run
     if as_json:
         typer.echo(json.dumps(finite(doc), sort_keys=False, allow_nan=False))
     elif runs:
-        _table_foot(doc)
+        out.table_foot({"policies": {r.name: r.summary for r in runs}})
     if interrupted:
         raise typer.Exit(130)
+
+
+@dataclass
+class _Variant:
+    """One site config's replay settings (or the flags' alone when no --config is given)."""
+
+    path: Path | None
+    label: str | None
+    cfg: object
+    setup: object
+    cost: object
+    thr_sets: list
+    starvation: float | None
+    cluster: str
+    idle: dict | None
+
+
+def _config_labels(paths: list[Path]) -> list[str]:
+    """Each config's file name; with the parent folder where two share a name."""
+    names = [p.name for p in paths]
+    labels = [str(Path(p.parent.name) / p.name) if names.count(p.name) > 1 else p.name for p in paths]
+    if len(set(labels)) < len(labels):
+        raise SlurmDLError("--config: the same file is given twice; give two different site configs")
+    return labels
+
+
+def preemption_cost(preempt_cost: str | None, checkpoint_interval: float | None, cfg):
+    """--preempt-cost when given; otherwise the site config's [preemption]
+    restart_delay_seconds; otherwise free (0 s). Work since the last checkpoint is lost only
+    with --checkpoint-interval: the prioritizer signals a job to checkpoint before requeueing
+    it, so by default a preempted job loses no work."""
+    from ..sim.state import PreemptionCost
+
+    try:
+        if preempt_cost is not None:
+            return PreemptionCost.parse(preempt_cost, checkpoint_interval)
+        restart = float(cfg.preemption.restart_delay_seconds) if cfg is not None else 0.0
+        return PreemptionCost(restart, checkpoint_interval)
+    except ValueError as e:
+        raise SlurmDLError(str(e)) from None
+
+
+def _variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt_cost, checkpoint_interval,
+             las_thresholds, starvation, spread, model_info, no_fairness, idle, idle_action, utilisation,
+             synthetic_idle, cluster_line) -> _Variant:
+    from ..core.config import load_config
+    from ..sim.simulate import SimSetup
+    from ..sim.traces import read_cluster_sizes
+
+    cfg = load_config(path) if path else None
+    per = gpus_per_node if gpus_per_node is not None else (cfg.max_gpus_per_node if cfg else 8)
+    n = nodes
+    if n is None and cfg and not cluster_per_vc:
+        n = cfg.total_gpus // per
+    thr_sets = [_thresholds(t) for t in las_thresholds]
+    if not thr_sets and cfg:
+        thr_sets = [list(cfg.policy.las.thresholds_gpu_s)]
+    starv = starvation if starvation is not None else (cfg.policy.las.starvation_factor if cfg else None)
+    cost = preemption_cost(preempt_cost, checkpoint_interval, cfg)
+    minfo = json.loads(Path(model_info).read_text()) if model_info else None
+    sizes = read_cluster_sizes(cluster_per_vc) if cluster_per_vc else None
+    setup = SimSetup(gpus_per_node=per, cluster_sizes=sizes, nodes=n, cost=cost, spread=spread, model_info=minfo,
+                     fairness=not no_fairness, shares=dict(cfg.policy.fairshare.shares) if cfg else None)
+    if sizes is not None:
+        cluster = f"each group its own cluster ({cluster_per_vc.name}), {per} GPUs per node"
+    elif n:
+        cluster = f"{n} node{'s' if n != 1 else ''} x {per} GPUs ({n * per} GPUs)" + (
+            " from Slurm" if cluster_line else "")
+    else:
+        cluster = "no cluster size given"
+    idle_setup = _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) if idle else None
+    return _Variant(path, label, cfg, setup, cost, thr_sets, starv, cluster, idle_setup)
+
+
+def _report_meta(trace, fmt, jobs, imported, variants, runs, no_fairness, interrupted, not_run) -> dict:
+    from datetime import datetime, timezone
+
+    def when(t: float) -> str:
+        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if t > 1e8 else f"{t:g} s"
+
+    subs = [j.submit_time for j in jobs]
+    facts = [("trace", trace.name), ("format", fmt), ("jobs replayed", str(len(jobs))),
+             ("first / last submission", f"{when(min(subs))} / {when(max(subs))}"),
+             ("GPUs per job", f"{min(j.num_gpus for j in jobs)} to {max(j.num_gpus for j in jobs)}"),
+             ("accounts", str(len({j.account for j in jobs})))]
+    if imported is not None:
+        facts.append(("import", imported["describe"]))
+    missing = []
+    if no_fairness:
+        missing.append("Finish-time fairness (ρ, Jain): not computed (--no-fairness).")
+    elif any(v.setup.cluster_sizes is not None for v in variants):
+        missing.append("Finish-time fairness: each group runs on its own cluster, so ρ is 1 by definition.")
+    if not any("deadline_hit_rate" in r.summary for r in runs):
+        missing.append("Deadline outcomes: no job in the trace has a strict deadline.")
+    if not any(r.summary.get("idle") for r in runs):
+        missing.append("Idle-GPU policy: not replayed (--idle-policy with GPU utilisation).")
+    if interrupted:
+        missing.append(f"Interrupted: not run: {', '.join(not_run)}.")
+    return {"title": f"What-if: {trace.name}", "trace": facts, "not_computed": missing,
+            "interrupted": interrupted, "not_run": not_run,
+            "configs": [{"label": v.label or "(none: flags only)", "cluster": v.cluster, "cost": v.cost.describe()}
+                        for v in variants]}
 
 
 def _live_cluster(gpus_per_node: int | None) -> tuple[int, int, str]:
@@ -316,78 +441,3 @@ def _write_idle_report(path: Path, jobs, outcomes) -> None:
         raise SlurmDLError(f"--idle-report: cannot write {path}: {e.strerror or e}") from None
 
 
-def _idle_lines(doc: dict) -> list[str]:
-    out = []
-    for name, s in doc["policies"].items():
-        b = s.get("idle")
-        if not b:
-            continue
-        p = b["policy"]
-        head = "SYNTHETIC utilisation — " if b["synthetic"] else ""
-        line = (f"{head}{name}: idle policy ({p['idle_action']}{', dry run' if p['dry_run'] else ''}: "
-                f"<= {p['idle_util_percent']:g}% for {p['idle_minutes']:g} min + {p['warn_grace_minutes']:g} min grace): "
-                f"{b['jobs_with_utilisation']} jobs with utilisation, {b['idle_gpu_hours']:.1f} idle GPU-h, "
-                f"reclaimed {b['reclaimed_gpu_hours']:.1f} GPU-h ({b['reclaimed_share_of_idle']:.0%}); "
-                f"flagged {b['jobs_flagged']}, warned {b['jobs_warned']}, deprioritized {b['jobs_deprioritized']}, "
-                f"cancelled {b['jobs_cancelled']}")
-        o = b["other_jobs"]
-        if o.get("jobs"):
-            line += (f"; other {o['jobs']} jobs: avg JCT {o['avg_jct_s_before'] / 3600:.2f} -> "
-                     f"{o['avg_jct_s_after'] / 3600:.2f} h{_pct(o['avg_jct_change'])}, avg queue "
-                     f"{o['avg_queue_s_before'] / 3600:.2f} -> {o['avg_queue_s_after'] / 3600:.2f} h"
-                     f"{_pct(o['avg_queue_change'])}")
-        out.append(line)
-    if any(s.get("idle", {}).get("synthetic") for s in doc["policies"].values()):
-        out.append("(SYNTHETIC: the utilisation above was generated by --synthetic-idle, not measured)")
-    return out
-
-
-def _pct(change) -> str:
-    return "" if change is None else f" ({change:+.1%})"
-
-
-def finite(obj):
-    """The same document with every NaN or infinite float as None (JSON has neither)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
-
-
-_COLS = ("JCT h", "med h", "p99 h", "wait h", "span d", "util", "pre/j", "Jain", "max ρ")
-
-
-def _table_head(trace: Path, n: int, cost: str) -> None:
-    typer.echo(f"{trace.name}: {n} jobs, preemption cost {cost}")
-    typer.echo(f"{'policy':<16}" + "".join(f"{c:>7}" for c in _COLS))
-
-
-def _fmt(v, spec: str, scale: float = 1.0) -> str:
-    return "–" if v is None else format(v / scale, spec)
-
-
-def _table_row(name: str, s: dict) -> None:
-    cells = (_fmt(s["avg_jct_s"], ".2f", 3600), _fmt(s["median_jct_s"], ".2f", 3600), _fmt(s["p99_jct_s"], ".1f", 3600),
-             _fmt(s["avg_queue_s"], ".2f", 3600), _fmt(s["makespan_s"], ".1f", 86400), _fmt(s["utilization"], ".1%"),
-             _fmt(s["preemptions_per_job"], ".2f"), _fmt(s.get("jain_rho"), ".3f"), _fmt(s.get("max_rho"), ".2f"))
-    label = name if len(name) <= 15 else name[:14] + "…"
-    typer.echo(f"{label:<16}" + "".join(f"{c:>7}" for c in cells))
-
-
-def _table_foot(doc: dict) -> None:
-    typer.echo("JCT: job completion time (submit to end), mean, median and p99; wait: mean")
-    typer.echo("queueing time; span: makespan; pre/j: preemptions per job")
-    typer.echo("rho: an account's mean JCT here over alone on its share (1 = fair, max =")
-    typer.echo("worst); Jain: Jain's index of the accounts' rho (1 = all equal); –: not")
-    typer.echo("computed (--no-fairness)")
-    extra = [(k, s) for k, s in doc["policies"].items() if "deadline_hit_rate" in s]
-    for k, s in extra:
-        line = f"{k}: strict deadline hit rate {s['deadline_hit_rate']:.1%}"
-        if "best_effort_avg_jct_s" in s:
-            line += f", best-effort avg JCT {s['best_effort_avg_jct_s'] / 3600:.2f} h"
-        typer.echo(line)
-    for line in _idle_lines(doc):
-        typer.echo(line)
