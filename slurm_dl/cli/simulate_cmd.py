@@ -149,14 +149,14 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         if nodes is not None or cluster_per_vc:
             raise SlurmDLError("--cluster-from-slurm: give it instead of --nodes / --cluster-per-vc")
         nodes, gpus_per_node, cluster_line = _live_cluster(gpus_per_node)
-        typer.echo(cluster_line, err=as_json)
+        typer.echo(_wrap(cluster_line), err=as_json)
     imported = None
     if fmt in HISTORY_FORMATS:
         jobs, stats = read_history(trace, fmt, keep_cpu=keep_cpu, skip_bad=skip_bad, group=group_by)
         jobs = [j for j in jobs if (t0 is None or j.submit_time >= t0) and (t1 is None or j.submit_time < t1)]
         imported = {"format": fmt, **{k: v for k, v in vars(stats).items()}}
         described = stats.describe()
-        typer.echo(f"{trace.name}: {described}", err=as_json)
+        typer.echo(_wrap(f"{trace.name}: {described}"), err=as_json)
         for ex in stats.bad_examples:
             typer.echo(f"  skipped {ex}", err=as_json)
     else:
@@ -258,6 +258,13 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         out.table_foot({"policies": {r.name: r.summary for r in runs}})
     if interrupted:
         raise typer.Exit(130)
+
+
+def _wrap(text: str) -> str:
+    """A long information line folded to 80 columns (continuations indented)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, 80, subsequent_indent="  ", break_on_hyphens=False))
 
 
 @dataclass
