@@ -231,3 +231,30 @@ def test_config_labels_tell_same_named_files_apart_and_refuse_one_file_twice(tmp
     assert list(json.loads(r.stdout)["configs"]) == ["a/site.toml", "b/site.toml"]
     r = CliRunner().invoke(app, base + ["--config", str(tmp_path / "a" / "site.toml")] * 2)
     assert r.exit_code != 0 and "error: --config: the same file is given twice" in r.output
+
+
+def test_history_import_is_described_in_80_columns_and_in_the_report(tmp_path):
+    def job(jid, state="COMPLETED", start=1010, gpus=2, account="phys"):
+        return {"job_id": jid, "account": account, "user": "ann", "partition": "gpu", "name": "train",
+                "state": {"current": state, "reason": "None"},
+                "time": {"submission": 1000 + jid, "start": start + jid if start else 0,
+                         "end": 1200 + 7 * jid if state != "PENDING" else 0, "elapsed": 100, "limit": 60},
+                "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": gpus}] if start else [],
+                         "requested": [{"type": "gres", "name": "gpu", "count": gpus}]},
+                "steps": [{"step": {"name": "batch"}}, {"step": {"name": "extern"}}],
+                "array": {"job_id": 0, "task_id": None}}
+
+    doc = {"jobs": [job(i, gpus=1 + i % 2, account="ab"[i % 2]) for i in range(1, 13)]
+           + [job(50, state="CANCELLED", start=0), job(51, state="PENDING", start=0), job(52, gpus=0)]}
+    hist = tmp_path / "history.json"
+    hist.write_text(json.dumps(doc))
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(hist), "--format", "sacct-json", *SHAPE,
+                                 "--policy", "fifo", "--report", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert all(len(ln) <= 80 for ln in lines if not ln.startswith("wrote ")), lines
+    said = " ".join(ln.strip() for ln in lines[:3])
+    assert said.startswith("history.json: 12 jobs replayed from 15 records; 30 steps folded into their jobs;")
+    assert "1 CPU-only dropped" in said
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert "12 jobs replayed from 15 records" in html and "<dd>sacct-json</dd>" in html
