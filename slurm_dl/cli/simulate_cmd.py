@@ -163,6 +163,11 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         jobs = read_trace(trace, fmt, t0, t1)
     if not jobs:
         raise TraceError(f"{trace}: no jobs submitted in the window [{start}, {end})")
+    if report:  # find out now, not after a long replay, that the report cannot be written
+        try:
+            Path(report).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise SlurmDLError(f"--report: cannot write {report}: {e.strerror or e}") from None
     wants_idle = bool(idle_policy or idle_action or utilisation or synthetic_idle or idle_report)
     variants = [_variant(path, label, jobs, nodes=nodes, gpus_per_node=gpus_per_node, cluster_per_vc=cluster_per_vc,
                          preempt_cost=preempt_cost, checkpoint_interval=checkpoint_interval,

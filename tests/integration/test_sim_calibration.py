@@ -79,7 +79,8 @@ def test_replayed_start_times_match_the_live_cluster(make_testbed, tmp_path):
                               [f"--gpus={gpus}", f"--account={ACCOUNTS[i % 3]}", "--time=2", "--output=/dev/null"]))
             if i % 8 == 7:
                 time.sleep(1)
-        _wait("every job finished", lambda: _run(["squeue", "-h", "-o", "%i"], env).stdout.strip() == "")
+        _wait("every job finished", lambda: _run(["squeue", "-h", "-o", "%i"], env).stdout.strip() == "",
+              max(240.0, 3.0 * N_JOBS))  # SLURM_DL_CALIBRATION_JOBS=300: about 8 minutes
         out = tmp_path / "history.json"
 
         def exported() -> bool:

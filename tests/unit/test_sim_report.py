@@ -258,3 +258,11 @@ def test_history_import_is_described_in_80_columns_and_in_the_report(tmp_path):
     assert "1 CPU-only dropped" in said
     html = (tmp_path / "rep" / "index.html").read_text()
     assert "12 jobs replayed from 15 records" in html and "<dd>sacct-json</dd>" in html
+
+
+def test_a_report_that_cannot_be_written_fails_before_the_replay(tmp_path):
+    (tmp_path / "taken").write_text("")
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", *SHAPE,
+                                 "--report", str(tmp_path / "taken")])
+    assert r.exit_code == 1
+    assert [ln for ln in r.output.splitlines() if ln] == [f"error: --report: cannot write {tmp_path / 'taken'}: File exists"]
