@@ -81,14 +81,19 @@ class DeadlineAdmission:
 
     def _owed(self, now: float) -> list[tuple[float, float]]:
         out = []
-        for jid, d in list(self.admitted.items()):
-            if d <= now:
-                continue  # past: promises no more work
-            j = self._jobs[jid]
+        lapsed = []
+        for jid, j in self._jobs.items():
+            d = self.admitted[jid]
             r = self.remaining(j, now) or 0.0
             if now + r > d:
-                continue  # can no longer make it: the policy drops it below best effort
+                # past, or can no longer make it (for good: a waiting job's slack only shrinks,
+                # a running one's stays): promises no more work, the policy drops it below
+                # best effort
+                lapsed.append(jid)
+                continue
             out.append((d, j.num_gpus * r))
+        for jid in lapsed:
+            del self._jobs[jid]
         return out
 
     def decide(self, job: Job, now: float, total_gpus: int) -> str | None:
@@ -97,31 +102,32 @@ class DeadlineAdmission:
         jid = job.job_id
         if jid in self.admitted or jid in self.demoted:
             return self.demoted.get(jid)
-        targets = candidate_deadlines(job)
-        if not targets:
+        if not candidate_deadlines(job):
             return None
+        why = self._try(job, now, total_gpus)
+        if why is not None:
+            self.demoted[jid] = why
+        return why
+
+    def _try(self, job: Job, now: float, total_gpus: int) -> str | None:
+        """Promise ``job`` its first deadline that fits (recorded) and return None, or why none fits."""
         r = self.remaining(job, now)
         if r is None:
-            why = "it has no time limit to plan it with"
-            self.demoted[jid] = why
-            return why
+            return "it has no time limit to plan it with"
         cap = self.share * total_gpus
         if job.num_gpus > total_gpus:
-            why = f"it needs {job.num_gpus} GPUs and the cluster has {total_gpus}"
-            self.demoted[jid] = why
-            return why
+            return f"it needs {job.num_gpus} GPUs and the cluster has {total_gpus}"
         owed = self._owed(now)
         why = "no deadline"
-        for d in targets:
+        for d in candidate_deadlines(job):
             if now + r > d:
                 why = f"its time limit ({_hm(r)}) ends after the deadline ({_hm(d - now)} away)"
                 continue
             ok, why = demand_fits(owed, (d, job.num_gpus * r), now, cap)
             if ok:
-                self.admitted[jid] = d
-                self._jobs[jid] = job
+                self.admitted[job.job_id] = d
+                self._jobs[job.job_id] = job
                 return None
-        self.demoted[jid] = why
         return why
 
     def forget(self, job_id: int) -> None:
@@ -136,7 +142,7 @@ class DeadlineAdmission:
         live = {j.job_id: j for j in jobs}
         for jid in [j for j in (*self.admitted, *self.demoted) if j not in live]:
             self.forget(jid)
-        for jid in self.admitted:
+        for jid in self._jobs:
             self._jobs[jid] = live[jid]
         for j in sorted(live.values(), key=lambda j: (j.submit_time, j.job_id)):
             if j.deadline is not None or j.soft_deadlines:
