@@ -293,7 +293,8 @@ class DeadlineConfig(_Strict):
     admission: bool = Field(default=True, description="admit a deadline only if the cluster can keep it "
                                                       "next to those already admitted; else best effort")
     admission_share: float = num(0.475, gt=0, le=1.0, description="part of the cluster's GPUs that "
-                                                                  "admitted deadlines may promise away")
+                                                                  "admitted deadlines may promise while "
+                                                                  "best-effort work wants the rest")
 
 
 PolicyName = Literal[

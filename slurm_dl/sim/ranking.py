@@ -123,6 +123,7 @@ class PolicyRanker:
         if dl is not None and dl.admission:
             self.admission = DeadlineAdmission(dl.admission_share, self._remaining)
             self._by_id: dict[int, SimJob] = {}
+            self._best_effort_gpus = 0  # GPUs of live jobs submitted without a deadline
 
     def _remaining(self, j, now: float) -> float | None:
         """A committed job's remaining requested run time: its limit less what it has run."""
@@ -136,9 +137,10 @@ class PolicyRanker:
             return
         j = sj.job
         if j.deadline is None and not j.soft_deadlines:
+            self._best_effort_gpus += j.num_gpus
             return
         self._by_id[j.job_id] = sj
-        why = self.admission.decide(j, now, total_gpus)
+        why = self.admission.decide(j, now, total_gpus, self._best_effort_gpus)
         if why is not None:
             j.tags = {**j.tags, DEMOTED_TAG: why}
         elif j.deadline is None:
@@ -252,6 +254,8 @@ class PolicyRanker:
         if self.admission is not None:
             self.admission.forget(j.job_id)
             self._by_id.pop(j.job_id, None)
+            if j.deadline is None and not j.soft_deadlines:
+                self._best_effort_gpus -= j.num_gpus
         self.ledger.add_history(sj.attained0, j.user, j.name, j.account, j.num_gpus, j.partition,
                                 j.time_limit)
 

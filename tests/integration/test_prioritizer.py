@@ -167,10 +167,10 @@ def test_site_factor_ranks_deadline_new_short_and_light_accounts_first(testbed, 
 
 
 def test_a_deadline_the_cluster_cannot_keep_is_demoted_and_explain_says_why(testbed, tmp_path):
-    """Admission on a real Slurm: 32 GPUs, of which promised deadlines may take 47.5 % (15.2 GPUs,
-    228 GPU-minutes in the next 15). An 8-GPU job asking 10 min by then is promised; a 16-GPU
-    one asking the same no longer fits (80 + 160 > 228) and runs as best effort, which the
-    user reads in ``slurm-dl explain``."""
+    """Admission on a real Slurm: 32 GPUs, of which promised deadlines may take 47.5 % while a
+    24-GPU best-effort job holds them (15.2 GPUs, 228 GPU-minutes in the next 15). An 8-GPU job
+    asking 10 min by then is promised; a 16-GPU one asking the same no longer fits
+    (80 + 160 > 228) and runs as best effort, which the user reads in ``slurm-dl explain``."""
     from typer.testing import CliRunner
 
     from slurm_dl.cli.main import app
@@ -179,6 +179,7 @@ def test_a_deadline_the_cluster_cannot_keep_is_demoted_and_explain_says_why(test
     cfg = _config_without_preemption(tmp_path)
     ids = []
     try:
+        ids.append(submit("#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-N3", "--time=10", "-o", "/dev/null"]))
         kept = submit("#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-N1", "--time=10",
                                                          "--deadline=now+15minutes", "-o", "/dev/null"])
         ids.append(kept)

@@ -338,15 +338,16 @@ def test_a_cycle_pushes_at_most_the_configured_number_and_the_next_the_rest(conf
 
 
 def test_a_deadline_the_cluster_cannot_keep_is_demoted_once_with_a_message(config, db):
-    # 8 GPUs, of which deadlines may promise 47.5 % (the default): 5.7 GPU-hours in the next
-    # 90 min. Two 3-GPU jobs due then that each ask 1 h: the first submitted is promised, the
-    # second cannot be kept next to it and runs as best effort (told once, never boosted)
+    # 8 GPUs, of which deadlines may promise 47.5 % (the default) while best-effort work wants
+    # the rest: 5.7 GPU-hours in the next 90 min. Two 3-GPU jobs due then that each ask 1 h:
+    # the first submitted is promised, the second cannot be kept next to it and runs as best
+    # effort (told once, never boosted)
     assert config.policy.deadline.admission_share == 0.475
     c = MemoryCluster()
     c.add(1, 3, time_limit=3600.0, deadline=c.now + 5400.0)
     second = c.add(2, 3, time_limit=3600.0, deadline=c.now + 5400.0)
     second.submit_time += 1
-    plain = c.add(3, 3, time_limit=3600.0)
+    plain = c.add(3, 8, time_limit=3600.0)
     plain.submit_time -= 1
     p = Prioritizer(config, c, Store(db))
     p.run_cycle()

@@ -141,3 +141,19 @@ def test_chronus_utility_steps_and_the_admission_in_the_simulator(tmp_path) -> N
     assert on["utility_max"] == 30.0 and on["utility_earned"] == 16.0
     assert on["best_effort_avg_jct_s"] < off["best_effort_avg_jct_s"]
     assert on["value_earned"] == 6.0
+
+
+def test_the_best_effort_reserve_is_only_what_best_effort_work_wants() -> None:
+    adm = DeadlineAdmission(share=0.5)
+    assert adm.capacity(8, None) == 4.0  # not known: the whole reserve
+    assert adm.capacity(8, 0) == 8.0  # no best-effort work about: deadlines may promise it all
+    assert adm.capacity(8, 2) == 6.0
+    assert adm.capacity(8, 100) == 4.0
+    # two 8-GPU hours due in 1 h fit only while nobody else wants GPUs
+    assert adm.decide(_dl(1, 8, 3000.0, H), 0.0, 8, best_effort_gpus=0) is None
+    assert DeadlineAdmission(share=0.5).decide(_dl(2, 8, 3000.0, H), 0.0, 8, best_effort_gpus=8) is not None
+    # the prioritizer counts the live jobs that asked for no deadline
+    adm = DeadlineAdmission(share=0.5)
+    plain = Job(3, num_gpus=4, submit_time=-1.0)
+    assert adm.step([plain, _dl(4, 8, 1900.0, H)], 0.0, 8) == {4: adm.demoted[4]}
+    assert DeadlineAdmission(share=0.5).step([_dl(4, 8, 1900.0, H)], 0.0, 8) == {}

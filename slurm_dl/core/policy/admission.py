@@ -9,13 +9,15 @@ pushes back best-effort work on its way to being missed anyway.
 
 The check is the earliest-deadline-first demand test on the committed work. For every admitted
 deadline ``D`` not yet past (and the new one), the GPU-seconds still owed to deadline jobs due
-by ``D`` must fit in ``share × GPUs × (D - now)``. A job owes ``GPUs × its remaining requested
+by ``D`` must fit in ``capacity × (D - now)``. A job owes ``GPUs × its remaining requested
 run time``: its time limit less what it has run (:func:`~.deadline.remaining_run`), never its
 real run time, so asking for a short limit to get in only gets the job ended at that limit, and
-asking for a long one only makes it harder to admit. ``share`` (``policy.deadline.
-admission_share``) is the part of the cluster that deadlines may promise away; the rest stays
-for best-effort work and absorbs what the fluid test ignores (packing, jobs that cannot be
-preempted).
+asking for a long one only makes it harder to admit.
+
+``capacity`` is the cluster's GPUs less what is kept for best-effort work: at most
+``(1 - share) × GPUs`` (``policy.deadline.admission_share``), and no more than the GPUs that
+jobs submitted without a deadline hold or wait for right now. With no best-effort work about,
+deadlines may promise the whole cluster; under a flood of it, ``share`` of it.
 
 Soft deadlines (utility steps, ``Job.soft_deadlines``: (time, value) with values falling) are
 admitted at their first step that fits; the job then aims at that step, and the steps before it
@@ -96,25 +98,34 @@ class DeadlineAdmission:
             del self._jobs[jid]
         return out
 
-    def decide(self, job: Job, now: float, total_gpus: int) -> str | None:
+    def capacity(self, total_gpus: int, best_effort_gpus: int | None) -> float:
+        """GPUs deadlines may promise: all but the best-effort reserve (see the module)."""
+        reserve = (1.0 - self.share) * total_gpus
+        if best_effort_gpus is not None:
+            reserve = min(reserve, max(0, best_effort_gpus))
+        return total_gpus - reserve
+
+    def decide(self, job: Job, now: float, total_gpus: int, best_effort_gpus: int | None = None) -> str | None:
         """Admit or demote ``job``'s deadline (once; later calls return the first answer).
-        None: admitted (or no deadline); else the reason it was demoted."""
+        None: admitted (or no deadline); else the reason it was demoted. ``best_effort_gpus``:
+        GPUs held or wanted by live jobs submitted without a deadline (None: not known, the
+        full reserve is kept)."""
         jid = job.job_id
         if jid in self.admitted or jid in self.demoted:
             return self.demoted.get(jid)
         if not candidate_deadlines(job):
             return None
-        why = self._try(job, now, total_gpus)
+        why = self._try(job, now, total_gpus, best_effort_gpus)
         if why is not None:
             self.demoted[jid] = why
         return why
 
-    def _try(self, job: Job, now: float, total_gpus: int) -> str | None:
+    def _try(self, job: Job, now: float, total_gpus: int, best_effort_gpus: int | None) -> str | None:
         """Promise ``job`` its first deadline that fits (recorded) and return None, or why none fits."""
         r = self.remaining(job, now)
         if r is None:
             return "it has no time limit to plan it with"
-        cap = self.share * total_gpus
+        cap = self.capacity(total_gpus, best_effort_gpus)
         if job.num_gpus > total_gpus:
             return f"it needs {job.num_gpus} GPUs and the cluster has {total_gpus}"
         owed = self._owed(now)
@@ -144,9 +155,10 @@ class DeadlineAdmission:
             self.forget(jid)
         for jid in self._jobs:
             self._jobs[jid] = live[jid]
+        best_effort = sum(j.num_gpus for j in live.values() if not candidate_deadlines(j))
         for j in sorted(live.values(), key=lambda j: (j.submit_time, j.job_id)):
             if j.deadline is not None or j.soft_deadlines:
-                self.decide(j, now, total_gpus)
+                self.decide(j, now, total_gpus, best_effort)
         return {jid: why for jid, why in self.demoted.items()}
 
 
