@@ -100,5 +100,10 @@ def table_foot(doc: dict) -> None:
         if "best_effort_avg_jct_s" in s:
             line += f", best-effort avg JCT {s['best_effort_avg_jct_s'] / 3600:.2f} h"
         typer.echo(line)
+        if "utility_earned" in s:
+            typer.echo(f"{k}: utility {s['utility_earned']:g} of {s['utility_max']:g} "
+                       f"({s['utility_fraction']:.1%})")
+    if any("utility_earned" in s for _, s in extra):
+        typer.echo("utility: each deadline job earns the value of the first deadline step it met")
     for line in idle_lines(doc):
         typer.echo(line)

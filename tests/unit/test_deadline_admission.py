@@ -157,3 +157,18 @@ def test_the_best_effort_reserve_is_only_what_best_effort_work_wants() -> None:
     plain = Job(3, num_gpus=4, submit_time=-1.0)
     assert adm.step([plain, _dl(4, 8, 1900.0, H)], 0.0, 8) == {4: adm.demoted[4]}
     assert DeadlineAdmission(share=0.5).step([_dl(4, 8, 1900.0, H)], 0.0, 8) == {}
+
+
+def test_simulate_prints_the_utility_earned(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from slurm_dl.cli.main import app
+
+    path = tmp_path / "mix.csv"
+    path.write_text(CHRONUS)
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(path), "--format", "chronus", "--policy", "deadline-las",
+                                 "--nodes", "1", "--no-fairness"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.stdout
+    line = next(x for x in r.stdout.splitlines() if x.startswith("deadline-las: utility "))
+    assert " of 30 (" in line and line.endswith("%)")
+    assert all(len(x) <= 80 for x in r.stdout.splitlines()), r.stdout
