@@ -33,6 +33,7 @@ Policies:
   fairshare        fair share between accounts (shares from --config)
   deadline         deadline boost (--deadline-boost); deadline-las: then LAS
   qssf, class, combined (tiers from --config)
+  site             each --config's own [policy] mix (the deployed policy)
 
 Sweeps: repeat --las-thresholds; each value adds a run named las[T1,T2,...].
 
@@ -74,6 +75,10 @@ Example (Philly, each virtual cluster on its own):
     --start 2017-10-01 --end 2017-12-01 --preempt-cost 60 \\
     --policy fifo --policy srtf
 """
+
+
+SITE_POLICY = "site"  # --policy site: each config's own [policy] mix
+SITE_GROUP = "\0site"  # its rows' group in the table (no policy label can be this)
 
 
 def _thresholds(text: str) -> list[float]:
@@ -185,28 +190,35 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     from ..sim.report import ReportRun
     from ..sim.simulate import runs_per_job, simulate as run_sim
 
-    planned = []  # (policy label, policy name, thresholds, variant)
-    for name in policy:
-        try:
-            make_ranker(name)  # fail fast on a bad name
-        except ValueError as e:
-            raise SlurmDLError(f"--policy: {e}") from None
+    planned = []  # (policy label, policy name, thresholds, variant, group in the table)
+    for asked in policy:
+        if asked == SITE_POLICY:
+            if not configs:
+                raise SlurmDLError("--policy site: replays each --config's own [policy] mix; give --config")
+        else:
+            try:
+                make_ranker(asked)  # fail fast on a bad name
+            except ValueError as e:
+                raise SlurmDLError(f"--policy: {e}") from None
         for v in variants:
+            name = v.cfg.policy.mix if asked == SITE_POLICY else asked
             sets = v.thr_sets if name in ("las", "deadline-las") and len(v.thr_sets) > 1 else [
                 v.thr_sets[0] if v.thr_sets else None]
             for thr in sets:
                 label = name if len(sets) == 1 else f"{name}[{','.join(f'{x:g}' for x in thr)}]"
-                planned.append((label, name, thr, v))
-    if several:  # side by side: each policy label's rows together, in the configs' order
-        order = list(dict.fromkeys(p[0] for p in planned))
-        planned.sort(key=lambda p: (order.index(p[0]), variants.index(p[3])))
+                if asked == SITE_POLICY:
+                    label = f"site: {label}"
+                planned.append((label, name, thr, v, SITE_GROUP if asked == SITE_POLICY else label))
+    if several:  # side by side: each policy's rows together, in the configs' order
+        order = list(dict.fromkeys(p[4] for p in planned))
+        planned.sort(key=lambda p: (order.index(p[4]), variants.index(p[3])))
     progress = Progress(enabled=not (quiet or as_json))
     first = min(j.submit_time for j in jobs)
     last = max(j.submit_time for j in jobs)
     runs: list[ReportRun] = []
     interrupted = False
     try:
-        for label, name, thr, v in planned:
+        for label, name, thr, v, group in planned:
             def factory(name=name, thr=thr, v=v):
                 return make_ranker(name, las_thresholds=thr, starvation=v.starvation, prior=prior,
                                    boost_s=deadline_boost, shares=v.setup.shares, config=v.cfg)
@@ -226,8 +238,9 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
             if not as_json:
                 if len(runs) == 1:
                     out.table_head(trace, len(jobs), [(x.label, x.cluster, x.cost.describe()) for x in variants])
-                if several and (len(runs) == 1 or runs[-2].policy != label):
-                    out.group_line(label)
+                if several and (len(runs) == 1 or planned[len(runs) - 2][4] != group):
+                    out.group_line(group if group != SITE_GROUP else "site: " + ", ".join(
+                        f"{x.label} = {x.cfg.policy.mix}" for x in variants))
                 out.table_row(v.label if several else label, summary, indent=several)
     except KeyboardInterrupt:
         progress.clear()

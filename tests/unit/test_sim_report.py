@@ -266,3 +266,24 @@ def test_a_report_that_cannot_be_written_fails_before_the_replay(tmp_path):
                                  "--report", str(tmp_path / "taken")])
     assert r.exit_code == 1
     assert [ln for ln in r.output.splitlines() if ln] == [f"error: --report: cannot write {tmp_path / 'taken'}: File exists"]
+
+
+def test_policy_site_replays_each_configs_own_mix(tmp_path):
+    cur, prop = _configs(tmp_path)
+    text = prop.read_text()
+    assert 'mix = "combined"' in text
+    prop.write_text(text.replace('mix = "combined"', 'mix = "las"', 1))
+    base = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", *SHAPE, "--no-fairness"]
+    r = CliRunner().invoke(app, base + ["--config", str(cur), "--config", str(prop), "--policy", "site", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)["configs"]
+    assert list(doc["current.toml"]["policies"]) == ["site: combined"]
+    assert list(doc["proposed.toml"]["policies"]) == ["site: las"]
+    alone = CliRunner().invoke(app, base + ["--config", str(prop), "--policy", "las", "--json"])
+    assert json.loads(alone.stdout)["policies"]["las"] == doc["proposed.toml"]["policies"]["site: las"]
+    text = CliRunner().invoke(app, base + ["--config", str(cur), "--config", str(prop), "--policy", "site"])
+    lines = text.stdout.splitlines()
+    i = lines.index("site: current.toml = combined, proposed.toml = las")
+    assert [ln.split()[0] for ln in lines[i + 1:i + 3]] == ["current.toml", "proposed.toml"]
+    r = CliRunner().invoke(app, base + ["--policy", "site"])
+    assert r.exit_code == 1 and "error: --policy site: replays each --config's own [policy] mix" in r.output
