@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState
 from slurm_dl.core.policy import PolicyContext
-from slurm_dl.core.preemption import plan_preemption
+from slurm_dl.core.preemption import plan_preemption, waits_only_for_gpus
 
 from .preempt import PreemptionIntent
 
@@ -34,12 +34,13 @@ def plan_intents(
     prefer_victims: frozenset[int] = frozenset(),
     refused: frozenset[tuple[int, int]] = frozenset(),
 ) -> list[PreemptionIntent]:
-    """Preemptions to start this cycle for the most urgent pending jobs that cannot start.
+    """Preemptions to start this cycle for the most urgent pending jobs that cannot start for want
+    of GPUs alone (never for a held job, one with a begin time ahead, a dependency or a limit).
 
     ``prefer_victims``: running jobs deprioritized for idle GPUs, taken first.
     ``refused``: (job, restart count) of runs whose signal or requeue Slurm refused."""
     pending = sorted(
-        (j for j in jobs if j.pending and j.num_gpus > 0 and j.job_id not in busy_needs),
+        (j for j in jobs if waits_only_for_gpus(j, snap.taken_at) and j.num_gpus > 0 and j.job_id not in busy_needs),
         key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id),
     )
     running = [j for j in jobs if j.state is JobState.RUNNING and (j.job_id, j.restarts) not in refused]

@@ -106,6 +106,21 @@ def resume_kind(job: Job, config: "SiteConfig | None" = None) -> tuple[str, str]
     return RESUME_NEVER, "it declared no checkpoint handler (dl:ckpt=1 with --requeue)"
 
 
+STARTABLE_REASONS = frozenset({"", "None", "Resources", "Priority"})
+"""Slurm's reasons for a pending job that would start if GPUs were free: none given yet, waiting
+for resources, or behind jobs of higher priority."""
+ELIGIBLE_SLACK_S = 60.0
+
+
+def waits_only_for_gpus(job: Job, now: float) -> bool:
+    """Whether freeing GPUs could start ``job`` now. A held job, one whose begin time is still
+    ahead, one waiting on a dependency, a limit, a reservation or a partition's state would not
+    start on freed GPUs, so no running job is ever preempted for it."""
+    if not job.pending or job.state_reason not in STARTABLE_REASONS:
+        return False
+    return job.eligible_time is None or job.eligible_time <= now + ELIGIBLE_SLACK_S
+
+
 def same_array(a: Job, b: Job) -> bool:
     return a.array_job_id is not None and a.array_job_id == b.array_job_id
 

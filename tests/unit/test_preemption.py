@@ -190,3 +190,30 @@ def test_every_plan_is_valid(case):
         assert pack(waiting, fewer) is None
     again = plan_preemption(waiting, list(reversed(jobs)), nodes, None, PolicyContext(now=NOW), c, scores=scores)
     assert again == p
+
+
+def test_no_one_is_preempted_for_a_job_that_freed_gpus_would_not_start():
+    """A held job, one whose begin time is ahead, one waiting on a dependency or a limit: the
+    cluster's GPUs would not start it, so no running job yields to it."""
+    from prioritizer.planning import plan_intents
+    from slurm_dl.core.model import ClusterSnapshot
+    from slurm_dl.core.preemption import waits_only_for_gpus
+
+    victim = running(10, 32, ["n0", "n1", "n2", "n3"], start=0.0, checkpointable=True, requeue=True)
+    blocked = [
+        Job(1, num_gpus=1, state_reason="JobHeldUser", submit_time=1.0),
+        Job(2, num_gpus=1, state_reason="BeginTime", submit_time=2.0, eligible_time=NOW + 3600),
+        Job(3, num_gpus=1, state_reason="Dependency", submit_time=3.0),
+        Job(4, num_gpus=1, state_reason="AssocGrpGRES", submit_time=4.0),
+        Job(5, num_gpus=1, state_reason="Priority", submit_time=5.0, eligible_time=NOW + 3600),
+    ]
+    assert not any(waits_only_for_gpus(j, NOW) for j in blocked)
+    scores = {j.job_id: 1.0 for j in blocked} | {10: 0.0}
+    snap = ClusterSnapshot(taken_at=NOW, jobs=[victim, *blocked], nodes=node_state([victim]))
+    ctx = PolicyContext(now=NOW)
+    assert plan_intents(snap, snap.jobs, scores, cfg(), ctx) == []
+    waiting = Job(6, num_gpus=1, state_reason="Resources", submit_time=6.0, eligible_time=NOW - 5)
+    assert waits_only_for_gpus(waiting, NOW)
+    snap = ClusterSnapshot(taken_at=NOW, jobs=[victim, *blocked, waiting], nodes=node_state([victim]))
+    (intent,) = plan_intents(snap, snap.jobs, {**scores, 6: 1.0}, cfg(), ctx)
+    assert intent.need == 6 and intent.victims == (10,)
