@@ -8,7 +8,8 @@ Parts (``--part`` repeatable, default all):
   chronus   SLO and MIX1 on one shared cluster (``--chronus-nodes`` × 8 GPUs): las, deadline-las
             without admission (every deadline boosted) and with it (``--admission-share``); misses,
             best-effort JCT against LAS, and utility (strict jobs carry one step, soft ones several)
-  fairness  heavy Philly as one shared cluster (Σ quarter nodes), equal shares: fairshare vs las
+  fairness  heavy Philly as one shared cluster (Σ quarter nodes, or each of ``--fairness-nodes``),
+            equal shares: fairshare (leases) beside fairshare-queue, las and srtf
   history   heavy setup: the config defaults of las, gittins (learnt history) and qssf against
             srtf and las 100k/3M; the first ``--history-chronus-jobs`` of Chronus MIX1 (user and
             model name) on ``--chronus-nodes``: qssf against srtf (the full sweep: benchmarks/bench_history_sweep.py)
@@ -36,8 +37,8 @@ from slurm_dl.sim.state import PreemptionCost
 from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
 
 KEYS = ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "preemptions",
-        "deadline_miss_rate", "best_effort_avg_jct_s", "max_rho", "jain_rho", "utility_earned", "utility_max",
-        "utility_fraction", "value_earned")
+        "preemptions_per_job", "deadline_miss_rate", "best_effort_avg_jct_s", "max_rho", "jain_rho",
+        "utility_earned", "utility_max", "utility_fraction", "value_earned")
 
 
 def brief(s: dict) -> dict:
@@ -66,8 +67,13 @@ def main() -> int:
     ap.add_argument("--chronus-traces", default="SLO,MIX1", help="--part chronus: which Chronus traces")
     ap.add_argument("--history-chronus-jobs", type=int, default=3000,
                     help="--part history: the first N jobs of MIX1 (QSSF on all of it is very slow)")
-    ap.add_argument("--fairness-nodes", type=int, default=None,
-                    help="shared cluster size for --part fairness (default: the quarter VC sizes summed, 88)")
+    ap.add_argument("--fairness-nodes", type=int, action="append", default=None,
+                    help="shared cluster size for --part fairness, repeatable (default: the quarter VC sizes "
+                         "summed, 88)")
+    ap.add_argument("--lease", type=float, default=None,
+                    help="--part fairness: fairshare's lease in seconds (default: the config default)")
+    ap.add_argument("--fairness-policies", default="fairshare,fairshare-queue,las,srtf",
+                    help="--part fairness: the policies to run (comma-separated)")
     a = ap.parse_args()
     parts = a.part or ["fidelity", "quality", "chronus", "fairness", "history"]
     T = Path(a.traces)
@@ -118,11 +124,23 @@ def main() -> int:
             ch[name] = r
         out["chronus"] = ch
     if "fairness" in parts:
-        setup = SimSetup(nodes=a.fairness_nodes or sum(quarter.values()), gpus_per_node=8, cost=PreemptionCost(60.0))
-        las = run(philly, "las", setup, las_thresholds=thr)
-        fs = run(philly, "fairshare", setup, las_thresholds=thr)
-        out["fairness"] = {"nodes": setup.nodes, "las": las, "fairshare": fs,
-                           "jct_cost": round(fs["avg_jct_s"] / las["avg_jct_s"], 3)}
+        fair = {}
+        for nodes in a.fairness_nodes or [sum(quarter.values())]:
+            setup = SimSetup(nodes=nodes, gpus_per_node=8, cost=PreemptionCost(60.0))
+            r: dict = {"nodes": nodes}
+            for p in a.fairness_policies.split(","):
+                kw = {"las_thresholds": thr} if p in ("las", "fairshare") else {}
+                if p == "fairshare" and a.lease is not None:
+                    kw["lease_s"] = a.lease
+                r[p] = run(philly, p, setup, **kw)
+            if "las" in r:
+                r["jct_vs_las"] = {p: round(r[p]["avg_jct_s"] / r["las"]["avg_jct_s"], 3)
+                                   for p in r if isinstance(r[p], dict) and "avg_jct_s" in r[p]}
+            print(f"  fairness {nodes} nodes: " + "; ".join(
+                f"{p} max_rho {v['max_rho']:.2f} jct {v['avg_jct_s']:.0f} preempt/job {v['preemptions_per_job']:.3f}"
+                for p, v in r.items() if isinstance(v, dict) and "max_rho" in v), file=sys.stderr)
+            fair[str(nodes)] = r
+        out["fairness"] = fair
     if "history" in parts:
         from slurm_dl.core.config import LasConfig
         from slurm_dl.core.policy import get_policy

@@ -283,6 +283,11 @@ class FairShareConfig(_Strict):
     half_life_hours: float = num(168.0, ge=0.01, le=87_600)
     shares: dict[str, _bounded(float, gt=0, le=MAX_WEIGHT)] = Field(default_factory=dict)  # type: ignore[valid-type]
     default_share: float = num(1.0, gt=0, le=MAX_WEIGHT)
+    lease_seconds: float = num(3600.0, ge=0, le=SECONDS_PER_30_DAYS, description="policy 'fairshare': "
+                               "useful run a job keeps its GPUs before it may yield them to an account "
+                               "below its fair share (its restart delay not counted)")
+    lease_hysteresis: float = num(0.1, ge=0, le=0.9, description="policy 'fairshare': GPUs move only from "
+                                  "accounts above fair × (1 + h) to accounts below fair × (1 - h)")
 
 
 class DeadlineConfig(_Strict):

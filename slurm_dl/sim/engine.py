@@ -11,6 +11,10 @@ Disciplines:
                    limit when it has one, else the true duration, i.e. perfect user estimates);
                    later jobs start now only if they fit and end before that time or use only
                    GPUs the reservation does not need.
+* ``lease``      — fair share with GPU leases: free GPUs go to waiting jobs in the policy's order
+                   (accounts below their fair share first), then the shared decision of
+                   :mod:`slurm_dl.core.fairness` moves GPUs from over-share accounts' jobs whose
+                   lease is over; a wake-up is scheduled when the first blocking lease ends.
 * ``preemptive`` — pending and running jobs ranked together, selected greedily while their GPUs
                    fit in the cluster total (skip what does not fit), running jobs not selected
                    are preempted (their remaining work grows by the preemption cost), selected
@@ -33,6 +37,16 @@ from .state import PreemptionCost, SimJob
 
 _DONE, _WAKE = 0, 1
 INF = float("inf")
+
+
+class _Tick:
+    """A wake-up that belongs to no job (a lease ends): only makes a pass happen."""
+
+    version = 0
+    running = False
+
+
+_TICK = _Tick()
 
 
 @dataclass
@@ -119,6 +133,9 @@ def run_cluster(
     epoch = [ranker.epoch()]
     preemptions = 0
     arrive = getattr(ranker, "arrive", None)  # deadline admission at a job's first arrival
+    if discipline == "lease":
+        ranker.restart_s = cost.restart(total)
+    ticks = [0, None]  # (counter, last wake-up time pushed)
 
     def start(sj: SimJob, alloc, now: float) -> None:
         nonlocal free_total
@@ -580,6 +597,41 @@ def run_cluster(
         if started:
             pending[:] = [s for s in pending if s.seq not in started]
 
+    def fill(order: list[SimJob], now: float) -> None:
+        started = set()
+        for sj in order:
+            if free_total == 0:
+                break
+            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            if alloc is not None:
+                start(sj, alloc, now)
+                started.add(sj.seq)
+        if started:
+            pending[:] = [s for s in pending if s.seq not in started]
+
+    def pass_lease(now: float) -> None:
+        if not pending:
+            return
+        filled = free_total > 0
+        if filled:
+            fill(ranker.lease_fill_order(pending, running, total, now), now)
+            if not pending:
+                return
+        moves, wake = ranker.lease_moves(pending, running, total, free_total, now)
+        for victims, need in moves:
+            for sj in sorted(victims, key=lambda s: s.seq):
+                preempt(sj, now)
+            alloc = place(free, need.gpus, per_node) if need.gpus <= free_total else None
+            if alloc is not None:
+                pending.remove(need)
+                start(need, alloc, now)
+        if moves and free_total > 0:
+            fill(ranker.lease_fill_order(pending, running, total, now), now)
+        if wake is not None and wake != ticks[1]:
+            ticks[0] += 1
+            ticks[1] = wake
+            heapq.heappush(heap, (wake, _WAKE, -ticks[0], 0, _TICK))
+
     n = len(arrivals)
     ai = 0
     finished: list[SimJob] = []
@@ -597,7 +649,7 @@ def run_cluster(
         done = False
         while heap and heap[0][0] <= now:
             _, kind, _, ver, sj = heapq.heappop(heap)
-            if ver != sj.version:
+            if ver != sj.version or sj is _TICK:
                 continue
             if kind == _DONE:
                 stop(sj, now)
@@ -653,6 +705,8 @@ def run_cluster(
                 pass_grouped_fit(now, skip=discipline == "firstfit")
         elif discipline == "preemptive":
             pass_preemptive(now)
+        elif discipline == "lease":
+            pass_lease(now)
         elif discipline == "backfill":
             pass_backfill(now)
         else:

@@ -29,11 +29,13 @@ behaviour (never a second copy of it):
 from __future__ import annotations
 
 import copy
+import dataclasses
 import csv
 import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..core.fairness import plan_fair_preemptions, standings
 from ..core.ledger import Ledger
 from ..core.policy import PolicyContext, get_policy, policy_names
 from ..core.policy.combined import CombinedPolicy
@@ -82,6 +84,8 @@ class PolicyRanker:
         self.oracle = getattr(policy, "oracle", False)
         self.ledger = SimLedger()
         self.ctx = PolicyContext(now=0.0, ledger=self.ledger, config=config, total_gpus=total_gpus)
+        self.config = config
+        self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
         t = type(policy)
         self.static = t in (FifoPolicy, SjfPolicy) or issubclass(t, (FifoPolicy, SjfPolicy))
         comps = _components(policy)
@@ -245,6 +249,35 @@ class PolicyRanker:
         self.ctx.now = now
         return -self._fs.factor(account, self.ctx)
 
+    # --- fair share with leases (discipline "lease"): the core decision, on the engine's jobs ---
+    def lease_fill_order(self, pending: list, running: list, total: int, now: float) -> list:
+        """Waiting jobs in the policy's order given the accounts' standings now."""
+        pol = self.policy
+        jp = [self._sync(s, now) for s in pending]
+        jr = [self._sync(s, now) for s in running]
+        st = self._standing = standings(jp, jr, total, now, pol.settings)
+        ctx = self.ctx
+        keyed = sorted(((pol.fill_key(s.job, st, ctx), i) for i, s in enumerate(pending)))
+        return [pending[i] for _, i in keyed]
+
+    def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, reuse: bool = False):
+        """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``."""
+        pol = self.policy
+        ctx = self.ctx
+        jp = [self._sync(s, now) for s in pending]
+        jr = [self._sync(s, now) for s in running]
+        settings = pol.settings
+        if self.restart_s is not None and settings.restart_s != self.restart_s:
+            settings = pol.settings = dataclasses.replace(settings, restart_s=self.restart_s)
+        plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
+                                     order=lambda j: pol.within_key(j, ctx), level=lambda j: pol.level(j, ctx),
+                                     free_gpus=free, standing=self._standing if reuse else None)
+        if not plan.moves:
+            return [], plan.wake_at
+        by_id = {s.job.job_id: s for s in pending}
+        by_id.update((s.job.job_id, s) for s in running)
+        return [([by_id[v] for v in m.victims], by_id[m.need]) for m in plan.moves], plan.wake_at
+
     def epoch(self) -> int:
         """Changes when all keys may have changed (Gittins' table rebuilt from more history)."""
         return history_checkpoint(len(self.ledger.history)) if self.gittins else 0
@@ -286,7 +319,8 @@ def policy_overrides(name: str, *, las_thresholds: Sequence[float] | None = None
                      gittins_bins: int | None = None, boost_s: float | None = None,
                      shares: dict[str, float] | None = None,
                      half_life_hours: float | None = None, admission: bool | None = None,
-                     admission_share: float | None = None) -> tuple[str, dict[str, Any]]:
+                     admission_share: float | None = None,
+                     lease_s: float | None = None) -> tuple[str, dict[str, Any]]:
     """The core registry name and ``get_policy`` overrides for a simulator policy name and the
     simulator's options (only options that apply to that policy; ``None`` = from the config)."""
     las: dict[str, Any] = {}
@@ -299,6 +333,7 @@ def policy_overrides(name: str, *, las_thresholds: Sequence[float] | None = None
         deadline["admission"] = admission
     if admission_share is not None:
         deadline["admission_share"] = admission_share
+    lease = {"lease_seconds": lease_s} if lease_s is not None else {}
     if name in ALIASES:
         core, fixed = ALIASES[name]
         return core, {**fixed, "component_overrides": {"las": las, "deadline": deadline}}
@@ -311,11 +346,16 @@ def policy_overrides(name: str, *, las_thresholds: Sequence[float] | None = None
         return name, ov
     if name == "deadline":
         return name, deadline
-    if name == "fairshare":
+    if name == "fairshare-queue":
         ov = {"shares": dict(shares)} if shares else {}
         if half_life_hours is not None:
             ov["half_life_hours"] = half_life_hours
         return name, ov
+    if name == "fairshare":
+        ov = {"shares": dict(shares)} if shares else {}
+        if las_thresholds:
+            ov["thresholds_gpu_s"] = list(las_thresholds)
+        return name, {**ov, **lease}
     return name, {}
 
 

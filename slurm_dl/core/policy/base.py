@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..config import SiteConfig
     from ..ledger import Ledger
 
-DISCIPLINES = ("strict", "firstfit", "backfill", "preemptive")
+DISCIPLINES = ("strict", "firstfit", "backfill", "preemptive", "lease")
 
 
 @dataclass(slots=True)

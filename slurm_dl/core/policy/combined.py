@@ -21,6 +21,7 @@ from ..model import Job
 from .base import PolicyContext, PriorityPolicy
 
 COMPONENTS = ("fifo", "las", "gittins", "qssf", "fairshare", "deadline", "class")
+_AS_POLICY = {"fairshare": "fairshare-queue"}  # a component is a score: fair share's queue order
 _PREEMPTIVE_COMPONENTS = {"las", "gittins"}
 
 
@@ -57,7 +58,7 @@ class CombinedPolicy(PriorityPolicy):
         self.tiers: list[list[str]] = tiers
         self.weights: dict[str, float] = {n: float(w.get(n, 1.0)) for n in names}
         self.components: dict[str, PriorityPolicy] = {
-            n: get_policy(n, config, **dict(overrides.get(n, {}))) for n in names
+            n: get_policy(_AS_POLICY.get(n, n), config, **dict(overrides.get(n, {}))) for n in names
         }
         self._tier_parts = [[(self.weights[n], self.components[n]) for n in t] for t in tiers]
         base_tiebreak = PriorityPolicy.tiebreak

@@ -5,7 +5,8 @@ Like Slurm's classic fair-share factor: ``F = 2^(-(u/U) / (s/S))`` where ``u/U``
 account's fraction of all decayed usage and ``s/S`` its fraction of the shares (accounts in
 the config and in the ledger; unknown accounts get ``default_share``). Accounts below their
 share score near 1, accounts far above it near 0. Highest factor first, then submit time.
-Non-preemptive (``firstfit``).
+Non-preemptive (``firstfit``). This is ``fairshare-queue`` (and the ``fairshare`` component of
+``combined``); the policy ``fairshare`` also preempts (:mod:`.fairshare_lease`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .base import PolicyContext, PriorityPolicy
 
 
 class FairSharePolicy(PriorityPolicy):
-    name = "fairshare"
+    name = "fairshare-queue"
     discipline = "firstfit"
 
     def __init__(

@@ -1,0 +1,356 @@
+"""Finish-time fair share with GPU leases: which running jobs yield their GPUs to which
+account (pure; the simulator and the prioritizer call the same :func:`plan_fair_preemptions`).
+
+The idea is Themis's (finish-time fairness, NSDI 2020), with one simplification that needs no
+knowledge of a job's future: an account that always holds at least its **max-min fair share**
+of the GPUs while it has work (``min(its demand, its share of the cluster)``, water-filled over
+the accounts that have work) progresses at least as fast as it would alone on ``1/N`` of the
+cluster, so its finish-time fairness ``ρ = JCT shared / JCT alone on its share`` stays near 1.
+Leases bound the churn this costs.
+
+At each decision, from what is known now (GPUs held, GPUs asked, submit times and attained
+service; never a job's duration):
+
+* **standing** of each account with work: ``held`` GPUs, ``demand`` (held + asked by its
+  waiting jobs), ``fair`` (water-filled shares) and ``rho``, the estimate of its finish-time
+  fairness so far: Σ time in the system / Σ time run, over its unfinished jobs (a job that
+  has run less than ``rho_floor_s`` counts as having run that long). 1 = every job has run
+  since it arrived; large = its jobs mostly wait;
+* **beneficiaries** are accounts below their fair share by more than the hysteresis
+  (``held < fair × (1 − hysteresis)``) with a waiting job, the highest ``rho`` first. An
+  account's waiting jobs are tried in its own order (the policy's within-account key); a job
+  qualifies when it does not push the account past ``fair × (1 + hysteresis)`` (or when the
+  account holds nothing: its first job always qualifies);
+* **victims** come only from accounts above their fair share by more than the hysteresis,
+  lowest ``rho`` first, and only while the victim account's surplus before the move exceeds
+  its deficit after it (each move brings both accounts closer to their fair share, so moves
+  do not ping-pong); within an account, its least urgent job first (the reverse of its own
+  order). A victim must be able to resume (:func:`slurm_dl.core.preemption.resume_kind`:
+  jobs that did not opt in are never victims), must have held its GPUs for a whole **lease**
+  (``lease_s`` of useful run, plus ``restart_s`` when its run began with a restart: the restart
+  cost is not part of the lease) and must have been restarted fewer than ``max_restarts``
+  times;
+* a move happens only when the victims found free enough GPUs (with the free ones) for the
+  whole waiting job; otherwise nothing is preempted for it. ``wake_at`` says when the first
+  lease that blocked a move ends (the simulator schedules a decision then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+from .model import Job
+from .preemption import RESUME_NEVER, resume_kind
+
+if TYPE_CHECKING:
+    from .config import SiteConfig
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSettings:
+    """What the decision needs from the site config (see ``[policy.fairshare]``)."""
+
+    lease_s: float = 3600.0
+    restart_s: float = 0.0
+    hysteresis: float = 0.1
+    shares: Mapping[str, float] = field(default_factory=dict)
+    default_share: float = 1.0
+    max_restarts: int | None = None
+    rho_floor_s: float = 600.0
+    max_moves: int = 64
+
+    @classmethod
+    def from_config(cls, config: "SiteConfig | None", **overrides) -> "LeaseSettings":
+        if config is None:
+            return cls(**overrides)
+        fs, pc = config.policy.fairshare, config.preemption
+        base = dict(lease_s=fs.lease_seconds, restart_s=pc.restart_delay_seconds, hysteresis=fs.lease_hysteresis,
+                    shares=dict(fs.shares), default_share=fs.default_share, max_restarts=pc.max_restarts)
+        base.update(overrides)
+        return cls(**base)
+
+    def share(self, account: str) -> float:
+        return self.shares.get(account, self.default_share)
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    account: str
+    share: float
+    held: int
+    demand: int
+    fair: float
+    rho: float
+
+    def describe(self) -> str:
+        return f"account {self.account} holds {self.held} of its fair {self.fair:.1f} GPUs (rho {self.rho:.1f})"
+
+
+@dataclass(frozen=True, slots=True)
+class FairMove:
+    """Preempt ``victims`` (all of them from over-share accounts) so that job ``need`` of the
+    under-share account ``account`` can start; ``candidates``: every victim the rules allowed
+    for it (a node-level planner may pick among them); ``reasons``: per victim, in words."""
+
+    need: int
+    account: str
+    gpus: int
+    victims: tuple[int, ...]
+    candidates: tuple[int, ...]
+    reasons: Mapping[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class FairPlan:
+    standings: Mapping[str, Standing]
+    moves: tuple[FairMove, ...]
+    wake_at: float | None
+
+
+def water_fill(demand: Mapping[str, float], weights: Mapping[str, float], total: float) -> dict[str, float]:
+    """Max-min fair shares: each account gets ``total × weight / Σ weights`` but never more than
+    its demand; what an account does not need is shared among the others by weight."""
+    fair = {a: 0.0 for a in demand}
+    left = {a for a, d in demand.items() if d > 0}
+    cap = float(total)
+    while left and cap > EPS:
+        w = sum(weights[a] for a in left)
+        unit = cap / w
+        sated = {a for a in left if demand[a] - fair[a] <= unit * weights[a] + EPS}
+        if not sated:
+            for a in left:
+                fair[a] += unit * weights[a]
+            break
+        for a in sated:
+            cap -= demand[a] - fair[a]
+            fair[a] = float(demand[a])
+        left -= sated
+    return fair
+
+
+def standings(pending: Sequence[Job], running: Sequence[Job], total_gpus: int, now: float,
+              settings: LeaseSettings) -> dict[str, Standing]:
+    held: dict[str, int] = {}
+    acc: dict[str, list] = {}  # account -> [demand, Σ time in system, Σ time run (floored)]
+    floor = settings.rho_floor_s
+    for j in running:
+        held[j.account] = held.get(j.account, 0) + j.num_gpus
+    for group in (running, pending):
+        for j in group:
+            row = acc.get(j.account)
+            if row is None:
+                row = acc[j.account] = [0, 0.0, 0.0]
+            row[0] += j.num_gpus
+            w = now - j.submit_time
+            if w > 0:
+                row[1] += w
+            e = j.executed_s
+            row[2] += e if e > floor else floor
+    demand = {a: r[0] for a, r in acc.items()}
+    waited = {a: r[1] for a, r in acc.items()}
+    ran = {a: r[2] for a, r in acc.items()}
+    weights = {a: settings.share(a) for a in demand}
+    fair = water_fill(demand, weights, total_gpus)
+    return {a: Standing(a, weights[a], held.get(a, 0), demand[a], fair[a], max(1.0, waited[a] / ran[a]))
+            for a in sorted(demand)}
+
+
+def lease_end(job: Job, settings: LeaseSettings) -> float | None:
+    """When ``job``'s current lease ends (``None``: not running)."""
+    if job.start_time is None:
+        return None
+    return job.start_time + settings.lease_s + (settings.restart_s if job.restarts > 0 else 0.0)
+
+
+def victim_block(job: Job, now: float, settings: LeaseSettings, config: "SiteConfig | None") -> str | None:
+    """Why ``job`` cannot yield its GPUs now (``None``: it can)."""
+    end = lease_end(job, settings)
+    if end is not None and now < end - EPS:
+        return f"its lease runs until {end - now:.0f} s from now"
+    kind, why = resume_kind(job, config)
+    if kind == RESUME_NEVER:
+        return why
+    if settings.max_restarts is not None and job.restarts >= settings.max_restarts:
+        return f"restarted {job.restarts} times (cap {settings.max_restarts})"
+    return None
+
+
+def plan_fair_preemptions(
+    pending: Sequence[Job],
+    running: Sequence[Job],
+    total_gpus: int,
+    now: float,
+    settings: LeaseSettings,
+    config: "SiteConfig | None" = None,
+    *,
+    order: Callable[[Job], tuple] | None = None,
+    level: Callable[[Job], int] | None = None,
+    free_gpus: int | None = None,
+    standing: Mapping[str, Standing] | None = None,
+) -> FairPlan:
+    """The moves that bring under-share accounts their GPUs back (see the module docstring).
+
+    ``order``: the within-account order (smaller first; default submit time, then id).
+    ``level``: when given, also moves within an account: a waiting job may take the GPUs of a
+    running job of its own account whose level is higher (e.g. LAS queues), leases and opt-in
+    as above. ``free_gpus``: GPUs free now (default: total minus what ``running`` holds).
+    ``standing``: :func:`standings` of these jobs, when the caller has it already."""
+    key = order or (lambda j: (j.submit_time, j.job_id))
+    st = standing if standing is not None else standings(pending, running, total_gpus, now, settings)
+    if level is not None:
+        cache: dict[int, int] = {}
+
+        def level(j: Job, _f=level) -> int:  # noqa: F811 - the caller's level, once per job
+            v = cache.get(j.job_id)
+            if v is None:
+                v = cache[j.job_id] = _f(j)
+            return v
+    held = {a: s.held for a, s in st.items()}
+    free = total_gpus - sum(held.values()) if free_gpus is None else free_gpus
+    h = settings.hysteresis
+    waiting: dict[str, list[Job]] = {}
+    for j in pending:
+        if j.num_gpus > 0:
+            waiting.setdefault(j.account, []).append(j)
+    beneficiaries = sorted((a for a in waiting if held[a] < st[a].fair * (1 - h) - EPS),
+                           key=lambda a: (-st[a].rho, held[a] / max(st[a].fair, EPS), a))
+    if not beneficiaries and (level is None or not _within_possible(waiting, running, level)):
+        return FairPlan(st, (), None)
+    over = {a for a, s in st.items() if held[a] > s.fair * (1 + h) + EPS}
+    by_acct: dict[str, list[Job]] = {}
+    blocked: list[tuple[Job, float]] = []  # (job, lease end) of jobs only their lease protects
+    for j in running:
+        if j.account in over or (level is not None and j.account in waiting):
+            block = victim_block(j, now, settings, config)
+            if block is None:
+                by_acct.setdefault(j.account, []).append(j)
+            else:
+                end = lease_end(j, settings)
+                if end is not None and end > now + EPS and block.startswith("its lease") \
+                        and victim_block(j, end, settings, config) is None:
+                    blocked.append((j, end))
+    for js in by_acct.values():
+        js.sort(key=lambda j: (key(j), j.job_id), reverse=True)
+    victim_order = sorted((a for a in by_acct if a in over), key=lambda a: (st[a].rho, -(held[a] - st[a].fair), a))
+    wake: float | None = None
+    if beneficiaries:
+        wake = min((e for j, e in blocked if j.account in over), default=None)
+    taken: set[int] = set()
+    placed: set[int] = set()
+    moves: list[FairMove] = []
+    for b in beneficiaries:
+        for need in sorted(waiting[b], key=key):
+            if len(moves) >= settings.max_moves:
+                break
+            fair_b = st[b].fair
+            if not held[b] < fair_b * (1 - h) - EPS:
+                break
+            g = need.num_gpus
+            if held[b] > 0 and held[b] + g > fair_b * (1 + h) + EPS:
+                continue
+            if g <= free:
+                free -= g
+                held[b] += g
+                placed.add(need.job_id)
+                continue
+            chosen: list[Job] = []
+            cands: list[int] = []
+            freed = 0
+            trial = dict(held)
+            for a in victim_order:
+                if a == b:
+                    continue
+                fair_a = st[a].fair
+                for v in by_acct[a]:
+                    if v.job_id in taken:
+                        continue
+                    surplus = trial[a] - fair_a
+                    deficit_after = fair_a - (trial[a] - v.num_gpus)
+                    if surplus <= fair_a * h + EPS or surplus <= deficit_after + EPS:
+                        continue
+                    cands.append(v.job_id)
+                    if free + freed < g:
+                        chosen.append(v)
+                        freed += v.num_gpus
+                        trial[a] -= v.num_gpus
+            if free + freed < g:
+                continue
+            reasons = {v.job_id: _reason(v, need, st, now, settings) for v in chosen}
+            moves.append(FairMove(need.job_id, b, g, tuple(v.job_id for v in chosen), tuple(cands), reasons))
+            taken.update(v.job_id for v in chosen)
+            placed.add(need.job_id)
+            held.update(trial)
+            held[b] += g
+            free = free + freed - g
+    if level is not None:
+        free, wake = _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, level, st, now, settings)
+    return FairPlan(st, tuple(moves), wake)
+
+
+def _within_possible(waiting, running, level) -> bool:
+    """Some account has a waiting job in a lower level than one of its running jobs."""
+    top: dict[str, int] = {}
+    for j in running:
+        if j.account in waiting:
+            lv = level(j)
+            if lv > top.get(j.account, -1):
+                top[j.account] = lv
+    return any(min(level(j) for j in waiting[a]) < t for a, t in top.items() if t > 0)
+
+
+def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, level, st, now, settings):
+    """Moves inside one account: a waiting job in a lower level takes a higher-level job's GPUs."""
+    for a in sorted(waiting):
+        js = [j for j in sorted(waiting[a], key=key) if j.job_id not in placed]
+        if not js:
+            continue
+        low = min(level(j) for j in js)
+        for j, end in blocked:
+            if j.account == a and level(j) > low:
+                wake = end if wake is None else min(wake, end)
+        mine = sorted((v for v in by_acct.get(a, ()) if v.job_id not in taken),
+                      key=lambda v: (level(v), key(v)), reverse=True)
+        for need in js:
+            if len(moves) >= settings.max_moves or not mine:
+                break
+            g, lv = need.num_gpus, level(need)
+            if g <= free:
+                free -= g
+                continue
+            chosen, freed = [], 0
+            for v in mine:
+                if v.job_id in taken or level(v) <= lv:
+                    continue
+                chosen.append(v)
+                freed += v.num_gpus
+                if free + freed >= g:
+                    break
+            if free + freed < g:
+                continue
+            reasons = {v.job_id: _within_reason(v, need, level, now, settings) for v in chosen}
+            moves.append(FairMove(need.job_id, a, g, tuple(v.job_id for v in chosen),
+                                  tuple(v.job_id for v in chosen), reasons))
+            taken.update(v.job_id for v in chosen)
+            free = free + freed - g
+    return free, wake
+
+
+def _reason(victim: Job, need: Job, st: Mapping[str, Standing], now: float, settings: LeaseSettings) -> str:
+    ran = now - victim.start_time if victim.start_time is not None else victim.executed_s
+    return (
+        f"fair share: job {victim.job_id} of account {victim.account} yields {victim.num_gpus} GPU(s) "
+        f"to job {need.job_id} of account {need.account}; {st[need.account].describe()}; "
+        f"{st[victim.account].describe()}; its lease of {settings.lease_s:.0f} s is over (ran {ran:.0f} s)"
+    )
+
+
+def _within_reason(victim: Job, need: Job, level, now: float, settings: LeaseSettings) -> str:
+    ran = now - victim.start_time if victim.start_time is not None else victim.executed_s
+    return (
+        f"job {victim.job_id} of account {victim.account} (queue {level(victim)}) yields "
+        f"{victim.num_gpus} GPU(s) to job {need.job_id} of the same account (queue {level(need)}); "
+        f"its lease of {settings.lease_s:.0f} s is over (ran {ran:.0f} s)"
+    )
