@@ -219,6 +219,9 @@ class Prioritizer:
                 busy = frozenset(r.need_job_id for r in rows
                                  if r.state in PREEMPTION_OPEN_STATES or now - r.updated_at < settle)
                 extra = {"prefer_victims": frozenset(idle_low)} if idle_low else {}
+                if getattr(self.policy, "leases", False):  # fair share: the shared lease decision
+                    extra["policy"] = self.policy
+                    extra["in_flight"] = frozenset(r.victim_job_id for r in rows if r.state in PREEMPTION_OPEN_STATES)
                 intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy,
                                        refused=preempt.refused_runs(rows), **extra)
                 preempt.start(self.store, self.backend, snap, intents, self.config, prep, dry_run=self.dry_run)

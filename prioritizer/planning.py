@@ -6,13 +6,20 @@ preemption Slurm has not refused in their current run, and turn each :class:`~sl
 :class:`~prioritizer.preempt.PreemptionIntent` with a reason. Eligibility (minimum runtime,
 restart cap, preemptible classes, hysteresis), gang-awareness and victim preference are the
 pure planner's, and so is the opt-in rule: only jobs that can resume are ever victims.
+
+Under the policy ``fairshare`` the needs and their victims come from the fair-share lease
+decision (:func:`slurm_dl.core.fairness.plan_fair_preemptions`, the one the simulator runs);
+the node-level planner then places each need on its victims' GPUs.
 """
 
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import dataclasses
+
 from slurm_dl.core.config import SiteConfig
+from slurm_dl.core.fairness import LeaseSettings, plan_fair_preemptions
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState
 from slurm_dl.core.policy import PolicyContext
 from slurm_dl.core.preemption import plan_preemption, waits_only_for_gpus
@@ -33,12 +40,19 @@ def plan_intents(
     busy_needs: frozenset[int] = frozenset(),
     prefer_victims: frozenset[int] = frozenset(),
     refused: frozenset[tuple[int, int]] = frozenset(),
+    policy=None,
+    in_flight: frozenset[int] = frozenset(),
 ) -> list[PreemptionIntent]:
     """Preemptions to start this cycle for the most urgent pending jobs that cannot start for want
     of GPUs alone (never for a held job, one with a begin time ahead, a dependency or a limit).
 
     ``prefer_victims``: running jobs deprioritized for idle GPUs, taken first.
-    ``refused``: (job, restart count) of runs whose signal or requeue Slurm refused."""
+    ``refused``: (job, restart count) of runs whose signal or requeue Slurm refused.
+    ``policy``: the fair-share lease policy (its needs and victims, see the module docstring);
+    ``in_flight``: victims of preemptions under way (their GPUs count as leaving)."""
+    if policy is not None and getattr(policy, "leases", False):
+        return plan_fair_intents(snap, jobs, scores, config, ctx, policy, busy_needs=busy_needs,
+                                 refused=refused, in_flight=in_flight)
     pending = sorted(
         (j for j in jobs if waits_only_for_gpus(j, snap.taken_at) and j.num_gpus > 0 and j.job_id not in busy_needs),
         key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id),
@@ -58,4 +72,53 @@ def plan_intents(
             + "; ".join(v.reason for v in plan.victims)
         )
         intents.append(PreemptionIntent(need.job_id, plan.victim_ids, reason))
+    return intents
+
+
+def plan_fair_intents(
+    snap: ClusterSnapshot,
+    jobs: Sequence[Job],
+    scores: Mapping[int, float],
+    config: SiteConfig,
+    ctx: PolicyContext,
+    policy,
+    *,
+    busy_needs: frozenset[int] = frozenset(),
+    refused: frozenset[tuple[int, int]] = frozenset(),
+    in_flight: frozenset[int] = frozenset(),
+) -> list[PreemptionIntent]:
+    """The fair-share lease decision's moves, placed on nodes by :func:`plan_preemption`.
+
+    Needs with a preemption under way count as running (they hold the GPUs they are about to
+    get); victims under way count as gone."""
+    now = ctx.now
+    pending = [j for j in jobs if j.pending and j.num_gpus > 0 and j.job_id not in busy_needs]
+    coming = [dataclasses.replace(j, state=JobState.RUNNING, start_time=now)
+              for j in jobs if j.pending and j.job_id in busy_needs]
+    running = [j for j in jobs if j.state is JobState.RUNNING and j.job_id not in in_flight]
+    eligible = [j for j in running if (j.job_id, j.restarts) not in refused]
+    by_id = {j.job_id: j for j in jobs}
+    free = sum(n.gpus_free for n in snap.nodes)
+    plan = plan_fair_preemptions(
+        pending, [*eligible, *coming, *(j for j in running if (j.job_id, j.restarts) in refused)],
+        snap.total_gpus(), now, LeaseSettings.from_config(config), config,
+        order=lambda j: policy.within_key(j, ctx), level=lambda j: policy.level(j, ctx), free_gpus=free)
+    intents: list[PreemptionIntent] = []
+    taken: set[int] = set()
+    for move in plan.moves[:MAX_NEEDS_PER_CYCLE]:
+        if not move.victims:
+            continue
+        need = by_id[move.need]
+        placed = None
+        for offer_ids in (move.victims, move.candidates):
+            offer = [by_id[v] for v in offer_ids if v not in taken]
+            placed = plan_preemption(need, offer, snap.nodes, snap.topology, ctx, config, scores=scores,
+                                     prefer_victims=frozenset(v.job_id for v in offer))
+            if placed is not None and placed.victims:
+                break
+        if placed is None or not placed.victims:
+            continue
+        taken.update(placed.victim_ids)
+        why = "; ".join(move.reasons[v] for v in placed.victim_ids)
+        intents.append(PreemptionIntent(need.job_id, placed.victim_ids, why))
     return intents

@@ -15,6 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Mapping
 
+from slurm_dl.core.fairness import yielded_to
+
 WIDTH = 80
 _STEP_WORDS = {"submit": "submit time", "job_id": "job id, as both came in the same second"}
 
@@ -180,6 +182,12 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
 _OPEN = ("signalling", "signalled", "requeueing", "planned", "checkpointing", "requeue")
 
 
+def _for_fairness(row: Mapping[str, Any]) -> str:
+    """", for fair share: it yielded to account B" when the preemption was for fairness."""
+    to = yielded_to(str(row.get("reason") or ""))
+    return f" for fair share (it yielded to account {to[1]}, below its fair share)" if to else ""
+
+
 def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> str:
     """Where the job stands with preemption, in words that mean what they say."""
     open_rows = [r for r in rows if r.get("state") in _OPEN]
@@ -188,8 +196,8 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
         at = r.get("signalled_at")
         when = f" at {_clock(at)[11:]}" if at else ""
         if r.get("state") == "requeueing" and not expl.get("checkpointable", True):
-            return f"being requeued{when} for job {r.get('need')} (no checkpoint handler declared)"
-        return f"signalled{when} to checkpoint for job {r.get('need')}; requeued once it saves"
+            return f"being requeued{when} for job {r.get('need')}{_for_fairness(r)} (no checkpoint handler declared)"
+        return f"signalled{when} to checkpoint for job {r.get('need')}{_for_fairness(r)}; requeued once it saves"
     kind = expl.get("preemption") or {}
     if kind.get("kind") == "never":
         return f"never preempted by slurm-dl: {kind.get('why')}"
@@ -205,7 +213,7 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
     done = [r for r in rows if r.get("signalled_at")]
     if done:
         r = done[-1]
-        return f"{how}{why}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}"
+        return f"{how}{why}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}{_for_fairness(r)}"
     if expl.get("state") == "RUNNING":
         return f"{how}{why}; not signalled recently"
     return f"{how}{why} once it runs"

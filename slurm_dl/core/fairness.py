@@ -37,6 +37,7 @@ service; never a job's duration):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
@@ -47,6 +48,17 @@ if TYPE_CHECKING:
     from .config import SiteConfig
 
 EPS = 1e-9
+FAIR_PREFIX = "fair share: "
+"""How a preemption reason for fairness begins (``explain`` shows these as fair-share yields)."""
+_YIELDS_TO = re.compile(r"to job (\d+) of account (\S+?);")
+
+
+def yielded_to(reason: str) -> tuple[int, str] | None:
+    """(job, account) a fair-share preemption reason says the victim yielded to, else ``None``."""
+    if not reason.startswith(FAIR_PREFIX):
+        return None
+    m = _YIELDS_TO.search(reason)
+    return (int(m.group(1)), m.group(2)) if m else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +253,9 @@ def plan_fair_preemptions(
     taken: set[int] = set()
     placed: set[int] = set()
     moves: list[FairMove] = []
+    freeable = sum(v.num_gpus for a in victim_order for v in by_acct[a])  # an upper bound
     for b in beneficiaries:
+        failed = None  # the smallest job of b no move could free GPUs for: larger ones fail too
         for need in sorted(waiting[b], key=key):
             if len(moves) >= settings.max_moves:
                 break
@@ -256,8 +270,10 @@ def plan_fair_preemptions(
                 held[b] += g
                 placed.add(need.job_id)
                 continue
+            if g > free + freeable or (failed is not None and g >= failed):
+                continue
             chosen: list[Job] = []
-            cands: list[int] = []
+            cands: list[Job] = []
             freed = 0
             trial = dict(held)
             for a in victim_order:
@@ -271,20 +287,23 @@ def plan_fair_preemptions(
                     deficit_after = fair_a - (trial[a] - v.num_gpus)
                     if surplus <= fair_a * h + EPS or surplus <= deficit_after + EPS:
                         continue
-                    cands.append(v.job_id)
+                    cands.append(v)
                     if free + freed < g:
                         chosen.append(v)
                         freed += v.num_gpus
                         trial[a] -= v.num_gpus
             if free + freed < g:
+                failed = g if failed is None else min(failed, g)
                 continue
-            reasons = {v.job_id: _reason(v, need, st, now, settings) for v in chosen}
-            moves.append(FairMove(need.job_id, b, g, tuple(v.job_id for v in chosen), tuple(cands), reasons))
+            reasons = {v.job_id: _reason(v, need, st, now, settings) for v in cands}
+            moves.append(FairMove(need.job_id, b, g, tuple(v.job_id for v in chosen),
+                                  tuple(v.job_id for v in cands), reasons))
             taken.update(v.job_id for v in chosen)
             placed.add(need.job_id)
             held.update(trial)
             held[b] += g
             free = free + freed - g
+            freeable -= freed
     if level is not None:
         free, wake = _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, level, st, now, settings)
     return FairPlan(st, tuple(moves), wake)
@@ -313,12 +332,15 @@ def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, le
                 wake = end if wake is None else min(wake, end)
         mine = sorted((v for v in by_acct.get(a, ()) if v.job_id not in taken),
                       key=lambda v: (level(v), key(v)), reverse=True)
+        failed: dict[int, int] = {}  # level -> smallest job of that level no move could serve
         for need in js:
             if len(moves) >= settings.max_moves or not mine:
                 break
             g, lv = need.num_gpus, level(need)
             if g <= free:
                 free -= g
+                continue
+            if lv >= level(mine[0]) or g >= failed.get(lv, g + 1):
                 continue
             chosen, freed = [], 0
             for v in mine:
@@ -329,19 +351,21 @@ def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, le
                 if free + freed >= g:
                     break
             if free + freed < g:
+                failed[lv] = min(failed.get(lv, g), g)
                 continue
             reasons = {v.job_id: _within_reason(v, need, level, now, settings) for v in chosen}
             moves.append(FairMove(need.job_id, a, g, tuple(v.job_id for v in chosen),
                                   tuple(v.job_id for v in chosen), reasons))
             taken.update(v.job_id for v in chosen)
             free = free + freed - g
+            mine = [v for v in mine if v.job_id not in taken]
     return free, wake
 
 
 def _reason(victim: Job, need: Job, st: Mapping[str, Standing], now: float, settings: LeaseSettings) -> str:
     ran = now - victim.start_time if victim.start_time is not None else victim.executed_s
     return (
-        f"fair share: job {victim.job_id} of account {victim.account} yields {victim.num_gpus} GPU(s) "
+        f"{FAIR_PREFIX}job {victim.job_id} of account {victim.account} yields {victim.num_gpus} GPU(s) "
         f"to job {need.job_id} of account {need.account}; {st[need.account].describe()}; "
         f"{st[victim.account].describe()}; its lease of {settings.lease_s:.0f} s is over (ran {ran:.0f} s)"
     )

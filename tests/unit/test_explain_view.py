@@ -72,6 +72,22 @@ def test_preemption_words_mean_what_they_say() -> None:
     assert "refused" in preemption_words(running, [{"state": "refused", "signalled_at": 5.0, "updated_at": 6.0}])
 
 
+def test_preemption_for_fair_share_names_the_account_it_yielded_to() -> None:
+    from slurm_dl.core.fairness import LeaseSettings, plan_fair_preemptions
+    from slurm_dl.core.model import JobState
+
+    hog = [Job(100 + i, account="hog", num_gpus=8, state=JobState.RUNNING, start_time=0.0, executed_s=9000.0)
+           for i in range(4)]
+    move = plan_fair_preemptions([Job(1, account="late", num_gpus=8)], hog, 32, 9000.0,
+                                 LeaseSettings(lease_s=60.0)).moves[0]
+    row = {"state": "requeued", "signalled_at": 9000.0, "need": 1, "reason": move.reasons[move.victims[0]]}
+    running = {"state": "RUNNING", "checkpointable": True, "preemption": {"kind": "checkpoint"}}
+    words = preemption_words(running, [row])
+    assert "for job 1 for fair share (it yielded to account late" in words
+    assert "fair share" in preemption_words(running, [{**row, "state": "signalled"}])
+    assert "fair share" not in preemption_words(running, [{**row, "reason": "score 0.1 < 0.9"}])
+
+
 def test_levers_and_estimate() -> None:
     a = Job(1, user="u", account="a", num_gpus=8, submit_time=100.0, state_reason="Resources")
     q = _queue([a])

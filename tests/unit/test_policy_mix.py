@@ -57,7 +57,7 @@ def test_fairshare_orders_accounts_below_their_share_first():
     led.observe([Job(1, account="a", num_gpus=1, state=JobState.RUNNING),
                  Job(2, account="b", num_gpus=3, state=JobState.RUNNING)], now=100.0, half_life_s=H)
     # usage: a 100, b 300 (a: 1/4, b: 3/4 of all usage)
-    p = get_policy("fairshare", shares={"a": 1.0, "b": 1.0, "c": 2.0}, half_life_hours=1.0)
+    p = get_policy("fairshare-queue", shares={"a": 1.0, "b": 1.0, "c": 2.0}, half_life_hours=1.0)
     ctx = PolicyContext(now=100.0, ledger=led)
     # shares: a 1/4, b 1/4, c 1/2 -> F(a) = 2^-(0.25/0.25) = 0.5, F(b) = 2^-3, F(c) = 1
     assert p.factor("a", ctx) == pytest.approx(0.5)
@@ -66,7 +66,7 @@ def test_fairshare_orders_accounts_below_their_share_first():
     jobs = [Job(10, account="b", submit_time=0), Job(11, account="a", submit_time=1), Job(12, account="c", submit_time=2)]
     assert ids(p.order(jobs, ctx)) == [12, 11, 10]
     # a bigger share for b flips a and b: shares a 1, b 6, c 2 -> F(b) = 2^-(0.75/(6/9)) ~ 0.46 > F(a) = 2^-(2.25) 
-    p2 = get_policy("fairshare", shares={"a": 1.0, "b": 6.0, "c": 2.0}, half_life_hours=1.0)
+    p2 = get_policy("fairshare-queue", shares={"a": 1.0, "b": 6.0, "c": 2.0}, half_life_hours=1.0)
     assert ids(p2.order(jobs, ctx)) == [12, 10, 11]
 
 
@@ -79,7 +79,7 @@ def test_fairshare_forgets_with_the_half_life():
                  Job(2, account="b", num_gpus=1, state=JobState.RUNNING)], now=1000.0, half_life_s=H)
     led.observe([Job(2, account="b", num_gpus=1, state=JobState.RUNNING)], now=1000.0 + 10 * H, half_life_s=H)
     assert led.usage("a", 1000.0, H) == pytest.approx(1000.0)
-    p = get_policy("fairshare", half_life_hours=1.0)
+    p = get_policy("fairshare-queue", half_life_hours=1.0)
     # after ten half-lives a's old usage is ~0.1% of b's recent usage: a ranks first
     ctx = PolicyContext(now=1000.0 + 10 * H, ledger=led)
     assert p.factor("a", ctx) > 0.99 and p.factor("b", ctx) < 0.26

@@ -16,7 +16,7 @@ from slurm_dl.sim.ranking import make_ranker, sim_policy_names
 from slurm_dl.sim.state import PreemptionCost
 
 NAMES = ("fifo", "fifo-firstfit", "fifo-backfill", "sjf", "srtf", "las", "las-tiresias", "gittins",
-         "fairshare", "deadline", "deadline-las", "combined", "qssf")
+         "fairshare", "fairshare-queue", "deadline", "deadline-las", "combined", "qssf")
 
 
 def job(i, gpus, submit, duration, account="a", **kw) -> Job:
@@ -50,7 +50,7 @@ def test_cli_options_become_get_policy_overrides():
     assert isinstance(las, LasPolicy) and las.thresholds == (10.0, 20.0) and las.starvation_factor == 2.0
     g = make_ranker("gittins", prior=[1.0, 2.0, 3.0], gittins_bins=4).policy
     assert isinstance(g, GittinsPolicy) and g.bins == 4
-    fs = make_ranker("fairshare", shares={"a": 3.0}).policy
+    fs = make_ranker("fairshare-queue", shares={"a": 3.0}).policy
     assert isinstance(fs, FairSharePolicy) and fs.share("a") == 3.0
     dl = make_ranker("deadline-las", las_thresholds=[100.0], boost_s=600.0).policy
     assert isinstance(dl, CombinedPolicy) and dl.tiers == [["deadline"], ["las"]]
@@ -61,7 +61,7 @@ def test_cli_options_become_get_policy_overrides():
 def test_fairshare_reads_usage_the_engine_charges_to_the_ledger():
     # one GPU: a1 runs 0..100; at t=100 account a has used 100 GPU-s, b nothing → b1 before a2
     jobs = [job(1, 1, 0, 100, "a"), job(2, 1, 1, 10, "a"), job(3, 1, 2, 10, "b")]
-    rk = make_ranker("fairshare")
+    rk = make_ranker("fairshare-queue")
     res, _ = run(jobs, rk)
     assert res[3].first_start == 100 and res[2].first_start == 110
     fifo, _ = run(jobs, make_ranker("fifo"))
@@ -158,9 +158,9 @@ def test_splitting_a_job_into_pieces_buys_nothing_under_the_site_configs_las(pol
 
 def test_fair_share_sorted_per_account_matches_a_key_call_per_job():
     jobs = [job(i, 1 + i % 3, i * 11.0, 60.0 + (i * 53) % 500, account=f"a{i % 4}") for i in range(80)]
-    fast = make_ranker("fairshare")
+    fast = make_ranker("fairshare-queue")
     assert fast.account_key is not None
-    slow = make_ranker("fairshare")
+    slow = make_ranker("fairshare-queue")
     slow.account_key = None
     slow.grouped = False
     a, _ = run(jobs, fast, nodes=2, per_node=4)
@@ -182,7 +182,7 @@ def _mixed_jobs(n=160):
     return out
 
 
-@pytest.mark.parametrize("name,cfg_name", [("fairshare", None), ("combined", None),
+@pytest.mark.parametrize("name,cfg_name", [("fairshare-queue", None), ("combined", None),
                                             ("combined", "university-small.toml")])
 def test_per_account_queues_give_the_same_schedule_as_a_key_call_per_job(name, cfg_name):
     # the engine's per-account queues (and per-account usage charging) against the reference
