@@ -310,30 +310,35 @@ def plan_fair_preemptions(
 
 
 def _within_possible(waiting, running, level) -> bool:
-    """Some account has a waiting job in a lower level than one of its running jobs."""
-    top: dict[str, int] = {}
-    for j in running:
-        if j.account in waiting:
-            lv = level(j)
-            if lv > top.get(j.account, -1):
-                top[j.account] = lv
-    return any(min(level(j) for j in waiting[a]) < t for a, t in top.items() if t > 0)
+    """Cheap test: some account with a waiting job runs a job above the lowest level."""
+    return any(j.account in waiting and level(j) > 0 for j in running)
 
 
 def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, level, st, now, settings):
     """Moves inside one account: a waiting job in a lower level takes a higher-level job's GPUs."""
-    for a in sorted(waiting):
-        js = [j for j in sorted(waiting[a], key=key) if j.job_id not in placed]
-        if not js:
+    top: dict[str, int] = {}  # account -> highest level among its yieldable or lease-bound jobs
+    for a, vs in by_acct.items():
+        for v in vs:
+            if v.job_id not in taken and level(v) > top.get(a, 0):
+                top[a] = level(v)
+    for j, _ in blocked:
+        if j.account in waiting and level(j) > top.get(j.account, 0):
+            top[j.account] = level(j)
+    for a in sorted(top):
+        if a not in waiting:
             continue
-        low = min(level(j) for j in js)
+        low = min((level(j) for j in waiting[a] if j.job_id not in placed), default=top[a])
+        if low >= top[a]:
+            continue
         for j, end in blocked:
             if j.account == a and level(j) > low:
                 wake = end if wake is None else min(wake, end)
         mine = sorted((v for v in by_acct.get(a, ()) if v.job_id not in taken),
                       key=lambda v: (level(v), key(v)), reverse=True)
+        if not mine or level(mine[0]) <= low:
+            continue
         failed: dict[int, int] = {}  # level -> smallest job of that level no move could serve
-        for need in js:
+        for need in sorted((j for j in waiting[a] if j.job_id not in placed), key=key):
             if len(moves) >= settings.max_moves or not mine:
                 break
             g, lv = need.num_gpus, level(need)
@@ -344,8 +349,8 @@ def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, le
                 continue
             chosen, freed = [], 0
             for v in mine:
-                if v.job_id in taken or level(v) <= lv:
-                    continue
+                if level(v) <= lv:
+                    break
                 chosen.append(v)
                 freed += v.num_gpus
                 if free + freed >= g:

@@ -135,7 +135,7 @@ def run_cluster(
     arrive = getattr(ranker, "arrive", None)  # deadline admission at a job's first arrival
     if discipline == "lease":
         ranker.restart_s = cost.restart(total)
-    ticks = [0, None]  # (counter, last wake-up time pushed)
+    ticks = [0, None, -INF]  # (counter, last wake-up time pushed, earliest next decision)
 
     def start(sj: SimJob, alloc, now: float) -> None:
         nonlocal free_total
@@ -609,14 +609,23 @@ def run_cluster(
         if started:
             pending[:] = [s for s in pending if s.seq not in started]
 
+    def tick_at(t: float) -> None:
+        if t != ticks[1]:
+            ticks[0] += 1
+            ticks[1] = t
+            heapq.heappush(heap, (t, _WAKE, -ticks[0], 0, _TICK))
+
     def pass_lease(now: float) -> None:
         if not pending:
             return
-        filled = free_total > 0
-        if filled:
+        if free_total > 0:
             fill(ranker.lease_fill_order(pending, running, total, now), now)
             if not pending:
                 return
+        if now < ticks[2]:  # decided recently (a daemon decides once per cycle): decide then
+            tick_at(ticks[2])
+            return
+        ticks[2] = now + ranker.decide_every_s
         moves, wake = ranker.lease_moves(pending, running, total, free_total, now)
         for victims, need in moves:
             for sj in sorted(victims, key=lambda s: s.seq):
@@ -627,10 +636,8 @@ def run_cluster(
                 start(need, alloc, now)
         if moves and free_total > 0:
             fill(ranker.lease_fill_order(pending, running, total, now), now)
-        if wake is not None and wake != ticks[1]:
-            ticks[0] += 1
-            ticks[1] = wake
-            heapq.heappush(heap, (wake, _WAKE, -ticks[0], 0, _TICK))
+        if wake is not None:
+            tick_at(max(wake, ticks[2]))
 
     n = len(arrivals)
     ai = 0

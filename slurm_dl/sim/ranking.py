@@ -86,6 +86,9 @@ class PolicyRanker:
         self.ctx = PolicyContext(now=0.0, ledger=self.ledger, config=config, total_gpus=total_gpus)
         self.config = config
         self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
+        self._lease_keys: dict[int, tuple] = {}
+        # the lease decision runs at most this often (sim seconds), like the daemon's cycle
+        self.decide_every_s = 60.0
         t = type(policy)
         self.static = t in (FifoPolicy, SjfPolicy) or issubclass(t, (FifoPolicy, SjfPolicy))
         comps = _components(policy)
@@ -250,28 +253,37 @@ class PolicyRanker:
         return -self._fs.factor(account, self.ctx)
 
     # --- fair share with leases (discipline "lease"): the core decision, on the engine's jobs ---
+    def _within(self, j) -> tuple:
+        """The policy's within-account key; a waiting job's changes only when it runs (cached)."""
+        if j.running:
+            return self.policy.within_key(j, self.ctx)
+        c = self._lease_keys.get(j.job_id)
+        if c is None or c[0] != j.attained_gpu_s:
+            c = self._lease_keys[j.job_id] = (j.attained_gpu_s, self.policy.within_key(j, self.ctx))
+        return c[1]
+
     def lease_fill_order(self, pending: list, running: list, total: int, now: float) -> list:
-        """Waiting jobs in the policy's order given the accounts' standings now."""
-        pol = self.policy
+        """Waiting jobs in the policy's order given the accounts' standings now (what
+        ``FairShareLeasePolicy.fill_key`` gives, from the cached within-account keys)."""
         jp = [self._sync(s, now) for s in pending]
         jr = [self._sync(s, now) for s in running]
-        st = self._standing = standings(jp, jr, total, now, pol.settings)
-        ctx = self.ctx
-        keyed = sorted(((pol.fill_key(s.job, st, ctx), i) for i, s in enumerate(pending)))
-        return [pending[i] for _, i in keyed]
+        st = standings(jp, jr, total, now, self.policy.settings)
+        tier = {a: ((0, -s.rho) if s.held < s.fair else (1, 0.0)) for a, s in st.items()}
+        within = self._within
+        keyed = sorted((within(j)[0], tier[j.account], within(j), i) for i, j in enumerate(jp))
+        return [pending[k[3]] for k in keyed]
 
-    def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, reuse: bool = False):
+    def lease_moves(self, pending: list, running: list, total: int, free: int, now: float):
         """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``."""
         pol = self.policy
-        ctx = self.ctx
         jp = [self._sync(s, now) for s in pending]
         jr = [self._sync(s, now) for s in running]
         settings = pol.settings
         if self.restart_s is not None and settings.restart_s != self.restart_s:
             settings = pol.settings = dataclasses.replace(settings, restart_s=self.restart_s)
+        within = self._within
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
-                                     order=lambda j: pol.within_key(j, ctx), level=lambda j: pol.level(j, ctx),
-                                     free_gpus=free, standing=self._standing if reuse else None)
+                                     order=within, level=lambda j: within(j)[0], free_gpus=free)
         if not plan.moves:
             return [], plan.wake_at
         by_id = {s.job.job_id: s for s in pending}

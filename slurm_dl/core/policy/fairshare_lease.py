@@ -2,9 +2,9 @@
 of the GPUs get them back from accounts above it, through leases (see
 :mod:`slurm_dl.core.fairness`, the decision the simulator and the prioritizer share).
 
-Order: jobs of accounts below their fair share first (the account whose finish-time fairness
-estimate is worst first), then every other job; within that, LAS (the site's ``[policy.las]``
-queues), then submit time. Within an account LAS also demotes: a waiting job in a lower LAS
+Order: LAS queue first (the site's ``[policy.las]`` queues: short work first), then jobs of
+accounts below their fair share (the account whose finish-time fairness estimate is worst
+first), then the LAS key (submit time). Fairness itself comes from the lease moves. Within an account LAS also demotes: a waiting job in a lower LAS
 queue may take the GPUs of a running job of its own account once that job's lease is over.
 The queue-order-only variant is ``fairshare-queue``.
 """
@@ -45,10 +45,11 @@ class FairShareLeasePolicy(PriorityPolicy):
         self.config = config
 
     def level(self, job: Job, ctx: PolicyContext) -> int:
-        """The job's LAS queue (what within-account demotion compares)."""
+        """The job's LAS queue (what within-account demotion compares): ``within_key(...)[0]``."""
         return self.las.queue(job, ctx)
 
     def within_key(self, job: Job, ctx: PolicyContext) -> tuple:
+        """The within-account order: the LAS key, whose first item is :meth:`level`."""
         return self.las.key(job, ctx)
 
     def standings_of(self, jobs: Sequence[Job], ctx: PolicyContext) -> dict[str, Standing]:
@@ -58,9 +59,12 @@ class FairShareLeasePolicy(PriorityPolicy):
         return standings(pending, running, total, ctx.now, self.settings)
 
     def fill_key(self, job: Job, st: Mapping[str, Standing], ctx: PolicyContext) -> tuple:
+        """LAS queue first (short work first keeps the mean JCT near LAS's), then accounts below
+        their fair share (worst finish-time fairness first), then the LAS key."""
         s = st.get(job.account)
         under = s is not None and s.held < s.fair
-        return (0 if under else 1, -(s.rho if under else 0.0), *self.las.key(job, ctx))
+        k = self.las.key(job, ctx)
+        return (k[0], (0, -s.rho) if under else (1, 0.0), k)
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         st = ctx.extra.get("fair_standings") or {}
