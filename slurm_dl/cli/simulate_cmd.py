@@ -30,7 +30,10 @@ Policies:
   las              least attained service (--las-thresholds, --starvation)
   las-tiresias     LAS with Tiresias' thresholds 3250/7200/18000 GPU-s
   gittins          Gittins index (--gittins-prior, plus finished jobs)
-  fairshare        fair share between accounts (shares from --config)
+  fairshare        finish-time fair share: accounts below their share take
+                   GPUs back from checkpointable jobs whose lease is over
+                   (shares, lease_seconds from --config); LAS within
+  fairshare-queue  fair share by queue order only (no preemption)
   deadline         deadline boost (--deadline-boost); deadline-las: then LAS
   qssf, class, combined (tiers from --config)
   site             each --config's own [policy] mix (the deployed policy)
