@@ -334,20 +334,94 @@ def run_cluster(
             if chosen:
                 start_grouped(chosen, [], now)
             return
-        g_merge(gr, now, 1, heap)
         heapq.heapify(heap)
-        quota = total
-        selected_running: set[int] = set()
-        while heap and quota > 0:
-            sj = g_next(heap, kinds, now)
+        chosen, victims = select_grouped(heap, now)
+        if chosen:
+            start_grouped(chosen, victims, now)
+
+    def select_grouped(heap: list, now: float) -> tuple[list[SimJob], list[SimJob]]:
+        """The preemptive selection (pending and running jobs in rank order, each taken while
+        its GPUs fit in what is left of the cluster, until nothing is left) without walking
+        every running job: ``heap`` merges the waiting jobs forward; the running jobs are
+        walked backward from the lowest ranked, only as far as the choice needs.
+
+        With ``free_total`` GPUs free and ``C`` GPUs chosen so far, the GPUs left just before
+        a job ``x`` are ``free_total + R(x) - C`` while no running job has been skipped, where
+        ``R(x)`` counts the running jobs ranked at or below ``x``. The walked ones (the lowest
+        ranked, ``w_sum`` GPUs) bound it from below, so a waiting job needing fewer GPUs than
+        ``free_total + w_sum - C`` is taken, and every running job above the walked ones fits.
+        Otherwise the walk goes on; once it has passed the last waiting job taken (or the
+        waiting job in question), the rest is decided exactly over the walked jobs."""
+        hk = ranker.head_key
+        rheap = [_Rev(hk(js[-1], now), a, len(js) - 1) for a, (_, js) in gr.items() if js]
+        heapq.heapify(rheap)
+        walked: list[tuple[tuple, SimJob]] = []  # lowest ranked first
+        w_sum = 0
+        c_sum = 0
+        chosen: list[SimJob] = []
+        last = None  # key of the last waiting job taken
+
+        def walk() -> tuple:
+            nonlocal w_sum
+            top = rheap[0]
+            js = gr[top.a][1]
+            sj = js[top.i]
+            walked.append((top.k, sj))
+            w_sum += sj.gpus
+            if top.i > 0:
+                heapq.heapreplace(rheap, _Rev(hk(js[top.i - 1], now), top.a, top.i - 1))
+            else:
+                heapq.heappop(rheap)
+            return top.k
+
+        exact = False
+        while heap:
+            pk = heap[0][0]
+            # the running jobs between the last job taken and this one must fit: walk until
+            # they do, or until every running job below the last one taken is walked
+            while free_total + w_sum - c_sum <= 0 and rheap and not (
+                    last is not None and walked and walked[-1][0] < last):
+                walk()
+            if free_total + w_sum - c_sum <= 0 or (walked and walked[-1][0] < pk):
+                exact = True
+                break
+            g = groups_head_gpus(heap)
+            while g >= free_total + w_sum - c_sum and rheap:
+                if walk() < pk:  # walked past this job: decide it exactly
+                    break
+            if g >= free_total + w_sum - c_sum or (walked and walked[-1][0] < pk):
+                exact = True
+                break
+            sj = g_next(heap, (gp,), now)
+            chosen.append(sj)
+            c_sum += sj.gpus
+            last = pk
+        # exactly, from just below the last waiting job taken: the walked jobs there in rank
+        # order, merged with the waiting jobs not yet decided
+        below = [x for x in reversed(walked) if last is None or last < x[0]]
+        quota = free_total + sum(sj.gpus for _, sj in below) - c_sum
+        victims: list[SimJob] = []
+        j = 0
+        nb = len(below)
+        while quota > 0 and (j < nb or (exact and heap)):
+            if exact and heap and (j >= nb or heap[0][0] < below[j][0]):
+                sj = g_next(heap, (gp,), now)
+                if sj.gpus <= quota:
+                    quota -= sj.gpus
+                    chosen.append(sj)
+                continue
+            sj = below[j][1]
+            j += 1
             if sj.gpus <= quota:
                 quota -= sj.gpus
-                if sj.running:
-                    selected_running.add(sj.seq)
-                else:
-                    chosen.append(sj)
-        if chosen:
-            start_grouped(chosen, [sj for sj in running if sj.seq not in selected_running], now)
+            else:
+                victims.append(sj)
+        victims.extend(sj for _, sj in below[j:])
+        return chosen, victims
+
+    def groups_head_gpus(heap: list) -> int:
+        _, kind, a, i = heap[0]
+        return gp[a][1][i].gpus
 
     def start_grouped(chosen: list[SimJob], victims: list[SimJob], now: float) -> None:
         for sj in chosen:
@@ -719,6 +793,18 @@ def run_cluster(
         else:
             pass_strict(now, skip=discipline == "firstfit")
     return ClusterResult(spec, sims, qd, preemptions)
+
+
+class _Rev:
+    """A heap entry ordered by descending key (the lowest-ranked job first)."""
+
+    __slots__ = ("k", "a", "i")
+
+    def __init__(self, k: tuple, a: str, i: int) -> None:
+        self.k, self.a, self.i = k, a, i
+
+    def __lt__(self, other: "_Rev") -> bool:
+        return other.k < self.k
 
 
 def fewest_nodes(jobs: list, gpus_per_node: int) -> int:
