@@ -89,10 +89,12 @@ def plan_fair_intents(
 ) -> list[PreemptionIntent]:
     """The fair-share lease decision's moves, placed on nodes by :func:`plan_preemption`.
 
-    Needs with a preemption under way count as running (they hold the GPUs they are about to
-    get); victims under way count as gone."""
+    Only jobs that wait for GPUs alone count as demand (as in :func:`plan_intents`). Needs with
+    a preemption under way count as running (they hold the GPUs they are about to get); victims
+    under way count as gone."""
     now = ctx.now
-    pending = [j for j in jobs if j.pending and j.num_gpus > 0 and j.job_id not in busy_needs]
+    pending = [j for j in jobs if waits_only_for_gpus(j, snap.taken_at) and j.num_gpus > 0
+               and j.job_id not in busy_needs]
     coming = [dataclasses.replace(j, state=JobState.RUNNING, start_time=now)
               for j in jobs if j.pending and j.job_id in busy_needs]
     running = [j for j in jobs if j.state is JobState.RUNNING and j.job_id not in in_flight]

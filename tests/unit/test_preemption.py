@@ -217,3 +217,36 @@ def test_no_one_is_preempted_for_a_job_that_freed_gpus_would_not_start():
     snap = ClusterSnapshot(taken_at=NOW, jobs=[victim, *blocked, waiting], nodes=node_state([victim]))
     (intent,) = plan_intents(snap, snap.jobs, {**scores, 6: 1.0}, cfg(), ctx)
     assert intent.need == 6 and intent.victims == (10,)
+
+
+def test_fair_share_plan_takes_gpus_from_the_flooding_account_for_the_late_one():
+    """The daemon's fair-share path: needs and victims from the shared lease decision, placed on
+    nodes; a held job is no demand, a job that did not opt in is never a victim."""
+    from prioritizer.planning import plan_intents
+    from slurm_dl.core.fairness import yielded_to
+    from slurm_dl.core.model import ClusterSnapshot
+    from slurm_dl.core.policy import get_policy
+
+    config = parse_config({
+        "gpu_types": [{"name": "h100"}],
+        "node_groups": [{"name": "g", "nodes": "n[0-3]", "gpus_per_node": 8, "gpu_type": "h100"}],
+        "preemption": {"min_runtime_seconds": 60},
+        "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 600}},
+    })
+    flood = [running(10 + i, 8, [f"n{i}"], start=0.0, account="flood", checkpointable=i > 0, requeue=True,
+                     executed_s=NOW) for i in range(4)]
+    late = Job(1, account="late", num_gpus=8, state_reason="Resources", submit_time=NOW - 100, eligible_time=0.0)
+    held = Job(2, account="held", num_gpus=8, state_reason="JobHeldUser", submit_time=1.0)
+    jobs = [*flood, late, held]
+    snap = ClusterSnapshot(taken_at=NOW, jobs=jobs, nodes=node_state(flood))
+    policy = get_policy("fairshare", config)
+    ctx = PolicyContext(now=NOW, config=config, total_gpus=32)
+    scores = policy.scores(jobs, ctx)
+    (intent,) = plan_intents(snap, jobs, scores, config, ctx, policy=policy)
+    assert intent.need == 1 and len(intent.victims) == 1 and intent.victims[0] in (11, 12, 13)
+    assert yielded_to(intent.reason) == (1, "late")
+    # the lease protects: nothing before 600 s of run
+    young = [running(j.job_id, 8, j.nodes, start=NOW - 100, account="flood", checkpointable=True, requeue=True,
+                     executed_s=100) for j in flood]
+    snap = ClusterSnapshot(taken_at=NOW, jobs=[*young, late], nodes=node_state(young))
+    assert plan_intents(snap, snap.jobs, scores, config, ctx, policy=policy) == []
