@@ -70,6 +70,8 @@ def main() -> int:
     ap.add_argument("--fairness-nodes", type=int, action="append", default=None,
                     help="shared cluster size for --part fairness, repeatable (default: the quarter VC sizes "
                          "summed, 88)")
+    ap.add_argument("--philly-end", default="2017-12-01",
+                    help="end of the Philly window (submit times before this day; a shorter window is a quick check)")
     ap.add_argument("--lease", type=float, default=None,
                     help="--part fairness: fairshare's lease in seconds (default: the config default)")
     ap.add_argument("--fairness-policies", default="fairshare,fairshare-queue,las,srtf",
@@ -79,7 +81,7 @@ def main() -> int:
     T = Path(a.traces)
     thr = [float(x) for x in a.las_thresholds.split(",")]
     out: dict = {"las_thresholds_gpu_s": thr}
-    philly = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01"))
+    philly = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time(a.philly_end))
     quarter = read_cluster_sizes(T / "philly" / "vc_sizes_quarter.csv")
     if "fidelity" in parts:
         fid = {}
