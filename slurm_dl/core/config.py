@@ -663,4 +663,11 @@ def config_warnings(config: SiteConfig) -> list[str]:
     if config.preemption.enabled and config.preemption.requeue_without_signal:
         out.append("preemption.requeue_without_signal = true: jobs that declared no checkpoint handler "
                    "but are requeueable may be requeued and restart from the beginning, losing their work")
+    fs = config.policy.fairshare
+    if config.policy.mix == "fairshare" and not config.preemption.enabled:
+        out.append("policy.mix = \"fairshare\" with preemption.enabled = false: accounts below their fair "
+                   "share get GPUs only as jobs end (the queue order alone)")
+    elif config.policy.mix == "fairshare" and fs.lease_seconds < config.preemption.restart_delay_seconds:
+        out.append(f"policy.fairshare.lease_seconds = {fs.lease_seconds:g} is shorter than a restart "
+                   f"({config.preemption.restart_delay_seconds:g} s): jobs may spend more time restarting than running")
     return out

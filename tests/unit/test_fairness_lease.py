@@ -124,3 +124,19 @@ def test_within_account_demotion_by_level():
     assert [(m.need, m.victims) for m in plan.moves] == [(1, (100,))]
     assert "same account" in plan.moves[0].reasons[100]
     assert plan_fair_preemptions(waiting, running, 16, NOW, S).moves == ()  # no level: no move
+
+
+def test_config_reads_the_lease_and_warns_when_fair_share_cannot_preempt():
+    from slurm_dl.core.config import config_warnings, parse_config
+
+    base = {"gpu_types": [{"name": "h100"}],
+            "node_groups": [{"name": "g", "nodes": "n[0-1]", "gpus_per_node": 8, "gpu_type": "h100"}],
+            "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 900, "lease_hysteresis": 0.2}}}
+    cfg = parse_config(base)
+    s = LeaseSettings.from_config(cfg)
+    assert (s.lease_s, s.hysteresis, s.restart_s) == (900.0, 0.2, cfg.preemption.restart_delay_seconds)
+    assert config_warnings(cfg) == []
+    off = parse_config({**base, "preemption": {"enabled": False}})
+    assert any("fair share get GPUs only as jobs end" in w for w in config_warnings(off))
+    short = parse_config({**base, "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 5}}})
+    assert any("shorter than a restart" in w for w in config_warnings(short))
