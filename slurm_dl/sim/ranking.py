@@ -254,8 +254,9 @@ class PolicyRanker:
 
     # --- fair share with leases (discipline "lease"): the core decision, on the engine's jobs ---
     def _within(self, j) -> tuple:
-        """The policy's within-account key; a waiting job's changes only when it runs (cached)."""
-        if j.running:
+        """The policy's within-account key; a waiting job's changes only when it runs (cached),
+        unless a starvation guard promotes waiting jobs as time passes."""
+        if j.running or self.policy.las.starvation_factor is not None:
             return self.policy.within_key(j, self.ctx)
         c = self._lease_keys.get(j.job_id)
         if c is None or c[0] != j.attained_gpu_s:
