@@ -45,7 +45,7 @@ def schedule(result) -> list[list]:
     return [[sj.first_start, sj.end_time, sj.preemptions] for sj in result.jobs]
 
 
-CASES = [("combined", None), ("combined", "university-small.toml"), ("fairshare", None), ("las", None),
+CASES = [("combined", None), ("combined", "university-small.toml"), ("fairshare-queue", None), ("las", None),
          ("deadline-las", None)]
 
 
@@ -70,4 +70,4 @@ def test_fast_passes_keep_the_schedules_of_the_code_before_them(name, cfg_name):
     want = json.loads(path.read_text(encoding="utf-8"))
     for seed in want:
         assert got[seed] == want[seed], f"seed {seed}: the schedule changed"
-    assert any(p for sched in got.values() for _, _, p in sched) or name == "fairshare"
+    assert any(p for sched in got.values() for _, _, p in sched) or name == "fairshare-queue"
