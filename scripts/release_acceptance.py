@@ -32,7 +32,9 @@ PY = sys.executable
 SLURM_DL = [PY, "-m", "slurm_dl.cli.main"]
 DLSUBMIT = [PY, "-m", "slurm_dl.cli.dlsubmit"]
 # The "training": a step counter checkpointed every step and on USR2 (then it stops); resumed,
-# it starts from the checkpoint. Long enough to be preempted.
+# it starts from the checkpoint. Long enough to be preempted. With --launcher none it runs once
+# per node, so only rank 0 writes the checkpoint (four writers raced on one file and killed the
+# job at random).
 TRAIN = r'''
 import json, os, signal, sys, time
 stop = []
@@ -43,7 +45,8 @@ while state["step"] < int(sys.argv[1]):
     if stop:
         print("checkpointed at", state["step"], flush=True); sys.exit(0)
     state["step"] += 1
-    json.dump(state, open(ckpt + ".tmp", "w")); os.replace(ckpt + ".tmp", ckpt)
+    if os.environ.get("SLURM_PROCID", "0") == "0":  # one task per node runs this; rank 0 writes
+        json.dump(state, open(ckpt + ".tmp", "w")); os.replace(ckpt + ".tmp", ckpt)
     time.sleep(0.5)
 print("finished", state["step"], flush=True)
 '''
