@@ -137,10 +137,24 @@ def run_cluster(
         ranker.restart_s = cost.restart(total)
     ticks = [0, None, -INF]  # (counter, last wake-up time pushed, earliest next decision)
 
+    # placement is a pure function of the free GPUs per node: a width that did not fit stays
+    # unplaceable until a job starts or stops (wake-ups and arrivals change nothing there)
+    free_ver = [0]
+    unplaceable: dict[int, int] = {}  # GPUs -> free_ver at which placing them failed
+
+    def try_place(gpus: int):
+        if gpus > free_total or unplaceable.get(gpus) == free_ver[0]:
+            return None
+        alloc = place(free, gpus, per_node)
+        if alloc is None:
+            unplaceable[gpus] = free_ver[0]
+        return alloc
+
     def start(sj: SimJob, alloc, now: float) -> None:
         nonlocal free_total
         for i, g in alloc:
             free[i] -= g
+        free_ver[0] += 1
         free_total -= sj.gpus
         sj.alloc = alloc
         sj.running = True
@@ -174,6 +188,7 @@ def run_cluster(
         nonlocal free_total
         for i, g in sj.alloc:
             free[i] += g
+        free_ver[0] += 1
         free_total += sj.gpus
         ran = now - sj.seg_start
         sj.attained0 += sj.gpus * ran
@@ -301,7 +316,7 @@ def run_cluster(
         kinds = (gp,)
         while heap and free_total > 0:
             sj = g_next(heap, kinds, now)
-            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            alloc = try_place(sj.gpus)
             if alloc is None:
                 if not skip:
                     break
@@ -431,7 +446,7 @@ def run_cluster(
         for sj in victims:
             preempt(sj, now)
         for sj in chosen:
-            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            alloc = try_place(sj.gpus)
             if alloc is not None:
                 start(sj, alloc, now)
             else:
@@ -488,7 +503,7 @@ def run_cluster(
             if free_total == 0:
                 break
             sj = pending[i]
-            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            alloc = try_place(sj.gpus)
             if alloc is None:
                 if not skip:
                     break
@@ -511,7 +526,7 @@ def run_cluster(
         i = 0
         while i < len(pending) and free_total > 0:
             sj = pending[i]
-            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            alloc = try_place(sj.gpus)
             if shadow is None:
                 if alloc is None:
                     avail = free_total
@@ -629,7 +644,7 @@ def run_cluster(
         for sj in victims:
             preempt(sj, now)
         for sj in chosen_jobs:
-            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            alloc = try_place(sj.gpus)
             if alloc is not None:
                 start(sj, alloc, now)
             else:
@@ -664,7 +679,7 @@ def run_cluster(
             preempt(sj, now)
         started = set()
         for sj in chosen:
-            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            alloc = try_place(sj.gpus)
             if alloc is not None:
                 start(sj, alloc, now)
                 started.add(sj.seq)
@@ -676,7 +691,7 @@ def run_cluster(
         for sj in order:
             if free_total == 0:
                 break
-            alloc = place(free, sj.gpus, per_node) if sj.gpus <= free_total else None
+            alloc = try_place(sj.gpus)
             if alloc is not None:
                 start(sj, alloc, now)
                 started.add(sj.seq)
@@ -704,7 +719,7 @@ def run_cluster(
         for victims, need in moves:
             for sj in sorted(victims, key=lambda s: s.seq):
                 preempt(sj, now)
-            alloc = place(free, need.gpus, per_node) if need.gpus <= free_total else None
+            alloc = try_place(need.gpus)
             if alloc is not None:
                 pending.remove(need)
                 start(need, alloc, now)
