@@ -71,3 +71,21 @@ def test_fast_passes_keep_the_schedules_of_the_code_before_them(name, cfg_name):
     for seed in want:
         assert got[seed] == want[seed], f"seed {seed}: the schedule changed"
     assert any(p for sched in got.values() for _, _, p in sched) or name == "fairshare-queue"
+
+
+def test_gittins_with_a_prior_off_the_grid_finishes(monkeypatch):
+    """Attained service a hair below a bin edge (floating point) once woke the job again and
+    again, a few nanoseconds apart, forever: the replay never ended."""
+    import signal
+
+    def hang(*_):
+        raise AssertionError("the replay did not finish within 60 s")
+
+    old = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(60)
+    try:
+        result = replay(0, "gittins", None)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert len(result) == 120 and all(end is None or end >= start for start, end, _ in result if start is not None)

@@ -41,6 +41,10 @@ from .base import PolicyContext, PriorityPolicy
 from .history import HistoryLearner, HistoryView, job_features
 
 
+EDGE_TOLERANCE_GPU_S = 1e-6
+"""Attained service this close below a bin edge counts as past it: service adds up in floating
+point, so a job woken at an edge can sit a hair below it and would be woken again and again."""
+
 
 def gittins_index(values: Sequence[float], weights: Sequence[float], a: float, delta: float) -> float:
     """G(a, Δ) for the weighted empirical distribution (``values`` sorted ascending)."""
@@ -219,17 +223,17 @@ class GittinsPolicy(PriorityPolicy):
         got = self._learnt(job)
         if got is not None:
             return got[0]
-        return self._index[bisect.bisect_right(self._edges, job.attained_gpu_s) - 1]
+        return self._index[bisect.bisect_right(self._edges, job.attained_gpu_s + EDGE_TOLERANCE_GPU_S) - 1]
 
     def next_edge(self, attained_gpu_s: float, ctx: PolicyContext) -> float | None:
         """The first bin edge above ``attained_gpu_s`` (where the index next changes), or None."""
         self._refresh(ctx)
-        i = bisect.bisect_right(self._edges, attained_gpu_s)
+        i = bisect.bisect_right(self._edges, attained_gpu_s + EDGE_TOLERANCE_GPU_S)
         return self._edges[i] if i < len(self._edges) else None
 
     def index_at(self, attained_gpu_s: float, ctx: PolicyContext) -> float:
         self._refresh(ctx)
-        return self._index[bisect.bisect_right(self._edges, attained_gpu_s) - 1]
+        return self._index[bisect.bisect_right(self._edges, attained_gpu_s + EDGE_TOLERANCE_GPU_S) - 1]
 
     # --- the interface -------------------------------------------------------------------
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
@@ -245,7 +249,7 @@ class GittinsPolicy(PriorityPolicy):
         got = self._learnt(job)
         if got is not None:
             return ctx.now + max(0.0, got[1] - job.attained_gpu_s) / job.num_gpus
-        i = bisect.bisect_right(self._edges, job.attained_gpu_s)
+        i = bisect.bisect_right(self._edges, job.attained_gpu_s + EDGE_TOLERANCE_GPU_S)
         if i >= len(self._edges):
             return None
         return ctx.now + (self._edges[i] - job.attained_gpu_s) / job.num_gpus
@@ -262,7 +266,7 @@ class GittinsPolicy(PriorityPolicy):
             nxt = ctx.now + max(0.0, got[1] - a) / gpus if moving else None
         else:
             edges = self._edges
-            i = bisect.bisect_right(edges, a)
+            i = bisect.bisect_right(edges, a + EDGE_TOLERANCE_GPU_S)
             index = self._index[i - 1]
             nxt = ctx.now + (edges[i] - a) / gpus if moving and i < len(edges) else None
         return (-index, job.submit_time, job.job_id), nxt
