@@ -106,7 +106,7 @@ class Prioritizer:
         self.admission = DeadlineAdmission(dc.admission_share) if dc.admission else None
         """Deadlines promised so far (in memory: after a restart, live deadline jobs are
         admitted again in submission order)."""
-        self.idle = IdleWatcher(config.telemetry) if config.telemetry.exposition_dir else None
+        self.idle = IdleWatcher(config.telemetry, site=config) if config.telemetry.exposition_dir else None
         self.explain_cache = ExplanationCache()  # which explanations a cycle rebuilds
         self.idle_site_factor = -self.scale.maximum
         """SiteFactor of a job deprioritized for idle GPUs: below every job the policy scores."""

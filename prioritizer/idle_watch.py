@@ -8,7 +8,8 @@ Actions, each once per idle spell and only when enforced (not ``dry_run``, not `
 ``warn`` — a log line and/or a ``[slurm-dl: …]`` note appended to the job's comment
 (``[telemetry] warn_via``); ``deprioritize`` — the job is marked so the cycle holds its SiteFactor
 at the bottom and the preemption planner takes it first (it is requeued by the normal
-signal → checkpoint → requeue path, never cancelled); ``cancel`` — the job is cancelled. An action
+signal → checkpoint → requeue path, never cancelled); ``cancel`` — the job is cancelled if it opted in to preemption (it can resume), and
+deprioritized otherwise: slurm-dl never cancels a job that did not opt in. An action
 never comes before a warning: a job that reaches it unwarned is warned this cycle, acted on next.
 A job whose GPUs are used again starts over (``ok``).
 """
@@ -45,8 +46,10 @@ class IdleStep:
 
 
 class IdleWatcher:
-    def __init__(self, cfg: TelemetryConfig, read: Callable[[], list[JobGpuSample]] | None = None) -> None:
+    def __init__(self, cfg: TelemetryConfig, read: Callable[[], list[JobGpuSample]] | None = None,
+                 site: Any = None) -> None:
         self.cfg = cfg
+        self.site = site  # the SiteConfig: which jobs opted in to preemption
         self.read = read or (lambda: read_exposition_dir(cfg.exposition_dir or ""))
         self.window: list[JobGpuSample] = []
         self.summaries: dict[int, JobUtilisationSummary] = {}
@@ -69,7 +72,7 @@ class IdleWatcher:
         self.window = merge_window(self.window, self.read(), now - horizon_minutes(self.cfg) * 60.0)
         mine = [s for s in self.window if s.job_id in running]
         carried = carried_idle_since(self.summaries, mine, self.cfg)  # before this window is folded in
-        decisions = {d.job_id: d for d in decide(mine, running, self.cfg, carried=carried)}
+        decisions = {d.job_id: d for d in decide(mine, running, self.cfg, carried=carried, site=self.site)}
         out = IdleStep()
         by_job: dict[int, list[JobGpuSample]] = {}
         for s in mine:
@@ -121,7 +124,7 @@ class IdleWatcher:
             return
         s.action, s.action_at = verdict.value, now
         self._comment(job, action_note(d), backend)
-        if verdict is Verdict.CANCEL:
+        if verdict is Verdict.CANCEL and d.opted_in:  # decide() never cancels a job that did not opt in
             try:
                 backend.cancel(d.job_id)
             except SlurmError as e:  # the job may have ended meanwhile; the next cycle sees it gone

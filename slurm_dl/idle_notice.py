@@ -31,6 +31,8 @@ _FOLLOW_UP = {
     "cancel": "the job will be cancelled",
     "deprioritize": "its priority will be lowered and it will be requeued first when GPUs are needed",
 }
+_LOWERED = "its priority will be lowered"
+"""The follow-up for a job that did not opt in to preemption: it is never requeued or cancelled."""
 
 
 def strip_note(comment: str | None) -> str:
@@ -79,6 +81,8 @@ def warning_note(decision: IdleDecision, cfg: TelemetryConfig) -> str:
     """What the user reads when warned."""
     head = _idle_for(decision)
     follow = _FOLLOW_UP.get(cfg.idle_action)
+    if follow is not None and not decision.opted_in:
+        follow = _LOWERED
     if follow is None:
         return f"{head}; please use them or end the job"
     return f"{head}; unless they are used within {cfg.warn_grace_minutes:g} min, {follow}"
@@ -89,6 +93,8 @@ def action_note(decision: IdleDecision) -> str:
     head = _idle_for(decision)
     if decision.verdict is Verdict.CANCEL:
         return f"{_CANCELLED}: {head}"
+    if not decision.opted_in:
+        return f"{_DEPRIORITIZED}: {head}; its priority is lowered"
     return f"{_DEPRIORITIZED}: {head}; first to be requeued when GPUs are needed"
 
 

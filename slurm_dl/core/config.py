@@ -420,7 +420,9 @@ class TelemetryConfig(_Strict):
     sample_seconds: float = num(30.0, ge=1, le=SECONDS_PER_DAY)
     idle_util_percent: float = num(2.0, ge=0, le=100)
     idle_minutes: float = num(60.0, gt=0, le=MINUTES_PER_YEAR)
-    idle_action: Literal["report", "warn", "deprioritize", "cancel"] = "report"
+    idle_action: Literal["report", "warn", "deprioritize", "cancel"] = Field(
+        default="report", description="after the grace: report, warn, deprioritize (priority to the bottom; "
+        "opted-in jobs are requeued first) or cancel (opted-in jobs only; any other job is deprioritized)")
     warn_grace_minutes: float = num(30.0, ge=0, le=MINUTES_PER_YEAR,
                                     description="idle time after the warning before acting")
     interactive_idle_minutes: float | None = num(None, gt=0, le=MINUTES_PER_YEAR, description="interactive jobs' "

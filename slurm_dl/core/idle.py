@@ -5,7 +5,9 @@ the GPU. A job is idle since the latest start of the trailing idle run over all 
 GPU, on every node, must be idle); the idle time runs to the oldest of its GPUs' latest samples,
 so missing data never lengthens it. After ``idle_minutes`` the job is warned; after a further
 ``warn_grace_minutes`` the configured ``idle_action`` applies (``report``/``warn`` never go past a
-warning). Interactive jobs use ``interactive_idle_minutes`` and are left alone when it is unset.
+warning). ``cancel`` applies only to a job that opted in to preemption (it can resume:
+:func:`~slurm_dl.core.preemption.resume_kind`); any other job is deprioritized instead (its
+priority only: such a job is never signalled, requeued or cancelled by slurm-dl). Interactive jobs use ``interactive_idle_minutes`` and are left alone when it is unset.
 With ``dry_run`` (or ``idle_action = "report"``) decisions are reported and never enforced.
 
 The sample window the prioritizer keeps is bounded (:func:`horizon_minutes`) and lost when the
@@ -24,6 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from .config import TelemetryConfig
 from .model import Job, JobClass
+from .preemption import RESUME_NEVER, resume_kind
 from ..telemetry.samples import JobGpuSample
 
 
@@ -42,6 +45,8 @@ class IdleDecision:
     enforce: bool
     reason: str
     idle_since: float | None = None
+    opted_in: bool = True
+    """Whether the job opted in to preemption: only such a job is ever requeued or cancelled."""
 
 
 def _idle(s: JobGpuSample, threshold: float) -> bool:
@@ -113,11 +118,12 @@ def carried_idle_since(summaries: Mapping[int, Any], samples: Iterable[JobGpuSam
 
 
 def decide(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job], cfg: TelemetryConfig, *,
-           carried: Mapping[int, float] | None = None) -> list[IdleDecision]:
+           carried: Mapping[int, float] | None = None, site: Any = None) -> list[IdleDecision]:
     """One decision per job in ``jobs`` that has samples, sorted by job id.
 
     ``carried`` (job id -> idle since, from :func:`carried_idle_since`) moves the start of a
-    job's idle run back when the whole window is idle."""
+    job's idle run back when the whole window is idle. ``site`` (a SiteConfig, or None for the
+    default classes) tells which jobs opted in to preemption."""
     by_job: dict[int, list[JobGpuSample]] = {}
     for s in samples:
         if s.job_id in jobs:
@@ -125,20 +131,24 @@ def decide(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job], cfg: Teleme
     enforce = not cfg.dry_run and cfg.idle_action != "report"
     out = []
     for job_id in sorted(by_job):
-        out.append(_decide_one(jobs[job_id], by_job[job_id], cfg, enforce, (carried or {}).get(job_id)))
+        out.append(_decide_one(jobs[job_id], by_job[job_id], cfg, enforce, (carried or {}).get(job_id), site))
     return out
 
 
 def _decide_one(job: Job, samples: list[JobGpuSample], cfg: TelemetryConfig, enforce: bool,
-                carried: float | None = None) -> IdleDecision:
+                carried: float | None = None, site: Any = None) -> IdleDecision:
     since, end, seen = idle_span(samples, cfg.idle_util_percent)
     if since is None:
         return IdleDecision(job.job_id, Verdict.OK, 0.0, False, "GPUs in use")
     if carried is not None and carried < since and whole_window_idle(samples, cfg.idle_util_percent):
         since = carried
-    decision = _verdict(job, since, end, seen, cfg, enforce)
-    return IdleDecision(decision.job_id, decision.verdict, decision.idle_minutes, decision.enforce,
-                        decision.reason, since)
+    opted_in = resume_kind(job, site)[0] != RESUME_NEVER
+    d = _verdict(job, since, end, seen, cfg, enforce)
+    verdict, reason = d.verdict, d.reason
+    if verdict is Verdict.CANCEL and not opted_in:
+        verdict = Verdict.DEPRIORITIZE
+        reason += "; not cancelled: the job did not opt in to preemption"
+    return IdleDecision(d.job_id, verdict, d.idle_minutes, d.enforce, reason, since, opted_in)
 
 
 def _verdict(job: Job, since: float, end: float, seen: int, cfg: TelemetryConfig, enforce: bool) -> IdleDecision:

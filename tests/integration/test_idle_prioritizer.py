@@ -2,8 +2,9 @@
 
 A job sleeps on two GPUs; recorded gpu-agent files in a temp exposition dir say its GPUs sit at
 0% with no process. The prioritizer's cycles (in this process, on the live cluster) warn it in
-its comment — the user's own comment kept — and then cancel it, across a restart of the
-prioritizer between the two (the idle clock comes back from the store); a dry run only reports. Sample
+its comment — the user's own comment kept — and then cancel it if it opted in to preemption,
+across a restart of the prioritizer between the two (the idle clock comes back from the store); a
+job that did not opt in is only deprioritized and keeps running; a dry run only reports. Sample
 times are set relative to each cycle, so the idle clock does not depend on how fast this runs.
 """
 
@@ -27,7 +28,8 @@ from slurm_dl.testbed import Testbed, wait_for_job_state
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 SLEEPER = "#!/bin/bash\nsleep 600\n"
-USER_COMMENT = "experiment 42, keep this text"
+USER_COMMENT = "experiment 42, keep this text dl:ckpt=1"  # opted in (with --requeue)
+PLAIN_COMMENT = "experiment 43, no checkpoint handler"
 
 
 class RecordedAgents:
@@ -49,15 +51,16 @@ class RecordedAgents:
             write_atomically(self.directory / f"{a.node}.prom", exposition.render(rows))
 
 
-def scene(testbed: Testbed, tmp_path: Path, **telemetry):
+def scene(testbed: Testbed, tmp_path: Path, comment: str = USER_COMMENT, **telemetry):
     config = load_config(ROOT / "site-configs" / "testbed.toml")
     t = config.telemetry.model_copy(update={
         "exposition_dir": str(tmp_path / "agents"), "idle_minutes": 1.0, "warn_grace_minutes": 1.0,
         "sample_seconds": 30.0, "idle_action": "cancel", **telemetry})
     config = config.model_copy(update={"telemetry": t})
     backend = CliBackend(testbed.env())
-    job_id = backend.submit(SLEEPER, ["--gres=gpu:h100:2", "-t", "10", "-J", "idle-gpus", f"--comment={USER_COMMENT}",
-                                      f"--output={tmp_path}/idle-%j.out"])
+    requeue = ["--requeue"] if "dl:ckpt=1" in comment else ["--no-requeue"]
+    job_id = backend.submit(SLEEPER, ["--gres=gpu:h100:2", "-t", "10", "-J", "idle-gpus", f"--comment={comment}",
+                                      *requeue, f"--output={tmp_path}/idle-%j.out"])
     wait_for_job_state(job_id, testbed.env(), ("RUNNING",), timeout=60)
     agents = RecordedAgents(tmp_path / "agents", backend, job_id)
     store = Store(f"sqlite:///{tmp_path / 'prio.db'}")
@@ -94,6 +97,24 @@ def test_idle_job_is_warned_in_its_comment_then_cancelled(testbed: Testbed, tmp_
         assert fields
         assert [d.kind for d in store.decisions(job_id)] == ["idle-warn", "idle-cancel"]
         assert store.utilisation_summaries()[job_id].action == "cancel"
+    finally:
+        _cancel(backend, job_id)
+
+
+def test_idle_job_that_did_not_opt_in_is_deprioritized_never_cancelled(testbed: Testbed, tmp_path: Path) -> None:
+    p, backend, agents, store, job_id = scene(testbed, tmp_path, comment=PLAIN_COMMENT)
+    try:
+        first = time.time() - 120.0
+        for idle_s in (0.0, 70.0, 130.0, 160.0):  # past the limit and the grace, as above
+            cycle_with_idle_for(p, agents, idle_s, first)
+        assert [d.kind for d in store.decisions(job_id) if d.kind.startswith("idle")] == ["idle-warn", "idle-deprioritize"]
+        [acted] = [d for d in store.decisions(job_id) if d.kind == "idle-deprioritize"]
+        assert acted.reason.endswith("not cancelled: the job did not opt in to preemption")
+        [job] = [j for j in backend.jobs() if j.job_id == job_id]
+        assert job.running and job.restarts == 0, "never cancelled nor requeued"
+        note = current_note(job.comment)
+        assert note.startswith("deprioritized: GPUs idle") and "requeue" not in note and "cancel" not in note
+        assert strip_note(job.comment) == PLAIN_COMMENT
     finally:
         _cancel(backend, job_id)
 

@@ -96,8 +96,33 @@ def test_interactive_jobs_use_their_own_limit() -> None:
     assert d.verdict is Verdict.OK and "interactive" in d.reason
     own = CFG.model_copy(update={"interactive_idle_minutes": 280.0})  # idle 300: warned, in grace
     assert verdict_of(s, [j], own).verdict is Verdict.WARN
-    assert verdict_of(busy_then_idle(8, 0, 280), [j], own.model_copy(update={"interactive_idle_minutes": 20.0})
-                      ).verdict is Verdict.CANCEL
+    d = verdict_of(busy_then_idle(8, 0, 280), [j], own.model_copy(update={"interactive_idle_minutes": 20.0}))
+    # interactive jobs are not preemptible by default: past the limit they are deprioritized, never cancelled
+    assert d.verdict is Verdict.DEPRIORITIZE and not d.opted_in and "did not opt in" in d.reason
+
+
+def test_cancel_applies_only_to_jobs_that_opted_in_to_preemption() -> None:
+    """slurm-dl never cancels a job that did not opt in: past the grace such a job is deprioritized
+    (its priority only; the preemption planner never picks it) and the notes say so."""
+    idle = busy_then_idle(9, 0, 200)  # idle 200 min: past limit 60 + grace 30
+    opted = job(9, 1)
+    opted.checkpointable, opted.requeue = True, True
+    d = verdict_of(idle, [opted])
+    assert d.verdict is Verdict.CANCEL and d.opted_in
+    plain = job(9, 1)
+    plain.checkpointable = False  # no dl:ckpt declaration
+    d = verdict_of(idle, [plain])
+    assert d.verdict is Verdict.DEPRIORITIZE and not d.opted_in
+    assert d.reason.endswith("not cancelled: the job did not opt in to preemption")
+    no_requeue = job(9, 1)
+    no_requeue.requeue = False  # declared a handler but asked --no-requeue
+    assert verdict_of(idle, [no_requeue]).verdict is Verdict.DEPRIORITIZE
+    from slurm_dl.idle_notice import action_note, warning_note
+    warned = verdict_of(busy_then_idle(9, 0, 70), [plain])
+    assert warned.verdict is Verdict.WARN and not warned.opted_in
+    assert warning_note(warned, CFG).endswith("its priority will be lowered")
+    assert "cancel" not in warning_note(warned, CFG) and "requeue" not in warning_note(warned, CFG)
+    assert action_note(d).startswith("deprioritized:") and "requeue" not in action_note(d)
 
 
 def test_dry_run_and_report_never_enforce() -> None:

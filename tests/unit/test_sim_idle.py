@@ -59,7 +59,9 @@ def test_interactive_job_uses_its_own_limit_or_is_left_alone():
     assert judge(job, p, CANCEL).verdict is Verdict.OK  # interactive_idle_minutes unset
     o = judge(job, p, with_(CANCEL, interactive_idle_minutes=15))
     assert o.flagged_at == 7200 + 15 * 60 and o.acted_at == 7200 + 45 * 60
-    assert o.reclaimed_gpu_s == 5 * H - (7200 + 45 * 60)
+    # interactive jobs are not preemptible by default: the replay, like the daemon, never cancels
+    # a job that did not opt in; it is deprioritized and reclaims nothing
+    assert o.verdict is Verdict.DEPRIORITIZE and o.reclaimed_gpu_s == 0
 
 
 def test_report_mode_flags_but_reclaims_nothing():

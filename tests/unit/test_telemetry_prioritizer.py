@@ -118,15 +118,15 @@ def test_restarted_daemon_keeps_the_idle_clock_and_does_not_warn_again(tmp_path:
 
 def test_warning_is_appended_to_the_users_comment_and_replaced_by_the_action_note(tmp_path: Path) -> None:
     config, c, store = scene(tmp_path)
-    c.jobs[2].comment = "dl:deadline=2026-11-21T05:00 my sweep"
+    c.jobs[2].comment = "dl:deadline=2026-11-21T05:00 dl:ckpt=1 my sweep"
     p = Prioritizer(config, c, store)
     run_minutes(p, c, tmp_path / "agents", 12)
     [(jid, text)] = c.comments
-    assert jid == 2 and text.startswith("dl:deadline=2026-11-21T05:00 my sweep [slurm-dl: GPUs idle 10 min")
+    assert jid == 2 and text.startswith("dl:deadline=2026-11-21T05:00 dl:ckpt=1 my sweep [slurm-dl: GPUs idle 10 min")
     assert "cancelled" in text and text.endswith("]")
     run_minutes(p, c, tmp_path / "agents", 5)
     last = c.comments[-1][1]
-    assert last.startswith("dl:deadline=2026-11-21T05:00 my sweep [slurm-dl: cancelled: GPUs idle 15 min")
+    assert last.startswith("dl:deadline=2026-11-21T05:00 dl:ckpt=1 my sweep [slurm-dl: cancelled: GPUs idle 15 min")
     assert last.count("[slurm-dl:") == 1
     assert ("log" in config.telemetry.warn_via) and not any(j == 1 for j, _ in c.comments)
 
