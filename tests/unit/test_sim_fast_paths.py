@@ -46,7 +46,7 @@ def schedule(result) -> list[list]:
 
 
 CASES = [("combined", None), ("combined", "university-small.toml"), ("fairshare-queue", None), ("las", None),
-         ("deadline-las", None)]
+         ("deadline-las", None), ("fairshare", None), ("fairshare", "university-small.toml")]
 
 
 def replay(seed: int, name: str, cfg_name: str | None) -> list[list]:

@@ -2,8 +2,7 @@
 change what the simulator answers.
 
 Two replays per policy, each with the fairness runs: a synthetic trace (always) and the first
-rows of the Philly trace on a small cluster (when the shared traces are present; not for
-``fairshare``, whose lease replay of them takes tens of seconds). ``fairshare`` is the lease
+rows of the Philly trace on a small cluster (when the shared traces are present). ``fairshare`` is the lease
 policy, ``fairshare-queue`` the queue order alone (what ``fairshare`` was before leases). The goldens
 were written by the code before the engine's and the policies' hot paths were optimised; each
 holds, per job, (job id, first start, end, preemptions) and the summary's JCT, preemptions and
@@ -94,7 +93,7 @@ def philly_head(shared_traces) -> tuple[list[Job], list[float]]:
     return jobs, load_prior(prior_file) if prior_file.is_file() else []
 
 
-@pytest.mark.parametrize("name", [p for p in POLICIES if p != "fairshare"])  # leases: ~40 s here
+@pytest.mark.parametrize("name", POLICIES)
 def test_philly_head_replay_matches_golden(name, philly_head):
     jobs, prior = philly_head
     setup = SimSetup(gpus_per_node=8, nodes=6, fairness=True)
