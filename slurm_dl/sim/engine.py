@@ -30,6 +30,7 @@ from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .lease import LeaseBook
 from .placement import min_nodes, place_consolidated, place_spread, slowdown
 from ..core.model import JobState
 from .ranking import Ranker
@@ -133,8 +134,11 @@ def run_cluster(
     epoch = [ranker.epoch()]
     preemptions = 0
     arrive = getattr(ranker, "arrive", None)  # deadline admission at a job's first arrival
+    book: LeaseBook | None = None  # the lease discipline's per-account sums and buckets
     if discipline == "lease":
         ranker.restart_s = cost.restart(total)
+        if fast and getattr(ranker, "lease_static_pending", False):
+            book = LeaseBook(ranker, total, free, per_node, spread)
     ticks = [0, None, -INF]  # (counter, last wake-up time pushed, earliest next decision)
 
     # placement is a pure function of the free GPUs per node: a width that did not fit stays
@@ -182,10 +186,14 @@ def run_cluster(
             g_insert(gr, sj, ranker.group_key(sj, now), True)
         if charge_by_account:
             acct_gpus[sj.account] = acct_gpus.get(sj.account, 0) + sj.gpus
+        if book is not None:
+            book.started(sj)
         qd.append((now, -1))
 
     def stop(sj: SimJob, now: float) -> None:
         nonlocal free_total
+        if book is not None:
+            book.stopped(sj)
         for i, g in sj.alloc:
             free[i] += g
         free_ver[0] += 1
@@ -232,6 +240,8 @@ def run_cluster(
             n_waiting[0] += 1
         elif sorted_pending:
             insert_pending(sj, ranker.key(sj, now))
+        elif book is not None:
+            book.enqueue(sj)
         else:
             pending.append(sj)
         if pending_wakes:
@@ -728,6 +738,35 @@ def run_cluster(
         if wake is not None:
             tick_at(max(wake, ticks[2]))
 
+    def free_left() -> int:
+        return free_total
+
+    def pass_lease_book(now: float) -> None:
+        """``pass_lease`` from the book's sums and buckets (see :mod:`.lease`)."""
+        waiting = book.pending
+        if not waiting:
+            return
+        if free_total > 0:
+            book.fill(now, free_total, try_place, start, free_left)
+            if not waiting:
+                return
+        if now < ticks[2]:
+            tick_at(ticks[2])
+            return
+        ticks[2] = now + ranker.decide_every_s
+        moves, wake = ranker.lease_moves(list(waiting.values()), running, total, free_total, now,
+                                         standing=book.standings(now))
+        for victims, need in moves:
+            for sj in sorted(victims, key=lambda s: s.seq):
+                preempt(sj, now)
+            alloc = try_place(need.gpus)
+            if alloc is not None:
+                start(need, alloc, now)
+        if moves and free_total > 0:
+            book.fill(now, free_total, try_place, start, free_left)
+        if wake is not None:
+            tick_at(max(wake, ticks[2]))
+
     n = len(arrivals)
     ai = 0
     finished: list[SimJob] = []
@@ -753,6 +792,8 @@ def run_cluster(
                 sj.end_time = now
                 sj.job.state = JobState.COMPLETED
                 ranker.finished(sj)
+                if book is not None:
+                    book.finish(sj)
                 finished.append(sj)
                 done = True
             elif sj.running:
@@ -791,6 +832,8 @@ def run_cluster(
             ai += 1
             if arrive is not None:
                 arrive(sj, now, total)
+            if book is not None:
+                book.arrive(sj)
             enqueue(sj, now)
         if needs_usage:
             refresh_usage(now)
@@ -801,6 +844,8 @@ def run_cluster(
                 pass_grouped_fit(now, skip=discipline == "firstfit")
         elif discipline == "preemptive":
             pass_preemptive(now)
+        elif book is not None:
+            pass_lease_book(now)
         elif discipline == "lease":
             pass_lease(now)
         elif discipline == "backfill":

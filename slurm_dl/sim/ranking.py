@@ -87,6 +87,10 @@ class PolicyRanker:
         self.config = config
         self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
         self._lease_keys: dict[int, tuple] = {}
+        # a waiting job's place in the lease fill order changes only with its account's
+        # standing (no starvation guard): the engine keeps the waiting jobs bucketed
+        self.lease_static_pending = policy.discipline == "lease" and getattr(
+            getattr(policy, "las", None), "starvation_factor", 0) is None
         # the lease decision runs at most this often (sim seconds), like the daemon's cycle
         self.decide_every_s = 60.0
         t = type(policy)
@@ -274,8 +278,9 @@ class PolicyRanker:
         keyed = sorted((within(j)[0], tier[j.account], within(j), i) for i, j in enumerate(jp))
         return [pending[k[3]] for k in keyed]
 
-    def lease_moves(self, pending: list, running: list, total: int, free: int, now: float):
-        """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``."""
+    def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None):
+        """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``.
+        ``standing``: the accounts' standings now, when the engine keeps them."""
         pol = self.policy
         jp = [self._sync(s, now) for s in pending]
         jr = [self._sync(s, now) for s in running]
@@ -284,7 +289,8 @@ class PolicyRanker:
             settings = pol.settings = dataclasses.replace(settings, restart_s=self.restart_s)
         within = self._within
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
-                                     order=within, level=lambda j: within(j)[0], free_gpus=free)
+                                     order=within, level=lambda j: within(j)[0], free_gpus=free,
+                                     standing=standing)
         if not plan.moves:
             return [], plan.wake_at
         by_id = {s.job.job_id: s for s in pending}

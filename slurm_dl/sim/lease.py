@@ -1,0 +1,232 @@
+"""The engine's bookkeeping for the ``lease`` discipline (fair share with GPU leases), so that an
+event costs about the number of accounts, not the number of waiting jobs.
+
+The lease pass needs, at every event with free GPUs, the waiting jobs in the policy's fill
+order — LAS queue, then the account's tier (below its fair share, worst finish-time fairness
+estimate first), then the LAS key — and, at each decision, the accounts' standings
+(:func:`slurm_dl.core.fairness.standings`). Both used to be rebuilt from every waiting and
+running job at every event. :class:`LeaseBook` keeps them as the jobs move instead:
+
+* per account, the sums the standings are made of: GPUs held, GPUs asked (demand), jobs in
+  the system and the sum of their submit times (time in the system is ``n × now − Σ submit``),
+  and the floored run time (``max(executed, rho_floor_s)``): constant for a waiting job, for a
+  running job ``rho_floor_s`` until it passes the floor and ``executed0 − seg_start + now``
+  after (a heap of those crossing times);
+* the waiting jobs in buckets by (GPUs, LAS queue, account), each sorted by the job's LAS key,
+  which is constant while it waits (no starvation guard; the ranker says so with
+  ``lease_static_pending``).
+
+A fill then looks only at widths that can be placed now (a width that cannot be placed stays
+unplaceable while GPUs are only taken, so the jobs of that width would all be skipped) and
+merges the bucket heads in fill order, stopping when the cluster is full. It starts the same
+jobs in the same order as sorting every waiting job and trying each; the standings are the same
+up to the rounding of the time-in-system and run-time sums (kept as running sums instead of
+summed afresh).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from typing import Callable
+
+from ..core.fairness import Standing, water_fill
+from .state import SimJob
+
+
+class LeaseBook:
+    def __init__(self, ranker, total: int, free: list[int], per_node: int, spread: bool) -> None:
+        settings = ranker.policy.settings
+        self.floor = settings.rho_floor_s
+        self.share = settings.share
+        self.within = ranker._within
+        self.total = total
+        self.free = free  # the engine's free GPUs per node (read only)
+        self.per_node = per_node
+        self.spread = spread
+        # account -> [jobs, Σ submit, demand, held, Σ floored run of waiting jobs,
+        #             running jobs below the floor, running jobs past it, Σ (executed0 − seg_start)]
+        self.rows: dict[str, list] = {}
+        self.cross: list[tuple[float, int, int, SimJob]] = []  # (passes the floor at, seq, version)
+        self.past: dict[int, float] = {}  # seq -> executed0 − seg_start of running jobs past the floor
+        self.pending: dict[int, SimJob] = {}  # seq -> waiting job, in the order they queued
+        # width -> {(queue, account): [(LAS key, job)] sorted}; counts of waiting jobs per width
+        self.buckets: dict[int, dict[tuple, list]] = {}
+        self.widths: dict[int, int] = {}
+
+    # --- jobs moving ----------------------------------------------------------------------
+    def _row(self, account: str) -> list:
+        row = self.rows.get(account)
+        if row is None:
+            row = self.rows[account] = [0, 0.0, 0, 0, 0.0, 0, 0, 0.0]
+        return row
+
+    def arrive(self, sj: SimJob) -> None:
+        row = self._row(sj.account)
+        row[0] += 1
+        row[1] += sj.job.submit_time
+        row[2] += sj.gpus
+
+    def finish(self, sj: SimJob) -> None:
+        row = self.rows[sj.account]
+        row[0] -= 1
+        row[1] -= sj.job.submit_time
+        row[2] -= sj.gpus
+        if row[0] == 0:
+            del self.rows[sj.account]
+
+    def enqueue(self, sj: SimJob) -> None:
+        e = sj.executed0
+        self.rows[sj.account][4] += e if e > self.floor else self.floor
+        self.pending[sj.seq] = sj
+        k = self.within(sj.job)
+        sj.pend_key = k
+        by = self.buckets.get(sj.gpus)
+        if by is None:
+            by = self.buckets[sj.gpus] = {}
+        lst = by.get((k[0], sj.account))
+        if lst is None:
+            by[(k[0], sj.account)] = [(k, sj)]
+        elif k > lst[-1][0]:
+            lst.append((k, sj))
+        else:
+            lst.insert(bisect.bisect_right(lst, k, key=_first), (k, sj))
+        self.widths[sj.gpus] = self.widths.get(sj.gpus, 0) + 1
+
+    def started(self, sj: SimJob) -> None:
+        """``sj`` went from waiting to running (the engine has set ``seg_start``, ``version``)."""
+        del self.pending[sj.seq]
+        k = sj.pend_key
+        by = self.buckets[sj.gpus]
+        lst = by[(k[0], sj.account)]
+        if lst[0][1] is sj:
+            del lst[0]
+        else:
+            i = bisect.bisect_left(lst, k, key=_first)
+            del lst[i]
+        if not lst:
+            del by[(k[0], sj.account)]
+        self.widths[sj.gpus] -= 1
+        row = self.rows[sj.account]
+        e = sj.executed0
+        row[4] -= e if e > self.floor else self.floor
+        row[3] += sj.gpus
+        if e > self.floor:
+            self.past[sj.seq] = base = e - sj.seg_start
+            row[6] += 1
+            row[7] += base
+        else:
+            row[5] += 1
+            heapq.heappush(self.cross, (sj.seg_start + self.floor - e, sj.seq, sj.version, sj))
+
+    def stopped(self, sj: SimJob) -> None:
+        """``sj`` stops running (called before the engine updates its figures)."""
+        row = self.rows[sj.account]
+        row[3] -= sj.gpus
+        base = self.past.pop(sj.seq, None)
+        if base is None:
+            row[5] -= 1  # its crossing entry goes stale with the job's version
+        else:
+            row[6] -= 1
+            row[7] -= base
+            if row[6] == 0:
+                row[7] = 0.0
+
+    # --- what the decision reads ----------------------------------------------------------
+    def standings(self, now: float) -> dict[str, Standing]:
+        """What :func:`slurm_dl.core.fairness.standings` gives for the jobs in the system now."""
+        cross = self.cross
+        while cross and cross[0][0] < now:
+            _, seq, ver, sj = heapq.heappop(cross)
+            if ver != sj.version:
+                continue
+            e = sj.executed0 + (now - sj.seg_start)
+            if not e > self.floor:  # rounding: not past it yet after all
+                heapq.heappush(cross, (now, seq, ver, sj))
+                break
+            row = self.rows[sj.account]
+            self.past[seq] = base = sj.executed0 - sj.seg_start
+            row[5] -= 1
+            row[6] += 1
+            row[7] += base
+        floor = self.floor
+        demand = {a: r[2] for a, r in self.rows.items()}
+        weights = {a: self.share(a) for a in demand}
+        fair = water_fill(demand, weights, self.total)
+        out = {}
+        for a in sorted(demand):
+            n, sub, dem, held, pran, low, high, hbase = self.rows[a]
+            waited = n * now - sub
+            ran = pran + low * floor + (high * now + hbase if high else 0.0)
+            out[a] = Standing(a, weights[a], held, dem, fair[a], max(1.0, waited / ran))
+        return out
+
+    def placeable(self, free_total: int) -> list[int]:
+        """The widths of waiting jobs that the placement rule can place now."""
+        free, g_node = self.free, self.per_node
+        out = []
+        mx = whole = rest = None
+        for w, c in self.widths.items():
+            if not c or w > free_total:
+                continue
+            if self.spread:
+                out.append(w)
+                continue
+            if mx is None:
+                mx = max(free)
+                whole = free.count(g_node)
+            if w <= g_node:
+                if mx >= w:
+                    out.append(w)
+                continue
+            k, r = divmod(w, g_node)
+            if whole < k:
+                continue
+            if r and whole == k:
+                if rest is None:
+                    rest = max((f for f in free if f < g_node), default=-1)
+                if rest < r:
+                    continue
+            out.append(w)
+        return out
+
+    def fill(self, now: float, free_total: int, try_place: Callable, start: Callable,
+             free_left: Callable[[], int]) -> None:
+        """Start waiting jobs in fill order while they place, until the cluster is full."""
+        widths = self.placeable(free_total)
+        if not widths:
+            return
+        st = self.standings(now)
+        tier = {a: ((0, -s.rho) if s.held < s.fair else (1, 0.0)) for a, s in st.items()}
+        groups: dict[tuple, list] = {}
+        for w in widths:
+            for (q, a), lst in self.buckets[w].items():
+                groups.setdefault((q, tier[a]), []).append(lst)
+        dead: set[int] = set()
+        for gk in sorted(groups):
+            lists = groups[gk]
+            heap = [(lst[0][0], i) for i, lst in enumerate(lists)]
+            heapq.heapify(heap)
+            while heap:
+                _, i = heap[0]
+                lst = lists[i]
+                sj = lst[0][1]
+                if sj.gpus in dead:
+                    heapq.heappop(heap)
+                    continue
+                alloc = try_place(sj.gpus)
+                if alloc is None:
+                    dead.add(sj.gpus)
+                    heapq.heappop(heap)
+                    continue
+                start(sj, alloc, now)  # takes it off ``lst`` (the head)
+                if free_left() == 0:
+                    return
+                if lst:
+                    heapq.heapreplace(heap, (lst[0][0], i))
+                else:
+                    heapq.heappop(heap)
+
+
+def _first(entry: tuple) -> tuple:
+    return entry[0]
