@@ -33,13 +33,20 @@ service; never a job's duration):
 * a move happens only when the victims found free enough GPUs (with the free ones) for the
   whole waiting job; otherwise nothing is preempted for it. ``wake_at`` says when the first
   lease that blocked a move ends (the simulator schedules a decision then).
+
+Where the GPUs are matters: free GPUs spread over many nodes do not start a job that needs
+them on one node. Given a :class:`NodeView` (free GPUs per node, each running job's GPUs per
+node), a waiting job counts as starting on free GPUs only where :func:`fit` places it (one node
+when it fits in one, else wholly free nodes plus the rest on one more), and its victims are
+sought node by node: the node that the fewest preempted GPUs make fit first. Without one, the
+decision counts GPUs only.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Hashable, Mapping, Sequence
 
 from .model import Job
 from .preemption import RESUME_NEVER, resume_kind
@@ -122,6 +129,42 @@ class FairPlan:
     wake_at: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """Where the GPUs are: ``size`` (GPUs per node), ``free`` (GPUs free per node now) and
+    ``alloc`` (per running job id, its (node, GPUs) pairs; a job missing here frees nothing
+    that a node-bound job could use)."""
+
+    size: Mapping[Hashable, int]
+    free: Mapping[Hashable, int]
+    alloc: Mapping[int, Sequence[tuple[Hashable, int]]]
+
+
+def fit(free: Mapping[Hashable, int], size: Mapping[Hashable, int], gpus: int) -> tuple[tuple[Hashable, int], ...] | None:
+    """Where ``gpus`` GPUs start on these free GPUs per node (``None``: nowhere): one node when
+    some node is that large (the fullest node that still fits), else wholly free nodes (largest
+    first) and the rest on the free-most other node; the simulator's consolidated rule."""
+    if gpus <= max(size.values(), default=0):
+        best, best_free = None, None
+        for n, f in free.items():
+            if f >= gpus and (best_free is None or f < best_free):
+                best, best_free = n, f
+        return None if best is None else ((best, gpus),)
+    out: list[tuple[Hashable, int]] = []
+    left = gpus
+    for n in sorted((n for n, f in free.items() if f > 0 and f == size.get(n)), key=lambda n: -size[n]):
+        if size[n] <= left:
+            out.append((n, size[n]))
+            left -= size[n]
+    if left:
+        used = {n for n, _ in out}
+        rest = [(f, n) for n, f in free.items() if n not in used and f >= left]
+        if not rest:
+            return None
+        out.append((max(rest, key=lambda x: x[0])[1], left))
+    return tuple(out)
+
+
 def water_fill(demand: Mapping[str, float], weights: Mapping[str, float], total: float) -> dict[str, float]:
     """Max-min fair shares: each account gets ``total × weight / Σ weights`` but never more than
     its demand; what an account does not need is shared among the others by weight."""
@@ -202,6 +245,7 @@ def plan_fair_preemptions(
     level: Callable[[Job], int] | None = None,
     free_gpus: int | None = None,
     standing: Mapping[str, Standing] | None = None,
+    nodes: NodeView | None = None,
 ) -> FairPlan:
     """The moves that bring under-share accounts their GPUs back (see the module docstring).
 
@@ -209,7 +253,8 @@ def plan_fair_preemptions(
     ``level``: when given, also moves within an account: a waiting job may take the GPUs of a
     running job of its own account whose level is higher (e.g. LAS queues), leases and opt-in
     as above. ``free_gpus``: GPUs free now (default: total minus what ``running`` holds).
-    ``standing``: :func:`standings` of these jobs, when the caller has it already."""
+    ``standing``: :func:`standings` of these jobs, when the caller has it already.
+    ``nodes``: where the GPUs are (see the module docstring); ``None``: count GPUs only."""
     key = order or (lambda j: (j.submit_time, j.job_id))
     st = standing if standing is not None else standings(pending, running, total_gpus, now, settings)
     if level is not None:
@@ -254,6 +299,7 @@ def plan_fair_preemptions(
     placed: set[int] = set()
     moves: list[FairMove] = []
     freeable = sum(v.num_gpus for a in victim_order for v in by_acct[a])  # an upper bound
+    node_free = None if nodes is None else dict(nodes.free)  # what is left per node as moves go
     for b in beneficiaries:
         failed = None  # the smallest job of b no move could free GPUs for: larger ones fail too
         for need in sorted(waiting[b], key=key):
@@ -266,35 +312,32 @@ def plan_fair_preemptions(
             if held[b] > 0 and held[b] + g > fair_b * (1 + h) + EPS:
                 continue
             if g <= free:
-                free -= g
-                held[b] += g
-                placed.add(need.job_id)
-                continue
+                where = None if node_free is None else fit(node_free, nodes.size, g)
+                if node_free is None or where is not None:
+                    free -= g
+                    held[b] += g
+                    placed.add(need.job_id)
+                    for n, k in where or ():
+                        node_free[n] -= k
+                    continue
             if g > free + freeable or (failed is not None and g >= failed):
                 continue
-            chosen: list[Job] = []
-            cands: list[Job] = []
-            freed = 0
-            trial = dict(held)
-            for a in victim_order:
-                if a == b:
+            if node_free is not None:
+                found = _node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h)
+                if found is None:
+                    failed = g if failed is None else min(failed, g)
                     continue
-                fair_a = st[a].fair
-                for v in by_acct[a]:
-                    if v.job_id in taken:
-                        continue
-                    surplus = trial[a] - fair_a
-                    deficit_after = fair_a - (trial[a] - v.num_gpus)
-                    if surplus <= fair_a * h + EPS or surplus <= deficit_after + EPS:
-                        continue
-                    cands.append(v)
-                    if free + freed < g:
-                        chosen.append(v)
-                        freed += v.num_gpus
-                        trial[a] -= v.num_gpus
-            if free + freed < g:
-                failed = g if failed is None else min(failed, g)
-                continue
+                chosen, cands, trial, after = found
+                freed = sum(v.num_gpus for v in chosen)
+                node_free.clear()
+                node_free.update(after)
+                for n, k in fit(node_free, nodes.size, g) or ():
+                    node_free[n] -= k
+            else:
+                chosen, cands, freed, trial = _gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h)
+                if free + freed < g:
+                    failed = g if failed is None else min(failed, g)
+                    continue
             reasons = {v.job_id: _reason(v, need, st, now, settings) for v in cands}
             moves.append(FairMove(need.job_id, b, g, tuple(v.job_id for v in chosen),
                                   tuple(v.job_id for v in cands), reasons))
@@ -307,6 +350,100 @@ def plan_fair_preemptions(
     if level is not None:
         free, wake = _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, level, st, now, settings)
     return FairPlan(st, tuple(moves), wake)
+
+
+def _allowed(v: Job, trial: Mapping[str, float], st: Mapping[str, Standing], h: float) -> bool:
+    """Whether taking ``v`` keeps its account above its fair share by more than the hysteresis
+    and brings it closer to its fair share than it was (no ping-pong)."""
+    fair_a = st[v.account].fair
+    surplus = trial[v.account] - fair_a
+    deficit_after = fair_a - (trial[v.account] - v.num_gpus)
+    return surplus > fair_a * h + EPS and surplus > deficit_after + EPS
+
+
+def _gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h):
+    """Victims by GPU count alone: (chosen, every allowed candidate, GPUs freed, held after)."""
+    chosen: list[Job] = []
+    cands: list[Job] = []
+    freed = 0
+    trial = dict(held)
+    for a in victim_order:
+        if a == b:
+            continue
+        for v in by_acct[a]:
+            if v.job_id in taken or not _allowed(v, trial, st, h):
+                continue
+            cands.append(v)
+            if free + freed < g:
+                chosen.append(v)
+                freed += v.num_gpus
+                trial[a] -= v.num_gpus
+    return chosen, cands, freed, trial
+
+
+def _node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h):
+    """Victims that make ``need`` fit on nodes: node by node, the node that the fewest
+    preempted GPUs (then victims) open for it first, victims in the usual order on each node.
+    Returns (chosen, candidates, held after, free GPUs per node after), or ``None``."""
+    g = need.num_gpus
+    size = nodes.size
+    pool = [v for a in victim_order if a != b for v in by_acct[a] if v.job_id not in taken]
+    rank = {v.job_id: i for i, v in enumerate(pool)}
+    on_node: dict[Hashable, list[Job]] = {}
+    for v in pool:
+        for n, _ in nodes.alloc.get(v.job_id, ()):
+            on_node.setdefault(n, []).append(v)
+    wide = g > max(size.values(), default=0)
+    tf = dict(node_free)
+    trial = dict(held)
+    chosen: list[Job] = []
+    picked: set[int] = set()
+    for _ in range(len(tf) + 1):
+        if fit(tf, size, g) is not None:
+            break
+        best = None
+        for n, vs in on_node.items():
+            want = size.get(n, 0) if wide else g
+            if want > size.get(n, 0) or (wide and tf.get(n, 0) >= want):
+                continue
+            got, cost, mine, delta = tf.get(n, 0), 0, [], {}
+            for v in vs:
+                if got >= want:
+                    break
+                if v.job_id in picked:
+                    continue
+                a = v.account
+                view = {a: trial[a] - delta.get(a, 0)}
+                if not _allowed(v, view, st, h):
+                    continue
+                mine.append(v)
+                delta[a] = delta.get(a, 0) + v.num_gpus
+                cost += v.num_gpus
+                got += sum(k for m, k in nodes.alloc.get(v.job_id, ()) if m == n)
+            if got < want:
+                continue
+            score = (cost, len(mine), max(rank[v.job_id] for v in mine) if mine else -1)
+            if best is None or score < best[0]:
+                best = (score, mine)
+        if best is None or not best[1]:
+            return None
+        for v in best[1]:
+            chosen.append(v)
+            picked.add(v.job_id)
+            trial[v.account] -= v.num_gpus
+            for n, k in nodes.alloc.get(v.job_id, ()):
+                tf[n] = tf.get(n, 0) + k
+    else:
+        return None
+    if fit(tf, size, g) is None:
+        return None
+    ns = {n for v in chosen for n, _ in nodes.alloc.get(v.job_id, ())}
+    base = dict(held)
+    cands = list(chosen) + [v for n in ns for v in on_node.get(n, ())
+                            if v.job_id not in picked and _allowed(v, base, st, h)]
+    seen: set[int] = set()
+    cands = [v for v in cands if not (v.job_id in seen or seen.add(v.job_id))]
+    return chosen, cands, trial, tf
 
 
 def _within_possible(waiting, running, level) -> bool:

@@ -725,7 +725,7 @@ def run_cluster(
             tick_at(ticks[2])
             return
         ticks[2] = now + ranker.decide_every_s
-        moves, wake = ranker.lease_moves(pending, running, total, free_total, now)
+        moves, wake = ranker.lease_moves(pending, running, total, free_total, now, node_free=free, per_node=per_node)
         for victims, need in moves:
             for sj in sorted(victims, key=lambda s: s.seq):
                 preempt(sj, now)
@@ -755,7 +755,7 @@ def run_cluster(
             return
         ticks[2] = now + ranker.decide_every_s
         moves, wake = ranker.lease_moves(list(waiting.values()), running, total, free_total, now,
-                                         standing=book.standings(now))
+                                         standing=book.standings(now), node_free=free, per_node=per_node)
         for victims, need in moves:
             for sj in sorted(victims, key=lambda s: s.seq):
                 preempt(sj, now)

@@ -35,7 +35,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..core.fairness import plan_fair_preemptions, standings
+from ..core.fairness import NodeView, plan_fair_preemptions, standings
 from ..core.ledger import Ledger
 from ..core.policy import PolicyContext, get_policy, policy_names
 from ..core.policy.combined import CombinedPolicy
@@ -278,9 +278,12 @@ class PolicyRanker:
         keyed = sorted((within(j)[0], tier[j.account], within(j), i) for i, j in enumerate(jp))
         return [pending[k[3]] for k in keyed]
 
-    def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None):
+    def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None,
+                    node_free: list[int] | None = None, per_node: int | None = None):
         """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``.
-        ``standing``: the accounts' standings now, when the engine keeps them."""
+        ``standing``: the accounts' standings now, when the engine keeps them. ``node_free``
+        (free GPUs per node index) and ``per_node``: where the GPUs are, so that a job needing
+        one node is not taken for started on GPUs free on many."""
         pol = self.policy
         jp = [self._sync(s, now) for s in pending]
         jr = [self._sync(s, now) for s in running]
@@ -288,9 +291,13 @@ class PolicyRanker:
         if self.restart_s is not None and settings.restart_s != self.restart_s:
             settings = pol.settings = dataclasses.replace(settings, restart_s=self.restart_s)
         within = self._within
+        nodes = None
+        if node_free is not None and per_node:
+            nodes = NodeView(size=dict.fromkeys(range(len(node_free)), per_node), free=dict(enumerate(node_free)),
+                             alloc={s.job.job_id: s.alloc for s in running})
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
                                      order=within, level=lambda j: within(j)[0], free_gpus=free,
-                                     standing=standing)
+                                     standing=standing, nodes=nodes)
         if not plan.moves:
             return [], plan.wake_at
         by_id = {s.job.job_id: s for s in pending}
