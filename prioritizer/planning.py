@@ -19,8 +19,9 @@ from typing import Mapping, Sequence
 import dataclasses
 
 from slurm_dl.core.config import SiteConfig
-from slurm_dl.core.fairness import LeaseSettings, plan_fair_preemptions
+from slurm_dl.core.fairness import LeaseSettings, NodeView, plan_fair_preemptions
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState
+from slurm_dl.core.packing import job_allocation
 from slurm_dl.core.policy import PolicyContext
 from slurm_dl.core.preemption import plan_preemption, waits_only_for_gpus
 
@@ -101,10 +102,14 @@ def plan_fair_intents(
     eligible = [j for j in running if (j.job_id, j.restarts) not in refused]
     by_id = {j.job_id: j for j in jobs}
     free = sum(n.gpus_free for n in snap.nodes)
+    # where the GPUs are: free GPUs in pieces on many nodes do not start a one-node job
+    where = NodeView(size={n.name: n.gpus for n in snap.nodes}, free={n.name: n.gpus_free for n in snap.nodes},
+                     alloc={j.job_id: tuple(job_allocation(j).items()) for j in running})
     plan = plan_fair_preemptions(
         pending, [*eligible, *coming, *(j for j in running if (j.job_id, j.restarts) in refused)],
         snap.total_gpus(), now, LeaseSettings.from_config(config), config,
-        order=lambda j: policy.within_key(j, ctx), level=lambda j: policy.level(j, ctx), free_gpus=free)
+        order=lambda j: policy.within_key(j, ctx), level=lambda j: policy.level(j, ctx), free_gpus=free,
+        nodes=where)
     intents: list[PreemptionIntent] = []
     taken: set[int] = set()
     for move in plan.moves[:MAX_NEEDS_PER_CYCLE]:

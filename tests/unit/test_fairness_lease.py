@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_dl.core.fairness import (LeaseSettings, lease_end, plan_fair_preemptions, standings,
+from slurm_dl.core.fairness import (LeaseSettings, NodeView, fit, lease_end, plan_fair_preemptions, standings,
                                     water_fill)
 from slurm_dl.core.model import Job, JobState
 
@@ -140,3 +140,79 @@ def test_config_reads_the_lease_and_warns_when_fair_share_cannot_preempt():
     assert any("fair share get GPUs only as jobs end" in w for w in config_warnings(off))
     short = parse_config({**base, "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 5}}})
     assert any("shorter than a restart" in w for w in config_warnings(short))
+
+
+# --- where the GPUs are: free GPUs in pieces do not start a one-node job --------------------
+
+def _view(running, free, size=8):
+    """Node view of two nodes: ``running`` as (job, node) pairs, ``free`` per node."""
+    return NodeView(size={0: size, 1: size}, free=dict(enumerate(free)),
+                    alloc={j.job_id: ((n, j.num_gpus),) for j, n in running})
+
+
+def test_fit_is_the_consolidated_rule():
+    size = {0: 8, 1: 8, 2: 8}
+    assert fit({0: 2, 1: 2, 2: 3}, size, 4) is None  # 7 free, no node with 4
+    assert fit({0: 6, 1: 4, 2: 8}, size, 4) == ((1, 4),)  # the fullest node that fits
+    assert fit({0: 8, 1: 3, 2: 8}, size, 11) == ((0, 8), (2, 3))  # the rest: the free-most other node
+    assert fit({0: 8, 1: 2, 2: 7}, size, 16) is None
+
+
+def test_fragmented_free_gpus_do_not_hide_a_needed_move():
+    # a holds 12 of 16 GPUs as four 3-GPU jobs, two per node: 2 + 2 GPUs free; b waits for
+    # 4 GPUs on one node (fair: 8 each). Counting GPUs alone, b "starts on the free ones" and
+    # nothing moves, though it cannot start anywhere: it waits until a whole job of a ends
+    a = [(job(100 + i, "a", 3, running=True), i // 2) for i in range(4)]
+    running = [j for j, _ in a]
+    waiting = [job(1, "b", 4, submit=NOW - 100), job(2, "b", 4, submit=NOW - 50),
+               job(3, "a", 3, submit=NOW - 5000)]
+    assert plan_fair_preemptions(waiting, running, 16, NOW, S).moves == ()
+    plan = plan_fair_preemptions(waiting, running, 16, NOW, S, nodes=_view(a, [2, 2]))
+    assert [m.need for m in plan.moves] == [1]
+    (move,) = plan.moves
+    assert len(move.victims) == 1  # one 3-GPU job makes 5 free on its node
+    node = {j.job_id: n for j, n in a}[move.victims[0]]
+    assert all(node == {j.job_id: n for j, n in a}[c] for c in move.candidates)
+    # a keeps 9 > its fair 8: b's second job would leave a further below than it is above
+
+
+def test_node_moves_respect_leases_and_opt_in():
+    a = [(job(100, "a", 3, running=True, start=NOW - 100), 0), (job(101, "a", 3, running=True, ckpt=False), 0),
+         (job(102, "a", 3, running=True), 1), (job(103, "a", 3, running=True), 1)]
+    waiting = [job(1, "b", 4), job(2, "b", 4), job(3, "a", 3)]
+    plan = plan_fair_preemptions(waiting, [j for j, _ in a], 16, NOW, S, nodes=_view(a, [2, 2]))
+    # node 0's jobs are in their lease or did not opt in: the move takes from node 1
+    assert [m.victims for m in plan.moves] in ([(102,)], [(103,)])
+
+
+def test_a_whole_node_job_gets_a_node_opened():
+    # the trace that showed it: an account arrives with 8-GPU jobs of seconds while 1-GPU
+    # jobs of another leave a few GPUs free on every node (four nodes, 2 free on each)
+    a = [(job(100 + 10 * n + i, "a", 1, running=True), n) for n in range(4) for i in range(6)]
+    running = [j for j, _ in a]
+    waiting = [job(1, "b", 8), job(2, "b", 8), job(9, "a", 1)]
+    view = NodeView(size=dict.fromkeys(range(4), 8), free=dict.fromkeys(range(4), 2),
+                    alloc={j.job_id: ((n, 1),) for j, n in a})
+    # counting GPUs alone, 8 are free: job 1 "starts", nothing moves, and it waits
+    assert [m.need for m in plan_fair_preemptions(waiting, running, 32, NOW, S).moves] == []
+    plan = plan_fair_preemptions(waiting, running, 32, NOW, S, nodes=view)
+    (move,) = plan.moves  # a (24 of its fair 16) gives 6; 6 more for job 2 would leave it at 12
+    assert move.need == 1 and len(move.victims) == 6 and len({v // 10 for v in move.victims}) == 1
+
+
+def test_sim_a_late_account_starts_within_a_decision_on_fragmented_nodes():
+    """Replay: one account's 3-GPU jobs leave 2 GPUs free on each of two nodes; a second
+    account's 4-GPU job of 10 s arrives after the lease. It starts at the next decision, not
+    when one of the long jobs ends (counting GPUs alone, the 4 free ones looked enough)."""
+    from slurm_dl.sim.engine import ClusterSpec, run_cluster
+    from slurm_dl.sim.ranking import make_ranker
+    from slurm_dl.sim.state import PreemptionCost
+
+    jobs = [Job(job_id=100 + i, account="a", num_gpus=3, submit_time=float(i), duration=100_000.0)
+            for i in range(5)]
+    late = [Job(job_id=1 + i, account="b", num_gpus=4, submit_time=5000.0 + i, duration=10.0) for i in range(2)]
+    res = run_cluster(jobs + late, ClusterSpec("c", 2, 8), make_ranker("fairshare", lease_s=3600.0),
+                      PreemptionCost(60.0))
+    first = min(s.first_start for s in res.jobs if s.account == "b")
+    assert first - 5000.0 <= 60.0
+    assert sum(s.preemptions for s in res.jobs if s.account == "a") >= 1
