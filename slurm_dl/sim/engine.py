@@ -755,7 +755,8 @@ def run_cluster(
             return
         ticks[2] = now + ranker.decide_every_s
         moves, wake = ranker.lease_moves(list(waiting.values()), running, total, free_total, now,
-                                         standing=book.standings(now), node_free=free, per_node=per_node)
+                                         standing=book.standings(now), node_free=free, per_node=per_node,
+                                         waiting=waiting)
         for victims, need in moves:
             for sj in sorted(victims, key=lambda s: s.seq):
                 preempt(sj, now)

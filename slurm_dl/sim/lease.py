@@ -49,7 +49,7 @@ class LeaseBook:
         self.rows: dict[str, list] = {}
         self.cross: list[tuple[float, int, int, SimJob]] = []  # (passes the floor at, seq, version)
         self.past: dict[int, float] = {}  # seq -> executed0 − seg_start of running jobs past the floor
-        self.pending: dict[int, SimJob] = {}  # seq -> waiting job, in the order they queued
+        self.pending: dict[int, SimJob] = {}  # job id -> waiting job, in the order they queued
         # width -> {(queue, account): [(LAS key, job)] sorted}; counts of waiting jobs per width
         self.buckets: dict[int, dict[tuple, list]] = {}
         self.widths: dict[int, int] = {}
@@ -78,7 +78,7 @@ class LeaseBook:
     def enqueue(self, sj: SimJob) -> None:
         e = sj.executed0
         self.rows[sj.account][4] += e if e > self.floor else self.floor
-        self.pending[sj.seq] = sj
+        self.pending[sj.job.job_id] = sj
         k = self.within(sj.job)
         sj.pend_key = k
         by = self.buckets.get(sj.gpus)
@@ -95,7 +95,7 @@ class LeaseBook:
 
     def started(self, sj: SimJob) -> None:
         """``sj`` went from waiting to running (the engine has set ``seg_start``, ``version``)."""
-        del self.pending[sj.seq]
+        del self.pending[sj.job.job_id]
         k = sj.pend_key
         by = self.buckets[sj.gpus]
         lst = by[(k[0], sj.account)]

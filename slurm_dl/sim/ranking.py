@@ -279,18 +279,28 @@ class PolicyRanker:
         return [pending[k[3]] for k in keyed]
 
     def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None,
-                    node_free: list[int] | None = None, per_node: int | None = None):
+                    node_free: list[int] | None = None, per_node: int | None = None, waiting=None):
         """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``.
         ``standing``: the accounts' standings now, when the engine keeps them. ``node_free``
         (free GPUs per node index) and ``per_node``: where the GPUs are, so that a job needing
-        one node is not taken for started on GPUs free on many."""
+        one node is not taken for started on GPUs free on many. ``waiting``: job id -> waiting
+        SimJob whose ``pend_key`` is its within-account key (the engine's lease book)."""
         pol = self.policy
-        jp = [self._sync(s, now) for s in pending]
         jr = [self._sync(s, now) for s in running]
         settings = pol.settings
         if self.restart_s is not None and settings.restart_s != self.restart_s:
             settings = pol.settings = dataclasses.replace(settings, restart_s=self.restart_s)
         within = self._within
+        if waiting is None:
+            jp = [self._sync(s, now) for s in pending]
+        else:  # a waiting job's figures are current already; its key is the one the book keeps
+            self.ctx.now = now
+            jp = [s.job for s in pending]
+            computed = within
+
+            def within(j, _get=waiting.get):
+                sj = _get(j.job_id)
+                return computed(j) if sj is None else sj.pend_key
         nodes = None
         if node_free is not None and per_node:
             nodes = NodeView(size=dict.fromkeys(range(len(node_free)), per_node), free=dict(enumerate(node_free)),
@@ -300,8 +310,11 @@ class PolicyRanker:
                                      standing=standing, nodes=nodes)
         if not plan.moves:
             return [], plan.wake_at
-        by_id = {s.job.job_id: s for s in pending}
-        by_id.update((s.job.job_id, s) for s in running)
+        by_id = {s.job.job_id: s for s in running}
+        if waiting is None:
+            by_id.update((s.job.job_id, s) for s in pending)
+        else:
+            by_id.update((m.need, waiting[m.need]) for m in plan.moves)
         return [([by_id[v] for v in m.victims], by_id[m.need]) for m in plan.moves], plan.wake_at
 
     def epoch(self) -> int:
