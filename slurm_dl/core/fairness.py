@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Callable, Hashable, Mapping, Sequence
 
 from .model import Job
 from .preemption import RESUME_NEVER, resume_kind
+from .waiting import WaitingJobs
 
 if TYPE_CHECKING:
     from .config import SiteConfig
@@ -246,6 +247,7 @@ def plan_fair_preemptions(
     free_gpus: int | None = None,
     standing: Mapping[str, Standing] | None = None,
     nodes: NodeView | None = None,
+    waiting: Mapping[str, WaitingJobs] | None = None,
 ) -> FairPlan:
     """The moves that bring under-share accounts their GPUs back (see the module docstring).
 
@@ -254,7 +256,12 @@ def plan_fair_preemptions(
     running job of its own account whose level is higher (e.g. LAS queues), leases and opt-in
     as above. ``free_gpus``: GPUs free now (default: total minus what ``running`` holds).
     ``standing``: :func:`standings` of these jobs, when the caller has it already.
-    ``nodes``: where the GPUs are (see the module docstring); ``None``: count GPUs only."""
+    ``nodes``: where the GPUs are (see the module docstring); ``None``: count GPUs only.
+    ``waiting``: the waiting jobs with GPUs per account in ``order`` (whose first item is the
+    ``level`` when both are given), when the caller keeps them so; ``pending`` is then not read
+    when ``standing`` is given too. The walks over them pass over the jobs that would do
+    nothing (too large for what is free and for what a move could free) without looking at
+    each (:mod:`slurm_dl.core.waiting`), so a decision does not cost the length of the queue."""
     key = order or (lambda j: (j.submit_time, j.job_id))
     st = standing if standing is not None else standings(pending, running, total_gpus, now, settings)
     if level is not None:
@@ -268,10 +275,12 @@ def plan_fair_preemptions(
     held = {a: s.held for a, s in st.items()}
     free = total_gpus - sum(held.values()) if free_gpus is None else free_gpus
     h = settings.hysteresis
-    waiting: dict[str, list[Job]] = {}
-    for j in pending:
-        if j.num_gpus > 0:
-            waiting.setdefault(j.account, []).append(j)
+    if waiting is None:
+        lists: dict[str, list[Job]] = {}
+        for j in pending:
+            if j.num_gpus > 0:
+                lists.setdefault(j.account, []).append(j)
+        waiting = {a: WaitingJobs.of(js, key) for a, js in lists.items()}
     beneficiaries = sorted((a for a in waiting if held[a] < st[a].fair * (1 - h) - EPS),
                            key=lambda a: (-st[a].rho, held[a] / max(st[a].fair, EPS), a))
     if not beneficiaries and (level is None or not _within_possible(waiting, running, level)):
@@ -302,7 +311,14 @@ def plan_fair_preemptions(
     node_free = None if nodes is None else dict(nodes.free)  # what is left per node as moves go
     for b in beneficiaries:
         failed = None  # the smallest job of b no move could free GPUs for: larger ones fail too
-        for need in sorted(waiting[b], key=key):
+
+        def acts(need: Job, b=b) -> bool:  # false: the loop below would pass over ``need``
+            g = need.num_gpus
+            if held[b] > 0 and held[b] + g > st[b].fair * (1 + h) + EPS:
+                return False
+            return g <= free or not (g > free + freeable or (failed is not None and g >= failed))
+
+        for need in waiting[b].walk(acts):
             if len(moves) >= settings.max_moves:
                 break
             fair_b = st[b].fair
@@ -464,7 +480,8 @@ def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, le
     for a in sorted(top):
         if a not in waiting:
             continue
-        low = min((level(j) for j in waiting[a] if j.job_id not in placed), default=top[a])
+        low = waiting[a].lowest(level, placed)
+        low = top[a] if low is None else low
         if low >= top[a]:
             continue
         for j, end in blocked:
@@ -475,7 +492,16 @@ def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, le
         if not mine or level(mine[0]) <= low:
             continue
         failed: dict[int, int] = {}  # level -> smallest job of that level no move could serve
-        for need in sorted((j for j in waiting[a] if j.job_id not in placed), key=key):
+
+        def acts(need: Job) -> bool:  # false: the loop below would pass over ``need`` (or fail
+            g, lv = need.num_gpus, level(need)  # a move for it, which changes nothing after)
+            if g <= free:
+                return True
+            if not mine or lv >= level(mine[0]) or g >= failed.get(lv, g + 1):
+                return False
+            return free + sum(v.num_gpus for v in mine if level(v) > lv) >= g
+
+        for need in waiting[a].walk(acts, placed):
             if len(moves) >= settings.max_moves or not mine:
                 break
             g, lv = need.num_gpus, level(need)

@@ -754,7 +754,7 @@ def run_cluster(
             tick_at(ticks[2])
             return
         ticks[2] = now + ranker.decide_every_s
-        moves, wake = ranker.lease_moves(list(waiting.values()), running, total, free_total, now,
+        moves, wake = ranker.lease_moves(book.waiting(), running, total, free_total, now,
                                          standing=book.standings(now), node_free=free, per_node=per_node,
                                          waiting=waiting)
         for victims, need in moves:

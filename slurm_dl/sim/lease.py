@@ -12,13 +12,14 @@ running job at every event. :class:`LeaseBook` keeps them as the jobs move inste
   and the floored run time (``max(executed, rho_floor_s)``): constant for a waiting job, for a
   running job ``rho_floor_s`` until it passes the floor and ``executed0 − seg_start + now``
   after (a heap of those crossing times);
-* the waiting jobs in buckets by (GPUs, LAS queue, account), each sorted by the job's LAS key,
-  which is constant while it waits (no starvation guard; the ranker says so with
-  ``lease_static_pending``).
+* the waiting jobs per account and GPU count, each list sorted by the job's LAS key, which is
+  constant while it waits (no starvation guard; the ranker says so with
+  ``lease_static_pending``): the decision walks these lists
+  (:class:`slurm_dl.core.waiting.WaitingJobs`) instead of sorting the queue.
 
 A fill then looks only at widths that can be placed now (a width that cannot be placed stays
 unplaceable while GPUs are only taken, so the jobs of that width would all be skipped) and
-merges the bucket heads in fill order, stopping when the cluster is full. It starts the same
+merges the list heads in fill order, stopping when the cluster is full. It starts the same
 jobs in the same order as sorting every waiting job and trying each; the standings are the same
 up to the rounding of the time-in-system and run-time sums (kept as running sums instead of
 summed afresh).
@@ -31,6 +32,7 @@ import heapq
 from typing import Callable
 
 from ..core.fairness import Standing, water_fill
+from ..core.waiting import WaitingJobs
 from .state import SimJob
 
 
@@ -50,8 +52,8 @@ class LeaseBook:
         self.cross: list[tuple[float, int, int, SimJob]] = []  # (passes the floor at, seq, version)
         self.past: dict[int, float] = {}  # seq -> executed0 − seg_start of running jobs past the floor
         self.pending: dict[int, SimJob] = {}  # job id -> waiting job, in the order they queued
-        # width -> {(queue, account): [(LAS key, job)] sorted}; counts of waiting jobs per width
-        self.buckets: dict[int, dict[tuple, list]] = {}
+        # account -> {GPUs: [(LAS key, model Job)] sorted}; counts of waiting jobs per width
+        self.queues: dict[str, dict[int, list]] = {}
         self.widths: dict[int, int] = {}
 
     # --- jobs moving ----------------------------------------------------------------------
@@ -81,31 +83,31 @@ class LeaseBook:
         self.pending[sj.job.job_id] = sj
         k = self.within(sj.job)
         sj.pend_key = k
-        by = self.buckets.get(sj.gpus)
+        by = self.queues.get(sj.account)
         if by is None:
-            by = self.buckets[sj.gpus] = {}
-        lst = by.get((k[0], sj.account))
+            by = self.queues[sj.account] = {}
+        lst = by.get(sj.gpus)
         if lst is None:
-            by[(k[0], sj.account)] = [(k, sj)]
+            by[sj.gpus] = [(k, sj.job)]
         elif k > lst[-1][0]:
-            lst.append((k, sj))
+            lst.append((k, sj.job))
         else:
-            lst.insert(bisect.bisect_right(lst, k, key=_first), (k, sj))
+            lst.insert(bisect.bisect_right(lst, k, key=_first), (k, sj.job))
         self.widths[sj.gpus] = self.widths.get(sj.gpus, 0) + 1
 
     def started(self, sj: SimJob) -> None:
         """``sj`` went from waiting to running (the engine has set ``seg_start``, ``version``)."""
         del self.pending[sj.job.job_id]
-        k = sj.pend_key
-        by = self.buckets[sj.gpus]
-        lst = by[(k[0], sj.account)]
-        if lst[0][1] is sj:
+        by = self.queues[sj.account]
+        lst = by[sj.gpus]
+        if lst[0][1] is sj.job:
             del lst[0]
         else:
-            i = bisect.bisect_left(lst, k, key=_first)
-            del lst[i]
+            del lst[bisect.bisect_left(lst, sj.pend_key, key=_first)]
         if not lst:
-            del by[(k[0], sj.account)]
+            del by[sj.gpus]
+            if not by:
+                del self.queues[sj.account]
         self.widths[sj.gpus] -= 1
         row = self.rows[sj.account]
         e = sj.executed0
@@ -161,6 +163,15 @@ class LeaseBook:
             out[a] = Standing(a, weights[a], held, dem, fair[a], max(1.0, waited / ran))
         return out
 
+    def waiting(self) -> dict[str, WaitingJobs]:
+        """Per account, its waiting jobs with GPUs (what the decision walks)."""
+        out = {}
+        for a, by in self.queues.items():
+            lists = {w: lst for w, lst in by.items() if w > 0}
+            if lists:
+                out[a] = WaitingJobs(lists)
+        return out
+
     def placeable(self, free_total: int) -> list[int]:
         """The widths of waiting jobs that the placement rule can place now."""
         free, g_node = self.free, self.per_node
@@ -198,34 +209,38 @@ class LeaseBook:
             return
         st = self.standings(now)
         tier = {a: ((0, -s.rho) if s.held < s.fair else (1, 0.0)) for a, s in st.items()}
-        groups: dict[tuple, list] = {}
-        for w in widths:
-            for (q, a), lst in self.buckets[w].items():
-                groups.setdefault((q, tier[a]), []).append(lst)
-        dead: set[int] = set()
-        for gk in sorted(groups):
-            lists = groups[gk]
-            heap = [(lst[0][0], i) for i, lst in enumerate(lists)]
-            heapq.heapify(heap)
-            while heap:
-                _, i = heap[0]
-                lst = lists[i]
-                sj = lst[0][1]
-                if sj.gpus in dead:
-                    heapq.heappop(heap)
-                    continue
-                alloc = try_place(sj.gpus)
-                if alloc is None:
-                    dead.add(sj.gpus)
-                    heapq.heappop(heap)
-                    continue
-                start(sj, alloc, now)  # takes it off ``lst`` (the head)
-                if free_left() == 0:
-                    return
+        # the fill order is (LAS queue, account's tier, LAS key): each list is in that order
+        lists, tiers = [], []
+        for a, by in self.queues.items():
+            for w in widths:
+                lst = by.get(w)
                 if lst:
-                    heapq.heapreplace(heap, (lst[0][0], i))
-                else:
-                    heapq.heappop(heap)
+                    lists.append(lst)
+                    tiers.append(tier[a])
+        heap = [(lst[0][0][0], tiers[i], lst[0][0], i) for i, lst in enumerate(lists)]
+        heapq.heapify(heap)
+        dead: set[int] = set()
+        pending = self.pending
+        while heap:
+            i = heap[0][3]
+            lst = lists[i]
+            job = lst[0][1]
+            if job.num_gpus in dead:
+                heapq.heappop(heap)
+                continue
+            alloc = try_place(job.num_gpus)
+            if alloc is None:
+                dead.add(job.num_gpus)
+                heapq.heappop(heap)
+                continue
+            start(pending[job.job_id], alloc, now)  # takes it off ``lst`` (the head)
+            if free_left() == 0:
+                return
+            if lst:
+                k = lst[0][0]
+                heapq.heapreplace(heap, (k[0], tiers[i], k, i))
+            else:
+                heapq.heappop(heap)
 
 
 def _first(entry: tuple) -> tuple:

@@ -284,18 +284,21 @@ class PolicyRanker:
         ``standing``: the accounts' standings now, when the engine keeps them. ``node_free``
         (free GPUs per node index) and ``per_node``: where the GPUs are, so that a job needing
         one node is not taken for started on GPUs free on many. ``waiting``: job id -> waiting
-        SimJob whose ``pend_key`` is its within-account key (the engine's lease book)."""
+        SimJob whose ``pend_key`` is its within-account key (the engine's lease book); then
+        ``pending`` is the book's per-account :class:`~slurm_dl.core.waiting.WaitingJobs`."""
         pol = self.policy
         jr = [self._sync(s, now) for s in running]
         settings = pol.settings
         if self.restart_s is not None and settings.restart_s != self.restart_s:
             settings = pol.settings = dataclasses.replace(settings, restart_s=self.restart_s)
         within = self._within
+        queues = None
         if waiting is None:
             jp = [self._sync(s, now) for s in pending]
         else:  # a waiting job's figures are current already; its key is the one the book keeps
             self.ctx.now = now
-            jp = [s.job for s in pending]
+            jp = []
+            queues = pending
             computed = within
 
             def within(j, _get=waiting.get):
@@ -307,7 +310,7 @@ class PolicyRanker:
                              alloc={s.job.job_id: s.alloc for s in running})
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
                                      order=within, level=lambda j: within(j)[0], free_gpus=free,
-                                     standing=standing, nodes=nodes)
+                                     standing=standing, nodes=nodes, waiting=queues)
         if not plan.moves:
             return [], plan.wake_at
         by_id = {s.job.job_id: s for s in running}
