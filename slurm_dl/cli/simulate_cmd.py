@@ -60,6 +60,13 @@ Exporting the history (set -S to the period you want):
   F=$F,End,Elapsed,Timelimit,AllocTRES,ReqTRES
   TZ=UTC sacct -a -P --duplicates -S 2024-01-01 -E now -o $F > history.txt
 
+Scheduler overheads: a replay starts a job the moment GPUs are free; a live
+Slurm starts it after the last job completes and the next scheduling pass.
+--dispatch auto measures that gap in the imported history (GPUs free to the
+next start, median) and replays with it; --dispatch auto:2 leaves half of a
+2 s pass period (Slurm's sched_interval / bf_interval) to the passes;
+--dispatch 1.5[:2] sets it. Off by default.
+
 Site configs: --config replays the site's deployed settings (cluster size,
 LAS thresholds, fair-share shares, the restart delay of a preemption); give
 it twice (--config current.toml --config proposed.toml) to see each policy
@@ -134,6 +141,7 @@ def simulate(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar on stderr"),
     from_slurm: bool = typer.Option(False, "--cluster-from-slurm", help="nodes and GPUs per node of the live cluster (sinfo)"),
     report: Optional[Path] = typer.Option(None, "--report", help="write a self-contained HTML report, DIR/index.html"),
+    dispatch: Optional[str] = typer.Option(None, "--dispatch", help="scheduler overheads: auto[:PASS] (from the history) or RELEASE[:PASS] seconds"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -142,7 +150,7 @@ def simulate(
 def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
-         quiet=False, from_slurm=False, report=None) -> None:
+         quiet=False, from_slurm=False, report=None, dispatch=None) -> None:
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.traces import HISTORY_FORMATS, parse_time, read_history, read_trace
 
@@ -184,6 +192,11 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
                          synthetic_idle=synthetic_idle, cluster_line=cluster_line)
                 for path, label in (zip(configs, _config_labels(configs)) if configs else [(None, None)])]
     several = len(variants) > 1
+    overhead = _dispatch(dispatch, fmt, jobs, variants[0].setup)
+    if overhead is not None:
+        for v in variants:
+            v.setup.dispatch = overhead["model"]
+        typer.echo(_wrap(overhead["line"]), err=as_json)
     if idle_report and variants[0].idle is not None:
         _write_idle_report(idle_report, jobs, variants[0].idle["outcomes"])
         typer.echo(f"wrote {idle_report}", err=as_json)
@@ -270,6 +283,8 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         doc = {"policies": {r.policy: r.summary for r in runs}}
     if imported is not None:
         doc["import"] = imported
+    if overhead is not None:
+        doc["dispatch"] = overhead["doc"]
     if interrupted:
         doc["interrupted"] = True
         doc["policies_not_run"] = not_run
@@ -279,6 +294,38 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         out.table_foot({"policies": {r.name: r.summary for r in runs}})
     if interrupted:
         raise typer.Exit(130)
+
+
+def _dispatch(text, fmt, jobs, setup) -> dict | None:
+    """--dispatch: the overheads to replay with, how they were found (a line, a JSON part)."""
+    from ..sim.overhead import estimate_dispatch
+    from ..sim.state import Dispatch
+    from ..sim.traces import HISTORY_FORMATS
+
+    if text is None:
+        return None
+    head, _, tail = str(text).strip().lower().partition(":")
+    allowed = "allowed: auto, auto:PASS, RELEASE or RELEASE:PASS (seconds)"
+    try:
+        pass_s = float(tail) if tail else 0.0
+        if head == "auto":
+            if fmt not in HISTORY_FORMATS:
+                raise SlurmDLError("--dispatch auto: needs a history with recorded start times "
+                                   "(--format sacct-json, sacct or helios)")
+            if setup.nodes is None:
+                raise SlurmDLError("--dispatch auto: needs the one shared cluster the history ran on "
+                                   "(--cluster-from-slurm, --config or --nodes)")
+            est = estimate_dispatch(jobs, setup.nodes * setup.gpus_per_node, pass_s)
+            model, line = est.dispatch, est.describe()
+            doc = {"source": "history", "release_s": model.release_s, "pass_s": model.pass_s,
+                   "starts_measured": est.gaps, "median_gap_s": est.median_gap_s, "p90_gap_s": est.p90_gap_s}
+        else:
+            model = Dispatch(float(head), pass_s)
+            line = f"dispatch overhead: {model.describe()}"
+            doc = {"source": "given", "release_s": model.release_s, "pass_s": model.pass_s}
+    except ValueError:
+        raise SlurmDLError(f"--dispatch: got {text!r}; {allowed}, 0 to 3600") from None
+    return {"model": model, "line": line, "doc": doc}
 
 
 def _wrap(text: str) -> str:

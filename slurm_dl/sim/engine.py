@@ -19,12 +19,18 @@ Disciplines:
                    fit in the cluster total (skip what does not fit), running jobs not selected
                    are preempted (their remaining work grows by the preemption cost), selected
                    pending jobs are placed in rank order (a placement failure leaves one waiting).
+
+Dispatch overheads (:class:`~slurm_dl.sim.state.Dispatch`, off by default): a finished job's
+GPUs come back ``release_s`` after its end (Slurm: the job completing, its epilog, the node
+reporting back), and scheduling passes run only every ``pass_s`` seconds (Slurm's
+``sched_interval`` / ``bf_interval``) instead of at every event.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from itertools import accumulate
 from operator import attrgetter
 from dataclasses import dataclass, field
@@ -34,7 +40,7 @@ from .lease import LeaseBook
 from .placement import min_nodes, place_consolidated, place_spread, slowdown
 from ..core.model import JobState
 from .ranking import Ranker
-from .state import PreemptionCost, SimJob
+from .state import Dispatch, PreemptionCost, SimJob
 
 _DONE, _WAKE = 0, 1
 INF = float("inf")
@@ -72,13 +78,14 @@ class ClusterResult:
 def run_cluster(
     jobs: list, spec: ClusterSpec, ranker: Ranker, cost: PreemptionCost,
     *, spread: bool = False, model_info: dict | None = None, fast: bool = True,
-    on_finish: Callable[[float, int], None] | None = None,
+    on_finish: Callable[[float, int], None] | None = None, dispatch: Dispatch | None = None,
 ) -> ClusterResult:
     """Simulate ``jobs`` (model Jobs, in trace order) on one cluster until all have finished.
 
     ``fast=False`` turns off the per-account queues and the per-account usage charging (the
     reference path the tests compare against). ``on_finish(now, finished)`` is called after
-    every event time at which jobs finished (progress reports)."""
+    every event time at which jobs finished (progress reports). ``dispatch``: the scheduler's
+    own overheads (see the module docstring); none by default."""
     per_node = spec.gpus_per_node
     total = spec.total_gpus
     too_big = [j for j in jobs if j.num_gpus > total]
@@ -99,6 +106,9 @@ def run_cluster(
     pending_keys: list[tuple] = []  # for static rankers: keys parallel to ``pending`` (sorted)
     qd: list[tuple[float, int]] = []
     discipline = ranker.discipline
+    release_s = dispatch.release_s if dispatch is not None else 0.0
+    pass_s = dispatch.pass_s if dispatch is not None else 0.0
+    releases: list[tuple[float, int, tuple]] = []  # (time, seq, allocation) GPUs coming back
     static = ranker.static and discipline != "preemptive"
     # preemptive fast path: pending keys constant while waiting (kept sorted), running keys
     # constant between the ranker's next_change events (cached in ``static_key``)
@@ -190,14 +200,18 @@ def run_cluster(
             book.started(sj)
         qd.append((now, -1))
 
-    def stop(sj: SimJob, now: float) -> None:
+    def stop(sj: SimJob, now: float, hold: bool = False) -> None:
+        """``hold``: the GPUs come back ``release_s`` later (a finished job's)."""
         nonlocal free_total
         if book is not None:
             book.stopped(sj)
-        for i, g in sj.alloc:
-            free[i] += g
-        free_ver[0] += 1
-        free_total += sj.gpus
+        if hold:
+            heapq.heappush(releases, (now + release_s, sj.seq, sj.alloc))
+        else:
+            for i, g in sj.alloc:
+                free[i] += g
+            free_ver[0] += 1
+            free_total += sj.gpus
         ran = now - sj.seg_start
         sj.attained0 += sj.gpus * ran
         sj.executed0 += ran
@@ -768,27 +782,48 @@ def run_cluster(
         if wake is not None:
             tick_at(max(wake, ticks[2]))
 
+    def release_until(now: float) -> None:
+        nonlocal free_total
+        while releases and releases[0][0] <= now:
+            _, _, alloc = heapq.heappop(releases)
+            for i, g in alloc:
+                free[i] += g
+                free_total += g
+            free_ver[0] += 1
+
+    origin = arrivals[0].submit if arrivals else 0.0
+
+    def off_pass(now: float) -> bool:
+        """With ``pass_s``: not a pass time; a wake-up is set at the next one."""
+        k = math.ceil((now - origin) / pass_s - 1e-9)
+        nxt = origin + k * pass_s
+        if nxt - now <= 1e-9:
+            return False
+        tick_at(nxt)
+        return True
+
     n = len(arrivals)
     ai = 0
     finished: list[SimJob] = []
-    while ai < n or heap:
+    while ai < n or heap or releases:
         # a superseded completion or wake-up (the job stopped or started since) is no event:
         # a pass at its time would re-rank on a clock nothing happened at, and with keys that
         # drift in time (fair share) each such pass can preempt, leaving more stale entries
         while heap and heap[0][3] != heap[0][4].version:
             heapq.heappop(heap)
-        if ai >= n and not heap:
+        if ai >= n and not heap and not releases:
             break
         t_arr = arrivals[ai].submit if ai < n else float("inf")
         t_evt = heap[0][0] if heap else float("inf")
-        now = min(t_arr, t_evt)
+        now = min(t_arr, t_evt, releases[0][0] if releases else INF)
+        release_until(now)
         done = False
         while heap and heap[0][0] <= now:
             _, kind, _, ver, sj = heapq.heappop(heap)
             if ver != sj.version or sj is _TICK:
                 continue
             if kind == _DONE:
-                stop(sj, now)
+                stop(sj, now, hold=release_s > 0)
                 sj.remaining = 0.0
                 sj.end_time = now
                 sj.job.state = JobState.COMPLETED
@@ -838,6 +873,8 @@ def run_cluster(
             enqueue(sj, now)
         if needs_usage:
             refresh_usage(now)
+        if pass_s and off_pass(now):
+            continue
         if grouped:
             if grouped_run:
                 pass_grouped_preemptive(now)

@@ -21,7 +21,7 @@ from ..core.model import Job
 from .engine import ClusterResult, ClusterSpec, fewest_nodes, run_cluster
 from .metrics import add_fairness, summarize
 from .ranking import Ranker
-from .state import PreemptionCost
+from .state import Dispatch, PreemptionCost
 
 
 @dataclass
@@ -34,6 +34,7 @@ class SimSetup:
     model_info: dict | None = None
     shares: dict[str, float] | None = None
     fairness: bool = True
+    dispatch: Dispatch = field(default_factory=Dispatch)  # the scheduler's overheads (none)
 
 
 def by_account(jobs: Sequence[Job]) -> "OrderedDict[str, list[Job]]":
@@ -69,7 +70,8 @@ def simulate(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimS
     tick = progress.update if progress is not None else None
     for spec, js in clusters_for(jobs, setup):
         results.append(run_cluster(js, spec, make_ranker(), setup.cost, spread=setup.spread,
-                                   model_info=setup.model_info, on_finish=tick))
+                                   model_info=setup.model_info, on_finish=tick,
+                                   dispatch=setup.dispatch))
         if progress is not None:
             progress.next_run(len(js))
     summary = summarize(results)
@@ -92,7 +94,7 @@ def isolated_jcts(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup:
     for acct, js in groups.items():
         n = max(fewest_nodes(js, setup.gpus_per_node), round((setup.nodes or 0) * shares[acct] / total_share))
         r = run_cluster(js, ClusterSpec(acct, n, setup.gpus_per_node), make_ranker().isolated_copy(), setup.cost,
-                        spread=setup.spread, model_info=setup.model_info,
+                        spread=setup.spread, model_info=setup.model_info, dispatch=setup.dispatch,
                         on_finish=progress.update if progress is not None else None)
         if progress is not None:
             progress.next_run(len(js))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 from ..core.model import Job, JobState
@@ -114,3 +115,38 @@ class PreemptionCost:
         if self.checkpoint_interval_s:
             base += f" + work since last checkpoint (every {self.checkpoint_interval_s:g} s)"
         return base
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """The scheduler's own overheads, which a replay otherwise leaves out (none by default).
+
+    ``release_s``: a finished job's GPUs are usable again this long after its end (Slurm: the
+    job completing, its epilog, the node reporting back). ``pass_s``: scheduling passes run
+    only every this many seconds (Slurm's ``sched_interval`` / ``bf_interval``); 0 = at every
+    event. On a live Slurm the two add up, per start, to the gap between GPUs coming free in
+    the recorded history and the next job starting on them; :func:`~slurm_dl.sim.overhead.
+    estimate_dispatch` reads it off an imported history."""
+
+    release_s: float = 0.0
+    pass_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("release_s", "pass_s"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 <= v <= 3600):
+                raise ValueError(f"{name}: got {v!r}; allowed: 0 to 3600 seconds")
+
+    @property
+    def active(self) -> bool:
+        return bool(self.release_s or self.pass_s)
+
+    def describe(self) -> str:
+        if not self.active:
+            return "none"
+        parts = []
+        if self.release_s:
+            parts.append(f"GPUs free {self.release_s:g} s after a job ends")
+        if self.pass_s:
+            parts.append(f"a scheduling pass every {self.pass_s:g} s")
+        return "; ".join(parts)
