@@ -10,13 +10,16 @@ to wait for GPUs, the time from the moment the recorded schedule had its GPUs fr
 last job end after which enough GPUs stayed free, cluster-wide) to its recorded start.
 :func:`estimate_dispatch` turns their median into a :class:`~slurm_dl.sim.state.Dispatch`
 for the replay: with scheduling passes every ``pass_s`` seconds a start waits on average
-half a period for its pass, the rest is the release delay.
+half a period for its pass, the rest is the release delay. Accounting keeps whole seconds, so
+a gap of 1 s is anything from 0.5 to 1.5 s: the median of whole-second gaps is interpolated
+within its second (the grouped median), not rounded to it.
 """
 
 from __future__ import annotations
 
 import bisect
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -82,13 +85,29 @@ def dispatch_gaps(jobs: Sequence[Job], total_gpus: int) -> list[float]:
     return gaps
 
 
+def median_gap(gaps: Sequence[float]) -> float:
+    """The median; of whole seconds, the grouped median (second k spans k - 0.5 to k + 0.5)."""
+    if not gaps:
+        raise ValueError("no gaps")
+    if any(g != int(g) for g in gaps):
+        return float(statistics.median(gaps))
+    counts = Counter(int(g) for g in gaps)
+    half = len(gaps) / 2.0
+    below = 0
+    for k in sorted(counts):
+        if below + counts[k] >= half:
+            return k - 0.5 + (half - below) / counts[k]
+        below += counts[k]
+    raise AssertionError("unreachable")
+
+
 def estimate_dispatch(jobs: Sequence[Job], total_gpus: int, pass_s: float = 0.0) -> DispatchEstimate:
     """The median gap between GPUs coming free and the next start, as a replay's release
     delay; with ``pass_s``, half a pass period of it is left to the passes."""
     gaps = dispatch_gaps(jobs, total_gpus)
     if not gaps:
         return DispatchEstimate(Dispatch(0.0, pass_s), 0, None, None)
-    med = statistics.median(gaps)
+    med = median_gap(gaps)
     p90 = sorted(gaps)[int(0.9 * (len(gaps) - 1))]
     release = max(0.0, med - pass_s / 2.0)
-    return DispatchEstimate(Dispatch(round(release, 3), pass_s), len(gaps), round(med, 3), round(p90, 3))
+    return DispatchEstimate(Dispatch(round(release, 2), pass_s), len(gaps), round(med, 2), round(p90, 2))

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from slurm_dl.cli.main import app
 from slurm_dl.core.model import Job
 from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.overhead import dispatch_gaps, estimate_dispatch
+from slurm_dl.sim.overhead import dispatch_gaps, estimate_dispatch, median_gap
 from slurm_dl.sim.ranking import make_ranker
 from slurm_dl.sim.state import Dispatch, PreemptionCost
 
@@ -79,6 +79,14 @@ def test_gaps_measure_the_time_from_gpus_free_to_the_start():
     assert estimate_dispatch(jobs, 4, pass_s=2).dispatch == Dispatch(release_s=1.5, pass_s=2)
     assert estimate_dispatch(jobs, 4, pass_s=8).dispatch == Dispatch(release_s=0.0, pass_s=8)
     assert "median 2.5 s" in est.describe()
+
+
+def test_median_of_whole_seconds_is_interpolated_within_the_second():
+    # sacct keeps whole seconds: 1 s means 0.5 to 1.5 s. 3 x 0 s, 5 x 1 s, 2 x 2 s: half of
+    # the 10 gaps lie below 0.5 + (5 - 3) / 5 = 0.9
+    assert median_gap([0, 0, 0, 1, 1, 1, 1, 1, 2, 2]) == pytest.approx(0.9)
+    assert median_gap([1.0] * 4) == pytest.approx(1.0)
+    assert median_gap([0.2, 0.4, 3.1]) == pytest.approx(0.4)  # not whole seconds: the median
 
 
 def test_gaps_count_only_jobs_that_waited_for_gpus():
