@@ -287,7 +287,6 @@ class PolicyRanker:
         SimJob whose ``pend_key`` is its within-account key (the engine's lease book); then
         ``pending`` is the book's per-account :class:`~slurm_dl.core.waiting.WaitingJobs`."""
         pol = self.policy
-        jr = [self._sync(s, now) for s in running]
         settings = pol.settings
         if self.restart_s is not None and settings.restart_s != self.restart_s:
             settings = pol.settings = dataclasses.replace(settings, restart_s=self.restart_s)
@@ -295,15 +294,18 @@ class PolicyRanker:
         queues = None
         if waiting is None:
             jp = [self._sync(s, now) for s in pending]
-        else:  # a waiting job's figures are current already; its key is the one the book keeps
+            jr = [self._sync(s, now) for s in running]
+        else:  # a waiting job's figures are current already; its key is the one the book keeps;
+            # a running job's figures are brought up to now only when the decision reads its key
             self.ctx.now = now
             jp = []
+            jr = [s.job for s in running]
             queues = pending
-            computed = within
+            computed, sync, by_run = within, self._sync, {s.job.job_id: s for s in running}
 
             def within(j, _get=waiting.get):
                 sj = _get(j.job_id)
-                return computed(j) if sj is None else sj.pend_key
+                return sj.pend_key if sj is not None else computed(sync(by_run[j.job_id], now))
         nodes = None
         if node_free is not None and per_node:
             nodes = NodeView(size=dict.fromkeys(range(len(node_free)), per_node), free=dict(enumerate(node_free)),
