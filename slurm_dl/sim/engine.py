@@ -752,35 +752,9 @@ def run_cluster(
         if wake is not None:
             tick_at(max(wake, ticks[2]))
 
-    def free_left() -> int:
-        return free_total
-
-    def pass_lease_book(now: float) -> None:
-        """``pass_lease`` from the book's sums and buckets (see :mod:`.lease`)."""
-        waiting = book.pending
-        if not waiting:
-            return
-        if free_total > 0:
-            book.fill(now, free_total, try_place, start, free_left)
-            if not waiting:
-                return
-        if now < ticks[2]:
-            tick_at(ticks[2])
-            return
-        ticks[2] = now + ranker.decide_every_s
-        moves, wake = ranker.lease_moves(book.waiting(), running, total, free_total, now,
-                                         standing=book.standings(now), node_free=free, per_node=per_node,
-                                         waiting=waiting)
-        for victims, need in moves:
-            for sj in sorted(victims, key=lambda s: s.seq):
-                preempt(sj, now)
-            alloc = try_place(need.gpus)
-            if alloc is not None:
-                start(need, alloc, now)
-        if moves and free_total > 0:
-            book.fill(now, free_total, try_place, start, free_left)
-        if wake is not None:
-            tick_at(max(wake, ticks[2]))
+    if book is not None:
+        book.bind(ranker=ranker, running=running, ticks=ticks, try_place=try_place, start=start,
+                  preempt=preempt, tick_at=tick_at, free_left=lambda: free_total)
 
     def release_until(now: float) -> None:
         nonlocal free_total
@@ -883,7 +857,7 @@ def run_cluster(
         elif discipline == "preemptive":
             pass_preemptive(now)
         elif book is not None:
-            pass_lease_book(now)
+            book.lease_pass(now)
         elif discipline == "lease":
             pass_lease(now)
         elif discipline == "backfill":

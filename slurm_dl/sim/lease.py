@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from types import SimpleNamespace
 from typing import Callable
 
 from ..core.fairness import Standing, water_fill
@@ -55,6 +56,42 @@ class LeaseBook:
         # account -> {GPUs: [(LAS key, model Job)] sorted}; counts of waiting jobs per width
         self.queues: dict[str, dict[int, list]] = {}
         self.widths: dict[int, int] = {}
+
+    def bind(self, **ops) -> None:
+        """The engine's state and operations :meth:`lease_pass` uses: ``ranker``, ``running``,
+        ``ticks`` (the engine's decision clock), ``try_place``, ``start``, ``preempt``,
+        ``tick_at`` and ``free_left`` (GPUs free now)."""
+        self.ops = SimpleNamespace(**ops)
+
+    def lease_pass(self, now: float) -> None:
+        """The engine's ``lease`` pass from the book's sums and lists: fill free GPUs, then (at
+        most once per ``decide_every_s``) the fair-share decision's moves, then fill again."""
+        o = self.ops
+        waiting = self.pending
+        if not waiting:
+            return
+        if o.free_left() > 0:
+            self.fill(now, o.free_left(), o.try_place, o.start, o.free_left)
+            if not waiting:
+                return
+        ticks = o.ticks
+        if now < ticks[2]:  # decided recently (a daemon decides once per cycle): decide then
+            o.tick_at(ticks[2])
+            return
+        ticks[2] = now + o.ranker.decide_every_s
+        moves, wake = o.ranker.lease_moves(self.waiting(), o.running, self.total, o.free_left(), now,
+                                           standing=self.standings(now), node_free=self.free,
+                                           per_node=self.per_node, waiting=waiting)
+        for victims, need in moves:
+            for sj in sorted(victims, key=lambda s: s.seq):
+                o.preempt(sj, now)
+            alloc = o.try_place(need.gpus)
+            if alloc is not None:
+                o.start(need, alloc, now)
+        if moves and o.free_left() > 0:
+            self.fill(now, o.free_left(), o.try_place, o.start, o.free_left)
+        if wake is not None:
+            o.tick_at(max(wake, ticks[2]))
 
     # --- jobs moving ----------------------------------------------------------------------
     def _row(self, account: str) -> list:
