@@ -65,7 +65,10 @@ Slurm starts it after the last job completes and the next scheduling pass.
 --dispatch auto measures that gap in the imported history (GPUs free to the
 next start, median) and replays with it; --dispatch auto:2 leaves half of a
 2 s pass period (Slurm's sched_interval / bf_interval) to the passes;
---dispatch 1.5[:2] sets it. Off by default.
+--dispatch 1.5[:2] sets it. Off by default. --slurm-backfill replays what a
+live cluster does when no job opted in to preemption: no preemption, and
+Slurm's backfill starts jobs in each policy's order (from the jobs' time
+limits), instead of the policy's own discipline.
 
 Site configs: --config replays the site's deployed settings (cluster size,
 LAS thresholds, fair-share shares, the restart delay of a preemption); give
@@ -142,6 +145,7 @@ def simulate(
     from_slurm: bool = typer.Option(False, "--cluster-from-slurm", help="nodes and GPUs per node of the live cluster (sinfo)"),
     report: Optional[Path] = typer.Option(None, "--report", help="write a self-contained HTML report, DIR/index.html"),
     dispatch: Optional[str] = typer.Option(None, "--dispatch", help="scheduler overheads: auto[:PASS] (from the history) or RELEASE[:PASS] seconds"),
+    slurm_backfill: bool = typer.Option(False, "--slurm-backfill", help="no preemption: Slurm's backfill starts jobs in each policy's order"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -150,7 +154,7 @@ def simulate(
 def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
-         quiet=False, from_slurm=False, report=None, dispatch=None) -> None:
+         quiet=False, from_slurm=False, report=None, dispatch=None, slurm_backfill=False) -> None:
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.traces import HISTORY_FORMATS, parse_time, read_history, read_trace
 
@@ -197,6 +201,8 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         for v in variants:
             v.setup.dispatch = overhead["model"]
         typer.echo(_wrap(overhead["line"]), err=as_json)
+    if slurm_backfill:
+        typer.echo("placement: Slurm's backfill in each policy's order, no preemption", err=as_json)
     if idle_report and variants[0].idle is not None:
         _write_idle_report(idle_report, jobs, variants[0].idle["outcomes"])
         typer.echo(f"wrote {idle_report}", err=as_json)
@@ -236,8 +242,11 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     try:
         for label, name, thr, v, group in planned:
             def factory(name=name, thr=thr, v=v):
-                return make_ranker(name, las_thresholds=thr, starvation=v.starvation, prior=prior,
-                                   boost_s=deadline_boost, shares=v.setup.shares, config=v.cfg)
+                r = make_ranker(name, las_thresholds=thr, starvation=v.starvation, prior=prior,
+                                boost_s=deadline_boost, shares=v.setup.shares, config=v.cfg)
+                if slurm_backfill:  # the policy orders the queue, Slurm's backfill starts jobs
+                    r.discipline = "backfill"
+                return r
 
             progress.begin(label if not several else f"{label} @ {v.label}", len(jobs) * runs_per_job(v.setup),
                            first, last)
@@ -285,6 +294,8 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         doc["import"] = imported
     if overhead is not None:
         doc["dispatch"] = overhead["doc"]
+    if slurm_backfill:
+        doc["placement"] = "slurm-backfill"
     if interrupted:
         doc["interrupted"] = True
         doc["policies_not_run"] = not_run
@@ -305,16 +316,14 @@ def _dispatch(text, fmt, jobs, setup) -> dict | None:
     if text is None:
         return None
     head, _, tail = str(text).strip().lower().partition(":")
-    allowed = "allowed: auto, auto:PASS, RELEASE or RELEASE:PASS (seconds)"
+    allowed = "allowed: auto[:PASS], RELEASE[:PASS] (0-3600 s)"
     try:
         pass_s = float(tail) if tail else 0.0
         if head == "auto":
             if fmt not in HISTORY_FORMATS:
-                raise SlurmDLError("--dispatch auto: needs a history with recorded start times "
-                                   "(--format sacct-json, sacct or helios)")
+                raise SlurmDLError("--dispatch auto: needs a history (--format sacct-json, sacct or helios)")
             if setup.nodes is None:
-                raise SlurmDLError("--dispatch auto: needs the one shared cluster the history ran on "
-                                   "(--cluster-from-slurm, --config or --nodes)")
+                raise SlurmDLError("--dispatch auto: needs --cluster-from-slurm, --config or --nodes")
             est = estimate_dispatch(jobs, setup.nodes * setup.gpus_per_node, pass_s)
             model, line = est.dispatch, est.describe()
             doc = {"source": "history", "release_s": model.release_s, "pass_s": model.pass_s,
@@ -324,7 +333,7 @@ def _dispatch(text, fmt, jobs, setup) -> dict | None:
             line = f"dispatch overhead: {model.describe()}"
             doc = {"source": "given", "release_s": model.release_s, "pass_s": model.pass_s}
     except ValueError:
-        raise SlurmDLError(f"--dispatch: got {text!r}; {allowed}, 0 to 3600") from None
+        raise SlurmDLError(f"--dispatch: got {text!r}; {allowed}") from None
     return {"model": model, "line": line, "doc": doc}
 
 

@@ -153,3 +153,28 @@ def test_cli_dispatch_auto_needs_a_history(tmp_path):
     r = CliRunner().invoke(app, ["simulate", "--trace", str(p), "--format", "philly", "--nodes", "1",
                                  "--dispatch", "auto", "--quiet"])
     assert r.exit_code != 0 and "needs a history" in r.output, r.output
+
+
+def test_cli_slurm_backfill_places_in_the_policy_order_without_preempting(tmp_path):
+    def rec(jid, submit, start, end, gpus, limit_min):
+        return {"job_id": jid, "name": "j", "user": "u", "account": "phys", "partition": "gpu",
+                "state": {"current": "COMPLETED"},
+                "time": {"submission": submit, "start": start, "end": end, "elapsed": end - start, "limit": limit_min},
+                "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": gpus}]}, "steps": []}
+    # 4 GPUs: job 1 (3 GPUs, 100 s, limit 10 min), job 2 (4 GPUs) behind it, job 3 (1 GPU, 10 s,
+    # limit 1 min) fits in the free GPU before job 1's limit: Slurm's backfill starts it at once
+    p = tmp_path / "h.json"
+    p.write_text(json.dumps({"jobs": [rec(1, 1000, 1000, 1100, 3, 10), rec(2, 1001, 1100, 1110, 4, 10),
+                                      rec(3, 1002, 1002, 1012, 1, 1)]}))
+    args = ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1", "--gpus-per-node", "4",
+            "--policy", "fifo", "--policy", "las", "--las-thresholds", "5", "--no-fairness", "--quiet", "--json"]
+    plain = json.loads(CliRunner().invoke(app, args).stdout)
+    r = CliRunner().invoke(app, [*args, "--slurm-backfill"])
+    assert r.exit_code == 0, r.output
+    slurm = json.loads(r.stdout)
+    assert slurm["placement"] == "slurm-backfill" and "placement" not in plain
+    # strict FIFO: job 3 waits behind job 2 (0, 99, 108 s); backfilled: 0, 99, 0 s
+    assert plain["policies"]["fifo"]["avg_queue_s"] == pytest.approx(69.0)
+    assert slurm["policies"]["fifo"]["avg_queue_s"] == pytest.approx(33.0)
+    assert plain["policies"]["las"]["preemptions"] > 0  # LAS preempts job 1 past 5 GPU-s
+    assert slurm["policies"]["las"]["preemptions"] == 0
