@@ -39,8 +39,8 @@ N_JOBS = int(os.environ.get("SLURM_DL_CALIBRATION_JOBS", "48"))
 KEEP_DIR = os.environ.get("SLURM_DL_CALIBRATION_DIR")
 ACCOUNTS = ("phys", "bio", "chem")
 # Measured on this machine (2 cores, shared with other benchmarks, load average 2.5-5), replayed
-# with the overheads estimated from each history: 48 jobs, three runs: median 7, 7 and 5 s, p90
-# 20, 23 and 18 s, mean signed error per quarter -5.5 to +7.0 s; 300 jobs, three runs: median 26,
+# with the overheads estimated from each history: 48 jobs, four runs: median 7, 7, 5 and 12 s, p90
+# 20, 23, 18 and 32 s, mean signed error per quarter -5.5 to +15.2 s; 300 jobs, three runs: median 26,
 # 22 and 32 s, p90 85, 81 and 64 s, per quarter +5 to +35 s (without the overheads, in the mix's
 # own first-fit order: median 85-92 s, p90 355-372 s, the last quarter 237-254 s early). Bounds with
 # margin: (median, p90, |mean signed error| of any quarter) in seconds.
