@@ -671,8 +671,8 @@ def run_cluster(
             alloc = try_place(sj.gpus)
             if alloc is not None:
                 start(sj, alloc, now)
-            else:
-                insert_pending(sj, ranker.key(sj, now))
+            else:  # back where it was: a waiting job's key changes only at rekey / its wake-ups
+                insert_pending(sj, sj.pend_key)
 
     def pass_preemptive(now: float) -> None:
         if not pending:
