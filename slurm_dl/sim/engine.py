@@ -473,8 +473,8 @@ def run_cluster(
             alloc = try_place(sj.gpus)
             if alloc is not None:
                 start(sj, alloc, now)
-            else:
-                g_insert(gp, sj, ranker.group_key(sj, now), False)
+            else:  # back under the key it waits with (it changes only at the job's wake-ups)
+                g_insert(gp, sj, sj.pend_key, False)
                 n_waiting[0] += 1
 
     def refresh_usage(now: float) -> None:
