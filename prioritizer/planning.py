@@ -103,7 +103,8 @@ def plan_fair_intents(
     by_id = {j.job_id: j for j in jobs}
     free = sum(n.gpus_free for n in snap.nodes)
     # where the GPUs are: free GPUs in pieces on many nodes do not start a one-node job
-    where = NodeView(size={n.name: n.gpus for n in snap.nodes}, free={n.name: n.gpus_free for n in snap.nodes},
+    where = NodeView(size={n.name: n.gpus if n.available else 0 for n in snap.nodes},
+                     free={n.name: n.gpus_free for n in snap.nodes},
                      alloc={j.job_id: tuple(job_allocation(j).items()) for j in running})
     plan = plan_fair_preemptions(
         pending, [*eligible, *coming, *(j for j in running if (j.job_id, j.restarts) in refused)],

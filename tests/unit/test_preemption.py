@@ -250,3 +250,33 @@ def test_fair_share_plan_takes_gpus_from_the_flooding_account_for_the_late_one()
                      executed_s=100) for j in flood]
     snap = ClusterSnapshot(taken_at=NOW, jobs=[*young, late], nodes=node_state(young))
     assert plan_intents(snap, snap.jobs, scores, config, ctx, policy=policy) == []
+
+
+def test_fair_share_plan_sees_free_gpus_in_pieces():
+    """The daemon gives the lease decision where the GPUs are, as the simulator does: 2 free
+    GPUs on each of four nodes do not start a late account's 8-GPU job, so the flooding
+    account's jobs on one node yield to it."""
+    from prioritizer.planning import plan_intents
+    from slurm_dl.core.fairness import yielded_to
+    from slurm_dl.core.model import ClusterSnapshot
+    from slurm_dl.core.policy import get_policy
+
+    config = parse_config({
+        "gpu_types": [{"name": "h100"}],
+        "node_groups": [{"name": "g", "nodes": "n[0-3]", "gpus_per_node": 8, "gpu_type": "h100"}],
+        "preemption": {"min_runtime_seconds": 60},
+        "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 600}},
+    })
+    flood = [running(10 + 10 * n + i, 1, [f"n{n}"], start=0.0, account="flood", checkpointable=True,
+                     requeue=True, executed_s=NOW) for n in range(4) for i in range(6)]
+    late = [Job(k, account="late", num_gpus=8, state_reason="Resources", submit_time=NOW - 100, eligible_time=0.0)
+            for k in (1, 2)]
+    jobs = [*flood, *late]
+    snap = ClusterSnapshot(taken_at=NOW, jobs=jobs, nodes=node_state(flood))
+    assert sum(n.gpus_free for n in snap.nodes) == 8
+    policy = get_policy("fairshare", config)
+    ctx = PolicyContext(now=NOW, config=config, total_gpus=32)
+    (intent,) = plan_intents(snap, jobs, policy.scores(jobs, ctx), config, ctx, policy=policy)
+    assert intent.need == 1 and len(intent.victims) == 6
+    assert len({v // 10 for v in intent.victims}) == 1  # all on one node
+    assert yielded_to(intent.reason) == (1, "late")
