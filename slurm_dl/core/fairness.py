@@ -21,10 +21,16 @@ service; never a job's duration):
   account's waiting jobs are tried in its own order (the policy's within-account key); a job
   qualifies when it does not push the account past ``fair × (1 + hysteresis)`` (or when the
   account holds nothing: its first job always qualifies);
-* **victims** come only from accounts above their fair share by more than the hysteresis,
-  lowest ``rho`` first, and only while the victim account's surplus before the move exceeds
-  its deficit after it (each move brings both accounts closer to their fair share, so moves
-  do not ping-pong); within an account, its least urgent job first (the reverse of its own
+* **victims** come only from accounts above their fair share, lowest ``rho`` first, and only
+  while the victim account stays above its fair share by more than the hysteresis and its
+  surplus before the move exceeds its deficit after it (each move brings both accounts closer
+  to their fair share, so moves do not ping-pong), **or** while the move raises the worse-off
+  of the two accounts by more than the hysteresis (max-min: after the move both hold more of
+  their fair share than the beneficiary held before, so the reverse move never qualifies).
+  The second rule matters when jobs are wide next to the fair shares: an account that holds
+  nothing and asks for one node gets it from an account a few GPUs over its share, which the
+  first rule alone refused (the victim would end a few GPUs under, or was over by less than
+  the hysteresis). Within an account, its least urgent job first (the reverse of its own
   order). A victim must be able to resume (:func:`slurm_dl.core.preemption.resume_kind`:
   jobs that did not opt in are never victims), must have held its GPUs for a whole **lease**
   (``lease_s`` of useful run, plus ``restart_s`` when its run began with a restart: the restart
@@ -56,6 +62,7 @@ if TYPE_CHECKING:
     from .config import SiteConfig
 
 EPS = 1e-9
+INF = float("inf")
 FAIR_PREFIX = "fair share: "
 """How a preemption reason for fairness begins (``explain`` shows these as fair-share yields)."""
 _YIELDS_TO = re.compile(r"to job (\d+) of account (\S+?);")
@@ -285,7 +292,9 @@ def plan_fair_preemptions(
                            key=lambda a: (-st[a].rho, held[a] / max(st[a].fair, EPS), a))
     if not beneficiaries and (level is None or not _within_possible(waiting, running, level)):
         return FairPlan(st, (), None)
-    over = {a for a, s in st.items() if held[a] > s.fair * (1 + h) + EPS}
+    # accounts above their fair share may give (by more than the hysteresis for the first
+    # rule of :func:`_allowed`; the max-min rule only asks that they end above the beneficiary)
+    over = {a for a, s in st.items() if held[a] > s.fair + EPS}
     by_acct: dict[str, list[Job]] = {}
     blocked: list[tuple[Job, float]] = []  # (job, lease end) of jobs only their lease protects
     for j in running:
@@ -368,17 +377,33 @@ def plan_fair_preemptions(
     return FairPlan(st, tuple(moves), wake)
 
 
-def _allowed(v: Job, trial: Mapping[str, float], st: Mapping[str, Standing], h: float) -> bool:
-    """Whether taking ``v`` keeps its account above its fair share by more than the hysteresis
-    and brings it closer to its fair share than it was (no ping-pong)."""
+def _allowed(v: Job, trial: Mapping[str, float], st: Mapping[str, Standing], h: float,
+             floor: float = INF) -> bool:
+    """Whether ``v`` may yield: its account stays above its fair share by more than the
+    hysteresis and ends closer to it than it was, or (max-min) it ends holding more of its
+    fair share than ``floor`` (see :func:`_floor`)."""
     fair_a = st[v.account].fair
     surplus = trial[v.account] - fair_a
-    deficit_after = fair_a - (trial[v.account] - v.num_gpus)
-    return surplus > fair_a * h + EPS and surplus > deficit_after + EPS
+    after = trial[v.account] - v.num_gpus
+    if surplus > fair_a * h + EPS and surplus > fair_a - after + EPS:
+        return True
+    return fair_a > EPS and after / fair_a > floor + EPS
+
+
+def _floor(b: str, g: int, held: Mapping[str, float], st: Mapping[str, Standing], h: float) -> float:
+    """The max-min bar for a move of ``g`` GPUs to account ``b``: the part of its fair share
+    ``b`` holds before the move plus the hysteresis. A victim account must end above it
+    (:func:`_allowed`); infinite (no such moves) when ``b`` itself would not end above it."""
+    fair_b = st[b].fair
+    if fair_b <= EPS:
+        return INF
+    before = held[b] / fair_b + h
+    return before if (held[b] + g) / fair_b > before + EPS else INF
 
 
 def _gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h):
     """Victims by GPU count alone: (chosen, every allowed candidate, GPUs freed, held after)."""
+    bar = _floor(b, g, held, st, h)
     chosen: list[Job] = []
     cands: list[Job] = []
     freed = 0
@@ -387,7 +412,7 @@ def _gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h):
         if a == b:
             continue
         for v in by_acct[a]:
-            if v.job_id in taken or not _allowed(v, trial, st, h):
+            if v.job_id in taken or not _allowed(v, trial, st, h, bar):
                 continue
             cands.append(v)
             if free + freed < g:
@@ -402,6 +427,7 @@ def _node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes,
     preempted GPUs (then victims) open for it first, victims in the usual order on each node.
     Returns (chosen, candidates, held after, free GPUs per node after), or ``None``."""
     g = need.num_gpus
+    bar = _floor(b, g, held, st, h)
     size = nodes.size
     pool = [v for a in victim_order if a != b for v in by_acct[a] if v.job_id not in taken]
     rank = {v.job_id: i for i, v in enumerate(pool)}
@@ -430,7 +456,7 @@ def _node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes,
                     continue
                 a = v.account
                 view = {a: trial[a] - delta.get(a, 0)}
-                if not _allowed(v, view, st, h):
+                if not _allowed(v, view, st, h, bar):
                     continue
                 mine.append(v)
                 delta[a] = delta.get(a, 0) + v.num_gpus
@@ -456,7 +482,7 @@ def _node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes,
     ns = {n for v in chosen for n, _ in nodes.alloc.get(v.job_id, ())}
     base = dict(held)
     cands = list(chosen) + [v for n in ns for v in on_node.get(n, ())
-                            if v.job_id not in picked and _allowed(v, base, st, h)]
+                            if v.job_id not in picked and _allowed(v, base, st, h, bar)]
     seen: set[int] = set()
     cands = [v for v in cands if not (v.job_id in seen or seen.add(v.job_id))]
     return chosen, cands, trial, tf

@@ -160,20 +160,19 @@ def test_fit_is_the_consolidated_rule():
 
 def test_fragmented_free_gpus_do_not_hide_a_needed_move():
     # a holds 12 of 16 GPUs as four 3-GPU jobs, two per node: 2 + 2 GPUs free; b waits for
-    # 4 GPUs on one node (fair: 8 each). Counting GPUs alone, b "starts on the free ones" and
-    # nothing moves, though it cannot start anywhere: it waits until a whole job of a ends
+    # two 4-GPU jobs, each on one node (fair: 8 each). Counting GPUs alone, b's first job
+    # "starts on the free ones" and no move is made for it, though it cannot start anywhere
     a = [(job(100 + i, "a", 3, running=True), i // 2) for i in range(4)]
     running = [j for j, _ in a]
+    node = {j.job_id: n for j, n in a}
     waiting = [job(1, "b", 4, submit=NOW - 100), job(2, "b", 4, submit=NOW - 50),
                job(3, "a", 3, submit=NOW - 5000)]
-    assert plan_fair_preemptions(waiting, running, 16, NOW, S).moves == ()
+    assert 1 not in [m.need for m in plan_fair_preemptions(waiting, running, 16, NOW, S).moves]
     plan = plan_fair_preemptions(waiting, running, 16, NOW, S, nodes=_view(a, [2, 2]))
-    assert [m.need for m in plan.moves] == [1]
-    (move,) = plan.moves
-    assert len(move.victims) == 1  # one 3-GPU job makes 5 free on its node
-    node = {j.job_id: n for j, n in a}[move.victims[0]]
-    assert all(node == {j.job_id: n for j, n in a}[c] for c in move.candidates)
-    # a keeps 9 > its fair 8: b's second job would leave a further below than it is above
+    assert [m.need for m in plan.moves] == [1, 2]
+    for move in plan.moves:  # one 3-GPU job makes 5 free on its node
+        assert len(move.victims) == 1
+        assert {node[c] for c in move.candidates} == {node[move.victims[0]]}
 
 
 def test_node_moves_respect_leases_and_opt_in():
@@ -181,8 +180,8 @@ def test_node_moves_respect_leases_and_opt_in():
          (job(102, "a", 3, running=True), 1), (job(103, "a", 3, running=True), 1)]
     waiting = [job(1, "b", 4), job(2, "b", 4), job(3, "a", 3)]
     plan = plan_fair_preemptions(waiting, [j for j, _ in a], 16, NOW, S, nodes=_view(a, [2, 2]))
-    # node 0's jobs are in their lease or did not opt in: the move takes from node 1
-    assert [m.victims for m in plan.moves] in ([(102,)], [(103,)])
+    # node 0's jobs are in their lease or did not opt in: every move takes from node 1
+    assert plan.moves and {v for m in plan.moves for v in m.victims} <= {102, 103}
 
 
 def test_a_whole_node_job_gets_a_node_opened():
@@ -193,11 +192,44 @@ def test_a_whole_node_job_gets_a_node_opened():
     waiting = [job(1, "b", 8), job(2, "b", 8), job(9, "a", 1)]
     view = NodeView(size=dict.fromkeys(range(4), 8), free=dict.fromkeys(range(4), 2),
                     alloc={j.job_id: ((n, 1),) for j, n in a})
-    # counting GPUs alone, 8 are free: job 1 "starts", nothing moves, and it waits
-    assert [m.need for m in plan_fair_preemptions(waiting, running, 32, NOW, S).moves] == []
+    # counting GPUs alone, 8 are free: job 1 is taken for started and gets no move
+    assert [m.need for m in plan_fair_preemptions(waiting, running, 32, NOW, S).moves] == [2]
     plan = plan_fair_preemptions(waiting, running, 32, NOW, S, nodes=view)
-    (move,) = plan.moves  # a (24 of its fair 16) gives 6; 6 more for job 2 would leave it at 12
-    assert move.need == 1 and len(move.victims) == 6 and len({v // 10 for v in move.victims}) == 1
+    assert [m.need for m in plan.moves] == [1, 2]  # a: 24 of its fair 16 -> 12, b: 0 -> 16
+    for move in plan.moves:
+        assert len(move.victims) == 6 and len({v // 10 for v in move.victims}) == 1
+
+
+def test_max_min_move_for_an_account_that_holds_nothing():
+    # fair shares of 5.3 GPUs; a holds an 8-GPU job on node 0 and a 1-GPU job on node 1,
+    # where c's 4-GPU job leaves 3 free; b holds nothing and asks for one node. Only a's
+    # 8-GPU job opens one: a ends 4.3 GPUs under its share, further than it was over (the
+    # first rule refuses), but a ends holding more of its share than b did (max-min allows)
+    a = [(job(100, "a", 8, running=True), 0), (job(101, "a", 1, running=True), 1)]
+    c = [(job(200, "c", 4, running=True), 1)]
+    waiting = [job(1, "b", 8), job(3, "a", 8), job(4, "c", 4)]
+    view = _view(a + c, [0, 3])
+    plan = plan_fair_preemptions(waiting, [j for j, _ in a + c], 16, NOW, S, nodes=view)
+    assert [(m.need, m.victims) for m in plan.moves] == [(1, (100,))]
+    # the same when a holds only that job: it would end with nothing, no better than b: refused
+    plan = plan_fair_preemptions(waiting, [j for j, _ in a[:1] + c], 16, NOW, S, nodes=_view(a[:1] + c, [0, 4]))
+    assert plan.moves == ()
+
+
+def test_an_account_that_holds_nothing_is_served_by_accounts_within_the_hysteresis():
+    # 26 nodes; a and c hold 13 whole-node jobs each, 104 GPUs against fair shares of 100
+    # (over by 4 %, inside the 10 % hysteresis); b holds nothing and asks for one node. The
+    # first rule takes from no one (no account is over by more than the hysteresis): b would
+    # wait for a job to end. Max-min: a ends at 96 % of its share, above b's 0 %: b gets a node
+    running = [job(100 + i, "a", 8, running=True) for i in range(13)]
+    running += [job(200 + i, "c", 8, running=True) for i in range(13)]
+    waiting = [job(1, "b", 8), job(3, "a", 8), job(4, "c", 8)]
+    plan = plan_fair_preemptions(waiting, running, 208, NOW, S)
+    (move,) = plan.moves
+    assert move.need == 1 and len(move.victims) == 1
+    # once b holds its share, nobody within the band yields to anyone
+    after = [j for j in running if j.job_id != move.victims[0]] + [job(1, "b", 8, running=True)]
+    assert plan_fair_preemptions([job(3, "a", 8), job(4, "c", 8)], after, 208, NOW, S).moves == ()
 
 
 def test_sim_a_late_account_starts_within_a_decision_on_fragmented_nodes():

@@ -276,7 +276,9 @@ def test_fair_share_plan_sees_free_gpus_in_pieces():
     assert sum(n.gpus_free for n in snap.nodes) == 8
     policy = get_policy("fairshare", config)
     ctx = PolicyContext(now=NOW, config=config, total_gpus=32)
-    (intent,) = plan_intents(snap, jobs, policy.scores(jobs, ctx), config, ctx, policy=policy)
-    assert intent.need == 1 and len(intent.victims) == 6
-    assert len({v // 10 for v in intent.victims}) == 1  # all on one node
-    assert yielded_to(intent.reason) == (1, "late")
+    intents = plan_intents(snap, jobs, policy.scores(jobs, ctx), config, ctx, policy=policy)
+    assert [i.need for i in intents] == [1, 2]
+    for intent in intents:
+        assert len(intent.victims) == 6 and len({v // 10 for v in intent.victims}) == 1  # one node
+        assert yielded_to(intent.reason) == (intent.need, "late")
+    assert len({v // 10 for i in intents for v in i.victims}) == 2
