@@ -42,7 +42,13 @@ KEYS = ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "
 
 
 def brief(s: dict) -> dict:
-    return {k: (round(s[k], 4) if isinstance(s[k], float) else s[k]) for k in KEYS if k in s}
+    out = {k: (round(s[k], 4) if isinstance(s[k], float) else s[k]) for k in KEYS if k in s}
+    rhos = {a: r for a, r in (s.get("per_account") or {}).items() if r.get("rho") is not None}
+    if rhos:  # who the worst rho is: a few short jobs of a small account weigh as much as any
+        a, r = max(rhos.items(), key=lambda x: x[1]["rho"])
+        out["worst_rho_account"] = {"account": a, "jobs": r["jobs"], "avg_jct_s": round(r["avg_jct_s"], 1),
+                                    "isolated_avg_jct_s": round(r["isolated_avg_jct_s"], 1)}
+    return out
 
 
 def run(jobs, name, setup, **kw) -> dict:

@@ -21,16 +21,17 @@ service; never a job's duration):
   account's waiting jobs are tried in its own order (the policy's within-account key); a job
   qualifies when it does not push the account past ``fair × (1 + hysteresis)`` (or when the
   account holds nothing: its first job always qualifies);
-* **victims** come only from accounts above their fair share, lowest ``rho`` first, and only
-  while the victim account stays above its fair share by more than the hysteresis and its
-  surplus before the move exceeds its deficit after it (each move brings both accounts closer
+* **victims** come from other accounts, lowest ``rho`` first, and only while the victim
+  account stays above its fair share by more than the hysteresis and its surplus before the
+  move exceeds its deficit after it (each move brings both accounts closer
   to their fair share, so moves do not ping-pong), **or** while the move raises the worse-off
   of the two accounts by more than the hysteresis (max-min: after the move both hold more of
   their fair share than the beneficiary held before, so the reverse move never qualifies).
   The second rule matters when jobs are wide next to the fair shares: an account that holds
   nothing and asks for one node gets it from an account a few GPUs over its share, which the
   first rule alone refused (the victim would end a few GPUs under, or was over by less than
-  the hysteresis). Within an account, its least urgent job first (the reverse of its own
+  the hysteresis, or no account was over at all: free GPUs in pieces leave accounts under
+  their share with nobody over it). Within an account, its least urgent job first (the reverse of its own
   order). A victim must be able to resume (:func:`slurm_dl.core.preemption.resume_kind`:
   jobs that did not opt in are never victims), must have held its GPUs for a whole **lease**
   (``lease_s`` of useful run, plus ``restart_s`` when its run began with a restart: the restart
@@ -292,9 +293,11 @@ def plan_fair_preemptions(
                            key=lambda a: (-st[a].rho, held[a] / max(st[a].fair, EPS), a))
     if not beneficiaries and (level is None or not _within_possible(waiting, running, level)):
         return FairPlan(st, (), None)
-    # accounts above their fair share may give (by more than the hysteresis for the first
-    # rule of :func:`_allowed`; the max-min rule only asks that they end above the beneficiary)
-    over = {a for a, s in st.items() if held[a] > s.fair + EPS}
+    # accounts that may give: the first rule of :func:`_allowed` asks them to be above their
+    # fair share by more than the hysteresis; the max-min rule only that they end above the
+    # beneficiary (with free GPUs in pieces, every account may be at or under its share while
+    # a job that needs a node waits)
+    over = {a for a in st if held[a] > 0}
     by_acct: dict[str, list[Job]] = {}
     blocked: list[tuple[Job, float]] = []  # (job, lease end) of jobs only their lease protects
     for j in running:
