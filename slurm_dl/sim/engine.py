@@ -114,7 +114,7 @@ def run_cluster(
     # constant between the ranker's next_change events (cached in ``static_key``)
     # pending keys may also be piecewise constant, changing only at the job's own next_change
     # (starvation promotion, deadline boost): kept sorted and re-inserted at those wake-ups
-    piecewise = getattr(ranker, "pending_piecewise", False) and discipline == "preemptive"
+    piecewise = getattr(ranker, "pending_piecewise", False) and discipline in ("preemptive", "strict", "firstfit", "backfill")
     sorted_pending = static or getattr(ranker, "pending_static", False) or piecewise
     cached_running = getattr(ranker, "running_key_cached", False)
     by_cached_key = attrgetter("static_key")
@@ -520,7 +520,7 @@ def run_cluster(
             pending.sort(key=lambda s: ranker.key(s, now))
 
     def pass_strict(now: float, skip: bool) -> None:
-        if not static:
+        if not sorted_pending:  # else kept in key order as jobs arrive, wake and re-key
             sort_pending(now)
         i = 0
         while i < len(pending):
@@ -534,7 +534,7 @@ def run_cluster(
                 i += 1
                 continue
             del pending[i]
-            if static:
+            if sorted_pending:
                 del pending_keys[i]
             start(sj, alloc, now)
 
@@ -543,7 +543,7 @@ def run_cluster(
         return sj.seg_start + max(0.0, lim - sj.executed0)
 
     def pass_backfill(now: float) -> None:
-        if not static:
+        if not sorted_pending:
             sort_pending(now)
         shadow = None
         extra = 0
@@ -574,7 +574,7 @@ def run_cluster(
                         continue
                     extra -= sj.gpus
             del pending[i]
-            if static:
+            if sorted_pending:
                 del pending_keys[i]
             start(sj, alloc, now)
 

@@ -74,13 +74,25 @@ def _components(policy: Any) -> list:
     return list(policy.components.values()) if isinstance(policy, CombinedPolicy) else [policy]
 
 
+def replay_discipline(discipline: str, config: Any) -> str:
+    """How the replay applies a policy's order under ``config``. A site that turned preemption off
+    (``[preemption] enabled = false``) runs the prioritizer as a queue order only: Slurm's
+    backfill starts jobs in that order and no running job is ever stopped, so a preemptive
+    policy (LAS, Gittins, lease fair share) is replayed as that order with backfill (what
+    ``simulate --slurm-backfill`` does for every policy)."""
+    pre = getattr(config, "preemption", None)
+    if pre is not None and not pre.enabled and discipline in ("preemptive", "lease"):
+        return "backfill"
+    return discipline
+
+
 class PolicyRanker:
     """One core policy object as the engine's ranker (see the module docstring)."""
 
     def __init__(self, policy: Any, name: str | None = None, config: Any = None, total_gpus: int = 0):
         self.policy = policy
         self.name = name or policy.name
-        self.discipline = policy.discipline
+        self.discipline = replay_discipline(policy.discipline, config)
         self.oracle = getattr(policy, "oracle", False)
         self.ledger = SimLedger()
         self.ctx = PolicyContext(now=0.0, ledger=self.ledger, config=config, total_gpus=total_gpus)

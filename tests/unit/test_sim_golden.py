@@ -98,3 +98,24 @@ def test_philly_head_replay_matches_golden(name, philly_head):
     jobs, prior = philly_head
     setup = SimSetup(gpus_per_node=8, nodes=6, fairness=True)
     check(GOLDEN / f"philly1500-{name}.json", outcome(jobs, name, setup, prior))
+
+
+@pytest.mark.parametrize("name", ("las", "gittins", "fairshare", "combined", "deadline-las"))
+def test_config_without_preemption_is_replayed_without_preemptions(name):
+    """``[preemption] enabled = false``: the daemon only orders the queue, so the replay stops no
+    running job; the same config with preemption on does preempt on this trace."""
+    from slurm_dl.core.config import load_config
+    from slurm_dl.sim.ranking import replay_discipline
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
+    off = cfg.model_copy(update={"preemption": cfg.preemption.model_copy(update={"enabled": False})})
+    setup = SimSetup(gpus_per_node=8, nodes=3, cost=PreemptionCost(30.0), fairness=False)
+    jobs = synthetic_trace(120)
+    runs = {}
+    for label, c in (("on", cfg), ("off", off)):
+        summary, results = simulate(jobs, lambda: make_ranker(name, config=c, total_gpus=24), setup)
+        runs[label] = (summary, [sj for r in results for sj in r.jobs])
+    assert runs["on"][0]["preemptions"] > 0
+    assert runs["off"][0]["preemptions"] == 0 and all(sj.preemptions == 0 for sj in runs["off"][1])
+    assert len(runs["off"][1]) == len(jobs) and all(sj.end_time is not None for sj in runs["off"][1])
+    assert replay_discipline("preemptive", off) == "backfill" and replay_discipline("lease", cfg) == "lease"
