@@ -104,8 +104,9 @@ class Prioritizer:
         self._class_notes: dict[int, str] = {}  # job -> why its class was demoted (logged once)
         dc = config.policy.deadline
         self.admission = DeadlineAdmission(dc.admission_share) if dc.admission else None
-        """Deadlines promised so far (in memory: after a restart, live deadline jobs are
-        admitted again in submission order)."""
+        """Deadlines promised so far; kept in the ledger, so a restart neither breaks a promise
+        nor decides a job's deadline twice."""
+        self._admission_restored = False
         self.idle = IdleWatcher(config.telemetry, site=config) if config.telemetry.exposition_dir else None
         self.explain_cache = ExplanationCache()  # which explanations a cycle rebuilds
         self.idle_site_factor = -self.scale.maximum
@@ -116,6 +117,14 @@ class Prioritizer:
             self.ledger = self.store.load_ledger()
             self.cycle_no = self.store.ledger_cycle()
         return self.ledger
+
+    def _said_before(self, job_id: int, kind: str, why: str) -> bool:
+        """Whether the store's latest ``kind`` decision for the job already says ``why``."""
+        try:
+            said = [d.reason for d in self.store.decisions(job_id) if d.kind == kind]
+        except StoreError:
+            return False
+        return bool(said) and said[-1] == why
 
     def run_cycle(self) -> CycleReport:
         t0 = time.perf_counter()
@@ -144,9 +153,20 @@ class Prioritizer:
             if j.job_id in ignored_deadlines:
                 j.deadline = None
         if self.admission is not None:  # a deadline the cluster cannot keep: best effort, said once
+            if not self._admission_restored:  # promises made before a restart are kept
+                self._admission_restored = True
+                try:
+                    self.admission.restore(ledger.admission)
+                except ValueError as e:
+                    log.warning("deadline admission starts afresh: %s", e)
             admission = self.admission if not self.dry_run else copy.deepcopy(self.admission)
             for jid, why in admission.step(jobs, now, snap.total_gpus()).items():
                 ignored_deadlines[jid] = demotion_message(why)
+            if not self.dry_run:
+                saved = admission.to_dict()
+                if saved != ledger.admission:
+                    ledger.admission = saved
+                    ledger.revision += 1
             for j in jobs:
                 if j.job_id in admission.demoted:
                     j.tags = {**j.tags, DEMOTED_TAG: admission.demoted[j.job_id]}
@@ -184,7 +204,10 @@ class Prioritizer:
             del self._class_notes[j]
         for j, why in ignored_deadlines.items():  # recorded once per job and reason
             if self._deadline_notes.get(j) != why:
+                first = j not in self._deadline_notes
                 self._deadline_notes[j] = why
+                if first and self._said_before(j, "deadline", why):  # before a restart
+                    continue
                 log.info("job %d: %s", j, why)
                 decisions.append((j, "deadline", None, why))
         for j in [j for j in self._deadline_notes if j not in ignored_deadlines]:

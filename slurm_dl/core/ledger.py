@@ -98,6 +98,10 @@ class Ledger:
         self.history_by_key: dict[str, list[float]] = {}
         self.finished: list[Finished] = []
         self.finished_dropped = 0
+        self.admission: dict[str, Any] = {}
+        """Deadline admission's promises and demotions (:class:`~.policy.admission.DeadlineAdmission`
+        ``to_dict``), kept here so that a restarted daemon neither breaks a promise nor
+        re-decides a demotion."""
         self.finished_withdrawn = 0  # records taken back by reopen (readers start over)
         self.revision: int = 0
 
@@ -229,6 +233,7 @@ class Ledger:
             "finished": [list(f) for f in self.finished],
             "finished_dropped": self.finished_dropped,
             "revision": self.revision,
+            "admission": self.admission,
         }
 
     @classmethod
@@ -253,6 +258,10 @@ class Ledger:
             raise ValueError(f"ledger data does not match its format: finished: {e}") from None
         led.finished_dropped = int(d.get("finished_dropped", 0))
         led.revision = int(d.get("revision", 0))
+        adm = d.get("admission", {})
+        if not isinstance(adm, dict):
+            raise ValueError("ledger data does not match its format: admission is not a table")
+        led.admission = adm
         return led
 
     def __eq__(self, other: object) -> bool:

@@ -361,3 +361,27 @@ def test_a_deadline_the_cluster_cannot_keep_is_demoted_once_with_a_message(confi
     sf = {i: c.jobs[i].site_factor for i in (1, 2, 3)}
     assert sf[1] > sf[3] > sf[2], sf  # the promised job first; the demoted one is not boosted
     assert len([d for d in p.store.decisions(2) if d.kind == "deadline"]) == 1  # said once
+
+
+def test_deadline_promises_and_demotions_survive_a_restart(config, db, tmp_path):
+    """A restarted daemon keeps each job's answer, where a daemon that forgot would decide again
+    on the cluster as it is by then: the demoted job would now be promised, and later the
+    promised one (still waiting) would be demoted."""
+    c = MemoryCluster()
+    c.add(1, 3, time_limit=3600.0, deadline=c.now + 5400.0)
+    second = c.add(2, 3, time_limit=3600.0, deadline=c.now + 5400.0)
+    second.submit_time += 1
+    c.add(3, 8, time_limit=3600.0).submit_time -= 1
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    assert p.admission.admitted.keys() == {1} and p.admission.demoted.keys() == {2}
+    del c.jobs[3]  # the best-effort job is gone: the whole cluster may be promised
+    for n, (later, forgot_admits, forgot_demotes) in enumerate([(1500.0, {1, 2}, set()), (1500.0, set(), {1, 2})]):
+        c.now += later
+        again = Prioritizer(config, c, Store(db))  # a restart
+        again.run_cycle()
+        assert again.admission.admitted.keys() == {1} and again.admission.demoted.keys() == {2}
+        forgot = Prioritizer(config, c, Store(f"sqlite:///{tmp_path / f'forgot{n}.db'}"))
+        forgot.run_cycle()
+        assert forgot.admission.admitted.keys() == forgot_admits and forgot.admission.demoted.keys() == forgot_demotes
+    assert len([d for d in again.store.decisions(2) if d.kind == "deadline"]) == 1  # said once, across restarts

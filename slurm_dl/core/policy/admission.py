@@ -2,7 +2,8 @@
 next to the deadlines it has already promised.
 
 The promise is made once, when the job is first seen (the prioritizer's first cycle with the job,
-the simulator's arrival). A job whose deadline is admitted keeps it; a job whose deadline does
+the simulator's arrival); the prioritizer keeps its answers in its ledger, so a restart changes
+none of them (:meth:`DeadlineAdmission.to_dict`, :meth:`DeadlineAdmission.restore`). A job whose deadline is admitted keeps it; a job whose deadline does
 not fit is *demoted*: it runs as best effort (never boosted for the deadline) and its owner is
 told why. Demotion never takes GPUs from anyone, so a deadline the cluster cannot meet no longer
 pushes back best-effort work on its way to being missed anyway.
@@ -80,6 +81,7 @@ class DeadlineAdmission:
     admitted: dict[int, float] = field(default_factory=dict)
     demoted: dict[int, str] = field(default_factory=dict)
     _jobs: dict[int, Job] = field(default_factory=dict)
+    _restored: set[int] = field(default_factory=set)  # admitted before a restart, job not seen since
 
     def _owed(self, now: float) -> list[tuple[float, float]]:
         out = []
@@ -141,10 +143,29 @@ class DeadlineAdmission:
                 return None
         return why
 
+    def to_dict(self) -> dict:
+        """The promises and demotions, JSON-able (the daemon keeps them in its ledger)."""
+        return {"admitted": {str(j): d for j, d in self.admitted.items()},
+                "demoted": {str(j): why for j, why in self.demoted.items()}}
+
+    def restore(self, data: dict) -> None:
+        """Take back what :meth:`to_dict` saved (a restarted daemon): each job keeps the answer it
+        was given; an admitted job's promise counts again from its next :meth:`step`. Raises
+        ValueError on data of another shape."""
+        try:
+            admitted = {int(j): float(d) for j, d in (data.get("admitted") or {}).items()}
+            demoted = {int(j): str(why) for j, why in (data.get("demoted") or {}).items()}
+        except (AttributeError, TypeError, ValueError) as e:
+            raise ValueError(f"saved deadline admission does not match its format: {e}") from None
+        self.admitted.update(admitted)
+        self.demoted.update(demoted)
+        self._restored.update(admitted)
+
     def forget(self, job_id: int) -> None:
         self.admitted.pop(job_id, None)
         self.demoted.pop(job_id, None)
         self._jobs.pop(job_id, None)
+        self._restored.discard(job_id)
 
     def step(self, jobs: Iterable[Job], now: float, total_gpus: int) -> dict[int, str]:
         """The prioritizer's cycle: forget jobs no longer live, decide new deadline jobs in
@@ -155,6 +176,9 @@ class DeadlineAdmission:
             self.forget(jid)
         for jid in self._jobs:
             self._jobs[jid] = live[jid]
+        for jid in [j for j in self._restored if j in live]:  # restored promises count again
+            self._jobs[jid] = live[jid]
+        self._restored.clear()
         best_effort = sum(j.num_gpus for j in live.values() if not candidate_deadlines(j))
         for j in sorted(live.values(), key=lambda j: (j.submit_time, j.job_id)):
             if j.deadline is not None or j.soft_deadlines:
