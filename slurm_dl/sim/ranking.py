@@ -24,6 +24,12 @@ behaviour (never a second copy of it):
                         deadline, class and FIFO): the engine keeps the pending queue sorted and
                         moves a job when its wake-up fires, instead of re-keying every job at
                         every event.
+
+With a site config, a running job the prioritizer may not preempt (it has run less than
+``[preemption] min_runtime_seconds`` in its current run, or was restarted ``max_restarts``
+times) gets a *pinned* key that outranks every other key, so no preemptive pass takes it as a
+victim; a pin for the minimum run time lifts at its end (the key's next change). The lease
+decision gets the same rules (a lease at least the minimum run time; its own restart cap).
 """
 
 from __future__ import annotations
@@ -97,6 +103,14 @@ class PolicyRanker:
         self.ledger = SimLedger()
         self.ctx = PolicyContext(now=0.0, ledger=self.ledger, config=config, total_gpus=total_gpus)
         self.config = config
+        pre = getattr(config, "preemption", None)
+        # (minimum run time, restart cap) of a running job that may be a victim (see _pinned);
+        # the lease decision applies the cap itself, and a lease at least the minimum run time
+        self._pin = None
+        if pre is not None and self.discipline == "preemptive":
+            self._pin = (pre.min_runtime_seconds, pre.max_restarts)
+        elif pre is not None and self.discipline == "lease" and policy.settings.lease_s < pre.min_runtime_seconds:
+            policy.settings = dataclasses.replace(policy.settings, lease_s=pre.min_runtime_seconds)
         self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
         self._lease_keys: dict[int, tuple] = {}
         # a waiting job's place in the lease fill order changes only with its account's
@@ -182,11 +196,31 @@ class PolicyRanker:
         self.ctx.now = now
         return j
 
+    def _pinned(self, sj: SimJob, now: float) -> float | None:
+        """For a running job the site's rules keep from being preempted now: when that ends
+        (``INF``: not before it stops, it reached the restart cap); else ``None``."""
+        if self._pin is None or not sj.running:
+            return None
+        if sj.job.restarts >= self._pin[1]:
+            return INF
+        end = sj.seg_start + self._pin[0]
+        return end if now < end else None
+
+    @staticmethod
+    def _pin_key(sj: SimJob) -> tuple:
+        return (-INF, sj.job.job_id)
+
     def key(self, sj: SimJob, now: float) -> tuple:
+        if self._pin is not None and self._pinned(sj, now) is not None:
+            return self._pin_key(sj)
         return self._key(self._sync(sj, now), self.ctx)
 
     def key_and_next(self, sj: SimJob, now: float) -> tuple[tuple, float | None]:
         """``(key(sj, now), next_change(sj, now))`` in one call to the policy."""
+        if self._pin is not None:
+            until = self._pinned(sj, now)
+            if until is not None:
+                return self._pin_key(sj), (None if until == INF else until)
         if self._starving is not None:
             return self.key(sj, now), self.next_change(sj, now)
         k, t = self._key_next(self._sync(sj, now), self.ctx)
@@ -195,6 +229,10 @@ class PolicyRanker:
         return k, (t if t > now else math.nextafter(now, INF))
 
     def next_change(self, sj: SimJob, now: float) -> float | None:
+        if self._pin is not None:
+            until = self._pinned(sj, now)
+            if until is not None:
+                return None if until == INF else until
         if sj.running and self._starving is not None and sj.executed0 == 0.0:
             now = math.nextafter(now, INF)  # see group_key: the lapse of that promotion
         j = self._sync(sj, now)
@@ -230,6 +268,8 @@ class PolicyRanker:
 
     def group_key(self, sj: SimJob, now: float) -> tuple:
         """The job's key without its account's fair-share standing (grouped rankers)."""
+        if self._pin is not None and self._pinned(sj, now) is not None:
+            return self._pin_key(sj)
         if self._local_key is None:  # fair share alone: (factor, submit, id)
             return (sj.job.submit_time, sj.job.job_id)
         if sj.running and self._starving is not None and sj.executed0 == 0.0:
@@ -257,6 +297,8 @@ class PolicyRanker:
     def head_key(self, sj: SimJob, now: float) -> tuple:
         """The real key (what ``key`` returns) from the job's cached per-job key and its
         account's factor. Only for a job whose cached key is current (in the engine's queues)."""
+        if sj.running and self._pin is not None and sj.static_key[0] == -INF:
+            return sj.static_key  # pinned (see _pinned)
         f = self._factor(sj.account, now)  # -factor
         if self._local_key is None:
             return (f, sj.job.submit_time, sj.job.job_id)
