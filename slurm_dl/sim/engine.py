@@ -355,11 +355,11 @@ def run_cluster(
         if not n_waiting[0]:
             return
         hk = ranker.head_key
-        best = min(hk(js[0], now) for _, js in gp.values() if js)
-        tails = [hk(js[-1], now) for _, js in gr.values() if js]
-        kinds = (gp, gr)
         heap: list = []
         g_merge(gp, now, 0, heap)
+        best = min(h[0] for h in heap)  # the best waiting job's key (each account's head)
+        tails = [hk(js[-1], now) for _, js in gr.values() if js]
+        kinds = (gp, gr)
         chosen: list[SimJob] = []
         if not tails or best > max(tails):
             # every running job outranks every waiting one: nothing to preempt, fill free GPUs
