@@ -95,7 +95,8 @@ class LeaseSettings:
         if config is None:
             return cls(**overrides)
         fs, pc = config.policy.fairshare, config.preemption
-        base = dict(lease_s=fs.lease_seconds, restart_s=pc.restart_delay_seconds, hysteresis=fs.lease_hysteresis,
+        # a lease is never shorter than the minimum run before any preemption
+        base = dict(lease_s=max(fs.lease_seconds, pc.min_runtime_seconds), restart_s=pc.restart_delay_seconds, hysteresis=fs.lease_hysteresis,
                     shares=dict(fs.shares), default_share=fs.default_share, max_restarts=pc.max_restarts)
         base.update(overrides)
         return cls(**base)

@@ -140,6 +140,10 @@ def test_config_reads_the_lease_and_warns_when_fair_share_cannot_preempt():
     assert any("fair share get GPUs only as jobs end" in w for w in config_warnings(off))
     short = parse_config({**base, "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 5}}})
     assert any("shorter than a restart" in w for w in config_warnings(short))
+    # the lease never ends before the minimum run every preemption respects
+    floor = parse_config({**base, "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 5}},
+                          "preemption": {"min_runtime_seconds": 120}})
+    assert LeaseSettings.from_config(floor).lease_s == 120.0
 
 
 # --- where the GPUs are: free GPUs in pieces do not start a one-node job --------------------
