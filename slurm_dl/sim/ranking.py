@@ -41,6 +41,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..core.config import PrioritizerConfig
 from ..core.fairness import NodeView, plan_fair_preemptions, standings
 from ..core.ledger import Ledger
 from ..core.policy import PolicyContext, get_policy, policy_names
@@ -117,8 +118,11 @@ class PolicyRanker:
         # standing (no starvation guard): the engine keeps the waiting jobs bucketed
         self.lease_static_pending = policy.discipline == "lease" and getattr(
             getattr(policy, "las", None), "starvation_factor", 0) is None
-        # the lease decision runs at most this often (sim seconds), like the daemon's cycle
-        self.decide_every_s = 60.0
+        # the lease decision runs at most this often (sim seconds): the daemon's cycle (the
+        # site's prioritizer interval, 5 s by default). A slower cadence is no model of the
+        # daemon: an account's job of seconds that waits for the next decision is what its
+        # finish-time fairness measures
+        self.decide_every_s = (config.prioritizer if config is not None else PrioritizerConfig()).interval_seconds
         t = type(policy)
         self.static = t in (FifoPolicy, SjfPolicy) or issubclass(t, (FifoPolicy, SjfPolicy))
         comps = _components(policy)
