@@ -114,6 +114,7 @@ class PolicyRanker:
             policy.settings = dataclasses.replace(policy.settings, lease_s=pre.min_runtime_seconds)
         self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
         self._lease_keys: dict[int, tuple] = {}
+        self._run_keys: dict[int, tuple] = {}  # running jobs' lease keys (see lease_moves)
         # a waiting job's place in the lease fill order changes only with its account's
         # standing (no starvation guard): the engine keeps the waiting jobs bucketed
         self.lease_static_pending = policy.discipline == "lease" and getattr(
@@ -360,10 +361,25 @@ class PolicyRanker:
             jr = [s.job for s in running]
             queues = pending
             computed, sync, by_run = within, self._sync, {s.job.job_id: s for s in running}
+            las, cache = pol.las, self._run_keys
+            th = las.thresholds
+
+            def run_key(sj):
+                # a running job's key (LAS queue, 0, submit, id) changes only when its attained
+                # service (as the policy rounds it) crosses a threshold: cached per run until then
+                dt = now - sj.seg_start
+                a = round(sj.executed0 + dt, 6) if las.by_time else round(sj.attained0 + sj.gpus * dt, 6)
+                c = cache.get(sj.seq)
+                if c is not None and c[0] == sj.version and c[1] <= a < c[2]:
+                    return c[3]
+                k = computed(sync(sj, now))
+                q = k[0]
+                cache[sj.seq] = (sj.version, th[q - 1] if q > 0 else -INF, th[q] if q < len(th) else INF, k)
+                return k
 
             def within(j, _get=waiting.get):
                 sj = _get(j.job_id)
-                return sj.pend_key if sj is not None else computed(sync(by_run[j.job_id], now))
+                return sj.pend_key if sj is not None else run_key(by_run[j.job_id])
         nodes = None
         if node_free is not None and per_node:
             nodes = NodeView(size=dict.fromkeys(range(len(node_free)), per_node), free=dict(enumerate(node_free)),
