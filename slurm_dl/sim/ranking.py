@@ -99,7 +99,7 @@ class PolicyRanker:
     def __init__(self, policy: Any, name: str | None = None, config: Any = None, total_gpus: int = 0):
         self.policy = policy
         self.name = name or policy.name
-        self.discipline = replay_discipline(policy.discipline, config)
+        self._discipline = replay_discipline(policy.discipline, config)
         self.oracle = getattr(policy, "oracle", False)
         self.ledger = SimLedger()
         self.ctx = PolicyContext(now=0.0, ledger=self.ledger, config=config, total_gpus=total_gpus)
@@ -200,6 +200,18 @@ class PolicyRanker:
             j.executed_s = sj.executed0 + dt
         self.ctx.now = now
         return j
+
+    @property
+    def discipline(self) -> str:
+        return self._discipline
+
+    @discipline.setter
+    def discipline(self, value: str) -> None:
+        """A replay that places the order without preempting (``simulate --slurm-backfill``) has
+        no victims to keep: the pins, and their wake-ups, go with preemption."""
+        self._discipline = value
+        if value != "preemptive":
+            self._pin = None
 
     def _pinned(self, sj: SimJob, now: float) -> float | None:
         """For a running job the site's rules keep from being preempted now: when that ends

@@ -89,3 +89,33 @@ def test_lease_shorter_than_the_minimum_run_time_waits_for_it():
                     RecordingCost(30.0))
     assert r.preemptions == len(RAN) > 0
     assert min(RAN) >= 120.0 - 1e-6 and max(sj.preemptions for sj in r.jobs) <= 2
+
+
+def test_a_replay_placed_by_backfill_has_no_pins():
+    """``simulate --slurm-backfill`` sets the discipline after the ranker is made: the pins (and
+    their wake-ups at the end of each minimum run) go, so the replay equals the policy's own
+    non-preemptive order placed by backfill."""
+    from slurm_dl.core.policy import get_policy
+    from slurm_dl.sim.ranking import PolicyRanker
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
+    setup = SimSetup(gpus_per_node=8, nodes=3, cost=PreemptionCost(30.0), fairness=False)
+    jobs = synthetic_trace(150)
+
+    def cli():
+        r = make_ranker(cfg.policy.mix, config=cfg, total_gpus=24)
+        r.discipline = "backfill"
+        return r
+
+    def queue_order():
+        r = PolicyRanker(get_policy(cfg.policy.mix, cfg, preemptive=False), cfg.policy.mix, cfg, 24)
+        r.discipline = "backfill"
+        return r
+
+    assert cli()._pin is None
+    runs = []
+    for factory in (cli, queue_order):
+        summary, results = simulate(jobs, factory, setup)
+        runs.append(sorted((sj.job.job_id, sj.first_start, sj.end_time) for r in results for sj in r.jobs))
+        assert summary["preemptions"] == 0
+    assert runs[0] == runs[1]
