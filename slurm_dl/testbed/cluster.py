@@ -485,6 +485,13 @@ class Testbed:
         process.stop(daemons)
         leftovers = [p for p in everything if p not in daemons and process.alive(p)]
         process.stop(leftovers, term_wait_s=2.0)
+        for _ in range(3):  # what was started meanwhile (a service's last squeue, an epilog)
+            keep = set(process.with_descendants(list(spare))) if spare else set()
+            late = [p for p in process.marked_processes(root) if p not in keep and p not in daemons]
+            if not late:
+                break
+            process.stop(late, term_wait_s=2.0)
+            leftovers += [p for p in late if p not in leftovers]
         if self.layout.pid_dir.is_dir():
             for pid_file in self.layout.pid_dir.glob("*.pid"):
                 pid_file.unlink(missing_ok=True)
