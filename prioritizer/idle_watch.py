@@ -8,8 +8,9 @@ Actions, each once per idle spell and only when enforced (not ``dry_run``, not `
 ``warn`` — a log line and/or a ``[slurm-dl: …]`` note appended to the job's comment
 (``[telemetry] warn_via``); ``deprioritize`` — the job is marked so the cycle holds its SiteFactor
 at the bottom and the preemption planner takes it first (it is requeued by the normal
-signal → checkpoint → requeue path, never cancelled); ``cancel`` — the job is cancelled if it opted in to preemption (it can resume), and
-deprioritized otherwise: slurm-dl never cancels a job that did not opt in. An action
+signal → checkpoint → requeue path, never cancelled); ``cancel`` — the job is cancelled if it
+opted in to preemption (it can resume), and deprioritized otherwise: slurm-dl never cancels a
+job that did not opt in. An action
 never comes before a warning: a job that reaches it unwarned is warned this cycle, acted on next.
 A job whose GPUs are used again starts over (``ok``).
 """

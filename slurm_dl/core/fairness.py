@@ -95,10 +95,11 @@ class LeaseSettings:
         if config is None:
             return cls(**overrides)
         fs, pc = config.policy.fairshare, config.preemption
-        # a lease is never shorter than the minimum run before any preemption
-        base = dict(lease_s=max(fs.lease_seconds, pc.min_runtime_seconds), restart_s=pc.restart_delay_seconds, hysteresis=fs.lease_hysteresis,
+        base = dict(lease_s=fs.lease_seconds, restart_s=pc.restart_delay_seconds, hysteresis=fs.lease_hysteresis,
                     shares=dict(fs.shares), default_share=fs.default_share, max_restarts=pc.max_restarts)
         base.update(overrides)
+        # a lease is never shorter than the minimum run before any preemption
+        base["lease_s"] = max(float(base["lease_s"]), pc.min_runtime_seconds)
         return cls(**base)
 
     def share(self, account: str) -> float:

@@ -114,7 +114,7 @@ def run_cluster(
     # constant between the ranker's next_change events (cached in ``static_key``)
     # pending keys may also be piecewise constant, changing only at the job's own next_change
     # (starvation promotion, deadline boost): kept sorted and re-inserted at those wake-ups
-    piecewise = getattr(ranker, "pending_piecewise", False) and discipline in ("preemptive", "strict", "firstfit", "backfill")
+    piecewise = getattr(ranker, "pending_piecewise", False) and discipline != "lease"
     sorted_pending = static or getattr(ranker, "pending_static", False) or piecewise
     cached_running = getattr(ranker, "running_key_cached", False)
     by_cached_key = attrgetter("static_key")

@@ -106,12 +106,11 @@ class PolicyRanker:
         self.config = config
         pre = getattr(config, "preemption", None)
         # (minimum run time, restart cap) of a running job that may be a victim (see _pinned);
-        # the lease decision applies the cap itself, and a lease at least the minimum run time
+        # the lease decision applies both itself (LeaseSettings: the cap, a lease at least the
+        # minimum run time)
         self._pin = None
         if pre is not None and self.discipline == "preemptive":
             self._pin = (pre.min_runtime_seconds, pre.max_restarts)
-        elif pre is not None and self.discipline == "lease" and policy.settings.lease_s < pre.min_runtime_seconds:
-            policy.settings = dataclasses.replace(policy.settings, lease_s=pre.min_runtime_seconds)
         self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
         self._lease_keys: dict[int, tuple] = {}
         self._run_keys: dict[int, tuple] = {}  # running jobs' lease keys (see lease_moves)

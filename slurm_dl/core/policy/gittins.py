@@ -223,17 +223,21 @@ class GittinsPolicy(PriorityPolicy):
         got = self._learnt(job)
         if got is not None:
             return got[0]
-        return self._index[bisect.bisect_right(self._edges, job.attained_gpu_s + EDGE_TOLERANCE_GPU_S) - 1]
+        return self._index[self._bin(job.attained_gpu_s) - 1]
+
+    def _bin(self, attained_gpu_s: float) -> int:
+        """The number of bin edges at or below ``attained_gpu_s`` (within the tolerance)."""
+        return bisect.bisect_right(self._edges, attained_gpu_s + EDGE_TOLERANCE_GPU_S)
 
     def next_edge(self, attained_gpu_s: float, ctx: PolicyContext) -> float | None:
         """The first bin edge above ``attained_gpu_s`` (where the index next changes), or None."""
         self._refresh(ctx)
-        i = bisect.bisect_right(self._edges, attained_gpu_s + EDGE_TOLERANCE_GPU_S)
+        i = self._bin(attained_gpu_s)
         return self._edges[i] if i < len(self._edges) else None
 
     def index_at(self, attained_gpu_s: float, ctx: PolicyContext) -> float:
         self._refresh(ctx)
-        return self._index[bisect.bisect_right(self._edges, attained_gpu_s + EDGE_TOLERANCE_GPU_S) - 1]
+        return self._index[self._bin(attained_gpu_s) - 1]
 
     # --- the interface -------------------------------------------------------------------
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
@@ -249,7 +253,7 @@ class GittinsPolicy(PriorityPolicy):
         got = self._learnt(job)
         if got is not None:
             return ctx.now + max(0.0, got[1] - job.attained_gpu_s) / job.num_gpus
-        i = bisect.bisect_right(self._edges, job.attained_gpu_s + EDGE_TOLERANCE_GPU_S)
+        i = self._bin(job.attained_gpu_s)
         if i >= len(self._edges):
             return None
         return ctx.now + (self._edges[i] - job.attained_gpu_s) / job.num_gpus
@@ -266,7 +270,7 @@ class GittinsPolicy(PriorityPolicy):
             nxt = ctx.now + max(0.0, got[1] - a) / gpus if moving else None
         else:
             edges = self._edges
-            i = bisect.bisect_right(edges, a + EDGE_TOLERANCE_GPU_S)
+            i = self._bin(a)
             index = self._index[i - 1]
             nxt = ctx.now + (edges[i] - a) / gpus if moving and i < len(edges) else None
         return (-index, job.submit_time, job.job_id), nxt
