@@ -57,7 +57,7 @@ counted but not replayed, CPU-only jobs dropped unless --keep-cpu-jobs.
 Exporting the history (set -S to the period you want):
   sacct -a --duplicates -S 2024-01-01 -E now --json > history.json
   F=JobID,JobIDRaw,User,Account,Partition,JobName,State,Submit,Start
-  F=$F,End,Elapsed,Timelimit,AllocTRES,ReqTRES
+  F=$F,End,Elapsed,Timelimit,AllocTRES,ReqTRES,AdminComment
   TZ=UTC sacct -a -P --duplicates -S 2024-01-01 -E now -o $F > history.txt
 
 Scheduler overheads: a replay starts a job the moment GPUs are free; a live
@@ -69,6 +69,11 @@ next start, median) and replays with it; --dispatch auto:2 leaves half of a
 live cluster does when no job opted in to preemption: no preemption, and
 Slurm's backfill starts jobs in each policy's order (from the jobs' time
 limits), instead of the policy's own discipline.
+
+Who may be preempted: in sacct histories, the filter's tag in each job's
+admin comment says which jobs opted in; the replay never preempts the others,
+as the prioritizer would not. --opt-in all: as if every job checkpointed;
+--opt-in none: no job opted in. Other traces: every job opted in.
 
 Site configs: --config replays the site's deployed settings (cluster size,
 LAS thresholds, fair-share shares, the restart delay of a preemption); give
@@ -102,6 +107,23 @@ def _thresholds(text: str) -> list[float]:
     if not vals or any(v <= 0 or not math.isfinite(v) for v in vals) or any(b <= a for a, b in zip(vals, vals[1:])):
         raise SlurmDLError(f"--las-thresholds: got {text!r}; allowed: positive, strictly increasing GPU-seconds")
     return vals
+
+
+OPT_IN = ("recorded", "all", "none")
+
+
+def _apply_opt_in(jobs, opt_in: str, as_json: bool) -> None:
+    """``--opt-in``: who the replay may preempt. ``recorded`` keeps what the trace says (a
+    sacct history: the filter's tag; public traces: every job); ``all`` asks what preemption
+    would do if every job checkpointed; ``none`` replays preemptive policies without victims."""
+    if opt_in not in OPT_IN:
+        raise SlurmDLError(f"--opt-in: got {opt_in!r}; allowed: {', '.join(OPT_IN)}")
+    if opt_in == "recorded":
+        return
+    for j in jobs:
+        j.checkpointable = opt_in == "all"
+        j.requeue = True if opt_in == "all" else None
+    typer.echo(f"--opt-in {opt_in}: {'every' if opt_in == 'all' else 'no'} job taken as opted in to preemption", err=as_json)
 
 
 def _default_prior(trace: Path) -> Path | None:
@@ -146,6 +168,7 @@ def simulate(
     report: Optional[Path] = typer.Option(None, "--report", help="write a self-contained HTML report, DIR/index.html"),
     dispatch: Optional[str] = typer.Option(None, "--dispatch", help="scheduler overheads: auto[:PASS] (from the history) or RELEASE[:PASS] seconds"),
     slurm_backfill: bool = typer.Option(False, "--slurm-backfill", help="no preemption: Slurm's backfill starts jobs in each policy's order"),
+    opt_in: str = typer.Option("recorded", "--opt-in", help="jobs that may be preempted: recorded (sacct: the filter's tag; other traces: all) | all | none"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -154,7 +177,8 @@ def simulate(
 def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
-         quiet=False, from_slurm=False, report=None, dispatch=None, slurm_backfill=False) -> None:
+         quiet=False, from_slurm=False, report=None, dispatch=None, slurm_backfill=False,
+         opt_in="recorded") -> None:
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.traces import HISTORY_FORMATS, parse_time, read_history, read_trace
 
@@ -183,6 +207,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         jobs = read_trace(trace, fmt, t0, t1)
     if not jobs:
         raise TraceError(f"{trace}: no jobs submitted in the window [{start}, {end})")
+    _apply_opt_in(jobs, opt_in, as_json)
     if report:  # find out now, not after a long replay, that the report cannot be written
         try:
             Path(report).mkdir(parents=True, exist_ok=True)

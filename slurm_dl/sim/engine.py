@@ -95,6 +95,9 @@ def run_cluster(
         raise ValueError(
             f"{len(too_big)} jobs too big for {spec.name!r} ({total} GPUs): {ids} (max {big.num_gpus})"
         )
+    keep = getattr(ranker, "keep_unresumable", None)
+    if keep is not None:  # jobs that cannot resume are never victims (pinned while they run)
+        keep(jobs)
     sims = [SimJob(i, j) for i, j in enumerate(jobs)]
     arrivals = sorted(sims, key=lambda s: (s.submit, s.seq))
     free = [per_node] * spec.nodes

@@ -17,7 +17,12 @@ What real accounting holds, and what becomes of it:
 * the group (account in the simulator: fair share, ρ) is the Slurm account, or the partition
   with ``group="partition"``;
 * times: epoch seconds in JSON; ``sacct -P`` prints local time without a zone, so export with
-  ``TZ=UTC`` (a time with an explicit offset is honoured).
+  ``TZ=UTC`` (a time with an explicit offset is honoured);
+* what the job_submit filter decided, from its tag in the admin comment (JSON
+  ``comment.administrator``, ``sacct -P`` field ``AdminComment``): the job's class, its deadline
+  and whether it opted in to preemption (``ckpt``). A job without a tag did not pass the filter
+  and did not opt in: the replay never preempts it, as the prioritizer would not. Helios CSV
+  carries no such record: its jobs are taken as opted in, like the public traces'.
 
 A record that cannot be read raises :class:`~slurm_dl.core.errors.TraceError` naming the line (or the
 JSON array index) and the field; with ``skip_bad`` it is skipped and counted instead.
@@ -36,9 +41,10 @@ from typing import Any, Iterable
 
 from ..core.errors import TraceError
 from ..core.model import Job
+from ..core.tags import parse_tag
 
 SACCT_FIELDS = ("JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "State", "Submit", "Start",
-                "End", "Elapsed", "Timelimit", "AllocTRES", "ReqTRES")
+                "End", "Elapsed", "Timelimit", "AllocTRES", "ReqTRES", "AdminComment")
 SACCT_COMMAND = ("TZ=UTC sacct -a -P --duplicates -S 2024-01-01 -E now -o " + ",".join(SACCT_FIELDS))
 SACCT_JSON_COMMAND = "sacct -a --duplicates -S 2024-01-01 -E now --json"
 HELIOS_FIELDS = ("job_id", "user", "vc", "jobname", "gpu_num", "cpu_num", "node_num", "state", "submit_time",
@@ -57,6 +63,9 @@ class ImportStats:
     cpu_only_dropped: int = 0
     bad_skipped: int = 0
     bad_examples: list[str] = field(default_factory=list)
+    tagged: int | None = None  # jobs with the filter's tag (None: the format records none)
+    opted_in: int | None = None  # of the jobs replayed, those that opted in to preemption
+    opt_in_note: str = ""
 
     def describe(self) -> str:
         parts = [f"{self.jobs} jobs replayed from {self.records} records"]
@@ -69,6 +78,10 @@ class ImportStats:
                         (self.bad_skipped, "bad records skipped")):
             if n:
                 parts.append(f"{n} {what}")
+        if self.opted_in is not None:
+            parts.append(f"{self.opted_in} opted in to preemption")
+        if self.opt_in_note:
+            parts.append(self.opt_in_note)
         return "; ".join(parts)
 
 
@@ -200,6 +213,7 @@ class _Rec:
     gpus: int
     gpu_type: str | None
     array: bool = False
+    admin_comment: str | None = None  # None: the format has no such field
 
 
 def _fold(recs: Iterable[_Rec], stats: ImportStats, keep_cpu: bool, group: str) -> list[Job]:
@@ -244,10 +258,32 @@ def _fold(recs: Iterable[_Rec], stats: ImportStats, keep_cpu: bool, group: str) 
                   duration=run, time_limit=last.limit,
                   tags={"recorded_start": repr(min(r.start for r in started)), "slurm_job_id": key,
                         "slurm_account": last.account, "state": last.state})
+        if last.admin_comment is not None:
+            _apply_tag(job, last.admin_comment, stats)
         out.append(job)
     out.sort(key=lambda j: (j.submit_time, j.job_id))
     stats.jobs = len(out)
+    if stats.tagged is not None:
+        stats.opted_in = sum(1 for j in out if j.checkpointable)
     return out
+
+
+def _apply_tag(job: Job, comment: str, stats: ImportStats) -> None:
+    """What the filter decided about ``job``, from its admin-comment tag; no tag: it did not pass
+    the filter, so it did not opt in to preemption (the prioritizer never preempts it)."""
+    stats.tagged = stats.tagged or 0
+    tag = parse_tag(comment)
+    if tag is None:
+        job.checkpointable = False
+        return
+    stats.tagged += 1
+    job.job_class = tag.job_class
+    job.checkpointable = tag.checkpointable
+    job.signal_target = tag.signal_target
+    if tag.checkpointable:
+        job.requeue = True  # the filter turns requeue on for jobs that opt in
+    if tag.deadline is not None:
+        job.deadline = float(tag.deadline)
 
 
 def _bad(stats: ImportStats, skip_bad: bool, where: str, err: Exception) -> None:
@@ -282,12 +318,15 @@ def _json_rec(j: Any) -> _Rec:
     start = _number(t.get("start"), "time.start")
     end = _number(t.get("end"), "time.end")
     elapsed = _number(t.get("elapsed"), "time.elapsed")
+    comment = j.get("comment")
+    admin = str(comment.get("administrator") or "") if isinstance(comment, dict) else ""
     return _Rec(
         key=str(jid), user=str(j.get("user") or assoc.get("user") or ""),
         account=str(j.get("account") or assoc.get("account") or ""), partition=str(j.get("partition") or ""),
         name=str(j.get("name") or ""), state=_state(j.get("state")), submit=submit,
         start=start if start else None, end=end if end else None, elapsed=elapsed,
         limit=None if limit is None else limit * 60.0, gpus=g, gpu_type=gt, array=task is not None,
+        admin_comment=admin,
     )
 
 
@@ -324,6 +363,8 @@ def read_sacct_text(text: str, source: str, *, keep_cpu: bool = False, skip_bad:
     if missing:
         raise TraceError(f"{source}:1: not sacct -P output: missing field(s) {', '.join(missing)} "
                          f"(the export command is in slurm-dl simulate --help)")
+    if "AdminComment" not in header:
+        stats.opt_in_note = "no AdminComment field: every job taken as opted in to preemption"
     recs = []
     for n, line in enumerate(lines[1:], 2):
         if not line.strip():
@@ -356,7 +397,8 @@ def read_sacct_text(text: str, source: str, *, keep_cpu: bool = False, skip_bad:
                        state=_state(row["State"]), submit=parse_clock(row["Submit"], "Submit"),
                        start=start, end=end, elapsed=elapsed,
                        limit=parse_duration(row.get("Timelimit", ""), "Timelimit") if row.get("Timelimit") else None,
-                       gpus=g, gpu_type=gt, array="_" in jid)
+                       gpus=g, gpu_type=gt, array="_" in jid,
+                       admin_comment=row.get("AdminComment"))
             if rec.submit is None:
                 raise _Bad("Submit", "missing")
         except _Bad as e:

@@ -30,6 +30,10 @@ With a site config, a running job the prioritizer may not preempt (it has run le
 times) gets a *pinned* key that outranks every other key, so no preemptive pass takes it as a
 victim; a pin for the minimum run time lifts at its end (the key's next change). The lease
 decision gets the same rules (a lease at least the minimum run time; its own restart cap).
+A job the prioritizer never preempts (it did not opt in, or its class may not be preempted:
+:func:`~slurm_dl.core.preemption.resume_kind`) is pinned for its whole run, config or not
+(:meth:`PolicyRanker.keep_unresumable`, which the engine calls with the cluster's jobs); the
+lease decision asks the same question of each victim itself.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from typing import Any, Sequence
 from ..core.config import PrioritizerConfig
 from ..core.fairness import NodeView, plan_fair_preemptions, standings
 from ..core.ledger import Ledger
+from ..core.preemption import RESUME_NEVER, resume_kind
 from ..core.policy import PolicyContext, get_policy, policy_names
 from ..core.policy.combined import CombinedPolicy
 from ..core.policy.admission import DeadlineAdmission
@@ -111,6 +116,7 @@ class PolicyRanker:
         self._pin = None
         if pre is not None and self.discipline == "preemptive":
             self._pin = (pre.min_runtime_seconds, pre.max_restarts)
+        self._never: frozenset[int] = frozenset()  # ids of jobs never preempted (keep_unresumable)
         self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
         self._lease_keys: dict[int, tuple] = {}
         self._run_keys: dict[int, tuple] = {}  # running jobs' lease keys (see lease_moves)
@@ -212,12 +218,24 @@ class PolicyRanker:
         if value != "preemptive":
             self._pin = None
 
+    def keep_unresumable(self, jobs: Sequence) -> None:
+        """Pin, in a preemptive replay, every job of ``jobs`` the prioritizer would never preempt
+        (see the module docstring): a what-if must not take GPUs from work that cannot resume."""
+        if self.discipline != "preemptive":
+            return
+        self._never = frozenset(j.job_id for j in jobs if resume_kind(j, self.config)[0] == RESUME_NEVER)
+        if self._never and self._pin is None:
+            self._pin = (0.0, None)
+
     def _pinned(self, sj: SimJob, now: float) -> float | None:
         """For a running job the site's rules keep from being preempted now: when that ends
-        (``INF``: not before it stops, it reached the restart cap); else ``None``."""
+        (``INF``: not before it stops: it cannot resume, or it reached the restart cap); else
+        ``None``."""
         if self._pin is None or not sj.running:
             return None
-        if sj.job.restarts >= self._pin[1]:
+        if sj.job.job_id in self._never:
+            return INF
+        if self._pin[1] is not None and sj.job.restarts >= self._pin[1]:
             return INF
         end = sj.seg_start + self._pin[0]
         return end if now < end else None

@@ -167,7 +167,8 @@ def test_cli_slurm_backfill_places_in_the_policy_order_without_preempting(tmp_pa
     p.write_text(json.dumps({"jobs": [rec(1, 1000, 1000, 1100, 3, 10), rec(2, 1001, 1100, 1110, 4, 10),
                                       rec(3, 1002, 1002, 1012, 1, 1)]}))
     args = ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1", "--gpus-per-node", "4",
-            "--policy", "fifo", "--policy", "las", "--las-thresholds", "5", "--no-fairness", "--quiet", "--json"]
+            "--policy", "fifo", "--policy", "las", "--las-thresholds", "5", "--no-fairness", "--quiet", "--json",
+            "--opt-in", "all"]  # no filter tags in these records: without it nobody opted in to preemption
     plain = json.loads(CliRunner().invoke(app, args).stdout)
     r = CliRunner().invoke(app, [*args, "--slurm-backfill"])
     assert r.exit_code == 0, r.output

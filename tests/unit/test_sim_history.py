@@ -155,3 +155,41 @@ def test_simulate_reads_sacct_json_and_reports_counts(tmp_path):
     assert out["import"]["jobs"] == 8 and out["import"]["not_started"] == 1
     assert out["policies"]["fifo"]["jobs"] == 8
     assert read_history(p, "sacct-json")[1].steps_folded == 18
+
+
+def test_the_filters_tag_says_who_opted_in_to_preemption():
+    """The admin comment holds the filter's tag: its class, deadline and ``ckpt`` come into the
+    replay; a job without a tag did not pass the filter and may not be preempted."""
+    tag = "sdl1:class=train;ckpt=1;gpus=2;shape=any;deadline=5000"
+    doc = {"jobs": [_job_2205(1, comment={"administrator": tag, "job": "", "system": ""}),
+                    _job_2205(2, comment={"administrator": "sdl1:class=interactive;ckpt=0;gpus=2;shape=any"}),
+                    _job_2205(3, comment={"administrator": "sdl1:class=train;ckpt=1"}),  # not a whole tag
+                    _job_2205(4)]}
+    jobs, st = read_sacct_json(json.dumps(doc), "h.json")
+    by = {j.job_id: j for j in jobs}
+    assert by[1].checkpointable and by[1].requeue and by[1].deadline == 5000.0
+    assert by[2].job_class.value == "interactive" and not by[2].checkpointable
+    assert not by[3].checkpointable and not by[4].checkpointable
+    assert (st.tagged, st.opted_in) == (2, 1) and "1 opted in to preemption" in st.describe()
+    header, *rows = SACCT_P.splitlines()
+    text = "\n".join([header + "|AdminComment"] + [r + ("|" + tag if r.startswith("7|") else "|") for r in rows])
+    jobs, st = read_sacct_text(text, "h.txt")
+    assert {j.tags["slurm_job_id"]: j.checkpointable for j in jobs} == {"7": True, "9": False}
+    jobs, st = read_sacct_text(SACCT_P, "h.txt")  # an export without the field: nothing recorded
+    assert all(j.checkpointable for j in jobs) and "no AdminComment field" in st.describe()
+
+
+def test_simulate_opt_in_choices(tmp_path):
+    doc = {"jobs": [_job_2205(i, submit=1000 + i, start=1000 + i, end=5000 + 10 * i, gpus=4) for i in range(1, 5)]}
+    p = tmp_path / "h.json"
+    p.write_text(json.dumps(doc))
+    base = ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1", "--gpus-per-node", "4",
+            "--policy", "las", "--las-thresholds", "100", "--no-fairness", "--json"]
+    runs = {}
+    for choice in ("recorded", "all", "none"):
+        r = CliRunner().invoke(app, base + ["--opt-in", choice])
+        assert r.exit_code == 0, r.output
+        runs[choice] = json.loads(r.stdout)["policies"]["las"]["preemptions"]
+    assert runs["recorded"] == runs["none"] == 0 < runs["all"]  # no tags: nobody opted in
+    r = CliRunner().invoke(app, base + ["--opt-in", "some"])
+    assert r.exit_code != 0 and r.output.strip().splitlines()[-1].startswith("error: --opt-in")

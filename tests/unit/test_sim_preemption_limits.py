@@ -119,3 +119,22 @@ def test_a_replay_placed_by_backfill_has_no_pins():
         runs.append(sorted((sj.job.job_id, sj.first_start, sj.end_time) for r in results for sj in r.jobs))
         assert summary["preemptions"] == 0
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("name", ("las", "gittins", "combined", "deadline-las", "fairshare"))
+@pytest.mark.parametrize("with_config", (False, True))
+def test_jobs_that_did_not_opt_in_are_never_victims(name, with_config):
+    """The prioritizer never preempts a job that did not opt in (no ``dl:ckpt``): neither may a
+    replay of it, with or without a site config, on the fast and the reference path."""
+    cfg = load_config(CONFIG) if with_config else None
+    jobs = synthetic_trace(150)
+    for j in jobs[::2]:
+        j.checkpointable = False
+    legacy = {j.job_id for j in jobs[::2]}
+    for fast in (True, False):
+        r = run_cluster(jobs, ClusterSpec("c", 3, 8), make_ranker(name, config=cfg, total_gpus=24),
+                        PreemptionCost(30.0), fast=fast)
+        assert all(sj.end_time is not None for sj in r.jobs)
+        hit = [sj.job.job_id for sj in r.jobs if sj.preemptions]
+        assert hit, "the trace must make the policy preempt at all"
+        assert not legacy & set(hit), f"{name}: preempted jobs that did not opt in: {sorted(legacy & set(hit))[:5]}"
