@@ -9,6 +9,7 @@ announce — see :meth:`Store.begin_preemption` — so a restart never repeats o
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -75,6 +76,22 @@ class ExplanationParts:
     per_cycle: dict[str, Any] = field(default_factory=dict)  # values shared by every job (at, ranked)
 
 
+def _private_sqlite_file(url: str) -> None:
+    """Create a new SQLite file readable by its owner alone (0600) before SQLite creates it with
+    the umask's mode: it holds every user's job names, reasons and accounting, which users
+    should see only through ``explain`` (their own jobs). SQLite gives its WAL and journal files
+    the database file's mode. An existing file keeps the mode the admin gave it."""
+    path = sqlite_path(url)
+    if not path or not Path(path).parent.is_dir():
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # opening it below says what is wrong
+
+
 class Store:
     """The prioritizer's database. ``url`` is any SQLAlchemy URL (``sqlite:///path`` by default)."""
 
@@ -83,6 +100,7 @@ class Store:
         database at another schema revision (:class:`~slurm_dl.store.schema.SchemaError`, which
         names the command that fixes it); ``slurm-dl db upgrade`` opens without the check."""
         self.url = url
+        _private_sqlite_file(url)
         try:
             kwargs: dict[str, Any] = {}
             if url.startswith("sqlite"):

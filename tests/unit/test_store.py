@@ -1,5 +1,7 @@
 """The prioritizer's store on a temporary SQLite file: ledger, SiteFactor record, preemption rows."""
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,20 @@ def test_corrupt_ledger_row_is_reported(store):
         s.commit()
     with pytest.raises(StoreError, match="unreadable"):
         store.load_ledger()
+
+
+def test_a_new_sqlite_file_is_readable_by_its_owner_alone(tmp_path):
+    """It holds every user's job names and reasons: users see their own through explain."""
+    old = os.umask(0o022)
+    try:
+        s = Store(f"sqlite:///{tmp_path}/new.db")
+        s.save_cycle(CycleWrite(now=160.0, cycle=1, ledger=_ledger_with_service()))
+        s.close()
+        assert stat.S_IMODE((tmp_path / "new.db").stat().st_mode) == 0o600
+        for extra in tmp_path.glob("new.db-*"):  # WAL and shared memory take the file's mode
+            assert stat.S_IMODE(extra.stat().st_mode) & 0o077 == 0, extra
+        (tmp_path / "kept.db").touch(mode=0o640)
+        Store(f"sqlite:///{tmp_path}/kept.db").close()  # an existing file keeps the admin's mode
+        assert stat.S_IMODE((tmp_path / "kept.db").stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
