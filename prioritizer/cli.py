@@ -218,9 +218,13 @@ def explain(
         readable = path is None or os.access(path, os.R_OK)
         local = readable and not via_prioritizer
         if not local and (db is not None or not pc.explain_port):
-            why = "--via-prioritizer" if via_prioritizer and readable else f"no prioritizer store readable at {url}"
-            raise fail(f"{why}, and no [prioritizer] explain_port in the site config to ask the prioritizer "
-                       "instead (is it running with this config? see --db)")
+            if via_prioritizer and readable:
+                raise fail("--via-prioritizer: the site config has no [prioritizer] explain_port,\n"
+                           "  so there is no prioritizer to ask")
+            raise fail(f"the prioritizer's database cannot be read here:\n  {url}\n"
+                       "  and the site config has no [prioritizer] explain_port to ask the\n"
+                       "  prioritizer instead. Ask your admins to turn on its explain endpoint,\n"
+                       "  or run this where the database is readable (see --db).")
         if local:
             from slurm_dl.store import Store
 
@@ -228,8 +232,8 @@ def explain(
             try:
                 doc = payload(gather(store, job_id), cfg.policy.fairshare.half_life_hours, live=live)
             except NoRecord:
-                raise fail(f"job {job_id}: the prioritizer has no record of it in {store.url} "
-                           "(not seen by a cycle yet?)") from None
+                raise fail(f"job {job_id}: the prioritizer has no record of it (not seen by a\n"
+                           f"  cycle yet?) in {store.url}") from None
         else:
             from prioritizer.explain_client import ask
 

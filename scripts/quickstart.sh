@@ -11,7 +11,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-TESTBED_DIR="${SLURM_DL_TESTBED_DIR:-$REPO/.testbed}"
+TESTBED_DIR="$(realpath -m "${SLURM_DL_TESTBED_DIR:-$REPO/.testbed}")"  # absolute: DIR/site.toml names its socket
 OUT_DIR="$TESTBED_DIR/quickstart"
 JOB_IDS=()
 

@@ -97,16 +97,28 @@ def relative_sqlite_problem(url: str) -> str | None:
     return None
 
 
-_DB_LINE = re.compile(r"^\s*database_url\s*=.*$", re.MULTILINE)
-_SITE_HEADER = re.compile(r"^\s*\[site\]\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^[ \t]*\[\[?([^\[\]]+)\]\]?[ \t]*(#.*)?$", re.MULTILINE)  # [table], [[array]]
+
+
+def with_setting(config_text: str, section: str, key: str, value: str) -> str:
+    """The TOML text of a site config with ``[section] key`` set to the string ``value``
+    (replaced where the section has it, else added at the section's top; a missing section
+    is added at the end). Comments and everything else stay as they were."""
+    line = f"{key} = {json.dumps(value)}"
+    headers = list(_HEADER.finditer(config_text))
+    for i, m in enumerate(headers):
+        if m.group(1).strip() != section:
+            continue
+        end = headers[i + 1].start() if i + 1 < len(headers) else len(config_text)
+        body = config_text[m.end():end]
+        body, n = re.subn(rf"(?m)^[ \t]*{re.escape(key)}[ \t]*=.*$", lambda _m: line, body, count=1)
+        if not n:
+            body = "\n" + line + body
+        return config_text[:m.end()] + body + config_text[end:]
+    sep = "" if not config_text or config_text.endswith("\n") else "\n"
+    return f"{config_text}{sep}\n[{section}]\n{line}\n"
 
 
 def with_database_url(config_text: str, url: str) -> str:
     """The TOML text of a site config with its ``[site] database_url`` set to ``url``."""
-    line = f"database_url = {json.dumps(url)}"
-    if _DB_LINE.search(config_text):
-        return _DB_LINE.sub(lambda _m: line, config_text, count=1)
-    m = _SITE_HEADER.search(config_text)
-    if m:
-        return config_text[: m.end()] + "\n" + line + config_text[m.end():]
-    return f"[site]\n{line}\n\n" + config_text
+    return with_setting(config_text, "site", "database_url", url)

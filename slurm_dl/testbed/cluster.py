@@ -181,8 +181,10 @@ class Testbed:
         return render_env(self.layout, self.release.name, self.bin_dir)
 
     def write_site_config(self, template: Path, *, replace: bool = False) -> Path:
-        """Write DIR/site.toml: ``template`` with its database inside the state directory."""
-        from ..site_paths import with_database_url
+        """Write DIR/site.toml: ``template`` with its database and the filter's socket inside
+        the state directory (so that ``slurm-dl doctor`` and ``filter serve`` agree with what
+        the testbed runs)."""
+        from ..site_paths import with_database_url, with_setting
 
         target = self.layout.site_config
         if target.exists() and not replace:
@@ -190,7 +192,9 @@ class Testbed:
         try:
             text = template.read_text(encoding="utf-8")
             self.layout.root.mkdir(parents=True, exist_ok=True)
-            target.write_text(with_database_url(text, self.layout.ledger_url), encoding="utf-8")
+            text = with_database_url(text, self.layout.ledger_url)
+            text = with_setting(text, "filter", "socket", str(self.layout.filter_socket))
+            target.write_text(text, encoding="utf-8")
         except OSError as e:
             raise TestbedError(f"cannot write {target} from {template}: {e.strerror or e}") from None
         return target

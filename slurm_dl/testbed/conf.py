@@ -65,6 +65,11 @@ class TestbedLayout:
         return f"sqlite:///{self.root.resolve()}/ledger.db"
 
     @property
+    def filter_socket(self) -> Path:
+        """Where the testbed's filter service listens (DIR/site.toml says so)."""
+        return self.root.resolve() / "filter.sock"
+
+    @property
     def log_dir(self) -> Path:
         return self.root / "log"
 

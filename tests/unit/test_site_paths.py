@@ -20,6 +20,7 @@ from slurm_dl.site_paths import (
     find_config,
     sqlite_path,
     with_database_url,
+    with_setting,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,6 +84,18 @@ def test_with_database_url_sets_or_adds_the_key(tmp_path: Path) -> None:
     again = with_database_url(out, "sqlite:////other/l.db")
     assert tomllib.loads(again)["site"]["database_url"] == "sqlite:////other/l.db"
     assert tomllib.loads(with_database_url("x = 1\n", "sqlite://"))["site"]["database_url"] == "sqlite://"
+
+
+def test_with_setting_touches_only_its_own_section() -> None:
+    text = TESTBED.read_text()
+    out = with_setting(text, "filter", "socket", "/tb/filter.sock")
+    doc, before = tomllib.loads(out), tomllib.loads(text)
+    assert doc["filter"] == {**before["filter"], "socket": "/tb/filter.sock"}
+    assert {k: v for k, v in doc.items() if k != "filter"} == {k: v for k, v in before.items() if k != "filter"}
+    two = '[a]\nx = "1"\n\n[[node_groups]]\nx = "2"\n# x = "3"\n'
+    assert tomllib.loads(with_setting(two, "node_groups", "y", "4"))["node_groups"] == [{"x": "2", "y": "4"}]
+    assert tomllib.loads(with_setting(two, "a", "x", "5")) == {"a": {"x": "5"}, "node_groups": [{"x": "2"}]}
+    assert tomllib.loads(with_setting(two, "b", "x", "6"))["b"] == {"x": "6"}
 
 
 def test_commands_use_the_default_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
