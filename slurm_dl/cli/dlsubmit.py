@@ -160,7 +160,11 @@ def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str 
     else:
         lines.append(f"  checkpoints: {job.checkpoint_dir}")
     if resume_hint:
-        lines.append(f"  continue this run later with: dlsubmit {kind} --resume {resume_hint} ...")
+        hint = f"dlsubmit {kind} --resume {resume_hint} ..."
+        if len(hint) > 48:  # the whole command on a line of its own, to copy
+            lines += ["  continue this run later with:", f"    {hint}"]
+        else:
+            lines.append(f"  continue this run later with: {hint}")
     lines.append(f"  follow it:   dlsubmit status {job_id}")
     return lines
 

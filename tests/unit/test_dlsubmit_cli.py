@@ -169,3 +169,17 @@ def test_status_ignores_records_of_a_reused_job_id(isolated: Path, monkeypatch: 
     assert [r["kind"] for r in describe_jobs([Job(job_id=5, name="mine", state=JobState.RUNNING)], None)] == ["train"]
     monkeypatch.setenv("SLURM_CONF", "/other/cluster/slurm.conf")  # another cluster: its own records
     assert describe_jobs([Job(job_id=5, name="mine", state=JobState.RUNNING)], None) == []
+
+
+def test_submitted_lines_fit_80_columns():
+    from slurm_dl.cli.dlsubmit import _submitted_lines
+    from slurm_dl.render import RenderedJob
+
+    job = RenderedJob(kind="train", name="train-python3", script="", directives=(), sbatch_argv=(),
+                      output="train-python3-%j.out", checkpoint_dir="checkpoints/train-python3-20261123-215358",
+                      job_class="train")
+    lines = _submitted_lines("train", 123456, job, "train-python3-20261123-215358")
+    assert all(len(line) <= 80 for line in lines), lines
+    assert "    dlsubmit train --resume train-python3-20261123-215358 ..." in lines
+    short = _submitted_lines("train", 7, job, "run-1")
+    assert "  continue this run later with: dlsubmit train --resume run-1 ..." in short
