@@ -26,6 +26,7 @@ import pytest
 
 from slurm_dl.core.config import load_config
 from slurm_dl.core.policy import get_policy
+from slurm_dl.sim.history import SACCT_FIELDS
 from slurm_dl.sim.overhead import estimate_dispatch
 from slurm_dl.sim.ranking import PolicyRanker, make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
@@ -140,6 +141,16 @@ def test_replayed_start_times_match_the_live_cluster(make_testbed, tmp_path):
             _keep(tb, Path(KEEP_DIR), tmp_path)
     jobs, stats = read_history(out, "sacct-json")
     assert stats.jobs == N_JOBS and stats.records == N_JOBS
+    # every job passed the filter (its tag is in the admin comment) and none opted in
+    assert (stats.tagged, stats.opted_in) == (N_JOBS, 0), stats
+    # the documented sacct -P export of the same history reads the same
+    text = tmp_path / "history.txt"
+    text.write_text(_run(["sacct", "-a", "-P", "--duplicates", "-S", "2000-01-01", "-E", "now",
+                          "-o", ",".join(SACCT_FIELDS)], {**env, "TZ": "UTC"}).stdout)
+    pjobs, pstats = read_history(text, "sacct")
+    assert (pstats.jobs, pstats.tagged, pstats.opted_in) == (N_JOBS, N_JOBS, 0), pstats
+    assert sorted((j.job_id, j.num_gpus, j.account, j.submit_time, j.duration) for j in pjobs) == \
+        sorted((j.job_id, j.num_gpus, j.account, j.submit_time, j.duration) for j in jobs)
     assert stats.steps_folded >= N_JOBS  # every batch job has at least its batch step
     assert sorted(j.num_gpus for j in jobs) == sorted((1, 2, 1, 4, 1, 3)[i % 6] for i in range(N_JOBS))
     assert {j.account for j in jobs} == set(ACCOUNTS)
