@@ -231,6 +231,17 @@ def lease_end(job: Job, settings: LeaseSettings) -> float | None:
     return job.start_time + settings.lease_s + (settings.restart_s if job.restarts > 0 else 0.0)
 
 
+def yield_from(job: Job, settings: LeaseSettings, config: "SiteConfig | None") -> float:
+    """From when running ``job`` may yield its GPUs: its lease end, or ``INF`` when it never may
+    in this run (it cannot resume, or reached the restart cap). Constant while it runs:
+    :func:`victim_block` is ``None`` exactly from ``yield_from(...) - EPS`` on."""
+    kind, _ = resume_kind(job, config)
+    if kind == RESUME_NEVER or (settings.max_restarts is not None and job.restarts >= settings.max_restarts):
+        return INF
+    end = lease_end(job, settings)
+    return -INF if end is None else end
+
+
 def victim_block(job: Job, now: float, settings: LeaseSettings, config: "SiteConfig | None") -> str | None:
     """Why ``job`` cannot yield its GPUs now (``None``: it can)."""
     end = lease_end(job, settings)
@@ -258,6 +269,7 @@ def plan_fair_preemptions(
     standing: Mapping[str, Standing] | None = None,
     nodes: NodeView | None = None,
     waiting: Mapping[str, WaitingJobs] | None = None,
+    yields: Mapping[int, float] | None = None,
 ) -> FairPlan:
     """The moves that bring under-share accounts their GPUs back (see the module docstring).
 
@@ -271,7 +283,9 @@ def plan_fair_preemptions(
     ``level`` when both are given), when the caller keeps them so; ``pending`` is then not read
     when ``standing`` is given too. The walks over them pass over the jobs that would do
     nothing (too large for what is free and for what a move could free) without looking at
-    each (:mod:`slurm_dl.core.waiting`), so a decision does not cost the length of the queue."""
+    each (:mod:`slurm_dl.core.waiting`), so a decision does not cost the length of the queue.
+    ``yields``: per running job id, its :func:`yield_from` (constant while it runs), when the
+    caller keeps it so; otherwise each running job's rules are read at every decision."""
     key = order or (lambda j: (j.submit_time, j.job_id))
     st = standing if standing is not None else standings(pending, running, total_gpus, now, settings)
     if level is not None:
@@ -304,6 +318,15 @@ def plan_fair_preemptions(
     blocked: list[tuple[Job, float]] = []  # (job, lease end) of jobs only their lease protects
     for j in running:
         if j.account in over or (level is not None and j.account in waiting):
+            if yields is not None:  # the same sorting as below, from the job's constant figure
+                end = yields[j.job_id]
+                if end == INF:
+                    continue
+                if now < end - EPS:
+                    blocked.append((j, end))
+                else:
+                    by_acct.setdefault(j.account, []).append(j)
+                continue
             block = victim_block(j, now, settings, config)
             if block is None:
                 by_acct.setdefault(j.account, []).append(j)

@@ -56,6 +56,11 @@ class LeaseBook:
         # account -> {GPUs: [(LAS key, model Job)] sorted}; counts of waiting jobs per width
         self.queues: dict[str, dict[int, list]] = {}
         self.widths: dict[int, int] = {}
+        # per running job id: the SimJob, when it may yield (ranker.yield_from), its allocation
+        self.running: dict[int, SimJob] = {}
+        self.yields: dict[int, float] = {}
+        self.allocs: dict[int, tuple] = {}
+        self.yield_from = ranker.yield_from
 
     def bind(self, **ops) -> None:
         """The engine's state and operations :meth:`lease_pass` uses: ``ranker``, ``running``,
@@ -81,7 +86,9 @@ class LeaseBook:
         ticks[2] = now + o.ranker.decide_every_s
         moves, wake = o.ranker.lease_moves(self.waiting(), o.running, self.total, o.free_left(), now,
                                            standing=self.standings(now), node_free=self.free,
-                                           per_node=self.per_node, waiting=waiting)
+                                           per_node=self.per_node, waiting=waiting,
+                                           running_by_id=self.running, yields=self.yields,
+                                           allocs=self.allocs)
         for victims, need in moves:
             for sj in sorted(victims, key=lambda s: s.seq):
                 o.preempt(sj, now)
@@ -134,7 +141,11 @@ class LeaseBook:
 
     def started(self, sj: SimJob) -> None:
         """``sj`` went from waiting to running (the engine has set ``seg_start``, ``version``)."""
-        del self.pending[sj.job.job_id]
+        jid = sj.job.job_id
+        del self.pending[jid]
+        self.running[jid] = sj
+        self.yields[jid] = self.yield_from(sj)
+        self.allocs[jid] = sj.alloc
         by = self.queues[sj.account]
         lst = by[sj.gpus]
         if lst[0][1] is sj.job:
@@ -160,6 +171,8 @@ class LeaseBook:
 
     def stopped(self, sj: SimJob) -> None:
         """``sj`` stops running (called before the engine updates its figures)."""
+        jid = sj.job.job_id
+        del self.running[jid], self.yields[jid], self.allocs[jid]
         row = self.rows[sj.account]
         row[3] -= sj.gpus
         base = self.past.pop(sj.seq, None)

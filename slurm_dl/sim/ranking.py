@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core.config import PrioritizerConfig
-from ..core.fairness import NodeView, plan_fair_preemptions, standings
+from ..core.fairness import NodeView, plan_fair_preemptions, standings, yield_from
 from ..core.ledger import Ledger
 from ..core.preemption import RESUME_NEVER, resume_kind
 from ..core.policy import PolicyContext, get_policy, policy_names
@@ -62,6 +62,7 @@ from ..core.policy.oracle import SjfPolicy, SrtfPolicy
 from .state import SimJob
 
 INF = math.inf
+_MARGIN = 1e-3  # far more than rounding to 6 decimals moves a value (see lease_moves)
 
 # Simulator names that are a core policy with fixed arguments (not a registry entry of their own).
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -366,18 +367,33 @@ class PolicyRanker:
         keyed = sorted((within(j)[0], tier[j.account], within(j), i) for i, j in enumerate(jp))
         return [pending[k[3]] for k in keyed]
 
+    def lease_settings(self):
+        """The policy's lease settings with the engine's restart cost (the lease excludes it)."""
+        pol = self.policy
+        settings = pol.settings
+        if self.restart_s is not None and settings.restart_s != self.restart_s:
+            settings = pol.settings = dataclasses.replace(settings, restart_s=self.restart_s)
+        return settings
+
+    def yield_from(self, sj: SimJob) -> float:
+        """From when running ``sj`` may yield its GPUs in this run (its lease end; ``INF``:
+        never); constant while it runs (:func:`slurm_dl.core.fairness.yield_from`)."""
+        return yield_from(sj.job, self.lease_settings(), self.config)
+
     def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None,
-                    node_free: list[int] | None = None, per_node: int | None = None, waiting=None):
+                    node_free: list[int] | None = None, per_node: int | None = None, waiting=None,
+                    running_by_id: dict | None = None, yields: dict | None = None,
+                    allocs: dict | None = None):
         """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``.
         ``standing``: the accounts' standings now, when the engine keeps them. ``node_free``
         (free GPUs per node index) and ``per_node``: where the GPUs are, so that a job needing
         one node is not taken for started on GPUs free on many. ``waiting``: job id -> waiting
         SimJob whose ``pend_key`` is its within-account key (the engine's lease book); then
-        ``pending`` is the book's per-account :class:`~slurm_dl.core.waiting.WaitingJobs`."""
+        ``pending`` is the book's per-account :class:`~slurm_dl.core.waiting.WaitingJobs`; the
+        book also keeps, per running job id, ``running_by_id`` (the SimJob), ``yields`` (its
+        :meth:`yield_from`) and ``allocs`` (its (node, GPUs) pairs)."""
         pol = self.policy
-        settings = pol.settings
-        if self.restart_s is not None and settings.restart_s != self.restart_s:
-            settings = pol.settings = dataclasses.replace(settings, restart_s=self.restart_s)
+        settings = self.lease_settings()
         within = self._within
         queues = None
         if waiting is None:
@@ -389,18 +405,26 @@ class PolicyRanker:
             jp = []
             jr = [s.job for s in running]
             queues = pending
-            computed, sync, by_run = within, self._sync, {s.job.job_id: s for s in running}
+            computed, sync = within, self._sync
+            by_run = running_by_id if running_by_id is not None else {s.job.job_id: s for s in running}
             las, cache = pol.las, self._run_keys
             th = las.thresholds
+            by_time = las.by_time
 
             def run_key(sj):
                 # a running job's key (LAS queue, 0, submit, id) changes only when its attained
-                # service (as the policy rounds it) crosses a threshold: cached per run until then
+                # service (as the policy rounds it: to 6 decimals) crosses a threshold: cached
+                # per run until then. Rounding is monotone and moves a value by far less than
+                # _MARGIN, so a value that far inside the cached range rounds inside it too
                 dt = now - sj.seg_start
-                a = round(sj.executed0 + dt, 6) if las.by_time else round(sj.attained0 + sj.gpus * dt, 6)
+                a = sj.executed0 + dt if by_time else sj.attained0 + sj.gpus * dt
                 c = cache.get(sj.seq)
-                if c is not None and c[0] == sj.version and c[1] <= a < c[2]:
-                    return c[3]
+                if c is not None and c[0] == sj.version:
+                    if c[1] + _MARGIN <= a < c[2] - _MARGIN:
+                        return c[3]
+                    a = round(a, 6)
+                    if c[1] <= a < c[2]:
+                        return c[3]
                 k = computed(sync(sj, now))
                 q = k[0]
                 cache[sj.seq] = (sj.version, th[q - 1] if q > 0 else -INF, th[q] if q < len(th) else INF, k)
@@ -411,14 +435,15 @@ class PolicyRanker:
                 return sj.pend_key if sj is not None else run_key(by_run[j.job_id])
         nodes = None
         if node_free is not None and per_node:
+            alloc = allocs if allocs is not None else {s.job.job_id: s.alloc for s in running}
             nodes = NodeView(size=dict.fromkeys(range(len(node_free)), per_node), free=dict(enumerate(node_free)),
-                             alloc={s.job.job_id: s.alloc for s in running})
+                             alloc=alloc)
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
                                      order=within, level=lambda j: within(j)[0], free_gpus=free,
-                                     standing=standing, nodes=nodes, waiting=queues)
+                                     standing=standing, nodes=nodes, waiting=queues, yields=yields)
         if not plan.moves:
             return [], plan.wake_at
-        by_id = {s.job.job_id: s for s in running}
+        by_id = dict(running_by_id) if running_by_id is not None else {s.job.job_id: s for s in running}
         if waiting is None:
             by_id.update((s.job.job_id, s) for s in pending)
         else:

@@ -252,3 +252,24 @@ def test_sim_a_late_account_starts_within_a_decision_on_fragmented_nodes():
     first = min(s.first_start for s in res.jobs if s.account == "b")
     assert first - 5000.0 <= 60.0
     assert sum(s.preemptions for s in res.jobs if s.account == "a") >= 1
+
+
+def test_yields_kept_by_the_caller_give_the_same_plan():
+    """``yields`` (each running job's yield_from, kept while it runs) decides as the rules read
+    at the decision do: leases running and over, jobs that cannot resume, the restart cap."""
+    from slurm_dl.core.fairness import yield_from
+    capped = LeaseSettings(lease_s=3600.0, restart_s=60.0, hysteresis=0.1, max_restarts=2)
+    running = (flood(n=2, start=NOW - 1000.0) + flood(n=2, start=NOW - 3600.0)
+               + [job(200, "a", 8, running=True, ckpt=False, requeue=False),
+                  job(201, "a", 8, running=True, restarts=2), job(202, "a", 8, running=True, restarts=1)])
+    for i, j in enumerate(running):
+        j.job_id = 300 + i
+    waiting = [job(1, "b", 8, submit=NOW - 5000), job(2, "b", 16, submit=NOW - 4000)]
+    yields = {j.job_id: yield_from(j, capped, None) for j in running}
+    assert yields[304] == float("inf") and yields[305] == float("inf")
+    for now in (NOW, NOW + 1800.0, NOW + 3600.0):
+        a = plan_fair_preemptions(waiting, running, 56, now, capped, level=lambda j: 0)
+        b = plan_fair_preemptions(waiting, running, 56, now, capped, level=lambda j: 0, yields=yields)
+        assert a == b
+    assert a.moves and b.wake_at is None
+    assert plan_fair_preemptions(waiting, running, 56, NOW, capped, yields=yields).wake_at == pytest.approx(NOW + 2600.0)
