@@ -56,11 +56,20 @@ class LeaseBook:
         # account -> {GPUs: [(LAS key, model Job)] sorted}; counts of waiting jobs per width
         self.queues: dict[str, dict[int, list]] = {}
         self.widths: dict[int, int] = {}
+        self._demand_ver = 0  # changes with any account's demand (arrivals, finishes)
+        self._fair_of: tuple = (-1, {}, {})
         # per running job id: the SimJob, when it may yield (ranker.yield_from), its allocation
         self.running: dict[int, SimJob] = {}
         self.yields: dict[int, float] = {}
         self.allocs: dict[int, tuple] = {}
         self.yield_from = ranker.yield_from
+        # every waiting and running job's within-account key (job id -> key): a waiting job's
+        # is constant, a running job's is re-read when its attained service nears the next
+        # LAS threshold (a heap of those times: (time, seq, version, SimJob))
+        self.keys: dict[int, tuple] = {}
+        self.checks: list[tuple[float, int, int, SimJob]] = []
+        self.run_key = ranker.lease_run_key
+        self.key_check = ranker.lease_key_check
 
     def bind(self, **ops) -> None:
         """The engine's state and operations :meth:`lease_pass` uses: ``ranker``, ``running``,
@@ -84,11 +93,12 @@ class LeaseBook:
             o.tick_at(ticks[2])
             return
         ticks[2] = now + o.ranker.decide_every_s
+        self.refresh_keys(now)
         moves, wake = o.ranker.lease_moves(self.waiting(), o.running, self.total, o.free_left(), now,
                                            standing=self.standings(now), node_free=self.free,
                                            per_node=self.per_node, waiting=waiting,
                                            running_by_id=self.running, yields=self.yields,
-                                           allocs=self.allocs)
+                                           allocs=self.allocs, keys=self.keys)
         for victims, need in moves:
             for sj in sorted(victims, key=lambda s: s.seq):
                 o.preempt(sj, now)
@@ -108,12 +118,14 @@ class LeaseBook:
         return row
 
     def arrive(self, sj: SimJob) -> None:
+        self._demand_ver += 1
         row = self._row(sj.account)
         row[0] += 1
         row[1] += sj.job.submit_time
         row[2] += sj.gpus
 
     def finish(self, sj: SimJob) -> None:
+        self._demand_ver += 1
         row = self.rows[sj.account]
         row[0] -= 1
         row[1] -= sj.job.submit_time
@@ -127,6 +139,7 @@ class LeaseBook:
         self.pending[sj.job.job_id] = sj
         k = self.within(sj.job)
         sj.pend_key = k
+        self.keys[sj.job.job_id] = k
         by = self.queues.get(sj.account)
         if by is None:
             by = self.queues[sj.account] = {}
@@ -146,6 +159,8 @@ class LeaseBook:
         self.running[jid] = sj
         self.yields[jid] = self.yield_from(sj)
         self.allocs[jid] = sj.alloc
+        self.keys[jid] = self.run_key(sj, sj.seg_start)
+        heapq.heappush(self.checks, (self.key_check(sj), sj.seq, sj.version, sj))
         by = self.queues[sj.account]
         lst = by[sj.gpus]
         if lst[0][1] is sj.job:
@@ -172,7 +187,7 @@ class LeaseBook:
     def stopped(self, sj: SimJob) -> None:
         """``sj`` stops running (called before the engine updates its figures)."""
         jid = sj.job.job_id
-        del self.running[jid], self.yields[jid], self.allocs[jid]
+        del self.running[jid], self.yields[jid], self.allocs[jid], self.keys[jid]
         row = self.rows[sj.account]
         row[3] -= sj.gpus
         base = self.past.pop(sj.seq, None)
@@ -185,8 +200,58 @@ class LeaseBook:
                 row[7] = 0.0
 
     # --- what the decision reads ----------------------------------------------------------
+    def refresh_keys(self, now: float) -> None:
+        """Bring the running jobs' keys that may have changed by ``now`` up to date."""
+        checks = self.checks
+        again = []
+        while checks and checks[0][0] <= now:
+            _, seq, ver, sj = heapq.heappop(checks)
+            if ver != sj.version:
+                continue
+            self.keys[sj.job.job_id] = self.run_key(sj, now)
+            again.append((self.key_check(sj), seq, ver, sj))
+        for c in again:  # a key still the same (just below the threshold): checked next time
+            heapq.heappush(checks, c)
+
     def standings(self, now: float) -> dict[str, Standing]:
         """What :func:`slurm_dl.core.fairness.standings` gives for the jobs in the system now."""
+        self._advance(now)
+        floor = self.floor
+        weights, fair = self._fair()
+        out = {}
+        for a in sorted(weights):
+            n, sub, dem, held, pran, low, high, hbase = self.rows[a]
+            waited = n * now - sub
+            ran = pran + low * floor + (high * now + hbase if high else 0.0)
+            out[a] = Standing(a, weights[a], held, dem, fair[a], max(1.0, waited / ran))
+        return out
+
+    def tiers(self, now: float) -> dict[str, tuple]:
+        """Per account, its tier in the fill order from its standing now (see :meth:`fill`):
+        the same figures as :meth:`standings` without building them."""
+        self._advance(now)
+        floor = self.floor
+        _, fair = self._fair()
+        out = {}
+        for a, (n, sub, dem, held, pran, low, high, hbase) in self.rows.items():
+            if held < fair[a]:
+                ran = pran + low * floor + (high * now + hbase if high else 0.0)
+                out[a] = (0, -max(1.0, (n * now - sub) / ran))
+            else:
+                out[a] = (1, 0.0)
+        return out
+
+    def _fair(self) -> tuple[dict, dict]:
+        """(weights, water-filled fair shares) per account; they change only with the demand."""
+        if self._fair_of[0] != self._demand_ver:
+            demand = {a: r[2] for a, r in self.rows.items()}
+            weights = {a: self.share(a) for a in demand}
+            self._fair_of = (self._demand_ver, weights, water_fill(demand, weights, self.total))
+        return self._fair_of[1], self._fair_of[2]
+
+    def _advance(self, now: float) -> None:
+        """Move the running jobs that passed the run-time floor before ``now`` to the sums of
+        those past it."""
         cross = self.cross
         while cross and cross[0][0] < now:
             _, seq, ver, sj = heapq.heappop(cross)
@@ -201,17 +266,6 @@ class LeaseBook:
             row[5] -= 1
             row[6] += 1
             row[7] += base
-        floor = self.floor
-        demand = {a: r[2] for a, r in self.rows.items()}
-        weights = {a: self.share(a) for a in demand}
-        fair = water_fill(demand, weights, self.total)
-        out = {}
-        for a in sorted(demand):
-            n, sub, dem, held, pran, low, high, hbase = self.rows[a]
-            waited = n * now - sub
-            ran = pran + low * floor + (high * now + hbase if high else 0.0)
-            out[a] = Standing(a, weights[a], held, dem, fair[a], max(1.0, waited / ran))
-        return out
 
     def waiting(self) -> dict[str, WaitingJobs]:
         """Per account, its waiting jobs with GPUs (what the decision walks)."""
@@ -257,8 +311,7 @@ class LeaseBook:
         widths = self.placeable(free_total)
         if not widths:
             return
-        st = self.standings(now)
-        tier = {a: ((0, -s.rho) if s.held < s.fair else (1, 0.0)) for a, s in st.items()}
+        tier = self.tiers(now)
         # the fill order is (LAS queue, account's tier, LAS key): each list is in that order
         lists, tiers = [], []
         for a, by in self.queues.items():

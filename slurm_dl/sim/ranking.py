@@ -380,10 +380,45 @@ class PolicyRanker:
         never); constant while it runs (:func:`slurm_dl.core.fairness.yield_from`)."""
         return yield_from(sj.job, self.lease_settings(), self.config)
 
+    def lease_run_key(self, sj: SimJob, now: float) -> tuple:
+        """Running ``sj``'s within-account key at ``now`` (what the policy gives), cached.
+
+        The key (LAS queue, 0, submit, id) changes only when its attained service (as the
+        policy rounds it: to 6 decimals) crosses a threshold: cached per run until then.
+        Rounding is monotone and moves a value by far less than ``_MARGIN``, so a value that
+        far inside the cached range rounds inside it too."""
+        las = self.policy.las
+        dt = now - sj.seg_start
+        a = sj.executed0 + dt if las.by_time else sj.attained0 + sj.gpus * dt
+        c = self._run_keys.get(sj.seq)
+        if c is not None and c[0] == sj.version:
+            if c[1] + _MARGIN <= a < c[2] - _MARGIN:
+                return c[3]
+            a = round(a, 6)
+            if c[1] <= a < c[2]:
+                return c[3]
+        self.ctx.now = now
+        k = self._within(self._sync(sj, now))
+        q = k[0]
+        th = las.thresholds
+        self._run_keys[sj.seq] = (sj.version, th[q - 1] if q > 0 else -INF, th[q] if q < len(th) else INF, k)
+        return k
+
+    def lease_key_check(self, sj: SimJob) -> float:
+        """Before when running ``sj``'s cached key (:meth:`lease_run_key`) cannot change: its
+        attained service is then below the cached range's end by more than ``_MARGIN``."""
+        c = self._run_keys[sj.seq]
+        las = self.policy.las
+        rate = 1.0 if las.by_time else sj.gpus
+        if c[2] == INF or rate <= 0:
+            return INF
+        base = sj.executed0 if las.by_time else sj.attained0
+        return sj.seg_start + (c[2] - 2 * _MARGIN - base) / rate
+
     def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None,
                     node_free: list[int] | None = None, per_node: int | None = None, waiting=None,
                     running_by_id: dict | None = None, yields: dict | None = None,
-                    allocs: dict | None = None):
+                    allocs: dict | None = None, keys: dict | None = None):
         """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``.
         ``standing``: the accounts' standings now, when the engine keeps them. ``node_free``
         (free GPUs per node index) and ``per_node``: where the GPUs are, so that a job needing
@@ -391,7 +426,8 @@ class PolicyRanker:
         SimJob whose ``pend_key`` is its within-account key (the engine's lease book); then
         ``pending`` is the book's per-account :class:`~slurm_dl.core.waiting.WaitingJobs`; the
         book also keeps, per running job id, ``running_by_id`` (the SimJob), ``yields`` (its
-        :meth:`yield_from`) and ``allocs`` (its (node, GPUs) pairs)."""
+        :meth:`yield_from`) and ``allocs`` (its (node, GPUs) pairs); ``keys``: every waiting and
+        running job's within-account key now (job id -> key), when the book keeps them so."""
         pol = self.policy
         settings = self.lease_settings()
         within = self._within
@@ -405,34 +441,15 @@ class PolicyRanker:
             jp = []
             jr = [s.job for s in running]
             queues = pending
-            computed, sync = within, self._sync
             by_run = running_by_id if running_by_id is not None else {s.job.job_id: s for s in running}
-            las, cache = pol.las, self._run_keys
-            th = las.thresholds
-            by_time = las.by_time
-
-            def run_key(sj):
-                # a running job's key (LAS queue, 0, submit, id) changes only when its attained
-                # service (as the policy rounds it: to 6 decimals) crosses a threshold: cached
-                # per run until then. Rounding is monotone and moves a value by far less than
-                # _MARGIN, so a value that far inside the cached range rounds inside it too
-                dt = now - sj.seg_start
-                a = sj.executed0 + dt if by_time else sj.attained0 + sj.gpus * dt
-                c = cache.get(sj.seq)
-                if c is not None and c[0] == sj.version:
-                    if c[1] + _MARGIN <= a < c[2] - _MARGIN:
-                        return c[3]
-                    a = round(a, 6)
-                    if c[1] <= a < c[2]:
-                        return c[3]
-                k = computed(sync(sj, now))
-                q = k[0]
-                cache[sj.seq] = (sj.version, th[q - 1] if q > 0 else -INF, th[q] if q < len(th) else INF, k)
-                return k
-
-            def within(j, _get=waiting.get):
-                sj = _get(j.job_id)
-                return sj.pend_key if sj is not None else run_key(by_run[j.job_id])
+            run_key = self.lease_run_key
+            if keys is not None:  # the book keeps every job's key current (see lease_key_check)
+                def within(j, _keys=keys):
+                    return _keys[j.job_id]
+            else:
+                def within(j, _get=waiting.get):
+                    sj = _get(j.job_id)
+                    return sj.pend_key if sj is not None else run_key(by_run[j.job_id], now)
         nodes = None
         if node_free is not None and per_node:
             alloc = allocs if allocs is not None else {s.job.job_id: s.alloc for s in running}
