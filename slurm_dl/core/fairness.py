@@ -457,7 +457,18 @@ def _node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes,
     g = need.num_gpus
     bar = _floor(b, g, held, st, h)
     size = nodes.size
-    pool = [v for a in victim_order if a != b for v in by_acct[a] if v.job_id not in taken]
+    # a job that may not yield at its account's holding now never may in this search (the
+    # holdings only go down, and :func:`_allowed` only gets stricter as they do), so it is left
+    # out of the pool; the ranks below keep the others' order, so no choice changes
+    pool = []
+    for a in victim_order:
+        if a == b:
+            continue
+        fair_a = st[a].fair
+        if bar == INF and not held[a] - fair_a > fair_a * h + EPS:
+            continue  # neither rule of _allowed can hold for any job of this account
+        view = {a: held[a]}
+        pool.extend(v for v in by_acct[a] if v.job_id not in taken and _allowed(v, view, st, h, bar))
     rank = {v.job_id: i for i, v in enumerate(pool)}
     on_node: dict[Hashable, list[Job]] = {}
     for v in pool:
@@ -523,23 +534,27 @@ def _within_possible(waiting, running, level) -> bool:
 
 def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, level, st, now, settings):
     """Moves inside one account: a waiting job in a lower level takes a higher-level job's GPUs."""
-    top: dict[str, int] = {}  # account -> highest level among its yieldable or lease-bound jobs
+    top: dict[str, int] = {}  # account with waiting jobs -> highest level among its
+    # yieldable or lease-bound jobs
     for a, vs in by_acct.items():
+        if a not in waiting:
+            continue
         for v in vs:
             if v.job_id not in taken and level(v) > top.get(a, 0):
                 top[a] = level(v)
-    for j, _ in blocked:
-        if j.account in waiting and level(j) > top.get(j.account, 0):
-            top[j.account] = level(j)
+    leased: dict[str, list[tuple[Job, float]]] = {}
+    for j, end in blocked:
+        if j.account in waiting:
+            leased.setdefault(j.account, []).append((j, end))
+            if level(j) > top.get(j.account, 0):
+                top[j.account] = level(j)
     for a in sorted(top):
-        if a not in waiting:
-            continue
         low = waiting[a].lowest(level, placed)
         low = top[a] if low is None else low
         if low >= top[a]:
             continue
-        for j, end in blocked:
-            if j.account == a and level(j) > low:
+        for j, end in leased.get(a, ()):
+            if level(j) > low:
                 wake = end if wake is None else min(wake, end)
         mine = sorted((v for v in by_acct.get(a, ()) if v.job_id not in taken),
                       key=lambda v: (level(v), key(v)), reverse=True)
