@@ -242,6 +242,20 @@ def yield_from(job: Job, settings: LeaseSettings, config: "SiteConfig | None") -
     return -INF if end is None else end
 
 
+def _yield_end(job: Job, now: float, settings: LeaseSettings, config: "SiteConfig | None") -> float:
+    """What the loop over running jobs in :func:`plan_fair_preemptions` reads of ``job``'s
+    rules at ``now``: ``-INF`` it may yield, ``INF`` it may not (nor when its lease ends), else
+    when its lease ends."""
+    block = victim_block(job, now, settings, config)
+    if block is None:
+        return -INF
+    end = lease_end(job, settings)
+    if end is not None and end > now + EPS and block.startswith("its lease") \
+            and victim_block(job, end, settings, config) is None:
+        return end
+    return INF
+
+
 def victim_block(job: Job, now: float, settings: LeaseSettings, config: "SiteConfig | None") -> str | None:
     """Why ``job`` cannot yield its GPUs now (``None``: it can)."""
     end = lease_end(job, settings)
@@ -270,6 +284,7 @@ def plan_fair_preemptions(
     nodes: NodeView | None = None,
     waiting: Mapping[str, WaitingJobs] | None = None,
     yields: Mapping[int, float] | None = None,
+    ranked: Mapping[str, Sequence[Job]] | None = None,
 ) -> FairPlan:
     """The moves that bring under-share accounts their GPUs back (see the module docstring).
 
@@ -285,7 +300,9 @@ def plan_fair_preemptions(
     nothing (too large for what is free and for what a move could free) without looking at
     each (:mod:`slurm_dl.core.waiting`), so a decision does not cost the length of the queue.
     ``yields``: per running job id, its :func:`yield_from` (constant while it runs), when the
-    caller keeps it so; otherwise each running job's rules are read at every decision."""
+    caller keeps it so; otherwise each running job's rules are read at every decision.
+    ``ranked``: the running jobs of each account in ``order`` (by ``(order(j), job id)``), when
+    the caller keeps them so (then ``running`` is read only when no account is under its share)."""
     key = order or (lambda j: (j.submit_time, j.job_id))
     st = standing if standing is not None else standings(pending, running, total_gpus, now, settings)
     if level is not None:
@@ -316,7 +333,21 @@ def plan_fair_preemptions(
     over = {a for a in st if held[a] > 0}
     by_acct: dict[str, list[Job]] = {}
     blocked: list[tuple[Job, float]] = []  # (job, lease end) of jobs only their lease protects
-    for j in running:
+    if ranked is not None:  # the same victims and leases, already in order
+        for a, js in ranked.items():
+            if a in over or (level is not None and a in waiting):
+                mine = []
+                for j in reversed(js):
+                    end = yields[j.job_id] if yields is not None else _yield_end(j, now, settings, config)
+                    if end == INF:
+                        continue
+                    if now < end - EPS:
+                        blocked.append((j, end))
+                    else:
+                        mine.append(j)
+                if mine:
+                    by_acct[a] = mine
+    for j in () if ranked is not None else running:
         if j.account in over or (level is not None and j.account in waiting):
             if yields is not None:  # the same sorting as below, from the job's constant figure
                 end = yields[j.job_id]
@@ -335,7 +366,7 @@ def plan_fair_preemptions(
                 if end is not None and end > now + EPS and block.startswith("its lease") \
                         and victim_block(j, end, settings, config) is None:
                     blocked.append((j, end))
-    for js in by_acct.values():
+    for js in () if ranked is not None else by_acct.values():
         js.sort(key=lambda j: (key(j), j.job_id), reverse=True)
     victim_order = sorted((a for a in by_acct if a in over), key=lambda a: (st[a].rho, -(held[a] - st[a].fair), a))
     wake: float | None = None

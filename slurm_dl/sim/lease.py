@@ -69,6 +69,10 @@ class LeaseBook:
         self.keys: dict[int, tuple] = {}
         self.checks: list[tuple[float, int, int, SimJob]] = []
         self.run_key = ranker.lease_run_key
+        # per account, its running jobs in the within-account order: sort keys (key, job id)
+        # and the model Jobs, parallel lists (what the decision walks for victims)
+        self.ranked_keys: dict[str, list[tuple]] = {}
+        self.ranked: dict[str, list] = {}
         self.key_check = ranker.lease_key_check
 
     def bind(self, **ops) -> None:
@@ -98,7 +102,7 @@ class LeaseBook:
                                            standing=self.standings(now), node_free=self.free,
                                            per_node=self.per_node, waiting=waiting,
                                            running_by_id=self.running, yields=self.yields,
-                                           allocs=self.allocs, keys=self.keys)
+                                           allocs=self.allocs, keys=self.keys, ranked=self.ranked)
         for victims, need in moves:
             for sj in sorted(victims, key=lambda s: s.seq):
                 o.preempt(sj, now)
@@ -159,7 +163,8 @@ class LeaseBook:
         self.running[jid] = sj
         self.yields[jid] = self.yield_from(sj)
         self.allocs[jid] = sj.alloc
-        self.keys[jid] = self.run_key(sj, sj.seg_start)
+        self.keys[jid] = k = self.run_key(sj, sj.seg_start)
+        self._rank(sj, k)
         heapq.heappush(self.checks, (self.key_check(sj), sj.seq, sj.version, sj))
         by = self.queues[sj.account]
         lst = by[sj.gpus]
@@ -187,6 +192,7 @@ class LeaseBook:
     def stopped(self, sj: SimJob) -> None:
         """``sj`` stops running (called before the engine updates its figures)."""
         jid = sj.job.job_id
+        self._unrank(sj, self.keys[jid])
         del self.running[jid], self.yields[jid], self.allocs[jid], self.keys[jid]
         row = self.rows[sj.account]
         row[3] -= sj.gpus
@@ -208,10 +214,35 @@ class LeaseBook:
             _, seq, ver, sj = heapq.heappop(checks)
             if ver != sj.version:
                 continue
-            self.keys[sj.job.job_id] = self.run_key(sj, now)
+            jid = sj.job.job_id
+            k = self.run_key(sj, now)
+            if k != self.keys[jid]:
+                self._unrank(sj, self.keys[jid])
+                self.keys[jid] = k
+                self._rank(sj, k)
             again.append((self.key_check(sj), seq, ver, sj))
         for c in again:  # a key still the same (just below the threshold): checked next time
             heapq.heappush(checks, c)
+
+    def _rank(self, sj: SimJob, k: tuple) -> None:
+        a = sj.account
+        ks = self.ranked_keys.get(a)
+        if ks is None:
+            ks, js = self.ranked_keys[a], self.ranked[a] = [], []
+        else:
+            js = self.ranked[a]
+        e = (k, sj.job.job_id)
+        i = bisect.bisect_right(ks, e)
+        ks.insert(i, e)
+        js.insert(i, sj.job)
+
+    def _unrank(self, sj: SimJob, k: tuple) -> None:
+        a = sj.account
+        ks, js = self.ranked_keys[a], self.ranked[a]
+        i = bisect.bisect_left(ks, (k, sj.job.job_id))
+        del ks[i], js[i]
+        if not ks:
+            del self.ranked_keys[a], self.ranked[a]
 
     def standings(self, now: float) -> dict[str, Standing]:
         """What :func:`slurm_dl.core.fairness.standings` gives for the jobs in the system now."""

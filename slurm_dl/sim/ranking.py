@@ -418,7 +418,7 @@ class PolicyRanker:
     def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None,
                     node_free: list[int] | None = None, per_node: int | None = None, waiting=None,
                     running_by_id: dict | None = None, yields: dict | None = None,
-                    allocs: dict | None = None, keys: dict | None = None):
+                    allocs: dict | None = None, keys: dict | None = None, ranked: dict | None = None):
         """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``.
         ``standing``: the accounts' standings now, when the engine keeps them. ``node_free``
         (free GPUs per node index) and ``per_node``: where the GPUs are, so that a job needing
@@ -427,7 +427,8 @@ class PolicyRanker:
         ``pending`` is the book's per-account :class:`~slurm_dl.core.waiting.WaitingJobs`; the
         book also keeps, per running job id, ``running_by_id`` (the SimJob), ``yields`` (its
         :meth:`yield_from`) and ``allocs`` (its (node, GPUs) pairs); ``keys``: every waiting and
-        running job's within-account key now (job id -> key), when the book keeps them so."""
+        running job's within-account key now (job id -> key), when the book keeps them so;
+        ``ranked``: per account, its running jobs in that order (kept by the book)."""
         pol = self.policy
         settings = self.lease_settings()
         within = self._within
@@ -457,7 +458,8 @@ class PolicyRanker:
                              alloc=alloc)
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
                                      order=within, level=lambda j: within(j)[0], free_gpus=free,
-                                     standing=standing, nodes=nodes, waiting=queues, yields=yields)
+                                     standing=standing, nodes=nodes, waiting=queues, yields=yields,
+                                     ranked=ranked)
         if not plan.moves:
             return [], plan.wake_at
         by_id = dict(running_by_id) if running_by_id is not None else {s.job.job_id: s for s in running}

@@ -273,3 +273,28 @@ def test_yields_kept_by_the_caller_give_the_same_plan():
         assert a == b
     assert a.moves and b.wake_at is None
     assert plan_fair_preemptions(waiting, running, 56, NOW, capped, yields=yields).wake_at == pytest.approx(NOW + 2600.0)
+
+
+def test_running_jobs_ranked_by_the_caller_give_the_same_plan():
+    """``ranked`` (each account's running jobs in the within-account order, kept by the caller)
+    gives the plan that sorting ``running`` at the decision gives, with or without ``yields``."""
+    from slurm_dl.core.fairness import yield_from
+    running = flood(n=3, start=NOW - 1000.0) + flood(n=3) + [job(60, "b", 8, running=True),
+                                                             job(61, "c", 8, running=True, ckpt=False)]
+    for i, j in enumerate(running):
+        j.job_id = 300 + i
+        j.executed_s = 1000.0 * (i % 4)
+    lv = {j.job_id: int(j.executed_s // 1500) for j in running}
+    waiting = [job(1, "b", 8, submit=NOW - 5000), job(2, "c", 16, submit=NOW - 4000), job(3, "a", 8)]
+    lv.update({1: 0, 2: 0, 3: 0})
+    order = lambda j: (lv[j.job_id], j.submit_time, j.job_id)  # noqa: E731
+    ranked: dict[str, list] = {}
+    for j in sorted(running, key=lambda j: (order(j), j.job_id)):
+        ranked.setdefault(j.account, []).append(j)
+    yields = {j.job_id: yield_from(j, S, None) for j in running}
+    for now in (NOW, NOW + 3000.0):
+        a = plan_fair_preemptions(waiting, running, 64, now, S, order=order, level=lambda j: lv[j.job_id])
+        for kw in ({"ranked": ranked}, {"ranked": ranked, "yields": yields}):
+            b = plan_fair_preemptions(waiting, running, 64, now, S, order=order, level=lambda j: lv[j.job_id], **kw)
+            assert a == b
+    assert a.moves
