@@ -277,6 +277,14 @@ class QssfConfig(_Strict):
         default="full", description="which finished jobs predict a job: 'full' (user, job name, GPUs, "
                                     "partition, time limit, then coarser), 'user-name' (Helios), …")
     min_jobs: int = num(3, ge=1, le=50, description="finished jobs a key needs before it is used")
+    shrink_jobs: float = num(10.0, ge=0, le=1_000_000, description="a key's mean run time is blended "
+                             "with the coarser keys' estimate as if that were this many jobs more "
+                             "(0: the most specific key alone)")
+    use_time_limit: bool = Field(default=True, description="predict a job that asks a time limit as "
+                                 "that limit times the run/limit ratio learnt from finished jobs")
+    preemptive: bool = Field(default=True, description="rank running jobs too, by predicted remaining "
+                             "GPU-time (a job that may be requeued yields to one predicted to end "
+                             "sooner); false: a queue order only")
 
 
 class FairShareConfig(_Strict):

@@ -34,7 +34,7 @@ def test_qssf_predicts_from_user_name_then_user_then_account():
     led.add_history(300.0, "ann", "bert", "nlp")
     led.add_history(50_000.0, "ann", "gpt", "nlp")
     led.add_history(10.0, "bob", "resnet", "vision")
-    p = get_policy("qssf", default_gpu_s=7.0, history_keys="user-name", min_jobs=1)  # Helios
+    p = get_policy("qssf", default_gpu_s=7.0, history_keys="user-name", min_jobs=1, shrink_jobs=0.0)  # Helios
     ctx = PolicyContext(now=0.0, ledger=led)
     assert p.predict(Job(1, user="ann", name="bert", account="nlp"), ctx) == 200.0  # user+name
     ann_mean = (100.0 + 300.0 + 50_000.0) / 3
@@ -46,7 +46,7 @@ def test_qssf_predicts_from_user_name_then_user_then_account():
     assert ids(p.order(jobs, ctx)) == [4, 3, 1, 2]
     led.add_history(1_000_000.0, "bob", "resnet", "vision")  # the cache follows the ledger
     assert p.predict(Job(3, user="cat", name="x", account="vision"), ctx) == pytest.approx(500_005.0)
-    assert not p.preemptive and get_policy("qssf", preemptive=True).preemptive
+    assert p.preemptive and not get_policy("qssf", preemptive=False).preemptive
 
 
 # --- fair share -------------------------------------------------------------------------

@@ -16,7 +16,14 @@ recent jobs (users' habits change).
 ``samples(job, above=a)`` conditions on what a running job has already shown: only finished
 jobs that used more than ``a`` GPU-seconds count (a job that ran longer than every job of its
 key falls back to a coarser key, whose tail is longer). Gittins builds its per-job service
-distribution from these, QSSF predicts their mean.
+distribution from these.
+
+What is learnt per job is its GPU-seconds unless the learner is given another ``value``:
+:func:`per_gpu_seconds` (its run time, so that keys mixing GPU counts pool like with like) or
+:func:`limit_ratio` (run time over the time limit asked, Tsafrir's correction of users' time
+limits; jobs without a limit are not learnt). :meth:`HistoryLearner.shrunk_mean` is QSSF's
+estimate: each key's mean blended with the coarser keys' estimate as if that were
+``shrink`` more jobs (empirical-Bayes shrinkage; 0 = the most specific key alone).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import bisect
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 FIELDS = ("user", "account", "name", "gpus", "partition", "time_limit")
 """The fields a ladder may combine (``name`` is the normalised job name)."""
@@ -149,12 +156,36 @@ class Match:
         return sum(self.samples) / len(self.samples)
 
 
+def per_gpu_seconds(rec: Finished) -> float:
+    """A finished job's run time (GPU-seconds over its GPUs; a record without GPUs counts one)."""
+    return rec.gpu_s / max(rec.gpus, 1)
+
+
+def limit_ratio(rec: Finished) -> float | None:
+    """A finished job's run time over the time limit it asked; None without a limit."""
+    if not rec.time_limit or rec.time_limit <= 0:
+        return None
+    return per_gpu_seconds(rec) / rec.time_limit
+
+
+def without_limit(ladder: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    """A ladder with the levels that key on the time limit left out (at least the whole
+    history remains)."""
+    out: list[tuple[str, ...]] = []
+    for level in parse_ladder(ladder):
+        if "time_limit" not in level and level not in out:
+            out.append(level)
+    return tuple(out) or ((),)
+
+
 class HistoryLearner:
     """Finished jobs grouped under every key of a ladder (see the module docstring)."""
 
     def __init__(self, ladder: str | Sequence[Sequence[str]] = DEFAULT_LADDER, *,
-                 min_jobs: int = DEFAULT_MIN_JOBS, per_key: int = DEFAULT_PER_KEY) -> None:
+                 min_jobs: int = DEFAULT_MIN_JOBS, per_key: int = DEFAULT_PER_KEY,
+                 value: Callable[[Finished], float | None] | None = None) -> None:
         self.ladder = parse_ladder(ladder)
+        self.value = value
         if min_jobs < 1 or per_key < 1 or per_key < min_jobs:
             raise ValueError(f"history: need 1 <= min_jobs <= per_key, got {min_jobs}, {per_key}")
         self.min_jobs = int(min_jobs)
@@ -162,6 +193,7 @@ class HistoryLearner:
         self._idx = [tuple(FIELDS.index(f) for f in level) for level in self.ladder]
         self._by_key: dict[tuple, deque] = {}
         self._sorted: dict[tuple, tuple[float, ...]] = {}
+        self._prefix: dict[tuple, list[float]] = {}
         self._kcache: dict[Features, list[tuple]] = {}
         # per (key, bins): [samples, bin edges, per-bin Gittins index or _SKIP / None (not yet
         # computed)], dropped when the key learns a job; per (features, bins): the levels with
@@ -182,7 +214,11 @@ class HistoryLearner:
     def add(self, rec: Finished) -> None:
         """Learn from one finished job (call in finishing order)."""
         f = record_features(rec)
-        x = round(max(0.0, float(rec.gpu_s)), 6)  # on the grid the simulator's wake-ups land on
+        v = rec.gpu_s if self.value is None else self.value(rec)
+        if v is None:
+            self.count += 1
+            return
+        x = round(max(0.0, float(v)), 6)  # on the grid the simulator's wake-ups land on
         for k in self._keys(f):
             q = self._by_key.get(k)
             if q is None:
@@ -190,6 +226,7 @@ class HistoryLearner:
                 q = self._by_key[k] = deque(maxlen=max(cap, self.per_key))
             q.append(x)
             self._sorted.pop(k, None)
+            self._prefix.pop(k, None)
             for b in self._bins:
                 self._tables.pop((k, b), None)
         self.count += 1
@@ -279,6 +316,34 @@ class HistoryLearner:
         m = self.match(f, above)
         return m.mean if m is not None else None
 
+    def shrunk_mean(self, f: Features, above: float = 0.0, shrink: float = 0.0) -> float | None:
+        """The learnt value expected of a job with features ``f`` that has shown ``above``:
+        from the coarsest key up, every key with at least ``min_jobs`` finished jobs beyond
+        ``above`` moves the estimate to ``(their sum + shrink × estimate) / (their count +
+        shrink)``; the first such key sets it. ``shrink`` 0: the most specific key's mean (what
+        :meth:`predict` answers). None when no key has enough jobs."""
+        est = None
+        for k in reversed(self._keys(f)):
+            s = self._samples(k)
+            n = len(s)
+            if n < self.min_jobs:
+                continue
+            i = bisect.bisect_right(s, above) if above > 0.0 and s[0] <= above else 0
+            if n - i < self.min_jobs:
+                continue
+            pre = self._prefix.get(k)
+            if pre is None:
+                pre = [0.0]
+                for x in s:
+                    pre.append(pre[-1] + x)
+                self._prefix[k] = pre
+            total = pre[n] - pre[i]
+            if est is None or shrink <= 0.0:
+                est = total / (n - i)
+            else:
+                est = (total + shrink * est) / (n - i + shrink)
+        return est
+
 
 class HistoryView:
     """A learner kept in step with a ledger's ``finished`` log (read incrementally).
@@ -331,6 +396,6 @@ def gittins_from_samples(samples: Sequence[float], a: float) -> float:
 
 __all__ = [
     "DEFAULT_LADDER", "FIELDS", "Features", "Finished", "HistoryLearner", "HistoryView", "LADDERS", "Match",
-    "features", "gittins_from_samples", "job_features", "normalise_name", "parse_ladder",
-    "record_features",
+    "features", "gittins_from_samples", "job_features", "limit_ratio", "normalise_name", "parse_ladder",
+    "per_gpu_seconds", "record_features", "without_limit",
 ]
