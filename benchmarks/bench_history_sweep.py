@@ -5,8 +5,9 @@ against the reference LAS of the same run, CPU seconds) and one human line per p
 
 Parts (``--part`` repeatable, default both):
   philly   heavy Philly (Oct–Nov 2017, vc_sizes_quarter.csv, each VC its own cluster, 60 s
-           restart cost): LAS thresholds × starvation factor × service unit, Gittins with and
-           without learnt history (keys: GPU count and VC are all Philly has), QSSF.
+           restart cost): LAS thresholds × starvation factor × service unit; Gittins: learnt
+           history or one table (keys: GPU count and VC are all Philly has) × the prior's weight
+           × the restart-aware hold; QSSF. ``--philly-end`` shortens the window (a quick check).
   chronus  Chronus MIX1 and SLO (user = VC, job name = model) on one shared cluster
            (``--chronus-nodes`` × 8 GPUs, 60 s restart cost), in windows of ``--chronus-jobs``
            jobs starting at ``--chronus-starts``: QSSF by history keys, time limit as predictor
@@ -64,8 +65,14 @@ def las_defaults() -> dict:
             "service": d.service}
 
 
-def part_philly(T: Path, quick: bool, preemptive_qssf: bool) -> dict:
-    philly = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01"))
+def gittins_defaults() -> dict:
+    d = GittinsConfig()
+    return {"history_keys": d.history_keys, "prior_weight": d.prior_weight, "hold_factor": d.hold_factor,
+            "min_jobs": d.min_jobs}
+
+
+def part_philly(T: Path, quick: bool, preemptive_qssf: bool, end: str = "2017-12-01") -> dict:
+    philly = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time(end))
     setup = SimSetup(cluster_sizes=read_cluster_sizes(T / "philly" / "vc_sizes_quarter.csv"),
                      cost=PreemptionCost(60.0))
     prior = load_prior(T / "tiresias" / "yarn-gput1000.csv")
@@ -75,31 +82,58 @@ def part_philly(T: Path, quick: bool, preemptive_qssf: bool) -> dict:
     dflt = las_defaults()
     points = [run(philly, setup, "las (config defaults)", "las", **dflt)]
     points[-1]["default"] = True
-    keys = ["none", "account-gpus"] if quick else ["none", "account-gpus", "account", "global"]
+    gd = gittins_defaults()
+    points.append(run(philly, setup, "gittins (config defaults)", "gittins", prior_samples=prior, **gd))
+    points[-1]["default"] = True
+    # Gittins: where the distribution comes from (the prior's weight against the cluster's own
+    # finished jobs; learnt per key or one table) × the restart-aware hold
+    keys = ["none", "full"] if quick else ["none", "full", "account-gpus"]
+    weights = [1.0, 0.01] if quick else [1.0, 0.1, 0.01, 0.0]
+    holds = [1.0, 4.0] if quick else [1.0, 2.0, 4.0, 8.0]
     for hk in keys:
-        for mj in ([3] if quick or hk == "none" else [3, 10, 30]):
-            p = run(philly, setup, f"gittins history={hk} min_jobs={mj}", "gittins", prior_samples=prior,
-                    history_keys=hk, min_jobs=mj)
-            points.append(p)
+        for pw in weights:
+            for hold in holds:
+                kw = {"history_keys": hk, "prior_weight": pw, "hold_factor": hold, "min_jobs": gd["min_jobs"]}
+                if kw == gd:
+                    continue
+                points.append(run(philly, setup, f"gittins history={hk} prior_weight={pw:g} hold={hold:g}",
+                                  "gittins", prior_samples=prior, **kw))
+    if not quick:
+        for mj in (10, 30):
+            kw = {**gd, "min_jobs": mj}
+            points.append(run(philly, setup, f"gittins history={gd['history_keys']} min_jobs={mj}", "gittins",
+                              prior_samples=prior, **kw))
     for hk in (["account-gpus"] if quick else ["account-gpus", "account"]):
         for pre in ((False, True) if preemptive_qssf else (False,)):
             points.append(run(philly, setup, f"qssf history={hk} preemptive={pre}", "qssf",
                               history_keys=hk, preemptive=pre))
-    th_grid = ([[1e5, 3e6], [3e5, 1e7], [3e4, 1e6]] if quick else
-               [[3e4, 1e6], [1e5, 3e6], [3e5, 1e7], [1e5, 1e6, 1e7], [3e4, 3e5, 3e6], [1e6, 1e7], [1e4, 1e5, 3e6]])
-    # the starvation guard's runs cost far more CPU (many wake-ups): its grid comes last
-    st_grid = [None] if quick else [None, 32.0, 8.0]
+    # LAS: the thresholds around the two best of a coarse grid (100k / 3M GPU-s, 30k / 300k s)
+    th_grid = {
+        "gpu-seconds": ([[1e5, 3e6], [1e5, 2e6], [3e4, 1e6]] if quick else
+                        [[3e4, 1e6], [1e5, 3e6], [7e4, 3e6], [1.5e5, 3e6], [2e5, 3e6], [1e5, 2e6], [1e5, 5e6],
+                         [3e5, 1e7], [1e6, 1e7], [1e5, 1e6, 1e7], [3e4, 3e5, 3e6], [1e4, 1e5, 3e6],
+                         [3e4, 1e5, 3e6], [1e5, 3e5, 3e6], [1e5, 1e6, 3e6]]),
+        "seconds": ([[3e4, 3e5], [3e4, 3e5, 1e6]] if quick else
+                    [[2e4, 3e5], [3e4, 3e5], [4e4, 3e5], [5e4, 3e5], [3e4, 2e5], [3e4, 5e5], [2e4, 2e5],
+                     [5e4, 5e5], [1e4, 3e4, 3e5], [3e4, 1e5, 3e5], [3e4, 3e5, 1e6], [3e4, 3e5, 3e6],
+                     [3e3, 3e4, 3e5], [1e5, 1e6]]),
+    }
+    # the starvation guard's runs cost more CPU (many wake-ups): on the anchors only
+    st_grid = [None] if quick else [None, 64.0, 16.0, 4.0]
+    anchors = ([1e5, 3e6], [3e4, 3e5], [3e4, 3e5, 3e6])
     for st in st_grid:
-        for service in ("gpu-seconds", "seconds"):
-            for th in th_grid:
-                kw = {"thresholds_gpu_s": th, "starvation_factor": st, "service": service}
-                if kw == dflt:
+        for service, ths in th_grid.items():
+            for th in ths:
+                if st is not None and th not in anchors:
                     continue
+                kw = {"thresholds_gpu_s": th, "starvation_factor": st, "service": service}
+                if kw == dflt or (st is None and service == "gpu-seconds" and th == [1e5, 3e6]):
+                    continue  # run above (the defaults, the reference)
                 points.append(run(philly, setup, f"las {service} {','.join(f'{t:g}' for t in th)} S={st}", "las", **kw))
     ratios([srtf, ref, *points], srtf["avg_jct_s"], ref["avg_jct_s"])
     agnostic = [p for p in points]
     best = min(agnostic, key=lambda p: p["avg_jct_s"])
-    return {"setup": "heavy Philly: Oct-Nov 2017, quarter VCs, 60 s restart", "jobs": len(philly),
+    return {"setup": f"heavy Philly: 2017-10-01 to {end}, quarter VCs, 60 s restart", "jobs": len(philly),
             "srtf": srtf, "las_reference": ref, "points": points, "best": best["label"],
             "best_vs_srtf": best["vs_srtf"], "best_vs_las": best["vs_las"],
             "goal_vs_srtf": 1.30}
@@ -205,18 +239,20 @@ def main() -> int:
     ap.add_argument("--chronus-starts", default="0",
                     help="where the Chronus windows start (comma-separated job positions), e.g. 0,3000,6000")
     ap.add_argument("--chronus-traces", default="MIX1,SLO")
+    ap.add_argument("--philly-end", default="2017-12-01",
+                    help="end of the Philly window (submit times before this day; the goal is on the whole window)")
     ap.add_argument("--preemptive-qssf", action="store_true",
                     help="also QSSF ranking running jobs (the engine's slow general path: long)")
     a = ap.parse_args()
     parts = a.part or ["philly", "chronus"]
     T = Path(a.traces)
     t0 = time.process_time()
-    out: dict = {"defaults": {"las": las_defaults(), "gittins": GittinsConfig().model_dump(include={"history_keys", "min_jobs"}),
+    out: dict = {"defaults": {"las": las_defaults(), "gittins": gittins_defaults(),
                               "qssf": QssfConfig().model_dump(include={"history_keys", "min_jobs", "shrink_jobs",
                                                                        "use_time_limit", "preemptive"})},
                  "machine": "shared (2 cores, other work running): wall times are noisy, CPU times less so"}
     if "philly" in parts:
-        out["philly"] = part_philly(T, a.quick, a.preemptive_qssf)
+        out["philly"] = part_philly(T, a.quick, a.preemptive_qssf, a.philly_end)
     if "chronus" in parts:
         out["chronus"] = part_chronus(T, a.quick, a.chronus_nodes, a.chronus_jobs,
                                       [int(x) for x in a.chronus_starts.split(",")], a.chronus_traces.split(","))

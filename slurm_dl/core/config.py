@@ -205,7 +205,10 @@ class GittinsConfig(_Strict):
         default="tiresias", description="'tiresias' (built-in sample) or a CSV file with a 'duration' column "
                                         "of GPU-seconds (a relative path is taken from the config file's folder)"
     )
-    prior_weight: float = num(1.0, ge=0, le=MAX_WEIGHT, description="weight of the prior against observed history")
+    prior_weight: float = num(0.01, ge=0, le=MAX_WEIGHT,
+                              description="weight of the prior against observed history (1 = the prior "
+                                          "counts as its 1,001 jobs; the default 0.01, as 10, so a "
+                                          "cluster's own finished jobs soon outweigh it)")
     bins: int = num(32, ge=2, le=4096)
     history_keys: HistoryKeys = Field(
         default="full", description="learn each job's service distribution from finished jobs like it: "
@@ -213,6 +216,10 @@ class GittinsConfig(_Strict):
                                     "'no-limit' (the same without the time limit), 'user-name', "
                                     "'account-gpus', 'account', 'global'; 'none' = table only")
     min_jobs: int = num(3, ge=1, le=50, description="finished jobs a key needs before it is used")
+    hold_factor: float = num(4.0, ge=1, le=MAX_WEIGHT,
+                             description="a running job is preempted only for a waiting job whose index is "
+                                         "this many times its own (each preemption costs a restart); "
+                                         "1 = plain Gittins")
     _prior_samples: tuple[float, ...] | None = PrivateAttr(default=None)
 
     @property

@@ -90,3 +90,38 @@ def test_shipped_summary_matches_the_real_sample(shared_traces):
 def test_bad_parameters_are_value_errors():
     with pytest.raises(ValueError, match="gittins"):
         get_policy("gittins", bins=1)
+
+
+def test_hold_factor_keeps_a_running_job_until_a_waiting_index_is_that_many_times_higher():
+    # half the jobs take 10 GPU-s, half 1000: a fresh job's index (0.05) is 50x that of a job
+    # past 10 GPU-s (1/990); a job at 2 GPU-s has index 0.5/(0.5*8+0.5*8) = 0.0625 (1.25x a fresh one)
+    samples = [10.0] * 5 + [1000.0] * 5
+    ctx = PolicyContext(now=0.0)
+    fresh = Job(1, num_gpus=1, submit_time=5.0)
+    early = Job(2, num_gpus=1, submit_time=1.0, attained_gpu_s=2.0, executed_s=2.0, state=JobState.RUNNING)
+    late = Job(3, num_gpus=1, submit_time=2.0, attained_gpu_s=20.0, executed_s=20.0, state=JobState.RUNNING)
+    plain = get_policy("gittins", prior_samples=samples, edges_gpu_s=[2.0, 10.0, 100.0], hold_factor=1.0)
+    held = get_policy("gittins", prior_samples=samples, edges_gpu_s=[2.0, 10.0, 100.0], hold_factor=4.0)
+    assert plain.index_at(2.0, ctx) == pytest.approx(0.0625) and plain.index_at(0.0, ctx) == pytest.approx(0.05)
+    assert [j.job_id for j in plain.order([early, fresh, late], ctx)] == [2, 1, 3]
+    # held: the running job past 10 GPU-s counts 4/990, still far below the fresh job's 0.05
+    assert [j.job_id for j in held.order([late, fresh, early], ctx)] == [2, 1, 3]
+    # a job waiting at 2 GPU-s (0.0625) does not displace one running at 0 GPU-s (4 x 0.05 = 0.2)
+    waiting_early = Job(4, num_gpus=1, submit_time=1.0, attained_gpu_s=2.0, executed_s=2.0)
+    running_fresh = Job(5, num_gpus=1, submit_time=5.0, state=JobState.RUNNING)
+    assert [j.job_id for j in plain.order([running_fresh, waiting_early], ctx)] == [4, 5]
+    assert [j.job_id for j in held.order([running_fresh, waiting_early], ctx)] == [5, 4]
+    # the key and its next change from one look-up agree with key()
+    k, _ = held.key_and_next_change(running_fresh, ctx)
+    assert k == held.key(running_fresh, ctx) and k[0] == pytest.approx(-0.2) and k[1:] == (5.0, 5)
+    # waiting jobs' scores are the plain index
+    assert held.score(waiting_early, ctx) == plain.score(waiting_early, ctx)
+
+
+def test_hold_factor_default_and_bounds():
+    from slurm_dl.core.config import GittinsConfig
+
+    assert get_policy("gittins").hold_factor == GittinsConfig().hold_factor == 4.0
+    for bad in (0.5, float("inf"), float("nan")):
+        with pytest.raises(ValueError):
+            get_policy("gittins", hold_factor=bad)

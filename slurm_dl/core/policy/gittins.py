@@ -18,7 +18,11 @@ Tiresias' 2D-Gittins).
 
 The distribution is the prior (Tiresias' ``yarn-gput1000`` sample, shipped as percentiles in
 :mod:`slurm_dl.core.policy.tiresias_prior`, or caller-given samples) weighted by ``prior_weight`` (1.0 =
-the prior counts as its 1,001 samples) plus every finished job in ``ledger.history``. The table
+the prior counts as its 1,001 samples; the default 0.01, as about 10) plus every finished job in
+``ledger.history``. The prior is another cluster's sample: at full weight it outweighs a small
+cluster's own history for months, and where that cluster's jobs are 100× longer (heavy Philly's
+8-GPU VCs) the index falls at the prior's typical sizes and new jobs preempt old ones all the
+time, which in an overloaded cluster shares the GPUs round-robin. The table
 is rebuilt as the history grows, at lengths fixed in advance (×1.1 steps past 64 jobs), so the
 result is a pure function of the history and cheap to keep current.
 
@@ -28,6 +32,13 @@ name, GPU count, …) with at least ``min_jobs`` of them beyond the job's attain
 index is then the Gittins index of those jobs' GPU-seconds, held constant between their values
 (bins whose edges are the key's own samples); a job beyond every key's samples falls back to
 the global table. The learnt view, like the table, moves only at the history checkpoints.
+
+Restart-aware hold (``hold_factor`` H, default from the site config): a *running* job's key
+uses H × its index, so a waiting job takes its GPUs only with an index at least H times higher.
+Every preemption costs the victim a restart, and the discretised index moves up and down
+between neighbouring bins (an empirical distribution is lumpy): with H = 1, jobs of a burst pass
+the GPUs round and round at each bin edge, each pass a restart. Waiting jobs are ordered by the
+plain index, so H only decides when a running job is stopped. H = 1 is plain Gittins.
 """
 
 from __future__ import annotations
@@ -108,6 +119,7 @@ class GittinsPolicy(PriorityPolicy):
         edges_gpu_s: Sequence[float] | None = None,
         history_keys: str | Sequence[Sequence[str]] | None = "config",
         min_jobs: int | None = None,
+        hold_factor: float | None = None,
     ) -> None:
         g = config.policy.gittins if config is not None else None
         if history_keys == "config":
@@ -120,11 +132,18 @@ class GittinsPolicy(PriorityPolicy):
             HistoryLearner(history_keys, min_jobs=int(min_jobs))  # fail early on bad settings
             self._view = HistoryView(lambda: HistoryLearner(history_keys, min_jobs=int(min_jobs)))
         self.history_keys = history_keys
+        if hold_factor is None:
+            hold_factor = _config_default(g, "hold_factor")
+        self.hold_factor = float(hold_factor)
+        if not (self.hold_factor >= 1.0 and self.hold_factor < float("inf")):
+            raise ValueError(f"gittins: hold_factor must be a finite number >= 1, got {hold_factor}")
         self._feat: dict[int, tuple] = {}
         self._memo: tuple = (None, None, None, None, None)
         self.delta = delta_gpu_s if delta_gpu_s in (None, "bin") else float(delta_gpu_s)
         self.bins = int(bins if bins is not None else (g.bins if g is not None else 32))
-        self.prior_weight = float(prior_weight if prior_weight is not None else (g.prior_weight if g else 1.0))
+        if prior_weight is None:
+            prior_weight = _config_default(g, "prior_weight")
+        self.prior_weight = float(prior_weight)
         if (isinstance(self.delta, float) and not self.delta > 0) or self.bins < 2 or self.prior_weight < 0:
             raise ValueError(
                 f"gittins: need delta_gpu_s > 0, bins >= 2, prior_weight >= 0; "
@@ -239,9 +258,14 @@ class GittinsPolicy(PriorityPolicy):
         self._refresh(ctx)
         return self._index[self._bin(attained_gpu_s) - 1]
 
+    def held(self, index: float, job: Job) -> float:
+        """The index a job's key uses: ``hold_factor`` × ``index`` while it runs (see the module
+        docstring), the index itself while it waits."""
+        return index * self.hold_factor if job.running else index
+
     # --- the interface -------------------------------------------------------------------
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
-        return (-self.job_index(job, ctx), job.submit_time, job.job_id)
+        return (-self.held(self.job_index(job, ctx), job), job.submit_time, job.job_id)
 
     def score(self, job: Job, ctx: PolicyContext) -> float:
         return min(1.0, self.job_index(job, ctx) / self._max_index)
@@ -273,7 +297,7 @@ class GittinsPolicy(PriorityPolicy):
             i = self._bin(a)
             index = self._index[i - 1]
             nxt = ctx.now + (edges[i] - a) / gpus if moving and i < len(edges) else None
-        return (-index, job.submit_time, job.job_id), nxt
+        return (-self.held(index, job), job.submit_time, job.job_id), nxt
 
     @property
     def edges(self) -> list[float]:
