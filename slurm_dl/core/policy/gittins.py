@@ -44,6 +44,8 @@ plain index, so H only decides when a running job is stopped. H = 1 is plain Git
 from __future__ import annotations
 
 import bisect
+from itertools import accumulate
+from operator import mul
 from typing import Sequence
 
 from .tiresias_prior import PERCENTILES_GPU_S, SAMPLE_COUNT
@@ -62,16 +64,17 @@ def gittins_index(values: Sequence[float], weights: Sequence[float], a: float, d
     return _Dist(values, weights).index(a, delta)
 
 
+_MISS = object()
+
+
 class _Dist:
     __slots__ = ("v", "W", "WV")
 
     def __init__(self, values: Sequence[float], weights: Sequence[float]) -> None:
         self.v = list(values)
-        self.W = [0.0]
-        self.WV = [0.0]
-        for x, w in zip(values, weights):
-            self.W.append(self.W[-1] + w)
-            self.WV.append(self.WV[-1] + w * x)
+        # running sums, added left to right (the same floats as a loop of appends)
+        self.W = list(accumulate(weights, initial=0.0))
+        self.WV = list(accumulate(map(mul, weights, values), initial=0.0))
 
     def index(self, a: float, delta: float) -> float:
         i = bisect.bisect_right(self.v, a)
@@ -138,7 +141,7 @@ class GittinsPolicy(PriorityPolicy):
         if not (self.hold_factor >= 1.0 and self.hold_factor < float("inf")):
             raise ValueError(f"gittins: hold_factor must be a finite number >= 1, got {hold_factor}")
         self._feat: dict[int, tuple] = {}
-        self._memo: tuple = (None, None, None, None, None)
+        self._memo: tuple = (None, None, {})
         self.delta = delta_gpu_s if delta_gpu_s in (None, "bin") else float(delta_gpu_s)
         self.bins = int(bins if bins is not None else (g.bins if g is not None else 32))
         if prior_weight is None:
@@ -173,8 +176,11 @@ class GittinsPolicy(PriorityPolicy):
 
     # --- the table -----------------------------------------------------------------------
     def _rebuild(self, history: Sequence[float]) -> None:
-        pairs = self._prior + [(float(x), 1.0) for x in history]
-        pairs = [p for p in pairs if p[1] > 0.0]
+        # the prior's and the history's (value, weight) pairs in order: each part is sorted on
+        # its own (the history as plain floats, which is quicker), then one sort merges the two
+        # runs; the same list as sorting every pair at once
+        pairs = sorted(p for p in self._prior if p[1] > 0.0)
+        pairs += [(x, 1.0) for x in sorted(map(float, history))]
         if not pairs:  # no prior and no history: every job equal (FIFO by the tie-break)
             self._edges, self._index, self._max_index = [0.0], [1.0], 1.0
             return
@@ -229,11 +235,16 @@ class GittinsPolicy(PriorityPolicy):
             hit = self._feat[job.job_id] = (raw, job_features(job))
         learner = self._view.learner
         f, a, count = hit[1], job.attained_gpu_s, learner.count
-        m = self._memo  # key() and next_key_change() ask the same question in turn
-        if m[0] is f and m[1] == a and m[2] is learner and m[3] == count:
-            return m[4]
-        got = learner.gittins(f, a, self.bins)
-        self._memo = (f, a, learner, count, got)
+        # answers per (features, attained) while the learner stays the same: key() and
+        # next_key_change() ask the same question in turn, and re-keying the waiting jobs asks
+        # it for many jobs alike (same features, nothing attained yet)
+        m = self._memo
+        if m[0] is not learner or m[1] != count or len(m[2]) > 100_000:
+            m = self._memo = (learner, count, {})
+        q = (f, a)
+        got = m[2].get(q, _MISS)
+        if got is _MISS:
+            got = m[2][q] = learner.gittins(f, a, self.bins)
         return got
 
     def job_index(self, job: Job, ctx: PolicyContext) -> float:
