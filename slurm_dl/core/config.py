@@ -205,9 +205,9 @@ class GittinsConfig(_Strict):
         default="tiresias", description="'tiresias' (built-in sample) or a CSV file with a 'duration' column "
                                         "of GPU-seconds (a relative path is taken from the config file's folder)"
     )
-    prior_weight: float = num(0.01, ge=0, le=MAX_WEIGHT,
+    prior_weight: float = num(0.1, ge=0, le=MAX_WEIGHT,
                               description="weight of the prior against observed history (1 = the prior "
-                                          "counts as its 1,001 jobs; the default 0.01, as 10, so a "
+                                          "counts as its 1,001 jobs; the default 0.1, as 100, so a "
                                           "cluster's own finished jobs soon outweigh it)")
     bins: int = num(32, ge=2, le=4096)
     history_keys: HistoryKeys = Field(

@@ -18,7 +18,7 @@ Tiresias' 2D-Gittins).
 
 The distribution is the prior (Tiresias' ``yarn-gput1000`` sample, shipped as percentiles in
 :mod:`slurm_dl.core.policy.tiresias_prior`, or caller-given samples) weighted by ``prior_weight`` (1.0 =
-the prior counts as its 1,001 samples; the default 0.01, as about 10) plus every finished job in
+the prior counts as its 1,001 samples; the default 0.1, as about 100) plus every finished job in
 ``ledger.history``. The prior is another cluster's sample: at full weight it outweighs a small
 cluster's own history for months, and where that cluster's jobs are 100× longer (heavy Philly's
 8-GPU VCs) the index falls at the prior's typical sizes and new jobs preempt old ones all the
