@@ -11,8 +11,10 @@ Parts (``--part`` repeatable, default all):
   fairness  heavy Philly as one shared cluster (Σ quarter nodes, or each of ``--fairness-nodes``),
             equal shares: fairshare (leases) beside fairshare-queue, las and srtf
   history   heavy setup: the config defaults of las, gittins (learnt history) and qssf against
-            srtf and las 100k/3M; the first ``--history-chronus-jobs`` of Chronus MIX1 (user and
-            model name) on ``--chronus-nodes``: qssf against srtf (the full sweep: benchmarks/bench_history_sweep.py)
+            srtf and las 100k/3M; the first ``--history-chronus-jobs`` of Chronus MIX1 and SLO (user
+            and model name) on ``--chronus-nodes``: qssf (defaults, queue order only, the
+            previous default's settings) against srtf and las (``--history-traces`` picks; the
+            full sweep: benchmarks/bench_history_sweep.py)
 Usage: python benchmarks/acceptance_sim.py [--part quality] [--las-thresholds 100000,3000000]
 
 The default LAS thresholds (100,000 / 3,000,000 GPU-s) are the best of a sweep on the heavy setup
@@ -72,7 +74,9 @@ def main() -> int:
                     help="--part chronus: part of the cluster admitted deadlines may promise (default: the config's)")
     ap.add_argument("--chronus-traces", default="SLO,MIX1", help="--part chronus: which Chronus traces")
     ap.add_argument("--history-chronus-jobs", type=int, default=3000,
-                    help="--part history: the first N jobs of MIX1 (QSSF on all of it is very slow)")
+                    help="--part history: the first N jobs of MIX1 and SLO (QSSF on all of it is very slow)")
+    ap.add_argument("--history-traces", default="philly,mix1,slo",
+                    help="--part history: which of philly, mix1, slo (comma-separated)")
     ap.add_argument("--fairness-nodes", type=int, action="append", default=None,
                     help="shared cluster size for --part fairness, repeatable (default: the quarter VC sizes "
                          "summed, 88)")
@@ -166,26 +170,38 @@ def main() -> int:
         d = LasConfig()
         las_d = {"thresholds_gpu_s": list(d.thresholds_gpu_s), "service": d.service,
                  "starvation_factor": d.starvation_factor}
-        setup = SimSetup(cluster_sizes=quarter, cost=PreemptionCost(60.0))
-        prior = load_prior(T / "tiresias" / "yarn-gput1000.csv")
-        h = {"srtf": run(philly, "srtf", setup), "las_100k_3M": run(philly, "las", setup, las_thresholds=[1e5, 3e6]),
-             "las": cfg_run(philly, "las", setup, **las_d),
-             "gittins": cfg_run(philly, "gittins", setup, prior_samples=prior),
-             "gittins_no_history": cfg_run(philly, "gittins", setup, prior_samples=prior, history_keys="none"),
-             "qssf": cfg_run(philly, "qssf", setup)}
-        srtf, ref = h["srtf"]["avg_jct_s"], h["las_100k_3M"]["avg_jct_s"]
-        h["ratios"] = {k: {"vs_srtf": round(v["avg_jct_s"] / srtf, 3), "vs_las_100k_3M": round(v["avg_jct_s"] / ref, 3)}
-                       for k, v in h.items() if k != "srtf"}
+        out["history"] = {}
+        if "philly" in a.history_traces.split(","):
+            setup = SimSetup(cluster_sizes=quarter, cost=PreemptionCost(60.0))
+            prior = load_prior(T / "tiresias" / "yarn-gput1000.csv")
+            h = {"srtf": run(philly, "srtf", setup), "las_100k_3M": run(philly, "las", setup, las_thresholds=[1e5, 3e6]),
+                 "las": cfg_run(philly, "las", setup, **las_d),
+                 "gittins": cfg_run(philly, "gittins", setup, prior_samples=prior),
+                 "gittins_no_history": cfg_run(philly, "gittins", setup, prior_samples=prior, history_keys="none"),
+                 "qssf": cfg_run(philly, "qssf", setup)}
+            srtf, ref = h["srtf"]["avg_jct_s"], h["las_100k_3M"]["avg_jct_s"]
+            h["ratios"] = {k: {"vs_srtf": round(v["avg_jct_s"] / srtf, 3), "vs_las_100k_3M": round(v["avg_jct_s"] / ref, 3)}
+                           for k, v in h.items() if k != "srtf"}
+            out["history"]["philly_heavy"] = h
         chs = SimSetup(nodes=a.chronus_nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
-        mix = read_trace(T / "chronus" / "trace_job_Philly_MIX1.csv", "chronus")
-        # QSSF re-sorts its whole queue at every event (the engine's general path): the first
-        # jobs only, or the run takes hours on this trace's overloaded queue
-        mix = sorted(mix, key=lambda j: (j.submit_time, j.job_id))[:a.history_chronus_jobs]
-        m = {"nodes": a.chronus_nodes, "jobs": len(mix), "srtf": run(mix, "srtf", chs), "qssf": cfg_run(mix, "qssf", chs),
-             "qssf_no_time_limit": cfg_run(mix, "qssf", chs, history_keys="no-limit"),
-             "las": cfg_run(mix, "las", chs, **las_d)}
-        m["ratios"] = {k: round(m[k]["avg_jct_s"] / m["srtf"]["avg_jct_s"], 3) for k in ("qssf", "qssf_no_time_limit", "las")}
-        out["history"] = {"philly_heavy": h, "chronus_mix1": m}
+        # the previous default's settings: no time limit as predictor, the most specific key
+        # alone, queue order only (it also learnt GPU-seconds, not run time per GPU)
+        before = {"use_time_limit": False, "shrink_jobs": 0.0, "preemptive": False}
+        for trace in ("MIX1", "SLO"):
+            if trace.lower() not in a.history_traces.split(","):
+                continue
+            tj = read_trace(T / "chronus" / f"trace_job_Philly_{trace}.csv", "chronus")
+            # the first jobs only: a heavily overloaded queue, long replays
+            tj = sorted(tj, key=lambda j: (j.submit_time, j.job_id))[:a.history_chronus_jobs]
+            m = {"nodes": a.chronus_nodes, "jobs": len(tj), "srtf": run(tj, "srtf", chs),
+                 "qssf": cfg_run(tj, "qssf", chs),
+                 "qssf_queue_order": cfg_run(tj, "qssf", chs, preemptive=False),
+                 "qssf_previous_settings": cfg_run(tj, "qssf", chs, **before),
+                 "las": cfg_run(tj, "las", chs, **las_d)}
+            m["ratios"] = {k: round(m[k]["avg_jct_s"] / m["srtf"]["avg_jct_s"], 3)
+                           for k in ("qssf", "qssf_queue_order", "qssf_previous_settings", "las")}
+            print(f"  history chronus {trace} first {len(tj)} jobs: x SRTF {m['ratios']}", file=sys.stderr)
+            out["history"][f"chronus_{trace.lower()}"] = m
     print(json.dumps(out))
     print("acceptance: " + "; ".join(f"{k} done" for k in parts))
     return 0

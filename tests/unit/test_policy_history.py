@@ -185,12 +185,12 @@ def test_qssf_uses_the_learnt_prediction():
     led = Ledger()
     for x in (100.0, 200.0, 300.0):
         led.add_history(x, "ann", "bert-1", "nlp", 1)
-    p = get_policy("qssf", None, min_jobs=3)
+    p = get_policy("qssf", None, min_jobs=3, preemptive=False)  # a requeued job: conditioned
     ctx = PolicyContext(now=0.0, ledger=led)
     assert p.predict(Job(1, user="ann", account="nlp", name="bert-22", num_gpus=1), ctx) == pytest.approx(200.0)
     # past 250 GPU-s no key has 3 jobs beyond it: the site default
     assert p.predict(Job(2, user="ann", account="nlp", name="bert", num_gpus=1, attained_gpu_s=250.0),
                      ctx) == 3600.0
-    assert get_policy("qssf", None, min_jobs=1).predict(
+    assert get_policy("qssf", None, min_jobs=1, preemptive=False).predict(
         Job(2, user="ann", account="nlp", name="bert", num_gpus=1, attained_gpu_s=250.0), ctx) == 300.0
     assert job_features(Job(3, name="x-1", num_gpus=2, time_limit=59.6)).time_limit == 60

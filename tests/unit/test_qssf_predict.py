@@ -71,7 +71,7 @@ def _ctx(*records) -> PolicyContext:
 
 def test_qssf_learns_run_time_per_gpu():
     ctx = _ctx((800.0, "ann", "bert", 4, None), (1600.0, "ann", "bert", 8, None))
-    p = get_policy("qssf", None, history_keys=LADDER, min_jobs=1, use_time_limit=False)
+    p = get_policy("qssf", None, history_keys=LADDER, min_jobs=1, use_time_limit=False, preemptive=False)
     # ann/bert ran 200 s on every GPU count: a 2-GPU run is 400 GPU-s
     assert p.predict(Job(1, user="ann", account="nlp", name="bert", num_gpus=2), ctx) == 400.0
     # past every job it is like (450 s a GPU): the site default, never below what it has used
@@ -128,3 +128,20 @@ def test_preemptive_qssf_ranks_by_predicted_remaining():
     running = Job(1, user="a", account="nlp", num_gpus=1, time_limit=1000.0, attained_gpu_s=900.0)
     pending = Job(2, user="b", account="nlp", num_gpus=1, time_limit=500.0)
     assert p.key(running, ctx) < p.key(pending, ctx)  # 100 s left beats 500 s
+
+
+def test_preemptive_qssf_does_not_condition_a_running_jobs_prediction_on_its_age():
+    """Queue order: a requeued job is predicted from the finished jobs that ran longer than it
+    has. Preemptive: the unconditioned prediction minus its service, so a job past its
+    prediction ranks first instead of looking longer the longer it runs."""
+    ctx = _ctx((100.0, "ann", "bert", 1, None), (200.0, "ann", "bert", 1, None), (300.0, "ann", "bert", 1, None),
+               (5000.0, "bob", "x", 1, None), (9000.0, "bob", "x", 1, None), (10_000.0, "bob", "x", 1, None))
+    kw = {"history_keys": (("user", "name"), ()), "min_jobs": 2, "shrink_jobs": 0.0}
+    old = Job(1, user="ann", account="nlp", name="bert", num_gpus=1, attained_gpu_s=250.0)
+    queue = get_policy("qssf", None, preemptive=False, **kw)
+    assert queue.predict(old, ctx) == pytest.approx((300.0 + 5000.0 + 9000.0 + 10_000.0) / 4)
+    pre = get_policy("qssf", None, preemptive=True, **kw)
+    assert pre.predict(old, ctx) == 250.0  # 200 predicted, 250 used
+    fresh = Job(2, user="ann", account="nlp", name="bert", num_gpus=1)
+    assert pre.key(old, ctx)[0] == 0.0 and pre.key(fresh, ctx)[0] == 200.0
+    assert pre.order([fresh, old], ctx)[0].job_id == 1
