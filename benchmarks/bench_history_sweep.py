@@ -12,6 +12,8 @@ Parts (``--part`` repeatable, default both):
            (``--chronus-nodes`` × 8 GPUs, 60 s restart cost), in windows of ``--chronus-jobs``
            jobs starting at ``--chronus-starts``: QSSF by history keys, time limit as predictor
            or not, shrinkage and min_jobs; Gittins; SRTF and LAS (config defaults) per window.
+  chronus-gittins  whole Chronus MIX1 and SLO on the same cluster: Gittins by the prior's weight
+           × the hold, against SRTF (not in the default parts).
 ``--preemptive-qssf`` (philly) adds QSSF ranking running jobs too, its config default (CPU-heavy
 there; the chronus part always runs both). ``--quick`` runs a few points of each grid. Each
 point says which settings are the config models' defaults (``default: true``), so the
@@ -87,7 +89,7 @@ def part_philly(T: Path, quick: bool, preemptive_qssf: bool, end: str = "2017-12
     points[-1]["default"] = True
     # Gittins: where the distribution comes from (the prior's weight against the cluster's own
     # finished jobs; learnt per key or one table) × the restart-aware hold
-    keys = ["none", "full"] if quick else ["none", "full", "account-gpus"]
+    keys = ["none", "full"]  # on Philly "full" is account+GPUs, then account, then all
     weights = [1.0, 0.01] if quick else [1.0, 0.1, 0.01, 0.0]
     holds = [1.0, 4.0] if quick else [1.0, 2.0, 4.0, 8.0]
     for hk in keys:
@@ -181,6 +183,31 @@ def qssf_grid(quick: bool) -> list[tuple[str, dict]]:
     return out
 
 
+def part_chronus_gittins(T: Path, quick: bool, nodes: int, traces: list[str]) -> dict:
+    """Whole Chronus traces: Gittins (learnt history, the default keys) by the prior's weight and
+    the restart-aware hold, against SRTF; the grid the Gittins defaults were chosen on, with
+    heavy Philly's."""
+    out = {}
+    setup = SimSetup(nodes=nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
+    gd = gittins_defaults()
+    grid = ([(1.0, 1.0), (0.1, 4.0)] if quick else
+            [(1.0, 1.0), (1.0, 4.0), (0.1, 4.0), (0.1, 8.0), (0.01, 4.0), (0.01, 8.0), (1.0, 8.0)])
+    for trace in traces:
+        jobs = read_trace(T / "chronus" / f"trace_job_Philly_{trace}.csv", "chronus")
+        srtf = run(jobs, setup, f"{trace} srtf", "srtf")
+        points = []
+        for pw, hold in grid:
+            p = run(jobs, setup, f"{trace} gittins prior_weight={pw:g} hold={hold:g}", "gittins",
+                    **{**gd, "prior_weight": pw, "hold_factor": hold})
+            p["preemptions_per_job"] = round(p["preemptions"] / len(jobs), 3)
+            p["default"] = (pw, hold) == (gd["prior_weight"], gd["hold_factor"])
+            points.append(p)
+        for p in points:
+            p["vs_srtf"] = round(p["avg_jct_s"] / srtf["avg_jct_s"], 3)
+        out[trace] = {"jobs": len(jobs), "nodes": nodes, "srtf": srtf, "points": points}
+    return out
+
+
 def part_chronus(T: Path, quick: bool, nodes: int, n_jobs: int,
                  starts: list[int], traces: list[str]) -> dict:
     """Each trace cut into windows of ``n_jobs`` jobs (the first at ``starts[0]``): every point
@@ -232,7 +259,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--traces", default=os.environ.get("SLURM_DL_TRACES")
                     or str(Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"))
-    ap.add_argument("--part", action="append", choices=["philly", "chronus"])
+    ap.add_argument("--part", action="append", choices=["philly", "chronus", "chronus-gittins"])
     ap.add_argument("--quick", action="store_true", help="a few points of each grid")
     ap.add_argument("--chronus-nodes", type=int, default=16)
     ap.add_argument("--chronus-jobs", type=int, default=3000, help="jobs per Chronus window (submit order)")
@@ -253,6 +280,8 @@ def main() -> int:
                  "machine": "shared (2 cores, other work running): wall times are noisy, CPU times less so"}
     if "philly" in parts:
         out["philly"] = part_philly(T, a.quick, a.preemptive_qssf, a.philly_end)
+    if "chronus-gittins" in parts:
+        out["chronus_gittins"] = part_chronus_gittins(T, a.quick, a.chronus_nodes, a.chronus_traces.split(","))
     if "chronus" in parts:
         out["chronus"] = part_chronus(T, a.quick, a.chronus_nodes, a.chronus_jobs,
                                       [int(x) for x in a.chronus_starts.split(",")], a.chronus_traces.split(","))
@@ -270,6 +299,10 @@ def main() -> int:
         for srow in c["summary"]:
             print(f"  {srow['label']}{' (default)' if srow['default'] else ''}: "
                   f"{' '.join(f'{x:.3f}' for x in srow['vs_srtf'])} gmean {srow['gmean_vs_srtf']}")
+    for trace, c in out.get("chronus_gittins", {}).items():
+        print(f"chronus {trace} whole ({c['jobs']} jobs, {c['nodes']} x 8 GPUs), gittins vs SRTF: " + "; ".join(
+            f"{p['label'].split(' ', 2)[2]}{' (default)' if p['default'] else ''} {p['vs_srtf']}x"
+            for p in c["points"]))
     print(f"cpu {out['cpu_s']} s")
     return 0
 

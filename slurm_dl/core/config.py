@@ -216,7 +216,7 @@ class GittinsConfig(_Strict):
                                     "'no-limit' (the same without the time limit), 'user-name', "
                                     "'account-gpus', 'account', 'global'; 'none' = table only")
     min_jobs: int = num(3, ge=1, le=50, description="finished jobs a key needs before it is used")
-    hold_factor: float = num(4.0, ge=1, le=MAX_WEIGHT,
+    hold_factor: float = num(8.0, ge=1, le=MAX_WEIGHT,
                              description="a running job is preempted only for a waiting job whose index is "
                                          "this many times its own (each preemption costs a restart); "
                                          "1 = plain Gittins")

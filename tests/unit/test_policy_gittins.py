@@ -121,7 +121,7 @@ def test_hold_factor_keeps_a_running_job_until_a_waiting_index_is_that_many_time
 def test_hold_factor_default_and_bounds():
     from slurm_dl.core.config import GittinsConfig
 
-    assert get_policy("gittins").hold_factor == GittinsConfig().hold_factor == 4.0
+    assert get_policy("gittins").hold_factor == GittinsConfig().hold_factor == 8.0
     for bad in (0.5, float("inf"), float("nan")):
         with pytest.raises(ValueError):
             get_policy("gittins", hold_factor=bad)
