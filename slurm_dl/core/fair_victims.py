@@ -1,0 +1,166 @@
+"""Victims for one move of the fair-share decision (pure; see :mod:`slurm_dl.core.fairness`).
+
+Which running jobs of over-share accounts yield so that a waiting job of an under-share account
+starts: :func:`allowed` (the two rules a victim's account must meet), :func:`gpu_victims` (by GPU
+count alone) and :func:`node_victims` (so that the job fits on nodes, node by node, by
+:func:`fit`, the simulator's consolidated placement rule).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Hashable, Mapping
+
+from .model import Job
+
+if TYPE_CHECKING:
+    from .fairness import Standing
+
+EPS = 1e-9
+INF = float("inf")
+
+
+def fit(free: Mapping[Hashable, int], size: Mapping[Hashable, int], gpus: int) -> tuple[tuple[Hashable, int], ...] | None:
+    """Where ``gpus`` GPUs start on these free GPUs per node (``None``: nowhere): one node when
+    some node is that large (the fullest node that still fits), else wholly free nodes (largest
+    first) and the rest on the free-most other node; the simulator's consolidated rule."""
+    if gpus <= max(size.values(), default=0):
+        best, best_free = None, None
+        for n, f in free.items():
+            if f >= gpus and (best_free is None or f < best_free):
+                best, best_free = n, f
+        return None if best is None else ((best, gpus),)
+    out: list[tuple[Hashable, int]] = []
+    left = gpus
+    for n in sorted((n for n, f in free.items() if f > 0 and f == size.get(n)), key=lambda n: -size[n]):
+        if size[n] <= left:
+            out.append((n, size[n]))
+            left -= size[n]
+    if left:
+        used = {n for n, _ in out}
+        rest = [(f, n) for n, f in free.items() if n not in used and f >= left]
+        if not rest:
+            return None
+        out.append((max(rest, key=lambda x: x[0])[1], left))
+    return tuple(out)
+
+
+def allowed(v: Job, trial: Mapping[str, float], st: Mapping[str, Standing], h: float,
+             floor: float = INF) -> bool:
+    """Whether ``v`` may yield: its account stays above its fair share by more than the
+    hysteresis and ends closer to it than it was, or (max-min) it ends holding more of its
+    fair share than ``floor`` (see :func:`_floor`)."""
+    fair_a = st[v.account].fair
+    surplus = trial[v.account] - fair_a
+    after = trial[v.account] - v.num_gpus
+    if surplus > fair_a * h + EPS and surplus > fair_a - after + EPS:
+        return True
+    return fair_a > EPS and after / fair_a > floor + EPS
+
+
+def _floor(b: str, g: int, held: Mapping[str, float], st: Mapping[str, Standing], h: float) -> float:
+    """The max-min bar for a move of ``g`` GPUs to account ``b``: the part of its fair share
+    ``b`` holds before the move plus the hysteresis. A victim account must end above it
+    (:func:`allowed`); infinite (no such moves) when ``b`` itself would not end above it."""
+    fair_b = st[b].fair
+    if fair_b <= EPS:
+        return INF
+    before = held[b] / fair_b + h
+    return before if (held[b] + g) / fair_b > before + EPS else INF
+
+
+def gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h):
+    """Victims by GPU count alone: (chosen, every allowed candidate, GPUs freed, held after)."""
+    bar = _floor(b, g, held, st, h)
+    chosen: list[Job] = []
+    cands: list[Job] = []
+    freed = 0
+    trial = dict(held)
+    for a in victim_order:
+        if a == b:
+            continue
+        for v in by_acct[a]:
+            if v.job_id in taken or not allowed(v, trial, st, h, bar):
+                continue
+            cands.append(v)
+            if free + freed < g:
+                chosen.append(v)
+                freed += v.num_gpus
+                trial[a] -= v.num_gpus
+    return chosen, cands, freed, trial
+
+
+def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h):
+    """Victims that make ``need`` fit on nodes: node by node, the node that the fewest
+    preempted GPUs (then victims) open for it first, victims in the usual order on each node.
+    Returns (chosen, candidates, held after, free GPUs per node after), or ``None``."""
+    g = need.num_gpus
+    bar = _floor(b, g, held, st, h)
+    size = nodes.size
+    # a job that may not yield at its account's holding now never may in this search (the
+    # holdings only go down, and :func:`allowed` only gets stricter as they do), so it is left
+    # out of the pool; the ranks below keep the others' order, so no choice changes
+    pool = []
+    for a in victim_order:
+        if a == b:
+            continue
+        fair_a = st[a].fair
+        if bar == INF and not held[a] - fair_a > fair_a * h + EPS:
+            continue  # neither rule of allowed can hold for any job of this account
+        view = {a: held[a]}
+        pool.extend(v for v in by_acct[a] if v.job_id not in taken and allowed(v, view, st, h, bar))
+    rank = {v.job_id: i for i, v in enumerate(pool)}
+    on_node: dict[Hashable, list[Job]] = {}
+    for v in pool:
+        for n, _ in nodes.alloc.get(v.job_id, ()):
+            on_node.setdefault(n, []).append(v)
+    wide = g > max(size.values(), default=0)
+    tf = dict(node_free)
+    trial = dict(held)
+    chosen: list[Job] = []
+    picked: set[int] = set()
+    for _ in range(len(tf) + 1):
+        if fit(tf, size, g) is not None:
+            break
+        best = None
+        for n, vs in on_node.items():
+            want = size.get(n, 0) if wide else g
+            if want > size.get(n, 0) or (wide and tf.get(n, 0) >= want):
+                continue
+            got, cost, mine, delta = tf.get(n, 0), 0, [], {}
+            for v in vs:
+                if got >= want:
+                    break
+                if v.job_id in picked:
+                    continue
+                a = v.account
+                view = {a: trial[a] - delta.get(a, 0)}
+                if not allowed(v, view, st, h, bar):
+                    continue
+                mine.append(v)
+                delta[a] = delta.get(a, 0) + v.num_gpus
+                cost += v.num_gpus
+                got += sum(k for m, k in nodes.alloc.get(v.job_id, ()) if m == n)
+            if got < want:
+                continue
+            score = (cost, len(mine), max(rank[v.job_id] for v in mine) if mine else -1)
+            if best is None or score < best[0]:
+                best = (score, mine)
+        if best is None or not best[1]:
+            return None
+        for v in best[1]:
+            chosen.append(v)
+            picked.add(v.job_id)
+            trial[v.account] -= v.num_gpus
+            for n, k in nodes.alloc.get(v.job_id, ()):
+                tf[n] = tf.get(n, 0) + k
+    else:
+        return None
+    if fit(tf, size, g) is None:
+        return None
+    ns = {n for v in chosen for n, _ in nodes.alloc.get(v.job_id, ())}
+    base = dict(held)
+    cands = list(chosen) + [v for n in ns for v in on_node.get(n, ())
+                            if v.job_id not in picked and allowed(v, base, st, h, bar)]
+    seen: set[int] = set()
+    cands = [v for v in cands if not (v.job_id in seen or seen.add(v.job_id))]
+    return chosen, cands, trial, tf
