@@ -307,43 +307,36 @@ def plan_fair_preemptions(
     # beneficiary (with free GPUs in pieces, every account may be at or under its share while
     # a job that needs a node waits)
     over = {a for a in st if held[a] > 0}
-    by_acct: dict[str, list[Job]] = {}
     blocked: list[tuple[Job, float]] = []  # (job, lease end) of jobs only their lease protects
-    if ranked is not None:  # the same victims and leases, already in order
-        for a, js in ranked.items():
-            if a in over or (level is not None and a in waiting):
-                mine = []
-                for j in reversed(js):
-                    end = yields[j.job_id] if yields is not None else _yield_end(j, now, settings, config)
-                    if end == INF:
-                        continue
-                    if now < end - EPS:
-                        blocked.append((j, end))
-                    else:
-                        mine.append(j)
-                if mine:
-                    by_acct[a] = mine
-    for j in () if ranked is not None else running:
-        if j.account in over or (level is not None and j.account in waiting):
-            if yields is not None:  # the same sorting as below, from the job's constant figure
-                end = yields[j.job_id]
-                if end == INF:
-                    continue
-                if now < end - EPS:
-                    blocked.append((j, end))
-                else:
-                    by_acct.setdefault(j.account, []).append(j)
+
+    def may_yield(js) -> list[Job]:
+        """The jobs of ``js`` that may yield now, in that order; those only their lease
+        protects go to ``blocked``."""
+        out = []
+        for j in js:
+            end = yields[j.job_id] if yields is not None else _yield_end(j, now, settings, config)
+            if end == INF:
                 continue
-            block = victim_block(j, now, settings, config)
-            if block is None:
-                by_acct.setdefault(j.account, []).append(j)
+            if now < end - EPS:
+                blocked.append((j, end))
             else:
-                end = lease_end(j, settings)
-                if end is not None and end > now + EPS and block.startswith("its lease") \
-                        and victim_block(j, end, settings, config) is None:
-                    blocked.append((j, end))
-    for js in () if ranked is not None else by_acct.values():
-        js.sort(key=lambda j: (key(j), j.job_id), reverse=True)
+                out.append(j)
+        return out
+
+    def gives(a: str) -> bool:
+        return a in over or (level is not None and a in waiting)
+
+    if ranked is not None:  # each account's running jobs already in order: least urgent first
+        lists = {a: may_yield(reversed(js)) for a, js in ranked.items() if gives(a)}
+    else:
+        mine: dict[str, list[Job]] = {}
+        for j in running:
+            if gives(j.account):
+                mine.setdefault(j.account, []).append(j)
+        lists = {a: may_yield(js) for a, js in mine.items()}
+        for js in lists.values():
+            js.sort(key=lambda j: (key(j), j.job_id), reverse=True)
+    by_acct = {a: js for a, js in lists.items() if js}
     victim_order = sorted((a for a in by_acct if a in over), key=lambda a: (st[a].rho, -(held[a] - st[a].fair), a))
     wake: float | None = None
     if beneficiaries:
