@@ -284,12 +284,20 @@ class _Server(socketserver.UnixStreamServer):
                 self.shutdown_request(request)
 
     def server_close(self) -> None:
+        """Stop accepting, let the workers answer what they hold, and wait for them (bounded).
+
+        A worker still answering after close would log into whatever replaced the log stream
+        and hold a half-closed connection; waiting at most one handler timeout avoids both.
+        """
         super().server_close()
+        deadline = time.monotonic() + _Handler.timeout + 1.0
         for _ in self._workers:
             try:
-                self._queue.put_nowait(None)
+                self._queue.put(None, timeout=max(0.0, deadline - time.monotonic()))
             except queue.Full:
                 break
+        for w in self._workers:
+            w.join(max(0.0, deadline - time.monotonic()))
 
 
 def _prepare_socket_path(path: Path) -> None:

@@ -316,3 +316,29 @@ def test_all_workers_taken_means_busy(tmp_path, monkeypatch) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_close_waits_for_the_workers_to_answer_what_they_hold(tmp_path, caplog) -> None:
+    """After close no worker is left answering: its log lines land while the caller still listens."""
+    service = FilterService(CONFIG)
+    sock = tmp_path / "c.sock"
+    server = open_server(service, sock)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    clients = []
+    for _ in range(service.config.filter.max_concurrent):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(str(sock))
+        s.sendall(b'{"v":1,')  # a partial line: a worker waits for the rest
+        clients.append(s)
+    # Connections are accepted in order: once a later complete request is answered, every
+    # partial one above has been handed to a worker.
+    assert ask(sock, request({}))["action"] == "accept"
+    with caplog.at_level("WARNING", logger="slurm_dl.filter"):
+        for s in clients:
+            s.close()  # the workers now read a truncated request and answer an error
+        server.shutdown()
+        server.server_close()
+        workers = [t for t in threading.enumerate() if t.name.startswith("filter-") and t in server._workers]
+        assert workers == []
+    assert sum("bad request" in r.getMessage() for r in caplog.records) == len(clients)
