@@ -28,3 +28,19 @@ def shared_traces() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored():
+    """A daemon's main() run in-process adds a root handler on the stderr of that moment
+    (a test runner's capture stream, closed after the test). Put the root logger back as it
+    was, so later log lines never go to a closed stream."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for h in root.handlers:
+        if h not in handlers:
+            root.removeHandler(h)
+    root.setLevel(level)

@@ -140,8 +140,17 @@ def fake_peer(tmp_path):
             if state["reply"] is not None:
                 conn.sendall(state["reply"])
 
-    threading.Thread(target=loop, daemon=True).start()
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
     yield sock_path, state
+    # close() alone does not wake a thread blocked in accept() or recv(): shut the sockets
+    # down first, so the loop returns and no thread outlives the test.
+    for s in [srv, *state["conns"]]:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    thread.join(5)
     srv.close()
     for c in state["conns"]:
         c.close()
