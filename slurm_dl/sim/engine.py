@@ -662,20 +662,33 @@ def run_cluster(
         start_chosen(chosen, victims, now)
 
     def start_chosen(chosen: list[int], victims: list[SimJob], now: float) -> None:
-        """Preempt ``victims`` then place the pending jobs at indexes ``chosen`` in rank order."""
+        """Preempt ``victims`` then place the pending jobs at indexes ``chosen`` in rank order;
+        one that cannot be placed stays where it waits (its key is unique: no other moves)."""
+        if not victims:  # the indexes stay valid: take the started ones out from the back
+            started = []
+            for i in chosen:
+                sj = pending[i]
+                alloc = try_place(sj.gpus)
+                if alloc is not None:
+                    start(sj, alloc, now)
+                    started.append(i)
+            for i in reversed(started):
+                del pending[i]
+                del pending_keys[i]
+            return
         chosen_jobs = [pending[i] for i in chosen]
-        for i in reversed(chosen):
-            del pending[i]
-            del pending_keys[i]
         victims.sort(key=lambda s: s.seq)
         for sj in victims:
             preempt(sj, now)
         for sj in chosen_jobs:
             alloc = try_place(sj.gpus)
             if alloc is not None:
+                i = bisect.bisect_left(pending_keys, sj.pend_key)
+                while pending[i] is not sj:
+                    i += 1
+                del pending_keys[i]
+                del pending[i]
                 start(sj, alloc, now)
-            else:  # back where it was: a waiting job's key changes only at rekey / its wake-ups
-                insert_pending(sj, sj.pend_key)
 
     def pass_preemptive(now: float) -> None:
         if not pending:
@@ -782,6 +795,12 @@ def run_cluster(
     n = len(arrivals)
     ai = 0
     finished: list[SimJob] = []
+    # the ranked preemptive pass is a function of the waiting jobs, the free GPUs and where each
+    # running job's key falls among the waiting keys (running jobs between two waiting ones
+    # all fit when the pass left everything as it was). After a pass that started and
+    # preempted nothing (``idle_ver``: the free GPUs' version it saw), an event time with only
+    # running jobs' key changes that leave each where it falls changes nothing: no pass.
+    idle_ver = [-1]
     while ai < n or heap or releases:
         # a superseded completion or wake-up (the job stopped or started since) is no event:
         # a pass at its time would re-rank on a clock nothing happened at, and with keys that
@@ -795,6 +814,7 @@ def run_cluster(
         now = min(t_arr, t_evt, releases[0][0] if releases else INF)
         release_until(now)
         done = False
+        same = ranked_run and idle_ver[0] == free_ver[0]
         while heap and heap[0][0] <= now:
             _, kind, _, ver, sj = heapq.heappop(heap)
             if ver != sj.version or sj is _TICK:
@@ -813,9 +833,13 @@ def run_cluster(
                 if cached_running:
                     if ranked_run:
                         r_remove(sj)
+                        old = sj.static_key
                     sj.static_key, nxt = ranker.key_and_next(sj, now)
                     if ranked_run:
                         r_insert(sj)
+                        if same and (bisect.bisect_right(pending_keys, old)
+                                     != bisect.bisect_right(pending_keys, sj.static_key)):
+                            same = False
                 else:
                     if grouped_run:
                         g_remove(gr, sj, sj.static_key)
@@ -825,6 +849,7 @@ def run_cluster(
                 if nxt is not None and nxt < end:
                     heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
             else:  # a waiting job's key changes on its own (starvation guard, deadline boost)
+                same = False
                 if piecewise:
                     rekey_pending(sj, now)
                 elif grouped:
@@ -841,6 +866,7 @@ def run_cluster(
             if on_finish is not None:
                 on_finish(now, len(finished))
         while ai < n and arrivals[ai].submit <= now:
+            same = False
             sj = arrivals[ai]
             ai += 1
             if arrive is not None:
@@ -857,6 +883,12 @@ def run_cluster(
                 pass_grouped_preemptive(now)
             else:
                 pass_grouped_fit(now, skip=discipline == "firstfit")
+        elif ranked_run:
+            if same and not done:
+                continue
+            v = free_ver[0]
+            pass_preemptive(now)
+            idle_ver[0] = v if free_ver[0] == v else -1
         elif discipline == "preemptive":
             pass_preemptive(now)
         elif book is not None:
