@@ -58,9 +58,13 @@ class JobState(str, enum.Enum):
     @property
     def active(self) -> bool:
         """Holding resources now (running or winding down)."""
-        return self in (JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED)
+        # identity with module constants: a str enum compares by value and looks members up
+        # through its class, both slow in the simulator's hot loops
+        return self is _RUNNING or self is _COMPLETING or self is _SUSPENDED
 
 
+_PENDING, _RUNNING = JobState.PENDING, JobState.RUNNING
+_COMPLETING, _SUSPENDED = JobState.COMPLETING, JobState.SUSPENDED
 _FINISHED = frozenset(
     {
         JobState.COMPLETED,
@@ -126,7 +130,7 @@ class Job:
 
     @property
     def pending(self) -> bool:
-        return self.state is JobState.PENDING
+        return self.state is _PENDING
 
     @property
     def running(self) -> bool:
