@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
+import operator
 from dataclasses import dataclass
 
 from ..core.model import Job, JobState
+
+
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job) if f.init)
+_job_values = operator.attrgetter(*_JOB_FIELDS)
+
+
+def _copy_job(job: Job) -> Job:
+    """A shallow copy of ``job`` (what ``copy.copy`` gives, several times quicker for a slotted
+    dataclass, which ``copy`` takes apart through ``__reduce_ex__``)."""
+    return Job(*_job_values(job))
 
 
 class SimJob:
@@ -27,7 +38,7 @@ class SimJob:
 
     def __init__(self, seq: int, job: Job):
         self.seq = seq
-        self.job = job = copy.copy(job)
+        self.job = job = _copy_job(job)
         job.state = JobState.PENDING
         job.start_time = None
         job.attained_gpu_s = 0.0

@@ -131,3 +131,23 @@ def test_placement_sensitivity_slows_spread_jobs():
 def test_a_job_larger_than_the_cluster_is_an_error():
     with pytest.raises(ValueError, match=r"too big for .* \(max 16\)"):
         run([job(1, 16, 0, 10)], "fifo")
+
+
+def test_the_engine_copies_every_field_of_a_job_and_leaves_the_trace_alone() -> None:
+    import dataclasses
+
+    from slurm_dl.core.model import Job, JobState
+    from slurm_dl.sim.state import SimJob
+
+    job = Job(7, user="u", account="a", name="n", num_gpus=4, gpus_per_node=4, num_nodes=1,
+              submit_time=5.0, time_limit=60.0, deadline=90.0, soft_deadlines=((1.0, 2.0),),
+              tags={"k": "v"}, duration=30.0, comment="c", qos="q", restarts=3,
+              state=JobState.RUNNING, attained_gpu_s=9.0)
+    sj = SimJob(0, job)
+    assert sj.job is not job
+    for f in dataclasses.fields(Job):
+        if f.name not in ("state", "start_time", "attained_gpu_s", "executed_s", "restarts", "duration"):
+            assert getattr(sj.job, f.name) == getattr(job, f.name), f.name
+    # the engine's copy starts afresh; the trace's job is untouched
+    assert (sj.job.state, sj.job.attained_gpu_s, sj.job.restarts) == (JobState.PENDING, 0.0, 0)
+    assert (job.state, job.attained_gpu_s, job.restarts) == (JobState.RUNNING, 9.0, 3)

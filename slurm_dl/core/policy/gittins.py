@@ -211,9 +211,10 @@ class GittinsPolicy(PriorityPolicy):
     def _refresh(self, ctx: PolicyContext) -> None:
         led = ctx.ledger
         hist = led.history if led is not None else ()
-        seen = (id(hist), len(hist))
-        if seen == self._seen:
+        seen = self._seen
+        if seen is not None and seen[0] == id(hist) and seen[1] == len(hist):
             return
+        seen = (id(hist), len(hist))
         self._seen = seen
         n = history_checkpoint(len(hist))
         key = (id(hist), n)
@@ -299,7 +300,8 @@ class GittinsPolicy(PriorityPolicy):
         got = self._learnt(job)
         a = job.attained_gpu_s
         gpus = job.num_gpus
-        moving = gpus > 0 and job.running
+        running = job.running
+        moving = gpus > 0 and running
         if got is not None:
             index = got[0]
             nxt = ctx.now + max(0.0, got[1] - a) / gpus if moving else None
@@ -308,7 +310,8 @@ class GittinsPolicy(PriorityPolicy):
             i = self._bin(a)
             index = self._index[i - 1]
             nxt = ctx.now + (edges[i] - a) / gpus if moving and i < len(edges) else None
-        return (-self.held(index, job), job.submit_time, job.job_id), nxt
+        # what held() gives, without reading the job's state again
+        return (-(index * self.hold_factor if running else index), job.submit_time, job.job_id), nxt
 
     @property
     def edges(self) -> list[float]:
