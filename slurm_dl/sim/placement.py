@@ -21,29 +21,35 @@ Allocation = tuple[tuple[int, int], ...]  # (node index, GPUs) pairs
 
 
 def place_consolidated(free: list[int], gpus: int, per_node: int) -> Allocation | None:
+    # list.index / ``in`` scan in C: at most ``per_node`` scans instead of a Python loop
+    # over every node (the replay's placements are its most frequent call)
     if gpus <= per_node:
-        best = -1
-        best_free = per_node + 1
-        for i, f in enumerate(free):
-            if gpus <= f < best_free:
-                best, best_free = i, f
-                if f == gpus:
-                    break
-        return ((best, gpus),) if best >= 0 else None
+        for v in range(gpus, per_node + 1):  # best fit: fewest free that fit, lowest index
+            if v in free:
+                return ((free.index(v), gpus),)
+        return None
     k, r = divmod(gpus, per_node)
-    whole = [i for i, f in enumerate(free) if f == per_node]
+    whole = []
+    i = -1
+    try:
+        for _ in range(k + (1 if r else 0)):
+            i = free.index(per_node, i + 1)
+            whole.append(i)
+    except ValueError:
+        pass
     if len(whole) < k:
         return None
     alloc = [(i, per_node) for i in whole[:k]]
-    if r:
-        taken = set(whole[:k])
-        best, best_free = -1, -1
-        for i, f in enumerate(free):
-            if i not in taken and f > best_free:
-                best, best_free = i, f
-        if best < 0 or best_free < r:
-            return None
-        alloc.append((best, r))
+    if r:  # the most free GPUs among the other nodes, lowest index on ties
+        if len(whole) > k:
+            alloc.append((whole[k], r))
+        else:
+            for v in range(per_node - 1, r - 1, -1):
+                if v in free:  # not one of the whole nodes taken: those have per_node free
+                    alloc.append((free.index(v), r))
+                    break
+            else:
+                return None
     return tuple(alloc)
 
 

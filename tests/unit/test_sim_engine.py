@@ -151,3 +151,38 @@ def test_the_engine_copies_every_field_of_a_job_and_leaves_the_trace_alone() -> 
     # the engine's copy starts afresh; the trace's job is untouched
     assert (sj.job.state, sj.job.attained_gpu_s, sj.job.restarts) == (JobState.PENDING, 0.0, 0)
     assert (job.state, job.attained_gpu_s, job.restarts) == (JobState.RUNNING, 9.0, 3)
+
+
+def _place_reference(free: list[int], gpus: int, per_node: int):
+    """The consolidated rule written plainly (one pass over the nodes per decision)."""
+    if gpus <= per_node:
+        best, best_free = -1, per_node + 1
+        for i, f in enumerate(free):
+            if gpus <= f < best_free:
+                best, best_free = i, f
+        return ((best, gpus),) if best >= 0 else None
+    k, r = divmod(gpus, per_node)
+    whole = [i for i, f in enumerate(free) if f == per_node]
+    if len(whole) < k:
+        return None
+    alloc = [(i, per_node) for i in whole[:k]]
+    if r:
+        rest = [(f, -i) for i, f in enumerate(free) if i not in whole[:k]]
+        if not rest or max(rest)[0] < r:
+            return None
+        alloc.append((-max(rest)[1], r))
+    return tuple(alloc)
+
+
+def test_consolidated_placement_matches_the_plain_rule_on_random_clusters() -> None:
+    import random
+
+    from slurm_dl.sim.placement import place_consolidated
+
+    rnd = random.Random(7)
+    for _ in range(20000):
+        per = rnd.choice([1, 2, 4, 8])
+        n = rnd.randint(1, 10)
+        free = [rnd.choice([0, per, rnd.randint(0, per)]) for _ in range(n)]
+        g = rnd.randint(1, per * n + 1)
+        assert place_consolidated(free, g, per) == _place_reference(free, g, per), (free, g, per)
