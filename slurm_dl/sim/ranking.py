@@ -70,8 +70,45 @@ ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+def _lazy(name: str) -> property:
+    def get(self):
+        if self._held:
+            self._learn()
+        return self._lazy_fields[name]
+
+    def put(self, value) -> None:
+        self._lazy_fields[name] = value
+
+    return property(get, put)
+
+
 class SimLedger(Ledger):
-    """The daemon's :class:`Ledger`, fed directly by the engine instead of from snapshots."""
+    """The daemon's :class:`Ledger`, fed directly by the engine instead of from snapshots.
+
+    A finished job's history record is built only when something reads the history: most
+    policies never do, and building records for every finished job of every replay costs
+    more than some whole replays. ``revision`` moves at each finish as in the Ledger."""
+
+    history = _lazy("history")
+    history_by_key = _lazy("history_by_key")
+    finished = _lazy("finished")
+    finished_dropped = _lazy("finished_dropped")
+
+    def __init__(self) -> None:
+        self._lazy_fields: dict = {}
+        self._held: list[tuple] = []
+        super().__init__()
+
+    def add_history(self, *args) -> None:
+        self._held.append(args)
+        self.revision += 1
+
+    def _learn(self) -> None:
+        held, self._held = self._held, []
+        revision = self.revision
+        for args in held:
+            Ledger.add_history(self, *args)
+        self.revision = revision
 
     def charge(self, account: str, gpu_s: float, now: float, half_life_s: float) -> None:
         self._charge(account, gpu_s, now, half_life_s)

@@ -186,3 +186,20 @@ def test_consolidated_placement_matches_the_plain_rule_on_random_clusters() -> N
         free = [rnd.choice([0, per, rnd.randint(0, per)]) for _ in range(n)]
         g = rnd.randint(1, per * n + 1)
         assert place_consolidated(free, g, per) == _place_reference(free, g, per), (free, g, per)
+
+
+def test_the_replay_ledger_builds_history_only_when_read_and_the_same_as_the_ledger() -> None:
+    from slurm_dl.core.ledger import Ledger
+    from slurm_dl.sim.ranking import SimLedger
+
+    eager, lazy = Ledger(), SimLedger()
+    for i in range(30):
+        args = (float(i * 10), f"u{i % 3}", f"job{i % 5}", f"acct{i % 2}", 1 + i % 4, "p", 3600.0)
+        eager.add_history(*args)
+        lazy.add_history(*args)
+        assert lazy.revision == eager.revision
+    assert lazy._held  # nothing built yet
+    assert lazy.history == eager.history
+    assert not lazy._held and lazy.revision == eager.revision
+    assert lazy.finished == eager.finished and lazy.history_by_key == eager.history_by_key
+    assert lazy.finished_dropped == eager.finished_dropped
