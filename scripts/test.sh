@@ -6,7 +6,9 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 
-bash scripts/setup.sh
+# --accounting: MariaDB + slurmdbd, so that the tests of the accounting testbed and of the
+# what-if calibration (sacct history replayed) run here too instead of being skipped
+bash scripts/setup.sh --accounting
 . .venv/bin/activate
 
 set +e
