@@ -190,7 +190,7 @@ def test_consolidated_placement_matches_the_plain_rule_on_random_clusters() -> N
 
 def test_the_replay_ledger_builds_history_only_when_read_and_the_same_as_the_ledger() -> None:
     from slurm_dl.core.ledger import Ledger
-    from slurm_dl.sim.ranking import SimLedger
+    from slurm_dl.sim.ranking import LazySimLedger as SimLedger
 
     eager, lazy = Ledger(), SimLedger()
     for i in range(30):
