@@ -814,7 +814,7 @@ def run_cluster(
         now = min(t_arr, t_evt, releases[0][0] if releases else INF)
         release_until(now)
         done = False
-        same = ranked_run and idle_ver[0] == free_ver[0]
+        same = fast and ranked_run and idle_ver[0] == free_ver[0]
         while heap and heap[0][0] <= now:
             _, kind, _, ver, sj = heapq.heappop(heap)
             if ver != sj.version or sj is _TICK:
@@ -877,6 +877,7 @@ def run_cluster(
         if needs_usage:
             refresh_usage(now)
         if pass_s and off_pass(now):
+            idle_ver[0] = -1  # what happened now is passed over at the next pass time
             continue
         if grouped:
             if grouped_run:

@@ -53,6 +53,17 @@ def test_pass_period_starts_jobs_on_the_pass_grid_only():
     assert got[3][0] == 16  # submitted at 13 (GPUs free): next pass at 16
 
 
+@pytest.mark.parametrize("policy", ["las", "gittins"])
+def test_a_job_that_arrives_between_passes_starts_at_the_next_pass_under_a_preemptive_policy(policy):
+    # t=10: a pass that changes nothing (the 8-GPU job cannot start beside job 1); job 3
+    # arrives at 12, off the pass grid: the pass at 20 must start it although nothing but
+    # the clock happened at 20
+    jobs = [job(1, 4, 0, 1000), job(2, 8, 1, 10), job(3, 4, 12, 10)]
+    got = starts(jobs, Dispatch(pass_s=10.0), policy=policy, per_node=8)
+    assert got[1][0] == 0.0
+    assert got[3][0] == 20.0
+
+
 def test_release_and_pass_add_up():
     jobs = [job(1, 4, 0, 5), job(2, 4, 1, 5)]
     assert starts(jobs, Dispatch(release_s=3.5, pass_s=2))[2] == (10, 15)  # free at 8.5: pass at 10

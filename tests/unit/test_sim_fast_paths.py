@@ -89,3 +89,19 @@ def test_gittins_with_a_prior_off_the_grid_finishes(monkeypatch):
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert len(result) == 120 and all(end is None or end >= start for start, end, _ in result if start is not None)
+
+
+@pytest.mark.parametrize("name", ["las", "gittins", "deadline-las"])
+@pytest.mark.parametrize("pass_s", [0.0, 7.0])
+def test_passes_left_out_after_key_changes_alone_change_no_schedule(name, pass_s):
+    """The fast path passes over event times at which only running jobs' keys changed, each
+    staying where it falls among the waiting jobs; the reference path passes at every event."""
+    from slurm_dl.sim.state import Dispatch
+
+    kw = {"prior": [50.0, 500.0, 5000.0, 20000.0]} if name == "gittins" else {"las_thresholds": [200.0, 2000.0]}
+    for seed in range(4):
+        runs = [run_cluster(random_jobs(seed), ClusterSpec("c", 2, 8), make_ranker(name, total_gpus=16, **kw),
+                            PreemptionCost(None), fast=fast, dispatch=Dispatch(pass_s=pass_s))
+                for fast in (True, False)]
+        assert schedule(runs[0]) == schedule(runs[1]), f"seed {seed}"
+        assert runs[0].preemptions == runs[1].preemptions
