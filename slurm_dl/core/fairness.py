@@ -51,6 +51,7 @@ decision counts GPUs only.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Hashable, Mapping, Sequence
@@ -307,40 +308,30 @@ def plan_fair_preemptions(
     # beneficiary (with free GPUs in pieces, every account may be at or under its share while
     # a job that needs a node waits)
     over = {a for a in st if held[a] > 0}
-    blocked: list[tuple[Job, float]] = []  # (job, lease end) of jobs only their lease protects
-
-    def may_yield(js) -> list[Job]:
-        """The jobs of ``js`` that may yield now, in that order; those only their lease
-        protects go to ``blocked``."""
-        out = []
-        for j in js:
-            end = yields[j.job_id] if yields is not None else _yield_end(j, now, settings, config)
-            if end == INF:
-                continue
-            if now < end - EPS:
-                blocked.append((j, end))
-            else:
-                out.append(j)
-        return out
 
     def gives(a: str) -> bool:
         return a in over or (level is not None and a in waiting)
 
-    if ranked is not None:  # each account's running jobs already in order: least urgent first
-        lists = {a: may_yield(reversed(js)) for a, js in ranked.items() if gives(a)}
-    else:
-        mine: dict[str, list[Job]] = {}
-        for j in running:
-            if gives(j.account):
-                mine.setdefault(j.account, []).append(j)
-        lists = {a: may_yield(js) for a, js in mine.items()}
-        for js in lists.values():
-            js.sort(key=lambda j: (key(j), j.job_id), reverse=True)
-    by_acct = {a: js for a, js in lists.items() if js}
-    victim_order = sorted((a for a in by_acct if a in over), key=lambda a: (st[a].rho, -(held[a] - st[a].fair), a))
+    if ranked is None:  # each account's running jobs in order, most urgent first
+        ranked = {}
+        for j in sorted((j for j in running if gives(j.account)), key=lambda j: (key(j), j.job_id)):
+            ranked.setdefault(j.account, []).append(j)
+    if yields is None:  # the rules read at ``now`` order the jobs as their yield_from would
+        yields = {j.job_id: _yield_end(j, now, settings, config) for js in ranked.values() for j in js}
+    # per account that may give, the jobs that may yield now, least urgent first; ``wake``: the
+    # first lease end among the jobs only their lease protects (the within-account moves
+    # read theirs in :func:`_within`, only as far as they need)
+    by_acct: dict[str, list[Job]] = {}
     wake: float | None = None
     if beneficiaries:
-        wake = min((e for j, e in blocked if j.account in over), default=None)
+        for a, js in ranked.items():
+            if a in over:
+                out, end = _may_yield(js, yields, now)
+                if out:
+                    by_acct[a] = out
+                if end is not None and (wake is None or end < wake):
+                    wake = end
+    victim_order = sorted((a for a in by_acct if a in over), key=lambda a: (st[a].rho, -(held[a] - st[a].fair), a))
     taken: set[int] = set()
     placed: set[int] = set()
     moves: list[FairMove] = []
@@ -401,8 +392,23 @@ def plan_fair_preemptions(
             free = free + freed - g
             freeable -= freed
     if level is not None:
-        free, wake = _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, level, st, now, settings)
+        free, wake = _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, level,
+                             order is not None, now, settings)
     return FairPlan(st, tuple(moves), wake)
+
+
+def _may_yield(js: Sequence[Job], yields: Mapping[int, float], now: float) -> tuple[list[Job], float | None]:
+    """The jobs of ``js`` (most urgent first) that may yield now, least urgent first, and the
+    first lease end among those only their lease protects (``None``: none)."""
+    out = []
+    wake = None
+    for j in reversed(js):
+        end = yields[j.job_id]
+        if not now < end - EPS:
+            out.append(j)
+        elif end != INF and (wake is None or end < wake):
+            wake = end
+    return out, wake
 
 
 def _within_possible(waiting, running, level) -> bool:
@@ -410,52 +416,73 @@ def _within_possible(waiting, running, level) -> bool:
     return any(j.account in waiting and level(j) > 0 for j in running)
 
 
-def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, level, st, now, settings):
-    """Moves inside one account: a waiting job in a lower level takes a higher-level job's GPUs."""
-    top: dict[str, int] = {}  # account with waiting jobs -> highest level among its
-    # yieldable or lease-bound jobs
-    for a, vs in by_acct.items():
-        if a not in waiting:
+def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, level, by_level, now, settings):
+    """Moves inside one account: a waiting job in a lower level takes a higher-level job's GPUs.
+
+    ``ranked``: each account's running jobs, most urgent first; ``by_level``: the key's first
+    item is the level, so the reverse of that order is highest level first. Only the jobs
+    above the account's lowest waiting level can matter, so the walk over an account's
+    running jobs stops at that level."""
+    for a in sorted(a for a in ranked if a in waiting):
+        js = ranked[a]
+        if by_level:
+            desc = js[::-1]
+        else:
+            desc = sorted(js, key=lambda v: (level(v), key(v), v.job_id), reverse=True)
+        # the highest level among the jobs that may yield now or when their lease ends
+        top = next((level(v) for v in desc if yields[v.job_id] != INF and v.job_id not in taken), 0)
+        if top <= 0:
             continue
-        for v in vs:
-            if v.job_id not in taken and level(v) > top.get(a, 0):
-                top[a] = level(v)
-    leased: dict[str, list[tuple[Job, float]]] = {}
-    for j, end in blocked:
-        if j.account in waiting:
-            leased.setdefault(j.account, []).append((j, end))
-            if level(j) > top.get(j.account, 0):
-                top[j.account] = level(j)
-    for a in sorted(top):
         low = waiting[a].lowest(level, placed)
-        low = top[a] if low is None else low
-        if low >= top[a]:
+        low = top if low is None else low
+        if low >= top:
             continue
-        for j, end in leased.get(a, ()):
-            if level(j) > low:
-                wake = end if wake is None else min(wake, end)
-        mine = sorted((v for v in by_acct.get(a, ()) if v.job_id not in taken),
-                      key=lambda v: (level(v), key(v)), reverse=True)
-        if not mine or level(mine[0]) <= low:
+        mine: list[Job] = []  # the jobs above ``low`` that may yield now, highest level first
+        rest = len(desc)  # where the jobs at or below ``low`` begin
+        for i, v in enumerate(desc):
+            if level(v) <= low:
+                rest = i
+                break
+            end = yields[v.job_id]
+            if now < end - EPS:
+                if end != INF:
+                    wake = end if wake is None else min(wake, end)
+            elif v.job_id not in taken:
+                mine.append(v)
+        if not mine:
             continue
+        # whether a job at or below ``low`` may yield: no move takes it, but while one is left
+        # the walk below goes on (and counts the jobs that start on free GPUs)
+        lower = None
+
+        def more() -> bool:
+            nonlocal lower
+            if mine:
+                return True
+            if lower is None:
+                lower = any(not now < yields[v.job_id] - EPS and v.job_id not in taken for v in desc[rest:])
+            return lower
+
         failed: dict[int, int] = {}  # level -> smallest job of that level no move could serve
+        levels, freeable = _prefix(mine, level)
 
         def acts(need: Job) -> bool:  # false: the loop below would pass over ``need`` (or fail
             g, lv = need.num_gpus, level(need)  # a move for it, which changes nothing after)
             if g <= free:
                 return True
-            if not mine or lv >= level(mine[0]) or g >= failed.get(lv, g + 1):
+            if not mine or lv >= levels[0] or g >= failed.get(lv, g + 1):
                 return False
-            return free + sum(v.num_gpus for v in mine if level(v) > lv) >= g
+            # the GPUs of the jobs above ``lv`` (``levels`` descends)
+            return free + freeable[bisect.bisect_left(levels, -lv, key=_neg)] >= g
 
         for need in waiting[a].walk(acts, placed):
-            if len(moves) >= settings.max_moves or not mine:
+            if len(moves) >= settings.max_moves or not more():
                 break
             g, lv = need.num_gpus, level(need)
             if g <= free:
                 free -= g
                 continue
-            if lv >= level(mine[0]) or g >= failed.get(lv, g + 1):
+            if not mine or lv >= levels[0] or g >= failed.get(lv, g + 1):
                 continue
             chosen, freed = [], 0
             for v in mine:
@@ -474,7 +501,21 @@ def _within(waiting, by_acct, blocked, taken, placed, moves, free, wake, key, le
             taken.update(v.job_id for v in chosen)
             free = free + freed - g
             mine = [v for v in mine if v.job_id not in taken]
+            levels, freeable = _prefix(mine, level)
     return free, wake
+
+
+def _neg(x: int) -> int:
+    return -x
+
+
+def _prefix(jobs: Sequence[Job], level) -> tuple[list[int], list[int]]:
+    """The levels of ``jobs`` (highest first) and the GPUs of the first i jobs, for each i."""
+    levels = [level(v) for v in jobs]
+    gpus = [0]
+    for v in jobs:
+        gpus.append(gpus[-1] + v.num_gpus)
+    return levels, gpus
 
 
 def _reason(victim: Job, need: Job, st: Mapping[str, Standing], now: float, settings: LeaseSettings) -> str:
