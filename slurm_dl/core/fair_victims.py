@@ -49,9 +49,14 @@ def allowed(v: Job, trial: Mapping[str, float], st: Mapping[str, Standing], h: f
     """Whether ``v`` may yield: its account stays above its fair share by more than the
     hysteresis and ends closer to it than it was, or (max-min) it ends holding more of its
     fair share than ``floor`` (see :func:`_floor`)."""
-    fair_a = st[v.account].fair
-    surplus = trial[v.account] - fair_a
-    after = trial[v.account] - v.num_gpus
+    return _allowed(v.num_gpus, trial[v.account], st[v.account].fair, h, floor)
+
+
+def _allowed(g: int, held: float, fair_a: float, h: float, floor: float) -> bool:
+    """:func:`allowed` for a job of ``g`` GPUs of an account that holds ``held`` GPUs of its
+    fair ``fair_a`` (false for a larger job when false for a smaller one)."""
+    surplus = held - fair_a
+    after = held - g
     if surplus > fair_a * h + EPS and surplus > fair_a - after + EPS:
         return True
     return fair_a > EPS and after / fair_a > floor + EPS
@@ -106,8 +111,16 @@ def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, 
         fair_a = st[a].fair
         if bar == INF and not held[a] - fair_a > fair_a * h + EPS:
             continue  # neither rule of allowed can hold for any job of this account
-        view = {a: held[a]}
-        pool.extend(v for v in by_acct[a] if v.job_id not in taken and allowed(v, view, st, h, bar))
+        t = held[a]
+        ok: dict[int, bool] = {}  # GPUs -> whether a job that large may yield (one test per size)
+        for v in by_acct[a]:
+            if v.job_id not in taken:
+                g_v = v.num_gpus
+                r = ok.get(g_v)
+                if r is None:
+                    r = ok[g_v] = _allowed(g_v, t, fair_a, h, bar)
+                if r:
+                    pool.append(v)
     rank = {v.job_id: i for i, v in enumerate(pool)}
     on_node: dict[Hashable, list[Job]] = {}
     for v in pool:
@@ -133,13 +146,14 @@ def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, 
                 if v.job_id in picked:
                     continue
                 a = v.account
-                view = {a: trial[a] - delta.get(a, 0)}
-                if not allowed(v, view, st, h, bar):
+                if not _allowed(v.num_gpus, trial[a] - delta.get(a, 0), st[a].fair, h, bar):
                     continue
                 mine.append(v)
                 delta[a] = delta.get(a, 0) + v.num_gpus
                 cost += v.num_gpus
-                got += sum(k for m, k in nodes.alloc.get(v.job_id, ()) if m == n)
+                for m, k in nodes.alloc.get(v.job_id, ()):
+                    if m == n:
+                        got += k
             if got < want:
                 continue
             score = (cost, len(mine), max(rank[v.job_id] for v in mine) if mine else -1)
