@@ -19,15 +19,21 @@ EPS = 1e-9
 INF = float("inf")
 
 
-def fit(free: Mapping[Hashable, int], size: Mapping[Hashable, int], gpus: int) -> tuple[tuple[Hashable, int], ...] | None:
+def fit(free: Mapping[Hashable, int], size: Mapping[Hashable, int], gpus: int,
+        largest: int | None = None) -> tuple[tuple[Hashable, int], ...] | None:
     """Where ``gpus`` GPUs start on these free GPUs per node (``None``: nowhere): one node when
     some node is that large (the fullest node that still fits), else wholly free nodes (largest
-    first) and the rest on the free-most other node; the simulator's consolidated rule."""
-    if gpus <= max(size.values(), default=0):
+    first) and the rest on the free-most other node; the simulator's consolidated rule.
+    ``largest``: the largest node's size, when the caller knows it."""
+    if largest is None:
+        largest = max(size.values(), default=0)
+    if gpus <= largest:
         best, best_free = None, None
         for n, f in free.items():
             if f >= gpus and (best_free is None or f < best_free):
                 best, best_free = n, f
+                if f == gpus:  # no node fits it more tightly
+                    break
         return None if best is None else ((best, gpus),)
     out: list[tuple[Hashable, int]] = []
     left = gpus
@@ -94,17 +100,22 @@ def gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h):
     return chosen, cands, freed, trial
 
 
-def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h):
+def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h, largest=None):
     """Victims that make ``need`` fit on nodes: node by node, the node that the fewest
     preempted GPUs (then victims) open for it first, victims in the usual order on each node.
-    Returns (chosen, candidates, held after, free GPUs per node after), or ``None``."""
+    Returns (chosen, candidates, held after, free GPUs per node after), or ``None``.
+    ``largest``: the largest node's size, when the caller knows it."""
     g = need.num_gpus
     bar = _floor(b, g, held, st, h)
     size = nodes.size
+    alloc = nodes.alloc
+    if largest is None:
+        largest = max(size.values(), default=0)
     # a job that may not yield at its account's holding now never may in this search (the
     # holdings only go down, and :func:`allowed` only gets stricter as they do), so it is left
     # out of the pool; the ranks below keep the others' order, so no choice changes
-    pool = []
+    rank: dict[int, int] = {}  # the pool: job id -> its place in the usual order
+    on_node: dict[Hashable, list[Job]] = {}  # node -> the pool's jobs on it, in that order
     for a in victim_order:
         if a == b:
             continue
@@ -120,25 +131,25 @@ def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, 
                 if r is None:
                     r = ok[g_v] = _allowed(g_v, t, fair_a, h, bar)
                 if r:
-                    pool.append(v)
-    rank = {v.job_id: i for i, v in enumerate(pool)}
-    on_node: dict[Hashable, list[Job]] = {}
-    for v in pool:
-        for n, _ in nodes.alloc.get(v.job_id, ()):
-            on_node.setdefault(n, []).append(v)
-    wide = g > max(size.values(), default=0)
+                    rank[v.job_id] = len(rank)
+                    for n, _ in alloc.get(v.job_id, ()):
+                        on_node.setdefault(n, []).append(v)
+    wide = g > largest
     tf = dict(node_free)
     trial = dict(held)
     chosen: list[Job] = []
     picked: set[int] = set()
     for _ in range(len(tf) + 1):
-        if fit(tf, size, g) is not None:
+        if fit(tf, size, g, largest) is not None:
             break
         best = None
         for n, vs in on_node.items():
-            want = size.get(n, 0) if wide else g
-            if want > size.get(n, 0) or (wide and tf.get(n, 0) >= want):
+            sz = size.get(n, 0)
+            want = sz if wide else g
+            if want > sz or (wide and tf.get(n, 0) >= want):
                 continue
+            # a node that costs more GPUs than the best one so far cannot be chosen
+            bound = INF if best is None else best[0][0]
             got, cost, mine, delta = tf.get(n, 0), 0, [], {}
             for v in vs:
                 if got >= want:
@@ -151,10 +162,12 @@ def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, 
                 mine.append(v)
                 delta[a] = delta.get(a, 0) + v.num_gpus
                 cost += v.num_gpus
-                for m, k in nodes.alloc.get(v.job_id, ()):
+                if cost > bound:
+                    break
+                for m, k in alloc.get(v.job_id, ()):
                     if m == n:
                         got += k
-            if got < want:
+            if got < want or cost > bound:
                 continue
             score = (cost, len(mine), max(rank[v.job_id] for v in mine) if mine else -1)
             if best is None or score < best[0]:
@@ -165,13 +178,13 @@ def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, 
             chosen.append(v)
             picked.add(v.job_id)
             trial[v.account] -= v.num_gpus
-            for n, k in nodes.alloc.get(v.job_id, ()):
+            for n, k in alloc.get(v.job_id, ()):
                 tf[n] = tf.get(n, 0) + k
     else:
         return None
-    if fit(tf, size, g) is None:
+    if fit(tf, size, g, largest) is None:
         return None
-    ns = {n for v in chosen for n, _ in nodes.alloc.get(v.job_id, ())}
+    ns = {n for v in chosen for n, _ in alloc.get(v.job_id, ())}
     base = dict(held)
     cands = list(chosen) + [v for n in ns for v in on_node.get(n, ())
                             if v.job_id not in picked and allowed(v, base, st, h, bar)]

@@ -279,7 +279,7 @@ def plan_fair_preemptions(
     ``yields``: per running job id, its :func:`yield_from` (constant while it runs), when the
     caller keeps it so; otherwise each running job's rules are read at every decision.
     ``ranked``: the running jobs of each account in ``order`` (by ``(order(j), job id)``), when
-    the caller keeps them so (then ``running`` is read only when no account is under its share)."""
+    the caller keeps them so (then ``running`` is not read when ``standing`` is given too)."""
     key = order or (lambda j: (j.submit_time, j.job_id))
     st = standing if standing is not None else standings(pending, running, total_gpus, now, settings)
     if level is not None:
@@ -301,7 +301,7 @@ def plan_fair_preemptions(
         waiting = {a: WaitingJobs.of(js, key) for a, js in lists.items()}
     beneficiaries = sorted((a for a in waiting if held[a] < st[a].fair * (1 - h) - EPS),
                            key=lambda a: (-st[a].rho, held[a] / max(st[a].fair, EPS), a))
-    if not beneficiaries and (level is None or not _within_possible(waiting, running, level)):
+    if not beneficiaries and level is None:
         return FairPlan(st, (), None)
     # accounts that may give: the first rule of :func:`slurm_dl.core.fair_victims.allowed` asks them to be above their
     # fair share by more than the hysteresis; the max-min rule only that they end above the
@@ -337,6 +337,7 @@ def plan_fair_preemptions(
     moves: list[FairMove] = []
     freeable = sum(v.num_gpus for a in victim_order for v in by_acct[a])  # an upper bound
     node_free = None if nodes is None else dict(nodes.free)  # what is left per node as moves go
+    largest = None if nodes is None else max(nodes.size.values(), default=0)
     for b in beneficiaries:
         failed = None  # the smallest job of b no move could free GPUs for: larger ones fail too
 
@@ -356,7 +357,7 @@ def plan_fair_preemptions(
             if held[b] > 0 and held[b] + g > fair_b * (1 + h) + EPS:
                 continue
             if g <= free:
-                where = None if node_free is None else fit(node_free, nodes.size, g)
+                where = None if node_free is None else fit(node_free, nodes.size, g, largest)
                 if node_free is None or where is not None:
                     free -= g
                     held[b] += g
@@ -367,7 +368,8 @@ def plan_fair_preemptions(
             if g > free + freeable or (failed is not None and g >= failed):
                 continue
             if node_free is not None:
-                found = node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h)
+                found = node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h,
+                                     largest)
                 if found is None:
                     failed = g if failed is None else min(failed, g)
                     continue
@@ -375,7 +377,7 @@ def plan_fair_preemptions(
                 freed = sum(v.num_gpus for v in chosen)
                 node_free.clear()
                 node_free.update(after)
-                for n, k in fit(node_free, nodes.size, g) or ():
+                for n, k in fit(node_free, nodes.size, g, largest) or ():
                     node_free[n] -= k
             else:
                 chosen, cands, freed, trial = gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h)
@@ -411,11 +413,6 @@ def _may_yield(js: Sequence[Job], yields: Mapping[int, float], now: float) -> tu
     return out, wake
 
 
-def _within_possible(waiting, running, level) -> bool:
-    """Cheap test: some account with a waiting job runs a job above the lowest level."""
-    return any(j.account in waiting and level(j) > 0 for j in running)
-
-
 def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, level, by_level, now, settings):
     """Moves inside one account: a waiting job in a lower level takes a higher-level job's GPUs.
 
@@ -424,13 +421,9 @@ def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, leve
     above the account's lowest waiting level can matter, so the walk over an account's
     running jobs stops at that level."""
     for a in sorted(a for a in ranked if a in waiting):
-        js = ranked[a]
-        if by_level:
-            desc = js[::-1]
-        else:
-            desc = sorted(js, key=lambda v: (level(v), key(v), v.job_id), reverse=True)
+        asc = ranked[a] if by_level else sorted(ranked[a], key=lambda v: (level(v), key(v), v.job_id))
         # the highest level among the jobs that may yield now or when their lease ends
-        top = next((level(v) for v in desc if yields[v.job_id] != INF and v.job_id not in taken), 0)
+        top = next((level(v) for v in reversed(asc) if yields[v.job_id] != INF and v.job_id not in taken), 0)
         if top <= 0:
             continue
         low = waiting[a].lowest(level, placed)
@@ -438,10 +431,11 @@ def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, leve
         if low >= top:
             continue
         mine: list[Job] = []  # the jobs above ``low`` that may yield now, highest level first
-        rest = len(desc)  # where the jobs at or below ``low`` begin
-        for i, v in enumerate(desc):
+        rest = 0  # asc[:rest]: the jobs at or below ``low``
+        for i in range(len(asc) - 1, -1, -1):
+            v = asc[i]
             if level(v) <= low:
-                rest = i
+                rest = i + 1
                 break
             end = yields[v.job_id]
             if now < end - EPS:
@@ -460,7 +454,7 @@ def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, leve
             if mine:
                 return True
             if lower is None:
-                lower = any(not now < yields[v.job_id] - EPS and v.job_id not in taken for v in desc[rest:])
+                lower = any(not now < yields[v.job_id] - EPS and v.job_id not in taken for v in asc[:rest])
             return lower
 
         failed: dict[int, int] = {}  # level -> smallest job of that level no move could serve

@@ -483,7 +483,9 @@ class PolicyRanker:
             # a running job's figures are brought up to now only when the decision reads its key
             self.ctx.now = now
             jp = []
-            jr = [s.job for s in running]
+            # the decision does not read the running jobs when the book ranks them and keeps
+            # the standings
+            jr = [] if ranked is not None and standing is not None else [s.job for s in running]
             queues = pending
             by_run = running_by_id if running_by_id is not None else {s.job.job_id: s for s in running}
             run_key = self.lease_run_key
