@@ -282,14 +282,6 @@ def plan_fair_preemptions(
     the caller keeps them so (then ``running`` is not read when ``standing`` is given too)."""
     key = order or (lambda j: (j.submit_time, j.job_id))
     st = standing if standing is not None else standings(pending, running, total_gpus, now, settings)
-    if level is not None:
-        cache: dict[int, int] = {}
-
-        def level(j: Job, _f=level) -> int:  # noqa: F811 - the caller's level, once per job
-            v = cache.get(j.job_id)
-            if v is None:
-                v = cache[j.job_id] = _f(j)
-            return v
     held = {a: s.held for a, s in st.items()}
     free = total_gpus - sum(held.values()) if free_gpus is None else free_gpus
     h = settings.hysteresis
@@ -322,20 +314,21 @@ def plan_fair_preemptions(
     # first lease end among the jobs only their lease protects (the within-account moves
     # read theirs in :func:`_within`, only as far as they need)
     by_acct: dict[str, list[Job]] = {}
+    freeable = 0  # their GPUs: an upper bound on what moves can free
     wake: float | None = None
     if beneficiaries:
         for a, js in ranked.items():
             if a in over:
-                out, end = _may_yield(js, yields, now)
+                out, gpus, end = _may_yield(js, yields, now)
                 if out:
                     by_acct[a] = out
+                    freeable += gpus
                 if end is not None and (wake is None or end < wake):
                     wake = end
-    victim_order = sorted((a for a in by_acct if a in over), key=lambda a: (st[a].rho, -(held[a] - st[a].fair), a))
+    victim_order = sorted(by_acct, key=lambda a: (st[a].rho, -(held[a] - st[a].fair), a))
     taken: set[int] = set()
     placed: set[int] = set()
     moves: list[FairMove] = []
-    freeable = sum(v.num_gpus for a in victim_order for v in by_acct[a])  # an upper bound
     node_free = None if nodes is None else dict(nodes.free)  # what is left per node as moves go
     largest = None if nodes is None else max(nodes.size.values(), default=0)
     for b in beneficiaries:
@@ -399,18 +392,20 @@ def plan_fair_preemptions(
     return FairPlan(st, tuple(moves), wake)
 
 
-def _may_yield(js: Sequence[Job], yields: Mapping[int, float], now: float) -> tuple[list[Job], float | None]:
-    """The jobs of ``js`` (most urgent first) that may yield now, least urgent first, and the
-    first lease end among those only their lease protects (``None``: none)."""
+def _may_yield(js: Sequence[Job], yields: Mapping[int, float], now: float) -> tuple[list[Job], int, float | None]:
+    """The jobs of ``js`` (most urgent first) that may yield now, least urgent first, their
+    GPUs, and the first lease end among those only their lease protects (``None``: none)."""
     out = []
+    gpus = 0
     wake = None
     for j in reversed(js):
         end = yields[j.job_id]
         if not now < end - EPS:
             out.append(j)
+            gpus += j.num_gpus
         elif end != INF and (wake is None or end < wake):
             wake = end
-    return out, wake
+    return out, gpus, wake
 
 
 def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, level, by_level, now, settings):

@@ -475,6 +475,7 @@ class PolicyRanker:
         pol = self.policy
         settings = self.lease_settings()
         within = self._within
+        level = None
         queues = None
         if waiting is None:
             jp = [self._sync(s, now) for s in pending]
@@ -492,17 +493,23 @@ class PolicyRanker:
             if keys is not None:  # the book keeps every job's key current (see lease_key_check)
                 def within(j, _keys=keys):
                     return _keys[j.job_id]
+
+                def level(j, _keys=keys):
+                    return _keys[j.job_id][0]
             else:
                 def within(j, _get=waiting.get):
                     sj = _get(j.job_id)
                     return sj.pend_key if sj is not None else run_key(by_run[j.job_id], now)
+        if level is None:  # the LAS queue: the key's first item
+            def level(j):
+                return within(j)[0]
         nodes = None
         if node_free is not None and per_node:
             alloc = allocs if allocs is not None else {s.job.job_id: s.alloc for s in running}
             nodes = NodeView(size=dict.fromkeys(range(len(node_free)), per_node), free=dict(enumerate(node_free)),
                              alloc=alloc)
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
-                                     order=within, level=lambda j: within(j)[0], free_gpus=free,
+                                     order=within, level=level, free_gpus=free,
                                      standing=standing, nodes=nodes, waiting=queues, yields=yields,
                                      ranked=ranked)
         if not plan.moves:
