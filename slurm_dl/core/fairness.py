@@ -453,7 +453,7 @@ def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, leve
             return lower
 
         failed: dict[int, int] = {}  # level -> smallest job of that level no move could serve
-        levels, freeable = _prefix(mine, level)
+        levels, upto = _prefix(mine, level)  # upto[i]: the GPUs of mine[:i]
 
         def acts(need: Job) -> bool:  # false: the loop below would pass over ``need`` (or fail
             g, lv = need.num_gpus, level(need)  # a move for it, which changes nothing after)
@@ -462,7 +462,7 @@ def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, leve
             if not mine or lv >= levels[0] or g >= failed.get(lv, g + 1):
                 return False
             # the GPUs of the jobs above ``lv`` (``levels`` descends)
-            return free + freeable[bisect.bisect_left(levels, -lv, key=_neg)] >= g
+            return free + upto[bisect.bisect_left(levels, -lv, key=_neg)] >= g
 
         for need in waiting[a].walk(acts, placed):
             if len(moves) >= settings.max_moves or not more():
@@ -490,7 +490,7 @@ def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, leve
             taken.update(v.job_id for v in chosen)
             free = free + freed - g
             mine = [v for v in mine if v.job_id not in taken]
-            levels, freeable = _prefix(mine, level)
+            levels, upto = _prefix(mine, level)
     return free, wake
 
 
