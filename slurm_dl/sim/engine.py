@@ -316,19 +316,21 @@ def run_cluster(
         del ks[i]
         del js[i]
 
-    def g_merge(groups: dict, now: float, kind: int, heap: list) -> None:
-        hk = ranker.head_key
+    # The merge heaps hold (real key, account, index, account's list): the key ends with the
+    # job id, and (account, index) is unique, so the list itself is never compared. A pass reads keys through ``ranker.head_keyer``
+    # (valid while the ledger does not change: no pass charges before its last read).
+    def g_merge(groups: dict, hk, heap: list) -> None:
         for a, (_, js) in groups.items():
             if js:
-                heap.append((hk(js[0], now), kind, a, 0))
+                heap.append((hk(js[0]), a, 0, js))
 
-    def g_next(heap: list, groups_by_kind: tuple, now: float) -> SimJob:
+    def g_next(heap: list, hk) -> SimJob:
         """The job at the top of the merge; advances its account's list in the heap."""
-        _, kind, a, i = heap[0]
-        js = groups_by_kind[kind][a][1]
+        _, a, i, js = heap[0]
         sj = js[i]
-        if i + 1 < len(js):
-            heapq.heapreplace(heap, (ranker.head_key(js[i + 1], now), kind, a, i + 1))
+        i += 1
+        if i < len(js):
+            heapq.heapreplace(heap, (hk(js[i]), a, i, js))
         else:
             heapq.heappop(heap)
         return sj
@@ -336,13 +338,13 @@ def run_cluster(
     def pass_grouped_fit(now: float, skip: bool) -> None:
         if free_total == 0 or not n_waiting[0]:
             return
+        hk = ranker.head_keyer(now)
         heap: list = []
-        g_merge(gp, now, 0, heap)
+        g_merge(gp, hk, heap)
         heapq.heapify(heap)
         started = []
-        kinds = (gp,)
         while heap and free_total > 0:
-            sj = g_next(heap, kinds, now)
+            sj = g_next(heap, hk)
             alloc = try_place(sj.gpus)
             if alloc is None:
                 if not skip:
@@ -357,19 +359,18 @@ def run_cluster(
     def pass_grouped_preemptive(now: float) -> None:
         if not n_waiting[0]:
             return
-        hk = ranker.head_key
+        hk = ranker.head_keyer(now)
         heap: list = []
-        g_merge(gp, now, 0, heap)
+        g_merge(gp, hk, heap)
         best = min(h[0] for h in heap)  # the best waiting job's key (each account's head)
-        tails = [hk(js[-1], now) for _, js in gr.values() if js]
-        kinds = (gp, gr)
+        tails = [(hk(js[-1]), js) for _, js in gr.values() if js]
         chosen: list[SimJob] = []
-        if not tails or best > max(tails):
+        if not tails or best > max(t[0] for t in tails):
             # every running job outranks every waiting one: nothing to preempt, fill free GPUs
             quota = free_total
             heapq.heapify(heap)
             while heap and quota > 0:
-                sj = g_next(heap, kinds, now)
+                sj = g_next(heap, hk)
                 if sj.gpus <= quota:
                     quota -= sj.gpus
                     chosen.append(sj)
@@ -377,15 +378,16 @@ def run_cluster(
                 start_grouped(chosen, [], now)
             return
         heapq.heapify(heap)
-        chosen, victims = select_grouped(heap, now)
+        chosen, victims = select_grouped(heap, hk, tails)
         if chosen:
             start_grouped(chosen, victims, now)
 
-    def select_grouped(heap: list, now: float) -> tuple[list[SimJob], list[SimJob]]:
+    def select_grouped(heap: list, hk, tails: list) -> tuple[list[SimJob], list[SimJob]]:
         """The preemptive selection (pending and running jobs in rank order, each taken while
         its GPUs fit in what is left of the cluster, until nothing is left) without walking
         every running job: ``heap`` merges the waiting jobs forward; the running jobs are
-        walked backward from the lowest ranked, only as far as the choice needs.
+        walked backward from the lowest ranked (``tails``: each account's lowest, with its
+        key), only as far as the choice needs.
 
         With ``free_total`` GPUs free and ``C`` GPUs chosen so far, the GPUs left just before
         a job ``x`` are ``free_total + R(x) - C`` while no running job has been skipped, where
@@ -394,8 +396,7 @@ def run_cluster(
         ``free_total + w_sum - C`` is taken, and every running job above the walked ones fits.
         Otherwise the walk goes on; once it has passed the last waiting job taken (or the
         waiting job in question), the rest is decided exactly over the walked jobs."""
-        hk = ranker.head_key
-        rheap = [_Rev(hk(js[-1], now), a, len(js) - 1) for a, (_, js) in gr.items() if js]
+        rheap = [_Rev(k, js, len(js) - 1) for k, js in tails]
         heapq.heapify(rheap)
         walked: list[tuple[tuple, SimJob]] = []  # lowest ranked first
         w_sum = 0
@@ -406,12 +407,12 @@ def run_cluster(
         def walk() -> tuple:
             nonlocal w_sum
             top = rheap[0]
-            js = gr[top.a][1]
+            js = top.a
             sj = js[top.i]
             walked.append((top.k, sj))
             w_sum += sj.gpus
             if top.i > 0:
-                heapq.heapreplace(rheap, _Rev(hk(js[top.i - 1], now), top.a, top.i - 1))
+                heapq.heapreplace(rheap, _Rev(hk(js[top.i - 1]), js, top.i - 1))
             else:
                 heapq.heappop(rheap)
             return top.k
@@ -434,7 +435,7 @@ def run_cluster(
             if g >= free_total + w_sum - c_sum or (walked and walked[-1][0] < pk):
                 exact = True
                 break
-            sj = g_next(heap, (gp,), now)
+            sj = g_next(heap, hk)
             chosen.append(sj)
             c_sum += sj.gpus
             last = pk
@@ -447,7 +448,7 @@ def run_cluster(
         nb = len(below)
         while quota > 0 and (j < nb or (exact and heap)):
             if exact and heap and (j >= nb or heap[0][0] < below[j][0]):
-                sj = g_next(heap, (gp,), now)
+                sj = g_next(heap, hk)
                 if sj.gpus <= quota:
                     quota -= sj.gpus
                     chosen.append(sj)
@@ -462,8 +463,8 @@ def run_cluster(
         return chosen, victims
 
     def groups_head_gpus(heap: list) -> int:
-        _, kind, a, i = heap[0]
-        return gp[a][1][i].gpus
+        _, _, i, js = heap[0]
+        return js[i].gpus
 
     def start_grouped(chosen: list[SimJob], victims: list[SimJob], now: float) -> None:
         for sj in chosen:
@@ -904,7 +905,8 @@ def run_cluster(
 
 
 class _Rev:
-    """A heap entry ordered by descending key (the lowest-ranked job first)."""
+    """A heap entry ordered by descending key (the lowest-ranked job first); ``a``: the
+    account's list of running jobs, ``i``: the job's index there."""
 
     __slots__ = ("k", "a", "i")
 

@@ -140,6 +140,28 @@ def replay_discipline(discipline: str, config: Any) -> str:
     return discipline
 
 
+class _NoScore:
+    """Scores 0.0 (the fair-share part of a per-job key, whose weight there is 0)."""
+
+    @staticmethod
+    def score(job, ctx) -> float:
+        return 0.0
+
+
+_NO_SCORE = _NoScore()
+
+
+def _splicer(i: int, n: int):
+    """``splice(lk, t)``: the tuple ``lk`` (of length ``n``) with item ``i`` replaced by
+    ``-(-lk[i] + t)``, unpacked by name (several times faster than slicing and joining)."""
+    names = [f"k{j}" for j in range(n)]
+    out = names[:i] + [f"-(-k{i} + t)"] + names[i + 1:]
+    src = f"def splice(lk, t):\n    {', '.join(names)}, = lk\n    return ({', '.join(out)},)\n"
+    scope: dict = {}
+    exec(src, scope)  # noqa: S102 - a fixed template over generated names
+    return scope["splice"]
+
+
 class PolicyRanker:
     """One core policy object as the engine's ranker (see the module docstring)."""
 
@@ -204,7 +226,7 @@ class PolicyRanker:
         # different per-job values into one float.
         self.grouped = bool(fs) and all(isinstance(p, _GROUPABLE) for p in comps) and (
             type(policy) is FairSharePolicy or isinstance(policy, CombinedPolicy))
-        self._fs_cache: tuple = (None, {})
+        self._fs_cache: tuple = (None, None, {})  # (now, ledger revision, account -> term)
         self._fs = fs[0] if fs else None
         self._local_key = None
         if self.grouped and isinstance(policy, CombinedPolicy):
@@ -338,11 +360,14 @@ class PolicyRanker:
             self.grouped = False
             return
         local = copy.copy(policy)
-        local._tier_parts = [[(0.0 if p is fs else w, p) for w, p in ps] for ps in policy._tier_parts]
+        # weight 0 times the factor (a finite positive number) is 0.0, what the stand-in
+        # scores: the same sum, without reading the ledger for every per-job key
+        local._tier_parts = [[(0.0, _NO_SCORE) if p is fs else (w, p) for w, p in ps] for ps in policy._tier_parts]
         self._local_key = local.key
         self._fs_weight = next(w for w, p in parts if p is fs)
         self._fs_tier = tier
         self._fs_index: int | None = None  # position of that tier's value in the key tuple
+        self._splice = None  # builds the real key from a per-job key and its account's term
 
     def group_key(self, sj: SimJob, now: float) -> tuple:
         """The job's key without its account's fair-share standing (grouped rankers)."""
@@ -360,29 +385,58 @@ class PolicyRanker:
             for tbs in self.policy._tier_tiebreaks[:self._fs_tier]:
                 n += 1 + sum(len(tb(j, self.ctx)) for tb in tbs)
             self._fs_index = n
+            k = self._local_key(j, self.ctx)
+            self._splice = _splicer(n, len(k))
+            return k
         return self._local_key(j, self.ctx)
 
-    def _factor(self, account: str, now: float) -> float:
-        stamp = (now, self.ledger.revision)
-        if self._fs_cache[0] != stamp:
-            self._fs_cache = (stamp, {})
-        cache = self._fs_cache[1]
-        f = cache.get(account)
-        if f is None:
-            f = cache[account] = self._fair_share_key(account, now)
-        return f
+    def _terms(self, now: float) -> dict:
+        """Per account, what its fair-share standing adds to a per-job key (grouped rankers):
+        ``-factor`` (fair share alone) or ``weight × factor`` (combined); filled as read, and
+        current while neither ``now`` nor the ledger changes."""
+        rev = self.ledger.revision
+        if self._fs_cache[0] != now or self._fs_cache[1] != rev:
+            self._fs_cache = (now, rev, {})
+        return self._fs_cache[2]
+
+    def _term(self, account: str, now: float) -> float:
+        f = self._fair_share_key(account, now)  # -factor
+        return f if self._local_key is None else self._fs_weight * -f
+
+    def head_keyer(self, now: float):
+        """``head_key`` at ``now`` as a one-argument function, valid while the ledger does not
+        change (one pass over the queues)."""
+        terms = self._terms(now)
+        term = self._term
+        pinned = self._pin is not None
+        if self._local_key is None:
+            def hk(sj: SimJob) -> tuple:
+                if pinned and sj.running and sj.static_key[0] == -INF:
+                    return sj.static_key  # pinned (see _pinned)
+                t = terms.get(sj.account)
+                if t is None:
+                    t = terms[sj.account] = term(sj.account, now)
+                return (t, sj.job.submit_time, sj.job.job_id)
+            return hk
+        splice = self._splice
+
+        def hk(sj: SimJob) -> tuple:
+            if sj.running:
+                lk = sj.static_key
+                if pinned and lk[0] == -INF:
+                    return lk  # pinned (see _pinned)
+            else:
+                lk = sj.pend_key
+            t = terms.get(sj.account)
+            if t is None:
+                t = terms[sj.account] = term(sj.account, now)
+            return splice(lk, t)
+        return hk
 
     def head_key(self, sj: SimJob, now: float) -> tuple:
         """The real key (what ``key`` returns) from the job's cached per-job key and its
         account's factor. Only for a job whose cached key is current (in the engine's queues)."""
-        if sj.running and self._pin is not None and sj.static_key[0] == -INF:
-            return sj.static_key  # pinned (see _pinned)
-        f = self._factor(sj.account, now)  # -factor
-        if self._local_key is None:
-            return (f, sj.job.submit_time, sj.job.job_id)
-        lk = sj.static_key if sj.running else sj.pend_key
-        i = self._fs_index
-        return (*lk[:i], -(-lk[i] + self._fs_weight * -f), *lk[i + 1:])
+        return self.head_keyer(now)(sj)
 
     def _fair_share_key(self, account: str, now: float) -> float:
         self.ctx.now = now
