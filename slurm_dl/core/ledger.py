@@ -110,8 +110,12 @@ class Ledger:
         acc = self.accounts.get(account)
         if acc is None:
             acc = self.accounts[account] = AccountUsage(account, 0.0, now)
-        acc.usage_gpu_s = decay(acc.usage_gpu_s, now - acc.updated_at, half_life_s) + gpu_s
-        acc.updated_at = max(acc.updated_at, now)
+        dt = now - acc.updated_at
+        # decay() inlined (the simulator charges every account at every event)
+        acc.usage_gpu_s = (acc.usage_gpu_s * math.pow(2.0, -dt / half_life_s) if dt > 0.0 else acc.usage_gpu_s) + gpu_s
+        if dt < 0.0:  # max(updated_at, now)
+            return
+        acc.updated_at = now
 
     def observe(self, snapshot_jobs: Iterable[Job], now: float, half_life_s: float) -> None:
         """Account service up to ``now`` from a snapshot of pending and running jobs."""
@@ -220,7 +224,13 @@ class Ledger:
         return decay(acc.usage_gpu_s, now - acc.updated_at, half_life_s)
 
     def usage_all(self, now: float, half_life_s: float) -> dict[str, float]:
-        return {a: self.usage(a, now, half_life_s) for a in self.accounts}
+        """Every account's :meth:`usage` (``decay`` inlined: fair share reads it per cycle)."""
+        out = {}
+        pow_ = math.pow
+        for a, acc in self.accounts.items():
+            dt = now - acc.updated_at
+            out[a] = acc.usage_gpu_s * pow_(2.0, -dt / half_life_s) if dt > 0.0 else acc.usage_gpu_s
+        return out
 
     # --- persistence ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

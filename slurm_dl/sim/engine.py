@@ -139,6 +139,9 @@ def run_cluster(
         sorted_pending = piecewise = cached_running = False
     gp: dict[str, tuple[list, list]] = {}  # account -> (per-job keys, jobs) waiting
     gr: dict[str, tuple[list, list]] = {}  # account -> (per-job keys, jobs) running
+    # the per-job keys end with the job id: with unique ids no two keys in a list are equal, so
+    # a job put back under its key goes back to the place it had
+    unique_keys = grouped_run and len({j.job_id for j in jobs}) == len(jobs)
     n_waiting = [0]
     # usage charged per account at each event (Σ GPUs running × elapsed) instead of per job
     charge_by_account = fast and needs_usage
@@ -467,6 +470,17 @@ def run_cluster(
         return js[i].gpus
 
     def start_grouped(chosen: list[SimJob], victims: list[SimJob], now: float) -> None:
+        if unique_keys:  # a job that does not fit stays where it is (the place it would go back to)
+            victims.sort(key=lambda s: s.seq)
+            for sj in victims:
+                preempt(sj, now)
+            for sj in chosen:
+                alloc = try_place(sj.gpus)
+                if alloc is not None:
+                    g_remove(gp, sj, sj.pend_key)
+                    n_waiting[0] -= 1
+                    start(sj, alloc, now)
+            return
         for sj in chosen:
             g_remove(gp, sj, sj.pend_key)
         n_waiting[0] -= len(chosen)
@@ -486,9 +500,7 @@ def run_cluster(
         if charge_by_account:
             dt = now - last_refresh[0]
             if dt > 0 and dt != INF:
-                for a, g in acct_gpus.items():
-                    if g:
-                        ranker.charge(a, g * dt, now)
+                ranker.charge_running(acct_gpus, dt, now)
             last_refresh[0] = now
             return
         for sj in running:

@@ -78,6 +78,14 @@ class SimLedger(Ledger):
         self._charge(account, gpu_s, now, half_life_s)
         self.revision += 1
 
+    def charge_running(self, gpus: dict[str, int], dt: float, now: float, half_life_s: float) -> None:
+        """:meth:`charge` each account with running GPUs ``gpus[account] × dt``, in order."""
+        charge = self._charge
+        for a, g in gpus.items():
+            if g:
+                charge(a, g * dt, now, half_life_s)
+                self.revision += 1
+
 
 def _lazy(name: str) -> property:
     def get(self):
@@ -399,26 +407,25 @@ class PolicyRanker:
             self._fs_cache = (now, rev, {})
         return self._fs_cache[2]
 
-    def _term(self, account: str, now: float) -> float:
-        f = self._fair_share_key(account, now)  # -factor
-        return f if self._local_key is None else self._fs_weight * -f
-
     def head_keyer(self, now: float):
         """``head_key`` at ``now`` as a one-argument function, valid while the ledger does not
         change (one pass over the queues)."""
         terms = self._terms(now)
-        term = self._term
         pinned = self._pin is not None
+        factor = self._fs.factor
+        ctx = self.ctx
         if self._local_key is None:
             def hk(sj: SimJob) -> tuple:
                 if pinned and sj.running and sj.static_key[0] == -INF:
                     return sj.static_key  # pinned (see _pinned)
                 t = terms.get(sj.account)
-                if t is None:
-                    t = terms[sj.account] = term(sj.account, now)
+                if t is None:  # -factor (_fair_share_key)
+                    ctx.now = now
+                    t = terms[sj.account] = -factor(sj.account, ctx)
                 return (t, sj.job.submit_time, sj.job.job_id)
             return hk
         splice = self._splice
+        w = self._fs_weight
 
         def hk(sj: SimJob) -> tuple:
             if sj.running:
@@ -428,8 +435,9 @@ class PolicyRanker:
             else:
                 lk = sj.pend_key
             t = terms.get(sj.account)
-            if t is None:
-                t = terms[sj.account] = term(sj.account, now)
+            if t is None:  # w × -(_fair_share_key): negating twice is exact
+                ctx.now = now
+                t = terms[sj.account] = w * factor(sj.account, ctx)
             return splice(lk, t)
         return hk
 
@@ -591,6 +599,10 @@ class PolicyRanker:
 
     def charge(self, account: str, gpu_s: float, now: float) -> None:
         self.ledger.charge(account, gpu_s, now, self.half_life_s)
+
+    def charge_running(self, gpus: dict[str, int], dt: float, now: float) -> None:
+        """Charge every account ``gpus[account] × dt`` (its GPUs running for ``dt``)."""
+        self.ledger.charge_running(gpus, dt, now, self.half_life_s)
 
     def isolated_copy(self) -> "PolicyRanker":
         return self

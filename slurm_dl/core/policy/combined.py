@@ -79,7 +79,7 @@ class CombinedPolicy(PriorityPolicy):
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         out: list = []
         for parts, tiebreaks in zip(self._tier_parts, self._tier_tiebreaks):
-            out.append(-sum(w * p.score(job, ctx) for w, p in parts))
+            out.append(-sum([w * p.score(job, ctx) for w, p in parts]))  # a list: faster, same sum
             for tb in tiebreaks:
                 out.extend(tb(job, ctx))
         out.append(job.submit_time)

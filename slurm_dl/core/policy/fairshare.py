@@ -37,7 +37,9 @@ class FairSharePolicy(PriorityPolicy):
         if not self.half_life_s > 0 or not self.default_share > 0 or any(not s > 0 for s in self.shares.values()):
             raise ValueError("fairshare: half-life, default_share and every share must be positive")
         self.config = config
-        self._cache_key: tuple | None = None
+        self._cache_led = None  # the ledger, its revision and the time the cache is for
+        self._cache_rev = -1
+        self._cache_now = None
         self._usage: dict[str, float] = {}
         self._total_usage = 0.0
         self._total_shares = sum(self.shares.values())
@@ -47,10 +49,10 @@ class FairSharePolicy(PriorityPolicy):
 
     def _refresh(self, ctx: PolicyContext) -> None:
         led = ctx.ledger
-        key = (id(led), led.revision if led is not None else 0, ctx.now)
-        if key == self._cache_key:
+        rev = led.revision if led is not None else 0
+        if rev == self._cache_rev and ctx.now == self._cache_now and led is self._cache_led:
             return
-        self._cache_key = key
+        self._cache_led, self._cache_rev, self._cache_now = led, rev, ctx.now
         self._usage = led.usage_all(ctx.now, self.half_life_s) if led is not None else {}
         self._total_usage = sum(self._usage.values())
         extra = [a for a in self._usage if a not in self.shares]
@@ -58,12 +60,16 @@ class FairSharePolicy(PriorityPolicy):
 
     def factor(self, account: str, ctx: PolicyContext) -> float:
         """Slurm-like fair-share factor in (0, 1]; 1 = no recent usage."""
-        self._refresh(ctx)
+        led = ctx.ledger
+        if led is not self._cache_led or ctx.now != self._cache_now or led is None or led.revision != self._cache_rev:
+            self._refresh(ctx)
         if self._total_usage <= 0.0:
             return 1.0
-        used = self._usage.get(account, 0.0) / self._total_usage
-        total_shares = self._total_shares + (0.0 if account in self.shares or account in self._usage else self.default_share)
-        entitled = self.share(account) / total_shares
+        usage = self._usage
+        used = usage.get(account, 0.0) / self._total_usage
+        shares = self.shares
+        total_shares = self._total_shares + (0.0 if account in shares or account in usage else self.default_share)
+        entitled = shares.get(account, self.default_share) / total_shares
         return math.pow(2.0, -used / entitled)
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
