@@ -80,11 +80,7 @@ class SimLedger(Ledger):
 
     def charge_running(self, gpus: dict[str, int], dt: float, now: float, half_life_s: float) -> None:
         """:meth:`charge` each account with running GPUs ``gpus[account] × dt``, in order."""
-        charge = self._charge
-        for a, g in gpus.items():
-            if g:
-                charge(a, g * dt, now, half_life_s)
-                self.revision += 1
+        self.revision += self._charge_many(gpus, dt, now, half_life_s)
 
 
 def _lazy(name: str) -> property:
@@ -412,16 +408,15 @@ class PolicyRanker:
         change (one pass over the queues)."""
         terms = self._terms(now)
         pinned = self._pin is not None
-        factor = self._fs.factor
-        ctx = self.ctx
+        self.ctx.now = now
+        factor = self._fs.factors(self.ctx).get  # the factor: this, or 1.0
         if self._local_key is None:
             def hk(sj: SimJob) -> tuple:
                 if pinned and sj.running and sj.static_key[0] == -INF:
                     return sj.static_key  # pinned (see _pinned)
                 t = terms.get(sj.account)
                 if t is None:  # -factor (_fair_share_key)
-                    ctx.now = now
-                    t = terms[sj.account] = -factor(sj.account, ctx)
+                    t = terms[sj.account] = -factor(sj.account, 1.0)
                 return (t, sj.job.submit_time, sj.job.job_id)
             return hk
         splice = self._splice
@@ -436,8 +431,7 @@ class PolicyRanker:
                 lk = sj.pend_key
             t = terms.get(sj.account)
             if t is None:  # w × -(_fair_share_key): negating twice is exact
-                ctx.now = now
-                t = terms[sj.account] = w * factor(sj.account, ctx)
+                t = terms[sj.account] = w * factor(sj.account, 1.0)
             return splice(lk, t)
         return hk
 

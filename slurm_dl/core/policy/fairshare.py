@@ -41,6 +41,7 @@ class FairSharePolicy(PriorityPolicy):
         self._cache_rev = -1
         self._cache_now = None
         self._usage: dict[str, float] = {}
+        self._factors: dict[str, float] | None = None
         self._total_usage = 0.0
         self._total_shares = sum(self.shares.values())
 
@@ -57,20 +58,29 @@ class FairSharePolicy(PriorityPolicy):
         self._total_usage = sum(self._usage.values())
         extra = [a for a in self._usage if a not in self.shares]
         self._total_shares = sum(self.shares.values()) + self.default_share * len(extra)
+        self._factors = None  # see factors()
 
-    def factor(self, account: str, ctx: PolicyContext) -> float:
-        """Slurm-like fair-share factor in (0, 1]; 1 = no recent usage."""
+    def factors(self, ctx: PolicyContext) -> dict[str, float]:
+        """The factor of every account with usage in the ledger, computed once per ledger
+        state and time; every other account's is 1.0 (it used nothing: ``2^-0``)."""
         led = ctx.ledger
         if led is not self._cache_led or ctx.now != self._cache_now or led is None or led.revision != self._cache_rev:
             self._refresh(ctx)
-        if self._total_usage <= 0.0:
-            return 1.0
-        usage = self._usage
-        used = usage.get(account, 0.0) / self._total_usage
-        shares = self.shares
-        total_shares = self._total_shares + (0.0 if account in shares or account in usage else self.default_share)
-        entitled = shares.get(account, self.default_share) / total_shares
-        return math.pow(2.0, -used / entitled)
+        table = self._factors
+        if table is None:
+            total = self._total_usage
+            if total <= 0.0:
+                table = {}
+            else:  # an account with usage counts in _total_shares already
+                shares, default, total_shares, pow_ = self.shares, self.default_share, self._total_shares, math.pow
+                table = {a: pow_(2.0, -(u / total) / (shares.get(a, default) / total_shares))
+                         for a, u in self._usage.items()}
+            self._factors = table
+        return table
+
+    def factor(self, account: str, ctx: PolicyContext) -> float:
+        """Slurm-like fair-share factor in (0, 1]; 1 = no recent usage."""
+        return self.factors(ctx).get(account, 1.0)
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         return (-self.factor(job.account, ctx), job.submit_time, job.job_id)
