@@ -367,6 +367,7 @@ class PolicyRanker:
         # weight 0 times the factor (a finite positive number) is 0.0, what the stand-in
         # scores: the same sum, without reading the ledger for every per-job key
         local._tier_parts = [[(0.0, _NO_SCORE) if p is fs else (w, p) for w, p in ps] for ps in policy._tier_parts]
+        local._compile()
         self._local_key = local.key
         self._fs_weight = next(w for w, p in parts if p is fs)
         self._fs_tier = tier

@@ -66,6 +66,7 @@ class CombinedPolicy(PriorityPolicy):
             [self.components[n].tiebreak for n in t if type(self.components[n]).tiebreak is not base_tiebreak]
             for t in tiers
         ]
+        self._compile()
         if preemptive is None:
             preemptive = bool(_PREEMPTIVE_COMPONENTS.intersection(names))
         if preemptive:
@@ -76,10 +77,23 @@ class CombinedPolicy(PriorityPolicy):
     def tier_scores(self, job: Job, ctx: PolicyContext) -> list[float]:
         return [sum(w * p.score(job, ctx) for w, p in parts) for parts in self._tier_parts]
 
+    def _compile(self) -> None:
+        """What ``key`` runs, from ``_tier_parts`` and ``_tier_tiebreaks`` (call again after
+        changing them): per tier, its one part's (weight, score) or else its (weight, score)
+        pairs, and its tiebreaks. One part: ``0 + w × s``, what ``sum`` of one float gives."""
+        self._tier_fns = [
+            (parts[0][0], parts[0][1].score, None, tuple(tbs)) if len(parts) == 1
+            else (None, None, tuple((w, p.score) for w, p in parts), tuple(tbs))
+            for parts, tbs in zip(self._tier_parts, self._tier_tiebreaks)
+        ]
+
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         out: list = []
-        for parts, tiebreaks in zip(self._tier_parts, self._tier_tiebreaks):
-            out.append(-sum([w * p.score(job, ctx) for w, p in parts]))  # a list: faster, same sum
+        for w, score, parts, tiebreaks in self._tier_fns:
+            if parts is None:
+                out.append(-(0 + w * score(job, ctx)))
+            else:
+                out.append(-sum([w * s(job, ctx) for w, s in parts]))  # a list: faster, same sum
             for tb in tiebreaks:
                 out.extend(tb(job, ctx))
         out.append(job.submit_time)
