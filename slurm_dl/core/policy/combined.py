@@ -80,7 +80,11 @@ class CombinedPolicy(PriorityPolicy):
     def _compile(self) -> None:
         """What ``key`` runs, from ``_tier_parts`` and ``_tier_tiebreaks`` (call again after
         changing them): per tier, its one part's (weight, score) or else its (weight, score)
-        pairs, and its tiebreaks. One part: ``0 + w × s``, what ``sum`` of one float gives."""
+        pairs, and its tiebreaks. One part: ``0 + w × s``, what ``sum`` of one float gives.
+        ``_nexts``: the components' ``next_key_change`` that can return a time."""
+        base_next = PriorityPolicy.next_key_change  # None always: such components are skipped
+        self._nexts = tuple(p.next_key_change for p in self.components.values()
+                            if type(p).next_key_change is not base_next)
         self._tier_fns = [
             (parts[0][0], parts[0][1].score, None, tuple(tbs)) if len(parts) == 1
             else (None, None, tuple((w, p.score) for w, p in parts), tuple(tbs))
@@ -101,5 +105,5 @@ class CombinedPolicy(PriorityPolicy):
         return tuple(out)
 
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
-        times = [t for p in self.components.values() if (t := p.next_key_change(job, ctx)) is not None]
+        times = [t for f in self._nexts if (t := f(job, ctx)) is not None]
         return min(times) if times else None
