@@ -338,6 +338,22 @@ def run_cluster(
             heapq.heappop(heap)
         return sj
 
+    def g_next_within(heap: list, hk, quota: int) -> SimJob:
+        """``g_next`` when the caller takes only jobs of at most ``quota`` GPUs, and its quota
+        never grows: the account's list advances past the jobs that need more (each would be
+        passed over at its turn), so their keys are never made."""
+        _, a, i, js = heap[0]
+        sj = js[i]
+        i += 1
+        n = len(js)
+        while i < n and js[i].gpus > quota:
+            i += 1
+        if i < n:
+            heapq.heapreplace(heap, (hk(js[i]), a, i, js))
+        else:
+            heapq.heappop(heap)
+        return sj
+
     def pass_grouped_fit(now: float, skip: bool) -> None:
         if free_total == 0 or not n_waiting[0]:
             return
@@ -373,7 +389,7 @@ def run_cluster(
             quota = free_total
             heapq.heapify(heap)
             while heap and quota > 0:
-                sj = g_next(heap, hk)
+                sj = g_next_within(heap, hk, quota)
                 if sj.gpus <= quota:
                     quota -= sj.gpus
                     chosen.append(sj)
@@ -451,7 +467,7 @@ def run_cluster(
         nb = len(below)
         while quota > 0 and (j < nb or (exact and heap)):
             if exact and heap and (j >= nb or heap[0][0] < below[j][0]):
-                sj = g_next(heap, hk)
+                sj = g_next_within(heap, hk, quota)
                 if sj.gpus <= quota:
                     quota -= sj.gpus
                     chosen.append(sj)
