@@ -320,8 +320,9 @@ def run_cluster(
         del js[i]
 
     # The merge heaps hold (real key, account, index, account's list): the key ends with the
-    # job id, and (account, index) is unique, so the list itself is never compared. A pass reads keys through ``ranker.head_keyer``
-    # (valid while the ledger does not change: no pass charges before its last read).
+    # job id, and (account, index) is unique, so the list itself is never compared. A pass
+    # reads keys through ``ranker.head_keyer`` (valid while the ledger does not change: no
+    # pass charges before its last read).
     def g_merge(groups: dict, hk, heap: list) -> None:
         for a, (_, js) in groups.items():
             if js:
