@@ -487,28 +487,23 @@ def run_cluster(
         return js[i].gpus
 
     def start_grouped(chosen: list[SimJob], victims: list[SimJob], now: float) -> None:
-        if unique_keys:  # a job that does not fit stays where it is (the place it would go back to)
-            victims.sort(key=lambda s: s.seq)
-            for sj in victims:
-                preempt(sj, now)
+        # with unique keys a chosen job that does not fit stays where it is (the place it
+        # would go back to); otherwise it is taken out first and put back after its equals
+        if not unique_keys:
             for sj in chosen:
-                alloc = try_place(sj.gpus)
-                if alloc is not None:
-                    g_remove(gp, sj, sj.pend_key)
-                    n_waiting[0] -= 1
-                    start(sj, alloc, now)
-            return
-        for sj in chosen:
-            g_remove(gp, sj, sj.pend_key)
-        n_waiting[0] -= len(chosen)
+                g_remove(gp, sj, sj.pend_key)
+            n_waiting[0] -= len(chosen)
         victims.sort(key=lambda s: s.seq)
         for sj in victims:
             preempt(sj, now)
         for sj in chosen:
             alloc = try_place(sj.gpus)
             if alloc is not None:
+                if unique_keys:
+                    g_remove(gp, sj, sj.pend_key)
+                    n_waiting[0] -= 1
                 start(sj, alloc, now)
-            else:  # back under the key it waits with (it changes only at the job's wake-ups)
+            elif not unique_keys:  # back under the key it waits with (changes only at its wake-ups)
                 g_insert(gp, sj, sj.pend_key, False)
                 n_waiting[0] += 1
 
