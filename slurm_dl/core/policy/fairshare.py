@@ -63,9 +63,7 @@ class FairSharePolicy(PriorityPolicy):
     def factors(self, ctx: PolicyContext) -> dict[str, float]:
         """The factor of every account with usage in the ledger, computed once per ledger
         state and time; every other account's is 1.0 (it used nothing: ``2^-0``)."""
-        led = ctx.ledger
-        if led is not self._cache_led or ctx.now != self._cache_now or led is None or led.revision != self._cache_rev:
-            self._refresh(ctx)
+        self._refresh(ctx)
         table = self._factors
         if table is None:
             total = self._total_usage
