@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from ..core.config import load_config
+from ..core.errors import SlurmError, SlurmNotInstalledError
 from .daemon_opts import LogFormatOpt, LogLevelOpt, setup_logging
 from ..site_paths import CONFIG_HELP, find_config
 from .common import expected_errors
@@ -60,7 +61,19 @@ def gpu_agent(
             return
         backend = CliBackend()
         while True:
-            result = sample_once(nvml, name, backend.gpu_allocations, output_dir, idle_util_percent=idle_percent)
+            try:
+                result = sample_once(nvml, name, backend.gpu_allocations, output_dir,
+                                     idle_util_percent=idle_percent)
+            except SlurmError as e:
+                if once or isinstance(e, SlurmNotInstalledError):
+                    raise
+                # slurmctld restarting, or briefly unreachable: keep the last file (an idle
+                # clock must not restart because one lookup failed) and try again next time
+                logging.getLogger("slurm_dl.gpu_agent").warning(
+                    "gpu-agent: %s: cannot read Slurm's GPU allocations (%s); sample skipped, "
+                    "next in %g s", name, e, period)
+                time.sleep(period)
+                continue
             if as_json:
                 typer.echo(json.dumps({"node": result.node, "gpus": result.gpus, "written": str(result.written),
                                        "samples": [asdict(s) for s in result.samples],

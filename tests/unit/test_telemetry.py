@@ -182,3 +182,42 @@ def test_gpu_agent_once_without_gpus_says_so_and_exits_0(monkeypatch: pytest.Mon
     res = CliRunner().invoke(app, ["gpu-agent", "--once", "--node", "cpu01", "--output-dir", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "cpu01: no GPUs" in res.output and not list(tmp_path.iterdir())
+
+
+def test_gpu_agent_daemon_keeps_running_while_slurm_cannot_answer(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """A failed allocation lookup (slurmctld restarting) skips one sample; the agent goes on
+    and the previous file, with its idle clocks, stays as it was."""
+    from slurm_dl.core.errors import SlurmError
+    from slurm_dl.cli import gpu_agent_cmd
+    from slurm_dl.slurm import cli_backend
+
+    monkeypatch.setattr(nvml_mod, "load_nvml", lambda: RecordedNvml(RECORDED))
+    answers = iter([SlurmError("squeue --json: Unable to contact slurm controller"),
+                    [GpuAllocation(77, "ann", "gpu01", (0, 1))]])
+    before = (tmp_path / "gpu01.prom")
+    before.write_text("previous file\n")
+
+    def lookup(self, node=None):
+        a = next(answers)
+        if isinstance(a, Exception):
+            assert before.read_text() == "previous file\n"
+            raise a
+        return a
+
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        if len(sleeps) == 2:
+            raise KeyboardInterrupt  # stop the daemon after its second sample
+
+    monkeypatch.setattr(cli_backend.CliBackend, "gpu_allocations", lookup)
+    monkeypatch.setattr(gpu_agent_cmd.time, "sleep", sleep)
+    res = CliRunner().invoke(app, ["gpu-agent", "--interval", "7", "--node", "gpu01",
+                                   "--output-dir", str(tmp_path)])
+    assert res.exit_code == 130, res.output  # the interrupt that stopped it, nothing else
+    assert sleeps == [7.0, 7.0]
+    assert "cannot read Slurm's GPU allocations" in res.output and "Traceback" not in res.output
+    assert "job 77: 2 GPU(s)" in res.output
+    assert {s.job_id for s in exposition.parse(before.read_text())} >= {77}
