@@ -116,8 +116,6 @@ def _apply_opt_in(jobs, opt_in: str, as_json: bool) -> None:
     """``--opt-in``: who the replay may preempt. ``recorded`` keeps what the trace says (a
     sacct history: the filter's tag; public traces: every job); ``all`` asks what preemption
     would do if every job checkpointed; ``none`` replays preemptive policies without victims."""
-    if opt_in not in OPT_IN:
-        raise SlurmDLError(f"--opt-in: got {opt_in!r}; allowed: {', '.join(OPT_IN)}")
     if opt_in == "recorded":
         return
     for j in jobs:
@@ -183,6 +181,8 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     from ..sim.traces import HISTORY_FORMATS, parse_time, read_history, read_trace
 
     configs = list(config or []) if not isinstance(config, Path) else [config]
+    if opt_in not in OPT_IN:  # before a long trace is read, not after
+        raise SlurmDLError(f"--opt-in: got {opt_in!r}; allowed: {', '.join(OPT_IN)}")
     try:
         t0 = parse_time(start) if start else None
         t1 = parse_time(end) if end else None

@@ -193,3 +193,7 @@ def test_simulate_opt_in_choices(tmp_path):
     assert runs["recorded"] == runs["none"] == 0 < runs["all"]  # no tags: nobody opted in
     r = CliRunner().invoke(app, base + ["--opt-in", "some"])
     assert r.exit_code != 0 and r.output.strip().splitlines()[-1].startswith("error: --opt-in")
+    # a bad choice is refused before the trace is read: a missing trace is not the error shown
+    missing = [a if a != str(p) else str(tmp_path / "absent.json") for a in base]
+    r = CliRunner().invoke(app, missing + ["--opt-in", "some"])
+    assert r.exit_code != 0 and r.output.strip().splitlines()[-1].startswith("error: --opt-in"), r.output
