@@ -34,7 +34,7 @@ import math
 from itertools import accumulate
 from operator import attrgetter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from .lease import LeaseBook
 from .placement import min_nodes, place_consolidated, place_spread, slowdown
@@ -103,7 +103,7 @@ def run_cluster(
     free = [per_node] * spec.nodes
     free_total = total
     place = place_spread if spread else place_consolidated
-    heap: list[tuple[float, int, int, int, SimJob]] = []
+    heap: list[tuple[float, int, int, int, Any]] = []  # SimJob, or _Tick for a wake-up
     running: list[SimJob] = []
     pending: list[SimJob] = []
     pending_keys: list[tuple] = []  # for static rankers: keys parallel to ``pending`` (sorted)
@@ -934,7 +934,7 @@ class _Rev:
 
     __slots__ = ("k", "a", "i")
 
-    def __init__(self, k: tuple, a: str, i: int) -> None:
+    def __init__(self, k: tuple, a: list, i: int) -> None:
         self.k, self.a, self.i = k, a, i
 
     def __lt__(self, other: "_Rev") -> bool:
