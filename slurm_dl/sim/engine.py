@@ -840,10 +840,18 @@ def run_cluster(
         release_until(now)
         done = False
         same = fast and ranked_run and idle_ver[0] == free_ver[0]
+        last = None
         while heap and heap[0][0] <= now:
-            _, kind, _, ver, sj = heapq.heappop(heap)
+            entry = heapq.heappop(heap)
+            _, kind, _, ver, sj = entry
             if ver != sj.version or sj is _TICK:
                 continue
+            if entry == last and ranked_run:
+                # the same wake-up twice (a re-key at a checkpoint pushes a job's next change
+                # again, often at the very time already pushed): the second reads the same
+                # key at the same time and pushes the same next one, so it changes nothing
+                continue
+            last = entry
             if kind == _DONE:
                 stop(sj, now, hold=release_s > 0)
                 sj.remaining = 0.0
