@@ -214,6 +214,8 @@ class PolicyRanker:
         self.needs_usage = bool(fs)
         self.half_life_s = fs[0].half_life_s if fs else 0.0
         self.gittins = isinstance(policy, GittinsPolicy)
+        self._steps: dict = {}  # Gittins: per SimJob, its step function (see key_and_next)
+        self._steps_version = -1
         # fair share alone orders by (-factor(account), submit, id): the engine sorts with one
         # factor per account instead of one key call per job (same order, far fewer calls)
         self.account_key = self._fair_share_key if type(policy) is FairSharePolicy else None
@@ -327,7 +329,19 @@ class PolicyRanker:
                 return self._pin_key(sj), (None if until == INF else until)
         if self._starving is not None:
             return self.key(sj, now), self.next_change(sj, now)
-        k, t = self._key_next(self._sync(sj, now), self.ctx)
+        if self.gittins:  # the job's step function kept until the policy's table moves
+            pol = self.policy
+            j = self._sync(sj, now)
+            pol._refresh(self.ctx)
+            if pol.steps_version != self._steps_version:
+                self._steps_version = pol.steps_version
+                self._steps.clear()
+            steps = self._steps.get(sj)
+            if steps is None:
+                steps = self._steps[sj] = pol._steps_of(j)
+            k, t = pol.key_and_next_from(j, self.ctx, steps)
+        else:
+            k, t = self._key_next(self._sync(sj, now), self.ctx)
         if t is None:
             return k, None
         return k, (t if t > now else math.nextafter(now, INF))

@@ -142,6 +142,9 @@ class GittinsPolicy(PriorityPolicy):
             raise ValueError(f"gittins: hold_factor must be a finite number >= 1, got {hold_factor}")
         self._feat: dict[int, tuple] = {}
         self._memo: tuple = (None, None, {})
+        self._steps: dict = {}  # features -> step function (see _steps_of)
+        self._steps_stamp: tuple = (None, None, -1)
+        self.steps_version = 0  # moves when every step function may have changed
         self.delta = delta_gpu_s if delta_gpu_s in (None, "bin") else float(delta_gpu_s)
         self.bins = int(bins if bins is not None else (g.bins if g is not None else 32))
         if prior_weight is None:
@@ -223,19 +226,20 @@ class GittinsPolicy(PriorityPolicy):
             self._cache_key = key
         if self._view is not None:
             self._view.sync(led, n)
+        learner = self._view.learner if self._view is not None else None
+        stamp = (self._edges, learner, learner.count if learner is not None else 0)
+        old = self._steps_stamp
+        if old[0] is not stamp[0] or old[1] is not stamp[1] or old[2] != stamp[2]:
+            self._steps_stamp = stamp
+            self._steps = {}
+            self.steps_version += 1
 
     def _learnt(self, job: Job) -> tuple[float, float] | None:
         """(index, next bin edge) from the job's learnt conditional distribution, or None."""
         if self._view is None:
             return None
-        raw = (job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit)
-        hit = self._feat.get(job.job_id)
-        if hit is None or hit[0] != raw:
-            if len(self._feat) > 100_000:
-                self._feat.clear()
-            hit = self._feat[job.job_id] = (raw, job_features(job))
         learner = self._view.learner
-        f, a, count = hit[1], job.attained_gpu_s, learner.count
+        f, a, count = self._features(job), job.attained_gpu_s, learner.count
         # answers per (features, attained) while the learner stays the same: key() and
         # next_key_change() ask the same question in turn, and re-keying the waiting jobs asks
         # it for many jobs alike (same features, nothing attained yet)
@@ -247,6 +251,50 @@ class GittinsPolicy(PriorityPolicy):
         if got is _MISS:
             got = m[2][q] = learner.gittins(f, a, self.bins)
         return got
+
+    def _features(self, job: Job):
+        """The job's history features (cached per job id while its key fields stay the same)."""
+        raw = (job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit)
+        hit = self._feat.get(job.job_id)
+        if hit is None or hit[0] != raw:
+            if len(self._feat) > 100_000:
+                self._feat.clear()
+            hit = self._feat[job.job_id] = (raw, job_features(job))
+        return hit[1]
+
+    def _steps_of(self, job: Job) -> list:
+        """What the job's (index, next edge) is as a step function of ``x`` (its attained
+        service plus the tolerance), while the table and the learnt view stay the same:
+        ``[points, answers, tables]``, where for ``x`` in ``[points[k-1], points[k])`` the
+        answer is ``answers[k]`` (filled as read, see :meth:`_step`). The points are the
+        global table's edges and the bin edges of every learnt table the job's features
+        read, so neither answer changes between two of them. Valid after :meth:`_refresh`
+        until ``steps_version`` moves."""
+        learner = self._steps_stamp[1]
+        if len(self._steps) > 100_000:
+            self._steps = {}
+        f = self._features(job) if learner is not None else None
+        got = self._steps.get(f)
+        if got is None:
+            tables = learner.gittins_tables(f, self.bins) if learner is not None else []
+            pts = sorted({*self._edges, *(p for tab in tables for p in tab[1])})
+            got = self._steps[f] = [pts, [None] * (len(pts) + 1), tables]
+        return got
+
+    def _step(self, steps: list, k: int) -> tuple:
+        """``steps``' answer ``k`` (see :meth:`_steps_of`): (index, next edge or None, whether
+        it is learnt), what :meth:`_learnt` or the table gives anywhere in that step."""
+        pts, answers, tables = steps
+        x = pts[k - 1] if k else -float("inf")
+        got = self._view.learner.gittins_at(tables, x) if tables else None
+        if got is not None:
+            out = (got[0], got[1], True)
+        else:
+            edges = self._edges
+            i = bisect.bisect_right(edges, x)
+            out = (self._index[i - 1], edges[i] if i < len(edges) else None, False)
+        answers[k] = out
+        return out
 
     def job_index(self, job: Job, ctx: PolicyContext) -> float:
         """The job's index: from its learnt distribution when it has one, else the table."""
@@ -295,21 +343,28 @@ class GittinsPolicy(PriorityPolicy):
         return ctx.now + (self._edges[i] - job.attained_gpu_s) / job.num_gpus
 
     def key_and_next_change(self, job: Job, ctx: PolicyContext) -> tuple[tuple, float | None]:
-        """What ``key`` and ``next_key_change`` return, from one look-up."""
+        """What ``key`` and ``next_key_change`` return, from one look-up in the job's step
+        function (:meth:`_steps_of`; the same answers as :meth:`_learnt` and the table)."""
+        return self.key_and_next_from(job, ctx, self.steps(job, ctx))
+
+    def steps(self, job: Job, ctx: PolicyContext) -> list:
+        """The job's step function now (:meth:`_steps_of`): a caller may keep it for the job
+        while ``steps_version`` stays the same and hand it to :meth:`key_and_next_from`."""
         self._refresh(ctx)
-        got = self._learnt(job)
+        return self._steps_of(job)
+
+    def key_and_next_from(self, job: Job, ctx: PolicyContext, steps: list) -> tuple[tuple, float | None]:
+        """:meth:`key_and_next_change` from the job's current step function ``steps``."""
         a = job.attained_gpu_s
+        k = bisect.bisect_right(steps[0], a + EDGE_TOLERANCE_GPU_S)
+        index, edge, learnt = steps[1][k] or self._step(steps, k)
         gpus = job.num_gpus
         running = job.running
         moving = gpus > 0 and running
-        if got is not None:
-            index = got[0]
-            nxt = ctx.now + max(0.0, got[1] - a) / gpus if moving else None
+        if learnt:
+            nxt = ctx.now + max(0.0, edge - a) / gpus if moving else None
         else:
-            edges = self._edges
-            i = self._bin(a)
-            index = self._index[i - 1]
-            nxt = ctx.now + (edges[i] - a) / gpus if moving and i < len(edges) else None
+            nxt = ctx.now + (edge - a) / gpus if moving and edge is not None else None
         # what held() gives, without reading the job's state again
         return (-(index * self.hold_factor if running else index), job.submit_time, job.job_id), nxt
 

@@ -264,13 +264,23 @@ class HistoryLearner:
         from the most specific key with at least ``min_jobs`` finished jobs beyond the start of
         its bin; None when no key has enough. A key's bin edges are ``bins`` quantiles of its
         finished jobs (all of them when fewer), so the index changes at most ``bins`` times."""
+        # within a micro GPU-second of an edge counts as past it (a wake-up scheduled for
+        # the edge lands on it up to rounding)
+        return self.gittins_at(self.gittins_tables(f, bins), attained + 1e-6)
+
+    def gittins_tables(self, f: Features, bins: int = 32) -> list:
+        """The tables :meth:`gittins` reads for features ``f`` (as of ``count``): a list of
+        ``[samples, bin edges, per-bin index]``, most specific key first. Its answer changes
+        only where ``x`` passes one of their bin edges (:meth:`gittins_at`)."""
         plan = self._plans.get((f, bins))
         if plan is None or plan[0] != self.count:
             plan = self._plan(f, bins)
-        # within a micro GPU-second of an edge counts as past it (a wake-up scheduled for
-        # the edge lands on it up to rounding)
-        x = attained + 1e-6
-        for tab in plan[1]:
+        return plan[1]
+
+    def gittins_at(self, tables: list, x: float) -> tuple[float, float] | None:
+        """What :meth:`gittins` answers from ``tables`` at ``x`` (attained service plus the
+        micro GPU-second of tolerance)."""
+        for tab in tables:
             pts = tab[1]
             i = bisect.bisect_right(pts, x)
             if i >= len(pts):
