@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Callable, Hashable, Mapping, Sequence
 
 from .model import Job
 from .preemption import RESUME_NEVER, resume_kind
-from .fair_victims import fit, gpu_victims, node_victims
+from .fair_victims import _floor, fit, gpu_victims, node_victims
 from .waiting import WaitingJobs
 
 if TYPE_CHECKING:
@@ -262,6 +262,7 @@ def plan_fair_preemptions(
     waiting: Mapping[str, WaitingJobs] | None = None,
     yields: Mapping[int, float] | None = None,
     ranked: Mapping[str, Sequence[Job]] | None = None,
+    may_yield: Callable[[str, Sequence[Job], Mapping[int, float], float], tuple] | None = None,
 ) -> FairPlan:
     """The moves that bring under-share accounts their GPUs back (see the module docstring).
 
@@ -279,7 +280,10 @@ def plan_fair_preemptions(
     ``yields``: per running job id, its :func:`yield_from` (constant while it runs), when the
     caller keeps it so; otherwise each running job's rules are read at every decision.
     ``ranked``: the running jobs of each account in ``order`` (by ``(order(j), job id)``), when
-    the caller keeps them so (then ``running`` is not read when ``standing`` is given too)."""
+    the caller keeps them so (then ``running`` is not read when ``standing`` is given too).
+    ``may_yield(account, its ranked jobs, yields, now)``: what ``_may_yield`` gives, when the
+    caller keeps it (it changes only with the account's ranked jobs and when ``now`` reaches
+    the lease end it returns)."""
     key = order or (lambda j: (j.submit_time, j.job_id))
     st = standing if standing is not None else standings(pending, running, total_gpus, now, settings)
     held = {a: s.held for a, s in st.items()}

@@ -32,7 +32,7 @@ import heapq
 from types import SimpleNamespace
 from typing import Callable
 
-from ..core.fairness import Standing, water_fill
+from ..core.fairness import EPS, INF, Standing, _may_yield, water_fill
 from ..core.waiting import WaitingJobs
 from .state import SimJob
 
@@ -74,6 +74,11 @@ class LeaseBook:
         self.ranked_keys: dict[str, list[tuple]] = {}
         self.ranked: dict[str, list] = {}
         self.key_check = ranker.lease_key_check
+        # per account, a stamp that moves whenever its ranked running jobs change (never
+        # repeats), and the decision's "may yield" answer kept while it holds (see may_yield)
+        self.rank_ver: dict[str, int] = {}
+        self._rank_tick = 0
+        self._yield_memo: dict[str, tuple] = {}
 
     def bind(self, **ops) -> None:
         """The engine's state and operations :meth:`lease_pass` uses: ``ranker``, ``running``,
@@ -102,7 +107,8 @@ class LeaseBook:
                                            standing=self.standings(now), node_free=self.free,
                                            per_node=self.per_node, waiting=waiting,
                                            running_by_id=self.running, yields=self.yields,
-                                           allocs=self.allocs, keys=self.keys, ranked=self.ranked)
+                                           allocs=self.allocs, keys=self.keys, ranked=self.ranked,
+                                           may_yield=self.may_yield)
         for victims, need in moves:
             for sj in sorted(victims, key=lambda s: s.seq):
                 o.preempt(sj, now)
@@ -224,8 +230,22 @@ class LeaseBook:
         for c in again:  # a key still the same (just below the threshold): checked next time
             heapq.heappush(checks, c)
 
+    def may_yield(self, a: str, js: list, yields: dict, now: float) -> tuple:
+        """What the decision's ``_may_yield`` gives for account ``a``'s ranked running jobs
+        ``js``, kept while they stay the same and ``now`` is before the first lease end it
+        returned (less the decision's tolerance): until then every job's test reads the same."""
+        ver = self.rank_ver.get(a)
+        got = self._yield_memo.get(a)
+        if got is not None and got[0] == ver and now < got[1]:
+            return got[2]
+        out = _may_yield(js, yields, now)
+        self._yield_memo[a] = (ver, INF if out[2] is None else out[2] - EPS, out)
+        return out
+
     def _rank(self, sj: SimJob, k: tuple) -> None:
         a = sj.account
+        self._rank_tick += 1
+        self.rank_ver[a] = self._rank_tick
         ks = self.ranked_keys.get(a)
         if ks is None:
             ks, js = self.ranked_keys[a], self.ranked[a] = [], []
@@ -238,6 +258,8 @@ class LeaseBook:
 
     def _unrank(self, sj: SimJob, k: tuple) -> None:
         a = sj.account
+        self._rank_tick += 1
+        self.rank_ver[a] = self._rank_tick
         ks, js = self.ranked_keys[a], self.ranked[a]
         i = bisect.bisect_left(ks, (k, sj.job.job_id))
         del ks[i], js[i]

@@ -532,7 +532,8 @@ class PolicyRanker:
     def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None,
                     node_free: list[int] | None = None, per_node: int | None = None, waiting=None,
                     running_by_id: dict | None = None, yields: dict | None = None,
-                    allocs: dict | None = None, keys: dict | None = None, ranked: dict | None = None):
+                    allocs: dict | None = None, keys: dict | None = None, ranked: dict | None = None,
+                    may_yield=None):
         """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``.
         ``standing``: the accounts' standings now, when the engine keeps them. ``node_free``
         (free GPUs per node index) and ``per_node``: where the GPUs are, so that a job needing
@@ -542,7 +543,8 @@ class PolicyRanker:
         book also keeps, per running job id, ``running_by_id`` (the SimJob), ``yields`` (its
         :meth:`yield_from`) and ``allocs`` (its (node, GPUs) pairs); ``keys``: every waiting and
         running job's within-account key now (job id -> key), when the book keeps them so;
-        ``ranked``: per account, its running jobs in that order (kept by the book)."""
+        ``ranked``: per account, its running jobs in that order (kept by the book);
+        ``may_yield``: the book's kept answer of which of them may yield now."""
         pol = self.policy
         settings = self.lease_settings()
         within = self._within
@@ -582,7 +584,7 @@ class PolicyRanker:
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
                                      order=within, level=level, free_gpus=free,
                                      standing=standing, nodes=nodes, waiting=queues, yields=yields,
-                                     ranked=ranked)
+                                     ranked=ranked, may_yield=may_yield)
         if not plan.moves:
             return [], plan.wake_at
         by_id = dict(running_by_id) if running_by_id is not None else {s.job.job_id: s for s in running}
