@@ -319,14 +319,17 @@ def plan_fair_preemptions(
     # read theirs in :func:`_within`, only as far as they need)
     by_acct: dict[str, list[Job]] = {}
     freeable = 0  # their GPUs: an upper bound on what moves can free
+    avail: dict[str, int] = {}  # per account, those of its jobs no move has taken yet
     wake: float | None = None
     if beneficiaries:
         for a, js in ranked.items():
             if a in over:
-                out, gpus, end = _may_yield(js, yields, now)
+                out, gpus, end = may_yield(a, js, yields, now) if may_yield is not None \
+                    else _may_yield(js, yields, now)
                 if out:
                     by_acct[a] = out
                     freeable += gpus
+                    avail[a] = gpus
                 if end is not None and (wake is None or end < wake):
                     wake = end
     victim_order = sorted(by_acct, key=lambda a: (st[a].rho, -(held[a] - st[a].fair), a))
@@ -365,6 +368,18 @@ def plan_fair_preemptions(
             if g > free + freeable or (failed is not None and g >= failed):
                 continue
             if node_free is not None:
+                # the GPUs the node search could free at most: the jobs left of the accounts
+                # that may give to b at all (its first test; a job frees its GPUs where
+                # ``nodes.alloc`` puts them); when they and the free GPUs are fewer than g, no
+                # node opens for it and the search finds nothing
+                bar = _floor(b, g, held, st, h)
+                reach = sum(node_free.values())
+                for a in victim_order:
+                    if a != b and (bar != INF or held[a] - st[a].fair > st[a].fair * h + EPS):
+                        reach += avail[a]
+                if reach < g:
+                    failed = g if failed is None else min(failed, g)
+                    continue
                 found = node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h,
                                      largest)
                 if found is None:
@@ -385,6 +400,8 @@ def plan_fair_preemptions(
             moves.append(FairMove(need.job_id, b, g, tuple(v.job_id for v in chosen),
                                   tuple(v.job_id for v in cands), reasons))
             taken.update(v.job_id for v in chosen)
+            for v in chosen:
+                avail[v.account] -= v.num_gpus
             placed.add(need.job_id)
             held.update(trial)
             held[b] += g
@@ -398,7 +415,9 @@ def plan_fair_preemptions(
 
 def _may_yield(js: Sequence[Job], yields: Mapping[int, float], now: float) -> tuple[list[Job], int, float | None]:
     """The jobs of ``js`` (most urgent first) that may yield now, least urgent first, their
-    GPUs, and the first lease end among those only their lease protects (``None``: none)."""
+    GPUs, and the first lease end among those only their lease protects (``None``: none).
+    The same answer at a later ``now`` while ``now < end - EPS`` for that first end (every
+    other test flips only as ``now`` passes a later end), as long as ``js`` is the same."""
     out = []
     gpus = 0
     wake = None
