@@ -190,6 +190,7 @@ class PolicyRanker:
         self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
         self._lease_keys: dict[int, tuple] = {}
         self._run_keys: dict[int, tuple] = {}  # running jobs' lease keys (see lease_moves)
+        self._node_sizes: tuple = (None, {})  # ((nodes, GPUs per node), node -> GPUs) for lease_moves
         # a waiting job's place in the lease fill order changes only with its account's
         # standing (no starvation guard): the engine keeps the waiting jobs bucketed
         self.lease_static_pending = policy.discipline == "lease" and getattr(
@@ -579,8 +580,10 @@ class PolicyRanker:
         nodes = None
         if node_free is not None and per_node:
             alloc = allocs if allocs is not None else {s.job.job_id: s.alloc for s in running}
-            nodes = NodeView(size=dict.fromkeys(range(len(node_free)), per_node), free=dict(enumerate(node_free)),
-                             alloc=alloc)
+            sizes = self._node_sizes
+            if sizes[0] != (len(node_free), per_node):  # the cluster's node sizes, made once
+                sizes = self._node_sizes = ((len(node_free), per_node), dict.fromkeys(range(len(node_free)), per_node))
+            nodes = NodeView(size=sizes[1], free=dict(enumerate(node_free)), alloc=alloc)
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
                                      order=within, level=level, free_gpus=free,
                                      standing=standing, nodes=nodes, waiting=queues, yields=yields,
