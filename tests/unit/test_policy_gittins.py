@@ -125,3 +125,29 @@ def test_hold_factor_default_and_bounds():
     for bad in (0.5, float("inf"), float("nan")):
         with pytest.raises(ValueError):
             get_policy("gittins", hold_factor=bad)
+
+
+def test_key_and_next_change_from_the_step_function_matches_key_and_next_key_change():
+    # learnt keys (user, name, GPUs) and the global table, read at many attained services,
+    # at bin edges and a hair either side of them, while the history grows
+    import random
+    rnd = random.Random(7)
+    led = Ledger()
+    p = get_policy("gittins")
+    ctx = PolicyContext(now=100.0, ledger=led)
+    users, names = ["u1", "u2", "u3"], ["train-bert-1", "resnet", "eval"]
+    for step in range(6):
+        for _ in range(40 * step):
+            led.add_history(rnd.choice([30.0, 600.0, 7200.0, 86400.0]) * rnd.uniform(0.5, 2.0),
+                            user=rnd.choice(users), name=rnd.choice(names), account="vc",
+                            num_gpus=rnd.choice([1, 2, 8]))
+        for k in range(60):
+            j = Job(k, user=rnd.choice(users), name=rnd.choice(names), account="vc",
+                    num_gpus=rnd.choice([1, 2, 8]), submit_time=float(k), state=JobState.RUNNING)
+            edges = p.edges + [e for vs in led.history_by_key.values() for e in vs[:5]]
+            e = rnd.choice(edges)
+            j.attained_gpu_s = rnd.choice([0.0, e, e - 1e-6, e + 1e-6, e - 1e-7, e * rnd.random()])
+            got = p.key_and_next_change(j, ctx)
+            assert got == (p.key(j, ctx), p.next_key_change(j, ctx)), (step, k, j.attained_gpu_s)
+            j.state = JobState.PENDING
+            assert p.key_and_next_change(j, ctx) == (p.key(j, ctx), None)
