@@ -214,11 +214,13 @@ class Ledger:
         return True
 
     def add_history(self, gpu_s: float, user: str = "", name: str = "", account: str = "",
-                    num_gpus: int = 0, partition: str = "", time_limit: float | None = None) -> None:
-        """Record one finished job's total GPU-seconds (also used by the simulator directly)."""
+                    num_gpus: int = 0, partition: str = "", time_limit: float | None = None,
+                    batch: str = "") -> None:
+        """Record one finished job's total GPU-seconds (also used by the simulator directly).
+        ``batch``: the burst or job array it belonged to (see the history learner)."""
         self.history.append(gpu_s)
         self.finished.append(Finished(user, account, name, int(num_gpus or 0), partition or "",
-                                      time_limit, float(gpu_s)))
+                                      time_limit, float(gpu_s), batch or ""))
         if len(self.finished) > FINISHED_KEPT:
             cut = len(self.finished) - FINISHED_KEPT
             del self.finished[:cut]
@@ -289,7 +291,8 @@ class Ledger:
         led.history_by_key = {k: [float(x) for x in v] for k, v in d.get("history_by_key", {}).items()}
         try:
             led.finished = [Finished(str(f[0]), str(f[1]), str(f[2]), int(f[3]), str(f[4]),
-                                     None if f[5] is None else float(f[5]), float(f[6]))
+                                     None if f[5] is None else float(f[5]), float(f[6]),
+                                     str(f[7]) if len(f) > 7 else "")
                             for f in d.get("finished", [])]
         except (TypeError, ValueError, IndexError) as e:
             raise ValueError(f"ledger data does not match its format: finished: {e}") from None

@@ -148,6 +148,9 @@ def run_cluster(
     acct_gpus: dict[str, int] = {}
     last_refresh = [-INF]
     epoch = [ranker.epoch()]
+    # jobs whose keys changed when others finished (Gittins learning a batch at once)
+    touched = getattr(ranker, "touched", None)
+    woken: dict[int, tuple[float, int]] = {}  # with touched: a running job's last wake-up
     preemptions = 0
     arrive = getattr(ranker, "arrive", None)  # deadline admission at a job's first arrival
     book: LeaseBook | None = None  # the lease discipline's per-account sums and buckets
@@ -288,6 +291,29 @@ def run_cluster(
         pending_keys.insert(i, k)
         pending.insert(i, sj)
         sj.pend_key = k
+
+    def rekey_some(some: list, now: float) -> None:
+        """The keys of ``some`` jobs changed (the ranker's ``touched``): move each waiting one to
+        its new place, re-cache and re-wake each running one."""
+        for sj in some:
+            if sj.running:
+                if cached_running:
+                    if ranked_run:
+                        r_remove(sj)
+                    sj.static_key = ranker.key(sj, now)
+                    if ranked_run:
+                        r_insert(sj)
+                nxt = ranker.next_change(sj, now)
+                if nxt is not None and nxt < sj.seg_start + sj.remaining / sj.speed:
+                    heapq.heappush(heap, (nxt, _WAKE, sj.seq, sj.version, sj))
+            elif sorted_pending:
+                i = bisect.bisect_left(pending_keys, sj.pend_key)
+                while i < len(pending) and pending[i] is not sj and pending_keys[i] == sj.pend_key:
+                    i += 1
+                if i < len(pending) and pending[i] is sj:
+                    del pending_keys[i]
+                    del pending[i]
+                    insert_pending(sj, ranker.key(sj, now))
 
     def rekey_pending(sj: SimJob, now: float) -> None:
         """A waiting job's key changed on its own: move it to its new place."""
@@ -863,6 +889,11 @@ def run_cluster(
                 finished.append(sj)
                 done = True
             elif sj.running:
+                if touched is not None:
+                    # rekey_some may have left a second wake-up for the same time: one is enough
+                    if woken.get(sj.seq) == (now, ver):
+                        continue
+                    woken[sj.seq] = (now, ver)
                 if cached_running:
                     if ranked_run:
                         r_remove(sj)
@@ -896,6 +927,13 @@ def run_cluster(
             if ep != epoch[0]:
                 epoch[0] = ep
                 rekey(now)
+                if touched is not None:
+                    touched()  # all re-keyed already
+            elif touched is not None:
+                moved = touched()
+                if moved:
+                    same = False
+                    rekey_some(moved, now)
             if on_finish is not None:
                 on_finish(now, len(finished))
         while ai < n and arrivals[ai].submit <= now:

@@ -56,6 +56,7 @@ from ..core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, DeadlinePolicy
 from ..core.policy.fairshare import FairSharePolicy
 from ..core.policy.fifo import FifoPolicy
 from ..core.policy.gittins import GittinsPolicy, history_checkpoint
+from ..core.policy.history import job_batch
 from ..core.policy.job_class import ClassPolicy
 from ..core.policy.las import LasPolicy
 from ..core.policy.oracle import SjfPolicy, SrtfPolicy
@@ -217,6 +218,15 @@ class PolicyRanker:
         self.gittins = isinstance(policy, GittinsPolicy)
         self._steps: dict = {}  # Gittins: per SimJob, its step function (see key_and_next)
         self._steps_version = -1
+        # Gittins with a batch key learns a batch's finished jobs at once (not at the history
+        # checkpoints): the keys of the batch's waiting and running jobs change when one of its
+        # jobs finishes while others are still in the cluster; the engine asks ``touched`` for
+        # them after the finishes of an event time and re-keys them
+        self._batches: dict[str, dict[int, SimJob]] | None = (
+            {} if self.gittins and policy.fresh_batches else None)
+        self._moved: dict[str, None] = {}
+        if self._batches is None:
+            self.touched = None
         # fair share alone orders by (-factor(account), submit, id): the engine sorts with one
         # factor per account instead of one key call per job (same order, far fewer calls)
         self.account_key = self._fair_share_key if type(policy) is FairSharePolicy else None
@@ -253,6 +263,10 @@ class PolicyRanker:
 
     def arrive(self, sj: SimJob, now: float, total_gpus: int) -> None:
         """A job's first arrival: admission decides its deadline (the prioritizer's first cycle)."""
+        if self._batches is not None:
+            b = job_batch(sj.job)
+            if b:
+                self._batches.setdefault(b, {})[sj.seq] = sj
         if self.admission is None:
             return
         j = sj.job
@@ -330,7 +344,7 @@ class PolicyRanker:
                 return self._pin_key(sj), (None if until == INF else until)
         if self._starving is not None:
             return self.key(sj, now), self.next_change(sj, now)
-        if self.gittins:  # the job's step function kept until the policy's table moves
+        if self.gittins and self._batches is None:  # the job's step function kept until the policy's table moves
             pol = self.policy
             j = self._sync(sj, now)
             pol._refresh(self.ctx)
@@ -601,15 +615,30 @@ class PolicyRanker:
         """Changes when all keys may have changed (Gittins' table rebuilt from more history)."""
         return history_checkpoint(len(self.ledger.history)) if self.gittins else 0
 
+    def touched(self) -> list[SimJob]:
+        """The live jobs whose keys changed since the last call, other than through ``epoch``:
+        the jobs still in the cluster of each batch one of whose jobs finished."""
+        moved, self._moved = self._moved, {}
+        live = self._batches
+        return [sj for b in moved if b in live for sj in live[b].values()]
+
     def finished(self, sj: SimJob) -> None:
         j = sj.job
+        batch = job_batch(j)
+        if self._batches is not None and batch:
+            live = self._batches[batch]
+            del live[sj.seq]
+            if live:
+                self._moved[batch] = None
+            else:
+                del self._batches[batch]
         if self.admission is not None:
             self.admission.forget(j.job_id)
             self._by_id.pop(j.job_id, None)
             if j.deadline is None and not j.soft_deadlines:
                 self._best_effort_gpus -= j.num_gpus
         self.ledger.add_history(sj.attained0, j.user, j.name, j.account, j.num_gpus, j.partition,
-                                j.time_limit)
+                                j.time_limit, batch)
 
     def charge(self, account: str, gpu_s: float, now: float) -> None:
         self.ledger.charge(account, gpu_s, now, self.half_life_s)

@@ -42,10 +42,11 @@ import io
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from ..core.errors import TraceError
 from ..core.model import Job, JobClass
+from ..core.policy.history import BATCH_TAG
 from .utilisation import UTIL_TAG, parse_profile
 
 FORMATS = ("philly", "chronus", "tiresias", "csv", "sacct-json", "sacct", "helios")
@@ -322,3 +323,29 @@ def read_cluster_sizes(path: str | Path) -> dict[str, int]:
             raise TraceError(f"{p}:{i}: expected 'vc,nodes' with nodes ≥ 1, got {line!r}")
         out[parts[0]] = int(parts[1])
     return out
+
+
+def derive_batches(jobs: Sequence[Job], gap_s: float) -> int:
+    """Tag each job with the burst it belongs to, as a job array would (in place; returns how
+    many bursts). A trace without arrays (Philly: no user, no job name) shows a burst as jobs
+    of one account asking the same GPU count, each submitted within ``gap_s`` seconds of the
+    one before: such a job joins the previous one's burst, any other starts its own. Jobs
+    that carry an array job id keep it (it names their batch). Uses only submit times, so the
+    tag is known when a job is submitted; the history learner's ``batch`` key reads it."""
+    if not gap_s >= 0:
+        raise ValueError(f"burst gap must be 0 or more seconds, got {gap_s}")
+    last: dict[tuple[str, int], tuple[float, str]] = {}
+    bursts = 0
+    for job in sorted(jobs, key=lambda j: (j.submit_time, j.job_id)):
+        if job.array_job_id is not None:
+            continue
+        k = (job.account, job.num_gpus)
+        prev = last.get(k)
+        if prev is not None and job.submit_time - prev[0] <= gap_s:
+            batch = prev[1]
+        else:
+            bursts += 1
+            batch = f"burst:{job.account}:{job.num_gpus}:{job.job_id}"
+        last[k] = (job.submit_time, batch)
+        job.tags = {**job.tags, BATCH_TAG: batch}
+    return bursts

@@ -51,7 +51,7 @@ from typing import Sequence
 from .tiresias_prior import PERCENTILES_GPU_S, SAMPLE_COUNT
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
-from .history import HistoryLearner, HistoryView, job_features
+from .history import BATCH_TAG, HistoryLearner, HistoryView, job_features, split_batch
 
 
 EDGE_TOLERANCE_GPU_S = 1e-6
@@ -123,25 +123,34 @@ class GittinsPolicy(PriorityPolicy):
         history_keys: str | Sequence[Sequence[str]] | None = "config",
         min_jobs: int | None = None,
         hold_factor: float | None = None,
+        batch_min_jobs: int | None = None,
     ) -> None:
         g = config.policy.gittins if config is not None else None
         if history_keys == "config":
             history_keys = _config_default(g, "history_keys")
         if min_jobs is None:
             min_jobs = _config_default(g, "min_jobs")
-        if history_keys in ("none", None):
-            self._view: HistoryView | None = None
-        else:
-            HistoryLearner(history_keys, min_jobs=int(min_jobs))  # fail early on bad settings
-            self._view = HistoryView(lambda: HistoryLearner(history_keys, min_jobs=int(min_jobs)))
+        self._view: HistoryView | None = None
+        self._bview: HistoryView | None = None
+        if history_keys not in ("none", None):
+            n, bn = int(min_jobs), batch_min_jobs
+            HistoryLearner(history_keys, min_jobs=n, batch_min_jobs=bn)  # fail early on bad settings
+            # the batch levels learn every finished job at once (a burst's siblings), the
+            # others at the history checkpoints; the batch levels are asked first
+            bl, rest = split_batch(history_keys)
+            if bl:
+                self._bview = HistoryView(lambda: HistoryLearner(bl, min_jobs=n, batch_min_jobs=bn))
+            if rest:
+                self._view = HistoryView(lambda: HistoryLearner(rest, min_jobs=n))
         self.history_keys = history_keys
+        self.fresh_batches = self._bview is not None
         if hold_factor is None:
             hold_factor = _config_default(g, "hold_factor")
         self.hold_factor = float(hold_factor)
         if not (self.hold_factor >= 1.0 and self.hold_factor < float("inf")):
             raise ValueError(f"gittins: hold_factor must be a finite number >= 1, got {hold_factor}")
         self._feat: dict[int, tuple] = {}
-        self._memo: tuple = (None, None, {})
+        self._memo: tuple = (None, None, None, {})
         self._steps: dict = {}  # features -> step function (see _steps_of)
         self._steps_stamp: tuple = (None, None, -1)
         self.steps_version = 0  # moves when every step function may have changed
@@ -233,28 +242,38 @@ class GittinsPolicy(PriorityPolicy):
             self._steps_stamp = stamp
             self._steps = {}
             self.steps_version += 1
+        if self._bview is not None:
+            self._bview.sync(led)
 
     def _learnt(self, job: Job) -> tuple[float, float] | None:
         """(index, next bin edge) from the job's learnt conditional distribution, or None."""
-        if self._view is None:
+        if self._view is None and self._bview is None:
             return None
-        learner = self._view.learner
-        f, a, count = self._features(job), job.attained_gpu_s, learner.count
-        # answers per (features, attained) while the learner stays the same: key() and
+        learner = self._view.learner if self._view is not None else None
+        blearner = self._bview.learner if self._bview is not None else None
+        f, a = self._features(job), job.attained_gpu_s
+        count = (learner.count if learner is not None else 0, blearner.count if blearner is not None else 0)
+        # answers per (features, attained) while the learners stay the same: key() and
         # next_key_change() ask the same question in turn, and re-keying the waiting jobs asks
         # it for many jobs alike (same features, nothing attained yet)
         m = self._memo
-        if m[0] is not learner or m[1] != count or len(m[2]) > 100_000:
-            m = self._memo = (learner, count, {})
+        if m[0] is not learner or m[1] is not blearner or m[2] != count or len(m[3]) > 100_000:
+            m = self._memo = (learner, blearner, count, {})
         q = (f, a)
-        got = m[2].get(q, _MISS)
+        got = m[3].get(q, _MISS)
         if got is _MISS:
-            got = m[2][q] = learner.gittins(f, a, self.bins)
+            got = None
+            if blearner is not None and f.batch:
+                got = blearner.gittins(f, a, self.bins)
+            if got is None and learner is not None:
+                got = learner.gittins(f, a, self.bins)
+            m[3][q] = got
         return got
 
     def _features(self, job: Job):
         """The job's history features (cached per job id while its key fields stay the same)."""
-        raw = (job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit)
+        raw = (job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit,
+               job.array_job_id, job.tags.get(BATCH_TAG) if job.tags else None)
         hit = self._feat.get(job.job_id)
         if hit is None or hit[0] != raw:
             if len(self._feat) > 100_000:
@@ -344,7 +363,10 @@ class GittinsPolicy(PriorityPolicy):
 
     def key_and_next_change(self, job: Job, ctx: PolicyContext) -> tuple[tuple, float | None]:
         """What ``key`` and ``next_key_change`` return, from one look-up in the job's step
-        function (:meth:`_steps_of`; the same answers as :meth:`_learnt` and the table)."""
+        function (:meth:`_steps_of`; the same answers as :meth:`_learnt` and the table).
+        With a batch key the answers also move with each finished sibling: asked directly."""
+        if self._bview is not None:
+            return self.key(job, ctx), self.next_key_change(job, ctx)
         return self.key_and_next_from(job, ctx, self.steps(job, ctx))
 
     def steps(self, job: Job, ctx: PolicyContext) -> list:

@@ -34,8 +34,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple, Sequence
 
-FIELDS = ("user", "account", "name", "gpus", "partition", "time_limit")
-"""The fields a ladder may combine (``name`` is the normalised job name)."""
+FIELDS = ("user", "account", "name", "gpus", "partition", "time_limit", "batch")
+"""The fields a ladder may combine (``name`` is the normalised job name; ``batch`` the burst or
+job array a job belongs to, see :func:`job_batch`)."""
+
+BATCH_TAG = "batch"
+"""The job tag that names a job's batch where it has no array job id (the simulator derives it
+for traces without arrays: :func:`slurm_dl.sim.traces.derive_batches`)."""
 
 DEFAULT_LADDER: tuple[tuple[str, ...], ...] = (
     ("user", "name", "gpus", "partition", "time_limit"),
@@ -94,6 +99,7 @@ class Finished(NamedTuple):
     partition: str
     time_limit: float | None
     gpu_s: float
+    batch: str = ""
 
 
 class Features(NamedTuple):
@@ -105,21 +111,50 @@ class Features(NamedTuple):
     gpus: int
     partition: str
     time_limit: int
+    batch: str = ""
 
 
 def features(user: str = "", account: str = "", name: str = "", gpus: int = 0,
-             partition: str = "", time_limit: float | None = None) -> Features:
+             partition: str = "", time_limit: float | None = None, batch: str = "") -> Features:
     return Features(user or "", account or "", normalise_name(name), int(gpus or 0), partition or "",
-                    int(round(time_limit)) if time_limit else 0)
+                    int(round(time_limit)) if time_limit else 0, batch or "")
+
+
+def job_batch(job) -> str:
+    """The batch a model Job belongs to: its job array (``array:<id>``) where it has one, else
+    its :data:`BATCH_TAG` tag, else ``""`` (none: ladder levels with ``batch`` are skipped)."""
+    if job.array_job_id is not None:
+        return f"array:{job.array_job_id}"
+    tags = job.tags
+    return tags.get(BATCH_TAG, "") if tags else ""
 
 
 def job_features(job) -> Features:
     """The key fields of a model :class:`~slurm_dl.core.model.Job`."""
-    return features(job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit)
+    return features(job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit,
+                    job_batch(job))
 
 
 def record_features(rec: Finished) -> Features:
-    return features(rec.user, rec.account, rec.name, rec.gpus, rec.partition, rec.time_limit)
+    return features(rec.user, rec.account, rec.name, rec.gpus, rec.partition, rec.time_limit, rec.batch)
+
+
+def has_batch(ladder: str | Sequence[Sequence[str]]) -> bool:
+    """Whether a ladder has a level keyed on the batch."""
+    return any("batch" in level for level in parse_ladder(ladder))
+
+
+def with_batch(ladder: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    """A ladder with the batch as its first level (a job's finished siblings answer first)."""
+    lad = parse_ladder(ladder)
+    return lad if lad and lad[0] == ("batch",) else (("batch",), *lad)
+
+
+def split_batch(ladder: str | Sequence[Sequence[str]]) -> tuple[tuple[tuple[str, ...], ...],
+                                                                   tuple[tuple[str, ...], ...]]:
+    """(the levels keyed on the batch, the others), each in ladder order."""
+    lad = parse_ladder(ladder)
+    return (tuple(lv for lv in lad if "batch" in lv), tuple(lv for lv in lad if "batch" not in lv))
 
 
 def parse_ladder(value: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
@@ -183,14 +218,23 @@ class HistoryLearner:
 
     def __init__(self, ladder: str | Sequence[Sequence[str]] = DEFAULT_LADDER, *,
                  min_jobs: int = DEFAULT_MIN_JOBS, per_key: int = DEFAULT_PER_KEY,
-                 value: Callable[[Finished], float | None] | None = None) -> None:
+                 value: Callable[[Finished], float | None] | None = None,
+                 batch_min_jobs: int | None = None) -> None:
         self.ladder = parse_ladder(ladder)
         self.value = value
         if min_jobs < 1 or per_key < 1 or per_key < min_jobs:
             raise ValueError(f"history: need 1 <= min_jobs <= per_key, got {min_jobs}, {per_key}")
         self.min_jobs = int(min_jobs)
+        self.batch_min_jobs = self.min_jobs if batch_min_jobs is None else int(batch_min_jobs)
+        if not 1 <= self.batch_min_jobs <= per_key:
+            raise ValueError(f"history: need 1 <= batch_min_jobs <= per_key, got {batch_min_jobs}")
         self.per_key = int(per_key)
         self._idx = [tuple(FIELDS.index(f) for f in level) for level in self.ladder]
+        # a job without a batch is not looked up (nor learnt) under a batch level: all such
+        # jobs would share the empty batch
+        self._batch_level = ["batch" in level for level in self.ladder]
+        # finished jobs a key needs, per level (a batch's siblings may count from fewer)
+        self._mins = [self.batch_min_jobs if b else self.min_jobs for b in self._batch_level]
         self._by_key: dict[tuple, deque] = {}
         self._sorted: dict[tuple, tuple[float, ...]] = {}
         self._prefix: dict[tuple, list[float]] = {}
@@ -208,7 +252,8 @@ class HistoryLearner:
         if ks is None:
             if len(self._kcache) > 100_000:
                 self._kcache.clear()
-            ks = self._kcache[f] = [(lvl, *(f[i] for i in idx)) for lvl, idx in enumerate(self._idx)]
+            ks = self._kcache[f] = [(lvl, *(f[i] for i in idx)) for lvl, idx in enumerate(self._idx)
+                                    if f.batch or not self._batch_level[lvl]]
         return ks
 
     def add(self, rec: Finished) -> None:
@@ -247,12 +292,13 @@ class HistoryLearner:
         ``above`` GPU-seconds, and those jobs' GPU-seconds; None when no key has enough."""
         for k in self._keys(f):
             s = self._samples(k)
-            if len(s) < self.min_jobs:
+            need = self._mins[k[0]]
+            if len(s) < need:
                 continue
             below = 0.0
             if above > 0.0 and s[0] <= above:
                 i = bisect.bisect_right(s, above)
-                if len(s) - i < self.min_jobs:
+                if len(s) - i < need:
                     continue
                 below = s[i - 1]
                 s = s[i:]
@@ -287,7 +333,7 @@ class HistoryLearner:
                 continue  # beyond every job of this key
             g = tab[2][i]
             if g is None:
-                g = tab[2][i] = self._bin_index(tab[0], pts, i)
+                g = tab[2][i] = self._bin_index(tab[0], pts, i, tab[3])
             if g is _SKIP:
                 continue
             return g, pts[i]
@@ -301,23 +347,24 @@ class HistoryLearner:
             tab = self._tables.get((k, bins))
             if tab is None:
                 s = self._samples(k)
-                if len(s) < self.min_jobs:
+                need = self._mins[k[0]]
+                if len(s) < need:
                     continue
                 n = len(s)
                 pts = s if n <= bins else tuple(sorted({s[(i * (n - 1)) // (bins - 1)] for i in range(bins)}))
-                tab = self._tables[(k, bins)] = [s, pts, [None] * len(pts)]
+                tab = self._tables[(k, bins)] = [s, pts, [None] * len(pts), need]
             tabs.append(tab)
         if len(self._plans) > 100_000:
             self._plans.clear()
         plan = self._plans[(f, bins)] = (self.count, tabs)
         return plan
 
-    def _bin_index(self, s: tuple[float, ...], pts: tuple[float, ...], i: int):
+    def _bin_index(self, s: tuple[float, ...], pts: tuple[float, ...], i: int, need: int):
         """The index for bin ``i`` (from ``pts[i-1]`` to ``pts[i]``), or _SKIP when fewer than
-        ``min_jobs`` of the key's jobs lie beyond the bin's start."""
+        ``need`` (the key's ``min_jobs``) of the key's jobs lie beyond the bin's start."""
         lo = pts[i - 1] if i > 0 else 0.0
         j = bisect.bisect_right(s, lo)
-        if len(s) - j < self.min_jobs:
+        if len(s) - j < need:
             return _SKIP
         return gittins_from_samples(s[j:], lo)
 
@@ -336,10 +383,11 @@ class HistoryLearner:
         for k in reversed(self._keys(f)):
             s = self._samples(k)
             n = len(s)
-            if n < self.min_jobs:
+            need = self._mins[k[0]]
+            if n < need:
                 continue
             i = bisect.bisect_right(s, above) if above > 0.0 and s[0] <= above else 0
-            if n - i < self.min_jobs:
+            if n - i < need:
                 continue
             pre = self._prefix.get(k)
             if pre is None:
@@ -406,6 +454,7 @@ def gittins_from_samples(samples: Sequence[float], a: float) -> float:
 
 __all__ = [
     "DEFAULT_LADDER", "FIELDS", "Features", "Finished", "HistoryLearner", "HistoryView", "LADDERS", "Match",
-    "features", "gittins_from_samples", "job_features", "limit_ratio", "normalise_name", "parse_ladder",
+    "BATCH_TAG", "features", "gittins_from_samples", "has_batch", "job_batch", "job_features", "split_batch",
+    "with_batch", "limit_ratio", "normalise_name", "parse_ladder",
     "per_gpu_seconds", "record_features", "without_limit",
 ]

@@ -34,7 +34,8 @@ from typing import Sequence
 
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
-from .history import HistoryLearner, HistoryView, features, limit_ratio, per_gpu_seconds, without_limit
+from .history import (HistoryLearner, HistoryView, features, has_batch, job_batch, limit_ratio,
+                      per_gpu_seconds, without_limit)
 
 SCORE_SCALE_LOG10 = 9.0
 """Scores map predictions on a log scale: 1 GPU-s → ~1.0, 10^9 GPU-s (31 GPU-years) → 0.0."""
@@ -47,7 +48,7 @@ class QssfPolicy(PriorityPolicy):
     def __init__(self, config=None, *, default_gpu_s: float | None = None, preemptive: bool | None = None,
                  history_keys: str | Sequence[Sequence[str]] | None = None,
                  min_jobs: int | None = None, shrink_jobs: float | None = None,
-                 use_time_limit: bool | None = None) -> None:
+                 use_time_limit: bool | None = None, batch_min_jobs: int | None = None) -> None:
         q = config.policy.qssf if config is not None else None
         if q is None:
             from ..config import QssfConfig
@@ -63,9 +64,11 @@ class QssfPolicy(PriorityPolicy):
         if not self.shrink_jobs >= 0:
             raise ValueError(f"qssf: shrink_jobs must be 0 or more, got {self.shrink_jobs}")
         self.use_time_limit = bool(q.use_time_limit if use_time_limit is None else use_time_limit)
-        HistoryLearner(keys, min_jobs=n)  # fail early on bad settings
+        HistoryLearner(keys, min_jobs=n, batch_min_jobs=batch_min_jobs)  # fail early on bad settings
         self.history_keys = keys
-        self._view = HistoryView(lambda: HistoryLearner(keys, min_jobs=n, value=per_gpu_seconds))
+        self._batched = has_batch(keys)  # look jobs up by their batch too
+        self._view = HistoryView(lambda: HistoryLearner(keys, min_jobs=n, value=per_gpu_seconds,
+                                                        batch_min_jobs=batch_min_jobs))
         ratio_keys = without_limit(keys)
         self._ratio = HistoryView(lambda: HistoryLearner(ratio_keys, min_jobs=n, value=limit_ratio))
         if q.preemptive if preemptive is None else preemptive:
@@ -100,10 +103,11 @@ class QssfPolicy(PriorityPolicy):
         # queue order: conditioned on what a requeued job has shown; preemptive: not (see the
         # module docstring)
         above = 0.0 if self.preemptive else got / gpus
-        ck = (job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit, above)
+        ck = (job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit,
+              job_batch(job) if self._batched else "", above)
         pred = self._cache.get(ck)
         if pred is None:
-            p = self._view.learner.shrunk_mean(features(*ck[:6]), above, self.shrink_jobs)
+            p = self._view.learner.shrunk_mean(features(*ck[:7]), above, self.shrink_jobs)
             pred = self._cache[ck] = self.default_gpu_s if p is None else p * gpus
         return max(pred, got)
 
