@@ -3,7 +3,8 @@ its own cluster, 60 s restart cost), one run: SRTF, LAS 100k/3M, Gittins and QSS
 config defaults, then Gittins and QSSF whose history ladder starts with the job's batch (its
 burst: :func:`slurm_dl.sim.traces.derive_batches` with each gap of ``--gaps``), and a reference
 bound: Gittins whose distribution per (VC, GPU count) is the whole trace's durations (an oracle
-of the distribution, not of the job; ``--no-bound`` leaves it out).
+of the distribution, not of the job; ``--no-bound`` leaves it out); ``--burst-bound`` adds, per
+gap, the same with each job's whole burst first (every job of it, finished or not).
 
 Prints one human line per point and one JSON object (average JCT, × SRTF, CPU seconds).
 Usage: python benchmarks/bench_burst_key.py [--gaps 60,300] [--philly-end 2017-10-15]
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from slurm_dl.core.policy import get_policy
 from slurm_dl.core.policy.gittins import GittinsPolicy
-from slurm_dl.core.policy.history import Finished, HistoryLearner, with_batch
+from slurm_dl.core.policy.history import Finished, HistoryLearner, job_batch, with_batch
 from slurm_dl.sim.ranking import PolicyRanker, load_prior, make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
 from slurm_dl.sim.state import PreemptionCost
@@ -43,11 +44,11 @@ class _WholeTraceGittins(GittinsPolicy):
         self._view.sync = lambda ledger, upto=None: self._fixed
 
 
-def whole_trace_learner(jobs) -> HistoryLearner:
-    lr = HistoryLearner("account-gpus", per_key=10 ** 7)
+def whole_trace_learner(jobs, ladder="account-gpus", batch_min_jobs: int | None = None) -> HistoryLearner:
+    lr = HistoryLearner(ladder, per_key=10 ** 7, batch_min_jobs=batch_min_jobs)
     for j in jobs:
         lr.add(Finished(j.user, j.account, j.name, j.num_gpus, j.partition, j.time_limit,
-                        j.duration * j.num_gpus))
+                        j.duration * j.num_gpus, job_batch(j)))
     return lr
 
 
@@ -72,6 +73,10 @@ def main() -> int:
     ap.add_argument("--no-baselines", action="store_true", help="leave out the default Gittins and QSSF")
     ap.add_argument("--no-bound", action="store_true")
     ap.add_argument("--no-qssf", action="store_true")
+    ap.add_argument("--burst-bound", action="store_true",
+                    help="per gap, also Gittins whose distribution is the job's whole burst (all its "
+                         "jobs, finished or not), then the whole trace per VC and GPUs: how far a "
+                         "perfect burst key could go")
     a = ap.parse_args()
     T = Path(a.traces)
     jobs = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time(a.philly_end))
@@ -95,6 +100,11 @@ def main() -> int:
     for gap in (float(x) for x in a.gaps.split(",")):
         n = derive_batches(jobs, gap)
         print(f"  gap {gap:g} s: {n} bursts for {len(jobs)} jobs", file=sys.stderr, flush=True)
+        if a.burst_bound:
+            blr = whole_trace_learner(jobs, with_batch("account-gpus"), batch_min_jobs=1)
+            p = run(jobs, setup, f"gittins, whole burst's distribution (gap {gap:g} s; bound)",
+                    lambda: PolicyRanker(_WholeTraceGittins(blr, prior_samples=prior), "gittins"))
+            pts.append({**p, "gap_s": gap})
         for bmin in (int(x) for x in a.batch_min_jobs.split(",")):
             p = run(jobs, setup, f"gittins + batch (gap {gap:g} s, batch min {bmin})",
                     cfg("gittins", prior_samples=prior, history_keys=BATCH_LADDER, batch_min_jobs=bmin))

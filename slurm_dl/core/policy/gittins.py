@@ -31,7 +31,10 @@ conditional on what is known of it: the finished jobs of the most specific key (
 name, GPU count, …) with at least ``min_jobs`` of them beyond the job's attained service. Its
 index is then the Gittins index of those jobs' GPU-seconds, held constant between their values
 (bins whose edges are the key's own samples); a job beyond every key's samples falls back to
-the global table. The learnt view, like the table, moves only at the history checkpoints.
+the global table. The learnt view, like the table, moves only at the history checkpoints,
+except the levels keyed on a job's batch (burst or job array), asked first: they learn every
+finished job at once (a sibling's finish changes the keys of its batch's jobs alone; the
+simulator re-keys those).
 
 Restart-aware hold (``hold_factor`` H, default from the site config): a *running* job's key
 uses H × its index, so a waiting job takes its GPUs only with an index at least H times higher.

@@ -13,6 +13,12 @@ specific first (:data:`DEFAULT_LADDER`); the first key that has at least ``min_j
 jobs answers, else the next, down to the whole history. Each key keeps its ``per_key`` most
 recent jobs (users' habits change).
 
+A ``batch`` level (:func:`with_batch` puts it first) keys a job on its burst or job array
+(:func:`job_batch`: the Slurm array job id, else a tag the simulator derives from submit times
+for traces without arrays): once some of its siblings have finished, they answer, with
+``batch_min_jobs`` of them enough. Jobs without a batch skip those levels. No named ladder has
+one: the daemon's ledger does not record the batch yet.
+
 ``samples(job, above=a)`` conditions on what a running job has already shown: only finished
 jobs that used more than ``a`` GPU-seconds count (a job that ran longer than every job of its
 key falls back to a coarser key, whose tail is longer). Gittins builds its per-job service
