@@ -36,12 +36,10 @@ class _WholeTraceGittins(GittinsPolicy):
 
     def __init__(self, learner: HistoryLearner, **kw) -> None:
         super().__init__(history_keys="account-gpus", **kw)
-        self._fixed = learner
-
-    def _refresh(self, ctx) -> None:
-        super()._refresh(ctx)
-        self._view.learner = self._fixed
-        self._view.sync = lambda ledger, upto=None: self._fixed
+        # in place before the first look-up: the index's step functions are built from the
+        # learner the view holds when the policy refreshes
+        self._view.learner = learner
+        self._view.sync = lambda ledger, upto=None: learner
 
 
 def whole_trace_learner(jobs, ladder="account-gpus", batch_min_jobs: int | None = None) -> HistoryLearner:
