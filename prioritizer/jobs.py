@@ -103,7 +103,7 @@ def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
     for job in sorted(jobs, key=lambda j: (not j.running, j.submit_time, j.job_id)):
         why = class_violation(job, config)
         if why is None and is_privileged(job.job_class, config):
-            why = not_admitted(job.job_class, job.account or None, job.qos or None, config)
+            why = not_admitted(job.job_class, job.account or None, job.qos or None, config, job.user or None)
             if why is None:
                 key = (job.user, job.job_class)
                 why = over_quota(job.job_class, job.num_gpus, held.get(key, 0), config, who=f"user {job.user!r} holds")

@@ -128,6 +128,29 @@ class Caps(_Strict):
     max_cpus_per_gpu: int = num(16, ge=1, le=1024)
     max_mem_per_gpu_gb: float = num(128, gt=0, le=100_000)
     max_gpus_per_job: int | None = num(None, ge=1, le=1_000_000)
+    cpu_only_jobs: Literal["refuse", "cap", "route", "allow"] = Field(
+        default="cap", description="jobs without GPUs in a partition with GPU nodes: refused, held to "
+        "cpu_only_max_cpus and cpu_only_max_mem_gb (cap), sent to cpu_only_partition (route), or let be (allow)")
+    cpu_only_max_cpus: int | None = num(None, ge=1, le=100_000, description="CPUs a job without GPUs may "
+                                        "hold under cpu_only_jobs = \"cap\"; unset: max_cpus_per_gpu")
+    cpu_only_max_mem_gb: float | None = num(None, gt=0, le=1_000_000, description="memory a job without GPUs "
+                                            "may hold under cpu_only_jobs = \"cap\"; unset: max_mem_per_gpu_gb")
+    cpu_only_partition: str | None = Field(default=None, min_length=1, max_length=255, description="the "
+                                           "partition cpu_only_jobs = \"route\" sends jobs without GPUs to")
+
+    @model_validator(mode="after")
+    def _route(self) -> "Caps":
+        if self.cpu_only_jobs == "route" and not self.cpu_only_partition:
+            raise ValueError('cpu_only_jobs = "route" needs cpu_only_partition (a partition without GPU nodes)')
+        return self
+
+    @property
+    def cpu_only_cpus(self) -> int:
+        return self.cpu_only_max_cpus or self.max_cpus_per_gpu
+
+    @property
+    def cpu_only_mem_mb(self) -> int:
+        return int((self.cpu_only_max_mem_gb or self.max_mem_per_gpu_gb) * 1024)
 
 
 class JobClassConfig(_Strict):
@@ -138,10 +161,30 @@ class JobClassConfig(_Strict):
     preemptible: bool = True
     weight: float = num(1.0, gt=0, le=MAX_WEIGHT, description="class weight in the policy mix")
     allow_accounts: list[str] | None = Field(default=None, max_length=10000, description="accounts that may "
-                                             "use this class (with allow_qos: either admits); unset: anyone")
+                                             "use this class (any allow-list admits; \"*\": everyone)")
     allow_qos: list[str] | None = Field(default=None, max_length=10000, description="QOS that may use this class")
+    allow_users: list[str] | None = Field(default=None, max_length=10000, description="users that may use "
+                                          "this class")
     max_gpus_per_user: int | None = num(None, ge=1, le=1_000_000, description="GPUs one user may hold "
                                         "in live jobs of this class at once; unset: no quota")
+
+    @property
+    def allow_lists(self) -> dict[str, list[str]]:
+        """The allow-lists this class carries, by what they name."""
+        lists = {"accounts": self.allow_accounts, "QOS": self.allow_qos, "users": self.allow_users}
+        return {k: v for k, v in lists.items() if v is not None}
+
+    @property
+    def opened(self) -> bool:
+        """Has the site opened it at all? A class that ranks above train is closed until an
+        allow-list or a per-user GPU quota opens it."""
+        return bool(self.allow_lists) or self.max_gpus_per_user is not None
+
+    @property
+    def open_to_all(self) -> bool:
+        """Open to every user: a quota without an allow-list, or an allow-list with ``*``."""
+        lists = self.allow_lists
+        return (not lists and self.max_gpus_per_user is not None) or any("*" in v for v in lists.values())
 
     @model_validator(mode="after")
     def _limits(self) -> "JobClassConfig":
@@ -530,6 +573,11 @@ class SiteConfig(_Strict):
                         problems.append(
                             f"topology.switches[{i}].nodes: nodes not in any node group: {sorted(unknown)[:5]}"
                         )
+        route = self.caps.cpu_only_partition
+        if route is not None and route not in parts:
+            problems.append(f"caps.cpu_only_partition: got {route!r}; allowed: {sorted(parts)}")
+        elif route is not None and self.caps.cpu_only_jobs == "route" and route in self.gpu_partitions:
+            problems.append(f"caps.cpu_only_partition: {route!r} has GPU nodes; name a partition without them")
         if sum(1 for p in self.partitions if p.default) > 1:
             problems.append("partitions: at most one partition may be default = true")
         if problems:
@@ -548,6 +596,13 @@ class SiteConfig(_Strict):
     @property
     def total_gpus(self) -> int:
         return sum(g.gpus_per_node * len(g.node_names) for g in self.node_groups)
+
+    @property
+    def gpu_partitions(self) -> frozenset[str]:
+        """Partitions with GPU nodes (a node group that names none is in every partition)."""
+        if any(not g.partitions for g in self.node_groups):
+            return frozenset(p.name for p in self.partitions)
+        return frozenset(p for g in self.node_groups for p in g.partitions)
 
     @property
     def default_partition(self) -> str:
@@ -687,4 +742,14 @@ def config_warnings(config: SiteConfig) -> list[str]:
     elif config.policy.mix == "fairshare" and fs.lease_seconds < config.preemption.restart_delay_seconds:
         out.append(f"policy.fairshare.lease_seconds = {fs.lease_seconds:g} is shorter than a restart "
                    f"({config.preemption.restart_delay_seconds:g} s): jobs may spend more time restarting than running")
+    for name, c in config.classes.items():
+        if _ranks_above_train(config, name) and c.open_to_all and c.max_gpus_per_user is None:
+            out.append(f"classes.{name.value} is open to every user with no per-user GPU quota: any job "
+                       f"may claim its priority{'' if c.preemptible else ' and its protection from preemption'}"
+                       " (limit it with allow_accounts, allow_qos, allow_users or max_gpus_per_user)")
     return out
+
+
+def _ranks_above_train(config: SiteConfig, job_class: JobClass) -> bool:
+    c, train = config.class_config(job_class), config.class_config(JobClass.TRAIN)
+    return c.weight > train.weight or (not c.preemptible and train.preemptible)

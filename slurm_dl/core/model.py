@@ -63,6 +63,10 @@ class JobState(str, enum.Enum):
         return self is _RUNNING or self is _COMPLETING or self is _SUSPENDED
 
 
+HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
+"""Slurm's reasons for a pending job under a hold: by its owner (``--hold``, ``scontrol uhold``),
+by an operator (``scontrol hold``, ``requeuehold``)."""
+
 _PENDING, _RUNNING = JobState.PENDING, JobState.RUNNING
 _COMPLETING, _SUSPENDED = JobState.COMPLETING, JobState.SUSPENDED
 _FINISHED = frozenset(
@@ -125,8 +129,21 @@ class Job:
     """Slurm's Requeue flag (None: not known, e.g. in a trace)."""
     array_job_id: int | None = None
     """The job array this job (an array task, or the array's pending record) belongs to."""
+    array_tasks: int = 1
+    """Tasks this record stands for: an array's pending record holds all its waiting tasks."""
+    array_throttle: int | None = None
+    """An array's ``%N``: at most N of its tasks run at once (None: no throttle)."""
     signal_target: str = "batch"
     """Where a checkpointable job wants its preemption signal: the batch shell or its steps."""
+    waited_s: float | None = None
+    """Seconds the job has waited to run since submission, as of now, counting only time it was
+    pending, not held and past its eligible time (the prioritizer's ledger counts them cycle by
+    cycle). None: ``now - submit_time - executed_s`` (the simulator's jobs, never held)."""
+
+    @property
+    def held(self) -> bool:
+        """Pending under a hold (``sbatch --hold``, ``scontrol hold``/``uhold``, ``requeuehold``)."""
+        return self.state is _PENDING and self.state_reason in HELD_REASONS
 
     @property
     def pending(self) -> bool:

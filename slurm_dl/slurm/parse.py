@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ..core.arrays import parse_array
 from ..core.errors import SlurmError
 from ..core.hostlist import expand_hostlist
 from ..core.model import Job, JobState, Node, Partition, Switch, Topology
@@ -195,7 +196,21 @@ def job_from_squeue(raw: Mapping[str, Any]) -> Job:
         qos=str(raw.get("qos") or ""),
         requeue=_flag(raw.get("requeue")),
         array_job_id=_array_job_id(raw, job_id),
+        **_array_tasks(raw, state),
     )
+
+
+def _array_tasks(raw: Mapping[str, Any], state: JobState) -> dict[str, Any]:
+    """A pending array record's task count and throttle: ``array_task_string`` ``0-49%4`` in
+    ``--json``, the task id column in ``squeue -O``."""
+    if state is not JobState.PENDING:
+        return {}
+    text = raw.get("array_task_string") or raw.get("array_task_id")
+    spec = parse_array(text) if isinstance(text, str) and not text.isdigit() else None
+    if spec is None:
+        return {}
+    throttle = spec.throttle or _num(raw.get("array_max_tasks")) or None
+    return {"array_tasks": spec.tasks, "array_throttle": throttle}
 
 
 def _flag(value: Any) -> bool | None:

@@ -80,7 +80,7 @@ def test_no_script_is_interactive(cfg) -> None:
 
 
 def test_serve_hint_with_its_constraints_met_is_kept(cfg) -> None:
-    d = run(cfg, comment="dl:class=serve", tres_per_node="gres:gpu:2", time_limit=120)
+    d = run(cfg, comment="dl:class=serve", tres_per_node="gres:gpu:2", time_limit=120, user_name="root")
     assert d.job_class is JobClass.SERVE
     assert parse_tag(d.changes["admin_comment"]).checkpointable is False
 
@@ -313,7 +313,8 @@ def test_steps_handler_is_tagged_for_a_signal_to_the_steps(cfg) -> None:
     [
         ({"comment": "dl:ckpt=maybe"}, "ignored dl:ckpt=maybe"),
         ({"comment": "dl:ckpt=1", "requeue": 0}, "asks --no-requeue"),
-        ({"comment": "dl:class=serve;ckpt=1", "time_limit": 30}, "class serve is never checkpointed"),
+        ({"comment": "dl:class=serve;ckpt=1", "time_limit": 30, "user_name": "root"},
+         "class serve is never checkpointed"),
     ],
 )
 def test_a_declaration_that_cannot_hold_is_refused_with_a_notice(cfg, fields, notice) -> None:

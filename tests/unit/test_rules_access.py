@@ -21,7 +21,8 @@ NOW = 1_800_000_000.0
 @pytest.fixture(scope="module")
 def cfg():
     data = load_config(REPO / "site-configs" / "testbed.toml").model_dump(mode="json")
-    data["classes"]["serve"].update(allow_accounts=["serving"], allow_qos=["prod"], max_gpus_per_user=4)
+    data["classes"]["serve"].update(allow_accounts=["serving"], allow_qos=["prod"], allow_users=None,
+                                    max_gpus_per_user=4)
     data["classes"]["interactive"].update(allow_accounts=["ml", "serving"], max_gpus_per_user=2)
     return parse_config(data)
 

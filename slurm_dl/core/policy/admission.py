@@ -11,7 +11,8 @@ pushes back best-effort work on its way to being missed anyway.
 The check is the earliest-deadline-first demand test on the committed work. For every admitted
 deadline ``D`` not yet past (and the new one), the GPU-seconds still owed to deadline jobs due
 by ``D`` must fit in ``capacity × (D - now)``. A job owes ``GPUs × its remaining requested
-run time``: its time limit less what it has run (:func:`~.deadline.remaining_run`), never its
+run time`` (an array's pending record: that for each waiting task, whose waves at its throttle
+must also end by the deadline; a task split off it keeps the array's answer): its time limit less what it has run (:func:`~.deadline.remaining_run`), never its
 real run time, so asking for a short limit to get in only gets the job ended at that limit, and
 asking for a long one only makes it harder to admit.
 
@@ -80,6 +81,7 @@ class DeadlineAdmission:
     remaining: Remaining = remaining_run
     admitted: dict[int, float] = field(default_factory=dict)
     demoted: dict[int, str] = field(default_factory=dict)
+    arrays: set[int] = field(default_factory=set)  # decided for an array's waiting tasks
     _jobs: dict[int, Job] = field(default_factory=dict)
     _restored: set[int] = field(default_factory=set)  # admitted before a restart, job not seen since
 
@@ -95,7 +97,7 @@ class DeadlineAdmission:
                 # best effort
                 lapsed.append(jid)
                 continue
-            out.append((d, j.num_gpus * r))
+            out.append((d, j.num_gpus * r * j.array_tasks))
         for jid in lapsed:
             del self._jobs[jid]
         return out
@@ -117,9 +119,20 @@ class DeadlineAdmission:
             return self.demoted.get(jid)
         if not candidate_deadlines(job):
             return None
+        parent = job.array_job_id
+        if parent is not None and parent != jid and parent in self.arrays:
+            # a task split off its array's pending record: the array's answer, made for all its tasks
+            if parent in self.demoted:
+                self.demoted[jid] = self.demoted[parent]
+                return self.demoted[jid]
+            self.admitted[jid] = self.admitted[parent]
+            self._jobs[jid] = job
+            return None
         why = self._try(job, now, total_gpus, best_effort_gpus)
         if why is not None:
             self.demoted[jid] = why
+        if job.array_tasks > 1:
+            self.arrays.add(jid)
         return why
 
     def _try(self, job: Job, now: float, total_gpus: int, best_effort_gpus: int | None) -> str | None:
@@ -130,13 +143,18 @@ class DeadlineAdmission:
         cap = self.capacity(total_gpus, best_effort_gpus)
         if job.num_gpus > total_gpus:
             return f"it needs {job.num_gpus} GPUs and the cluster has {total_gpus}"
+        tasks = job.array_tasks
+        at_once = min(tasks, job.array_throttle or tasks, max(1, total_gpus // max(1, job.num_gpus)))
+        waves = -(-tasks // max(1, at_once))  # an array runs its tasks in waves
         owed = self._owed(now)
         why = "no deadline"
         for d in candidate_deadlines(job):
-            if now + r > d:
-                why = f"its time limit ({_hm(r)}) ends after the deadline ({_hm(d - now)} away)"
+            if now + r * waves > d:
+                why = (f"its time limit ({_hm(r)}) ends after the deadline ({_hm(d - now)} away)" if waves == 1
+                       else f"its {tasks} tasks, {at_once} at a time, need {_hm(r * waves)} and the deadline "
+                            f"is {_hm(d - now)} away")
                 continue
-            ok, why = demand_fits(owed, (d, job.num_gpus * r), now, cap)
+            ok, why = demand_fits(owed, (d, job.num_gpus * r * tasks), now, cap)
             if ok:
                 self.admitted[job.job_id] = d
                 self._jobs[job.job_id] = job
@@ -146,7 +164,8 @@ class DeadlineAdmission:
     def to_dict(self) -> dict:
         """The promises and demotions, JSON-able (the daemon keeps them in its ledger)."""
         return {"admitted": {str(j): d for j, d in self.admitted.items()},
-                "demoted": {str(j): why for j, why in self.demoted.items()}}
+                "demoted": {str(j): why for j, why in self.demoted.items()},
+                "arrays": sorted(self.arrays)}
 
     def restore(self, data: dict) -> None:
         """Take back what :meth:`to_dict` saved (a restarted daemon): each job keeps the answer it
@@ -155,15 +174,18 @@ class DeadlineAdmission:
         try:
             admitted = {int(j): float(d) for j, d in (data.get("admitted") or {}).items()}
             demoted = {int(j): str(why) for j, why in (data.get("demoted") or {}).items()}
+            arrays = {int(j) for j in (data.get("arrays") or [])}
         except (AttributeError, TypeError, ValueError) as e:
             raise ValueError(f"saved deadline admission does not match its format: {e}") from None
         self.admitted.update(admitted)
         self.demoted.update(demoted)
+        self.arrays.update(arrays)
         self._restored.update(admitted)
 
     def forget(self, job_id: int) -> None:
         self.admitted.pop(job_id, None)
         self.demoted.pop(job_id, None)
+        self.arrays.discard(job_id)
         self._jobs.pop(job_id, None)
         self._restored.discard(job_id)
 
@@ -179,7 +201,7 @@ class DeadlineAdmission:
         for jid in [j for j in self._restored if j in live]:  # restored promises count again
             self._jobs[jid] = live[jid]
         self._restored.clear()
-        best_effort = sum(j.num_gpus for j in live.values() if not candidate_deadlines(j))
+        best_effort = sum(j.num_gpus * j.array_tasks for j in live.values() if not candidate_deadlines(j))
         for j in sorted(live.values(), key=lambda j: (j.submit_time, j.job_id)):
             if j.deadline is not None or j.soft_deadlines:
                 self.decide(j, now, total_gpus, best_effort)

@@ -74,13 +74,16 @@ def slack(job: Job, now: float) -> float | None:
     return (job.deadline - now) - (remaining_run(job, now) or 0.0)
 
 
-def deadline_feasible(job: Job, now: float, config=None, *, user_deadline_jobs: int = 0) -> tuple[bool, str]:
+def deadline_feasible(job: Job, now: float, config=None, *, user_deadline_jobs: int = 0, tasks: int = 1,
+                      waves: int = 1) -> tuple[bool, str]:
     """Can ``job``'s deadline be admitted at ``now``? Returns ``(ok, reason)``.
 
     Infeasible: a deadline in the past; a time limit that runs past the deadline even if the
     job started now; no time limit to check it with; a deadline beyond the site's quota
-    (``policy.deadline.max_deadline_days``); or the user already holding
-    ``max_deadline_jobs_per_user`` deadline jobs (the caller counts them).
+    (``policy.deadline.max_deadline_days``); or the user holding more than
+    ``max_deadline_jobs_per_user`` deadline jobs with this one (the caller counts them).
+    A job array is ``tasks`` jobs, run in ``waves`` one after another at its throttle: each
+    task counts against the quota, and the last wave must end before the deadline.
     """
     if job.deadline is None:
         return True, "no deadline"
@@ -93,14 +96,21 @@ def deadline_feasible(job: Job, now: float, config=None, *, user_deadline_jobs: 
         return False, f"deadline is {to_go / 86400.0:.1f} days away; the site allows at most {max_days:g} days"
     if job.time_limit is None:
         return False, "a deadline needs a time limit to check it against"
-    if job.time_limit > to_go:
+    needs = job.time_limit * max(1, waves)
+    if needs > to_go:
+        if waves > 1:
+            return False, (f"{waves} waves of the array's tasks (its throttle) at {job.time_limit / 60:.0f} min "
+                           f"each run past the deadline ({to_go / 60:.0f} min away) even if started now")
         return False, (
             f"time limit {job.time_limit / 60:.0f} min runs past the deadline "
             f"({to_go / 60:.0f} min away) even if the job started now"
         )
-    if user_deadline_jobs >= max_jobs:
+    if user_deadline_jobs + max(1, tasks) > max_jobs:
+        if tasks > 1:
+            return False, (f"user already has {user_deadline_jobs} deadline jobs and this array adds {tasks}; "
+                           f"the site allows {max_jobs}")
         return False, f"user already has {user_deadline_jobs} deadline jobs; the site allows {max_jobs}"
-    return True, f"feasible with {(to_go - job.time_limit) / 60:.0f} min of slack"
+    return True, f"feasible with {(to_go - needs) / 60:.0f} min of slack"
 
 
 def admit_deadlines(jobs: Sequence[Job], config=None) -> dict[int, str]:
@@ -113,8 +123,9 @@ def admit_deadlines(jobs: Sequence[Job], config=None) -> dict[int, str]:
 
     * a deadline needs a time limit to compute slack with;
     * it may lie at most ``max_deadline_days`` after the job's submission;
-    * a user gets at most ``max_deadline_jobs_per_user`` deadline jobs at a time: the earliest
-      submitted keep theirs, later ones wait without a deadline until an earlier one ends.
+    * a user gets at most ``max_deadline_jobs_per_user`` deadline jobs at a time (each waiting
+      task of an array counts): the earliest submitted keep theirs, later ones wait without a
+      deadline until an earlier one ends.
 
     Because of this, more deadlines or far-off deadlines cannot buy a user more priority.
     """
@@ -130,11 +141,11 @@ def admit_deadlines(jobs: Sequence[Job], config=None) -> dict[int, str]:
                                    f"submission; the site allows at most {max_s / 86400.0:g}")
         else:
             n = per_user.get(job.user, 0)
-            if n >= max_jobs:
+            if n + job.array_tasks > max_jobs:
                 ignored[job.job_id] = (f"deadline ignored for now: user {job.user!r} already has {max_jobs} "
                                        f"deadline jobs (the site's limit)")
             else:
-                per_user[job.user] = n + 1
+                per_user[job.user] = n + job.array_tasks
     return ignored
 
 

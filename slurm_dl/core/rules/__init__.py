@@ -2,8 +2,8 @@
 
 ``decide(job_desc, config, ctx)`` runs classify → validate → reshape → defaults → tag (each
 switchable under ``[filter]`` in the site config) and returns a :class:`FilterDecision`. It
-never raises for any input: a job description it cannot make sense of is accepted unchanged
-(apart from removing a forged tag) or rejected with a message, never an exception.
+never raises for any input: a job description it cannot make sense of is rejected with a
+message, never accepted unchecked and never an exception.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from typing import Any, Mapping
 
 from ..config import SiteConfig
 from .classify import classify
-from .decision import Draft, FilterContext, FilterDecision, Rejection
+from .decision import CODE_ACCESS_DENIED, Draft, FilterContext, FilterDecision, Rejection
 from .defaults import defaults
 from .request import JOB_DESC_FIELDS, JobRequest
 from .reshape import reshape
 from .tag import tag
 from .validate import requested_deadline, validate
 
-__all__ = ["FilterContext", "FilterDecision", "JobRequest", "JOB_DESC_FIELDS", "decide", "decide_request"]
+__all__ = ["FilterContext", "FilterDecision", "JobRequest", "JOB_DESC_FIELDS", "decide", "decide_request",
+           "unreadable"]
 
 
 def _summary(req: JobRequest, d: FilterDecision, source: str = "-") -> str:
@@ -56,6 +57,22 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
     return replace(d, summary=_summary(req, d, draft.class_source))
 
 
+UNREADABLE = ("slurm-dl: the job filter could not check this job ({why}); it was not "
+              "submitted. Fix: check the options for absurd values, or tell the administrators.")
+
+
 def decide(job_desc: Mapping[str, Any], config: SiteConfig, ctx: FilterContext) -> FilterDecision:
-    """The decision for one job description as the Lua shim sends it (``job_desc`` fields)."""
-    return decide_request(JobRequest.from_job_desc(job_desc), config, ctx)
+    """The decision for one job description as the Lua shim sends it (``job_desc`` fields).
+
+    Total: a job the rules cannot judge (a value no rule foresaw) is refused with a message,
+    never let through unchecked, and never an exception that would count as the service failing."""
+    try:
+        return decide_request(JobRequest.from_job_desc(job_desc), config, ctx)
+    except Exception as e:  # noqa: BLE001 - one job's odd values must never turn into an outage
+        return unreadable(f"{type(e).__name__}")
+
+
+def unreadable(why: str) -> FilterDecision:
+    """The refusal of a job the filter cannot read or judge."""
+    return FilterDecision("reject", message=UNREADABLE.format(why=why[:60]), code=CODE_ACCESS_DENIED,
+                          rule="internal", summary=f"reject rule=internal ({why[:200]})")

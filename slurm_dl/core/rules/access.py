@@ -1,9 +1,11 @@
 """access: who may use a high class (serve, interactive) and how much of it.
 
-A class that ranks above train may carry an allow-list (``allow_accounts`` / ``allow_qos``: a job
-from either is admitted) and a per-user GPU quota over live jobs (``max_gpus_per_user``). A job
-that hints such a class without being admitted is refused with the reason; one that lands there
-by evidence alone (an allocation without a batch script) runs as train instead, with a notice.
+A class that ranks above train is closed unless the site opens it: allow-lists
+(``allow_accounts`` / ``allow_qos`` / ``allow_users``: a job any of them names is admitted) and a
+per-user GPU quota over live jobs (``max_gpus_per_user``, which alone opens the class to every
+user within it). A job that hints such a class without being admitted is refused with the
+reason; one that lands there by evidence alone (an allocation without a batch script) runs as
+train instead, with a notice.
 """
 
 from __future__ import annotations
@@ -17,24 +19,29 @@ from .request import JobRequest
 PREFIX = "slurm-dl: "
 
 
-def not_admitted(job_class: JobClass, account: str | None, qos: str | None, config: SiteConfig) -> str | None:
-    """Why a job from ``account`` / ``qos`` may not use ``job_class`` (None when it may)."""
+def not_admitted(job_class: JobClass, account: str | None, qos: str | None, config: SiteConfig,
+                 user: str | None = None) -> str | None:
+    """Why a job of ``user`` from ``account`` / ``qos`` may not use ``job_class`` (None when it
+    may). A class above train is closed until the site opens it: an allow-list admits what it
+    names (``*``: everyone), a per-user GPU quota alone opens it to every user within it."""
     c = config.class_config(job_class)
-    if c.allow_accounts is None and c.allow_qos is None:
-        return None
-    if account and c.allow_accounts is not None and account in c.allow_accounts:
-        return None
-    if qos and c.allow_qos is not None and qos in c.allow_qos:
-        return None
-    allowed = []
-    if c.allow_accounts is not None:
-        allowed.append("accounts " + (", ".join(c.allow_accounts) or "(none)"))
-    if c.allow_qos is not None:
-        allowed.append("QOS " + (", ".join(c.allow_qos) or "(none)"))
+    lists = c.allow_lists
+    if not lists:
+        if c.max_gpus_per_user is not None:
+            return None
+        return (f"class {job_class.value} is not open on this cluster (the site opens it with an "
+                "allow-list or a per-user GPU quota)")
+    for kind, value in (("accounts", account), ("QOS", qos), ("users", user)):
+        names = lists.get(kind)
+        if names is not None and ("*" in names or (value and value in names)):
+            return None
+    allowed = " or ".join(f"{kind} " + (", ".join(names) or "(none)") for kind, names in lists.items())
     who = f"account {account!r}" if account else "a job without an account"
     if qos:
         who += f" with QOS {qos!r}"
-    return f"class {job_class.value} is open to {' or '.join(allowed)}, not to {who}"
+    if "users" in lists:
+        who += f" of user {user!r}" if user else " of an unknown user"
+    return f"class {job_class.value} is open to {allowed}, not to {who}"
 
 
 def over_quota(job_class: JobClass, gpus: int, held: int, config: SiteConfig, who: str = "you hold") -> str | None:
@@ -51,7 +58,7 @@ def check_access(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterC
         return draft
     account = req.account or req.default_account
     qos = req.qos or req.default_qos
-    why = not_admitted(job_class, account, qos, config)
+    why = not_admitted(job_class, account, qos, config, req.user_name)
     rule = "validate.class_access"
     if why is None:
         why = over_quota(job_class, req.total_gpus, int(ctx.user_class_gpus.get(job_class.value, 0)), config)

@@ -1,6 +1,7 @@
 """classify: which job class a submission is (train, inference, serve, sweep, interactive).
 
-Evidence, strongest first: a job array is a sweep; a partition that belongs to one class gives
+A heterogeneous job's later components take the first component's class. Otherwise the
+evidence, strongest first: a job array is a sweep; a partition that belongs to one class gives
 that class; a submission without a batch script (srun/salloc) is interactive; else train.
 A ``dl:class=…`` hint in ``--comment`` may choose another class, but never blindly: a class
 that ranks above train (a larger weight, or not preemptible) must meet its constraints — no
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from ..config import SiteConfig
 from ..model import JobClass
+from ..tags import parse_tag
 from .decision import Draft
 from .hints import CKPT_OFF, parse_ckpt, parse_hints
 from .request import JobRequest
@@ -66,6 +68,8 @@ def evidence_class(req: JobRequest, config: SiteConfig) -> tuple[JobClass, str]:
 
 
 def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
+    if req.het_offset:
+        return het_component(req, draft, config)
     job_class, source = evidence_class(req, config)
     notices = list(draft.notices)
     hints = parse_hints(req.comment)
@@ -115,3 +119,17 @@ def checkpoint_opt_in(
                        "this job will not be preempted")
         return False, "batch"
     return True, target
+
+
+def het_component(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
+    """A heterogeneous job's later component runs as the class the filter gave its first one
+    (the shim passes that tag along); its own hints count for nothing. Without the first one's
+    tag (it went by the filter) it runs as train, never checkpointed."""
+    leader = parse_tag(req.het_leader_tag)
+    if leader is None:
+        notices = (*draft.notices, "slurm-dl: this component runs as class train (the job's first "
+                   "component was not classified)") if parse_hints(req.comment).get("class") else draft.notices
+        return draft.evolve(job_class=JobClass.TRAIN, class_source="het", checkpointable=False,
+                            signal_target="batch", notices=notices)
+    return draft.evolve(job_class=leader.job_class, class_source="het", checkpointable=leader.checkpointable,
+                        signal_target=leader.signal_target)

@@ -1,5 +1,6 @@
 """What each user holds in live jobs, as the filter's quotas count it: deadline jobs and GPUs
-per class, from the filter's own tags on Slurm's pending and running jobs. Pure.
+per class, from the filter's own tags on Slurm's pending and running jobs (a pending array
+counts each of its waiting tasks). Pure.
 
 Only live jobs count: a cancelled or finished job drops out of Slurm's job list and so out of
 the count, and a job whose answer reached the shim too late went in untagged and is not counted.
@@ -19,9 +20,11 @@ class UserLive:
     deadline_jobs: int = 0
     class_gpus: dict[str, int] = field(default_factory=dict)
 
-    def add(self, job_class: str, gpus: int, has_deadline: bool) -> None:
-        self.deadline_jobs += 1 if has_deadline else 0
-        self.class_gpus[job_class] = self.class_gpus.get(job_class, 0) + max(0, gpus)
+    def add(self, job_class: str, gpus: int, has_deadline: bool, tasks: int = 1) -> None:
+        """Count a job; an array's pending record counts as its ``tasks`` jobs."""
+        tasks = max(1, tasks)
+        self.deadline_jobs += tasks if has_deadline else 0
+        self.class_gpus[job_class] = self.class_gpus.get(job_class, 0) + max(0, gpus) * tasks
 
 
 def live_counts(jobs: Iterable[Job]) -> dict[str, UserLive]:
@@ -34,5 +37,6 @@ def live_counts(jobs: Iterable[Job]) -> dict[str, UserLive]:
         if tag is None:
             continue
         gpus = job.num_gpus if job.running and job.num_gpus else tag.gpus
-        out.setdefault(job.user, UserLive()).add(tag.job_class.value, gpus, tag.deadline is not None)
+        out.setdefault(job.user, UserLive()).add(tag.job_class.value, gpus, tag.deadline is not None,
+                                                 job.array_tasks)
     return out

@@ -26,10 +26,15 @@ JOB_DESC_FIELDS = (
     "time_limit", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
     "user_id", "user_name", "has_script", "deadline", "qos", "num_tasks", "ntasks_per_node",
     "sockets_per_node", "cpus_per_task", "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu",
-    "shared", "default_account", "default_qos",
+    "shared", "default_account", "default_qos", "ntasks_per_tres", "het_job_offset", "het_leader_tag",
 )
+MAX_COUNT_DIGITS = 9  # a GPU count with more digits is unreadable, not a huge number
 
-_GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::((?!-)[^:,]+))?(?::(\d+))?$")
+# job_desc.shared: 0 --exclusive, 1 --oversubscribe, 2 --exclusive=user, 3 =mcs, 4 =topo (24.11+).
+# Every value but 1 (and unset) holds whole nodes.
+EXCLUSIVE_SHARED = frozenset({0, 2, 3, 4})
+
+_GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::((?!-)[^:,]+))?(?::([0-9]+))?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +65,17 @@ def _parse_gpu_tres(text: str) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
             continue
         if "=" in item:  # 23.02+ may say gres/gpu=4 (TRES form), e.g. tres_per_task
             name, _, num = item.partition("=")
-            item = f"{name}:{num}" if num.isdigit() else item
+            item = f"{name}:{num}" if num.isascii() and num.isdigit() else item
         m = _GPU_GRES.match(item)
         if not m:
             others.append(item)
             continue
         gpu_type, count = m.group(1), m.group(2)
-        if gpu_type is not None and gpu_type.isdigit() and count is None:
+        if gpu_type is not None and gpu_type.isascii() and gpu_type.isdigit() and count is None:
             gpu_type, count = None, gpu_type  # gres:gpu:2
+        if count is not None and len(count) > MAX_COUNT_DIGITS:
+            others.append(item)  # no site has that many GPUs: unreadable, judged by the rules
+            continue
         asks.append(GpuAsk(gpu_type, int(count) if count is not None else 1))
     return tuple(asks), tuple(others)
 
@@ -130,6 +138,9 @@ class JobRequest:
     mem_per_node_mb: int | None = None  # 0: the whole node's memory (--mem=0)
     mem_per_cpu_mb: int | None = None
     exclusive: bool = False
+    ntasks_per_tres: int | None = None  # --ntasks-per-gpu
+    het_offset: int | None = None  # component of a heterogeneous job (None: not one)
+    het_leader_tag: str | None = None  # the tag the filter gave the first component
     problems: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -183,7 +194,10 @@ class JobRequest:
             pn_min_cpus=_num16(desc.get("pn_min_cpus")),
             mem_per_node_mb=_num(desc.get("min_mem_per_node")),
             mem_per_cpu_mb=_num(desc.get("min_mem_per_cpu")),
-            exclusive=desc.get("shared") == 0,
+            exclusive=_num16(desc.get("shared")) in EXCLUSIVE_SHARED,
+            ntasks_per_tres=_num16(desc.get("ntasks_per_tres")),
+            het_offset=_num(desc.get("het_job_offset")),
+            het_leader_tag=s("het_leader_tag"),
             problems=tuple(problems),
         )
 
@@ -218,8 +232,13 @@ class JobRequest:
 
     @property
     def tasks(self) -> int:
-        """Tasks of the whole job: ``-n``, else ``--ntasks-per-node`` × nodes, else one."""
-        return max(self.num_tasks or 0, (self.ntasks_per_node or 0) * self.nodes, 1)
+        """Tasks of the whole job: the most of ``-n``, ``--ntasks-per-node`` × nodes and
+        ``--ntasks-per-gpu`` × GPUs; one when none is given."""
+        per_gpu = 0
+        if self.ntasks_per_tres:
+            per_gpu = self.ntasks_per_tres * (sum(a.count for a in self.gpus_per_job)
+                                              + sum(a.count for a in self.gpus_per_node) * self.nodes)
+        return max(self.num_tasks or 0, (self.ntasks_per_node or 0) * self.nodes, per_gpu, 1)
 
     @property
     def total_gpus(self) -> int:
@@ -252,7 +271,7 @@ class JobRequest:
         cpus = max(
             self.min_cpus or 0,
             (self.pn_min_cpus or 0) * nodes,
-            (self.cpus_per_task or 0) * self.tasks,
+            (self.cpus_per_task or 1) * self.tasks,
             (self.per_gpu_value(self.cpus_per_tres) or 0) * self.total_gpus,
             1,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 
+from ..arrays import parse_array
 from ..config import SiteConfig
 from ..model import Job
 from ..policy.deadline import deadline_feasible
@@ -24,6 +25,11 @@ from .request import JobRequest, parse_gpu_tres
 from .site import site_shape
 
 PREFIX = "slurm-dl: "
+
+
+def _clip(text: str, most: int = 40) -> str:
+    """User text quoted in a message, cut to fit a line."""
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def _when(ts: float) -> str:
@@ -71,7 +77,7 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
             if "gpu" in item.split(":")[:2] or item.startswith("gpu"):
                 return Rejection(
                     "validate.gpu_count",
-                    f"{PREFIX}cannot read the GPU request {item.removeprefix('gres:')!r}. "
+                    f"{PREFIX}cannot read the GPU request {_clip(item.removeprefix('gres:'))!r}. "
                     f"Fix: a GPU count of 1 or more, e.g. --gpus=1 or --gres=gpu:{config.gpu_type_names[0]}:1.",
                     ESLURM_INVALID_GRES,
                 )
@@ -79,7 +85,7 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
         if ask.gpu_type is not None and ask.gpu_type not in per_node:
             return Rejection(
                 "validate.gpu_type",
-                f"{PREFIX}GPU type '{ask.gpu_type}' does not exist here (asked gpu:{ask.gpu_type}:{ask.count}); "
+                f"{PREFIX}GPU type '{_clip(ask.gpu_type)}' does not exist here (asked {_clip(f'gpu:{ask.gpu_type}:{ask.count}')}); "
                 f"GPU types on this cluster: {_types_text(config)}. "
                 f"Fix: ask for --gres=gpu:{config.gpu_type_names[0]}:N, or --gpus=N for any type.",
                 ESLURM_INVALID_GRES,
@@ -223,13 +229,7 @@ def check_per_gpu_caps(req: JobRequest, config: SiteConfig) -> Rejection | None:
             f"or more GPUs.",
             CODE_POLICY,
         )
-    mem_total = None
-    what = ""
-    if req.mem_per_node_mb is not None:
-        per_node_mb = req.mem_per_node_mb or node_mem  # --mem=0: the whole node
-        mem_total, what = per_node_mb * nodes, (f"--mem={req.mem_per_node_mb}M" if req.mem_per_node_mb else "--mem=0")
-    elif req.mem_per_cpu_mb is not None:
-        mem_total, what = req.mem_per_cpu_mb * total_cpus, f"--mem-per-cpu={req.mem_per_cpu_mb}M x {total_cpus} CPUs"
+    mem_total, what = _memory_asked(req, total_cpus, node_mem)
     if mem_total is not None and mem_total > cap_mb * gpus:
         return Rejection(
             "validate.mem_per_gpu",
@@ -239,6 +239,63 @@ def check_per_gpu_caps(req: JobRequest, config: SiteConfig) -> Rejection | None:
             CODE_POLICY,
         )
     return None
+
+
+def _partitions_asked(req: JobRequest, draft: Draft, config: SiteConfig) -> list[str]:
+    if req.partition:
+        return [p.strip() for p in req.partition.split(",") if p.strip()]
+    return [config.class_config(draft.job_class).partition or config.default_partition]
+
+
+def cpu_only(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejection:
+    """A job without GPUs in a partition with GPU nodes follows ``caps.cpu_only_jobs``: without
+    a rule, a few CPU jobs asking whole nodes' CPUs or memory strand every GPU on them."""
+    caps = config.caps
+    if req.total_gpus > 0 or caps.cpu_only_jobs == "allow":
+        return draft
+    known = {p.name for p in config.partitions}
+    asked = _partitions_asked(req, draft, config)
+    if all(p in known and p not in config.gpu_partitions for p in asked):
+        return draft  # a CPU partition: not the GPUs' business
+    where = _clip(",".join(asked))
+    if caps.cpu_only_jobs == "route":
+        changes = {**draft.changes, "partition": caps.cpu_only_partition}
+        notice = f"{PREFIX}a job without GPUs runs in partition {caps.cpu_only_partition}, not {where}"
+        return draft.evolve(changes=changes, notices=(*draft.notices, notice))
+    if caps.cpu_only_jobs == "refuse":
+        return Rejection(
+            "validate.cpu_only",
+            f"{PREFIX}this job asks for no GPU; partition {where} is for GPU jobs. "
+            "Fix: add --gpus=N, or submit to a CPU partition (-p).",
+            CODE_POLICY,
+        )
+    most_cpus, most_mb = caps.cpu_only_cpus, caps.cpu_only_mem_mb
+    fix = f"Fix: at most {most_cpus} CPUs and {most_mb}M of memory, or add --gpus=N."
+    if req.exclusive:
+        return Rejection("validate.cpu_only",
+                         f"{PREFIX}a job without GPUs may not hold whole GPU nodes (--exclusive). {fix}",
+                         CODE_POLICY)
+    cpus = req.cpus_asked
+    if cpus > most_cpus:
+        return Rejection("validate.cpu_only",
+                         f"{PREFIX}asked {cpus} CPUs ({_cpus_text(req)}) without a GPU; jobs without "
+                         f"GPUs may use at most {most_cpus} CPUs here. {fix}", CODE_POLICY)
+    mem, what = _memory_asked(req, cpus, site_shape(config).node_cpus_mem.get(None, (0, 0))[1])
+    if mem is not None and mem > most_mb:
+        return Rejection("validate.cpu_only",
+                         f"{PREFIX}asked {mem}M of memory ({what}) without a GPU; jobs without GPUs "
+                         f"may use at most {most_mb}M here. {fix}", CODE_POLICY)
+    return draft
+
+
+def _memory_asked(req: JobRequest, cpus: int, node_mem: int) -> tuple[int | None, str]:
+    """Memory of the whole job (MB) by --mem (0: whole nodes) or --mem-per-cpu, and the option."""
+    if req.mem_per_node_mb is not None:
+        per_node = req.mem_per_node_mb or node_mem
+        return per_node * req.nodes, (f"--mem={req.mem_per_node_mb}M" if req.mem_per_node_mb else "--mem=0")
+    if req.mem_per_cpu_mb is not None:
+        return req.mem_per_cpu_mb * cpus, f"--mem-per-cpu={req.mem_per_cpu_mb}M x {cpus} CPUs"
+    return None, ""
 
 
 def requested_deadline(req: JobRequest) -> tuple[int | None, str | None]:
@@ -258,7 +315,8 @@ def check_deadline(req: JobRequest, ctx: FilterContext, config: SiteConfig) -> t
     if bad is not None:
         return None, Rejection(
             "validate.deadline",
-            f"{PREFIX}cannot read the deadline {bad!r}. Fix: dl:deadline=YYYY-MM-DDTHH:MM (UTC) or Unix seconds.",
+            f"{PREFIX}cannot read the deadline {_clip(bad)!r}. "
+            "Fix: dl:deadline=YYYY-MM-DDTHH:MM (UTC) or Unix seconds.",
             CODE_POLICY,
         )
     if deadline is None:
@@ -271,7 +329,18 @@ def check_deadline(req: JobRequest, ctx: FilterContext, config: SiteConfig) -> t
             CODE_MISSING_TIME_LIMIT,
         )
     job = Job(job_id=0, user=req.user_name or "", deadline=float(deadline), time_limit=req.time_limit_min * 60.0)
-    ok, reason = deadline_feasible(job, ctx.now, config, user_deadline_jobs=ctx.user_deadline_jobs)
+    spec = parse_array(req.array)
+    if req.array and spec is None:
+        return deadline, Rejection(
+            "validate.deadline",
+            f"{PREFIX}cannot count the tasks of --array={req.array[:40]!r} for the deadline quota. "
+            "Fix: --array=A-B[:STEP][%LIMIT] or a list of those.",
+            CODE_POLICY,
+        )
+    tasks = spec.tasks if spec else 1
+    waves = -(-tasks // spec.concurrent) if spec else 1
+    ok, reason = deadline_feasible(job, ctx.now, config, user_deadline_jobs=ctx.user_deadline_jobs,
+                                   tasks=tasks, waves=waves)
     if ok:
         return deadline, None
     quota = config.policy.deadline
@@ -289,7 +358,10 @@ def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterConte
     for found in (check_gpus(req, config), check_time(req, draft, config), check_per_gpu_caps(req, config)):
         if found is not None:
             return found
-    admitted = check_access(req, draft, config, ctx)
+    routed = cpu_only(req, draft, config)
+    if isinstance(routed, Rejection):
+        return routed
+    admitted = check_access(req, routed, config, ctx)
     if isinstance(admitted, Rejection):
         return admitted
     draft = admitted
