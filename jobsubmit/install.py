@@ -53,7 +53,7 @@ def slurm_user_uids(slurm_conf: str) -> tuple[int, ...]:
 def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: str,
                 admin_uids: tuple[int, ...] = (0,), *, class_max_minutes: dict[str, int] | None = None,
                 time_guard: str = "class_max", breaker_failures: int = 3, breaker_cooldown_s: float = 5.0,
-                site_script: str = "") -> str:
+                site_script: str = "", partition_max_minutes: dict[str, int] | None = None) -> str:
     """The shim with the socket path, timeout (seconds), failure mode, admin uids, the classes'
     time maximums, the time-limit guard and the circuit breaker's settings filled in."""
     if failure_mode not in ("accept", "reject"):
@@ -66,6 +66,8 @@ def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: 
         raise FilterInstallError("circuit breaker: 1..1000 failures and a cool-down of 0..3600 s")
     maxima = ", ".join(f'["{name}"] = {int(m)}' for name, m in sorted((class_max_minutes or {}).items())
                        if re.match(r"^[a-z_]+$", name))
+    part_maxima = ", ".join(f'["{_lua_string(name, "partition name")}"] = {int(m)}'
+                            for name, m in sorted((partition_max_minutes or {}).items()))
     return (
         template.replace("@SOCKET_PATH@", _lua_string(socket_path))
         .replace("@TIMEOUT_S@", f"{timeout_ms / 1000:.3f}")
@@ -75,6 +77,7 @@ def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: 
         .replace("@BREAKER_COOLDOWN_S@", f"{float(breaker_cooldown_s):.3f}")
         .replace("@TIME_GUARD@", time_guard)
         .replace("@CLASS_MAX_MIN@", maxima)
+        .replace("@PART_MAX_MIN@", part_maxima)
         .replace("@SITE_SCRIPT@", _lua_string(site_script, "site script path") if site_script else "")
     )
 
@@ -125,6 +128,7 @@ def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = 
         slurm_user_uids(conf_text), class_max_minutes={c.value: cc.max_time_minutes for c, cc in config.classes.items()},
         time_guard=config.filter.time_limit_guard, breaker_failures=config.filter.breaker_failures,
         breaker_cooldown_s=config.filter.breaker_cooldown_seconds, site_script=plan.site_script,
+        partition_max_minutes={p.name: p.max_time_minutes for p in config.partitions if p.max_time_minutes},
     )
     new_conf, change = with_lua_plugin(conf_text)
     if change and not edit_slurm_conf:

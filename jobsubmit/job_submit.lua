@@ -22,6 +22,7 @@ local TIME_GUARD = "@TIME_GUARD@"
 -- only this file, so after editing the site script touch this one.
 local SITE_SCRIPT = "@SITE_SCRIPT@"
 local CLASS_MAX_MIN = { @CLASS_MAX_MIN@ }
+local PART_MAX_MIN = { @PART_MAX_MIN@ }   -- the site config's partition maxima (minutes)
 
 local have_unix, unix = pcall(require, "socket.unix")
 local have_socket, socket = pcall(require, "socket")
@@ -34,6 +35,7 @@ local READ_FIELDS = {
     "time_limit", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
     "user_id", "user_name", "qos", "num_tasks", "ntasks_per_node", "sockets_per_node", "cpus_per_task",
     "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu", "shared", "default_account", "default_qos",
+    "ntasks_per_tres", "het_job_offset",
 }
 -- Fields the service may change, and their Lua type.
 local WRITABLE = {
@@ -52,6 +54,10 @@ local breaker = { failures = 0, open_until = 0, skipped = 0 }
 -- Submissions that got no answer since the last answered one (breaker skips included): the
 -- count rides on the next request and shows in the service's metrics.
 local unreported_failures = 0
+-- A heterogeneous job's components reach this hook one after another under one lock; the ones
+-- after the first get the class the filter gave the first (its tag rides on their requests).
+local het_leader = nil   -- { uid = submit uid, tag = the first component's admin_comment }
+local NO_VAL = 4294967294
 
 local function on_failure(why, quiet)
     unreported_failures = unreported_failures + 1
@@ -122,6 +128,12 @@ local function own_submit(job_desc, part_list, submit_uid)
         if type(v) == "string" or type(v) == "number" or type(v) == "boolean" then job[k] = v end
     end
     job.has_script = job_desc.script ~= nil
+    local offset = job.het_job_offset
+    local component = type(offset) == "number" and offset > 0 and offset < NO_VAL
+    if not component then het_leader = nil end
+    if component and het_leader ~= nil and het_leader.uid == submit_uid then
+        job.het_leader_tag = het_leader.tag
+    end
     local msg = { v = 1, submit_uid = submit_uid, job = job }
     local reporting = unreported_failures
     if reporting > 0 then
@@ -129,11 +141,17 @@ local function own_submit(job_desc, part_list, submit_uid)
         msg.failure_mode = FAILURE_MODE
     end
     local ok, line = pcall(cjson.encode, msg)
-    if not ok then return on_failure("cannot encode the job: " .. tostring(line)) end
+    if not ok then  -- this job's own values: refused, never let through unchecked
+        slurm.log_info("slurm-dl filter: cannot encode a job of uid %s: %s", tostring(submit_uid), tostring(line))
+        slurm.log_user("%s", "slurm-dl: the job filter could not read this job's options; it was not submitted")
+        return slurm.ESLURM_ACCESS_DENIED or slurm.ERROR
+    end
     local answer, err = ask(line .. "\n")
     if not answer then return service_failed(err) end
     local decoded, reply = pcall(cjson.decode, answer)
-    if not decoded or type(reply) ~= "table" then return service_failed("unreadable answer") end
+    -- Only a service that cannot be reached or does not answer in time opens the breaker: an
+    -- answer it could not make for one job (whatever that job holds) says nothing of the next.
+    if not decoded or type(reply) ~= "table" then return on_failure("unreadable answer") end
     if reply.action == "reject" or reply.action == "accept" then
         service_answered()
         unreported_failures = unreported_failures - reporting  -- the service has counted them
@@ -157,11 +175,13 @@ local function own_submit(job_desc, part_list, submit_uid)
                 if type(n) == "string" then slurm.log_user("%s", n) end
             end
         end
+        if offset == 0 then het_leader = { uid = submit_uid, tag = job_desc.admin_comment } end
         return slurm.SUCCESS
     end
     local detail = ""
     if type(reply.message) == "string" and reply.message ~= "" then detail = ": " .. reply.message end
-    return service_failed("answer without a known action" .. detail)
+    if reply.message == "busy" then return service_failed("the service is busy") end
+    return on_failure("answer without a known action" .. detail)
 end
 
 -- What the filter decided at submission (GPU shape, nodes, switch wait, partition, CPUs and
@@ -175,7 +195,6 @@ local GUARDED = {
     "account", "qos",
 }
 local UNSET = { [4294967294] = true, [4294967295] = true, [65534] = true, [65535] = true }
-local NO_VAL = 4294967294
 
 local function is_set(v)
     return v ~= nil and not (type(v) == "number" and UNSET[v])
@@ -191,12 +210,31 @@ local function hint(comment, key)
     return comment:match("dl:" .. key .. "=([^%s,;]+)")
 end
 
+-- The most minutes a user may set: the smaller of the tagged class's and the partition's
+-- maxima (the filter held the job to both at submission), and which one it is.
+local function time_maximum(job_desc, job_rec, admin_comment)
+    local most = CLASS_MAX_MIN[tag_value(admin_comment, "class") or ""]
+    local what = "class maximum"
+    local parts = job_rec.partition
+    if type(parts) ~= "string" then parts = job_desc.partition end
+    if type(parts) == "string" then
+        for name in parts:gmatch("[^,]+") do
+            local p = PART_MAX_MIN[name]
+            if p ~= nil and (most == nil or p < most) then most, what = p, "partition " .. name .. " maximum" end
+        end
+    end
+    return most, what
+end
+
 -- Why this change may not be made by a user (nil when it may).
 local function refused(job_desc, job_rec)
     for _, f in ipairs(GUARDED) do
         if is_set(job_desc[f]) then return f, tostring(job_desc[f]), slurm.ESLURM_ACCESS_DENIED end
     end
-    if job_desc.shared == 0 then return "shared", "exclusive", slurm.ESLURM_ACCESS_DENIED end
+    local shared = job_desc.shared
+    if type(shared) == "number" and shared ~= 1 and not UNSET[shared] then
+        return "shared", "exclusive", slurm.ESLURM_ACCESS_DENIED
+    end
     local cpus = job_desc.min_cpus
     if is_set(cpus) and type(job_rec.min_cpus) == "number" and cpus > job_rec.min_cpus then
         return "min_cpus", tostring(cpus), slurm.ESLURM_ACCESS_DENIED
@@ -206,9 +244,9 @@ local function refused(job_desc, job_rec)
     if TIME_GUARD ~= "off" and type(t) == "number" and t ~= NO_VAL then
         local old = job_rec.time_limit
         if type(old) ~= "number" or t > old then
-            local most = CLASS_MAX_MIN[tag_value(admin_comment, "class") or ""]
+            local most, what = time_maximum(job_desc, job_rec, admin_comment)
             if TIME_GUARD == "any" or (most ~= nil and t > most) then
-                return "time_limit", tostring(t) .. " min (class maximum " .. tostring(most) .. ")",
+                return "time_limit", tostring(t) .. " min (" .. what .. " " .. tostring(most) .. ")",
                     slurm.ESLURM_INVALID_TIME_LIMIT
             end
         end

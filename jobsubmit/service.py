@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from slurm_dl.core.arrays import parse_array
 from slurm_dl.core.config import SiteConfig, load_config
 from slurm_dl.core.errors import ConfigError, SlurmDLError
 from slurm_dl.core.rules import FilterContext, FilterDecision, decide
@@ -39,7 +40,7 @@ from slurm_dl.core.rules.live import UserLive, live_counts
 from slurm_dl.core.rules.topology import leaf_nodes
 from slurm_dl.core.tags import parse_tag
 
-from .protocol import MAX_REQUEST_BYTES, answer_line, error_answer
+from .protocol import MAX_REQUEST_BYTES, answer_line, error_answer, reject_answer
 
 log = logging.getLogger("slurm_dl.filter")
 # How long the accepting thread waits for a just-connected client's line before handing it to a worker.
@@ -59,7 +60,8 @@ class LiveView:
         self._clock = clock
         self._lock = threading.Lock()
         self._counts: dict[str, UserLive] = {}
-        self._recent: list[tuple[float, str, str, int, float | None]] = []  # (at, user, class, gpus, deadline)
+        # (at, user, class, gpus, deadline, tasks)
+        self._recent: list[tuple[float, str, str, int, float | None, int]] = []
         self.refreshed_at: float | None = None
 
     def refresh(self) -> None:
@@ -73,17 +75,17 @@ class LiveView:
             self._recent = [r for r in self._recent if r[0] >= started]
             self.refreshed_at = started
 
-    def add(self, user: str, job_class: str, gpus: int, deadline: float | None) -> None:
+    def add(self, user: str, job_class: str, gpus: int, deadline: float | None, tasks: int = 1) -> None:
         with self._lock:
-            self._recent.append((self._clock(), user, job_class, gpus, deadline))
+            self._recent.append((self._clock(), user, job_class, gpus, deadline, tasks))
 
     def of(self, user: str, now: float) -> UserLive:
         with self._lock:
             base = self._counts.get(user)
             out = UserLive(base.deadline_jobs, dict(base.class_gpus)) if base else UserLive()
-            for _, who, job_class, gpus, deadline in self._recent:
+            for _, who, job_class, gpus, deadline, tasks in self._recent:
                 if who == user:
-                    out.add(job_class, gpus, deadline is not None and deadline > now)
+                    out.add(job_class, gpus, deadline is not None and deadline > now, tasks)
         return out
 
 
@@ -135,7 +137,8 @@ class FilterService:
         if decision.accepted:
             tag = parse_tag(decision.changes.get("admin_comment"))
             if tag is not None:
-                self.live.add(user, tag.job_class.value, tag.gpus, tag.deadline)
+                spec = parse_array(job.get("array_inx") if isinstance(job.get("array_inx"), str) else None)
+                self.live.add(user, tag.job_class.value, tag.gpus, tag.deadline, spec.tasks if spec else 1)
         self.decisions += 1
         took = time.perf_counter() - started
         if self.metrics is not None:
@@ -203,7 +206,7 @@ class _Handler(socketserver.StreamRequestHandler):
                 if not raw:
                     return
                 if len(raw) > MAX_REQUEST_BYTES and not raw.endswith(b"\n"):
-                    self.wfile.write(error_answer("request too long"))
+                    self.wfile.write(reject_answer(f"request over {MAX_REQUEST_BYTES} bytes"))
                     return
                 self.wfile.write(service.handle_line(raw.rstrip(b"\r\n")))
                 self.wfile.flush()

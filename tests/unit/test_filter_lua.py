@@ -167,7 +167,8 @@ def test_hung_service_hits_the_timeout_and_accepts(tmp_path, fake_peer) -> None:
 @pytest.mark.parametrize(
     "reply, why",
     [(b"garbage\n", "unreadable answer"), (b'{"v":1,"action":"launch"}\n', "without a known action"),
-     (b'"just a string"\n', "unreadable answer"), (b'{"v":1,"action":"error","message":"busy"}\n', "known action")],
+     (b'"just a string"\n', "unreadable answer"), (b'{"v":1,"action":"error","message":"bad request"}\n', "known action"),
+         (b'{"v":1,"action":"error","message":"busy"}\n', "the service is busy")],
 )
 def test_garbage_answers_follow_the_failure_mode(tmp_path, fake_peer, reply, why) -> None:
     sock, state = fake_peer

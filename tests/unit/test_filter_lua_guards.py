@@ -152,3 +152,35 @@ def test_modify_guards(tmp_path, change, rec, guard, allowed) -> None:
         assert "may not change" in out["info"][0]
     admin = lua(tmp_path, MODIFY, path, {"desc": unset(**change), "rec": {"job_id": 9, **rec}, "uid": 0})
     assert admin["rc"] == 0
+
+
+SERVE = "sdl1:class=serve;ckpt=0;gpus=1;shape=1x1"
+
+
+@pytest.mark.parametrize("change, part, allowed", [
+    ({"time_limit": 3000}, "gpu", False),   # under serve's 10080, over the partition's 2880
+    ({"time_limit": 2800}, "gpu", True),
+    ({"time_limit": 3000}, "long", True),   # a partition without a maximum in the site config
+    ({"time_limit": 3000}, "long,gpu", False),
+    ({"shared": 2}, "gpu", False),           # --exclusive=user after submission
+    ({"shared": 3}, "gpu", False),
+    ({"shared": 1}, "gpu", True),
+])
+def test_time_limit_and_exclusive_guards_follow_the_partition(tmp_path, change, part, allowed) -> None:
+    path = shim(tmp_path, tmp_path / "x.sock", partition_max_minutes={"gpu": 2880})
+    rec = {"job_id": 9, "time_limit": 60, "admin_comment": SERVE, "partition": part}
+    out = lua(tmp_path, MODIFY, path, {"desc": unset(**change), "rec": rec, "uid": 1000})
+    assert (out["rc"] == 0) == allowed, out
+    if not allowed and "time_limit" in change:
+        assert "partition gpu maximum 2880" in out["info"][0]
+
+
+def test_answers_the_service_could_not_make_do_not_open_the_breaker(tmp_path, fake_peer) -> None:
+    """Only timeouts and refused connections count as failures: one user's odd job must not make
+    the shim skip the service for everyone else."""
+    sock, state = fake_peer
+    state["reply"] = b'{"v":1,"action":"error","message":"internal error"}\n'
+    path = shim(tmp_path, sock, breaker_failures=2, breaker_cooldown_s=30)
+    r = lua(tmp_path, SUBMIT_MANY, path, [{"job": desc()} for _ in range(5)])
+    assert len(state["conns"]) == 5  # every job was asked about
+    assert not any("failures in a row" in line for line in r["info"])

@@ -75,13 +75,22 @@ def test_reject_with_message_and_code(running) -> None:
 
 @pytest.mark.parametrize(
     "payload",
-    [b"not json\n", b"[1,2,3]\n", b'{"v": 2, "job": {}}\n', b'{"v": 1, "job": "x"}\n', b"\xff\xfe\n", b"\n",
-     b"[" * 5000 + b"\n"],
+    [b"not json\n", b"[1,2,3]\n", b'{"v": 1, "job": "x"}\n', b"\xff\xfe\n", b"\n",
+     b"[" * 5000 + b"\n", b'{"v": 1, "job": {"min_nodes": ' + b"9" * 4400 + b"}}\n"],
 )
-def test_malformed_request_gets_an_error_and_the_service_stays_up(running, payload) -> None:
+def test_malformed_request_is_refused_and_the_service_stays_up(running, payload) -> None:
+    """A request that is no readable job is refused with a message: an ``error`` answer would
+    let the job through unchecked under failure mode accept."""
     _, sock = running
-    assert ask(sock, payload)["action"] == "error"
+    a = ask(sock, payload)
+    assert a["action"] == "reject" and "could not check this job" in a["message"]
     assert ask(sock, request({"tres_per_node": "gres:gpu:1"}))["action"] == "accept"
+
+
+def test_a_shim_of_another_protocol_version_gets_an_error(running) -> None:
+    _, sock = running
+    a = ask(sock, b'{"v": 2, "job": {}}\n')
+    assert a["action"] == "error" and "protocol version" in a["message"]
 
 
 def test_client_that_hangs_up_midway_does_not_hurt(running) -> None:
@@ -129,12 +138,12 @@ def test_busy_service_answers_error_instead_of_waiting(running) -> None:
             service.slots.release()
 
 
-def test_rule_that_raises_gives_an_error_answer() -> None:
+def test_rule_that_raises_refuses_that_job_only() -> None:
     def broken(job, uid):
         raise RuntimeError("boom")
 
     line, decision, error = answer_line(request({}), broken)
-    assert decision is None and "boom" in error and json.loads(line)["action"] == "error"
+    assert "boom" in error and json.loads(line)["action"] == "reject" and not decision.accepted
 
 
 def test_deadline_quota_counts_accepted_deadline_jobs(running) -> None:
