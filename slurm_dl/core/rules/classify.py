@@ -79,7 +79,7 @@ def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
             hinted = JobClass.parse(hint)
         except ValueError:
             allowed = ", ".join(c.value for c in JobClass)
-            notices.append(f"slurm-dl: ignored dl:class={hint} (unknown class; allowed: {allowed})")
+            notices.append(f"slurm-dl: ignored dl:class={hint[:40]} (unknown class; allowed: {allowed})")
         else:
             if req.array and hinted is not JobClass.SWEEP:
                 notices.append(f"slurm-dl: job arrays run as class sweep, not {hinted.value}")
@@ -106,7 +106,7 @@ def checkpoint_opt_in(
         return False, "batch"
     target = parse_ckpt(hint)
     if target is None:
-        notices.append(f"slurm-dl: ignored dl:ckpt={hint} (use 1, steps or 0); "
+        notices.append(f"slurm-dl: ignored dl:ckpt={hint[:40]} (use 1, steps or 0); "
                        "this job will not be preempted")
         return False, "batch"
     if target == CKPT_OFF:

@@ -58,7 +58,7 @@ def _asked_text(req: JobRequest) -> str:
     for text, opt in ((req.tres_per_job, "--gpus"), (req.tres_per_node, "--gpus-per-node"),
                       (req.tres_per_task, "--gpus-per-task"), (req.tres_per_socket, "--gpus-per-socket")):
         if text:
-            bits.append(f"{opt}={','.join(t.removeprefix('gres:').removeprefix('gpu:') for t in text.split(','))}")
+            bits.append(_clip(f"{opt}={','.join(t.removeprefix('gres:').removeprefix('gpu:') for t in text.split(','))}"))
     if req.num_tasks:
         bits.append(f"-n {req.num_tasks}")
     if req.ntasks_per_node:
