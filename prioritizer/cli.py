@@ -14,9 +14,10 @@ from typing import Optional
 
 import typer
 
-from slurm_dl.cli.common import expected_errors, fail
+from slurm_dl.cli.common import expected_errors, fail, job_id_of
 from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, setup_logging
 from slurm_dl.cli.daemon_opts import metrics_port as resolve_metrics_port
+from slurm_dl.core.jobid import parse_job_ref
 from slurm_dl.site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
 
 app = typer.Typer(help="""The prioritizer daemon: scores, SiteFactor, preemption.
@@ -27,9 +28,6 @@ app = typer.Typer(help="""The prioritizer daemon: scores, SiteFactor, preemption
     """, no_args_is_help=True)
 
 ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
-
-
-MAX_JOB_ID = 0xFFFFFFFD  # above: Slurm's NO_VAL and INFINITE
 
 
 def _config_path(path: Optional[Path]) -> Path:
@@ -178,7 +176,8 @@ def _ids(ids: list[int], shown: int = 10) -> str:
 
 
 def explain(
-    job_id: int = typer.Argument(..., metavar="JOBID", help="Slurm job id"),
+    job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
+                                 help="Slurm job id: 1234, an array task 1234_7 or a hetjob part 1234+0"),
     config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
     live: bool = typer.Option(True, "--live/--no-live",
@@ -203,12 +202,14 @@ def explain(
     Examples:
       slurm-dl explain 1234
       slurm-dl explain 1234 --json
+      slurm-dl explain 1234_7
     """
-    if not 1 <= job_id <= MAX_JOB_ID:
-        raise fail(f"JOBID {job_id}: Slurm job ids run from 1 to {MAX_JOB_ID}")
     from prioritizer.explain_query import NoRecord, gather, payload, render_text
 
     with expected_errors():
+        ref = parse_job_ref(job_id)
+        jid = job_id_of(ref)
+        named = f"job {jid}" if ref.plain else f"job {ref} (job {jid})"
         from slurm_dl.core.config import load_config
 
         cfg = load_config(_config_path(config))
@@ -230,14 +231,14 @@ def explain(
 
             store = Store(url)
             try:
-                doc = payload(gather(store, job_id), cfg.policy.fairshare.half_life_hours, live=live)
+                doc = payload(gather(store, jid), cfg.policy.fairshare.half_life_hours, live=live)
             except NoRecord:
-                raise fail(f"job {job_id}: the prioritizer has no record of it (not seen by a\n"
+                raise fail(f"{named}: the prioritizer has no record of it (not seen by a\n"
                            f"  cycle yet?) in {store.url}") from None
         else:
             from prioritizer.explain_client import ask
 
-            doc = ask(pc.explain_host, pc.explain_port, job_id, live=live, munge_socket=pc.munge_socket)
+            doc = ask(pc.explain_host, pc.explain_port, jid, live=live, munge_socket=pc.munge_socket)
     if as_json:
         typer.echo(json.dumps(doc, sort_keys=True))
     else:

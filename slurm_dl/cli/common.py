@@ -9,6 +9,7 @@ from typing import Iterator
 import typer
 
 from ..core.errors import SlurmDLError
+from ..core.jobid import JobRef
 
 
 def fail(message: str, code: int = 1) -> "typer.Exit":
@@ -30,3 +31,14 @@ def expected_errors() -> Iterator[None]:
     except BrokenPipeError:
         sys.stderr.close()
         raise typer.Exit(0) from None
+
+
+def job_id_of(ref: JobRef) -> int:
+    """The job id Slurm keeps ``ref`` under: a plain id as it is; an array task's own id (its
+    array's, noted on stderr, while it waits) or a hetjob part's, as squeue lists them."""
+    from ..slurm.job_lookup import find_job
+
+    found = find_job(ref)
+    if found.note:
+        typer.echo(f"note: {found.note}", err=True)
+    return found.job_id

@@ -15,9 +15,10 @@ from typing import Any, Optional
 import typer
 
 from ..core.errors import SlurmDLError, SlurmError
+from ..core.jobid import parse_job_ref
 from ..core.model import JobState
 from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
-from .common import expected_errors, fail
+from .common import expected_errors, fail, job_id_of
 from .dlsubmit_checks import (ClusterFacts, cluster_problems, read_cluster, refusal_lines, refusal_message,
                               single_process_warning)
 from .dlsubmit_defaults import site_config, user_defaults
@@ -324,7 +325,9 @@ app.add_typer(render_app, name="render")
 
 @app.command()
 def status(
-    job_id: Optional[int] = typer.Argument(None, metavar="JOBID", help="one job, in detail (default: a table of your jobs)"),
+    job_id: Optional[str] = typer.Argument(None, metavar="JOBID", show_default=False,
+                                           help="one job in detail: 1234, an array task 1234_7 or a hetjob "
+                                                "part 1234+0 (default: a table of your jobs)"),
     show_all: bool = typer.Option(False, "--all", help="every job dlsubmit remembers, however old"),
     since: str = typer.Option("24h", "--since", metavar="AGE",
                               help="also list jobs that ended within AGE, e.g. 30m, 12h, 7d"),
@@ -344,13 +347,16 @@ def status(
       dlsubmit status
       dlsubmit status --since 7d
       dlsubmit status 1234
+      dlsubmit status 1234_7
     """
     try:
         since_s = parse_since(since)
     except ValueError as e:
         raise fail(str(e)) from None
     with expected_errors():
+        ref = parse_job_ref(job_id) if job_id is not None else None
         site = site_config(config)
+        one = job_id_of(ref) if ref is not None else None  # before the listing: a task may start
         jobs = _backend().jobs(states=list(JobState))  # finished ones too, while Slurm lists them
         db = None if site.site.name == BUILTIN_SITE_NAME else site.site.database_url
         samples = None
@@ -358,18 +364,18 @@ def status(
             from ..telemetry.reader import read_exposition_dir
 
             samples = read_exposition_dir(site.telemetry.exposition_dir)
-        rows = describe_jobs(jobs, job_id, db, samples, _estimates(jobs, job_id))
-        if job_id is None:
+        rows = describe_jobs(jobs, one, db, samples, _estimates(jobs, one))
+        if one is None:
             listed = {r["job_id"] for r in rows}
             forget_missing(listed)
             rows = sorted(rows + ended_rows(listed), key=lambda r: r["job_id"])
             rows = select_rows(rows, show_all=show_all, since_s=since_s, now=time.time())
         elif not rows:
-            raise fail(f"job {job_id}: Slurm does not know it (ended a while ago, or never submitted)")
+            raise fail(f"job {ref}: Slurm does not know it (ended a while ago, or never submitted)")
     if as_json:
         typer.echo(json.dumps(rows))
     else:
-        print_status(rows, detail=job_id is not None)
+        print_status(rows, detail=one is not None)
 
 
 def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:
@@ -387,23 +393,27 @@ def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:
 
 
 @app.command()
-def cancel(job_id: int = typer.Argument(..., metavar="JOBID", help="the job to cancel")) -> None:
+def cancel(job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
+                                        help="the job: 1234, array tasks 1234_7 or 1234_[0-3,7], "
+                                             "a hetjob part 1234+0")) -> None:
     """Cancel a job (all of a sweep's array tasks when given the sweep's id).
 
     \b
-    Example:
+    Examples:
       dlsubmit cancel 1234
+      dlsubmit cancel 1234_7
     """
     from ..core.errors import JobNotFoundError
 
     with expected_errors():
+        ref = parse_job_ref(job_id, several=True)
         try:
-            _backend().cancel(job_id)
+            _backend().cancel(ref)
         except JobNotFoundError:
-            raise fail(f"job {job_id}: Slurm does not know it (already ended?)") from None
+            raise fail(f"job {ref}: Slurm does not know it (already ended?)") from None
         except SlurmError as e:
-            raise fail(f"Slurm did not cancel job {job_id}: {refusal_lines(e)[0]}") from None
-    typer.echo(f"cancelled {job_id}")
+            raise fail(f"Slurm did not cancel job {ref}: {refusal_lines(e)[0]}") from None
+    typer.echo(f"cancelled {ref}")
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -8,6 +8,7 @@ Every call goes through ``runner.run_slurm``; parsing is in the pure ``parse`` m
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import re
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ..core.errors import JobNotFoundError, SlurmError, SlurmUnavailableError
+from ..core.jobid import JobRef
 from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 from .dialects import Dialect, dialect_for_release, release_of_version
 from .gpu_alloc import GpuAllocation, gpu_allocations
@@ -74,8 +76,12 @@ def with_node_gpu_types(jobs: list[Job], nodes: Iterable[Node]) -> list[Job]:
     return jobs
 
 
-def _job_id(job_id: int) -> str:
-    if isinstance(job_id, bool) or int(job_id) <= 0:
+def _job_id(job_id: int | JobRef) -> str:
+    """A job id as Slurm's commands take it: a JobRef in Slurm's own form (``2_9``, ``27+0``);
+    else an integer. Never a string through ``int()``, which reads ``"2_9"`` as job 29."""
+    if isinstance(job_id, JobRef):
+        return str(job_id)
+    if isinstance(job_id, bool) or not isinstance(job_id, numbers.Integral) or int(job_id) <= 0:
         raise JobNotFoundError(f"job id {job_id!r} is not a positive integer")
     return str(int(job_id))
 
@@ -217,8 +223,9 @@ class CliBackend:
         except (ValueError, IndexError):
             raise SlurmError(f"sbatch printed no job id: {out!r}", command=argv) from None
 
-    def cancel(self, job_id: int) -> None:
-        # -v: without it scancel says nothing (exit 0) about an unknown job id.
+    def cancel(self, job_id: int | JobRef) -> None:
+        """A job, or array tasks / a hetjob component named in Slurm's form (``scancel 2_9``).
+        -v: without it scancel says nothing (exit 0) about an unknown job id."""
         self._run(["scancel", "-v", _job_id(job_id)])
 
     def set_site_factor(self, factors: Mapping[int, int]) -> SiteFactorResult:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
+from ..core.jobid import JobRef
 from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 
 # Longest job id list one ``scontrol update jobid=…`` call carries (ARG_MAX is far above this).
@@ -84,7 +85,9 @@ class SlurmBackend(Protocol):
         """``sbatch --parsable``: a script text (or a path to one) -> the new job id."""
         ...
 
-    def cancel(self, job_id: int) -> None: ...
+    def cancel(self, job_id: int | JobRef) -> None:
+        """Cancel a job; a JobRef may name array tasks or a hetjob component (Slurm's own form)."""
+        ...
 
     def set_site_factor(self, factors: Mapping[int, int]) -> SiteFactorResult: ...
 

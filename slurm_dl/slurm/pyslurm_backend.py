@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from ..core.jobid import JobRef
 from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 from .cli_backend import CliBackend, with_node_gpu_types, with_site_factors
 from .parse import job_from_squeue
@@ -264,7 +265,11 @@ class PyslurmBackend:
     def submit(self, script: str | Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> int:
         return self._cli.submit(script, args, env)
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int | JobRef) -> None:
+        if isinstance(job_id, JobRef):
+            if not job_id.plain:  # array tasks, a hetjob component: scancel takes Slurm's own form
+                return self._cli.cancel(job_id)
+            job_id = job_id.job_id
         # pyslurm's cancel reports nothing for an unknown id: load the job first (raises for one).
         self._call("load", job_id, self._pyslurm.Job.load, int(job_id))
         self._call("cancel", job_id, self._job(job_id).cancel)
