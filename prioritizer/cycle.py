@@ -147,6 +147,7 @@ class Prioritizer:
         for j in jobs:
             apply_tags(j)
             apply_ledger(j, work)
+            j.waited_s = work.waited(j.job_id)  # held time is not waiting (the starvation guard)
         demoted = demote_violations(jobs, self.config)
         ignored_deadlines = admit_deadlines(jobs, self.config)
         for j in jobs:

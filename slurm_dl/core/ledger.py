@@ -16,6 +16,12 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
   with the key fields Slurm accounting has, in finishing order: what the history learner of
   Gittins and QSSF reads).
 * Account usage decays exponentially with a half-life: ``u(t) = u(t0) · 2^(-(t - t0)/h)``.
+* A pending job's waiting time (``JobRecord.waited_s``, LAS's starvation guard reads it) grows
+  only while it waits to run: pending, not held (``Job.held``) and past its eligible time.
+  Slurm sets the eligible time again when a held job is released (and after a requeue), so a
+  job released since the last snapshot counts from then; one held at any snapshot counts
+  nothing up to it; a job first seen waiting counts from its submit or eligible time, whichever
+  is later.
 """
 
 from __future__ import annotations
@@ -76,6 +82,8 @@ class JobRecord:
     last_checkpoint_signal: float | None = None
     finished: bool = False
     closed_gone: bool = False  # closed because it left the snapshot (may come back: requeue)
+    waited_s: float | None = None  # seconds waiting to run as of last_seen (None: not counted yet)
+    waiting: bool = False  # it was waiting to run when last seen
 
 
 @dataclass(slots=True)
@@ -86,6 +94,33 @@ class AccountUsage:
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(JobRecord))
+
+
+def _waiting(job: Job, now: float) -> bool:
+    """Whether ``job`` waits to run now: pending, not held, past its eligible time (Slurm gives
+    none while a dependency or a hold keeps it back)."""
+    return job.pending and not job.held and job.eligible_time is not None and job.eligible_time <= now
+
+
+def _count_wait(rec: JobRecord, job: Job, now: float) -> None:
+    """Add the time ``job`` waited since ``rec`` last saw it (before ``last_seen`` moves on)."""
+    waiting = _waiting(job, now)
+    if waiting:
+        eligible = job.eligible_time
+        if rec.waited_s is None:  # first seen (or counted by an older ledger)
+            rec.waited_s = max(0.0, now - max(job.submit_time, eligible))
+        else:
+            if rec.waiting:  # waiting then and now; a hold and release between reset the eligible time
+                since = max(rec.last_seen, eligible)
+            elif eligible > rec.last_seen and not rec.running:  # released (or eligible) since then
+                since = eligible
+            else:  # held when last seen and Slurm kept the eligible time, or it ran: nothing known
+                since = now
+            if now > since:
+                rec.waited_s += now - since
+    elif rec.waited_s is None:
+        rec.waited_s = 0.0
+    rec.waiting = waiting
 
 
 class Ledger:
@@ -170,6 +205,7 @@ class Ledger:
                 rec.attained_gpu_s += gpu_s
                 rec.executed_s += dt
                 self._charge(rec.account, gpu_s, now, half_life_s)
+            _count_wait(rec, job, now)
             rec.num_gpus = job.num_gpus or rec.num_gpus
             rec.restarts = max(rec.restarts, job.restarts)
             # Never decrease; take a larger figure the snapshot may carry.
@@ -245,6 +281,11 @@ class Ledger:
     def attained(self, job_id: int) -> float:
         rec = self.jobs.get(job_id)
         return rec.attained_gpu_s if rec is not None else 0.0
+
+    def waited(self, job_id: int) -> float | None:
+        """Seconds the job has waited to run (see the module docstring); None when not counted."""
+        rec = self.jobs.get(job_id)
+        return rec.waited_s if rec is not None else None
 
     def usage(self, account: str, now: float, half_life_s: float) -> float:
         acc = self.accounts.get(account)

@@ -14,12 +14,17 @@ the job alone (no hidden per-queue state to lose when the daemon restarts) and g
 order for jobs that never change queue.
 
 Starvation guard (Tiresias' "promote knob"): a pending job that has run before
-(``executed_s > 0``) and has waited longer than ``S × executed_s`` in total
-(waited = ``now - submit_time - executed_s``) is promoted to queue 0. With hysteresis: a running
-job stays promoted while it has waited more than ``S/2 × executed_s``, so a promoted job runs
-until it has executed twice what it had when promoted, instead of losing the promotion the
-moment it starts (which would let the next pass preempt it straight away). The rule needs no
-memory of past promotions, so it survives a daemon restart. A promoted job queues after the
+(``executed_s > 0``) and has waited longer than ``S × executed_s`` in total is promoted to
+queue 0. Waited is ``Job.waited_s`` where the prioritizer's ledger counts it (time pending, not
+held, past the eligible time: Slurm resets a requeued job's submit time, and a hold is not
+waiting), else ``now - submit_time - executed_s`` (the simulator). A job held now is never
+promoted, and its held time never counts, so holding a job gains it nothing.
+
+With hysteresis: a running job stays promoted while it has waited more than
+``S/2 × executed_s``, so a promoted job runs until it has executed twice what it had when
+promoted, instead of losing the promotion the moment it starts (which would let the next pass
+preempt it straight away). The rule needs no memory of past promotions (the ledger keeps the
+wait), so it survives a daemon restart. A promoted job queues after the
 jobs that are in queue 0 on their own merit (Tiresias appends it to the end of queue 0), so a
 new short job is not held up behind the long jobs the guard lifts.
 
@@ -77,7 +82,8 @@ class LasPolicy(PriorityPolicy):
         return bisect.bisect_right(self.thresholds, attained_gpu_s)
 
     def _waited(self, job: Job, now: float) -> float:
-        return now - job.submit_time - job.executed_s
+        w = job.waited_s
+        return now - job.submit_time - job.executed_s if w is None else w
 
     def _promotion_factor(self, running: bool) -> float:
         s = self.starvation_factor
@@ -86,6 +92,8 @@ class LasPolicy(PriorityPolicy):
     def promoted(self, job: Job, now: float) -> bool:
         """True when the starvation guard lifts this job to queue 0 (``S/2`` while it runs)."""
         if self.starvation_factor is None or job.executed_s <= 0.0:
+            return False
+        if job.state_reason and job.held:  # (a cheap test first: the simulator's jobs have no reason)
             return False
         return self._waited(job, now) > self._promotion_factor(job.running) * job.executed_s
 
@@ -139,6 +147,8 @@ class LasPolicy(PriorityPolicy):
                 out = lapse if out is None else min(out, lapse)
             return out
         if job.pending and s is not None and job.executed_s > 0.0 and not self.promoted(job, now):
+            if job.state_reason and job.held:  # its wait does not grow until it is released
+                return None
             if bisect.bisect_right(self.thresholds, self.attained(job)) > 0:
                 return now + (s * job.executed_s - self._waited(job, now))
         return None
