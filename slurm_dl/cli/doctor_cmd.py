@@ -19,8 +19,9 @@ from ..core.doctor import Facts, diagnose, summary
 from ..site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
 
 HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
-settings, job_submit.lua, the filter socket, the database and its schema,
-the prioritizer's last cycle and the metrics endpoints. Prints each problem
+settings (accounts enforced where fair share or a class trusts them),
+job_submit.lua, the filter socket, the database and its schema, the
+prioritizer's last cycle and the metrics endpoints. Prints each problem
 with its fix; exits 1 when something fails (warnings do not).
 
 \b
@@ -60,6 +61,7 @@ def doctor(
 
 def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path], sock: Optional[str]) -> Facts:
     from ..core.config import load_config
+    from ..core.enforcement import account_reliance, qos_reliance
     from ..core.errors import SlurmDLError
     from ..slurm.dialects import supported_text
 
@@ -74,6 +76,7 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
     pc = cfg.prioritizer
     f.interval_s, f.site_factor_max, f.site_factor_levels = pc.interval_seconds, pc.site_factor_max, pc.site_factor_levels
     f.failure_mode = cfg.filter.failure_mode
+    f.account_uses, f.qos_uses = account_reliance(cfg), qos_reliance(cfg)
     _slurm(f)
     conf_file = (f.controller or {}).get("SLURM_CONF") or os.environ.get("SLURM_CONF")
     if slurm_conf_dir is not None:

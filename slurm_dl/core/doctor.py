@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .enforcement import ENFORCE_LINE, controller_accounting, enforces_associations, enforces_qos, uses_slurmdbd
 from .priority_weights import swamp_warnings
 
 SHIM_MARKER = "slurm-dl job_submit shim"
@@ -56,6 +57,8 @@ class Facts:
     site_factor_max: int = 1
     site_factor_levels: int = 2
     metrics: dict[str, tuple[int | None, str | None]] = field(default_factory=dict)  # daemon -> (port, error)
+    account_uses: list[str] = field(default_factory=list)  # what in the site config trusts a job's account
+    qos_uses: list[str] = field(default_factory=list)  # ... and its QOS (enforcement.account_reliance)
 
 
 def diagnose(f: Facts) -> list[Finding]:
@@ -108,6 +111,47 @@ def _slurm(f: Facts, add) -> None:
     for line in swamp_warnings(f.site_factor_max, f.site_factor_levels, f.controller):
         add(Finding("SiteFactor vs PriorityWeight*", "warn", line, "see the admin guide, 'SiteFactor and "
                     "the site's weights'"))
+    _accounts(f, add)
+
+
+_SACCTMGR = ("create every account and user with sacctmgr (sacctmgr add account NAME; sacctmgr add user "
+             "NAME account=NAME)")
+
+
+def _accounts(f: Facts, add) -> None:
+    """Slurm must refuse accounts (and QOS) a user may not use wherever slurm-dl trusts them."""
+    storage, enforce = controller_accounting(f.controller or {})
+    check = "accounts (AccountingStorageEnforce)"
+    uses = "; ".join(f.account_uses)
+    if not f.account_uses:
+        add(Finding(check, "ok", "the site config ranks and admits no job by its account"))
+    elif not uses_slurmdbd(storage):
+        add(Finding(check, "warn", f"AccountingStorageType={storage or '(none)'}: without slurmdbd Slurm has no "
+                    f"associations, so accounts cannot be checked at all and any --account is accepted; {uses} "
+                    "take it on trust (a made-up account gets a fresh fair share, naming an allowed account "
+                    "opens a restricted class)",
+                    f"run slurmdbd (AccountingStorageType=accounting_storage/slurmdbd), {_SACCTMGR}, then "
+                    f"slurm.conf: {ENFORCE_LINE} and restart slurmctld"))
+    elif not enforces_associations(enforce):
+        add(Finding(check, "warn", f"AccountingStorageEnforce={enforce or 'none'}: Slurm accepts any --account, "
+                    f"even one the user is not in or that does not exist; {uses} take it on trust (a made-up "
+                    "account gets a fresh fair share, naming an allowed account opens a restricted class)",
+                    f"slurm.conf: {ENFORCE_LINE} ({_SACCTMGR} first, or their jobs are refused), then restart "
+                    "slurmctld"))
+    else:
+        add(Finding(check, "ok", f"AccountingStorageEnforce={enforce}: Slurm refuses accounts a user is not in"))
+    if not f.qos_uses:
+        return
+    check = "QOS (AccountingStorageEnforce)"
+    if uses_slurmdbd(storage) and enforces_qos(enforce):
+        add(Finding(check, "ok", f"AccountingStorageEnforce={enforce}: Slurm refuses a QOS the user may not use"))
+        return
+    setting = (f"AccountingStorageEnforce={enforce or 'none'}" if uses_slurmdbd(storage)
+               else f"AccountingStorageType={storage or '(none)'}")
+    add(Finding(check, "warn", f"{setting}: Slurm does not check that a user may use the QOS a job names; "
+                f"{'; '.join(f.qos_uses)} take it on trust",
+                f"slurm.conf: {ENFORCE_LINE},qos (with slurmdbd; each user's QOS given with sacctmgr modify "
+                "user NAME set qos=...), then restart slurmctld"))
 
 
 def _shim(f: Facts, add) -> None:

@@ -1,7 +1,8 @@
 """``slurm-dl doctor`` and ``slurm-dl prioritizer reset`` on a real testbed.
 
 A private one-node testbed with the filter (shim installed), the prioritizer (metrics on) and a
-site config that points at them: doctor passes; with the filter socket removed it names that
+site config that points at them: doctor passes (warning that without slurmdbd the accounts fair
+share trusts cannot be checked); with the filter socket removed it names that
 fault and its fix and exits 1. Then the prioritizer is stopped and ``prioritizer reset`` puts
 every SiteFactor it set back to 0 in Slurm.
 """
@@ -75,6 +76,10 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
                      "filter socket", "database", "prioritizer", "prioritizer metrics", "filter metrics"):
             assert checks.get(name) == "ok", (name, text)
         assert "0 problem(s)" in text, text
+        # fair share trusts the account a job names, and this testbed has no slurmdbd to check it
+        accounts = next(x for x in result["findings"] if x["check"] == "accounts (AccountingStorageEnforce)")
+        assert accounts["status"] == "warn" and "cannot be checked at all" in accounts["detail"], accounts
+        assert "AccountingStorageEnforce=associations,limits" in accounts["fix"], accounts
         assert all(len(line) <= 80 or " " not in line.strip() for line in text.splitlines()), text  # a long path
 
         sock.unlink()  # the fault: the service keeps running, but nothing can reach it

@@ -185,5 +185,11 @@ def test_accounting_gives_sacct_with_gpu_tres(make_testbed) -> None:
             break
         time.sleep(0.2)
     assert f"{job}|COMPLETED|" in out and "gres/gpu=2" in out, out
+    # the associations the testbed registers, as slurm-dl's Slurm edge reads them (not enforced)
+    from slurm_dl.slurm.accounts import slurm_associations
+
+    view = slurm_associations(tb.env())
+    assert view.pairs == {("root", "root"), ("root", "dl")} and not view.enforced, view
+    assert view.allows("root", "DL") and view.allows("root", "made-up") is False
     tb.down()
     assert process.marked_processes(tb.state_dir) == []
