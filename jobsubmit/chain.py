@@ -8,7 +8,10 @@ rejection by either stands). A script the shim cannot chain (it does not parse, 
 ``slurm_job_submit``, or changes function environments itself) is refused unless ``--force``,
 which installs the shim alone and keeps the backup. Uninstall restores the backup (or removes
 the shim when there was none), removes the copy, and restores ``slurm.conf`` from
-``slurm.conf.bak-slurm-dl`` when it is still exactly what install made of it.
+``slurm.conf.bak-slurm-dl`` when it is still exactly what install made of it. Edits made since
+install are never lost without ``--force``: an edited ``slurm.conf`` or an edited
+``job_submit_site.lua`` makes uninstall refuse and say so; with ``--force`` slurm.conf's backup
+is restored over its edits, and the edited site copy (not the older backup) becomes job_submit.lua.
 """
 
 from __future__ import annotations
@@ -126,7 +129,9 @@ def uninstall(conf_dir: str | Path, *, force: bool = False, lua_plugin_conf=None
     """Undo ``install``: the site's job_submit.lua and slurm.conf come back byte for byte.
 
     ``lua_plugin_conf`` maps the original slurm.conf text to what install wrote (to tell whether
-    someone edited slurm.conf since; then it is left alone unless ``force``)."""
+    someone edited slurm.conf since; then it is left alone unless ``force``). A chained site script
+    edited since install (``job_submit_site.lua`` no longer equals the backup) is refused too; with
+    ``force`` the edited copy becomes job_submit.lua and the older backup stays where it is."""
     conf_dir = Path(conf_dir)
     target = conf_dir / "job_submit.lua"
     try:
@@ -138,31 +143,35 @@ def uninstall(conf_dir: str | Path, *, force: bool = False, lua_plugin_conf=None
     if not is_shim(current):
         raise ChainError(f"{target}: not slurm-dl's shim; nothing to uninstall (left as it is)")
     conf, conf_backup = conf_dir / "slurm.conf", conf_dir / CONF_BACKUP
-    restore_conf = False
-    if conf_backup.exists():
-        original = conf_backup.read_bytes()
-        expected = original
-        if lua_plugin_conf is not None:
-            try:
-                expected = lua_plugin_conf(original.decode("utf-8")).encode("utf-8")
-            except UnicodeDecodeError:
-                expected = original
-        if conf.read_bytes() != expected and not force:
-            raise ChainError(
-                f"{conf}: changed since slurm-dl's install; not restoring {CONF_BACKUP} over those edits. "
-                "Remove lua from JobSubmitPlugins by hand, or run with --force to restore the backup")
-        restore_conf = True
+    backup, copy = conf_dir / BACKUP, conf_dir / SITE_COPY
+    problems = []
+    restore_conf = conf_backup.exists()
+    if restore_conf and _conf_edited(conf, conf_backup, lua_plugin_conf) and not force:
+        problems.append(
+            f"{conf}: changed since slurm-dl's install; not restoring {CONF_BACKUP} over those edits. "
+            "Remove lua from JobSubmitPlugins by hand, or run with --force to restore the backup.")
+    site_edited = _site_copy_edited(copy, backup)
+    if site_edited and not force:
+        problems.append(
+            f"{copy}: the site's script was edited since slurm-dl's install; restoring {BACKUP} would lose "
+            f"those edits. Run with --force to make the edited copy job_submit.lua (the older one stays as "
+            f"{BACKUP}), or copy it over {BACKUP} first.")
+    if problems:
+        raise ChainError(" ".join(problems).removesuffix("."))
     actions = []
-    backup = conf_dir / BACKUP
-    if backup.exists():
-        shim_mtime = mtime_of(target)
+    shim_mtime = mtime_of(target)
+    if site_edited:
+        os.replace(copy, target)
+        mark_newer(target, shim_mtime)
+        kept = f"; the copy from before install stays as {BACKUP}" if backup.exists() else ""
+        actions.append(f"--force: the site's edited {SITE_COPY} is now job_submit.lua{kept}")
+    elif backup.exists():
         os.replace(backup, target)
         mark_newer(target, shim_mtime)
         actions.append(f"restored the site's job_submit.lua from {BACKUP}")
     else:
         target.unlink()
         actions.append("removed job_submit.lua (there was none before)")
-    copy = conf_dir / SITE_COPY
     if copy.exists():
         copy.unlink()
         actions.append(f"removed {SITE_COPY}")
@@ -170,3 +179,32 @@ def uninstall(conf_dir: str | Path, *, force: bool = False, lua_plugin_conf=None
         os.replace(conf_backup, conf)
         actions.append(f"restored slurm.conf from {CONF_BACKUP}; run `scontrol reconfigure`")
     return UninstallResult(actions)
+
+
+def _conf_edited(conf: Path, conf_backup: Path, lua_plugin_conf) -> bool:
+    """Whether slurm.conf differs from what install made of the backup."""
+    original = conf_backup.read_bytes()
+    expected = original
+    if lua_plugin_conf is not None:
+        try:
+            expected = lua_plugin_conf(original.decode("utf-8")).encode("utf-8")
+        except UnicodeDecodeError:
+            expected = original
+    return conf.read_bytes() != expected
+
+
+def _site_copy_edited(copy: Path, backup: Path) -> bool:
+    """Whether the chained copy of the site's script holds something the backup does not: edited
+    since install, or its backup gone (restoring would then drop the site's script)."""
+    try:
+        data = copy.read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise ChainError(f"{copy}: cannot read: {e.strerror or e}") from None
+    try:
+        return data != backup.read_bytes()
+    except FileNotFoundError:
+        return True
+    except OSError as e:
+        raise ChainError(f"{backup}: cannot read: {e.strerror or e}") from None

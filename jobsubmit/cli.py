@@ -99,9 +99,11 @@ def install(
 @app.command()
 def uninstall(
     slurm_conf_dir: Path = typer.Option(..., "--slurm-conf-dir", help="directory of slurm.conf"),
-    force: bool = typer.Option(False, "--force", help="restore slurm.conf's backup even over later edits"),
+    force: bool = typer.Option(False, "--force", help="restore slurm.conf's backup even over later edits; "
+                               "a site script edited since install (job_submit_site.lua) becomes job_submit.lua"),
 ) -> None:
-    """Put back the site's job_submit.lua and slurm.conf as they were before install.
+    """Put back the site's job_submit.lua and slurm.conf as they were before install. Refuses, and
+    says which file, when slurm.conf or the chained site script was edited since install.
 
     \b
     Example:

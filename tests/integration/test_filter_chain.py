@@ -43,7 +43,8 @@ def job_of(out: subprocess.CompletedProcess) -> int:
     return int(out.stdout.strip().split(";")[0])
 
 
-def test_site_rule_and_ours_both_hold_and_uninstall_restores(make_testbed, tmp_path) -> None:
+def site_testbed(make_testbed, tmp_path) -> tuple[Testbed, Path, Path, bytes, FilterProcess]:
+    """A testbed running the site's own job_submit.lua, and a filter service started (not installed)."""
     require_testbed_support()
     tb = make_testbed(nodes=1, gpus_per_node=8, gpu_type="h100")
     tb.up()
@@ -51,12 +52,16 @@ def test_site_rule_and_ours_both_hold_and_uninstall_restores(make_testbed, tmp_p
     conf = Path(tb.conf_dir) / "slurm.conf"
     time.sleep(1.1)  # slurmctld re-reads the script when its mtime is newer than the last load
     lua.write_bytes(SITE)
-    conf_before = conf.read_bytes()
-    out = sbatch(tb, "-A", "banned")
-    assert out.returncode != 0 and "site policy: account banned" in out.stderr
     service = FilterProcess(tmp_path / "f.sock", tmp_path / "f.log", tb.env())
     service.start()
+    return tb, lua, conf, conf.read_bytes(), service
+
+
+def test_site_rule_and_ours_both_hold_and_uninstall_restores(make_testbed, tmp_path) -> None:
+    tb, lua, conf, conf_before, service = site_testbed(make_testbed, tmp_path)
     try:
+        out = sbatch(tb, "-A", "banned")
+        assert out.returncode != 0 and "site policy: account banned" in out.stderr
         inst = cli("install", "--config", str(CONFIG), "--slurm-conf-dir", str(tb.conf_dir), "--socket",
                    str(service.sock))
         assert inst.returncode == 0 and "chained" in inst.stdout, inst.stderr
@@ -99,5 +104,30 @@ def test_install_adds_the_plugin_and_uninstall_takes_slurm_conf_back(make_testbe
         subprocess.run(["scontrol", "reconfigure"], env=tb.env(), check=True, timeout=60)
         time.sleep(1)
         assert parse_tag(job_fields(job_of(sbatch(tb, "--gres=gpu:1")), tb.env()).get("AdminComment", "")) is None
+    finally:
+        service.stop()
+
+
+def test_uninstall_after_a_site_edit_is_refused_with_the_reason_and_force_keeps_the_edit(make_testbed, tmp_path) -> None:
+    tb, lua, conf, conf_before, service = site_testbed(make_testbed, tmp_path)
+    try:
+        assert cli("install", "--config", str(CONFIG), "--slurm-conf-dir", str(tb.conf_dir), "--socket",
+                   str(service.sock)).returncode == 0
+        shim = lua.read_bytes()
+        edited = SITE.replace(b"site policy:", b"site policy v2:")
+        (Path(tb.conf_dir) / "job_submit_site.lua").write_bytes(edited)  # the site edits its chained script
+        out = cli("uninstall", "--slurm-conf-dir", str(tb.conf_dir))
+        assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert "job_submit_site.lua" in out.stderr and "edited since" in out.stderr and "--force" in out.stderr
+        assert lua.read_bytes() == shim and (Path(tb.conf_dir) / "job_submit_site.lua").read_bytes() == edited
+        out = sbatch(tb, "--gres=gpu:nosuchgpu:1")
+        assert out.returncode != 0 and "nosuchgpu" in out.stderr  # the filter still runs
+        out = cli("uninstall", "--slurm-conf-dir", str(tb.conf_dir), "--force")
+        assert out.returncode == 0 and "is now job_submit.lua" in out.stdout, out.stderr
+        assert lua.read_bytes() == edited and conf.read_bytes() == conf_before
+        out = sbatch(tb, "-A", "banned")
+        assert out.returncode != 0 and "site policy v2: account banned" in out.stderr  # the edit, live
+        after = job_fields(job_of(sbatch(tb, "--gres=gpu:1")), tb.env())
+        assert parse_tag(after.get("AdminComment", "")) is None
     finally:
         service.stop()

@@ -105,6 +105,60 @@ def test_uninstall_leaves_a_slurm_conf_edited_since_unless_forced(site_dir) -> N
     assert (site_dir / "slurm.conf").read_bytes() == CONF and (site_dir / "job_submit.lua").read_bytes() == SITE
 
 
+EDITED = SITE.replace(b'"routed"', b'"routed-v2"')
+
+
+def test_uninstall_refuses_over_an_edited_site_script_and_says_which_and_what_to_do(site_dir) -> None:
+    install(load_config(CONFIG), site_dir, "/run/x.sock")
+    shim = (site_dir / "job_submit.lua").read_bytes()
+    (site_dir / SITE_COPY).write_bytes(EDITED)  # the site keeps working on its chained script
+    with pytest.raises(ChainError) as e:
+        uninstall(site_dir)
+    msg = str(e.value)
+    assert SITE_COPY in msg and "edited since" in msg and "--force" in msg and BACKUP in msg
+    assert "slurm.conf:" not in msg and "\n" not in msg
+    # nothing was touched
+    assert (site_dir / "job_submit.lua").read_bytes() == shim and (site_dir / SITE_COPY).read_bytes() == EDITED
+    assert (site_dir / BACKUP).read_bytes() == SITE and (site_dir / CONF_BACKUP).exists()
+    shim_mtime = int((site_dir / "job_submit.lua").stat().st_mtime)
+    actions = uninstall(site_dir, force=True).actions
+    # the site's edits win; the older copy stays for whoever wants it; slurm.conf comes back too
+    assert (site_dir / "job_submit.lua").read_bytes() == EDITED and (site_dir / BACKUP).read_bytes() == SITE
+    assert oct((site_dir / "job_submit.lua").stat().st_mode & 0o777) == "0o640"
+    assert int((site_dir / "job_submit.lua").stat().st_mtime) > shim_mtime  # slurmctld re-reads it
+    assert not (site_dir / SITE_COPY).exists() and (site_dir / "slurm.conf").read_bytes() == CONF
+    assert any("edited" in a and BACKUP in a for a in actions)
+
+
+def test_uninstall_refuses_when_the_backup_of_a_chained_script_is_gone(site_dir) -> None:
+    install(load_config(CONFIG), site_dir, "/run/x.sock")
+    (site_dir / BACKUP).unlink()
+    with pytest.raises(ChainError, match=SITE_COPY):
+        uninstall(site_dir)  # it would remove the shim and drop the site's script altogether
+    uninstall(site_dir, force=True)
+    assert (site_dir / "job_submit.lua").read_bytes() == SITE and not (site_dir / SITE_COPY).exists()
+
+
+def test_uninstall_names_both_edited_files_at_once(site_dir) -> None:
+    install(load_config(CONFIG), site_dir, "/run/x.sock")
+    (site_dir / SITE_COPY).write_bytes(EDITED)
+    with open(site_dir / "slurm.conf", "ab") as f:
+        f.write(b"MaxJobCount=5000\n")
+    with pytest.raises(ChainError) as e:
+        uninstall(site_dir)
+    assert "slurm.conf: changed since" in str(e.value) and f"{SITE_COPY}: the site's script" in str(e.value)
+
+
+def test_cli_uninstall_over_an_edited_site_script_is_one_error_line_and_force_says_what_it_did(site_dir) -> None:
+    install(load_config(CONFIG), site_dir, "/run/x.sock")
+    (site_dir / SITE_COPY).write_bytes(EDITED)
+    r = runner.invoke(app, ["filter", "uninstall", "--slurm-conf-dir", str(site_dir)])
+    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1 and SITE_COPY in r.output
+    r = runner.invoke(app, ["filter", "uninstall", "--slurm-conf-dir", str(site_dir), "--force"])
+    assert r.exit_code == 0 and f"edited {SITE_COPY} is now job_submit.lua" in r.output
+    assert (site_dir / "job_submit.lua").read_bytes() == EDITED
+
+
 def test_uninstall_refuses_a_script_that_is_not_ours(site_dir) -> None:
     with pytest.raises(ChainError, match="not slurm-dl's shim"):
         uninstall(site_dir)
