@@ -18,7 +18,7 @@ import typer
 from slurm_dl.core.config import SiteConfig, load_config
 from slurm_dl.site_paths import CONFIG_HELP, config_path
 from slurm_dl.core.rules import FilterContext, decide
-from slurm_dl.core.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
+from slurm_dl.core.rules.sbatch_args import SbatchArgsError, SbatchJob, parse_sbatch_components
 from slurm_dl.cli.common import expected_errors, fail
 from slurm_dl.slurm.topology_view import slurm_leaf_nodes
 from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, setup_logging
@@ -117,11 +117,38 @@ def uninstall(
         typer.echo(action)
 
 
-def check_job(args: list[str], config: SiteConfig, *, user: str, now: float, deadline_jobs: int = 0,
-              leaves: tuple[tuple[str, ...], ...] | None = None) -> tuple[dict, object]:
-    """The job description for sbatch ``args`` and the filter's decision on it (used by dlsubmit --dry-run)."""
-    desc = parse_sbatch_args(args, user_name=user, user_id=os.getuid(), now=now)
-    return desc, decide(desc, config, FilterContext(now=now, user_deadline_jobs=deadline_jobs, leaf_nodes=leaves))
+def check_components(args: list[str], config: SiteConfig, *, user: str, now: float, deadline_jobs: int = 0,
+                     leaves: tuple[tuple[str, ...], ...] | None = None) -> tuple[SbatchJob, list]:
+    """The job descriptions for sbatch ``args`` (one per component of a heterogeneous job) and the
+    filter's decision on each, in order; later components get the first one's tag, as from the shim."""
+    job = parse_sbatch_components(args, user_name=user, user_id=os.getuid(), now=now)
+    ctx = FilterContext(now=now, user_deadline_jobs=deadline_jobs, leaf_nodes=leaves)
+    decisions, leader_tag = [], None
+    for desc in job.components:
+        if desc.get("het_job_offset", 0) > 0 and leader_tag:
+            desc["het_leader_tag"] = leader_tag
+        decision = decide(desc, config, ctx)
+        if desc.get("het_job_offset") == 0 and decision.accepted:
+            leader_tag = decision.changes.get("admin_comment")
+        decisions.append(decision)
+    return job, decisions
+
+
+def _verdict_json(desc: dict, decision) -> dict:
+    return {"job": desc, "decision": decision.to_wire(), "class": decision.job_class and decision.job_class.value}
+
+
+def _print_decision(decision, prefix: str = "") -> None:
+    if decision.accepted:
+        cls = decision.job_class.value if decision.job_class else "-"
+        typer.echo(f"{prefix}accept (class {cls})")
+        for k, v in sorted(decision.changes.items()):
+            typer.echo(f"  set {k} = {v!r}")
+        for n in decision.notices:
+            typer.echo(f"  note: {n}")
+    else:
+        typer.echo(f"{prefix}reject ({decision.rule}, code {decision.code})")
+        typer.echo(f"  {decision.message}")
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -132,36 +159,36 @@ def check(
     deadline_jobs: int = typer.Option(0, "--deadline-jobs", help="pending deadline jobs the user already holds"),
     as_json: bool = typer.Option(False, "--json", help="print the job description and decision as JSON"),
 ) -> None:
-    """Show what the filter would do to sbatch ARGS, without submitting.
+    """Show what the filter would do to sbatch ARGS, without submitting. Every sbatch option is
+    accepted; the ones the filter's decision does not depend on are listed on stderr (or under
+    "ignored" with --json). Components of a heterogeneous job (split by ':') are checked one by one.
 
     \b
     Example:
-      slurm-dl filter check -- --gpus=16 -t 60
+      slurm-dl filter check -- --gpus=16 -t 60 --signal=B:USR2@90 --requeue
     """
     with expected_errors():
         cfg = load_config(resolve_config_path(config))
         try:
-            desc, decision = check_job(list(args or []), cfg, user=user or getpass.getuser(), now=time.time(),
-                                       leaves=slurm_leaf_nodes(cfg),
-                                       deadline_jobs=deadline_jobs)
+            job, decisions = check_components(list(args or []), cfg, user=user or getpass.getuser(),
+                                              now=time.time(), leaves=slurm_leaf_nodes(cfg),
+                                              deadline_jobs=deadline_jobs)
         except SbatchArgsError as e:
             raise fail(str(e)) from None
+    het = len(job.components) > 1
     if as_json:
-        typer.echo(json.dumps({"job": desc, "decision": decision.to_wire(), "class": decision.job_class and decision.job_class.value}))
-    elif decision.accepted:
-        cls = decision.job_class.value if decision.job_class else "-"
-        typer.echo(f"accept (class {cls})")
-        for k, v in sorted(decision.changes.items()):
-            typer.echo(f"  set {k} = {v!r}")
-        for n in decision.notices:
-            typer.echo(f"  note: {n}")
+        out = {"components": [_verdict_json(d, dec) for d, dec in zip(job.components, decisions)]} if het \
+            else _verdict_json(job.components[0], decisions[0])
+        typer.echo(json.dumps({**out, "ignored": [i.option for i in job.ignored]}))
     else:
-        typer.echo(f"reject ({decision.rule}, code {decision.code})")
-        typer.echo(f"  {decision.message}")
-    if any(a.split("=", 1)[0] == "--deadline" for a in (args or [])):
+        for desc, decision in zip(job.components, decisions):
+            _print_decision(decision, f"component {desc['het_job_offset']}: " if het else "")
+        for item in job.ignored:
+            typer.echo(item.line(), err=True)
+    if any("deadline" in desc for desc in job.components):
         typer.echo("  note: Slurm 22.05 does not show sbatch --deadline to job_submit.lua; for the live filter "
                    "also give --comment=dl:deadline=YYYY-MM-DDTHH:MM", err=as_json)
-    if not decision.accepted:
+    if not all(d.accepted for d in decisions):
         raise typer.Exit(2)
 
 
