@@ -9,7 +9,8 @@
 - One log line per decision.
 
 Quotas count live jobs (the rules are pure, so the counts come in as data): a background thread
-re-reads Slurm's pending and running jobs every ``filter.live_refresh_seconds`` (outside
+re-reads Slurm's pending and running jobs, and the accounts each user may name (Slurm's
+associations, where slurmdbd keeps them), every ``filter.live_refresh_seconds`` (outside
 slurmctld's job lock) and counts each user's tagged deadline jobs and GPUs per class; jobs this
 service accepted since that read started are added on top until the next read shows them (or
 not: a job cancelled, or one whose answer came after the shim's timeout, is not counted).
@@ -101,13 +102,17 @@ class FilterService:
 
     def __init__(self, config_path: str | Path, *, clock: Callable[[], float] = time.time, metrics=None,
                  fetch: Callable[[], list[Job]] | None = None,
-                 topology_fetch: Callable[[], Topology] | None = None) -> None:
+                 topology_fetch: Callable[[], Topology] | None = None,
+                 associations_fetch: Callable[[], frozenset[tuple[str, str]] | None] | None = None) -> None:
         self.config_path = Path(config_path)
         self.metrics = metrics  # jobsubmit.metrics.FilterMetrics, or None
         self.config: SiteConfig = load_config(self.config_path)
         self.clock = clock
         self.live = LiveView(fetch)
         self._topology_fetch = topology_fetch
+        self._associations_fetch = associations_fetch
+        # user -> the accounts Slurm's associations let them name; None: no slurmdbd, unchecked
+        self.accounts_by_user: dict[str, frozenset[str]] | None = None
         self.leaf_nodes: tuple[tuple[str, ...], ...] | None = None  # Slurm's leaf switches, once read
         self.slots = threading.BoundedSemaphore(self.config.filter.max_concurrent)
         self.decisions = 0
@@ -131,8 +136,10 @@ class FilterService:
         user = _user_key(job, uid)
         now = self.clock()
         held = self.live.of(user, now)
+        by_user = self.accounts_by_user
+        accounts = None if by_user is None else by_user.get(user, frozenset())
         ctx = FilterContext(now=now, user_deadline_jobs=held.deadline_jobs, user_class_gpus=held.class_gpus,
-                            leaf_nodes=self.leaf_nodes)
+                            leaf_nodes=self.leaf_nodes, user_accounts=accounts)
         decision = decide(job, config, ctx)
         if decision.accepted:
             tag = parse_tag(decision.changes.get("admin_comment"))
@@ -151,12 +158,25 @@ class FilterService:
         if self._topology_fetch is not None and self.config.topology.source == "slurm":
             self.leaf_nodes = leaf_nodes(self._topology_fetch())
 
+    def refresh_associations(self) -> None:
+        """Re-read the (user, account) associations (raises what the fetch raises)."""
+        if self._associations_fetch is not None:
+            pairs = self._associations_fetch()
+            if pairs is None:
+                self.accounts_by_user = None
+                return
+            by_user: dict[str, set[str]] = {}
+            for user, account in pairs:
+                by_user.setdefault(user, set()).add(account)
+            self.accounts_by_user = {u: frozenset(a) for u, a in by_user.items()}
+
     def run_background(self, stop: threading.Event) -> None:
         """Keep the live-job counts and the switch tree fresh until ``stop`` (Slurm down or slow:
         the last ones stay; one log line when reading fails and one when it works again)."""
         failing: set[str] = set()
         while not stop.is_set():
-            for what, step in (("live jobs", self.live.refresh), ("the switch tree", self.refresh_topology)):
+            for what, step in (("live jobs", self.live.refresh), ("the switch tree", self.refresh_topology),
+                               ("the accounts", self.refresh_associations)):
                 try:
                     step()
                     if what in failing:
@@ -345,8 +365,11 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
     ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port)."""
     from slurm_dl.slurm import CliBackend
 
+    from slurm_dl.slurm.accounts import slurm_associations
+
     service = FilterService(config_path, fetch=lambda: CliBackend().jobs(),
-                            topology_fetch=lambda: CliBackend().topology())
+                            topology_fetch=lambda: CliBackend().topology(),
+                            associations_fetch=lambda: slurm_associations().pairs)
     path = Path(socket_path or service.config.filter.socket)
     port = metrics_port if metrics_port is not None else service.config.filter.metrics_port
     if port is not None:

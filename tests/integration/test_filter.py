@@ -51,8 +51,8 @@ def require_testbed_support() -> None:
 class FilterProcess:
     """`slurm-dl filter serve` as a child process of the test."""
 
-    def __init__(self, sock: Path, log: Path, env: dict[str, str] | None = None):
-        self.sock, self.log = sock, log
+    def __init__(self, sock: Path, log: Path, env: dict[str, str] | None = None, config: Path = CONFIG):
+        self.sock, self.log, self.config = sock, log, config
         self.env = {**os.environ, **(env or {})}  # SLURM_CONF: it reads live jobs and the switch tree
         self.proc: subprocess.Popen | None = None
 
@@ -60,7 +60,7 @@ class FilterProcess:
         if self.proc is not None and self.proc.poll() is None:
             return
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(CONFIG),
+            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(self.config),
              "--socket", str(self.sock)],
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.log.open("a"), env=self.env,
         )

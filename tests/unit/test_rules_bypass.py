@@ -245,3 +245,26 @@ def test_absurd_values_are_decided(cfg, fields) -> None:
     assert d.action in ("accept", "reject")
     if not d.accepted:
         assert d.message.startswith("slurm-dl:") and len(d.message) < 400
+
+
+# --- accounts Slurm does not know for the user --------------------------------------------
+def test_an_account_the_user_has_no_association_with_is_refused(cfg) -> None:
+    mine = FilterContext(NOW, user_accounts=frozenset({"physics", "dl"}))
+    d = run(cfg, ctx=mine, tres_per_job="gres:gpu:1", account="made-up")
+    assert not d.accepted and d.rule == "validate.account" and "yours: dl, physics" in d.message
+    assert run(cfg, ctx=mine, tres_per_job="gres:gpu:1", account="Physics").accepted  # Slurm lowers it
+    assert run(cfg, ctx=mine, tres_per_job="gres:gpu:1").accepted  # no -A: Slurm's default account
+    unknown = FilterContext(NOW, user_accounts=None)  # no slurmdbd: nothing to check against
+    assert run(cfg, ctx=unknown, tres_per_job="gres:gpu:1", account="made-up").accepted
+
+
+def test_the_service_reads_each_users_accounts_from_the_associations(tmp_path) -> None:
+    from jobsubmit.service import FilterService
+
+    pairs = frozenset({("alice", "physics"), ("alice", "dl"), ("bob", "bio")})
+    service = FilterService(REPO / "site-configs" / "testbed.toml", clock=lambda: NOW,
+                            associations_fetch=lambda: pairs)
+    service.refresh_associations()
+    refused = service.decide_job(job(tres_per_job="gres:gpu:1", account="bio"), 1000)
+    assert not refused.accepted and "not one of yours" in refused.message
+    assert service.decide_job(job(tres_per_job="gres:gpu:1", account="dl"), 1000).accepted

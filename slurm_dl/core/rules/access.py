@@ -52,7 +52,27 @@ def over_quota(job_class: JobClass, gpus: int, held: int, config: SiteConfig, wh
             f"and asked {gpus}")
 
 
+def check_account(req: JobRequest, ctx: FilterContext) -> Rejection | None:
+    """An account the user has no association with is refused where Slurm keeps associations:
+    fair share and account allow-lists take a job's account on trust otherwise (Slurm itself
+    refuses it only with ``AccountingStorageEnforce=associations``)."""
+    if ctx.user_accounts is None or not req.account:
+        return None
+    asked = req.account.strip().lower()
+    if asked in ctx.user_accounts:
+        return None
+    yours = ", ".join(sorted(ctx.user_accounts)[:8]) or "none"
+    shown = asked if len(asked) <= 40 else asked[:37] + "..."
+    return Rejection("validate.account",
+                     f"{PREFIX}account {shown!r} is not one of yours on this cluster (yours: {yours}). "
+                     "Fix: -A with one of your accounts, or none for your default.",
+                     "ESLURM_INVALID_ACCOUNT")
+
+
 def check_access(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext) -> Draft | Rejection:
+    refused = check_account(req, ctx)
+    if refused is not None:
+        return refused
     job_class = draft.job_class
     if not is_privileged(job_class, config):
         return draft

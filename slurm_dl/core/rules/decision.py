@@ -31,6 +31,9 @@ class FilterContext:
     user_class_gpus: Mapping[str, int] = field(default_factory=dict)
     leaf_nodes: tuple[tuple[str, ...], ...] | None = None
     """The leaf switches' nodes from Slurm (topology source "slurm"); None: not known."""
+    user_accounts: frozenset[str] | None = None
+    """The accounts Slurm's associations let the submitting user name (lower case); None: Slurm
+    keeps no associations (no slurmdbd), so an account cannot be checked."""
 
 
 @dataclass(frozen=True, slots=True)
