@@ -26,38 +26,18 @@ from slurm_dl.testbed import Testbed, job_fields
 from test_filter import CONFIG, REPO, FilterProcess, require_testbed_support
 
 
-class ConfiguredFilter(FilterProcess):
-    """The filter service with a config of the test's own (serve open to account 'serving' only)."""
-
-    def __init__(self, sock: Path, log: Path, config: Path, env: dict[str, str]):
-        super().__init__(sock, log, env)
-        self.config = config
-
-    def start(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            return
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(self.config),
-             "--socket", str(self.sock)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.log.open("a"),
-            env=self.env)
-        for _ in range(300):
-            if self.sock.exists():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"filter service did not start: {self.log.read_text()[-2000:]}")
-
-
 @pytest.fixture(scope="module")
 def levers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, FilterProcess]]:
     require_testbed_support()
     root = tmp_path_factory.mktemp("levers-tb")
     config = root / "site.toml"
-    config.write_text(CONFIG.read_text() + '\n[classes.serve]\nallow_accounts = ["serving"]\nmax_gpus_per_user = 4\n')
+    text = CONFIG.read_text().replace('[classes.serve]\nallow_users = ["root"]\nmax_gpus_per_user = 8\n',
+                                      '[classes.serve]\nallow_accounts = ["serving"]\nmax_gpus_per_user = 4\n')
+    assert 'allow_accounts = ["serving"]' in text
+    config.write_text(text)
     tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100",
                  slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None)
-    service = ConfiguredFilter(root / "filter.sock", root / "filter.log", config, tb.env())
+    service = FilterProcess(root / "filter.sock", root / "filter.log", tb.env(), config=config)
     try:
         tb.up()
         service.start()
