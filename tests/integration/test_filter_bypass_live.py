@@ -183,3 +183,20 @@ def test_absurd_gpu_counts_do_not_open_the_breaker(attacker) -> None:
     assert parse_tag(fields["AdminComment"]).shape == "2x8"
     log = (tb.state_dir / "log" / "slurmctld.log").read_text()
     assert "failures in a row" not in log and "failure mode" not in log
+
+
+def test_a_heterogeneous_jobs_components_share_the_first_ones_class(attacker) -> None:
+    """A later component's own dl:class hint counts for nothing: it runs as the class the filter
+    gave the first component (here train, checkpointable), not interactive or serve."""
+    tb, run = attacker
+    script = "#!/bin/sh\n#SBATCH -t 5 --gpus=1 --comment=dl:ckpt=1 --requeue\n#SBATCH hetjob\n" \
+             "#SBATCH -t 5 --gpus=1 --comment=dl:class=interactive\ntrue\n"
+    out = run("sbatch", "--parsable", "--hold", "-o", "/dev/null", stdin=script)
+    assert out.returncode == 0, out.stderr
+    leader = int(out.stdout.strip().split(";")[0].split("+")[0])
+    try:
+        tags = [parse_tag(job_fields(leader + i, tb.env())["AdminComment"]) for i in (0, 1)]
+        assert [t.job_class.value for t in tags] == ["train", "train"], tags
+        assert all(t.checkpointable for t in tags)
+    finally:
+        subprocess.run(["scancel", str(leader)], env=tb.env(), check=False)
