@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-MAX_TASK_ID = 4_000_000  # Slurm's MaxArraySize cap is 4,000,001
+from .jobid import MAX_ARRAY_TASK_ID as MAX_TASK_ID
+
 _PART = re.compile(r"^(\d{1,7})(?:-(\d{1,7})(?::(\d{1,7}))?)?$")
 
 
