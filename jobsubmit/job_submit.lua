@@ -58,6 +58,7 @@ local unreported_failures = 0
 -- after the first get the class the filter gave the first (its tag rides on their requests).
 local het_leader = nil   -- { uid = submit uid, tag = the first component's admin_comment }
 local NO_VAL = 4294967294
+local SCRIPT_HEAD = 65536   -- bytes of the batch script sent along (its directives and traps)
 
 local function on_failure(why, quiet)
     unreported_failures = unreported_failures + 1
@@ -128,6 +129,9 @@ local function own_submit(job_desc, part_list, submit_uid)
         if type(v) == "string" or type(v) == "number" or type(v) == "boolean" then job[k] = v end
     end
     job.has_script = job_desc.script ~= nil
+    -- The script's head: its #SBATCH --signal and whether it traps that signal (job_submit.lua
+    -- shows no job's --signal itself).
+    if type(job_desc.script) == "string" then job.script_head = string.sub(job_desc.script, 1, SCRIPT_HEAD) end
     local offset = job.het_job_offset
     local component = type(offset) == "number" and offset > 0 and offset < NO_VAL
     if not component then het_leader = nil end

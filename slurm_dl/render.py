@@ -108,10 +108,9 @@ class RenderedJob:
     endpoint_file: str = ""
 
     def filter_args(self) -> list[str]:
-        """The directives the filter's rules read (``slurm-dl filter check`` vocabulary)."""
-        known = ("--gpus", "--gpus-per-node", "--nodes", "--time", "--partition", "--job-name", "--account",
-                 "--array", "--comment", "--cpus-per-gpu", "--mem-per-gpu", "--requeue")
-        return [d for d in self.directives if d.split("=", 1)[0] in known]
+        """The script's directives as sbatch arguments (``slurm-dl filter check`` reads every
+        sbatch option, and ignores those the filter's decision does not depend on)."""
+        return list(self.directives)
 
 
 def _check_sbatch_value(what: str, value: str) -> str:

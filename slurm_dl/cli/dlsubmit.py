@@ -81,6 +81,7 @@ def _filter_verdict(job: RenderedJob, config: Any) -> dict[str, Any] | None:
         return None
     try:
         desc = parse_sbatch_args(job.filter_args(), user_name=getpass.getuser(), now=time.time())
+        desc["script_head"] = job.script  # as the shim sends it: the filter reads its --signal and traps
     except SbatchArgsError as e:
         return {"action": "unknown", "message": f"the filter cannot read these options: {e}"}
     from ..slurm.topology_view import slurm_leaf_nodes

@@ -413,6 +413,9 @@ class PreemptionConfig(_Strict):
     requeue_without_signal: bool = Field(
         default=False, description="also requeue, without a signal, running jobs that are requeueable but declared "
         "no checkpoint handler (they restart from the beginning and lose their work)")
+    max_lead_seconds: float = num(
+        300.0, ge=0, le=SECONDS_PER_DAY, description="the most a job's own --signal=SIG@N may make a "
+        "preemption wait between its signal and the requeue (jobs without one get grace_seconds)")
     requeue_timeout_seconds: float = num(
         300.0, gt=0, le=SECONDS_PER_DAY, description="after the grace period, how long a requeue may keep failing "
         "(slurmctld unreachable) before the preemption is given up")
@@ -436,6 +439,10 @@ class FilterConfig(_Strict):
     defaults: bool = True
     tag: bool = True
     switch_wait_minutes: int = num(10, ge=0, le=10_080)
+    unhandled_signal: Literal["warn", "refuse"] = Field(
+        default="warn", description="a job that opts in to preemption with the signal going to its batch "
+        "shell, whose script traps no such signal (the signal would end it): accepted but never preempted, "
+        "with a warning (warn), or refused (refuse)")
     time_limit_guard: Literal["class_max", "any", "off"] = Field(
         default="class_max", description="users raising a time limit after submission: refused past the tagged "
         "class's maximum (class_max), refused always (any), or left to Slurm (off)")

@@ -4,10 +4,12 @@ Format, version 1: ``sdl1:`` followed by ``key=value`` pairs joined by ``;``, e.
 ``sdl1:class=train;ckpt=1;gpus=16;shape=2x8;deadline=1763700000;orig=gpu.16``.
 
 Keys: ``class`` (a :class:`~slurm_dl.core.model.JobClass` value), ``ckpt`` (``0``: never signalled
-or requeued; ``1``: opted in, USR2 goes to the batch shell; ``steps``: opted in, USR2 goes to the
-job's steps), ``gpus`` (total
+or requeued; ``1``: opted in, the signal goes to the batch shell; ``steps``: opted in, it goes to
+the job's steps), ``gpus`` (total
 GPUs, ≥ 0), ``shape`` (``NxG`` nodes × GPUs per node, ``spread`` or ``any``), ``deadline``
-(Unix seconds, optional), ``orig`` (the request as the user wrote it, optional).
+(Unix seconds, optional), ``orig`` (the request as the user wrote it, optional), ``sig`` and
+``lead`` (the signal and lead time the job's own ``--signal`` names, optional: the prioritizer
+then sends that signal and waits that long, within the site's maximum, before a requeue).
 
 :func:`parse_tag` is strict and total: anything that is not exactly a well-formed tag gives
 ``None``; it never raises. Users cannot write ``admin_comment`` (Slurm makes it admin-only and the
@@ -28,7 +30,9 @@ MAX_DEADLINE = 10**11  # Unix seconds (year 5138)
 _VALUE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
 _SHAPE = re.compile(r"^(?:(\d{1,4})x(\d{1,3})|spread|any)$")
 _KEYS_REQUIRED = ("class", "ckpt", "gpus", "shape")
-_KEYS_OPTIONAL = ("deadline", "orig")
+_KEYS_OPTIONAL = ("deadline", "orig", "sig", "lead")
+_SIG = re.compile(r"^[A-Z0-9]{1,8}$")
+MAX_LEAD_S = 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,10 @@ class JobTag:
     original: str | None = None
     signal_target: str = "batch"
     """Where the preemption signal goes when ``checkpointable``: ``batch`` or ``steps``."""
+    signal: str | None = None
+    """The signal the job's own ``--signal`` names (``USR2``, ``USR1``…); None: the site's."""
+    lead_s: int | None = None
+    """The seconds its ``--signal=…@N`` gives the handler before the requeue; None: the site's."""
 
     @property
     def shape_nodes(self) -> int | None:
@@ -88,6 +96,14 @@ def encode_tag(tag: JobTag) -> str:
         if not 0 <= tag.deadline <= MAX_DEADLINE:
             raise ValueError(f"tag deadline must be 0..{MAX_DEADLINE}, got {tag.deadline}")
         parts.append(f"deadline={int(tag.deadline)}")
+    if tag.signal is not None:
+        if not _SIG.match(tag.signal):
+            raise ValueError(f"tag sig must be a signal name like USR2, got {tag.signal!r}")
+        parts.append(f"sig={tag.signal}")
+    if tag.lead_s is not None:
+        if not 0 <= tag.lead_s <= MAX_LEAD_S:
+            raise ValueError(f"tag lead must be 0..{MAX_LEAD_S} s, got {tag.lead_s}")
+        parts.append(f"lead={int(tag.lead_s)}")
     if tag.original is not None:
         if not _VALUE.match(tag.original):
             raise ValueError(f"tag orig has characters outside [A-Za-z0-9_.:@+-]: {tag.original!r}")
@@ -127,4 +143,12 @@ def parse_tag(text: object) -> JobTag | None:
         deadline = _int(fields["deadline"], 0, MAX_DEADLINE)
         if deadline is None:
             return None
-    return JobTag(job_class, ckpt[0], gpus, fields["shape"], deadline, fields.get("orig"), ckpt[1])
+    signal = fields.get("sig")
+    if signal is not None and not _SIG.match(signal):
+        return None
+    lead = None
+    if "lead" in fields:
+        lead = _int(fields["lead"], 0, MAX_LEAD_S)
+        if lead is None:
+            return None
+    return JobTag(job_class, ckpt[0], gpus, fields["shape"], deadline, fields.get("orig"), ckpt[1], signal, lead)

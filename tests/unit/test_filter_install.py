@@ -113,8 +113,9 @@ def test_shim_sends_every_field_the_rules_read() -> None:
 
     block = re.search(r"READ_FIELDS = \{(.*?)\}", SHIM_TEMPLATE.read_text(), re.S).group(1)
     lua_fields = set(re.findall(r'"(\w+)"', block))
-    # has_script is computed by the shim; deadline is not visible to job_submit.lua in 22.05.
-    assert lua_fields == set(JOB_DESC_FIELDS) - {"has_script", "deadline"}
+    # has_script, script_head and het_leader_tag are computed by the shim; deadline is not
+    # visible to job_submit.lua in 22.05.
+    assert lua_fields == set(JOB_DESC_FIELDS) - {"has_script", "deadline", "het_leader_tag", "script_head"}
 
 
 def test_admins_who_may_change_a_gpu_request_later_are_root_and_slurm_user():

@@ -98,11 +98,14 @@ def test_output_lands_in_the_submit_directory_by_default() -> None:
     assert "--array=0-2%2" in sweep.directives and sweep.output.endswith("-%A_%a.out")
 
 
-def test_filter_args_are_what_the_filter_reads() -> None:
+def test_filter_args_are_every_directive_the_filter_check_reads() -> None:
+    from slurm_dl.core.rules.sbatch_args import parse_sbatch_args
+
     job = render(JobSpec(kind="train", command=("x",), gpus=16, nodes=2), TESTBED)
     args = job.filter_args()
     assert "--gpus-per-node=8" in args and "--nodes=2" in args and "--requeue" in args
-    assert not any(a.startswith(("--output", "--signal", "--open-mode")) for a in args)
+    assert any(a.startswith("--signal=B:USR2@") for a in args)
+    parse_sbatch_args(args)  # every directive dlsubmit writes is one `filter check` reads
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,9 @@ Preemption is opt-in: a job is checkpointable (and so may be signalled and reque
 prioritizer) only when it declares a handler with ``dl:ckpt=1`` (its batch script traps USR2,
 ``--signal=B:USR2@N``) or ``dl:ckpt=steps`` (its srun steps trap USR2, ``--signal=USR2@N``), its
 class may checkpoint, and it did not ask ``--no-requeue``. dlsubmit's scripts declare it.
-Every other job is never signalled or requeued by slurm-dl.
+Every other job is never signalled or requeued by slurm-dl. Where the script has its own
+``#SBATCH --signal``, that says which signal goes where and how long before the requeue
+(:mod:`.script`); ``dl:ckpt`` decides only for a job that gave none.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..tags import parse_tag
 from .decision import Draft
 from .hints import CKPT_OFF, parse_ckpt, parse_hints
 from .request import JobRequest
+from .script import declared_signal
 from .site import site_shape
 
 
@@ -93,8 +96,18 @@ def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                 else:
                     job_class, source = hinted, "hint"
     ckpt, target = checkpoint_opt_in(hints.get("ckpt"), job_class, req, config, notices)
+    signal, lead = None, None
+    declared = declared_signal(req.script_head)
+    if ckpt and declared is not None:
+        if declared.target != target:
+            notices.append(f"slurm-dl: a preemption signal goes to {_WHERE[declared.target]}, as "
+                           f"--signal={declared.text()} says (dl:ckpt named {_WHERE[target]})")
+        target, signal, lead = declared.target, declared.name, declared.lead_s
     return draft.evolve(job_class=job_class, class_source=source, checkpointable=ckpt,
-                        signal_target=target, notices=tuple(notices))
+                        signal_target=target, signal=signal, lead_s=lead, notices=tuple(notices))
+
+
+_WHERE = {"batch": "the batch shell", "steps": "the job's steps"}
 
 
 def checkpoint_opt_in(

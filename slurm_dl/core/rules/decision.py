@@ -58,6 +58,8 @@ class Draft:
     gpus: int = 0
     deadline: int | None = None
     signal_target: str = "batch"
+    signal: str | None = None  # the preemption signal the job's --signal names (None: the site's)
+    lead_s: int | None = None  # the lead time its --signal gives the handler
 
     def evolve(self, **changes: Any) -> "Draft":
         """A copy with ``changes`` (like dataclasses.replace, without its per-call field scan)."""
@@ -66,7 +68,7 @@ class Draft:
             g("job_class", self.job_class), g("class_source", self.class_source),
             g("checkpointable", self.checkpointable), g("changes", self.changes), g("notices", self.notices),
             g("shape", self.shape), g("gpus", self.gpus), g("deadline", self.deadline),
-            g("signal_target", self.signal_target),
+            g("signal_target", self.signal_target), g("signal", self.signal), g("lead_s", self.lead_s),
         )
 
 

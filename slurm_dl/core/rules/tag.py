@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 from ..config import SiteConfig
-from ..tags import MAX_DEADLINE, MAX_GPUS, TAG_PREFIX, JobTag, encode_tag, safe_value
+from ..tags import MAX_DEADLINE, MAX_GPUS, MAX_LEAD_S, TAG_PREFIX, JobTag, encode_tag, safe_value
 from .decision import Draft
 from .request import JobRequest
 
@@ -25,6 +25,8 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                 shape=draft.shape,
                 deadline=draft.deadline if draft.deadline is not None and draft.deadline <= MAX_DEADLINE else None,
                 original=safe_value(req.original_request()),
+                signal=draft.signal if draft.checkpointable else None,
+                lead_s=min(draft.lead_s, MAX_LEAD_S) if draft.checkpointable and draft.lead_s is not None else None,
             )
         )
     elif req.admin_comment and req.admin_comment.lstrip().startswith(TAG_PREFIX[:3]):

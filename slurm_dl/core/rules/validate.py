@@ -22,6 +22,7 @@ from .decision import (
 from .access import check_access
 from .hints import parse_deadline, parse_hints
 from .request import JobRequest, parse_gpu_tres
+from .script import trapped_signals
 from .site import site_shape
 
 PREFIX = "slurm-dl: "
@@ -298,6 +299,26 @@ def _memory_asked(req: JobRequest, cpus: int, node_mem: int) -> tuple[int | None
     return None, ""
 
 
+def check_handler(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejection:
+    """A job that opts in with its preemption signal going to the batch shell needs a handler
+    there: a shell without a ``trap`` for it dies of it (``WTERMSIG``), its work since the last
+    checkpoint lost and never requeued. Such a job is accepted but never preempted, with a
+    warning (``filter.unhandled_signal = "warn"``), or refused ("refuse"). Only a script the
+    shim sent is read (an srun/salloc job has none)."""
+    if not draft.checkpointable or draft.signal_target != "batch" or not req.has_script or req.script_head is None:
+        return draft
+    signal = draft.signal or config.preemption.signal
+    if signal in trapped_signals(req.script_head):
+        return draft
+    problem = f"the batch script does not trap {signal}, so a preemption's {signal} would end the job"
+    fix = (f"Fix: trap {signal} in the script, or --signal={signal}@90 with dl:ckpt=steps where "
+           "your program (srun) handles it.")
+    if config.filter.unhandled_signal == "refuse":
+        return Rejection("validate.signal_handler", f"{PREFIX}{problem}. {fix}", CODE_POLICY)
+    notice = f"{PREFIX}{problem}: it will not be preempted. {fix}"
+    return draft.evolve(checkpointable=False, signal=None, lead_s=None, notices=(*draft.notices, notice))
+
+
 def requested_deadline(req: JobRequest) -> tuple[int | None, str | None]:
     """The deadline (Unix seconds) from ``job_desc.deadline`` or a ``dl:deadline=`` hint, or the bad text."""
     if req.deadline:
@@ -361,7 +382,10 @@ def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterConte
     routed = cpu_only(req, draft, config)
     if isinstance(routed, Rejection):
         return routed
-    admitted = check_access(req, routed, config, ctx)
+    handled = check_handler(req, routed, config)
+    if isinstance(handled, Rejection):
+        return handled
+    admitted = check_access(req, handled, config, ctx)
     if isinstance(admitted, Rejection):
         return admitted
     draft = admitted
