@@ -36,6 +36,9 @@ DECISION_RETENTION_S = 7 * 86400.0
 PRUNE_EVERY_CYCLES = 100
 SETTLE_MIN_S = 30.0
 """After a preemption closes, its waiting job gets this long to start before another is planned."""
+KEEP_FINISHED_S = 600.0
+"""How long an ended job's ledger record is kept: a victim requeued after it ended (or a job out
+of one snapshot) comes back with its attained service."""
 
 
 class CycleBackend(Protocol):
@@ -139,7 +142,7 @@ class Prioritizer:
             seed_unknown_running(j, ledger, now)
         if not self.dry_run:
             ledger.observe(snap.jobs, now, self.half_life_s)
-            ledger.forget_finished()
+            ledger.forget_finished(now, KEEP_FINISHED_S)
             work = ledger
         else:
             work = Ledger.from_dict(ledger.to_dict())
@@ -246,16 +249,21 @@ class Prioritizer:
                 if getattr(self.policy, "leases", False):  # fair share: the shared lease decision
                     extra["policy"] = self.policy
                     extra["in_flight"] = frozenset(r.victim_job_id for r in rows if r.state in PREEMPTION_OPEN_STATES)
+                excluded = preempt.excluded_runs(rows)  # refused, or signalled/requeued in their current run
                 intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy,
-                                       refused=preempt.refused_runs(rows), **extra)
-                preempt.start(self.store, self.backend, snap, intents, self.config, prep, dry_run=self.dry_run)
+                                       refused=excluded, **extra)
+                preempt.start(self.store, self.backend, snap, intents, self.config, prep, dry_run=self.dry_run,
+                              excluded=excluded)
             except SlurmError as e:  # each call's refusals are handled in place; this is the safety net
                 log.warning("preemption step stopped this cycle: %s", e)
                 report.errors.append(f"preemption: {e}")
             if not self.dry_run:
-                for v in prep.signalled:
-                    if v in ledger.jobs:
-                        ledger.jobs[v].last_checkpoint_signal = now
+                for v in [*prep.signalled, *prep.requeued_unsignalled]:
+                    rec = ledger.jobs.get(v)
+                    if rec is not None:  # a preemption costs its victim a restart whichever way it goes
+                        rec.preemptions += 1
+                        if v in prep.signalled:
+                            rec.last_checkpoint_signal = now
                         ledger.revision += 1
         report.signalled, report.requeued = prep.signalled, prep.requeued
         report.refused = [{"job": v, "why": why} for v, why in prep.refused]

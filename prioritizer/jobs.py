@@ -33,6 +33,8 @@ def apply_tags(job: Job) -> None:
     if job.pending and tag.gpus > job.num_gpus:  # the filter counted every form of GPU request
         job.num_gpus = tag.gpus
     job.signal_target = tag.signal_target
+    job.preempt_signal = tag.signal
+    job.lead_s = float(tag.lead_s) if tag.lead_s is not None else None
     if job.deadline is None and tag.deadline is not None:
         job.deadline = float(tag.deadline)
 
@@ -45,6 +47,7 @@ def apply_ledger(job: Job, ledger: Ledger) -> None:
     job.attained_gpu_s = max(job.attained_gpu_s, rec.attained_gpu_s)
     job.executed_s = max(job.executed_s, rec.executed_s)
     job.restarts = max(job.restarts, rec.restarts)
+    job.preemptions = rec.preemptions
 
 
 def seed_unknown_running(job: Job, ledger: Ledger, now: float) -> None:

@@ -2,11 +2,20 @@
 
 One row per (victim, need). Each step is committed BEFORE the Slurm call it announces:
 
-    signalling --USR2 to the batch shell or the steps--> signalled
-    signalled  --grace period passed, still running--> requeueing --scontrol requeue--> requeued
-    signalled  --victim ended or requeued itself--> finished / requeued
-    signalled  --the waiting job started or left--> abandoned (the victim keeps running)
+    signalling --the job's own signal, where its --signal asked for it--> signalled
+    signalled  --still running when its lead time is over--> requeueing --scontrol requeue--> requeued
+    signalled  --it requeued itself (submitit, Lightning, a handler)--> requeued-self
+    signalled  --it ended on the signal (saved and exited, or died of it)--> requeued / died
+               (requeued by slurm-dl either way: it stopped for a preemption, not because it was done)
+    signalled  --cancelled by its owner, timed out, or gone--> finished
+    signalled  --lead time over, still running, but the waiting job started or left--> abandoned
     any step   --Slurm refused the signal or the requeue--> refused (this run is never a victim again)
+    signalling --the job was between states (a requeue or an end under way)--> skipped
+
+The lead time is the job's contract with its client: the ``@N`` of its own ``--signal`` (the
+filter reads it from the script: submitit and Lightning say 90 s), at most the site's
+``max_lead_seconds``; the site's ``grace_seconds`` for a job that declared none. A job that
+requeues itself within it is never requeued again.
 
 Only jobs that can resume are victims (``slurm_dl.core.preemption.resume_kind``): a job that declared a
 checkpoint handler gets the signal where it asked for it (its batch shell, or its steps); a job
@@ -14,14 +23,18 @@ requeued without a handler (only where the site allows it) starts at ``requeuein
 signalled.
 
 A Slurm refusal is local to its row: the row closes as ``refused`` with Slurm's message (shown
-by ``explain``), and the cycle goes on. A requeue that cannot reach slurmctld is retried every
-cycle until ``grace + requeue_timeout_seconds`` after the signal, then given up as ``refused``.
+by ``explain``), and the cycle goes on. A call Slurm refuses *for now* (the job between states)
+is not retried inside the cycle: the signal is skipped, the requeue tried again next cycle. A
+requeue that cannot reach slurmctld is retried every cycle until ``lead + requeue_timeout_seconds``
+after the signal, then given up as ``refused``.
 
 A daemon killed with -9 between a commit and its call finds the row on restart and never repeats
 the signal: a ``signalling`` row counts as signalled (at worst the victim gets no signal and is
-requeued after the grace period), a ``requeueing`` row is requeued again only if the victim is
+requeued after its lead time), a ``requeueing`` row is requeued again only if the victim is
 still running with the restart count it had when signalled. A (victim, need) pair ever recorded
-is never preempted again. Waiting spans cycles: the cycle never sleeps.
+is never preempted again, and a run that was signalled or requeued is no victim again until a
+later snapshot shows it running anew (:func:`excluded_runs`). Waiting spans cycles: the cycle
+never sleeps.
 """
 
 from __future__ import annotations
@@ -31,9 +44,10 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from slurm_dl.core.config import PreemptionConfig, SiteConfig
-from slurm_dl.core.errors import JobNotFoundError, SlurmError, SlurmUnavailableError
+from slurm_dl.core.errors import JobBusyError, JobNotFoundError, JobPendingError, SlurmError, SlurmUnavailableError
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState
 from slurm_dl.core.preemption import RESUME_CHECKPOINT, RESUME_REQUEUE, resume_kind
+from slurm_dl.slurm.protocol import JobEnd
 from slurm_dl.store import PREEMPTION_OPEN_STATES, Store
 
 log = logging.getLogger("slurm_dl.prioritizer")
@@ -47,6 +61,7 @@ class PreemptionBackend(Protocol):
     def signal_batch(self, job_id: int, signal: str) -> None: ...
     def signal_steps(self, job_id: int, signal: str) -> None: ...
     def requeue(self, job_id: int) -> None: ...
+    def job_end(self, job_id: int) -> JobEnd: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +81,28 @@ class PreemptionReport:
     waiting: list[int] = field(default_factory=list)
     planned: list[PreemptionIntent] = field(default_factory=list)
     refused: list[tuple[int, str]] = field(default_factory=list)
+    requeued_unsignalled: list[int] = field(default_factory=list)  # new victims requeued without a signal
 
 
 def refused_runs(rows) -> frozenset[tuple[int, int]]:
     """(victim, restart count) of runs whose preemption Slurm refused: never victims again."""
     return frozenset((r.victim_job_id, r.restarts_at_signal) for r in rows if r.state == REFUSED)
+
+
+def excluded_runs(rows) -> frozenset[tuple[int, int]]:
+    """(victim, restart count) of runs that are no victim: Slurm refused their preemption, or
+    they were signalled or requeued (a later snapshot shows a requeued job's next run with a
+    higher restart count, and that run may be a victim again). A run let go after its lead
+    time (``abandoned``) may be picked again for another job."""
+    return frozenset((r.victim_job_id, r.restarts_at_signal) for r in rows if r.state != "abandoned")
+
+
+def lead_time(victim: Job | None, pc: PreemptionConfig) -> float:
+    """Seconds between the signal and the requeue: the job's own ``--signal`` lead (its ``@N``),
+    at most the site's ``max_lead_seconds``; the site's ``grace_seconds`` without one."""
+    if victim is not None and victim.lead_s is not None:
+        return min(float(victim.lead_s), pc.max_lead_seconds)
+    return pc.grace_seconds
 
 
 def advance_open(
@@ -79,64 +111,124 @@ def advance_open(
 ) -> None:
     """Move every open preemption one step on, from what the snapshot shows."""
     now = snap.taken_at
-    grace_s = pc.grace_seconds
     for row in store.preemptions(open_only=True):
         victim = snap.job(row.victim_job_id)
         need = snap.job(row.need_job_id)
         if victim is not None and (victim.state is JobState.PENDING or victim.restarts > row.restarts_at_signal):
-            _close(store, row.id, "requeued", now, "the victim left its GPUs (requeued)", report, row.victim_job_id, dry_run)
+            if row.state == "requeueing":  # our requeue went through (its commit may have been lost)
+                _close(store, row.id, "requeued", now, "requeued by slurm-dl", report, row.victim_job_id, dry_run)
+            else:
+                _close(store, row.id, "requeued-self", now, "the job requeued itself after the signal", report,
+                       row.victim_job_id, dry_run)
             continue
-        if victim is None and now - row.signalled_at < grace_s + pc.requeue_timeout_seconds:
-            report.waiting.append(row.victim_job_id)  # out of one snapshot (a requeue passing by): look again
-            continue
+        lead = lead_time(victim, pc)
+        give_up_at = row.signalled_at + lead + pc.requeue_timeout_seconds
         if victim is None or victim.state.finished:
-            _close(store, row.id, "finished", now, "the victim ended before the requeue", report, row.victim_job_id, dry_run)
+            _ended(store, backend, row, now, give_up_at, report, dry_run)
             continue
-        if row.state in ("signalling", "signalled") and (need is None or not need.pending):
-            why = "the waiting job left the queue" if need is None or need.state.finished else "the waiting job started"
-            _close(store, row.id, "abandoned", now, why + "; no requeue needed", report, row.victim_job_id, dry_run)
+        if victim.state is JobState.COMPLETING:
+            report.waiting.append(row.victim_job_id)  # ending now: its end state shows next cycle
             continue
-        if row.state == "requeueing" or now - row.signalled_at >= grace_s:
-            if dry_run:
-                report.requeued.append(row.victim_job_id)
-                continue
-            if row.state != "requeueing":
-                store.set_preemption_state(row.id, "requeueing", now, f"grace {grace_s:g} s over; requeueing")
-            _requeue(store, backend, row.id, row.victim_job_id, row.need_job_id, now,
-                     give_up_at=row.signalled_at + grace_s + pc.requeue_timeout_seconds, report=report)
-        else:
+        if row.state != "requeueing" and now - row.signalled_at < lead:
             report.waiting.append(row.victim_job_id)
+            continue
+        if row.state != "requeueing" and (need is None or not need.pending):
+            why = "the waiting job left the queue" if need is None or need.state.finished else "the waiting job started"
+            _close(store, row.id, "abandoned", now, f"{why}; the victim kept running after its {lead:g} s lead time, "
+                   "not requeued", report, row.victim_job_id, dry_run)
+            continue
+        if dry_run:
+            report.requeued.append(row.victim_job_id)
+            continue
+        if row.state != "requeueing":
+            store.set_preemption_state(row.id, "requeueing", now, f"lead time {lead:g} s over, still running; "
+                                                                  "requeueing")
+        _requeue(store, backend, row.id, row.victim_job_id, row.need_job_id, now, give_up_at=give_up_at,
+                 report=report)
+
+
+def _ended(store: Store, backend: PreemptionBackend, row, now: float, give_up_at: float,
+           report: PreemptionReport, dry_run: bool) -> None:
+    """The victim left the queue after the signal: what became of it, from Slurm's record."""
+    victim = row.victim_job_id
+    try:
+        end = backend.job_end(victim)
+    except JobNotFoundError:
+        _close(store, row.id, "finished", now, "the victim left Slurm before its end was seen", report, victim, dry_run)
+        return
+    except SlurmError as e:  # unreachable, or its record unreadable for now: look again next cycle
+        if now < give_up_at:
+            report.waiting.append(victim)
+            return
+        _close(store, row.id, "finished", now, f"the victim's end could not be read: {e}", report, victim, dry_run)
+        return
+    if end.state is JobState.PENDING or end.restarts > row.restarts_at_signal:
+        _close(store, row.id, "requeued-self", now, "the job requeued itself after the signal", report, victim,
+               dry_run)
+        return
+    if not end.state.finished:
+        report.waiting.append(victim)  # running or ending: the snapshot passed it by
+        return
+    if end.state is JobState.CANCELLED or end.state is JobState.TIMEOUT:
+        how = "cancelled" if end.state is JobState.CANCELLED else "at its time limit"
+        _close(store, row.id, "finished", now, f"it ended {how} after the signal; not requeued", report, victim,
+               dry_run)
+        return
+    if end.end_time is not None and end.end_time < row.signalled_at - 1.0:
+        _close(store, row.id, "finished", now, "it ended before the signal reached it", report, victim, dry_run)
+        return
+    outcome = "died" if end.died else "requeued"
+    sig = f", signal {end.exit_signal}" if end.exit_signal else f", exit {end.exit_code}"
+    how = "died on the signal" if end.died else "saved and exited on the signal"
+    note = f"it {how} ({end.state.value}{sig}) without requeueing itself; requeued by slurm-dl to resume"
+    if dry_run:
+        report.requeued.append(victim)
+        return
+    if row.state != "requeueing":
+        store.set_preemption_state(row.id, "requeueing", now, f"it {how} ({end.state.value}{sig}); requeueing")
+    _requeue(store, backend, row.id, victim, row.need_job_id, now, give_up_at=give_up_at, report=report,
+             done=(outcome, note), refused_state=outcome if end.died else "finished")
 
 
 def _requeue(store: Store, backend: PreemptionBackend, row_id: int, victim: int, need: int, now: float, *,
-             give_up_at: float, report: PreemptionReport) -> None:
-    """``scontrol requeue`` one victim; every Slurm answer ends in a recorded state."""
+             give_up_at: float, report: PreemptionReport, done: tuple[str, str] | None = None,
+             refused_state: str = REFUSED) -> None:
+    """``scontrol requeue`` one victim; every Slurm answer ends in a recorded state (or, for an
+    answer that means "not now", in another try next cycle)."""
     try:
         backend.requeue(victim)
     except JobNotFoundError:
         store.set_preemption_state(row_id, "finished", now, "the victim was gone at requeue time")
         report.closed.append((victim, "finished"))
         return
-    except SlurmUnavailableError as e:
+    except JobPendingError:  # it requeued itself between the snapshot and the call
+        store.set_preemption_state(row_id, "requeued-self", now, "the job had requeued itself (Slurm: pending)")
+        report.closed.append((victim, "requeued-self"))
+        return
+    except (JobBusyError, SlurmUnavailableError) as e:
         if now < give_up_at:
-            log.warning("requeue of job %d for job %d not answered, retrying next cycle: %s", victim, need, e)
+            log.info("requeue of job %d for job %d not possible now, tried again next cycle: %s", victim, need, e)
             report.waiting.append(victim)
             return
-        _refuse(store, row_id, victim, now, f"requeue not answered until the timeout: {e}", report)
+        _refuse(store, row_id, victim, now, f"requeue not possible until the timeout: {e}", report, refused_state)
         return
     except SlurmError as e:
-        _refuse(store, row_id, victim, now, f"Slurm refused the requeue: {e}", report)
+        _refuse(store, row_id, victim, now, f"Slurm refused the requeue: {e}", report, refused_state)
         return
-    store.set_preemption_state(row_id, "requeued", now, f"requeued for job {need}")
+    state, note = done or ("requeued", f"requeued by slurm-dl for job {need}")
+    store.set_preemption_state(row_id, state, now, note)
     report.requeued.append(victim)
-    log.info("requeued job %d for job %d", victim, need)
+    log.info("requeued job %d for job %d (%s)", victim, need, note)
 
 
-def _refuse(store: Store, row_id: int, victim: int, now: float, note: str, report: PreemptionReport) -> None:
-    store.set_preemption_state(row_id, REFUSED, now, note + "; not preempted again in this run")
-    report.refused.append((victim, note))
-    report.closed.append((victim, REFUSED))
-    log.warning("job %d: %s; it is not preempted again in this run", victim, note)
+def _refuse(store: Store, row_id: int, victim: int, now: float, note: str, report: PreemptionReport,
+            state: str = REFUSED) -> None:
+    suffix = "; not preempted again in this run" if state == REFUSED else ""
+    store.set_preemption_state(row_id, state, now, note + suffix)
+    if state == REFUSED:
+        report.refused.append((victim, note))
+    report.closed.append((victim, state))
+    log.warning("job %d: %s%s", victim, note, suffix)
 
 
 def _close(store, row_id, state, now, note, report, victim, dry_run) -> None:
@@ -157,9 +249,11 @@ def _signal(backend: PreemptionBackend, victim: Job, signal: str) -> str:
 def start(
     store: Store, backend: PreemptionBackend, snap: ClusterSnapshot, intents: Sequence[PreemptionIntent],
     config: SiteConfig, report: PreemptionReport, *, dry_run: bool = False,
+    excluded: frozenset[tuple[int, int]] = frozenset(),
 ) -> None:
     """Signal (or, without a handler where allowed, requeue) the victims of new intents, each
-    (victim, need) at most once, ever."""
+    (victim, need) at most once, ever, and each run at most once (``excluded``: runs already
+    signalled, requeued or refused, see :func:`excluded_runs`)."""
     now = snap.taken_at
     pc = config.preemption
     done = store.preempted_pairs()  # (victim, need) -> when it was signalled
@@ -170,8 +264,8 @@ def start(
             victim = snap.job(victim_id)
             if victim is None or not victim.state.active or victim_id in busy:
                 continue
-            if (victim_id, intent.need) in done:
-                continue  # never twice for one need
+            if (victim_id, intent.need) in done or (victim_id, victim.restarts) in excluded:
+                continue  # never twice for one need, never twice in one run
             kind, _ = resume_kind(victim, config)
             if kind not in (RESUME_CHECKPOINT, RESUME_REQUEUE):
                 continue  # the planner offers none of these; never touch a job that did not opt in
@@ -183,29 +277,37 @@ def start(
             if kind == RESUME_REQUEUE:
                 store.set_preemption_state(row_id, "requeueing", now, "no checkpoint handler declared: "
                                                                     "requeued without a signal")
+                report.requeued_unsignalled.append(victim_id)
                 _requeue(store, backend, row_id, victim_id, intent.need, now,
                          give_up_at=now + pc.requeue_timeout_seconds, report=report)
                 continue
+            signal = victim.preempt_signal or pc.signal
             try:
-                where = _signal(backend, victim, pc.signal)
+                where = _signal(backend, victim, signal)
             except JobNotFoundError:
                 store.set_preemption_state(row_id, "finished", now, "the victim was gone at signal time")
                 report.closed.append((victim_id, "finished"))
                 continue
+            except JobBusyError as e:  # between states (ending, or a requeue under way): not now
+                store.set_preemption_state(row_id, "skipped", now, f"not signalled, the job was between states: {e}")
+                report.closed.append((victim_id, "skipped"))
+                continue
             except SlurmUnavailableError as e:
                 # The signal may or may not have arrived: the row stays "signalling", which counts
-                # as signalled; the requeue follows after the grace period.
+                # as signalled; the requeue follows after the lead time.
                 log.warning("signal to job %d not answered (%s); treated as sent", victim_id, e)
                 report.signalled.append(victim_id)
                 continue
             except SlurmError as e:
                 _refuse(store, row_id, victim_id, now, f"Slurm refused the signal: {e}", report)
                 continue
-            store.set_preemption_state(row_id, "signalled", now, f"{pc.signal} sent to {where}")
+            lead = lead_time(victim, pc)
+            store.set_preemption_state(row_id, "signalled", now, f"{signal} sent to {where}; requeued after "
+                                                                 f"{lead:g} s unless it requeues itself")
             report.signalled.append(victim_id)
-            log.info("signalled job %d (%s to %s) for job %d: %s", victim_id, pc.signal, where, intent.need,
-                     intent.reason)
+            log.info("signalled job %d (%s to %s, lead %g s) for job %d: %s", victim_id, signal, where, lead,
+                     intent.need, intent.reason)
 
 
 __all__ = ["PREEMPTION_OPEN_STATES", "REFUSED", "PreemptionIntent", "PreemptionReport", "advance_open",
-           "refused_runs", "start"]
+           "excluded_runs", "lead_time", "refused_runs", "start"]

@@ -180,6 +180,16 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
 
 
 _OPEN = ("signalling", "signalled", "requeueing", "planned", "checkpointing", "requeue")
+OUTCOMES = {
+    "requeued": "requeued by slurm-dl",
+    "requeued-self": "it requeued itself",
+    "died": "it died on the signal; requeued by slurm-dl",
+    "finished": "it ended on its own",
+    "abandoned": "it kept running, nothing waited for it any more",
+    "refused": "Slurm refused it",
+    "skipped": "not signalled, the job was between states",
+}
+"""A closed preemption's real outcome (the prioritizer's rows), in words."""
 
 
 def _for_fairness(row: Mapping[str, Any]) -> str:
@@ -197,7 +207,8 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
         when = f" at {_clock(at)[11:]}" if at else ""
         if r.get("state") == "requeueing" and not expl.get("checkpointable", True):
             return f"being requeued{when} for job {r.get('need')}{_for_fairness(r)} (no checkpoint handler declared)"
-        return f"signalled{when} to checkpoint for job {r.get('need')}{_for_fairness(r)}; requeued once it saves"
+        return (f"signalled{when} to checkpoint for job {r.get('need')}{_for_fairness(r)}; requeued after "
+                "its lead time unless it requeues itself")
     kind = expl.get("preemption") or {}
     if kind.get("kind") == "never":
         return f"never preempted by slurm-dl: {kind.get('why')}"
@@ -213,7 +224,10 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
     done = [r for r in rows if r.get("signalled_at")]
     if done:
         r = done[-1]
-        return f"{how}{why}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}{_for_fairness(r)}"
+        outcome = OUTCOMES.get(str(r.get("state")))
+        outcome = f" ({outcome})" if outcome else ""
+        return (f"{how}{why}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}"
+                f"{_for_fairness(r)}{outcome}")
     if expl.get("state") == "RUNNING":
         return f"{how}{why}; not signalled recently"
     return f"{how}{why} once it runs"

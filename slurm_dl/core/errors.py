@@ -52,6 +52,16 @@ class JobNotFoundError(SlurmError, LookupError):
     """A job id that Slurm does not know."""
 
 
+class JobBusyError(SlurmError):
+    """Slurm refused a call on a job for now: it is between states ("Job can not be altered
+    now", a requeue or an end under way). The caller tries again in a later cycle, not in a loop."""
+
+
+class JobPendingError(SlurmError):
+    """Slurm refused a call that needs a running job because the job is pending ("Job is pending
+    execution"): e.g. a requeue of a job that already requeued itself."""
+
+
 class TestbedError(SlurmDLError, RuntimeError):
     """The local test cluster could not be started, stopped or inspected."""
 

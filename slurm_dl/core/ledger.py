@@ -80,6 +80,7 @@ class JobRecord:
     last_seen: float = 0.0
     running: bool = False
     last_checkpoint_signal: float | None = None
+    preemptions: int = 0  # times slurm-dl preempted it, however each went (requeued by itself or not)
     finished: bool = False
     closed_gone: bool = False  # closed because it left the snapshot (may come back: requeue)
     waited_s: float | None = None  # seconds waiting to run as of last_seen (None: not counted yet)
@@ -268,9 +269,11 @@ class Ledger:
                 del lst[0]
         self.revision += 1
 
-    def forget_finished(self) -> int:
-        """Drop finished job records (their history stays); returns how many were dropped."""
-        gone = [k for k, r in self.jobs.items() if r.finished]
+    def forget_finished(self, now: float | None = None, keep_s: float = 0.0) -> int:
+        """Drop finished job records (their history stays) last seen more than ``keep_s`` before
+        ``now``; returns how many were dropped. Kept a while, a job that comes back (a victim
+        requeued after it ended, one out of a snapshot) keeps its attained service."""
+        gone = [k for k, r in self.jobs.items() if r.finished and (now is None or now - r.last_seen > keep_s)]
         for k in gone:
             del self.jobs[k]
         if gone:

@@ -116,6 +116,9 @@ class Job:
     attained_gpu_s: float = 0.0
     executed_s: float = 0.0
     restarts: int = 0
+    preemptions: int = 0
+    """Times slurm-dl preempted it (the prioritizer's ledger), however each ended: a job that
+    saved and kept running, or requeued itself, paid for a restart all the same."""
     nodes: tuple[str, ...] = ()
     priority: int = 0
     site_factor: int = 0
@@ -135,6 +138,10 @@ class Job:
     """An array's ``%N``: at most N of its tasks run at once (None: no throttle)."""
     signal_target: str = "batch"
     """Where a checkpointable job wants its preemption signal: the batch shell or its steps."""
+    preempt_signal: str | None = None
+    """The signal its own ``--signal`` names (``USR1`` for Lightning); None: the site's."""
+    lead_s: float | None = None
+    """The lead time its ``--signal=…@N`` gives its handler before a requeue; None: the site's."""
     waited_s: float | None = None
     """Seconds the job has waited to run since submission, as of now, counting only time it was
     pending, not held and past its eligible time (the prioritizer's ledger counts them cycle by

@@ -137,8 +137,8 @@ def _ineligible(job: Job, waiting_score: float, score: float, now: float, config
     ran = now - job.start_time if job.start_time is not None else job.executed_s
     if ran < pc.min_runtime_seconds:
         return f"ran {ran:.0f} s < minimum runtime {pc.min_runtime_seconds:.0f} s"
-    if job.restarts >= pc.max_restarts:
-        return f"restarted {job.restarts} times (cap {pc.max_restarts})"
+    if max(job.restarts, job.preemptions) >= pc.max_restarts:
+        return f"restarted {max(job.restarts, job.preemptions)} times (cap {pc.max_restarts})"
     if not preferred and not (waiting_score > score and waiting_score - score >= pc.hysteresis - 1e-12):
         return f"score {score:.3f} not beaten by {waiting_score:.3f} with hysteresis {pc.hysteresis:.3f}"
     return None

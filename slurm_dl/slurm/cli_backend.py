@@ -20,9 +20,10 @@ from ..core.jobid import JobRef
 from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 from .dialects import Dialect, dialect_for_release, release_of_version
 from .gpu_alloc import GpuAllocation, gpu_allocations
-from .parse import json_errors_text, parse_partitions, parse_sinfo_json, parse_squeue_json, parse_topology
+from .parse import (job_end_from_scontrol, json_errors_text, parse_partitions, parse_sinfo_json, parse_squeue_json,
+                    parse_topology)
 from .squeue_format import ACTIVE_STATES, TIME_FORMAT_ENV, parse_squeue_format, squeue_format_argv
-from .protocol import SITE_FACTOR_CHUNK, SiteFactorResult, chunked, group_by_value
+from .protocol import SITE_FACTOR_CHUNK, JobEnd, SiteFactorResult, chunked, group_by_value
 from .runner import DEFAULT_TIMEOUT_S, SlurmResult, one_line, run_slurm
 
 # Per-job messages that mean "this job is gone", which a SiteFactor update may meet for jobs
@@ -31,6 +32,9 @@ _GONE_TEXT = r"(?:Invalid job id specified|Job has already finished)"
 _GONE = re.compile(_GONE_TEXT + r" for job (\d+)")
 _PER_JOB = re.compile(r"^(\d+)(_\S+)?: (.*)$")
 _SIGNAL = re.compile(r"^(SIG)?[A-Z0-9]+$")
+# scancel retries a job between states 10 times for over a minute, holding the cycle: a signal
+# gets less than its first 5 s pause, and its verbose line says why it stopped (JobBusyError).
+SIGNAL_TIMEOUT_S = 4.5
 
 
 def split_gone_jobs(stderr: str) -> tuple[list[int], list[str]]:
@@ -116,9 +120,11 @@ class CliBackend:
     def slurm_release(self) -> str:
         return self.dialect().release
 
-    def _run(self, argv: Sequence[str], *, input: str | None = None, env: Mapping[str, str] | None = None) -> SlurmResult:
+    def _run(self, argv: Sequence[str], *, input: str | None = None, env: Mapping[str, str] | None = None,
+             timeout: float | None = None) -> SlurmResult:
         try:
-            return run_slurm(argv, env=env if env is not None else self._env, input=input, timeout=self.timeout)
+            return run_slurm(argv, env=env if env is not None else self._env, input=input,
+                             timeout=min(timeout, self.timeout) if timeout else self.timeout)
         except SlurmError as e:
             # Some commands hide "controller down" behind a vague message (scontrol update says
             # "Unexpected message received"); a plain failure gets a cheap ping to tell them apart.
@@ -250,7 +256,8 @@ class CliBackend:
         sig = signal.upper()
         if not _SIGNAL.match(sig):
             raise SlurmError(f"bad signal name {signal!r}")
-        self._run(["scancel", "--batch", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)])
+        self._run(["scancel", "-v", "--batch", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)],
+                  timeout=SIGNAL_TIMEOUT_S)
 
     def signal_steps(self, job_id: int, signal: str = "USR2") -> None:
         """Signal every step of the job but its batch shell (what ``--signal=USR2@N`` without
@@ -258,7 +265,7 @@ class CliBackend:
         sig = signal.upper()
         if not _SIGNAL.match(sig):
             raise SlurmError(f"bad signal name {signal!r}")
-        self._run(["scancel", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)])
+        self._run(["scancel", "-v", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)], timeout=SIGNAL_TIMEOUT_S)
 
     def set_comment(self, job_id: int, text: str) -> None:
         """Replace the job's comment (``scontrol update JobId=N Comment=…``; one argument, so spaces are kept)."""
@@ -268,6 +275,11 @@ class CliBackend:
 
     def requeue(self, job_id: int) -> None:
         self._run(["scontrol", "requeue", _job_id(job_id)])
+
+    def job_end(self, job_id: int) -> JobEnd:
+        env = {**(self._env if self._env is not None else os.environ), **TIME_FORMAT_ENV}
+        out = self._run(["scontrol", "-o", "show", "job", _job_id(job_id)], env=env).stdout
+        return job_end_from_scontrol(out, job_id)
 
     def hold(self, job_id: int) -> None:
         self._run(["scontrol", "hold", _job_id(job_id)])

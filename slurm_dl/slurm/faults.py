@@ -32,12 +32,14 @@ from ..core.errors import JobNotFoundError, SlurmError, SlurmUnavailableError
 FAULT_KINDS = ("refuse", "timeout", "vanish", "partial", "garbage", "crash")
 
 READ_CALLS = ("snapshot", "jobs", "nodes", "partitions", "topology", "site_factors")
+LOOKUP_CALLS = ("job_end",)  # reads inside a step: a failure there must stay local to it
 WRITE_CALLS = ("set_site_factor", "signal_batch", "signal_steps", "requeue", "set_comment", "cancel", "hold",
                "release")
 
 # Which faults make sense for which call (a read cannot half-succeed; a write can).
 _KINDS_FOR = {
     **{c: ("timeout", "garbage", "crash") for c in READ_CALLS},
+    **{c: ("timeout", "vanish", "garbage", "crash") for c in LOOKUP_CALLS},
     **{c: ("refuse", "timeout", "vanish", "partial", "garbage", "crash") for c in WRITE_CALLS},
 }
 

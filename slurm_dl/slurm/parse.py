@@ -16,6 +16,7 @@ from ..core.errors import SlurmError
 from ..core.hostlist import expand_hostlist
 from ..core.model import Job, JobState, Node, Partition, Switch, Topology
 from .dialects import dialect_of, job_record, node_record
+from .protocol import JobEnd
 
 # Slurm's "unset" numbers (NO_VAL, INFINITE, NO_VAL16 ...) as they leak into JSON.
 _UNSET = {0xFFFFFFFE, 0xFFFFFFFF, 0xFFFE, 0xFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF}
@@ -315,6 +316,22 @@ _FIELD = re.compile(r"(\w+)=(\S*)")
 def parse_scontrol_records(text: str) -> list[dict[str, str]]:
     """``scontrol -o show …`` output: one ``Key=Value`` record per line."""
     return [dict(_FIELD.findall(line)) for line in text.splitlines() if "=" in line]
+
+
+def job_end_from_scontrol(text: str, job_id: int) -> JobEnd:
+    """``scontrol -o show job N`` (times as epoch seconds, ``SLURM_TIME_FORMAT=%s``) → JobEnd."""
+    rec = next((r for r in parse_scontrol_records(text) if r.get("JobId") == str(job_id)), None)
+    if rec is None:
+        raise SlurmError(f"scontrol show job {job_id}: no record of the job in its output")
+    code, _, sig = (rec.get("ExitCode") or "0:0").partition(":")
+    end = rec.get("EndTime", "")
+    return JobEnd(
+        state=JobState.parse(rec.get("JobState", "")),
+        exit_signal=int(sig) if sig.isdigit() else 0,
+        exit_code=int(code) if code.isdigit() else 0,
+        end_time=float(end) if end.isdigit() and int(end) > 0 else None,
+        restarts=int(rec["Restarts"]) if rec.get("Restarts", "").isdigit() else 0,
+    )
 
 
 def _duration_s(text: str | None) -> float | None:

@@ -48,6 +48,24 @@ def chunked(ids: Sequence[int], size: int = SITE_FACTOR_CHUNK) -> list[list[int]
     return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
 
 
+@dataclass(frozen=True, slots=True)
+class JobEnd:
+    """What Slurm still knows of a job no longer in the queue's snapshot (``scontrol show job``,
+    for ``MinJobAge`` after it ends): its state, the signal that ended it (0: none), when it
+    ended and how often it was requeued."""
+
+    state: JobState
+    exit_signal: int = 0
+    exit_code: int = 0
+    end_time: float | None = None
+    restarts: int = 0
+
+    @property
+    def died(self) -> bool:
+        """Ended by a signal, or failed (a handler that was missing or crashed)."""
+        return self.exit_signal != 0 or self.state in (JobState.FAILED, JobState.NODE_FAIL, JobState.OUT_OF_MEMORY)
+
+
 @runtime_checkable
 class SlurmBackend(Protocol):
     """Read and write a Slurm cluster. Times are Unix epoch seconds."""
@@ -104,6 +122,10 @@ class SlurmBackend(Protocol):
         ...
 
     def requeue(self, job_id: int) -> None: ...
+
+    def job_end(self, job_id: int) -> JobEnd:
+        """A job's state as Slurm keeps it after it left the queue (JobNotFoundError: forgotten)."""
+        ...
 
     def hold(self, job_id: int) -> None: ...
 

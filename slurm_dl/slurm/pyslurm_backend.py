@@ -20,12 +20,13 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from ..core.errors import (JobBusyError, JobNotFoundError, JobPendingError, SlurmError, SlurmNotInstalledError,
+                           SlurmUnavailableError)
 from ..core.jobid import JobRef
 from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 from .cli_backend import CliBackend, with_node_gpu_types, with_site_factors
 from .parse import job_from_squeue
-from .protocol import SiteFactorResult, group_by_value
+from .protocol import JobEnd, SiteFactorResult, group_by_value
 
 MIN_PYSLURM = (22, 5)
 # Slurm releases for which pyslurm has a tag (pyslurm X.Y builds and runs against Slurm X.Y only).
@@ -209,6 +210,10 @@ class PyslurmBackend:
                 raise JobNotFoundError(f"pyslurm {what}: {msg}") from None
             if "Unable to contact slurm controller" in msg or "Connection refused" in msg:
                 raise SlurmUnavailableError(f"pyslurm {what}: {msg}") from None
+            if "can not be altered now" in msg or "transitional state" in msg:
+                raise JobBusyError(f"pyslurm {what}: {msg}") from None
+            if "pending execution" in msg:
+                raise JobPendingError(f"pyslurm {what}: {msg}") from None
             raise SlurmError(f"pyslurm {what}{f' job {job_id}' if job_id else ''}: {msg}") from None
 
     def _job(self, job_id: int) -> Any:
@@ -302,6 +307,9 @@ class PyslurmBackend:
 
     def requeue(self, job_id: int) -> None:
         self._call("requeue", job_id, self._job(job_id).requeue)
+
+    def job_end(self, job_id: int) -> JobEnd:
+        return self._cli.job_end(job_id)  # the exit signal and end time as scontrol prints them
 
     def hold(self, job_id: int) -> None:
         # Admin hold, as `scontrol hold` by root (the CLI backend). Also: pyslurm 22.5.3's

@@ -12,7 +12,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from ..core.errors import (JobBusyError, JobNotFoundError, JobPendingError, SlurmError, SlurmNotInstalledError,
+                           SlurmUnavailableError)
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -31,6 +32,10 @@ _UNREACHABLE = (
     "slurmctld not responding",
 )
 _INVALID_JOB = re.compile(r"Invalid job id specified(?: for job (\d+))?")
+# "Refused for now": the job is between states (scancel retries these itself, 10 times, for
+# over a minute: callers give it a short timeout and read its verbose line instead).
+_BUSY = ("Job can not be altered now", "Job is in transitional state")
+_PENDING = "Job is pending execution"
 # scancel reports some failures on stderr but exits 0 (e.g. an unknown job id with -v).
 _STDERR_ERROR = re.compile(r"\berror:", re.IGNORECASE)
 
@@ -75,6 +80,10 @@ def classify_failure(argv: Sequence[str], returncode: int, stderr: str, stdout: 
         )
     if _INVALID_JOB.search(msg):
         return JobNotFoundError(full, command=list(argv), returncode=returncode, stderr=text)
+    if any(s in text for s in _BUSY):
+        return JobBusyError(full, command=list(argv), returncode=returncode, stderr=text)
+    if _PENDING in text:
+        return JobPendingError(full, command=list(argv), returncode=returncode, stderr=text)
     return SlurmError(full, command=list(argv), returncode=returncode, stderr=text)
 
 
@@ -99,7 +108,11 @@ def run_slurm(
         )
     except FileNotFoundError:
         raise SlurmNotInstalledError(f"{args[0]}: command not found; {INSTALL_HINT}", command=args) from None
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as e:
+        said = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        if any(s in said for s in _BUSY):  # scancel -v retrying a job between states
+            raise JobBusyError(f"{' '.join(args[:2])}: the job is between states ({one_line(said)})",
+                               command=args, stderr=said) from None
         raise SlurmUnavailableError(
             f"{' '.join(args[:2])}: no answer from Slurm within {timeout:g} s", command=args
         ) from None

@@ -34,8 +34,11 @@ class PreemptionRow(SQLModel, table=True):
     """One preemption of ``victim_job_id`` for ``need`` (the waiting job it makes room for).
 
     States: ``signalling`` (written before the signal is sent), ``signalled``, ``requeueing``
-    (written before the requeue), ``requeued``, ``finished`` (the victim ended on its own),
-    ``abandoned`` (the victim vanished or the need went away before the requeue).
+    (written before the requeue); closed, the real outcome: ``requeued`` (by slurm-dl),
+    ``requeued-self`` (the job's own handler), ``died`` (it died of the signal; requeued by
+    slurm-dl), ``finished`` (cancelled, timed out or gone), ``abandoned`` (still running after
+    its lead time with nothing waiting for it), ``refused`` (Slurm refused the signal or the
+    requeue), ``skipped`` (not signalled: the job was between states).
     """
 
     __tablename__ = "sdl_preemption"

@@ -12,7 +12,8 @@ import pytest
 from prioritizer import Prioritizer
 from prioritizer.loop import Backoff, Loop
 from slurm_dl.core.config import load_config
-from slurm_dl.core.errors import SlurmUnavailableError
+from slurm_dl.core.errors import JobNotFoundError, SlurmUnavailableError
+from slurm_dl.slurm.protocol import JobEnd
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState, Node
 from slurm_dl.store import Store
 
@@ -44,6 +45,9 @@ class MemoryCluster:
         self.signals: list[tuple[int, str]] = []
         self.requeues: list[int] = []
         self.down = False
+        self.hidden: set[int] = set()  # out of the snapshot (squeue -t PD,R,CG,S), known to scontrol
+        self.refuse_requeue: Exception | None = None
+        self.refuse_signal: Exception | None = None
 
     def add(self, job_id: int, gpus: int, *, running_on: str | None = None, account: str = "a", **kw) -> Job:
         """A job that declared a checkpoint handler (``dl:ckpt=1``) unless ``comment`` says otherwise."""
@@ -64,7 +68,7 @@ class MemoryCluster:
                 for n in j.nodes:
                     used[n] = used.get(n, 0) + j.num_gpus // len(j.nodes)
         nodes = [dataclasses.replace(n, gpus_used=used.get(n.name, 0)) for n in self.nodes]
-        jobs = [dataclasses.replace(j) for j in self.jobs.values()]
+        jobs = [dataclasses.replace(j) for j in self.jobs.values() if j.job_id not in self.hidden]
         return ClusterSnapshot(taken_at=self.now, jobs=jobs, nodes=nodes)
 
     def set_site_factor(self, values: dict[int, int]) -> SiteFactorResult:
@@ -77,15 +81,29 @@ class MemoryCluster:
         return SiteFactorResult(updated=len(values) - len(missing), calls=len(groups), missing=missing)
 
     def signal_batch(self, job_id: int, signal: str) -> None:
+        if self.refuse_signal is not None:
+            raise self.refuse_signal
         self.signals.append((job_id, signal))
 
     def signal_steps(self, job_id: int, signal: str) -> None:
+        if self.refuse_signal is not None:
+            raise self.refuse_signal
         self.signals.append((job_id, f"{signal}@steps"))
 
     def requeue(self, job_id: int) -> None:
+        if self.refuse_requeue is not None:
+            raise self.refuse_requeue
         j = self.jobs[job_id]
         self.requeues.append(job_id)
         j.state, j.nodes, j.start_time, j.restarts = JobState.PENDING, (), None, j.restarts + 1
+
+    def job_end(self, job_id: int) -> JobEnd:
+        j = self.jobs.get(job_id)
+        if j is None:
+            raise JobNotFoundError(f"scontrol show job {job_id}: Invalid job id specified")
+        return JobEnd(j.state, exit_signal=self.exit_signal.get(job_id, 0), end_time=self.now, restarts=j.restarts)
+
+    exit_signal: dict[int, int] = {}
 
     def start(self, job_id: int, node: str) -> None:
         j = self.jobs[job_id]
@@ -191,33 +209,53 @@ def test_preemption_signals_waits_grace_then_requeues_once(config, db):
     assert p.ledger.attained(1) >= 240.0
 
 
-def test_victim_that_ends_during_grace_is_not_requeued(config, db):
+def test_victim_that_saves_and_exits_on_the_signal_is_requeued(config, db):
+    """It stopped for the preemption, not because it was done: docs/users.md tells handlers to
+    save and exit on the signal, and such a job used to end COMPLETED and stop there."""
     c, p = _preemption_scene(config, db)
     p.run_cycle()
     c.jobs[1].state = JobState.COMPLETED  # squeue shows it finished (MinJobAge)
-    c.now += 20
+    c.now += 3
     p.run_cycle()
-    assert c.requeues == []
-    assert p.store.preemptions()[0].state == "finished"
+    assert c.requeues == [1]
+    row = p.store.preemptions()[0]
+    assert row.state == "requeued" and "saved and exited" in p.store.decisions(1)[-1].reason
 
 
-def test_victim_missing_from_a_snapshot_is_looked_for_again_until_the_timeout(config, db):
-    """A job out of one snapshot may be a requeue in transit: no verdict until the timeout."""
+@pytest.mark.parametrize("state, outcome, requeued", [
+    (JobState.FAILED, "died", True),        # no handler where the signal went: it died of it
+    (JobState.CANCELLED, "finished", False),  # its owner (or an admin) ended it
+    (JobState.TIMEOUT, "finished", False),
+])
+def test_how_a_victim_ended_decides_its_outcome(config, db, state, outcome, requeued):
     c, p = _preemption_scene(config, db)
     p.run_cycle()
-    victim = c.jobs.pop(1)
+    c.jobs[1].state = state
+    if state is JobState.FAILED:
+        c.exit_signal[1] = 12
+    c.now += 3
+    p.run_cycle()
+    c.exit_signal.clear()
+    assert p.store.preemptions()[0].state == outcome and (c.requeues == [1]) == requeued
+
+
+def test_victim_missing_from_a_snapshot_is_looked_up_in_slurm(config, db):
+    """A job out of one snapshot may be a requeue in transit: Slurm's own record decides."""
+    c, p = _preemption_scene(config, db)
+    p.run_cycle()
+    c.hidden.add(1)  # scontrol still shows it running
     c.now += 20
     p.run_cycle()
     assert p.store.preemptions()[0].state == "signalled" and c.requeues == []
-    victim.state, victim.restarts = JobState.PENDING, 1  # it was requeued after all
-    c.jobs[1] = victim
+    c.hidden.clear()
+    c.jobs[1].state, c.jobs[1].restarts = JobState.PENDING, 1  # it requeued itself after all
     c.now += 3
     p.run_cycle()
-    assert p.store.preemptions()[0].state == "requeued" and c.requeues == []
+    assert p.store.preemptions()[0].state == "requeued-self" and c.requeues == []
     c2, p2 = _preemption_scene(config, db.replace(".db", "-2.db"))
     p2.run_cycle()
-    c2.jobs.pop(1)
-    c2.now += config.preemption.grace_seconds + config.preemption.requeue_timeout_seconds
+    c2.jobs.pop(1)  # past MinJobAge: Slurm forgot it
+    c2.now += 3
     p2.run_cycle()
     assert p2.store.preemptions()[0].state == "finished"
 
@@ -385,3 +423,96 @@ def test_deadline_promises_and_demotions_survive_a_restart(config, db, tmp_path)
         forgot.run_cycle()
         assert forgot.admission.admitted.keys() == forgot_admits and forgot.admission.demoted.keys() == forgot_demotes
     assert len([d for d in again.store.decisions(2) if d.kind == "deadline"]) == 1  # said once, across restarts
+
+
+# --- the job's own preemption contract: its signal, its lead time, its own requeue ----------
+def _scene_with_tag(config, db, tag: str):
+    c = MemoryCluster(nodes=1)
+    c.add(1, 8, running_on="gpu01", admin_comment=tag)
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    c.now += 30
+    c.add(2, 1)
+    return c, p
+
+
+LIGHTNING_TAG = "sdl1:class=train;ckpt=steps;gpus=8;shape=1x8;sig=USR1;lead=40"
+
+
+def test_the_jobs_own_signal_and_lead_time_are_followed(config, db):
+    c, p = _scene_with_tag(config, db, LIGHTNING_TAG)
+    p.run_cycle()
+    assert c.signals == [(1, "USR1@steps")]  # its signal, to its steps: not the site's USR2
+    c.now += 15  # past the site's 10 s grace, within the job's 40 s
+    p.run_cycle()
+    assert c.requeues == [] and p.store.preemptions()[0].state == "signalled"
+    c.now += 26
+    p.run_cycle()
+    assert c.requeues == [1] and p.store.preemptions()[0].state == "requeued"
+
+
+def test_a_lead_time_past_the_sites_maximum_is_cut_to_it(config, db):
+    tag = LIGHTNING_TAG.replace("lead=40", f"lead={int(config.preemption.max_lead_seconds) + 5000}")
+    c, p = _scene_with_tag(config, db, tag)
+    p.run_cycle()
+    c.now += config.preemption.max_lead_seconds + 1
+    p.run_cycle()
+    assert c.requeues == [1]
+
+
+def test_a_job_that_requeues_itself_is_never_requeued_again(config, db):
+    c, p = _scene_with_tag(config, db, LIGHTNING_TAG)
+    p.run_cycle()
+    c.start(2, "gpu01")  # the waiting job started elsewhere meanwhile: the row stays watched
+    c.now += 5
+    p.run_cycle()
+    assert p.store.preemptions()[0].state == "signalled"
+    c.jobs[1].state, c.jobs[1].restarts = JobState.PENDING, 1  # its handler ran `scontrol requeue`
+    c.now += 3
+    p.run_cycle()
+    assert c.requeues == [] and p.store.preemptions()[0].state == "requeued-self"
+    assert p.ledger.jobs[1].preemptions == 1  # charged a restart whichever way it went
+
+
+def test_a_victim_still_running_when_nothing_waits_any_more_is_let_go(config, db):
+    c, p = _scene_with_tag(config, db, LIGHTNING_TAG)
+    p.run_cycle()
+    c.jobs.pop(2)  # the waiting job was cancelled; its handler saved and the victim runs on
+    c.now += 41
+    p.run_cycle()
+    row = p.store.preemptions()[0]
+    assert row.state == "abandoned" and c.requeues == []
+    assert "kept running" in p.store.decisions(1)[-1].reason
+
+
+def test_two_jobs_behind_one_victim_signal_and_requeue_it_once(config, db):
+    """The cycle that requeues a victim for one waiting job must not pick it for the next one
+    from the snapshot taken before the requeue."""
+    c, p = _preemption_scene(config, db)
+    c.add(3, 2)
+    p.run_cycle()
+    assert c.signals == [(1, "USR2")]
+    for _ in range(6):
+        c.now += 3
+        p.run_cycle()
+    assert c.signals == [(1, "USR2")] and c.requeues == [1]
+    assert [(r.victim_job_id, r.state) for r in p.store.preemptions()] == [(1, "requeued")]
+
+
+def test_a_call_refused_for_now_is_not_retried_within_the_cycle(config, db):
+    from slurm_dl.core.errors import JobBusyError, JobPendingError
+
+    c, p = _preemption_scene(config, db)
+    c.refuse_signal = JobBusyError("scancel: Job can not be altered now")
+    p.run_cycle()
+    assert p.store.preemptions()[0].state == "skipped" and c.signals == []
+    c2, p2 = _preemption_scene(config, db.replace(".db", "-2.db"))
+    p2.run_cycle()
+    c2.refuse_requeue = JobBusyError("scontrol requeue: Job can not be altered now")
+    c2.now += 11
+    p2.run_cycle()
+    assert p2.store.preemptions()[0].state == "requeueing"  # tried again next cycle
+    c2.refuse_requeue = JobPendingError("scontrol requeue: Job is pending execution")
+    c2.now += 3
+    p2.run_cycle()
+    assert p2.store.preemptions()[0].state == "requeued-self"

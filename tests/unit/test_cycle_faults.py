@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 
 from prioritizer import Prioritizer
 from slurm_dl.core.config import load_config
-from slurm_dl.core.errors import JobNotFoundError, SlurmError
+from slurm_dl.core.errors import JobNotFoundError, JobPendingError, SlurmError
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState, Node
 from slurm_dl.slurm.faults import FAULT_KINDS, READ_CALLS, Crash, FaultyBackend
-from slurm_dl.slurm.protocol import SiteFactorResult
+from slurm_dl.slurm.protocol import JobEnd, SiteFactorResult
 from slurm_dl.store import PREEMPTION_OPEN_STATES, Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,6 +139,14 @@ class SlurmModel:
             j.state = JobState.FAILED
             self.finished_at[job_id] = self.now
 
+    def job_end(self, job_id: int) -> JobEnd:
+        j = self.jobs.get(job_id)
+        if j is None:
+            raise JobNotFoundError(f"scontrol show job: Invalid job id specified for job {job_id}")
+        died = j.state is JobState.FAILED
+        return JobEnd(j.state, exit_signal=12 if died else 0, end_time=self.finished_at.get(job_id),
+                      restarts=j.restarts)
+
     def signal_batch(self, job_id: int, signal: str) -> None:
         self._signal(job_id)
 
@@ -146,12 +154,15 @@ class SlurmModel:
         self._signal(job_id)
 
     def requeue(self, job_id: int) -> None:
-        j = self._live(job_id)
+        j = self.jobs.get(job_id)  # a finished batch job may be requeued while Slurm still has it
+        if j is None or j.state is JobState.CANCELLED:
+            raise JobNotFoundError(f"Invalid job id specified for job {job_id}")
         if not j.requeue:
             raise SlurmError(f"scontrol requeue: Requested operation is presently disabled for job {job_id}")
-        if not j.state.active:
-            raise SlurmError(f"scontrol requeue: Job is pending execution for job {job_id}")
+        if j.state is JobState.PENDING:
+            raise JobPendingError(f"scontrol requeue: Job is pending execution for job {job_id}")
         self.requeues.append(job_id)
+        self.finished_at.pop(job_id, None)
         h = self.hidden[job_id]
         h.progress = h.saved if h.opted_in else 0.0
         j.state, j.nodes, j.start_time, j.restarts = JobState.PENDING, (), None, j.restarts + 1

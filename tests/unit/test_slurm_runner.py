@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from slurm_dl.core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from slurm_dl.core.errors import (JobBusyError, JobNotFoundError, JobPendingError, SlurmError, SlurmNotInstalledError,
+                                  SlurmUnavailableError)
 from slurm_dl.slurm.cli_backend import split_gone_jobs
 from slurm_dl.slurm.protocol import chunked, group_by_value
 from slurm_dl.slurm.runner import classify_failure, run_slurm
@@ -42,9 +45,29 @@ def test_invalid_job_id_recorded_messages():
 
 
 def test_other_failures_keep_slurms_message():
+    err = classify_failure(["scontrol", "update", "JobId=6", "SiteFactor=1"], 1,
+                           "Requested operation is presently disabled for job 6")
+    assert type(err) is SlurmError and "presently disabled" in str(err) and err.command[0] == "scontrol"
+
+
+def test_refusals_for_now_are_told_apart():
+    """A job between states, or already pending: the caller tries later, it does not give up."""
     err = classify_failure(["scancel", "--batch", "--signal=USR2", "6"], 228,
                            "scancel: error: Kill job error on job id 6: Job can not be altered now, try again later")
-    assert type(err) is SlurmError and "can not be altered" in str(err) and err.command[0] == "scancel"
+    assert isinstance(err, JobBusyError) and "can not be altered" in str(err) and err.command[0] == "scancel"
+    err = classify_failure(["scontrol", "requeue", "6"], 1, "Job is pending execution for job 6")
+    assert isinstance(err, JobPendingError)
+
+
+def test_scancel_retrying_a_job_between_states_is_cut_short(tmp_path, monkeypatch):
+    """scancel retries a job in a transitional state 10 times with pauses of 5 s and more; a
+    short timeout and its verbose line make that a JobBusyError, not a minute-long wait."""
+    fake = tmp_path / "scancel"
+    fake.write_text("#!/bin/sh\necho 'scancel: Job is in transitional state, retrying' >&2\nsleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with pytest.raises(JobBusyError, match="between states"):
+        run_slurm(["scancel", "-v", "--signal=USR2", "6"], timeout=1.0)
 
 
 def test_split_gone_jobs():
