@@ -21,7 +21,7 @@ from slurm_dl.core.rules import FilterContext, decide
 from slurm_dl.core.rules.sbatch_args import SbatchArgsError, SbatchJob, parse_sbatch_components
 from slurm_dl.cli.common import expected_errors, fail
 from slurm_dl.slurm.topology_view import slurm_leaf_nodes
-from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, setup_logging
+from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, raise_open_files_limit, setup_logging
 
 app = typer.Typer(help="""The job_submit filter: serve, install, check.
 
@@ -56,6 +56,7 @@ def serve(
     from jobsubmit.service import serve as run_service
 
     setup_logging("slurm-dl-filter", log_level, log_format)
+    raise_open_files_limit()
     with expected_errors():
         run_service(resolve_config_path(config), socket, owner, metrics_port)
 

@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from slurm_dl.cli.common import expected_errors, fail, job_id_of
-from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, setup_logging
+from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, raise_open_files_limit, setup_logging
 from slurm_dl.cli.daemon_opts import metrics_port as resolve_metrics_port
 from slurm_dl.core.jobid import parse_job_ref
 from slurm_dl.site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
@@ -91,6 +91,7 @@ def run(
       slurm-dl prioritizer run -c /etc/slurm-dl/site.toml
     """
     setup_logging("slurm-dl-prioritizer", log_level, log_format)
+    raise_open_files_limit()
     log = logging.getLogger("slurm_dl.prioritizer")
     with expected_errors():
         from prioritizer.loop import Loop

@@ -17,9 +17,9 @@ import pwd
 import re
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from slurm_dl.bounded_http import BoundedHTTPServer, Request, Response
 from slurm_dl.core.errors import SlurmDLError
 from slurm_dl.slurm.munge import MungeError, MungeIdentity, decode
 
@@ -64,7 +64,8 @@ def answer(job_id: int, who: MungeIdentity, store, half_life_hours: float, live:
 
 
 class ExplainServer:
-    """A ThreadingHTTPServer in a daemon thread; ``close()`` stops it."""
+    """A :class:`~slurm_dl.bounded_http.BoundedHTTPServer` (a cap on open connections, a deadline
+    for the request head, no bodies) in daemon threads; ``close()`` stops it."""
 
     def __init__(self, store_factory: Callable[[], Any], address: str, port: int, half_life_hours: float,
                  munge_socket: str | None = None, admin_uids: frozenset[int] | None = None) -> None:
@@ -73,33 +74,15 @@ class ExplainServer:
         self.half_life_hours = half_life_hours
         self.munge_socket = munge_socket
         self.admin_uids = admin_uids if admin_uids is not None else frozenset({0, os.getuid()})
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "slurm-dl-explain"
-
-            def log_message(self, fmt: str, *args: Any) -> None:
-                log.debug("explain endpoint: " + fmt, *args)
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                self._reply(server.handle(self.path, self.headers.get("Authorization", "")))
-
-            def _reply(self, a: Answer) -> None:
-                body = json.dumps(a.doc, sort_keys=True).encode()
-                self.send_response(a.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
         try:
-            self._http = ThreadingHTTPServer((address, port), Handler)
+            self._http = BoundedHTTPServer(address, port, self._serve, name="explain")
         except OSError as e:
             raise ExplainServerError(f"explain endpoint {address}:{port}: cannot listen: {e.strerror or e}") from None
-        self._http.daemon_threads = True
-        self.address, self.port = address, self._http.server_address[1]
-        self._thread = threading.Thread(target=self._http.serve_forever, name="explain-endpoint", daemon=True)
-        self._thread.start()
+        self.address, self.port = address, self._http.port
+
+    def _serve(self, request: Request) -> Response:
+        a = self.handle(request.target, request.headers.get("authorization", ""))
+        return Response(a.status, json.dumps(a.doc, sort_keys=True).encode(), "application/json")
 
     def handle(self, path: str, authorization: str) -> Answer:
         m = PATH.match(path)
@@ -122,5 +105,4 @@ class ExplainServer:
         return a
 
     def close(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
+        self._http.close()

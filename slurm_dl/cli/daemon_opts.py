@@ -2,13 +2,15 @@
 
 ``--log-format text`` (the default) writes ``TIME LEVEL message``; ``json`` writes one JSON
 object per line (``ts``, ``level``, ``logger``, ``daemon``, ``msg``, and ``exc`` when there is a
-traceback) for journald/Loki/Elasticsearch pipelines.
+traceback) for journald/Loki/Elasticsearch pipelines. ``raise_open_files_limit`` lifts the soft
+limit on open files toward the hard one at start.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import resource
 import sys
 from datetime import datetime, timezone
 from typing import Optional
@@ -16,6 +18,7 @@ from typing import Optional
 import typer
 
 LEVELS = ("debug", "info", "warning", "error")
+OPEN_FILES = 8192  # the soft open-files limit a daemon raises itself to, where the hard limit allows
 FORMATS = ("text", "json")
 
 LogLevelOpt = typer.Option("info", "--log-level", help="debug, info, warning or error",
@@ -71,3 +74,21 @@ def setup_logging(daemon: str, level: str = "info", fmt: str = "text") -> None:
 def metrics_port(flag: Optional[int], configured: Optional[int]) -> Optional[int]:
     """--metrics-port, else the site config's metrics_port; None: no endpoint."""
     return flag if flag is not None else configured
+
+
+def raise_open_files_limit(target: int = OPEN_FILES) -> int:
+    """Raise the soft RLIMIT_NOFILE toward the hard limit (systemd starts services at 1,024 soft),
+    up to ``target``, and return the soft limit now in force. Defence in depth only: the HTTP
+    endpoints bound their own connections (slurm_dl.bounded_http), so the daemons do not rely on
+    this. Not all the way to a huge hard limit: the Slurm commands the daemons run inherit it, and
+    programs that close every descriptor up to the limit slow down with it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY:
+        target = min(target, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
