@@ -77,6 +77,16 @@ class Proc:
                 self.proc.wait(5)
 
 
+def install_shim(config: Path, tb, sock: Path, env: dict[str, str]) -> None:
+    """Once the filter service listens on ``sock``, install its shim on testbed ``tb``."""
+    wait_until("the filter socket", sock.exists, 30, 0.1)
+    out = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(config),
+                          "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(sock)], env=env,
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    time.sleep(1.1)  # slurmctld re-reads job_submit.lua when its mtime changes
+
+
 def sbatch(env, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["sbatch", "--parsable", *args], input="#!/bin/bash\nsleep 2\n", env=env,
                           capture_output=True, text=True, timeout=60)
@@ -95,12 +105,7 @@ def test_both_endpoints_move_while_jobs_run(make_testbed, tmp_path: Path) -> Non
                  "--metrics-port", str(pport), "--verbose"], env, tmp_path / "prio.log")
     jobs: list[int] = []
     try:
-        wait_until("the filter socket", sock.exists, 30, 0.1)
-        out = subprocess.run([*cli, "filter", "install", "--config", str(CONFIG), "--slurm-conf-dir",
-                              str(tb.conf_dir), "--socket", str(sock)], env=env, capture_output=True, text=True,
-                             cwd=ROOT, timeout=60)
-        assert out.returncode == 0, out.stderr
-        time.sleep(1.1)  # slurmctld re-reads job_submit.lua when its mtime changes
+        install_shim(CONFIG, tb, sock, env)
         before = scrape(fport)
         assert total(before, "slurm_dl_filter_decisions_total") == 0
         refused = sbatch(env, "--gres=gpu:nosuchgpu:1", "-t", "5")
