@@ -31,6 +31,7 @@ from slurm_dl.testbed.install import find_slurm
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "site-configs" / "testbed.toml"
 SCRIPT = "#!/bin/sh\nsleep 0\n"
+TRAPPED = "#!/bin/bash\n#SBATCH --signal=B:USR2@45\ntrap 'exit 0' USR2\nsleep 0\n"
 
 
 def require_testbed_support() -> None:
@@ -132,13 +133,13 @@ def gres(tres: str) -> str:
     return tres.removeprefix("gres:").removeprefix("gres/")
 
 
-def sbatch(tb: Testbed, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["sbatch", "--parsable", "--hold", *args], input=SCRIPT, env=tb.env(),
+def sbatch(tb: Testbed, *args: str, script: str = SCRIPT) -> subprocess.CompletedProcess:
+    return subprocess.run(["sbatch", "--parsable", "--hold", *args], input=script, env=tb.env(),
                           capture_output=True, text=True, timeout=60)
 
 
-def accepted_job(tb: Testbed, *args: str) -> tuple[dict[str, str], str]:
-    out = sbatch(tb, *args)
+def accepted_job(tb: Testbed, *args: str, script: str = SCRIPT) -> tuple[dict[str, str], str]:
+    out = sbatch(tb, *args, script=script)
     assert out.returncode == 0, out.stderr
     job_id = int(out.stdout.strip().split(";")[0])
     fields = job_fields(job_id, tb.env())
@@ -194,11 +195,20 @@ def test_only_a_job_that_declares_a_handler_is_tagged_checkpointable(filtered) -
     service.start()
     plain, _ = accepted_job(tb, "--gpus=8", "--no-requeue")
     assert not parse_tag(plain["AdminComment"]).checkpointable and plain["Requeue"] == "0"
-    batch, _ = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1")
+    batch, _ = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1", script=TRAPPED)
     tag = parse_tag(batch["AdminComment"])
     assert tag.checkpointable and tag.signal_target == "batch" and batch["Requeue"] == "1"
+    assert tag.signal == "USR2" and tag.lead_s == 45  # its own #SBATCH --signal=B:USR2@45
+    # a batch shell that traps nothing would die of the signal: never a victim, and told so
+    untrapped, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1")
+    assert not parse_tag(untrapped["AdminComment"]).checkpointable and "does not trap USR2" in told
     steps, _ = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=steps", "--signal=USR2@30")
     assert parse_tag(steps["AdminComment"]).signal_target == "steps"
+    # submitit's script says --signal=USR2@90 (its steps) whatever dl:ckpt says
+    submitit, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1", "--requeue",
+                                  script="#!/bin/bash\n#SBATCH --signal=USR2@90\nsrun true\n")
+    tag = parse_tag(submitit["AdminComment"])
+    assert tag.checkpointable and tag.signal_target == "steps" and tag.lead_s == 90 and "--signal=USR2@90" in told
     fields, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1", "--no-requeue")
     assert not parse_tag(fields["AdminComment"]).checkpointable and "will not be preempted" in told
 

@@ -190,7 +190,7 @@ def test_a_heterogeneous_jobs_components_share_the_first_ones_class(attacker) ->
     gave the first component (here train, checkpointable), not interactive or serve."""
     tb, run = attacker
     script = "#!/bin/sh\n#SBATCH -t 5 --gpus=1 --comment=dl:ckpt=1 --requeue\n#SBATCH hetjob\n" \
-             "#SBATCH -t 5 --gpus=1 --comment=dl:class=interactive\ntrue\n"
+             "#SBATCH -t 5 --gpus=1 --comment=dl:class=interactive\ntrap 'exit 0' USR2\ntrue\n"
     out = run("sbatch", "--parsable", "--hold", "-o", "/dev/null", stdin=script)
     assert out.returncode == 0, out.stderr
     leader = int(out.stdout.strip().split(";")[0].split("+")[0])

@@ -187,7 +187,7 @@ def test_handler_in_an_srun_step_gets_the_signal_and_requeues_itself(node, tmp_p
         text = out.read_text()
         assert "USR2 in the step" in text and "resumed from step-" in text, text
         (row,) = cycles.rows(victim=job)
-        assert row.state == "requeued", row
+        assert row.state == "requeued-self", row  # its own requeue, recorded as such
         decisions = [d.reason for d in cycles.store.decisions(job)]
         assert any("sent to the job's steps" in r for r in decisions), decisions
     finally:
