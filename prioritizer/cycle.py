@@ -84,6 +84,7 @@ class CycleReport:
             f"signalled {self.signalled or '-'}, requeued {self.requeued or '-'}"
             + (f", refused {[r['job'] for r in self.refused]}" if self.refused else "")
             + (f"; {len(self.errors)} Slurm call(s) failed, retried next cycle" if self.errors else "")
+            + f"; took {self.seconds.get('total', 0.0):.2f} s"
         )
 
 
