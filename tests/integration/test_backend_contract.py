@@ -199,6 +199,31 @@ def test_requeue_counts_a_restart(backend: SlurmBackend, cleanup: list[int]) -> 
     assert job.state in (JobState.PENDING, JobState.RUNNING, JobState.REQUEUED, JobState.COMPLETING)
 
 
+def test_job_end_tells_how_a_job_ended_and_a_finished_job_can_be_requeued(backend: SlurmBackend, tmp_path: Path,
+                                                                          cleanup: list[int]) -> None:
+    """What the preemption path reads of a victim that left the queue, and what it does then."""
+    died = backend.submit("#!/bin/bash\necho up\nsleep 300\n", ["--gpus=1", "-t", "5", "--requeue",
+                                                                 f"--output={tmp_path / 'died.out'}"])
+    saved = backend.submit("#!/bin/bash\ntrap 'exit 0' USR2\nsleep 300 & wait $!\n",
+                           ["--gpus=1", "-t", "5", "--requeue", "-o", "/dev/null"])
+    cleanup.extend([died, saved])
+    running(backend, died)
+    running(backend, saved)
+    wait_for("the first job's shell", lambda: (tmp_path / "died.out").exists())
+    time.sleep(1)  # the trap is set right after the shell starts
+    backend.signal_batch(died, "USR2")  # no trap: the shell dies of it
+    backend.signal_batch(saved, "USR2")  # a trap: it exits 0
+    end = wait_for("the first job to end", lambda: (e := backend.job_end(died)).state.finished and e)
+    assert end.state is JobState.FAILED and end.exit_signal == 12 and end.died and end.end_time is not None
+    end = wait_for("the second job to end", lambda: (e := backend.job_end(saved)).state.finished and e)
+    assert end.state is JobState.COMPLETED and end.exit_signal == 0 and not end.died
+    backend.requeue(saved)  # a finished batch job may be requeued while Slurm still holds it
+    job = wait_for("the job back in the queue", lambda: (j := job_of(backend, saved)) and j.restarts == 1 and j)
+    assert job.state in (JobState.PENDING, JobState.RUNNING, JobState.COMPLETING)
+    with pytest.raises(JobNotFoundError):
+        backend.job_end(NO_SUCH_JOB)
+
+
 def test_set_comment_replaces_the_comment_as_one_line(backend: SlurmBackend, cleanup: list[int]) -> None:
     job_id = backend.submit(SLEEPER, ["--gpus=1", "-t", "5", "--comment=dl:class=train run 7"])
     cleanup.append(job_id)
