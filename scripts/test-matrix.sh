@@ -62,9 +62,24 @@ pyslurm_contract() {  # pyslurm_contract RELEASE: the contract suite with pyslur
   fi
 }
 
+# PyTorch Lightning's own requeue (SLURMEnvironment(auto_requeue=True), --signal=SIGUSR1@90) in a
+# venv of its own: torch (CPU) and lightning are ~1 GB and stay out of CI's dependencies.
+LIGHTNING_VENV="${SLURM_DL_LIGHTNING_VENV:-/tmp/slurm-dl-lightning-venv}"
+lightning_venv() {
+  [ -x "$LIGHTNING_VENV/bin/python" ] && "$LIGHTNING_VENV/bin/python" -c 'import lightning' 2>/dev/null && return 0
+  python3 -m venv "$LIGHTNING_VENV" && "$LIGHTNING_VENV/bin/pip" install -q 'torch==2.13.0' lightning
+}
+
 for r in "${RELEASES[@]}"; do
   step "Slurm $r integration (cli)" "$LOGS/integration-$r.log" \
     env SLURM_DL_TEST_SLURM="$r" "$PY" -m pytest tests/integration -q -p no:cacheprovider
+  if lightning_venv > "$LOGS/lightning-venv.log" 2>&1; then
+    step "Slurm $r Lightning preemption" "$LOGS/lightning-$r.log" \
+      env SLURM_DL_TEST_SLURM="$r" SLURM_DL_LIGHTNING_PYTHON="$LIGHTNING_VENV/bin/python" \
+      "$PY" -m pytest tests/integration/test_lightning_preemption.py -q -rs -p no:cacheprovider
+  else
+    SUMMARY+=("Lightning venv could not be made (see $LOGS/lightning-venv.log)  FAILED"); FAILED=1
+  fi
   case "$r" in
     22.05|24.11)
       if step "Slurm $r pyslurm build" "$LOGS/pyslurm-build-$r.log" bash scripts/build-pyslurm.sh "$r"; then

@@ -202,7 +202,8 @@ def test_only_a_job_that_declares_a_handler_is_tagged_checkpointable(filtered) -
     # a batch shell that traps nothing would die of the signal: never a victim, and told so
     untrapped, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1")
     assert not parse_tag(untrapped["AdminComment"]).checkpointable and "does not trap USR2" in told
-    steps, _ = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=steps", "--signal=USR2@30")
+    steps, _ = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=steps", "--signal=USR2@30",
+                            script="#!/bin/sh\nsrun true\n")
     assert parse_tag(steps["AdminComment"]).signal_target == "steps"
     # submitit's script says --signal=USR2@90 (its steps) whatever dl:ckpt says
     submitit, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1", "--requeue",

@@ -129,3 +129,14 @@ def test_tags_carry_the_signal_and_lead_and_refuse_bad_ones() -> None:
     assert tag.signal == "USR1" and tag.lead_s == 90 and encode_tag(tag) == text
     for bad in ("sig=usr1", "sig=USR1;x", "lead=-1", "lead=999999", "sig=" + "A" * 9):
         assert parse_tag(f"sdl1:class=train;ckpt=1;gpus=1;shape=any;{bad}") is None, bad
+
+
+def test_a_signal_for_the_steps_of_a_script_without_steps_reaches_nothing(cfg) -> None:
+    """submitit with use_srun=False still writes --signal=USR2@90: there is no step to get it."""
+    no_srun = SUBMITIT.replace("srun --unbuffered --output /tmp/%j_%t_log.out ", "")
+    d = run(cfg, no_srun, "dl:ckpt=steps", requeue=1)
+    assert d.accepted and not parse_tag(d.changes["admin_comment"]).checkpointable
+    assert any("starts no srun step" in n for n in d.notices)
+    assert parse_tag(run(cfg, SUBMITIT, "dl:ckpt=steps", requeue=1).changes["admin_comment"]).checkpointable
+    mpi = "#!/bin/bash\n#SBATCH --signal=USR2@60\nmodule load x # srun in a comment\nmpirun ./a.out\n"
+    assert parse_tag(run(cfg, mpi, "dl:ckpt=steps").changes["admin_comment"]).checkpointable

@@ -96,6 +96,21 @@ def declared_signal(script: str | None) -> DeclaredSignal | None:
     return parse_signal(found) if found is not None else None
 
 
+_LAUNCHER = re.compile(r"(?:^|[\s;&|(`])(?:srun|mpirun|mpiexec)(?:\s|$)")
+
+
+def launches_steps(script: str | None) -> bool:
+    """Whether the script starts job steps (``srun``, or an MPI launcher that runs them) outside
+    comments: a signal sent to the steps reaches nothing in a script that starts none."""
+    if not script:
+        return False
+    for line in script[:MAX_SCRIPT_CHARS].splitlines():
+        code = line.split("#", 1)[0] if not line.lstrip().startswith("#!") else ""
+        if _LAUNCHER.search(code):
+            return True
+    return False
+
+
 _TRAP = re.compile(r"^\s*(?:builtin\s+)?trap\s+(.*)$")
 _PY_HANDLER = re.compile(r"signal\s*\(\s*(?:signal\s*\.\s*)?(?:Signals\s*\.\s*)?SIG([A-Z0-9]+)")
 

@@ -22,7 +22,7 @@ from .decision import (
 from .access import check_access
 from .hints import parse_deadline, parse_hints
 from .request import JobRequest, parse_gpu_tres
-from .script import trapped_signals
+from .script import launches_steps, trapped_signals
 from .site import site_shape
 
 PREFIX = "slurm-dl: "
@@ -300,19 +300,25 @@ def _memory_asked(req: JobRequest, cpus: int, node_mem: int) -> tuple[int | None
 
 
 def check_handler(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejection:
-    """A job that opts in with its preemption signal going to the batch shell needs a handler
-    there: a shell without a ``trap`` for it dies of it (``WTERMSIG``), its work since the last
-    checkpoint lost and never requeued. Such a job is accepted but never preempted, with a
-    warning (``filter.unhandled_signal = "warn"``), or refused ("refuse"). Only a script the
-    shim sent is read (an srun/salloc job has none)."""
-    if not draft.checkpointable or draft.signal_target != "batch" or not req.has_script or req.script_head is None:
+    """A job that opts in needs its signal to reach a handler: a batch shell without a ``trap``
+    for it dies of it (``WTERMSIG``), its work since the last checkpoint lost; a signal for the
+    steps of a script that starts no ``srun`` step reaches nothing (submitit without srun). Such
+    a job is accepted but never preempted, with a warning (``filter.unhandled_signal =
+    "warn"``), or refused ("refuse"). Only a script the shim sent is read (srun/salloc: none)."""
+    if not draft.checkpointable or not req.has_script or req.script_head is None:
         return draft
     signal = draft.signal or config.preemption.signal
-    if signal in trapped_signals(req.script_head):
+    if draft.signal_target == "steps":
+        if launches_steps(req.script_head):
+            return draft
+        problem = f"the script starts no srun step, so a preemption's {signal} to the steps reaches nothing"
+        fix = f"Fix: run your program with srun, or trap {signal} in the script with --signal=B:{signal}@90."
+    elif signal in trapped_signals(req.script_head):
         return draft
-    problem = f"the batch script does not trap {signal}, so a preemption's {signal} would end the job"
-    fix = (f"Fix: trap {signal} in the script, or --signal={signal}@90 with dl:ckpt=steps where "
-           "your program (srun) handles it.")
+    else:
+        problem = f"the batch script does not trap {signal}, so a preemption's {signal} would end the job"
+        fix = (f"Fix: trap {signal} in the script, or --signal={signal}@90 with dl:ckpt=steps where "
+               "your program (srun) handles it.")
     if config.filter.unhandled_signal == "refuse":
         return Rejection("validate.signal_handler", f"{PREFIX}{problem}. {fix}", CODE_POLICY)
     notice = f"{PREFIX}{problem}: it will not be preempted. {fix}"
