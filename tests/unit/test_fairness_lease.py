@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from slurm_dl.core.fairness import (LeaseSettings, NodeView, fit, lease_end, plan_fair_preemptions, standings,
@@ -298,3 +300,21 @@ def test_running_jobs_ranked_by_the_caller_give_the_same_plan():
             b = plan_fair_preemptions(waiting, running, 64, now, S, order=order, level=lambda j: lv[j.job_id], **kw)
             assert a == b
     assert a.moves
+
+
+def test_held_jobs_do_not_inflate_an_accounts_standing() -> None:
+    """A job held by its owner waits for nothing: it neither adds demand nor waiting time."""
+    from slurm_dl.core.config import load_config
+    from slurm_dl.core.model import Job, JobState
+    from slurm_dl.core.policy import PolicyContext
+    from slurm_dl.core.policy.fairshare_lease import FairShareLeasePolicy
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
+    pol = FairShareLeasePolicy(cfg)
+    ctx = PolicyContext(now=10_000.0, total_gpus=8)
+    running = Job(1, account="a", num_gpus=4, state=JobState.RUNNING, start_time=0.0, executed_s=100.0)
+    held = [Job(i, account="b", num_gpus=4, submit_time=0.0, state_reason="JobHeldUser") for i in (2, 3)]
+    waiting = Job(4, account="b", num_gpus=4, submit_time=0.0, state_reason="Resources")
+    with_held = pol.standings_of([running, *held, waiting], ctx)
+    without = pol.standings_of([running, waiting], ctx)
+    assert with_held == without

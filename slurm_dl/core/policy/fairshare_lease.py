@@ -53,7 +53,7 @@ class FairShareLeasePolicy(PriorityPolicy):
         return self.las.key(job, ctx)
 
     def standings_of(self, jobs: Sequence[Job], ctx: PolicyContext) -> dict[str, Standing]:
-        pending = [j for j in jobs if j.pending]
+        pending = [j for j in jobs if j.pending and not j.held]  # a held job asks for nothing now
         running = [j for j in jobs if j.running]
         total = ctx.total_gpus or sum(j.num_gpus for j in running)
         return standings(pending, running, total, ctx.now, self.settings)
