@@ -82,8 +82,8 @@ class LeaseBook:
 
     def bind(self, **ops) -> None:
         """The engine's state and operations :meth:`lease_pass` uses: ``ranker``, ``running``,
-        ``ticks`` (the engine's decision clock), ``try_place``, ``start``, ``preempt``,
-        ``tick_at`` and ``free_left`` (GPUs free now)."""
+        ``ticks`` (the engine's decision clock), ``try_place``, ``start``, ``apply_moves``,
+        ``decision_due``, ``tick_at`` and ``free_left`` (GPUs free now)."""
         self.ops = SimpleNamespace(**ops)
 
     def lease_pass(self, now: float) -> None:
@@ -97,11 +97,8 @@ class LeaseBook:
             self.fill(now, o.free_left(), o.try_place, o.start, o.free_left)
             if not waiting:
                 return
-        ticks = o.ticks
-        if now < ticks[2]:  # decided recently (a daemon decides once per cycle): decide then
-            o.tick_at(ticks[2])
+        if not o.decision_due(now):
             return
-        ticks[2] = now + o.ranker.decide_every_s
         self.refresh_keys(now)
         moves, wake = o.ranker.lease_moves(self.waiting(), o.running, self.total, o.free_left(), now,
                                            standing=self.standings(now), node_free=self.free,
@@ -109,16 +106,11 @@ class LeaseBook:
                                            running_by_id=self.running, yields=self.yields,
                                            allocs=self.allocs, keys=self.keys, ranked=self.ranked,
                                            may_yield=self.may_yield)
-        for victims, need in moves:
-            for sj in sorted(victims, key=lambda s: s.seq):
-                o.preempt(sj, now)
-            alloc = o.try_place(need.gpus)
-            if alloc is not None:
-                o.start(need, alloc, now)
+        o.apply_moves(moves, now)
         if moves and o.free_left() > 0:
             self.fill(now, o.free_left(), o.try_place, o.start, o.free_left)
         if wake is not None:
-            o.tick_at(max(wake, ticks[2]))
+            o.tick_at(max(wake, o.ticks[2]))
 
     # --- jobs moving ----------------------------------------------------------------------
     def _row(self, account: str) -> list:
@@ -384,12 +376,13 @@ class LeaseBook:
             if job.num_gpus in dead:
                 heapq.heappop(heap)
                 continue
-            alloc = try_place(job.num_gpus)
+            sj = pending[job.job_id]
+            alloc = try_place(sj)
             if alloc is None:
                 dead.add(job.num_gpus)
                 heapq.heappop(heap)
                 continue
-            start(pending[job.job_id], alloc, now)  # takes it off ``lst`` (the head)
+            start(sj, alloc, now)  # takes it off ``lst`` (the head)
             if free_left() == 0:
                 return
             if lst:

@@ -86,3 +86,63 @@ def slowdown(model_info: dict | None, model: str, gpus: int, nodes: int, per_nod
         return 1.0
     known = sorted(int(n) for n in table if int(n) <= nodes)
     return float(table[str(known[-1])]) if known else 1.0
+
+
+class FlatPlacer:
+    """The GPUs of a cluster of ``nodes`` alike nodes of one type: free GPUs per node, the
+    consolidated rule (or ``spread``), and the jobs' speed where they land (1.0, or the
+    placement-sensitivity slowdown of a spread job)."""
+
+    flat = True
+
+    def __init__(self, nodes: int, per_node: int, spread: bool = False, model_info: dict | None = None) -> None:
+        self.per_node = per_node
+        self.total = nodes * per_node
+        self.free = [per_node] * nodes
+        self.free_total = self.total
+        self.spread = spread
+        self.model_info = model_info
+        self.varied = spread  # may a job run at other than full speed here?
+        self._place = place_spread if spread else place_consolidated
+        # placement is a pure function of the free GPUs per node: a width that did not fit
+        # stays unplaceable until a job starts or stops (wake-ups and arrivals change nothing)
+        self.free_ver = 0
+        self._unplaceable: dict[int, int] = {}  # GPUs -> free_ver at which placing them failed
+
+    def prepare(self, sims: list, ranker) -> None:
+        """Nothing to learn about the jobs on one type."""
+
+    def place(self, sj, forced: bool = False) -> Allocation | None:
+        """Where ``sj`` goes now, or None. (``forced``: a job GPUs were freed for; one type.)"""
+        gpus = sj.gpus
+        if gpus > self.free_total or self._unplaceable.get(gpus) == self.free_ver:
+            return None
+        alloc = self._place(self.free, gpus, self.per_node)
+        if alloc is None:
+            self._unplaceable[gpus] = self.free_ver
+        return alloc
+
+    def take(self, alloc: Allocation, sj) -> None:
+        free = self.free
+        for i, g in alloc:
+            free[i] -= g
+        self.free_ver += 1
+        self.free_total -= sj.gpus
+
+    def give(self, alloc: Allocation) -> None:
+        free = self.free
+        n = 0
+        for i, g in alloc:
+            free[i] += g
+            n += g
+        self.free_total += n
+        self.free_ver += 1
+
+    def node_view(self) -> dict:
+        """The free GPUs per node and the node size, for the lease decision."""
+        return {"node_free": self.free, "per_node": self.per_node}
+
+    def speed(self, sj, alloc: Allocation) -> float:
+        if self.spread:
+            return slowdown(self.model_info, sj.job.name, sj.gpus, len(alloc), self.per_node)
+        return 1.0

@@ -34,6 +34,7 @@ class SimJob:
         "seq", "job", "gpus", "submit", "duration", "remaining", "running", "seg_start", "speed",
         "attained0", "executed0", "preemptions", "alloc", "first_start", "queue_s", "pend_since",
         "end_time", "version", "account", "deadline", "static_key", "pend_key", "charged_to",
+        "served0", "charge", "width", "rates",
     )
 
     def __init__(self, seq: int, job: Job):
@@ -66,6 +67,14 @@ class SimJob:
         self.static_key: tuple = ()
         self.pend_key: tuple = ()  # its key in the sorted pending queue
         self.charged_to = 0.0  # usage charged to the ledger up to this time (fair share)
+        # GPU types (see slurm_dl.sim.typed): ``charge`` is the speed of the type the job runs on
+        # (1.0 on one type), ``served0`` the seconds of service charged before the current run
+        # segment (run seconds × charge), ``width`` its GPUs × charge (what usage is charged at),
+        # ``rates`` its speed on each node group (None on one type)
+        self.served0 = 0.0
+        self.charge = 1.0
+        self.width = self.gpus
+        self.rates: tuple[float, ...] | None = None
 
     # --- views at time ``now`` --------------------------------------------------------------
     def attained(self, now: float) -> float:
