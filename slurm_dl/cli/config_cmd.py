@@ -11,6 +11,7 @@ import typer
 
 from ..core.config import config_warnings, load_config
 from ..core.priority_weights import parse_slurm_conf, swamp_warnings
+from ..core.throughput import ThroughputModel
 from .common import expected_errors, fail
 
 app = typer.Typer(help="""Site configuration files.
@@ -51,9 +52,25 @@ def check(
         f"{file}: OK — site {cfg.site.name!r}, {len(cfg.node_groups)} node group(s), "
         f"{cfg.total_gpus} GPUs ({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}"
     )
+    for line in throughput_lines(cfg):
+        typer.echo(line)
     for line in config_warnings(cfg):
         typer.echo(textwrap.fill(f"warning: {line}", width=79, subsequent_indent="  "), err=True)
     if slurm_settings is not None:
         pc = cfg.prioritizer
         for line in swamp_warnings(pc.site_factor_max, pc.site_factor_levels, slurm_settings):
             typer.echo(textwrap.fill(f"warning: {conf_path}: {line}", width=79, subsequent_indent="  "), err=True)
+
+
+def throughput_lines(cfg) -> list[str]:
+    """The throughput model's per-type table (under 80 columns): each type's default speed
+    and what else the model knows there."""
+    model = ThroughputModel.from_config(cfg)
+    tp = cfg.throughput
+    src = f"matrix {tp.matrix}" if tp.matrix else "no matrix"
+    out = [f"throughput model ({src}; learnt speedups need {tp.min_samples} runs per type):",
+           f"  {'type':<14}{'speed':>7}  evidence"]
+    for name, speed, evidence in model.describe():
+        line = f"  {name[:14]:<14}{speed:>7.3g}  {evidence}"
+        out.append(line if len(line) < 80 else line[:78] + "…")
+    return out

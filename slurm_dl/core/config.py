@@ -24,6 +24,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from .errors import ConfigError
 from .hostlist import expand_hostlist
 from .model import JobClass
+from .throughput import parse_matrix_csv
 from ..site_paths import DEFAULT_DATABASE_URL, relative_sqlite_problem
 
 
@@ -321,6 +322,40 @@ def read_prior_csv(path: Path) -> tuple[float, ...]:
     return tuple(sorted(out))
 
 
+class ThroughputConfig(_Strict):
+    """``[throughput]``: what the throughput model (slurm_dl.core.throughput) knows beyond each
+    type's ``[[gpu_types]] speed``."""
+
+    matrix: str | None = Field(default=None, min_length=1, max_length=4096, description="CSV "
+                               "kind,TYPE1,TYPE2,...: relative throughput of each job kind (model, job "
+                               "class, or * for any) on each GPU type (a relative path is taken from the "
+                               "config file's folder); unset: the types' speeds alone")
+    min_samples: int = num(3, ge=1, le=1000, description="runs per GPU type of one user and job name before "
+                           "a speedup learnt from history is used")
+    _rows: dict | None = PrivateAttr(default=None)
+
+    @property
+    def matrix_rows(self) -> dict[str, dict[str, float]] | None:
+        """The matrix read at load ({kind: {type: throughput}}), or None."""
+        return self._rows
+
+    @model_validator(mode="after")
+    def _read_matrix(self, info: ValidationInfo) -> "ThroughputConfig":
+        if self.matrix is not None:  # read at load, so a bad file fails here with its line
+            self._rows = read_matrix_csv(_prior_path(self.matrix, info))
+        return self
+
+
+def read_matrix_csv(path: Path) -> dict[str, dict[str, float]]:
+    """The throughput matrix CSV at ``path``; ValueError says why not (file, line, cell)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read {path} ({getattr(e, 'strerror', None) or e}); allowed: a readable "
+                         "CSV file kind,TYPE1,TYPE2,...") from None
+    return parse_matrix_csv(text, str(path))
+
+
 class QssfConfig(_Strict):
     default_gpu_s: float = num(3600.0, gt=0, le=MAX_GPU_S, description="prediction when a job has no history")
     history_keys: Literal["full", "no-limit", "user-name", "account-gpus", "account", "global"] = Field(
@@ -522,6 +557,19 @@ class SiteConfig(_Strict):
     filter: FilterConfig = Field(default_factory=FilterConfig)
     prioritizer: PrioritizerConfig = Field(default_factory=PrioritizerConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    throughput: ThroughputConfig = Field(default_factory=ThroughputConfig)
+
+    @field_validator("throughput")
+    @classmethod
+    def _throughput_types(cls, v: ThroughputConfig, info: ValidationInfo) -> ThroughputConfig:
+        """The matrix names only the site's GPU types."""
+        types = {g.name for g in info.data.get("gpu_types") or []}
+        if types and v.matrix_rows:
+            unknown = sorted({t for r in v.matrix_rows.values() for t in r} - types)
+            if unknown:
+                raise ValueError(f"{v.matrix}: unknown GPU types {unknown}; allowed: {sorted(types)} "
+                                 "(from gpu_types)")
+        return v
 
     @field_validator("classes", mode="before")
     @classmethod

@@ -146,6 +146,10 @@ class Job:
     """Seconds the job has waited to run since submission, as of now, counting only time it was
     pending, not held and past its eligible time (the prioritizer's ledger counts them cycle by
     cycle). None: ``now - submit_time - executed_s`` (the simulator's jobs, never held)."""
+    model: str | None = None
+    """The DL model (or job kind) the throughput model knows the job by: a row of the site's
+    ``[throughput] matrix`` (slurm_dl.core.throughput); None: not known (the job's class, then
+    the matrix's ``*`` row, then the GPU types' default speeds)."""
 
     @property
     def held(self) -> bool:
