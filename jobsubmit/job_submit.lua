@@ -35,7 +35,7 @@ local READ_FIELDS = {
     "time_limit", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
     "user_id", "user_name", "qos", "num_tasks", "ntasks_per_node", "sockets_per_node", "cpus_per_task",
     "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu", "shared", "default_account", "default_qos",
-    "ntasks_per_tres", "het_job_offset",
+    "ntasks_per_tres", "het_job_offset", "features",
 }
 -- Fields the service may change, and their Lua type.
 local WRITABLE = {
@@ -196,7 +196,7 @@ local GUARDED = {
     "tres_per_node", "tres_per_job", "tres_per_socket", "tres_per_task", "min_nodes", "max_nodes",
     "req_switch", "wait4switch", "partition", "num_tasks", "ntasks_per_node", "sockets_per_node",
     "cpus_per_task", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu", "cpus_per_tres", "mem_per_tres",
-    "account", "qos",
+    "account", "qos", "features",
 }
 local UNSET = { [4294967294] = true, [4294967295] = true, [65534] = true, [65535] = true }
 

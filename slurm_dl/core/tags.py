@@ -9,7 +9,9 @@ the job's steps), ``gpus`` (total
 GPUs, ≥ 0), ``shape`` (``NxG`` nodes × GPUs per node, ``spread`` or ``any``), ``deadline``
 (Unix seconds, optional), ``orig`` (the request as the user wrote it, optional), ``sig`` and
 ``lead`` (the signal and lead time the job's own ``--signal`` names, optional: the prioritizer
-then sends that signal and waits that long, within the site's maximum, before a requeue).
+then sends that signal and waits that long, within the site's maximum, before a requeue),
+``types`` (the GPU types the job accepts, ``a100+h100``, optional: the prioritizer steers it
+within them).
 
 :func:`parse_tag` is strict and total: anything that is not exactly a well-formed tag gives
 ``None``; it never raises. Users cannot write ``admin_comment`` (Slurm makes it admin-only and the
@@ -30,7 +32,8 @@ MAX_DEADLINE = 10**11  # Unix seconds (year 5138)
 _VALUE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
 _SHAPE = re.compile(r"^(?:(\d{1,4})x(\d{1,3})|spread|any)$")
 _KEYS_REQUIRED = ("class", "ckpt", "gpus", "shape")
-_KEYS_OPTIONAL = ("deadline", "orig", "sig", "lead")
+_KEYS_OPTIONAL = ("deadline", "orig", "sig", "lead", "types")
+_TYPES = re.compile(r"^[A-Za-z0-9_.-]{1,32}(?:\+[A-Za-z0-9_.-]{1,32}){0,31}$")
 _SIG = re.compile(r"^[A-Z0-9]{1,8}$")
 MAX_LEAD_S = 86_400
 
@@ -51,6 +54,8 @@ class JobTag:
     """The signal the job's own ``--signal`` names (``USR2``, ``USR1``…); None: the site's."""
     lead_s: int | None = None
     """The seconds its ``--signal=…@N`` gives the handler before the requeue; None: the site's."""
+    gpu_types: tuple[str, ...] | None = None
+    """The GPU types the job accepts (the prioritizer steers it within them); None: not recorded."""
 
     @property
     def shape_nodes(self) -> int | None:
@@ -104,6 +109,11 @@ def encode_tag(tag: JobTag) -> str:
         if not 0 <= tag.lead_s <= MAX_LEAD_S:
             raise ValueError(f"tag lead must be 0..{MAX_LEAD_S} s, got {tag.lead_s}")
         parts.append(f"lead={int(tag.lead_s)}")
+    if tag.gpu_types:
+        text = "+".join(tag.gpu_types)
+        if not _TYPES.match(text):
+            raise ValueError(f"tag types must be GPU type names joined by +, got {text!r}")
+        parts.append(f"types={text}")
     if tag.original is not None:
         if not _VALUE.match(tag.original):
             raise ValueError(f"tag orig has characters outside [A-Za-z0-9_.:@+-]: {tag.original!r}")
@@ -151,4 +161,10 @@ def parse_tag(text: object) -> JobTag | None:
         lead = _int(fields["lead"], 0, MAX_LEAD_S)
         if lead is None:
             return None
-    return JobTag(job_class, ckpt[0], gpus, fields["shape"], deadline, fields.get("orig"), ckpt[1], signal, lead)
+    types = None
+    if "types" in fields:
+        if not _TYPES.match(fields["types"]):
+            return None
+        types = tuple(fields["types"].split("+"))
+    return JobTag(job_class, ckpt[0], gpus, fields["shape"], deadline, fields.get("orig"), ckpt[1], signal, lead,
+                  types)

@@ -27,7 +27,7 @@ JOB_DESC_FIELDS = (
     "user_id", "user_name", "has_script", "deadline", "qos", "num_tasks", "ntasks_per_node",
     "sockets_per_node", "cpus_per_task", "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu",
     "shared", "default_account", "default_qos", "ntasks_per_tres", "het_job_offset", "het_leader_tag",
-    "script_head",
+    "script_head", "features",
 )
 MAX_COUNT_DIGITS = 9  # a GPU count with more digits is unreadable, not a huge number
 
@@ -143,6 +143,7 @@ class JobRequest:
     het_offset: int | None = None  # component of a heterogeneous job (None: not one)
     het_leader_tag: str | None = None  # the tag the filter gave the first component
     script_head: str | None = None  # the batch script's first 64 KiB (None: not sent)
+    features: str | None = None  # --constraint
     problems: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -201,6 +202,7 @@ class JobRequest:
             het_offset=_num(desc.get("het_job_offset")),
             het_leader_tag=s("het_leader_tag"),
             script_head=s("script_head"),
+            features=s("features"),
             problems=tuple(problems),
         )
 

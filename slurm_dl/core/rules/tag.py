@@ -27,6 +27,7 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                 original=safe_value(req.original_request()),
                 signal=draft.signal if draft.checkpointable else None,
                 lead_s=min(draft.lead_s, MAX_LEAD_S) if draft.checkpointable and draft.lead_s is not None else None,
+                gpu_types=draft.gpu_types or None,
             )
         )
     elif req.admin_comment and req.admin_comment.lstrip().startswith(TAG_PREFIX[:3]):

@@ -1,0 +1,88 @@
+"""Which GPU types a job accepts: the set the prioritizer may steer it within. Pure.
+
+- A job that names a type (``--gres=gpu:v100:2``, ``--gpus=h100:4``) keeps it: one type.
+- Otherwise every type of the site may do, narrowed by what the job says:
+  its partitions (only the types whose nodes are in them), its ``--constraint`` (node features
+  that are type names: ``--constraint='a100|h100'``; ``gpu_a100`` also reads as ``a100``), a GPU
+  memory need (``dl:gpu_mem=40G`` in the comment: types with less memory are out), and its
+  shape (a type whose nodes cannot hold its GPUs per node, or whose GPUs are fewer than it asks).
+
+The set is recorded in the job's tag (``types=a100+h100``); an empty one is refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..config import SiteConfig
+from ..units import UnitError, parse_memory_mb
+from .hints import parse_hints
+from .request import JobRequest
+from .site import site_shape
+
+_TOKEN = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def feature_types(features: str | None, types: list[str]) -> set[str]:
+    """GPU types a ``--constraint`` expression names (``a100|h100``, ``[a100|h100]&ib``)."""
+    if not features:
+        return set()
+    by_name = {t.lower(): t for t in types}
+    out = set()
+    for token in _TOKEN.findall(features[:4096]):
+        low = token.lower().removeprefix("gpu_").removeprefix("gpu-")
+        if low in by_name:
+            out.add(by_name[low])
+    return out
+
+
+def partition_types(partitions: list[str], config: SiteConfig) -> set[str] | None:
+    """GPU types with nodes in any of ``partitions`` (None: none of them is in the site config)."""
+    known = {p.name for p in config.partitions}
+    named = [p for p in partitions if p in known]
+    if not named:
+        return None
+    return {g.gpu_type for g in config.node_groups if not g.partitions or set(g.partitions) & set(named)}
+
+
+def memory_need_mb(req: JobRequest) -> int | None:
+    """The GPU memory the job says it needs (``dl:gpu_mem=40G``), in MB; None if it says none."""
+    text = parse_hints(req.comment).get("gpu_mem")
+    if not text:
+        return None
+    try:
+        mb, _ = parse_memory_mb(text[:40])
+    except (UnitError, ValueError):
+        return None
+    return mb
+
+
+def accepted_types(req: JobRequest, config: SiteConfig) -> tuple[list[str], list[str]]:
+    """(the GPU types the job may run on, in the site's order; why each other type is out)."""
+    types = config.gpu_type_names
+    named = {a.gpu_type for a in req.all_gpu_asks if a.gpu_type}
+    if named:
+        return [t for t in types if t in named], [f"{t}: the job names {', '.join(sorted(named))}"
+                                                  for t in types if t not in named]
+    out: list[str] = []
+    why: list[str] = []
+    parts = partition_types([p.strip() for p in (req.partition or "").split(",") if p.strip()], config)
+    by_feature = feature_types(req.features, types)
+    need_mb = memory_need_mb(req)
+    mem = {g.name: g.memory_gb for g in config.gpu_types}
+    shape = site_shape(config)
+    per_node = req.gpus_on_one_node
+    for t in types:
+        if parts is not None and t not in parts:
+            why.append(f"{t}: not in partition {req.partition}")
+        elif by_feature and t not in by_feature:
+            why.append(f"{t}: not in --constraint={req.features[:40]}")
+        elif need_mb is not None and mem.get(t) is not None and mem[t] * 1024 < need_mb:
+            why.append(f"{t}: {mem[t]:g} GB per GPU, the job needs {need_mb / 1024:g} GB")
+        elif per_node is not None and per_node > shape.gpus_per_node_by_type.get(t, 0):
+            why.append(f"{t}: no node has {per_node} of them")
+        elif req.total_gpus > shape.gpus_total_by_type.get(t, 0):
+            why.append(f"{t}: the cluster has {shape.gpus_total_by_type.get(t, 0)}, the job asks {req.total_gpus}")
+        else:
+            out.append(t)
+    return out, why
