@@ -91,6 +91,7 @@ class JobSpec:
     parallel: int | None = None  # sweep: how many tasks run at once
     endpoint_file: str | None = None  # serve: where host:port is written
     preemptible: bool | None = None  # serve: default from the site's class config
+    gpu_mem: str | None = None  # GPU memory the job needs (40G): types with less are ruled out
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,11 +204,10 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     partition = spec.partition or user.partition or cls.partition or site.default_partition or None
     account = spec.account or user.account
     gpu_type = spec.gpu_type or user.gpu_type
-    for what, v in (("partition", partition), ("account", account), ("GPU type", gpu_type)):
+    for what, v in (("partition", partition), ("account", account)):
         if v:
             _check_slurm_word(what, v)
-    if gpu_type and site.site.name != BUILTIN_SITE_NAME and gpu_type not in site.gpu_type_names:
-        raise RenderError(f"GPU type {gpu_type!r}: this site has {', '.join(site.gpu_type_names)}")
+    gpu_types = _gpu_types(gpu_type, spec.gpu_mem, site)
     file_name = _SAFE_FILE.sub("_", name).strip("._") or spec.kind
     out_dir = user.output_dir
     suffix = "%A_%a" if spec.kind == "sweep" else "%j"
@@ -268,7 +268,8 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     return dict(
         kind=spec.kind, job_class=CLASS_OF_KIND[spec.kind], name=name, minutes=minutes, seconds=seconds,
         time_text=time_text, partition=partition,
-        account=account, gpu_type=gpu_type, gpus=spec.gpus, nodes=spec.nodes, gpus_per_node=gpn, output=output,
+        account=account, gpu_type=gpu_types[0] if len(gpu_types) == 1 else None,
+        gpu_types=gpu_types if len(gpu_types) > 1 else (), gpu_mem=spec.gpu_mem, gpus=spec.gpus, nodes=spec.nodes, gpus_per_node=gpn, output=output,
         checkpoint_dir=ckpt, preemptible=preemptible, checkpointable=cls.checkpointable, grace=grace,
         max_restarts=restarts, env=env, params=params, parallel=parallel, inputs=spec.inputs, endpoint=endpoint,
         launcher=spec.launcher or user.launcher or "auto", requeue_on_timeout=spec.requeue_on_timeout,
@@ -287,6 +288,8 @@ def _directives(j: dict) -> list[str]:
     d.append("--ntasks-per-node=1")
     if j["gpus"]:
         d.append(f"--gpus-per-node={j['gpu_type'] + ':' if j['gpu_type'] else ''}{j['gpus_per_node']}")
+        if j["gpu_types"]:  # any of these: nodes whose feature is the type name
+            d.append(f"--constraint={'|'.join(j['gpu_types'])}")
         if j["cpus_per_gpu"]:
             d.append(f"--cpus-per-gpu={j['cpus_per_gpu']}")
         if j["mem_per_gpu"]:
@@ -298,8 +301,34 @@ def _directives(j: dict) -> list[str]:
     if j["kind"] == "sweep":
         d.append(f"--array=0-{len(j['params']) - 1}%{j['parallel']}")
     ckpt_hint = "1" if (j["checkpointable"] and j["kind"] != "serve") else "0"
-    d.append(f"--comment=dl:class={j['job_class']};ckpt={ckpt_hint}")
+    mem = f";gpu_mem={j['gpu_mem']}" if j["gpu_mem"] and j["gpus"] else ""
+    d.append(f"--comment=dl:class={j['job_class']};ckpt={ckpt_hint}{mem}")
     return d
+
+
+def _gpu_types(text: str | None, gpu_mem: str | None, site: SiteConfig) -> tuple[str, ...]:
+    """``--gpu-type h100`` or ``a100,h100`` (any of them), narrowed by ``--gpu-mem``: the types
+    the job accepts, checked against the site's (empty: any type)."""
+    asked = [t.strip() for t in (text or "").split(",") if t.strip()]
+    for t in asked:
+        _check_slurm_word("GPU type", t)
+    real = site.site.name != BUILTIN_SITE_NAME
+    unknown = [t for t in asked if real and t not in site.gpu_type_names]
+    if unknown:
+        raise RenderError(f"GPU type {unknown[0]!r}: this site has {', '.join(site.gpu_type_names)}")
+    if not gpu_mem:
+        return tuple(dict.fromkeys(asked))
+    try:
+        need_mb, _ = parse_memory_mb(gpu_mem, "--gpu-mem")
+    except UnitError as e:
+        raise RenderError(str(e)) from None
+    pool = asked or (site.gpu_type_names if real else [])
+    mem = {g.name: g.memory_gb for g in site.gpu_types}
+    fits = [t for t in pool if mem.get(t) is None or mem[t] * 1024 >= need_mb]
+    if pool and not fits:
+        have = ", ".join(f"{t} {mem[t]:g}G" for t in pool if mem.get(t) is not None)
+        raise RenderError(f"--gpu-mem {gpu_mem}: no GPU type here has that much ({have})")
+    return tuple(dict.fromkeys(fits)) if asked or len(fits) < len(pool) else ()
 
 
 @lru_cache(maxsize=1)

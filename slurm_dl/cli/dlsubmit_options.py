@@ -43,8 +43,12 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
                                                         help="Slurm partition (default: the site's)")),
     "account": (Optional[str], lambda k: typer.Option(None, "--account", "-A", metavar="NAME",
                                                       help="Slurm account to charge")),
-    "gpu_type": (Optional[str], lambda k: typer.Option(None, "--gpu-type", metavar="TYPE",
-                                                       help="GPU type, e.g. h100 (default: any)")),
+    "gpu_type": (Optional[str], lambda k: typer.Option(None, "--gpu-type", metavar="TYPES",
+                                                       help="GPU type, or types the job accepts, e.g. h100 or "
+                                                            "a100,h100 (default: any)")),
+    "gpu_mem": (Optional[str], lambda k: typer.Option(None, "--gpu-mem", metavar="SIZE",
+                                                      help="GPU memory the job needs, e.g. 40G: smaller GPUs "
+                                                           "are ruled out")),
     "cpus_per_gpu": (Optional[int], lambda k: typer.Option(None, "--cpus-per-gpu", metavar="N",
                                                            help="CPU cores per GPU")),
     "mem_per_gpu": (Optional[str], lambda k: typer.Option(None, "--mem-per-gpu", metavar="SIZE",
