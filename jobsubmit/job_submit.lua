@@ -41,7 +41,7 @@ local READ_FIELDS = {
 local WRITABLE = {
     admin_comment = "string", tres_per_node = "string", tres_per_job = "string",
     partition = "string", time_limit = "number", min_nodes = "number", max_nodes = "number",
-    req_switch = "number", wait4switch = "number", requeue = "number",
+    req_switch = "number", wait4switch = "number", requeue = "number", features = "string",
 }
 
 local function now()

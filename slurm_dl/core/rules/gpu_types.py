@@ -13,8 +13,12 @@ The set is recorded in the job's tag (``types=a100+h100``); an empty one is refu
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from ..config import SiteConfig
+from ..model import Job, JobClass
+from ..steering import Lever, type_levers
+from ..throughput import ThroughputModel
 from ..units import UnitError, parse_memory_mb
 from .hints import parse_hints
 from .request import JobRequest
@@ -57,7 +61,8 @@ def memory_need_mb(req: JobRequest) -> int | None:
     return mb
 
 
-def accepted_types(req: JobRequest, config: SiteConfig) -> tuple[list[str], list[str]]:
+def accepted_types(req: JobRequest, config: SiteConfig,
+                   job_class: JobClass | None = None) -> tuple[list[str], list[str]]:
     """(the GPU types the job may run on, in the site's order; why each other type is out)."""
     types = config.gpu_type_names
     named = {a.gpu_type for a in req.all_gpu_asks if a.gpu_type}
@@ -66,7 +71,8 @@ def accepted_types(req: JobRequest, config: SiteConfig) -> tuple[list[str], list
                                                   for t in types if t not in named]
     out: list[str] = []
     why: list[str] = []
-    parts = partition_types([p.strip() for p in (req.partition or "").split(",") if p.strip()], config)
+    own_part = (req.partition or config.class_config(job_class).partition) if job_class is not None else req.partition
+    parts = partition_types([p.strip() for p in (own_part or "").split(",") if p.strip()], config)
     by_feature = feature_types(req.features, types)
     need_mb = memory_need_mb(req)
     mem = {g.name: g.memory_gb for g in config.gpu_types}
@@ -86,3 +92,43 @@ def accepted_types(req: JobRequest, config: SiteConfig) -> tuple[list[str], list
         else:
             out.append(t)
     return out, why
+
+
+_MODELS: dict[int, tuple[SiteConfig, ThroughputModel, dict[str, Lever]]] = {}
+
+
+def site_model(config: SiteConfig) -> tuple[ThroughputModel, dict[str, Lever]]:
+    """The site's throughput model and each type's lever (memoised per config object)."""
+    hit = _MODELS.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1], hit[2]
+    model = ThroughputModel.from_config(config)
+    levers = type_levers(config.node_groups, [p.name for p in config.partitions])
+    if len(_MODELS) >= 16:
+        _MODELS.clear()
+    _MODELS[id(config)] = (config, model, levers)
+    return model, levers
+
+
+def first_steer(req: JobRequest, job_class: JobClass, types: Sequence[str], config: SiteConfig,
+                partition: str | None = None) -> dict[str, str]:
+    """Where a job that accepts several types starts out: its fastest type by the site's
+    throughput model, through that type's lever (the prioritizer moves it each cycle as room
+    comes and goes). The partition lever only replaces the default partition or per-type ones
+    (a job in another partition, e.g. its class's, keeps it and gets the feature lever); a job
+    whose own --constraint says more than types keeps it. ``partition``: the job's, or its
+    class's when it named none."""
+    model, levers = site_model(config)
+    job = Job(job_id=0, user=req.user_name or "", name=req.name or "", num_gpus=req.total_gpus, job_class=job_class)
+    fastest = model.best_types(job, types)[0]
+    lever = levers.get(fastest)
+    if lever is None:
+        return {}
+    asked = [p.strip() for p in (partition or "").split(",") if p.strip()]
+    swappable = {config.default_partition} | {lv.partition for lv in levers.values() if lv.partition}
+    if lever.partition is not None and all(p in swappable for p in asked):
+        return {"partition": lever.partition}
+    own = set(_TOKEN.findall(req.features or ""))
+    if own and not own <= set(types) | {"gpu_" + t for t in types}:
+        return {}
+    return {"features": lever.feature or fastest}

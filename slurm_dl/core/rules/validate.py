@@ -22,7 +22,7 @@ from .decision import (
 from .access import check_access
 from .hints import parse_deadline, parse_hints
 from .request import JobRequest, parse_gpu_tres
-from .gpu_types import accepted_types
+from .gpu_types import accepted_types, first_steer
 from .script import launches_steps, trapped_signals
 from .site import site_shape
 
@@ -393,11 +393,13 @@ def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterConte
     if isinstance(handled, Rejection):
         return handled
     if req.total_gpus > 0 and len(config.gpu_types) > 1:  # several types: the set it may be steered within
-        types, why = accepted_types(req, config)
+        types, why = accepted_types(req, config, handled.job_class)
         if not types:
             return Rejection("validate.gpu_types", f"{PREFIX}no GPU type here fits this job ({_clip('; '.join(why), 160)}). "
                              "Fix: a partition, --constraint or GPU memory need some type meets.", ESLURM_INVALID_GRES)
-        handled = handled.evolve(gpu_types=tuple(types))
+        partition = req.partition or config.class_config(handled.job_class).partition
+        steer = first_steer(req, handled.job_class, types, config, partition) if len(types) > 1 else {}
+        handled = handled.evolve(gpu_types=tuple(types), changes={**handled.changes, **steer})
     admitted = check_access(req, handled, config, ctx)
     if isinstance(admitted, Rejection):
         return admitted
