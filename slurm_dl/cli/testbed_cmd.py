@@ -11,6 +11,7 @@ import typer
 
 from ..testbed import Testbed, services
 from ..testbed.conf import render_env_exports
+from ..testbed.shape import describe, parse_gpus
 from .common import expected_errors, fail
 
 app = typer.Typer(help="""A real local Slurm test cluster with fake GPUs.
@@ -31,13 +32,19 @@ DirOption = typer.Option(Path(".testbed"), "--dir", help="state directory (conf,
 @app.command("up")
 def up(
     dir: Path = DirOption,
-    nodes: int = typer.Option(4, "--nodes", min=1, max=99, help="number of slurmd nodes"),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", min=0, max=64, help="fake GPUs per node"),
-    gpu_type: str = typer.Option("h100", "--gpu-type", help="GPU type name in Gres (gpu:TYPE:N)"),
+    nodes: Optional[int] = typer.Option(None, "--nodes", min=1, max=99, help="number of slurmd nodes [default: 4]"),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=0, max=64,
+                                                help="fake GPUs per node [default: 8]"),
+    gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="GPU type name in Gres (gpu:TYPE:N) [default: h100]"),
+    gpus: Optional[str] = typer.Option(
+        None, "--gpus", help="node groups of several GPU types, TYPE:NODESxGPUS comma-"
+        "separated (e.g. h100:2x8,v100:2x8), instead of --nodes/--gpus-per-node/--gpu-type: typed GRES, "
+        "a feature and a partition per type, and the default partition gpu over all nodes"),
     accounting: bool = typer.Option(False, "--accounting", help="add slurmdbd with a private MariaDB (sacct, sshare, fair-share)"),
     site_config: Optional[Path] = typer.Option(
         None, "--site-config", help="slurm-dl config to copy to DIR/site.toml with its database in DIR "
-        "(default: site-configs/testbed.toml of this checkout; written once unless given)"),
+        "(default: site-configs/testbed.toml of this checkout, with the GPU types, partitions and node groups of "
+        "--gpus; written once unless given or the GPU types change)"),
     slurm: str = typer.Option(None, "--slurm", help="Slurm release: 22.05 (this machine's), 24.11 or 26.05 "
                               "(run from a Debian root built once); default: the directory's last, else 22.05"),
     as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
@@ -45,18 +52,28 @@ def up(
     """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle.
 
     \b
-    Example:
+    Examples:
       slurm-dl testbed up --dir /tmp/tb --nodes 2 --gpus-per-node 4
+      slurm-dl testbed up --dir /tmp/mixed --gpus h100:2x8,v100:2x8
     """
     with expected_errors():
-        tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, accounting=accounting,
-                     slurm=slurm)
+        groups = None
+        if gpus is not None:
+            if (nodes, gpus_per_node, gpu_type) != (None, None, None):
+                raise fail("--gpus gives the whole shape: leave out --nodes, --gpus-per-node and --gpu-type")
+            try:
+                groups = parse_gpus(gpus)
+            except ValueError as e:
+                raise fail(f"--gpus: {e}") from None
+        tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, gpus=groups,
+                     accounting=accounting, slurm=slurm)
         t0 = time.monotonic()
         status = tb.up()
         took = time.monotonic() - t0
         template = site_config or (_TESTBED_TOML if _TESTBED_TOML.is_file() else None)
         if template is not None:
-            tb.write_site_config(template, replace=site_config is not None)
+            tb.write_site_config(template, replace=site_config is not None or tb.reshaped,
+                                 own_shape=site_config is None)
     recovery = tb.recovery.to_dict() if tb.recovery else None
     if as_json:
         typer.echo(json.dumps({**status.to_dict(), "seconds": round(took, 3), "recovered": recovery}))
@@ -64,7 +81,7 @@ def up(
     if tb.recovery is not None:
         typer.echo(tb.recovery.message())
     typer.echo(
-        f"testbed up in {took:.1f} s: Slurm {status.slurm}, {len(status.nodes)} nodes x {gpus_per_node} {gpu_type} GPUs "
+        f"testbed up in {took:.1f} s: Slurm {status.slurm}, {describe(tb.groups)} "
         f"{'with accounting (slurmdbd + MariaDB) ' if accounting else ''}under {tb.state_dir}"
     )
     typer.echo(f"use it:  eval \"$(slurm-dl testbed env --dir {dir})\"; sinfo; sbatch --gpus=2 --wrap 'echo $CUDA_VISIBLE_DEVICES'")
@@ -108,6 +125,7 @@ def status(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json"))
             typer.echo(f"testbed {st.state_dir}: never started")
         else:
             typer.echo(f"{'slurm':<16} {st.slurm}")
+            typer.echo(f"{'gpus':<16} {st.gpus}")
         for name, pid in st.daemons.items():
             typer.echo(f"{name:<16} {'running pid ' + str(pid) if pid else 'not running'}")
         for node, state in st.nodes.items():

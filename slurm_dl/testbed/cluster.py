@@ -10,12 +10,15 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from ..core.errors import SlurmError, TestbedError
 from . import accounting as acct
 from . import process, services
 from .client import node_states
 from .conf import (
+    DEFAULT_CPUS_PER_NODE,
+    DEFAULT_MEMORY_MB_PER_NODE,
     PASS_THROUGH_JOB_SUBMIT_LUA,
     ClusterParams,
     TestbedLayout,
@@ -27,6 +30,8 @@ from .conf import (
 from . import inroot, roots
 from .install import find_slurm, require_root
 from .releases import HOST_RELEASE, Release, release_for
+from .shape import GpuGroup, as_groups, describe, is_mixed, spec_of, total_nodes
+from .site_shape import with_shape
 
 READY_TIMEOUT_S = 30.0
 # slurmd puts Unix sockets (<node>_<jobid>.<stepid>) under spool/<node>/; Linux caps socket paths
@@ -50,6 +55,8 @@ class TestbedStatus:
     slurm: str | None = None
     services: dict[str, int | None] = field(default_factory=dict)
     """slurm-dl's services beside the cluster (filter, prioritizer) -> pid or None."""
+    gpus: str | None = None
+    """The node groups of the last start, as ``--gpus`` takes them (``h100:4x8``)."""
 
     @property
     def up(self) -> bool:
@@ -64,6 +71,7 @@ class TestbedStatus:
             "state_dir": str(self.state_dir),
             "up": self.up,
             "slurm": self.slurm,
+            "gpus": self.gpus,
             "daemons": self.daemons,
             "nodes": self.nodes,
             "services": self.services,
@@ -92,6 +100,10 @@ class Recovery:
 class Testbed:
     """A local GPU test cluster. ``up`` is idempotent; ``down`` stops everything it started.
 
+    The shape: ``nodes`` x ``gpus_per_node`` GPUs of ``gpu_type`` (default 4 x 8 h100), or
+    ``gpus``, node groups of several GPU types: ``"h100:2x8,v100:2x8"`` (TYPE:NODESxGPUS, as
+    ``slurm-dl testbed up --gpus``) or a sequence of :class:`~slurm_dl.testbed.shape.GpuGroup`;
+    ``shape`` says how such a testbed is laid out (names, features, partitions, switches).
     ``ctld_port``/``node_ports`` pin the ports (otherwise free ones are picked at each cold start).
     """
 
@@ -100,10 +112,11 @@ class Testbed:
     def __init__(
         self,
         state_dir: Path | str,
-        nodes: int = 4,
-        gpus_per_node: int = 8,
-        gpu_type: str = "h100",
+        nodes: int | None = None,
+        gpus_per_node: int | None = None,
+        gpu_type: str | None = None,
         *,
+        gpus: str | Sequence[GpuGroup] | None = None,
         ctld_port: int | None = None,
         node_ports: list[int] | None = None,
         job_submit_lua: bool = True,
@@ -115,9 +128,6 @@ class Testbed:
         None = the one this directory last ran, else the machine's own."""
         self.layout = TestbedLayout(Path(state_dir).resolve())
         self._release: Release | None = release_for(slurm) if slurm is not None else None
-        self.nodes = nodes
-        self.gpus_per_node = gpus_per_node
-        self.gpu_type = gpu_type
         self.ctld_port = ctld_port
         self.node_ports = list(node_ports) if node_ports is not None else None
         self.job_submit_lua = job_submit_lua
@@ -132,9 +142,18 @@ class Testbed:
             )
         # Validate the shape now (a bad shape is an error before anything starts).
         try:
-            ClusterParams(nodes, gpus_per_node, gpu_type, 1, tuple(range(2, nodes + 2)))
+            if gpus is not None:
+                if (nodes, gpus_per_node, gpu_type) != (None, None, None):
+                    raise ValueError("give the shape either as gpus or as nodes/gpus_per_node/gpu_type, not both")
+                self.groups = as_groups(gpus)
+            else:
+                self.groups = (GpuGroup("h100" if gpu_type is None else gpu_type, 4 if nodes is None else nodes,
+                                        8 if gpus_per_node is None else gpus_per_node),)
+            ClusterParams(self.groups, 1, tuple(range(2, total_nodes(self.groups) + 2)))
         except ValueError as e:
             raise TestbedError(f"testbed {self.layout.root}: {e}") from None
+        self.reshaped = False
+        """Set by ``up`` when it started this directory with other GPU types than last time."""
 
     # -- paths and environment -------------------------------------------------------------
     @property
@@ -180,10 +199,11 @@ class Testbed:
         """Only the variables a shell must export to talk to this cluster."""
         return render_env(self.layout, self.release.name, self.bin_dir)
 
-    def write_site_config(self, template: Path, *, replace: bool = False) -> Path:
+    def write_site_config(self, template: Path, *, replace: bool = False, own_shape: bool = False) -> Path:
         """Write DIR/site.toml: ``template`` with its database and the filter's socket inside
         the state directory (so that ``slurm-dl doctor`` and ``filter serve`` agree with what
-        the testbed runs)."""
+        the testbed runs). ``own_shape``: on a testbed of several GPU types, the template's GPU
+        types, partitions and node groups are replaced by the testbed's own (``site_shape``)."""
         from ..site_paths import with_database_url, with_setting
 
         target = self.layout.site_config
@@ -191,6 +211,10 @@ class Testbed:
             return target
         try:
             text = template.read_text(encoding="utf-8")
+            if own_shape and is_mixed(self.groups):
+                source = f"site-configs/{template.name}" if template.parent.name == "site-configs" else str(template)
+                text = with_shape(text, self.groups, source=source, cpus=DEFAULT_CPUS_PER_NODE,
+                                  memory_gb=DEFAULT_MEMORY_MB_PER_NODE // 1024)
             self.layout.root.mkdir(parents=True, exist_ok=True)
             text = with_database_url(text, self.layout.ledger_url)
             text = with_setting(text, "filter", "socket", str(self.layout.filter_socket))
@@ -229,7 +253,7 @@ class Testbed:
                 nodes = node_states(self.env())
             except SlurmError:
                 nodes = {}
-        return TestbedStatus(self.layout.root, daemons, nodes, params.slurm, found)
+        return TestbedStatus(self.layout.root, daemons, nodes, params.slurm, found, spec_of(params.groups))
 
     @contextlib.contextmanager
     def _locked(self):
@@ -288,7 +312,10 @@ class Testbed:
             self.recovery = Recovery(dead, dict(current.services))
             self._down(spare=[p for p in current.services.values() if p])
         self._prepare_release()
+        before = self.params()
         params = self._choose_params()
+        # One type to several, several to one, or other types: the site config must follow.
+        self.reshaped = before is not None and before.groups != params.groups and (before.mixed or params.mixed)
         self._write_files(params)
         env = self.env()
         started: dict[str, int] = {}
@@ -341,22 +368,23 @@ class Testbed:
     def _check_same_shape(self, current: TestbedStatus) -> None:
         params = self.params()
         assert params is not None
-        wanted = (self.nodes, self.gpus_per_node, self.gpu_type, self.accounting, self.release.name)
-        have = (params.nodes, params.gpus_per_node, params.gpu_type, params.accounting, params.slurm)
+        wanted = (self.groups, self.accounting, self.release.name)
+        have = (params.groups, params.accounting, params.slurm)
         if wanted != have:
             raise TestbedError(
-                f"testbed {self.layout.root} is already up with Slurm {have[4]}, {have[0]} nodes x {have[1]} "
-                f"{have[2]} GPUs{' with accounting' if have[3] else ''}; run `slurm-dl testbed down --dir "
-                f"{self.layout.root}` before asking for Slurm {wanted[4]}, {wanted[0]} x {wanted[1]} {wanted[2]}"
-                f"{' with accounting' if wanted[3] else ''}"
+                f"testbed {self.layout.root} is already up with Slurm {have[2]}, {describe(have[0])}"
+                f"{' with accounting' if have[1] else ''}; run `slurm-dl testbed down --dir "
+                f"{self.layout.root}` before asking for Slurm {wanted[2]}, {describe(wanted[0])}"
+                f"{' with accounting' if wanted[1] else ''}"
             )
 
     def _choose_params(self) -> ClusterParams:
-        count = self.nodes + 1
+        nodes = total_nodes(self.groups)
+        count = nodes + 1
         extra = process.pick_free_ports(2) if self.accounting else []
         if self.ctld_port is not None or self.node_ports is not None:
             ctld = self.ctld_port if self.ctld_port is not None else process.pick_free_ports(1)[0]
-            nports = self.node_ports if self.node_ports is not None else process.pick_free_ports(self.nodes)
+            nports = self.node_ports if self.node_ports is not None else process.pick_free_ports(nodes)
             ports = [ctld, *nports]
             taken = [p for p in ports if not process.port_free(p)]
             if taken:
@@ -370,9 +398,7 @@ class Testbed:
             extra = process.pick_free_ports(2)
         try:
             return ClusterParams(
-                nodes=self.nodes,
-                gpus_per_node=self.gpus_per_node,
-                gpu_type=self.gpu_type,
+                groups=self.groups,
                 ctld_port=ports[0],
                 node_ports=tuple(ports[1:]),
                 job_submit_lua=self.job_submit_lua,
@@ -401,7 +427,7 @@ class Testbed:
                 layout.job_submit_lua.write_text(PASS_THROUGH_JOB_SUBMIT_LUA)
         except OSError as e:
             raise TestbedError(f"cannot write the testbed files under {layout.root}: {e}") from None
-        for i in range(params.gpus_per_node):
+        for i in range(params.max_gpus_per_node):
             self._make_gpu_device(layout.gpu_device(i))
         layout.params_file.write_text(json.dumps(params.to_dict(), indent=2) + "\n")
 

@@ -1,8 +1,8 @@
 """Pure rendering of the test cluster's Slurm configuration: parameters in, file text out.
 
 No I/O here: ``TestbedLayout`` names every path under the state directory and ``ClusterParams``
-fixes node count, GPUs and ports; the ``render_*`` functions turn them into slurm.conf,
-gres.conf, topology.conf and a pass-through job_submit.lua.
+fixes the node groups (``shape``: GPU type, nodes, GPUs per node), and ports; the ``render_*``
+functions turn them into slurm.conf, gres.conf, topology.conf and a pass-through job_submit.lua.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.hostlist import compress_hostlist
+from .shape import (GpuGroup, check_groups, feature, group_node_names, halves, is_mixed, leaves, partitions,
+                    total_nodes)
 
 # Per-node shape the fake cluster claims (SlurmdParameters=config_overrides lets slurmd claim more
 # than the machine has). Matches site-configs/testbed.toml.
 DEFAULT_CPUS_PER_NODE = 32
 DEFAULT_MEMORY_MB_PER_NODE = 256000
-PARTITION = "gpu"
 # A script may exit with this code to ask Slurm to requeue it (checkpoint-and-requeue).
 REQUEUE_EXIT_CODE = 85
 
@@ -109,11 +110,10 @@ class TestbedLayout:
 
 @dataclass(frozen=True)
 class ClusterParams:
-    """What the cluster looks like and where it listens."""
+    """What the cluster looks like and where it listens. ``groups``: the node groups, one GPU
+    type each (see ``shape``); a single group is the classic one-type testbed."""
 
-    nodes: int
-    gpus_per_node: int
-    gpu_type: str
+    groups: tuple[GpuGroup, ...]
     ctld_port: int
     node_ports: tuple[int, ...]
     cpus_per_node: int = DEFAULT_CPUS_PER_NODE
@@ -127,12 +127,8 @@ class ClusterParams:
     slurm: str = "22.05"
 
     def __post_init__(self) -> None:
-        if not 1 <= self.nodes <= 99:
-            raise ValueError(f"nodes must be 1..99, got {self.nodes}")
-        if not 0 <= self.gpus_per_node <= 64:
-            raise ValueError(f"gpus_per_node must be 0..64, got {self.gpus_per_node}")
-        if not self.gpu_type.isidentifier():
-            raise ValueError(f"gpu_type must be a plain name like 'h100', got {self.gpu_type!r}")
+        object.__setattr__(self, "groups", tuple(self.groups))
+        check_groups(self.groups)
         if len(self.node_ports) != self.nodes:
             raise ValueError(f"need one port per node: {self.nodes} nodes, {len(self.node_ports)} ports")
         if (self.dbd_port is None) != (self.mysql_port is None):
@@ -141,19 +137,40 @@ class ClusterParams:
         if len(set(ports)) != len(ports):
             raise ValueError(f"ports must be distinct, got {ports}")
 
+    @classmethod
+    def one_type(cls, nodes: int, gpus_per_node: int, gpu_type: str, **kw) -> "ClusterParams":
+        """The classic testbed: ``nodes`` nodes of ``gpus_per_node`` ``gpu_type`` GPUs."""
+        return cls(groups=(GpuGroup(gpu_type, nodes, gpus_per_node),), **kw)
+
+    @property
+    def nodes(self) -> int:
+        return total_nodes(self.groups)
+
+    @property
+    def mixed(self) -> bool:
+        return is_mixed(self.groups)
+
+    @property
+    def max_gpus_per_node(self) -> int:
+        return max(g.gpus_per_node for g in self.groups)
+
     @property
     def node_names(self) -> list[str]:
-        return node_names(self.nodes)
+        return [n for names in group_node_names(self.groups) for n in names]
 
     @property
     def accounting(self) -> bool:
         return self.dbd_port is not None
 
     def to_dict(self) -> dict:
+        # One group: the keys testbed.json always had; several: a list of groups.
+        if self.mixed:
+            shape: dict = {"groups": [g.to_dict() for g in self.groups]}
+        else:
+            g = self.groups[0]
+            shape = {"nodes": g.nodes, "gpus_per_node": g.gpus_per_node, "gpu_type": g.gpu_type}
         return {
-            "nodes": self.nodes,
-            "gpus_per_node": self.gpus_per_node,
-            "gpu_type": self.gpu_type,
+            **shape,
             "ctld_port": self.ctld_port,
             "node_ports": list(self.node_ports),
             "cpus_per_node": self.cpus_per_node,
@@ -167,10 +184,12 @@ class ClusterParams:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ClusterParams":
+        if "groups" in d:
+            groups = tuple(GpuGroup.from_dict(g) for g in d["groups"])
+        else:
+            groups = (GpuGroup(str(d["gpu_type"]), int(d["nodes"]), int(d["gpus_per_node"])),)
         return cls(
-            nodes=int(d["nodes"]),
-            gpus_per_node=int(d["gpus_per_node"]),
-            gpu_type=str(d["gpu_type"]),
+            groups=groups,
             ctld_port=int(d["ctld_port"]),
             node_ports=tuple(int(p) for p in d["node_ports"]),
             cpus_per_node=int(d.get("cpus_per_node", DEFAULT_CPUS_PER_NODE)),
@@ -183,17 +202,7 @@ class ClusterParams:
         )
 
 
-def node_names(count: int) -> list[str]:
-    """gpu01, gpu02, … (two digits, as in site-configs/testbed.toml)."""
-    return [f"gpu{i:02d}" for i in range(1, count + 1)]
-
-
-def leaf_switches(names: list[str]) -> list[list[str]]:
-    """Split nodes into two leaf switches (first half, second half); one leaf for a single node."""
-    if len(names) <= 1:
-        return [list(names)]
-    half = (len(names) + 1) // 2
-    return [names[:half], names[half:]]
+leaf_switches = halves  # the one-type split, under its old name
 
 
 def cluster_name(root: Path) -> str:
@@ -203,7 +212,6 @@ def cluster_name(root: Path) -> str:
 
 
 def render_slurm_conf(layout: TestbedLayout, params: ClusterParams) -> str:
-    gres = f"Gres=gpu:{params.gpu_type}:{params.gpus_per_node}" if params.gpus_per_node else ""
     def_mem_per_cpu = max(1, params.memory_mb_per_node // max(1, params.cpus_per_node))
     lines = [
         "# Written by slurm-dl testbed: a local test cluster. Do not edit; `slurm-dl testbed up` rewrites it.",
@@ -275,36 +283,45 @@ def render_slurm_conf(layout: TestbedLayout, params: ClusterParams) -> str:
         lines.append("JobSubmitPlugins=lua")
     lines.extend(params.extra_conf)
     lines.append("")
-    names = params.node_names
-    for name, port in zip(names, params.node_ports):
-        lines.append(
-            f"NodeName={name} NodeHostname={name} NodeAddr=127.0.0.1 Port={port} "
-            f"CPUs={params.cpus_per_node} RealMemory={params.memory_mb_per_node} {gres} State=UNKNOWN".replace(
-                "  ", " "
+    ports = iter(params.node_ports)
+    for group, names in zip(params.groups, group_node_names(params.groups)):
+        gres = f"Gres=gpu:{group.gpu_type}:{group.gpus_per_node}" if group.gpus_per_node else ""
+        features = f"Features={feature(group)}" if params.mixed else ""
+        for name in names:
+            lines.append(
+                f"NodeName={name} NodeHostname={name} NodeAddr=127.0.0.1 Port={next(ports)} "
+                f"CPUs={params.cpus_per_node} RealMemory={params.memory_mb_per_node} {features} {gres} "
+                f"State=UNKNOWN".replace("   ", " ").replace("  ", " ")
             )
-        )
-    lines.append(
-        f"PartitionName={PARTITION} Nodes={compress_hostlist(names)} Default=YES MaxTime=INFINITE State=UP"
-    )
+    for name, members, default in partitions(params.groups):
+        lines.append(f"PartitionName={name} Nodes={compress_hostlist(members)}{' Default=YES' if default else ''} "
+                     f"MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
 
 def render_gres_conf(layout: TestbedLayout, params: ClusterParams) -> str:
+    """Every node's fake GPUs are the same character devices DIR/dev/nvidia0…; a mixed testbed
+    names each group's nodes and type on a line of its own."""
     lines = ["# Fake GPUs: character devices (major 1, minor 3, like /dev/null) so Slurm sets CUDA_VISIBLE_DEVICES.",
              "AutoDetect=off"]
-    if params.gpus_per_node:
-        last = params.gpus_per_node - 1
+    for group, names in zip(params.groups, group_node_names(params.groups)):
+        if not group.gpus_per_node:
+            continue
+        last = group.gpus_per_node - 1
         files = f"{layout.dev_dir}/nvidia[0-{last}]" if last else f"{layout.dev_dir}/nvidia0"
-        lines.append(f"Name=gpu Type={params.gpu_type} File={files}")
+        where = f"NodeName={compress_hostlist(names)} " if params.mixed else ""
+        lines.append(f"{where}Name=gpu Type={group.gpu_type} File={files}")
     return "\n".join(lines) + "\n"
 
 
 def render_topology_conf(params: ClusterParams) -> str:
-    leaves = leaf_switches(params.node_names)
-    lines = ["# Two leaf switches under one spine."]
-    for i, members in enumerate(leaves, start=1):
+    """Two leaf switches under one spine; a mixed testbed has one leaf per GPU type."""
+    members_of = leaves(params.groups)
+    lines = ["# One leaf switch per GPU type under one spine." if params.mixed else "# Two leaf switches under one spine."]
+    for i, members in enumerate(members_of, start=1):
         lines.append(f"SwitchName=leaf{i} Nodes={compress_hostlist(members)}")
-    lines.append(f"SwitchName=spine Switches=leaf[1-{len(leaves)}]" if len(leaves) > 1 else "SwitchName=spine Switches=leaf1")
+    count = len(members_of)
+    lines.append(f"SwitchName=spine Switches=leaf[1-{count}]" if count > 1 else "SwitchName=spine Switches=leaf1")
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,7 @@ LAYOUT = TestbedLayout(Path("/srv/tb"))
 def params(**kw) -> ClusterParams:
     base = dict(nodes=4, gpus_per_node=8, gpu_type="h100", ctld_port=20001, node_ports=(20011, 20012, 20013, 20014))
     base.update(kw)
-    return ClusterParams(**base)
+    return ClusterParams.one_type(**base)
 
 
 def conf_keys(text: str) -> dict[str, str]:
