@@ -17,7 +17,8 @@ from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.errors import SlurmError, StoreError
 from slurm_dl.core.explain import explain_job
 from slurm_dl.core.ledger import Ledger
-from slurm_dl.core.model import ClusterSnapshot
+from slurm_dl.core.model import ClusterSnapshot, Job
+from slurm_dl.core.preemption import waits_only_for_gpus
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.admission import DeadlineAdmission, demotion_message
 from slurm_dl.core.policy.deadline import DEMOTED_TAG, admit_deadlines
@@ -29,6 +30,7 @@ from .explain_cache import ExplanationCache
 from .idle_watch import IdleWatcher
 from .jobs import apply_ledger, apply_tags, demote_violations, reopen_returned, seed_unknown_running
 from .planning import plan_intents
+from .steer import SteerReport, Steering, gpu_type_entry, steer
 
 log = logging.getLogger("slurm_dl.prioritizer")
 
@@ -47,6 +49,8 @@ class CycleBackend(Protocol):
     def signal_batch(self, job_id: int, signal: str) -> Any: ...
     def signal_steps(self, job_id: int, signal: str) -> Any: ...
     def requeue(self, job_id: int) -> Any: ...
+    def set_partition(self, job_id: int, partition: str) -> Any: ...
+    def set_features(self, job_id: int, features: str) -> Any: ...
 
 
 @dataclass(slots=True)
@@ -69,6 +73,7 @@ class CycleReport:
     errors: list[str] = field(default_factory=list)
     jobs_by_class: dict[str, dict[str, int]] = field(default_factory=dict)  # state -> class -> jobs
     closed: list[tuple[int, str]] = field(default_factory=list)  # preemptions closed: (victim, state)
+    steered: dict[int, str] = field(default_factory=dict)  # waiting jobs moved to a GPU type
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -113,6 +118,8 @@ class Prioritizer:
         self._admission_restored = False
         self.idle = IdleWatcher(config.telemetry, site=config) if config.telemetry.exposition_dir else None
         self.explain_cache = ExplanationCache()  # which explanations a cycle rebuilds
+        self.steering = Steering(config) if len(config.gpu_types) > 1 else None
+        """Several GPU types: charges at each type's speed, waiting jobs steered between types."""
         self.idle_site_factor = -self.scale.maximum
         """SiteFactor of a job deprioritized for idle GPUs: below every job the policy scores."""
 
@@ -121,6 +128,22 @@ class Prioritizer:
             self.ledger = self.store.load_ledger()
             self.cycle_no = self.store.ledger_cycle()
         return self.ledger
+
+    def _steer(self, snap: ClusterSnapshot, jobs: list[Job], scores: dict[int, float], work: Ledger,
+               report: "CycleReport", decisions: list) -> SteerReport:
+        """Several GPU types: each waiting job that accepts several goes where it runs best."""
+        if self.steering is None:
+            return SteerReport()
+        self.steering.learn(work.runs)
+        now = snap.taken_at
+        order = sorted((j for j in jobs if waits_only_for_gpus(j, now) and j.num_gpus > 0),
+                       key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
+        st = steer(self.steering, self.backend, snap, order, dry_run=self.dry_run)
+        for jid, gpu_type in st.moved.items():
+            decisions.append((jid, "gpu_type", None, f"steered to {gpu_type}: {st.choices[jid].why}"))
+        report.steered = dict(st.moved)
+        report.errors.extend(st.errors)
+        return st
 
     def _said_before(self, job_id: int, kind: str, why: str) -> bool:
         """Whether the store's latest ``kind`` decision for the job already says ``why``."""
@@ -137,17 +160,18 @@ class Prioritizer:
         t_snap = time.perf_counter()
         now = snap.taken_at
         jobs = [j for j in snap.jobs if j.pending or j.running]
+        speeds = self.steering.speeds if self.steering is not None else None
         if not self.dry_run:
             reopen_returned(jobs, ledger)
         for j in jobs:
             seed_unknown_running(j, ledger, now)
         if not self.dry_run:
-            ledger.observe(snap.jobs, now, self.half_life_s)
+            ledger.observe(snap.jobs, now, self.half_life_s, speeds)
             ledger.forget_finished(now, KEEP_FINISHED_S)
             work = ledger
         else:
             work = Ledger.from_dict(ledger.to_dict())
-            work.observe(snap.jobs, now, self.half_life_s)
+            work.observe(snap.jobs, now, self.half_life_s, speeds)
         for j in jobs:
             apply_tags(j)
             apply_ledger(j, work)
@@ -235,6 +259,7 @@ class Prioritizer:
             decisions.append((j, "priority", v, f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
                                                 f"(was {current.get(j, 0)}) under {self.policy.name}"))
         report.pushed_jobs = len(pushed) if not self.dry_run else pushes.jobs
+        steered = self._steer(snap, jobs, scores, work, report, decisions)
         t_push = time.perf_counter()
 
         prep = preempt.PreemptionReport()
@@ -297,13 +322,15 @@ class Prioritizer:
                             ranked=len(order), half_life_s=self.half_life_s)
             if j.job_id in gpu_notes:
                 e["gpu_utilisation"] = gpu_notes[j.job_id]
+            if self.steering is not None and j.accepted_types:
+                e["gpu_types"] = gpu_type_entry(j, self.steering.model, steered.choices.get(j.job_id))
             return e
 
         def site_factor_of(j):
             return pushed.get(j.job_id, current.get(j.job_id)) if j.pending else None
 
         explanations = cache.step(order, ctx, scores, site_factor_of, free, victims_of, self.cycle_no + 1,
-                                  self.half_life_s, build, always=set(gpu_notes) | noted)
+                                  self.half_life_s, build, always=set(gpu_notes) | noted | set(steered.choices))
         t_explain = time.perf_counter()
         if not self.dry_run:
             self.cycle_no += 1

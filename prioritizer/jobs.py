@@ -33,6 +33,7 @@ def apply_tags(job: Job) -> None:
     if job.pending and tag.gpus > job.num_gpus:  # the filter counted every form of GPU request
         job.num_gpus = tag.gpus
     job.signal_target = tag.signal_target
+    job.accepted_types = tag.gpu_types or ()
     job.preempt_signal = tag.signal
     job.lead_s = float(tag.lead_s) if tag.lead_s is not None else None
     if job.deadline is None and tag.deadline is not None:
@@ -48,6 +49,8 @@ def apply_ledger(job: Job, ledger: Ledger) -> None:
     job.executed_s = max(job.executed_s, rec.executed_s)
     job.restarts = max(job.restarts, rec.restarts)
     job.preemptions = rec.preemptions
+    if rec.gpu_type and rec.norm_executed_s > 0:  # several types: run time at the speed it ran
+        job.norm_executed_s = rec.norm_executed_s
 
 
 def seed_unknown_running(job: Job, ledger: Ledger, now: float) -> None:

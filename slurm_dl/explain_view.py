@@ -144,6 +144,7 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
         "tiers": contributions(expl), "waiting_for": expl.get("waiting_for") or None, "at": expl.get("at"),
         "gpu_utilisation": expl.get("gpu_utilisation"),
         "factors_at": expl.get("factors_at", expl.get("at")),
+        "gpu_types": gpu_type_words(expl.get("gpu_types")),
     }
     if expl.get("state") == "PENDING" and rank is not None:
         pending = [e for e in ranked if e.get("state") == "PENDING"]
@@ -196,6 +197,26 @@ def _for_fairness(row: Mapping[str, Any]) -> str:
     """", for fair share: it yielded to account B" when the preemption was for fairness."""
     to = yielded_to(str(row.get("reason") or ""))
     return f" for fair share (it yielded to account {to[1]}, below its fair share)" if to else ""
+
+
+def gpu_type_words(entry: Mapping[str, Any] | None) -> str | None:
+    """The GPU types a job accepts, its speed on each with the evidence, and the choice."""
+    if not entry or not entry.get("accepted"):
+        return None
+    speeds = entry.get("speeds") or {}
+
+    def one(t: str) -> str:
+        s = speeds.get(t) or {}
+        src = s.get("source") or "default"
+        src = f"learnt from {s.get('samples')} runs" if src == "learnt" else src
+        return f"{t} {s.get('speed', 1.0):g}x ({src})"
+
+    text = "accepts " + ", ".join(one(t) for t in entry["accepted"])
+    if entry.get("running_on"):
+        text += f"; runs on {entry['running_on']}"
+    elif entry.get("chosen"):
+        text += f"; chosen: {entry.get('why') or entry['chosen']}"
+    return text
 
 
 def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> str:
@@ -371,6 +392,8 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
     if view.get("state") == "PENDING":
         say(f"estimated start: {view['estimated_start']['words']}")
     say(f"preemption: {view.get('preemption')}")
+    if view.get("gpu_types"):
+        say(f"GPU type: {view['gpu_types']}")
     if view.get("gpu_utilisation"):
         from .core.explain import utilisation_lines
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from .model import Job
 from .policy.history import Finished
@@ -85,6 +85,8 @@ class JobRecord:
     closed_gone: bool = False  # closed because it left the snapshot (may come back: requeue)
     waited_s: float | None = None  # seconds waiting to run as of last_seen (None: not counted yet)
     waiting: bool = False  # it was waiting to run when last seen
+    gpu_type: str = ""  # the GPU type it last ran on
+    norm_executed_s: float = 0.0  # run time × the speed of the type it ran on (several types)
 
 
 @dataclass(slots=True)
@@ -95,6 +97,7 @@ class AccountUsage:
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(JobRecord))
+MAX_RUNS = 20_000  # finished runs kept for the speedups the throughput model learns
 
 
 def _waiting(job: Job, now: float) -> bool:
@@ -139,6 +142,9 @@ class Ledger:
         ``to_dict``), kept here so that a restarted daemon neither breaks a promise nor
         re-decides a demotion."""
         self.finished_withdrawn = 0  # records taken back by reopen (readers start over)
+        self.runs: list[tuple[str, str, str, float]] = []
+        """Recent finished runs (user, job name, GPU type, run time): the speedups the
+        throughput model learns (the same job name on several types)."""
         self.revision: int = 0
 
     # --- accounting ----------------------------------------------------------------------
@@ -180,8 +186,11 @@ class Ledger:
                     acc.updated_at = now
         return n
 
-    def observe(self, snapshot_jobs: Iterable[Job], now: float, half_life_s: float) -> None:
-        """Account service up to ``now`` from a snapshot of pending and running jobs."""
+    def observe(self, snapshot_jobs: Iterable[Job], now: float, half_life_s: float,
+                speeds: Mapping[str, float] | None = None) -> None:
+        """Account service up to ``now`` from a snapshot of pending and running jobs.
+        ``speeds``: GPU type -> speed (a cluster of several types): a GPU-second is charged at
+        the speed of the type it ran on, so an H100-hour costs what the work it did is worth."""
         if not half_life_s > 0:
             raise ValueError(f"half_life_s must be positive, got {half_life_s}")
         seen: set[int] = set()
@@ -202,10 +211,16 @@ class Ledger:
                 self.reopen(job.job_id)  # back after missing a snapshot (e.g. mid-requeue)
             if rec.running and now > rec.last_seen:
                 dt = now - rec.last_seen
-                gpu_s = rec.num_gpus * dt
+                factor = speeds.get(rec.gpu_type, 1.0) if speeds else 1.0
+                if rec.norm_executed_s == 0.0 and rec.executed_s > 0.0:  # a record from before it was kept
+                    rec.norm_executed_s = rec.executed_s * factor
+                gpu_s = rec.num_gpus * dt * factor
                 rec.attained_gpu_s += gpu_s
                 rec.executed_s += dt
+                rec.norm_executed_s += dt * factor
                 self._charge(rec.account, gpu_s, now, half_life_s)
+            if job.state.active and job.gpu_type:
+                rec.gpu_type = job.gpu_type
             _count_wait(rec, job, now)
             rec.num_gpus = job.num_gpus or rec.num_gpus
             rec.restarts = max(rec.restarts, job.restarts)
@@ -228,6 +243,10 @@ class Ledger:
         rec.running = False
         self.add_history(rec.attained_gpu_s, rec.user, rec.name, rec.account, rec.num_gpus,
                          rec.partition, rec.time_limit)
+        if rec.gpu_type and rec.executed_s > 0:
+            self.runs.append((rec.user, rec.name, rec.gpu_type, rec.executed_s))
+            if len(self.runs) > MAX_RUNS:
+                del self.runs[: len(self.runs) - MAX_RUNS]
 
     def reopen(self, job_id: int) -> bool:
         """Undo closing a job (it came back): its attained service stays, its history entry
@@ -245,6 +264,11 @@ class Ledger:
             if f.gpu_s == rec.attained_gpu_s and f.user == rec.user and f.name == rec.name:
                 del self.finished[i]
                 self.finished_withdrawn += 1
+                break
+        run = (rec.user, rec.name, rec.gpu_type, rec.executed_s)
+        for i in range(len(self.runs) - 1, -1, -1):
+            if tuple(self.runs[i]) == run:
+                del self.runs[i]
                 break
         rec.finished = rec.running = rec.closed_gone = False
         self.revision += 1
@@ -317,6 +341,7 @@ class Ledger:
             "finished_dropped": self.finished_dropped,
             "revision": self.revision,
             "admission": self.admission,
+            "runs": [list(r) for r in self.runs],
         }
 
     @classmethod
@@ -340,6 +365,10 @@ class Ledger:
                             for f in d.get("finished", [])]
         except (TypeError, ValueError, IndexError) as e:
             raise ValueError(f"ledger data does not match its format: finished: {e}") from None
+        try:
+            led.runs = [(str(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in d.get("runs", [])]
+        except (TypeError, ValueError, IndexError) as e:
+            raise ValueError(f"ledger data does not match its format: runs: {e}") from None
         led.finished_dropped = int(d.get("finished_dropped", 0))
         led.revision = int(d.get("revision", 0))
         adm = d.get("admission", {})

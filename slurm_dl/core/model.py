@@ -116,6 +116,13 @@ class Job:
     attained_gpu_s: float = 0.0
     executed_s: float = 0.0
     restarts: int = 0
+    norm_executed_s: float | None = None
+    """Run time normalised by the speed of the GPU types it ran on (a cluster of several types:
+    LAS by run time reads it); None: its run time as it is."""
+    features: str = ""
+    """Its ``--constraint`` as Slurm holds it."""
+    accepted_types: tuple[str, ...] = ()
+    """The GPU types it accepts (its tag's ``types``; empty: not recorded)."""
     preemptions: int = 0
     """Times slurm-dl preempted it (the prioritizer's ledger), however each ended: a job that
     saved and kept running, or requeued itself, paid for a restart all the same."""

@@ -35,6 +35,9 @@ _SIGNAL = re.compile(r"^(SIG)?[A-Z0-9]+$")
 # scancel retries a job between states 10 times for over a minute, holding the cycle: a signal
 # gets less than its first 5 s pause, and its verbose line says why it stopped (JobBusyError).
 SIGNAL_TIMEOUT_S = 4.5
+EAGAIN_TRIES = 8
+_SLURM_NAMES = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
+_FEATURES = re.compile(r"^[A-Za-z0-9_.|&\[\]()*-]{0,1024}$")
 
 
 def split_gone_jobs(stderr: str) -> tuple[list[int], list[str]]:
@@ -275,6 +278,28 @@ class CliBackend:
 
     def requeue(self, job_id: int) -> None:
         self._run(["scontrol", "requeue", _job_id(job_id)])
+
+    def set_partition(self, job_id: int, partition: str) -> None:
+        if not _SLURM_NAMES.match(partition):
+            raise SlurmError(f"job {job_id}: bad partition list {partition!r}")
+        self._update_retrying(job_id, f"Partition={partition}")
+
+    def set_features(self, job_id: int, features: str) -> None:
+        if not _FEATURES.match(features):
+            raise SlurmError(f"job {job_id}: bad feature expression {features!r}")
+        self._update_retrying(job_id, f"Features={features}")
+
+    def _update_retrying(self, job_id: int, change: str) -> None:
+        """``scontrol update`` of a pending job's partition or features. Slurm 24.11 and 26.05
+        without slurmdbd fail such an update at random with EAGAIN ("Resource temporarily
+        unavailable": a stale errno in slurmctld's job update); a retry succeeds."""
+        for attempt in range(EAGAIN_TRIES):
+            try:
+                self._run(["scontrol", "update", f"JobId={_job_id(job_id)}", change])
+                return
+            except SlurmError as e:
+                if "Resource temporarily unavailable" not in (e.stderr or str(e)) or attempt == EAGAIN_TRIES - 1:
+                    raise
 
     def job_end(self, job_id: int) -> JobEnd:
         env = {**(self._env if self._env is not None else os.environ), **TIME_FORMAT_ENV}

@@ -195,6 +195,7 @@ def job_from_squeue(raw: Mapping[str, Any]) -> Job:
         comment=str(raw.get("comment") or ""),
         admin_comment=str(raw.get("admin_comment") or ""),
         qos=str(raw.get("qos") or ""),
+        features=str(raw.get("features") or ""),
         requeue=_flag(raw.get("requeue")),
         array_job_id=_array_job_id(raw, job_id),
         **_array_tasks(raw, state),

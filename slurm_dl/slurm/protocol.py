@@ -123,6 +123,14 @@ class SlurmBackend(Protocol):
 
     def requeue(self, job_id: int) -> None: ...
 
+    def set_partition(self, job_id: int, partition: str) -> None:
+        """Move a pending job to ``partition`` (a list: ``a,b``): steering it to a GPU type."""
+        ...
+
+    def set_features(self, job_id: int, features: str) -> None:
+        """Set a pending job's ``--constraint`` (``h100``): steering it to a GPU type."""
+        ...
+
     def job_end(self, job_id: int) -> JobEnd:
         """A job's state as Slurm keeps it after it left the queue (JobNotFoundError: forgotten)."""
         ...

@@ -308,6 +308,12 @@ class PyslurmBackend:
     def requeue(self, job_id: int) -> None:
         self._call("requeue", job_id, self._job(job_id).requeue)
 
+    def set_partition(self, job_id: int, partition: str) -> None:
+        self._cli.set_partition(job_id, partition)
+
+    def set_features(self, job_id: int, features: str) -> None:
+        self._cli.set_features(job_id, features)
+
     def job_end(self, job_id: int) -> JobEnd:
         return self._cli.job_end(job_id)  # the exit signal and end time as scontrol prints them
 

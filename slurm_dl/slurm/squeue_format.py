@@ -54,6 +54,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("ArrayJobID", "array_job_id"),
     ("ArrayTaskID", "array_task_id"),
     ("QOS", "qos"),
+    ("Feature", "features"),
 )
 
 

@@ -99,7 +99,10 @@ class LasPolicy(PriorityPolicy):
 
     def attained(self, job: Job) -> float:
         """The job's attained service in this policy's unit (GPU-seconds or seconds)."""
-        return round(job.executed_s, 6) if self.by_time else job.attained_gpu_s
+        if self.by_time:
+            n = job.norm_executed_s
+            return round(job.executed_s if n is None else n, 6)
+        return job.attained_gpu_s
 
     def _standing(self, job: Job, now: float) -> tuple[int, int]:
         """(queue, 1 if lifted there by the starvation guard else 0)."""

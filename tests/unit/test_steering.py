@@ -1,0 +1,106 @@
+"""Steering waiting jobs between GPU types: the pure choice and the daemon's levers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prioritizer.steer import Steering, steer
+from slurm_dl.core.config import load_config
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import ClusterSnapshot, Job, JobState, Node
+from slurm_dl.core.steering import Lever, choose_types, type_levers
+from slurm_dl.core.throughput import ThroughputModel
+
+REPO = Path(__file__).resolve().parents[2]
+MATRIX = {"resnet": {"h100": 3.0, "v100": 1.0}, "lstm": {"h100": 1.1, "v100": 1.0}}
+BOTH = ("h100", "v100")
+
+
+@pytest.fixture
+def model():
+    return ThroughputModel({"h100": 3.0, "v100": 1.0}, MATRIX)
+
+
+def nodes(h100_free: int = 8, v100_free: int = 8) -> list[Node]:
+    return [Node("gpu01", 8, "h100", gpus_used=8 - h100_free), Node("gpu03", 8, "v100", gpus_used=8 - v100_free)]
+
+
+def job(i: int, gpus: int = 8, model_name: str = "resnet", types=BOTH) -> Job:
+    return Job(i, num_gpus=gpus, model=model_name, accepted_types=types, partition="gpu")
+
+
+def test_the_jobs_that_gain_most_get_the_fast_type_whatever_their_place(model) -> None:
+    """The policy says who starts (both do); the ResNet (3x on h100) gets the h100, the LSTM
+    (1.1x) the v100, although the LSTM is first in the queue."""
+    lstm, resnet = job(1, model_name="lstm"), job(2)
+    got = choose_types([lstm, resnet], nodes(), model, {1: BOTH, 2: BOTH})
+    assert got[2].gpu_type == "h100" and got[1].gpu_type == "v100" and got[1].starts_now
+    assert "went to jobs that gain more" in got[1].why
+
+
+def test_a_lone_job_takes_its_fastest_type_with_room(model) -> None:
+    got = choose_types([job(1)], nodes(h100_free=0), model, {1: BOTH})
+    assert got[1].gpu_type == "v100" and got[1].starts_now  # h100 is full: v100 now, not later
+    got = choose_types([job(1)], nodes(h100_free=0, v100_free=0), model, {1: BOTH})
+    assert got[1].gpu_type == "h100" and not got[1].starts_now  # nothing free: wait for the fastest
+
+
+def test_who_starts_follows_the_policys_order(model) -> None:
+    """One 8-GPU hole: the first job in the policy's order takes it, even if the second gains more."""
+    first, second = job(1, model_name="lstm"), job(2)
+    got = choose_types([first, second], nodes(h100_free=8, v100_free=0), model, {1: BOTH, 2: BOTH})
+    assert got[1].starts_now and got[1].gpu_type == "h100" and not got[2].starts_now
+
+
+def test_single_type_jobs_are_never_steered_but_take_their_room(model) -> None:
+    typed = job(1, types=("h100",))
+    flexible = job(2)
+    got = choose_types([typed, flexible], nodes(), model, {1: ("h100",), 2: BOTH})
+    assert 1 not in got and got[2].gpu_type == "v100"
+
+
+def test_levers_prefer_a_partition_of_one_type() -> None:
+    cfg = load_config(REPO / "site-configs" / "testbed-mixed.toml")
+    levers = type_levers(cfg.node_groups, [p.name for p in cfg.partitions])
+    assert levers == {"h100": Lever(partition="h100"), "v100": Lever(partition="v100")}
+    one_partition = [g.model_copy(update={"partitions": ["gpu"]}) for g in cfg.node_groups]
+    assert type_levers(one_partition, ["gpu"]) == {"h100": Lever(feature="h100"), "v100": Lever(feature="v100")}
+
+
+class Levers:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, str, str]] = []
+
+    def set_partition(self, job_id: int, partition: str) -> None:
+        self.calls.append((job_id, "partition", partition))
+
+    def set_features(self, job_id: int, features: str) -> None:
+        self.calls.append((job_id, "features", features))
+
+
+def test_the_daemon_sets_a_lever_only_where_it_changes_something() -> None:
+    cfg = load_config(REPO / "site-configs" / "testbed-mixed.toml")
+    st = Steering(cfg)
+    waiting = [Job(1, num_gpus=2, accepted_types=BOTH, partition="h100"),
+               Job(2, num_gpus=2, accepted_types=BOTH, partition="gpu"),
+               Job(3, num_gpus=2, accepted_types=("v100",), partition="v100")]
+    snap = ClusterSnapshot(taken_at=0.0, jobs=waiting, nodes=[Node("gpu01", 8, "h100", gpus_used=6),
+                                                            Node("gpu03", 8, "v100")])
+    be = Levers()
+    report = steer(st, be, snap, waiting)
+    assert be.calls == [(2, "partition", "v100")]  # job 1 already on h100 (room for 2); job 3 names v100
+    assert report.moved == {2: "v100"}
+
+
+def test_charges_are_normalised_by_type_speed() -> None:
+    led = Ledger()
+    speeds = {"h100": 3.0, "v100": 1.0}
+    fast = Job(1, account="a", num_gpus=1, gpu_type="h100", state=JobState.RUNNING, start_time=0.0)
+    slow = Job(2, account="b", num_gpus=1, gpu_type="v100", state=JobState.RUNNING, start_time=0.0)
+    led.observe([fast, slow], 0.0, 3600.0, speeds)
+    led.observe([fast, slow], 100.0, 3600.0, speeds)
+    assert led.attained(1) == pytest.approx(300.0) and led.attained(2) == pytest.approx(100.0)
+    assert led.jobs[1].norm_executed_s == pytest.approx(300.0) and led.jobs[1].executed_s == pytest.approx(100.0)
+    assert led.usage("a", 100.0, 3600.0) == pytest.approx(3 * led.usage("b", 100.0, 3600.0))
