@@ -17,8 +17,9 @@ from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.errors import SlurmError, StoreError
 from slurm_dl.core.explain import explain_job
 from slurm_dl.core.ledger import Ledger
-from slurm_dl.core.model import ClusterSnapshot, Job
-from slurm_dl.core.preemption import waits_only_for_gpus
+from slurm_dl.core.model import ClusterSnapshot, Job, JobState
+from slurm_dl.core.preemption import RESUME_CHECKPOINT, resume_kind, waits_only_for_gpus
+from slurm_dl.core.steering import plan_moves
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.admission import DeadlineAdmission, demotion_message
 from slurm_dl.core.policy.deadline import DEMOTED_TAG, admit_deadlines
@@ -144,6 +145,28 @@ class Prioritizer:
         report.steered = dict(st.moved)
         report.errors.extend(st.errors)
         return st
+
+    def _moves(self, snap: ClusterSnapshot, jobs: list[Job], rows, excluded, busy) -> list:
+        """Opted-in running jobs to move to a faster GPU type that frees with nobody waiting."""
+        pc = self.config.preemption
+        if self.steering is None or not pc.move_min_speedup:
+            return []
+        now = snap.taken_at
+        moved_before = {r.victim_job_id for r in rows if r.victim_job_id == r.need_job_id}
+
+        def can_move(j: Job) -> bool:
+            ran = now - j.start_time if j.start_time is not None else 0.0
+            return (resume_kind(j, self.config)[0] == RESUME_CHECKPOINT and ran >= pc.min_runtime_seconds
+                    and j.job_id not in moved_before and j.job_id not in busy
+                    and (j.job_id, j.restarts) not in excluded
+                    and max(j.restarts, j.preemptions) < pc.max_restarts)
+
+        waiting = [j for j in jobs if waits_only_for_gpus(j, now) and j.num_gpus > 0]
+        running = [j for j in jobs if j.state is JobState.RUNNING]
+        moves = plan_moves(running, waiting, snap.nodes, self.steering.model, min_speedup=pc.move_min_speedup,
+                           can_move=can_move)
+        return [preempt.PreemptionIntent(m.job_id, (m.job_id,), f"move from {m.from_type} to {m.to_type}: {m.why}")
+                for m in moves]
 
     def _said_before(self, job_id: int, kind: str, why: str) -> bool:
         """Whether the store's latest ``kind`` decision for the job already says ``why``."""
@@ -278,6 +301,7 @@ class Prioritizer:
                 excluded = preempt.excluded_runs(rows)  # refused, or signalled/requeued in their current run
                 intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy,
                                        refused=excluded, **extra)
+                intents += self._moves(snap, jobs, rows, excluded, busy)
                 preempt.start(self.store, self.backend, snap, intents, self.config, prep, dry_run=self.dry_run,
                               excluded=excluded)
             except SlurmError as e:  # each call's refusals are handled in place; this is the safety net

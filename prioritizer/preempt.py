@@ -132,7 +132,8 @@ def advance_open(
         if row.state != "requeueing" and now - row.signalled_at < lead:
             report.waiting.append(row.victim_job_id)
             continue
-        if row.state != "requeueing" and (need is None or not need.pending):
+        is_move = row.need_job_id == row.victim_job_id  # to a faster GPU type: nothing else waits
+        if row.state != "requeueing" and not is_move and (need is None or not need.pending):
             why = "the waiting job left the queue" if need is None or need.state.finished else "the waiting job started"
             _close(store, row.id, "abandoned", now, f"{why}; the victim kept running after its {lead:g} s lead time, "
                    "not requeued", report, row.victim_job_id, dry_run)

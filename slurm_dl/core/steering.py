@@ -139,3 +139,50 @@ def _gain(model: ThroughputModel, job: Job, ranked: tuple[str, ...]) -> float:
     speeds = model.speeds(job)
     fast, slow = speeds[ranked[0]].value, speeds[ranked[-1]].value
     return fast / slow if slow > 0 else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """Move running job ``job_id`` from ``from_type`` to the faster ``to_type`` (checkpoint,
+    requeue, steered there)."""
+
+    job_id: int
+    from_type: str
+    to_type: str
+    why: str
+
+
+def plan_moves(running: Sequence[Job], waiting: Sequence[Job], nodes: Sequence[Node], model: ThroughputModel,
+               *, min_speedup: float, can_move) -> list[Move]:
+    """Running jobs to move to a faster type that has room nobody waiting could use.
+
+    A job moves only to a type it accepts, at least ``min_speedup`` times faster for it than
+    the type it runs on (so never back to a slower one), and only if ``can_move(job)`` (it
+    opted in to preemption, ran long enough, was never moved before: the caller's rules).
+    Room a waiting job may take is left to it: a type counts only when no waiting job accepts
+    it. The jobs that gain most move first."""
+    types = model.types
+    wanted = {t for j in waiting for t in (j.accepted_types or types)}
+    room = _Room(nodes)
+    out: list[Move] = []
+    cands = []
+    for job in running:
+        here = job.gpu_type
+        if not here or len(job.accepted_types) < 2 or here not in job.accepted_types:
+            continue
+        speeds = model.speeds(job)
+        for t in model.best_types(job, job.accepted_types):
+            if t == here or t in wanted:
+                continue
+            gain = speeds[t].value / speeds[here].value if speeds[here].value > 0 else 1.0
+            if gain >= min_speedup:
+                cands.append((gain, job, t))
+            break  # only its fastest free-of-demand type is worth a restart
+    for gain, job, t in sorted(cands, key=lambda c: (-c[0], c[1].job_id)):
+        if any(m.job_id == job.job_id for m in out) or not can_move(job):
+            continue
+        if room.fits(t, job.num_gpus, take=True):
+            out.append(Move(job.job_id, job.gpu_type, t,
+                            f"{t} frees with nobody waiting for it; it runs {gain:.2g}x faster there than on "
+                            f"{job.gpu_type} (moves at {min_speedup:g}x or more)"))
+    return out

@@ -46,6 +46,7 @@ class MemoryCluster:
         self.requeues: list[int] = []
         self.down = False
         self.hidden: set[int] = set()  # out of the snapshot (squeue -t PD,R,CG,S), known to scontrol
+        self.steers: list[tuple[int, str]] = []
         self.refuse_requeue: Exception | None = None
         self.refuse_signal: Exception | None = None
 
@@ -96,6 +97,14 @@ class MemoryCluster:
         j = self.jobs[job_id]
         self.requeues.append(job_id)
         j.state, j.nodes, j.start_time, j.restarts = JobState.PENDING, (), None, j.restarts + 1
+
+    def set_partition(self, job_id: int, partition: str) -> None:
+        self.steers.append((job_id, partition))
+        self.jobs[job_id].partition = partition
+
+    def set_features(self, job_id: int, features: str) -> None:
+        self.steers.append((job_id, features))
+        self.jobs[job_id].features = features
 
     def job_end(self, job_id: int) -> JobEnd:
         j = self.jobs.get(job_id)

@@ -104,3 +104,65 @@ def test_charges_are_normalised_by_type_speed() -> None:
     assert led.attained(1) == pytest.approx(300.0) and led.attained(2) == pytest.approx(100.0)
     assert led.jobs[1].norm_executed_s == pytest.approx(300.0) and led.jobs[1].executed_s == pytest.approx(100.0)
     assert led.usage("a", 100.0, 3600.0) == pytest.approx(3 * led.usage("b", 100.0, 3600.0))
+
+
+# --- moving an opted-in job to a faster type that frees ---------------------------------------
+def mixed_cluster():
+    from test_cycle import MemoryCluster
+
+    c = MemoryCluster(nodes=0)
+    c.nodes = [Node("gpu01", 8, "h100"), Node("gpu03", 8, "v100")]
+    return c
+
+
+TAG = "sdl1:class=train;ckpt=1;gpus=8;shape=1x8;types=h100+v100"
+
+
+def test_an_opted_in_job_moves_once_to_a_faster_type_that_frees_and_not_back(tmp_path) -> None:
+    from prioritizer import Prioritizer
+    from slurm_dl.store import Store
+
+    cfg = load_config(REPO / "site-configs" / "testbed-mixed.toml")
+    c = mixed_cluster()
+    hog = c.add(1, 8, running_on="gpu01", admin_comment="sdl1:class=train;ckpt=0;gpus=8;shape=1x8;types=h100")
+    hog.gpu_type = "h100"
+    slow = c.add(2, 8, running_on="gpu03", admin_comment=TAG, partition="v100")
+    slow.gpu_type = "v100"
+    named = c.add(3, 8, admin_comment="sdl1:class=train;ckpt=1;gpus=8;shape=1x8;types=v100", partition="v100")
+    p = Prioritizer(cfg, c, Store(f"sqlite:///{tmp_path / 'p.db'}"))
+    p.run_cycle()
+    c.now += 30
+    del c.jobs[1]  # the h100 job ends: its node frees, and no waiting job accepts h100
+    p.run_cycle()
+    assert c.signals == [(2, "USR2")]  # the move: checkpoint first
+    c.now += cfg.preemption.grace_seconds + 1
+    p.run_cycle()
+    assert c.requeues == [2]
+    c.now += 3
+    p.run_cycle()  # pending again: steered to the type that freed
+    assert (2, "h100") in c.steers
+    c.start(2, "gpu01")
+    c.jobs[2].gpu_type = "h100"
+    for _ in range(5):
+        c.now += 30
+        p.run_cycle()
+    assert c.signals == [(2, "USR2")] and c.requeues == [2]  # once, never back to v100
+    assert all(job_id != 3 for job_id, _ in c.steers)  # a job naming one type is never steered
+    row = [r for r in p.store.preemptions() if r.victim_job_id == 2][0]
+    assert row.need_job_id == 2 and "move from v100 to h100" in row.reason
+
+
+def test_moves_need_the_speedup_room_and_nobody_waiting(model) -> None:
+    from slurm_dl.core.steering import plan_moves
+
+    on_v100 = Job(1, num_gpus=8, model="resnet", accepted_types=BOTH, gpu_type="v100", state=JobState.RUNNING)
+    flat = Job(2, num_gpus=8, model="lstm", accepted_types=BOTH, gpu_type="v100", state=JobState.RUNNING)
+    free_h100 = [Node("gpu01", 8, "h100"), Node("gpu03", 8, "v100", gpus_used=8)]
+    yes = lambda j: True  # noqa: E731
+    moves = plan_moves([flat, on_v100], [], free_h100, model, min_speedup=1.5, can_move=yes)
+    assert [(m.job_id, m.to_type) for m in moves] == [(1, "h100")]  # the LSTM gains 1.1x: stays
+    waiting = [Job(3, num_gpus=8, accepted_types=("h100",))]
+    assert plan_moves([on_v100], waiting, free_h100, model, min_speedup=1.5, can_move=yes) == []
+    assert plan_moves([on_v100], [], free_h100, model, min_speedup=1.5, can_move=lambda j: False) == []
+    full = [Node("gpu01", 8, "h100", gpus_used=4), Node("gpu03", 8, "v100", gpus_used=8)]
+    assert plan_moves([on_v100], [], full, model, min_speedup=1.5, can_move=yes) == []
