@@ -44,6 +44,13 @@ KEEP_FINISHED_S = 600.0
 of one snapshot) comes back with its attained service."""
 
 
+def _soon_eligible(job: Job, now: float) -> bool:
+    """A pending job whose begin time comes within a minute (one just requeued waits
+    ``cred_expire``): steered now, it starts on the right type when it may."""
+    return (job.pending and job.state_reason == "BeginTime" and job.eligible_time is not None
+            and job.eligible_time <= now + 60.0)
+
+
 class CycleBackend(Protocol):
     def snapshot(self) -> ClusterSnapshot: ...
     def set_site_factor(self, values: dict[int, int]) -> Any: ...
@@ -137,7 +144,7 @@ class Prioritizer:
             return SteerReport()
         self.steering.learn(work.runs)
         now = snap.taken_at
-        order = sorted((j for j in jobs if waits_only_for_gpus(j, now) and j.num_gpus > 0),
+        order = sorted((j for j in jobs if j.num_gpus > 0 and (waits_only_for_gpus(j, now) or _soon_eligible(j, now))),
                        key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
         st = steer(self.steering, self.backend, snap, order, dry_run=self.dry_run)
         for jid, gpu_type in st.moved.items():
