@@ -134,7 +134,7 @@ def _default_prior(trace: Path) -> Path | None:
 
 def simulate(
     trace: Path = typer.Option(..., "--trace", help="trace file"),
-    fmt: str = typer.Option("philly", "--format", help="philly | chronus | tiresias | csv | sacct-json | sacct | helios"),
+    fmt: str = typer.Option("philly", "--format", help="philly | chronus | tiresias | csv | openb | sacct-json | sacct | helios"),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="skip and count records that cannot be read"),
     keep_cpu: bool = typer.Option(False, "--keep-cpu-jobs", help="sacct/helios: replay CPU-only jobs (0 GPUs)"),
     group_by: str = typer.Option("account", "--group-by", help="sacct/helios: account | partition as the groups"),
@@ -167,6 +167,11 @@ def simulate(
     dispatch: Optional[str] = typer.Option(None, "--dispatch", help="scheduler overheads: auto[:PASS] (from the history) or RELEASE[:PASS] seconds"),
     slurm_backfill: bool = typer.Option(False, "--slurm-backfill", help="no preemption: Slurm's backfill starts jobs in each policy's order"),
     opt_in: str = typer.Option("recorded", "--opt-in", help="jobs that may be preempted: recorded (sacct: the filter's tag; other traces: all) | all | none"),
+    node_types: Optional[str] = typer.Option(None, "--node-types", help="node groups of GPU types in node order, TYPE:NODES,... e.g. v100:15,p100:15,k80:15 (--gpus-per-node each, default 8)"),
+    fleet: Optional[Path] = typer.Option(None, "--fleet", help="fleet CSV, one row per node with gpu and model (openb_node_list_gpu_node.csv)"),
+    throughputs: Optional[Path] = typer.Option(None, "--throughputs", help="speed of each model on each GPU type: Gavel's simulation_throughputs.json or a CSV kind,TYPE1,TYPE2,..."),
+    model_seed: Optional[int] = typer.Option(None, "--model-seed", help="seed of the model drawn from --throughputs for each job that names none (default 0)"),
+    type_choice: Optional[str] = typer.Option(None, "--type-choice", help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | aware (default)"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -176,9 +181,11 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
          checkpoint_interval, las_thresholds, starvation, gittins_prior, deadline_boost, spread, model_info,
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
          quiet=False, from_slurm=False, report=None, dispatch=None, slurm_backfill=False,
-         opt_in="recorded") -> None:
+         opt_in="recorded", node_types=None, fleet=None, throughputs=None, model_seed=None,
+         type_choice=None) -> None:
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.traces import HISTORY_FORMATS, parse_time, read_history, read_trace
+    from ..sim.speeds import TypesAsked
 
     configs = list(config or []) if not isinstance(config, Path) else [config]
     if opt_in not in OPT_IN:  # before a long trace is read, not after
@@ -188,11 +195,17 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         t1 = parse_time(end) if end else None
     except ValueError as e:
         raise SlurmDLError(str(e)) from None
-    cluster_line = None
+    try:
+        asked = TypesAsked.check(node_types=node_types, fleet=fleet, throughputs=throughputs, model_seed=model_seed,
+                                 type_choice=type_choice, nodes=nodes, cluster_per_vc=cluster_per_vc,
+                                 from_slurm=from_slurm)
+    except ValueError as e:
+        raise SlurmDLError(str(e)) from None
+    cluster_line = live = None
     if from_slurm:
         if nodes is not None or cluster_per_vc:
             raise SlurmDLError("--cluster-from-slurm: give it instead of --nodes / --cluster-per-vc")
-        nodes, gpus_per_node, cluster_line = _live_cluster(gpus_per_node)
+        nodes, gpus_per_node, cluster_line, live = _live_cluster(gpus_per_node)
         typer.echo(_wrap(cluster_line), err=as_json)
     imported = None
     if fmt in HISTORY_FORMATS:
@@ -208,6 +221,9 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     if not jobs:
         raise TraceError(f"{trace}: no jobs submitted in the window [{start}, {end})")
     _apply_opt_in(jobs, opt_in, as_json)
+    drawn = asked.draw(jobs)
+    if drawn:
+        typer.echo(_wrap(drawn), err=as_json)
     if report:  # find out now, not after a long replay, that the report cannot be written
         try:
             Path(report).mkdir(parents=True, exist_ok=True)
@@ -218,9 +234,16 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
                          preempt_cost=preempt_cost, checkpoint_interval=checkpoint_interval,
                          las_thresholds=las_thresholds, starvation=starvation, spread=spread, model_info=model_info,
                          no_fairness=no_fairness, idle=wants_idle, idle_action=idle_action, utilisation=utilisation,
-                         synthetic_idle=synthetic_idle, cluster_line=cluster_line)
+                         synthetic_idle=synthetic_idle, cluster_line=cluster_line, asked=asked, live=live,
+                         recorded=fmt in HISTORY_FORMATS)
                 for path, label in (zip(configs, _config_labels(configs)) if configs else [(None, None)])]
+    try:
+        asked.check_used(any(v.setup.groups for v in variants))
+    except ValueError as e:
+        raise SlurmDLError(str(e)) from None
     several = len(variants) > 1
+    if not several and variants[0].setup.groups:
+        typer.echo(_wrap(variants[0].cluster), err=as_json)
     overhead = _dispatch(dispatch, fmt, jobs, variants[0].setup)
     if overhead is not None:
         for v in variants:
@@ -292,6 +315,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
                     out.group_line(group if group != SITE_GROUP else "site: " + ", ".join(
                         f"{x.label} = {x.cfg.policy.mix}" for x in variants))
                 out.table_row(v.label if several else label, summary, indent=several)
+                out.type_line(summary, indent=several)
     except KeyboardInterrupt:
         progress.clear()
         interrupted = True
@@ -411,7 +435,7 @@ def preemption_cost(preempt_cost: str | None, checkpoint_interval: float | None,
 
 def _variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt_cost, checkpoint_interval,
              las_thresholds, starvation, spread, model_info, no_fairness, idle, idle_action, utilisation,
-             synthetic_idle, cluster_line) -> _Variant:
+             synthetic_idle, cluster_line, asked=None, live=None, recorded=False) -> _Variant:
     from ..core.config import load_config
     from ..sim.simulate import SimSetup
     from ..sim.traces import read_cluster_sizes
@@ -430,7 +454,11 @@ def _variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt
     sizes = read_cluster_sizes(cluster_per_vc) if cluster_per_vc else None
     setup = SimSetup(gpus_per_node=per, cluster_sizes=sizes, nodes=n, cost=cost, spread=spread, model_info=minfo,
                      fairness=not no_fairness, shares=dict(cfg.policy.fairshare.shares) if cfg else None)
-    if sizes is not None:
+    typed = _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread)
+    if typed is not None:
+        setup.groups, setup.types = typed.groups, typed.types
+        cluster = typed.line
+    elif sizes is not None:
         cluster = f"each group its own cluster ({cluster_per_vc.name}), {per} GPUs per node"
     elif n:
         cluster = f"{n} node{'s' if n != 1 else ''} x {per} GPUs ({n * per} GPUs)" + (
@@ -439,6 +467,21 @@ def _variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt
         cluster = "no cluster size given"
     idle_setup = _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) if idle else None
     return _Variant(path, label, cfg, setup, cost, thr_sets, starv, cluster, idle_setup)
+
+
+def _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread):
+    """The variant's node groups of several GPU types, or None (one type: the plain replay)."""
+    if asked is None:
+        return None
+    try:
+        typed = asked.cluster(cfg, gpus_per_node, live, recorded)
+    except ValueError as e:
+        raise SlurmDLError(str(e)) from None
+    if typed is not None and sizes is not None:
+        raise SlurmDLError("--cluster-per-vc: not with node groups of several GPU types")
+    if typed is not None and spread:
+        raise SlurmDLError("--spread: not with several GPU types or node sizes (a job's GPUs are all of one group)")
+    return typed
 
 
 def _report_meta(trace, fmt, jobs, imported, variants, runs, no_fairness, interrupted, not_run) -> dict:
@@ -471,11 +514,13 @@ def _report_meta(trace, fmt, jobs, imported, variants, runs, no_fairness, interr
                         for v in variants]}
 
 
-def _live_cluster(gpus_per_node: int | None) -> tuple[int, int, str]:
-    """(nodes, GPUs per node, a line describing it) from the live cluster's GPU nodes."""
+def _live_cluster(gpus_per_node: int | None) -> tuple[int, int, str, list]:
+    """(nodes, GPUs per node, a line describing it, node groups by type and size) from the live
+    cluster's GPU nodes."""
     from collections import Counter
 
     from ..core.errors import SlurmError
+    from ..sim.fleet import groups_from_nodes, several_types
     from ..slurm import get_backend
 
     try:
@@ -491,9 +536,10 @@ def _live_cluster(gpus_per_node: int | None) -> tuple[int, int, str]:
     total = sum(n.gpus for n in nodes)
     shape = (f"cluster from Slurm: {len(nodes)} GPU nodes, {total} GPUs"
              f"{' (' + ', '.join(types) + ')' if types else ''}; partitions: {', '.join(parts) or '-'}")
-    if any(n.gpus != per for n in nodes):
+    groups = groups_from_nodes(nodes)
+    if any(n.gpus != per for n in nodes) and not several_types(groups):
         shape += f"; simulated as {len(nodes)} x {per} GPUs (nodes differ)"
-    return len(nodes), per, shape
+    return len(nodes), per, shape, groups
 
 
 def _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) -> dict:

@@ -83,6 +83,18 @@ def table_row(name: str, s: dict, indent: bool = False) -> None:
     typer.echo(f"{label:<16}" + "".join(f"{c:>7}" for c in cells))
 
 
+def type_line(s: dict, indent: bool = False) -> None:
+    """Per-type utilisation under a row (node groups of several GPU types only)."""
+    per = s.get("per_type")
+    if not per:
+        return
+    import textwrap
+
+    text = "busy by type: " + ", ".join(f"{t} {r['utilization']:.1%}" for t, r in per.items())
+    pad = "    " if indent else "  "
+    typer.echo("\n".join(textwrap.wrap(text, 79, initial_indent=pad, subsequent_indent=pad + "  ")))
+
+
 def group_line(policy: str) -> None:
     """The policy's name above its per-config rows."""
     typer.echo(policy if len(policy) <= 79 else policy[:78] + "…")

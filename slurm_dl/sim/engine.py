@@ -36,23 +36,43 @@ from typing import Callable
 from .engine_fit import FitPasses
 from .engine_grouped import GroupedPasses
 from .engine_preempt import PreemptivePasses
+from .engine_typed import TypedPasses
 from .engine_state import _DONE, _TICK, _WAKE, EngineState, index_of
+from .fleet import NodeGroupSpec
 from .placement import FlatPlacer, min_nodes
 from .ranking import Ranker
 from .state import Dispatch, PreemptionCost, SimJob
+from .typed import TypedPlacer, TypeSetup
 
 INF = float("inf")
 
 
 @dataclass
 class ClusterSpec:
+    """``nodes`` × ``gpus_per_node`` GPUs of one type; or, with ``groups``, node groups of
+    several types or sizes (``nodes`` and ``gpus_per_node`` then: all nodes, the largest)."""
+
     name: str
     nodes: int
     gpus_per_node: int = 8
+    groups: tuple[NodeGroupSpec, ...] = ()
+
+    @classmethod
+    def of_groups(cls, name: str, groups) -> "ClusterSpec":
+        groups = tuple(groups)
+        return cls(name, sum(g.nodes for g in groups), max(g.gpus_per_node for g in groups), groups)
 
     @property
     def total_gpus(self) -> int:
+        if self.groups:
+            return sum(g.gpus for g in self.groups)
         return self.nodes * self.gpus_per_node
+
+    @property
+    def typed(self) -> bool:
+        """Node groups: the typed placer (:mod:`.typed`). (A cluster of one type and node
+        size is given as ``nodes`` × ``gpus_per_node``: see :func:`.fleet.several_types`.)"""
+        return bool(self.groups)
 
 
 @dataclass
@@ -61,9 +81,10 @@ class ClusterResult:
     jobs: list[SimJob]
     queue_deltas: list[tuple[float, int]] = field(default_factory=list)  # (time, Δ pending jobs)
     preemptions: int = 0
+    type_busy: dict[str, tuple[int, float]] | None = None  # per GPU type: (GPUs, GPU-seconds run)
 
 
-class Engine(FitPasses, PreemptivePasses, GroupedPasses, EngineState):
+class Engine(FitPasses, PreemptivePasses, GroupedPasses, TypedPasses, EngineState):
     """One replay: the event loop over an :class:`EngineState` and the disciplines' passes."""
 
     def run(self) -> list[SimJob]:
@@ -203,16 +224,18 @@ class Engine(FitPasses, PreemptivePasses, GroupedPasses, EngineState):
     def schedule(self, now: float, done: bool, same: bool) -> None:
         """One pass of the discipline at ``now``."""
         discipline = self.discipline
+        if not self.placer.flat:
+            self.placer.crowded = self.waiting_gpus > self.placer.free_total
         if self.grouped:
             if self.grouped_run:
                 self.pass_grouped_preemptive(now)
             else:
                 self.pass_grouped_fit(now, skip=discipline == "firstfit")
-        elif self.ranked_run:
+        elif self.ranked_run or self.typed_select:
             if same and not done:
                 return
             v = self.placer.free_ver
-            self.pass_preemptive(now)
+            (self.pass_preemptive_typed if self.typed_select else self.pass_preemptive)(now)
             self.idle_ver = v if self.placer.free_ver == v else -1
         elif discipline == "preemptive":
             self.pass_preemptive(now)
@@ -230,13 +253,15 @@ def run_cluster(
     jobs: list, spec: ClusterSpec, ranker: Ranker, cost: PreemptionCost,
     *, spread: bool = False, model_info: dict | None = None, fast: bool = True,
     on_finish: Callable[[float, int], None] | None = None, dispatch: Dispatch | None = None,
+    types: TypeSetup | None = None,
 ) -> ClusterResult:
     """Simulate ``jobs`` (model Jobs, in trace order) on one cluster until all have finished.
 
     ``fast=False`` turns off the per-account queues and the per-account usage charging (the
     reference path the tests compare against). ``on_finish(now, finished)`` is called after
     every event time at which jobs finished (progress reports). ``dispatch``: the scheduler's
-    own overheads (see the module docstring); none by default."""
+    own overheads (see the module docstring); none by default. ``types``: on a cluster of
+    several GPU types, the type choice and the throughput model (:mod:`.typed`)."""
     total = spec.total_gpus
     too_big = [j for j in jobs if j.num_gpus > total]
     if too_big:
@@ -245,10 +270,17 @@ def run_cluster(
         raise ValueError(
             f"{len(too_big)} jobs too big for {spec.name!r} ({total} GPUs): {ids} (max {big.num_gpus})"
         )
-    placer = FlatPlacer(spec.nodes, spec.gpus_per_node, spread, model_info)
+    if spec.typed:
+        if spread:
+            raise ValueError("--spread: not with several GPU types or node sizes (a job's GPUs are all of one group)")
+        types = types or TypeSetup()
+        placer = TypedPlacer(spec.groups, types.choice, types.model, types.recorded)
+        ranker.use_charges(placer.mean_charge)
+    else:
+        placer = FlatPlacer(spec.nodes, spec.gpus_per_node, spread, model_info)
     eng = Engine(jobs, placer, ranker, cost, fast=fast, on_finish=on_finish, dispatch=dispatch)
     sims = eng.run()
-    return ClusterResult(spec, sims, eng.qd, eng.preemptions)
+    return ClusterResult(spec, sims, eng.qd, eng.preemptions, None if placer.flat else placer.type_busy())
 
 
 def fewest_nodes(jobs: list, gpus_per_node: int) -> int:

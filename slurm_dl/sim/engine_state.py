@@ -50,7 +50,6 @@ class EngineState:
         self.placer = placer
         self.fast = fast
         self.total = placer.total
-        self.free = placer.free
         self.ranker = ranker
         self.cost = cost
         self.on_finish = on_finish
@@ -71,12 +70,14 @@ class EngineState:
         self.releases: list[tuple[float, int, tuple]] = []  # (time, seq, allocation) GPUs coming back
         self._flags(ranker, discipline, fast)
         self.preemptions = 0
+        self.waiting_gpus = 0  # GPUs the waiting jobs ask for
         self.arrive = getattr(ranker, "arrive", None)  # deadline admission at a job's first arrival
         self.book: LeaseBook | None = None  # the lease discipline's per-account sums and buckets
         if discipline == "lease":
             ranker.restart_s = cost.restart(self.total)
-            if fast and getattr(ranker, "lease_static_pending", False) and placer.flat:
-                self.book = LeaseBook(ranker, self.total, self.free, placer.per_node, placer.spread)
+            if fast and getattr(ranker, "lease_static_pending", False) and placer.by_width:
+                self.book = LeaseBook(ranker, self.total, placer.free, placer.per_node, placer.spread,
+                                      placer.node_view().get("node_sizes"), getattr(placer, "mean_charge", None))
         self.ticks = [0, None, -INF]  # (counter, last wake-up time pushed, earliest next decision)
         if self.book is not None:
             self.book.bind(ranker=ranker, running=self.running, ticks=self.ticks, try_place=placer.place,
@@ -103,6 +104,9 @@ class EngineState:
         # the running jobs in cached-key order with their GPUs (parallel lists), kept sorted as
         # jobs start, stop and wake, for the preemptive pass over the sorted pending queue
         self.ranked_run = self.cached_running and self.sorted_pending and discipline == "preemptive"
+        # several GPU types, aware choice: the typed selection (engine_typed), which may skip
+        # a pass at an event time the same way as the ranked one
+        self.typed_select = discipline == "preemptive" and getattr(self.placer, "choice", None) == "aware"
         self.rkeys: list[tuple] = []
         self.rjobs: list[SimJob] = []
         self.rgpus: list[int] = []
@@ -112,7 +116,8 @@ class EngineState:
         # per-account queues: the key is (account's standing, then a per-job key that changes
         # only at the job's own wake-ups); each account keeps its waiting (and, preemptive,
         # running) jobs sorted by that per-job key, and a pass merges the accounts' heads
-        self.grouped = fast and getattr(ranker, "grouped", False) and discipline in ("strict", "firstfit", "preemptive")
+        self.grouped = (fast and getattr(ranker, "grouped", False) and discipline in ("strict", "firstfit", "preemptive")
+                        and self.placer.flat)
         self.grouped_run = self.grouped and discipline == "preemptive"
         if self.grouped:
             self.sorted_pending = self.piecewise = self.cached_running = False
@@ -145,6 +150,7 @@ class EngineState:
         placer.take(alloc, sj)
         sj.alloc = alloc
         sj.running = True
+        self.waiting_gpus -= sj.gpus
         sj.seg_start = now
         sj.charged_to = now
         j = sj.job
@@ -179,11 +185,13 @@ class EngineState:
         """``hold``: the GPUs come back ``release_s`` later (a finished job's)."""
         if self.book is not None:
             self.book.stopped(sj)
+        ran = now - sj.seg_start
+        if not self.placer.flat:
+            self.placer.ran(sj, ran)
         if hold:
             heapq.heappush(self.releases, (now + self.release_s, sj.seq, sj.alloc))
         else:
             self.placer.give(sj.alloc)
-        ran = now - sj.seg_start
         sj.attained0 += sj.gpus * ran
         sj.executed0 += ran
         sj.served0 += ran * sj.charge
@@ -198,8 +206,13 @@ class EngineState:
             self.g_remove(self.gr, sj, sj.static_key)
         j = sj.job
         j.state = _PENDING
-        j.attained_gpu_s = round(sj.attained0, 6)
-        j.executed_s = sj.executed0
+        if self.placer.flat:
+            j.attained_gpu_s = round(sj.attained0, 6)
+            j.executed_s = sj.executed0
+        else:  # the policy's view: service charged at the type's speed (ranker.use_charges)
+            j.attained_gpu_s = round(sj.gpus * sj.served0, 6)
+            j.executed_s = sj.executed0
+            j.norm_executed_s = sj.served0
         if self.charge_by_account:
             self.acct_gpus[sj.account] -= sj.width
             self.ranker.charge(sj.account, sj.width * (now - max(sj.charged_to, self.last_refresh)), now)
@@ -221,6 +234,7 @@ class EngineState:
 
     def enqueue(self, sj: SimJob, now: float) -> None:
         self.qd.append((now, 1))
+        self.waiting_gpus += sj.gpus
         if self.grouped:
             self.g_insert(self.gp, sj, self.ranker.group_key(sj, now), False)
             self.n_waiting += 1

@@ -284,6 +284,8 @@ def _apply_tag(job: Job, comment: str, stats: ImportStats) -> None:
         job.requeue = True  # the filter turns requeue on for jobs that opt in
     if tag.deadline is not None:
         job.deadline = float(tag.deadline)
+    if tag.gpu_types:
+        job.accepted_types = tuple(tag.gpu_types)
 
 
 def _bad(stats: ImportStats, skip_bad: bool, where: str, err: Exception) -> None:

@@ -38,7 +38,8 @@ from .state import SimJob
 
 
 class LeaseBook:
-    def __init__(self, ranker, total: int, free: list[int], per_node: int, spread: bool) -> None:
+    def __init__(self, ranker, total: int, free: list[int], per_node: int, spread: bool,
+                 node_sizes: list[int] | None = None, held_unit: float | None = None) -> None:
         settings = ranker.policy.settings
         self.floor = settings.rho_floor_s
         self.share = settings.share
@@ -47,6 +48,10 @@ class LeaseBook:
         self.free = free  # the engine's free GPUs per node (read only)
         self.per_node = per_node
         self.spread = spread
+        self.node_sizes = node_sizes  # each node's GPUs where they differ (node groups)
+        # GPU types: GPUs held count at type speed over the mean (see ranker._held_at_speed),
+        # kept in thousandths
+        self.held_unit = held_unit
         # account -> [jobs, Σ submit, demand, held, Σ floored run of waiting jobs,
         #             running jobs below the floor, running jobs past it, Σ (executed0 − seg_start)]
         self.rows: dict[str, list] = {}
@@ -102,7 +107,7 @@ class LeaseBook:
         self.refresh_keys(now)
         moves, wake = o.ranker.lease_moves(self.waiting(), o.running, self.total, o.free_left(), now,
                                            standing=self.standings(now), node_free=self.free,
-                                           per_node=self.per_node, waiting=waiting,
+                                           per_node=self.per_node, node_sizes=self.node_sizes, waiting=waiting,
                                            running_by_id=self.running, yields=self.yields,
                                            allocs=self.allocs, keys=self.keys, ranked=self.ranked,
                                            may_yield=self.may_yield)
@@ -178,7 +183,7 @@ class LeaseBook:
         row = self.rows[sj.account]
         e = sj.executed0
         row[4] -= e if e > self.floor else self.floor
-        row[3] += sj.gpus
+        row[3] += sj.gpus if self.held_unit is None else held_milli(sj, self.held_unit)
         if e > self.floor:
             self.past[sj.seq] = base = e - sj.seg_start
             row[6] += 1
@@ -193,7 +198,7 @@ class LeaseBook:
         self._unrank(sj, self.keys[jid])
         del self.running[jid], self.yields[jid], self.allocs[jid], self.keys[jid]
         row = self.rows[sj.account]
-        row[3] -= sj.gpus
+        row[3] -= sj.gpus if self.held_unit is None else held_milli(sj, self.held_unit)
         base = self.past.pop(sj.seq, None)
         if base is None:
             row[5] -= 1  # its crossing entry goes stale with the job's version
@@ -266,6 +271,8 @@ class LeaseBook:
         out = {}
         for a in sorted(weights):
             n, sub, dem, held, pran, low, high, hbase = self.rows[a]
+            if self.held_unit is not None:
+                held /= 1000
             waited = n * now - sub
             ran = pran + low * floor + (high * now + hbase if high else 0.0)
             out[a] = Standing(a, weights[a], held, dem, fair[a], max(1.0, waited / ran))
@@ -279,6 +286,8 @@ class LeaseBook:
         _, fair = self._fair()
         out = {}
         for a, (n, sub, dem, held, pran, low, high, hbase) in self.rows.items():
+            if self.held_unit is not None:
+                held /= 1000
             if held < fair[a]:
                 ran = pran + low * floor + (high * now + hbase if high else 0.0)
                 out[a] = (0, -max(1.0, (n * now - sub) / ran))
@@ -390,6 +399,12 @@ class LeaseBook:
                 heapq.heapreplace(heap, (k[0], tiers[i], k, i))
             else:
                 heapq.heappop(heap)
+
+
+def held_milli(sj: SimJob, unit: float) -> int:
+    """GPU types: the GPUs ``sj`` holds at its type's speed over ``unit`` (the mean), in
+    thousandths (whole numbers add up exactly in any order)."""
+    return round(1000 * sj.width / unit)
 
 
 def _first(entry: tuple) -> tuple:

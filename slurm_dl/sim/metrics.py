@@ -85,6 +85,9 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
         out["utility_earned"] = earned
         out["utility_max"] = top
         out["utility_fraction"] = earned / top if top else 0.0
+    per_type = type_utilisation(results, makespan)
+    if per_type:
+        out["per_type"] = per_type
     per: dict[str, dict] = {}
     for sj in jobs:
         a = per.setdefault(sj.account, {"jobs": 0, "sum_jct": 0.0, "sum_queue": 0.0, "preemptions": 0})
@@ -98,6 +101,20 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
         for k, v in sorted(per.items())
     }
     return out
+
+
+def type_utilisation(results: Sequence[ClusterResult], makespan: float) -> dict[str, dict]:
+    """Per GPU type (node groups only): its GPUs, GPU-hours run and utilisation over the
+    makespan; empty on one type."""
+    acc: dict[str, list] = {}
+    for r in results:
+        for t, (n, busy) in (r.type_busy or {}).items():
+            row = acc.setdefault(t, [0, 0.0])
+            row[0] += n
+            row[1] += busy
+    return {t: {"gpus": n, "gpu_hours": busy / 3600.0,
+                "utilization": busy / (n * makespan) if n and makespan > 0 else 0.0}
+            for t, (n, busy) in acc.items()}
 
 
 def add_fairness(summary: dict, isolated_avg_jct: dict[str, float] | None) -> None:

@@ -94,6 +94,7 @@ class FlatPlacer:
     placement-sensitivity slowdown of a spread job)."""
 
     flat = True
+    by_width = True  # whether a job places depends on its width alone
 
     def __init__(self, nodes: int, per_node: int, spread: bool = False, model_info: dict | None = None) -> None:
         self.per_node = per_node

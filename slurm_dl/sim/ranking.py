@@ -54,6 +54,7 @@ from ..core.policy.combined import CombinedPolicy
 from ..core.policy.admission import DeadlineAdmission
 from ..core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, DeadlinePolicy
 from ..core.policy.fairshare import FairSharePolicy
+from ..core.policy.fairshare_lease import FairShareLeasePolicy
 from ..core.policy.fifo import FifoPolicy
 from ..core.policy.gittins import GittinsPolicy, history_checkpoint
 from ..core.policy.history import job_batch
@@ -61,6 +62,7 @@ from ..core.policy.job_class import ClassPolicy
 from ..core.policy.las import LasPolicy
 from ..core.policy.oracle import SjfPolicy, SrtfPolicy
 from ..core.policy.qssf import QssfPolicy
+from .lease import held_milli
 from .state import SimJob
 
 INF = math.inf
@@ -127,6 +129,9 @@ class LazySimLedger(SimLedger):
 # Policies whose keys are piecewise constant in time, changing only at ``next_key_change``.
 _PIECEWISE = (LasPolicy, DeadlinePolicy, FifoPolicy, ClassPolicy)
 _GROUPABLE = (LasPolicy, DeadlinePolicy, ClassPolicy, FairSharePolicy)
+# Policies whose running keys change only with attained service (with no starvation guard).
+_SERVICE_ONLY = (LasPolicy, GittinsPolicy, QssfPolicy, FairSharePolicy, FairShareLeasePolicy, FifoPolicy,
+                 SjfPolicy, SrtfPolicy, ClassPolicy)
 
 
 def _components(policy: Any) -> list:
@@ -179,6 +184,7 @@ class PolicyRanker:
         self.ledger = SimLedger() if any(isinstance(p, (GittinsPolicy, QssfPolicy))
                                          for p in _components(policy)) else LazySimLedger()
         self.ctx = PolicyContext(now=0.0, ledger=self.ledger, config=config, total_gpus=total_gpus)
+        self._charged = False  # GPU types: service charged at type speed (use_charges)
         self.config = config
         pre = getattr(config, "preemption", None)
         # (minimum run time, restart cap) of a running job that may be a victim (see _pinned);
@@ -290,6 +296,57 @@ class PolicyRanker:
             # next_key_change lands on (not just below) the threshold
             j.attained_gpu_s = round(sj.attained0 + sj.gpus * dt, 6)
             j.executed_s = sj.executed0 + dt
+        self.ctx.now = now
+        return j
+
+    def use_charges(self, held_unit: float = 1.0) -> None:
+        """GPU types: a job is charged service at its type's speed (``SimJob.charge``), so the
+        policy sees attained service and run time normalised by type speed (the engine keeps
+        ``served0``, the charged seconds). A running job's key then changes ``charge`` times as
+        fast as the policy assumes: its wake-ups are rescaled exactly where only service moves
+        its key (LAS without the starvation guard, Gittins, QSSF, fair share), and otherwise
+        only brought forward (never late; a slower charge then wakes it early, more often).
+        Fair share with leases counts GPUs held at type speed over ``held_unit`` (the cluster's
+        mean type speed)."""
+        self._sync = self._sync_charged
+        self.held_unit = held_unit
+        comps = _components(self.policy)
+        self._service_only = all(isinstance(p, _SERVICE_ONLY) and getattr(p, "starvation_factor", None) is None
+                                 and getattr(getattr(p, "las", None), "starvation_factor", None) is None
+                                 for p in comps)
+        plain_key_next, plain_next = self.key_and_next, self.next_change
+
+        def key_and_next(sj: SimJob, now: float):
+            k, t = plain_key_next(sj, now)
+            return k, self._rescale(sj, now, t)
+
+        def next_change(sj: SimJob, now: float):
+            return self._rescale(sj, now, plain_next(sj, now))
+
+        self.key_and_next, self.next_change = key_and_next, next_change
+        self._charged = True
+
+    def _rescale(self, sj: SimJob, now: float, t: float | None) -> float | None:
+        c = sj.charge
+        if t is None or not sj.running or c == 1.0 or t == INF:
+            return t
+        if c > 1.0 or self._service_only:
+            return max(math.nextafter(now, INF), now + (t - now) / c)
+        return t
+
+    def _sync_charged(self, sj: SimJob, now: float):
+        """``_sync`` on GPU types: attained GPU-seconds and ``norm_executed_s`` at the type's
+        speed, ``executed_s`` the run time (what the prioritizer's ledger keeps)."""
+        j = sj.job
+        if sj.running:
+            dt = now - sj.seg_start
+            s = sj.served0 + dt * sj.charge
+            j.executed_s = sj.executed0 + dt
+        else:
+            s = sj.served0
+            j.executed_s = sj.executed0
+        j.attained_gpu_s = round(sj.gpus * s, 6)
+        j.norm_executed_s = s
         self.ctx.now = now
         return j
 
@@ -490,11 +547,22 @@ class PolicyRanker:
         ``FairShareLeasePolicy.fill_key`` gives, from the cached within-account keys)."""
         jp = [self._sync(s, now) for s in pending]
         jr = [self._sync(s, now) for s in running]
-        st = standings(jp, jr, total, now, self.policy.settings)
+        st = self._held_at_speed(standings(jp, jr, total, now, self.policy.settings), running)
         tier = {a: ((0, -s.rho) if s.held < s.fair else (1, 0.0)) for a, s in st.items()}
         within = self._within
         keyed = sorted((within(j)[0], tier[j.account], within(j), i) for i, j in enumerate(jp))
         return [pending[k[3]] for k in keyed]
+
+    def _held_at_speed(self, st: dict, running: list) -> dict:
+        """GPU types: each account's GPUs held counted at their type's speed over the cluster's
+        mean (``held_unit``), so an account on slow GPUs stands below its fair share of the
+        cluster's capacity (normalised fair share; the sum over all GPUs is unchanged)."""
+        if not self._charged:
+            return st
+        held: dict[str, int] = {}
+        for sj in running:
+            held[sj.account] = held.get(sj.account, 0) + held_milli(sj, self.held_unit)
+        return {a: s._replace(held=held.get(a, 0) / 1000) for a, s in st.items()}
 
     def lease_settings(self):
         """The policy's lease settings with the engine's restart cost (the lease excludes it)."""
@@ -518,7 +586,12 @@ class PolicyRanker:
         far inside the cached range rounds inside it too."""
         las = self.policy.las
         dt = now - sj.seg_start
-        a = sj.executed0 + dt if las.by_time else sj.attained0 + sj.gpus * dt
+        if self._charged:  # service at the type's speed (use_charges)
+            a = sj.served0 + dt * sj.charge
+            if not las.by_time:
+                a *= sj.gpus
+        else:
+            a = sj.executed0 + dt if las.by_time else sj.attained0 + sj.gpus * dt
         c = self._run_keys.get(sj.seq)
         if c is not None and c[0] == sj.version:
             if c[1] + _MARGIN <= a < c[2] - _MARGIN:
@@ -541,14 +614,18 @@ class PolicyRanker:
         rate = 1.0 if las.by_time else sj.gpus
         if c[2] == INF or rate <= 0:
             return INF
-        base = sj.executed0 if las.by_time else sj.attained0
+        if self._charged:
+            base = sj.served0 * (1.0 if las.by_time else sj.gpus)
+            rate *= sj.charge
+        else:
+            base = sj.executed0 if las.by_time else sj.attained0
         return sj.seg_start + (c[2] - 2 * _MARGIN - base) / rate
 
     def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None,
                     node_free: list[int] | None = None, per_node: int | None = None, waiting=None,
                     running_by_id: dict | None = None, yields: dict | None = None,
                     allocs: dict | None = None, keys: dict | None = None, ranked: dict | None = None,
-                    may_yield=None):
+                    may_yield=None, node_sizes: list[int] | None = None):
         """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``.
         ``standing``: the accounts' standings now, when the engine keeps them. ``node_free``
         (free GPUs per node index) and ``per_node``: where the GPUs are, so that a job needing
@@ -559,7 +636,8 @@ class PolicyRanker:
         :meth:`yield_from`) and ``allocs`` (its (node, GPUs) pairs); ``keys``: every waiting and
         running job's within-account key now (job id -> key), when the book keeps them so;
         ``ranked``: per account, its running jobs in that order (kept by the book);
-        ``may_yield``: the book's kept answer of which of them may yield now."""
+        ``may_yield``: the book's kept answer of which of them may yield now; ``node_sizes``:
+        each node's GPUs where they differ (node groups)."""
         pol = self.policy
         settings = self.lease_settings()
         within = self._within
@@ -596,8 +674,11 @@ class PolicyRanker:
             alloc = allocs if allocs is not None else {s.job.job_id: s.alloc for s in running}
             sizes = self._node_sizes
             if sizes[0] != (len(node_free), per_node):  # the cluster's node sizes, made once
-                sizes = self._node_sizes = ((len(node_free), per_node), dict.fromkeys(range(len(node_free)), per_node))
+                size = dict(enumerate(node_sizes)) if node_sizes else dict.fromkeys(range(len(node_free)), per_node)
+                sizes = self._node_sizes = ((len(node_free), per_node), size)
             nodes = NodeView(size=sizes[1], free=dict(enumerate(node_free)), alloc=alloc)
+        if standing is None and self._charged:
+            standing = self._held_at_speed(standings(jp, jr, total, now, settings), running)
         plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
                                      order=within, level=level, free_gpus=free,
                                      standing=standing, nodes=nodes, waiting=queues, yields=yields,
@@ -637,7 +718,8 @@ class PolicyRanker:
             self._by_id.pop(j.job_id, None)
             if j.deadline is None and not j.soft_deadlines:
                 self._best_effort_gpus -= j.num_gpus
-        self.ledger.add_history(sj.attained0, j.user, j.name, j.account, j.num_gpus, j.partition,
+        service = sj.gpus * sj.served0 if self._charged else sj.attained0
+        self.ledger.add_history(service, j.user, j.name, j.account, j.num_gpus, j.partition,
                                 j.time_limit, batch)
 
     def charge(self, account: str, gpu_s: float, now: float) -> None:

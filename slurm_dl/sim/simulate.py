@@ -3,7 +3,9 @@
 Cluster layout:
 * per VC (``cluster_sizes`` given): each account is its own cluster of that many nodes; an
   account missing from the file gets the fewest nodes that fit its largest job;
-* shared: one cluster of ``nodes`` × ``gpus_per_node`` for every job.
+* shared: one cluster of ``nodes`` × ``gpus_per_node`` for every job;
+* node groups (``groups``: several GPU types or node sizes): one shared cluster of them, the
+  type choice and speeds in ``types`` (:mod:`.typed`).
 
 Finish-time fairness ρ (shared layout only): each account is also simulated *alone* on its
 share of the cluster — ``max(fewest nodes for its largest job, round(nodes × share / Σ shares))``
@@ -19,6 +21,8 @@ from typing import Callable, Sequence
 
 from ..core.model import Job
 from .engine import ClusterResult, ClusterSpec, fewest_nodes, run_cluster
+from .fleet import NodeGroupSpec
+from .typed import TypeSetup, accepted_types
 from .metrics import add_fairness, summarize
 from .ranking import Ranker
 from .state import Dispatch, PreemptionCost
@@ -35,6 +39,8 @@ class SimSetup:
     shares: dict[str, float] | None = None
     fairness: bool = True
     dispatch: Dispatch = field(default_factory=Dispatch)  # the scheduler's overheads (none)
+    groups: tuple[NodeGroupSpec, ...] | None = None  # node groups of several GPU types (shared layout)
+    types: TypeSetup | None = None  # with groups: the type choice and the throughput model
 
 
 def by_account(jobs: Sequence[Job]) -> "OrderedDict[str, list[Job]]":
@@ -52,6 +58,8 @@ def clusters_for(jobs: Sequence[Job], setup: SimSetup) -> list[tuple[ClusterSpec
             n = setup.cluster_sizes.get(acct) or fewest_nodes(js, g)
             out.append((ClusterSpec(acct, n, g), js))
         return out
+    if setup.groups:
+        return [(ClusterSpec.of_groups("shared", setup.groups), list(jobs))]
     if not setup.nodes:
         raise ValueError("give --nodes (or a site config) or --cluster-per-vc")
     return [(ClusterSpec("shared", setup.nodes, g), list(jobs))]
@@ -71,7 +79,7 @@ def simulate(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimS
     for spec, js in clusters_for(jobs, setup):
         results.append(run_cluster(js, spec, make_ranker(), setup.cost, spread=setup.spread,
                                    model_info=setup.model_info, on_finish=tick,
-                                   dispatch=setup.dispatch))
+                                   dispatch=setup.dispatch, types=setup.types))
         if progress is not None:
             progress.next_run(len(js))
     summary = summarize(results)
@@ -89,14 +97,49 @@ def isolated_jcts(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup:
                   progress=None) -> dict[str, float]:
     groups = by_account(jobs)
     shares = {a: (setup.shares or {}).get(a, 1.0) for a in groups}
+    model = setup.types.model if setup.types is not None else None
+    speeds = {g.gpu_type: model.type_speed(g.gpu_type) for g in setup.groups} if setup.groups and model else None
     total_share = sum(shares.values())
     out = {}
     for acct, js in groups.items():
-        n = max(fewest_nodes(js, setup.gpus_per_node), round((setup.nodes or 0) * shares[acct] / total_share))
-        r = run_cluster(js, ClusterSpec(acct, n, setup.gpus_per_node), make_ranker().isolated_copy(), setup.cost,
+        if setup.groups:
+            spec = ClusterSpec.of_groups(acct, share_of_groups(setup.groups, shares[acct] / total_share, js, speeds))
+        else:
+            n = max(fewest_nodes(js, setup.gpus_per_node), round((setup.nodes or 0) * shares[acct] / total_share))
+            spec = ClusterSpec(acct, n, setup.gpus_per_node)
+        r = run_cluster(js, spec, make_ranker().isolated_copy(), setup.cost,
                         spread=setup.spread, model_info=setup.model_info, dispatch=setup.dispatch,
-                        on_finish=progress.update if progress is not None else None)
+                        on_finish=progress.update if progress is not None else None, types=setup.types)
         if progress is not None:
             progress.next_run(len(js))
         out[acct] = summarize([r])["avg_jct_s"]
     return out
+
+
+def share_of_groups(groups: Sequence[NodeGroupSpec], frac: float, jobs: Sequence[Job],
+                    speeds: dict[str, float] | None = None) -> list[NodeGroupSpec]:
+    """An account's share ``frac`` of every node group (rounded). When its largest job fits no
+    group of that share (a multi-node job on a small share), as on one type it gets instead
+    the fewest nodes that fit it, or its share if that is more nodes: all of one group, the
+    one whose type speed (``speeds``) is nearest the cluster's mean, the rest of the nodes
+    from the other groups in proportion to their shares (so the share alone does not hand it
+    the fastest GPUs). Groups left without nodes are dropped."""
+    nodes = [round(g.nodes * frac) for g in groups]
+    big = max(jobs, key=lambda j: j.num_gpus)
+    acc = set(accepted_types(big))
+    ok = [i for i, g in enumerate(groups) if (not acc or g.gpu_type in acc) and g.gpus >= big.num_gpus]
+    if ok and not any(nodes[i] * groups[i].gpus_per_node >= big.num_gpus for i in ok):
+        sp = speeds or {}
+        mean = sum(g.gpus * sp.get(g.gpu_type, 1.0) for g in groups) / sum(g.gpus for g in groups)
+        i = min(ok, key=lambda k: (abs(sp.get(groups[k].gpu_type, 1.0) - mean), k))
+        need = fewest_nodes([big], groups[i].gpus_per_node)
+        budget = max(need, sum(nodes)) - need
+        rest = [k for k in range(len(groups)) if k != i and nodes[k]]
+        share = sum(nodes[k] for k in rest)
+        nodes = [0] * len(groups)
+        nodes[i] = need
+        for k in rest:
+            nodes[k] = min(groups[k].nodes, int(budget * nodes[k] / share)) if share else 0
+    if not any(nodes):
+        nodes[0] = 1
+    return [NodeGroupSpec(g.gpu_type, n, g.gpus_per_node, g.name) for g, n in zip(groups, nodes) if n]

@@ -16,6 +16,11 @@ Formats
              (time, value) steps; ``best`` jobs have none. Deadline (strict, soft) jobs get
              ``time_limit = duration``: Chronus profiles their iterations before admission.
 ``tiresias`` ``job_id,num_gpu,submit_time,iterations,model_name,duration,interval`` — seconds.
+``openb``    the openb pod list (``hetero/openb_pod_list_*.csv``): tasks with GPUs that were
+             scheduled; submit ``creation_time``, run time ``deletion_time - scheduled_time``
+             (seconds); ``qos`` (LS, Burstable, BE) is the account; ``gpu_spec`` (``V100M16|
+             V100M32``) the GPU types the task accepts (``Job.accepted_types``; empty: any). A
+             task asking part of one GPU (``gpu_milli`` < 1000) takes a whole one here.
 ``csv``      slurm-dl's own plain CSV. Required columns: ``submit_time`` (seconds, or
              ``YYYY-MM-DD HH:MM:SS``), ``duration`` (seconds), ``num_gpus``. Optional: ``job_id``,
              ``user``, ``account``, ``name``, ``time_limit`` (seconds), ``deadline`` (seconds,
@@ -49,7 +54,7 @@ from ..core.model import Job, JobClass
 from ..core.policy.history import BATCH_TAG
 from .utilisation import UTIL_TAG, parse_profile
 
-FORMATS = ("philly", "chronus", "tiresias", "csv", "sacct-json", "sacct", "helios")
+FORMATS = ("philly", "chronus", "tiresias", "csv", "openb", "sacct-json", "sacct", "helios")
 HISTORY_FORMATS = ("sacct-json", "sacct", "helios")  # see slurm_dl.sim.history
 _TS = "%Y-%m-%d %H:%M:%S"
 
@@ -167,11 +172,27 @@ def _plain(row: dict, line: int) -> Job:
     return job
 
 
+def _openb(row: dict, line: int) -> Job | None:
+    if _num(row, "num_gpu", int, 0) == 0 or not (row.get("scheduled_time") or "").strip():
+        return None  # CPU tasks, and tasks never scheduled (no run time to replay)
+    start = _num(row, "scheduled_time", float, 0)
+    end = _num(row, "deletion_time", float, 0)
+    if end < start:
+        raise ValueError(f"column 'deletion_time': {end:g} is before scheduled_time {start:g}")
+    qos = (row.get("qos") or "").strip() or "default"
+    spec = tuple(dict.fromkeys(t.strip() for t in (row.get("gpu_spec") or "").split("|") if t.strip()))
+    job = Job(job_id=line - 1, user=qos, account=qos, name=(row.get("name") or "").strip(),
+              num_gpus=_num(row, "num_gpu", int, 1), submit_time=_num(row, "creation_time", float, 0),
+              duration=end - start, accepted_types=spec)
+    return job
+
+
 _READERS: dict[str, tuple[Callable[[dict, int], Job], tuple[str, ...]]] = {
     "philly": (_philly, ("timestamp", "duration", "num_gpus", "cluster")),
     "chronus": (_chronus, ("job_id", "user", "num_gpu", "submit_time", "duration", "job_type")),
     "tiresias": (_tiresias, ("job_id", "num_gpu", "submit_time", "duration")),
     "csv": (_plain, ("submit_time", "duration", "num_gpus")),
+    "openb": (_openb, ("name", "num_gpu", "gpu_spec", "qos", "creation_time", "deletion_time", "scheduled_time")),
 }
 
 

@@ -1,0 +1,36 @@
+"""A job's speed on each node group of a typed cluster (see :mod:`.typed`)."""
+
+from __future__ import annotations
+
+
+def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], float]:
+    """``(rates, allowed, scale)``: ``job``'s speed on each group over its speed on the fastest
+    group it may use, the groups it may use (node order), and the factor its trace duration
+    becomes work at that fastest speed by (not 1 only for a history job recorded on a type the
+    cluster lacks). A job that fits no group it accepts adds a line to ``bad``."""
+    from .typed import accepted_types
+
+    groups, types = placer.groups, placer.types
+    acc = accepted_types(job)
+    recorded = placer.recorded and job.gpu_type
+    if recorded and job.gpu_type in types:
+        acc = [job.gpu_type]
+    acc_in = [t for t in acc if t in types]
+    if acc and not acc_in and not recorded:
+        bad.append(f"job {job.job_id} accepts only {'|'.join(acc)}; the cluster has {', '.join(types)}")
+        return (1.0,) * len(groups), [], 1.0
+    allowed = [i for i, g in enumerate(groups) if (not acc_in or g.gpu_type in acc_in) and g.gpus >= job.num_gpus]
+    if not allowed:
+        where = "|".join(acc_in) if acc_in else "any type"
+        bad.append(f"job {job.job_id} needs {job.num_gpus} GPUs of one type ({where}); no node group has that many")
+        return (1.0,) * len(groups), [], 1.0
+    model = placer.model
+    if model is None:
+        return (1.0,) * len(groups), allowed, 1.0
+    sp = model.speeds(job)
+    top = max(sp[groups[i].gpu_type].value for i in allowed)
+    rates = tuple(sp[g.gpu_type].value / top for g in groups)
+    scale = 1.0
+    if recorded and job.gpu_type not in types and job.gpu_type in sp:
+        scale = sp[job.gpu_type].value / top  # its recorded run time was at that type's speed
+    return rates, allowed, scale
