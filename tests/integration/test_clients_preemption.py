@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from typing import Iterator
 
 import pytest
@@ -38,7 +37,7 @@ from polling import wait_until  # noqa: E402
 from slurm_dl.core.tags import parse_tag  # noqa: E402
 from slurm_dl.store import Store  # noqa: E402
 from slurm_dl.testbed import Testbed, submit  # noqa: E402
-from test_filter import CONFIG, REPO, FilterProcess, require_testbed_support  # noqa: E402
+from test_filter import FilterProcess, install_filter, require_testbed_support  # noqa: E402
 from test_prioritizer import Daemon  # noqa: E402
 
 STEPS = 40  # one step a second: preempted after ~20 s, resumed ~12 s later (cred_expire=10)
@@ -55,11 +54,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     try:
         tb.up()
         service.start()
-        out = subprocess.run(
-            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(CONFIG),
-             "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(service.sock)],
-            cwd=REPO, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
+        install_filter(tb, service.sock)
         yield tb
     finally:
         service.stop()

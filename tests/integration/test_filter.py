@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from slurm_dl.core.tags import parse_tag
 from slurm_dl.testbed import Testbed, job_fields, submit, wait_for_job_state
 
 from slurm_dl.core.errors import SlurmNotInstalledError
+from users import as_user
 from slurm_dl.testbed.install import find_slurm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,6 +106,16 @@ class HungPeer:
         self.sock.unlink(missing_ok=True)
 
 
+def install_filter(tb: Testbed, sock: Path, config: Path = CONFIG) -> None:
+    """`slurm-dl filter install` of the shim for the service on ``sock`` into ``tb``'s slurm.conf dir."""
+    out = subprocess.run(
+        [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(config),
+         "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(sock)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+
+
 @pytest.fixture(scope="module")
 def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, FilterProcess]]:
     require_testbed_support()
@@ -116,12 +126,7 @@ def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed
     try:
         tb.up()
         service.start()
-        out = subprocess.run(
-            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(CONFIG),
-             "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(service.sock)],
-            cwd=REPO, capture_output=True, text=True, timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
+        install_filter(tb, service.sock)
         yield tb, service
     finally:
         service.stop()
@@ -293,25 +298,8 @@ def test_a_user_cannot_change_the_gpu_request_after_the_filter_saw_it(filtered) 
     (that would skip the filter's checks and keep stale tags); harmless fields may change, and
     root may change anything."""
     tb, _ = filtered
-    if shutil.which("runuser") is None:
-        pytest.skip("runuser (util-linux) is needed to act as another user")
     env = tb.env()
-    # the testbed lives under pytest's private temp dir: give the other user a readable copy of
-    # the client configuration (the commands only read it and talk to slurmctld's port)
-    public = Path(tempfile.mkdtemp(prefix="slurm-dl-conf-"))
-    public.chmod(0o755)
-    for f in Path(tb.conf_dir).iterdir():
-        if f.is_file() and f.suffix == ".conf":
-            shutil.copy(f, public / f.name)
-            (public / f.name).chmod(0o644)
-    nobody_env = {**env, "SLURM_CONF": str(public / "slurm.conf")}
-
-    # Another release's clients run inside its root, entered as root: switch user in there.
-    inside = [str(tb.bin_dir / "in-slurm-root")] if tb.bin_dir else []
-
-    def as_nobody(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*inside, "runuser", "-u", "nobody", "--", *argv], env=nobody_env,
-                              capture_output=True, text=True, timeout=60, cwd="/tmp")
+    as_nobody, public = as_user(tb)
 
     out = as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "--gpus=1", "-t", "5",
                     "--wrap", "sleep 60")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 from slurm_dl.testbed import Testbed
 from slurm_dl.testbed.client import run_client
 
-from test_filter import CONFIG, REPO, FilterProcess, require_testbed_support
+from test_filter import FilterProcess, install_filter, require_testbed_support
 from users import as_user
 
 
@@ -33,12 +32,7 @@ def test_an_account_the_user_has_no_association_with_is_refused() -> None:
         tb.up()
         run_client(["sacctmgr", "-i", "add", "user", "nobody", "account=dl"], tb.env(), timeout=60)
         service.start()
-        out = subprocess.run(
-            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(CONFIG),
-             "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(service.sock)],
-            cwd=REPO, capture_output=True, text=True, timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
+        install_filter(tb, service.sock)
         run, public = as_user(tb)
         args = ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "-t", "5", "--gpus=1", "--wrap", "true"]
         end = time.monotonic() + 30  # the service reads the associations in the background at start

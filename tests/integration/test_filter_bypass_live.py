@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from slurm_dl.core.tags import parse_tag
 from slurm_dl.testbed import Testbed, job_fields
 
-from test_filter import REPO, FilterProcess, require_testbed_support
+from test_filter import REPO, FilterProcess, install_filter, require_testbed_support
 from users import as_user
 
 BASE = REPO / "site-configs" / "testbed.toml"
@@ -53,12 +52,7 @@ def attacker() -> Iterator[tuple[Testbed, object]]:
     try:
         tb.up()
         service.start()
-        out = subprocess.run(
-            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(config),
-             "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(service.sock)],
-            cwd=REPO, capture_output=True, text=True, timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
+        install_filter(tb, service.sock, config)
         run, public = as_user(tb)
         yield tb, run
     finally:

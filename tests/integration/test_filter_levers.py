@@ -12,10 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -23,7 +21,8 @@ import pytest
 from slurm_dl.store import Store
 from slurm_dl.core.tags import parse_tag
 from slurm_dl.testbed import Testbed, job_fields
-from test_filter import CONFIG, REPO, FilterProcess, require_testbed_support
+from test_filter import CONFIG, REPO, FilterProcess, install_filter, require_testbed_support
+from users import as_user
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +40,7 @@ def levers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, 
     try:
         tb.up()
         service.start()
-        out = subprocess.run(
-            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(config),
-             "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(service.sock)],
-            cwd=REPO, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
+        install_filter(tb, service.sock, config)
         yield tb, service
     finally:
         service.stop()
@@ -108,24 +103,8 @@ def test_cpu_memory_and_per_node_levers_are_refused_with_a_fix(levers, args, wor
 @pytest.fixture
 def as_nobody(levers):
     """Run Slurm commands as user nobody, with a readable copy of the client configuration."""
-    if shutil.which("runuser") is None:
-        pytest.skip("runuser (util-linux) is needed to act as another user")
     tb, _ = levers
-    public = Path(tempfile.mkdtemp(prefix="slurm-dl-conf-"))
-    public.chmod(0o755)
-    for f in Path(tb.conf_dir).iterdir():
-        if f.is_file() and f.suffix == ".conf":
-            shutil.copy(f, public / f.name)
-            (public / f.name).chmod(0o644)
-    env = {**tb.env(), "SLURM_CONF": str(public / "slurm.conf")}
-
-    # Another release's clients run inside its root, entered as root: switch user in there.
-    inside = [str(tb.bin_dir / "in-slurm-root")] if tb.bin_dir else []
-
-    def run(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*inside, "runuser", "-u", "nobody", "--", *argv], env=env, capture_output=True,
-                              text=True, timeout=60, cwd="/tmp")
-
+    run, public = as_user(tb)
     yield run
     shutil.rmtree(public, ignore_errors=True)
 
@@ -242,7 +221,7 @@ def test_user_cannot_clear_requeue_of_a_checkpointable_job(levers, as_nobody) ->
     tb, service = levers
     service.start()
     out = as_nobody("sbatch", "--parsable", "--hold", "-o", "/dev/null", "--gres=gpu:1", "-t", "30",
-                    "--comment=dl:ckpt=1", "--wrap", "sleep 60")
+                    "--comment=dl:ckpt=1", "--wrap", "trap 'exit 0' USR2; sleep 60")
     assert out.returncode == 0, out.stderr
     job_id = int(out.stdout.strip().split(";")[0])
     try:

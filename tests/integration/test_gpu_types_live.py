@@ -27,7 +27,7 @@ from slurm_dl.testbed import Testbed, job_fields, submit
 
 from conftest import TEST_SLURM, require_testbed_support
 from polling import wait_until
-from test_filter import REPO, FilterProcess
+from test_filter import REPO, FilterProcess, install_filter
 
 SPEC = "v100:2x8,h100:2x8"
 V100, H100 = {"gpu01", "gpu02"}, {"gpu03", "gpu04"}
@@ -62,10 +62,7 @@ def test_jobs_are_steered_to_the_type_where_they_run_best(tmp_path: Path) -> Non
         assert up.returncode == 0, up.stderr
         assert load_config(config).gpu_type_names == ["v100", "h100"]
         service.start()
-        inst = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(config),
-                               "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(service.sock)],
-                              cwd=REPO, capture_output=True, text=True, timeout=60)
-        assert inst.returncode == 0, inst.stderr
+        install_filter(tb, service.sock, config)
         db = f"sqlite:///{root / 'prio.db'}"
         daemon = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config",
                                    str(config), "--db", db, "--verbose"], env={**os.environ, **env},

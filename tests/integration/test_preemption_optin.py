@@ -34,6 +34,7 @@ from slurm_dl.store import Store
 from slurm_dl.testbed import Testbed, job_fields, submit
 from test_dlsubmit_e2e import TRAIN
 from polling import wait_until
+from users import as_user
 from test_filter import CONFIG, REPO, FilterProcess, require_testbed_support
 
 HANDLER_IN_STEP = r'''
@@ -238,18 +239,7 @@ def test_requeue_cleared_by_the_user_is_refused_locally_and_cycles_keep_saving(t
 def _requeue_cleared(tb: Testbed, tmp_path: Path) -> None:
     tb.up()
     env = tb.env()
-    public = Path(tempfile.mkdtemp(prefix="slurm-dl-conf-"))
-    public.chmod(0o755)
-    for f in Path(tb.conf_dir).iterdir():
-        if f.is_file() and f.suffix == ".conf":
-            shutil.copy(f, public / f.name)
-            (public / f.name).chmod(0o644)
-    inside = [str(tb.bin_dir / "in-slurm-root")] if tb.bin_dir else []
-    nobody_env = {**env, "SLURM_CONF": str(public / "slurm.conf")}
-
-    def as_nobody(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([*inside, "runuser", "-u", "nobody", "--", *argv], env=nobody_env, input=stdin,
-                              capture_output=True, text=True, timeout=60, cwd="/tmp")
+    as_nobody, public = as_user(tb)
 
     out = as_nobody("sbatch", "--parsable", "--gpus=8", "-t", "10", "--requeue", "--comment=dl:ckpt=1",
                     "-o", "/dev/null", stdin=TRAPPING)

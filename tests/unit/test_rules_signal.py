@@ -80,6 +80,7 @@ def test_directives_stop_at_the_first_command_and_at_hetjob() -> None:
     ("trap 'kill -USR2 $p' TERM\n", {"TERM"}), ("trap -p\n", set()),
     ("import signal\nsignal.signal(signal.SIGUSR2, handler)\n", {"USR2"}),
     ("  trap dl_on_usr2 USR2\n", {"USR2"}), ("# trap x USR2\n", set()),
+    ("trap 'exit 0' USR2; sleep 60 TERM\n", {"USR2"}),
 ])
 def test_trapped_signals(script, trapped) -> None:
     assert trapped_signals(script) == frozenset(trapped)

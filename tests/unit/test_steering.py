@@ -128,7 +128,7 @@ def test_an_opted_in_job_moves_once_to_a_faster_type_that_frees_and_not_back(tmp
     hog.gpu_type = "h100"
     slow = c.add(2, 8, running_on="gpu03", admin_comment=TAG, partition="v100")
     slow.gpu_type = "v100"
-    named = c.add(3, 8, admin_comment="sdl1:class=train;ckpt=1;gpus=8;shape=1x8;types=v100", partition="v100")
+    c.add(3, 8, admin_comment="sdl1:class=train;ckpt=1;gpus=8;shape=1x8;types=v100", partition="v100")
     p = Prioritizer(cfg, c, Store(f"sqlite:///{tmp_path / 'p.db'}"))
     p.run_cycle()
     c.now += 30

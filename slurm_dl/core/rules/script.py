@@ -144,9 +144,12 @@ def _trap_specs(args_text: str) -> set[str]:
         return set()
     out = set()
     for spec in args[1:]:
-        word = spec.upper().removeprefix("SIG")
+        ends = spec.endswith((";", "&", "|"))  # `trap 'save' USR2; sleep 60`: the command ends here
+        word = spec.rstrip(";&|").upper().removeprefix("SIG")
         if word in _NAMES:
             out.add(word)
         elif word.isdigit() and int(word) in _BY_NUMBER:
             out.add(_BY_NUMBER[int(word)])
+        if ends:
+            break
     return out
