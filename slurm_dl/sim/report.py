@@ -139,9 +139,20 @@ def figures(runs: Sequence[ReportRun]) -> dict:
         "accounts": accounts,
         "accounts_left_out": max(0, len({a for r in runs for a in r.summary.get("per_account", {})}) - len(accounts)),
         "account_rows": [(a, [r.summary.get("per_account", {}).get(a) for r in runs]) for a in accounts],
+        "type_rows": type_rows(runs),
         "max_rho_chart": svgchart.bar_chart("Worst finish-time fairness (max ρ)", ["max ρ"],
                                             [(r.name, [r.summary.get("max_rho")]) for r in runs], "max ρ"),
     }
+
+
+def type_rows(runs: Sequence[ReportRun]) -> list[tuple[str, int, list]]:
+    """Per GPU type (clusters of several types): (type, GPUs, each run's utilisation)."""
+    types: dict[str, int] = {}
+    for r in runs:
+        for t, row in r.summary.get("per_type", {}).items():
+            types.setdefault(t, row["gpus"])
+    return [(t, n, [r.summary.get("per_type", {}).get(t, {}).get("utilization") for r in runs])
+            for t, n in types.items()]
 
 
 def _accounts(runs: Sequence[ReportRun]) -> list[str]:

@@ -92,8 +92,8 @@ class TypedPlacer:
         self.mean_charge = sum(c * g.gpus for c, g in zip(self.charges, groups)) / self.total
         self.busy_s = [0.0] * len(groups)  # GPU-seconds run on each group
         # aware: do the waiting jobs ask more GPUs than are free (the engine says before each
-        # pass)? If not, a job takes its fastest free type rather than leave it to jobs that
-        # are not there
+        # pass)? If not, every one of them can start now and a job takes its fastest free type:
+        # holding a fast type back for jobs that are not there only slows it down
         self.crowded = True
         self._order: dict[int, tuple[int, ...]] = {}  # seq -> groups to try, in order
 
@@ -150,7 +150,7 @@ class TypedPlacer:
     def choose(self, sj, cap: list[int], free: list[int], strict: bool) -> int | None:
         """The group ``sj`` should take (the aware selection): ``cap`` GPUs per group not taken
         by jobs ranked above it, ``free`` of them free now (not run by jobs ranked below). In its
-        order (comparative advantage; when the waiting jobs ask fewer GPUs than are free, its
+        order (comparative advantage; when the waiting jobs all fit in the free GPUs, its
         fastest first) it takes a group with free room, else one where it displaces jobs ranked
         below it; None: no group has room, or (``strict``, the waiting jobs asking more than
         is free) it would run at under ``DECLINE`` of its best speed: it waits for a faster
