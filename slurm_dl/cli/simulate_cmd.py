@@ -454,7 +454,8 @@ def _variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt
     sizes = read_cluster_sizes(cluster_per_vc) if cluster_per_vc else None
     setup = SimSetup(gpus_per_node=per, cluster_sizes=sizes, nodes=n, cost=cost, spread=spread, model_info=minfo,
                      fairness=not no_fairness, shares=dict(cfg.policy.fairshare.shares) if cfg else None)
-    typed = _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread)
+    typed = _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread,
+                   cfg_groups=nodes is None and not cluster_per_vc)  # --nodes N: the size given
     if typed is not None:
         setup.groups, setup.types = typed.groups, typed.types
         cluster = typed.line
@@ -469,12 +470,12 @@ def _variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt
     return _Variant(path, label, cfg, setup, cost, thr_sets, starv, cluster, idle_setup)
 
 
-def _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread):
+def _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread, cfg_groups=True):
     """The variant's node groups of several GPU types, or None (one type: the plain replay)."""
     if asked is None:
         return None
     try:
-        typed = asked.cluster(cfg, gpus_per_node, live, recorded)
+        typed = asked.cluster(cfg, gpus_per_node, live, recorded, cfg_groups)
     except ValueError as e:
         raise SlurmDLError(str(e)) from None
     if typed is not None and sizes is not None:

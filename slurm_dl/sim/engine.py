@@ -20,6 +20,11 @@ Disciplines:
                    are preempted (their remaining work grows by the preemption cost), selected
                    pending jobs are placed in rank order (a placement failure leaves one waiting).
 
+Several GPU types (a :class:`ClusterSpec` with node groups): where GPUs are and how fast each
+job runs there is :class:`~slurm_dl.sim.typed.TypedPlacer`'s; with the ``aware`` type choice
+the preemptive discipline selects per type (:mod:`.engine_typed`). One type and node size
+keeps :class:`~slurm_dl.sim.placement.FlatPlacer` and the passes above, unchanged.
+
 Dispatch overheads (:class:`~slurm_dl.sim.state.Dispatch`, off by default): a finished job's
 GPUs come back ``release_s`` after its end (Slurm: the job completing, its epilog, the node
 reporting back), and scheduling passes run only every ``pass_s`` seconds (Slurm's

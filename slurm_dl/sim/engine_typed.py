@@ -22,7 +22,7 @@ class TypedPasses:
     def pass_preemptive_typed(self, now: float) -> None:
         if not self.pending:
             return
-        pend, run = self._typed_order(now)
+        pk, pj, rk, rj = self._typed_order(now)
         placer = self.placer
         cap = list(placer.group_sizes)
         free = list(placer.gft)
@@ -31,10 +31,10 @@ class TypedPasses:
         chosen: list[tuple[SimJob, int]] = []
         declined: list[SimJob] = []
         i = j = 0
-        np_, nr = len(pend), len(run)
+        np_, nr = len(pj), len(rj)
         while left > 0 and (i < np_ or j < nr) and len(declined) < SKIP_LIMIT:
-            if j < nr and (i >= np_ or run[j][0] <= pend[i][0]):
-                sj = run[j][1]
+            if j < nr and (i >= np_ or rk[j] <= pk[i]):
+                sj = rj[j]
                 j += 1
                 g = placer.group_of(sj.alloc)
                 if cap[g] >= sj.gpus:
@@ -42,7 +42,7 @@ class TypedPasses:
                     left -= sj.gpus
                     kept.add(sj.seq)
                 continue
-            sj = pend[i][1]
+            sj = pj[i]
             i += 1
             if sj.gpus > left:
                 continue
@@ -61,23 +61,26 @@ class TypedPasses:
                 free[g] -= sj.gpus
                 chosen.append((sj, g))
         if left > 0 and j < nr:  # the walk stopped early: the rest keep their GPUs
-            kept.update(sj.seq for _, sj in run[j:])
+            kept.update(sj.seq for sj in rj[j:])
         self._start_typed(chosen, [sj for sj in self.running if sj.seq not in kept], now)
 
-    def _typed_order(self, now: float) -> tuple[list, list]:
-        """Waiting and running jobs, each as (key, job) in the policy's order now."""
+    def _typed_order(self, now: float) -> tuple[list, list, list, list]:
+        """The keys and jobs of the waiting and of the running jobs, each in the policy's order
+        now (the engine's own sorted lists where it keeps them: a pass reads only as far as it
+        walks)."""
         ranker = self.ranker
         if self.sorted_pending:
-            pend = list(zip(self.pending_keys, self.pending))
+            pk, pj = self.pending_keys, self.pending
         else:
             pend = sorted(((ranker.key(sj, now), sj) for sj in self.pending), key=lambda x: x[0])
+            pk, pj = [k for k, _ in pend], [sj for _, sj in pend]
         if self.ranked_run:
-            run = list(zip(self.rkeys, self.rjobs))
-        elif self.cached_running:
+            return pk, pj, self.rkeys, self.rjobs
+        if self.cached_running:
             run = sorted(((sj.static_key, sj) for sj in self.running), key=lambda x: x[0])
         else:
             run = sorted(((ranker.key(sj, now), sj) for sj in self.running), key=lambda x: x[0])
-        return pend, run
+        return pk, pj, [k for k, _ in run], [sj for _, sj in run]
 
     def _start_typed(self, chosen: list[tuple[SimJob, int]], victims: list[SimJob], now: float) -> None:
         """Preempt ``victims``, then start each chosen job on its group (in rank order); one

@@ -152,9 +152,11 @@ class TypesAsked:
                 "the job's fastest type")
 
     def cluster(self, cfg, gpus_per_node: int | None, live: Sequence[NodeGroupSpec] | None,
-                recorded: bool) -> TypedCluster | None:
+                recorded: bool, cfg_groups: bool = True) -> TypedCluster | None:
+        """The typed cluster of one site config's replay (``cfg_groups``: its node groups are
+        the cluster unless an option names another; its speeds are used either way)."""
         groups = cluster_groups(node_types=self.node_types, gpus_per_node=gpus_per_node, fleet=self.fleet,
-                                cfg=cfg, live_groups=live)
+                                cfg=cfg if cfg_groups else None, live_groups=live)
         return typed_cluster(groups, self.choice, self.matrix, cfg, recorded)
 
     def check_used(self, typed: bool) -> None:

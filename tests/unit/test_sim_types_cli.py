@@ -137,3 +137,14 @@ def test_report_has_the_per_type_table(files, tmp_path):
     plain = tmp_path / "plain"
     assert sim(files, "--nodes", "2", "--gpus-per-node", "2", "--report", str(plain)).exit_code == 0
     assert 'id="type-table"' not in (plain / "index.html").read_text()
+
+
+def test_a_site_config_of_several_types_is_replayed_on_its_node_groups(files):
+    cfg = str(Path(__file__).resolve().parents[2] / "site-configs" / "university-small.toml")
+    res = sim(files, "--config", cfg, "--json")
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)["policies"]["las"]
+    assert {t: r["gpus"] for t, r in s["per_type"].items()} == {"a100": 64, "v100": 64}
+    flat = sim(files, "--config", cfg, "--nodes", "2", "--json")  # --nodes: the size given, one type
+    assert flat.exit_code == 0, flat.output
+    assert "per_type" not in json.loads(flat.stdout)["policies"]["las"]
