@@ -136,12 +136,14 @@ class TypedPlacer:
     # --- placing ------------------------------------------------------------------------------
     def place(self, sj, forced: bool = False) -> Allocation | None:
         """Where ``sj`` goes on the free GPUs now: the first group in its order where it fits
-        (aware, with no other job waiting: its fastest free type)."""
+        (aware: its comparative-advantage order; its fastest free type first when the waiting
+        jobs ask no more GPUs than are free). Used by every pass but the aware preemptive
+        selection (:meth:`choose`); it never declines (``forced``: for the lease moves)."""
         gpus = sj.gpus
         if gpus > self.free_total:
             return None
-        order = self._order[sj.seq] if self.crowded else self._fastest[sj.seq]
-        for g in order:
+        crowded = self.crowded
+        for g in self._order[sj.seq] if crowded else self._fastest[sj.seq]:
             alloc = self.place_in(g, gpus)
             if alloc is not None:
                 return alloc

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 
 def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], float]:
-    """``(rates, allowed, scale)``: ``job``'s speed on each group over its speed on the fastest
-    group it may use, the groups it may use (node order), and the factor its trace duration
-    becomes work at that fastest speed by (not 1 only for a history job recorded on a type the
+    """``(rates, allowed, scale)``: ``job``'s speed on each group over its speed on its fastest
+    type (of all the model's types it accepts, whether this cluster has them or not: the trace's
+    duration is its run time there), the groups it may use (node order), and the factor its
+    trace duration becomes that work by (not 1 only for a history job recorded on a type the
     cluster lacks). A job that fits no group it accepts adds a line to ``bad``."""
     from .typed import accepted_types
 
@@ -28,7 +29,10 @@ def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], flo
     if model is None:
         return (1.0,) * len(groups), allowed, 1.0
     sp = model.speeds(job)
-    top = max(sp[groups[i].gpu_type].value for i in allowed)
+    # its fastest type among all the model knows (that it accepts), not only this cluster's:
+    # a job's work is the same on the whole cluster and on an account's share of it
+    pool = [t for t in model.types if not acc or t in acc] or [groups[i].gpu_type for i in allowed]
+    top = max(sp[t].value for t in pool)
     rates = tuple(sp[g.gpu_type].value / top for g in groups)
     scale = 1.0
     if recorded and job.gpu_type not in types and job.gpu_type in sp:

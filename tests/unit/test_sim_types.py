@@ -194,3 +194,10 @@ def test_lease_book_and_reference_path_agree_on_types(choice):
         got.append([(sj.first_start, sj.end_time, sj.preemptions) for sj in r.jobs])
     assert got[0] == got[1]
     assert any(p for _, _, p in got[0])
+
+
+def test_work_is_the_same_on_a_share_without_the_fastest_type():
+    # an account's share may lack the fast type (fairness runs): its jobs still do the work of
+    # their trace duration on their fastest type, so they take longer there, not the same
+    res, _ = run([job(1, 0, 100, "a")], "aware", "fifo", (NodeGroupSpec("slow", 1, 1),))
+    assert res[1].end_time == pytest.approx(1000)
