@@ -82,6 +82,16 @@ under both, side by side. --report DIR writes DIR/index.html: the table,
 JCT, queueing and utilisation figures, per-account waits; it needs no
 network to open.
 
+GPU types: --node-types v100:15,p100:15,k80:15 (TYPE:NODES in node order,
+--gpus-per-node each), --fleet FILE (a row per node: gpu, model), a --config
+whose node groups have several types, or --cluster-from-slurm. Each job runs
+at its speed on the type it got: --throughputs FILE (Gavel's JSON or a CSV
+kind,TYPE1,...; a job naming no model gets one drawn with --model-seed; its
+duration is its run time on its fastest type). --type-choice blind (Slurm's
+first free GPUs), fastest, or aware (the default: each type to the jobs that
+gain most from it). Service is charged at the type's speed; the table adds
+each type's busy share.
+
 Table: JCT is job completion time (submit to end); rho (ρ) is an account's mean
 JCT here over its mean JCT alone on its share of the cluster (1 = fair, max =
 the worst account); Jain is Jain's index of the rhos (1 = all equal).

@@ -229,7 +229,7 @@ class Engine(FitPasses, PreemptivePasses, GroupedPasses, TypedPasses, EngineStat
     def schedule(self, now: float, done: bool, same: bool) -> None:
         """One pass of the discipline at ``now``."""
         discipline = self.discipline
-        if not self.placer.flat:
+        if self.typed:
             self.placer.crowded = self.waiting_gpus > self.placer.free_total
         if self.grouped:
             if self.grouped_run:

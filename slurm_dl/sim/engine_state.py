@@ -48,6 +48,7 @@ class EngineState:
     def __init__(self, jobs: list, placer, ranker, cost: PreemptionCost, *, fast: bool = True,
                  on_finish: Callable[[float, int], None] | None = None, dispatch: Dispatch | None = None) -> None:
         self.placer = placer
+        self.typed = not placer.flat  # node groups of several GPU types (TypedPlacer)
         self.fast = fast
         self.total = placer.total
         self.ranker = ranker
@@ -186,7 +187,7 @@ class EngineState:
         if self.book is not None:
             self.book.stopped(sj)
         ran = now - sj.seg_start
-        if not self.placer.flat:
+        if self.typed:
             self.placer.ran(sj, ran)
         if hold:
             heapq.heappush(self.releases, (now + self.release_s, sj.seq, sj.alloc))
@@ -206,7 +207,7 @@ class EngineState:
             self.g_remove(self.gr, sj, sj.static_key)
         j = sj.job
         j.state = _PENDING
-        if self.placer.flat:
+        if not self.typed:
             j.attained_gpu_s = round(sj.attained0, 6)
             j.executed_s = sj.executed0
         else:  # the policy's view: service charged at the type's speed (ranker.use_charges)
