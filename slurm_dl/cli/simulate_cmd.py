@@ -194,7 +194,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
          opt_in="recorded", node_types=None, fleet=None, throughputs=None, model_seed=None,
          type_choice=None) -> None:
     from ..sim.ranking import load_prior, make_ranker
-    from ..sim.traces import HISTORY_FORMATS, parse_time, read_history, read_trace
+    from ..sim.traces import HISTORY_FORMATS, parse_time
     from ..sim.speeds import TypesAsked
 
     configs = list(config or []) if not isinstance(config, Path) else [config]
@@ -217,17 +217,8 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
             raise SlurmDLError("--cluster-from-slurm: give it instead of --nodes / --cluster-per-vc")
         nodes, gpus_per_node, cluster_line, live = _live_cluster(gpus_per_node)
         typer.echo(_wrap(cluster_line), err=as_json)
-    imported = None
-    if fmt in HISTORY_FORMATS:
-        jobs, stats = read_history(trace, fmt, keep_cpu=keep_cpu, skip_bad=skip_bad, group=group_by)
-        jobs = [j for j in jobs if (t0 is None or j.submit_time >= t0) and (t1 is None or j.submit_time < t1)]
-        imported = {"format": fmt, **{k: v for k, v in vars(stats).items()}}
-        described = stats.describe()
-        typer.echo(_wrap(f"{trace.name}: {described}"), err=as_json)
-        for ex in stats.bad_examples:
-            typer.echo(f"  skipped {ex}", err=as_json)
-    else:
-        jobs = read_trace(trace, fmt, t0, t1)
+    jobs, imported, described = _read_jobs(trace, fmt, t0, t1, keep_cpu=keep_cpu, skip_bad=skip_bad,
+                                           group_by=group_by, as_json=as_json)
     if not jobs:
         raise TraceError(f"{trace}: no jobs submitted in the window [{start}, {end})")
     _apply_opt_in(jobs, opt_in, as_json)
@@ -247,18 +238,8 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
                          synthetic_idle=synthetic_idle, cluster_line=cluster_line, asked=asked, live=live,
                          recorded=fmt in HISTORY_FORMATS)
                 for path, label in (zip(configs, _config_labels(configs)) if configs else [(None, None)])]
-    try:
-        asked.check_used(any(v.setup.groups for v in variants))
-    except ValueError as e:
-        raise SlurmDLError(str(e)) from None
     several = len(variants) > 1
-    if not several and variants[0].setup.groups:
-        typer.echo(_wrap(variants[0].cluster), err=as_json)
-    overhead = _dispatch(dispatch, fmt, jobs, variants[0].setup)
-    if overhead is not None:
-        for v in variants:
-            v.setup.dispatch = overhead["model"]
-        typer.echo(_wrap(overhead["line"]), err=as_json)
+    overhead = _setup_lines(asked, variants, dispatch, fmt, jobs, as_json)
     if slurm_backfill:
         typer.echo("placement: Slurm's backfill in each policy's order, no preemption", err=as_json)
     if idle_report and variants[0].idle is not None:
@@ -267,10 +248,76 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     prior_path = gittins_prior or _default_prior(trace)
     prior = load_prior(prior_path) if prior_path and "gittins" in policy else []
     from ..sim.progress import Progress
-    from ..sim.report import ReportRun
-    from ..sim.simulate import runs_per_job, simulate as run_sim
 
-    planned = []  # (policy label, policy name, thresholds, variant, group in the table)
+    planned = _plan(policy, variants, configs, several, make_ranker)
+    runs, interrupted = _replay(planned, jobs, variants, trace, prior=prior, deadline_boost=deadline_boost,
+                                slurm_backfill=slurm_backfill, progress=Progress(enabled=not (quiet or as_json)),
+                                as_json=as_json)
+    not_run = [p[0] if not several else f"{p[0]} @ {p[3].label}" for p in planned[len(runs):]]
+    if plot and runs:
+        from ..sim.plots import write_plots
+        for written in write_plots(plot, [(r.name, r.results) for r in runs]) or []:
+            typer.echo(f"wrote {written}", err=as_json)
+    if report and runs:
+        meta = _report_meta(trace, fmt, jobs, imported and {**imported, "describe": described}, variants, runs,
+                            no_fairness, interrupted, not_run)
+        _write_report(report, runs, meta, as_json)
+    doc = _doc(variants, runs, several, imported=imported, overhead=overhead, slurm_backfill=slurm_backfill,
+               interrupted=interrupted, not_run=not_run)
+    if as_json:
+        typer.echo(json.dumps(finite(doc), sort_keys=False, allow_nan=False))
+    elif runs:
+        out.table_foot({"policies": {r.name: r.summary for r in runs}})
+    if interrupted:
+        raise typer.Exit(130)
+
+
+def _read_jobs(trace, fmt, t0, t1, *, keep_cpu, skip_bad, group_by, as_json) -> tuple[list, dict | None, str | None]:
+    """The trace's jobs in ``[t0, t1)``; for a history also what the import found (a dict and
+    a line, shown)."""
+    from ..sim.traces import HISTORY_FORMATS, read_history, read_trace
+
+    if fmt not in HISTORY_FORMATS:
+        return read_trace(trace, fmt, t0, t1), None, None
+    jobs, stats = read_history(trace, fmt, keep_cpu=keep_cpu, skip_bad=skip_bad, group=group_by)
+    jobs = [j for j in jobs if (t0 is None or j.submit_time >= t0) and (t1 is None or j.submit_time < t1)]
+    described = stats.describe()
+    typer.echo(_wrap(f"{trace.name}: {described}"), err=as_json)
+    for ex in stats.bad_examples:
+        typer.echo(f"  skipped {ex}", err=as_json)
+    return jobs, {"format": fmt, **{k: v for k, v in vars(stats).items()}}, described
+
+
+def _setup_lines(asked, variants, dispatch, fmt, jobs, as_json) -> dict | None:
+    """The GPU-type options checked against the clusters, the cluster's types and the dispatch
+    overheads said in a line each; returns the overheads (``_dispatch``)."""
+    try:
+        asked.check_used(any(v.setup.groups for v in variants))
+    except ValueError as e:
+        raise SlurmDLError(str(e)) from None
+    if len(variants) == 1 and variants[0].setup.groups:
+        typer.echo(_wrap(variants[0].cluster), err=as_json)
+    overhead = _dispatch(dispatch, fmt, jobs, variants[0].setup)
+    if overhead is not None:
+        for v in variants:
+            v.setup.dispatch = overhead["model"]
+        typer.echo(_wrap(overhead["line"]), err=as_json)
+    return overhead
+
+
+def _write_report(report: Path, runs, meta: dict, as_json: bool) -> None:
+    from ..sim.report import write_report
+
+    try:
+        written = write_report(report, runs, meta)
+    except OSError as e:
+        raise SlurmDLError(f"--report: cannot write {report}: {e.strerror or e}") from None
+    typer.echo(f"wrote {written}", err=as_json)
+
+
+def _plan(policy, variants, configs, several, make_ranker) -> list:
+    """The runs to make: (policy label, policy name, thresholds, variant, group in the table)."""
+    planned = []
     for asked in policy:
         if asked == SITE_POLICY:
             if not configs:
@@ -292,7 +339,16 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     if several:  # side by side: each policy's rows together, in the configs' order
         order = list(dict.fromkeys(p[4] for p in planned))
         planned.sort(key=lambda p: (order.index(p[4]), variants.index(p[3])))
-    progress = Progress(enabled=not (quiet or as_json))
+    return planned
+
+
+def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_backfill, progress, as_json):
+    """Run each planned replay, printing its row as it finishes; (runs, interrupted)."""
+    from ..sim.ranking import make_ranker
+    from ..sim.report import ReportRun
+    from ..sim.simulate import runs_per_job, simulate as run_sim
+
+    several = len(variants) > 1
     first = min(j.submit_time for j in jobs)
     last = max(j.submit_time for j in jobs)
     runs: list[ReportRun] = []
@@ -330,19 +386,11 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         progress.clear()
         interrupted = True
         typer.echo(f"interrupted: {len(runs)} of {len(planned)} runs finished; writing those", err=True)
-    not_run = [p[0] if not several else f"{p[0]} @ {p[3].label}" for p in planned[len(runs):]]
-    if plot and runs:
-        from ..sim.plots import write_plots
-        for written in write_plots(plot, [(r.name, r.results) for r in runs]) or []:
-            typer.echo(f"wrote {written}", err=as_json)
-    if report and runs:
-        from ..sim.report import write_report
-        meta = _report_meta(trace, fmt, jobs, imported and {**imported, "describe": described}, variants, runs, no_fairness, interrupted, not_run)
-        try:
-            written = write_report(report, runs, meta)
-        except OSError as e:
-            raise SlurmDLError(f"--report: cannot write {report}: {e.strerror or e}") from None
-        typer.echo(f"wrote {written}", err=as_json)
+    return runs, interrupted
+
+
+def _doc(variants, runs, several, *, imported, overhead, slurm_backfill, interrupted, not_run) -> dict:
+    """The JSON document of the runs."""
     if several:
         doc = {"configs": {v.label: {"path": str(v.path), "cluster": v.cluster, "preemption_cost": v.cost.describe(),
                                      "policies": {r.policy: r.summary for r in runs if r.config == v.label}}
@@ -358,12 +406,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     if interrupted:
         doc["interrupted"] = True
         doc["policies_not_run"] = not_run
-    if as_json:
-        typer.echo(json.dumps(finite(doc), sort_keys=False, allow_nan=False))
-    elif runs:
-        out.table_foot({"policies": {r.name: r.summary for r in runs}})
-    if interrupted:
-        raise typer.Exit(130)
+    return doc
 
 
 def _dispatch(text, fmt, jobs, setup) -> dict | None:
