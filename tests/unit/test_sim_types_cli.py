@@ -148,3 +148,22 @@ def test_a_site_config_of_several_types_is_replayed_on_its_node_groups(files):
     flat = sim(files, "--config", cfg, "--nodes", "2", "--json")  # --nodes: the size given, one type
     assert flat.exit_code == 0, flat.output
     assert "per_type" not in json.loads(flat.stdout)["policies"]["las"]
+
+
+def test_cluster_from_slurm_with_several_types(files, monkeypatch):
+    import slurm_dl.slurm as slurm
+    from slurm_dl.core.model import Node, Partition
+
+    class Fake:
+        def nodes(self):
+            return [Node("g1", 2, "v100"), Node("g2", 2, "v100"), Node("g3", 4, "k80"), Node("cpu1", 0)]
+
+        def partitions(self):
+            return [Partition("gpu", ("g1", "g2", "g3"))]
+
+    monkeypatch.setattr(slurm, "get_backend", lambda *a, **k: Fake())
+    res = sim(files, "--cluster-from-slurm", "--throughputs", files["speeds"], "--type-choice", "fastest", "--json")
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout)["policies"]["las"]
+    assert s["total_gpus"] == 8 and {t: r["gpus"] for t, r in s["per_type"].items()} == {"v100": 4, "k80": 4}
+    assert "2 x 2 v100 + 1 x 4 k80 (8 GPUs); type choice fastest" in res.stderr
