@@ -146,7 +146,8 @@ class Prioritizer:
         now = snap.taken_at
         order = sorted((j for j in jobs if j.num_gpus > 0 and (waits_only_for_gpus(j, now) or _soon_eligible(j, now))),
                        key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
-        st = steer(self.steering, self.backend, snap, order, dry_run=self.dry_run)
+        st = steer(self.steering, self.backend, snap, order, dry_run=self.dry_run,
+                   running=[j for j in jobs if j.running])
         for jid, gpu_type in st.moved.items():
             decisions.append((jid, "gpu_type", None, f"steered to {gpu_type}: {st.choices[jid].why}"))
         report.steered = dict(st.moved)

@@ -66,14 +66,14 @@ class Steering:
 
 
 def steer(steering: Steering, backend: SteerBackend, snap: ClusterSnapshot, order: Sequence[Job],
-          *, dry_run: bool = False) -> SteerReport:
+          *, dry_run: bool = False, running: Sequence[Job] = ()) -> SteerReport:
     """Decide and apply the type of every waiting job that accepts several (``order``: the
-    pending jobs, most urgent first)."""
+    pending jobs, most urgent first; ``running``: whose rates count in the means)."""
     report = SteerReport()
     accepted: Mapping[int, tuple[str, ...]] = {j.job_id: j.accepted_types for j in order if j.accepted_types}
     if not any(len(t) > 1 for t in accepted.values()):
         return report
-    report.choices = choose_types(order, snap.nodes, steering.model, accepted)
+    report.choices = choose_types(order, snap.nodes, steering.model, accepted, running)
     by_id = {j.job_id: j for j in order}
     for job_id, choice in report.choices.items():
         job = by_id[job_id]

@@ -1,19 +1,22 @@
 """Which GPU type each waiting job should get, and the Slurm lever that steers it there. Pure.
 
-The site's policy decides *who* starts (the order of the waiting jobs); heterogeneity decides
-*where*: a job that accepts several GPU types (its tag's ``types``) goes where it runs best
-for the cluster, never outside its set. Each decision:
+The site's policy decides *who* goes first (the order of the waiting jobs); heterogeneity
+decides *where*, by the rule the simulator's ``--type-choice aware`` measures (Gavel's idea of
+comparative advantage, OSDI 2020):
 
-1. **who starts now**: in the policy's order, each job takes room on the fastest of its types
-   that has room now (a node with that many free GPUs, or enough whole free nodes);
-2. **where**, among the jobs that start now: the ones that gain most from the fast types take
-   them first (a job's gain is its speed on its fastest type over its speed on its slowest,
-   from the throughput model), as Gavel does with its effective-throughput objective; a job that
-   then finds no room falls back to any type with room;
-3. **a job that cannot start now** is steered to its fastest type; the next decision moves it
-   to a slower one as soon as that one has room and the fast one still has none.
+* a job's **rates**: its speed on each type it accepts over its speed on its fastest
+  (:func:`job_rates`, from the throughput model);
+* its **order** of types: by its rate there over the mean rate there of the jobs about
+  (:func:`comparative_order`): a type goes to the jobs that gain most from it relative to the
+  others, not merely to the first job that could use it;
+* **crowded** (the waiting jobs ask more GPUs than are free): in the policy's order each job
+  takes the first type in its order with room, and waits rather than run below ``DECLINE``
+  (half) of its best speed, leaving those GPUs to jobs ranked below it; **not crowded**: each
+  takes its fastest type with room (holding a fast type back for jobs that are not there only
+  slows it down).
 
-A job that names one type, or accepts one, is never steered.
+A job that names one type, or accepts one, is never steered; one that cannot start now is
+steered to its fastest type (the next decision moves it as room comes and goes).
 
 The lever: a partition that holds only nodes of the type (e.g. ``h100``), else the node
 feature named after the type (``--constraint``-style ``Features=h100``).
@@ -92,53 +95,81 @@ class _Room:
         return True
 
 
+DECLINE = 0.5
+"""Crowded, a job waits rather than run below this share of its best speed."""
+
+
+def job_rates(model: ThroughputModel, job: Job, types: Sequence[str]) -> dict[str, float]:
+    """``job``'s speed on each of ``types`` over its speed on the fastest of them (≤ 1)."""
+    sp = model.speeds(job)
+    top = max(sp[t].value for t in types)
+    return {t: sp[t].value / top for t in types}
+
+
+def mean_rates(rates: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The mean rate on each type over the jobs that accept it."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for r in rates:
+        for t, v in r.items():
+            sums[t] = sums.get(t, 0.0) + v
+            counts[t] = counts.get(t, 0) + 1
+    return {t: (sums[t] / counts[t]) or 1.0 for t in sums}
+
+
+def comparative_order(rates: Mapping[str, float], means: Mapping[str, float],
+                      type_order: Sequence[str]) -> list[str]:
+    """A job's types by its comparative advantage: its rate there over the mean rate there
+    (ties: faster for the job, then the site's type order)."""
+    index = {t: i for i, t in enumerate(type_order)}
+    return sorted(rates, key=lambda t: (-rates[t] / means.get(t, 1.0), -rates[t], index.get(t, len(index))))
+
+
 def choose_types(pending: Sequence[Job], nodes: Sequence[Node], model: ThroughputModel,
-                 accepted: Mapping[int, tuple[str, ...]]) -> dict[int, TypeChoice]:
+                 accepted: Mapping[int, tuple[str, ...]], others: Sequence[Job] = ()) -> dict[int, TypeChoice]:
     """The type each waiting job in ``pending`` (the policy's order) should get, for the jobs
-    with more than one accepted type (``accepted``: job id -> types); see the module text."""
+    with more than one accepted type (``accepted``: job id -> types); ``others``: the running
+    jobs, whose rates count in the means. See the module text."""
     room = _Room(nodes)
-    starters: list[tuple[Job, tuple[str, ...]]] = []
+    flexible = [j for j in pending if len(accepted.get(j.job_id) or ()) > 1]
+    if not flexible:
+        return {}
+    rates = {j.job_id: job_rates(model, j, accepted[j.job_id]) for j in flexible}
+    about = [rates[j.job_id] for j in flexible]
+    about += [job_rates(model, j, j.accepted_types) for j in others if len(j.accepted_types) > 1]
+    means = mean_rates(about)
+    free = sum(f for fs in room.free.values() for f in fs)
+    crowded = sum(j.num_gpus for j in pending) > free
     out: dict[int, TypeChoice] = {}
     for job in pending:
         types = accepted.get(job.job_id) or ()
         if len(types) <= 1:
-            if types and room.fits(types[0], job.num_gpus, take=True):
-                pass  # starts on its one type: its GPUs are gone for the others
+            if types:
+                room.fits(types[0], job.num_gpus, take=True)  # starts on its one type: room gone
             continue
-        ranked = model.best_types(job, types)
-        first = next((t for t in ranked if room.fits(t, job.num_gpus)), None)
-        if first is None:
-            out[job.job_id] = TypeChoice(job.job_id, ranked[0], False,
-                                         f"no room on {', '.join(types)} now: waits for {ranked[0]}, its fastest")
-            continue
-        room.fits(first, job.num_gpus, take=True)
-        starters.append((job, tuple(ranked)))
-    if not starters:
-        return out
-    room = _Room(nodes)  # the tentative pass said who starts; now where, by gain
-    for job in pending:  # single-type jobs keep what they took
-        types = accepted.get(job.job_id) or ()
-        if len(types) == 1:
-            room.fits(types[0], job.num_gpus, take=True)
-    by_gain = sorted(starters, key=lambda s: (-_gain(model, s[0], s[1]), pending.index(s[0])))
-    for job, ranked in by_gain:
-        chosen = next((t for t in ranked if room.fits(t, job.num_gpus, take=True)), None)
+        r = rates[job.job_id]
+        fastest = sorted(types, key=lambda t: (-r[t], model.types.index(t) if t in model.types else 0))
+        order = comparative_order(r, means, model.types) if crowded else fastest
+        chosen = None
+        for t in order:
+            if room.fits(t, job.num_gpus):
+                if crowded and r[t] < DECLINE:
+                    break
+                chosen = t
+                break
         if chosen is None:
-            out[job.job_id] = TypeChoice(job.job_id, ranked[0], False, f"no room left now: waits for {ranked[0]}")
+            out[job.job_id] = TypeChoice(job.job_id, fastest[0], False,
+                                         f"no room it should take now: waits for {fastest[0]}, its fastest")
             continue
-        speeds = model.speeds(job)
-        why = (f"{chosen} ({speeds[chosen].value:g}x, {speeds[chosen].source})"
-               + (f"; {ranked[0]} went to jobs that gain more from it" if chosen != ranked[0] else
-                  ", its fastest type with room"))
+        room.fits(chosen, job.num_gpus, take=True)
+        sp = model.speeds(job)[chosen]
+        if chosen == fastest[0]:
+            why = f"{chosen} ({sp.value:g}x, {sp.source}): its fastest type with room"
+        else:
+            why = (f"{chosen} ({sp.value:g}x, {sp.source}): {fastest[0]} is full or goes to jobs that gain more "
+                   "from it")
         out[job.job_id] = TypeChoice(job.job_id, chosen, True, why)
     return out
-
-
-def _gain(model: ThroughputModel, job: Job, ranked: tuple[str, ...]) -> float:
-    """How much more the job does on its fastest accepted type than on its slowest."""
-    speeds = model.speeds(job)
-    fast, slow = speeds[ranked[0]].value, speeds[ranked[-1]].value
-    return fast / slow if slow > 0 else 1.0
 
 
 @dataclass(frozen=True, slots=True)

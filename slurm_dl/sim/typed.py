@@ -27,12 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..core.steering import DECLINE, comparative_order
 from ..core.throughput import ThroughputModel
 from .fleet import NodeGroupSpec
 from .placement import Allocation, place_consolidated
 
 CHOICES = ("blind", "fastest", "aware")
-DECLINE = 0.5  # aware: a job waits rather than run under this share of its best speed
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,8 @@ class TypedPlacer:
 
 
 def aware_orders(placer: TypedPlacer, sims: list) -> dict[int, tuple[int, ...]]:
-    """Each job's groups by its comparative advantage: its speed on the group's type over the
+    """Each job's groups by its comparative advantage (the prioritizer's rule,
+    :func:`slurm_dl.core.steering.comparative_order`): its speed on the group's type over the
     mean speed there of the jobs in the replay, so the types go to the jobs that gain most
     from them relative to the others (ties: faster for the job, then node order)."""
     n = len(placer.groups)
@@ -242,6 +243,7 @@ def aware_orders(placer: TypedPlacer, sims: list) -> dict[int, tuple[int, ...]]:
     for sj in sims:
         for g in range(n):
             sums[g] += sj.rates[g]
-    mean = [s / max(1, len(sims)) or 1.0 for s in sums]
-    return {sj.seq: tuple(sorted(placer._order[sj.seq], key=lambda g: (-sj.rates[g] / mean[g], -sj.rates[g], g)))
+    mean = {g: s / max(1, len(sims)) or 1.0 for g, s in enumerate(sums)}
+    groups = range(n)
+    return {sj.seq: tuple(comparative_order({g: sj.rates[g] for g in placer._order[sj.seq]}, mean, groups))
             for sj in sims}

@@ -31,13 +31,29 @@ def job(i: int, gpus: int = 8, model_name: str = "resnet", types=BOTH) -> Job:
     return Job(i, num_gpus=gpus, model=model_name, accepted_types=types, partition="gpu")
 
 
-def test_the_jobs_that_gain_most_get_the_fast_type_whatever_their_place(model) -> None:
-    """The policy says who starts (both do); the ResNet (3x on h100) gets the h100, the LSTM
-    (1.1x) the v100, although the LSTM is first in the queue."""
+def test_crowded_the_jobs_that_gain_most_get_the_fast_type_whatever_their_place(model) -> None:
+    """Three jobs for two nodes: the LSTM (1.1x on h100) is first in the queue but takes the
+    v100, where its comparative advantage is; the ResNet (3x) gets the h100; the third waits."""
+    lstm, resnet, third = job(1, model_name="lstm"), job(2), job(3)
+    got = choose_types([lstm, resnet, third], nodes(), model, {1: BOTH, 2: BOTH, 3: BOTH})
+    assert got[1].gpu_type == "v100" and got[1].starts_now and got[2].gpu_type == "h100" and got[2].starts_now
+    assert "goes to jobs that gain more" in got[1].why and not got[3].starts_now
+
+
+def test_crowded_a_job_waits_rather_than_run_at_under_half_its_speed(model) -> None:
+    """The ResNet runs at a third of its speed on v100: with others waiting behind it, it
+    leaves the v100 to them and waits for an h100."""
+    resnet, lstm = job(1), job(2, model_name="lstm")
+    got = choose_types([resnet, lstm], nodes(h100_free=0), model, {1: BOTH, 2: BOTH})
+    assert not got[1].starts_now and got[1].gpu_type == "h100"
+    assert got[2].starts_now and got[2].gpu_type == "v100"
+
+
+def test_not_crowded_each_job_takes_its_fastest_type_with_room(model) -> None:
+    """Room for all: nothing is held back for jobs that are not there (the simulator's rule)."""
     lstm, resnet = job(1, model_name="lstm"), job(2)
     got = choose_types([lstm, resnet], nodes(), model, {1: BOTH, 2: BOTH})
-    assert got[2].gpu_type == "h100" and got[1].gpu_type == "v100" and got[1].starts_now
-    assert "went to jobs that gain more" in got[1].why
+    assert got[1].gpu_type == "h100" and got[2].gpu_type == "v100" and got[2].starts_now
 
 
 def test_a_lone_job_takes_its_fastest_type_with_room(model) -> None:
@@ -52,6 +68,16 @@ def test_who_starts_follows_the_policys_order(model) -> None:
     first, second = job(1, model_name="lstm"), job(2)
     got = choose_types([first, second], nodes(h100_free=8, v100_free=0), model, {1: BOTH, 2: BOTH})
     assert got[1].starts_now and got[1].gpu_type == "h100" and not got[2].starts_now
+
+
+def test_the_prioritizer_and_the_simulator_order_types_by_the_same_rule(model) -> None:
+    """The simulator's aware choice ranks a job's node groups with the core's comparative order."""
+    from slurm_dl.core.steering import comparative_order, job_rates, mean_rates
+
+    rates = [job_rates(model, job(i, model_name=m), BOTH) for i, m in ((1, "lstm"), (2, "resnet"))]
+    means = mean_rates(rates)
+    assert comparative_order(rates[0], means, BOTH) == ["v100", "h100"]
+    assert comparative_order(rates[1], means, BOTH) == ["h100", "v100"]
 
 
 def test_single_type_jobs_are_never_steered_but_take_their_room(model) -> None:
