@@ -87,3 +87,9 @@ def test_a_job_accepting_several_types_starts_out_on_its_fastest(mixed) -> None:
     assert d.changes["partition"] == "h100"
     d = run(mixed, tres_per_job="gres:gpu:v100:2")  # names a type: never steered
     assert "partition" not in d.changes and "features" not in d.changes
+
+
+def test_a_job_only_all_types_together_can_hold_spans_them_unsteered(mixed) -> None:
+    d = run(mixed, tres_per_job="gres:gpu:24")  # 16 h100 + 16 v100: no one type has 24
+    assert d.accepted and any("spans types" in n for n in d.notices)
+    assert parse_tag(d.changes["admin_comment"]).gpu_types is None and "partition" not in d.changes

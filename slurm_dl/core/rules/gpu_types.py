@@ -25,6 +25,7 @@ from .request import JobRequest
 from .site import site_shape
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.-]+")
+SIZE = "too few: "  # marks a type ruled out by the job's size alone
 
 
 def feature_types(features: str | None, types: list[str]) -> set[str]:
@@ -86,9 +87,9 @@ def accepted_types(req: JobRequest, config: SiteConfig,
         elif need_mb is not None and mem.get(t) is not None and mem[t] * 1024 < need_mb:
             why.append(f"{t}: {mem[t]:g} GB per GPU, the job needs {need_mb / 1024:g} GB")
         elif per_node is not None and per_node > shape.gpus_per_node_by_type.get(t, 0):
-            why.append(f"{t}: no node has {per_node} of them")
+            why.append(f"{t}: {SIZE}no node has {per_node} of them")
         elif req.total_gpus > shape.gpus_total_by_type.get(t, 0):
-            why.append(f"{t}: the cluster has {shape.gpus_total_by_type.get(t, 0)}, the job asks {req.total_gpus}")
+            why.append(f"{t}: {SIZE}the cluster has {shape.gpus_total_by_type.get(t, 0)}, the job asks {req.total_gpus}")
         else:
             out.append(t)
     return out, why

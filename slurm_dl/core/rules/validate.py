@@ -21,7 +21,7 @@ from .decision import (
 from .access import check_access
 from .hints import parse_deadline, parse_hints
 from .request import JobRequest, parse_gpu_tres
-from .gpu_types import accepted_types, first_steer
+from .gpu_types import SIZE, accepted_types, first_steer
 from .script import launches_steps, trapped_signals
 from .site import site_shape
 
@@ -393,12 +393,18 @@ def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterConte
         return handled
     if req.total_gpus > 0 and len(config.gpu_types) > 1:  # several types: the set it may be steered within
         types, why = accepted_types(req, config, handled.job_class)
-        if not types:
+        if not types and why and all(SIZE in w for w in why):  # only all types together hold it
+            notice = (f"{PREFIX}no one GPU type here has {req.total_gpus} GPUs: the job spans types and "
+                      "runs at the pace of its slowest")
+            handled = handled.evolve(notices=(*handled.notices, notice))
+            why = []
+            types = None
+        if types is not None and not types:
             return Rejection("validate.gpu_types", f"{PREFIX}no GPU type here fits this job ({_clip('; '.join(why), 160)}). "
                              "Fix: a partition, --constraint or GPU memory need some type meets.", ESLURM_INVALID_GRES)
         partition = req.partition or config.class_config(handled.job_class).partition
-        steer = first_steer(req, handled.job_class, types, config, partition) if len(types) > 1 else {}
-        handled = handled.evolve(gpu_types=tuple(types), changes={**handled.changes, **steer})
+        steer = first_steer(req, handled.job_class, types, config, partition) if types and len(types) > 1 else {}
+        handled = handled.evolve(gpu_types=tuple(types or ()), changes={**handled.changes, **steer})
     admitted = check_access(req, handled, config, ctx)
     if isinstance(admitted, Rejection):
         return admitted
