@@ -424,9 +424,13 @@ def _dispatch(text, fmt, jobs, setup) -> dict | None:
         if head == "auto":
             if fmt not in HISTORY_FORMATS:
                 raise SlurmDLError("--dispatch auto: needs a history (--format sacct-json, sacct or helios)")
-            if setup.nodes is None:
-                raise SlurmDLError("--dispatch auto: needs --cluster-from-slurm, --config or --nodes")
-            est = estimate_dispatch(jobs, setup.nodes * setup.gpus_per_node, pass_s)
+            if setup.nodes is None and not setup.groups:
+                raise SlurmDLError("--dispatch auto: needs --cluster-from-slurm, --config, --nodes or --node-types")
+            per_type: dict[str, int] = {}
+            for g in setup.groups or ():  # several GPU types: each type's jobs wait on its GPUs
+                per_type[g.gpu_type] = per_type.get(g.gpu_type, 0) + g.gpus
+            total = sum(per_type.values()) if per_type else setup.nodes * setup.gpus_per_node
+            est = estimate_dispatch(jobs, total, pass_s, per_type)
             model, line = est.dispatch, est.describe()
             doc = {"source": "history", "release_s": model.release_s, "pass_s": model.pass_s,
                    "starts_measured": est.gaps, "median_gap_s": est.median_gap_s, "p90_gap_s": est.p90_gap_s}

@@ -35,41 +35,54 @@ class FitPasses:
         return sj.seg_start + max(0.0, lim - sj.executed0)
 
     def pass_backfill(self, now: float) -> None:
+        """EASY backfill in key order: the first job that does not fit reserves the GPUs it
+        waits for; a later job starts now only if it ends before that reservation or takes
+        GPUs the reserved job leaves spare. On node groups (several GPU types) a reservation
+        holds one group (the one where the job's wait is shortest) and only jobs landing there
+        are held to it, as Slurm's reservations hold nodes: each group has its own first
+        waiting job, and a job waiting for an H100 never holds back a V100."""
         if not self.sorted_pending:
             self.sort_pending(now)
         pending, placer = self.pending, self.placer
-        shadow = None
-        extra = 0
+        held: dict[int, list] = {}  # group (0 on one type) -> [shadow time, GPUs spare then]
         i = 0
         while i < len(pending) and placer.free_total > 0:
             sj = pending[i]
             alloc = placer.place(sj)
-            if shadow is None:
-                if alloc is None:
-                    shadow, extra = self._shadow(sj, now)
+            if alloc is None:
+                g, shadow, extra = self._shadow(sj, now)
+                held.setdefault(g, [shadow, extra])
+                i += 1
+                continue
+            hold = held.get(placer.group_of(alloc) if self.typed else 0)
+            if hold is not None and now + (sj.job.time_limit or sj.duration) > hold[0]:
+                if sj.gpus > hold[1]:
                     i += 1
                     continue
-            else:
-                if alloc is None:
-                    i += 1
-                    continue
-                fits_before = now + (sj.job.time_limit or sj.duration) <= shadow
-                if not fits_before:
-                    if sj.gpus > extra:
-                        i += 1
-                        continue
-                    extra -= sj.gpus
+                hold[1] -= sj.gpus
             del pending[i]
             if self.sorted_pending:
                 del self.pending_keys[i]
             self.start(sj, alloc, now)
 
-    def _shadow(self, sj: SimJob, now: float) -> tuple[float, int]:
-        """The reservation of the first job that does not fit: when enough GPUs are free for
-        it (from the running jobs' estimated ends), and the GPUs spare then."""
-        avail = self.placer.free_total
+    def _shadow(self, sj: SimJob, now: float) -> tuple[int, float, int]:
+        """The reservation of a job that does not fit: (its group, when enough GPUs are free
+        there for it from the running jobs' estimated ends, the GPUs spare there then). On one
+        type the group is 0 and counts every GPU."""
+        if not self.typed:
+            return (0, *self._shadow_in(sj, now, self.placer.free_total, self.running))
+        placer = self.placer
+        best = None
+        for g in placer.allowed(sj):
+            there = [s for s in self.running if placer.group_of(s.alloc) == g]
+            shadow, extra = self._shadow_in(sj, now, placer.gft[g], there)
+            if best is None or shadow < best[1]:
+                best = (g, shadow, extra)
+        return best
+
+    def _shadow_in(self, sj: SimJob, now: float, avail: int, running) -> tuple[float, int]:
         shadow = now
-        for s in sorted(self.running, key=self.est_end):
+        for s in sorted(running, key=self.est_end):
             if avail >= sj.gpus:
                 break
             avail += s.gpus

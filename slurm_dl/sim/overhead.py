@@ -7,7 +7,9 @@ the replay says by the sum of the gaps before it.
 
 :func:`dispatch_gaps` measures them in the recorded history itself: for each job that had
 to wait for GPUs, the time from the moment the recorded schedule had its GPUs free (the
-last job end after which enough GPUs stayed free, cluster-wide) to its recorded start.
+last job end after which enough GPUs stayed free, cluster-wide) to its recorded start. On
+GPUs of several types, where each job's type is recorded, each type's GPUs count for its own
+jobs: a job that waited for an H100 while V100s were free waited for the H100s.
 :func:`estimate_dispatch` turns their median into a :class:`~slurm_dl.sim.state.Dispatch`
 for the replay: with scheduling passes every ``pass_s`` seconds a start waits on average
 half a period for its pass, the rest is the release delay. Accounting keeps whole seconds, so
@@ -50,8 +52,12 @@ def _recorded(job: Job) -> tuple[float, float] | None:
     return start, start + float(job.duration)
 
 
-def dispatch_gaps(jobs: Sequence[Job], total_gpus: int) -> list[float]:
-    """Per job that waited for GPUs: recorded start minus the time enough GPUs were free."""
+def dispatch_gaps(jobs: Sequence[Job], total_gpus: int, type_gpus: dict[str, int] | None = None) -> list[float]:
+    """Per job that waited for GPUs: recorded start minus the time enough GPUs were free.
+    ``type_gpus`` (the GPUs of each type): when every job's type is recorded and is one of
+    them, each type's jobs are measured on that type's GPUs alone."""
+    if type_gpus and all(j.gpu_type in type_gpus for j in jobs if j.num_gpus > 0):
+        return [g for t, n in type_gpus.items() for g in dispatch_gaps([j for j in jobs if j.gpu_type == t], n)]
     runs = [(j, r) for j in jobs if (r := _recorded(j)) is not None and j.num_gpus > 0]
     # GPUs in use after each event time (starts and ends of the recorded schedule)
     deltas: dict[float, int] = {}
@@ -101,10 +107,12 @@ def median_gap(gaps: Sequence[float]) -> float:
     raise AssertionError("unreachable")
 
 
-def estimate_dispatch(jobs: Sequence[Job], total_gpus: int, pass_s: float = 0.0) -> DispatchEstimate:
+def estimate_dispatch(jobs: Sequence[Job], total_gpus: int, pass_s: float = 0.0,
+                      type_gpus: dict[str, int] | None = None) -> DispatchEstimate:
     """The median gap between GPUs coming free and the next start, as a replay's release
-    delay; with ``pass_s``, half a pass period of it is left to the passes."""
-    gaps = dispatch_gaps(jobs, total_gpus)
+    delay; with ``pass_s``, half a pass period of it is left to the passes. ``type_gpus``:
+    the GPUs of each type, on a cluster of several (see :func:`dispatch_gaps`)."""
+    gaps = dispatch_gaps(jobs, total_gpus, type_gpus)
     if not gaps:
         return DispatchEstimate(Dispatch(0.0, pass_s), 0, None, None)
     med = median_gap(gaps)

@@ -124,6 +124,10 @@ class TypedPlacer:
         # nodes are all of one size (the book's own check of what may place counts nodes so)
         self.by_width = every and len(set(self.per)) == 1
 
+    def allowed(self, sj) -> tuple[int, ...]:
+        """The groups ``sj`` may use."""
+        return self._order[sj.seq]
+
     def order_for(self, allowed: list[int], rates: tuple[float, ...]) -> tuple[int, ...]:
         if self.choice == "fastest":
             return tuple(sorted(allowed, key=lambda g: (-rates[g], g)))
