@@ -50,8 +50,9 @@ class FitPasses:
             sj = pending[i]
             alloc = placer.place(sj)
             if alloc is None:
-                g, shadow, extra = self._shadow(sj, now)
-                held.setdefault(g, [shadow, extra])
+                if not (held and (not self.typed or all(g in held for g in placer.allowed(sj)))):
+                    g, shadow, extra = self._shadow(sj, now)  # only where it can add a reservation
+                    held.setdefault(g, [shadow, extra])
                 i += 1
                 continue
             hold = held.get(placer.group_of(alloc) if self.typed else 0)
