@@ -34,6 +34,7 @@ from slurm_dl.sim.traces import parse_time, read_trace
 from slurm_dl.sim.typed import CHOICES, TypeSetup
 
 DEFAULT_LOAD = "v100:15,p100:15,k80:15@2017-10-01..2017-12-01"
+RHO_FLOOR_S = 600.0  # the fair-share decision's run-time floor (LeaseSettings.rho_floor_s)
 KEYS = ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization",
         "preemptions_per_job", "max_rho", "jain_rho")
 
@@ -53,6 +54,15 @@ def brief(s: dict, cpu: float) -> dict:
         a, r = max(rhos.items(), key=lambda x: x[1]["rho"])
         out["worst_rho_account"] = {"account": a, "jobs": r["jobs"], "avg_jct_s": round(r["avg_jct_s"], 1),
                                     "isolated_avg_jct_s": round(r["isolated_avg_jct_s"], 1)}
+        # the accounts whose isolated average JCT is at least the policy's run-time floor
+        # (rho_floor_s, 600 s): the fair-share decision takes a shorter run as that long, so
+        # an account of a few seconds-long jobs is set by seconds of placement
+        floored = {a: r for a, r in rhos.items() if r["isolated_avg_jct_s"] >= RHO_FLOOR_S}
+        if floored:
+            a, r = max(floored.items(), key=lambda x: x[1]["rho"])
+            out["worst_rho_isolated_600s"] = {"account": a, "rho": round(r["rho"], 4), "jobs": r["jobs"]}
+    if "type_moves" in s:
+        out["type_moves"] = s["type_moves"]
     out["cpu_s"] = round(cpu, 2)
     return out
 
@@ -91,7 +101,10 @@ def human(r: dict) -> str:
     for k, v in r["ratios"].items():
         parts.append(f"{k} {v:.3f}")
     for policy, by in r["policies"].items():
-        rhos = ", ".join(f"{c} {x['max_rho']:.2f}" for c, x in by.items() if x.get("max_rho") is not None)
+        rhos = ", ".join(f"{c} {x['max_rho']:.2f}"
+                         + (f" ({x['worst_rho_isolated_600s']['rho']:.2f} from 600 s)"
+                            if "worst_rho_isolated_600s" in x else "")
+                         for c, x in by.items() if x.get("max_rho") is not None)
         if rhos:
             parts.append(f"{policy} worst rho {rhos}")
     return "; ".join(parts)

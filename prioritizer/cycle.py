@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.errors import SlurmError, StoreError
 from slurm_dl.core.explain import explain_job
+from slurm_dl.core.fairness import entitled
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState
 from slurm_dl.core.preemption import RESUME_CHECKPOINT, resume_kind, waits_only_for_gpus
@@ -154,25 +155,34 @@ class Prioritizer:
         report.errors.extend(st.errors)
         return st
 
-    def _moves(self, snap: ClusterSnapshot, jobs: list[Job], rows, excluded, busy) -> list:
-        """Opted-in running jobs to move to a faster GPU type that frees with nobody waiting."""
+    def _moves(self, snap: ClusterSnapshot, jobs: list[Job], rows, excluded, busy, ctx=None) -> list:
+        """Opted-in running jobs to move to a faster GPU type that frees with nobody waiting
+        (under fair share, also where jobs wait, for jobs of accounts below their share or
+        asking no more than it)."""
         pc = self.config.preemption
         if self.steering is None or not pc.move_min_speedup:
             return []
         now = snap.taken_at
-        moved_before = {r.victim_job_id for r in rows if r.victim_job_id == r.need_job_id}
+        moves_of: dict[int, int] = {}  # each move goes to a faster type: at most one per type
+        for r in rows:
+            if r.victim_job_id == r.need_job_id:
+                moves_of[r.victim_job_id] = moves_of.get(r.victim_job_id, 0) + 1
 
         def can_move(j: Job) -> bool:
             ran = now - j.start_time if j.start_time is not None else 0.0
             return (resume_kind(j, self.config)[0] == RESUME_CHECKPOINT and ran >= pc.min_runtime_seconds
-                    and j.job_id not in moved_before and j.job_id not in busy
+                    and moves_of.get(j.job_id, 0) < len(j.accepted_types) - 1 and j.job_id not in busy
                     and (j.job_id, j.restarts) not in excluded
                     and max(j.restarts, j.preemptions) < pc.max_restarts)
 
         waiting = [j for j in jobs if waits_only_for_gpus(j, now) and j.num_gpus > 0]
         running = [j for j in jobs if j.state is JobState.RUNNING]
+        behind: set[str] = set()
+        standings_of = getattr(self.policy, "standings_of", None)
+        if ctx is not None and getattr(self.policy, "leases", False) and standings_of is not None:
+            behind = {a for a, s in standings_of(jobs, ctx).items() if entitled(s)}
         moves = plan_moves(running, waiting, snap.nodes, self.steering.model, min_speedup=pc.move_min_speedup,
-                           can_move=can_move)
+                           can_move=can_move, behind=behind, restart_s=pc.restart_delay_seconds)
         return [preempt.PreemptionIntent(m.job_id, (m.job_id,), f"move from {m.from_type} to {m.to_type}: {m.why}")
                 for m in moves]
 
@@ -309,7 +319,7 @@ class Prioritizer:
                 excluded = preempt.excluded_runs(rows)  # refused, or signalled/requeued in their current run
                 intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy,
                                        refused=excluded, **extra)
-                intents += self._moves(snap, jobs, rows, excluded, busy)
+                intents += self._moves(snap, jobs, rows, excluded, busy, ctx)
                 preempt.start(self.store, self.backend, snap, intents, self.config, prep, dry_run=self.dry_run,
                               excluded=excluded)
             except SlurmError as e:  # each call's refusals are handled in place; this is the safety net

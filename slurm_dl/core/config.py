@@ -449,9 +449,9 @@ class PreemptionConfig(_Strict):
         default=False, description="also requeue, without a signal, running jobs that are requeueable but declared "
         "no checkpoint handler (they restart from the beginning and lose their work)")
     move_min_speedup: float = num(
-        1.5, ge=0, le=1000, description="on several GPU types: a running job that opted in moves (checkpoint, "
-        "requeue) to a type that frees with nobody waiting for it when it runs this much faster there; "
-        "0: never moves")
+        1.25, ge=0, le=1000, description="on several GPU types: a running job that opted in moves (checkpoint, "
+        "requeue) to a type that frees with nobody waiting for it (under fair share, also one others wait "
+        "for, when its account is within its share) when it runs this much faster there; 0: never moves")
     max_lead_seconds: float = num(
         300.0, ge=0, le=SECONDS_PER_DAY, description="the most a job's own --signal=SIG@N may make a "
         "preemption wait between its signal and the requeue (jobs without one get grace_seconds)")

@@ -176,6 +176,13 @@ def water_fill(demand: Mapping[str, float], weights: Mapping[str, float], total:
     return fair
 
 
+def entitled(s: Standing) -> bool:
+    """On several GPU types, may the account's running jobs move to a faster type ahead of
+    other accounts' waiting jobs? When it holds less than its fair share, or asks no more than
+    its fair share (all it asks is its own: it may have it at full speed)."""
+    return s.held < s.fair or s.demand <= s.fair + EPS
+
+
 def standings(pending: Sequence[Job], running: Sequence[Job], total_gpus: int, now: float,
               settings: LeaseSettings) -> dict[str, Standing]:
     held: dict[str, int] = {}

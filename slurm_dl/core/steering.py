@@ -25,7 +25,7 @@ feature named after the type (``--constraint``-style ``Features=h100``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from .model import Job, Node
 from .throughput import ThroughputModel
@@ -67,24 +67,30 @@ class _Room:
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.free: dict[str, list[int]] = {}
+        self.gpus: dict[str, list[int]] = {}
         self.size: dict[str, int] = {}
         for n in nodes:
             if n.gpu_type and n.available:
                 self.free.setdefault(n.gpu_type, []).append(n.gpus_free)
+                self.gpus.setdefault(n.gpu_type, []).append(n.gpus)
                 self.size[n.gpu_type] = max(self.size.get(n.gpu_type, 0), n.gpus)
 
-    def fits(self, gpu_type: str, gpus: int, take: bool = False) -> bool:
+    def fits(self, gpu_type: str, gpus: int, take: bool = False, in_use_only: bool = False) -> bool:
+        """Whether ``gpus`` fit on one type's free GPUs (``take``: and take them);
+        ``in_use_only``: on a node already in use, never a whole free one."""
         free = self.free.get(gpu_type)
         size = self.size.get(gpu_type, 0)
         if not free or gpus <= 0 or size <= 0:
             return False
         if gpus <= size:  # one node: the fullest node that still fits (leave room whole)
             best = min((i for i, f in enumerate(free) if f >= gpus), key=lambda i: free[i], default=None)
-            if best is None:
+            if best is None or (in_use_only and free[best] == self.gpus[gpu_type][best]):
                 return False
             if take:
                 free[best] -= gpus
             return True
+        if in_use_only:
+            return False
         whole = [i for i, f in enumerate(free) if f == size]
         need = -(-gpus // size)
         if len(whole) < need:
@@ -184,14 +190,21 @@ class Move:
 
 
 def plan_moves(running: Sequence[Job], waiting: Sequence[Job], nodes: Sequence[Node], model: ThroughputModel,
-               *, min_speedup: float, can_move) -> list[Move]:
+               *, min_speedup: float, can_move, behind: Collection[str] = (),
+               restart_s: float = 0.0) -> list[Move]:
     """Running jobs to move to a faster type that has room nobody waiting could use.
 
     A job moves only to a type it accepts, at least ``min_speedup`` times faster for it than
     the type it runs on (so never back to a slower one), and only if ``can_move(job)`` (it
-    opted in to preemption, ran long enough, was never moved before: the caller's rules).
+    opted in to preemption, ran long enough, has moves left: the caller's rules).
     Room a waiting job may take is left to it: a type counts only when no waiting job accepts
-    it. The jobs that gain most move first."""
+    it. The exception is fair share: a job of an account in ``behind`` (below its fair share,
+    or asking no more than it: :func:`slurm_dl.core.fairness.entitled`) would be ahead of the
+    waiting jobs of the other accounts for that room, so it may take room they want, on a node already in use (a whole free node is left to wide
+    waiting jobs), and such jobs move first, if the time they would save, reckoned on the work
+    done so far (the run time left is not known), is more than ``restart_s``:
+    ``executed_s × (1 − 1/gain) > restart_s``. Then the jobs that gain most. The simulator's
+    fair share moves jobs by the same rule."""
     types = model.types
     wanted = {t for j in waiting for t in (j.accepted_types or types)}
     room = _Room(nodes)
@@ -201,19 +214,25 @@ def plan_moves(running: Sequence[Job], waiting: Sequence[Job], nodes: Sequence[N
         here = job.gpu_type
         if not here or len(job.accepted_types) < 2 or here not in job.accepted_types:
             continue
+        first = job.account in behind
         speeds = model.speeds(job)
         for t in model.best_types(job, job.accepted_types):
-            if t == here or t in wanted:
+            if t == here:
+                break  # it runs on its fastest type with room for it
+            if t in wanted and not first:
                 continue
             gain = speeds[t].value / speeds[here].value if speeds[here].value > 0 else 1.0
-            if gain >= min_speedup:
-                cands.append((gain, job, t))
-            break  # only its fastest free-of-demand type is worth a restart
-    for gain, job, t in sorted(cands, key=lambda c: (-c[0], c[1].job_id)):
+            if gain >= min_speedup and (not first or job.executed_s * (1.0 - 1.0 / gain) > restart_s):
+                cands.append((not first, gain, job, t))
+            if not first:
+                break  # only its fastest free-of-demand type is worth a restart
+    for later, gain, job, t in sorted(cands, key=lambda c: (c[0], -c[1], c[2].job_id)):
         if any(m.job_id == job.job_id for m in out) or not can_move(job):
             continue
-        if room.fits(t, job.num_gpus, take=True):
+        if room.fits(t, job.num_gpus, take=True, in_use_only=not later and t in wanted):
+            why = (f"its account is within its fair share and {t} has room" if not later
+                   else f"{t} frees with nobody waiting for it")
             out.append(Move(job.job_id, job.gpu_type, t,
-                            f"{t} frees with nobody waiting for it; it runs {gain:.2g}x faster there than on "
+                            f"{why}; it runs {gain:.2g}x faster there than on "
                             f"{job.gpu_type} (moves at {min_speedup:g}x or more)"))
     return out

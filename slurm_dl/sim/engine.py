@@ -87,6 +87,7 @@ class ClusterResult:
     queue_deltas: list[tuple[float, int]] = field(default_factory=list)  # (time, Δ pending jobs)
     preemptions: int = 0
     type_busy: dict[str, tuple[int, float]] | None = None  # per GPU type: (GPUs, GPU-seconds run)
+    upgrades: int = 0  # of the preemptions, moves to a faster type (fair share on several types)
 
 
 class Engine(FitPasses, PreemptivePasses, GroupedPasses, TypedPasses, EngineState):
@@ -285,7 +286,8 @@ def run_cluster(
         placer = FlatPlacer(spec.nodes, spec.gpus_per_node, spread, model_info)
     eng = Engine(jobs, placer, ranker, cost, fast=fast, on_finish=on_finish, dispatch=dispatch)
     sims = eng.run()
-    return ClusterResult(spec, sims, eng.qd, eng.preemptions, None if placer.flat else placer.type_busy())
+    return ClusterResult(spec, sims, eng.qd, eng.preemptions, None if placer.flat else placer.type_busy(),
+                         eng.moves)
 
 
 def fewest_nodes(jobs: list, gpus_per_node: int) -> int:

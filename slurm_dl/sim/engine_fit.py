@@ -3,6 +3,7 @@ and the reference ``lease`` pass (see :mod:`.engine`)."""
 
 from __future__ import annotations
 
+from ..core.fairness import entitled
 from .state import SimJob
 
 
@@ -129,6 +130,9 @@ class FitPasses:
         if not pending:
             return
         if placer.free_total > 0:
+            if self.typed:
+                self.upgrade_behind(now, {a: st.rho for a, st in ranker.lease_standings(
+                    pending, self.running, self.total, now).items() if entitled(st)})
             self.fill(ranker.lease_fill_order(pending, self.running, self.total, now), now)
             if not pending:
                 return

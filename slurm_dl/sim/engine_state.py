@@ -15,6 +15,7 @@ from operator import attrgetter
 from typing import Any, Callable
 
 from ..core.model import JobState
+from .engine_typed import MOVE_GAIN
 from .lease import LeaseBook
 from .state import Dispatch, PreemptionCost, SimJob
 
@@ -71,6 +72,11 @@ class EngineState:
         self.releases: list[tuple[float, int, tuple]] = []  # (time, seq, allocation) GPUs coming back
         self._flags(ranker, discipline, fast)
         self.preemptions = 0
+        self.moves = 0  # of the preemptions, moves to a faster type (fair share on several types)
+        cfg = getattr(ranker, "config", None)  # the prioritizer's threshold for moves (0: none)
+        self.move_gain = cfg.preemption.move_min_speedup if cfg is not None else MOVE_GAIN
+        if getattr(placer, "choice", None) != "aware":
+            self.move_gain = 0.0  # moves belong to the aware choice (blind: Slurm's --gpus=N)
         self.waiting_gpus = 0  # GPUs the waiting jobs ask for
         self.arrive = getattr(ranker, "arrive", None)  # deadline admission at a job's first arrival
         self.book: LeaseBook | None = None  # the lease discipline's per-account sums and buckets
@@ -84,7 +90,8 @@ class EngineState:
             self.book.bind(ranker=ranker, running=self.running, ticks=self.ticks, try_place=placer.place,
                            start=self.start, apply_moves=self.apply_moves, decision_due=self.decision_due,
                            tick_at=self.tick_at,
-                           free_left=lambda: placer.free_total)
+                           free_left=lambda: placer.free_total,
+                           upgrade=self.upgrade_behind if self.typed else None)
         self.finished: list[SimJob] = []
         # the ranked preemptive pass is a function of the waiting jobs, the free GPUs and where
         # each running job's key falls among the waiting keys (see Engine.run): after a pass

@@ -11,9 +11,14 @@ that nobody else took are offered to it again at the end of the pass.
 
 from __future__ import annotations
 
+from ..core.config import PreemptionConfig
+from ..core.fairness import INF
 from .state import SimJob
 
 SKIP_LIMIT = 256  # waiting jobs passed over in one walk before it stops looking further
+# a running job of an account within its fair share moves to a type this much faster for it:
+# the site config's [preemption] move_min_speedup, as in the prioritizer (this without one)
+MOVE_GAIN: float = PreemptionConfig.model_fields["move_min_speedup"].default
 
 
 class TypedPasses:
@@ -103,3 +108,54 @@ class TypedPasses:
             self.start(sj, alloc, now)
         if started:
             self.pending[:] = [s for s in self.pending if s.seq not in started]
+
+    def upgrade_behind(self, now: float, rho: dict) -> None:
+        """Fair share on several types: a running job of an account below its fair share or
+        asking no more than it (``rho``: those accounts' finish-time fairness estimates; see
+        :func:`slurm_dl.core.fairness.entitled`) that runs on a type at least
+        ``move_gain`` times slower for it than a type it accepts with room moves there
+        (checkpoint, restart) before the waiting jobs are given the free GPUs, where the time
+        it would save is more than its restart, the worst-off account first (the time saved
+        reckoned on the work it has done so far, as the work left is not known). It takes room on nodes
+        already in use only, never a whole free node (a wide waiting job needs those); its old
+        GPUs go to the waiting jobs. Without it, an account's long job that started on a slow
+        type when nothing else was free stays there, and the account's finish time is set by
+        that type."""
+        placer = self.placer
+        if placer.free_total <= 0 or not self.move_gain:
+            return
+        restart = self.cost.restart
+        gain = self.move_gain
+        cands = []
+        for sj in self.running:
+            t = rho.get(sj.account)
+            if t is None:
+                continue
+            g0 = placer.group_of(sj.alloc)
+            r0 = sj.rates[g0]
+            if r0 * gain > 1.0:
+                continue  # no type is fast enough for it to move
+            best = None
+            for g in placer.allowed(sj):
+                if placer.gft[g] >= sj.gpus and sj.rates[g] >= gain * r0 \
+                        and (best is None or sj.rates[g] > sj.rates[best]):
+                    best = g
+            if best is None:
+                continue
+            # the work left is not known (nor to the prioritizer): taken as the work done so
+            # far (at full speed), as LAS takes a job that has run long to run long still
+            left = (sj.executed0 + now - sj.seg_start) * r0
+            saved = left / r0 - left / sj.rates[best]
+            if saved <= restart(sj.gpus) or self.ranker.yield_from(sj) == INF:
+                continue
+            cands.append((-t, sj.seq, sj, best))
+        flat = placer.free
+        for _, _, sj, g in sorted(cands, key=lambda c: c[:2]):
+            alloc = placer.place_in(g, sj.gpus)
+            if alloc is None or any(flat[i] == placer.per[g] for i, _ in alloc):
+                continue  # (best fit: no node in use has room for it)
+            self.preempt(sj, now)
+            if self.book is None:
+                self.pending.remove(sj)
+            self.start(sj, alloc, now)
+            self.moves += 1

@@ -32,7 +32,7 @@ import heapq
 from types import SimpleNamespace
 from typing import Callable
 
-from ..core.fairness import EPS, INF, Standing, _may_yield, water_fill
+from ..core.fairness import EPS, INF, Standing, _may_yield, entitled, water_fill
 from ..core.waiting import WaitingJobs
 from .state import SimJob
 
@@ -88,7 +88,8 @@ class LeaseBook:
     def bind(self, **ops) -> None:
         """The engine's state and operations :meth:`lease_pass` uses: ``ranker``, ``running``,
         ``ticks`` (the engine's decision clock), ``try_place``, ``start``, ``apply_moves``,
-        ``decision_due``, ``tick_at`` and ``free_left`` (GPUs free now)."""
+        ``decision_due``, ``tick_at``, ``free_left`` (GPUs free now) and ``upgrade`` (on several GPU
+        types: moves of running jobs to faster free types before a fill, else ``None``)."""
         self.ops = SimpleNamespace(**ops)
 
     def lease_pass(self, now: float) -> None:
@@ -99,6 +100,8 @@ class LeaseBook:
         if not waiting:
             return
         if o.free_left() > 0:
+            if o.upgrade is not None:
+                o.upgrade(now, self.entitled(now))
             self.fill(now, o.free_left(), o.try_place, o.start, o.free_left)
             if not waiting:
                 return
@@ -294,6 +297,12 @@ class LeaseBook:
             else:
                 out[a] = (1, 0.0)
         return out
+
+    def entitled(self, now: float) -> dict[str, float]:
+        """Per account that may move its running jobs to faster types (below its fair share,
+        or asking no more than it: a share that holds all it asks), its finish-time fairness
+        estimate now (see :meth:`standings`)."""
+        return {a: s.rho for a, s in self.standings(now).items() if entitled(s)}
 
     def _fair(self) -> tuple[dict, dict]:
         """(weights, water-filled fair shares) per account; they change only with the demand."""

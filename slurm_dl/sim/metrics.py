@@ -58,6 +58,8 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
         "preemptions_per_job": sum(sj.preemptions for sj in jobs) / n if n else 0.0,
         "total_gpus": total_gpus,
     }
+    if any(r.type_busy is not None for r in results):  # several GPU types: of the preemptions,
+        out["type_moves"] = sum(r.upgrades for r in results)  # moves to a faster type
     if strict:
         hits = sum(1 for sj in strict if (sj.end_time or 0.0) <= sj.deadline)
         out["deadline_jobs"] = len(strict)

@@ -491,12 +491,22 @@ class PolicyRanker(ChargedRanking):
         """Waiting jobs in the policy's order given the accounts' standings now (what
         ``FairShareLeasePolicy.fill_key`` gives, from the cached within-account keys)."""
         jp = [self._sync(s, now) for s in pending]
-        jr = [self._sync(s, now) for s in running]
-        st = self._held_at_speed(standings(jp, jr, total, now, self.policy.settings), running)
-        tier = {a: ((0, -s.rho) if s.held < s.fair else (1, 0.0)) for a, s in st.items()}
+        tier = self.lease_tiers(pending, running, total, now)
         within = self._within
         keyed = sorted((within(j)[0], tier[j.account], within(j), i) for i, j in enumerate(jp))
         return [pending[k[3]] for k in keyed]
+
+    def lease_standings(self, pending: list, running: list, total: int, now: float) -> dict:
+        """The accounts' standings now (GPUs held counted at their type's speed)."""
+        jp = [self._sync(s, now) for s in pending]
+        jr = [self._sync(s, now) for s in running]
+        return self._held_at_speed(standings(jp, jr, total, now, self.policy.settings), running)
+
+    def lease_tiers(self, pending: list, running: list, total: int, now: float) -> dict:
+        """Per account, its tier in the fill order now: ``(0, -ρ)`` below its fair share (the
+        worst finish-time fairness estimate first), ``(1, 0.0)`` at or above it."""
+        st = self.lease_standings(pending, running, total, now)
+        return {a: ((0, -s.rho) if s.held < s.fair else (1, 0.0)) for a, s in st.items()}
 
     def lease_settings(self):
         """The policy's lease settings with the engine's restart cost (the lease excludes it)."""

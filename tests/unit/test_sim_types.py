@@ -201,3 +201,21 @@ def test_work_is_the_same_on_a_share_without_the_fastest_type():
     # their trace duration on their fastest type, so they take longer there, not the same
     res, _ = run([job(1, 0, 100, "a")], "aware", "fifo", (NodeGroupSpec("slow", 1, 1),))
     assert res[1].end_time == pytest.approx(1000)
+
+
+def test_fair_share_moves_a_job_of_an_account_below_its_share_to_a_faster_type():
+    # fast: one node of 2 GPUs, slow: one of 1. Account "big" holds both fast GPUs (jobs 1 and
+    # 2); "small"'s only job (3, kind a: 10x faster on fast) starts on slow at 1 s. When job 1
+    # ends at 100 s, job 3 moves to the fast GPU (it is below its share; 99 s on slow did 9.9 s
+    # of its work) and big's waiting job 4 gets the slow GPU it left: job 3 ends at 100 + 490.1
+    groups = (NodeGroupSpec("fast", 1, 2), NodeGroupSpec("slow", 1, 1))
+    jobs = [job(1, 0, 100, "a", account="big"), job(2, 0, 1000, "a", account="big"),
+            job(3, 1, 500, "a", account="small"), job(4, 50, 100, "a", account="big")]
+    res, r = run(jobs, "aware", "fairshare", groups)
+    assert res[3].preemptions == 1 and res[3].end_time == pytest.approx(590.1)
+    assert res[4].first_start == pytest.approx(100.0) and res[4].preemptions == 0
+    assert r.upgrades == 1
+    # it never takes a whole free node (a wide job waits for those): without job 2, the fast
+    # node is free at 100 s and job 3 stays on slow
+    res, r = run([j for j in jobs if j.job_id != 2], "aware", "fairshare", groups)
+    assert res[3].preemptions == 0 and r.upgrades == 0

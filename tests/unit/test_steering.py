@@ -192,3 +192,76 @@ def test_moves_need_the_speedup_room_and_nobody_waiting(model) -> None:
     assert plan_moves([on_v100], [], free_h100, model, min_speedup=1.5, can_move=lambda j: False) == []
     full = [Node("gpu01", 8, "h100", gpus_used=4), Node("gpu03", 8, "v100", gpus_used=8)]
     assert plan_moves([on_v100], [], full, model, min_speedup=1.5, can_move=yes) == []
+
+
+def test_a_job_of_an_account_below_its_fair_share_moves_to_room_others_wait_for(model) -> None:
+    # fair share: an account below its share would be ahead of the waiting jobs of accounts at
+    # or above it for the free H100s, so its job on a V100 moves there even while they wait,
+    # onto a node already in use (a whole free node is left to the wide jobs waiting)
+    from slurm_dl.core.steering import plan_moves
+
+    def running(i: int, account: str, gpu_type: str, ran: float = 3600.0) -> Job:
+        return Job(i, account=account, num_gpus=4, model="resnet", accepted_types=BOTH, gpu_type=gpu_type,
+                   state=JobState.RUNNING, executed_s=ran)
+
+    mine, theirs = running(1, "behind", "v100"), running(2, "ahead", "v100")
+    waiting = [Job(3, account="ahead", num_gpus=4, accepted_types=BOTH)]
+    half = [Node("gpu01", 8, "h100", gpus_used=4), Node("gpu03", 8, "v100", gpus_used=8)]
+    yes = lambda j: True  # noqa: E731
+    moves = plan_moves([theirs, mine], waiting, half, model, min_speedup=1.5, can_move=yes, behind={"behind"},
+                       restart_s=60)
+    assert [(m.job_id, m.to_type) for m in moves] == [(1, "h100")]
+    assert "within its fair share" in moves[0].why
+    # without the fair-share standing, nobody moves into room a waiting job wants
+    assert plan_moves([theirs, mine], waiting, half, model, min_speedup=1.5, can_move=yes) == []
+    # a whole free node is left to the waiting jobs
+    whole = [Node("gpu01", 8, "h100"), Node("gpu03", 8, "v100", gpus_used=8)]
+    assert plan_moves([mine], waiting, whole, model, min_speedup=1.5, can_move=yes, behind={"behind"}) == []
+    # with nobody waiting, the account below its share goes first for the room
+    moves = plan_moves([theirs, mine], [], half, model, min_speedup=1.5, can_move=yes, behind={"behind"})
+    assert [m.job_id for m in moves] == [1]
+    # the time it would save, reckoned on its run so far, must beat the restart: ResNet runs
+    # 3x faster on an H100 here, so 60 s of run saves 40 s, less than a 60 s restart
+    short = running(4, "behind", "v100", ran=60.0)
+    assert plan_moves([short], [], half, model, min_speedup=1.5, can_move=yes, behind={"behind"},
+                      restart_s=60) == []
+    # never to a slower type
+    on_h100 = running(5, "behind", "h100")
+    free_v100 = [Node("gpu01", 8, "h100", gpus_used=8), Node("gpu03", 8, "v100", gpus_used=4)]
+    assert plan_moves([on_h100], [], free_v100, model, min_speedup=1.5, can_move=yes, behind={"behind"}) == []
+
+
+def test_under_fair_share_a_job_of_an_account_within_its_share_moves_where_others_wait(tmp_path) -> None:
+    # the cycle passes the fair-share standings to the moves: "small" asks 4 GPUs, within its
+    # share, and runs on a V100 for an hour; big's jobs wait for H100s, one node of which has 4
+    # GPUs in use and 4 free. small's job moves there (under the combined mix it would not:
+    # others want that room)
+    from prioritizer import Prioritizer
+    from slurm_dl.store import Store
+
+    text = (REPO / "site-configs" / "testbed-mixed.toml").read_text()
+    for mix, moved in (("fairshare", [(2, "USR2")]), ("combined", [])):
+        site = tmp_path / f"{mix}.toml"
+        site.write_text(text.replace('mix = "combined"', f'mix = "{mix}"'))
+        cfg = load_config(site)
+        c = mixed_cluster()
+        c.nodes = [Node("gpu01", 8, "h100", gpus_used=4), Node("gpu03", 8, "v100", gpus_used=8)]
+        hog = c.add(1, 4, running_on="gpu01", account="big",
+                    admin_comment="sdl1:class=train;ckpt=0;gpus=4;shape=1x4;types=h100")
+        hog.gpu_type = "h100"
+        small = c.add(2, 4, running_on="gpu03", account="small", partition="v100",
+                      admin_comment="sdl1:class=train;ckpt=1;gpus=4;shape=1x4;types=h100+v100")
+        small.gpu_type, small.start_time = "v100", c.now - 3600
+        hog2 = c.add(3, 4, running_on="gpu03", account="big",
+                     admin_comment="sdl1:class=train;ckpt=1;gpus=4;shape=1x4;types=v100")
+        hog2.gpu_type = "v100"
+        for i in (4, 5):
+            c.add(i, 4, account="big", admin_comment="sdl1:class=train;ckpt=1;gpus=4;shape=1x4;types=h100+v100")
+        p = Prioritizer(cfg, c, Store(f"sqlite:///{tmp_path / f'{mix}.db'}"))
+        p.run_cycle()
+        c.now += 30
+        p.run_cycle()
+        assert c.signals == moved, mix
+        if moved:
+            row = [r for r in p.store.preemptions() if r.victim_job_id == 2][0]
+            assert "within its fair share" in row.reason and "move from v100 to h100" in row.reason
