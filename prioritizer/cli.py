@@ -38,14 +38,19 @@ def _config_path(path: Optional[Path]) -> Path:
 DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store; overrides site.database_url")
 
 
-def _setup(config: Path, db: Optional[str], dry_run: bool = False):
+InitOpt = typer.Option(False, "--init", help="first start: create the store when the database is empty "
+                                              "(else an empty or missing one is refused)")
+
+
+def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = True):
     from prioritizer import Prioritizer
     from slurm_dl.core.config import load_config
     from slurm_dl.slurm import CliBackend
     from slurm_dl.store import Store
 
     cfg = load_config(_config_path(config))
-    store = Store(database_url(cfg, db))  # a database at another schema stops here, with the fix
+    # a database at another schema, an empty one (a wrong URL?) without init, stop here with the fix
+    store = Store(database_url(cfg, db), create=init)
     backend = CliBackend()
     backend.dialect()  # an unsupported Slurm release stops here, before any cycle
     return Prioritizer(cfg, backend, store, dry_run=dry_run)
@@ -78,6 +83,7 @@ def once(
 def run(
     config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
+    init: bool = InitOpt,
     max_cycles: Optional[int] = typer.Option(None, "--max-cycles", min=1, help="stop after N cycles (tests)"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="log every cycle, not only actions"),
     metrics_port: Optional[int] = MetricsPortOpt,
@@ -86,8 +92,13 @@ def run(
 ) -> None:
     """Run a cycle every interval_seconds of [prioritizer] until SIGTERM or SIGINT.
 
+    Refuses an empty or missing database (a wrong URL must not pass for
+    the ledger): create the store first with slurm-dl db upgrade, or pass
+    --init on the very first start.
+
     \b
     Example:
+      slurm-dl db upgrade -c /etc/slurm-dl/site.toml   # once, first install
       slurm-dl prioritizer run -c /etc/slurm-dl/site.toml
     """
     setup_logging("slurm-dl-prioritizer", log_level, log_format)
@@ -96,7 +107,7 @@ def run(
     with expected_errors():
         from prioritizer.loop import Loop
 
-        prio = _setup(config, db)
+        prio = _setup(config, db, init=init)
         metrics = None
         pc = prio.config.prioritizer
         port = resolve_metrics_port(metrics_port, pc.metrics_port)
@@ -125,7 +136,7 @@ def run(
                 log.debug(r.summary())
 
         log.info("prioritizer started: Slurm %s, interval %.1f s, store %s", prio.backend.slurm_release(),
-                 pc.interval_seconds, prio.store.url)
+                 pc.interval_seconds, prio.store.shown)
         Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics).run()
 
 

@@ -16,7 +16,7 @@ from typing import Optional
 import typer
 
 from ..core.doctor import Facts, diagnose, summary
-from ..site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
+from ..site_paths import CONFIG_HELP, config_path, database_url, shown_url
 
 HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
 settings (accounts enforced where fair share or a class trusts them),
@@ -89,8 +89,9 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
     f.slurm_user = ((f.controller or {}).get("SlurmUser") or "").split("(")[0] or None
     f.socket_path = sock or cfg.filter.socket
     _socket(f)
-    f.database_url = database_url(cfg, db)
-    _database(f)
+    url = database_url(cfg, db)
+    f.database_url = shown_url(url)  # what doctor prints: never the password
+    _database(f, url)
     for daemon, section in (("prioritizer", cfg.prioritizer), ("filter", cfg.filter)):
         f.metrics[daemon] = (section.metrics_port, _scrape(section.metrics_address, section.metrics_port))
     return f
@@ -138,23 +139,29 @@ def _socket(f: Facts) -> None:
         s.close()
 
 
-def _database(f: Facts) -> None:
+def _database(f: Facts, url: str) -> None:
+    """Read only: a missing or empty database is reported, never created."""
     from ..core.errors import SlurmDLError
     from ..store import Store
     from ..store.schema import HEAD
 
     f.db_head = HEAD
-    path = sqlite_path(f.database_url)
-    if path and not Path(path).exists():
-        f.db_error = f"{f.database_url}: no database file (has the prioritizer run with this config?)"
+    try:
+        store = Store(url, check_schema=False, create=False)
+    except SlurmDLError as e:
+        f.db_error = str(e).replace("\n", " ")
         return
     try:
-        store = Store(f.database_url, check_schema=False)
         f.db_revision = store.revision
+        if store.revision is None:
+            f.db_error = (f"{f.database_url}: empty: it holds none of the prioritizer's tables "
+                          "(a wrong URL, or never created)")
+            return
         f.last_cycle_at = store.last_cycle_at() if store.revision == HEAD else None
-        store.close()
     except SlurmDLError as e:
-        f.db_error = str(e).splitlines()[0]
+        f.db_error = str(e).replace("\n", " ")
+    finally:
+        store.close()
 
 
 def _scrape(address: str, port: Optional[int]) -> Optional[str]:

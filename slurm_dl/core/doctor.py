@@ -200,11 +200,14 @@ def _socket(f: Facts, add) -> None:
 def _database(f: Facts, add) -> None:
     if f.db_error:
         add(Finding("database", "fail", f.db_error,
-                    "check [site] database_url (or --db) and that the database server is up"))
+                    "check [site] database_url (or --db) and that the database server is up; "
+                    "a first install: slurm-dl db upgrade creates the store"))
         return
     if f.db_revision != f.db_head:
         add(Finding("database", "fail", f"{f.database_url}: schema {f.db_revision}, this release uses {f.db_head}",
-                    f"stop the prioritizer, back up, then: slurm-dl db upgrade --db '{f.database_url}'"))
+                    "stop the prioritizer, back up, then: slurm-dl db upgrade " + (
+                        "(same --config or --db)" if ":***@" in (f.database_url or "")
+                        else f"--db '{f.database_url}'")))
     else:
         add(Finding("database", "ok", f"{f.database_url} (schema {f.db_revision})"))
     if f.last_cycle_at is None:

@@ -3,7 +3,8 @@
 A private one-node testbed with the filter (shim installed), the prioritizer (metrics on) and a
 site config that points at them: doctor passes (warning that without slurmdbd the accounts fair
 share trusts cannot be checked); with the filter socket removed it names that
-fault and its fix and exits 1. Then the prioritizer is stopped and ``prioritizer reset`` puts
+fault and its fix and exits 1. Before the store is made, ``db status`` and the daemon refuse
+it and create nothing; ``db upgrade`` makes it. Then the prioritizer is stopped and ``prioritizer reset`` puts
 every SiteFactor it set back to 0 in Slurm.
 """
 
@@ -65,6 +66,17 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
         wait_until("the full-node job to run", lambda: job_fields(busy, env).get("JobState") == "RUNNING", 60)
         for _ in range(3):  # pending jobs for the prioritizer to rank
             jobs.append(submit("#!/bin/bash\nsleep 5\n", env, ["--gres=gpu:2", "-t", "5"]))
+        # nothing made yet: db status and the daemon say so and create nothing (a mistyped path
+        # must not pass for the ledger); db upgrade makes the store, as the admin guide says
+        ledger = tmp_path / "ledger.db"
+        out = subprocess.run([*CLI, "db", "status"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert out.returncode == 1 and "no such file" in out.stderr and "db upgrade" in out.stderr, out.stderr
+        out = subprocess.run([*CLI, "prioritizer", "run", "--max-cycles", "1"], env=env, capture_output=True,
+                             text=True, cwd=ROOT, timeout=60)
+        assert out.returncode == 1 and "no such file" in out.stderr and "db upgrade" in out.stderr, out.stderr
+        assert not ledger.exists()
+        out = subprocess.run([*CLI, "db", "upgrade"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert out.returncode == 0 and ledger.exists(), out.stderr
         prio.start()
         wait_until("a prioritizer cycle", lambda: total(scrape(pport), "slurm_dl_prioritizer_cycles_total",
                                                         outcome="ok") >= 1, 60)

@@ -46,7 +46,7 @@ class Daemon:
 
     def __init__(self, env: dict[str, str], db: str, log: Path, config: Path = TESTBED_TOML) -> None:
         self.log = log
-        self.argv = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(config),
+        self.argv = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--init", "--config", str(config),
                      "--db", db, "--verbose"]
         self.env = {**os.environ, **env}
         self.proc: subprocess.Popen | None = None
