@@ -137,7 +137,10 @@ def run(
 
         log.info("prioritizer started: Slurm %s, interval %.1f s, store %s", prio.backend.slurm_release(),
                  pc.interval_seconds, prio.store.shown)
-        Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics).run()
+        loop = Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics)
+        loop.run()
+    if loop.exit_code:
+        raise typer.Exit(loop.exit_code)
 
 
 @app.command()

@@ -30,6 +30,7 @@ Examples:
   slurm-dl doctor --config /etc/slurm-dl/site.toml --json
 """
 
+BUSY_TIMEOUT_S = 5.0  # how long doctor waits for another process's lock on a SQLite store
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
@@ -147,7 +148,7 @@ def _database(f: Facts, url: str) -> None:
 
     f.db_head = HEAD
     try:
-        store = Store(url, check_schema=False, create=False)
+        store = Store(url, check_schema=False, create=False, busy_timeout_s=BUSY_TIMEOUT_S)
     except SlurmDLError as e:
         f.db_error = str(e).replace("\n", " ")
         return
@@ -156,6 +157,9 @@ def _database(f: Facts, url: str) -> None:
         if store.revision is None:
             f.db_error = (f"{f.database_url}: empty: it holds none of the prioritizer's tables "
                           "(a wrong URL, or never created)")
+            return
+        f.db_error = store.integrity_problem(BUSY_TIMEOUT_S)
+        if f.db_error:
             return
         f.last_cycle_at = store.last_cycle_at() if store.revision == HEAD else None
     except SlurmDLError as e:

@@ -215,12 +215,18 @@ def _database(f: Facts, add) -> None:
                     "systemctl start slurm-dl-prioritizer (or: slurm-dl prioritizer run)"))
         return
     age = f.now - f.last_cycle_at
-    limit = max(60.0, 10 * f.interval_s)
-    if age > limit:
-        add(Finding("prioritizer", "fail", f"last cycle {age:.0f} s ago (interval {f.interval_s:g} s)",
+    if age > stale_after(f.interval_s):
+        add(Finding("prioritizer", "fail", f"last cycle {age:.0f} s ago, interval {f.interval_s:g} s: the daemon "
+                    "is down or its cycles fail",
                     "systemctl status slurm-dl-prioritizer; journalctl -u slurm-dl-prioritizer"))
     else:
         add(Finding("prioritizer", "ok", f"last cycle {age:.0f} s ago"))
+
+
+def stale_after(interval_s: float) -> float:
+    """How old the last saved cycle may be before doctor calls it a problem: a few intervals
+    (a cycle longer than its interval, and a second's jitter, still pass), at least 20 s."""
+    return max(20.0, 4 * interval_s)
 
 
 def _metrics(f: Facts, add) -> None:

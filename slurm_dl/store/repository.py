@@ -102,13 +102,15 @@ class EmptyStoreError(StoreError):
 class Store:
     """The prioritizer's database. ``url`` is any SQLAlchemy URL (``sqlite:///path`` by default)."""
 
-    def __init__(self, url: str, *, check_schema: bool = True, create: bool = True) -> None:
+    def __init__(self, url: str, *, check_schema: bool = True, create: bool = True,
+                 busy_timeout_s: float = 30.0) -> None:
         """Open the store. ``create``: a database without the store's tables is created at the
         current schema; without it such a database (and a missing SQLite file) is left untouched:
         ``revision`` is None, and with ``check_schema`` :class:`EmptyStoreError` says so.
         ``check_schema``: refuse a database at another schema revision
         (:class:`~slurm_dl.store.schema.SchemaError`, which names the command that fixes it);
-        ``slurm-dl db upgrade`` opens without the check."""
+        ``slurm-dl db upgrade`` opens without the check. ``busy_timeout_s``: how long SQLite waits
+        for another process's lock before it says "database is locked"."""
         self.url = url
         self.shown = shown_url(url)
         path = sqlite_path(url)
@@ -120,11 +122,11 @@ class Store:
                                   "database_url or --db; a first start: slurm-dl db upgrade creates it)")
         if create:
             private_sqlite_file(url)
-        empty = not create and bool(path) and _sqlite_is_empty(path, self.shown)
+        empty = not create and bool(path) and _sqlite_is_empty(path, self.shown, busy_timeout_s)
         try:
             kwargs: dict[str, Any] = {}
             if url.startswith("sqlite"):
-                kwargs["connect_args"] = {"timeout": 30}
+                kwargs["connect_args"] = {"timeout": busy_timeout_s}
             self.engine: Engine = create_engine(url, **kwargs)
             if url.startswith("sqlite"):
                 event.listen(self.engine, "connect", _sqlite_pragmas)
@@ -153,6 +155,25 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def integrity_problem(self, timeout_s: float = 5.0) -> str | None:
+        """What is wrong with the database file, or None. SQLite: ``PRAGMA quick_check`` through a
+        read-only handle (pages, records, indexes' order; every page read, so it takes as long as
+        reading the file); a lock held past ``timeout_s`` is named as a lock. Other databases
+        check themselves: None."""
+        import sqlite3
+
+        path = sqlite_path(self.url)
+        if not path:
+            return None
+        try:
+            with closing(sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=timeout_s)) as conn:
+                rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        except sqlite3.Error as e:
+            return f"{path}: {_short(e)}"
+        if rows == ["ok"]:
+            return None
+        return f"{path}: {DAMAGED_HINT}; the integrity check says: {'; '.join(map(str, rows))}"
 
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
@@ -436,15 +457,15 @@ def _utilisation_row(u: JobUtilisationSummary) -> dict[str, Any]:
     return row
 
 
-def _sqlite_is_empty(path: str, shown: str) -> bool:
+def _sqlite_is_empty(path: str, shown: str, timeout_s: float) -> bool:
     """Whether an existing SQLite file holds no tables at all, read through a read-only handle."""
     import sqlite3
 
     try:
-        with closing(sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=30)) as conn:
+        with closing(sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=timeout_s)) as conn:
             return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
     except sqlite3.Error as e:
-        raise StoreError(f"database {shown}: cannot open it: {e}") from None
+        raise StoreError(f"database {shown}: cannot open it: {_short(e)}") from None
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
@@ -454,6 +475,16 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
     cur.close()
 
 
+LOCKED_HINT = "another process holds a lock on it (a second prioritizer, a backup, an sqlite3 shell?)"
+DAMAGED_HINT = "the file is damaged: restore it from a backup (stop the prioritizer first)"
+
+
 def _short(e: Exception, url: str = "") -> str:
     text = str(e).strip().splitlines()
-    return hide_password(text[0], url) if text else type(e).__name__
+    line = hide_password(text[0], url) if text else type(e).__name__
+    low = line.lower()
+    if "database is locked" in low or "lock timeout" in low:
+        return f"{line}: {LOCKED_HINT}"
+    if "malformed" in low or "not a database" in low:
+        return f"{line}: {DAMAGED_HINT}"
+    return line

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -293,3 +294,37 @@ def test_daemon_survives_slurmctld_restart(make_testbed, tmp_path):
     finally:
         daemon.stop()
     assert "Traceback" not in daemon.text()
+
+
+def test_the_daemon_exits_non_zero_on_a_damaged_ledger(testbed, tmp_path):
+    """Garbage over the ledger's page of the SQLite file (a torn write, a bad copy): every cycle's
+    database error is logged at ERROR with the cause, and after ``store_failures_max`` failing
+    cycles the daemon exits 1 (systemd restarts it; the alert on it fires)."""
+    from slurm_dl.core.ledger import Ledger
+    from slurm_dl.store import CycleWrite
+
+    path = tmp_path / "ledger.db"
+    url = f"sqlite:///{path}"
+    store = Store(url)
+    for cycle in range(1, 6):  # a history of several hundred pages
+        store.save_cycle(CycleWrite(now=1000.0 + cycle, cycle=cycle, ledger=Ledger(),
+                                    decisions=[(j, "sitefactor", j, "rank " + "x" * 200) for j in range(400)]))
+    store.close()
+    with sqlite3.connect(path) as c:  # garbage over the page the ledger lives on, mid-file
+        page = c.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sdl_ledger'").fetchone()[0]
+        size = c.execute("PRAGMA page_size").fetchone()[0]
+    with open(path, "r+b") as f:
+        f.seek((page - 1) * size)
+        f.write(b"\xde\xad\xbe\xef" * (size // 4))
+    conf = tmp_path / "site.toml"
+    conf.write_text(TESTBED_TOML.read_text().replace("[prioritizer]\n", "[prioritizer]\nstore_failures_max = 2\n", 1))
+    out = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(conf),
+                          "--db", url], env={**os.environ, **testbed.env()}, capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 1, out.stderr
+    assert str(path) in out.stderr and "malformed" in out.stderr and "restore it from a backup" in out.stderr, \
+        out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    doctor = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "doctor", "--config", str(conf), "--db", url],
+                            env={**os.environ, **testbed.env()}, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert doctor.returncode == 1 and "FAIL  database" in doctor.stdout and "damaged" in doctor.stdout, doctor.stdout
