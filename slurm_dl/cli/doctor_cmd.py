@@ -87,6 +87,8 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
     if f.slurm_conf_dir:
         shim = Path(f.slurm_conf_dir) / "job_submit.lua"
         f.shim_text = shim.read_text(errors="replace") if shim.is_file() else None
+        _cluster(f, cfg, Path(conf_file) if conf_file and slurm_conf_dir is None
+                 else Path(f.slurm_conf_dir) / "slurm.conf")
     f.slurm_user = ((f.controller or {}).get("SlurmUser") or "").split("(")[0] or None
     f.socket_path = sock or cfg.filter.socket
     _socket(f)
@@ -112,6 +114,23 @@ def _slurm(f: Facts) -> None:
         f.controller = controller_config()
     except SlurmError as e:
         f.controller_error = str(e).splitlines()[0]
+
+
+def _cluster(f: Facts, cfg, conf: Path) -> None:
+    """The site config against slurm.conf and gres.conf (see slurm_dl.core.cluster_match)."""
+    from ..core.cluster_match import compare, parse_slurm_cluster
+
+    try:
+        text = conf.read_text(errors="replace")
+        gres = conf.with_name("gres.conf")
+        cluster = parse_slurm_cluster(text, gres.read_text(errors="replace") if gres.is_file() else "")
+    except (OSError, ValueError) as e:
+        f.cluster_error = f"{conf}: cannot read it: {getattr(e, 'strerror', None) or e}"
+        return
+    if not cluster.nodes:
+        f.cluster_error = f"{conf} has no NodeName lines (an Include?): nodes not compared"
+        return
+    f.cluster_diffs = compare(cfg, cluster)
 
 
 def _socket(f: Facts) -> None:

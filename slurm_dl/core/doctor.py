@@ -57,6 +57,8 @@ class Facts:
     site_factor_max: int = 1
     site_factor_levels: int = 2
     metrics: dict[str, tuple[int | None, str | None]] = field(default_factory=dict)  # daemon -> (port, error)
+    cluster_diffs: list[Any] | None = None  # cluster_match.Difference; None: slurm.conf not read
+    cluster_error: str | None = None
     account_uses: list[str] = field(default_factory=list)  # what in the site config trusts a job's account
     qos_uses: list[str] = field(default_factory=list)  # ... and its QOS (enforcement.account_reliance)
 
@@ -71,6 +73,7 @@ def diagnose(f: Facts) -> list[Finding]:
         return out
     add(Finding("site config", "ok", f"{f.config_path}"))
     _slurm(f, add)
+    _cluster(f, add)
     _shim(f, add)
     _socket(f, add)
     _database(f, add)
@@ -152,6 +155,18 @@ def _accounts(f: Facts, add) -> None:
                 f"{'; '.join(f.qos_uses)} take it on trust",
                 f"slurm.conf: {ENFORCE_LINE},qos (with slurmdbd; each user's QOS given with sacctmgr modify "
                 "user NAME set qos=...), then restart slurmctld"))
+
+
+def _cluster(f: Facts, add) -> None:
+    check = "site config vs slurm.conf"
+    if f.cluster_error:
+        add(Finding(check, "skip", f.cluster_error))
+    elif f.cluster_diffs is None:
+        return
+    elif not f.cluster_diffs:
+        add(Finding(check, "ok", "node groups, GPU types and counts, partitions and time limits match"))
+    for d in f.cluster_diffs or []:
+        add(Finding(check, "fail", d.line(), d.fix))
 
 
 def _shim(f: Facts, add) -> None:

@@ -31,6 +31,7 @@ CLI = [sys.executable, "-m", "slurm_dl.cli.main"]
 def site_config(tmp_path: Path, sock: Path, fport: int, pport: int) -> Path:
     text = with_database_url((ROOT / "site-configs" / "testbed.toml").read_text(), f"sqlite:///{tmp_path}/ledger.db")
     text = re.sub(r'(?m)^socket = ".*"$', f'socket = "{sock}"', text)
+    text = text.replace('nodes = "gpu[01-04]"', 'nodes = "gpu01"')  # the one-node testbed below
     text = text.replace("[filter]\n", f"[filter]\nmetrics_port = {fport}\nmetrics_address = \"127.0.0.1\"\n", 1)
     text = text.replace("[prioritizer]\n", f"[prioritizer]\nmetrics_port = {pport}\n"
                         "metrics_address = \"127.0.0.1\"\n", 1)
@@ -85,7 +86,8 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
         assert rc == 0, text
         checks = {x["check"]: x["status"] for x in result["findings"]}
         for name in ("Slurm release", "slurmctld", "PriorityType", "JobSubmitPlugins", "job_submit.lua",
-                     "filter socket", "database", "prioritizer", "prioritizer metrics", "filter metrics"):
+                     "filter socket", "database", "prioritizer", "prioritizer metrics", "filter metrics",
+                     "site config vs slurm.conf"):
             assert checks.get(name) == "ok", (name, text)
         assert "0 problem(s)" in text, text
         # fair share trusts the account a job names, and this testbed has no slurmdbd to check it
