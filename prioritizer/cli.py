@@ -169,7 +169,7 @@ def reset(
 
     with expected_errors():
         cfg = load_config(_config_path(config))
-        store = Store(database_url(cfg, db))
+        store = Store(database_url(cfg, db), create=False)  # an empty or missing one is named, not made
         report = reset_site_factors(CliBackend(), store, all_pending=all_pending, dry_run=dry_run)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
@@ -181,6 +181,10 @@ def reset(
             typer.echo(f"forgot {len(report.gone)} job(s) Slurm no longer has: {_ids(report.gone)}")
         for j, why in sorted(report.failed.items()):
             typer.echo(f"job {j}: not reset: {why}", err=True)
+        if report.unknown:
+            typer.echo(f"note: {len(report.unknown)} pending job(s) still carry a SiteFactor this store does "
+                       f"not know\n  (set by a lost or replaced store, or by hand): {_ids(report.unknown)};\n"
+                       "  to reset them too: slurm-dl prioritizer reset --all-pending", err=True)
     if report.failed:
         raise typer.Exit(1)
 

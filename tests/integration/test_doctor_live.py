@@ -109,6 +109,15 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
         wait_until("SiteFactors on the pending jobs (sprio)",
                    lambda: all(slurm.site_factors().get(j) for j in pending), 60)
         prio.stop()
+        # a store that knows none of them (replaced): reset names what it leaves, changes nothing
+        other = f"sqlite:///{tmp_path / 'other.db'}"
+        assert subprocess.run([*CLI, "db", "upgrade", "--db", other], env=env, capture_output=True,
+                              cwd=ROOT, timeout=60).returncode == 0
+        out = subprocess.run([*CLI, "prioritizer", "reset", "--db", other], env=env, capture_output=True, text=True,
+                             cwd=ROOT, timeout=120)
+        assert out.returncode == 0 and "reset SiteFactor to 0 on 0 job(s)" in out.stdout, out.stdout + out.stderr
+        assert f"note: {len(pending)} pending job(s) still carry a SiteFactor" in out.stderr, out.stderr
+        assert "--all-pending" in out.stderr and all(slurm.site_factors().get(j) for j in pending)
         out = subprocess.run([*CLI, "prioritizer", "reset", "--json"], env=env, capture_output=True, text=True,
                              cwd=ROOT, timeout=120)
         assert out.returncode == 0, out.stderr
