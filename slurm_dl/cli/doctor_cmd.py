@@ -15,19 +15,22 @@ from typing import Optional
 
 import typer
 
-from ..core.doctor import Facts, diagnose, summary
+from ..core.doctor import Facts, diagnose, diagnose_uninstalled, summary
 from ..site_paths import CONFIG_HELP, config_path, database_url, shown_url
 
 HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
 settings (accounts enforced where fair share or a class trusts them),
 job_submit.lua, the filter socket, the database and its schema, the
 prioritizer's last cycle and the metrics endpoints. Prints each problem
-with its fix; exits 1 when something fails (warnings do not).
+with its fix; exits 1 when something fails (warnings do not). It only
+reads. With --uninstalled, check instead that nothing of slurm-dl still
+acts on the cluster: its shim, the services, SiteFactors on jobs.
 
 \b
 Examples:
   slurm-dl doctor
   slurm-dl doctor --config /etc/slurm-dl/site.toml --json
+  slurm-dl doctor --uninstalled
 """
 
 BUSY_TIMEOUT_S = 5.0  # how long doctor waits for another process's lock on a SQLite store
@@ -41,9 +44,16 @@ def doctor(
                                                   help="directory of slurm.conf (default: from slurmctld)"),
     sock: Optional[str] = typer.Option(None, "--socket", help="filter socket (default: [filter] socket)"),
     as_json: bool = typer.Option(False, "--json", help="print the findings as JSON"),
+    uninstalled: bool = typer.Option(False, "--uninstalled",
+                                     help="check a host slurm-dl was removed from: nothing of it still "
+                                          "acts (shim, services, SiteFactors)"),
 ) -> None:
-    facts = gather(config, db, slurm_conf_dir, sock)
-    findings = diagnose(facts)
+    if uninstalled:
+        facts = gather_uninstalled(config, db, slurm_conf_dir, sock)
+        findings = diagnose_uninstalled(facts)
+    else:
+        facts = gather(config, db, slurm_conf_dir, sock)
+        findings = diagnose(facts)
     result = summary(findings)
     if as_json:
         typer.echo(json.dumps(result, sort_keys=True))
@@ -97,6 +107,51 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
     _database(f, url)
     for daemon, section in (("prioritizer", cfg.prioritizer), ("filter", cfg.filter)):
         f.metrics[daemon] = (section.metrics_port, _scrape(section.metrics_address, section.metrics_port))
+    return f
+
+
+def gather_uninstalled(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path],
+                       sock: Optional[str]) -> Facts:
+    """What may be left of slurm-dl; its site config may be gone too (then the defaults)."""
+    from ..core.config import FilterConfig, PrioritizerConfig, load_config
+    from ..core.errors import SlurmDLError, SlurmError
+    from ..slurm import CliBackend
+    from ..site_paths import DEFAULT_DATABASE_URL
+
+    f = Facts(now=time.time())
+    try:
+        cfg = load_config(config_path(config))
+        fc, pc, url = cfg.filter, cfg.prioritizer, database_url(cfg, db)
+    except SlurmDLError:
+        fc, pc, url = FilterConfig(), PrioritizerConfig(), db or DEFAULT_DATABASE_URL
+    f.interval_s = pc.interval_seconds
+    _slurm(f)
+    conf_file = (f.controller or {}).get("SLURM_CONF") or os.environ.get("SLURM_CONF")
+    f.slurm_conf_dir = str(slurm_conf_dir) if slurm_conf_dir else (str(Path(conf_file).parent) if conf_file else None)
+    if f.slurm_conf_dir:
+        shim = Path(f.slurm_conf_dir) / "job_submit.lua"
+        f.shim_text = shim.read_text(errors="replace") if shim.is_file() else None
+    f.socket_path = sock or fc.socket
+    _socket(f)
+    f.database_url = shown_url(url)
+    f.db_head = ""
+    from ..store import Store
+
+    try:
+        store = Store(url, check_schema=False, create=False, busy_timeout_s=BUSY_TIMEOUT_S)
+        f.db_present = store.revision is not None
+        f.last_cycle_at = store.last_cycle_at() if f.db_present else None
+        store.close()
+    except SlurmDLError:
+        pass  # no store: nothing left there
+    if f.controller is not None:
+        try:
+            f.site_factors = CliBackend().site_factors()
+        except SlurmError as e:
+            f.controller_error = str(e).splitlines()[0]
+    for daemon, section in (("prioritizer", pc), ("filter", fc)):
+        f.metrics[daemon] = (section.metrics_port, _scrape(section.metrics_address, section.metrics_port))
+    f.unit_files = sorted(p.name for p in Path("/etc/systemd/system").glob("slurm-dl-*.service"))
     return f
 
 

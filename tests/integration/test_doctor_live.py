@@ -5,7 +5,8 @@ site config that points at them: doctor passes (warning that without slurmdbd th
 share trusts cannot be checked); with the filter socket removed it names that
 fault and its fix and exits 1. Before the store is made, ``db status`` and the daemon refuse
 it and create nothing; ``db upgrade`` makes it. Then the prioritizer is stopped and ``prioritizer reset`` puts
-every SiteFactor it set back to 0 in Slurm.
+every SiteFactor it set back to 0 in Slurm, and ``doctor --uninstalled`` names what still acts
+until the filter is stopped and uninstalled.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def doctor(env) -> tuple[int, dict, str]:
     text = subprocess.run([*CLI, "doctor"], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
     js = subprocess.run([*CLI, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
     return js.returncode, json.loads(js.stdout), text.stdout + text.stderr
+
+
+def uninstalled(env) -> tuple[int, str]:
+    out = subprocess.run([*CLI, "doctor", "--uninstalled"], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=ROOT)
+    return out.returncode, out.stdout + out.stderr
 
 
 def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_factors(make_testbed, tmp_path) -> None:
@@ -124,6 +131,18 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
         report = json.loads(out.stdout)
         assert set(pending) <= set(report["reset"])
         assert all(not slurm.site_factors().get(j) for j in pending), slurm.site_factors()
+
+        # uninstalling: doctor --uninstalled names what still acts, then passes
+        rc, text = uninstalled(env)
+        assert rc == 1 and "FAIL  job_submit.lua" in text and "FAIL  filter metrics" in text, text  # socket gone
+        assert "fix: slurm-dl filter uninstall" in text and "FAIL  SiteFactor" not in text, text
+        filt.stop()
+        out = subprocess.run([*CLI, "filter", "uninstall", "--slurm-conf-dir", str(tb.conf_dir)], env=env,
+                             capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert out.returncode == 0, out.stderr
+        rc, text = uninstalled(env)
+        assert rc == 0 and "ok    job_submit.lua" in text and "ok    SiteFactor: no job carries one" in text, text
+        assert "WARN  database" in text and "DROP ROLE" in text.replace("\n", " "), text
     finally:
         prio.stop()
         filt.stop()
