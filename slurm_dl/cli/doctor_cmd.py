@@ -172,9 +172,20 @@ def _slurm(f: Facts) -> None:
 
 
 def _cluster(f: Facts, cfg, conf: Path) -> None:
-    """The site config against slurm.conf and gres.conf (see slurm_dl.core.cluster_match)."""
-    from ..core.cluster_match import compare, parse_slurm_cluster
+    """The site config against the live cluster (sinfo) where slurmctld answers, else against
+    slurm.conf and gres.conf (see slurm_dl.core.cluster_match)."""
+    from ..core.cluster_match import SINFO_FORMAT, compare, parse_slurm_cluster, parse_sinfo
+    from ..core.errors import SlurmError
+    from ..slurm.runner import run_slurm
 
+    if f.controller is not None:
+        try:
+            live = parse_sinfo(run_slurm(["sinfo", "-h", "-N", "-o", SINFO_FORMAT], timeout=30).stdout)
+        except SlurmError:
+            live = None
+        if live is not None and live.nodes:
+            f.cluster_diffs = compare(cfg, live, "sinfo")
+            return
     try:
         text = conf.read_text(errors="replace")
         gres = conf.with_name("gres.conf")

@@ -22,7 +22,7 @@ from .units import time_seconds
 if TYPE_CHECKING:
     from .config import SiteConfig
 
-_UNLIMITED = ("UNLIMITED", "INFINITE")
+_UNLIMITED = ("UNLIMITED", "INFINITE", "N/A")
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,35 @@ def parse_slurm_cluster(slurm_conf: str, gres_conf: str = "") -> SlurmCluster:
     return SlurmCluster(nodes, parts)
 
 
+SINFO_FORMAT = "%N|%G|%c|%m|%P|%l"
+"""``sinfo -h -N -o`` format :func:`parse_sinfo` reads: node, gres, CPUs, memory (MB),
+partition (``*``: the default), its time limit."""
+
+
+def parse_sinfo(text: str) -> SlurmCluster:
+    """The live cluster as slurmctld sees it (``sinfo -h -N -o SINFO_FORMAT``, a line per node
+    and partition)."""
+    nodes: dict[str, SlurmNode] = {}
+    parts: dict[str, SlurmPartition] = {}
+    for line in text.splitlines():
+        f = line.strip().split("|")
+        if len(f) != 6 or not f[0]:
+            continue
+        name, gres, cpus, mem, pname, limit = f
+        gpus, gtype = _gres_gpu("" if gres in ("(null)", "") else gres)
+        node = nodes.setdefault(name, SlurmNode(name, cpus=_int(cpus), memory_mb=_int(mem), gpus=gpus,
+                                                gpu_type=gtype))
+        default = pname.endswith("*")
+        pname = pname.rstrip("*")
+        p = parts.setdefault(pname, SlurmPartition(pname, [], default=default,
+                                                   max_time_minutes=_max_time_minutes(limit)))
+        if name not in p.nodes:
+            p.nodes.append(name)
+        if pname not in node.partitions:
+            node.partitions.append(pname)
+    return SlurmCluster(nodes, parts)
+
+
 def _apply_gres_conf(nodes: dict[str, SlurmNode], text: str) -> None:
     """gres.conf's ``Type=`` for nodes whose slurm.conf ``Gres=`` names none."""
     for line in _lines(text):
@@ -168,8 +197,9 @@ def _apply_gres_conf(nodes: dict[str, SlurmNode], text: str) -> None:
                 nodes[n].gpu_type = w["type"]
 
 
-def compare(cfg: "SiteConfig", cluster: SlurmCluster) -> list[Difference]:
-    """Every way the site config and Slurm's config disagree, each with its fix."""
+def compare(cfg: "SiteConfig", cluster: SlurmCluster, source: str = "slurm.conf") -> list[Difference]:
+    """Every way the site config and Slurm's config disagree, each with its fix. ``source``: what
+    the cluster was read from, as the messages name it (``slurm.conf``, ``sinfo``)."""
     out: list[Difference] = []
     add = out.append
     described: set[str] = set()
@@ -179,7 +209,7 @@ def compare(cfg: "SiteConfig", cluster: SlurmCluster) -> list[Difference]:
         what = f"node group {g.name!r}"
         missing = [n for n in names if n not in cluster.nodes]
         if missing:
-            add(Difference(what, f"nodes {compress_hostlist(missing)} are not in slurm.conf",
+            add(Difference(what, f"nodes {compress_hostlist(missing)} are not in {source}",
                            f"set nodes = \"...\" to slurm.conf's NodeName hosts, or remove the group"))
         present = [cluster.nodes[n] for n in names if n in cluster.nodes]
         for attr, label, want, fix_key in (("gpus", "GPUs per node", g.gpus_per_node, "gpus_per_node"),
@@ -189,26 +219,26 @@ def compare(cfg: "SiteConfig", cluster: SlurmCluster) -> list[Difference]:
             for value in sorted({getattr(n, attr) for n in odd}, key=str):
                 hosts = compress_hostlist([n.name for n in odd if getattr(n, attr) == value])
                 shown = f'"{value}"' if isinstance(value, str) else value
-                add(Difference(what, f"{label} {want} here, {value} in slurm.conf ({hosts})",
+                add(Difference(what, f"{label} {want} here, {value} in {source} ({hosts})",
                                f"set {fix_key} = {shown} (or fix slurm.conf's NodeName line)"))
         untyped = [n.name for n in present if n.gpus and n.gpu_type is None]
         if untyped:
-            add(Difference(what, f"slurm.conf and gres.conf give no GPU type for {compress_hostlist(untyped)}, "
+            add(Difference(what, f"{source} gives no GPU type for {compress_hostlist(untyped)}, "
                            f"so a job asking for {g.gpu_type} cannot be placed by type",
                            f"Gres=gpu:{g.gpu_type}:{g.gpus_per_node} on the NodeName line (and Type= in gres.conf)"))
         for mem in sorted({n.memory_mb for n in present if n.memory_mb is not None}):
             gib = mem / 1024
             if abs(gib - g.memory_gb) > max(1.0, 0.01 * g.memory_gb):
                 hosts = compress_hostlist([n.name for n in present if n.memory_mb == mem])
-                add(Difference(what, f"memory {g.memory_gb:g} GB here, RealMemory={mem} ({gib:g} GB) in "
-                               f"slurm.conf ({hosts})", f"set memory_gb = {int(gib)}"))
+                add(Difference(what, f"memory {g.memory_gb:g} GB here, {mem} MB ({gib:g} GB) in "
+                               f"{source} ({hosts})", f"set memory_gb = {int(gib)}"))
         for pname in g.partitions:
             p = cluster.partitions.get(pname)
             if p is None:
                 continue  # named below, once per partition
             outside = [n.name for n in present if n.name not in p.nodes]
             if outside:
-                add(Difference(what, f"in partition {pname!r} here, but slurm.conf's {pname} does not hold "
+                add(Difference(what, f"in partition {pname!r} here, but {pname} in {source} does not hold "
                                f"{compress_hostlist(outside)}",
                                f"remove {pname!r} from the group's partitions, or add the nodes to "
                                f"PartitionName={pname}"))
@@ -218,38 +248,38 @@ def compare(cfg: "SiteConfig", cluster: SlurmCluster) -> list[Difference]:
     for n in unknown:
         shapes.setdefault((n.gpus, n.gpu_type), []).append(n.name)
     for (gpus, gtype), names in shapes.items():
-        add(Difference("slurm.conf", f"GPU nodes {compress_hostlist(names)} ({gpus} x {gtype or 'untyped'} each) "
+        add(Difference(source, f"GPU nodes {compress_hostlist(names)} ({gpus} x {gtype or 'untyped'} each) "
                        "are in no node group: jobs there are not ranked as they run",
                        f"add a [[node_groups]] with nodes = \"{compress_hostlist(names)}\", "
                        f"gpus_per_node = {gpus}, gpu_type = \"{gtype or 'NAME'}\""))
     slurm_types = sorted({n.gpu_type for n in cluster.nodes.values() if n.gpu_type})
     for t in cfg.gpu_types:
         if slurm_types and t.name not in slurm_types:
-            add(Difference(f"GPU type {t.name!r}", f"no node in slurm.conf has it (its types: "
+            add(Difference(f"GPU type {t.name!r}", f"no node in {source} has it (its types: "
                            f"{', '.join(slurm_types)})",
                            "name the types as slurm.conf's Gres=gpu:TYPE:N does, or remove the entry"))
     slurm_gpus = sum(n.gpus for n in cluster.nodes.values())
     if slurm_gpus != cfg.total_gpus:
-        add(Difference("GPUs in all", f"{cfg.total_gpus} here, {slurm_gpus} in slurm.conf",
+        add(Difference("GPUs in all", f"{cfg.total_gpus} here, {slurm_gpus} in {source}",
                        "make the node groups describe slurm.conf's GPU nodes (see above)"))
     for p in cfg.partitions:
         what = f"partition {p.name!r}"
         sp = cluster.partitions.get(p.name)
         if sp is None:
             have = ", ".join(sorted(cluster.partitions)) or "none"
-            add(Difference(what, f"not in slurm.conf (it has: {have})",
+            add(Difference(what, f"not in {source} (it has: {have})",
                            "rename it to a slurm.conf partition, or add PartitionName=" + p.name))
             continue
         if p.default != sp.default and (p.default or sp.default):
             add(Difference(what, f"default = {str(p.default).lower()} here, Default={'YES' if sp.default else 'NO'} "
-                           "in slurm.conf", f"set default = {str(sp.default).lower()}"))
+                           f"in {source}", f"set default = {str(sp.default).lower()}"))
         if p.max_time_minutes is None and sp.max_time_minutes is not None:
-            add(Difference(what, f"no time limit here, MaxTime is {sp.max_time_minutes} min in slurm.conf: "
+            add(Difference(what, f"no time limit here, MaxTime is {sp.max_time_minutes} min in {source}: "
                            "longer jobs the filter admits wait forever",
                            f"set max_time_minutes = {sp.max_time_minutes}"))
         elif p.max_time_minutes is not None and sp.max_time_minutes is not None \
                 and p.max_time_minutes > sp.max_time_minutes:
             add(Difference(what, f"max_time_minutes = {p.max_time_minutes} here, MaxTime is "
-                           f"{sp.max_time_minutes} min in slurm.conf: jobs the filter admits wait forever",
+                           f"{sp.max_time_minutes} min in {source}: jobs the filter admits wait forever",
                            f"set max_time_minutes = {sp.max_time_minutes}"))
     return out

@@ -161,7 +161,7 @@ def _accounts(f: Facts, add) -> None:
 
 
 def _cluster(f: Facts, add) -> None:
-    check = "site config vs slurm.conf"
+    check = "site config vs Slurm"
     if f.cluster_error:
         add(Finding(check, "skip", f.cluster_error))
     elif f.cluster_diffs is None:

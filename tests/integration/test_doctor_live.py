@@ -94,7 +94,7 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
         checks = {x["check"]: x["status"] for x in result["findings"]}
         for name in ("Slurm release", "slurmctld", "PriorityType", "JobSubmitPlugins", "job_submit.lua",
                      "filter socket", "database", "prioritizer", "prioritizer metrics", "filter metrics",
-                     "site config vs slurm.conf"):
+                     "site config vs Slurm"):
             assert checks.get(name) == "ok", (name, text)
         assert "0 problem(s)" in text, text
         # fair share trusts the account a job names, and this testbed has no slurmdbd to check it

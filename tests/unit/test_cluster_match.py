@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.core.cluster_match import compare, parse_slurm_cluster
+from slurm_dl.core.cluster_match import compare, parse_sinfo, parse_slurm_cluster
 from slurm_dl.core.config import load_config
 from slurm_dl.core.config import parse_config as _parse
 from slurm_dl.testbed.conf import (
@@ -133,7 +133,7 @@ def test_each_kind_of_difference_with_its_fix() -> None:
     expected = {
         "node group 'a': GPUs per node 4 here, 8 in slurm.conf (a03)": "set gpus_per_node = 8",
         "node group 'a': CPUs 64 here, 32 in slurm.conf (a03)": "set cpus = 32",
-        "node group 'b': in partition 'debug' here, but slurm.conf's debug does not hold b02": "PartitionName=debug",
+        "node group 'b': in partition 'debug' here, but debug in slurm.conf does not hold b02": "PartitionName=debug",
         "node group 'k': nodes k01 are not in slurm.conf": "NodeName hosts",
         "GPU type 'k80': no node in slurm.conf has it (its types: a100, v100)": "remove the entry",
         "GPUs in all: 24 here, 24 in slurm.conf": None,
@@ -154,7 +154,27 @@ def test_doctor_reports_each_difference_as_a_problem() -> None:
     from slurm_dl.core.doctor import Facts, diagnose
 
     diffs = compare(parse_config(SITE), parse_slurm_cluster(SLURM_CONF, GRES_CONF))
-    findings = [x for x in diagnose(Facts(config_path="x", cluster_diffs=diffs)) if x.check == "site config vs slurm.conf"]
+    findings = [x for x in diagnose(Facts(config_path="x", cluster_diffs=diffs)) if x.check == "site config vs Slurm"]
     assert [(x.status, x.detail, x.fix) for x in findings] == [("fail", d.line(), d.fix) for d in diffs]
-    ok = [x for x in diagnose(Facts(config_path="x", cluster_diffs=[])) if x.check == "site config vs slurm.conf"]
+    ok = [x for x in diagnose(Facts(config_path="x", cluster_diffs=[])) if x.check == "site config vs Slurm"]
     assert [x.status for x in ok] == ["ok"]
+
+
+SINFO = """gpu01|gpu:h100:8|32|256000|h100|infinite
+gpu01|gpu:h100:8(S:0-1)|32|256000|gpu*|2-00:00:00
+gpu05|gpu:v100:4|32|256000|v100|infinite
+gpu05|gpu:v100:4|32|256000|gpu*|2-00:00:00
+cpu01|(null)|64|128000|cpu|infinite
+"""
+
+
+def test_the_live_cluster_from_sinfo() -> None:
+    live = parse_sinfo(SINFO)
+    assert (live.nodes["gpu01"].gpus, live.nodes["gpu01"].gpu_type) == (8, "h100")
+    assert live.nodes["cpu01"].gpus == 0 and live.partitions["gpu"].default
+    assert live.partitions["gpu"].max_time_minutes == 2880 and live.partitions["h100"].max_time_minutes is None
+    assert sorted(live.nodes["gpu05"].partitions) == ["gpu", "v100"]
+    diffs = [d.line() for d in compare(load_config(ROOT / "site-configs" / "testbed.toml"), live, "sinfo")]
+    assert "node group 'h100': nodes gpu[02-04] are not in sinfo" in diffs, diffs
+    assert "sinfo: GPU nodes gpu05 (4 x v100 each) are in no node group: jobs there are not ranked as they run" \
+        in diffs, diffs
