@@ -98,8 +98,8 @@ def status(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt) -> Non
         return
     if rev is None:
         typer.echo(f"database {shown}: empty: it holds none of the prioritizer's tables\n"
-                   "  (a wrong URL? check [site] database_url or --db; a first start:\n"
-                   "  slurm-dl db upgrade creates them)", err=True)
+                   "  (a wrong URL? check [site] database_url or --db;\n"
+                   "  on a first install, slurm-dl db upgrade creates them)", err=True)
         raise typer.Exit(1)
     typer.echo(f"database {shown}: schema {rev}, this release uses {HEAD}: run slurm-dl db upgrade")
     raise typer.Exit(1)

@@ -119,7 +119,7 @@ class Store:
                 raise StoreError(f"database {self.shown}: no such file, and no directory {Path(path).parent}\n"
                                  "  (check [site] database_url or --db)")
             raise EmptyStoreError(f"database {self.shown}: no such file\n  (a mistyped path? check [site] "
-                                  "database_url or --db; a first start: slurm-dl db upgrade creates it)")
+                                  "database_url or --db;\n  on a first install, slurm-dl db upgrade creates it)")
         if create:
             private_sqlite_file(url)
         empty = not create and bool(path) and _sqlite_is_empty(path, self.shown, busy_timeout_s)
@@ -148,8 +148,8 @@ class Store:
             if check_schema:
                 self.engine.dispose()
                 raise EmptyStoreError(f"database {self.shown}: empty: it holds none of the prioritizer's "
-                                      "tables\n  (a wrong URL? check [site] database_url or --db; a first "
-                                      "start: slurm-dl db upgrade creates them)")
+                                      "tables\n  (a wrong URL? check [site] database_url or --db;\n  on a first "
+                                      "install, slurm-dl db upgrade creates them)")
         elif check_schema:
             schema.require_head(url, self.revision)
 
