@@ -135,6 +135,8 @@ def run(
             else:
                 log.debug(r.summary())
 
+        if prio.store.created:
+            log.warning("first start (--init): created an empty store at %s", prio.store.shown)
         log.info("prioritizer started: Slurm %s, interval %.1f s, store %s", prio.backend.slurm_release(),
                  pc.interval_seconds, prio.store.shown)
         loop = Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics)

@@ -112,7 +112,8 @@ class Store:
         ``slurm-dl db upgrade`` opens without the check. ``busy_timeout_s``: how long SQLite waits
         for another process's lock before it says "database is locked"."""
         self.url = url
-        self.shown = shown_url(url)
+        self.shown = shown_url(url)  # the URL as messages show it: no password
+        self.created = False  # this open created the store's tables
         path = sqlite_path(url)
         if not create and path and not Path(path).exists():
             if not Path(path).parent.is_dir():
@@ -139,6 +140,7 @@ class Store:
                         SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in TABLES])
                         schema.stamp(conn, schema.HEAD)
                         self.revision = schema.HEAD
+                        self.created = True
         except (SQLAlchemyError, ImportError, ValueError) as e:
             if path and not Path(path).parent.is_dir():
                 raise StoreError(f"database {self.shown}: cannot open it: no directory {Path(path).parent}\n"

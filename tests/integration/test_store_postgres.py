@@ -148,3 +148,4 @@ def test_prioritizer_on_postgres_runs_the_preemption_scenario(pg, testbed, tmp_p
                            capture_output=True, text=True, timeout=120)
         shown.append(r.stdout + r.stderr)
     assert "postgres:***@" in shown[0] and all(PASSWORD not in text for text in shown), shown
+    assert "first start (--init): created an empty store at postgresql+psycopg://postgres:***@" in shown[0]

@@ -172,7 +172,7 @@ def test_the_daemon_creates_the_store_on_a_first_start_with_init(tmp_path: Path)
                         str(CONF), "--db", url, "--max-cycles", "1"], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PATH": "/nonexistent"})  # no Slurm: it stops after the store
     assert "empty" not in d.stderr and "no such file" not in d.stderr.split("Slurm")[0], d.stderr
-    assert Store(url, create=False).revision == HEAD
+    assert Store(url, create=False).revision == HEAD and not Store(url).created
 
 
 def test_a_password_in_the_url_is_never_shown(tmp_path: Path) -> None:
