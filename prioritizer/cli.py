@@ -42,7 +42,7 @@ InitOpt = typer.Option(False, "--init", help="first start: create the store when
                                               "(else an empty or missing one is refused)")
 
 
-def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = True):
+def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = False):
     from prioritizer import Prioritizer
     from slurm_dl.core.config import load_config
     from slurm_dl.slurm import CliBackend
@@ -62,15 +62,18 @@ def once(
     db: Optional[str] = DbOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="compute everything, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="print the cycle report as JSON"),
+    init: bool = InitOpt,
 ) -> None:
     """Run one cycle and print what it did (or would do, with --dry-run).
+
+    Like the daemon, refuses an empty or missing database unless --init.
 
     \b
     Example:
       slurm-dl prioritizer once --dry-run --json
     """
     with expected_errors():
-        report = _setup(config, db, dry_run).run_cycle()
+        report = _setup(config, db, dry_run, init=init).run_cycle()
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
     else:

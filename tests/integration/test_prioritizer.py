@@ -176,8 +176,8 @@ def test_site_factor_ranks_deadline_new_short_and_light_accounts_first(testbed, 
         wait_until("the heavy job to run", lambda: _state(heavy, env) == "RUNNING", 60)
         db = f"sqlite:///{tmp_path / 'prio.db'}"
         backend = CliBackend(env)
-        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--json", "--config", str(cfg),
-                "--db", db]
+        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--json", "--config",
+                str(cfg), "--db", db]
         run_env = {**os.environ, **env}
         subprocess.run(once, env=run_env, check=True, capture_output=True, cwd=ROOT)
         time.sleep(2)  # the heavy account accrues usage between the two cycles
@@ -221,7 +221,8 @@ def test_a_deadline_the_cluster_cannot_keep_is_demoted_and_explain_says_why(test
                                                             "--deadline=now+15minutes", "-o", "/dev/null"])
         ids.append(demoted)
         db = f"sqlite:///{tmp_path / 'prio.db'}"
-        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--config", str(cfg), "--db", db]
+        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--config", str(cfg),
+                "--db", db]
         subprocess.run(once, env={**os.environ, **env}, check=True, capture_output=True, cwd=ROOT)
         notes = [d.reason for d in Store(db).decisions(demoted) if d.kind == "deadline"]
         assert len(notes) == 1 and "deadline not admitted" in notes[0], notes

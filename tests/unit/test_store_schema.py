@@ -146,6 +146,8 @@ def test_status_and_the_daemon_on_a_mistyped_sqlite_path_create_nothing(tmp_path
     assert r.exit_code == 1 and "no such file" in r.output and "db upgrade" in r.output, r.output
     d = _daemon(url)
     assert d.returncode == 1 and "no such file" in d.stderr and "Traceback" not in d.stderr, d.stderr
+    once = CliRunner().invoke(app, ["prioritizer", "once", "--dry-run", "--config", str(CONF), "--db", url])
+    assert once.exit_code == 1 and "no such file" in once.output, once.output
     assert list(tmp_path.iterdir()) == []
     r = CliRunner().invoke(app, ["db", "status", "--db", f"sqlite:///{tmp_path / 'nodir' / 'x.db'}"])
     assert r.exit_code == 1 and "no directory" in r.output and not (tmp_path / "nodir").exists()
