@@ -20,8 +20,10 @@ from ..site_paths import CONFIG_HELP, config_path, database_url, shown_url
 
 HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
 settings (accounts enforced where fair share or a class trusts them),
-job_submit.lua, the filter socket, the database and its schema, the
-prioritizer's last cycle and the metrics endpoints. Prints each problem
+the site config against the cluster (sinfo: nodes, GPU types and counts,
+partitions, time limits), job_submit.lua, the filter socket, the
+database (schema, integrity, locks), the prioritizer's last cycle and
+the metrics endpoints. Prints each problem
 with its fix; exits 1 when something fails (warnings do not). It only
 reads. With --uninstalled, check instead that nothing of slurm-dl still
 acts on the cluster: its shim, the services, SiteFactors on jobs.
