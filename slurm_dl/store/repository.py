@@ -489,4 +489,6 @@ def _short(e: Exception, url: str = "") -> str:
         return f"{line}: {LOCKED_HINT}"
     if "malformed" in low or "not a database" in low:
         return f"{line}: {DAMAGED_HINT}"
+    if "unable to open database file" in low:
+        return f"{line} (can this user read it and its directory? a ledger is its owner's alone, 0600)"
     return line
