@@ -363,6 +363,7 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
           metrics_port: int | None = None) -> None:
     """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config.
     ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port)."""
+    from slurm_dl.sd_notify import notify
     from slurm_dl.slurm import CliBackend
 
     from slurm_dl.slurm.accounts import slurm_associations
@@ -400,9 +401,11 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
         return
     threading.Thread(target=service.run_background, args=(stop_requested,), daemon=True, name="live-view").start()
     log.info("filter service listening on %s (config %s, pid %d)", path, config_path, os.getpid())
+    notify(f"READY=1\nSTATUS=listening on {path}")  # Type=notify: slurmctld may start now
     try:
         server.serve_forever(poll_interval=0.5)
     finally:
+        notify("STOPPING=1")
         server.server_close()
         try:
             path.unlink()

@@ -38,14 +38,19 @@ def _config_path(path: Optional[Path]) -> Path:
 DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store; overrides site.database_url")
 
 
-def _setup(config: Path, db: Optional[str], dry_run: bool = False):
+InitOpt = typer.Option(False, "--init", help="first start: create the store when the database is empty "
+                                              "(else an empty or missing one is refused)")
+
+
+def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = False):
     from prioritizer import Prioritizer
     from slurm_dl.core.config import load_config
     from slurm_dl.slurm import CliBackend
     from slurm_dl.store import Store
 
     cfg = load_config(_config_path(config))
-    store = Store(database_url(cfg, db))  # a database at another schema stops here, with the fix
+    # a database at another schema, an empty one (a wrong URL?) without init, stop here with the fix
+    store = Store(database_url(cfg, db), create=init)
     backend = CliBackend()
     backend.dialect()  # an unsupported Slurm release stops here, before any cycle
     return Prioritizer(cfg, backend, store, dry_run=dry_run)
@@ -57,15 +62,18 @@ def once(
     db: Optional[str] = DbOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="compute everything, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="print the cycle report as JSON"),
+    init: bool = InitOpt,
 ) -> None:
     """Run one cycle and print what it did (or would do, with --dry-run).
+
+    Like the daemon, refuses an empty or missing database unless --init.
 
     \b
     Example:
       slurm-dl prioritizer once --dry-run --json
     """
     with expected_errors():
-        report = _setup(config, db, dry_run).run_cycle()
+        report = _setup(config, db, dry_run, init=init).run_cycle()
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
     else:
@@ -78,6 +86,7 @@ def once(
 def run(
     config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
+    init: bool = InitOpt,
     max_cycles: Optional[int] = typer.Option(None, "--max-cycles", min=1, help="stop after N cycles (tests)"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="log every cycle, not only actions"),
     metrics_port: Optional[int] = MetricsPortOpt,
@@ -86,8 +95,13 @@ def run(
 ) -> None:
     """Run a cycle every interval_seconds of [prioritizer] until SIGTERM or SIGINT.
 
+    Refuses an empty or missing database (a wrong URL must not pass for
+    the ledger): create the store first with slurm-dl db upgrade, or pass
+    --init on the very first start.
+
     \b
     Example:
+      slurm-dl db upgrade -c /etc/slurm-dl/site.toml   # once, first install
       slurm-dl prioritizer run -c /etc/slurm-dl/site.toml
     """
     setup_logging("slurm-dl-prioritizer", log_level, log_format)
@@ -96,7 +110,7 @@ def run(
     with expected_errors():
         from prioritizer.loop import Loop
 
-        prio = _setup(config, db)
+        prio = _setup(config, db, init=init)
         metrics = None
         pc = prio.config.prioritizer
         port = resolve_metrics_port(metrics_port, pc.metrics_port)
@@ -124,9 +138,14 @@ def run(
             else:
                 log.debug(r.summary())
 
+        if prio.store.created:
+            log.warning("first start (--init): created an empty store at %s", prio.store.shown)
         log.info("prioritizer started: Slurm %s, interval %.1f s, store %s", prio.backend.slurm_release(),
-                 pc.interval_seconds, prio.store.url)
-        Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics).run()
+                 pc.interval_seconds, prio.store.shown)
+        loop = Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics)
+        loop.run()
+    if loop.exit_code:
+        raise typer.Exit(loop.exit_code)
 
 
 @app.command()
@@ -155,7 +174,7 @@ def reset(
 
     with expected_errors():
         cfg = load_config(_config_path(config))
-        store = Store(database_url(cfg, db))
+        store = Store(database_url(cfg, db), create=False)  # an empty or missing one is named, not made
         report = reset_site_factors(CliBackend(), store, all_pending=all_pending, dry_run=dry_run)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
@@ -167,6 +186,10 @@ def reset(
             typer.echo(f"forgot {len(report.gone)} job(s) Slurm no longer has: {_ids(report.gone)}")
         for j, why in sorted(report.failed.items()):
             typer.echo(f"job {j}: not reset: {why}", err=True)
+        if report.unknown:
+            typer.echo(f"note: {len(report.unknown)} pending job(s) still carry a SiteFactor this store does "
+                       f"not know\n  (set by a lost or replaced store, or by hand): {_ids(report.unknown)};\n"
+                       "  to reset them too: slurm-dl prioritizer reset --all-pending", err=True)
     if report.failed:
         raise typer.Exit(1)
 

@@ -3,7 +3,9 @@
 The interval job has ``max_instances=1`` and ``coalesce=True``: a slow cycle never overlaps the
 next, and missed runs collapse into one. When slurmctld cannot be reached the loop logs one line,
 skips cycles for 1, 2, 4 … seconds (capped at ``prioritizer.backoff_max_seconds``) and logs one
-line again when a cycle succeeds.
+line again when a cycle succeeds. A failing database (damaged, locked, unreachable) is logged
+at ERROR each cycle; after ``prioritizer.store_failures_max`` failing cycles in a row the loop
+stops with ``exit_code`` 1, so the service manager restarts the daemon and alerts fire.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ class Loop:
         self.on_report = on_report
         self.max_cycles = max_cycles
         self.cycles = 0
+        self.store_failures = 0  # cycles in a row whose database read or write failed
+        self.store_failures_max = prio.config.prioritizer.store_failures_max
+        self.exit_code = 0  # 1: stopped because the database kept failing
         self.scheduler = BlockingScheduler()
         self._stop = threading.Event()
 
@@ -75,12 +80,27 @@ class Loop:
             delay = self.backoff.failed(now)
             log.warning("slurmctld unreachable (%s); retrying in %.0f s", _one_line(e), delay)
             return None
-        except (SlurmError, StoreError) as e:
+        except StoreError as e:
+            if self.metrics is not None:
+                self.metrics.failed("failed")
+            self.store_failures += 1
+            if self.store_failures >= self.store_failures_max:
+                log.error("the database failed %d cycles in a row: %s; stopping (exit 1) so the service "
+                          "manager restarts the daemon and the alert fires", self.store_failures, _one_line(e))
+                self.exit_code = 1
+                self.stop()
+                return None
+            delay = self.backoff.failed(now)
+            log.error("cycle failed: %s; retrying in %.0f s (%d of %d failures in a row before the daemon "
+                      "exits)", _one_line(e), delay, self.store_failures, self.store_failures_max)
+            return None
+        except SlurmError as e:
             if self.metrics is not None:
                 self.metrics.failed("failed")
             delay = self.backoff.failed(now)
             log.warning("cycle failed: %s; retrying in %.0f s", _one_line(e), delay)
             return None
+        self.store_failures = 0
         if self.backoff.succeeded():
             log.warning("slurmctld reachable again; cycles resumed")
         self.cycles += 1

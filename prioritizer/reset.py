@@ -4,7 +4,8 @@ For uninstalling, or before handing priorities back to the site's own weights: t
 be stopped first (a running one sets them again on its next cycle). The jobs come from the
 store's SiteFactor record, limited to those Slurm still has pending or running; with
 ``all_pending`` every pending job with a non-zero SiteFactor is reset too (a store that was
-lost or replaced). Each reset is recorded as a decision, so ``slurm-dl explain`` shows it.
+lost or replaced); without it, those are listed in ``unknown`` so the command can say they were
+left. Each reset is recorded as a decision, so ``slurm-dl explain`` shows it.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ class ResetReport:
     gone: list[int] = field(default_factory=list)  # recorded, but Slurm no longer has the job
     failed: dict[int, str] = field(default_factory=dict)
     dry_run: bool = False
+    unknown: list[int] = field(default_factory=list)  # pending, a SiteFactor the store does not know: left
 
     def to_dict(self) -> dict[str, Any]:
         return {"reset": self.reset, "gone": self.gone, "failed": {str(k): v for k, v in self.failed.items()},
-                "dry_run": self.dry_run}
+                "dry_run": self.dry_run, "unknown": self.unknown}
 
 
 def reset_site_factors(backend: ResetBackend, store: Store, *, all_pending: bool = False,
@@ -44,7 +46,9 @@ def reset_site_factors(backend: ResetBackend, store: Store, *, all_pending: bool
     targets = {j for j in recorded if j in active}
     if all_pending:
         targets |= {j.job_id for j in active.values() if j.pending and j.site_factor}
-    report = ResetReport(gone=sorted(j for j in recorded if j not in active), dry_run=dry_run)
+    report = ResetReport(gone=sorted(j for j in recorded if j not in active), dry_run=dry_run,
+                         unknown=sorted(j.job_id for j in active.values()
+                                        if j.pending and j.site_factor and j.job_id not in targets))
     if dry_run:
         report.reset = sorted(targets)
         return report

@@ -155,7 +155,7 @@ def main() -> int:
                      "--wrap", "echo short ran; sleep 3"], env)
         short_id = int(short.stdout.strip().split(";")[0])
         daemon_log = work / "prioritizer.log"
-        procs.append(subprocess.Popen([*SLURM_DL, "prioritizer", "run", "--config", config, "--db",
+        procs.append(subprocess.Popen([*SLURM_DL, "prioritizer", "run", "--init", "--config", config, "--db",
                                        f"sqlite:///{work / 'prio.db'}", "--verbose"], env=env,
                                       stdout=open(daemon_log, "w"), stderr=subprocess.STDOUT))
         t0 = time.monotonic()

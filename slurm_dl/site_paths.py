@@ -74,6 +74,35 @@ def database_url(config: "SiteConfig | None", override: str | None = None) -> st
     return config.site.database_url
 
 
+_USERINFO = re.compile(r"^(?P<head>[\w+.-]+://[^:/@?#]*):(?P<pw>[^@/?#]*)@")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown (logs, messages, JSON): its password replaced by ``***``
+    (SQLAlchemy's own rendering); a URL it cannot parse keeps no text between ``user:`` and ``@``."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - unparsable: mask by pattern below
+        return _USERINFO.sub(lambda m: f"{m.group('head')}:***@", url)
+    if parsed.password is None:
+        return url  # nothing to hide: shown exactly as written
+    return parsed.render_as_string(hide_password=True)
+
+
+def hide_password(text: str, url: str) -> str:
+    """``text`` (a driver's error message) with ``url``'s password, if any, replaced by ``***``."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        pw = make_url(url).password if url else None
+    except Exception:  # noqa: BLE001
+        m = _USERINFO.match(url or "")
+        pw = m.group("pw") if m else None
+    return text.replace(str(pw), "***") if pw else text
+
+
 _SQLITE = re.compile(r"^sqlite(\+\w+)?://(?P<rest>.*)$")
 
 

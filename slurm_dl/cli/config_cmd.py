@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from ..core.cluster_match import compare, parse_slurm_cluster
 from ..core.config import config_warnings, load_config
 from ..core.priority_weights import parse_slurm_conf, swamp_warnings
 from ..core.throughput import ThroughputModel
@@ -26,13 +27,16 @@ app = typer.Typer(help="""Site configuration files.
 def check(
     file: Path = typer.Argument(..., help="site config TOML file"),
     slurm_conf: Optional[Path] = typer.Option(
-        None, "--slurm-conf", help="also compare SiteFactor's range with this slurm.conf's "
+        None, "--slurm-conf", help="also compare the nodes, GPUs, partitions and time limits "
+        "with this slurm.conf (and the gres.conf beside it), and SiteFactor's range with its "
         "PriorityWeight* (default: $SLURM_CONF when set)"),
 ) -> None:
     """Validate a site config; print a summary or every problem with its key path.
 
-    With a slurm.conf, warn when SiteFactor's range would swamp the site's
-    own PriorityWeight* factors.
+    With a slurm.conf, name every way the node groups, GPU types and counts,
+    CPUs, memory, partitions and time limits differ from it (and gres.conf),
+    each with its fix (exit 1), and warn when SiteFactor's range would swamp
+    the site's own PriorityWeight* factors.
 
     \b
     Examples:
@@ -43,15 +47,37 @@ def check(
         cfg = load_config(file)
         conf_path = slurm_conf or (Path(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else None)
         slurm_settings = None
+        diffs: list = []
+        cluster = None
         if conf_path is not None:
             try:
-                slurm_settings = parse_slurm_conf(conf_path.read_text(errors="replace"))
+                text = conf_path.read_text(errors="replace")
+                gres = conf_path.with_name("gres.conf")
+                gres_text = gres.read_text(errors="replace") if gres.is_file() else ""
             except OSError as e:
                 raise fail(f"{conf_path}: cannot read it: {e.strerror or e}") from None
-    typer.echo(
-        f"{file}: OK — site {cfg.site.name!r}, {len(cfg.node_groups)} node group(s), "
-        f"{cfg.total_gpus} GPUs ({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}"
-    )
+            slurm_settings = parse_slurm_conf(text)
+            try:
+                cluster = parse_slurm_cluster(text, gres_text)
+            except ValueError as e:
+                raise fail(f"{conf_path}: {e}") from None
+            if cluster.nodes:
+                diffs = compare(cfg, cluster)
+    summary = (f"site {cfg.site.name!r}, {len(cfg.node_groups)} node group(s), {cfg.total_gpus} GPUs "
+               f"({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}")
+    if diffs:
+        typer.echo(f"{file}: valid — {summary}")
+        typer.echo(f"but it does not describe the cluster: {len(diffs)} difference(s) from {conf_path}:")
+        for d in diffs:
+            typer.echo(textwrap.fill(f"- {d.line()}", width=79, subsequent_indent="  ", break_on_hyphens=False))
+            typer.echo(textwrap.fill(f"fix: {d.fix}", width=79, initial_indent="  ", subsequent_indent="    ",
+                                     break_on_hyphens=False))
+    else:
+        typer.echo(f"{file}: OK — {summary}")
+        if cluster is not None and cluster.nodes:
+            typer.echo(f"matches {conf_path}: {len(cluster.nodes)} node(s), {len(cluster.partitions)} partition(s)")
+        elif cluster is not None:
+            typer.echo(f"note: {conf_path} has no NodeName lines (an Include?): nodes not compared")
     for line in throughput_lines(cfg):
         typer.echo(line)
     for line in config_warnings(cfg):
@@ -60,6 +86,8 @@ def check(
         pc = cfg.prioritizer
         for line in swamp_warnings(pc.site_factor_max, pc.site_factor_levels, slurm_settings):
             typer.echo(textwrap.fill(f"warning: {conf_path}: {line}", width=79, subsequent_indent="  "), err=True)
+    if diffs:
+        raise typer.Exit(1)
 
 
 def throughput_lines(cfg) -> list[str]:

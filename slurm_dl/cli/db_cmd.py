@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ..site_paths import CONFIG_HELP, database_url
+from ..site_paths import CONFIG_HELP, database_url, hide_password, shown_url
 from .common import expected_errors, fail
 
 app = typer.Typer(help="""The prioritizer's database: schema revision and upgrades.
@@ -45,11 +45,13 @@ def upgrade(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt,
       slurm-dl db upgrade --config /etc/slurm-dl/site.toml
     """
     from ..store import Store
+    from ..store.repository import private_sqlite_file
     from ..store.schema import upgrade as run_upgrade
 
     with expected_errors():
         url = _url(config, db)
-        store = Store(url, check_schema=False)
+        private_sqlite_file(url)  # the one command that creates the store (a new SQLite file: 0600)
+        store = Store(url, check_schema=False, create=False)
         try:
             before, after = run_upgrade(store.engine, url)
         except Exception as e:  # noqa: BLE001 - a failed migration is rolled back; say why in one line
@@ -57,21 +59,26 @@ def upgrade(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt,
 
             if isinstance(e, SlurmDLError):
                 raise
-            raise fail(f"database {url}: upgrade failed and was rolled back: {type(e).__name__}: "
-                       f"{str(e).splitlines()[0] if str(e) else ''}") from None
+            raise fail(f"database {shown_url(url)}: upgrade failed and was rolled back: {type(e).__name__}: "
+                       f"{hide_password(str(e).splitlines()[0], url) if str(e) else ''}") from None
         finally:
             store.close()
+    shown = shown_url(url)
     if as_json:
-        typer.echo(json.dumps({"database": url, "before": before, "after": after}))
+        typer.echo(json.dumps({"database": shown, "before": before, "after": after}))
     elif before == after:
-        typer.echo(f"database {url}: already at schema {after}")
+        typer.echo(f"database {shown}: already at schema {after}")
     else:
-        typer.echo(f"database {url}: schema {before or '(new)'} -> {after}")
+        typer.echo(f"database {shown}: schema {before or '(new)'} -> {after}")
 
 
 @app.command()
 def status(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt) -> None:
-    """Show the database's schema revision; exit 1 when it needs an upgrade.
+    """Show the database's schema revision; changes nothing.
+
+    Exits 1 when the database needs an upgrade, is empty (none of the
+    prioritizer's tables: a wrong URL, or a first start) or is missing.
+    Only slurm-dl db upgrade creates or migrates it.
 
     \b
     Example:
@@ -82,14 +89,17 @@ def status(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt) -> Non
 
     with expected_errors():
         url = _url(config, db)
-        store = Store(url, check_schema=False)
+        store = Store(url, check_schema=False, create=False)
         rev = store.revision
         store.close()
+    shown = shown_url(url)
     if rev == HEAD:
-        typer.echo(f"database {url}: schema {rev} (current)")
+        typer.echo(f"database {shown}: schema {rev} (current)")
         return
-    typer.echo(f"database {url}: schema {rev}, this release uses {HEAD}: run slurm-dl db upgrade")
+    if rev is None:
+        typer.echo(f"database {shown}: empty: it holds none of the prioritizer's tables\n"
+                   "  (a wrong URL? check [site] database_url or --db;\n"
+                   "  on a first install, slurm-dl db upgrade creates them)", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"database {shown}: schema {rev}, this release uses {HEAD}: run slurm-dl db upgrade")
     raise typer.Exit(1)
-
-
-

@@ -15,21 +15,27 @@ from typing import Optional
 
 import typer
 
-from ..core.doctor import Facts, diagnose, summary
-from ..site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
+from ..core.doctor import Facts, diagnose, diagnose_uninstalled, summary
+from ..site_paths import CONFIG_HELP, config_path, database_url, shown_url
 
 HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
 settings (accounts enforced where fair share or a class trusts them),
-job_submit.lua, the filter socket, the database and its schema, the
-prioritizer's last cycle and the metrics endpoints. Prints each problem
-with its fix; exits 1 when something fails (warnings do not).
+the site config against the cluster (sinfo: nodes, GPU types and counts,
+partitions, time limits), job_submit.lua, the filter socket, the
+database (schema, integrity, locks), the prioritizer's last cycle and
+the metrics endpoints. Prints each problem
+with its fix; exits 1 when something fails (warnings do not). It only
+reads. With --uninstalled, check instead that nothing of slurm-dl still
+acts on the cluster: its shim, the services, SiteFactors on jobs.
 
 \b
 Examples:
   slurm-dl doctor
   slurm-dl doctor --config /etc/slurm-dl/site.toml --json
+  slurm-dl doctor --uninstalled
 """
 
+BUSY_TIMEOUT_S = 5.0  # how long doctor waits for another process's lock on a SQLite store
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
@@ -40,9 +46,16 @@ def doctor(
                                                   help="directory of slurm.conf (default: from slurmctld)"),
     sock: Optional[str] = typer.Option(None, "--socket", help="filter socket (default: [filter] socket)"),
     as_json: bool = typer.Option(False, "--json", help="print the findings as JSON"),
+    uninstalled: bool = typer.Option(False, "--uninstalled",
+                                     help="check a host slurm-dl was removed from: nothing of it still "
+                                          "acts (shim, services, SiteFactors)"),
 ) -> None:
-    facts = gather(config, db, slurm_conf_dir, sock)
-    findings = diagnose(facts)
+    if uninstalled:
+        facts = gather_uninstalled(config, db, slurm_conf_dir, sock)
+        findings = diagnose_uninstalled(facts)
+    else:
+        facts = gather(config, db, slurm_conf_dir, sock)
+        findings = diagnose(facts)
     result = summary(findings)
     if as_json:
         typer.echo(json.dumps(result, sort_keys=True))
@@ -86,13 +99,61 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
     if f.slurm_conf_dir:
         shim = Path(f.slurm_conf_dir) / "job_submit.lua"
         f.shim_text = shim.read_text(errors="replace") if shim.is_file() else None
+        _cluster(f, cfg, Path(conf_file) if conf_file and slurm_conf_dir is None
+                 else Path(f.slurm_conf_dir) / "slurm.conf")
     f.slurm_user = ((f.controller or {}).get("SlurmUser") or "").split("(")[0] or None
     f.socket_path = sock or cfg.filter.socket
     _socket(f)
-    f.database_url = database_url(cfg, db)
-    _database(f)
+    url = database_url(cfg, db)
+    f.database_url = shown_url(url)  # what doctor prints: never the password
+    _database(f, url)
     for daemon, section in (("prioritizer", cfg.prioritizer), ("filter", cfg.filter)):
         f.metrics[daemon] = (section.metrics_port, _scrape(section.metrics_address, section.metrics_port))
+    return f
+
+
+def gather_uninstalled(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path],
+                       sock: Optional[str]) -> Facts:
+    """What may be left of slurm-dl; its site config may be gone too (then the defaults)."""
+    from ..core.config import FilterConfig, PrioritizerConfig, load_config
+    from ..core.errors import SlurmDLError, SlurmError
+    from ..slurm import CliBackend
+    from ..site_paths import DEFAULT_DATABASE_URL
+
+    f = Facts(now=time.time())
+    try:
+        cfg = load_config(config_path(config))
+        fc, pc, url = cfg.filter, cfg.prioritizer, database_url(cfg, db)
+    except SlurmDLError:
+        fc, pc, url = FilterConfig(), PrioritizerConfig(), db or DEFAULT_DATABASE_URL
+    f.interval_s = pc.interval_seconds
+    _slurm(f)
+    conf_file = (f.controller or {}).get("SLURM_CONF") or os.environ.get("SLURM_CONF")
+    f.slurm_conf_dir = str(slurm_conf_dir) if slurm_conf_dir else (str(Path(conf_file).parent) if conf_file else None)
+    if f.slurm_conf_dir:
+        shim = Path(f.slurm_conf_dir) / "job_submit.lua"
+        f.shim_text = shim.read_text(errors="replace") if shim.is_file() else None
+    f.socket_path = sock or fc.socket
+    _socket(f)
+    f.database_url = shown_url(url)
+    f.db_head = ""
+    from ..store import Store
+
+    try:
+        store = Store(url, check_schema=False, create=False, busy_timeout_s=BUSY_TIMEOUT_S)
+        f.db_present = store.revision is not None
+        f.last_cycle_at = store.last_cycle_at() if f.db_present else None
+        store.close()
+    except SlurmDLError:
+        pass  # no store: nothing left there
+    if f.controller is not None:
+        try:
+            f.site_factors = CliBackend().site_factors()
+        except SlurmError as e:
+            f.controller_error = str(e).splitlines()[0]
+    for daemon, section in (("prioritizer", pc), ("filter", fc)):
+        f.metrics[daemon] = (section.metrics_port, _scrape(section.metrics_address, section.metrics_port))
+    f.unit_files = sorted(p.name for p in Path("/etc/systemd/system").glob("slurm-dl-*.service"))
     return f
 
 
@@ -110,6 +171,34 @@ def _slurm(f: Facts) -> None:
         f.controller = controller_config()
     except SlurmError as e:
         f.controller_error = str(e).splitlines()[0]
+
+
+def _cluster(f: Facts, cfg, conf: Path) -> None:
+    """The site config against the live cluster (sinfo) where slurmctld answers, else against
+    slurm.conf and gres.conf (see slurm_dl.core.cluster_match)."""
+    from ..core.cluster_match import SINFO_FORMAT, compare, parse_slurm_cluster, parse_sinfo
+    from ..core.errors import SlurmError
+    from ..slurm.runner import run_slurm
+
+    if f.controller is not None:
+        try:
+            live = parse_sinfo(run_slurm(["sinfo", "-h", "-N", "-o", SINFO_FORMAT], timeout=30).stdout)
+        except SlurmError:
+            live = None
+        if live is not None and live.nodes:
+            f.cluster_diffs = compare(cfg, live, "sinfo")
+            return
+    try:
+        text = conf.read_text(errors="replace")
+        gres = conf.with_name("gres.conf")
+        cluster = parse_slurm_cluster(text, gres.read_text(errors="replace") if gres.is_file() else "")
+    except (OSError, ValueError) as e:
+        f.cluster_error = f"{conf}: cannot read it: {getattr(e, 'strerror', None) or e}"
+        return
+    if not cluster.nodes:
+        f.cluster_error = f"{conf} has no NodeName lines (an Include?): nodes not compared"
+        return
+    f.cluster_diffs = compare(cfg, cluster)
 
 
 def _socket(f: Facts) -> None:
@@ -138,23 +227,32 @@ def _socket(f: Facts) -> None:
         s.close()
 
 
-def _database(f: Facts) -> None:
+def _database(f: Facts, url: str) -> None:
+    """Read only: a missing or empty database is reported, never created."""
     from ..core.errors import SlurmDLError
     from ..store import Store
     from ..store.schema import HEAD
 
     f.db_head = HEAD
-    path = sqlite_path(f.database_url)
-    if path and not Path(path).exists():
-        f.db_error = f"{f.database_url}: no database file (has the prioritizer run with this config?)"
+    try:
+        store = Store(url, check_schema=False, create=False, busy_timeout_s=BUSY_TIMEOUT_S)
+    except SlurmDLError as e:
+        f.db_error = str(e).replace("\n", " ")
         return
     try:
-        store = Store(f.database_url, check_schema=False)
         f.db_revision = store.revision
+        if store.revision is None:
+            f.db_error = (f"{f.database_url}: empty: it holds none of the prioritizer's tables "
+                          "(a wrong URL, or never created)")
+            return
+        f.db_error = store.integrity_problem(BUSY_TIMEOUT_S)
+        if f.db_error:
+            return
         f.last_cycle_at = store.last_cycle_at() if store.revision == HEAD else None
-        store.close()
     except SlurmDLError as e:
-        f.db_error = str(e).splitlines()[0]
+        f.db_error = str(e).replace("\n", " ")
+    finally:
+        store.close()
 
 
 def _scrape(address: str, port: Optional[int]) -> Optional[str]:

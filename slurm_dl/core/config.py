@@ -504,6 +504,9 @@ class PrioritizerConfig(_Strict):
     max_pushes_per_cycle: int = num(1000, ge=0, le=1_000_000, description="SiteFactor changes pushed per cycle, "
                                     "top of the queue first; the rest follow in later cycles (0: no limit)")
     backoff_max_seconds: float = num(60.0, ge=1, le=SECONDS_PER_DAY)
+    store_failures_max: int = num(5, ge=1, le=1000, description="cycles in a row the database may fail "
+                                  "(damaged, locked, unreachable) before the daemon exits non-zero, "
+                                  "so systemd restarts it and the alert on it fires")
     metrics_port: int | None = num(None, ge=1, le=65535, description="Prometheus endpoint port "
                                    "(http://HOST:PORT/metrics); unset: no endpoint")
     metrics_address: str = Field(default="0.0.0.0", min_length=1, max_length=255,

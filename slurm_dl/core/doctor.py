@@ -57,6 +57,11 @@ class Facts:
     site_factor_max: int = 1
     site_factor_levels: int = 2
     metrics: dict[str, tuple[int | None, str | None]] = field(default_factory=dict)  # daemon -> (port, error)
+    cluster_diffs: list[Any] | None = None  # cluster_match.Difference; None: slurm.conf not read
+    cluster_error: str | None = None
+    site_factors: dict[int, int] | None = None  # job -> SiteFactor (sprio), for --uninstalled
+    db_present: bool = False  # a store exists at the database URL (--uninstalled)
+    unit_files: list[str] = field(default_factory=list)  # slurm-dl units left in /etc/systemd/system
     account_uses: list[str] = field(default_factory=list)  # what in the site config trusts a job's account
     qos_uses: list[str] = field(default_factory=list)  # ... and its QOS (enforcement.account_reliance)
 
@@ -71,6 +76,7 @@ def diagnose(f: Facts) -> list[Finding]:
         return out
     add(Finding("site config", "ok", f"{f.config_path}"))
     _slurm(f, add)
+    _cluster(f, add)
     _shim(f, add)
     _socket(f, add)
     _database(f, add)
@@ -154,6 +160,18 @@ def _accounts(f: Facts, add) -> None:
                 "user NAME set qos=...), then restart slurmctld"))
 
 
+def _cluster(f: Facts, add) -> None:
+    check = "site config vs Slurm"
+    if f.cluster_error:
+        add(Finding(check, "skip", f.cluster_error))
+    elif f.cluster_diffs is None:
+        return
+    elif not f.cluster_diffs:
+        add(Finding(check, "ok", "node groups, GPU types and counts, partitions and time limits match"))
+    for d in f.cluster_diffs or []:
+        add(Finding(check, "fail", d.line(), d.fix))
+
+
 def _shim(f: Facts, add) -> None:
     where = f"{f.slurm_conf_dir}/job_submit.lua" if f.slurm_conf_dir else "job_submit.lua"
     if f.slurm_conf_dir is None:
@@ -200,11 +218,14 @@ def _socket(f: Facts, add) -> None:
 def _database(f: Facts, add) -> None:
     if f.db_error:
         add(Finding("database", "fail", f.db_error,
-                    "check [site] database_url (or --db) and that the database server is up"))
+                    "check [site] database_url (or --db) and that the database server is up; "
+                    "a first install: slurm-dl db upgrade creates the store"))
         return
     if f.db_revision != f.db_head:
         add(Finding("database", "fail", f"{f.database_url}: schema {f.db_revision}, this release uses {f.db_head}",
-                    f"stop the prioritizer, back up, then: slurm-dl db upgrade --db '{f.database_url}'"))
+                    "stop the prioritizer, back up, then: slurm-dl db upgrade " + (
+                        "(same --config or --db)" if ":***@" in (f.database_url or "")
+                        else f"--db '{f.database_url}'")))
     else:
         add(Finding("database", "ok", f"{f.database_url} (schema {f.db_revision})"))
     if f.last_cycle_at is None:
@@ -212,12 +233,18 @@ def _database(f: Facts, add) -> None:
                     "systemctl start slurm-dl-prioritizer (or: slurm-dl prioritizer run)"))
         return
     age = f.now - f.last_cycle_at
-    limit = max(60.0, 10 * f.interval_s)
-    if age > limit:
-        add(Finding("prioritizer", "fail", f"last cycle {age:.0f} s ago (interval {f.interval_s:g} s)",
+    if age > stale_after(f.interval_s):
+        add(Finding("prioritizer", "fail", f"last cycle {age:.0f} s ago, interval {f.interval_s:g} s: the daemon "
+                    "is down or its cycles fail",
                     "systemctl status slurm-dl-prioritizer; journalctl -u slurm-dl-prioritizer"))
     else:
         add(Finding("prioritizer", "ok", f"last cycle {age:.0f} s ago"))
+
+
+def stale_after(interval_s: float) -> float:
+    """How old the last saved cycle may be before doctor calls it a problem: a few intervals
+    (a cycle longer than its interval, and a second's jitter, still pass), at least 20 s."""
+    return max(20.0, 4 * interval_s)
 
 
 def _metrics(f: Facts, add) -> None:
@@ -230,6 +257,52 @@ def _metrics(f: Facts, add) -> None:
                         f"is slurm-dl-{daemon} running with this site config?"))
         else:
             add(Finding(f"{daemon} metrics", "ok", f"http://127.0.0.1:{port}/metrics answers"))
+
+
+def diagnose_uninstalled(f: Facts) -> list[Finding]:
+    """An intentionally uninstalled host: nothing of slurm-dl still acts on the cluster."""
+    out: list[Finding] = []
+    add = out.append
+    if f.controller is None:
+        add(Finding("slurmctld", "fail", f.controller_error or "no answer to scontrol show config",
+                    "start slurmctld: the checks below need it"))
+    where = f"{f.slurm_conf_dir}/job_submit.lua" if f.slurm_conf_dir else "job_submit.lua"
+    if f.slurm_conf_dir is None:
+        add(Finding("job_submit.lua", "skip", "slurm.conf's directory is unknown (slurmctld did not answer)"))
+    elif f.shim_text is not None and SHIM_MARKER in f.shim_text:
+        add(Finding("job_submit.lua", "fail", f"{where} is still slurm-dl's shim",
+                    f"slurm-dl filter uninstall --slurm-conf-dir {f.slurm_conf_dir}"))
+    else:
+        add(Finding("job_submit.lua", "ok", f"{where} is {'the site' + chr(39) + 's own' if f.shim_text else 'absent'}"))
+    if f.socket_kind in (None, "missing"):
+        add(Finding("filter service", "ok", f"no socket {f.socket_path}"))
+    else:
+        add(Finding("filter service", "fail", f"{f.socket_path} still exists: the filter service may run",
+                    "systemctl disable --now slurm-dl-filter"))
+    if f.last_cycle_at is not None and f.now - f.last_cycle_at <= stale_after(f.interval_s):
+        add(Finding("prioritizer", "warn", f"a cycle was saved {f.now - f.last_cycle_at:.0f} s ago: does it "
+                    "still run?", "systemctl disable --now slurm-dl-prioritizer, then slurm-dl prioritizer reset"))
+    else:
+        add(Finding("prioritizer", "ok", "no recent cycle"))
+    if f.site_factors is not None:
+        carrying = sorted(j for j, v in f.site_factors.items() if v)
+        if carrying:
+            shown = ", ".join(map(str, carrying[:10])) + (" …" if len(carrying) > 10 else "")
+            add(Finding("SiteFactor", "fail", f"{len(carrying)} job(s) still carry a SiteFactor: {shown}",
+                        "slurm-dl prioritizer reset --all-pending (after the prioritizer is stopped)"))
+        else:
+            add(Finding("SiteFactor", "ok", "no job carries one"))
+    for daemon, (port, error) in sorted(f.metrics.items()):
+        if port is not None and error is None:
+            add(Finding(f"{daemon} metrics", "fail", f"port {port} still answers: slurm-dl-{daemon} runs",
+                        f"systemctl disable --now slurm-dl-{daemon}"))
+    if f.unit_files:
+        add(Finding("units", "warn", f"still installed: {', '.join(f.unit_files)}",
+                    "rm /etc/systemd/system/slurm-dl-*.service && systemctl daemon-reload"))
+    if f.db_present:
+        add(Finding("database", "warn", f"{f.database_url} still holds the ledger",
+                    "remove it once not needed (PostgreSQL: DROP DATABASE and DROP ROLE)"))
+    return out
 
 
 def summary(findings: list[Finding]) -> dict[str, Any]:

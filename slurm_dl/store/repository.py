@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import closing
+from urllib.parse import quote
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, create_engine
 
 from ..core.errors import StoreError
-from ..site_paths import sqlite_path
+from ..site_paths import hide_password, shown_url, sqlite_path
 from ..core.ledger import Ledger
 from ..telemetry.summary import JobUtilisationSummary
 from . import schema
@@ -76,7 +78,7 @@ class ExplanationParts:
     per_cycle: dict[str, Any] = field(default_factory=dict)  # values shared by every job (at, ranked)
 
 
-def _private_sqlite_file(url: str) -> None:
+def private_sqlite_file(url: str) -> None:
     """Create a new SQLite file readable by its owner alone (0600) before SQLite creates it with
     the umask's mode: it holds every user's job names, reasons and accounting, which users
     should see only through ``explain`` (their own jobs). SQLite gives its WAL and journal files
@@ -92,45 +94,94 @@ def _private_sqlite_file(url: str) -> None:
         pass  # opening it below says what is wrong
 
 
+class EmptyStoreError(StoreError):
+    """The database has none of the store's tables (or, for SQLite, no file): a first start, or a
+    wrong URL. Only ``slurm-dl db upgrade`` (or the daemon's ``--init``) creates the store."""
+
+
 class Store:
     """The prioritizer's database. ``url`` is any SQLAlchemy URL (``sqlite:///path`` by default)."""
 
-    def __init__(self, url: str, *, check_schema: bool = True) -> None:
-        """Open (a new database: create at the current schema). ``check_schema``: refuse a
-        database at another schema revision (:class:`~slurm_dl.store.schema.SchemaError`, which
-        names the command that fixes it); ``slurm-dl db upgrade`` opens without the check."""
+    def __init__(self, url: str, *, check_schema: bool = True, create: bool = True,
+                 busy_timeout_s: float = 30.0) -> None:
+        """Open the store. ``create``: a database without the store's tables is created at the
+        current schema; without it such a database (and a missing SQLite file) is left untouched:
+        ``revision`` is None, and with ``check_schema`` :class:`EmptyStoreError` says so.
+        ``check_schema``: refuse a database at another schema revision
+        (:class:`~slurm_dl.store.schema.SchemaError`, which names the command that fixes it);
+        ``slurm-dl db upgrade`` opens without the check. ``busy_timeout_s``: how long SQLite waits
+        for another process's lock before it says "database is locked"."""
         self.url = url
-        _private_sqlite_file(url)
+        self.shown = shown_url(url)  # the URL as messages show it: no password
+        self.created = False  # this open created the store's tables
+        path = sqlite_path(url)
+        if not create and path and not Path(path).exists():
+            if not Path(path).parent.is_dir():
+                raise StoreError(f"database {self.shown}: no such file, and no directory {Path(path).parent}\n"
+                                 "  (check [site] database_url or --db)")
+            raise EmptyStoreError(f"database {self.shown}: no such file\n  (a mistyped path? check [site] "
+                                  "database_url or --db;\n  on a first install, slurm-dl db upgrade creates it)")
+        if create:
+            private_sqlite_file(url)
+        empty = not create and bool(path) and _sqlite_is_empty(path, self.shown, busy_timeout_s)
         try:
             kwargs: dict[str, Any] = {}
             if url.startswith("sqlite"):
-                kwargs["connect_args"] = {"timeout": 30}
+                kwargs["connect_args"] = {"timeout": busy_timeout_s}
             self.engine: Engine = create_engine(url, **kwargs)
             if url.startswith("sqlite"):
                 event.listen(self.engine, "connect", _sqlite_pragmas)
-            with self.engine.begin() as conn:
-                self.revision = schema.current(conn)
-                if self.revision is None:
-                    SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in TABLES])
-                    schema.stamp(conn, schema.HEAD)
-                    self.revision = schema.HEAD
+            if empty:  # leave it as it is: not even the WAL header the connection's pragmas write
+                self.revision = None
+            else:
+                with self.engine.begin() as conn:
+                    self.revision = schema.current(conn)
+                    if self.revision is None and create:
+                        SQLModel.metadata.create_all(conn, tables=[t.__table__ for t in TABLES])
+                        schema.stamp(conn, schema.HEAD)
+                        self.revision = schema.HEAD
+                        self.created = True
         except (SQLAlchemyError, ImportError, ValueError) as e:
-            path = sqlite_path(url)
             if path and not Path(path).parent.is_dir():
-                raise StoreError(f"database {url}: cannot open it: no directory {Path(path).parent}\n"
+                raise StoreError(f"database {self.shown}: cannot open it: no directory {Path(path).parent}\n"
                                  "  (create it, or set [site] database_url or --db)") from None
-            raise StoreError(f"database {url}: cannot open it: {_short(e)}") from None
-        if check_schema:
+            raise StoreError(f"database {self.shown}: cannot open it: {_short(e, url)}") from None
+        if self.revision is None:
+            if check_schema:
+                self.engine.dispose()
+                raise EmptyStoreError(f"database {self.shown}: empty: it holds none of the prioritizer's "
+                                      "tables\n  (a wrong URL? check [site] database_url or --db;\n  on a first "
+                                      "install, slurm-dl db upgrade creates them)")
+        elif check_schema:
             schema.require_head(url, self.revision)
 
     def close(self) -> None:
         self.engine.dispose()
 
+    def integrity_problem(self, timeout_s: float = 5.0) -> str | None:
+        """What is wrong with the database file, or None. SQLite: ``PRAGMA quick_check`` through a
+        read-only handle (pages, records, indexes' order; every page read, so it takes as long as
+        reading the file); a lock held past ``timeout_s`` is named as a lock. Other databases
+        check themselves: None."""
+        import sqlite3
+
+        path = sqlite_path(self.url)
+        if not path:
+            return None
+        try:
+            with closing(sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=timeout_s)) as conn:
+                rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        except sqlite3.Error as e:
+            return f"{path}: {_short(e)}"
+        if rows == ["ok"]:
+            return None
+        return f"{path}: {DAMAGED_HINT}; the integrity check says: {'; '.join(map(str, rows))}"
+
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
     def _fail(self, what: str, e: Exception) -> StoreError:
-        return StoreError(f"database {self.url}: {what} failed: {_short(e)}")
+        return StoreError(f"database {self.shown}: {what} failed: {_short(e, self.url)}")
 
     # --- ledger --------------------------------------------------------------------------
     def load_ledger(self) -> Ledger:
@@ -144,7 +195,7 @@ class Store:
         try:
             return Ledger.from_dict(json.loads(row.data))
         except (ValueError, TypeError) as e:
-            raise StoreError(f"database {self.url}: the saved ledger is unreadable: {e}") from None
+            raise StoreError(f"database {self.shown}: the saved ledger is unreadable: {e}") from None
 
     def last_cycle_at(self) -> float | None:
         """When the last cycle was saved (the snapshot's time); None before the first."""
@@ -303,7 +354,7 @@ class Store:
             with self._session() as s, s.begin():
                 row = s.get(PreemptionRow, row_id)
                 if row is None:
-                    raise StoreError(f"database {self.url}: preemption {row_id} does not exist")
+                    raise StoreError(f"database {self.shown}: preemption {row_id} does not exist")
                 row.state, row.updated_at = state, now
                 s.add(DecisionRow(at=now, job_id=row.victim_job_id, kind=f"preempt-{state}", value=row.need_job_id,
                                   reason=note or row.reason))
@@ -408,6 +459,17 @@ def _utilisation_row(u: JobUtilisationSummary) -> dict[str, Any]:
     return row
 
 
+def _sqlite_is_empty(path: str, shown: str, timeout_s: float) -> bool:
+    """Whether an existing SQLite file holds no tables at all, read through a read-only handle."""
+    import sqlite3
+
+    try:
+        with closing(sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=timeout_s)) as conn:
+            return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    except sqlite3.Error as e:
+        raise StoreError(f"database {shown}: cannot open it: {_short(e)}") from None
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -415,6 +477,18 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
     cur.close()
 
 
-def _short(e: Exception) -> str:
+LOCKED_HINT = "another process holds a lock on it (a second prioritizer, a backup, an sqlite3 shell?)"
+DAMAGED_HINT = "the file is damaged: restore it from a backup (stop the prioritizer first)"
+
+
+def _short(e: Exception, url: str = "") -> str:
     text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
+    line = hide_password(text[0], url) if text else type(e).__name__
+    low = line.lower()
+    if "database is locked" in low or "lock timeout" in low:
+        return f"{line}: {LOCKED_HINT}"
+    if "malformed" in low or "not a database" in low:
+        return f"{line}: {DAMAGED_HINT}"
+    if "unable to open database file" in low:
+        return f"{line} (can this user read it and its directory? a ledger is its owner's alone, 0600)"
+    return line

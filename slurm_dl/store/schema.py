@@ -14,6 +14,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from ..core.errors import StoreError
+from ..site_paths import shown_url
 
 HEAD = "0003"
 KNOWN = ("0001", "0002", "0003")
@@ -49,6 +50,8 @@ def stamp(conn: Connection, revision: str) -> None:
 
 
 def upgrade_command(url: str) -> str:
+    if shown_url(url) != url:  # a password in the URL: never printed, so not in a command either
+        return "slurm-dl db upgrade (with the same --config, or --db URL)"
     return f"slurm-dl db upgrade --db '{url}'"
 
 
@@ -56,10 +59,12 @@ def require_head(url: str, revision: str | None) -> None:
     """Raise :class:`SchemaError` unless ``revision`` is :data:`HEAD`."""
     if revision == HEAD:
         return
+    command = upgrade_command(url)
+    url = shown_url(url)
     if revision in KNOWN:
         raise SchemaError(f"database {url}: schema revision {revision} is older than this slurm-dl's "
                           f"{HEAD}\n  (stop the prioritizer, back the database up, then run: "
-                          f"{upgrade_command(url)})")
+                          f"{command})")
     raise SchemaError(f"database {url}: schema revision {revision!r} is unknown to this slurm-dl "
                       f"(which knows {', '.join(KNOWN)});\n  it was made by a newer release: install that "
                       "release again, or restore a backup made before it")

@@ -209,7 +209,7 @@ def test_a_thousand_idle_connections_per_endpoint_stall_nothing(make_testbed, tm
     sock = tmp_path / "filter.sock"
     filt = Proc([*CLI, "filter", "serve", "--config", str(cfg), "--socket", str(sock), "--metrics-port",
                  str(ports["filter metrics"])], env, tmp_path / "filter.log")
-    prio = Proc([*CLI, "prioritizer", "run", "--config", str(cfg), "--db", f"sqlite:///{tmp_path / 'p.db'}",
+    prio = Proc([*CLI, "prioritizer", "run", "--init", "--config", str(cfg), "--db", f"sqlite:///{tmp_path / 'p.db'}",
                  "--metrics-port", str(ports["prioritizer metrics"]), "--verbose"], env, tmp_path / "prio.log")
     jobs: list[int] = []
     flood: Flood | None = None

@@ -96,7 +96,7 @@ def test_users_see_their_own_jobs_through_the_endpoint_and_nothing_else(testbed,
     log = tmp_path / "prio.log"
     job = submit("#!/bin/bash\ntrue\n", testbed.env(), ["--gres=gpu:1", "--time=5", "--begin=now+3600",
                                                         "-o", "/dev/null"])
-    prio = subprocess.Popen([*CLI, "prioritizer", "run", "--config", str(cfg), "--db", db],
+    prio = subprocess.Popen([*CLI, "prioritizer", "run", "--init", "--config", str(cfg), "--db", db],
                             env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         wait_until("the explain endpoint", lambda: "explain endpoint on" in log.read_text(), 60)

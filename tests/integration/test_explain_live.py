@@ -37,7 +37,7 @@ def _config(tmp_path: Path) -> Path:
 
 
 def _cycle(cfg: Path, db: str, env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--config", str(cfg),
+    subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--config", str(cfg),
                     "--db", db], env={**os.environ, **env}, check=True, capture_output=True, cwd=ROOT)
 
 

@@ -70,7 +70,7 @@ def test_gpus_per_task_job_is_counted_by_filter_ledger_and_explain(levers, tmp_p
         wait_state(tb, job_id, "RUNNING")
         db = f"sqlite:///{tmp_path / 'prio.db'}"
         env = {**os.environ, **tb.env()}
-        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--json", "--config", str(CONFIG),
+        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--json", "--config", str(CONFIG),
                 "--db", db]
         subprocess.run(once, env=env, check=True, capture_output=True, cwd=REPO)
         time.sleep(2)

@@ -64,7 +64,7 @@ def test_jobs_are_steered_to_the_type_where_they_run_best(tmp_path: Path) -> Non
         service.start()
         install_filter(tb, service.sock, config)
         db = f"sqlite:///{root / 'prio.db'}"
-        daemon = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config",
+        daemon = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--init", "--config",
                                    str(config), "--db", db, "--verbose"], env={**os.environ, **env},
                                   stdout=open(root / "prio.log", "a"), stderr=subprocess.STDOUT, cwd=REPO)
 

@@ -105,7 +105,7 @@ def test_status_and_explain_of_an_array_task_never_show_another_job(collide, tmp
     assert status("29")[0] == [29]
 
     cfg, db = TESTBED_TOML, f"sqlite:///{tmp_path / 'prio.db'}"  # preempts only jobs that opted in
-    subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--config", str(cfg),
+    subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--config", str(cfg),
                     "--db", db], env={**os.environ, **env}, check=True, capture_output=True, cwd=ROOT, timeout=120)
 
     def explain(ref: str):

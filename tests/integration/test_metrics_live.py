@@ -101,7 +101,7 @@ def test_both_endpoints_move_while_jobs_run(make_testbed, tmp_path: Path) -> Non
     cli = [sys.executable, "-m", "slurm_dl.cli.main"]
     filt = Proc([*cli, "filter", "serve", "--config", str(CONFIG), "--socket", str(sock),
                  "--metrics-port", str(fport), "--log-format", "json"], env, tmp_path / "filter.log").start()
-    prio = Proc([*cli, "prioritizer", "run", "--config", str(CONFIG), "--db", f"sqlite:///{tmp_path / 'p.db'}",
+    prio = Proc([*cli, "prioritizer", "run", "--init", "--config", str(CONFIG), "--db", f"sqlite:///{tmp_path / 'p.db'}",
                  "--metrics-port", str(pport), "--verbose"], env, tmp_path / "prio.log")
     jobs: list[int] = []
     try:

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -46,7 +47,7 @@ class Daemon:
 
     def __init__(self, env: dict[str, str], db: str, log: Path, config: Path = TESTBED_TOML) -> None:
         self.log = log
-        self.argv = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(config),
+        self.argv = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--init", "--config", str(config),
                      "--db", db, "--verbose"]
         self.env = {**os.environ, **env}
         self.proc: subprocess.Popen | None = None
@@ -175,8 +176,8 @@ def test_site_factor_ranks_deadline_new_short_and_light_accounts_first(testbed, 
         wait_until("the heavy job to run", lambda: _state(heavy, env) == "RUNNING", 60)
         db = f"sqlite:///{tmp_path / 'prio.db'}"
         backend = CliBackend(env)
-        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--json", "--config", str(cfg),
-                "--db", db]
+        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--json", "--config",
+                str(cfg), "--db", db]
         run_env = {**os.environ, **env}
         subprocess.run(once, env=run_env, check=True, capture_output=True, cwd=ROOT)
         time.sleep(2)  # the heavy account accrues usage between the two cycles
@@ -220,7 +221,8 @@ def test_a_deadline_the_cluster_cannot_keep_is_demoted_and_explain_says_why(test
                                                             "--deadline=now+15minutes", "-o", "/dev/null"])
         ids.append(demoted)
         db = f"sqlite:///{tmp_path / 'prio.db'}"
-        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--config", str(cfg), "--db", db]
+        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--config", str(cfg),
+                "--db", db]
         subprocess.run(once, env={**os.environ, **env}, check=True, capture_output=True, cwd=ROOT)
         notes = [d.reason for d in Store(db).decisions(demoted) if d.kind == "deadline"]
         assert len(notes) == 1 and "deadline not admitted" in notes[0], notes
@@ -293,3 +295,37 @@ def test_daemon_survives_slurmctld_restart(make_testbed, tmp_path):
     finally:
         daemon.stop()
     assert "Traceback" not in daemon.text()
+
+
+def test_the_daemon_exits_non_zero_on_a_damaged_ledger(testbed, tmp_path):
+    """Garbage over the ledger's page of the SQLite file (a torn write, a bad copy): every cycle's
+    database error is logged at ERROR with the cause, and after ``store_failures_max`` failing
+    cycles the daemon exits 1 (systemd restarts it; the alert on it fires)."""
+    from slurm_dl.core.ledger import Ledger
+    from slurm_dl.store import CycleWrite
+
+    path = tmp_path / "ledger.db"
+    url = f"sqlite:///{path}"
+    store = Store(url)
+    for cycle in range(1, 6):  # a history of several hundred pages
+        store.save_cycle(CycleWrite(now=1000.0 + cycle, cycle=cycle, ledger=Ledger(),
+                                    decisions=[(j, "sitefactor", j, "rank " + "x" * 200) for j in range(400)]))
+    store.close()
+    with sqlite3.connect(path) as c:  # garbage over the page the ledger lives on, mid-file
+        page = c.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sdl_ledger'").fetchone()[0]
+        size = c.execute("PRAGMA page_size").fetchone()[0]
+    with open(path, "r+b") as f:
+        f.seek((page - 1) * size)
+        f.write(b"\xde\xad\xbe\xef" * (size // 4))
+    conf = tmp_path / "site.toml"
+    conf.write_text(TESTBED_TOML.read_text().replace("[prioritizer]\n", "[prioritizer]\nstore_failures_max = 2\n", 1))
+    out = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(conf),
+                          "--db", url], env={**os.environ, **testbed.env()}, capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 1, out.stderr
+    assert str(path) in out.stderr and "malformed" in out.stderr and "restore it from a backup" in out.stderr, \
+        out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    doctor = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "doctor", "--config", str(conf), "--db", url],
+                            env={**os.environ, **testbed.env()}, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert doctor.returncode == 1 and "FAIL  database" in doctor.stdout and "damaged" in doctor.stdout, doctor.stdout

@@ -102,7 +102,7 @@ def test_replayed_start_times_match_the_live_cluster(make_testbed, tmp_path):
     logs = {n: open(tb.state_dir / f"{n}.log", "wb") for n in ("filter", "prioritizer")}
     filt = subprocess.Popen([*CLI, "filter", "serve", "--config", str(site), "--socket", str(sock)], env=marked,
                             stdout=logs["filter"], stderr=subprocess.STDOUT, start_new_session=True)
-    prio = subprocess.Popen([*CLI, "prioritizer", "run", "--config", str(site)], env=marked,
+    prio = subprocess.Popen([*CLI, "prioritizer", "run", "--init", "--config", str(site)], env=marked,
                             stdout=logs["prioritizer"], stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait("the filter socket", sock.exists, 60)

@@ -108,7 +108,7 @@ def test_a_mixed_type_history_replays_each_job_on_its_type(make_testbed, tmp_pat
         _run(argv, env)
     service = FilterProcess(tb.state_dir / "filter.sock", tb.state_dir / "filter.log", env, config=site)
     with open(tb.state_dir / "prioritizer.log", "wb") as log:
-        daemon = subprocess.Popen([*CLI, "prioritizer", "run", "--config", str(site)], stdout=log,
+        daemon = subprocess.Popen([*CLI, "prioritizer", "run", "--init", "--config", str(site)], stdout=log,
                                   stderr=subprocess.STDOUT, start_new_session=True,
                                   env={**env, process.MARKER: str(tb.state_dir)})
         out = tmp_path / "history.json"

@@ -3,13 +3,17 @@
 - the store's contract suite (tests/unit/test_store.py, every test) with ``store`` on PostgreSQL;
 - the previous release's tables with data, refused by the daemon, upgraded by
   ``slurm-dl db upgrade``, nothing lost;
-- the prioritizer daemon with its store on PostgreSQL runs the preemption scenario on the testbed.
+- an empty database: ``db status`` and the daemon (without ``--init``) refuse it, create nothing;
+- the prioritizer daemon with its store on PostgreSQL runs the preemption scenario on the testbed,
+  its URL carrying a password that no output shows (log, doctor, db status, db upgrade).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -83,6 +87,34 @@ def test_previous_release_database_upgraded_on_postgres(pg) -> None:
     eng.dispose()
 
 
+PASSWORD = "Sdl-s3cret-pw"  # the test server trusts local connections: any password is taken
+
+
+def _with_password(url: str) -> str:
+    return url.replace("://postgres@", f"://postgres:{PASSWORD}@", 1)
+
+
+def test_an_empty_postgres_database_is_reported_and_left_empty(pg) -> None:
+    url = _with_password(pg.create_db("empty"))
+    conf = Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml"
+    runner = CliRunner()
+    r = runner.invoke(app, ["db", "status", "--db", url])
+    assert r.exit_code == 1 and "empty" in r.output and "db upgrade" in r.output, r.output
+    r2 = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(conf),
+                         "--db", url, "--max-cycles", "1"], capture_output=True, text=True, timeout=120)
+    assert r2.returncode == 1 and "empty" in r2.stderr and "db upgrade" in r2.stderr, r2.stderr
+    eng = sa.create_engine(url)
+    with eng.connect() as c:
+        assert sa.inspect(c).get_table_names() == []  # psql's \dt: no relations
+    r3 = runner.invoke(app, ["db", "upgrade", "--db", url])
+    assert r3.exit_code == 0 and f"schema (new) -> {HEAD}" in r3.output, r3.output
+    r4 = runner.invoke(app, ["db", "status", "--db", url])
+    assert r4.exit_code == 0 and "(current)" in r4.output
+    for out in (r.output, r2.stderr, r3.output, r4.output):
+        assert PASSWORD not in out and "postgres:***@" in out, out
+    eng.dispose()
+
+
 def test_prioritizer_on_postgres_runs_the_preemption_scenario(pg, testbed, tmp_path: Path) -> None:
     env = testbed.env()
     out, ckpt = tmp_path / "victim.out", tmp_path / "victim.ckpt"
@@ -93,7 +125,7 @@ def test_prioritizer_on_postgres_runs_the_preemption_scenario(pg, testbed, tmp_p
     tp.wait_until("the long job to run", lambda: tp._state(victim, env) == "RUNNING", 60)
     short = submit("#!/bin/bash\necho short ran\nsleep 3\n", env,
                    ["--gres=gpu:1", "--time=5", f"--output={tmp_path / 'short.out'}"])
-    url = pg.create_db("prio")
+    url = _with_password(pg.create_db("prio"))
     daemon = tp.Daemon(env, url, tmp_path / "daemon.log").start()
     try:
         tp.wait_until("USR2 in the long job's output", lambda: "USR2" in (out.read_text() if out.exists() else ""), 90)
@@ -110,3 +142,10 @@ def test_prioritizer_on_postgres_runs_the_preemption_scenario(pg, testbed, tmp_p
     assert (victim, short, "requeued") in rows, (rows, daemon.text()[-2000:])
     assert store.ledger_cycle() >= 2 and store.load_ledger().attained(victim) > 0
     assert any(d.kind == "preempt" for d in store.decisions(victim))
+    shown = [daemon.text()]
+    for argv in (["doctor", "--db", url], ["db", "status", "--db", url], ["db", "upgrade", "--db", url]):
+        r = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", *argv], env={**env, "SLURM_DL_CONFIG": str(tp.TESTBED_TOML)},
+                           capture_output=True, text=True, timeout=120)
+        shown.append(r.stdout + r.stderr)
+    assert "postgres:***@" in shown[0] and all(PASSWORD not in text for text in shown), shown
+    assert "first start (--init): created an empty store at postgresql+psycopg://postgres:***@" in shown[0]

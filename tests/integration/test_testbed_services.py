@@ -50,7 +50,7 @@ def test_up_on_a_half_dead_cluster_keeps_the_filter_and_the_prioritizer(make_tes
     logs = {n: open(tb.state_dir / f"{n}.log", "wb") for n in ("filter", "prioritizer")}
     filt = subprocess.Popen([*CLI, "filter", "serve", "--config", str(site), "--socket", str(sock)], env=env,
                             stdout=logs["filter"], stderr=subprocess.STDOUT, start_new_session=True)
-    prio = subprocess.Popen([*CLI, "prioritizer", "run", "--config", str(site)], env=env,
+    prio = subprocess.Popen([*CLI, "prioritizer", "run", "--init", "--config", str(site)], env=env,
                             stdout=logs["prioritizer"], stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for("the filter socket", sock.exists)

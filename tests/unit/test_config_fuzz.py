@@ -324,7 +324,7 @@ READERS = [
     ["config", "check", "{f}"],
     ["filter", "serve", "--config", "{f}", "--socket", "{d}/filter.sock"],
     ["filter", "check", "--config", "{f}", "--", "--gpus=1"],
-    ["prioritizer", "once", "--dry-run", "--config", "{f}", "--db", "sqlite:///{d}/ledger.db"],
+    ["prioritizer", "once", "--init", "--dry-run", "--config", "{f}", "--db", "sqlite:///{d}/ledger.db"],
     ["explain", "1", "--config", "{f}", "--db", "sqlite:///{d}/ledger.db"],
 ]
 

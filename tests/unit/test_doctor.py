@@ -97,3 +97,23 @@ def test_config_check_warns_with_a_slurm_conf(tmp_path: Path) -> None:
                                  "--slurm-conf", str(conf)])
     assert r.exit_code == 0
     assert "warning:" in r.output and "exceeds PriorityWeightFairshare=100000" in r.output
+
+
+def test_uninstalled_host_verdicts() -> None:
+    from slurm_dl.core.doctor import diagnose_uninstalled
+
+    left = Facts(controller=parse_show_config(SHOW_CONFIG), slurm_conf_dir="/etc/slurm",
+                 shim_text=f"-- {SHIM_MARKER}\n", socket_path="/run/slurm-dl/filter.sock", socket_kind="socket",
+                 site_factors={7: 0, 8: 1200}, metrics={"filter": (9814, None), "prioritizer": (None, None)},
+                 unit_files=["slurm-dl-filter.service"], database_url="sqlite:////var/lib/slurm-dl/ledger.db",
+                 db_present=True, last_cycle_at=990.0, now=1000.0)
+    found = {x.check: (x.status, x.fix) for x in diagnose_uninstalled(left)}
+    assert found["job_submit.lua"] == ("fail", "slurm-dl filter uninstall --slurm-conf-dir /etc/slurm")
+    assert found["filter service"][0] == "fail" and found["filter metrics"][0] == "fail"
+    assert found["SiteFactor"][0] == "fail" and "--all-pending" in found["SiteFactor"][1]
+    assert found["units"][0] == found["database"][0] == found["prioritizer"][0] == "warn"
+    gone = Facts(controller=parse_show_config(SHOW_CONFIG), slurm_conf_dir="/etc/slurm", shim_text=None,
+                 socket_path="/run/slurm-dl/filter.sock", socket_kind="missing", site_factors={7: 0},
+                 metrics={"filter": (9814, "Connection refused")}, now=1000.0)
+    result = summary(diagnose_uninstalled(gone))
+    assert result["ok"] and result["counts"]["warn"] == 0, result

@@ -281,6 +281,27 @@ def test_sighup_reloads_a_running_service_process(tmp_path) -> None:
     assert "config reloaded" in err and err.count("decision ") >= 2
 
 
+def test_the_service_tells_systemd_it_is_ready_once_its_socket_listens(tmp_path) -> None:
+    """Type=notify: READY=1 arrives on $NOTIFY_SOCKET (a real datagram socket, as systemd's)
+    only when the filter socket answers, so Before=slurmctld.service means it is ready."""
+    sock, notify_path = tmp_path / "s.sock", tmp_path / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(notify_path))
+        listener.settimeout(60)
+        proc = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config",
+                                 str(CONFIG), "--socket", str(sock)], stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                env={**os.environ, "NOTIFY_SOCKET": str(notify_path)})
+        try:
+            first = listener.recv(4096).decode()
+            answered = ask(sock, request({}))["action"]  # at that moment, before anything else
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=20)
+        last = listener.recv(4096).decode()
+    assert first.splitlines()[0] == "READY=1" and f"STATUS=listening on {sock}" in first
+    assert answered == "accept" and last == "STOPPING=1" and proc.returncode == 0
+
+
 def test_line_sent_in_pieces_is_answered(running) -> None:
     """A client that sends slowly is served by a worker thread, without holding up others."""
     _, sock = running

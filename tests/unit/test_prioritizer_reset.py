@@ -68,3 +68,15 @@ def test_a_refused_job_is_reported_and_the_others_are_reset(tmp_path: Path) -> N
     assert 3 in report.failed and "held" in report.failed[3]
     assert 3 not in report.reset and report.reset
     assert 3 in store.site_factors()  # still recorded: a later reset tries again
+
+
+def test_pending_site_factors_the_store_does_not_know_are_named(tmp_path: Path) -> None:
+    """A replaced store knows no jobs: reset changes nothing it does not own, but says which
+    pending jobs still carry a SiteFactor and how to reset them."""
+    c, _ = _pushed(tmp_path)
+    carrying = sorted(j for j, job in c.jobs.items() if job.pending and job.site_factor)
+    fresh = Store(f"sqlite:///{tmp_path / 'new.db'}")
+    report = reset_site_factors(c, fresh)
+    assert report.reset == [] and report.unknown == carrying and carrying
+    assert all(c.jobs[j].site_factor for j in carrying)  # left alone
+    assert report.to_dict()["unknown"] == carrying

@@ -5,6 +5,9 @@ database upgraded by ``slurm-dl db upgrade`` with nothing lost, refusals that na
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import sqlite3
 from pathlib import Path
 
@@ -125,3 +128,59 @@ def test_the_daemon_refuses_an_old_schema_with_the_fix(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["prioritizer", "once", "--config", str(conf), "--db", url])
     assert r.exit_code != 0
     assert r.output.startswith("error: ") and "slurm-dl db upgrade" in r.output and "Traceback" not in r.output
+
+
+CONF = Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml"
+
+
+def _daemon(url: str) -> "subprocess.CompletedProcess[str]":
+    # a subprocess: ``prioritizer run`` sets up the process's logging
+    return subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(CONF),
+                           "--db", url, "--max-cycles", "1"], capture_output=True, text=True, timeout=120)
+
+
+def test_status_and_the_daemon_on_a_mistyped_sqlite_path_create_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "ledgr.db"
+    url = f"sqlite:///{path}"
+    r = CliRunner().invoke(app, ["db", "status", "--db", url])
+    assert r.exit_code == 1 and "no such file" in r.output and "db upgrade" in r.output, r.output
+    d = _daemon(url)
+    assert d.returncode == 1 and "no such file" in d.stderr and "Traceback" not in d.stderr, d.stderr
+    once = CliRunner().invoke(app, ["prioritizer", "once", "--dry-run", "--config", str(CONF), "--db", url])
+    assert once.exit_code == 1 and "no such file" in once.output, once.output
+    assert list(tmp_path.iterdir()) == []
+    r = CliRunner().invoke(app, ["db", "status", "--db", f"sqlite:///{tmp_path / 'nodir' / 'x.db'}"])
+    assert r.exit_code == 1 and "no directory" in r.output and not (tmp_path / "nodir").exists()
+
+
+def test_status_and_the_daemon_on_an_empty_database_leave_it_empty(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    sqlite3.connect(path).close()  # a file with no tables: a restore gone wrong, another program's
+    url = f"sqlite:///{path}"
+    r = CliRunner().invoke(app, ["db", "status", "--db", url])
+    assert r.exit_code == 1 and "empty" in r.output and "db upgrade" in r.output, r.output
+    d = _daemon(url)
+    assert d.returncode == 1 and "empty" in d.stderr and "db upgrade" in d.stderr, d.stderr
+    assert path.stat().st_size == 0
+    r = CliRunner().invoke(app, ["db", "upgrade", "--db", url])
+    assert r.exit_code == 0 and f"schema (new) -> {HEAD}" in r.output, r.output
+    r = CliRunner().invoke(app, ["db", "status", "--db", url])
+    assert r.exit_code == 0 and f"schema {HEAD} (current)" in r.output
+
+
+def test_the_daemon_creates_the_store_on_a_first_start_with_init(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    d = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--init", "--config",
+                        str(CONF), "--db", url, "--max-cycles", "1"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PATH": "/nonexistent"})  # no Slurm: it stops after the store
+    assert "empty" not in d.stderr and "no such file" not in d.stderr.split("Slurm")[0], d.stderr
+    assert Store(url, create=False).revision == HEAD and not Store(url).created
+
+
+def test_a_password_in_the_url_is_never_shown(tmp_path: Path) -> None:
+    url = "postgresql+psycopg://slurmdl:Pa55-w0rd@127.0.0.1:1/slurmdl"  # nothing listens on port 1
+    outs = [CliRunner().invoke(app, ["db", argv, "--db", url]).output for argv in ("status", "upgrade")]
+    outs.append(_daemon(url).stderr)
+    for out in outs:
+        assert out.startswith("error: database postgresql+psycopg://slurmdl:***@127.0.0.1:1/slurmdl"), out
+        assert "Pa55-w0rd" not in out and "Traceback" not in out, out
