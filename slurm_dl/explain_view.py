@@ -171,7 +171,7 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
                                 "words": _step_words(label, va, vb)}
     view["ordering"] = neighbours
     view["preemption"] = preemption_words(expl, list(preemptions))
-    view["estimated_start"] = _estimate(estimate, now)
+    view["estimated_start"] = estimate_words(estimate, now)
     view["levers"] = levers(expl, view, free_gpus_per_node, half_life_hours)
     fit = earliest_fit(int(expl.get("num_gpus") or 0), releases, now) if expl.get("state") == "PENDING" else None
     if fit is not None and now is not None and fit > now:
@@ -254,7 +254,7 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
     return f"{how}{why} once it runs"
 
 
-def _estimate(estimate: Mapping[str, Any] | None, now: float | None) -> dict[str, Any]:
+def estimate_words(estimate: Mapping[str, Any] | None, now: float | None) -> dict[str, Any]:
     if not estimate or not estimate.get("at"):
         return {"at": None, "source": None,
                 "words": "none: Slurm has not estimated it yet (its backfill pass does, for jobs near the front)"}

@@ -23,8 +23,8 @@ from .dlsubmit_checks import (ClusterFacts, cluster_problems, read_cluster, refu
                               single_process_warning)
 from .dlsubmit_defaults import site_config, user_defaults
 from .dlsubmit_options import HintingCommand, command_for
-from .dlsubmit_status import (describe_jobs, ended_rows, forget_missing, load_record, output_path, parse_since,
-                              print_status, save_record, select_rows)
+from .dlsubmit_status import (Explainer, describe_jobs, ended_rows, forget_missing, load_record, output_path,
+                              parse_since, print_status, save_record, select_rows)
 from .version import VersionOpt, version_option
 
 app = typer.Typer(
@@ -359,13 +359,13 @@ def status(
         site = site_config(config)
         one = job_id_of(ref) if ref is not None else None  # before the listing: a task may start
         jobs = _backend().jobs(states=list(JobState))  # finished ones too, while Slurm lists them
-        db = None if site.site.name == BUILTIN_SITE_NAME else site.site.database_url
+        explainer = None if site.site.name == BUILTIN_SITE_NAME else Explainer(site)
         samples = None
         if site.telemetry.exposition_dir:
             from ..telemetry.reader import read_exposition_dir
 
             samples = read_exposition_dir(site.telemetry.exposition_dir)
-        rows = describe_jobs(jobs, one, db, samples, _estimates(jobs, one))
+        rows = describe_jobs(jobs, one, explainer, samples, _estimates(jobs, one))
         if one is None:
             listed = {r["job_id"] for r in rows}
             forget_missing(listed)
@@ -376,7 +376,7 @@ def status(
     if as_json:
         typer.echo(json.dumps(rows))
     else:
-        print_status(rows, detail=one is not None)
+        print_status(rows, detail=one is not None, note=explainer.unavailable if explainer else None)
 
 
 def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -130,36 +131,80 @@ def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
 def prioritizer_explain(job_id: int, database_url: str | None,
                         estimate: float | None = None, state: str = "PENDING") -> tuple[str | None, str | None]:
     """The prioritizer's explanation of a job (``slurm-dl explain``'s text) and its one-line
-    summary; (None, None) when there is no data: the prioritizer is not installed, its store
-    does not exist, or it has not seen the job yet."""
+    summary, read from the store at ``database_url``; (None, None) when there is no data: the
+    prioritizer is not installed, its store does not exist, or it has not seen the job yet."""
     if not database_url:
         return None, None
     path = sqlite_path(database_url)
     if path is not None and (not path or not Path(path).exists()):
         return None, None
     try:
-        from ..explain_view import explain_text, explain_view, one_line
+        from ..explain_query import NoRecord, gather, payload
         from ..store import Store
     except ImportError:
         return None, None
     try:
-        store = Store(database_url)
-        expl = store.explanation(job_id)
-        if not expl or "factors" not in expl or expl.get("state") != state:
-            return None, None  # not seen, or seen before it was requeued: stale
-        decisions = [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)]
-        view = explain_view(expl, store.explanations(), now=time.time(),
-                            estimate={"at": estimate, "source": "slurm"} if estimate else None)
-        return explain_text(view, decisions), one_line(view)
+        doc = payload(gather(Store(database_url), job_id), None, live=False)
+    except NoRecord:
+        return None, None
     except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`
         return None, None
+    return _texts(doc, estimate, state)
 
 
-def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | None = None,
+def _texts(doc: dict[str, Any], estimate: float | None, state: str) -> tuple[str | None, str | None]:
+    """(explain's text, the one-line summary) of a :func:`~slurm_dl.explain_query.payload`
+    document; (None, None) for one from before the job's current state (stale)."""
+    from ..explain_query import render_text
+    from ..explain_view import estimate_words, one_line
+
+    if doc.get("state") != state or "tiers" not in doc:
+        return None, None
+    if str(doc.get("live", "")).startswith("not asked"):
+        doc = {**doc, "live": "ok"}  # Slurm's estimate comes from the caller
+    if estimate and not (doc.get("estimated_start") or {}).get("at"):
+        doc = {**doc, "estimated_start": estimate_words({"at": estimate, "source": "slurm"}, time.time())}
+    return render_text(doc), one_line(doc)
+
+
+class Explainer:
+    """Asks the prioritizer about a job the way ``slurm-dl explain`` does: its store where it
+    can be read here, else its explain endpoint. ``unavailable`` says in one line why it
+    could not be asked (then it stops asking)."""
+
+    def __init__(self, site) -> None:
+        self.site = site
+        self.unavailable: str | None = None
+
+    def __call__(self, job_id: int, estimate: float | None = None, state: str = "PENDING",
+                 detail: bool = False) -> tuple[str | None, str | None]:
+        from ..core.errors import SlurmDLError
+        from ..explain_query import NoRecord, NoWayToAsk, explanation
+
+        if self.unavailable:
+            return None, None
+        try:
+            doc = explanation(self.site, job_id, live=detail)
+        except NoRecord:
+            return None, None
+        except NoWayToAsk:
+            self.unavailable = ("the prioritizer's view is not available here (its database cannot be read "
+                                "and the site has no explain endpoint): Slurm's reason is shown")
+            return None, None
+        except SlurmDLError as e:
+            self.unavailable = f"the prioritizer could not be asked: {str(e).splitlines()[0]}"
+            return None, None
+        except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`
+            return None, None
+        return _texts(doc, estimate, state)
+
+
+def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer | str | None" = None,
                   gpu_samples: list[JobGpuSample] | None = None,
                   estimates: dict[int, float] | None = None) -> list[dict[str, Any]]:
-    """One row per job; ``gpu_samples`` (the agents' files; None: telemetry not configured) give
-    running jobs their ``gpu`` entry; ``estimates`` are Slurm's expected starts of pending jobs."""
+    """One row per job; ``explainer`` asks the prioritizer (an :class:`Explainer`, or a store's
+    URL); ``gpu_samples`` (the agents' files; None: telemetry not configured) give running jobs
+    their ``gpu`` entry; ``estimates`` are Slurm's expected starts of pending jobs."""
     rows = []
     for job in jobs:
         record = load_record(job.job_id)
@@ -185,8 +230,11 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | N
             row["last_checkpoint"] = newest_checkpoint(d)
             row["events"] = last_events(d)
         if job.pending:
-            row["explain"], row["why"] = prioritizer_explain(job.job_id, database_url,
-                                                             (estimates or {}).get(job.job_id))
+            est = (estimates or {}).get(job.job_id)
+            if isinstance(explainer, Explainer):
+                row["explain"], row["why"] = explainer(job.job_id, est, detail=job_id is not None)
+            else:
+                row["explain"], row["why"] = prioritizer_explain(job.job_id, explainer, est)
             row["estimated_start"] = (estimates or {}).get(job.job_id)
         rows.append(row)
     return sorted(rows, key=lambda r: r["job_id"])
@@ -313,15 +361,14 @@ def event_text(line: str) -> str:
     return line
 
 
-def print_status(rows: list[dict[str, Any]], detail: bool = False) -> None:
+def print_status(rows: list[dict[str, Any]], detail: bool = False, note: str | None = None) -> None:
+    """The table (or each job's details), then ``note`` (why the prioritizer was not asked)."""
     if not rows:
         typer.echo("no dlsubmit jobs running, waiting or recently ended (--all lists every one)")
         return
-    if detail:
-        for r in rows:
-            for line in detail_lines(r):
-                typer.echo(line)
-        return
     width = max(60, min(shutil.get_terminal_size((80, 24)).columns, 120))
-    for line in status_table(rows, width):
+    lines = [ln for r in rows for ln in detail_lines(r)] if detail else status_table(rows, width)
+    if note and any(r["state"] == "PENDING" for r in rows):
+        lines += textwrap.wrap(f"note: {note}", width, subsequent_indent="  ")
+    for line in lines:
         typer.echo(line)

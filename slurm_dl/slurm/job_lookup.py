@@ -78,3 +78,16 @@ def find_job(ref: JobRef, env: Mapping[str, str] | None = None, timeout: float =
     except JobNotFoundError:
         out = ""
     return pick_job(ref, out)
+
+
+def known_to_slurm(job_id: int, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> bool | None:
+    """Whether Slurm lists job ``job_id`` (waiting, running, or ended within MinJobAge);
+    None when Slurm cannot be asked."""
+    try:
+        out = run_slurm(["squeue", "-h", "-r", "-t", "all", "-j", str(job_id), "-o", "%i"], env=env,
+                        timeout=timeout).stdout
+    except JobNotFoundError:
+        return False
+    except SlurmError:
+        return None
+    return any(line.strip() for line in out.splitlines())
