@@ -183,6 +183,8 @@ def explain(
     live: bool = typer.Option(True, "--live/--no-live",
                               help="also ask Slurm for its start estimate and the free GPUs"),
     as_json: bool = typer.Option(False, "--json", help="print the same numbers as JSON (ranks 1-based)"),
+    detail: bool = typer.Option(False, "--detail", help="also the tiers, each factor's score, the SiteFactor "
+                                "and the prioritizer's recent decisions about the job"),
     via_prioritizer: bool = typer.Option(
         False, "--via-prioritizer",
         help="ask the prioritizer's explain endpoint (a user sees only their own jobs); "
@@ -190,9 +192,10 @@ def explain(
 ) -> None:
     """Why a job has its place in the queue, and what would move it.
 
-    Shows the job's place among waiting jobs, each priority factor's
-    contribution, which step orders it against its neighbours, Slurm's
-    start estimate, its preemption state, and levers that would help.
+    Shows the job's place among waiting jobs and the GPUs ahead of it, what
+    it waits for, when Slurm expects it to start, and what would help.
+    --detail adds each priority factor's contribution, the step that orders
+    it against its neighbours and the prioritizer's recent decisions.
 
     On a login node, where the prioritizer's store cannot be read, explain
     asks the prioritizer's explain endpoint ([prioritizer] explain_port),
@@ -201,6 +204,7 @@ def explain(
     \b
     Examples:
       slurm-dl explain 1234
+      slurm-dl explain 1234 --detail
       slurm-dl explain 1234 --json
       slurm-dl explain 1234_7
     """
@@ -228,7 +232,7 @@ def explain(
     if as_json:
         typer.echo(json.dumps(doc, sort_keys=True))
     else:
-        typer.echo(render_text(doc))
+        typer.echo(render_text(doc, detail=detail))
 
 
 def register(root: typer.Typer) -> None:

@@ -9,6 +9,7 @@ and the prioritizer's explain endpoint (a user on a login node, who sees only th
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,17 +110,19 @@ def payload(g: Gathered, half_life_hours: float, live: bool = True) -> dict[str,
     return {**view, "decisions": g.decisions, "preemptions": g.preemptions}
 
 
-def render_text(doc: dict[str, Any]) -> str:
-    """The text ``explain`` prints for a :func:`payload` document."""
+def render_text(doc: dict[str, Any], detail: bool = False) -> str:
+    """The text ``explain`` prints for a :func:`payload` document: for people, or with
+    ``detail`` the tiers, scores, SiteFactor and recent decisions."""
     if doc.get("state") == "GONE":
         lines = [f"job {doc['job_id']}: no longer waiting or running"]
-        lines += [f"  {d['kind']}: {d['reason']}" for d in doc.get("decisions", [])]
+        if detail:
+            lines += [f"  {d['kind']}: {d['reason']}" for d in doc.get("decisions", [])]
         return "\n".join(lines)
-    from slurm_dl.explain_view import explain_text
+    from slurm_dl.explain_view import explain_text, people_text
 
-    text = explain_text(doc, doc.get("decisions", []))
+    text = explain_text(doc, doc.get("decisions", [])) if detail else people_text(doc)
     if doc.get("live", "ok") != "ok":
-        text += f"\n(Slurm: {doc['live']})"
+        text += "\n" + "\n".join(textwrap.wrap(f"(Slurm: {doc['live']})", 80, subsequent_indent="  "))
     return text
 
 

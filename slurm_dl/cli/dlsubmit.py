@@ -23,8 +23,8 @@ from .dlsubmit_checks import (ClusterFacts, cluster_problems, read_cluster, refu
                               single_process_warning)
 from .dlsubmit_defaults import site_config, user_defaults
 from .dlsubmit_options import HintingCommand, command_for
-from .dlsubmit_status import (Explainer, describe_jobs, ended_rows, forget_missing, load_record, output_path,
-                              parse_since, print_status, save_record, select_rows)
+from .dlsubmit_status import (Explainer, describe_jobs, ended_rows, forget_missing, load_record, log_display,
+                              output_path, parse_since, print_status, save_record, select_rows)
 from .version import VersionOpt, version_option
 
 app = typer.Typer(
@@ -155,8 +155,10 @@ def _print_cluster(facts: ClusterFacts, problems: list[str]) -> None:
                    f"{'; GPU types ' + ', '.join(facts.gpu_types) if facts.gpu_types else ''})")
 
 
-def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str | None) -> list[str]:
-    lines = [f"submitted {kind} job {job_id} ({job.name})", f"  log:         {output_path(job.output, job_id)}"]
+def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str | None,
+                     tasks: int | None = None) -> list[str]:
+    log = log_display(output_path(job.output, job_id), tasks)
+    lines = [f"submitted {kind} job {job_id} ({job.name})", f"  log:         {log}"]
     if kind == "serve":
         lines.append(f"  endpoint:    {job.endpoint_file} (written when the server is up)")
     else:
@@ -247,7 +249,7 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
                                "endpoint_file": job.endpoint_file if kind == "serve" else None,
                                "resume": leaf, "warnings": [warning] if warning else []}))
     else:
-        for line in _submitted_lines(kind, job_id, job, leaf):
+        for line in _submitted_lines(kind, job_id, job, leaf, len(spec.params) or None):
             typer.echo(line)
 
 

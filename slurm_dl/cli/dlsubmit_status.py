@@ -10,9 +10,11 @@ job's GPU use comes from the gpu-agents' files when the site config names them (
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import textwrap
 import time
@@ -21,6 +23,7 @@ from typing import Any, Iterable
 
 import typer
 
+from ..core.hostlist import compress_hostlist
 from ..core.model import Job
 from ..render import RenderedJob
 from ..site_paths import sqlite_path
@@ -206,7 +209,24 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer
     URL); ``gpu_samples`` (the agents' files; None: telemetry not configured) give running jobs
     their ``gpu`` entry; ``estimates`` are Slurm's expected starts of pending jobs."""
     rows = []
+    jobs = list(jobs)
+    arrays: dict[int, list[Job]] = {}
     for job in jobs:
+        if job.array_job_id is not None:
+            arrays.setdefault(job.array_job_id, []).append(job)
+    shown_arrays: set[int] = set()
+    for job in jobs:
+        tasks = None
+        if job.array_job_id is not None and (job_id is None or job_id == job.array_job_id == job.job_id):
+            # A sweep: one row for all its tasks, under the array's id, summarised by their states.
+            if job.array_job_id in shown_arrays:
+                continue
+            shown_arrays.add(job.array_job_id)
+            members = arrays[job.array_job_id]
+            tasks = task_counts(members)
+            job = next((j for j in members if j.job_id == job.array_job_id), job)
+            if job.job_id != job.array_job_id:
+                job = dataclasses.replace(job, job_id=job.array_job_id)
         record = load_record(job.job_id)
         if record is not None and record.get("name") != job.name:
             record = None  # the id was reused (another cluster or a reset one): not our job
@@ -229,6 +249,10 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer
             d = Path(record["checkpoint_dir"])
             row["last_checkpoint"] = newest_checkpoint(d)
             row["events"] = last_events(d)
+        if tasks is not None and (tasks["total"] > 1 or tasks["waiting"]):
+            row["tasks"] = tasks
+            row["state"] = "RUNNING" if tasks["running"] else "PENDING" if tasks["waiting"] else row["state"]
+            row["nodes"] = sorted({n for j in arrays[job.array_job_id] if j.running for n in j.nodes})
         if job.pending:
             est = (estimates or {}).get(job.job_id)
             if isinstance(explainer, Explainer):
@@ -238,6 +262,16 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer
             row["estimated_start"] = (estimates or {}).get(job.job_id)
         rows.append(row)
     return sorted(rows, key=lambda r: r["job_id"])
+
+
+def task_counts(members: list[Job]) -> dict[str, int]:
+    """A sweep's tasks by state; the array's pending record stands for all its waiting tasks."""
+    running = sum(1 for j in members if j.running or j.state.value in ("COMPLETING", "SUSPENDED"))
+    waiting = sum(j.array_tasks for j in members if j.pending)
+    ended = len(members) - running - sum(1 for j in members if j.pending)
+    throttle = next((j.array_throttle for j in members if j.array_throttle), 0)
+    return {"total": running + waiting + ended, "running": running, "waiting": waiting, "ended": ended,
+            "throttle": throttle or 0}
 
 
 ACTIVE = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "REQUEUED"}
@@ -290,75 +324,175 @@ def select_rows(rows: list[dict[str, Any]], *, show_all: bool, since_s: float, n
     return [r for r in rows if r["state"] in ACTIVE or (r.get("submitted_at") or now) >= now - since_s]
 
 
-def why_line(row: dict[str, Any]) -> str:
-    """One line on where the job is: the prioritizer's summary, Slurm's reason in words, or its nodes."""
+def why_line(row: dict[str, Any], with_start: bool = True) -> str:
+    """One line on where the job is: the prioritizer's summary, Slurm's reason in words, or its
+    nodes; a sweep by its tasks' states. ``with_start``: Slurm's start estimate included (the
+    table has a column of its own for it)."""
     state = row["state"]
-    if state == "PENDING":
+    tasks = row.get("tasks")
+    if tasks:
+        text = tasks_words(tasks, long=with_start)
+    elif state == "PENDING":
         if row.get("why"):
-            return row["why"]
-        reason = row.get("reason") or "None"
-        text = _SLURM_REASONS.get(reason, "Slurm: " + reason)
-        if row.get("estimated_start"):
-            text += f", start ~{local_time(row['estimated_start'])}"
-        return text
-    if state in ("RUNNING", "COMPLETING", "SUSPENDED"):
-        where = ",".join(row["nodes"]) or "-"
+            text = row["why"]
+            if not with_start:
+                text = text.split(", start ~")[0]
+        else:
+            reason = row.get("reason") or "None"
+            text = _SLURM_REASONS.get(reason, "Slurm: " + reason)
+            if with_start and row.get("estimated_start"):
+                text += f", start ~{local_time(row['estimated_start'])}"
+    elif state in ("RUNNING", "COMPLETING", "SUSPENDED"):
+        where = compress_hostlist(row["nodes"]) if row["nodes"] else "-"
         started = row.get("started_at")
-        return f"on {where}" + (f" since {local_time(started)}" if started else "")
-    if state == "REQUEUED":
-        return "requeued after a checkpoint; waits to resume"
-    if state == "ENDED":
-        return "ended; see its log"
-    return state.lower().replace("_", " ")
+        text = f"on {where}" + (f" since {local_time(started)}" if started and with_start else "")
+    elif state == "REQUEUED":
+        text = "requeued after a checkpoint; waits to resume"
+    elif state == "ENDED":
+        text = "ended; dlsubmit logs shows its log"
+    else:
+        text = state.lower().replace("_", " ")
+    return text
+
+
+def tasks_words(tasks: dict[str, int], long: bool = False) -> str:
+    """A sweep's tasks by state: ``3 tasks: 2 running, 1 waiting`` (``long``: and the cap
+    on how many run at once)."""
+    parts = [f"{n} {word}" for word, n in tasks.items() if word not in ("total", "throttle") and n]
+    text = f"{tasks['total']} tasks: " + ", ".join(parts)
+    if long and tasks.get("throttle") and tasks.get("waiting"):
+        text += f" (at most {tasks['throttle']} run at once)"
+    return text
+
+
+def log_display(path: str, tasks: int | None = None) -> str:
+    """A log file name as the user will find it: a sweep's ``%a`` as its tasks' numbers."""
+    if "%a" not in path:
+        return path
+    if not tasks:
+        return path.replace("%a", "<task>") + " (one log per task)"
+    first = path.replace("%a", "0")
+    return first if tasks == 1 else f"{first} … {Path(path.replace('%a', str(tasks - 1))).name}"
+
+
+def _clock_or_day(at: float, now: float) -> str:
+    """HH:MM within 20 hours of ``now`` (the next morning too), else MM-DD."""
+    return time.strftime("%H:%M" if abs(at - now) < 20 * 3600 else "%m-%d", time.localtime(at))
+
+
+def start_cell(row: dict[str, Any], now: float | None = None) -> str:
+    """The START column: when a running job started, ``~`` when Slurm expects a waiting one to."""
+    now = time.time() if now is None else now
+    if row["state"] == "PENDING":
+        est = row.get("estimated_start")
+        if est is None and row.get("why") and ", start ~" in row["why"]:
+            return "~" + row["why"].split(", start ~")[1].split(",")[0]
+        return f"~{_clock_or_day(est, now)}" if est else "-"
+    if row["state"] in ("RUNNING", "COMPLETING", "SUSPENDED") and row.get("started_at"):
+        return _clock_or_day(row["started_at"], now)
+    return "-"
 
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def status_table(rows: list[dict[str, Any]], width: int = 80) -> list[str]:
-    """The table as lines no wider than ``width``: job, name, state, submitted, restarts, where/why."""
-    head = f"{'JOB':>8} {'NAME':<13} {'STATE':<9} {'SUBM.':<5} {'RS':>2} WHY / WHERE"
-    lines = [head]
-    fixed = 8 + 1 + 13 + 1 + 9 + 1 + 5 + 1 + 2 + 1
+def status_table(rows: list[dict[str, Any]], width: int = 80, now: float | None = None) -> list[str]:
+    """The table as lines no wider than ``width``: job, name, state, submitted, start (Slurm's
+    estimate for a waiting job), then where it runs or why it waits."""
+    head = f"{'JOB':>8} {'NAME':<12} {'STATE':<9} {'SUBMITTED':<9} {'START':<6} WHERE / WHY IT WAITS"
+    lines = [_cut(head, width)]
+    fixed = 8 + 1 + 12 + 1 + 9 + 1 + 9 + 1 + 6 + 1
     for r in rows:
-        lines.append(f"{r['job_id']:>8} {_cut(r['name'], 13):<13} {_cut(r['state'], 9):<9} "
-                     f"{local_time(r.get('submitted_at'), short=True):<5} {r['restarts']:>2} "
-                     f"{_cut(why_line(r), max(10, width - fixed))}")
+        lines.append(f"{r['job_id']:>8} {_cut(r['name'], 12):<12} {_cut(r['state'], 9):<9} "
+                     f"{local_time(r.get('submitted_at'), now, short=True):<9} {start_cell(r, now):<6} "
+                     f"{_cut(why_line(r, with_start=False), max(10, width - fixed))}")
         gpu = gpu_cell(r)
         if r["state"] == "RUNNING" and gpu not in ("-", "–"):
             lines.append(_cut(f"{'':>9}GPU use: {gpu}", width))
     return lines
 
 
+_LABELS = {"RUNNING": "where:", "PENDING": "waiting:", "REQUEUED": "waiting:"}
+
+
 def detail_lines(r: dict[str, Any]) -> list[str]:
     """``dlsubmit status JOBID``: everything known about one job."""
     lines = [f"job {r['job_id']} ({r['name']}): {r['state']}, {r['kind'] or 'not submitted by dlsubmit'}",
-             f"  why/where:   {why_line(r)}"]
+             f"  {_LABELS.get(r['state'], 'state:'):<12} {why_line(r, with_start=r['state'] != 'PENDING')}"]
+    if r["state"] == "PENDING" and not r.get("tasks"):
+        est = r.get("estimated_start")
+        lines.append(f"  {'start:':<12} " + (f"Slurm expects {local_time(est)}" if est else
+                                            "Slurm has not estimated it yet"))
     if r.get("submitted_at"):
         lines.append(f"  submitted:   {local_time(r['submitted_at'])}")
     lines.append(f"  restarts:    {r['restarts']}")
     if r.get("output"):
-        lines.append(f"  log:         {r['output']}")
+        lines.append(f"  log:         {log_display(r['output'], (r.get('tasks') or {}).get('total'))}")
     if r.get("checkpoint_dir") and r.get("kind") != "serve":
         lines.append(f"  checkpoints: {r['checkpoint_dir']}")
         lines.append(f"  newest:      {Path(r['last_checkpoint']).name if r['last_checkpoint'] else 'none yet'}")
     if r.get("telemetry"):
         lines.append(f"  GPU use:     {gpu_cell(r)}")
-    for ev in r["events"]:
-        lines.append(f"  event {event_text(ev)}")
+    if r["events"]:
+        lines.append("  recent events:")
+        lines.extend(_cut(f"    {event_text(ev)}", 80) for ev in r["events"])
     if r.get("explain"):
-        lines.append("  prioritizer:")
-        lines.extend("    " + ln for ln in r["explain"].splitlines())
+        lines.append("what the prioritizer says (slurm-dl explain):")
+        lines.extend(r["explain"].splitlines())
     return lines
 
 
+_EVENT_FIELD = re.compile(r"(\w[\w-]*)=(\S+)")
+
+
+def _ago(seconds: str | None) -> str:
+    try:
+        return f"{int(seconds) // 60} min" if int(seconds) >= 120 else f"{int(seconds)} s"
+    except (TypeError, ValueError):
+        return "?"
+
+
+def event_sentence(kind: str, f: dict[str, str], note: str) -> str:
+    """One event of the job's script (``event=KIND key=value …: note``) in words."""
+    rc = f.get("rc")
+    sentences = {
+        "start": "started; no checkpoint to resume from yet",
+        "resume": f"resumed from checkpoint {Path(f.get('from', '?')).name} (restart {f.get('restart', '?')})",
+        "restart-cap": f"not started again: restarted {f.get('restarts', '?')} times, the limit is {f.get('max', '?')}",
+        "preempt": f"asked to checkpoint for another job ({_ago(f.get('time_left_s'))} of its time left)",
+        "timeout": f"asked to checkpoint: its time limit is near ({_ago(f.get('time_left_s'))} left)",
+        "checkpointed": f"checkpointed (exit code {rc}); waiting to be requeued",
+        "timeout-checkpointed": f"checkpointed at its time limit (exit code {rc})",
+        "requeue-self": "requeued itself: no requeue came after the grace period",
+        "requeue-failed": "could not requeue itself (scontrol requeue failed)",
+        "exit": "ended successfully" if rc == "0" else f"ended with exit code {rc}",
+        "task": f"sweep task {f.get('index', '?')} started with value {f.get('param', '?')}",
+        "progress": f"{f.get('done', '?')} of {f.get('total', '?')} inputs done",
+        "item-failed": f"input {f.get('index', '?')} failed (exit code {rc})",
+        "serving": f"serving on {f.get('host', '?')}:{f.get('port', '?')}",
+        "error": f"error: {note}" if note else "error",
+    }
+    text = sentences.get(kind, f"{kind}{': ' + note if note else ''}")
+    if kind in ("timeout-checkpointed",) and note:
+        text += f"; {note.split(';', 1)[-1].strip()}" if ";" in note else ""
+    return text
+
+
 def event_text(line: str) -> str:
-    """``1763900000 job=77 restart=1 event=resume …`` with the epoch as a local time."""
+    """``1763900000 job=77 restart=1 event=resume from=…`` as ``HH:MM resumed from …``."""
     head, _, rest = line.partition(" ")
-    if head.isdigit():
-        return f"{local_time(float(head))} {rest}"
-    return line
+    if not head.isdigit():
+        return line
+    body, _, note = rest.partition(": ")
+    fields = dict(_EVENT_FIELD.findall(body))
+    kind = fields.pop("event", None)
+    if kind is None:  # a plain message of the script
+        return f"{local_time(float(head))} {_EVENT_FIELD.sub('', rest).strip()}"
+    words = body.split("event=" + kind, 1)[-1]
+    free = " ".join(w for w in words.split() if "=" not in w and not w.startswith("("))
+    note = note or free or ("no checkpoint yet" if "(no checkpoint yet)" in words else "")
+    return f"{local_time(float(head))} {event_sentence(kind, fields, note)}"
 
 
 def print_status(rows: list[dict[str, Any]], detail: bool = False, note: str | None = None) -> None:

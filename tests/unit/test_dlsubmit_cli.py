@@ -156,7 +156,9 @@ def test_status_shows_the_prioritizers_explanation_when_its_store_has_one(tmp_pa
     store.close()
     jobs = [Job(job_id=77, name="r", state=JobState.PENDING, state_reason="Priority")]
     (row,) = describe_jobs(jobs, 77, url)
-    assert row["explain"] and "job 77" in row["explain"] and "SiteFactor 900" in row["explain"]
+    # the explanation for people: place and what it waits for, no scheduler internals
+    assert row["explain"] and "job 77" in row["explain"] and "place:" in row["explain"]
+    assert "4 GPUs free, needs 2" in row["explain"] and "SiteFactor" not in row["explain"]
     # No store file: no prioritizer data, and none is created.
     (row,) = describe_jobs(jobs, 77, f"sqlite:///{tmp_path / 'absent.db'}")
     assert row["explain"] is None and not (tmp_path / "absent.db").exists()

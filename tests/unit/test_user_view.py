@@ -1,0 +1,148 @@
+"""What a researcher sees: ``dlsubmit status`` and ``slurm-dl explain`` at 80 columns, in words.
+
+The start estimate has a column of its own (never cut), headers are words, a sweep is one line
+summarised by its tasks' states, the script's events are sentences; ``explain`` by default says
+place, GPUs ahead, what the job waits for and when Slurm expects it, with levers that fit the
+job's shape and no scheduler internals; two cycles with the same inputs explain a job the same.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from slurm_dl.cli.dlsubmit_status import (event_text, log_display, status_table, task_counts, tasks_words,
+                                          why_line)
+from slurm_dl.core.config import load_config
+from slurm_dl.core.explain import explain_job, waiting_reason
+from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.model import Job, JobState
+from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.explain_view import explain_text, explain_view, people_text
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = 1_800_000_000.0
+
+
+def _row(**kw) -> dict:
+    row = {"job_id": 1234567, "name": "a-rather-long-job-name", "state": "PENDING", "reason": "Priority",
+           "restarts": 0, "nodes": [], "kind": "train", "output": None, "checkpoint_dir": None,
+           "last_checkpoint": None, "events": [], "explain": None, "why": None, "submitted_at": NOW - 60,
+           "started_at": None, "telemetry": False, "gpu": None}
+    return {**row, **kw}
+
+
+def test_the_start_estimate_has_its_own_column_and_no_line_is_cut_at_80() -> None:
+    start = NOW + 3600
+    rows = [
+        _row(why=f"12th of 140, 1024 GPUs ahead, start ~{time.strftime('%H:%M', time.localtime(start))}",
+             estimated_start=start),
+        _row(job_id=7, state="PENDING", reason="Resources", estimated_start=start),
+        _row(job_id=8, state="RUNNING", nodes=["gpu01", "gpu02"], started_at=NOW - 30, restarts=2),
+    ]
+    lines = status_table(rows, 80, now=NOW)
+    assert all(len(ln) <= 80 for ln in lines), lines
+    head = lines[0]
+    assert "SUBMITTED" in head and "START" in head and "SUBM." not in head and " RS " not in head
+    when = "~" + time.strftime("%H:%M", time.localtime(start))
+    assert when in lines[1] and lines[1].endswith("12th of 140, 1024 GPUs ahead")
+    assert when in lines[2] and "waiting for free GPUs" in lines[2]
+    assert "on gpu[01-02]" in lines[3]
+
+
+def test_a_sweep_is_summarised_by_its_tasks_states() -> None:
+    members = [Job(10, name="sw", state=JobState.RUNNING, array_job_id=10),
+               Job(11, name="sw", state=JobState.RUNNING, array_job_id=10),
+               Job(12, name="sw", state=JobState.PENDING, state_reason="JobArrayTaskLimit", array_job_id=10,
+                   array_tasks=1, array_throttle=2)]
+    counts = task_counts(members)
+    assert counts == {"total": 3, "running": 2, "waiting": 1, "ended": 0, "throttle": 2}
+    assert tasks_words(counts) == "3 tasks: 2 running, 1 waiting"
+    assert tasks_words(counts, long=True) == "3 tasks: 2 running, 1 waiting (at most 2 run at once)"
+    assert "JobArrayTaskLimit" not in why_line(_row(state="RUNNING", tasks=counts))
+
+
+def test_events_read_as_sentences() -> None:
+    at = str(int(NOW))
+    assert event_text(f"{at} job=77 restart=0 event=start restart=0 (no checkpoint yet)").endswith(
+        "started; no checkpoint to resume from yet")
+    resumed = event_text(f"{at} job=77 restart=1 event=resume restart=1 from=/ck/run/step-40")
+    assert resumed.endswith("resumed from checkpoint step-40 (restart 1)") and "job=" not in resumed
+    assert event_text(f"{at} job=77 restart=0 event=preempt signal=USR2 time_left_s=1500: checkpoint now"
+                      ).endswith("asked to checkpoint for another job (25 min of its time left)")
+    assert event_text(f"{at} job=77 restart=0 event=exit rc=0").endswith("ended successfully")
+    assert event_text(f"{at} job=77 restart=0 event=exit rc=3").endswith("ended with exit code 3")
+    plain = event_text(f"{at} job=77 restart=0 torchrun not found: running the command once")
+    assert "job=" not in plain and plain.endswith("torchrun not found: running the command once")
+
+
+def test_a_sweeps_log_is_named_as_the_user_finds_it() -> None:
+    assert log_display("/w/sw-7_%a.out", 3) == "/w/sw-7_0.out … sw-7_2.out"
+    assert "%a" not in log_display("/w/sw-7_%a.out")
+    assert log_display("/w/t-7.out", 3) == "/w/t-7.out"
+
+
+def _queue(jobs: list[Job], now: float, cfg=None) -> dict[int, dict]:
+    cfg = cfg or load_config(ROOT / "site-configs" / "testbed.toml")
+    policy = get_policy("combined", cfg)
+    ctx = PolicyContext(now=now, ledger=Ledger(), config=cfg, total_gpus=32)
+    scores = policy.scores(jobs, ctx)
+    order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
+    return {j.job_id: explain_job(j, ctx, policy, score=scores[j.job_id], site_factor=None, rank=r,
+                                  ranked=len(order), half_life_s=3600.0, waiting_for=waiting_reason(j, 0))
+            for r, j in enumerate(order)}
+
+
+def _ddp_2x8(job_id: int = 3, account: str = "") -> Job:
+    return Job(job_id, user="u", account=account, num_gpus=16, num_nodes=2, gpus_per_node=8, submit_time=NOW - 50,
+               time_limit=3600.0, state_reason="Resources")
+
+
+def test_explain_for_people_place_gpus_ahead_start_and_no_internals() -> None:
+    ahead = Job(2, user="v", account="", num_gpus=8, submit_time=NOW - 100, state_reason="Priority")
+    me = _ddp_2x8()
+    q = _queue([ahead, me], NOW)
+    view = explain_view(q[3], q, estimate={"at": NOW + 1800, "source": "slurm"}, free_gpus_per_node=[7, 0, 0, 0],
+                        half_life_hours=1.0, now=NOW)
+    text = people_text(view)
+    lines = text.splitlines()
+    assert all(len(ln) <= 80 for ln in lines), text
+    assert "16 GPUs on 2 nodes" in lines[0]
+    assert "place:      2nd of 2 waiting jobs; 8 GPUs ahead of it (1 job)" in text
+    assert "start:      Slurm expects" in text and "(in 30 min)" in text
+    assert "ahead:      job 2, because" in text
+    for internal in ("SiteFactor", "tier ", "las 1 x", "queue 1 of", "(dl:", "sdl1:", "account -", "recent decisions:"):
+        assert internal not in text, internal
+    # a 2-node DDP job is not told to shrink to what one node has free; no account, no account lever
+    assert not any("instead of 16" in lv for lv in view["levers"]), view["levers"]
+    assert not any("account" in lv for lv in view["levers"]), view["levers"]
+    detail = explain_text(view, [{"at": NOW, "kind": "priority", "value": 5, "reason": "score"}])
+    assert "recent decisions" in detail and "tier 1" in detail and "account -" not in detail
+
+
+def test_a_one_node_job_still_hears_it_would_fit_with_fewer_gpus() -> None:
+    me = Job(4, user="u", account="a", num_gpus=8, num_nodes=1, submit_time=NOW, state_reason="Resources")
+    q = _queue([me], NOW)
+    view = explain_view(q[4], q, free_gpus_per_node=[6, 0], half_life_hours=1.0, now=NOW)
+    assert "with 6 GPUs instead of 8 it would fit on a node that is free now" in view["levers"]
+
+
+def test_two_cycles_with_the_same_inputs_explain_a_waiting_job_the_same() -> None:
+    """The prioritizer rebuilds a running job's explanation only when its record changes; a
+    waiting job's is rebuilt every cycle. Comparing the two would name another step each time."""
+    running = Job(1, user="u", account="", num_gpus=8, submit_time=NOW - 500, state=JobState.RUNNING,
+                  start_time=NOW - 400, executed_s=100.0, attained_gpu_s=800.0)
+    a = Job(2, user="u", account="", num_gpus=8, submit_time=NOW - 100, state_reason="Priority")
+    b = Job(3, user="u", account="", num_gpus=8, submit_time=NOW - 90, state_reason="Priority")
+    first = _queue([running, a, b], NOW)
+    later = _queue([running, a, b], NOW + 20)
+    later[1] = first[1]  # the running job's explanation, not rebuilt this cycle
+    words = []
+    for q in (first, later):
+        for jid in (2, 3):
+            view = explain_view(q[jid], q, now=NOW)
+            words.append((jid, {side: n["words"] for side, n in view["ordering"].items()},
+                          [ln for ln in people_text(view).splitlines() if ln.startswith(("place:", "ahead:"))]))
+    assert words[:2] == words[2:], words
+    assert words[1][1] == {"after": "submit time (" + time.strftime("%H:%M:%S", time.localtime(NOW - 90))
+                           + " vs " + time.strftime("%H:%M:%S", time.localtime(NOW - 100)) + ")"}
