@@ -298,7 +298,7 @@ def levers(expl: Mapping[str, Any], view: Mapping[str, Any], free_gpus_per_node:
         out.append(f"account {expl['account']}'s usage ({_gpu_h(usage)}) halves in {half_life_hours:g} h, "
                    "raising its fair-share factor")
     if expl.get("state_reason") in ("Priority", "Resources"):
-        out.append("a shorter --time lets Slurm backfill it into gaps before the jobs ahead start")
+        out.append("a shorter --time lets Slurm start it sooner in a gap between other jobs (backfill)")
     return out
 
 
@@ -329,7 +329,7 @@ def one_line(view: Mapping[str, Any]) -> str:
     if q["jobs_ahead"]:
         text = f"{_ordinal(q['position'])} of {q['waiting']}, {q['gpus_ahead']} GPUs ahead"
     else:
-        text = f"next of {q['waiting']}"
+        text = f"first of {q['waiting']} waiting"
     est = view.get("estimated_start") or {}
     if est.get("at"):
         text += f", start ~{_clock(est['at'])[11:]}"

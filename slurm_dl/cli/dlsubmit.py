@@ -8,6 +8,7 @@ from __future__ import annotations
 import getpass
 import json
 import shlex
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -393,6 +394,49 @@ def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:
         return expected_starts(pending)
     except SlurmDLError:
         return {}
+
+
+@app.command()
+def logs(job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
+                                      help="the job: 1234, a sweep's task 1234_7"),
+         lines: int = typer.Option(40, "-n", "--lines", min=1, help="how many lines from its end"),
+         follow: bool = typer.Option(False, "-f", "--follow", help="keep printing what it writes (Ctrl-C stops)")
+         ) -> None:
+    """Print the end of a job's log (its output file).
+
+    \b
+    Examples:
+      dlsubmit logs 1234
+      dlsubmit logs 1234_7 -n 100
+      dlsubmit logs 1234 --follow
+    """
+    with expected_errors():
+        ref = parse_job_ref(job_id)
+        record = load_record(ref.job_id)
+        path = None
+        if record and record.get("output"):
+            path = record["output"]
+            if "%a" in path:
+                if ref.task is None:
+                    raise fail(f"job {ref} is a sweep with one log per task: dlsubmit logs {ref.job_id}_0 "
+                               "(task 0), and so on")
+                path = path.replace("%a", str(ref.task))
+        else:
+            from ..slurm.job_lookup import output_file
+
+            jid = job_id_of(ref) if not ref.plain else ref.job_id
+            path = output_file(jid)
+            if path is None:
+                raise fail(f"job {ref}: no log known (dlsubmit did not submit it here, and Slurm does not\n"
+                           "  list it any more)")
+        if not Path(path).exists():
+            raise fail(f"job {ref}: its log {path} does not exist (yet): a job writes it once it starts")
+    tail = ["tail", "-n", str(lines), *(["-F"] if follow else []), "--", path]
+    typer.echo(f"==> {path} <==", err=True)
+    try:
+        raise typer.Exit(subprocess.call(tail))
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
 
 
 @app.command()

@@ -253,6 +253,8 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer
             row["tasks"] = tasks
             row["state"] = "RUNNING" if tasks["running"] else "PENDING" if tasks["waiting"] else row["state"]
             row["nodes"] = sorted({n for j in arrays[job.array_job_id] if j.running for n in j.nodes})
+            starts = [j.start_time for j in arrays[job.array_job_id] if j.running and j.start_time]
+            row["started_at"] = min(starts) if starts else None
         if job.pending:
             est = (estimates or {}).get(job.job_id)
             if isinstance(explainer, Explainer):
@@ -349,7 +351,7 @@ def why_line(row: dict[str, Any], with_start: bool = True) -> str:
     elif state == "REQUEUED":
         text = "requeued after a checkpoint; waits to resume"
     elif state == "ENDED":
-        text = "ended; dlsubmit logs shows its log"
+        text = f"ended: dlsubmit logs {row['job_id']}"
     else:
         text = state.lower().replace("_", " ")
     return text

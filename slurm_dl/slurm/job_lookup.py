@@ -91,3 +91,16 @@ def known_to_slurm(job_id: int, env: Mapping[str, str] | None = None, timeout: f
     except SlurmError:
         return None
     return any(line.strip() for line in out.splitlines())
+
+
+def output_file(job_id: int, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> str | None:
+    """The job's output file as Slurm recorded it (``scontrol show job``'s ``StdOut``), None when
+    Slurm does not list the job or recorded none."""
+    try:
+        out = run_slurm(["scontrol", "-o", "show", "job", str(job_id)], env=env, timeout=timeout).stdout
+    except SlurmError:
+        return None
+    for word in out.split():
+        if word.startswith("StdOut="):
+            return word.removeprefix("StdOut=") or None
+    return None
