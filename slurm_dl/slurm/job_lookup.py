@@ -88,8 +88,8 @@ def known_to_slurm(job_id: int, env: Mapping[str, str] | None = None, timeout: f
                         timeout=timeout).stdout
     except JobNotFoundError:
         return False
-    except SlurmError:
-        return None
+    except SlurmError as e:  # squeue refuses an id beyond those it has handed out: "Invalid job id: N"
+        return False if "Invalid job id" in str(e) else None
     return any(line.strip() for line in out.splitlines())
 
 
