@@ -9,6 +9,7 @@ import getpass
 import json
 import shlex
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -93,18 +94,47 @@ def _filter_verdict(job: RenderedJob, config: Any) -> dict[str, Any] | None:
     return verdict
 
 
-def _print_verdict(verdict: dict[str, Any] | None) -> None:
+_SET_WORDS = {
+    "time_limit": "time limit (min)",
+    "tres_per_node": "GPUs per node",
+    "tres_per_job": "GPUs in all",
+    "min_nodes": "nodes",
+    "max_nodes": "nodes at most",
+    "partition": "partition",
+    "features": "GPU types (features)",
+    "num_tasks": "tasks",
+    "ntasks_per_node": "tasks per node",
+    "cpus_per_task": "CPUs per task",
+    "nice": "nice",
+}
+
+
+def verdict_lines(verdict: dict[str, Any] | None) -> list[str]:
+    """The filter's verdict in words: accepted as what, what it changed, what it noticed."""
     if verdict is None:
-        typer.echo("# filter: not installed here; no verdict")
-        return
-    if verdict["action"] == "accept":
-        typer.echo(f"# filter: accept (class {verdict.get('class') or '-'})")
-        for k, v in sorted(verdict.get("set", {}).items()):
-            typer.echo(f"#   set {k} = {v!r}")
-        for n in verdict.get("notices", []):
-            typer.echo(f"#   note: {n}")
-    else:
-        typer.echo(f"# filter: {verdict['action']}: {verdict.get('message', '')}")
+        return ["filter: not installed here; no verdict"]
+    if verdict["action"] != "accept":
+        return textwrap.wrap(f"filter: REFUSES it: {verdict.get('message', '')}", 80, subsequent_indent="  ")
+    lines = [f"filter: accepts it as a {verdict.get('class') or '-'} job"]
+    changes = dict(verdict.get("set", {}))
+    tag = str(changes.pop("admin_comment", "") or "")
+    changes.pop("comment", None)
+    fields = dict(part.split("=", 1) for part in tag.split(":", 1)[-1].split(";") if "=" in part)
+    if fields.get("ckpt") == "1":
+        lines.append(f"  preemptible: asked to checkpoint ({fields.get('sig', 'USR2')}, {fields.get('lead', '?')} s "
+                     "ahead), then requeued")
+    elif fields.get("ckpt") == "0":
+        lines.append("  not preemptible (no checkpoint handler): never signalled or requeued")
+    if "req_switch" in changes:
+        n, wait = changes.pop("req_switch"), changes.pop("wait4switch", None)
+        lines.append(f"  placed under {n} leaf switch{'es' if str(n) != '1' else ''}"
+                     + (f" (it waits up to {int(wait) // 60} min for that)" if wait else ""))
+    for key, value in sorted(changes.items()):
+        words = _SET_WORDS.get(key, key.replace("_", " "))
+        lines.append(f"  it sets {words}: {value}")
+    for note in verdict.get("notices", []):
+        lines.extend(textwrap.wrap(f"note: {note}", 80, initial_indent="  ", subsequent_indent="    "))
+    return lines
 
 
 def _backend():
@@ -147,12 +177,13 @@ def _check_resume(resume: str, root: str) -> None:
 
 def _print_cluster(facts: ClusterFacts, problems: list[str]) -> None:
     if not facts.checked:
-        typer.echo(f"# cluster: not checked ({facts.why})")
+        typer.echo(f"cluster: not checked ({facts.why})")
     elif problems:
         for p in problems:
-            typer.echo(f"# cluster: refuse: {p}")
+            for line in textwrap.wrap(f"cluster: REFUSES it: {p}", 80, subsequent_indent="  "):
+                typer.echo(line)
     else:
-        typer.echo(f"# cluster: ok (partitions {', '.join(facts.partition_names) or '-'}"
+        typer.echo(f"cluster: ok (partitions {', '.join(facts.partition_names) or '-'}"
                    f"{'; GPU types ' + ', '.join(facts.gpu_types) if facts.gpu_types else ''})")
 
 
@@ -175,6 +206,7 @@ def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str 
 
 
 def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dry_run: bool, as_json: bool,
+             show_script: bool = False,
              print_only: bool = False, env: list[str] | None = None, param: list[str] | None = None,
              params_file: Optional[Path] = None, resume: str | None = None, **fields: Any) -> None:
     fields = {k: v for k, v in fields.items() if v is not None}
@@ -201,7 +233,7 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
             typer.echo(job.script, nl=False)
             return
         warning = single_process_warning(kind, spec.gpus // max(1, spec.nodes), launcher or user.launcher or "auto",
-                                         spec.command)
+                                         spec.command, nodes=max(1, spec.nodes))
         if dry_run:
             builtin = site.site.name == BUILTIN_SITE_NAME
             verdict = None if builtin else _filter_verdict(job, site)
@@ -216,15 +248,21 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
                                                    "gpu_types": facts.gpu_types, "problems": problems},
                                        "warnings": [warning] if warning else []}))
             else:
-                typer.echo(job.script, nl=False)
-                typer.echo(f"# sbatch command: {shlex.join(job.sbatch_argv)} < script")
                 if builtin:
-                    typer.echo("# filter: not checked: no site config here (see --config)")
+                    typer.echo("filter: not checked: no site config here (see --config)")
                 else:
-                    _print_verdict(verdict)
+                    for line in verdict_lines(verdict):
+                        typer.echo(line)
                 _print_cluster(facts, problems)
                 if warning:
-                    typer.echo(f"# warning: {warning}")
+                    for line in textwrap.wrap(f"warning: {warning}", 80, subsequent_indent="  "):
+                        typer.echo(line)
+                typer.echo(f"sbatch command: {shlex.join(job.sbatch_argv)} < script")
+                if show_script:
+                    typer.echo("")
+                    typer.echo(job.script, nl=False)
+                else:
+                    typer.echo(f"the script: {len(job.script.splitlines())} lines; --show-script prints it")
             if problems or (verdict is not None and verdict["action"] == "reject"):
                 raise typer.Exit(2)  # as `slurm-dl filter check`: scripts can tell a refused job apart
             return

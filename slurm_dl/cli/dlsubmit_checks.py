@@ -116,8 +116,8 @@ _LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "mpirun", "srun", "horovodr
 
 
 def single_process_warning(kind: str, gpus_per_node: int, launcher: str, command: Sequence[str],
-                           torchrun_here: bool | None = None) -> str | None:
-    """A multi-GPU job that will start one process on its node: say so at submit time."""
+                           torchrun_here: bool | None = None, nodes: int = 1) -> str | None:
+    """A multi-GPU job that will start one process on each of its nodes: say so at submit time."""
     if kind != "train" or gpus_per_node < 2 or not command:
         return None
     head = " ".join(command[:3])
@@ -130,6 +130,9 @@ def single_process_warning(kind: str, gpus_per_node: int, launcher: str, command
         if torchrun_here is None:
             torchrun_here = shutil.which("torchrun") is not None
         if not torchrun_here:
+            if nodes > 1:
+                return (f"no torchrun here: unless the compute nodes have it, this {gpus_per_node * nodes}-GPU "
+                        f"job on {nodes} nodes runs ONE process per node; --launcher torchrun requires it")
             return (f"no torchrun here: unless the compute node has it, this {gpus_per_node}-GPU job "
                     "runs ONE process; --launcher torchrun requires it")
     return None

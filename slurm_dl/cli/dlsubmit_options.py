@@ -89,8 +89,10 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
         help="site config (default: $SLURM_DL_CONFIG, /etc/slurm-dl/site.toml, else built-in)")),
     "dry_run": (bool, lambda k: typer.Option(
         False, "--dry-run",
-        help="print the script, the sbatch command, the filter's verdict and the cluster check; "
-             "submit nothing (exit 2 when the job would be refused)")),
+        help="print the filter's verdict and what it changes, the cluster check and the sbatch "
+             "command; submit nothing (exit 2 when the job would be refused)")),
+    "show_script": (bool, lambda k: typer.Option(
+        False, "--show-script", help="with --dry-run: also print the whole script")),
     "as_json": (bool, lambda k: typer.Option(False, "--json", help="machine-readable output")),
 }
 
