@@ -160,6 +160,11 @@ def shell_words(command: tuple[str, ...], kind: str) -> str:
     return " ".join(out)
 
 
+def _looks_like_a_path(word: str) -> bool:
+    """``./my script.sh`` (a program whose name has a space) rather than a whole command line."""
+    return word.startswith(("/", "./", "../", "~/")) and not any(c in word for c in ";|&<>$`")
+
+
 def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     if spec.kind not in KINDS:
         raise RenderError(f"job kind {spec.kind!r}: allowed: {', '.join(KINDS)}")
@@ -168,6 +173,14 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     cls = site.class_config(CLASS_OF_KIND[spec.kind])
     if spec.gpus < 0:
         raise RenderError(f"--gpus {spec.gpus}: must be 0 or more")
+    if spec.gpus == 0 and spec.kind in ("train", "sweep"):
+        raise RenderError(f"--gpus 0: a {spec.kind} job needs at least one GPU (--gpus 1 or more);\n"
+                          "  for CPU-only work use sbatch directly")
+    if len(spec.command) == 1 and " " in spec.command[0].strip() and not _looks_like_a_path(spec.command[0]):
+        words = spec.command[0].split()
+        raise RenderError(f"the command is one quoted word, {spec.command[0]!r}:\n"
+                          f"  give its words after '--' without quotes: -- {' '.join(words[:4])}"
+                          f"{' ...' if len(words) > 4 else ''}")
     if spec.nodes < 1:
         raise RenderError(f"--nodes {spec.nodes}: must be 1 or more")
     if spec.nodes > 1 and spec.kind != "train":
@@ -313,6 +326,8 @@ def _gpu_types(text: str | None, gpu_mem: str | None, site: SiteConfig) -> tuple
     for t in asked:
         _check_slurm_word("GPU type", t)
     real = site.site.name != BUILTIN_SITE_NAME
+    by_lower = {n.lower(): n for n in site.gpu_type_names}
+    asked = [by_lower.get(t.lower(), t) if real else t for t in asked]  # H100 is the site's h100
     unknown = [t for t in asked if real and t not in site.gpu_type_names]
     if unknown:
         raise RenderError(f"GPU type {unknown[0]!r}: this site has {', '.join(site.gpu_type_names)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import getpass
 import json
 import shlex
+import shutil
 import subprocess
 import textwrap
 import time
@@ -21,8 +22,8 @@ from ..core.jobid import parse_job_ref
 from ..core.model import JobState
 from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
 from .common import expected_errors, fail, job_id_of
-from .dlsubmit_checks import (ClusterFacts, cluster_problems, read_cluster, refusal_lines, refusal_message,
-                              single_process_warning)
+from .dlsubmit_checks import (ClusterFacts, cluster_problems, command_problem, read_cluster, refusal_lines,
+                              refusal_message, single_process_warning, too_many_gpus)
 from .dlsubmit_defaults import site_config, user_defaults
 from .dlsubmit_options import HintingCommand, command_for
 from .dlsubmit_status import (Explainer, describe_jobs, ended_rows, forget_missing, load_record, log_display,
@@ -228,16 +229,25 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
             run_tag = _run_tag(root)
         spec = JobSpec(kind=kind, command=tuple(command or ()), env=_env_pairs(env),  # type: ignore[arg-type]
                        params=_params(param, params_file), run_tag=run_tag, **fields)
+        if not print_only:
+            facts = _cluster()
+            big = too_many_gpus(spec.gpus, facts)
+            if big:
+                raise fail(big)
+            if spec.inputs and not Path(spec.inputs).is_file():
+                raise fail(f"--inputs {spec.inputs}: no such file in {Path.cwd()}")
         job = render(spec, site, user)
         if print_only:
             typer.echo(job.script, nl=False)
             return
+        program = spec.command[0] if spec.command else ""
+        missing = command_problem(spec.command, bool(shutil.which(program)) or Path(program).exists()
+                                  or "{" in program or "$" in program)
         warning = single_process_warning(kind, spec.gpus // max(1, spec.nodes), launcher or user.launcher or "auto",
                                          spec.command, nodes=max(1, spec.nodes))
         if dry_run:
             builtin = site.site.name == BUILTIN_SITE_NAME
             verdict = None if builtin else _filter_verdict(job, site)
-            facts = _cluster()
             problems = cluster_problems(facts, job.directives)
             if as_json:
                 typer.echo(json.dumps({"script": job.script, "sbatch": [*job.sbatch_argv, "<script on stdin>"],
@@ -246,7 +256,7 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
                                        "cluster": {"checked": facts.checked, "why": facts.why or None,
                                                    "partitions": facts.partition_names,
                                                    "gpu_types": facts.gpu_types, "problems": problems},
-                                       "warnings": [warning] if warning else []}))
+                                       "warnings": [w for w in (warning, missing) if w]}))
             else:
                 if builtin:
                     typer.echo("filter: not checked: no site config here (see --config)")
@@ -254,9 +264,10 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
                     for line in verdict_lines(verdict):
                         typer.echo(line)
                 _print_cluster(facts, problems)
-                if warning:
-                    for line in textwrap.wrap(f"warning: {warning}", 80, subsequent_indent="  "):
-                        typer.echo(line)
+                for w in (warning, missing):
+                    if w:
+                        for line in textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  "):
+                            typer.echo(line)
                 typer.echo(f"sbatch command: {shlex.join(job.sbatch_argv)} < script")
                 if show_script:
                     typer.echo("")
@@ -268,8 +279,9 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
             return
         if resume is not None:
             _check_resume(resume, root)
-        if warning:
-            typer.echo(f"warning: {warning}", err=True)
+        for w in (warning, missing):
+            if w:
+                typer.echo("\n".join(textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  ")), err=True)
         backend = _backend()
         try:
             job_id = backend.submit(job.script)
