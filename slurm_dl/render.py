@@ -92,6 +92,11 @@ class JobSpec:
     endpoint_file: str | None = None  # serve: where host:port is written
     preemptible: bool | None = None  # serve: default from the site's class config
     gpu_mem: str | None = None  # GPU memory the job needs (40G): types with less are ruled out
+    qos: str | None = None  # sbatch options passed through as they are (the filter checks them as any job's)
+    constraint: str | None = None
+    dependency: str | None = None
+    mail_type: str | None = None
+    mail_user: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,8 +292,29 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         max_restarts=restarts, env=env, params=params, parallel=parallel, inputs=spec.inputs, endpoint=endpoint,
         launcher=spec.launcher or user.launcher or "auto", requeue_on_timeout=spec.requeue_on_timeout,
         cpus_per_gpu=cpg, mem_per_gpu=mem_text, signal=site.preemption.signal,
-        command=shell_words(spec.command, spec.kind),
+        command=shell_words(spec.command, spec.kind), passed=_passed_through(spec, gpu_types),
     )
+
+
+_PASSED = (("qos", "--qos"), ("constraint", "--constraint"), ("dependency", "--dependency"),
+           ("mail_type", "--mail-type"), ("mail_user", "--mail-user"))
+
+
+def _passed_through(spec: JobSpec, gpu_types: tuple[str, ...]) -> list[str]:
+    """``--qos`` and the like, as sbatch takes them: each value one #SBATCH word."""
+    out = []
+    for field_name, option in _PASSED:
+        value = getattr(spec, field_name)
+        if value is None:
+            continue
+        _check_sbatch_value(option, value)
+        if any(c.isspace() for c in value):
+            raise RenderError(f"{option} {value!r}: no spaces (sbatch reads one word)")
+        if field_name == "constraint" and len(gpu_types) > 1:
+            raise RenderError(f"--constraint {value} and --gpu-type {','.join(gpu_types)} both choose node "
+                              "features: give one")
+        out.append(f"{option}={value}")
+    return out
 
 
 def _directives(j: dict) -> list[str]:
@@ -313,6 +339,7 @@ def _directives(j: dict) -> list[str]:
         d.append(f"--account={j['account']}")
     if j["kind"] == "sweep":
         d.append(f"--array=0-{len(j['params']) - 1}%{j['parallel']}")
+    d.extend(j["passed"])
     ckpt_hint = "1" if (j["checkpointable"] and j["kind"] != "serve") else "0"
     mem = f";gpu_mem={j['gpu_mem']}" if j["gpu_mem"] and j["gpus"] else ""
     d.append(f"--comment=dl:class={j['job_class']};ckpt={ckpt_hint}{mem}")

@@ -53,6 +53,16 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
                                                            help="CPU cores per GPU")),
     "mem_per_gpu": (Optional[str], lambda k: typer.Option(None, "--mem-per-gpu", metavar="SIZE",
                                                           help="memory per GPU with a unit, e.g. 80G or 512M")),
+    "qos": (Optional[str], lambda k: typer.Option(None, "--qos", "-q", metavar="QOS", help="Slurm QOS, as sbatch --qos")),
+    "constraint": (Optional[str], lambda k: typer.Option(
+        None, "--constraint", "-C", metavar="FEATURES", help="node features, as sbatch --constraint")),
+    "dependency": (Optional[str], lambda k: typer.Option(
+        None, "--dependency", "-d", metavar="DEPS", help="start after other jobs, as sbatch --dependency, "
+        "e.g. afterok:1234")),
+    "mail_type": (Optional[str], lambda k: typer.Option(
+        None, "--mail-type", metavar="TYPES", help="mail on these events, as sbatch --mail-type, e.g. END,FAIL")),
+    "mail_user": (Optional[str], lambda k: typer.Option(None, "--mail-user", metavar="ADDRESS",
+                                                        help="where the mail goes (default: you)")),
     "output": (Optional[str], lambda k: typer.Option(
         None, "--output", "-o", metavar="FILE",
         help="log file; %j is the job id (default: NAME-%j.out in this directory)")),

@@ -58,3 +58,18 @@ def test_inputs_that_do_not_exist_are_refused(tmp_path: Path, monkeypatch: pytes
     r = runner.invoke(app, ["infer", "--config", str(ROOT / "site-configs" / "testbed.toml"), "--inputs", "nosuch.txt",
                             "--dry-run", "--", "python3", "x.py", "{item}"])
     assert r.exit_code == 1 and "--inputs nosuch.txt: no such file in" in r.output, r.output
+
+
+def test_common_sbatch_options_pass_through_as_sbatch_takes_them() -> None:
+    job = render(JobSpec(kind="train", command=("x",), qos="high", constraint="ib", dependency="afterok:12",
+                         mail_type="END,FAIL", mail_user="me@example.org"), TESTBED, UserDefaults())
+    for d in ("--qos=high", "--constraint=ib", "--dependency=afterok:12", "--mail-type=END,FAIL",
+              "--mail-user=me@example.org"):
+        assert d in job.directives and f"#SBATCH {d}" in job.script
+    # the filter reads them as it reads any sbatch job's
+    from slurm_dl.core.rules.sbatch_args import parse_sbatch_args
+
+    desc = parse_sbatch_args(job.filter_args(), user_name="u", now=0.0)
+    assert desc.get("qos") == "high"
+    with pytest.raises(RenderError, match="no spaces"):
+        render(JobSpec(kind="train", command=("x",), dependency="afterok:1 afterok:2"), TESTBED, UserDefaults())
