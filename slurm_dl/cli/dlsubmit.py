@@ -419,13 +419,17 @@ def status(
 
             samples = read_exposition_dir(site.telemetry.exposition_dir)
         rows = describe_jobs(jobs, one, explainer, samples, _estimates(jobs, one))
+        from ..slurm.sacct import finished_jobs
+
         if one is None:
             listed = {r["job_id"] for r in rows}
             forget_missing(listed)
-            rows = sorted(rows + ended_rows(listed), key=lambda r: r["job_id"])
+            rows = sorted(rows + ended_rows(listed, accounting=finished_jobs), key=lambda r: r["job_id"])
             rows = select_rows(rows, show_all=show_all, since_s=since_s, now=time.time())
         elif not rows:
-            raise fail(f"job {ref}: Slurm does not know it (ended a while ago, or never submitted)")
+            rows = ended_rows(set(), only=one, accounting=finished_jobs)  # ended, and dlsubmit remembers it
+            if not rows:
+                raise fail(f"job {ref}: Slurm does not know it (ended a while ago, or never submitted)")
     if as_json:
         typer.echo(json.dumps(rows))
     else:

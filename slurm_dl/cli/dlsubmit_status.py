@@ -19,7 +19,7 @@ import shutil
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import typer
 
@@ -72,12 +72,14 @@ def load_record(job_id: int) -> dict[str, Any] | None:
 RECORD_KEEP_S = 30 * 86400
 
 
-def ended_rows(listed: set[int]) -> list[dict[str, Any]]:
-    """Rows for remembered jobs that Slurm no longer lists (they ended a while ago)."""
+def ended_rows(listed: set[int], only: int | None = None,
+               accounting: "Callable[[list[int]], dict[int, Job] | None] | None" = None) -> list[dict[str, Any]]:
+    """Rows for remembered jobs that Slurm no longer lists (they ended a while ago): their final
+    state from ``accounting`` (sacct) where the site keeps it, else ``ENDED`` from the record."""
     d = state_dir()
     rows = []
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
-        if not p.stem.isdigit() or int(p.stem) in listed:
+        if not p.stem.isdigit() or int(p.stem) in listed or (only is not None and int(p.stem) != only):
             continue
         rec = load_record(int(p.stem))
         if rec is None:
@@ -95,6 +97,13 @@ def ended_rows(listed: set[int]) -> list[dict[str, Any]]:
             "events": last_events(ckpt) if ckpt else [], "explain": None, "why": None,
             "submitted_at": submitted, "started_at": None, "telemetry": False, "gpu": None,
         })
+    known = accounting([r["job_id"] for r in rows]) if accounting is not None and rows else None
+    for r in rows:
+        job = (known or {}).get(r["job_id"])
+        if job is not None and job.name == r["name"]:  # the same job, not a reused id
+            r.update(state=job.state.value, restarts=job.restarts, nodes=list(job.nodes),
+                     started_at=job.start_time, submitted_at=job.submit_time or r["submitted_at"],
+                     source="sacct")
     return rows
 
 
@@ -352,6 +361,8 @@ def why_line(row: dict[str, Any], with_start: bool = True) -> str:
         text = "requeued after a checkpoint; waits to resume"
     elif state == "ENDED":
         text = f"ended: dlsubmit logs {row['job_id']}"
+    elif state in _FINAL:
+        text = f"{_FINAL[state]}: dlsubmit logs {row['job_id']}"
     else:
         text = state.lower().replace("_", " ")
     return text
@@ -415,6 +426,8 @@ def status_table(rows: list[dict[str, Any]], width: int = 80, now: float | None 
     return lines
 
 
+_FINAL = {"COMPLETED": "completed", "FAILED": "failed", "CANCELLED": "cancelled", "TIMEOUT": "hit its time limit",
+          "OUT_OF_MEMORY": "ran out of memory", "NODE_FAIL": "its node failed", "PREEMPTED": "preempted"}
 _LABELS = {"RUNNING": "where:", "PENDING": "waiting:", "REQUEUED": "waiting:"}
 
 

@@ -146,3 +146,27 @@ def test_two_cycles_with_the_same_inputs_explain_a_waiting_job_the_same() -> Non
     assert words[:2] == words[2:], words
     assert words[1][1] == {"after": "submit time (" + time.strftime("%H:%M:%S", time.localtime(NOW - 90))
                            + " vs " + time.strftime("%H:%M:%S", time.localtime(NOW - 100)) + ")"}
+
+
+def test_finished_jobs_take_their_state_from_accounting_else_from_dlsubmits_records(
+        tmp_path: Path, monkeypatch) -> None:
+    from slurm_dl.cli.dlsubmit_status import ended_rows, save_record
+    from slurm_dl.core.config import load_config as load
+    from slurm_dl.render import JobSpec, UserDefaults, render
+
+    monkeypatch.setenv("SLURM_DL_STATE_DIR", str(tmp_path))
+    job = render(JobSpec(kind="train", command=("x",), name="mine"), load(ROOT / "site-configs" / "testbed.toml"),
+                 UserDefaults())
+    save_record(41, job, tmp_path)
+    save_record(42, job, tmp_path)
+    # no accounting: ended, as dlsubmit remembers it, pointing at its log
+    rows = ended_rows(set(), accounting=lambda ids: None)
+    assert [(r["job_id"], r["state"]) for r in rows] == [(41, "ENDED"), (42, "ENDED")]
+    assert why_line(rows[0]) == "ended: dlsubmit logs 41"
+    # sacct's records: the final state; a reused id (another name) is not taken for ours
+    acct = {41: Job(41, name="mine", state=JobState.FAILED, nodes=("gpu01",), start_time=NOW),
+            42: Job(42, name="someone-else", state=JobState.COMPLETED)}
+    rows = ended_rows(set(), accounting=lambda ids: {i: acct[i] for i in ids})
+    assert [(r["job_id"], r["state"]) for r in rows] == [(41, "FAILED"), (42, "ENDED")]
+    assert why_line(rows[0]) == "failed: dlsubmit logs 41"
+    assert [r["job_id"] for r in ended_rows(set(), only=42, accounting=lambda ids: None)] == [42]
