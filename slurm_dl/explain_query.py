@@ -48,15 +48,21 @@ def source_of(cfg, db: str | None = None, via_prioritizer: bool = False) -> tupl
 
 
 def explanation(cfg, job_id: int, *, db: str | None = None, via_prioritizer: bool = False,
-                live: bool = True) -> dict[str, Any]:
+                live: bool = True, stores: dict | None = None) -> dict[str, Any]:
     """The :func:`payload` document for ``job_id``, from the store or the explain endpoint.
     NoRecord when the prioritizer knows nothing of it; NoWayToAsk, or the endpoint's
-    ExplainAskError/MungeError (SlurmDLError both) when it cannot be asked."""
+    ExplainAskError/MungeError (SlurmDLError both) when it cannot be asked. ``stores``: opened
+    stores by URL, kept for the next call (a table of many jobs)."""
     kind, where = source_of(cfg, db, via_prioritizer)
     if kind == "store":
         from slurm_dl.store import Store
 
-        return payload(gather(Store(where), job_id), cfg.policy.fairshare.half_life_hours, live=live)
+        store = (stores if stores is not None else {}).get(where)
+        if store is None:
+            store = Store(where)
+            if stores is not None:
+                stores[where] = store
+        return payload(gather(store, job_id), cfg.policy.fairshare.half_life_hours, live=live)
     from slurm_dl.explain_client import NotKnown, ask
 
     pc = cfg.prioritizer

@@ -187,6 +187,7 @@ class Explainer:
     def __init__(self, site) -> None:
         self.site = site
         self.unavailable: str | None = None
+        self.stores: dict = {}
 
     def __call__(self, job_id: int, estimate: float | None = None, state: str = "PENDING",
                  detail: bool = False) -> tuple[str | None, str | None]:
@@ -196,7 +197,7 @@ class Explainer:
         if self.unavailable:
             return None, None
         try:
-            doc = explanation(self.site, job_id, live=detail)
+            doc = explanation(self.site, job_id, live=detail, stores=self.stores)
         except NoRecord:
             return None, None
         except NoWayToAsk:

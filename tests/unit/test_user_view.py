@@ -170,3 +170,22 @@ def test_finished_jobs_take_their_state_from_accounting_else_from_dlsubmits_reco
     assert [(r["job_id"], r["state"]) for r in rows] == [(41, "FAILED"), (42, "ENDED")]
     assert why_line(rows[0]) == "failed: dlsubmit logs 41"
     assert [r["job_id"] for r in ended_rows(set(), only=42, accounting=lambda ids: None)] == [42]
+
+
+def test_status_says_in_one_note_when_the_prioritizer_cannot_be_asked(tmp_path: Path, capsys) -> None:
+    from slurm_dl.cli.dlsubmit_status import Explainer, describe_jobs, print_status
+    from slurm_dl.core.config import load_config as load
+    from slurm_dl.site_paths import with_database_url
+
+    cfg_file = tmp_path / "site.toml"  # a database that cannot be read here, and no explain endpoint
+    cfg_file.write_text(with_database_url((ROOT / "site-configs" / "testbed.toml").read_text(),
+                                          f"sqlite:///{tmp_path / 'absent' / 'ledger.db'}"))
+    explainer = Explainer(load(cfg_file))
+    rows = describe_jobs([Job(9, name="r", state=JobState.PENDING, state_reason="Resources")], 9, explainer)
+    assert rows[0]["why"] is None and explainer.unavailable
+    print_status(rows, detail=False, note=explainer.unavailable)
+    out = capsys.readouterr().out.splitlines()
+    notes = [i for i, ln in enumerate(out) if ln.startswith("note: ")]
+    assert len(notes) == 1 and "explain endpoint" in " ".join(out[notes[0]:]) and "waiting for free GPUs" in out[1]
+    assert all(len(ln) <= 80 for ln in out)
+    assert not (tmp_path / "absent").exists()  # nothing created where it could not read
