@@ -57,7 +57,7 @@ def test_200_job_queue_contributions_add_up_and_tied_jobs_show_the_ordering_step
     env = testbed.env()
     cfg = _config(tmp_path)
     db = f"sqlite:///{tmp_path / 'prio.db'}"
-    nodes = len(testbed.status().daemons) - 1
+    nodes = len(testbed.status().nodes)
     ids: list[int] = []
     try:
         ids.append(submit("#!/bin/bash\nsleep 600\n", env, [f"-N{nodes}", "--gres=gpu:8", "--time=15",
@@ -116,7 +116,7 @@ def test_estimated_start_next_to_the_real_start(testbed, tmp_path):
     env = testbed.env()
     cfg = _config(tmp_path)
     db = f"sqlite:///{tmp_path / 'prio.db'}"
-    nodes = len(testbed.status().daemons) - 1
+    nodes = len(testbed.status().nodes)
     ids: list[int] = []
     try:
         # A blocker with a 2-minute limit that ends after 40 s; then jobs whose starts chain on it.
