@@ -178,7 +178,7 @@ step_as_a_user() {
   # `slurm-dl explain` then ask the prioritizer's explain endpoint, proving who asks with MUNGE
   # (the testbed runs a munged of its own).
   local user=nobody
-  banner "as an ordinary user ($user): a job that waits, dlsubmit status, slurm-dl explain"
+  banner "as an ordinary user ($user): a job, dlsubmit status and slurm-dl explain, through the endpoint"
   local pub venv
   pub="$(mktemp -d /tmp/slurm-dl-quickstart.XXXXXX)"
   chmod 755 "$pub"
