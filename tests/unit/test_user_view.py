@@ -127,25 +127,44 @@ def test_a_one_node_job_still_hears_it_would_fit_with_fewer_gpus() -> None:
     assert "with 6 GPUs instead of 8 it would fit on a node that is free now" in view["levers"]
 
 
+def _queue_at(jobs: list[Job], now: float, led: Ledger) -> dict[int, dict]:
+    cfg = load_config(ROOT / "site-configs" / "testbed.toml")
+    policy = get_policy("combined", cfg)
+    ctx = PolicyContext(now=now, ledger=led, config=cfg, total_gpus=32)
+    scores = policy.scores(jobs, ctx)
+    order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
+    return {j.job_id: explain_job(j, ctx, policy, score=scores[j.job_id], site_factor=None, rank=r,
+                                  ranked=len(order), half_life_s=3600.0, waiting_for=waiting_reason(j, 0))
+            for r, j in enumerate(order)}
+
+
 def test_two_cycles_with_the_same_inputs_explain_a_waiting_job_the_same() -> None:
-    """The prioritizer rebuilds a running job's explanation only when its record changes; a
-    waiting job's is rebuilt every cycle. Comparing the two would name another step each time."""
-    running = Job(1, user="u", account="", num_gpus=8, submit_time=NOW - 500, state=JobState.RUNNING,
-                  start_time=NOW - 400, executed_s=100.0, attained_gpu_s=800.0)
-    a = Job(2, user="u", account="", num_gpus=8, submit_time=NOW - 100, state_reason="Priority")
-    b = Job(3, user="u", account="", num_gpus=8, submit_time=NOW - 90, state_reason="Priority")
-    first = _queue([running, a, b], NOW)
-    later = _queue([running, a, b], NOW + 20)
-    later[1] = first[1]  # the running job's explanation, not rebuilt this cycle
-    words = []
+    """The prioritizer rebuilds the factors of a job deep in the queue only now and then (the
+    rest of each cycle reuses them). Its account's usage decays meanwhile, so a neighbour's
+    fresh factors and its stale ones differ although nothing about the two jobs changed: the
+    explanation once said 'tied on every factor; decided by submit time' and a cycle later
+    'decided by las + fairshare'. Keys of two moments are not compared."""
+    led = Ledger()
+    other = Job(1, user="v", account="b", num_gpus=8, state=JobState.RUNNING, start_time=NOW - 3600)
+    mine = Job(4, user="u", account="a", num_gpus=4, state=JobState.RUNNING, start_time=NOW - 3600)
+    led.observe([other, mine], NOW - 3600, 3600.0)
+    led.observe([other, mine], NOW, 3600.0)
+    a = Job(2, user="u", account="a", num_gpus=8, submit_time=NOW - 100, state_reason="Priority")
+    b = Job(3, user="u", account="a", num_gpus=8, submit_time=NOW - 90, state_reason="Priority")
+    first = _queue_at([a, b], NOW, led)
+    led.observe([other], NOW + 1800, 3600.0)  # account b's job runs on; a's ended: a's share moves
+    later = _queue_at([a, b], NOW + 1800, led)
+    # job 2 deep in the queue: its factors (and key) not rebuilt this cycle, its numbers are
+    later[2] = {**first[2], **{k: later[2][k] for k in ("rank", "score", "at", "ranked", "state")}}
+    assert first[3]["order_key"] != later[3]["order_key"]  # the shares did move between the cycles
+    said = []
     for q in (first, later):
-        for jid in (2, 3):
-            view = explain_view(q[jid], q, now=NOW)
-            words.append((jid, {side: n["words"] for side, n in view["ordering"].items()},
-                          [ln for ln in people_text(view).splitlines() if ln.startswith(("place:", "ahead:"))]))
-    assert words[:2] == words[2:], words
-    assert words[1][1] == {"after": "submit time (" + time.strftime("%H:%M:%S", time.localtime(NOW - 90))
-                           + " vs " + time.strftime("%H:%M:%S", time.localtime(NOW - 100)) + ")"}
+        view = explain_view(q[3], q, now=NOW)
+        said.append([w for n in view["ordering"].values() for w in [n["words"]] if "las" in w or "submit" in w])
+    assert said[0] == ["submit time (" + time.strftime("%H:%M:%S", time.localtime(NOW - 90)) + " vs "
+                       + time.strftime("%H:%M:%S", time.localtime(NOW - 100)) + ")"]
+    assert not any("las + fairshare" in w for w in said[1]), said  # no other reason for the same two jobs
+    assert set(said[1]) <= set(said[0]), said
 
 
 def test_finished_jobs_take_their_state_from_accounting_else_from_dlsubmits_records(
