@@ -132,6 +132,15 @@ def newest_checkpoint(ckpt_dir: Path) -> str | None:
     return str(max(entries, key=lambda p: p.stat().st_mtime_ns))
 
 
+def own_events(lines: list[str], job_id: int, sweep: bool = False, n: int = 3) -> list[str]:
+    """The last ``n`` events of this job: runs with the same name share a checkpoint directory,
+    and its events file, so another job's lines are left out (a sweep's tasks have ids of
+    their own: all kept)."""
+    if not sweep:
+        lines = [ln for ln in lines if f" job={job_id} " in ln or " job=" not in ln]
+    return lines[-n:]
+
+
 def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
     try:
         lines = (ckpt_dir / ".dlsubmit" / "events").read_text(errors="replace").splitlines()
@@ -258,7 +267,7 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer
         if record and record.get("checkpoint_dir"):
             d = Path(record["checkpoint_dir"])
             row["last_checkpoint"] = newest_checkpoint(d)
-            row["events"] = last_events(d)
+            row["events"] = own_events(last_events(d, 50), job.job_id, sweep=tasks is not None)
         if tasks is not None and (tasks["total"] > 1 or tasks["waiting"]):
             row["tasks"] = tasks
             row["state"] = "RUNNING" if tasks["running"] else "PENDING" if tasks["waiting"] else row["state"]

@@ -208,3 +208,11 @@ def test_status_says_in_one_note_when_the_prioritizer_cannot_be_asked(tmp_path: 
     assert len(notes) == 1 and "explain endpoint" in " ".join(out[notes[0]:]) and "waiting for free GPUs" in out[1]
     assert all(len(ln) <= 80 for ln in out)
     assert not (tmp_path / "absent").exists()  # nothing created where it could not read
+
+
+def test_a_jobs_events_are_its_own_when_runs_share_a_checkpoint_directory() -> None:
+    from slurm_dl.cli.dlsubmit_status import own_events
+
+    lines = [f"{int(NOW)} job=19 restart=0 event=exit rc=0", f"{int(NOW)} job=31 restart=0 event=start restart=0"]
+    assert own_events(lines, 31) == [lines[1]]
+    assert own_events(lines, 7, sweep=True) == lines
