@@ -424,6 +424,10 @@ def people_text(view: Mapping[str, Any]) -> str:
         say("waits for:", view["waiting_for"])
     if view.get("state") == "PENDING":
         say("start:", _estimate_for_people(view))
+    deadline = next((p["words"] for t in view.get("tiers") or [] for p in t["factors"]
+                     if p["factor"] == "deadline"), None)
+    if deadline and not deadline.startswith("no deadline"):
+        say("deadline:", deadline)
     ahead = (view.get("ordering") or {}).get("after")
     if ahead and q and q["jobs_ahead"]:
         say("ahead:", f"job {ahead['job_id']}, because {_ahead_words(ahead)}")

@@ -216,3 +216,14 @@ def test_a_jobs_events_are_its_own_when_runs_share_a_checkpoint_directory() -> N
     lines = [f"{int(NOW)} job=19 restart=0 event=exit rc=0", f"{int(NOW)} job=31 restart=0 event=start restart=0"]
     assert own_events(lines, 31) == [lines[1]]
     assert own_events(lines, 7, sweep=True) == lines
+
+
+def test_a_deadline_is_said_in_the_view_for_people() -> None:
+    job = Job(5, user="u", account="a", num_gpus=1, submit_time=NOW - 10, time_limit=600.0, deadline=NOW + 7200,
+              state_reason="Priority")
+    q = _queue([job], NOW)
+    text = people_text(explain_view(q[5], q, now=NOW))
+    assert "deadline:" in text and "to spare" in text, text
+    q[5]["deadline_demoted"] = "deadlines already promised fill the GPUs set aside"
+    text = people_text(explain_view(q[5], q, now=NOW))
+    assert "not admitted, best effort" in text, text
