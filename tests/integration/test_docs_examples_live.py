@@ -12,6 +12,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from users import as_user, user_python
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +42,8 @@ def test_the_users_guide_lists_examples_of_every_kind() -> None:
 
 
 def test_every_example_in_the_users_guide_runs_as_written(testbed) -> None:
+    if testbed.bin_dir is not None:
+        pytest.skip("another release's clients run inside its Debian root; this runs on the host's Slurm")
     run, public = as_user(testbed)
     bin_dir = user_python()
     work = public / "work"
