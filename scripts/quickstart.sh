@@ -193,8 +193,10 @@ step_as_a_user() {
       echo "  installing slurm-dl for other users into $venv"
       rm -rf "$venv"
       /usr/bin/python3 -m venv "$venv"
+      local had_build=0; [ -e "$REPO/build" ] && had_build=1
       "$venv/bin/pip" install -q "$REPO" >"$TESTBED_DIR/log/user-venv.log" 2>&1 ||
         { echo "  pip failed; see $TESTBED_DIR/log/user-venv.log" >&2; return 1; }
+      [ "$had_build" = 1 ] || rm -rf "$REPO/build"  # pip's build output in the checkout, if it made it
       touch "$venv/.stamp"
       chmod -R a+rX "$venv"
     fi
