@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -18,7 +17,7 @@ from slurm_dl.cli.common import expected_errors, fail, job_id_of
 from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, raise_open_files_limit, setup_logging
 from slurm_dl.cli.daemon_opts import metrics_port as resolve_metrics_port
 from slurm_dl.core.jobid import parse_job_ref
-from slurm_dl.site_paths import CONFIG_HELP, config_path, database_url, sqlite_path
+from slurm_dl.site_paths import CONFIG_HELP, config_path, database_url
 
 app = typer.Typer(help="""The prioritizer daemon: scores, SiteFactor, preemption.
 
@@ -207,6 +206,8 @@ def explain(
     live: bool = typer.Option(True, "--live/--no-live",
                               help="also ask Slurm for its start estimate and the free GPUs"),
     as_json: bool = typer.Option(False, "--json", help="print the same numbers as JSON (ranks 1-based)"),
+    detail: bool = typer.Option(False, "--detail", help="also the tiers, each factor's score, the SiteFactor "
+                                "and the prioritizer's recent decisions about the job"),
     via_prioritizer: bool = typer.Option(
         False, "--via-prioritizer",
         help="ask the prioritizer's explain endpoint (a user sees only their own jobs); "
@@ -214,9 +215,10 @@ def explain(
 ) -> None:
     """Why a job has its place in the queue, and what would move it.
 
-    Shows the job's place among waiting jobs, each priority factor's
-    contribution, which step orders it against its neighbours, Slurm's
-    start estimate, its preemption state, and levers that would help.
+    Shows the job's place among waiting jobs and the GPUs ahead of it, what
+    it waits for, when Slurm expects it to start, and what would help.
+    --detail adds each priority factor's contribution, the step that orders
+    it against its neighbours and the prioritizer's recent decisions.
 
     On a login node, where the prioritizer's store cannot be read, explain
     asks the prioritizer's explain endpoint ([prioritizer] explain_port),
@@ -225,10 +227,11 @@ def explain(
     \b
     Examples:
       slurm-dl explain 1234
+      slurm-dl explain 1234 --detail
       slurm-dl explain 1234 --json
       slurm-dl explain 1234_7
     """
-    from prioritizer.explain_query import NoRecord, gather, payload, render_text
+    from slurm_dl.explain_query import NoRecord, NoWayToAsk, explanation, render_text
 
     with expected_errors():
         ref = parse_job_ref(job_id)
@@ -237,36 +240,22 @@ def explain(
         from slurm_dl.core.config import load_config
 
         cfg = load_config(_config_path(config))
-        pc = cfg.prioritizer
-        url = database_url(cfg, db)
-        path = sqlite_path(url)
-        readable = path is None or os.access(path, os.R_OK)
-        local = readable and not via_prioritizer
-        if not local and (db is not None or not pc.explain_port):
-            if via_prioritizer and readable:
-                raise fail("--via-prioritizer: the site config has no [prioritizer] explain_port,\n"
-                           "  so there is no prioritizer to ask")
-            raise fail(f"the prioritizer's database cannot be read here:\n  {url}\n"
-                       "  and the site config has no [prioritizer] explain_port to ask the\n"
-                       "  prioritizer instead. Ask your admins to turn on its explain endpoint,\n"
-                       "  or run this where the database is readable (see --db).")
-        if local:
-            from slurm_dl.store import Store
+        try:
+            doc = explanation(cfg, jid, db=db, via_prioritizer=via_prioritizer, live=live)
+        except NoWayToAsk as e:
+            raise fail(str(e)) from None
+        except NoRecord:
+            from slurm_dl.slurm.job_lookup import known_to_slurm
 
-            store = Store(url)
-            try:
-                doc = payload(gather(store, jid), cfg.policy.fairshare.half_life_hours, live=live)
-            except NoRecord:
-                raise fail(f"{named}: the prioritizer has no record of it (not seen by a\n"
-                           f"  cycle yet?) in {store.url}") from None
-        else:
-            from prioritizer.explain_client import ask
-
-            doc = ask(pc.explain_host, pc.explain_port, jid, live=live, munge_socket=pc.munge_socket)
+            if known_to_slurm(jid) is False:
+                raise fail(f"{named}: no such job (Slurm does not know it: ended a while ago,\n"
+                           "  or never submitted)") from None
+            raise fail(f"{named}: the prioritizer has not seen it yet (it looks at the queue\n"
+                       f"  every {cfg.prioritizer.interval_seconds:g} s); try again in a moment") from None
     if as_json:
         typer.echo(json.dumps(doc, sort_keys=True))
     else:
-        typer.echo(render_text(doc))
+        typer.echo(render_text(doc, detail=detail))
 
 
 def register(root: typer.Typer) -> None:

@@ -166,10 +166,58 @@ step_explain() {
   for id in $(squeue -h -o %i | head -n 3); do
     for tries in 1 2 3 4 5 6 7 8 9 10; do  # a busy machine's cycle may not have seen a new job yet
       out="$(slurm-dl explain "$id" 2>&1)" && break
-      case "$out" in *"no record of it"*) sleep 2 ;; *) break ;; esac
+      case "$out" in *"not seen it yet"*) sleep 2 ;; *) break ;; esac
     done
     printf '%s\n' "$out" | sed 's/^/  /' | head -n 12 || true
   done
+}
+
+step_as_a_user() {
+  # What a researcher on a login node has: slurm-dl installed, the cluster's slurm.conf and site
+  # config, no access to the prioritizer's database (0600, root's). `dlsubmit status` and
+  # `slurm-dl explain` then ask the prioritizer's explain endpoint, proving who asks with MUNGE
+  # (the testbed runs a munged of its own).
+  local user=nobody
+  banner "as an ordinary user ($user): a job, dlsubmit status and slurm-dl explain, through the endpoint"
+  local pub venv
+  pub="$(mktemp -d /tmp/slurm-dl-quickstart.XXXXXX)"
+  chmod 755 "$pub"
+  cp "$(dirname "$SLURM_CONF")"/*.conf "$SLURM_DL_CONFIG" "$pub/"
+  chmod 644 "$pub"/*
+  install -d -o "$user" "$pub/work"  # the user's own directory: job logs, checkpoints, dlsubmit's records
+  venv="$REPO/.venv"
+  if ! runuser -u "$user" -- "$venv/bin/slurm-dl" --version >/dev/null 2>&1; then
+    venv="$TESTBED_DIR/user-venv"  # the checkout is not readable by other users: a copy they can run
+    if ! runuser -u "$user" -- "$venv/bin/slurm-dl" --version >/dev/null 2>&1 || [ ! -f "$venv/.stamp" ] ||
+       [ -n "$(find "$REPO/slurm_dl" "$REPO/prioritizer" "$REPO/jobsubmit" "$REPO/templates" -newer "$venv/.stamp" -print -quit)" ]; then
+      echo "  installing slurm-dl for other users into $venv"
+      rm -rf "$venv"
+      /usr/bin/python3 -m venv "$venv"
+      local had_build=0; [ -e "$REPO/build" ] && had_build=1
+      "$venv/bin/pip" install -q "$REPO" >"$TESTBED_DIR/log/user-venv.log" 2>&1 ||
+        { echo "  pip failed; see $TESTBED_DIR/log/user-venv.log" >&2; return 1; }
+      [ "$had_build" = 1 ] || rm -rf "$REPO/build"  # pip's build output in the checkout, if it made it
+      touch "$venv/.stamp"
+      chmod -R a+rX "$venv"
+    fi
+  fi
+  as_user() {
+    (cd "$pub/work" && runuser -u "$user" -- env PATH="$venv/bin:/usr/bin:/bin" SLURM_CONF="$pub/slurm.conf" \
+      SLURM_DL_CONFIG="$pub/$(basename "$SLURM_DL_CONFIG")" HOME="$pub/work" COLUMNS=80 "$@")
+  }
+  echo "  ls -l ledger.db: $(ls -l "$TESTBED_DIR/ledger.db" | cut -d' ' -f1,3) (users cannot read it)"
+  local id
+  id="$(as_user dlsubmit train --gpus 8 --time 10 --name user-job -- sleep 60 2>/dev/null | awk '/^submitted/ {print $4}')"
+  echo "  $user submitted job $id: dlsubmit train --gpus 8 --time 10 --name user-job -- sleep 60"
+  local out
+  for _ in 1 2 3 4 5 6 7 8 9 10; do  # the prioritizer looks at the queue every few seconds
+    out="$(as_user slurm-dl explain "$id" 2>&1)" && break
+    case "$out" in *"not seen it yet"*) sleep 2 ;; *) break ;; esac
+  done
+  echo "  \$ dlsubmit status"
+  as_user dlsubmit status 2>&1 | sed 's/^/    /'
+  echo "  \$ slurm-dl explain $id"
+  printf '%s\n' "$out" | sed 's/^/    /'
 }
 
 step_howto() {
@@ -189,7 +237,7 @@ step_howto() {
 MSG
 }
 
-STEPS=(step_setup step_testbed_up step_filter step_prioritizer step_submit_gpu_jobs step_show_placement step_dlsubmit step_explain step_howto)
+STEPS=(step_setup step_testbed_up step_filter step_prioritizer step_submit_gpu_jobs step_show_placement step_dlsubmit step_explain step_as_a_user step_howto)
 
 for step in "${STEPS[@]}"; do
   "$step"

@@ -35,9 +35,10 @@ fi
 # debootstrap for the Debian roots that hold other Slurm releases (testbed up --slurm 24.11),
 # PostgreSQL for the store's tests against a live server (started per test run by the fixture in
 # a temporary directory; the Debian package's own cluster is not used). Chromium (headless) for the
-# test that opens simulate's HTML report in a real browser.
+# test that opens simulate's HTML report in a real browser. MUNGE for the testbed's own munged, which
+# tells the prioritizer's explain endpoint who asks (Slurm itself runs without it there).
 PACKAGES=(slurm-wlm slurmctld slurmd slurm-client lua5.1 lua-socket lua-cjson python3 python3-venv python3-pip debootstrap
-          postgresql chromium)
+          postgresql chromium munge)
 if [ "$ACCOUNTING" -eq 1 ]; then
   PACKAGES+=(mariadb-server slurmdbd slurm-wlm-mysql-plugin)
 fi

@@ -12,6 +12,7 @@ the rounded contributions shown, so what is printed adds up.
 
 from __future__ import annotations
 
+import textwrap
 import time
 from typing import Any, Iterable, Mapping
 
@@ -101,7 +102,8 @@ def factor_words(name: str, f: Mapping[str, Any], expl: Mapping[str, Any]) -> st
         return text
     if name == "fairshare":
         usage = expl.get("account_usage_gpu_s")
-        return f"account {expl.get('account') or '-'}: factor {f.get('factor', 0):.2f}, used {_gpu_h(usage)}"
+        whose = f"account {expl['account']}" if expl.get("account") else "no account (shared by all jobs without one)"
+        return f"{whose}: factor {f.get('factor', 0):.2f}, used {_gpu_h(usage)}"
     if name == "fifo":
         return "first come, first served"
     return f"{name} score"
@@ -139,6 +141,7 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
     view: dict[str, Any] = {
         "job_id": jid, "name": expl.get("name"), "user": expl.get("user"), "account": expl.get("account"),
         "state": expl.get("state"), "class": expl.get("class"), "num_gpus": expl.get("num_gpus"),
+        "num_nodes": expl.get("num_nodes"), "time_limit": expl.get("time_limit"),
         "policy": expl.get("policy"), "rank": None if rank is None else rank + 1,
         "ranked": expl.get("ranked"), "score": expl.get("score"), "site_factor": expl.get("site_factor"),
         "tiers": contributions(expl), "waiting_for": expl.get("waiting_for") or None, "at": expl.get("at"),
@@ -157,10 +160,18 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
     neighbours = {}
     mine = expl.get("order_key") or []
     if rank is not None and mine:
-        by_rank = {e["rank"]: e for e in ranked}
-        for side, r in (("after", rank - 1), ("before", rank + 1)):
-            other = by_rank.get(r)
+        # A waiting job's neighbours are the waiting jobs next to it, compared only when both keys
+        # were built in the same cycle: a running job's key, or one deep in the queue, is rebuilt
+        # less often, and comparing keys of two moments would say a different step each time.
+        peers = [e for e in ranked if e.get("state") == expl.get("state")] if expl.get("state") == "PENDING" \
+            else ranked
+        ids = [int(e["job_id"]) for e in peers]
+        at = ids.index(jid) if jid in ids else None
+        for side, i in (("after", None if at is None else at - 1), ("before", None if at is None else at + 1)):
+            other = peers[i] if i is not None and 0 <= i < len(peers) else None
             if other is None or not other.get("order_key"):
+                continue
+            if other.get("factors_at", other.get("at")) != expl.get("factors_at", expl.get("at")):
                 continue
             step = _key_step(mine, other["order_key"])
             if step is None:
@@ -171,7 +182,7 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
                                 "words": _step_words(label, va, vb)}
     view["ordering"] = neighbours
     view["preemption"] = preemption_words(expl, list(preemptions))
-    view["estimated_start"] = _estimate(estimate, now)
+    view["estimated_start"] = estimate_words(estimate, now)
     view["levers"] = levers(expl, view, free_gpus_per_node, half_life_hours)
     fit = earliest_fit(int(expl.get("num_gpus") or 0), releases, now) if expl.get("state") == "PENDING" else None
     if fit is not None and now is not None and fit > now:
@@ -254,7 +265,7 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
     return f"{how}{why} once it runs"
 
 
-def _estimate(estimate: Mapping[str, Any] | None, now: float | None) -> dict[str, Any]:
+def estimate_words(estimate: Mapping[str, Any] | None, now: float | None) -> dict[str, Any]:
     if not estimate or not estimate.get("at"):
         return {"at": None, "source": None,
                 "words": "none: Slurm has not estimated it yet (its backfill pass does, for jobs near the front)"}
@@ -274,19 +285,20 @@ def levers(expl: Mapping[str, Any], view: Mapping[str, Any], free_gpus_per_node:
         return out
     n = int(expl.get("num_gpus") or 0)
     free = sorted(free_gpus_per_node or [], reverse=True)
-    if free and n > 0:
+    single_node = (expl.get("num_nodes") or 1) <= 1
+    if free and n > 0 and single_node:  # a multi-node job's shape is its own choice (DDP ranks)
         best = free[0]
         if 0 < best < n:
             out.append(f"with {best} GPUs instead of {n} it would fit on a node that is free now")
         elif best >= n:
             out.append(f"{best} GPUs are free on one node: it starts once the jobs ahead are placed")
     usage = expl.get("account_usage_gpu_s")
-    if half_life_hours and usage and "fairshare" in (expl.get("factors") or {}):
-        whose = f"account {expl['account']}'s" if expl.get("account") else "your account's"
-        out.append(f"{whose} usage ({_gpu_h(usage)}) halves in {half_life_hours:g} h, "
+    if half_life_hours and usage and expl.get("account") and "fairshare" in (expl.get("factors") or {}):
+        # (without an account, the usage is that of every job without one: nothing the user controls)
+        out.append(f"account {expl['account']}'s usage ({_gpu_h(usage)}) halves in {half_life_hours:g} h, "
                    "raising its fair-share factor")
     if expl.get("state_reason") in ("Priority", "Resources"):
-        out.append("a shorter --time lets Slurm backfill it into gaps before the jobs ahead start")
+        out.append("a shorter --time lets Slurm start it sooner in a gap between other jobs (backfill)")
     return out
 
 
@@ -317,7 +329,7 @@ def one_line(view: Mapping[str, Any]) -> str:
     if q["jobs_ahead"]:
         text = f"{_ordinal(q['position'])} of {q['waiting']}, {q['gpus_ahead']} GPUs ahead"
     else:
-        text = f"next of {q['waiting']}"
+        text = f"first of {q['waiting']} waiting"
     est = view.get("estimated_start") or {}
     if est.get("at"):
         text += f", start ~{_clock(est['at'])[11:]}"
@@ -344,16 +356,110 @@ def _fit(text: str, width: int = WIDTH) -> list[str]:
     return lines
 
 
+_AHEAD_WORDS = {
+    "deadline": "it has a deadline to meet",
+    "class": "its kind of job comes first (class {other_class})",
+    "las": "it has run for less time so far (least attained service first)",
+    "fairshare": "its account has used fewer GPU-hours lately (fair share)",
+}
+
+
+def _ahead_words(step: Mapping[str, Any]) -> str:
+    """Why the job just ahead is ahead, in words (the step that ordered the two)."""
+    label = str(step.get("step") or "")
+    if label.startswith("tier:"):
+        names = label[5:].split("+")
+        if len(names) == 1:
+            return _AHEAD_WORDS.get(names[0], f"its {names[0]} score is higher").format(other_class="higher")
+        said = [_AHEAD_WORDS[n].split(" (")[0] for n in names if n in _AHEAD_WORDS]
+        return " or ".join(said) if said else "its priority score is higher"
+    if label == "submit":
+        return "it was submitted earlier (otherwise the two are alike)"
+    if label == "job_id":
+        return "it was submitted first, in the same second (otherwise alike)"
+    return "its priority is higher"
+
+
+def _plain(text: str) -> str:
+    """Drop internal tags (``(dl:ckpt)``) from words meant for people."""
+    import re
+
+    return re.sub(r"\s*\((dl|sdl\d*):[^)]*\)", "", text)
+
+
+def _estimate_for_people(view: Mapping[str, Any]) -> str:
+    est = view.get("estimated_start") or {}
+    if not est.get("at"):
+        return "Slurm has not estimated it yet (it does so for jobs near the front)"
+    at, in_s = est["at"], est.get("in_s")
+    when = _clock(at)[11:] if in_s is not None and in_s < 20 * 3600 else _clock(at)
+    soon = "" if in_s is None else f" (in {_duration(max(0.0, in_s))})"
+    return (f"Slurm expects {when}{soon}, going by the running jobs' time limits: sooner if "
+            "they end early, later if higher-priority jobs arrive")
+
+
+def people_text(view: Mapping[str, Any]) -> str:
+    """The default explanation: where the job stands and what would help, in plain words;
+    the scores and tiers are in :func:`explain_text` (``--detail``)."""
+    out: list[str] = []
+
+    def say(label: str, text: str) -> None:
+        out.extend(textwrap.wrap(text, WIDTH, initial_indent=f"{label:<12}", subsequent_indent=" " * 12,
+                                 break_on_hyphens=False))
+
+    n, nodes = view.get("num_gpus"), view.get("num_nodes") or 1
+    shape = f"{n} GPU{'s' if n != 1 else ''}" + (f" on {nodes} nodes" if nodes > 1 else "")
+    state = {"PENDING": "waiting", "RUNNING": "running"}.get(view.get("state") or "", (view.get("state") or "").lower())
+    out.extend(_fit(f"job {view['job_id']} ({view.get('name') or '-'}): {state}, {shape}"))
+    q = view.get("queue")
+    if q:
+        if q["jobs_ahead"]:
+            jobs = f"{q['jobs_ahead']} job{'s' if q['jobs_ahead'] != 1 else ''}"
+            say("place:", f"{_ordinal(q['position'])} of {q['waiting']} waiting jobs; {q['gpus_ahead']} GPUs "
+                f"ahead of it ({jobs})")
+        else:
+            say("place:", f"first of {q['waiting']} waiting job{'s' if q['waiting'] != 1 else ''}; "
+                "no GPUs ahead of it")
+    if view.get("waiting_for"):
+        say("waits for:", view["waiting_for"])
+    if view.get("state") == "PENDING":
+        say("start:", _estimate_for_people(view))
+    deadline = next((p["words"] for t in view.get("tiers") or [] for p in t["factors"]
+                     if p["factor"] == "deadline"), None)
+    if deadline and not deadline.startswith("no deadline"):
+        say("deadline:", deadline)
+    ahead = (view.get("ordering") or {}).get("after")
+    if ahead and q and q["jobs_ahead"]:
+        say("ahead:", f"job {ahead['job_id']}, because {_ahead_words(ahead)}")
+    levers_ = view.get("levers") or []
+    if levers_:
+        out.append("to start sooner:")
+        for lever in levers_:
+            out.extend(textwrap.wrap(lever, WIDTH, initial_indent="  - ", subsequent_indent="    "))
+    if view.get("gpu_types"):
+        say("GPU type:", view["gpu_types"])
+    if view.get("gpu_utilisation"):
+        from .core.explain import utilisation_lines
+
+        for line in utilisation_lines(view["gpu_utilisation"]):
+            out.extend(_fit(line))
+    say("preemption:", _plain(str(view.get("preemption") or "")))
+    out.extend(_fit(f"(slurm-dl explain {view['job_id']} --detail: the scores, tiers and recent decisions)"))
+    return "\n".join(out)
+
+
 def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = ()) -> str:
-    """Lines of at most 80 characters."""
+    """The detailed explanation (``--detail``): tiers, scores, SiteFactor, decisions; lines of
+    at most 80 characters."""
     out: list[str] = []
 
     def say(text: str) -> None:
         out.extend(_fit(text))
 
     state = (view.get("state") or "").lower()
-    say(f"job {view['job_id']} ({view.get('name') or '-'}) of {view.get('user') or '-'}, account "
-        f"{view.get('account') or '-'}: {state}, {view.get('num_gpus')} GPU(s), class {view.get('class')}")
+    account = f", account {view['account']}" if view.get("account") else ""
+    say(f"job {view['job_id']} ({view.get('name') or '-'}) of {view.get('user') or '-'}{account}: {state}, "
+        f"{view.get('num_gpus')} GPU(s), class {view.get('class')}")
     q = view.get("queue")
     if q and q["jobs_ahead"]:
         say(f"place: {_ordinal(q['position'])} of {q['waiting']} waiting jobs; ahead of it: {q['jobs_ahead']} "

@@ -92,6 +92,11 @@ class JobSpec:
     endpoint_file: str | None = None  # serve: where host:port is written
     preemptible: bool | None = None  # serve: default from the site's class config
     gpu_mem: str | None = None  # GPU memory the job needs (40G): types with less are ruled out
+    qos: str | None = None  # sbatch options passed through as they are (the filter checks them as any job's)
+    constraint: str | None = None
+    dependency: str | None = None
+    mail_type: str | None = None
+    mail_user: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +165,11 @@ def shell_words(command: tuple[str, ...], kind: str) -> str:
     return " ".join(out)
 
 
+def _looks_like_a_path(word: str) -> bool:
+    """``./my script.sh`` (a program whose name has a space) rather than a whole command line."""
+    return word.startswith(("/", "./", "../", "~/")) and not any(c in word for c in ";|&<>$`")
+
+
 def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     if spec.kind not in KINDS:
         raise RenderError(f"job kind {spec.kind!r}: allowed: {', '.join(KINDS)}")
@@ -168,6 +178,14 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     cls = site.class_config(CLASS_OF_KIND[spec.kind])
     if spec.gpus < 0:
         raise RenderError(f"--gpus {spec.gpus}: must be 0 or more")
+    if spec.gpus == 0 and spec.kind in ("train", "sweep"):
+        raise RenderError(f"--gpus 0: a {spec.kind} job needs at least one GPU (--gpus 1 or more);\n"
+                          "  for CPU-only work use sbatch directly")
+    if len(spec.command) == 1 and " " in spec.command[0].strip() and not _looks_like_a_path(spec.command[0]):
+        words = spec.command[0].split()
+        raise RenderError(f"the command is one quoted word, {spec.command[0]!r}:\n"
+                          f"  give its words after '--' without quotes: -- {' '.join(words[:4])}"
+                          f"{' ...' if len(words) > 4 else ''}")
     if spec.nodes < 1:
         raise RenderError(f"--nodes {spec.nodes}: must be 1 or more")
     if spec.nodes > 1 and spec.kind != "train":
@@ -274,8 +292,29 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         max_restarts=restarts, env=env, params=params, parallel=parallel, inputs=spec.inputs, endpoint=endpoint,
         launcher=spec.launcher or user.launcher or "auto", requeue_on_timeout=spec.requeue_on_timeout,
         cpus_per_gpu=cpg, mem_per_gpu=mem_text, signal=site.preemption.signal,
-        command=shell_words(spec.command, spec.kind),
+        command=shell_words(spec.command, spec.kind), passed=_passed_through(spec, gpu_types),
     )
+
+
+_PASSED = (("qos", "--qos"), ("constraint", "--constraint"), ("dependency", "--dependency"),
+           ("mail_type", "--mail-type"), ("mail_user", "--mail-user"))
+
+
+def _passed_through(spec: JobSpec, gpu_types: tuple[str, ...]) -> list[str]:
+    """``--qos`` and the like, as sbatch takes them: each value one #SBATCH word."""
+    out = []
+    for field_name, option in _PASSED:
+        value = getattr(spec, field_name)
+        if value is None:
+            continue
+        _check_sbatch_value(option, value)
+        if any(c.isspace() for c in value):
+            raise RenderError(f"{option} {value!r}: no spaces (sbatch reads one word)")
+        if field_name == "constraint" and len(gpu_types) > 1:
+            raise RenderError(f"--constraint {value} and --gpu-type {','.join(gpu_types)} both choose node "
+                              "features: give one")
+        out.append(f"{option}={value}")
+    return out
 
 
 def _directives(j: dict) -> list[str]:
@@ -300,6 +339,7 @@ def _directives(j: dict) -> list[str]:
         d.append(f"--account={j['account']}")
     if j["kind"] == "sweep":
         d.append(f"--array=0-{len(j['params']) - 1}%{j['parallel']}")
+    d.extend(j["passed"])
     ckpt_hint = "1" if (j["checkpointable"] and j["kind"] != "serve") else "0"
     mem = f";gpu_mem={j['gpu_mem']}" if j["gpu_mem"] and j["gpus"] else ""
     d.append(f"--comment=dl:class={j['job_class']};ckpt={ckpt_hint}{mem}")
@@ -313,6 +353,8 @@ def _gpu_types(text: str | None, gpu_mem: str | None, site: SiteConfig) -> tuple
     for t in asked:
         _check_slurm_word("GPU type", t)
     real = site.site.name != BUILTIN_SITE_NAME
+    by_lower = {n.lower(): n for n in site.gpu_type_names}
+    asked = [by_lower.get(t.lower(), t) if real else t for t in asked]  # H100 is the site's h100
     unknown = [t for t in asked if real and t not in site.gpu_type_names]
     if unknown:
         raise RenderError(f"GPU type {unknown[0]!r}: this site has {', '.join(site.gpu_type_names)}")

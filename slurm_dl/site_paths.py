@@ -129,9 +129,9 @@ def relative_sqlite_problem(url: str) -> str | None:
 _HEADER = re.compile(r"^[ \t]*\[\[?([^\[\]]+)\]\]?[ \t]*(#.*)?$", re.MULTILINE)  # [table], [[array]]
 
 
-def with_setting(config_text: str, section: str, key: str, value: str) -> str:
+def with_setting(config_text: str, section: str, key: str, value: str | int) -> str:
     """The TOML text of a site config with ``[section] key`` set to the string ``value``
-    (replaced where the section has it, else added at the section's top; a missing section
+    (or number; replaced where the section has it, else added at the section's top; a missing section
     is added at the end). Comments and everything else stay as they were."""
     line = f"{key} = {json.dumps(value)}"
     headers = list(_HEADER.finditer(config_text))

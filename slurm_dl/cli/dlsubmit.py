@@ -8,6 +8,9 @@ from __future__ import annotations
 import getpass
 import json
 import shlex
+import shutil
+import subprocess
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -19,12 +22,12 @@ from ..core.jobid import parse_job_ref
 from ..core.model import JobState
 from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
 from .common import expected_errors, fail, job_id_of
-from .dlsubmit_checks import (ClusterFacts, cluster_problems, read_cluster, refusal_lines, refusal_message,
-                              single_process_warning)
+from .dlsubmit_checks import (ClusterFacts, cluster_problems, command_problem, read_cluster, refusal_lines,
+                              refusal_message, single_process_warning, too_many_gpus)
 from .dlsubmit_defaults import site_config, user_defaults
 from .dlsubmit_options import HintingCommand, command_for
-from .dlsubmit_status import (describe_jobs, ended_rows, forget_missing, load_record, output_path, parse_since,
-                              print_status, save_record, select_rows)
+from .dlsubmit_status import (Explainer, describe_jobs, ended_rows, forget_missing, load_record, log_display,
+                              output_path, parse_since, print_status, save_record, select_rows)
 from .version import VersionOpt, version_option
 
 app = typer.Typer(
@@ -92,18 +95,47 @@ def _filter_verdict(job: RenderedJob, config: Any) -> dict[str, Any] | None:
     return verdict
 
 
-def _print_verdict(verdict: dict[str, Any] | None) -> None:
+_SET_WORDS = {
+    "time_limit": "time limit (min)",
+    "tres_per_node": "GPUs per node",
+    "tres_per_job": "GPUs in all",
+    "min_nodes": "nodes",
+    "max_nodes": "nodes at most",
+    "partition": "partition",
+    "features": "GPU types (features)",
+    "num_tasks": "tasks",
+    "ntasks_per_node": "tasks per node",
+    "cpus_per_task": "CPUs per task",
+    "nice": "nice",
+}
+
+
+def verdict_lines(verdict: dict[str, Any] | None) -> list[str]:
+    """The filter's verdict in words: accepted as what, what it changed, what it noticed."""
     if verdict is None:
-        typer.echo("# filter: not installed here; no verdict")
-        return
-    if verdict["action"] == "accept":
-        typer.echo(f"# filter: accept (class {verdict.get('class') or '-'})")
-        for k, v in sorted(verdict.get("set", {}).items()):
-            typer.echo(f"#   set {k} = {v!r}")
-        for n in verdict.get("notices", []):
-            typer.echo(f"#   note: {n}")
-    else:
-        typer.echo(f"# filter: {verdict['action']}: {verdict.get('message', '')}")
+        return ["filter: not installed here; no verdict"]
+    if verdict["action"] != "accept":
+        return textwrap.wrap(f"filter: REFUSES it: {verdict.get('message', '')}", 80, subsequent_indent="  ")
+    lines = [f"filter: accepts it as a {verdict.get('class') or '-'} job"]
+    changes = dict(verdict.get("set", {}))
+    tag = str(changes.pop("admin_comment", "") or "")
+    changes.pop("comment", None)
+    fields = dict(part.split("=", 1) for part in tag.split(":", 1)[-1].split(";") if "=" in part)
+    if fields.get("ckpt") == "1":
+        lines.append(f"  preemptible: asked to checkpoint ({fields.get('sig', 'USR2')}, {fields.get('lead', '?')} s "
+                     "ahead), then requeued")
+    elif fields.get("ckpt") == "0":
+        lines.append("  not preemptible (no checkpoint handler): never signalled or requeued")
+    if "req_switch" in changes:
+        n, wait = changes.pop("req_switch"), changes.pop("wait4switch", None)
+        lines.append(f"  placed under {n} leaf switch{'es' if str(n) != '1' else ''}"
+                     + (f" (it waits up to {int(wait) // 60} min for that)" if wait else ""))
+    for key, value in sorted(changes.items()):
+        words = _SET_WORDS.get(key, key.replace("_", " "))
+        lines.append(f"  it sets {words}: {value}")
+    for note in verdict.get("notices", []):
+        lines.extend(textwrap.wrap(f"note: {note}", 80, initial_indent="  ", subsequent_indent="    "))
+    return lines
 
 
 def _backend():
@@ -146,17 +178,20 @@ def _check_resume(resume: str, root: str) -> None:
 
 def _print_cluster(facts: ClusterFacts, problems: list[str]) -> None:
     if not facts.checked:
-        typer.echo(f"# cluster: not checked ({facts.why})")
+        typer.echo(f"cluster: not checked ({facts.why})")
     elif problems:
         for p in problems:
-            typer.echo(f"# cluster: refuse: {p}")
+            for line in textwrap.wrap(f"cluster: REFUSES it: {p}", 80, subsequent_indent="  "):
+                typer.echo(line)
     else:
-        typer.echo(f"# cluster: ok (partitions {', '.join(facts.partition_names) or '-'}"
+        typer.echo(f"cluster: ok (partitions {', '.join(facts.partition_names) or '-'}"
                    f"{'; GPU types ' + ', '.join(facts.gpu_types) if facts.gpu_types else ''})")
 
 
-def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str | None) -> list[str]:
-    lines = [f"submitted {kind} job {job_id} ({job.name})", f"  log:         {output_path(job.output, job_id)}"]
+def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str | None,
+                     tasks: int | None = None) -> list[str]:
+    log = log_display(output_path(job.output, job_id), tasks)
+    lines = [f"submitted {kind} job {job_id} ({job.name})", f"  log:         {log}"]
     if kind == "serve":
         lines.append(f"  endpoint:    {job.endpoint_file} (written when the server is up)")
     else:
@@ -172,6 +207,7 @@ def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str 
 
 
 def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dry_run: bool, as_json: bool,
+             show_script: bool = False,
              print_only: bool = False, env: list[str] | None = None, param: list[str] | None = None,
              params_file: Optional[Path] = None, resume: str | None = None, **fields: Any) -> None:
     fields = {k: v for k, v in fields.items() if v is not None}
@@ -193,16 +229,25 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
             run_tag = _run_tag(root)
         spec = JobSpec(kind=kind, command=tuple(command or ()), env=_env_pairs(env),  # type: ignore[arg-type]
                        params=_params(param, params_file), run_tag=run_tag, **fields)
+        if not print_only:
+            facts = _cluster()
+            big = too_many_gpus(spec.gpus, facts)
+            if big:
+                raise fail(big)
+            if spec.inputs and not Path(spec.inputs).is_file():
+                raise fail(f"--inputs {spec.inputs}: no such file in {Path.cwd()}")
         job = render(spec, site, user)
         if print_only:
             typer.echo(job.script, nl=False)
             return
+        program = spec.command[0] if spec.command else ""
+        missing = command_problem(spec.command, bool(shutil.which(program)) or Path(program).exists()
+                                  or "{" in program or "$" in program)
         warning = single_process_warning(kind, spec.gpus // max(1, spec.nodes), launcher or user.launcher or "auto",
-                                         spec.command)
+                                         spec.command, nodes=max(1, spec.nodes))
         if dry_run:
             builtin = site.site.name == BUILTIN_SITE_NAME
             verdict = None if builtin else _filter_verdict(job, site)
-            facts = _cluster()
             problems = cluster_problems(facts, job.directives)
             if as_json:
                 typer.echo(json.dumps({"script": job.script, "sbatch": [*job.sbatch_argv, "<script on stdin>"],
@@ -211,24 +256,32 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
                                        "cluster": {"checked": facts.checked, "why": facts.why or None,
                                                    "partitions": facts.partition_names,
                                                    "gpu_types": facts.gpu_types, "problems": problems},
-                                       "warnings": [warning] if warning else []}))
+                                       "warnings": [w for w in (warning, missing) if w]}))
             else:
-                typer.echo(job.script, nl=False)
-                typer.echo(f"# sbatch command: {shlex.join(job.sbatch_argv)} < script")
                 if builtin:
-                    typer.echo("# filter: not checked: no site config here (see --config)")
+                    typer.echo("filter: not checked: no site config here (see --config)")
                 else:
-                    _print_verdict(verdict)
+                    for line in verdict_lines(verdict):
+                        typer.echo(line)
                 _print_cluster(facts, problems)
-                if warning:
-                    typer.echo(f"# warning: {warning}")
+                for w in (warning, missing):
+                    if w:
+                        for line in textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  "):
+                            typer.echo(line)
+                typer.echo(f"sbatch command: {shlex.join(job.sbatch_argv)} < script")
+                if show_script:
+                    typer.echo("")
+                    typer.echo(job.script, nl=False)
+                else:
+                    typer.echo(f"the script: {len(job.script.splitlines())} lines; --show-script prints it")
             if problems or (verdict is not None and verdict["action"] == "reject"):
                 raise typer.Exit(2)  # as `slurm-dl filter check`: scripts can tell a refused job apart
             return
         if resume is not None:
             _check_resume(resume, root)
-        if warning:
-            typer.echo(f"warning: {warning}", err=True)
+        for w in (warning, missing):
+            if w:
+                typer.echo("\n".join(textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  ")), err=True)
         backend = _backend()
         try:
             job_id = backend.submit(job.script)
@@ -247,7 +300,7 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
                                "endpoint_file": job.endpoint_file if kind == "serve" else None,
                                "resume": leaf, "warnings": [warning] if warning else []}))
     else:
-        for line in _submitted_lines(kind, job_id, job, leaf):
+        for line in _submitted_lines(kind, job_id, job, leaf, len(spec.params) or None):
             typer.echo(line)
 
 
@@ -359,24 +412,28 @@ def status(
         site = site_config(config)
         one = job_id_of(ref) if ref is not None else None  # before the listing: a task may start
         jobs = _backend().jobs(states=list(JobState))  # finished ones too, while Slurm lists them
-        db = None if site.site.name == BUILTIN_SITE_NAME else site.site.database_url
+        explainer = None if site.site.name == BUILTIN_SITE_NAME else Explainer(site)
         samples = None
         if site.telemetry.exposition_dir:
             from ..telemetry.reader import read_exposition_dir
 
             samples = read_exposition_dir(site.telemetry.exposition_dir)
-        rows = describe_jobs(jobs, one, db, samples, _estimates(jobs, one))
+        rows = describe_jobs(jobs, one, explainer, samples, _estimates(jobs, one))
+        from ..slurm.sacct import finished_jobs
+
         if one is None:
             listed = {r["job_id"] for r in rows}
             forget_missing(listed)
-            rows = sorted(rows + ended_rows(listed), key=lambda r: r["job_id"])
+            rows = sorted(rows + ended_rows(listed, accounting=finished_jobs), key=lambda r: r["job_id"])
             rows = select_rows(rows, show_all=show_all, since_s=since_s, now=time.time())
         elif not rows:
-            raise fail(f"job {ref}: Slurm does not know it (ended a while ago, or never submitted)")
+            rows = ended_rows(set(), only=one, accounting=finished_jobs)  # ended, and dlsubmit remembers it
+            if not rows:
+                raise fail(f"job {ref}: Slurm does not know it (ended a while ago, or never submitted)")
     if as_json:
         typer.echo(json.dumps(rows))
     else:
-        print_status(rows, detail=one is not None)
+        print_status(rows, detail=one is not None, note=explainer.unavailable if explainer else None)
 
 
 def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:
@@ -391,6 +448,49 @@ def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:
         return expected_starts(pending)
     except SlurmDLError:
         return {}
+
+
+@app.command()
+def logs(job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
+                                      help="the job: 1234, a sweep's task 1234_7"),
+         lines: int = typer.Option(40, "-n", "--lines", min=1, help="how many lines from its end"),
+         follow: bool = typer.Option(False, "-f", "--follow", help="keep printing what it writes (Ctrl-C stops)")
+         ) -> None:
+    """Print the end of a job's log (its output file).
+
+    \b
+    Examples:
+      dlsubmit logs 1234
+      dlsubmit logs 1234_7 -n 100
+      dlsubmit logs 1234 --follow
+    """
+    with expected_errors():
+        ref = parse_job_ref(job_id)
+        record = load_record(ref.job_id)
+        path = None
+        if record and record.get("output"):
+            path = record["output"]
+            if "%a" in path:
+                if ref.task is None:
+                    raise fail(f"job {ref} is a sweep with one log per task: dlsubmit logs {ref.job_id}_0 "
+                               "(task 0), and so on")
+                path = path.replace("%a", str(ref.task))
+        else:
+            from ..slurm.job_lookup import output_file
+
+            jid = job_id_of(ref) if not ref.plain else ref.job_id
+            path = output_file(jid)
+            if path is None:
+                raise fail(f"job {ref}: no log known (dlsubmit did not submit it here, and Slurm does not\n"
+                           "  list it any more)")
+        if not Path(path).exists():
+            raise fail(f"job {ref}: its log {path} does not exist (yet): a job writes it once it starts")
+    tail = ["tail", "-n", str(lines), *(["-F"] if follow else []), "--", path]
+    typer.echo(f"==> {path} <==", err=True)
+    try:
+        raise typer.Exit(subprocess.call(tail))
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
 
 
 @app.command()

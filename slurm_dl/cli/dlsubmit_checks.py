@@ -24,6 +24,8 @@ class ClusterFacts:
     why: str = ""
     partitions: list[Partition] = field(default_factory=list)
     gpu_types: list[str] = field(default_factory=list)
+    gpus_per_node: list[int] = field(default_factory=list)
+    """Each node's GPUs (empty: not read)."""
 
     @property
     def partition_names(self) -> list[str]:
@@ -44,9 +46,29 @@ def read_cluster(backend: Any) -> ClusterFacts:
     try:
         nodes: list[Node] = backend.nodes()
         types = sorted({n.gpu_type for n in nodes if n.gpu_type})
+        per_node = [n.gpus for n in nodes]
     except SlurmDLError:
-        types = []
-    return ClusterFacts(checked=True, partitions=list(partitions), gpu_types=types)
+        types, per_node = [], []
+    return ClusterFacts(checked=True, partitions=list(partitions), gpu_types=types, gpus_per_node=per_node)
+
+
+def too_many_gpus(gpus: int, facts: ClusterFacts) -> str | None:
+    """A request for more GPUs than the whole cluster has, said with what it has. Pure."""
+    total = sum(facts.gpus_per_node)
+    if not facts.checked or not facts.gpus_per_node or gpus <= total:
+        return None
+    nodes = len(facts.gpus_per_node)
+    shape = (f"{nodes} nodes x {facts.gpus_per_node[0]}" if len(set(facts.gpus_per_node)) == 1
+             else f"{nodes} nodes")
+    return f"--gpus {gpus}: this cluster has {total} GPUs in all ({shape}); ask for {total} or fewer"
+
+
+def command_problem(command: Sequence[str], found: bool) -> str | None:
+    """A warning when the program is not found here (it may still be on the compute nodes). Pure."""
+    if not command or found:
+        return None
+    return (f"{command[0]!r} is not a program here (not on PATH, not a file); unless the compute "
+            "nodes have it, the job fails at once (exit code 127)")
 
 
 _NO_CONFIG = ("configuration source", "resolve_ctls", "fetch_config", "configuration file", "ClusterName")
@@ -116,8 +138,8 @@ _LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "mpirun", "srun", "horovodr
 
 
 def single_process_warning(kind: str, gpus_per_node: int, launcher: str, command: Sequence[str],
-                           torchrun_here: bool | None = None) -> str | None:
-    """A multi-GPU job that will start one process on its node: say so at submit time."""
+                           torchrun_here: bool | None = None, nodes: int = 1) -> str | None:
+    """A multi-GPU job that will start one process on each of its nodes: say so at submit time."""
     if kind != "train" or gpus_per_node < 2 or not command:
         return None
     head = " ".join(command[:3])
@@ -130,6 +152,9 @@ def single_process_warning(kind: str, gpus_per_node: int, launcher: str, command
         if torchrun_here is None:
             torchrun_here = shutil.which("torchrun") is not None
         if not torchrun_here:
+            if nodes > 1:
+                return (f"no torchrun here: unless the compute nodes have it, this {gpus_per_node * nodes}-GPU "
+                        f"job on {nodes} nodes runs ONE process per node; --launcher torchrun requires it")
             return (f"no torchrun here: unless the compute node has it, this {gpus_per_node}-GPU job "
                     "runs ONE process; --launcher torchrun requires it")
     return None

@@ -53,6 +53,16 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
                                                            help="CPU cores per GPU")),
     "mem_per_gpu": (Optional[str], lambda k: typer.Option(None, "--mem-per-gpu", metavar="SIZE",
                                                           help="memory per GPU with a unit, e.g. 80G or 512M")),
+    "qos": (Optional[str], lambda k: typer.Option(None, "--qos", "-q", metavar="QOS", help="Slurm QOS, as sbatch --qos")),
+    "constraint": (Optional[str], lambda k: typer.Option(
+        None, "--constraint", "-C", metavar="FEATURES", help="node features, as sbatch --constraint")),
+    "dependency": (Optional[str], lambda k: typer.Option(
+        None, "--dependency", "-d", metavar="DEPS", help="start after other jobs, as sbatch --dependency, "
+        "e.g. afterok:1234")),
+    "mail_type": (Optional[str], lambda k: typer.Option(
+        None, "--mail-type", metavar="TYPES", help="mail on these events, as sbatch --mail-type, e.g. END,FAIL")),
+    "mail_user": (Optional[str], lambda k: typer.Option(None, "--mail-user", metavar="ADDRESS",
+                                                        help="where the mail goes (default: you)")),
     "output": (Optional[str], lambda k: typer.Option(
         None, "--output", "-o", metavar="FILE",
         help="log file; %j is the job id (default: NAME-%j.out in this directory)")),
@@ -89,8 +99,10 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
         help="site config (default: $SLURM_DL_CONFIG, /etc/slurm-dl/site.toml, else built-in)")),
     "dry_run": (bool, lambda k: typer.Option(
         False, "--dry-run",
-        help="print the script, the sbatch command, the filter's verdict and the cluster check; "
-             "submit nothing (exit 2 when the job would be refused)")),
+        help="print the filter's verdict and what it changes, the cluster check and the sbatch "
+             "command; submit nothing (exit 2 when the job would be refused)")),
+    "show_script": (bool, lambda k: typer.Option(
+        False, "--show-script", help="with --dry-run: also print the whole script")),
     "as_json": (bool, lambda k: typer.Option(False, "--json", help="machine-readable output")),
 }
 

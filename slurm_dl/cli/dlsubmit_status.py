@@ -10,16 +10,20 @@ job's GPU use comes from the gpu-agents' files when the site config names them (
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
+import textwrap
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import typer
 
+from ..core.hostlist import compress_hostlist
 from ..core.model import Job
 from ..render import RenderedJob
 from ..site_paths import sqlite_path
@@ -68,12 +72,14 @@ def load_record(job_id: int) -> dict[str, Any] | None:
 RECORD_KEEP_S = 30 * 86400
 
 
-def ended_rows(listed: set[int]) -> list[dict[str, Any]]:
-    """Rows for remembered jobs that Slurm no longer lists (they ended a while ago)."""
+def ended_rows(listed: set[int], only: int | None = None,
+               accounting: "Callable[[list[int]], dict[int, Job] | None] | None" = None) -> list[dict[str, Any]]:
+    """Rows for remembered jobs that Slurm no longer lists (they ended a while ago): their final
+    state from ``accounting`` (sacct) where the site keeps it, else ``ENDED`` from the record."""
     d = state_dir()
     rows = []
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
-        if not p.stem.isdigit() or int(p.stem) in listed:
+        if not p.stem.isdigit() or int(p.stem) in listed or (only is not None and int(p.stem) != only):
             continue
         rec = load_record(int(p.stem))
         if rec is None:
@@ -91,6 +97,13 @@ def ended_rows(listed: set[int]) -> list[dict[str, Any]]:
             "events": last_events(ckpt) if ckpt else [], "explain": None, "why": None,
             "submitted_at": submitted, "started_at": None, "telemetry": False, "gpu": None,
         })
+    known = accounting([r["job_id"] for r in rows]) if accounting is not None and rows else None
+    for r in rows:
+        job = (known or {}).get(r["job_id"])
+        if job is not None and job.name == r["name"]:  # the same job, not a reused id
+            r.update(state=job.state.value, restarts=job.restarts, nodes=list(job.nodes),
+                     started_at=job.start_time, submitted_at=job.submit_time or r["submitted_at"],
+                     source="sacct")
     return rows
 
 
@@ -119,6 +132,15 @@ def newest_checkpoint(ckpt_dir: Path) -> str | None:
     return str(max(entries, key=lambda p: p.stat().st_mtime_ns))
 
 
+def own_events(lines: list[str], job_id: int, sweep: bool = False, n: int = 3) -> list[str]:
+    """The last ``n`` events of this job: runs with the same name share a checkpoint directory,
+    and its events file, so another job's lines are left out (a sweep's tasks have ids of
+    their own: all kept)."""
+    if not sweep:
+        lines = [ln for ln in lines if f" job={job_id} " in ln or " job=" not in ln]
+    return lines[-n:]
+
+
 def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
     try:
         lines = (ckpt_dir / ".dlsubmit" / "events").read_text(errors="replace").splitlines()
@@ -130,38 +152,100 @@ def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
 def prioritizer_explain(job_id: int, database_url: str | None,
                         estimate: float | None = None, state: str = "PENDING") -> tuple[str | None, str | None]:
     """The prioritizer's explanation of a job (``slurm-dl explain``'s text) and its one-line
-    summary; (None, None) when there is no data: the prioritizer is not installed, its store
-    does not exist, or it has not seen the job yet."""
+    summary, read from the store at ``database_url``; (None, None) when there is no data: the
+    prioritizer is not installed, its store does not exist, or it has not seen the job yet."""
     if not database_url:
         return None, None
     path = sqlite_path(database_url)
     if path is not None and (not path or not Path(path).exists()):
         return None, None
     try:
-        from ..explain_view import explain_text, explain_view, one_line
+        from ..explain_query import NoRecord, gather, payload
         from ..store import Store
     except ImportError:
         return None, None
     try:
-        store = Store(database_url)
-        expl = store.explanation(job_id)
-        if not expl or "factors" not in expl or expl.get("state") != state:
-            return None, None  # not seen, or seen before it was requeued: stale
-        decisions = [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)]
-        view = explain_view(expl, store.explanations(), now=time.time(),
-                            estimate={"at": estimate, "source": "slurm"} if estimate else None)
-        return explain_text(view, decisions), one_line(view)
+        doc = payload(gather(Store(database_url), job_id), None, live=False)
+    except NoRecord:
+        return None, None
     except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`
         return None, None
+    return _texts(doc, estimate, state)
 
 
-def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | None = None,
+def _texts(doc: dict[str, Any], estimate: float | None, state: str) -> tuple[str | None, str | None]:
+    """(explain's text, the one-line summary) of a :func:`~slurm_dl.explain_query.payload`
+    document; (None, None) for one from before the job's current state (stale)."""
+    from ..explain_query import render_text
+    from ..explain_view import estimate_words, one_line
+
+    if doc.get("state") != state or "tiers" not in doc:
+        return None, None
+    if str(doc.get("live", "")).startswith("not asked"):
+        doc = {**doc, "live": "ok"}  # Slurm's estimate comes from the caller
+    if estimate and not (doc.get("estimated_start") or {}).get("at"):
+        doc = {**doc, "estimated_start": estimate_words({"at": estimate, "source": "slurm"}, time.time())}
+    return render_text(doc), one_line(doc)
+
+
+class Explainer:
+    """Asks the prioritizer about a job the way ``slurm-dl explain`` does: its store where it
+    can be read here, else its explain endpoint. ``unavailable`` says in one line why it
+    could not be asked (then it stops asking)."""
+
+    def __init__(self, site) -> None:
+        self.site = site
+        self.unavailable: str | None = None
+        self.stores: dict = {}
+
+    def __call__(self, job_id: int, estimate: float | None = None, state: str = "PENDING",
+                 detail: bool = False) -> tuple[str | None, str | None]:
+        from ..core.errors import SlurmDLError
+        from ..explain_query import NoRecord, NoWayToAsk, explanation
+
+        if self.unavailable:
+            return None, None
+        try:
+            doc = explanation(self.site, job_id, live=detail, stores=self.stores)
+        except NoRecord:
+            return None, None
+        except NoWayToAsk:
+            self.unavailable = ("the prioritizer's view is not available here (its database cannot be read "
+                                "and the site has no explain endpoint): Slurm's reason is shown")
+            return None, None
+        except SlurmDLError as e:
+            self.unavailable = f"the prioritizer could not be asked: {str(e).splitlines()[0]}"
+            return None, None
+        except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`
+            return None, None
+        return _texts(doc, estimate, state)
+
+
+def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer | str | None" = None,
                   gpu_samples: list[JobGpuSample] | None = None,
                   estimates: dict[int, float] | None = None) -> list[dict[str, Any]]:
-    """One row per job; ``gpu_samples`` (the agents' files; None: telemetry not configured) give
-    running jobs their ``gpu`` entry; ``estimates`` are Slurm's expected starts of pending jobs."""
+    """One row per job; ``explainer`` asks the prioritizer (an :class:`Explainer`, or a store's
+    URL); ``gpu_samples`` (the agents' files; None: telemetry not configured) give running jobs
+    their ``gpu`` entry; ``estimates`` are Slurm's expected starts of pending jobs."""
     rows = []
+    jobs = list(jobs)
+    arrays: dict[int, list[Job]] = {}
     for job in jobs:
+        if job.array_job_id is not None:
+            arrays.setdefault(job.array_job_id, []).append(job)
+    shown_arrays: set[int] = set()
+    for job in jobs:
+        tasks = None
+        if job.array_job_id is not None and (job_id is None or job_id == job.array_job_id == job.job_id):
+            # A sweep: one row for all its tasks, under the array's id, summarised by their states.
+            if job.array_job_id in shown_arrays:
+                continue
+            shown_arrays.add(job.array_job_id)
+            members = arrays[job.array_job_id]
+            tasks = task_counts(members)
+            job = next((j for j in members if j.job_id == job.array_job_id), job)
+            if job.job_id != job.array_job_id:
+                job = dataclasses.replace(job, job_id=job.array_job_id)
         record = load_record(job.job_id)
         if record is not None and record.get("name") != job.name:
             record = None  # the id was reused (another cluster or a reset one): not our job
@@ -183,13 +267,32 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, database_url: str | N
         if record and record.get("checkpoint_dir"):
             d = Path(record["checkpoint_dir"])
             row["last_checkpoint"] = newest_checkpoint(d)
-            row["events"] = last_events(d)
+            row["events"] = own_events(last_events(d, 50), job.job_id, sweep=tasks is not None)
+        if tasks is not None and (tasks["total"] > 1 or tasks["waiting"]):
+            row["tasks"] = tasks
+            row["state"] = "RUNNING" if tasks["running"] else "PENDING" if tasks["waiting"] else row["state"]
+            row["nodes"] = sorted({n for j in arrays[job.array_job_id] if j.running for n in j.nodes})
+            starts = [j.start_time for j in arrays[job.array_job_id] if j.running and j.start_time]
+            row["started_at"] = min(starts) if starts else None
         if job.pending:
-            row["explain"], row["why"] = prioritizer_explain(job.job_id, database_url,
-                                                             (estimates or {}).get(job.job_id))
+            est = (estimates or {}).get(job.job_id)
+            if isinstance(explainer, Explainer):
+                row["explain"], row["why"] = explainer(job.job_id, est, detail=job_id is not None)
+            else:
+                row["explain"], row["why"] = prioritizer_explain(job.job_id, explainer, est)
             row["estimated_start"] = (estimates or {}).get(job.job_id)
         rows.append(row)
     return sorted(rows, key=lambda r: r["job_id"])
+
+
+def task_counts(members: list[Job]) -> dict[str, int]:
+    """A sweep's tasks by state; the array's pending record stands for all its waiting tasks."""
+    running = sum(1 for j in members if j.running or j.state.value in ("COMPLETING", "SUSPENDED"))
+    waiting = sum(j.array_tasks for j in members if j.pending)
+    ended = len(members) - running - sum(1 for j in members if j.pending)
+    throttle = next((j.array_throttle for j in members if j.array_throttle), 0)
+    return {"total": running + waiting + ended, "running": running, "waiting": waiting, "ended": ended,
+            "throttle": throttle or 0}
 
 
 ACTIVE = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "REQUEUED"}
@@ -242,86 +345,189 @@ def select_rows(rows: list[dict[str, Any]], *, show_all: bool, since_s: float, n
     return [r for r in rows if r["state"] in ACTIVE or (r.get("submitted_at") or now) >= now - since_s]
 
 
-def why_line(row: dict[str, Any]) -> str:
-    """One line on where the job is: the prioritizer's summary, Slurm's reason in words, or its nodes."""
+def why_line(row: dict[str, Any], with_start: bool = True) -> str:
+    """One line on where the job is: the prioritizer's summary, Slurm's reason in words, or its
+    nodes; a sweep by its tasks' states. ``with_start``: Slurm's start estimate included (the
+    table has a column of its own for it)."""
     state = row["state"]
-    if state == "PENDING":
+    tasks = row.get("tasks")
+    if tasks:
+        text = tasks_words(tasks, long=with_start)
+    elif state == "PENDING":
         if row.get("why"):
-            return row["why"]
-        reason = row.get("reason") or "None"
-        text = _SLURM_REASONS.get(reason, "Slurm: " + reason)
-        if row.get("estimated_start"):
-            text += f", start ~{local_time(row['estimated_start'])}"
-        return text
-    if state in ("RUNNING", "COMPLETING", "SUSPENDED"):
-        where = ",".join(row["nodes"]) or "-"
+            text = row["why"]
+            if not with_start:
+                text = text.split(", start ~")[0]
+        else:
+            reason = row.get("reason") or "None"
+            text = _SLURM_REASONS.get(reason, "Slurm: " + reason)
+            if with_start and row.get("estimated_start"):
+                text += f", start ~{local_time(row['estimated_start'])}"
+    elif state in ("RUNNING", "COMPLETING", "SUSPENDED"):
+        where = compress_hostlist(row["nodes"]) if row["nodes"] else "-"
         started = row.get("started_at")
-        return f"on {where}" + (f" since {local_time(started)}" if started else "")
-    if state == "REQUEUED":
-        return "requeued after a checkpoint; waits to resume"
-    if state == "ENDED":
-        return "ended; see its log"
-    return state.lower().replace("_", " ")
+        text = f"on {where}" + (f" since {local_time(started)}" if started and with_start else "")
+    elif state == "REQUEUED":
+        text = "requeued after a checkpoint; waits to resume"
+    elif state == "ENDED":
+        text = f"ended: dlsubmit logs {row['job_id']}"
+    elif state in _FINAL:
+        text = f"{_FINAL[state]}: dlsubmit logs {row['job_id']}"
+    else:
+        text = state.lower().replace("_", " ")
+    return text
+
+
+def tasks_words(tasks: dict[str, int], long: bool = False) -> str:
+    """A sweep's tasks by state: ``3 tasks: 2 running, 1 waiting`` (``long``: and the cap
+    on how many run at once)."""
+    parts = [f"{n} {word}" for word, n in tasks.items() if word not in ("total", "throttle") and n]
+    text = f"{tasks['total']} tasks: " + ", ".join(parts)
+    if long and tasks.get("throttle") and tasks.get("waiting"):
+        text += f" (at most {tasks['throttle']} run at once)"
+    return text
+
+
+def log_display(path: str, tasks: int | None = None) -> str:
+    """A log file name as the user will find it: a sweep's ``%a`` as its tasks' numbers."""
+    if "%a" not in path:
+        return path
+    if not tasks:
+        return path.replace("%a", "<task>") + " (one log per task)"
+    first = path.replace("%a", "0")
+    return first if tasks == 1 else f"{first} … {Path(path.replace('%a', str(tasks - 1))).name}"
+
+
+def _clock_or_day(at: float, now: float) -> str:
+    """HH:MM within 20 hours of ``now`` (the next morning too), else MM-DD."""
+    return time.strftime("%H:%M" if abs(at - now) < 20 * 3600 else "%m-%d", time.localtime(at))
+
+
+def start_cell(row: dict[str, Any], now: float | None = None) -> str:
+    """The START column: when a running job started, ``~`` when Slurm expects a waiting one to."""
+    now = time.time() if now is None else now
+    if row["state"] == "PENDING":
+        est = row.get("estimated_start")
+        if est is None and row.get("why") and ", start ~" in row["why"]:
+            return "~" + row["why"].split(", start ~")[1].split(",")[0]
+        return f"~{_clock_or_day(est, now)}" if est else "-"
+    if row["state"] in ("RUNNING", "COMPLETING", "SUSPENDED") and row.get("started_at"):
+        return _clock_or_day(row["started_at"], now)
+    return "-"
 
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def status_table(rows: list[dict[str, Any]], width: int = 80) -> list[str]:
-    """The table as lines no wider than ``width``: job, name, state, submitted, restarts, where/why."""
-    head = f"{'JOB':>8} {'NAME':<13} {'STATE':<9} {'SUBM.':<5} {'RS':>2} WHY / WHERE"
-    lines = [head]
-    fixed = 8 + 1 + 13 + 1 + 9 + 1 + 5 + 1 + 2 + 1
+def status_table(rows: list[dict[str, Any]], width: int = 80, now: float | None = None) -> list[str]:
+    """The table as lines no wider than ``width``: job, name, state, submitted, start (Slurm's
+    estimate for a waiting job), then where it runs or why it waits."""
+    head = f"{'JOB':>8} {'NAME':<12} {'STATE':<9} {'SUBMITTED':<9} {'START':<6} WHERE / WHY IT WAITS"
+    lines = [_cut(head, width)]
+    fixed = 8 + 1 + 12 + 1 + 9 + 1 + 9 + 1 + 6 + 1
     for r in rows:
-        lines.append(f"{r['job_id']:>8} {_cut(r['name'], 13):<13} {_cut(r['state'], 9):<9} "
-                     f"{local_time(r.get('submitted_at'), short=True):<5} {r['restarts']:>2} "
-                     f"{_cut(why_line(r), max(10, width - fixed))}")
+        lines.append(f"{r['job_id']:>8} {_cut(r['name'], 12):<12} {_cut(r['state'], 9):<9} "
+                     f"{local_time(r.get('submitted_at'), now, short=True):<9} {start_cell(r, now):<6} "
+                     f"{_cut(why_line(r, with_start=False), max(10, width - fixed))}")
         gpu = gpu_cell(r)
         if r["state"] == "RUNNING" and gpu not in ("-", "–"):
             lines.append(_cut(f"{'':>9}GPU use: {gpu}", width))
     return lines
 
 
+_FINAL = {"COMPLETED": "completed", "FAILED": "failed", "CANCELLED": "cancelled", "TIMEOUT": "hit its time limit",
+          "OUT_OF_MEMORY": "ran out of memory", "NODE_FAIL": "its node failed", "PREEMPTED": "preempted"}
+_LABELS = {"RUNNING": "where:", "PENDING": "waiting:", "REQUEUED": "waiting:"}
+
+
 def detail_lines(r: dict[str, Any]) -> list[str]:
     """``dlsubmit status JOBID``: everything known about one job."""
     lines = [f"job {r['job_id']} ({r['name']}): {r['state']}, {r['kind'] or 'not submitted by dlsubmit'}",
-             f"  why/where:   {why_line(r)}"]
+             f"  {_LABELS.get(r['state'], 'state:'):<12} {why_line(r, with_start=r['state'] != 'PENDING')}"]
+    if r["state"] == "PENDING" and not r.get("tasks"):
+        est = r.get("estimated_start")
+        lines.append(f"  {'start:':<12} " + (f"Slurm expects {local_time(est)}" if est else
+                                            "Slurm has not estimated it yet"))
     if r.get("submitted_at"):
         lines.append(f"  submitted:   {local_time(r['submitted_at'])}")
     lines.append(f"  restarts:    {r['restarts']}")
     if r.get("output"):
-        lines.append(f"  log:         {r['output']}")
+        lines.append(f"  log:         {log_display(r['output'], (r.get('tasks') or {}).get('total'))}")
     if r.get("checkpoint_dir") and r.get("kind") != "serve":
         lines.append(f"  checkpoints: {r['checkpoint_dir']}")
         lines.append(f"  newest:      {Path(r['last_checkpoint']).name if r['last_checkpoint'] else 'none yet'}")
     if r.get("telemetry"):
         lines.append(f"  GPU use:     {gpu_cell(r)}")
-    for ev in r["events"]:
-        lines.append(f"  event {event_text(ev)}")
+    if r["events"]:
+        lines.append("  recent events:")
+        lines.extend(_cut(f"    {event_text(ev)}", 80) for ev in r["events"])
     if r.get("explain"):
-        lines.append("  prioritizer:")
-        lines.extend("    " + ln for ln in r["explain"].splitlines())
+        lines.append("what the prioritizer says (slurm-dl explain):")
+        lines.extend(r["explain"].splitlines())
     return lines
 
 
+_EVENT_FIELD = re.compile(r"(\w[\w-]*)=(\S+)")
+
+
+def _ago(seconds: str | None) -> str:
+    try:
+        return f"{int(seconds) // 60} min" if int(seconds) >= 120 else f"{int(seconds)} s"
+    except (TypeError, ValueError):
+        return "?"
+
+
+def event_sentence(kind: str, f: dict[str, str], note: str) -> str:
+    """One event of the job's script (``event=KIND key=value …: note``) in words."""
+    rc = f.get("rc")
+    sentences = {
+        "start": "started; no checkpoint to resume from yet",
+        "resume": f"resumed from checkpoint {Path(f.get('from', '?')).name} (restart {f.get('restart', '?')})",
+        "restart-cap": f"not started again: restarted {f.get('restarts', '?')} times, the limit is {f.get('max', '?')}",
+        "preempt": f"asked to checkpoint for another job ({_ago(f.get('time_left_s'))} of its time left)",
+        "timeout": f"asked to checkpoint: its time limit is near ({_ago(f.get('time_left_s'))} left)",
+        "checkpointed": f"checkpointed (exit code {rc}); waiting to be requeued",
+        "timeout-checkpointed": f"checkpointed at its time limit (exit code {rc})",
+        "requeue-self": "requeued itself: no requeue came after the grace period",
+        "requeue-failed": "could not requeue itself (scontrol requeue failed)",
+        "exit": "ended successfully" if rc == "0" else f"ended with exit code {rc}",
+        "task": f"sweep task {f.get('index', '?')} started with value {f.get('param', '?')}",
+        "progress": f"{f.get('done', '?')} of {f.get('total', '?')} inputs done",
+        "item-failed": f"input {f.get('index', '?')} failed (exit code {rc})",
+        "serving": f"serving on {f.get('host', '?')}:{f.get('port', '?')}",
+        "error": f"error: {note}" if note else "error",
+    }
+    text = sentences.get(kind, f"{kind}{': ' + note if note else ''}")
+    if kind in ("timeout-checkpointed",) and note:
+        text += f"; {note.split(';', 1)[-1].strip()}" if ";" in note else ""
+    return text
+
+
 def event_text(line: str) -> str:
-    """``1763900000 job=77 restart=1 event=resume …`` with the epoch as a local time."""
+    """``1763900000 job=77 restart=1 event=resume from=…`` as ``HH:MM resumed from …``."""
     head, _, rest = line.partition(" ")
-    if head.isdigit():
-        return f"{local_time(float(head))} {rest}"
-    return line
+    if not head.isdigit():
+        return line
+    body, _, note = rest.partition(": ")
+    fields = dict(_EVENT_FIELD.findall(body))
+    kind = fields.pop("event", None)
+    if kind is None:  # a plain message of the script
+        return f"{local_time(float(head))} {_EVENT_FIELD.sub('', rest).strip()}"
+    words = body.split("event=" + kind, 1)[-1]
+    free = " ".join(w for w in words.split() if "=" not in w and not w.startswith("("))
+    note = note or free or ("no checkpoint yet" if "(no checkpoint yet)" in words else "")
+    return f"{local_time(float(head))} {event_sentence(kind, fields, note)}"
 
 
-def print_status(rows: list[dict[str, Any]], detail: bool = False) -> None:
+def print_status(rows: list[dict[str, Any]], detail: bool = False, note: str | None = None) -> None:
+    """The table (or each job's details), then ``note`` (why the prioritizer was not asked)."""
     if not rows:
         typer.echo("no dlsubmit jobs running, waiting or recently ended (--all lists every one)")
         return
-    if detail:
-        for r in rows:
-            for line in detail_lines(r):
-                typer.echo(line)
-        return
     width = max(60, min(shutil.get_terminal_size((80, 24)).columns, 120))
-    for line in status_table(rows, width):
+    lines = [ln for r in rows for ln in detail_lines(r)] if detail else status_table(rows, width)
+    if note and any(r["state"] == "PENDING" for r in rows):
+        lines += textwrap.wrap(f"note: {note}", width, subsequent_indent="  ")
+    for line in lines:
         typer.echo(line)

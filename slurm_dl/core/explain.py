@@ -108,6 +108,9 @@ def explain_job(
         "checkpointable": job.checkpointable,
         "preemption": _preemption(job, ctx),
         "num_gpus": job.num_gpus,
+        "num_nodes": job.num_nodes,
+        "gpus_per_node": job.gpus_per_node,
+        "time_limit": job.time_limit,
         "submit_time": job.submit_time,
         "factors_at": ctx.now,  # kept with the factors: a cycle may reuse them for a job deep in the queue
         "order_key": order_key(policy, job, ctx),

@@ -78,3 +78,29 @@ def find_job(ref: JobRef, env: Mapping[str, str] | None = None, timeout: float =
     except JobNotFoundError:
         out = ""
     return pick_job(ref, out)
+
+
+def known_to_slurm(job_id: int, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> bool | None:
+    """Whether Slurm lists job ``job_id`` (waiting, running, or ended within MinJobAge);
+    None when Slurm cannot be asked."""
+    try:
+        out = run_slurm(["squeue", "-h", "-r", "-t", "all", "-j", str(job_id), "-o", "%i"], env=env,
+                        timeout=timeout).stdout
+    except JobNotFoundError:
+        return False
+    except SlurmError as e:  # squeue refuses an id beyond those it has handed out: "Invalid job id: N"
+        return False if "Invalid job id" in str(e) else None
+    return any(line.strip() for line in out.splitlines())
+
+
+def output_file(job_id: int, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> str | None:
+    """The job's output file as Slurm recorded it (``scontrol show job``'s ``StdOut``), None when
+    Slurm does not list the job or recorded none."""
+    try:
+        out = run_slurm(["scontrol", "-o", "show", "job", str(job_id)], env=env, timeout=timeout).stdout
+    except SlurmError:
+        return None
+    for word in out.split():
+        if word.startswith("StdOut="):
+            return word.removeprefix("StdOut=") or None
+    return None

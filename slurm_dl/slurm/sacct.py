@@ -64,3 +64,25 @@ def parse_sacct_json(doc: Mapping[str, Any]) -> list[Job]:
     if "meta" in doc:
         dialect_of(doc, "sacct --json")
     return [job_from_sacct(raw) for raw in doc.get("jobs") or []]
+
+
+def finished_jobs(job_ids: Iterable[int], env: Mapping[str, str] | None = None,
+                  timeout: float = 5.0) -> dict[int, Job] | None:
+    """Slurm's accounting records of ``job_ids`` (finished ones included), by job id; None where
+    the site keeps no accounting (no slurmdbd) or sacct cannot be asked."""
+    import json
+
+    from ..core.errors import SlurmDLError
+    from .runner import run_slurm
+
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    try:
+        out = run_slurm(["sacct", "--json", "-X", "-S", "now-30days", "-j", ",".join(map(str, ids))], env=env,
+                        timeout=timeout).stdout
+        jobs = parse_sacct_json(json.loads(out))
+    except (SlurmDLError, ValueError):
+        return None
+    wanted = set(ids)
+    return {j.job_id: j for j in jobs if j.job_id in wanted}

@@ -6,7 +6,9 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import stat
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,11 @@ from .shape import GpuGroup, as_groups, describe, is_mixed, spec_of, total_nodes
 from .site_shape import with_shape
 
 READY_TIMEOUT_S = 30.0
+
+
+def munge_installed() -> bool:
+    """munged and mungekey (Debian package munge): the testbed then runs a munged of its own."""
+    return bool(shutil.which("munged") and shutil.which("mungekey"))
 # slurmd puts Unix sockets (<node>_<jobid>.<stepid>) under spool/<node>/; Linux caps socket paths
 # at 107 bytes, so the state directory itself must stay short.
 MAX_STATE_DIR_LEN = 69  # root + "/spool/gpu01" + "/gpu01_<8-digit job>.<10-digit step>" <= 107
@@ -218,6 +225,14 @@ class Testbed:
             self.layout.root.mkdir(parents=True, exist_ok=True)
             text = with_database_url(text, self.layout.ledger_url)
             text = with_setting(text, "filter", "socket", str(self.layout.filter_socket))
+            params = self.params()
+            if params is not None and params.munge:
+                # The explain endpoint, as a site turns it on for its login nodes: users who cannot
+                # read the ledger ask the prioritizer, proving who they are with the testbed's munged.
+                text = with_setting(text, "prioritizer", "explain_port", process.pick_free_ports(1)[0])
+                text = with_setting(text, "prioritizer", "explain_address", "127.0.0.1")
+                text = with_setting(text, "prioritizer", "explain_host", "127.0.0.1")
+                text = with_setting(text, "prioritizer", "munge_socket", str(self.layout.munge_socket))
             target.write_text(text, encoding="utf-8")
         except OSError as e:
             raise TestbedError(f"cannot write {target} from {template}: {e.strerror or e}") from None
@@ -233,7 +248,8 @@ class Testbed:
     # -- status ------------------------------------------------------------------------------
     def _daemon_names(self, params: ClusterParams) -> list[str]:
         dbd = ["mariadb", "slurmdbd"] if params.accounting else []
-        return [*dbd, "slurmctld", *(f"slurmd-{n}" for n in params.node_names)]
+        munge = ["munged"] if params.munge else []
+        return [*munge, *dbd, "slurmctld", *(f"slurmd-{n}" for n in params.node_names)]
 
     def _running_pid(self, name: str) -> int | None:
         pid = process.read_pid(self.layout.daemon_pid(name))
@@ -320,6 +336,8 @@ class Testbed:
         env = self.env()
         started: dict[str, int] = {}
         try:
+            if params.munge:
+                started["munged"] = self._start_munged(env)
             if params.accounting:
                 started.update(self._start_accounting(params, acct_binaries, env))
         except BaseException:
@@ -343,6 +361,33 @@ class Testbed:
             self._down()
             raise
         return self.status()
+
+    def _start_munged(self, env: dict[str, str]) -> int:
+        """The testbed's own munged (its key made once, readable by root alone; its socket open
+        to every user), so that the prioritizer's explain endpoint can tell who asks."""
+        layout = self.layout
+        private, sock = layout.munge_dir, layout.munge_socket
+        key = private / "munge.key"
+        try:
+            private.mkdir(mode=0o700, exist_ok=True)
+            private.chmod(0o700)
+            sock.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            sock.parent.chmod(0o755)
+            sock.unlink(missing_ok=True)  # a dead munged's socket would look ready
+            if not key.exists():
+                made = subprocess.run([shutil.which("mungekey") or "mungekey", "--create", f"--keyfile={key}",
+                                       "--bits=1024"], capture_output=True, text=True, timeout=30)
+                if made.returncode != 0:
+                    raise TestbedError(f"mungekey could not make {key}: {made.stderr.strip()}")
+        except OSError as e:
+            raise TestbedError(f"cannot prepare the testbed's munged under {private}: {e}") from None
+        argv = (shutil.which("munged") or "munged", "--foreground", "--force", f"--socket={sock}",
+                f"--key-file={key}", f"--log-file={private / 'munged.log'}",
+                f"--pid-file={private / 'munged.pid'}", f"--seed-file={private / 'munged.seed'}")
+        pid = process.start(process.Daemon("munged", argv), layout.root, layout.daemon_log("munged.stdout"),
+                            layout.daemon_pid("munged"), env)
+        acct.wait_until(sock.exists, "munged", pid, self._died_message("munged"))
+        return pid
 
     def _start_accounting(self, params: ClusterParams, binaries: dict[str, str], env: dict[str, str]) -> dict[str, int]:
         """MariaDB, then slurmdbd, then the cluster/account/user records slurmctld needs."""
@@ -406,6 +451,7 @@ class Testbed:
                 dbd_port=extra[0] if extra else None,
                 mysql_port=extra[1] if extra else None,
                 slurm=self.release.name,
+                munge=munge_installed(),
             )
         except ValueError as e:
             raise TestbedError(f"testbed {self.layout.root}: {e}") from None

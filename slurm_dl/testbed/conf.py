@@ -71,6 +71,17 @@ class TestbedLayout:
         return self.root.resolve() / "filter.sock"
 
     @property
+    def munge_dir(self) -> Path:
+        """The testbed's own munged: its key, seed, pid and log, readable by root alone."""
+        return self.root / "munge"
+
+    @property
+    def munge_socket(self) -> Path:
+        """Where the testbed's munged listens: outside the state directory, which other users
+        may not be able to enter, so that they can prove who they are to the explain endpoint."""
+        return Path("/run/slurm-dl") / cluster_name(self.root.resolve()) / "munge.socket"
+
+    @property
     def log_dir(self) -> Path:
         return self.root / "log"
 
@@ -125,6 +136,8 @@ class ClusterParams:
     mysql_port: int | None = None
     # The Slurm release the daemons run (the host's own, or one from a Debian root).
     slurm: str = "22.05"
+    # A munged of the testbed's own (for the prioritizer's explain endpoint; Slurm stays auth/none).
+    munge: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "groups", tuple(self.groups))
@@ -180,6 +193,7 @@ class ClusterParams:
             "dbd_port": self.dbd_port,
             "mysql_port": self.mysql_port,
             "slurm": self.slurm,
+            "munge": self.munge,
         }
 
     @classmethod
@@ -199,6 +213,7 @@ class ClusterParams:
             dbd_port=d.get("dbd_port"),
             mysql_port=d.get("mysql_port"),
             slurm=str(d.get("slurm", "22.05")),
+            munge=bool(d.get("munge", False)),
         )
 
 

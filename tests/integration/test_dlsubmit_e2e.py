@@ -226,12 +226,12 @@ def test_multinode_train_forwards_usr2_through_srun_and_requeues_itself(workdir:
 def test_dry_run_and_refusals_name_the_clusters_valid_choices(workdir: Path, testbed) -> None:
     partitions = [p.name for p in get_backend().partitions()]
     dry = runner.invoke(app, ["train", "-p", "nosuch", "-t", "1-00:00:00", "--mem-per-gpu", "8G", "--dry-run",
-                              "--", "python3", "t.py"])
+                              "--show-script", "--", "python3", "t.py"])
     assert dry.exit_code == 2, dry.output
     assert "#SBATCH --time=1-00:00:00" in dry.output and "#SBATCH --mem-per-gpu=8G" in dry.output
-    assert f"# cluster: refuse: partition 'nosuch' does not exist; valid: {', '.join(partitions)}" in dry.output
+    assert f"cluster: REFUSES it: partition 'nosuch' does not exist; valid: {', '.join(partitions)}" in dry.output
     ok = runner.invoke(app, ["train", "--gpus", "1", "--dry-run", "--", "python3", "t.py"])
-    assert ok.exit_code == 0 and "# cluster: ok (partitions" in ok.output and "h100" in ok.output
+    assert ok.exit_code == 0 and "cluster: ok (partitions" in ok.output and "h100" in ok.output
     refused = runner.invoke(app, ["train", "-p", "nosuch", "--", "python3", "t.py"])
     assert refused.exit_code == 1
     first = refused.output.strip().splitlines()[0]

@@ -57,7 +57,7 @@ def test_200_job_queue_contributions_add_up_and_tied_jobs_show_the_ordering_step
     env = testbed.env()
     cfg = _config(tmp_path)
     db = f"sqlite:///{tmp_path / 'prio.db'}"
-    nodes = len(testbed.status().daemons) - 1
+    nodes = len(testbed.status().nodes)
     ids: list[int] = []
     try:
         ids.append(submit("#!/bin/bash\nsleep 600\n", env, [f"-N{nodes}", "--gres=gpu:8", "--time=15",
@@ -86,7 +86,7 @@ def test_200_job_queue_contributions_add_up_and_tied_jobs_show_the_ordering_step
 
         # The text shows the same numbers, and they add up there too.
         for job_id in pending[::20] + twins:
-            code, text = _explain(job_id, cfg, db, "--no-live")
+            code, text = _explain(job_id, cfg, db, "--no-live", "--detail")
             assert code == 0, text
             assert all(len(line) <= 80 for line in text.splitlines()), text
             tiers = [m for m in map(TIER.match, text.splitlines()) if m]
@@ -105,8 +105,10 @@ def test_200_job_queue_contributions_add_up_and_tied_jobs_show_the_ordering_step
         after = view["ordering"]["after"]
         assert after["job_id"] == first and after["tied_on_every_factor"]
         assert after["step"] in ("submit", "job_id")
-        code, text = _explain(second, cfg, db, "--no-live")
+        code, text = _explain(second, cfg, db, "--no-live", "--detail")
         assert f"after job {first}: tied on every factor; decided by" in text
+        code, text = _explain(second, cfg, db, "--no-live")  # for people: the job ahead, and why
+        assert f"ahead:      job {first}, because it was submitted" in text, text
         print(f"\ntied jobs {first} and {second}: ordered by {after['step']} ({after['words']})")
     finally:
         _cancel(env, ids)
@@ -116,7 +118,7 @@ def test_estimated_start_next_to_the_real_start(testbed, tmp_path):
     env = testbed.env()
     cfg = _config(tmp_path)
     db = f"sqlite:///{tmp_path / 'prio.db'}"
-    nodes = len(testbed.status().daemons) - 1
+    nodes = len(testbed.status().nodes)
     ids: list[int] = []
     try:
         # A blocker with a 2-minute limit that ends after 40 s; then jobs whose starts chain on it.

@@ -101,7 +101,7 @@ def test_preemption_end_to_end_with_plain_requeue_jobs(testbed, tmp_path):
     env = testbed.env()
     out = tmp_path / "victim.out"
     ckpt = tmp_path / "victim.ckpt"
-    nodes = len(testbed.status().daemons) - 1
+    nodes = len(testbed.status().nodes)
     victim = submit(VICTIM.format(ckpt=ckpt), env, ["--requeue", "--comment=dl:ckpt=1", f"-N{nodes}", "--gres=gpu:8", "--time=20",
                                                     f"--output={out}", "--open-mode=append"])
     wait_until("the long job to run", lambda: _state(victim, env) == "RUNNING", 60)
@@ -139,7 +139,7 @@ def test_two_jobs_behind_one_victim_get_it_signalled_once_and_requeued_once(test
     no cycle held up by Slurm calls refused for now (scancel retries those for over a minute)."""
     env = testbed.env()
     out, ckpt = tmp_path / "victim.out", tmp_path / "victim.ckpt"
-    nodes = len(testbed.status().daemons) - 1
+    nodes = len(testbed.status().nodes)
     victim = submit(VICTIM.format(ckpt=ckpt), env, ["--requeue", "--comment=dl:ckpt=1", f"-N{nodes}", "--gres=gpu:8",
                                                     "--time=20", f"--output={out}", "--open-mode=append"])
     wait_until("the long job to run", lambda: _state(victim, env) == "RUNNING", 60)
@@ -168,7 +168,7 @@ def test_site_factor_ranks_deadline_new_short_and_light_accounts_first(testbed, 
     """LAS overtake, deadline boost and fair share, as SiteFactor values Slurm really holds."""
     env = testbed.env()
     cfg = _config_without_preemption(tmp_path)
-    nodes = len(testbed.status().daemons) - 1
+    nodes = len(testbed.status().nodes)
     heavy = submit("#!/bin/bash\nsleep 120\n", env, ["--requeue", f"-N{nodes}", "--gres=gpu:8", "--time=10",
                                                       "--account=heavy", "-o", "/dev/null"])
     ids = [heavy]

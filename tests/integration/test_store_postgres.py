@@ -118,7 +118,7 @@ def test_an_empty_postgres_database_is_reported_and_left_empty(pg) -> None:
 def test_prioritizer_on_postgres_runs_the_preemption_scenario(pg, testbed, tmp_path: Path) -> None:
     env = testbed.env()
     out, ckpt = tmp_path / "victim.out", tmp_path / "victim.ckpt"
-    nodes = len(testbed.status().daemons) - 1
+    nodes = len(testbed.status().nodes)
     victim = submit(tp.VICTIM.format(ckpt=ckpt), env, ["--requeue", "--comment=dl:ckpt=1", f"-N{nodes}",
                                                        "--gres=gpu:8", "--time=20", f"--output={out}",
                                                        "--open-mode=append"])

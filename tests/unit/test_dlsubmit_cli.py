@@ -38,11 +38,17 @@ def test_dry_run_prints_script_sbatch_command_and_filter_verdict() -> None:
     result = runner.invoke(app, ["train", "--gpus", "2", "--time", "30", "--config", str(TESTBED_CONFIG),
                                  "--dry-run", "--", "python3", "train.py"])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("#!/bin/bash")
-    assert "#SBATCH --gpus-per-node=2" in result.output and "#SBATCH --time=30" in result.output
-    assert "# sbatch command: sbatch --parsable < script" in result.output
-    assert "# filter: accept (class train)" in result.output
-    assert "admin_comment" in result.output
+    # the verdict and what the filter changes first, in words; no internal tag; the script on request
+    lines = result.output.splitlines()
+    assert lines[0] == "filter: accepts it as a train job"
+    assert "  preemptible: asked to checkpoint (USR2, 10 s ahead), then requeued" in lines
+    assert "sbatch command: sbatch --parsable < script" in lines
+    assert "sdl1:" not in result.output and "admin_comment" not in result.output and "#!/bin/bash" not in result.output
+    assert all(len(line) <= 80 for line in lines), result.output
+    shown = runner.invoke(app, ["train", "--gpus", "2", "--time", "30", "--config", str(TESTBED_CONFIG),
+                                "--dry-run", "--show-script", "--", "python3", "train.py"])
+    assert shown.exit_code == 0 and shown.output.index("filter: accepts") < shown.output.index("#!/bin/bash")
+    assert "#SBATCH --gpus-per-node=2" in shown.output and "#SBATCH --time=30" in shown.output
 
 
 def test_dry_run_json_shows_a_filter_rejection() -> None:
@@ -57,7 +63,7 @@ def test_dry_run_json_shows_a_filter_rejection() -> None:
     assert doc["filter"]["action"] == "reject" and "32" in doc["filter"]["message"]
     human = runner.invoke(app, ["train", "--gpus", "40", "--nodes", "5", "--config", str(TESTBED_CONFIG),
                                 "--dry-run", "--", "x"])
-    assert "# filter: reject:" in human.output and human.exit_code == 2
+    assert human.output.startswith("filter: REFUSES it:") and human.exit_code == 2
 
 
 def test_render_prints_only_the_script() -> None:
@@ -156,7 +162,9 @@ def test_status_shows_the_prioritizers_explanation_when_its_store_has_one(tmp_pa
     store.close()
     jobs = [Job(job_id=77, name="r", state=JobState.PENDING, state_reason="Priority")]
     (row,) = describe_jobs(jobs, 77, url)
-    assert row["explain"] and "job 77" in row["explain"] and "SiteFactor 900" in row["explain"]
+    # the explanation for people: place and what it waits for, no scheduler internals
+    assert row["explain"] and "job 77" in row["explain"] and "place:" in row["explain"]
+    assert "4 GPUs free, needs 2" in row["explain"] and "SiteFactor" not in row["explain"]
     # No store file: no prioritizer data, and none is created.
     (row,) = describe_jobs(jobs, 77, f"sqlite:///{tmp_path / 'absent.db'}")
     assert row["explain"] is None and not (tmp_path / "absent.db").exists()

@@ -56,11 +56,12 @@ def test_memory_needs_a_unit() -> None:
 
 
 def test_dry_run_renders_slurm_time_and_memory() -> None:
-    r = runner.invoke(app, ["train", "-t", "1-00:00:00", "--mem-per-gpu", "80G", "--dry-run", "--", "python3", "t.py"])
+    r = runner.invoke(app, ["train", "-t", "1-00:00:00", "--mem-per-gpu", "80G", "--dry-run", "--show-script", "--",
+                            "python3", "t.py"])
     assert r.exit_code == 0, r.output
     assert "#SBATCH --time=1-00:00:00" in r.output and "#SBATCH --mem-per-gpu=80G" in r.output
     assert "DL_TIME_LIMIT_S=86400" in r.output
-    assert "# cluster: not checked (" in r.output  # says when it could not check
+    assert "cluster: not checked (" in r.output  # says when it could not check
 
 
 @pytest.mark.parametrize("args, message", [
@@ -125,6 +126,9 @@ def test_single_process_warning() -> None:
     assert single_process_warning("train", 2, "auto", ["torchrun", "t.py"], torchrun_here=False) is None
     assert "must use all 4 GPUs" in single_process_warning("train", 4, "none", ["python3", "t.py"])
     assert single_process_warning("train", 1, "none", ["python3", "t.py"]) is None
+    # a 2 x 8 job: the whole job's GPUs, and one process per node
+    two = single_process_warning("train", 8, "auto", ["python3", "t.py"], torchrun_here=False, nodes=2)
+    assert "this 16-GPU job on 2 nodes runs ONE process per node" in two and "8-GPU" not in two
 
 
 def _row(job_id: int, state: str, submitted: float, why: str | None = None) -> dict:

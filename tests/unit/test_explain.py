@@ -76,7 +76,12 @@ def test_explain_cli_reads_the_store(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["site_factor"] == 500 and doc["decisions"][0]["kind"] == "priority"
     r = runner.invoke(app, ["explain", "2", "--config", conf, "--db", url])
-    assert r.exit_code == 0 and "SiteFactor 500" in r.stdout
+    # for people by default: place and start, no scheduler internals; --detail has them
+    assert r.exit_code == 0 and "place:" in r.stdout and "start:" in r.stdout, r.output
+    assert "SiteFactor" not in r.stdout and "tier 1" not in r.stdout and "account -" not in r.stdout
+    assert all(len(line) <= 80 for line in r.stdout.splitlines()), r.stdout
+    r = runner.invoke(app, ["explain", "2", "--detail", "--config", conf, "--db", url])
+    assert r.exit_code == 0 and "SiteFactor 500" in r.stdout and "recent decisions" in r.stdout
     r = runner.invoke(app, ["explain", "99", "--config", conf, "--db", url])
     assert r.exit_code == 1 and "job 99" in r.output
     r = runner.invoke(app, ["explain", "2", "--config", conf, "--db", f"sqlite:///{tmp_path / 'none.db'}"])

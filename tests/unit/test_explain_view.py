@@ -41,7 +41,7 @@ def test_two_jobs_tied_on_every_factor_show_the_ordering_step() -> None:
     assert "after job 1: tied on every factor; decided by submit time" in text
     assert "2nd of 2 waiting jobs" in text and all(len(line) <= 80 for line in text.splitlines())
     assert one_line(view) == "2nd of 2, 2 GPUs ahead"
-    assert one_line(explain_view(q[1], q)) == "next of 2, needs 2 GPUs, 0 free"
+    assert one_line(explain_view(q[1], q)) == "first of 2 waiting, needs 2 GPUs, 0 free"
 
 
 def test_a_tier_decides_and_the_shown_contributions_add_up() -> None:

@@ -1,5 +1,5 @@
 """``slurm-dl explain`` for a user away from the store: ask the prioritizer's explain endpoint
-(see :mod:`prioritizer.explain_server`) with a MUNGE credential."""
+(``prioritizer/explain_server.py``) with a MUNGE credential."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ from slurm_dl.slurm.munge import encode
 
 class ExplainAskError(SlurmDLError, OSError):
     """The endpoint is not reachable or refused the question."""
+
+
+class NotKnown(ExplainAskError):
+    """The endpoint answered that the prioritizer has no record of the job."""
 
 
 def ask(host: str, port: int, job_id: int, *, live: bool = True, munge_socket: str | None = None,
@@ -34,6 +38,8 @@ def ask(host: str, port: int, job_id: int, *, live: bool = True, munge_socket: s
     except ValueError:
         raise ExplainAskError(f"{host}:{port} did not answer like the prioritizer's explain endpoint "
                               f"(HTTP {resp.status})") from None
+    if resp.status == 404 and "no record" in str(doc.get("error")):
+        raise NotKnown(str(doc.get("error")))
     if resp.status != 200:
         raise ExplainAskError(str(doc.get("error") or f"HTTP {resp.status}"))
     return doc

@@ -2,17 +2,74 @@
 
 The same code answers a local ``explain`` (an admin on the controller, with the store at hand)
 and the prioritizer's explain endpoint (a user on a login node, who sees only their own jobs).
+:func:`explanation` picks between the two the same way for ``slurm-dl explain`` and
+``dlsubmit status``: the store where it can be read, else the endpoint.
 """
 
 from __future__ import annotations
 
+import os
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from slurm_dl.core.errors import SlurmDLError
+
 
 class NoRecord(LookupError):
     """The prioritizer has never written anything about the job."""
+
+
+class NoWayToAsk(SlurmDLError):
+    """The store cannot be read here and the site has no explain endpoint (or it is not asked)."""
+
+
+def source_of(cfg, db: str | None = None, via_prioritizer: bool = False) -> tuple[str, str]:
+    """("store", URL) when the prioritizer's store can be read here, ("endpoint", "HOST:PORT")
+    when the site's explain endpoint is to be asked; NoWayToAsk when neither."""
+    from slurm_dl.site_paths import database_url, sqlite_path
+
+    pc = cfg.prioritizer
+    url = database_url(cfg, db)
+    path = sqlite_path(url)
+    readable = path is None or os.access(path, os.R_OK)
+    if readable and not via_prioritizer:
+        return "store", url
+    if db is None and pc.explain_port:
+        return "endpoint", f"{pc.explain_host}:{pc.explain_port}"
+    if via_prioritizer and readable:
+        raise NoWayToAsk("--via-prioritizer: the site config has no [prioritizer] explain_port,\n"
+                         "  so there is no prioritizer to ask")
+    raise NoWayToAsk(f"the prioritizer's database cannot be read here:\n  {url}\n"
+                     "  and the site config has no [prioritizer] explain_port to ask the\n"
+                     "  prioritizer instead. Ask your admins to turn on its explain endpoint,\n"
+                     "  or run this where the database is readable (see --db).")
+
+
+def explanation(cfg, job_id: int, *, db: str | None = None, via_prioritizer: bool = False,
+                live: bool = True, stores: dict | None = None) -> dict[str, Any]:
+    """The :func:`payload` document for ``job_id``, from the store or the explain endpoint.
+    NoRecord when the prioritizer knows nothing of it; NoWayToAsk, or the endpoint's
+    ExplainAskError/MungeError (SlurmDLError both) when it cannot be asked. ``stores``: opened
+    stores by URL, kept for the next call (a table of many jobs)."""
+    kind, where = source_of(cfg, db, via_prioritizer)
+    if kind == "store":
+        from slurm_dl.store import Store
+
+        store = (stores if stores is not None else {}).get(where)
+        if store is None:
+            store = Store(where)
+            if stores is not None:
+                stores[where] = store
+        return payload(gather(store, job_id), cfg.policy.fairshare.half_life_hours, live=live)
+    from slurm_dl.explain_client import NotKnown, ask
+
+    pc = cfg.prioritizer
+    try:
+        return ask(pc.explain_host, pc.explain_port, job_id, live=live, munge_socket=pc.munge_socket)
+    except NotKnown:
+        raise NoRecord(job_id) from None
 
 
 @dataclass
@@ -59,17 +116,19 @@ def payload(g: Gathered, half_life_hours: float, live: bool = True) -> dict[str,
     return {**view, "decisions": g.decisions, "preemptions": g.preemptions}
 
 
-def render_text(doc: dict[str, Any]) -> str:
-    """The text ``explain`` prints for a :func:`payload` document."""
+def render_text(doc: dict[str, Any], detail: bool = False) -> str:
+    """The text ``explain`` prints for a :func:`payload` document: for people, or with
+    ``detail`` the tiers, scores, SiteFactor and recent decisions."""
     if doc.get("state") == "GONE":
         lines = [f"job {doc['job_id']}: no longer waiting or running"]
-        lines += [f"  {d['kind']}: {d['reason']}" for d in doc.get("decisions", [])]
+        if detail:
+            lines += [f"  {d['kind']}: {d['reason']}" for d in doc.get("decisions", [])]
         return "\n".join(lines)
-    from slurm_dl.explain_view import explain_text
+    from slurm_dl.explain_view import explain_text, people_text
 
-    text = explain_text(doc, doc.get("decisions", []))
+    text = explain_text(doc, doc.get("decisions", [])) if detail else people_text(doc)
     if doc.get("live", "ok") != "ok":
-        text += f"\n(Slurm: {doc['live']})"
+        text += "\n" + "\n".join(textwrap.wrap(f"(Slurm: {doc['live']})", 80, subsequent_indent="  "))
     return text
 
 
