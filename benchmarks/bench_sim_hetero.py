@@ -12,7 +12,7 @@ The same as, for one policy and choice:
     --throughputs ../shared/traces/gavel/simulation_throughputs.json --model-seed 0 \\
     --preempt-cost 60 --policy las --type-choice aware
 Usage: python benchmarks/bench_sim_hetero.py [--load v100:15,p100:15,k80:15@2017-10-01..2017-12-01]
-       [--policy las --policy fairshare] [--choice blind ...] [--no-fairness]
+       [--policy las --policy fairshare] [--choice blind ...] [--no-fairness] [--no-moves]
 """
 
 from __future__ import annotations
@@ -120,7 +120,13 @@ def main() -> int:
     ap.add_argument("--model-seed", type=int, default=0)
     ap.add_argument("--preempt-cost", type=float, default=60.0)
     ap.add_argument("--no-fairness", action="store_true")
+    ap.add_argument("--no-moves", action="store_true",
+                    help="aware fair share without moving running jobs to faster types (the rule before them)")
     a = ap.parse_args()
+    if a.no_moves:
+        import slurm_dl.sim.engine_state as engine_state
+
+        engine_state.MOVE_GAIN = 0.0
     a.policy = a.policy or ["las", "fairshare"]
     a.choice = a.choice or list(CHOICES)
     tdir = traces_dir(a.traces)
@@ -128,7 +134,8 @@ def main() -> int:
         print(json.dumps({"skipped": f"no Philly trace or Gavel throughputs under {tdir}"}))
         return 0
     results = [run_load(load, tdir, a) for load in (a.load or [DEFAULT_LOAD])]
-    print(json.dumps({"model_seed": a.model_seed, "preempt_cost_s": a.preempt_cost, "loads": results}))
+    print(json.dumps({"model_seed": a.model_seed, "preempt_cost_s": a.preempt_cost, "moves": not a.no_moves,
+                      "loads": results}))
     for r in results:
         print(human(r))
     return 0
