@@ -126,7 +126,7 @@ def run(
             from slurm_dl.store import Store
 
             url = database_url(prio.config, db)
-            explainer = ExplainServer(lambda: Store(url), pc.explain_address, pc.explain_port,
+            explainer = ExplainServer(lambda: Store(url, create=False), pc.explain_address, pc.explain_port,
                                       prio.config.policy.fairshare.half_life_hours, pc.munge_socket)
             log.info("explain endpoint on %s:%d (MUNGE; users see their own jobs)", explainer.address,
                      explainer.port)

@@ -28,7 +28,7 @@ class NoWayToAsk(SlurmDLError):
 def source_of(cfg, db: str | None = None, via_prioritizer: bool = False) -> tuple[str, str]:
     """("store", URL) when the prioritizer's store can be read here, ("endpoint", "HOST:PORT")
     when the site's explain endpoint is to be asked; NoWayToAsk when neither."""
-    from slurm_dl.site_paths import database_url, sqlite_path
+    from slurm_dl.site_paths import database_url, shown_url, sqlite_path
 
     pc = cfg.prioritizer
     url = database_url(cfg, db)
@@ -41,7 +41,7 @@ def source_of(cfg, db: str | None = None, via_prioritizer: bool = False) -> tupl
     if via_prioritizer and readable:
         raise NoWayToAsk("--via-prioritizer: the site config has no [prioritizer] explain_port,\n"
                          "  so there is no prioritizer to ask")
-    raise NoWayToAsk(f"the prioritizer's database cannot be read here:\n  {url}\n"
+    raise NoWayToAsk(f"the prioritizer's database cannot be read here:\n  {shown_url(url)}\n"
                      "  and the site config has no [prioritizer] explain_port to ask the\n"
                      "  prioritizer instead. Ask your admins to turn on its explain endpoint,\n"
                      "  or run this where the database is readable (see --db).")
@@ -59,7 +59,7 @@ def explanation(cfg, job_id: int, *, db: str | None = None, via_prioritizer: boo
 
         store = (stores if stores is not None else {}).get(where)
         if store is None:
-            store = Store(where)
+            store = Store(where, create=False)  # a reader: a missing or empty store is named, not made
             if stores is not None:
                 stores[where] = store
         return payload(gather(store, job_id), cfg.policy.fairshare.half_life_hours, live=live)

@@ -62,7 +62,7 @@ def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_colum
     shutil.chown(work, "nobody")
     env = {**os.environ, **testbed.env()}
     log = tmp_path / "prio.log"
-    prio = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(cfg)],
+    prio = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--init", "--config", str(cfg)],
                             env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT)
     user_env = ["env", f"PATH={bin_dir}:/usr/bin:/bin", f"SLURM_DL_CONFIG={cfg}", f"HOME={work}", "COLUMNS=80"]
 
