@@ -37,7 +37,7 @@ from polling import wait_until  # noqa: E402
 from slurm_dl.core.tags import parse_tag  # noqa: E402
 from slurm_dl.store import Store  # noqa: E402
 from slurm_dl.testbed import Testbed, submit  # noqa: E402
-from test_filter import FilterProcess, install_filter, require_testbed_support  # noqa: E402
+from test_filter import filtered_testbed  # noqa: E402
 from test_prioritizer import Daemon  # noqa: E402
 
 STEPS = 40  # one step a second: preempted after ~20 s, resumed ~12 s later (cred_expire=10)
@@ -46,19 +46,8 @@ STEPS = 40  # one step a second: preempted after ~20 s, resumed ~12 s later (cre
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """One node of 8 GPUs with the filter service installed in front of slurmctld."""
-    require_testbed_support()
-    root = tmp_path_factory.mktemp("clients")
-    tb = Testbed(root / "tb", nodes=1, gpus_per_node=8, gpu_type="h100",
-                 slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None)
-    service = FilterProcess(root / "filter.sock", root / "filter.log", tb.env())
-    try:
-        tb.up()
-        service.start()
-        install_filter(tb, service.sock)
+    with filtered_testbed(tmp_path_factory.mktemp("clients"), 1) as (tb, _):
         yield tb
-    finally:
-        service.stop()
-        tb.down()
 
 
 def _cancel_all(tb: Testbed) -> None:

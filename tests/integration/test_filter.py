@@ -7,6 +7,7 @@ every other test), the real `slurm-dl filter serve` process, and the shim instal
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -116,11 +117,12 @@ def install_filter(tb: Testbed, sock: Path, config: Path = CONFIG) -> None:
     assert out.returncode == 0, out.stderr
 
 
-@pytest.fixture(scope="module")
-def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, FilterProcess]]:
+@contextlib.contextmanager
+def filtered_testbed(root: Path, nodes: int) -> Iterator[tuple[Testbed, FilterProcess]]:
+    """A testbed of ``nodes`` x 8 H100 (the release SLURM_DL_TEST_SLURM names) with the filter
+    service installed in front of slurmctld, torn down on leaving."""
     require_testbed_support()
-    root = tmp_path_factory.mktemp("filter-tb")
-    tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100",
+    tb = Testbed(root / "tb", nodes=nodes, gpus_per_node=8, gpu_type="h100",
                  slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None)
     service = FilterProcess(root / "filter.sock", root / "filter.log", tb.env())
     try:
@@ -131,6 +133,12 @@ def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed
     finally:
         service.stop()
         tb.down()
+
+
+@pytest.fixture(scope="module")
+def filtered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, FilterProcess]]:
+    with filtered_testbed(tmp_path_factory.mktemp("filter-tb"), 4) as both:
+        yield both
 
 
 def gres(tres: str) -> str:

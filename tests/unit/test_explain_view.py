@@ -15,11 +15,12 @@ from slurm_dl.core.policy import PolicyContext, get_policy
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _queue(jobs: list[Job], now: float = 1000.0) -> dict[int, dict]:
-    """What the prioritizer's cycle stores: one explanation per job, ranked by the policy."""
-    cfg = load_config(ROOT / "site-configs" / "testbed.toml")
+def _queue(jobs: list[Job], now: float = 1000.0, cfg=None, led: Ledger | None = None) -> dict[int, dict]:
+    """What the prioritizer's cycle stores: one explanation per job, ranked by the policy
+    (the testbed's config, an empty ledger unless given)."""
+    cfg = cfg or load_config(ROOT / "site-configs" / "testbed.toml")
     policy = get_policy("combined", cfg)
-    ctx = PolicyContext(now=now, ledger=Ledger(), config=cfg, total_gpus=32)
+    ctx = PolicyContext(now=now, ledger=led if led is not None else Ledger(), config=cfg, total_gpus=32)
     scores = policy.scores(jobs, ctx)
     order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
     return {j.job_id: explain_job(j, ctx, policy, score=scores[j.job_id], site_factor=None, rank=r,

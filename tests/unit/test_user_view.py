@@ -13,12 +13,11 @@ from pathlib import Path
 
 from slurm_dl.cli.dlsubmit_status import (event_text, log_display, status_table, task_counts, tasks_words,
                                           why_line)
-from slurm_dl.core.config import load_config
-from slurm_dl.core.explain import explain_job, waiting_reason
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job, JobState
-from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.explain_view import explain_text, explain_view, people_text
+
+from test_explain_view import _queue
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
@@ -82,17 +81,6 @@ def test_a_sweeps_log_is_named_as_the_user_finds_it() -> None:
     assert log_display("/w/t-7.out", 3) == "/w/t-7.out"
 
 
-def _queue(jobs: list[Job], now: float, cfg=None) -> dict[int, dict]:
-    cfg = cfg or load_config(ROOT / "site-configs" / "testbed.toml")
-    policy = get_policy("combined", cfg)
-    ctx = PolicyContext(now=now, ledger=Ledger(), config=cfg, total_gpus=32)
-    scores = policy.scores(jobs, ctx)
-    order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
-    return {j.job_id: explain_job(j, ctx, policy, score=scores[j.job_id], site_factor=None, rank=r,
-                                  ranked=len(order), half_life_s=3600.0, waiting_for=waiting_reason(j, 0))
-            for r, j in enumerate(order)}
-
-
 def _ddp_2x8(job_id: int = 3, account: str = "") -> Job:
     return Job(job_id, user="u", account=account, num_gpus=16, num_nodes=2, gpus_per_node=8, submit_time=NOW - 50,
                time_limit=3600.0, state_reason="Resources")
@@ -128,14 +116,7 @@ def test_a_one_node_job_still_hears_it_would_fit_with_fewer_gpus() -> None:
 
 
 def _queue_at(jobs: list[Job], now: float, led: Ledger) -> dict[int, dict]:
-    cfg = load_config(ROOT / "site-configs" / "testbed.toml")
-    policy = get_policy("combined", cfg)
-    ctx = PolicyContext(now=now, ledger=led, config=cfg, total_gpus=32)
-    scores = policy.scores(jobs, ctx)
-    order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
-    return {j.job_id: explain_job(j, ctx, policy, score=scores[j.job_id], site_factor=None, rank=r,
-                                  ranked=len(order), half_life_s=3600.0, waiting_for=waiting_reason(j, 0))
-            for r, j in enumerate(order)}
+    return _queue(jobs, now, led=led)
 
 
 def test_two_cycles_with_the_same_inputs_explain_a_waiting_job_the_same() -> None:
