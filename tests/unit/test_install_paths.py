@@ -68,3 +68,29 @@ def test_the_old_prefix_advice_would_have_missed(wheel: Path, tmp_path: Path) ->
                    capture_output=True, text=True, timeout=300, env={**os.environ, "PIP_NO_WARN_SCRIPT_LOCATION": "1"})
     assert (root / "usr" / "local" / "local" / "bin" / "slurm-dl").is_file()
     assert not (root / "usr" / "local" / "bin" / "slurm-dl").exists()
+
+
+def test_the_guides_venv_install_runs_from_the_links_the_units_use(wheel: Path, tmp_path: Path) -> None:
+    """The recommended install as written (a venv of the system Python, pip install of a wheel
+    with its dependencies, links in a bin directory), then both commands run through the links
+    from another directory. Skipped where pip cannot reach a package index."""
+    guide = (ROOT / "docs" / "admins.md").read_text()
+    for line in ("python3 -m venv /opt/slurm-dl", "/opt/slurm-dl/bin/pip install /path/to/slurm-dl",
+                 "ln -s /opt/slurm-dl/bin/slurm-dl /usr/local/bin/slurm-dl",
+                 "ln -s /opt/slurm-dl/bin/dlsubmit /usr/local/bin/dlsubmit"):
+        assert line in guide, f"the guide's command changed: change this test with it ({line})"
+    venv, links = tmp_path / "opt" / "slurm-dl", tmp_path / "usr-local-bin"
+    out = subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", str(venv)], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        pytest.skip(f"the system Python cannot make a venv: {out.stderr.strip()[-200:]}")
+    out = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], capture_output=True, text=True,
+                         timeout=600)
+    if out.returncode != 0 and ("No matching distribution" in out.stderr or "NewConnectionError" in out.stderr):
+        pytest.skip("pip cannot reach a package index for the dependencies here")
+    assert out.returncode == 0, out.stderr[-2000:]
+    links.mkdir()
+    for name in ("slurm-dl", "dlsubmit"):
+        (links / name).symlink_to(venv / "bin" / name)
+        got = subprocess.run([str(links / name), "--version"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert got.returncode == 0 and "slurm-dl" in got.stdout, (name, got.stdout, got.stderr)
