@@ -67,7 +67,8 @@ def check(
                f"({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}")
     if diffs:
         typer.echo(f"{file}: valid — {summary}")
-        typer.echo(f"but it does not describe the cluster: {len(diffs)} difference(s) from {conf_path}:")
+        typer.echo(f"but it does not describe the cluster: {len(diffs)} difference(s) from")
+        typer.echo(f"  {conf_path}:")
         for d in diffs:
             typer.echo(textwrap.fill(f"- {d.line()}", width=79, subsequent_indent="  ", break_on_hyphens=False))
             typer.echo(textwrap.fill(f"fix: {d.fix}", width=79, initial_indent="  ", subsequent_indent="    ",

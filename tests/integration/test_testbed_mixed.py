@@ -74,8 +74,9 @@ def test_cli_status_env_and_site_config(mixed: Testbed) -> None:
     assert f"gpus             {SPEC}" in cli("testbed", "status", "--dir", str(mixed.state_dir)).stdout
     env = cli("testbed", "env", "--dir", str(mixed.state_dir)).stdout
     assert f"export SLURM_CONF={mixed.slurm_conf}" in env and "SLURM_DL_CONFIG=" in env
-    check = cli("config", "check", str(mixed.layout.site_config))
+    check = cli("config", "check", str(mixed.layout.site_config), "--slurm-conf", str(mixed.slurm_conf))
     assert check.returncode == 0 and "2 node group(s), 32 GPUs (h100, v100)" in check.stdout, check.stdout
+    assert f"matches {mixed.slurm_conf}: 4 node(s)" in check.stdout, check.stdout  # its own site.toml
     # up again: the same shape is a no-op, another shape is refused while it runs
     again = cli("testbed", "up", "--dir", str(mixed.state_dir), "--gpus", SPEC)
     assert again.returncode == 0, again.stderr
