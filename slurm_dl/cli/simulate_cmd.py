@@ -182,6 +182,7 @@ def simulate(
     throughputs: Optional[Path] = typer.Option(None, "--throughputs", help="speed of each model on each GPU type: Gavel's simulation_throughputs.json or a CSV kind,TYPE1,TYPE2,..."),
     model_seed: Optional[int] = typer.Option(None, "--model-seed", help="seed of the model drawn from --throughputs for each job that names none (default 0)"),
     type_choice: Optional[str] = typer.Option(None, "--type-choice", help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | aware (default)"),
+    workers: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="replays run in this many processes at once (default: every core; 1: one after the other); the output is the same"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -192,7 +193,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
          quiet=False, from_slurm=False, report=None, dispatch=None, slurm_backfill=False,
          opt_in="recorded", node_types=None, fleet=None, throughputs=None, model_seed=None,
-         type_choice=None) -> None:
+         type_choice=None, workers=None) -> None:
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.traces import HISTORY_FORMATS, parse_time
     from ..sim.speeds import TypesAsked
@@ -252,7 +253,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     planned = _plan(policy, variants, configs, several, make_ranker)
     runs, interrupted = _replay(planned, jobs, variants, trace, prior=prior, deadline_boost=deadline_boost,
                                 slurm_backfill=slurm_backfill, progress=Progress(enabled=not (quiet or as_json)),
-                                as_json=as_json)
+                                as_json=as_json, workers=workers, keep_results=bool(plot or report))
     not_run = [p[0] if not several else f"{p[0]} @ {p[3].label}" for p in planned[len(runs):]]
     if plot and runs:
         from ..sim.plots import write_plots
@@ -342,51 +343,92 @@ def _plan(policy, variants, configs, several, make_ranker) -> list:
     return planned
 
 
-def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_backfill, progress, as_json):
-    """Run each planned replay, printing its row as it finishes; (runs, interrupted)."""
+def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_backfill, progress, as_json,
+            workers=None, keep_results=True):
+    """Run the planned policies' replays (each policy's cluster runs and fairness runs are
+    independent tasks: here, or in ``workers`` local processes) and print each policy's row
+    once it and every policy before it have finished, so the output is the same whatever ran
+    them; (runs, interrupted). ``keep_results``: keep each run's per-job results (plots, the
+    report); otherwise only its summary, so memory stays flat as policies finish."""
     from ..sim.ranking import make_ranker
     from ..sim.report import ReportRun
-    from ..sim.simulate import runs_per_job, simulate as run_sim
+    from ..sim.runner import ReplayFailed, Task, run_tasks, workers_for
+    from ..sim.engine import ClusterResult
+    from ..sim.simulate import clusters_for, merge, replays, run_replay
 
     several = len(variants) > 1
-    first = min(j.submit_time for j in jobs)
-    last = max(j.submit_time for j in jobs)
+    factories = []
+    for _label, name, thr, v, _group in planned:
+        def factory(name=name, thr=thr, v=v):
+            r = make_ranker(name, las_thresholds=thr, starvation=v.starvation, prior=prior,
+                            boost_s=deadline_boost, shares=v.setup.shares, config=v.cfg)
+            if slurm_backfill:  # the policy orders the queue, Slurm's backfill starts jobs
+                r.discipline = "backfill"
+            return r
+        factories.append(factory)
+    per_run = [replays(jobs, p[3].setup) for p in planned]
+    tasks = [Task(k, t) for k, ts in enumerate(per_run) for t in ts]
+    # each policy's replays largest first, policies in their order: rows come in early and the
+    # small fairness runs fill the last gaps
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i][0], -tasks[i][1].jobs))
+    outputs: list[dict] = [{} for _ in planned]
     runs: list[ReportRun] = []
-    interrupted = False
-    try:
-        for label, name, thr, v, group in planned:
-            def factory(name=name, thr=thr, v=v):
-                r = make_ranker(name, las_thresholds=thr, starvation=v.starvation, prior=prior,
-                                boost_s=deadline_boost, shares=v.setup.shares, config=v.cfg)
-                if slurm_backfill:  # the policy orders the queue, Slurm's backfill starts jobs
-                    r.discipline = "backfill"
-                return r
 
-            progress.begin(label if not several else f"{label} @ {v.label}", len(jobs) * runs_per_job(v.setup),
-                           first, last)
-            try:
-                summary, results = run_sim(jobs, factory, v.setup, progress)
-            except ValueError as e:
-                raise SlurmDLError(f"{v.label}: {e}" if several else str(e)) from None
-            if v.idle is not None:
-                from ..sim.idle_replay import what_if
-                summary["idle"] = {**v.idle["label"], **what_if(jobs, v.idle["outcomes"], v.idle["config"], factory,
-                                                                 v.setup, results)}
-            progress.clear()
-            runs.append(ReportRun(label, v.label if several else None, summary, results))
-            if not as_json:
-                if len(runs) == 1:
-                    out.table_head(trace, len(jobs), [(x.label, x.cluster, x.cost.describe()) for x in variants])
-                if several and (len(runs) == 1 or planned[len(runs) - 2][4] != group):
-                    out.group_line(group if group != SITE_GROUP else "site: " + ", ".join(
-                        f"{x.label} = {x.cfg.policy.mix}" for x in variants))
-                out.table_row(v.label if several else label, summary, indent=several)
-                out.type_line(summary, indent=several)
+    def execute(task, on_finish):
+        k, t = task
+        return run_replay(jobs, factories[k], planned[k][3].setup, t, on_finish=on_finish)
+
+    def unpack(i, output):
+        k, t = tasks[i]
+        if t.kind != "cluster":
+            return output
+        return ClusterResult.unpacked(output, clusters_for(jobs, planned[k][3].setup)[t.part][1])
+
+    def on_done(i, output):
+        k, t = tasks[i]
+        outputs[k][t] = output
+        while len(runs) < len(planned) and len(outputs[len(runs)]) == len(per_run[len(runs)]):
+            _finish_run(len(runs))
+
+    def _finish_run(k):
+        label, _name, _thr, v, group = planned[k]
+        summary, results = merge(v.setup, [outputs[k][t] for t in per_run[k]])
+        outputs[k] = {t: None for t in per_run[k]}  # the merged run holds them now
+        if v.idle is not None:
+            from ..sim.idle_replay import what_if
+            summary["idle"] = {**v.idle["label"], **what_if(jobs, v.idle["outcomes"], v.idle["config"], factories[k],
+                                                             v.setup, results)}
+        progress.clear()
+        runs.append(ReportRun(label, v.label if several else None, summary, results if keep_results else []))
+        if not as_json:
+            if len(runs) == 1:
+                out.table_head(trace, len(jobs), [(x.label, x.cluster, x.cost.describe()) for x in variants])
+            if several and (len(runs) == 1 or planned[len(runs) - 2][4] != group):
+                out.group_line(group if group != SITE_GROUP else "site: " + ", ".join(
+                    f"{x.label} = {x.cfg.policy.mix}" for x in variants))
+            out.table_row(v.label if several else label, summary, indent=several)
+            out.type_line(summary, indent=several)
+
+    interrupted = False
+    progress.begin_tasks(len(tasks), sum(t.jobs for t in tasks))
+    try:
+        run_tasks(tasks, execute, on_done, workers=workers_for(workers, tasks, lambda t: t.jobs),
+                  order=order, tick=progress.tick, pack=_pack, unpack=unpack)
+    except ReplayFailed as e:
+        progress.clear()
+        v = planned[tasks[e.index][0]][3]
+        raise SlurmDLError(f"{v.label}: {e.error}" if several else str(e.error)) from None
     except KeyboardInterrupt:
         progress.clear()
         interrupted = True
         typer.echo(f"interrupted: {len(runs)} of {len(planned)} runs finished; writing those", err=True)
+    progress.clear()
     return runs, interrupted
+
+
+def _pack(output):
+    """A replay's output as it crosses from a worker process (see ``ClusterResult.packed``)."""
+    return output.packed() if hasattr(output, "packed") else output
 
 
 def _doc(variants, runs, several, *, imported, overhead, slurm_backfill, interrupted, not_run) -> dict:
