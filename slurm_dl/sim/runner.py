@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+from dataclasses import dataclass
 from typing import Callable, NamedTuple, Sequence
 
 # What a forked worker runs: set just before the pool forks, read in the workers.
@@ -33,6 +34,31 @@ class Task(NamedTuple):
     @property
     def jobs(self) -> int:
         return self.replay.jobs
+
+
+@dataclass(frozen=True)
+class RankerRecipe:
+    """How to make one planned policy's ranker: plain data, so that a replay run in another
+    process or a Slurm array task makes the very ranker this process would."""
+
+    name: str
+    thresholds: list | None = None
+    starvation: float | None = None
+    prior: list | None = None
+    boost_s: float | None = None
+    shares: dict | None = None
+    config: object = None
+    backfill: bool = False  # --slurm-backfill: the policy orders the queue, Slurm's backfill starts jobs
+
+    def __call__(self):
+        from .ranking import make_ranker
+
+        r = make_ranker(self.name, las_thresholds=self.thresholds, starvation=self.starvation, prior=self.prior,
+                        boost_s=self.boost_s,
+                        shares=self.shares, config=self.config)
+        if self.backfill:
+            r.discipline = "backfill"
+        return r
 
 
 class ReplayFailed(Exception):
