@@ -92,6 +92,10 @@ first free GPUs), fastest, or aware (the default: each type to the jobs that
 gain most from it). Service is charged at the type's speed; the table adds
 each type's busy share.
 
+Speed: the replays (each policy's, and its fairness runs) run on every core
+(--jobs N; --jobs 1: one after the other), or with --via-slurm as one Slurm
+job array (--partition, --time); the output is the same.
+
 Table: JCT is job completion time (submit to end); rho (ρ) is an account's mean
 JCT here over its mean JCT alone on its share of the cluster (1 = fair, max =
 the worst account); Jain is Jain's index of the rhos (1 = all equal).

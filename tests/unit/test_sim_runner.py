@@ -64,3 +64,18 @@ def test_a_failed_task_is_a_clear_error_in_a_pool(tmp_path, monkeypatch):
                                    "--gpus-per-node", "2", "--policy", "fifo", "--policy", "las", "--jobs", "2"])
     assert out.exit_code != 0
     assert "too big" in out.output and "Traceback" not in out.output
+
+
+def test_time_limits_and_options_that_need_via_slurm(tmp_path):
+    import pytest
+
+    from slurm_dl.core.errors import SlurmDLError
+    from slurm_dl.slurm.sim_array import parse_time_limit
+
+    assert [parse_time_limit(t) for t in (None, "90", "1:30", "1:30:20", "1-0:00")] == [60, 90, 90, 91, 1440]
+    for bad in ("0", "soon", "-5"):
+        with pytest.raises(SlurmDLError, match="--time: got"):
+            parse_time_limit(bad)
+    out = CliRunner().invoke(app, _args(tmp_path, "--partition", "cpu"))
+    assert out.exit_code != 0 and "--partition, --time: only with --via-slurm" in out.output
+    assert "Traceback" not in out.output
