@@ -141,16 +141,22 @@ def add_fairness(summary: dict, isolated_avg_jct: dict[str, float] | None) -> No
 
 
 def queue_series(results: Sequence[ClusterResult], points: int = 2000) -> tuple[list[float], list[int]]:
-    """Pending-job count over time (all clusters together), down-sampled to about ``points``."""
-    deltas = sorted(d for r in results for d in r.queue_deltas)
-    if not deltas:
+    """Pending-job count over time (all clusters together), down-sampled to about ``points``.
+    The count at a time is the one after everything at that time: a job that starts in the
+    second it was submitted never shows as a start before its submission (below zero)."""
+    at: dict[float, int] = {}
+    for r in results:
+        for t, d in r.queue_deltas:
+            at[t] = at.get(t, 0) + d
+    if not at:
         return [], []
+    moments = sorted(at)
     times, counts = [], []
     q = 0
-    step = max(1, len(deltas) // points)
-    for i, (t, d) in enumerate(deltas):
-        q += d
-        if i % step == 0 or i == len(deltas) - 1:
+    step = max(1, len(moments) // points)
+    for i, t in enumerate(moments):
+        q += at[t]
+        if i % step == 0 or i == len(moments) - 1:
             times.append(t)
             counts.append(q)
     return times, counts
