@@ -27,7 +27,8 @@ from pathlib import Path
 from slurm_dl.sim.engine import ClusterResult
 from slurm_dl.sim.ranking import load_prior, make_ranker
 from slurm_dl.sim.runner import Task, run_tasks
-from slurm_dl.sim.simulate import SimSetup, clusters_for, merge, replays, run_replay
+from slurm_dl.sim.metrics import summarize
+from slurm_dl.sim.simulate import SimSetup, Summarized, merge, replays, run_replay
 from slurm_dl.sim.traces import parse_time, read_trace
 
 POLICIES = ("fifo", "las", "gittins", "fairshare", "combined", "deadline-las")
@@ -87,14 +88,11 @@ class MemoryWatch:
         self._t.join()
 
 
-def per_job_hash(summaries: list[dict], results: list[list[ClusterResult]]) -> str:
-    """One hash of every policy's summary and every job's start, end, queueing and preemptions."""
+def jobs_hash(r: ClusterResult) -> str:
+    """A hash of every job's start, end, queueing and preemptions in one cluster run."""
     h = hashlib.sha256()
-    for summary, rs in zip(summaries, results):
-        h.update(json.dumps(summary, sort_keys=True).encode())
-        for r in rs:
-            for sj in r.jobs:
-                h.update(repr((sj.seq, sj.first_start, sj.end_time, sj.queue_s, sj.preemptions)).encode())
+    for sj in r.jobs:
+        h.update(repr((sj.seq, sj.first_start, sj.end_time, sj.queue_s, sj.preemptions)).encode())
     return h.hexdigest()
 
 
@@ -106,35 +104,33 @@ def run(jobs, setup, names, prior, total_gpus, workers: int):
     took: dict[int, float] = {}
     factories = [lambda n=n: make_ranker(n, prior=prior, total_gpus=total_gpus) for n in names]
 
+    hashes: dict[int, str] = {}
+
     def execute(task, on_finish):
+        """As the CLI's without plots or report: a cluster run's summary is made where it ran
+        (with, here, a hash of its per-job figures)."""
         t0 = time.perf_counter()
         out = run_replay(jobs, factories[task.run], setup, task.replay, on_finish=on_finish)
-        return out, time.perf_counter() - t0
-
-    def pack(out):
-        o, s = out
-        return (o.packed() if isinstance(o, ClusterResult) else o), s
-
-    def unpack(i, out):
-        o, s = out
-        t = tasks[i].replay
-        return (ClusterResult.unpacked(o, clusters_for(jobs, setup)[t.part][1]) if t.kind == "cluster" else o), s
+        h = ""
+        if isinstance(out, ClusterResult):
+            h, out = jobs_hash(out), Summarized(summarize([out]))
+        return out, h, time.perf_counter() - t0
 
     def on_done(i, out):
-        outputs[i], took[i] = out
+        outputs[i], hashes[i], took[i] = out
 
     w0 = time.perf_counter()
-    run_tasks(tasks, execute, on_done, workers=workers, order=order, pack=pack, unpack=unpack)
-    summaries, results = [], []
+    run_tasks(tasks, execute, on_done, workers=workers, order=order)
+    h = hashlib.sha256()
     for k in range(len(names)):
-        s, r = merge(setup, [outputs[i] for i in range(len(tasks)) if tasks[i].run == k])
-        summaries.append(s)
-        results.append(r)
+        summary, _ = merge(setup, [outputs[i] for i in range(len(tasks)) if tasks[i].run == k])
+        h.update(json.dumps(summary, sort_keys=True).encode())
+        h.update("".join(hashes[i] for i in range(len(tasks)) if tasks[i].run == k).encode())
     wall = time.perf_counter() - w0
     longest = max(took, key=took.get)
     return {"wall_s": round(wall, 2), "tasks": len(tasks), "longest_task_s": round(took[longest], 2),
             "longest_task": f"{names[tasks[longest].run]}: {tasks[longest].replay.kind} {tasks[longest].replay.name}",
-            "sum_task_s": round(sum(took.values()), 2), "hash": per_job_hash(summaries, results)}
+            "sum_task_s": round(sum(took.values()), 2), "hash": h.hexdigest()}
 
 
 def main() -> int:

@@ -390,11 +390,13 @@ def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_back
 
     def execute(task, on_finish):
         k, t = task
-        return run_replay(jobs, factories[k], planned[k][3].setup, t, on_finish=on_finish)
+        v = planned[k][3]  # no per-job results wanted: only the summary comes back
+        return run_replay(jobs, factories[k], v.setup, t, on_finish=on_finish,
+                          summary_only=not keep_results and v.idle is None)
 
     def unpack(i, output):
         k, t = tasks[i]
-        if t.kind != "cluster":
+        if t.kind != "cluster" or not isinstance(output, tuple):
             return output
         return ClusterResult.unpacked(output, clusters_for(jobs, planned[k][3].setup)[t.part][1])
 
@@ -434,7 +436,9 @@ def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_back
     progress.begin_tasks(len(tasks), sum(t.jobs for t in tasks))
     try:
         if via_slurm is not None:
-            failed = _via_slurm(tasks, jobs, factories, planned, via_slurm, on_done=lambda i, o: on_done(i, unpack(i, o)),
+            only = [not keep_results and p[3].idle is None for p in planned]
+            failed = _via_slurm(tasks, jobs, factories, planned, via_slurm, only,
+                                on_done=lambda i, o: on_done(i, unpack(i, o)),
                                 tick=progress.tick, name_of=lambda i: _task_name(planned[tasks[i].run], tasks[i].replay,
                                                                                  several),
                                 as_json=as_json, progress=progress)
@@ -463,7 +467,7 @@ def _task_name(plan, replay, several: bool) -> str:
     return f"{label}: account {replay.name} alone"
 
 
-def _via_slurm(tasks, jobs, recipes, planned, via, *, on_done, tick, name_of, as_json, progress) -> list:
+def _via_slurm(tasks, jobs, recipes, planned, via, summary_only, *, on_done, tick, name_of, as_json, progress) -> list:
     """The replays as one Slurm job array; the failed ones (each said, with its log)."""
     import os
     import time as _time
@@ -478,7 +482,8 @@ def _via_slurm(tasks, jobs, recipes, planned, via, *, on_done, tick, name_of, as
         text, _, path = line.partition("\0")
         typer.echo(_wrap(text) + (f"\n  {path}" if path else ""), err=True)
 
-    failed = run_array(tasks, {"jobs": jobs, "recipes": recipes, "setups": [p[3].setup for p in planned]}, on_done,
+    inputs = {"jobs": jobs, "recipes": recipes, "setups": [p[3].setup for p in planned], "summary_only": summary_only}
+    failed = run_array(tasks, inputs, on_done,
                        folder=folder, partition=partition, time_min=minutes, name_of=name_of, tick=tick, say=say)
     progress.clear()
     for f in failed:

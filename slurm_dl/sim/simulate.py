@@ -108,15 +108,26 @@ def replays(jobs: Sequence[Job], setup: SimSetup) -> list[Replay]:
     return out
 
 
+@dataclass
+class Summarized:
+    """The output of a policy's only cluster run when only its summary is wanted (no plots,
+    report or idle what-if): made where the replay ran, so no per-job results travel."""
+
+    summary: dict
+
+
 def run_replay(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup, task: Replay,
-               on_finish=None) -> ClusterResult | tuple[str, float]:
-    """One replay's output: a cluster run's :class:`ClusterResult`, or for an "alone" run
-    (account, its mean JCT alone)."""
+               on_finish=None, summary_only: bool = False) -> ClusterResult | Summarized | tuple[str, float]:
+    """One replay's output: a cluster run's :class:`ClusterResult` (with ``summary_only``,
+    for a layout of one cluster, its :class:`Summarized`), or for an "alone" run (account,
+    its mean JCT alone)."""
     if task.kind == "cluster":
-        spec, js = clusters_for(jobs, setup)[task.part]
-        return run_cluster(js, spec, make_ranker(), setup.cost, spread=setup.spread,
-                           model_info=setup.model_info, on_finish=on_finish,
-                           dispatch=setup.dispatch, types=setup.types)
+        clusters = clusters_for(jobs, setup)
+        spec, js = clusters[task.part]
+        r = run_cluster(js, spec, make_ranker(), setup.cost, spread=setup.spread,
+                        model_info=setup.model_info, on_finish=on_finish,
+                        dispatch=setup.dispatch, types=setup.types)
+        return Summarized(summarize([r])) if summary_only and len(clusters) == 1 else r
     acct, spec, js = alone_clusters(jobs, setup)[task.part]
     r = run_cluster(js, spec, make_ranker().isolated_copy(), setup.cost,
                     spread=setup.spread, model_info=setup.model_info, dispatch=setup.dispatch,
@@ -126,11 +137,12 @@ def run_replay(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: Si
 
 def merge(setup: SimSetup, outputs: Sequence) -> tuple[dict, list[ClusterResult]]:
     """The policy's summary and cluster results from its replays' outputs (in :func:`replays`
-    order)."""
+    order; no cluster results where its only cluster run came :class:`Summarized`)."""
     results = [o for o in outputs if isinstance(o, ClusterResult)]
-    summary = summarize(results)
+    done = [o.summary for o in outputs if isinstance(o, Summarized)]
+    summary = done[0] if done else summarize(results)
     if setup.cluster_sizes is None and setup.fairness:
-        add_fairness(summary, dict(o for o in outputs if not isinstance(o, ClusterResult)))
+        add_fairness(summary, dict(o for o in outputs if isinstance(o, tuple)))
     elif setup.cluster_sizes is not None:
         add_fairness(summary, {})  # every account already runs alone: rho = 1 by definition
     else:

@@ -63,7 +63,8 @@ def run_array_task(context: str, index: int):
         with open(context, "rb") as fh:
             ctx = _CONTEXT[context] = pickle.load(fh)
     task = ctx["tasks"][index]
-    out = run_replay(ctx["jobs"], ctx["recipes"][task.run], ctx["setups"][task.run], task.replay)
+    out = run_replay(ctx["jobs"], ctx["recipes"][task.run], ctx["setups"][task.run], task.replay,
+                     summary_only=ctx["summary_only"][task.run])
     return out.packed() if isinstance(out, ClusterResult) else out
 
 
@@ -73,7 +74,7 @@ def run_array(tasks: Sequence, inputs: dict, on_done: Callable[[int, object], No
               poll_s: float = 2.0) -> list[FailedTask]:
     """Submit ``tasks`` as one array, hand each result to ``on_done(index, output)`` as it
     arrives, and return the tasks that failed. ``inputs``: what :func:`run_array_task` reads
-    (``jobs``, ``recipes``, ``setups``; ``tasks`` is added). ``say(line)``: a line for the
+    (``jobs``, ``recipes``, ``setups``, ``summary_only``: per planned run; ``tasks`` is added). ``say(line)``: a line for the
     user; a path in it follows a NUL (``"logs in:\\0/path"``), to print whole."""
     import submitit
 
