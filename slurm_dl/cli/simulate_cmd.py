@@ -264,10 +264,14 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         via = (partition, parse_time_limit(time_limit))
     elif partition or time_limit:
         raise SlurmDLError("--partition, --time: only with --via-slurm")
+    from ..sim.metrics import recorded_figures
+
+    recorded = recorded_figures(jobs) if fmt in HISTORY_FORMATS else None
     runs, interrupted, failed = _replay(planned, jobs, variants, trace, prior=prior, deadline_boost=deadline_boost,
                                         slurm_backfill=slurm_backfill,
                                         progress=Progress(enabled=not (quiet or as_json)), as_json=as_json,
-                                        workers=workers, keep_results=bool(plot or report), via_slurm=via)
+                                        workers=workers, keep_results=bool(plot or report), via_slurm=via,
+                                        recorded=recorded)
     ran = {r.planned for r in runs}
     not_run = [p[0] if not several else f"{p[0]} @ {p[3].label}" for k, p in enumerate(planned) if k not in ran]
     if plot and runs:
@@ -282,10 +286,12 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
                interrupted=interrupted, not_run=not_run)
     if failed:
         doc["policies_not_run"] = not_run
+    if recorded is not None:
+        doc["recorded"] = recorded
     if as_json:
         typer.echo(json.dumps(finite(doc), sort_keys=False, allow_nan=False))
     elif runs:
-        out.table_foot({"policies": {r.name: r.summary for r in runs}})
+        out.table_foot({"policies": {r.name: r.summary for r in runs}, "recorded": recorded})
     if interrupted:
         raise typer.Exit(130)
     if failed:
@@ -363,7 +369,7 @@ def _plan(policy, variants, configs, several, make_ranker) -> list:
 
 
 def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_backfill, progress, as_json,
-            workers=None, keep_results=True, via_slurm=None):
+            workers=None, keep_results=True, via_slurm=None, recorded=None):
     """Run the planned policies' replays (each policy's cluster runs and fairness runs are
     independent tasks: here, or in ``workers`` local processes) and print each policy's row
     once it and every policy before it have finished, so the output is the same whatever ran
@@ -425,6 +431,8 @@ def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_back
         if not as_json:
             if len(runs) == 1:
                 out.table_head(trace, len(jobs), [(x.label, x.cluster, x.cost.describe()) for x in variants])
+                if recorded is not None:  # what the history itself says, beside the replays
+                    out.table_row("recorded", {**recorded, "utilization": None, "preemptions_per_job": None})
             if several and (len(runs) == 1 or planned[runs[-2].planned][4] != group):
                 out.group_line(group if group != SITE_GROUP else "site: " + ", ".join(
                     f"{x.label} = {x.cfg.policy.mix}" for x in variants))

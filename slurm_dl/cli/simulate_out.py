@@ -119,3 +119,37 @@ def table_foot(doc: dict) -> None:
         typer.echo("utility: each deadline job earns the value of the first deadline step it met")
     for line in idle_lines(doc):
         typer.echo(line)
+    for line in start_error_lines(doc):
+        typer.echo(line)
+
+
+def duration(seconds: float) -> str:
+    """A duration in the unit that fits it: 12 s, 4.5 min, 2.3 h, 1.5 d."""
+    s = abs(seconds)
+    if s < 120:
+        return f"{seconds:.0f} s"
+    if s < 7200:
+        return f"{seconds / 60:.1f} min"
+    if s < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def start_error_lines(doc: dict) -> list[str]:
+    """The recorded figures in units that fit the history, and how far each replay started
+    its jobs from their recorded starts (a history only)."""
+    import textwrap
+
+    rec = doc.get("recorded")
+    if not rec:
+        return []
+    out = [f"recorded: the history itself ({rec['jobs']} jobs): mean JCT {duration(rec['avg_jct_s'])}, "
+           f"mean wait {duration(rec['avg_queue_s'])}, makespan {duration(rec['makespan_s'])}"]
+    errs = [f"{k} median {duration(s['start_error_s']['median'])}, p90 {duration(s['start_error_s']['p90'])}"
+            for k, s in doc["policies"].items() if s.get("start_error_s")]
+    if errs:
+        out.append("start error (replayed - recorded start, absolute): " + "; ".join(errs))
+    for k, s in doc["policies"].items():
+        out.append(f"{k}: mean JCT {duration(s['avg_jct_s'])}, mean wait {duration(s['avg_queue_s'])}, "
+                   f"makespan {duration(s['makespan_s'])}")
+    return [ln for line in out for ln in textwrap.wrap(line, 79, subsequent_indent="  ", break_on_hyphens=False)]
