@@ -123,9 +123,10 @@ def table_foot(doc: dict) -> None:
         typer.echo(line)
 
 
-def duration(seconds: float) -> str:
-    """A duration in the unit that fits it: 12 s, 4.5 min, 2.3 h, 1.5 d."""
-    s = abs(seconds)
+def duration(seconds: float, like: float | None = None) -> str:
+    """A duration in the unit that fits it (or fits ``like``, so that figures read side by
+    side share a unit): 12 s, 4.5 min, 2.3 h, 1.5 d."""
+    s = abs(seconds if like is None else like)
     if s < 120:
         return f"{seconds:.0f} s"
     if s < 7200:
@@ -143,13 +144,20 @@ def start_error_lines(doc: dict) -> list[str]:
     rec = doc.get("recorded")
     if not rec:
         return []
-    out = [f"recorded: the history itself ({rec['jobs']} jobs): mean JCT {duration(rec['avg_jct_s'])}, "
-           f"mean wait {duration(rec['avg_queue_s'])}, makespan {duration(rec['makespan_s'])}"]
-    errs = [f"{k} median {duration(s['start_error_s']['median'])}, p90 {duration(s['start_error_s']['p90'])}"
-            for k, s in doc["policies"].items() if s.get("start_error_s")]
+    pols = doc["policies"]
+
+    def figures(f: dict, like: dict) -> str:
+        return (f"mean JCT {duration(f['avg_jct_s'], like['avg_jct_s'])}, mean wait "
+                f"{duration(f['avg_queue_s'], like['avg_queue_s'])}, makespan "
+                f"{duration(f['makespan_s'], like['makespan_s'])}")
+
+    # each figure in the unit of the largest of its kind, so the lines compare at a glance
+    like = {k: max([rec[k]] + [s[k] for s in pols.values()]) for k in ("avg_jct_s", "avg_queue_s", "makespan_s")}
+    out = [f"recorded: the history itself ({rec['jobs']} jobs): {figures(rec, like)}"]
+    out += [f"{k}: {figures(s, like)}" for k, s in pols.items()]
+    errs = {k: s["start_error_s"] for k, s in pols.items() if s.get("start_error_s")}
     if errs:
-        out.append("start error (replayed - recorded start, absolute): " + "; ".join(errs))
-    for k, s in doc["policies"].items():
-        out.append(f"{k}: mean JCT {duration(s['avg_jct_s'])}, mean wait {duration(s['avg_queue_s'])}, "
-                   f"makespan {duration(s['makespan_s'])}")
+        big = max(e["p90"] for e in errs.values())
+        out.append("start error (replayed - recorded start, absolute): " + "; ".join(
+            f"{k} median {duration(e['median'], big)}, p90 {duration(e['p90'], big)}" for k, e in errs.items()))
     return [ln for line in out for ln in textwrap.wrap(line, 79, subsequent_indent="  ", break_on_hyphens=False)]
