@@ -16,7 +16,8 @@ import textwrap
 import time
 from typing import Any, Iterable, Mapping
 
-from slurm_dl.core.fairness import yielded_to
+from .core.explain import utilisation_lines
+from .core.fairness import yielded_to
 
 WIDTH = 80
 _STEP_WORDS = {"submit": "submit time", "job_id": "job id, as both came in the same second"}
@@ -501,7 +502,6 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
     if view.get("gpu_types"):
         say(f"GPU type: {view['gpu_types']}")
     if view.get("gpu_utilisation"):
-        from .core.explain import utilisation_lines
 
         for line in utilisation_lines(view["gpu_utilisation"]):
             say(line)
@@ -514,3 +514,9 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
             v = "" if d.get("value") is None else f" {d['value']}"
             say(f"  {_clock(d['at'])[5:]} {d['kind']}{v}: {d['reason']}")
     return "\n".join(out)
+
+
+def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = (),
+                       queue: Mapping[Any, Mapping[str, Any]] | None = None) -> str:
+    """Human text for ``slurm-dl explain``: the view of the core's explanation dict, in words."""
+    return explain_text(explain_view(expl, queue), decisions)

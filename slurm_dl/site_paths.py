@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from .core.database_url import DEFAULT_DATABASE_URL, STATE_DIR, relative_sqlite_problem, sqlite_path  # noqa: F401
 from .core.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,8 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CONFIG_ENV = "SLURM_DL_CONFIG"
 DEFAULT_CONFIG = Path("/etc/slurm-dl/site.toml")
-STATE_DIR = Path("/var/lib/slurm-dl")
-DEFAULT_DATABASE_URL = f"sqlite:///{STATE_DIR}/ledger.db"
 CONFIG_HELP = f"site config TOML (default: ${CONFIG_ENV}, else {DEFAULT_CONFIG})"
 
 
@@ -101,29 +100,6 @@ def hide_password(text: str, url: str) -> str:
         m = _USERINFO.match(url or "")
         pw = m.group("pw") if m else None
     return text.replace(str(pw), "***") if pw else text
-
-
-_SQLITE = re.compile(r"^sqlite(\+\w+)?://(?P<rest>.*)$")
-
-
-def sqlite_path(url: str) -> str | None:
-    """The file path of a SQLite URL (``''`` for an in-memory one); None for other databases."""
-    m = _SQLITE.match(url)
-    if m is None:
-        return None
-    rest = m.group("rest")
-    if not rest.startswith("/"):
-        return ""  # sqlite:// is in memory
-    path = rest[1:].split("?", 1)[0]
-    return "" if path in ("", ":memory:") else path
-
-
-def relative_sqlite_problem(url: str) -> str | None:
-    """Why a database URL is refused in a site config, or None when it is fine."""
-    path = sqlite_path(url)
-    if path and not path.startswith("/"):
-        return f"relative SQLite path; use an absolute one such as {DEFAULT_DATABASE_URL}"
-    return None
 
 
 _HEADER = re.compile(r"^[ \t]*\[\[?([^\[\]]+)\]\]?[ \t]*(#.*)?$", re.MULTILINE)  # [table], [[array]]

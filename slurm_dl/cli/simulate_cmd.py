@@ -92,6 +92,10 @@ first free GPUs), fastest, or aware (the default: each type to the jobs that
 gain most from it). Service is charged at the type's speed; the table adds
 each type's busy share.
 
+Speed: the replays (each policy's, and its fairness runs) run on every core
+(--jobs N; --jobs 1: one after the other), or with --via-slurm as one Slurm
+job array (--partition, --time); the output is the same.
+
 Table: JCT is job completion time (submit to end); rho (ρ) is an account's mean
 JCT here over its mean JCT alone on its share of the cluster (1 = fair, max =
 the worst account); Jain is Jain's index of the rhos (1 = all equal).
@@ -182,6 +186,10 @@ def simulate(
     throughputs: Optional[Path] = typer.Option(None, "--throughputs", help="speed of each model on each GPU type: Gavel's simulation_throughputs.json or a CSV kind,TYPE1,TYPE2,..."),
     model_seed: Optional[int] = typer.Option(None, "--model-seed", help="seed of the model drawn from --throughputs for each job that names none (default 0)"),
     type_choice: Optional[str] = typer.Option(None, "--type-choice", help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | aware (default)"),
+    workers: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="replays run in this many processes at once (default: every core; 1: one after the other); the output is the same"),
+    via_slurm: bool = typer.Option(False, "--via-slurm", help="run the replays as one Slurm job array (CPU-only tasks; a work folder in the current directory, removed after)"),
+    partition: Optional[str] = typer.Option(None, "--partition", help="--via-slurm: the partition of the array (default: Slurm's default partition)"),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="--via-slurm: each task's time limit, minutes or H:MM:SS (default 60)"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -192,7 +200,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
          no_fairness, idle_policy, idle_action, utilisation, synthetic_idle, idle_report, as_json, plot,
          quiet=False, from_slurm=False, report=None, dispatch=None, slurm_backfill=False,
          opt_in="recorded", node_types=None, fleet=None, throughputs=None, model_seed=None,
-         type_choice=None) -> None:
+         type_choice=None, workers=None, via_slurm=False, partition=None, time_limit=None) -> None:
     from ..sim.ranking import load_prior, make_ranker
     from ..sim.traces import HISTORY_FORMATS, parse_time
     from ..sim.speeds import TypesAsked
@@ -250,10 +258,22 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     from ..sim.progress import Progress
 
     planned = _plan(policy, variants, configs, several, make_ranker)
-    runs, interrupted = _replay(planned, jobs, variants, trace, prior=prior, deadline_boost=deadline_boost,
-                                slurm_backfill=slurm_backfill, progress=Progress(enabled=not (quiet or as_json)),
-                                as_json=as_json)
-    not_run = [p[0] if not several else f"{p[0]} @ {p[3].label}" for p in planned[len(runs):]]
+    via = None
+    if via_slurm:
+        from ..slurm.sim_array import parse_time_limit
+        via = (partition, parse_time_limit(time_limit))
+    elif partition or time_limit:
+        raise SlurmDLError("--partition, --time: only with --via-slurm")
+    from ..sim.metrics import recorded_figures
+
+    recorded = recorded_figures(jobs) if fmt in HISTORY_FORMATS else None
+    runs, interrupted, failed = _replay(planned, jobs, variants, trace, prior=prior, deadline_boost=deadline_boost,
+                                        slurm_backfill=slurm_backfill,
+                                        progress=Progress(enabled=not (quiet or as_json)), as_json=as_json,
+                                        workers=workers, keep_results=bool(plot or report), via_slurm=via,
+                                        recorded=recorded)
+    ran = {r.planned for r in runs}
+    not_run = [p[0] if not several else f"{p[0]} @ {p[3].label}" for k, p in enumerate(planned) if k not in ran]
     if plot and runs:
         from ..sim.plots import write_plots
         for written in write_plots(plot, [(r.name, r.results) for r in runs]) or []:
@@ -264,12 +284,18 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         _write_report(report, runs, meta, as_json)
     doc = _doc(variants, runs, several, imported=imported, overhead=overhead, slurm_backfill=slurm_backfill,
                interrupted=interrupted, not_run=not_run)
+    if failed:
+        doc["policies_not_run"] = not_run
+    if recorded is not None:
+        doc["recorded"] = recorded
     if as_json:
         typer.echo(json.dumps(finite(doc), sort_keys=False, allow_nan=False))
     elif runs:
-        out.table_foot({"policies": {r.name: r.summary for r in runs}})
+        out.table_foot({"policies": {r.name: r.summary for r in runs}, "recorded": recorded})
     if interrupted:
         raise typer.Exit(130)
+    if failed:
+        raise typer.Exit(1)
 
 
 def _read_jobs(trace, fmt, t0, t1, *, keep_cpu, skip_bad, group_by, as_json) -> tuple[list, dict | None, str | None]:
@@ -342,51 +368,142 @@ def _plan(policy, variants, configs, several, make_ranker) -> list:
     return planned
 
 
-def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_backfill, progress, as_json):
-    """Run each planned replay, printing its row as it finishes; (runs, interrupted)."""
-    from ..sim.ranking import make_ranker
+def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_backfill, progress, as_json,
+            workers=None, keep_results=True, via_slurm=None, recorded=None):
+    """Run the planned policies' replays (each policy's cluster runs and fairness runs are
+    independent tasks: here, or in ``workers`` local processes) and print each policy's row
+    once it and every policy before it have finished, so the output is the same whatever ran
+    them; (runs, interrupted, failed replays). ``via_slurm``: (partition, time limit in minutes)
+    to run them as one Slurm job array instead. ``keep_results``: keep each run's per-job results (plots, the
+    report); otherwise only its summary, so memory stays flat as policies finish."""
     from ..sim.report import ReportRun
-    from ..sim.simulate import runs_per_job, simulate as run_sim
+    from ..sim.runner import RankerRecipe, ReplayFailed, Task, run_tasks, workers_for
+    from ..sim.engine import ClusterResult
+    from ..sim.simulate import clusters_for, merge, replays, run_replay
 
     several = len(variants) > 1
-    first = min(j.submit_time for j in jobs)
-    last = max(j.submit_time for j in jobs)
+    factories = [RankerRecipe(name, thr, v.starvation, prior, deadline_boost, v.setup.shares, v.cfg, slurm_backfill)
+                 for _label, name, thr, v, _group in planned]
+    per_run = [replays(jobs, p[3].setup) for p in planned]
+    tasks = [Task(k, t) for k, ts in enumerate(per_run) for t in ts]
+    # each policy's replays largest first, policies in their order: rows come in early and the
+    # small fairness runs fill the last gaps
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i][0], -tasks[i][1].jobs))
+    outputs: list[dict] = [{} for _ in planned]
     runs: list[ReportRun] = []
-    interrupted = False
-    try:
-        for label, name, thr, v, group in planned:
-            def factory(name=name, thr=thr, v=v):
-                r = make_ranker(name, las_thresholds=thr, starvation=v.starvation, prior=prior,
-                                boost_s=deadline_boost, shares=v.setup.shares, config=v.cfg)
-                if slurm_backfill:  # the policy orders the queue, Slurm's backfill starts jobs
-                    r.discipline = "backfill"
-                return r
+    failed_runs: set[int] = set()
+    cursor = [0]  # the next planned run to print
 
-            progress.begin(label if not several else f"{label} @ {v.label}", len(jobs) * runs_per_job(v.setup),
-                           first, last)
-            try:
-                summary, results = run_sim(jobs, factory, v.setup, progress)
-            except ValueError as e:
-                raise SlurmDLError(f"{v.label}: {e}" if several else str(e)) from None
-            if v.idle is not None:
-                from ..sim.idle_replay import what_if
-                summary["idle"] = {**v.idle["label"], **what_if(jobs, v.idle["outcomes"], v.idle["config"], factory,
-                                                                 v.setup, results)}
-            progress.clear()
-            runs.append(ReportRun(label, v.label if several else None, summary, results))
-            if not as_json:
-                if len(runs) == 1:
-                    out.table_head(trace, len(jobs), [(x.label, x.cluster, x.cost.describe()) for x in variants])
-                if several and (len(runs) == 1 or planned[len(runs) - 2][4] != group):
-                    out.group_line(group if group != SITE_GROUP else "site: " + ", ".join(
-                        f"{x.label} = {x.cfg.policy.mix}" for x in variants))
-                out.table_row(v.label if several else label, summary, indent=several)
-                out.type_line(summary, indent=several)
+    def execute(task, on_finish):
+        k, t = task
+        v = planned[k][3]  # no per-job results wanted: only the summary comes back
+        return run_replay(jobs, factories[k], v.setup, t, on_finish=on_finish,
+                          summary_only=not keep_results and v.idle is None)
+
+    def unpack(i, output):
+        k, t = tasks[i]
+        if t.kind != "cluster" or not isinstance(output, tuple):
+            return output
+        return ClusterResult.unpacked(output, clusters_for(jobs, planned[k][3].setup)[t.part][1])
+
+    def on_done(i, output):
+        k, t = tasks[i]
+        outputs[k][t] = output
+        _advance()
+
+    def _advance():
+        while cursor[0] < len(planned) and (cursor[0] in failed_runs
+                                            or len(outputs[cursor[0]]) == len(per_run[cursor[0]])):
+            if cursor[0] not in failed_runs:
+                _finish_run(cursor[0])
+            cursor[0] += 1
+
+    def _finish_run(k):
+        label, _name, _thr, v, group = planned[k]
+        summary, results = merge(v.setup, [outputs[k][t] for t in per_run[k]])
+        outputs[k] = {t: None for t in per_run[k]}  # the merged run holds them now
+        if v.idle is not None:
+            from ..sim.idle_replay import what_if
+            summary["idle"] = {**v.idle["label"], **what_if(jobs, v.idle["outcomes"], v.idle["config"], factories[k],
+                                                             v.setup, results)}
+        progress.clear()
+        runs.append(ReportRun(label, v.label if several else None, summary, results if keep_results else [], k))
+        if not as_json:
+            if len(runs) == 1:
+                out.table_head(trace, len(jobs), [(x.label, x.cluster, x.cost.describe()) for x in variants])
+                if recorded is not None:  # what the history itself says, beside the replays
+                    out.table_row("recorded", {**recorded, "utilization": None, "preemptions_per_job": None})
+            if several and (len(runs) == 1 or planned[runs[-2].planned][4] != group):
+                out.group_line(group if group != SITE_GROUP else "site: " + ", ".join(
+                    f"{x.label} = {x.cfg.policy.mix}" for x in variants))
+            out.table_row(v.label if several else label, summary, indent=several)
+            out.type_line(summary, indent=several)
+
+    interrupted = False
+    failed = []
+    progress.begin_tasks(len(tasks), sum(t.jobs for t in tasks))
+    try:
+        if via_slurm is not None:
+            only = [not keep_results and p[3].idle is None for p in planned]
+            failed = _via_slurm(tasks, jobs, factories, planned, via_slurm, only,
+                                on_done=lambda i, o: on_done(i, unpack(i, o)),
+                                tick=progress.tick, name_of=lambda i: _task_name(planned[tasks[i].run], tasks[i].replay,
+                                                                                 several),
+                                as_json=as_json, progress=progress)
+            failed_runs.update(tasks[f.index].run for f in failed)
+            _advance()
+        else:
+            run_tasks(tasks, execute, on_done, workers=workers_for(workers, tasks, lambda t: t.jobs),
+                      order=order, tick=progress.tick, pack=_pack, unpack=unpack)
+    except ReplayFailed as e:
+        progress.clear()
+        v = planned[tasks[e.index][0]][3]
+        raise SlurmDLError(f"{v.label}: {e.error}" if several else str(e.error)) from None
     except KeyboardInterrupt:
         progress.clear()
         interrupted = True
         typer.echo(f"interrupted: {len(runs)} of {len(planned)} runs finished; writing those", err=True)
-    return runs, interrupted
+    progress.clear()
+    return runs, interrupted, failed
+
+
+def _task_name(plan, replay, several: bool) -> str:
+    """A replay in words: ``las: the shared cluster``, ``las: account vc1 alone``."""
+    label = plan[0] if not several else f"{plan[0]} @ {plan[3].label}"
+    if replay.kind == "cluster":
+        return f"{label}: the {replay.name} cluster" if replay.name == "shared" else f"{label}: cluster {replay.name}"
+    return f"{label}: account {replay.name} alone"
+
+
+def _via_slurm(tasks, jobs, recipes, planned, via, summary_only, *, on_done, tick, name_of, as_json, progress) -> list:
+    """The replays as one Slurm job array; the failed ones (each said, with its log)."""
+    import os
+    import time as _time
+
+    from ..slurm.sim_array import run_array
+
+    partition, minutes = via
+    folder = Path.cwd() / f"slurm-dl-whatif-{_time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+
+    def say(line: str) -> None:  # a path stays whole on a line of its own
+        progress.clear()
+        text, _, path = line.partition("\0")
+        typer.echo(_wrap(text) + (f"\n  {path}" if path else ""), err=True)
+
+    inputs = {"jobs": jobs, "recipes": recipes, "setups": [p[3].setup for p in planned], "summary_only": summary_only}
+    failed = run_array(tasks, inputs, on_done,
+                       folder=folder, partition=partition, time_min=minutes, name_of=name_of, tick=tick, say=say)
+    progress.clear()
+    for f in failed:
+        say(f"replay {name_of(f.index)} (Slurm job {f.job_id}) failed: {f.why}; its log:\0{f.log}")
+    if failed:
+        say(f"the other replays' results are shown; the work folder stays:\0{folder}")
+    return failed
+
+
+def _pack(output):
+    """A replay's output as it crosses from a worker process (see ``ClusterResult.packed``)."""
+    return output.packed() if hasattr(output, "packed") else output
 
 
 def _doc(variants, runs, several, *, imported, overhead, slurm_backfill, interrupted, not_run) -> dict:

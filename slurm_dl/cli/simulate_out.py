@@ -119,3 +119,45 @@ def table_foot(doc: dict) -> None:
         typer.echo("utility: each deadline job earns the value of the first deadline step it met")
     for line in idle_lines(doc):
         typer.echo(line)
+    for line in start_error_lines(doc):
+        typer.echo(line)
+
+
+def duration(seconds: float, like: float | None = None) -> str:
+    """A duration in the unit that fits it (or fits ``like``, so that figures read side by
+    side share a unit): 12 s, 4.5 min, 2.3 h, 1.5 d."""
+    s = abs(seconds if like is None else like)
+    if s < 120:
+        return f"{seconds:.0f} s"
+    if s < 7200:
+        return f"{seconds / 60:.1f} min"
+    if s < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def start_error_lines(doc: dict) -> list[str]:
+    """The recorded figures in units that fit the history, and how far each replay started
+    its jobs from their recorded starts (a history only)."""
+    import textwrap
+
+    rec = doc.get("recorded")
+    if not rec:
+        return []
+    pols = doc["policies"]
+
+    def figures(f: dict, like: dict) -> str:
+        return (f"mean JCT {duration(f['avg_jct_s'], like['avg_jct_s'])}, mean wait "
+                f"{duration(f['avg_queue_s'], like['avg_queue_s'])}, makespan "
+                f"{duration(f['makespan_s'], like['makespan_s'])}")
+
+    # each figure in the unit of the largest of its kind, so the lines compare at a glance
+    like = {k: max([rec[k]] + [s[k] for s in pols.values()]) for k in ("avg_jct_s", "avg_queue_s", "makespan_s")}
+    out = [f"recorded: the history itself ({rec['jobs']} jobs): {figures(rec, like)}"]
+    out += [f"{k}: {figures(s, like)}" for k, s in pols.items()]
+    errs = {k: s["start_error_s"] for k, s in pols.items() if s.get("start_error_s")}
+    if errs:
+        big = max(e["p90"] for e in errs.values())
+        out.append("start error (replayed - recorded start, absolute): " + "; ".join(
+            f"{k} median {duration(e['median'], big)}, p90 {duration(e['p90'], big)}" for k, e in errs.items()))
+    return [ln for line in out for ln in textwrap.wrap(line, 79, subsequent_indent="  ", break_on_hyphens=False)]

@@ -25,7 +25,7 @@ from .errors import ConfigError
 from .hostlist import expand_hostlist
 from .model import JobClass
 from .throughput import parse_matrix_csv
-from ..site_paths import DEFAULT_DATABASE_URL, relative_sqlite_problem
+from .database_url import DEFAULT_DATABASE_URL, relative_sqlite_problem
 
 
 # Upper ends of the ranges, named once.

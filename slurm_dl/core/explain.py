@@ -1,8 +1,8 @@
 """Why a job has its priority: the factors, its LAS queue, attained service, slack, account usage.
 
 Pure: :func:`explain_job` turns a job, the policy context and the cycle's numbers into a plain
-dict (the daemon stores one per job each cycle); :func:`render_explanation` turns that dict and
-the job's recorded decisions into text for ``slurm-dl explain JOBID``.
+dict (the daemon stores one per job each cycle); :func:`slurm_dl.explain_view.render_explanation`
+turns that dict and the job's recorded decisions into text for ``slurm-dl explain JOBID``.
 """
 
 from __future__ import annotations
@@ -163,14 +163,6 @@ def tier_scores(expl: Mapping[str, Any]) -> list[float]:
             total += f.get("weight", 1.0) * (f.get("score") or 0.0)
         out.append(round(total, 6))
     return out
-
-
-def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = (),
-                       queue: Mapping[Any, Mapping[str, Any]] | None = None) -> str:
-    """Human text for ``slurm-dl explain`` (see :mod:`slurm_dl.explain_view`)."""
-    from ..explain_view import explain_text, explain_view
-
-    return explain_text(explain_view(expl, queue), decisions)
 
 
 def utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:

@@ -8,15 +8,27 @@ count alone) and :func:`node_victims` (so that the job fits on nodes, node by no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable, Mapping
+from typing import Hashable, Mapping, NamedTuple
 
 from .model import Job
 
-if TYPE_CHECKING:
-    from .fairness import Standing
-
 EPS = 1e-9
 INF = float("inf")
+
+
+class Standing(NamedTuple):
+    """One account's standing at a decision (a named tuple: the decision builds one per account
+    at every cycle, and a frozen dataclass takes several times longer to build)."""
+
+    account: str
+    share: float
+    held: int
+    demand: int
+    fair: float
+    rho: float
+
+    def describe(self) -> str:
+        return f"account {self.account} holds {self.held} of its fair {self.fair:.1f} GPUs (rho {self.rho:.1f})"
 
 
 def fit(free: Mapping[Hashable, int], size: Mapping[Hashable, int], gpus: int,

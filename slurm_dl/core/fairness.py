@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Callable, Hashable, Mapping, NamedTuple, Seque
 
 from .model import Job
 from .preemption import RESUME_NEVER, resume_kind
-from .fair_victims import _floor, fit, gpu_victims, node_victims
+from .fair_victims import Standing, _floor, fit, gpu_victims, node_victims
 from .waiting import WaitingJobs
 
 if TYPE_CHECKING:
@@ -106,21 +106,6 @@ class LeaseSettings:
 
     def share(self, account: str) -> float:
         return self.shares.get(account, self.default_share)
-
-
-class Standing(NamedTuple):
-    """One account's standing at a decision (a named tuple: the decision builds one per account
-    at every cycle, and a frozen dataclass takes several times longer to build)."""
-
-    account: str
-    share: float
-    held: int
-    demand: int
-    fair: float
-    rho: float
-
-    def describe(self) -> str:
-        return f"account {self.account} holds {self.held} of its fair {self.fair:.1f} GPUs (rho {self.rho:.1f})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 from .config import TelemetryConfig
 from .model import Job, JobClass
 from .preemption import RESUME_NEVER, resume_kind
-from ..telemetry.samples import JobGpuSample
+from .samples import JobGpuSample
 
 
 class Verdict(str, enum.Enum):

@@ -256,7 +256,8 @@ def _fold(recs: Iterable[_Rec], stats: ImportStats, keep_cpu: bool, group: str) 
                   gpu_type=last.gpu_type, partition=last.partition,
                   submit_time=first.submit if first.submit is not None else min(r.start for r in started),
                   duration=run, time_limit=last.limit,
-                  tags={"recorded_start": repr(min(r.start for r in started)), "slurm_job_id": key,
+                  tags={"recorded_start": repr(min(r.start for r in started)),
+                        "recorded_end": repr(max(r.end for r in started)), "slurm_job_id": key,
                         "slurm_account": last.account, "state": last.state})
         if last.admin_comment is not None:
             _apply_tag(job, last.admin_comment, stats)

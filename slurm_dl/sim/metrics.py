@@ -58,6 +58,9 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
         "preemptions_per_job": sum(sj.preemptions for sj in jobs) / n if n else 0.0,
         "total_gpus": total_gpus,
     }
+    err = start_errors(jobs)
+    if err is not None:  # a history: how far the replayed starts are from the recorded ones
+        out["start_error_s"] = err
     if any(r.type_busy is not None for r in results):  # several GPU types: of the preemptions,
         out["type_moves"] = sum(r.upgrades for r in results)  # moves to a faster type
     if strict:
@@ -119,6 +122,36 @@ def type_utilisation(results: Sequence[ClusterResult], makespan: float) -> dict[
             for t, (n, busy) in acc.items()}
 
 
+def _recorded_start(job) -> float | None:
+    s = job.tags.get("recorded_start") if job.tags else None
+    return float(s) if s is not None else None
+
+
+def start_errors(sims: Sequence[SimJob]) -> dict | None:
+    """Median and p90 of |replayed start - recorded start| over the jobs of a history (None
+    for a trace without recorded starts)."""
+    errors = sorted(abs(sj.first_start - r) for sj in sims
+                    if sj.first_start is not None and (r := _recorded_start(sj.job)) is not None)
+    if not errors:
+        return None
+    return {"jobs": len(errors), "median": percentile(errors, 50), "p90": percentile(errors, 90)}
+
+
+def recorded_figures(jobs: Sequence) -> dict | None:
+    """What the history itself says, to set beside a replay: mean, median and p99 JCT, mean
+    wait and makespan of the jobs with a recorded start (None when none has one); a job's end
+    is its recorded end (else its first start plus its run time)."""
+    rows = [(j.submit_time, r, float(j.tags.get("recorded_end") or r + j.duration))
+            for j in jobs if (r := _recorded_start(j)) is not None]
+    if not rows:
+        return None
+    jcts = sorted(e - s for s, _r, e in rows)
+    n = len(rows)
+    return {"jobs": n, "avg_jct_s": sum(jcts) / n, "median_jct_s": percentile(jcts, 50),
+            "p99_jct_s": percentile(jcts, 99), "avg_queue_s": sum(r - s for s, r, _e in rows) / n,
+            "makespan_s": max(e for _s, _r, e in rows) - min(s for s, _r, _e in rows)}
+
+
 def add_fairness(summary: dict, isolated_avg_jct: dict[str, float] | None) -> None:
     """ρ per account = mean JCT here / mean JCT in its isolated run; Jain's index and worst ρ.
     ``None``: not computed (no isolated runs): every ρ figure is ``None``, never a number."""
@@ -141,16 +174,22 @@ def add_fairness(summary: dict, isolated_avg_jct: dict[str, float] | None) -> No
 
 
 def queue_series(results: Sequence[ClusterResult], points: int = 2000) -> tuple[list[float], list[int]]:
-    """Pending-job count over time (all clusters together), down-sampled to about ``points``."""
-    deltas = sorted(d for r in results for d in r.queue_deltas)
-    if not deltas:
+    """Pending-job count over time (all clusters together), down-sampled to about ``points``.
+    The count at a time is the one after everything at that time: a job that starts in the
+    second it was submitted never shows as a start before its submission (below zero)."""
+    at: dict[float, int] = {}
+    for r in results:
+        for t, d in r.queue_deltas:
+            at[t] = at.get(t, 0) + d
+    if not at:
         return [], []
+    moments = sorted(at)
     times, counts = [], []
     q = 0
-    step = max(1, len(deltas) // points)
-    for i, (t, d) in enumerate(deltas):
-        q += d
-        if i % step == 0 or i == len(deltas) - 1:
+    step = max(1, len(moments) // points)
+    for i, t in enumerate(moments):
+        q += at[t]
+        if i % step == 0 or i == len(moments) - 1:
             times.append(t)
             counts.append(q)
     return times, counts

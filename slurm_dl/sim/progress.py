@@ -29,6 +29,7 @@ class Progress:
         self.span: tuple[float, float] = (0.0, 0.0)
         self.t0 = self.last = 0.0
         self.shown = False
+        self.total_tasks = 0
 
     def begin(self, label: str, total_jobs: int, first_submit: float, last_submit: float) -> None:
         """A new policy: ``total_jobs`` counts every job its runs will finish."""
@@ -55,6 +56,31 @@ class Progress:
         days = (self.span[1] - self.span[0]) / 86400.0
         text = (f"{self.label}: day {day:.0f}/{days:.0f}, {done}/{self.total_jobs} jobs, "
                 f"{_clock(elapsed)} elapsed, ETA {eta}")
+        self._draw(text, frac)
+
+    def begin_tasks(self, tasks: int, jobs: int) -> None:
+        """A what-if of ``tasks`` replays that together replay ``jobs`` jobs (:meth:`tick`)."""
+        self.clear()
+        self.label, self.total_jobs, self.done_before = "", max(1, jobs), 0
+        self.total_tasks = max(1, tasks)
+        self.t0 = self.last = time.monotonic()
+
+    def tick(self, tasks_done: int, jobs_done: int) -> None:
+        """Replays finished and jobs replayed so far, in every process."""
+        if not self.enabled:
+            return
+        t = time.monotonic()
+        if t - self.t0 < self.after_s or t - self.last < self.every_s:
+            return
+        self.last = t
+        frac = min(1.0, jobs_done / self.total_jobs)
+        elapsed = t - self.t0
+        eta = _clock(elapsed * (1 - frac) / frac) if frac >= 0.01 else "–"
+        text = (f"{tasks_done}/{self.total_tasks} replays, {jobs_done}/{self.total_jobs} jobs, "
+                f"{_clock(elapsed)} elapsed, ETA {eta}")
+        self._draw(text, frac)
+
+    def _draw(self, text: str, frac: float) -> None:
         bar_w = max(0, self.width - len(text) - 3)
         bar = "#" * int(bar_w * frac) + "-" * (bar_w - int(bar_w * frac))
         self.stream.write("\r" + (f"[{bar}] " if bar_w >= 8 else "") + text[: self.width])

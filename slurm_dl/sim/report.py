@@ -30,6 +30,7 @@ class ReportRun:
     config: str | None
     summary: dict
     results: list  # engine ClusterResults
+    planned: int = -1  # its place among the planned runs (simulate)
 
     @property
     def name(self) -> str:

@@ -73,19 +73,76 @@ def runs_per_job(setup: SimSetup) -> int:
 def simulate(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup,
              progress=None) -> tuple[dict, list[ClusterResult]]:
     """Run one policy; returns (summary dict, per-cluster results). ``progress``: an object
-    with ``update(now, finished)`` and ``next_run(finished)`` (see :mod:`.progress`)."""
-    results = []
+    with ``update(now, finished)`` and ``next_run(finished)`` (see :mod:`.progress`).
+
+    The policy's replays are independent :class:`Replay` tasks (:func:`replays`); this runs
+    them one after the other here, :mod:`.runner` anywhere else, and :func:`merge` makes the
+    same summary of their outputs whatever ran them."""
     tick = progress.update if progress is not None else None
-    for spec, js in clusters_for(jobs, setup):
-        results.append(run_cluster(js, spec, make_ranker(), setup.cost, spread=setup.spread,
-                                   model_info=setup.model_info, on_finish=tick,
-                                   dispatch=setup.dispatch, types=setup.types))
+    outputs = []
+    for task in replays(jobs, setup):
+        outputs.append(run_replay(jobs, make_ranker, setup, task, on_finish=tick))
         if progress is not None:
-            progress.next_run(len(js))
-    summary = summarize(results)
+            progress.next_run(task.jobs)
+    return merge(setup, outputs)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One independent replay of a policy: ``kind`` "cluster" (the ``part``-th cluster of
+    :func:`clusters_for`) or "alone" (the ``part``-th account alone on its share, for ρ).
+    Plain data: it travels to a worker process or a Slurm array task by value; the jobs it
+    replays are found there again from the trace."""
+
+    kind: str
+    part: int
+    name: str  # the cluster's or the account's name
+    jobs: int  # how many jobs it replays
+
+
+def replays(jobs: Sequence[Job], setup: SimSetup) -> list[Replay]:
+    """The replays one policy is made of, in the order :func:`merge` expects their outputs."""
+    out = [Replay("cluster", i, spec.name, len(js)) for i, (spec, js) in enumerate(clusters_for(jobs, setup))]
     if setup.cluster_sizes is None and setup.fairness:
-        iso = isolated_jcts(jobs, make_ranker, setup, progress)
-        add_fairness(summary, iso)
+        out += [Replay("alone", i, acct, len(js)) for i, (acct, js) in enumerate(by_account(jobs).items())]
+    return out
+
+
+@dataclass
+class Summarized:
+    """The output of a policy's only cluster run when only its summary is wanted (no plots,
+    report or idle what-if): made where the replay ran, so no per-job results travel."""
+
+    summary: dict
+
+
+def run_replay(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup, task: Replay,
+               on_finish=None, summary_only: bool = False) -> ClusterResult | Summarized | tuple[str, float]:
+    """One replay's output: a cluster run's :class:`ClusterResult` (with ``summary_only``,
+    for a layout of one cluster, its :class:`Summarized`), or for an "alone" run (account,
+    its mean JCT alone)."""
+    if task.kind == "cluster":
+        clusters = clusters_for(jobs, setup)
+        spec, js = clusters[task.part]
+        r = run_cluster(js, spec, make_ranker(), setup.cost, spread=setup.spread,
+                        model_info=setup.model_info, on_finish=on_finish,
+                        dispatch=setup.dispatch, types=setup.types)
+        return Summarized(summarize([r])) if summary_only and len(clusters) == 1 else r
+    acct, spec, js = alone_clusters(jobs, setup)[task.part]
+    r = run_cluster(js, spec, make_ranker().isolated_copy(), setup.cost,
+                    spread=setup.spread, model_info=setup.model_info, dispatch=setup.dispatch,
+                    on_finish=on_finish, types=setup.types)
+    return acct, summarize([r])["avg_jct_s"]
+
+
+def merge(setup: SimSetup, outputs: Sequence) -> tuple[dict, list[ClusterResult]]:
+    """The policy's summary and cluster results from its replays' outputs (in :func:`replays`
+    order; no cluster results where its only cluster run came :class:`Summarized`)."""
+    results = [o for o in outputs if isinstance(o, ClusterResult)]
+    done = [o.summary for o in outputs if isinstance(o, Summarized)]
+    summary = done[0] if done else summarize(results)
+    if setup.cluster_sizes is None and setup.fairness:
+        add_fairness(summary, dict(o for o in outputs if isinstance(o, tuple)))
     elif setup.cluster_sizes is not None:
         add_fairness(summary, {})  # every account already runs alone: rho = 1 by definition
     else:
@@ -93,26 +150,33 @@ def simulate(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimS
     return summary, results
 
 
-def isolated_jcts(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup,
-                  progress=None) -> dict[str, float]:
+def alone_clusters(jobs: Sequence[Job], setup: SimSetup) -> list[tuple[str, ClusterSpec, list[Job]]]:
+    """Each account alone on its share of the cluster: (account, cluster, its jobs)."""
     groups = by_account(jobs)
     shares = {a: (setup.shares or {}).get(a, 1.0) for a in groups}
     model = setup.types.model if setup.types is not None else None
     speeds = {g.gpu_type: model.type_speed(g.gpu_type) for g in setup.groups} if setup.groups and model else None
     total_share = sum(shares.values())
-    out = {}
+    out = []
     for acct, js in groups.items():
         if setup.groups:
             spec = ClusterSpec.of_groups(acct, share_of_groups(setup.groups, shares[acct] / total_share, js, speeds))
         else:
             n = max(fewest_nodes(js, setup.gpus_per_node), round((setup.nodes or 0) * shares[acct] / total_share))
             spec = ClusterSpec(acct, n, setup.gpus_per_node)
-        r = run_cluster(js, spec, make_ranker().isolated_copy(), setup.cost,
-                        spread=setup.spread, model_info=setup.model_info, dispatch=setup.dispatch,
-                        on_finish=progress.update if progress is not None else None, types=setup.types)
+        out.append((acct, spec, js))
+    return out
+
+
+def isolated_jcts(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup,
+                  progress=None) -> dict[str, float]:
+    """Each account's mean JCT alone on its share of the cluster."""
+    out = {}
+    for i, (acct, _spec, js) in enumerate(alone_clusters(jobs, setup)):
+        out[acct] = run_replay(jobs, make_ranker, setup, Replay("alone", i, acct, len(js)),
+                               on_finish=progress.update if progress is not None else None)[1]
         if progress is not None:
             progress.next_run(len(js))
-        out[acct] = summarize([r])["avg_jct_s"]
     return out
 
 

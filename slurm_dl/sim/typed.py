@@ -31,6 +31,7 @@ from ..core.steering import DECLINE, comparative_order
 from ..core.throughput import ThroughputModel
 from .fleet import NodeGroupSpec
 from .placement import Allocation, place_consolidated
+from .typed_jobs import accepted_types, job_rates
 
 CHOICES = ("blind", "fastest", "aware")
 
@@ -44,14 +45,6 @@ class TypeSetup:
     choice: str = "aware"
     model: ThroughputModel | None = None
     recorded: bool = False
-
-
-def accepted_types(job) -> list[str]:
-    """The GPU types ``job`` accepts: ``Job.accepted_types``, else the type it names, else any
-    (empty)."""
-    if job.accepted_types:
-        return list(job.accepted_types)
-    return [job.gpu_type] if job.gpu_type else []
 
 
 class TypedPlacer:
@@ -101,7 +94,6 @@ class TypedPlacer:
     def prepare(self, sims: list, ranker) -> None:
         """Each job's speed on every group, the groups it may use in the order it tries them,
         and its work at full speed; refuses jobs that fit no group they accept."""
-        from .typed_jobs import job_rates
 
         bad: list = []
         every = True

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 
+def accepted_types(job) -> list[str]:
+    """The GPU types ``job`` accepts: ``Job.accepted_types``, else the type it names, else any
+    (empty)."""
+    if job.accepted_types:
+        return list(job.accepted_types)
+    return [job.gpu_type] if job.gpu_type else []
+
+
 def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], float]:
     """``(rates, allowed, scale)``: ``job``'s speed on each group over its speed on its fastest
     type (of all the model's types it accepts, whether this cluster has them or not: the trace's
     duration is its run time there), the groups it may use (node order), and the factor its
     trace duration becomes that work by (not 1 only for a history job recorded on a type the
     cluster lacks). A job that fits no group it accepts adds a line to ``bad``."""
-    from .typed import accepted_types
-
     groups, types = placer.groups, placer.types
     acc = accepted_types(job)
     recorded = placer.recorded and job.gpu_type

@@ -184,6 +184,14 @@ def test_replayed_start_times_match_the_live_cluster(make_testbed, tmp_path):
     assert doc["dispatch"]["release_s"] == est.dispatch.release_s and doc["placement"] == "slurm-backfill"
     cli = doc["policies"][f"site: {cfg.policy.mix}"]
     assert cli["preemptions"] == 0 and cli["avg_queue_s"] == pytest.approx(summary["avg_queue_s"])
+    # simulate itself sets the history's own figures and the start error beside the replay
+    assert doc["recorded"]["jobs"] == N_JOBS and doc["recorded"]["avg_queue_s"] >= 0
+    assert cli["start_error_s"]["jobs"] == N_JOBS and cli["start_error_s"]["median"] == pytest.approx(median)
+    text = _run([a for a in r.args if a != "--json"], env).stdout
+    rows = [m.group(1) for m in re.finditer(r"^(recorded|site: \w+) {2,}[\d.]+ ", text, re.MULTILINE)]
+    assert rows == ["recorded", f"site: {cfg.policy.mix}"], text  # the history's row above the replay's
+    assert "recorded: the history itself" in text and "start error (replayed - recorded start" in text, text
+    print("\n".join(ln for ln in text.splitlines() if ln.startswith(("recorded", "site", "start error", "  "))))
     # for the record: the same replay without the overheads, and the policy's own discipline
     # without them (the simulator's default replay of the mix)
     _, plain = simulate(jobs, factory, SimSetup(gpus_per_node=4, nodes=2, fairness=False))

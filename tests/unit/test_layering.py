@@ -1,6 +1,8 @@
 """The layering rules of DESIGN.md, checked on the source: the pure core (``slurm_dl.core``)
-does no I/O and reads no clock, the package never imports the daemons, and only the edge
-modules talk to Slurm, the database or NVML."""
+does no I/O and reads no clock, the package never imports the daemons, only the edge
+modules talk to Slurm, the database or NVML, imports flow one way (front-ends -> edges and
+simulator -> core) and no two modules import each other, directly or round a longer circle
+(imports inside functions and under TYPE_CHECKING count: they are dependencies too)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,9 @@ CORE = REPO / "slurm_dl"
 EDGE_PACKAGES = {"jobsubmit", "prioritizer"}
 PURE_CORE = CORE / "core"
 PURE_MODULES = [str(p.relative_to(CORE)) for p in sorted(PURE_CORE.rglob("*.py"))] + ["render.py"]
-# What the core may import from outside itself: plain data and string helpers, no I/O at import
-# or call time (the default database URL and path check, the GPU sample record, the text layout
-# of an explanation).
-CORE_MAY_IMPORT = {"slurm_dl.site_paths", "slurm_dl.telemetry.samples", "slurm_dl.explain_view"}
+# What the core may import from outside itself: nothing (the default database URL, the GPU
+# sample record live in the core; the text layout of an explanation lives outside and calls it).
+CORE_MAY_IMPORT: set[str] = set()
 IMPURE = {"subprocess", "socket", "sqlalchemy", "sqlmodel", "pynvml", "pyslurm"}
 
 
@@ -91,3 +92,131 @@ def test_every_test_module_has_its_own_basename() -> None:
     for path in sorted((REPO / "tests").rglob("test_*.py")):
         assert path.name not in seen, f"{path} and {seen[path.name]} share a name"
         seen[path.name] = path
+
+
+ROOTS = ("slurm_dl", "jobsubmit", "prioritizer")
+FRONT_ENDS = ("slurm_dl.cli", "jobsubmit", "prioritizer")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for root in ROOTS:
+        for p in sorted((REPO / root).rglob("*.py")):
+            rel = p.relative_to(REPO).with_suffix("")
+            mods[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
+    return mods
+
+
+def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the project's modules it imports (``from pkg import sub``: the submodule;
+    ``from pkg import name``: the package)."""
+
+    def known(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in mods.items():
+        pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = ".".join(pkg[: len(pkg) - (node.level - 1)] + ([node.module] if node.module else [])) \
+                    if node.level else (node.module or "")
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    out.add(known(sub) if sub in mods else known(base))
+            elif isinstance(node, ast.Import):
+                out.update(known(a.name) for a in node.names)
+        graph[name] = {m for m in out if m and m != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                group = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    group.append(w)
+                    if w == v:
+                        break
+                if len(group) > 1:
+                    out.append(sorted(group))
+    return out
+
+
+def layer(module: str) -> int:
+    """DESIGN.md's layers: 0 the pure core, 1 the edges, the simulator and the rest of the
+    package, 2 the front-ends (the CLIs, the filter service, the daemon)."""
+    if module == "slurm_dl.core" or module.startswith("slurm_dl.core."):
+        return 0
+    if any(module == f or module.startswith(f + ".") for f in FRONT_ENDS):
+        return 2
+    return 1
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)})"
+            for a in sorted(graph) for b in sorted(graph[a]) if layer(b) > layer(a)]
+
+
+def test_no_import_circle() -> None:
+    found = circles(import_graph(_modules()))
+    assert not found, "import circles (one module should hold the piece the other needs): " + "; ".join(
+        " <-> ".join(c) for c in found)
+
+
+def test_imports_flow_down_the_layers() -> None:
+    found = upward(import_graph(_modules()))
+    assert not found, "imports from a lower layer into a higher one: " + "; ".join(found)
+
+
+def test_the_checks_find_a_circle_and_an_upward_import(tmp_path) -> None:
+    """The two checks above on a made-up package: they do find what they look for."""
+    pkg = tmp_path / "slurm_dl"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "cli").mkdir()
+    for f in ("__init__.py", "core/__init__.py", "cli/__init__.py", "cli/main.py"):
+        (pkg / f).write_text("")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .c import x\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from slurm_dl.a import y\n")
+    (pkg / "core" / "m.py").write_text("from ..cli.main import run\nfrom .. import a\n")
+    mods = {}
+    for p in sorted(pkg.rglob("*.py")):
+        rel = p.relative_to(tmp_path).with_suffix("")
+        mods[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
+    graph = import_graph(mods)
+    assert circles(graph) == [["slurm_dl.a", "slurm_dl.b", "slurm_dl.c"]]
+    assert upward(graph) == ["slurm_dl.core.m (layer 0) imports slurm_dl.a (layer 1)",
+                             "slurm_dl.core.m (layer 0) imports slurm_dl.cli.main (layer 2)"]

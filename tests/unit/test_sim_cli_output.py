@@ -45,16 +45,16 @@ def test_no_fairness_shows_dashes_and_nulls_never_numbers(tmp_path):
 def test_interrupt_keeps_the_finished_policies(tmp_path, monkeypatch):
     import slurm_dl.sim.simulate as sim
 
-    real = sim.simulate
+    real = sim.run_replay
     calls = []
 
-    def flaky(*a, **kw):
+    def flaky(*a, **kw):  # each policy: its shared run and one run per account (a, b)
         calls.append(1)
-        if len(calls) == 2:
+        if len(calls) == 4:
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(sim, "simulate", flaky)
+    monkeypatch.setattr(sim, "run_replay", flaky)
     args = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", "--nodes", "1", "--gpus-per-node", "2",
             "--policy", "fifo", "--policy", "las", "--policy", "sjf", "--json", "--plot", str(tmp_path / "plots")]
     out = CliRunner().invoke(app, args)

@@ -197,3 +197,36 @@ def test_simulate_opt_in_choices(tmp_path):
     missing = [a if a != str(p) else str(tmp_path / "absent.json") for a in base]
     r = CliRunner().invoke(app, missing + ["--opt-in", "some"])
     assert r.exit_code != 0 and r.output.strip().splitlines()[-1].startswith("error: --opt-in"), r.output
+
+
+def test_simulate_sets_the_recorded_figures_beside_the_replay(tmp_path):
+    """A history: the table, the JSON say what the history itself shows (mean JCT, wait,
+    makespan) and how far each replay started its jobs from their recorded starts, in units
+    that fit a short history."""
+    # 1 GPU each on 2 GPUs: jobs 1, 2 start at once, 3 waits for 1 (ends 1100), 4 for 2 (1110)
+    doc = {"jobs": [_job_2205(i, submit=1000 + 5 * i, start=max(1000 + 5 * i, 1000 + 100 * ((i - 1) // 2)),
+                              end=max(1000 + 5 * i, 1000 + 100 * ((i - 1) // 2)) + 100, gpus=1, account="a")
+                    for i in range(1, 5)]}
+    p = tmp_path / "h.json"
+    p.write_text(json.dumps(doc))
+    args = ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1", "--gpus-per-node", "2",
+            "--policy", "fifo", "--no-fairness"]
+    r = CliRunner().invoke(app, args + ["--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    starts = [max(1000 + 5 * i, 1000 + 100 * ((i - 1) // 2)) for i in range(1, 5)]
+    waits = [s - (1000 + 5 * i) for i, s in zip(range(1, 5), starts)]
+    assert out["recorded"]["jobs"] == 4
+    assert out["recorded"]["avg_queue_s"] == sum(waits) / 4
+    assert out["recorded"]["avg_jct_s"] == sum(w + 100 for w in waits) / 4
+    assert out["recorded"]["makespan_s"] == max(starts) + 100 - 1005
+    err = out["policies"]["fifo"]["start_error_s"]
+    assert err["jobs"] == 4 and err["median"] >= 0 and err["p90"] >= err["median"]
+    text = CliRunner().invoke(app, args).stdout
+    rows = [ln for ln in text.splitlines() if ln.startswith(("recorded ", "fifo "))]
+    assert [r.split()[0] for r in rows] == ["recorded", "fifo"], text
+    assert any(ln.startswith("recorded: the history itself (4 jobs): mean JCT ") and " s," in ln
+               for ln in text.splitlines()), text
+    assert any(ln.startswith("start error (replayed - recorded start, absolute): fifo median") for ln in
+               text.splitlines()), text
+    assert all(len(ln) <= 80 for ln in text.splitlines())

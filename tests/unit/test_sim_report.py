@@ -128,15 +128,15 @@ def test_report_is_one_self_contained_file_with_every_figure_drawn(tmp_path):
 def test_report_escapes_names_and_marks_an_interrupted_run(tmp_path, monkeypatch):
     import slurm_dl.sim.simulate as sim
 
-    real, calls = sim.simulate, []
+    real, calls = sim.run_replay, []
 
-    def flaky(*a, **kw):
+    def flaky(*a, **kw):  # each policy: its shared run and one run per account
         calls.append(1)
-        if len(calls) == 2:
+        if len(calls) == 4:
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(sim, "simulate", flaky)
+    monkeypatch.setattr(sim, "run_replay", flaky)
     trace = tmp_path / "t.csv"
     trace.write_text(TRACE.replace(",a\n", ",<b>x&y</b>\n"))
     r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--format", "csv", *SHAPE, "--policy", "fifo",

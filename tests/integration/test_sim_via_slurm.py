@@ -1,0 +1,86 @@
+"""``slurm-dl simulate --via-slurm`` on the live testbed: the replays run as ONE Slurm job
+array (seen in squeue while a blocker job holds the nodes), the result is the one the local
+run gives, a task killed with scancel is reported by name with its log, and the other
+policies' rows are kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from polling import wait_until
+
+pytest.importorskip("submitit")
+
+CLI = [sys.executable, "-m", "slurm_dl.cli.main"]
+TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(
+    f"{i},{1 + i % 4},{i * 60},{400 + 71 * (i % 13)},{'ab'[i % 2]}\n" for i in range(60))
+
+
+def _args(tmp_path: Path) -> list[str]:
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    # two policies: each its shared run and one run per account (a, b): 6 array tasks
+    return [*CLI, "simulate", "--trace", str(trace), "--format", "csv", "--nodes", "2", "--gpus-per-node", "4",
+            "--policy", "fifo", "--policy", "las", "--json"]
+
+
+def _squeue(*more: str) -> str:
+    return subprocess.run(["squeue", "-h", *more], capture_output=True, text=True, check=True).stdout
+
+
+def _block_nodes(tmp_path: Path) -> str:
+    """A job holding every node exclusively, so that the array waits in the queue."""
+    out = subprocess.run(["sbatch", "--parsable", "-N4", "--exclusive", "-o", str(tmp_path / "blocker.out"),
+                          "--wrap", "sleep 600"], capture_output=True, text=True, check=True).stdout
+    job = out.strip().split(";")[0]
+    wait_until("the blocker to run", lambda: _squeue("-j", job, "-o", "%T").strip() == "RUNNING", 60)
+    return job
+
+
+def test_via_slurm_runs_one_array_with_the_local_result_and_names_a_killed_task(testbed, tmp_path) -> None:
+    local = subprocess.run([*_args(tmp_path), "--jobs", "1"], capture_output=True, text=True, cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+
+    blocker = _block_nodes(tmp_path)
+    try:
+        proc = subprocess.Popen([*_args(tmp_path), "--via-slurm", "--time", "5"], cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # the array, pending behind the blocker: six tasks of one array job
+        wait_until("the array in squeue", lambda: len(_squeue("-r", "-n", "slurm-dl-whatif", "-o", "%i").split()) == 6,
+                   60)
+        rows = [ln.split() for ln in _squeue("-r", "-n", "slurm-dl-whatif", "-o", "%i %F %K").splitlines()]
+        assert len({r[1] for r in rows}) == 1 and sorted(r[2] for r in rows) == [str(i) for i in range(6)], rows
+        array = rows[0][1]
+        # kill las's shared run (planned: fifo's 3 tasks, then las's), then free the nodes
+        subprocess.run(["scancel", f"{array}_3"], check=True)
+    finally:
+        subprocess.run(["scancel", blocker], check=False)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 1, err
+    assert f"submitted 6 replays as Slurm job array {array}" in err
+    assert f"replay las: the shared cluster (Slurm job {array}_3) failed" in err, err
+    assert "killed, cancelled or out of" in err
+    log = err.split("its log:\n", 1)[1].split()[0]
+    assert Path(log).parents[1].is_dir() and str(tmp_path) in log, err  # the work folder stays
+    assert "Traceback" not in err
+    doc = json.loads(out)
+    want = json.loads(local.stdout)
+    assert list(doc["policies"]) == ["fifo"] and doc["policies_not_run"] == ["las"]
+    assert doc["policies"]["fifo"] == want["policies"]["fifo"]
+
+
+def test_via_slurm_gives_the_local_result(testbed, tmp_path) -> None:
+    local = subprocess.run([*_args(tmp_path), "--jobs", "1"], capture_output=True, text=True, cwd=tmp_path)
+    remote = subprocess.run([*_args(tmp_path), "--via-slurm"], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=240)
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout
+    assert "submitted 6 replays as Slurm job array" in remote.stderr
+    # the work folder is gone once every task succeeded
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("slurm-dl-whatif-")]
