@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -33,17 +32,14 @@ from slurm_dl.sim.state import PreemptionCost
 from slurm_dl.sim.traces import parse_time, read_trace
 from slurm_dl.sim.typed import CHOICES, TypeSetup
 
+from bench_sim_policies import traces_dir  # noqa: E402 - where the traces are
+
 DEFAULT_LOAD = "v100:15,p100:15,k80:15@2017-10-01..2017-12-01"
 RHO_FLOOR_S = 600.0  # the fair-share decision's run-time floor (LeaseSettings.rho_floor_s)
 KEYS = ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization",
         "preemptions_per_job", "max_rho", "jain_rho")
 
 
-def traces_dir(arg: str | None) -> Path:
-    if arg:
-        return Path(arg)
-    env = os.environ.get("SLURM_DL_TRACES")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 
 
 def brief(s: dict, cpu: float) -> dict:

@@ -31,14 +31,7 @@ from slurm_dl.sim.metrics import summarize
 from slurm_dl.sim.simulate import SimSetup, Summarized, merge, replays, run_replay
 from slurm_dl.sim.traces import parse_time, read_trace
 
-POLICIES = ("fifo", "las", "gittins", "fairshare", "combined", "deadline-las")
-
-
-def traces_dir(arg: str | None) -> Path:
-    if arg:
-        return Path(arg)
-    env = os.environ.get("SLURM_DL_TRACES")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
+from bench_sim_policies import POLICIES, traces_dir  # noqa: E402 - the same policies and traces
 
 
 def _kb(pid: int, field: str, name: str) -> int:

@@ -38,16 +38,23 @@ class Progress:
         self.span = (first_submit, max(first_submit + 1.0, last_submit))
         self.t0 = self.last = time.monotonic()
 
+    def _due(self) -> float | None:
+        """Now, when the bar is on and due to be drawn again (and marks it drawn); else None."""
+        if not self.enabled:
+            return None
+        t = time.monotonic()
+        if t - self.t0 < self.after_s or t - self.last < self.every_s:
+            return None
+        self.last = t
+        return t
+
     def next_run(self, finished: int) -> None:
         self.done_before += finished
 
     def update(self, now: float, finished: int) -> None:
-        if not self.enabled:
+        t = self._due()
+        if t is None:
             return
-        t = time.monotonic()
-        if t - self.t0 < self.after_s or t - self.last < self.every_s:
-            return
-        self.last = t
         done = self.done_before + finished
         frac = min(1.0, done / self.total_jobs)
         elapsed = t - self.t0
@@ -67,12 +74,9 @@ class Progress:
 
     def tick(self, tasks_done: int, jobs_done: int) -> None:
         """Replays finished and jobs replayed so far, in every process."""
-        if not self.enabled:
+        t = self._due()
+        if t is None:
             return
-        t = time.monotonic()
-        if t - self.t0 < self.after_s or t - self.last < self.every_s:
-            return
-        self.last = t
         frac = min(1.0, jobs_done / self.total_jobs)
         elapsed = t - self.t0
         eta = _clock(elapsed * (1 - frac) / frac) if frac >= 0.01 else "–"
