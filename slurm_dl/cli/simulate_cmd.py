@@ -188,8 +188,8 @@ def simulate(
     type_choice: Optional[str] = typer.Option(None, "--type-choice", help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | aware (default)"),
     workers: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="replays run in this many processes at once (default: every core; 1: one after the other); the output is the same"),
     via_slurm: bool = typer.Option(False, "--via-slurm", help="run the replays as one Slurm job array (CPU-only tasks; a work folder in the current directory, removed after)"),
-    partition: Optional[str] = typer.Option(None, "--partition", help="--via-slurm: the partition of the array (default: Slurm's default partition)"),
-    time_limit: Optional[str] = typer.Option(None, "--time", help="--via-slurm: each task's time limit, minutes or H:MM:SS (default 60)"),
+    partition: Optional[str] = typer.Option(None, "--partition", help="--via-slurm: the partition of the array (default: the site config's [simulate] partition, else Slurm's default)"),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="--via-slurm: each task's time limit, minutes or H:MM:SS (default: [simulate] time_minutes, 60)"),
 ) -> None:
     with expected_errors():
         _run(**locals())
@@ -261,7 +261,10 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     via = None
     if via_slurm:
         from ..slurm.sim_array import parse_time_limit
-        via = (partition, parse_time_limit(time_limit))
+        first = variants[0].cfg  # the first --config's [simulate] gives the defaults
+        sc = getattr(first, "simulate", None)
+        via = (partition or (sc.partition if sc else None),
+               parse_time_limit(time_limit) if time_limit else (sc.time_minutes if sc else parse_time_limit(None)))
     elif partition or time_limit:
         raise SlurmDLError("--partition, --time: only with --via-slurm")
     from ..sim.metrics import recorded_figures

@@ -523,6 +523,14 @@ class PrioritizerConfig(_Strict):
                                      description="munged's socket (unset: MUNGE's default)")
 
 
+class SimulateConfig(_Strict):
+    """Defaults of `slurm-dl simulate --via-slurm` (the replays as one Slurm job array)."""
+
+    partition: str | None = Field(default=None, min_length=1, max_length=255, description="the "
+                                  "array's partition (CPU-only tasks); unset: Slurm's default partition")
+    time_minutes: int = num(60, ge=1, le=30 * 24 * 60, description="each replay task's time limit")
+
+
 class TelemetryConfig(_Strict):
     sample_seconds: float = num(30.0, ge=1, le=SECONDS_PER_DAY)
     idle_util_percent: float = num(2.0, ge=0, le=100)
@@ -565,6 +573,7 @@ class SiteConfig(_Strict):
     prioritizer: PrioritizerConfig = Field(default_factory=PrioritizerConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     throughput: ThroughputConfig = Field(default_factory=ThroughputConfig)
+    simulate: SimulateConfig = Field(default_factory=SimulateConfig)
 
     @field_validator("throughput")
     @classmethod

@@ -79,3 +79,27 @@ def test_time_limits_and_options_that_need_via_slurm(tmp_path):
     out = CliRunner().invoke(app, _args(tmp_path, "--partition", "cpu"))
     assert out.exit_code != 0 and "--partition, --time: only with --via-slurm" in out.output
     assert "Traceback" not in out.output
+
+
+def test_via_slurm_takes_its_partition_and_time_from_the_site_config(tmp_path, monkeypatch):
+    # the first --config's [simulate] gives --via-slurm its defaults; the flags override them
+    from pathlib import Path
+
+    from slurm_dl.cli import simulate_cmd
+    from slurm_dl.core.errors import SlurmDLError
+    from slurm_dl.site_paths import with_setting
+
+    seen = []
+
+    def fake(tasks, jobs, recipes, planned, via, *a, **kw):
+        seen.append(via)
+        raise SlurmDLError("stopped here")
+
+    monkeypatch.setattr(simulate_cmd, "_via_slurm", fake)
+    text = (Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml").read_text()
+    site = tmp_path / "site.toml"
+    site.write_text(with_setting(with_setting(text, "simulate", "partition", "cpu"), "simulate", "time_minutes", 20))
+    for more, want in (([], ("cpu", 20)), (["--partition", "big", "--time", "1:30"], ("big", 90))):
+        out = CliRunner().invoke(app, _args(tmp_path, "--config", str(site), "--via-slurm", *more))
+        assert "stopped here" in out.output and "Traceback" not in out.output, out.output
+        assert seen[-1] == want
