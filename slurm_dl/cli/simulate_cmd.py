@@ -284,6 +284,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     if report and runs:
         meta = _report_meta(trace, fmt, jobs, imported and {**imported, "describe": described}, variants, runs,
                             no_fairness, interrupted, not_run)
+        meta["recorded"] = recorded
         _write_report(report, runs, meta, as_json)
     doc = _doc(variants, runs, several, imported=imported, overhead=overhead, slurm_backfill=slurm_backfill,
                interrupted=interrupted, not_run=not_run)

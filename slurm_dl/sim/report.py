@@ -175,10 +175,53 @@ def _template():
     return env.from_string(text)
 
 
+def _pct(new: float | None, old: float | None) -> float | None:
+    return None if new is None or old is None or old == 0 else (new - old) / old
+
+
+def changes(runs: Sequence[ReportRun]) -> list[dict]:
+    """With several configs: each policy's run under every config but the first (the current
+    one) against its run under the first: the relative change of mean JCT, mean wait and worst
+    ρ (negative is better)."""
+    configs = list(dict.fromkeys(r.config for r in runs))
+    if len(configs) < 2:
+        return []
+    base = {r.policy: r.summary for r in runs if r.config == configs[0]}
+    out = []
+    for r in runs:
+        b = base.get(r.policy)
+        if r.config == configs[0] or b is None:
+            continue
+        s = r.summary
+        out.append({"policy": r.policy, "config": r.config, "against": configs[0],
+                    "jct": _pct(s["avg_jct_s"], b["avg_jct_s"]), "wait": _pct(s["avg_queue_s"], b["avg_queue_s"]),
+                    "rho": _pct(s.get("max_rho"), b.get("max_rho"))})
+    return out
+
+
+def best(runs: Sequence[ReportRun]) -> list[tuple[str, str]]:
+    """The rows an admin looks for, each with why: the lowest mean JCT (the prioritizer's
+    objective), and the lowest worst ρ where fairness was computed when that is another row."""
+    if not runs:
+        return []
+    fast = min(runs, key=lambda r: (r.summary["avg_jct_s"], r.name))
+    rho = fast.summary.get("max_rho")
+    out = [(fast.name, f"lowest mean JCT, {fast.summary['avg_jct_s'] / 3600:.2f} h"
+            + (f"; its worst ρ is {rho:.2f}" if rho is not None else ""))]
+    fair = [r for r in runs if r.summary.get("max_rho") is not None]
+    if fair:
+        f = min(fair, key=lambda r: (r.summary["max_rho"], r.summary["avg_jct_s"], r.name))
+        if f is not fast:
+            out.append((f.name, f"fairest: worst ρ {f.summary['max_rho']:.2f}, mean JCT "
+                                f"{f.summary['avg_jct_s'] / 3600:.2f} h"))
+    return out
+
+
 def render(runs: Sequence[ReportRun], meta: dict) -> str:
     """The HTML text. ``meta``: ``title``, ``trace`` (dict of what was read), ``configs`` (list
     of dicts: label, path, cluster, cost), ``not_computed`` (list of sentences),
-    ``interrupted`` and ``not_run`` (run names)."""
+    ``interrupted`` and ``not_run`` (run names), ``recorded`` (a history's own figures, or
+    None)."""
     from markupsafe import Markup
 
     figs = figures(runs)
@@ -187,7 +230,9 @@ def render(runs: Sequence[ReportRun], meta: dict) -> str:
     deadline = [r for r in runs if "deadline_hit_rate" in r.summary]
     idle = [r for r in runs if r.summary.get("idle")]
     return _template().render(runs=runs, figs=figs, meta=meta, deadline=deadline, idle=idle,
-                              several_configs=len({r.config for r in runs}) > 1)
+                              several_configs=len({r.config for r in runs}) > 1, changes=changes(runs),
+                              best=best(runs), recorded=meta.get("recorded"),
+                              errors=any(r.summary.get("start_error_s") for r in runs))
 
 
 def write_report(out_dir: Path, runs: Sequence[ReportRun], meta: dict) -> Path:

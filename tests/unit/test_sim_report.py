@@ -216,6 +216,15 @@ def test_two_configs_side_by_side_each_with_its_own_restart_cost(tmp_path):
                                      ["las", "proposed.toml"]]
     assert re.search(r"<td class=\"name\">proposed.toml</td><td class=\"name\">[^<]*</td>"
                      r"<td class=\"name\">600 s</td>", html)
+    # what the admin came for: each config against the current one, and the best rows with why
+    las_jct = f"{(p['las']['avg_jct_s'] - c['las']['avg_jct_s']) / c['las']['avg_jct_s']:+.1%}"
+    assert re.search(r'<h2 id="changes">Each config against current.toml</h2>', html)
+    assert re.search(r'<td class="name">las</td><td class="name">proposed.toml</td>\s*<td>'
+                     + re.escape(las_jct) + "</td>", html), las_jct
+    assert re.search(r'<td class="name">fifo</td><td class="name">proposed.toml</td>\s*<td>\+0\.0%</td>', html)
+    fastest = min(((k, pol) for k, d in (("current.toml", c), ("proposed.toml", p)) for pol in d),
+                  key=lambda x: ({"current.toml": c, "proposed.toml": p}[x[0]][x[1]]["avg_jct_s"], f"{x[1]} @ {x[0]}"))
+    assert f"<li><b>{fastest[1]} @ {fastest[0]}</b>: lowest mean JCT" in html
 
 
 def test_config_labels_tell_same_named_files_apart_and_refuse_one_file_twice(tmp_path):
@@ -258,6 +267,9 @@ def test_history_import_is_described_in_80_columns_and_in_the_report(tmp_path):
     assert "1 CPU-only dropped" in said
     html = (tmp_path / "rep" / "index.html").read_text()
     assert "12 jobs replayed from 15 records" in html and "<dd>sacct-json</dd>" in html
+    # the history's own figures beside the replay, and each replayed start's distance from it
+    assert '<tr class="recorded"><td class="name">recorded</td>' in html
+    assert "<th>start error median / p90 s</th>" in html and 'id="recorded-note"' in html
 
 
 def test_a_report_that_cannot_be_written_fails_before_the_replay(tmp_path):
