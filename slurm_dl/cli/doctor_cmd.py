@@ -176,13 +176,14 @@ def _slurm(f: Facts) -> None:
 def _cluster(f: Facts, cfg, conf: Path) -> None:
     """The site config against the live cluster (sinfo) where slurmctld answers, else against
     slurm.conf and gres.conf (see slurm_dl.core.cluster_match)."""
-    from ..core.cluster_match import SINFO_FORMAT, compare, parse_slurm_cluster, parse_sinfo
+    from ..core.cluster_match import cluster_of, compare, parse_slurm_cluster
     from ..core.errors import SlurmError
-    from ..slurm.runner import run_slurm
+    from ..slurm import CliBackend
 
     if f.controller is not None:
         try:
-            live = parse_sinfo(run_slurm(["sinfo", "-h", "-N", "-o", SINFO_FORMAT], timeout=30).stdout)
+            backend = CliBackend()
+            live = cluster_of(backend.nodes(), backend.partitions())
         except SlurmError:
             live = None
         if live is not None and live.nodes:

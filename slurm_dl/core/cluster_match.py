@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from .hostlist import compress_hostlist, expand_hostlist
+from .model import Node, Partition
 from .units import time_seconds
 
 if TYPE_CHECKING:
@@ -156,33 +157,18 @@ def parse_slurm_cluster(slurm_conf: str, gres_conf: str = "") -> SlurmCluster:
     return SlurmCluster(nodes, parts)
 
 
-SINFO_FORMAT = "%N|%G|%c|%m|%P|%l"
-"""``sinfo -h -N -o`` format :func:`parse_sinfo` reads: node, gres, CPUs, memory (MB),
-partition (``*``: the default), its time limit."""
-
-
-def parse_sinfo(text: str) -> SlurmCluster:
-    """The live cluster as slurmctld sees it (``sinfo -h -N -o SINFO_FORMAT``, a line per node
-    and partition)."""
-    nodes: dict[str, SlurmNode] = {}
-    parts: dict[str, SlurmPartition] = {}
-    for line in text.splitlines():
-        f = line.strip().split("|")
-        if len(f) != 6 or not f[0]:
-            continue
-        name, gres, cpus, mem, pname, limit = f
-        gpus, gtype = _gres_gpu("" if gres in ("(null)", "") else gres)
-        node = nodes.setdefault(name, SlurmNode(name, cpus=_int(cpus), memory_mb=_int(mem), gpus=gpus,
-                                                gpu_type=gtype))
-        default = pname.endswith("*")
-        pname = pname.rstrip("*")
-        p = parts.setdefault(pname, SlurmPartition(pname, [], default=default,
-                                                   max_time_minutes=_max_time_minutes(limit)))
-        if name not in p.nodes:
-            p.nodes.append(name)
-        if pname not in node.partitions:
-            node.partitions.append(pname)
-    return SlurmCluster(nodes, parts)
+def cluster_of(nodes: Sequence[Node], partitions: Sequence[Partition]) -> SlurmCluster:
+    """The live cluster as slurmctld sees it, from the backend's own nodes and partitions."""
+    out = {n.name: SlurmNode(n.name, cpus=n.cpus or None, memory_mb=n.memory_mb or None, gpus=n.gpus,
+                             gpu_type=n.gpu_type, partitions=list(n.partitions)) for n in nodes}
+    parts = {p.name: SlurmPartition(p.name, list(p.nodes), default=p.default,
+                                    max_time_minutes=None if p.max_time_s is None else int(p.max_time_s // 60))
+             for p in partitions}
+    for p in parts.values():  # a node's partitions as the partitions list them, too
+        for name in p.nodes:
+            if name in out and p.name not in out[name].partitions:
+                out[name].partitions.append(p.name)
+    return SlurmCluster(out, parts)
 
 
 def _apply_gres_conf(nodes: dict[str, SlurmNode], text: str) -> None:
@@ -210,7 +196,7 @@ def compare(cfg: "SiteConfig", cluster: SlurmCluster, source: str = "slurm.conf"
         missing = [n for n in names if n not in cluster.nodes]
         if missing:
             add(Difference(what, f"nodes {compress_hostlist(missing)} are not in {source}",
-                           f"set nodes = \"...\" to slurm.conf's NodeName hosts, or remove the group"))
+                           "set nodes = \"...\" to slurm.conf's NodeName hosts, or remove the group"))
         present = [cluster.nodes[n] for n in names if n in cluster.nodes]
         for attr, label, want, fix_key in (("gpus", "GPUs per node", g.gpus_per_node, "gpus_per_node"),
                                             ("gpu_type", "GPU type", g.gpu_type, "gpu_type"),

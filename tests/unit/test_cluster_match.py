@@ -9,7 +9,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.core.cluster_match import compare, parse_sinfo, parse_slurm_cluster
+from slurm_dl.core.cluster_match import cluster_of, compare, parse_slurm_cluster
+from slurm_dl.core.model import Node, Partition
 from slurm_dl.core.config import load_config
 from slurm_dl.core.config import parse_config as _parse
 from slurm_dl.testbed.conf import (
@@ -160,16 +161,16 @@ def test_doctor_reports_each_difference_as_a_problem() -> None:
     assert [x.status for x in ok] == ["ok"]
 
 
-SINFO = """gpu01|gpu:h100:8|32|256000|h100|infinite
-gpu01|gpu:h100:8(S:0-1)|32|256000|gpu*|2-00:00:00
-gpu05|gpu:v100:4|32|256000|v100|infinite
-gpu05|gpu:v100:4|32|256000|gpu*|2-00:00:00
-cpu01|(null)|64|128000|cpu|infinite
-"""
+# what the backend reads of the live cluster (sinfo / scontrol): its nodes and partitions
+LIVE_NODES = [Node("gpu01", 8, "h100", cpus=32, memory_mb=256000, partitions=("h100", "gpu")),
+              Node("gpu05", 4, "v100", cpus=32, memory_mb=256000, partitions=("v100", "gpu")),
+              Node("cpu01", 0, None, cpus=64, memory_mb=128000, partitions=("cpu",))]
+LIVE_PARTITIONS = [Partition("h100", ("gpu01",)), Partition("gpu", ("gpu01", "gpu05"), max_time_s=172800.0, default=True),
+                   Partition("v100", ("gpu05",)), Partition("cpu", ("cpu01",))]
 
 
 def test_the_live_cluster_from_sinfo() -> None:
-    live = parse_sinfo(SINFO)
+    live = cluster_of(LIVE_NODES, LIVE_PARTITIONS)
     assert (live.nodes["gpu01"].gpus, live.nodes["gpu01"].gpu_type) == (8, "h100")
     assert live.nodes["cpu01"].gpus == 0 and live.partitions["gpu"].default
     assert live.partitions["gpu"].max_time_minutes == 2880 and live.partitions["h100"].max_time_minutes is None
