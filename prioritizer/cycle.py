@@ -155,7 +155,7 @@ class Prioritizer:
         report.errors.extend(st.errors)
         return st
 
-    def _moves(self, snap: ClusterSnapshot, jobs: list[Job], rows, excluded, busy, ctx=None) -> list:
+    def _moves(self, snap: ClusterSnapshot, jobs: list[Job], rows, excluded, busy, ctx) -> list:
         """Opted-in running jobs to move to a faster GPU type that frees with nobody waiting
         (under fair share, also where jobs wait, for jobs of accounts below their share or
         asking no more than it)."""
@@ -179,7 +179,7 @@ class Prioritizer:
         running = [j for j in jobs if j.state is JobState.RUNNING]
         behind: set[str] = set()
         standings_of = getattr(self.policy, "standings_of", None)
-        if ctx is not None and getattr(self.policy, "leases", False) and standings_of is not None:
+        if getattr(self.policy, "leases", False) and standings_of is not None:
             behind = {a for a, s in standings_of(jobs, ctx).items() if entitled(s)}
         moves = plan_moves(running, waiting, snap.nodes, self.steering.model, min_speedup=pc.move_min_speedup,
                            can_move=can_move, behind=behind, restart_s=pc.restart_delay_seconds)

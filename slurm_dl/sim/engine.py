@@ -87,19 +87,19 @@ class ClusterResult:
     queue_deltas: list[tuple[float, int]] = field(default_factory=list)  # (time, Δ pending jobs)
     preemptions: int = 0
     type_busy: dict[str, tuple[int, float]] | None = None  # per GPU type: (GPUs, GPU-seconds run)
-    upgrades: int = 0  # of the preemptions, moves to a faster type (fair share on several types)
+    moves: int = 0  # of the preemptions, moves to a faster type (fair share on several types)
 
     def packed(self) -> tuple:
         """This result as plain tuples, for another process: each job's figures (not the
         engine's own working state, nor its model Job: the receiver has the trace, and
         :meth:`unpacked` puts the trace's Job back), several times quicker to pickle."""
         rows = [tuple(map(getattr, [sj] * len(_SENT), _SENT)) for sj in self.jobs]
-        return (self.cluster, rows, self.queue_deltas, self.preemptions, self.type_busy, self.upgrades)
+        return (self.cluster, rows, self.queue_deltas, self.preemptions, self.type_busy, self.moves)
 
     @staticmethod
     def unpacked(packed: tuple, jobs: list) -> "ClusterResult":
         """The result :meth:`packed` sent, the replayed ``jobs`` (the cluster's, in order) back in."""
-        cluster, rows, qd, preemptions, type_busy, upgrades = packed
+        cluster, rows, qd, preemptions, type_busy, moves = packed
         sims = []
         new, put = SimJob.__new__, setattr
         for row in rows:
@@ -108,7 +108,7 @@ class ClusterResult:
                 put(sj, s, v)
             sj.job = jobs[sj.seq]
             sims.append(sj)
-        return ClusterResult(cluster, sims, qd, preemptions, type_busy, upgrades)
+        return ClusterResult(cluster, sims, qd, preemptions, type_busy, moves)
 
 
 # what a job's figures are made of once its replay is over (the rest is the engine's)

@@ -101,7 +101,7 @@ class LeaseBook:
             return
         if o.free_left() > 0:
             if o.upgrade is not None:
-                o.upgrade(now, self.entitled(now))
+                o.upgrade(now, self.entitled_rho(now))
             self.fill(now, o.free_left(), o.try_place, o.start, o.free_left)
             if not waiting:
                 return
@@ -298,7 +298,7 @@ class LeaseBook:
                 out[a] = (1, 0.0)
         return out
 
-    def entitled(self, now: float) -> dict[str, float]:
+    def entitled_rho(self, now: float) -> dict[str, float]:
         """Per account that may move its running jobs to faster types (below its fair share,
         or asking no more than it: a share that holds all it asks), its finish-time fairness
         estimate now (see :meth:`standings`)."""

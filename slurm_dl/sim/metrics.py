@@ -62,7 +62,7 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
     if err is not None:  # a history: how far the replayed starts are from the recorded ones
         out["start_error_s"] = err
     if any(r.type_busy is not None for r in results):  # several GPU types: of the preemptions,
-        out["type_moves"] = sum(r.upgrades for r in results)  # moves to a faster type
+        out["type_moves"] = sum(r.moves for r in results)  # moves to a faster type
     if strict:
         hits = sum(1 for sj in strict if (sj.end_time or 0.0) <= sj.deadline)
         out["deadline_jobs"] = len(strict)

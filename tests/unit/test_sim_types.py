@@ -214,8 +214,22 @@ def test_fair_share_moves_a_job_of_an_account_below_its_share_to_a_faster_type()
     res, r = run(jobs, "aware", "fairshare", groups)
     assert res[3].preemptions == 1 and res[3].end_time == pytest.approx(590.1)
     assert res[4].first_start == pytest.approx(100.0) and res[4].preemptions == 0
-    assert r.upgrades == 1
+    assert r.moves == 1
     # it never takes a whole free node (a wide job waits for those): without job 2, the fast
     # node is free at 100 s and job 3 stays on slow
     res, r = run([j for j in jobs if j.job_id != 2], "aware", "fairshare", groups)
-    assert res[3].preemptions == 0 and r.upgrades == 0
+    assert res[3].preemptions == 0 and r.moves == 0
+
+
+def test_a_result_sent_from_a_worker_keeps_its_jobs_types_and_moves():
+    # the pool sends results as plain tuples (ClusterResult.packed): what comes back is the same
+    from slurm_dl.sim.engine import ClusterResult
+
+    groups = (NodeGroupSpec("fast", 1, 2), NodeGroupSpec("slow", 1, 1))
+    jobs = [job(1, 0, 100, "a", account="big"), job(2, 0, 1000, "a", account="big"),
+            job(3, 1, 500, "a", account="small"), job(4, 50, 100, "a", account="big")]
+    _, r = run(jobs, "aware", "fairshare", groups)
+    back = ClusterResult.unpacked(r.packed(), jobs)
+    assert (back.moves, back.preemptions, back.type_busy) == (r.moves, r.preemptions, r.type_busy) == (1, 1, r.type_busy)
+    assert [(s.job.job_id, s.first_start, s.end_time) for s in back.jobs] == \
+        [(s.job.job_id, s.first_start, s.end_time) for s in r.jobs]
