@@ -11,7 +11,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,8 @@ from prioritizer.explain_server import ExplainServer
 from slurm_dl.slurm.munge import encode
 from slurm_dl.store import Store
 from slurm_dl.testbed import submit
+
+from test_metrics_live import stop
 from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,9 +141,5 @@ def test_users_see_their_own_jobs_through_the_endpoint_and_nothing_else(testbed,
         finally:
             server.close()
     finally:
-        prio.send_signal(signal.SIGTERM)
-        try:
-            prio.wait(20)
-        except subprocess.TimeoutExpired:
-            prio.kill()
+        stop(prio)
         subprocess.run(["scancel", str(job)], env=env, capture_output=True)

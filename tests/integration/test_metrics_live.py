@@ -68,13 +68,19 @@ class Proc:
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        if self.proc is not None:
+            stop(self.proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, as systemd stops a daemon; killed if it has not exited 20 s later."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def install_shim(config: Path, tb, sock: Path, env: dict[str, str]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from polling import wait_until
 from slurm_dl.testbed import submit
 from slurm_dl.site_paths import with_database_url, with_setting
+from test_metrics_live import stop
 from users import as_user, user_python
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,11 +111,7 @@ def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_colum
         none = as_nobody("slurm-dl", "explain", "4000000000")
         assert none.returncode == 1 and "no such job" in none.stderr, none.stderr
     finally:
-        prio.send_signal(signal.SIGTERM)
-        try:
-            prio.wait(20)
-        except subprocess.TimeoutExpired:
-            prio.kill()
+        stop(prio)
         if jobs:
             subprocess.run(["scancel", *map(str, jobs)], env=env, capture_output=True)
         shutil.rmtree(public, ignore_errors=True)
