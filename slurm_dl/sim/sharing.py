@@ -303,3 +303,51 @@ def inflate(tasks: Sequence[Task], nodes: Sequence[Node], placement: str, *, see
         res.scheduled += 1
         res.used_gpu += t.gpu_request
     return res
+
+
+# --- co-location on a replay: jobs that share a GPU, slowed by measured interference --------
+
+def colocation_factors(throughputs: dict, gpu_type: str = "v100") -> list[float]:
+    """Each 1-GPU model's speed when it shares its GPU with another 1-GPU model, over its speed
+    alone, for every measured pair on ``gpu_type`` (Gavel's ``simulation_throughputs.json``:
+    ``d[type]["('MODEL', 1)"]`` has ``null`` alone and ``"('OTHER', 1)": [this, other]``)."""
+    table = throughputs.get(gpu_type)
+    if not isinstance(table, dict):
+        raise ValueError(f"throughputs: no GPU type {gpu_type!r} (has {', '.join(sorted(throughputs))})")
+    out = []
+    for key, row in table.items():
+        if not key.endswith(", 1)") or not isinstance(row, dict) or not row.get("null"):
+            continue
+        alone = float(row["null"])
+        for other, pair in row.items():
+            if other != "null" and other.endswith(", 1)") and isinstance(pair, list) and pair and pair[0] > 0:
+                out.append(float(pair[0]) / alone)  # 0: the pair does not fit one GPU
+    if not out:
+        raise ValueError(f"throughputs: no 1-GPU pairs measured on {gpu_type}")
+    return out
+
+
+def inference_like(job, max_s: float = 3600.0) -> bool:
+    """The rule for a trace that names no job kind: one GPU and a run of at most ``max_s``
+    (evaluation, inference, debugging and notebook-sized runs)."""
+    return job.num_gpus == 1 and job.duration is not None and job.duration <= max_s
+
+
+def share_jobs(jobs: Sequence, per_gpu: int, factor: float, rule=inference_like) -> tuple[list, int]:
+    """The jobs as a replay on GPUs cut into ``per_gpu`` slots: a job ``rule`` picks takes one
+    slot and runs ``1/factor`` times as long (as if it always had a neighbour); every other job
+    takes ``per_gpu`` slots per GPU. Returns (jobs, how many share); the caller multiplies the
+    cluster's GPUs per node (and GPU-second thresholds) by ``per_gpu``."""
+    from dataclasses import replace
+
+    if per_gpu < 1 or not 0 < factor <= 1:
+        raise ValueError(f"share_jobs: per_gpu {per_gpu} must be ≥ 1 and factor {factor} in (0, 1]")
+    out, shared = [], 0
+    for j in jobs:
+        if per_gpu > 1 and rule(j):
+            out.append(replace(j, num_gpus=1, duration=j.duration / factor))
+            shared += 1
+        else:
+            out.append(replace(j, num_gpus=j.num_gpus * per_gpu,
+                               gpus_per_node=None if j.gpus_per_node is None else j.gpus_per_node * per_gpu))
+    return out, shared

@@ -138,3 +138,28 @@ def test_cli_bad_input_is_one_clear_line(files, extra, says):
              for a in extra]
     res = run(files, *extra)
     assert res.exit_code != 0 and says in res.output and "Traceback" not in res.output
+
+
+def test_colocation_factors_are_pair_speed_over_alone_and_leave_out_pairs_that_do_not_fit():
+    d = {"v100": {"('A', 1)": {"null": 10.0, "('A', 1)": [6.0, 6.0], "('B', 1)": [4.0, 1.0], "('C', 1)": [0.0, 0.0]},
+                  "('B', 1)": {"null": 2.0, "('A', 1)": [1.0, 4.0]},
+                  "('A', 2)": {"null": 20.0, "('A', 2)": [1.0, 1.0]}}}
+    from slurm_dl.sim.sharing import colocation_factors
+    assert sorted(colocation_factors(d, "v100")) == pytest.approx([0.4, 0.5, 0.6])
+    with pytest.raises(ValueError, match="no GPU type 'k80'"):
+        colocation_factors(d, "k80")
+
+
+def test_share_jobs_gives_a_shared_job_one_slot_and_a_longer_run_and_others_whole_gpus():
+    from slurm_dl.core.model import Job
+    from slurm_dl.sim.sharing import share_jobs
+    jobs = [Job(1, num_gpus=1, duration=600.0), Job(2, num_gpus=1, duration=7200.0),
+            Job(3, num_gpus=4, gpus_per_node=4, duration=60.0)]
+    out, n = share_jobs(jobs, 2, 0.5)
+    assert n == 1
+    assert (out[0].num_gpus, out[0].duration) == (1, 1200.0)
+    assert (out[1].num_gpus, out[1].duration) == (2, 7200.0)
+    assert (out[2].num_gpus, out[2].gpus_per_node) == (8, 8)
+    assert jobs[0].num_gpus == 1 and jobs[0].duration == 600.0  # the trace's jobs untouched
+    with pytest.raises(ValueError, match="factor"):
+        share_jobs(jobs, 2, 1.5)
