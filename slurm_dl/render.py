@@ -92,6 +92,7 @@ class JobSpec:
     endpoint_file: str | None = None  # serve: where host:port is written
     preemptible: bool | None = None  # serve: default from the site's class config
     gpu_mem: str | None = None  # GPU memory the job needs (40G): types with less are ruled out
+    share: bool = False  # ask for part of a GPU (the filter routes it to a shard)
     qos: str | None = None  # sbatch options passed through as they are (the filter checks them as any job's)
     constraint: str | None = None
     dependency: str | None = None
@@ -283,11 +284,14 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         raise RenderError(str(e)) from None
     if mem_text is not None and mem_mb > site.caps.max_mem_per_gpu_gb * 1024:
         raise RenderError(f"--mem-per-gpu {mem_text}: this site allows at most {site.caps.max_mem_per_gpu_gb:g}G")
+    if spec.share and spec.gpus != 1:
+        raise RenderError(f"--share: only a 1-GPU job can share a GPU (this one asks {spec.gpus}); "
+                          "leave out --share or use --gpus 1")
     return dict(
         kind=spec.kind, job_class=CLASS_OF_KIND[spec.kind], name=name, minutes=minutes, seconds=seconds,
         time_text=time_text, partition=partition,
         account=account, gpu_type=gpu_types[0] if len(gpu_types) == 1 else None,
-        gpu_types=gpu_types if len(gpu_types) > 1 else (), gpu_mem=spec.gpu_mem, gpus=spec.gpus, nodes=spec.nodes, gpus_per_node=gpn, output=output,
+        gpu_types=gpu_types if len(gpu_types) > 1 else (), gpu_mem=spec.gpu_mem, share=spec.share, gpus=spec.gpus, nodes=spec.nodes, gpus_per_node=gpn, output=output,
         checkpoint_dir=ckpt, preemptible=preemptible, checkpointable=cls.checkpointable, grace=grace,
         max_restarts=restarts, env=env, params=params, parallel=parallel, inputs=spec.inputs, endpoint=endpoint,
         launcher=spec.launcher or user.launcher or "auto", requeue_on_timeout=spec.requeue_on_timeout,
@@ -342,6 +346,7 @@ def _directives(j: dict) -> list[str]:
     d.extend(j["passed"])
     ckpt_hint = "1" if (j["checkpointable"] and j["kind"] != "serve") else "0"
     mem = f";gpu_mem={j['gpu_mem']}" if j["gpu_mem"] and j["gpus"] else ""
+    mem += ";share=1" if j.get("share") else ""
     d.append(f"--comment=dl:class={j['job_class']};ckpt={ckpt_hint}{mem}")
     return d
 

@@ -49,6 +49,9 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
     "gpu_mem": (Optional[str], lambda k: typer.Option(None, "--gpu-mem", metavar="SIZE",
                                                       help="GPU memory the job needs, e.g. 40G: smaller GPUs "
                                                            "are ruled out")),
+    "share": (bool, lambda k: typer.Option(
+        False, "--share", help="run on part of a GPU (a Slurm shard) where the site offers them; "
+        "1 GPU only")),
     "cpus_per_gpu": (Optional[int], lambda k: typer.Option(None, "--cpus-per-gpu", metavar="N",
                                                            help="CPU cores per GPU")),
     "mem_per_gpu": (Optional[str], lambda k: typer.Option(None, "--mem-per-gpu", metavar="SIZE",
@@ -110,6 +113,7 @@ _KINDS_OF = {
     "nodes": ("train",), "launcher": ("train",), "resume": _CKPT_KINDS, "checkpoint_dir": _CKPT_KINDS,
     "requeue_on_timeout": _CKPT_KINDS, "inputs": ("infer",), "param": ("sweep",), "params_file": ("sweep",),
     "parallel": ("sweep",), "endpoint_file": ("serve",), "preemptible": ("serve",),
+    "share": ("infer", "serve", "sweep"),
 }
 
 

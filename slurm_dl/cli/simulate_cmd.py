@@ -190,9 +190,18 @@ def simulate(
     via_slurm: bool = typer.Option(False, "--via-slurm", help="run the replays as one Slurm job array (CPU-only tasks; a work folder in the current directory, removed after)"),
     partition: Optional[str] = typer.Option(None, "--partition", help="--via-slurm: the partition of the array (default: the site config's [simulate] partition, else Slurm's default)"),
     time_limit: Optional[str] = typer.Option(None, "--time", help="--via-slurm: each task's time limit, minutes or H:MM:SS (default: [simulate] time_minutes, 60)"),
+    placement: List[str] = typer.Option([], "--placement", help="GPU sharing (openb, with --fleet): exclusive | bestfit | fgd; repeat to compare; fills the fleet with tasks drawn from the trace"),
+    seed: int = typer.Option(0, "--seed", help="--placement: seed of the tasks drawn from the trace"),
 ) -> None:
+    if placement:
+        from .simulate_sharing import run_sharing
+        with expected_errors():
+            run_sharing(trace, fmt, fleet, placement, seed, as_json)
+        return
+    args = dict(locals())
+    del args["placement"], args["seed"]
     with expected_errors():
-        _run(**locals())
+        _run(**args)
 
 
 def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes, gpus_per_node, config, start, end, preempt_cost,

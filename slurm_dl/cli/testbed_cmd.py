@@ -48,6 +48,10 @@ def up(
     slurm: str = typer.Option(None, "--slurm", help="Slurm release: 22.05 (this machine's), 24.11 or 26.05 "
                               "(run from a Debian root built once); default: the directory's last, else 22.05"),
     as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
+    shard_nodes: int = typer.Option(0, "--shard-nodes", min=0, help="the first N nodes also offer their "
+                                    "GPUs as Slurm shards (GPU sharing; with --shards-per-gpu)"),
+    shards_per_gpu: int = typer.Option(0, "--shards-per-gpu", min=0, help="shards each GPU of a shard "
+                                       "node offers (1 to 128)"),
 ) -> None:
     """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle.
 
@@ -66,7 +70,8 @@ def up(
             except ValueError as e:
                 raise fail(f"--gpus: {e}") from None
         tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, gpus=groups,
-                     accounting=accounting, slurm=slurm)
+                     accounting=accounting, slurm=slurm, shard_nodes=shard_nodes,
+                     shards_per_gpu=shards_per_gpu)
         t0 = time.monotonic()
         status = tb.up()
         took = time.monotonic() - t0

@@ -559,6 +559,41 @@ class TelemetryConfig(_Strict):
         return v
 
 
+class SharingGroup(_Strict):
+    """One node group whose GPUs are offered in parts: Slurm ``shard`` GRES and/or MPS."""
+
+    node_group: str = Field(description="a [[node_groups]] name (a group with GPUs)")
+    shards_per_gpu: int | None = num(None, ge=1, le=128, description="shards each GPU offers "
+                                     "(GresTypes=gpu,shard; gres.conf Name=shard); unset: no shards")
+    mps_percent: float | None = num(None, gt=0, le=100, description="the compute share one job gets "
+                                    "on MPS, in percent of a GPU; unset: no MPS")
+    shard_memory_gb: float | None = num(None, gt=0, le=100_000, description="GPU memory one shard "
+                                        "guarantees (the agent names a job over it)")
+
+    @model_validator(mode="after")
+    def _offers_something(self) -> "SharingGroup":
+        if self.shards_per_gpu is None and self.mps_percent is None:
+            raise ValueError(f"node group {self.node_group!r}: set shards_per_gpu and/or mps_percent")
+        return self
+
+
+class SharingConfig(_Strict):
+    """Small jobs share GPUs: which node groups offer parts of GPUs, and which jobs go there."""
+
+    groups: list[SharingGroup] = Field(default_factory=list, max_length=1000)
+    classes: list[JobClass] = Field(default_factory=lambda: [JobClass.INFERENCE, JobClass.INTERACTIVE],
+                                    max_length=16, description="classes whose 1-GPU jobs are routed to "
+                                    "shards (training never is)")
+
+    @field_validator("classes")
+    @classmethod
+    def _no_training(cls, v: list[JobClass]) -> list[JobClass]:
+        if JobClass.TRAIN in v:
+            raise ValueError("train cannot share GPUs; allowed: "
+                             + ", ".join(c.value for c in JobClass if c is not JobClass.TRAIN))
+        return v
+
+
 class SiteConfig(_Strict):
     site: SiteInfo = Field(default_factory=SiteInfo)
     gpu_types: list[GpuType] = Field(min_length=1)
@@ -574,6 +609,7 @@ class SiteConfig(_Strict):
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     throughput: ThroughputConfig = Field(default_factory=ThroughputConfig)
     simulate: SimulateConfig = Field(default_factory=SimulateConfig)
+    sharing: SharingConfig = Field(default_factory=SharingConfig)
 
     @field_validator("throughput")
     @classmethod
@@ -651,9 +687,33 @@ class SiteConfig(_Strict):
             problems.append(f"caps.cpu_only_partition: {route!r} has GPU nodes; name a partition without them")
         if sum(1 for p in self.partitions if p.default) > 1:
             problems.append("partitions: at most one partition may be default = true")
-        if problems:
-            raise ValueError("; ".join(problems))
+        problems += self._sharing_problems()
+        if problems:  # one line each (the error list shows them without the whole file)
+            raise ValueError("\n".join(problems))
         return self
+
+    def _sharing_problems(self) -> list[str]:
+        """Each [[sharing.groups]] names a node group with GPUs, once; a shard's memory fits
+        its share of the GPU's."""
+        groups = {g.name: g for g in self.node_groups}  # every node group has GPUs (gpus_per_node >= 1)
+        memory = {t.name: t.memory_gb for t in self.gpu_types}
+        problems, seen = [], set()
+        for i, sg in enumerate(self.sharing.groups):
+            key = f"sharing.groups[{i}]"
+            g = groups.get(sg.node_group)
+            if g is None:
+                problems.append(f"{key}.node_group: got {sg.node_group!r}: no node group with GPUs of that "
+                                f"name; allowed: {sorted(groups)}")
+                continue
+            if sg.node_group in seen:
+                problems.append(f"{key}.node_group: {sg.node_group!r} is named twice")
+            seen.add(sg.node_group)
+            mem = memory.get(g.gpu_type)
+            if sg.shard_memory_gb is not None and sg.shards_per_gpu and mem is not None \
+                    and sg.shard_memory_gb * sg.shards_per_gpu > mem:
+                problems.append(f"{key}.shard_memory_gb: {sg.shard_memory_gb:g} GB x {sg.shards_per_gpu} shards "
+                                f"is more than a {g.gpu_type}'s {mem:g} GB")
+        return problems
 
     # --- derived views -------------------------------------------------------------------
     @property
@@ -764,7 +824,9 @@ def _format_errors(err: ValidationError) -> list[str]:
         allowed = _allowed(*_constraints_at(raw_loc)) if e["type"] != "value_error" else ""
         if allowed:  # a number of the wrong type or out of range: say the whole range at once
             msg = allowed
-        if e["type"] == "extra_forbidden":
+        if not raw_loc and e["type"] == "value_error":  # the cross-checks: each names its key
+            problems.extend(msg.split("\n"))
+        elif e["type"] == "extra_forbidden":
             problems.append(f"{loc}: unknown key (check the spelling; see site-configs/ for the allowed keys)")
         elif e["type"] == "missing":
             problems.append(f"{loc}: required key is missing")

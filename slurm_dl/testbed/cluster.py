@@ -130,6 +130,8 @@ class Testbed:
         extra_conf: tuple[str, ...] = (),
         accounting: bool = False,
         slurm: str | None = None,
+        shard_nodes: int = 0,
+        shards_per_gpu: int = 0,
     ):
         """``slurm``: the release to run (``22.05`` = this machine's own, ``24.11``, ``26.05``);
         None = the one this directory last ran, else the machine's own."""
@@ -140,6 +142,7 @@ class Testbed:
         self.job_submit_lua = job_submit_lua
         self.extra_conf = tuple(extra_conf)
         self.accounting = accounting
+        self.shards = (shard_nodes, shards_per_gpu)
         self.recovery: Recovery | None = None
         """Set by ``up`` when it restarted a half-dead cluster."""
         if len(str(self.layout.root)) > MAX_STATE_DIR_LEN:
@@ -156,7 +159,8 @@ class Testbed:
             else:
                 self.groups = (GpuGroup("h100" if gpu_type is None else gpu_type, 4 if nodes is None else nodes,
                                         8 if gpus_per_node is None else gpus_per_node),)
-            ClusterParams(self.groups, 1, tuple(range(2, total_nodes(self.groups) + 2)))
+            ClusterParams(self.groups, 1, tuple(range(2, total_nodes(self.groups) + 2)),
+                          shard_nodes=shard_nodes, shards_per_gpu=shards_per_gpu)
         except ValueError as e:
             raise TestbedError(f"testbed {self.layout.root}: {e}") from None
         self.reshaped = False
@@ -415,6 +419,11 @@ class Testbed:
         assert params is not None
         wanted = (self.groups, self.accounting, self.release.name)
         have = (params.groups, params.accounting, params.slurm)
+        if wanted == have and self.shards != (params.shard_nodes, params.shards_per_gpu):
+            raise TestbedError(
+                f"testbed {self.layout.root} is already up with {params.shard_nodes} shard nodes of "
+                f"{params.shards_per_gpu} shards per GPU; run `slurm-dl testbed down --dir {self.layout.root}` "
+                f"before asking for {self.shards[0]} of {self.shards[1]}")
         if wanted != have:
             raise TestbedError(
                 f"testbed {self.layout.root} is already up with Slurm {have[2]}, {describe(have[0])}"
@@ -452,6 +461,8 @@ class Testbed:
                 mysql_port=extra[1] if extra else None,
                 slurm=self.release.name,
                 munge=munge_installed(),
+                shard_nodes=self.shards[0],
+                shards_per_gpu=self.shards[1],
             )
         except ValueError as e:
             raise TestbedError(f"testbed {self.layout.root}: {e}") from None

@@ -138,6 +138,9 @@ class ClusterParams:
     slurm: str = "22.05"
     # A munged of the testbed's own (for the prioritizer's explain endpoint; Slurm stays auth/none).
     munge: bool = False
+    # GPU sharing: the first ``shard_nodes`` nodes offer ``shards_per_gpu`` Slurm shards per GPU.
+    shard_nodes: int = 0
+    shards_per_gpu: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "groups", tuple(self.groups))
@@ -146,6 +149,7 @@ class ClusterParams:
             raise ValueError(f"need one port per node: {self.nodes} nodes, {len(self.node_ports)} ports")
         if (self.dbd_port is None) != (self.mysql_port is None):
             raise ValueError("accounting needs both dbd_port and mysql_port")
+        check_shards(self.groups, self.shard_nodes, self.shards_per_gpu)
         ports = (self.ctld_port, *self.node_ports, *((self.dbd_port, self.mysql_port) if self.accounting else ()))
         if len(set(ports)) != len(ports):
             raise ValueError(f"ports must be distinct, got {ports}")
@@ -194,6 +198,7 @@ class ClusterParams:
             "mysql_port": self.mysql_port,
             "slurm": self.slurm,
             "munge": self.munge,
+            **({"shard_nodes": self.shard_nodes, "shards_per_gpu": self.shards_per_gpu} if self.shard_nodes else {}),
         }
 
     @classmethod
@@ -214,7 +219,33 @@ class ClusterParams:
             mysql_port=d.get("mysql_port"),
             slurm=str(d.get("slurm", "22.05")),
             munge=bool(d.get("munge", False)),
+            shard_nodes=int(d.get("shard_nodes", 0)),
+            shards_per_gpu=int(d.get("shards_per_gpu", 0)),
         )
+
+    def shards_on(self, index: int, group: GpuGroup) -> int:
+        """Shards the node at ``index`` (node order) offers: all its GPUs' among the first
+        ``shard_nodes``, else none."""
+        return group.gpus_per_node * self.shards_per_gpu if index < self.shard_nodes else 0
+
+
+MAX_SHARDS_PER_GPU = 128
+
+
+def check_shards(groups, shard_nodes: int, shards_per_gpu: int) -> None:
+    """``--shard-nodes N --shards-per-gpu K``: N nodes with GPUs, K in 1..128, both or neither."""
+    if not shard_nodes and not shards_per_gpu:
+        return
+    if not shard_nodes or not shards_per_gpu:
+        raise ValueError("shards need both --shard-nodes N and --shards-per-gpu K")
+    if not 1 <= shards_per_gpu <= MAX_SHARDS_PER_GPU:
+        raise ValueError(f"--shards-per-gpu: got {shards_per_gpu}; allowed: 1 to {MAX_SHARDS_PER_GPU}")
+    order = [g for g in groups for _ in range(g.nodes)]
+    if not 1 <= shard_nodes <= len(order):
+        raise ValueError(f"--shard-nodes: got {shard_nodes}; allowed: 1 to {len(order)} (the testbed's nodes)")
+    if any(g.gpus_per_node == 0 for g in order[:shard_nodes]):
+        raise ValueError(f"--shard-nodes: got {shard_nodes}; the first {shard_nodes} nodes must have GPUs to "
+                         "offer shards of")
 
 
 leaf_switches = halves  # the one-type split, under its old name
@@ -269,7 +300,7 @@ def render_slurm_conf(layout: TestbedLayout, params: ClusterParams) -> str:
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         f"DefMemPerCPU={def_mem_per_cpu}",
-        "GresTypes=gpu",
+        "GresTypes=gpu,shard" if params.shard_nodes else "GresTypes=gpu",
         "TopologyPlugin=topology/tree",
         # SiteFactor (pushed by the prioritizer) needs the multifactor plugin.
         "PriorityType=priority/multifactor",
@@ -299,14 +330,17 @@ def render_slurm_conf(layout: TestbedLayout, params: ClusterParams) -> str:
     lines.extend(params.extra_conf)
     lines.append("")
     ports = iter(params.node_ports)
+    index = 0
     for group, names in zip(params.groups, group_node_names(params.groups)):
         gres = f"Gres=gpu:{group.gpu_type}:{group.gpus_per_node}" if group.gpus_per_node else ""
         features = f"Features={feature(group)}" if params.mixed else ""
         for name in names:
+            shards = params.shards_on(index, group)
+            index += 1
             lines.append(
                 f"NodeName={name} NodeHostname={name} NodeAddr=127.0.0.1 Port={next(ports)} "
-                f"CPUs={params.cpus_per_node} RealMemory={params.memory_mb_per_node} {features} {gres} "
-                f"State=UNKNOWN".replace("   ", " ").replace("  ", " ")
+                f"CPUs={params.cpus_per_node} RealMemory={params.memory_mb_per_node} {features} "
+                f"{gres}{f',shard:{shards}' if shards else ''} State=UNKNOWN".replace("   ", " ").replace("  ", " ")
             )
     for name, members, default in partitions(params.groups):
         lines.append(f"PartitionName={name} Nodes={compress_hostlist(members)}{' Default=YES' if default else ''} "
@@ -326,6 +360,14 @@ def render_gres_conf(layout: TestbedLayout, params: ClusterParams) -> str:
         files = f"{layout.dev_dir}/nvidia[0-{last}]" if last else f"{layout.dev_dir}/nvidia0"
         where = f"NodeName={compress_hostlist(names)} " if params.mixed else ""
         lines.append(f"{where}Name=gpu Type={group.gpu_type} File={files}")
+    index = 0
+    for group, names in zip(params.groups, group_node_names(params.groups)):
+        for name in names:  # shards on each GPU's device file: a GPU is then shared or whole
+            shards = params.shards_on(index, group)
+            index += 1
+            for gpu in range(group.gpus_per_node if shards else 0):
+                lines.append(f"NodeName={name} Name=shard Count={params.shards_per_gpu} "
+                             f"File={layout.dev_dir}/nvidia{gpu}")
     return "\n".join(lines) + "\n"
 
 

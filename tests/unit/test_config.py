@@ -203,3 +203,52 @@ def test_config_check_warns_when_jobs_without_a_handler_may_be_requeued(tmp_path
     assert all(len(line) <= 80 for line in result.output.splitlines() if "OK" not in line)
     plain = CliRunner().invoke(app, ["config", "check", str(REPO / "site-configs" / "testbed.toml")])
     assert plain.exit_code == 0 and "requeue_without_signal" not in plain.output
+
+
+def _sharing(d: dict, **group) -> dict:
+    d["sharing"] = {"groups": [{"node_group": d["node_groups"][0]["name"], **group}]}
+    return d
+
+
+def test_sharing_on_a_node_group_that_has_no_gpus_is_one_clear_error() -> None:
+    d = _sharing(_testbed(), shards_per_gpu=4)
+    d["sharing"]["groups"][0]["node_group"] = "login"
+    (p,) = _problems(d)
+    assert p.startswith("sharing.groups[0].node_group: got 'login': no node group with GPUs")
+    assert "got {" not in p  # the key and value, not the whole file
+
+
+@pytest.mark.parametrize("count", [0, 10_000])
+def test_a_share_count_of_0_or_10000_is_one_clear_error(count: int) -> None:
+    (p,) = _problems(_sharing(_testbed(), shards_per_gpu=count))
+    assert p == f"sharing.groups[0].shards_per_gpu: got {count}; allowed: a whole number from 1 to 128"
+
+
+def test_an_mps_share_over_100_percent_is_one_clear_error() -> None:
+    (p,) = _problems(_sharing(_testbed(), mps_percent=150))
+    assert p.startswith("sharing.groups[0].mps_percent: got 150;") and "at most 100" in p
+
+
+def test_sharing_needs_shards_or_mps_names_each_group_once_and_never_training() -> None:
+    (p,) = _problems(_sharing(_testbed()))
+    assert "set shards_per_gpu and/or mps_percent" in p
+    d = _sharing(_testbed(), shards_per_gpu=2)
+    d["sharing"]["groups"].append(dict(d["sharing"]["groups"][0]))
+    (p,) = _problems(d)
+    assert p.startswith("sharing.groups[1].node_group:") and "named twice" in p
+    d = _sharing(_testbed(), shards_per_gpu=2)
+    d["sharing"]["classes"] = ["inference", "train"]
+    (p,) = _problems(d)
+    assert p.startswith("sharing.classes:") and "train cannot share GPUs" in p
+
+
+def test_a_valid_sharing_section_loads() -> None:
+    cfg = parse_config(_sharing(_testbed(), shards_per_gpu=8, mps_percent=50, shard_memory_gb=1), "site.toml")
+    g = cfg.sharing.groups[0]
+    assert (g.shards_per_gpu, g.mps_percent, g.shard_memory_gb) == (8, 50, 1)
+    assert cfg.sharing.classes == [JobClass.INFERENCE, JobClass.INTERACTIVE]
+
+
+def test_shards_that_promise_more_memory_than_the_gpu_has() -> None:
+    (p,) = _problems(_sharing(_testbed(), shards_per_gpu=8, shard_memory_gb=20))
+    assert p == "sharing.groups[0].shard_memory_gb: 20 GB x 8 shards is more than a h100's 80 GB"

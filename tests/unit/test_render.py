@@ -146,3 +146,13 @@ def test_placeholders_expand_only_for_their_kind() -> None:
     assert shell_words(("echo", "{item}", "x{item}y"), "infer") == 'echo "${DL_ITEM}" x"${DL_ITEM}"y'
     assert shell_words(("echo", "{item}"), "train") == "echo '{item}'"
     assert shell_words(("echo", "--port={port}"), "serve") == 'echo --port="${PORT}"'
+
+
+def test_share_asks_the_filter_for_a_shard_and_only_for_one_gpu() -> None:
+    spec = JobSpec(kind="infer", command=("python3", "infer.py", "{item}"), gpus=1, inputs="items.txt", share=True)
+    assert "#SBATCH --comment=dl:class=inference;ckpt=1;share=1" in render(spec, TESTBED).script
+    assert ";share=1" not in render(JobSpec(kind="infer", command=("python3", "infer.py", "{item}"), gpus=1,
+                                            inputs="items.txt"), TESTBED).script
+    with pytest.raises(RenderError, match=r"--share: only a 1-GPU job can share a GPU \(this one asks 2\)"):
+        render(JobSpec(kind="infer", command=("python3", "infer.py", "{item}"), gpus=2, inputs="items.txt",
+                       share=True), TESTBED)

@@ -143,3 +143,27 @@ def test_accounting_switches_storage_to_slurmdbd_and_turns_on_age_and_fairshare(
         params(dbd_port=20101)
     with pytest.raises(ValueError):
         params(dbd_port=20101, mysql_port=20011)
+
+
+def test_shard_nodes_offer_shards_on_each_gpus_device_and_the_others_none() -> None:
+    p = params(shard_nodes=1, shards_per_gpu=4)
+    text = render_slurm_conf(LAYOUT, p)
+    assert conf_keys(text)["GresTypes"] == "gpu,shard"
+    nodes = [ln for ln in text.splitlines() if ln.startswith("NodeName=")]
+    assert "Gres=gpu:h100:8,shard:32 " in nodes[0] and all("shard" not in ln for ln in nodes[1:])
+    gres = render_gres_conf(LAYOUT, p)
+    lines = [ln for ln in gres.splitlines() if "Name=shard" in ln]
+    assert lines == [f"NodeName=gpu01 Name=shard Count=4 File=/srv/tb/dev/nvidia{i}" for i in range(8)]
+    assert ClusterParams.from_dict(p.to_dict()) == p
+    assert "GresTypes=gpu\n" in render_slurm_conf(LAYOUT, params()) and "shard" not in params().to_dict()
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(shard_nodes=1), "both --shard-nodes N and --shards-per-gpu K"),
+    (dict(shard_nodes=5, shards_per_gpu=2), "--shard-nodes: got 5; allowed: 1 to 4"),
+    (dict(shard_nodes=1, shards_per_gpu=10_000), "--shards-per-gpu: got 10000; allowed: 1 to 128"),
+    (dict(shard_nodes=1, shards_per_gpu=2, gpus_per_node=0), "must have GPUs"),
+])
+def test_bad_shard_shapes_are_refused(kw, says) -> None:
+    with pytest.raises(ValueError, match=pytest.importorskip("re").escape(says)):
+        params(**kw)

@@ -17,6 +17,7 @@ from .decision import CODE_ACCESS_DENIED, Draft, FilterContext, FilterDecision, 
 from .defaults import defaults
 from .request import JOB_DESC_FIELDS, JobRequest
 from .reshape import reshape
+from .share import share
 from .tag import tag
 from .validate import requested_deadline, validate
 
@@ -50,6 +51,11 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
         draft = reshape(req, draft, config, ctx)
     else:
         draft = draft.evolve(gpus=req.total_gpus, shape="any")
+    shared = share(req, draft, config)
+    if isinstance(shared, Rejection):
+        d = FilterDecision("reject", draft.job_class, message=shared.message, code=shared.code, rule=shared.rule)
+        return replace(d, summary=_summary(req, d))
+    draft = shared
     if f.defaults:
         draft = defaults(req, draft, config)
     draft = tag(req, draft, config)

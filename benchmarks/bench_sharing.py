@@ -1,0 +1,144 @@
+"""GPU sharing on the openb fleet: exclusive allocation, best fit and fragmentation gradient
+descent (FGD) side by side, in one run, by FGD's inflation experiment.
+
+Tasks drawn at random (seeded, with replacement) from the openb default task list arrive into
+the empty openb fleet (1213 nodes, 6212 GPUs) and never leave, until the GPUs they ask reach the
+fleet's; a task that fits nowhere is dropped. Measured then ("the cluster full"): the fraction
+of arrived tasks scheduled and the GPUs held by no task (unallocated). The goal: FGD ≥ 30%
+fewer unallocated GPUs than best fit (FGD's paper reports up to 49%). Each seed is one draw;
+the means and the ratio fgd/bestfit are over the seeds.
+
+The same as, per placement and seed:
+  slurm-dl simulate --format openb --trace ../shared/traces/hetero/openb_pod_list_default.csv \\
+    --fleet ../shared/traces/hetero/openb_node_list_gpu_node.csv --placement fgd --seed 0 --json
+Part ``colocation``: heavy Philly (2017-10-01..12-01, the quarter VC sizes, 60 s restart cost,
+LAS 100k/3M GPU-s) with inference-like jobs (the rule: 1 GPU and a run of at most an hour; Philly
+names no job kinds) shared 2 per GPU, against exclusive allocation. Each shared job runs as if it
+always had a neighbour: slowed by the mean of Gavel's measured 1-GPU pair throughputs on V100
+(its speed beside another model over its speed alone; pairs that do not fit one GPU left out),
+or ``--factor``. The replay cuts each GPU into 2 slots (a shared job takes one, any other job
+two per GPU, on the same node), so a slot may pair with a slot of another GPU: an optimistic
+packing. Figures: average JCT, average queueing and GPU-hours held (a shared job half a GPU).
+Usage: python benchmarks/bench_sharing.py [--part inflation] [--part colocation] [--seeds 5]
+       [--traces DIR] [--tasks FILE] [--factor F] [--max-inference-s 3600]
+Prints one JSON object and one human line per part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_sim_policies import traces_dir  # noqa: E402 - where the traces are
+
+from slurm_dl.sim.sharing import (PLACEMENTS, colocation_factors, inflate, inference_like,  # noqa: E402
+                                  read_nodes, read_tasks, share_jobs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", action="append", choices=["inflation", "colocation"])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--traces", default=None)
+    ap.add_argument("--tasks", default=None, help="task list (default hetero/openb_pod_list_default.csv)")
+    ap.add_argument("--factor", type=float, default=None, help="co-location speed (default: Gavel's V100 mean)")
+    ap.add_argument("--max-inference-s", type=float, default=3600.0)
+    a = ap.parse_args(argv)
+    parts = a.part or ["inflation", "colocation"]
+    if "inflation" in parts:
+        inflation(a)
+    if "colocation" in parts:
+        colocation(a)
+    return 0
+
+
+def colocation(a) -> None:
+    from slurm_dl.sim.ranking import make_ranker
+    from slurm_dl.sim.simulate import SimSetup, simulate
+    from slurm_dl.sim.state import PreemptionCost
+    from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
+
+    T = traces_dir(a.traces)
+    gavel = json.loads((T / "gavel" / "simulation_throughputs.json").read_text())
+    fs = colocation_factors(gavel, "v100")
+    factor = a.factor or statistics.fmean(fs)
+    jobs = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01"))
+    sizes = read_cluster_sizes(T / "philly" / "vc_sizes_quarter.csv")
+    thr = [100000.0, 3000000.0]
+    rule = lambda j: inference_like(j, a.max_inference_s)  # noqa: E731
+
+    def replay(js, per_gpu):
+        t0 = time.process_time()
+        setup = SimSetup(cluster_sizes=sizes, gpus_per_node=8 * per_gpu, cost=PreemptionCost(60.0), fairness=False)
+        s, _ = simulate(js, lambda: make_ranker("las", las_thresholds=[t * per_gpu for t in thr]), setup)
+        return s, round(time.process_time() - t0, 1)
+
+    def gpu_hours(js, per_gpu):
+        return sum(j.num_gpus / per_gpu * j.duration for j in js) / 3600
+
+    excl, cpu_e = replay(jobs, 1)
+    slots, _ = share_jobs(jobs, 2, 1.0, rule=lambda j: False)  # the 2-slot replay, nothing shared
+    same, cpu_s0 = replay(slots, 2)
+    shared_jobs, n_shared = share_jobs(jobs, 2, factor, rule=rule)
+    shared, cpu_s = replay(shared_jobs, 2)
+    doc = {"part": "colocation", "jobs": len(jobs), "inference_like": n_shared,
+           "rule": f"1 GPU and run <= {a.max_inference_s:g} s", "per_gpu": 2,
+           "factor": round(factor, 4), "factor_source": "--factor" if a.factor else
+           f"Gavel V100 1-GPU pairs, mean of {len(fs)} (median {statistics.median(fs):.3f})",
+           "exclusive": {"avg_jct_s": round(excl["avg_jct_s"], 1), "avg_queue_s": round(excl["avg_queue_s"], 1),
+                         "gpu_hours": round(gpu_hours(jobs, 1), 1)},
+           "two_slot_replay_unshared_avg_jct_s": round(same["avg_jct_s"], 1),
+           "shared": {"avg_jct_s": round(shared["avg_jct_s"], 1), "avg_queue_s": round(shared["avg_queue_s"], 1),
+                      "gpu_hours": round(gpu_hours(shared_jobs, 2), 1)},
+           "cpu_s": {"exclusive": cpu_e, "two_slot_unshared": cpu_s0, "shared": cpu_s}}
+    e, sh = doc["exclusive"], doc["shared"]
+    doc["jct_ratio"] = round(sh["avg_jct_s"] / e["avg_jct_s"], 4)
+    doc["gpu_hours_saved_pct"] = round(100 * (1 - sh["gpu_hours"] / e["gpu_hours"]), 2)
+    print(json.dumps(doc))
+    print(f"heavy Philly, {n_shared} of {len(jobs)} jobs inference-like, 2 per GPU at speed {factor:.3f}: "
+          f"avg JCT {sh['avg_jct_s']:.0f} s vs exclusive {e['avg_jct_s']:.0f} s ({doc['jct_ratio']:.3f}x), "
+          f"queueing {sh['avg_queue_s']:.0f} vs {e['avg_queue_s']:.0f} s, GPU-hours {sh['gpu_hours']:.0f} vs "
+          f"{e['gpu_hours']:.0f} ({doc['gpu_hours_saved_pct']:.1f}% saved)")
+
+
+def inflation(a) -> None:
+    hetero = traces_dir(a.traces) / "hetero"
+    tasks_path = Path(a.tasks) if a.tasks else hetero / "openb_pod_list_default.csv"
+    tasks = read_tasks(tasks_path.read_text(), str(tasks_path))
+    nodes = read_nodes((hetero / "openb_node_list_gpu_node.csv").read_text(), "openb_node_list_gpu_node.csv")
+    runs: dict[str, list[dict]] = {p: [] for p in PLACEMENTS}
+    cpu: dict[str, float] = {p: 0.0 for p in PLACEMENTS}
+    for seed in range(a.seeds):
+        for p in PLACEMENTS:
+            t0 = time.process_time()
+            runs[p].append(inflate(tasks, nodes, p, seed=seed).summary())
+            cpu[p] += time.process_time() - t0
+    mean = {p: {k: round(statistics.fmean(r[k] for r in rs), 4)
+                for k in ("scheduled_fraction", "unallocated_gpus", "idle_gpus", "first_failure_arrived_pct")}
+            for p, rs in runs.items()}
+    per_seed = [round(f["unallocated_gpus"] / b["unallocated_gpus"], 4)
+                for f, b in zip(runs["fgd"], runs["bestfit"])]
+    ratio = round(mean["fgd"]["unallocated_gpus"] / mean["bestfit"]["unallocated_gpus"], 4)
+    doc = {"bench": "sharing", "tasks": str(tasks_path.name), "task_count": len(tasks), "nodes": len(nodes),
+           "gpus": runs["fgd"][0]["gpus"], "seeds": a.seeds, "mean": mean,
+           "unallocated_gpus_per_seed": {p: [r["unallocated_gpus"] for r in rs] for p, rs in runs.items()},
+           "fgd_over_bestfit_unallocated": ratio, "fgd_over_bestfit_per_seed": per_seed,
+           "fgd_reduction_vs_bestfit_pct": round(100 * (1 - ratio), 1),
+           "goal_reduction_pct": 30, "cpu_s": {p: round(c, 1) for p, c in cpu.items()}}
+    print(json.dumps(doc))
+    m = mean
+    print(f"openb full ({a.seeds} seeds): scheduled exclusive {100 * m['exclusive']['scheduled_fraction']:.1f}% "
+          f"bestfit {100 * m['bestfit']['scheduled_fraction']:.1f}% fgd {100 * m['fgd']['scheduled_fraction']:.1f}%; "
+          f"unallocated GPUs bestfit {m['bestfit']['unallocated_gpus']:.1f} fgd {m['fgd']['unallocated_gpus']:.1f} "
+          f"(fgd/bestfit {ratio:.3f}, {100 * (1 - ratio):.1f}% fewer; goal 30%); "
+          f"exclusive idle {m['exclusive']['idle_gpus']:.1f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

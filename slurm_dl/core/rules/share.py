@@ -1,0 +1,72 @@
+"""share: small jobs go to GPU shards where the site offers them (``[sharing]``).
+
+A 1-GPU job of a sharing class (``[sharing] classes``, by default inference and interactive),
+or one that asks with the hint ``dl:share=1`` (``dlsubmit --share``), becomes one Slurm shard
+(``--gres=shard:1``) on a node group that offers shards, with a notice that says how to keep a
+whole GPU (``dl:share=0``). Jobs of several GPUs and training jobs never share; a training job
+that asks for a shard, by hint or with ``--gres=shard:N``, is refused with the reason. A job
+that names a GPU type no sharing group has, or a partition outside the sharing groups', keeps
+its whole GPU.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..config import SiteConfig
+from ..model import JobClass
+from .decision import Draft, Rejection
+from .hints import parse_hints
+from .request import JobRequest, parse_gpu_tres
+
+_SHARD = re.compile(r"^gres[:/]shard(?::[^:]+)?(?::\d+)?$")
+PREFIX = "slurm-dl: "
+_YES, _NO = ("1", "yes", "true", "on"), ("0", "no", "false", "off")
+
+
+def _asks_shard(req: JobRequest) -> bool:
+    texts = (req.tres_per_job, req.tres_per_node, req.tres_per_task, req.tres_per_socket)
+    return any(_SHARD.match(item) for t in texts for item in parse_gpu_tres(t)[1])
+
+
+def share(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejection:
+    sharing = config.sharing
+    if not sharing.groups:
+        return draft
+    hint = parse_hints(req.comment).get("share", "").lower()
+    if draft.job_class is JobClass.TRAIN and (_asks_shard(req) or hint in _YES):
+        return Rejection(
+            "share.train",
+            f"{PREFIX}a training job cannot run on a GPU shard: a shard shares its GPU with "
+            "other jobs, and training needs whole GPUs. Fix: ask for whole GPUs (--gpus=N), "
+            "or mark a small job as inference or interactive (--comment=dl:class=inference).")
+    if (hint in _NO or draft.gpus != 1 or req.gpus_per_task or req.gpus_per_socket or _asks_shard(req)
+            or req.cpus_per_tres or req.mem_per_tres):  # per-GPU CPUs or memory: no GPU to count them by
+        return draft
+    if draft.job_class not in sharing.classes and hint not in _YES:
+        return draft
+    groups = {g.name: g for g in config.node_groups}
+    offer = [(s, groups[s.node_group]) for s in sharing.groups if s.shards_per_gpu and s.node_group in groups]
+    asked_type = req.gpu_type
+    asked_parts = set(filter(None, (req.partition or "").split(",")))
+    fits = [(s, g) for s, g in offer if (asked_type is None or g.gpu_type == asked_type)
+            and (not asked_parts or not g.partitions or asked_parts & set(g.partitions))]
+    if not fits:
+        return draft
+    job_asks, job_others = parse_gpu_tres(req.tres_per_job)
+    _, node_others = parse_gpu_tres(req.tres_per_node)
+    texts = (req.tres_per_job, req.tres_per_node)
+    prefix = "gres/" if any(t and "gres/" in t for t in texts) else "gres:"
+    changes = dict(draft.changes)
+    changes["tres_per_node"] = ",".join([f"{prefix}shard:1", *node_others])
+    changes["tres_per_job"] = ",".join(job_others)
+    changes["min_nodes"] = changes["max_nodes"] = 1
+    parts = [p for _, g in fits for p in g.partitions if not asked_parts or p in asked_parts]
+    if parts:
+        changes["partition"] = ",".join(dict.fromkeys(parts))
+    s, g = fits[0]
+    notice = (f"{PREFIX}this 1-GPU {draft.job_class.value} job runs on a GPU shard (1 of "
+              f"{s.shards_per_gpu} parts of a {g.gpu_type}"
+              f"{f', {s.shard_memory_gb:g} GB of its memory' if s.shard_memory_gb else ''}). "
+              "For a whole GPU: --comment=dl:share=0")
+    return draft.evolve(changes=changes, notices=(*draft.notices, notice), gpu_types=(g.gpu_type,))
