@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from . import config_cmd, db_cmd, doctor_cmd, gpu_agent_cmd, simulate_cmd, testbed_cmd
+from . import config_cmd, db_cmd, doctor_cmd, gpu_agent_cmd, simulate_cmd, testbed_cmd, tune_cmd
 from .version import VersionOpt, version_option
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ app.add_typer(testbed_cmd.app, name="testbed")
 app.add_typer(db_cmd.app, name="db")
 app.command("doctor", help=doctor_cmd.HELP)(doctor_cmd.doctor)
 app.command("simulate", help=simulate_cmd.HELP, no_args_is_help=True)(simulate_cmd.simulate)
+app.command("tune", help=tune_cmd.HELP, no_args_is_help=True)(tune_cmd.tune)
 app.command("gpu-agent", help=gpu_agent_cmd.HELP)(gpu_agent_cmd.gpu_agent)
 
 

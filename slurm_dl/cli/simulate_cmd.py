@@ -622,12 +622,13 @@ def preemption_cost(preempt_cost: str | None, checkpoint_interval: float | None,
 
 def _variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt_cost, checkpoint_interval,
              las_thresholds, starvation, spread, model_info, no_fairness, idle, idle_action, utilisation,
-             synthetic_idle, cluster_line, asked=None, live=None, recorded=False) -> _Variant:
+             synthetic_idle, cluster_line, asked=None, live=None, recorded=False, cfg=None) -> _Variant:
     from ..core.config import load_config
     from ..sim.simulate import SimSetup
     from ..sim.traces import read_cluster_sizes
 
-    cfg = load_config(path) if path else None
+    if cfg is None and path:
+        cfg = load_config(path)
     per = gpus_per_node if gpus_per_node is not None else (cfg.max_gpus_per_node if cfg else 8)
     n = nodes
     if n is None and cfg and not cluster_per_vc:

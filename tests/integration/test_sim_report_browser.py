@@ -119,3 +119,49 @@ def test_report_renders_in_headless_chromium(tmp_path):
         want = tuple(int(hexcol[i:i + 2], 16) for i in (1, 3, 5))
         assert counts.get(want, 0) > 100, f"colour {hexcol} hardly drawn"
     print(f"screenshot: {shot}")
+
+
+def test_tune_report_renders_every_figure_in_headless_chromium(tmp_path):
+    from html.parser import HTMLParser
+
+    exe = _chromium()
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,num_gpus,submit_time,duration,account\n" + "".join(
+        f"{i},{1 + i % 4},{i * 60},{300 + 97 * (i % 17)},{'abc'[i % 3]}\n" for i in range(120)))
+    r = CliRunner().invoke(app, ["tune", "--trace", str(trace), "--format", "csv", "--nodes", "2",
+                                 "--gpus-per-node", "4", "--param", "policy.las.thresholds_gpu_s=600:3600,36000",
+                                 "--param", "policy.las.starvation_factor=none:2", "--jobs", "1",
+                                 "--report", str(tmp_path / "report")])
+    assert r.exit_code == 0, r.output
+    url = (tmp_path / "report" / "index.html").resolve().as_uri()
+    dom = _browse(exe, tmp_path, "--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert not [ln for ln in dom.stderr.splitlines() if ":CONSOLE" in ln]
+
+    class Figures(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.fig, self.marks, self.external = None, [], []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "figure":
+                self.fig = a.get("id") or a.get("class")
+                self.marks.append([self.fig, set()])
+            elif self.fig and "data-series" in a:
+                self.marks[-1][1].add(a["data-series"])
+            if "src" in a or "href" in a or tag in ("script", "link"):
+                self.external.append((tag, a))
+
+        def handle_endtag(self, tag):
+            if tag == "figure":
+                self.fig = None
+
+    f = Figures()
+    f.feed(dom.stdout)
+    figs = dict((name, marks) for name, marks in f.marks if name != "fig-sensitivity")
+    assert [n for n, _ in f.marks].count("fig-sensitivity") == 2 and not f.external
+    assert figs["fig-objective"] == {"tuned on (earlier part)", "judged on (later part)"}
+    assert figs["fig-accounts"] == {"current", "proposed"}
+    assert all(m == {"tuned on"} for n, m in f.marks if n == "fig-sensitivity")
+    assert 'id="proposal"' in dom.stdout and 'id="diff"' in dom.stdout

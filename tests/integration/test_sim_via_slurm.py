@@ -84,3 +84,22 @@ def test_via_slurm_gives_the_local_result(testbed, tmp_path) -> None:
     assert "submitted 6 replays as Slurm job array" in remote.stderr
     # the work folder is gone once every task succeeded
     assert not [p for p in os.listdir(tmp_path) if p.startswith("slurm-dl-whatif-")]
+
+
+def test_tune_via_slurm_gives_the_local_proposal(testbed, tmp_path) -> None:
+    trace = tmp_path / "tune.csv"
+    trace.write_text("job_id,num_gpus,submit_time,duration,account\n" + "".join(
+        f"{i},{1 + i % 4},{i * 60},{300 + 97 * (i % 17)},{'abc'[i % 3]}\n" for i in range(120)))
+    args = [*CLI, "tune", "--trace", str(trace), "--format", "csv", "--nodes", "2", "--gpus-per-node", "4",
+            "--policy", "las", "--no-fairness", "--param", "policy.las.thresholds_gpu_s=600:3600,36000",
+            "--param", "policy.las.starvation_factor=none:2", "--json"]
+    local = subprocess.run([*args, "--jobs", "1"], capture_output=True, text=True, cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    remote = subprocess.run([*args, "--via-slurm", "--time", "5"], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=300)
+    assert remote.returncode == 0, remote.stderr
+    # the search (4 candidates), the current settings, then the judging (5): three arrays
+    assert remote.stderr.count("as Slurm job array") == 3, remote.stderr
+    want, got = json.loads(local.stdout), json.loads(remote.stdout)
+    assert got["proposal"] == want["proposal"] and got["candidates"] == want["candidates"]
+    assert got["proposal"] is not None
