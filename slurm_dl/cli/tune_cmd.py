@@ -25,6 +25,8 @@ settings, the proposal and every candidate on the later part, which the search
 never saw. Writes the proposed config (--output) and an HTML report (--report).
 
 Example:
+
+\b
   slurm-dl tune --trace philly.csv --start 2017-10-01 --end 2017-12-01
     --cluster-per-vc vc_sizes_quarter.csv --preempt-cost 60 --policy las
     --param policy.las.thresholds_gpu_s=3600,36000:100000,3000000
@@ -115,14 +117,22 @@ def _tune(trace, fmt, param, config, policy, objective, constraint, split, trial
     current = T.Point((), CURRENT, {})
     inside = _search(run, early, points, trials, seed, key, sign, say)
     inside.update(run(early, [current]))
-    best, ranked = T.choose({p: s for p, s in inside.items() if p is not current}, key, sign, limits)
+    best, ranked = T.choose({p: s for p, s in inside.items() if p is not current}, key, sign, limits,
+                            current=known)
+    if best is not None and all(c.holds(inside[current]) for c in limits) \
+            and T.score(inside[current], key, sign) <= T.score(inside[best], key, sign):
+        best = current  # no candidate beats the current settings where the search looked
     outside = run(late, [current] + list(dict.fromkeys(ranked)))
     say(f"judged on the later part: {len(outside)} replays")
     doc = _doc(params, what, key, sign, limits, inside, outside, current, best, jobs=len(jobs), n_in=n_in,
                n_out=n_out, cut=cut, policy=policy)
     proposed = None
     if best is not None:
-        proposed = T.proposed_text(text, best.settings)
+        cur = {k: T._freeze(T._num_list(v)) for k, v in known.items()}
+        changed = {k: v for k, v in best.settings.items()
+                   if T._freeze(T._num_list(v)) != cur.get(k)}
+        doc["changed"] = {k: list(v) if isinstance(v, tuple) else v for k, v in changed.items()}
+        proposed = T.proposed_text(text, changed)
         doc["diff"] = T.unified_diff(text, proposed, config.name if config else "site.toml")
         if output:
             output.write_text(proposed)
@@ -337,7 +347,9 @@ def _print(doc, say) -> None:
     if ratio is not None and (ratio > 1.0 if doc["minimise"] else ratio < 1.0):
         echo("note: on the later part the proposal does worse than the current settings;")
         echo("      the setting does not carry over to new work: keep the current one")
-    if doc.get("diff"):
+    if not doc.get("changed"):
+        echo("the current settings are as good as any candidate: nothing to change")
+    elif doc.get("diff"):
         echo(doc["diff"].rstrip("\n"))
     for k in ("output", "report"):
         if doc.get(k):

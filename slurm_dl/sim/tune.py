@@ -223,12 +223,26 @@ def score(summary: Mapping[str, Any], key: str, sign: int) -> float:
     return sign * float(v)
 
 
+def changes(point: Point, current: Mapping[str, Any]) -> int:
+    """How many of ``point``'s settings differ from the ``current`` ones (dotted key → value)."""
+    return sum(1 for k, v in point.settings.items() if _freeze(current.get(k)) != _freeze(_num_list(v)))
+
+
+def _num_list(v: Any) -> Any:
+    return [float(x) for x in v] if isinstance(v, (list, tuple)) and all(
+        isinstance(x, (int, float)) for x in v) else (float(v) if isinstance(v, int) and not isinstance(v, bool) else v)
+
+
 def choose(results: Mapping[Point, Mapping[str, Any]], key: str, sign: int,
-           constraints: Sequence[Constraint] = ()) -> tuple[Point | None, list[Point]]:
+           constraints: Sequence[Constraint] = (), current: Mapping[str, Any] | None = None,
+           ) -> tuple[Point | None, list[Point]]:
     """The best point (lowest signed objective among those meeting every constraint; ties: the
-    first in grid order) and every point ranked. ``None`` when no point meets them."""
+    one changing fewest of the ``current`` settings, then the first in grid order) and every
+    point ranked. ``None`` when no point meets them."""
     order = list(results)
-    ranked = sorted(order, key=lambda p: (score(results[p], key, sign), order.index(p)))
+    cur = {k: _freeze(_num_list(v)) for k, v in (current or {}).items()}
+    ranked = sorted(order, key=lambda p: (score(results[p], key, sign), changes(p, cur) if cur else 0,
+                                          order.index(p)))
     ok = [p for p in ranked if all(c.holds(results[p]) for c in constraints)]
     return (ok[0] if ok else None), ranked
 

@@ -164,4 +164,4 @@ def test_tune_report_renders_every_figure_in_headless_chromium(tmp_path):
     assert figs["fig-objective"] == {"tuned on (earlier part)", "judged on (later part)"}
     assert figs["fig-accounts"] == {"current", "proposed"}
     assert all(m == {"tuned on"} for n, m in f.marks if n == "fig-sensitivity")
-    assert 'id="proposal"' in dom.stdout and 'id="diff"' in dom.stdout
+    assert 'id="proposal"' in dom.stdout

@@ -121,7 +121,8 @@ def test_tune_proposes_judges_and_writes_on_a_small_history(tmp_path):
     trace.write_text(TRACE)
     site = tmp_path / "site.toml"
     site.write_text("# the site\n[[gpu_types]]\nname = \"gpu\"\nmemory_gb = 80\n\n[[node_groups]]\nname = \"gpu\"\n"
-                    "nodes = \"n[1-2]\"\ngpus_per_node = 4\ngpu_type = \"gpu\"\n")
+                    "nodes = \"n[1-2]\"\ngpus_per_node = 4\ngpu_type = \"gpu\"\n\n[policy.las]\n"
+                    "thresholds_gpu_s = [60]  # too low: every job demoted at once\n")
     out = tmp_path / "proposed.toml"
     r = CliRunner().invoke(app, ["tune", "--trace", str(trace), "--format", "csv", "--config", str(site),
                                  "--param", "policy.las.thresholds_gpu_s=600:3600,36000",
@@ -139,7 +140,8 @@ def test_tune_proposes_judges_and_writes_on_a_small_history(tmp_path):
     cfg = load_config(out)  # the proposal is a valid site config, the site's own plus the change
     want = [float(x) for x in best["settings"]["policy.las.thresholds_gpu_s"]]
     assert list(cfg.policy.las.thresholds_gpu_s) == want and cfg.total_gpus == 8
-    assert out.read_text().startswith("# the site")
+    assert out.read_text().startswith("# the site") and "# too low" in out.read_text()
+    assert doc["current"]["in_sample"] > doc["proposal"]["in_sample"]
     page = (tmp_path / "rep" / "index.html").read_text()
     assert 'id="fig-objective"' in page and page.count('class="fig-sensitivity"') == 2
     assert best["label"] in page and not any(math.isnan(c["in_sample"]) for c in doc["candidates"])
@@ -156,3 +158,16 @@ def test_bad_input_fails_before_the_trace_is_read(tmp_path, args, words):
     r = CliRunner().invoke(app, ["tune", "--trace", str(tmp_path / "none.csv"), "--format", "csv", "--nodes", "2",
                                  *args])
     assert r.exit_code != 0 and words in r.output and "Traceback" not in r.output
+
+
+def test_tune_keeps_the_current_settings_when_no_candidate_beats_them(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    out = tmp_path / "proposed.toml"
+    # the lease plays no part in LAS: every candidate ties with the current settings
+    r = CliRunner().invoke(app, ["tune", "--trace", str(trace), "--format", "csv", "--nodes", "2",
+                                 "--gpus-per-node", "4", "--param", "policy.fairshare.lease_seconds=600:7200",
+                                 "--no-fairness", "--jobs", "1", "--output", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "proposed (*): current" in r.stdout and "nothing to change" in r.stdout
+    assert out.read_text() == ""  # no site config given: nothing to add to the defaults
