@@ -25,7 +25,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from slurm_dl.core.explain import waiting_reason
-from slurm_dl.core.model import Job
+from slurm_dl.core.model import Job, JobState
 from slurm_dl.core.policy.base import PolicyContext
 from slurm_dl.core.policy.deadline import slack
 from slurm_dl.store import ExplanationParts
@@ -37,6 +37,7 @@ PER_JOB_KEYS = ("state", "state_reason", "score", "rank", "site_factor", "attain
                 "restarts", "deadline_slack_s", "account_usage_gpu_s", "waiting_for")
 PER_CYCLE_KEYS = ("at", "ranked")  # the same for every job of a cycle: stored once
 NUMBER_KEYS = PER_CYCLE_KEYS + PER_JOB_KEYS
+_STATE_TEXT = {s: s.value for s in JobState}  # an enum's .value is a slow property, read per job
 
 
 def _record(j: Job) -> tuple:
@@ -56,7 +57,7 @@ class ExplanationCache:
                 usage: float | None, waiting_for: str) -> list[Any]:
         """The per-job values of :data:`PER_JOB_KEYS`, rounded as ``explain_job`` rounds them."""
         s = slack(j, ctx.now) if j.deadline is not None else None
-        return [j.state.value, j.state_reason, None if score is None else round(score, 6), rank, site_factor,
+        return [_STATE_TEXT[j.state], j.state_reason, None if score is None else round(score, 6), rank, site_factor,
                 round(j.attained_gpu_s, 3), round(j.executed_s, 3), j.restarts, None if s is None else round(s, 3),
                 usage, waiting_for]
 
