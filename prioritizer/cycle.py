@@ -211,7 +211,7 @@ class Prioritizer:
             ledger.forget_finished(now, KEEP_FINISHED_S)
             work = ledger
         else:
-            work = Ledger.from_dict(ledger.to_dict())
+            work = Ledger.from_dict(ledger.to_dict(compact=True))
             work.observe(snap.jobs, now, self.half_life_s, speeds)
         for j in jobs:
             apply_tags(j)
