@@ -200,6 +200,7 @@ class Prioritizer:
     def run_cycle(self) -> CycleReport:
         t0 = time.perf_counter()
         ledger = self._load()
+        waited = getattr(self.backend, "call_s", None)  # a backend that counts its waits on Slurm
         t_call = time.perf_counter()
         snap = self.backend.snapshot()
         t_snap = time.perf_counter()
@@ -311,6 +312,8 @@ class Prioritizer:
             decisions.append((j, "priority", v, f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
                                                 f"(was {current.get(j, 0)}) under {self.policy.name}"))
         report.pushed_jobs = len(pushed) if not self.dry_run else pushes.jobs
+        if isinstance(waited, float):  # only the waits on Slurm, not the parsing of what it said
+            slurm_s = self.backend.call_s - waited
         report.slurm_s = round(slurm_s, 4)
         steered = self._steer(snap, jobs, scores, work, report, decisions)
         t_push = time.perf_counter()

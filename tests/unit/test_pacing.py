@@ -92,3 +92,36 @@ def test_the_loop_lowers_the_batch_while_slurm_is_slow_logs_once_and_recovers(tm
     slow = [r.getMessage() for r in caplog.records if "slowly" in r.getMessage()]
     again = [r.getMessage() for r in caplog.records if "in time again" in r.getMessage()]
     assert len(slow) == 1 and len(again) == 1
+
+
+class CountingCluster(SlowCluster):
+    """A backend that counts its own waits on Slurm (as the command-line backend does)."""
+
+    call_s = 0.0
+
+    def snapshot(self):
+        self.call_s += 0.5  # what Slurm took; the rest of delay_s is parsing on this side
+        return super().snapshot()
+
+
+def test_a_backend_that_counts_its_waits_is_judged_by_them_not_by_its_parsing(tmp_path, monkeypatch):
+    clock = types.SimpleNamespace(t=0.0)
+    monkeypatch.setattr("prioritizer.cycle.time", types.SimpleNamespace(perf_counter=lambda: clock.t))
+    config = load_config(ROOT / "site-configs" / "testbed.toml")
+    c = CountingCluster(clock)
+    c.add(1, 1)
+    c.delay_s = 30.0
+    loop = Loop(Prioritizer(config, c, Store(f"sqlite:///{tmp_path / 'prio.db'}")))
+    r = loop.tick()
+    assert r is not None and r.slurm_s == 0.5 and not loop.pacing.slow and loop.prio.push_limit is None
+
+
+def test_the_command_line_backend_adds_up_its_waits_on_slurm_commands():
+    from slurm_dl.slurm.cli_backend import CliBackend
+
+    b = CliBackend()
+    assert b.call_s == 0.0
+    b._run(["true"])
+    first = b.call_s
+    b._run(["true"])
+    assert 0.0 < first < b.call_s
