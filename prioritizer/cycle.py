@@ -83,6 +83,7 @@ class CycleReport:
     jobs_by_class: dict[str, dict[str, int]] = field(default_factory=dict)  # state -> class -> jobs
     closed: list[tuple[int, str]] = field(default_factory=list)  # preemptions closed: (victim, state)
     steered: dict[int, str] = field(default_factory=dict)  # waiting jobs moved to a GPU type
+    slurm_s: float = 0.0  # wall seconds in the snapshot and the SiteFactor updates (slurmctld's pace)
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -130,6 +131,8 @@ class Prioritizer:
         self.steering = Steering(config) if len(config.gpu_types) > 1 else None
         """Several GPU types: charges at each type's speed, waiting jobs steered between types."""
         self.idle_site_factor = -self.scale.maximum
+        self.push_limit: int | None = None
+        """Fewer SiteFactor updates per cycle than configured while slurmctld answers slowly (set by the loop)."""
         """SiteFactor of a job deprioritized for idle GPUs: below every job the policy scores."""
 
     def _load(self) -> Ledger:
@@ -197,8 +200,11 @@ class Prioritizer:
     def run_cycle(self) -> CycleReport:
         t0 = time.perf_counter()
         ledger = self._load()
+        waited = getattr(self.backend, "call_s", None)  # a backend that counts its waits on Slurm
+        t_call = time.perf_counter()
         snap = self.backend.snapshot()
         t_snap = time.perf_counter()
+        slurm_s = t_snap - t_call
         now = snap.taken_at
         jobs = [j for j in snap.jobs if j.pending or j.running]
         speeds = self.steering.speeds if self.steering is not None else None
@@ -211,7 +217,7 @@ class Prioritizer:
             ledger.forget_finished(now, KEEP_FINISHED_S)
             work = ledger
         else:
-            work = Ledger.from_dict(ledger.to_dict())
+            work = Ledger.from_dict(ledger.to_dict(compact=True))
             work.observe(snap.jobs, now, self.half_life_s, speeds)
         for j in jobs:
             apply_tags(j)
@@ -261,7 +267,10 @@ class Prioritizer:
                 if j.job_id in idle_low:
                     desired[j.job_id] = self.idle_site_factor
                     current.setdefault(j.job_id, stored.get(j.job_id, 0))
-        pushes = plan_pushes(desired, current, self.config.prioritizer.max_pushes_per_cycle or None)
+        limit = self.config.prioritizer.max_pushes_per_cycle or None
+        if self.push_limit is not None:
+            limit = min(limit, self.push_limit) if limit is not None else self.push_limit
+        pushes = plan_pushes(desired, current, limit)
         report.pushes, report.unchanged, report.deferred = pushes.by_value, pushes.unchanged, pushes.deferred
         pushed: dict[int, int] = {}
         decisions: list[tuple[int, str, int | None, str]] = []
@@ -284,6 +293,7 @@ class Prioritizer:
             del self._deadline_notes[j]
         if pushes.by_value and not self.dry_run:
             wanted = pushes.assignments()
+            t_call = time.perf_counter()
             try:
                 result = self.backend.set_site_factor(wanted)  # one Slurm call per value (backend groups)
             except SlurmError as e:  # nothing known to be pushed; the next cycle tries again
@@ -293,6 +303,8 @@ class Prioritizer:
                 missing = set(getattr(result, "missing", ()))
                 pushed = {j: v for j, v in wanted.items() if j not in missing}
                 report.push_calls = int(getattr(result, "calls", len(pushes.by_value)))
+            finally:
+                slurm_s += time.perf_counter() - t_call
         for j, v in pushed.items():
             if j in idle_low:
                 decisions.append((j, "priority", v, f"idle GPUs: SiteFactor {v} (bottom; was {current.get(j, 0)})"))
@@ -300,6 +312,9 @@ class Prioritizer:
             decisions.append((j, "priority", v, f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
                                                 f"(was {current.get(j, 0)}) under {self.policy.name}"))
         report.pushed_jobs = len(pushed) if not self.dry_run else pushes.jobs
+        if isinstance(waited, float):  # only the waits on Slurm, not the parsing of what it said
+            slurm_s = self.backend.call_s - waited
+        report.slurm_s = round(slurm_s, 4)
         steered = self._steer(snap, jobs, scores, work, report, decisions)
         t_push = time.perf_counter()
 

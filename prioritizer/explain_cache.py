@@ -25,7 +25,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from slurm_dl.core.explain import waiting_reason
-from slurm_dl.core.model import Job
+from slurm_dl.core.model import Job, JobState
 from slurm_dl.core.policy.base import PolicyContext
 from slurm_dl.core.policy.deadline import slack
 from slurm_dl.store import ExplanationParts
@@ -37,6 +37,7 @@ PER_JOB_KEYS = ("state", "state_reason", "score", "rank", "site_factor", "attain
                 "restarts", "deadline_slack_s", "account_usage_gpu_s", "waiting_for")
 PER_CYCLE_KEYS = ("at", "ranked")  # the same for every job of a cycle: stored once
 NUMBER_KEYS = PER_CYCLE_KEYS + PER_JOB_KEYS
+_STATE_TEXT = {s: s.value for s in JobState}  # an enum's .value is a slow property, read per job
 
 
 def _record(j: Job) -> tuple:
@@ -52,14 +53,6 @@ class ExplanationCache:
         self.records: dict[int, tuple] = {}  # job -> _record when its slow part was last built
         self.parts: dict[int, dict[str, Any]] = {}
 
-    def numbers(self, j: Job, ctx: PolicyContext, *, score: float | None, site_factor: int | None, rank: int,
-                usage: float | None, waiting_for: str) -> list[Any]:
-        """The per-job values of :data:`PER_JOB_KEYS`, rounded as ``explain_job`` rounds them."""
-        s = slack(j, ctx.now) if j.deadline is not None else None
-        return [j.state.value, j.state_reason, None if score is None else round(score, 6), rank, site_factor,
-                round(j.attained_gpu_s, 3), round(j.executed_s, 3), j.restarts, None if s is None else round(s, 3),
-                usage, waiting_for]
-
     def step(self, order: list[Job], ctx: PolicyContext, scores: dict[int, float], site_factor_of: Callable[[Job], Any],
              free_gpus: int, victims_of: dict[int, list[int]], cycle_no: int, half_life_s: float,
              build: Callable[[Job, int], dict[str, Any]], always: Iterable[int] = ()) -> ExplanationParts:
@@ -74,6 +67,7 @@ class ExplanationCache:
         pending_rank = 0
         refresh, top_n, records, parts = self.refresh_cycles, self.top_pending, self.records, self.parts
         waiting_text: dict[tuple, str] = {}
+        now, state_text = ctx.now, _STATE_TEXT
         for rank, j in enumerate(order):
             jid, account = j.job_id, j.account
             usage = usage_of.get(account, -1.0)
@@ -90,8 +84,12 @@ class ExplanationCache:
                 waiting = waiting_text.get(wkey)
                 if waiting is None:
                     waiting = waiting_text[wkey] = waiting_reason(j, free_gpus)
-            numbers[jid] = self.numbers(j, ctx, score=scores.get(jid), site_factor=site_factor_of(j), rank=rank,
-                                        usage=usage, waiting_for=waiting)
+            # the values of PER_JOB_KEYS, rounded as explain_job rounds them (inline: run per job)
+            score, deadline = scores.get(jid), j.deadline
+            s = None if deadline is None else slack(j, now)
+            numbers[jid] = [state_text[j.state], j.state_reason, None if score is None else round(score, 6), rank,
+                            site_factor_of(j), round(j.attained_gpu_s, 3), round(j.executed_s, 3), j.restarts,
+                            None if s is None else round(s, 3), usage, waiting]
             rec = _record(j)
             top = pending and pending_rank < top_n
             pending_rank += 1 if pending else 0

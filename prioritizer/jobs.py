@@ -83,10 +83,11 @@ def reopen_returned(jobs: list[Job], ledger: Ledger) -> list[int]:
     return reopened
 
 
-def class_violation(job: Job, config: SiteConfig) -> str | None:
+def class_violation(job: Job, config: SiteConfig, *, privileged: bool | None = None) -> str | None:
     """Why a live job no longer meets the constraints of the class it is tagged with (None when
-    it does): a high class is kept only while its limits hold, e.g. after a time-limit change."""
-    if not is_privileged(job.job_class, config):
+    it does): a high class is kept only while its limits hold, e.g. after a time-limit change.
+    ``privileged``: whether the job's class is privileged, when the caller knows it already."""
+    if not (is_privileged(job.job_class, config) if privileged is None else privileged):
         return None
     c = config.class_config(job.job_class)
     name = job.job_class.value
@@ -106,9 +107,10 @@ def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
     not made preemptible.)"""
     demoted = {}
     held: dict[tuple[str, JobClass], int] = {}
-    for job in sorted(jobs, key=lambda j: (not j.running, j.submit_time, j.job_id)):
-        why = class_violation(job, config)
-        if why is None and is_privileged(job.job_class, config):
+    high = {c for c in {j.job_class for j in jobs} if is_privileged(c, config)}  # per class: most are train
+    for job in sorted((j for j in jobs if j.job_class in high), key=lambda j: (not j.running, j.submit_time, j.job_id)):
+        why = class_violation(job, config, privileged=True)
+        if why is None:
             why = not_admitted(job.job_class, job.account or None, job.qos or None, config, job.user or None)
             if why is None:
                 key = (job.user, job.job_class)

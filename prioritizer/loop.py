@@ -21,6 +21,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from slurm_dl.core.errors import SlurmError, SlurmUnavailableError, StoreError
 
 from .cycle import CycleReport, Prioritizer
+from .pacing import Pacing
 
 log = logging.getLogger("slurm_dl.prioritizer")
 
@@ -58,6 +59,8 @@ class Loop:
         self.metrics = metrics  # prioritizer.metrics.PrioritizerMetrics, or None
         self.interval_s = prio.config.prioritizer.interval_seconds
         self.backoff = Backoff(prio.config.prioritizer.backoff_max_seconds)
+        pc = prio.config.prioritizer
+        self.pacing = Pacing(pc.slow_slurm_seconds, pc.interval_seconds, pc.max_pushes_per_cycle)
         self.on_report = on_report
         self.max_cycles = max_cycles
         self.cycles = 0
@@ -70,7 +73,7 @@ class Loop:
     def tick(self) -> CycleReport | None:
         """One scheduled run: a cycle unless backing off. Expected failures never escape."""
         now = time.monotonic()
-        if not self.backoff.ready(now):
+        if not self.backoff.ready(now) or not self.pacing.ready(now):
             return None
         try:
             report = self.prio.run_cycle()
@@ -104,6 +107,10 @@ class Loop:
         if self.backoff.succeeded():
             log.warning("slurmctld reachable again; cycles resumed")
         self.cycles += 1
+        change = self.pacing.observe(report.slurm_s, report.pushed_jobs, time.monotonic())
+        self.prio.push_limit = self.pacing.limit
+        if change is not None:
+            log.warning("%s", change)
         if self.metrics is not None:
             self.metrics.observe(report, self.prio)
         if self.on_report is not None:

@@ -504,6 +504,9 @@ class PrioritizerConfig(_Strict):
     max_pushes_per_cycle: int = num(1000, ge=0, le=1_000_000, description="SiteFactor changes pushed per cycle, "
                                     "top of the queue first; the rest follow in later cycles (0: no limit)")
     backoff_max_seconds: float = num(60.0, ge=1, le=SECONDS_PER_DAY)
+    slow_slurm_seconds: float = num(5.0, ge=0, le=3600, description="a cycle whose Slurm calls take longer "
+                                    "spaces the next cycles out and pushes fewer SiteFactor updates, until "
+                                    "slurmctld answers in time again (0: never)")
     store_failures_max: int = num(5, ge=1, le=1000, description="cycles in a row the database may fail "
                                   "(damaged, locked, unreachable) before the daemon exits non-zero, "
                                   "so systemd restarts it and the alert on it fires")

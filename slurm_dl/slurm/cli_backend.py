@@ -111,6 +111,9 @@ class CliBackend:
         self.site_factor_chunk = site_factor_chunk
         self.job_reader = job_reader
         self._dialect: Dialect | None = None
+        self.call_s = 0.0
+        """Wall seconds spent waiting on Slurm's commands so far (what slurmctld's pace costs;
+        parsing their output is not counted): the prioritizer backs off when a cycle's share grows."""
 
     def dialect(self) -> Dialect:
         """The release of the Slurm clients this backend runs (``scontrol version``, no controller
@@ -125,6 +128,7 @@ class CliBackend:
 
     def _run(self, argv: Sequence[str], *, input: str | None = None, env: Mapping[str, str] | None = None,
              timeout: float | None = None) -> SlurmResult:
+        started = time.perf_counter()
         try:
             return run_slurm(argv, env=env if env is not None else self._env, input=input,
                              timeout=min(timeout, self.timeout) if timeout else self.timeout)
@@ -134,6 +138,8 @@ class CliBackend:
             if type(e) is SlurmError and e.returncode is not None:
                 self.ping()
             raise
+        finally:
+            self.call_s += time.perf_counter() - started
 
     def _json(self, argv: Sequence[str]) -> dict:
         out = self._run(argv).stdout

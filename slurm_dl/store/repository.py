@@ -213,7 +213,7 @@ class Store:
 
     # --- the cycle's transaction ---------------------------------------------------------
     def save_cycle(self, w: CycleWrite) -> None:
-        data = json.dumps(w.ledger.to_dict(), separators=(",", ":"))
+        data = json.dumps(w.ledger.to_dict(compact=True), separators=(",", ":"))
         try:
             with self._session() as s, s.begin():
                 conn = s.connection()

@@ -78,6 +78,28 @@ def test_round_trip_through_json():
         Ledger.from_dict({"jobs": [{"bogus": 1}]})
 
 
+def test_compact_round_trip_rows_by_name_and_a_short_row_refused():
+    led = Ledger()
+    led.observe([job(1, R), job(2, P)], now=0.0, half_life_s=H)
+    led.observe([job(1, R), job(2, R)], now=10.0, half_life_s=H)
+    led.jobs[2].last_checkpoint_signal = 15.0
+    saved = json.loads(json.dumps(led.to_dict(compact=True)))
+    assert saved["jobs"][0][:2] == [1, "ann"] and "job_fields" in saved
+    again = Ledger.from_dict(saved)
+    assert again == led and again.attained(1) == 20.0 and again.jobs[2].last_checkpoint_signal == 15.0
+    # rows saved with fewer fields (an older version): read by name, the rest take their defaults
+    names = saved["job_fields"]
+    keep = [n for n in names if n not in ("waited_s", "waiting")]
+    older = {**saved, "job_fields": keep,
+             "jobs": [[v for n, v in zip(names, row) if n in keep] for row in saved["jobs"]]}
+    back = Ledger.from_dict(older)
+    assert back.attained(1) == 20.0 and back.waited(1) is None
+    with pytest.raises(ValueError, match="format: a job record has 2 values for"):
+        Ledger.from_dict({**saved, "jobs": [[1, "ann"]]})
+    with pytest.raises(ValueError, match="format"):
+        Ledger.from_dict({**saved, "job_fields": ["job_id", "bogus"], "jobs": [[1, 2]]})
+
+
 def test_job_missing_from_one_snapshot_is_reopened_with_its_service():
     led = Ledger()
     led.observe([job(1, R)], now=0.0, half_life_s=H)
