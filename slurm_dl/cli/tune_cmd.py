@@ -128,9 +128,7 @@ def _tune(trace, fmt, param, config, policy, objective, constraint, split, trial
                n_out=n_out, cut=cut, policy=policy)
     proposed = None
     if best is not None:
-        cur = {k: T._freeze(T._num_list(v)) for k, v in known.items()}
-        changed = {k: v for k, v in best.settings.items()
-                   if T._freeze(T._num_list(v)) != cur.get(k)}
+        changed = T.changed(best.settings, known)
         doc["changed"] = {k: list(v) if isinstance(v, tuple) else v for k, v in changed.items()}
         proposed = T.proposed_text(text, changed)
         doc["diff"] = T.unified_diff(text, proposed, config.name if config else "site.toml")
@@ -201,8 +199,7 @@ class _Runner:
 
         variants = []
         for i, pt in enumerate(points):
-            cfg = T.candidate_config(self.base, self.params[:len(pt.values)], pt.values, self.base_dir) \
-                if pt.values else T.candidate_config(self.base, [], [], self.base_dir)
+            cfg = T.candidate_config(self.base, self.params[:len(pt.values)], pt.values, self.base_dir)
             variants.append(_variant(None, f"#{i}", jobs, nodes=self.shape["nodes"],
                                      gpus_per_node=self.shape["gpus_per_node"],
                                      cluster_per_vc=self.shape["cluster_per_vc"],

@@ -223,14 +223,16 @@ def score(summary: Mapping[str, Any], key: str, sign: int) -> float:
     return sign * float(v)
 
 
-def changes(point: Point, current: Mapping[str, Any]) -> int:
-    """How many of ``point``'s settings differ from the ``current`` ones (dotted key → value)."""
-    return sum(1 for k, v in point.settings.items() if _freeze(current.get(k)) != _freeze(_num_list(v)))
-
-
 def _num_list(v: Any) -> Any:
-    return [float(x) for x in v] if isinstance(v, (list, tuple)) and all(
-        isinstance(x, (int, float)) for x in v) else (float(v) if isinstance(v, int) and not isinstance(v, bool) else v)
+    """A value as the config holds it (numbers as floats), to compare with its current one."""
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v):
+        return tuple(float(x) for x in v)
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) else _freeze(v)
+
+
+def changed(settings: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``settings`` (dotted key → value) that differ from the ``current`` ones."""
+    return {k: v for k, v in settings.items() if _num_list(v) != _num_list(current.get(k))}
 
 
 def choose(results: Mapping[Point, Mapping[str, Any]], key: str, sign: int,
@@ -240,9 +242,8 @@ def choose(results: Mapping[Point, Mapping[str, Any]], key: str, sign: int,
     one changing fewest of the ``current`` settings, then the first in grid order) and every
     point ranked. ``None`` when no point meets them."""
     order = list(results)
-    cur = {k: _freeze(_num_list(v)) for k, v in (current or {}).items()}
-    ranked = sorted(order, key=lambda p: (score(results[p], key, sign), changes(p, cur) if cur else 0,
-                                          order.index(p)))
+    ranked = sorted(order, key=lambda p: (score(results[p], key, sign),
+                                          len(changed(p.settings, current)) if current else 0, order.index(p)))
     ok = [p for p in ranked if all(c.holds(results[p]) for c in constraints)]
     return (ok[0] if ok else None), ranked
 
