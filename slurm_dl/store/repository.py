@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+
+import orjson
 from contextlib import closing
 from urllib.parse import quote
 from dataclasses import dataclass, field
@@ -213,7 +215,7 @@ class Store:
 
     # --- the cycle's transaction ---------------------------------------------------------
     def save_cycle(self, w: CycleWrite) -> None:
-        data = json.dumps(w.ledger.to_dict(compact=True), separators=(",", ":"))
+        data = _dumps(w.ledger.to_dict(compact=True))
         try:
             with self._session() as s, s.begin():
                 conn = s.connection()
@@ -242,11 +244,10 @@ class Store:
                 if w.explanation_parts is not None:
                     _write_parts(conn, w.explanation_parts, w.now)
                     p = w.explanation_parts
-                    blob = json.dumps({"v": 2, "keys": list(p.keys), "per_cycle": p.per_cycle,
-                                       "numbers": {str(j): v for j, v in p.numbers.items()}}, separators=(",", ":"))
+                    blob = _dumps({"v": 2, "keys": list(p.keys), "per_cycle": p.per_cycle, "numbers": p.numbers})
                 elif w.explanations is not None:
                     conn.execute(delete(ExplanationPart))
-                    blob = json.dumps({str(j): e for j, e in w.explanations.items()}, separators=(",", ":"))
+                    blob = _dumps(w.explanations)
                 if blob is not None:
                     ex = s.get(ExplanationSnapshot, 1)
                     if ex is None:
@@ -441,6 +442,14 @@ class Store:
         return out
 
 
+def _dumps(obj: Any, option: int = 0) -> str:
+    """Compact JSON as ``json.dumps(obj, separators=(",", ":"))`` writes it (integer keys as
+    strings), several times faster: at 100,000 jobs the ledger and the explanation numbers are
+    about 20 MB a cycle. The store's data holds no infinite or NaN numbers (orjson would write
+    them as null); reads use the standard library, which accepts what either wrote."""
+    return orjson.dumps(obj, option=option | orjson.OPT_NON_STR_KEYS).decode()
+
+
 def _write_parts(conn, p: ExplanationParts, now: float) -> None:
     if p.replace_all:
         conn.execute(delete(ExplanationPart))
@@ -449,13 +458,13 @@ def _write_parts(conn, p: ExplanationParts, now: float) -> None:
             conn.execute(delete(ExplanationPart).where(ExplanationPart.job_id.in_(chunk)))
     if p.rebuilt:
         conn.execute(insert(ExplanationPart), [
-            {"job_id": j, "at": now, "data": json.dumps(d, separators=(",", ":"))} for j, d in p.rebuilt.items()
+            {"job_id": j, "at": now, "data": _dumps(d)} for j, d in p.rebuilt.items()
         ])
 
 
 def _utilisation_row(u: JobUtilisationSummary) -> dict[str, Any]:
     row = u.to_dict()
-    row["gpu_seen"] = json.dumps(u.gpu_seen, separators=(",", ":"), sort_keys=True)
+    row["gpu_seen"] = _dumps(u.gpu_seen, orjson.OPT_SORT_KEYS)
     return row
 
 
