@@ -21,7 +21,6 @@ The store writes only the rebuilt parts plus one compact document of numbers.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Iterable
 
 from slurm_dl.core.explain import waiting_reason
@@ -41,9 +40,11 @@ _STATE_TEXT = {s: s.value for s in JobState}  # an enum's .value is a slow prope
 
 
 def _record(j: Job) -> tuple:
-    # Attained service on a doubling scale: a running job's LAS factor is rebuilt as it grows.
-    return (j.state, j.num_gpus, j.job_class, j.restarts, j.deadline, j.account, tuple(j.nodes or ()),
-            j.checkpointable, int(math.log2(1.0 + max(0.0, j.attained_gpu_s))))
+    # Attained service on a doubling scale (floor of log2(1 + attained), from the integer's bits:
+    # cheaper than log2): a running job's LAS factor is rebuilt as it grows.
+    a = j.attained_gpu_s
+    return (j.state, j.num_gpus, j.job_class, j.restarts, j.deadline, j.account, j.nodes,
+            j.checkpointable, int(1.0 + a).bit_length() if a > 0.0 else 0)
 
 
 class ExplanationCache:
@@ -68,13 +69,16 @@ class ExplanationCache:
         refresh, top_n, records, parts = self.refresh_cycles, self.top_pending, self.records, self.parts
         waiting_text: dict[tuple, str] = {}
         now, state_text = ctx.now, _STATE_TEXT
+        pending_state = JobState.PENDING
+        scores_get, records_get = scores.get, records.get
         for rank, j in enumerate(order):
             jid, account = j.job_id, j.account
             usage = usage_of.get(account, -1.0)
             if usage == -1.0:
-                usage = usage_of[account] = (round(led.usage(account, ctx.now, half_life_s), 3)
+                usage = usage_of[account] = (round(led.usage(account, now, half_life_s), 3)
                                              if led is not None else None)
-            pending = j.pending
+            state = j.state
+            pending = state is pending_state
             if not pending:
                 waiting = ""
             elif jid in victims_of:
@@ -85,15 +89,17 @@ class ExplanationCache:
                 if waiting is None:
                     waiting = waiting_text[wkey] = waiting_reason(j, free_gpus)
             # the values of PER_JOB_KEYS, rounded as explain_job rounds them (inline: run per job)
-            score, deadline = scores.get(jid), j.deadline
-            s = None if deadline is None else slack(j, now)
-            numbers[jid] = [state_text[j.state], j.state_reason, None if score is None else round(score, 6), rank,
+            score, deadline = scores_get(jid), j.deadline
+            numbers[jid] = [state_text[state], j.state_reason, None if score is None else round(score, 6), rank,
                             site_factor_of(j), round(j.attained_gpu_s, 3), round(j.executed_s, 3), j.restarts,
-                            None if s is None else round(s, 3), usage, waiting]
+                            None if deadline is None else round(slack(j, now), 3), usage, waiting]
             rec = _record(j)
-            top = pending and pending_rank < top_n
-            pending_rank += 1 if pending else 0
-            if first or records.get(jid) != rec or top or jid in always or (jid + cycle_no) % refresh == 0:
+            if pending:
+                top = pending_rank < top_n
+                pending_rank += 1
+            else:
+                top = False
+            if first or top or records_get(jid) != rec or jid in always or (jid + cycle_no) % refresh == 0:
                 full = build(j, rank)
                 slow = {k: v for k, v in full.items() if k not in NUMBER_KEYS}
                 parts[jid] = slow

@@ -21,6 +21,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from slurm_dl.core.errors import SlurmError, SlurmUnavailableError, StoreError
 
 from .cycle import CycleReport, Prioritizer
+from .heap import Heap
 from .pacing import Pacing
 
 log = logging.getLogger("slurm_dl.prioritizer")
@@ -69,6 +70,7 @@ class Loop:
         self.exit_code = 0  # 1: stopped because the database kept failing
         self.scheduler = BlockingScheduler()
         self._stop = threading.Event()
+        self.heap = Heap()  # garbage collection paced by cycles (started by ``run``)
 
     def tick(self) -> CycleReport | None:
         """One scheduled run: a cycle unless backing off. Expected failures never escape."""
@@ -103,6 +105,8 @@ class Loop:
             delay = self.backoff.failed(now)
             log.warning("cycle failed: %s; retrying in %.0f s", _one_line(e), delay)
             return None
+        finally:
+            self.heap.after_cycle()  # failed cycles leave garbage too
         self.store_failures = 0
         if self.backoff.succeeded():
             log.warning("slurmctld reachable again; cycles resumed")
@@ -131,10 +135,13 @@ class Loop:
                                next_run_time=_now_dt(), id="prioritizer-cycle")
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.stop)
+        self.heap.start()
         try:
             self.scheduler.start()
         except (KeyboardInterrupt, SystemExit):
             self.stop()
+        finally:
+            self.heap.release()
 
 
 def _now_dt():

@@ -49,7 +49,14 @@ class SiteFactorScale:
 
 def site_factors(scores: Mapping[int, float], scale: SiteFactorScale) -> dict[int, int]:
     """SiteFactor value per job id."""
-    return {job_id: scale.value(s) for job_id, s in scores.items()}
+    memo: dict[float, int] = {}  # scores repeat (queues, shares): one mapping per distinct score
+    out = {}
+    for job_id, s in scores.items():
+        v = memo.get(s)
+        if v is None:
+            v = memo[s] = scale.value(s)
+        out[job_id] = v
+    return out
 
 
 @dataclass(slots=True)

@@ -201,10 +201,11 @@ class DeadlineAdmission:
         for jid in [j for j in self._restored if j in live]:  # restored promises count again
             self._jobs[jid] = live[jid]
         self._restored.clear()
-        best_effort = sum(j.num_gpus * j.array_tasks for j in live.values() if not candidate_deadlines(j))
-        for j in sorted(live.values(), key=lambda j: (j.submit_time, j.job_id)):
-            if j.deadline is not None or j.soft_deadlines:
-                self.decide(j, now, total_gpus, best_effort)
+        best_effort = sum(j.num_gpus * j.array_tasks for j in live.values()
+                          if (j.deadline is None and not j.soft_deadlines) or not candidate_deadlines(j))
+        asking = [j for j in live.values() if j.deadline is not None or j.soft_deadlines]
+        for j in sorted(asking, key=lambda j: (j.submit_time, j.job_id)):
+            self.decide(j, now, total_gpus, best_effort)
         return {jid: why for jid, why in self.demoted.items()}
 
 
