@@ -20,10 +20,10 @@ def apply_tags(job: Job) -> None:
     comment. Declaring one only makes the job a possible victim, so trusting the user's comment
     here gives nothing away; a job that declared nothing is never signalled or requeued.
     """
-    tag = parse_tag(job.admin_comment)
+    tag = _tag_of(job.admin_comment)
     if tag is None:
         if not job.tags:
-            target = parse_ckpt(parse_hints(job.comment).get("ckpt") or "")
+            target = _ckpt_of(job.comment)
             job.job_class = JobClass.TRAIN
             job.checkpointable = target in (CKPT_BATCH, CKPT_STEPS)
             job.signal_target = CKPT_STEPS if target == CKPT_STEPS else CKPT_BATCH
@@ -38,6 +38,39 @@ def apply_tags(job: Job) -> None:
     job.lead_s = float(tag.lead_s) if tag.lead_s is not None else None
     if job.deadline is None and tag.deadline is not None:
         job.deadline = float(tag.deadline)
+
+
+# A cycle reads the same comments as the one before: each distinct text is parsed once (the
+# tag is immutable). Bounded: cleared when it holds more texts than a large queue has jobs.
+_MEMO_MAX = 500_000
+_tags: dict = {}
+_ckpts: dict = {}
+
+
+def _tag_of(text):
+    try:
+        return _tags[text]
+    except KeyError:
+        pass
+    except TypeError:  # not hashable: not a tag
+        return None
+    if len(_tags) >= _MEMO_MAX:
+        _tags.clear()
+    tag = _tags[text] = parse_tag(text)
+    return tag
+
+
+def _ckpt_of(comment):
+    try:
+        return _ckpts[comment]
+    except KeyError:
+        pass
+    except TypeError:
+        return parse_ckpt(parse_hints(comment).get("ckpt") or "")
+    if len(_ckpts) >= _MEMO_MAX:
+        _ckpts.clear()
+    target = _ckpts[comment] = parse_ckpt(parse_hints(comment).get("ckpt") or "")
+    return target
 
 
 def apply_ledger(job: Job, ledger: Ledger) -> None:

@@ -48,14 +48,14 @@ class SiteFactorScale:
 
 
 def site_factors(scores: Mapping[int, float], scale: SiteFactorScale) -> dict[int, int]:
-    """SiteFactor value per job id."""
-    memo: dict[float, int] = {}  # scores repeat (queues, shares): one mapping per distinct score
+    """SiteFactor value per job id (``scale.value`` of each score, inlined: run per pending job)."""
+    top, maximum = scale.levels - 1, scale.maximum
+    isfinite = math.isfinite
     out = {}
     for job_id, s in scores.items():
-        v = memo.get(s)
-        if v is None:
-            v = memo[s] = scale.value(s)
-        out[job_id] = v
+        if not 0.0 <= s <= 1.0:  # out of range or NaN: clamped as ``level`` does
+            s = min(1.0, max(0.0, s)) if isfinite(s) else 0.0
+        out[job_id] = int(round(s * top)) * maximum // top
     return out
 
 
