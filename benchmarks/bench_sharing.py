@@ -1,12 +1,15 @@
-"""GPU sharing on the openb fleet: exclusive allocation, best fit and fragmentation gradient
-descent (FGD) side by side, in one run, by FGD's inflation experiment.
+"""GPU sharing on the openb fleet: exclusive allocation, FGD's DotProd and Best-fit baselines
+and fragmentation gradient descent (FGD) side by side, in one run, by FGD's inflation
+experiment, each placement as FGD's own simulator scores it (see slurm_dl.sim.sharing).
 
-Tasks drawn at random (seeded, with replacement) from the openb default task list arrive into
-the empty openb fleet (1213 nodes, 6212 GPUs) and never leave, until the GPUs they ask reach the
-fleet's; a task that fits nowhere is dropped. Measured then ("the cluster full"): the fraction
-of arrived tasks scheduled and the GPUs held by no task (unallocated). The goal: FGD ≥ 30%
-fewer unallocated GPUs than best fit (FGD's paper reports up to 49%). Each seed is one draw;
-the means and the ratio fgd/bestfit are over the seeds.
+The openb default task list's tasks arrive (seeded: each once in a random order, then drawn at
+random) into the empty openb fleet (1213 nodes, 6212 GPUs) and never leave, until the GPUs they
+ask reach the fleet's; a task that fits nowhere is dropped. Measured then ("the cluster full"):
+the fraction of arrived tasks scheduled and the GPUs held by no task (unallocated). The goal:
+FGD >= 30% fewer unallocated GPUs than best fit (FGD's paper: "up to 49%", which is against
+DotProd). Each seed is one run; the means and the ratios fgd/bestfit, fgd/dotprod are over the
+seeds. ``--exact``: also FGD and Best-fit with float scores (the paper's rule without the
+scheduler's integer rounding).
 
 The same as, per placement and seed:
   slurm-dl simulate --format openb --trace ../shared/traces/hetero/openb_pod_list_default.csv \\
@@ -20,7 +23,7 @@ or ``--factor``. The replay cuts each GPU into 2 slots (a shared job takes one, 
 two per GPU, on the same node), so a slot may pair with a slot of another GPU: an optimistic
 packing. Figures: average JCT, average queueing and GPU-hours held (a shared job half a GPU).
 Usage: python benchmarks/bench_sharing.py [--part inflation] [--part colocation] [--seeds 5]
-       [--traces DIR] [--tasks FILE] [--factor F] [--max-inference-s 3600]
+       [--traces DIR] [--tasks FILE] [--exact] [--factor F] [--max-inference-s 3600]
 Prints one JSON object and one human line per part.
 """
 
@@ -47,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--traces", default=None)
     ap.add_argument("--tasks", default=None, help="task list (default hetero/openb_pod_list_default.csv)")
+    ap.add_argument("--exact", action="store_true", help="also FGD and Best-fit scored as floats")
     ap.add_argument("--factor", type=float, default=None, help="co-location speed (default: Gavel's V100 mean)")
     ap.add_argument("--max-inference-s", type=float, default=3600.0)
     a = ap.parse_args(argv)
@@ -112,32 +116,49 @@ def inflation(a) -> None:
     tasks_path = Path(a.tasks) if a.tasks else hetero / "openb_pod_list_default.csv"
     tasks = read_tasks(tasks_path.read_text(), str(tasks_path))
     nodes = read_nodes((hetero / "openb_node_list_gpu_node.csv").read_text(), "openb_node_list_gpu_node.csv")
-    runs: dict[str, list[dict]] = {p: [] for p in PLACEMENTS}
-    cpu: dict[str, float] = {p: 0.0 for p in PLACEMENTS}
+    variants = [(p, False) for p in PLACEMENTS] + ([("bestfit", True), ("fgd", True)] if a.exact else [])
+    name = {v: v[0] + ("_exact" if v[1] else "") for v in variants}
+    runs: dict[str, list[dict]] = {name[v]: [] for v in variants}
+    cpu: dict[str, float] = {name[v]: 0.0 for v in variants}
     for seed in range(a.seeds):
-        for p in PLACEMENTS:
+        for v in variants:
             t0 = time.process_time()
-            runs[p].append(inflate(tasks, nodes, p, seed=seed).summary())
-            cpu[p] += time.process_time() - t0
+            runs[name[v]].append(inflate(tasks, nodes, v[0], seed=seed, exact=v[1]).summary())
+            cpu[name[v]] += time.process_time() - t0
     mean = {p: {k: round(statistics.fmean(r[k] for r in rs), 4)
                 for k in ("scheduled_fraction", "unallocated_gpus", "idle_gpus", "first_failure_arrived_pct")}
             for p, rs in runs.items()}
-    per_seed = [round(f["unallocated_gpus"] / b["unallocated_gpus"], 4)
-                for f, b in zip(runs["fgd"], runs["bestfit"])]
-    ratio = round(mean["fgd"]["unallocated_gpus"] / mean["bestfit"]["unallocated_gpus"], 4)
+
+    def ratio(x, y):
+        return (round(mean[x]["unallocated_gpus"] / mean[y]["unallocated_gpus"], 4),
+                [round(f["unallocated_gpus"] / b["unallocated_gpus"], 4) for f, b in zip(runs[x], runs[y])])
+
+    r_bf, per_seed = ratio("fgd", "bestfit")
+    r_dp, per_seed_dp = ratio("fgd", "dotprod")
     doc = {"bench": "sharing", "tasks": str(tasks_path.name), "task_count": len(tasks), "nodes": len(nodes),
            "gpus": runs["fgd"][0]["gpus"], "seeds": a.seeds, "mean": mean,
            "unallocated_gpus_per_seed": {p: [r["unallocated_gpus"] for r in rs] for p, rs in runs.items()},
-           "fgd_over_bestfit_unallocated": ratio, "fgd_over_bestfit_per_seed": per_seed,
-           "fgd_reduction_vs_bestfit_pct": round(100 * (1 - ratio), 1),
+           "fgd_over_bestfit_unallocated": r_bf, "fgd_over_bestfit_per_seed": per_seed,
+           "fgd_reduction_vs_bestfit_pct": round(100 * (1 - r_bf), 1),
+           "fgd_over_dotprod_unallocated": r_dp, "fgd_over_dotprod_per_seed": per_seed_dp,
+           "fgd_reduction_vs_dotprod_pct": round(100 * (1 - r_dp), 1),
            "goal_reduction_pct": 30, "cpu_s": {p: round(c, 1) for p, c in cpu.items()}}
+    if a.exact:
+        r_ex, per_seed_ex = ratio("fgd_exact", "bestfit_exact")
+        doc.update(fgd_exact_over_bestfit_exact_unallocated=r_ex, fgd_exact_over_bestfit_exact_per_seed=per_seed_ex)
     print(json.dumps(doc))
     m = mean
     print(f"openb full ({a.seeds} seeds): scheduled exclusive {100 * m['exclusive']['scheduled_fraction']:.1f}% "
+          f"dotprod {100 * m['dotprod']['scheduled_fraction']:.1f}% "
           f"bestfit {100 * m['bestfit']['scheduled_fraction']:.1f}% fgd {100 * m['fgd']['scheduled_fraction']:.1f}%; "
-          f"unallocated GPUs bestfit {m['bestfit']['unallocated_gpus']:.1f} fgd {m['fgd']['unallocated_gpus']:.1f} "
-          f"(fgd/bestfit {ratio:.3f}, {100 * (1 - ratio):.1f}% fewer; goal 30%); "
-          f"exclusive idle {m['exclusive']['idle_gpus']:.1f}")
+          f"unallocated GPUs dotprod {m['dotprod']['unallocated_gpus']:.1f} "
+          f"bestfit {m['bestfit']['unallocated_gpus']:.1f} fgd {m['fgd']['unallocated_gpus']:.1f} "
+          f"(fgd/bestfit {r_bf:.3f}, {100 * (1 - r_bf):.1f}% fewer; goal 30%; "
+          f"fgd/dotprod {r_dp:.3f}, {100 * (1 - r_dp):.1f}% fewer); "
+          f"exclusive idle {m['exclusive']['idle_gpus']:.1f}"
+          + (f"; exact scores: bestfit {m['bestfit_exact']['unallocated_gpus']:.1f} "
+             f"fgd {m['fgd_exact']['unallocated_gpus']:.1f} (fgd/bestfit {doc['fgd_exact_over_bestfit_exact_unallocated']:.3f})"
+             if a.exact else ""))
 
 
 if __name__ == "__main__":

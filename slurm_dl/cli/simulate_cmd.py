@@ -190,8 +190,8 @@ def simulate(
     via_slurm: bool = typer.Option(False, "--via-slurm", help="run the replays as one Slurm job array (CPU-only tasks; a work folder in the current directory, removed after)"),
     partition: Optional[str] = typer.Option(None, "--partition", help="--via-slurm: the partition of the array (default: the site config's [simulate] partition, else Slurm's default)"),
     time_limit: Optional[str] = typer.Option(None, "--time", help="--via-slurm: each task's time limit, minutes or H:MM:SS (default: [simulate] time_minutes, 60)"),
-    placement: List[str] = typer.Option([], "--placement", help="GPU sharing (openb, with --fleet): exclusive | bestfit | fgd; repeat to compare; fills the fleet with tasks drawn from the trace"),
-    seed: int = typer.Option(0, "--seed", help="--placement: seed of the tasks drawn from the trace"),
+    placement: List[str] = typer.Option([], "--placement", help="GPU sharing (openb, with --fleet): exclusive | dotprod | bestfit | fgd; repeat to compare; fills the fleet with the trace's tasks"),
+    seed: int = typer.Option(0, "--seed", help="--placement: seed of the tasks' order and draws and of the nodes' order for ties"),
 ) -> None:
     if placement:
         from .simulate_sharing import run_sharing

@@ -11,8 +11,9 @@ import typer
 
 from ..core.errors import SlurmDLError, TraceError
 
-MEASURE = ("tasks drawn at random from the trace arrive and never leave until the GPUs they ask "
-           "reach the fleet's; unallocated GPUs: capacity then held by no task")
+MEASURE = ("the trace's tasks arrive, each once in a random order, then drawn at random, and never "
+           "leave, until the GPUs they ask reach the fleet's; unallocated GPUs: capacity then held "
+           "by no task")
 
 
 def run_sharing(trace: Path, fmt: str, fleet: Path | None, placements: Sequence[str], seed: int,

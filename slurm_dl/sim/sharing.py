@@ -1,30 +1,48 @@
 """GPU sharing in the simulator: tasks that ask for part of one GPU (openb's ``gpu_milli``),
-placed on a fleet of nodes (openb's node list) by one of three placements, measured the way
-FGD (Weng et al., USENIX ATC '23) measures fragmentation: the *inflation* experiment.
+placed on a fleet of nodes (openb's node list) by one of four placements, measured the way
+FGD (Weng et al., USENIX ATC '23) measures fragmentation: the *inflation* experiment. Each
+placement follows FGD's own simulator (hkust-adsl/kubernetes-scheduler-simulator, its
+``FGDScore``, ``BestFitScore`` and ``DotProductScore`` plugins and its GPU selection), which is
+what measured the paper's figures.
 
 Placements:
 
-``exclusive``  a task asking part of a GPU takes a whole one (what Slurm's ``--gpus=1`` does);
-``bestfit``    a fraction is packed onto the GPU with the least free share that fits, on the node
-               left with the least free resources: FGD's Best-fit baseline, half the free CPU
-               and half the free GPU share, each over the largest node's;
-``fgd``        fragmentation gradient descent: the node and GPU(s) whose choice least increases
-               the node's expected fragmentation against the workload's task shapes.
+``exclusive``  a task asking part of a GPU takes a whole one (what Slurm's ``--gpus=1`` does),
+               nodes chosen as by ``bestfit``;
+``bestfit``    FGD's Best-fit baseline: the node left with the least free resources, half the
+               free CPU and half the free GPU share, each over the largest node's; a fraction
+               goes onto the GPU with the least free share that fits;
+``dotprod``    FGD's DotProd baseline (the one the paper's "up to 49 %" is against): the node
+               whose free CPU and GPU, dotted with the task's ask (each over the largest
+               node's), is the smallest; GPUs chosen as by ``bestfit``;
+``fgd``        fragmentation gradient descent: the node and GPU whose choice least increases the
+               node's expected fragmentation against the workload's typical tasks.
+
+Scores are the scheduler's: an integer 0..100, the higher the better (FGD: the sigmoid of the
+fall of expected fragmentation in GPUs, x 100, cut to an integer; Best-fit: (1 - score) x 100,
+cut). Equal scores go to the node of the lowest rank, a random order of the nodes drawn from the
+seed (the simulator's node names carry random prefixes and the scheduler takes the smallest
+name). FGD's GPU for a fraction: the first GPU on the node with the node's best score.
+``exact=True`` scores as floats instead: the paper's rule without the rounding, to measure
+what the rounding does (a lot: see docs/results.md).
 
 Fragmentation (FGD's definition) of node *n* for a task shape *m*: when *m* cannot run on *n*
 (CPU, GPU type or GPU capacity short) every free GPU share of *n* is a fragment; when it can,
 the free shares of the GPUs *m* cannot use are (a fraction *d* cannot use a GPU with less than
 *d* free; a task of whole GPUs cannot use a partly taken GPU); a task without GPUs cannot use
-any. The node's expected fragmentation is the sum over shapes weighted by their share of the
-trace. Memory is checked when a task is placed but left out of the shapes' fit (as the shapes
-are grouped by CPU and GPU request).
+any. The node's expected fragmentation is the sum over the *typical tasks*, each weighted by
+its share: the trace's most frequent shapes (CPU, GPU share, GPU count, GPU types), as many
+as make up 95 % of its tasks, CPU-only tasks included, their shares renormalised over those.
+Memory is checked when a task is placed but is no part of a shape (as in FGD).
 
-The inflation experiment: tasks drawn at random (seeded, with replacement) from the trace
-arrive one after another into an empty fleet and never leave; a task that fits nowhere fails
-and is dropped. The cluster counts as *full* when the GPUs asked by the arrived tasks (placed
-or not) reach the fleet's GPU capacity; ``unallocated_gpus`` is the GPU capacity then held by
-no task (fractions summed; under ``exclusive`` a GPU held by a fraction counts as allocated).
-Pure: no I/O beyond reading the two CSV texts given.
+The inflation experiment (FGD's "workload tuning"): the trace's tasks arrive once each in a
+random order, then tasks drawn at random (with replacement) from the trace, into an empty
+fleet, and never leave; a task that fits nowhere fails and is dropped. The cluster counts as
+*full* when the GPUs asked by the arrived tasks (placed or not) reach the fleet's GPU capacity
+(FGD reads its figures at 100 % arrived; its runs go on to 130 %); ``unallocated_gpus`` is the
+GPU capacity then held by no task (fractions summed, as FGD's allocation rate; under
+``exclusive`` a GPU held by a fraction counts as allocated). Pure: no I/O beyond reading the
+two CSV texts given.
 """
 
 from __future__ import annotations
@@ -32,11 +50,13 @@ from __future__ import annotations
 import bisect
 import csv
 import io
+import math
 import random
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
-PLACEMENTS = ("exclusive", "bestfit", "fgd")
+PLACEMENTS = ("exclusive", "dotprod", "bestfit", "fgd")
 FULL = 1000  # milli-GPUs in one GPU
 
 
@@ -121,22 +141,32 @@ def read_nodes(text: str, source: str) -> list[Node]:
 
 
 class Shapes:
-    """The trace's task shapes, grouped by GPU request (count, milli, types), each group with
-    its CPU requests sorted and their cumulative weights (share of tasks)."""
+    """FGD's *typical tasks*: the trace's task shapes (CPU, GPU share, GPU count, GPU types),
+    the most frequent first, as many as make up ``popularity`` of the tasks (FGD's default,
+    95 %, CPU-only tasks included), each weighted by its share of those; grouped by GPU request,
+    each group with its CPU requests sorted and their cumulative weights."""
 
-    def __init__(self, tasks: Sequence[Task]):
-        by: dict[tuple, dict[int, int]] = {}
-        for t in tasks:
-            g = by.setdefault((t.gpus, t.milli, t.types), {})
-            g[t.cpu] = g.get(t.cpu, 0) + 1
-        n = len(tasks)
+    def __init__(self, tasks: Sequence[Task], popularity: float = 0.95):
+        counts = Counter((t.cpu, t.milli, t.gpus, t.types) for t in tasks)
+        # the most frequent first; equal counts: the larger shape first (FGD's order)
+        ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0][:3], "|".join(kv[0][3])), reverse=True)
+        kept, acc = [], 0
+        for shape, c in ranked:
+            if acc >= popularity * len(tasks):
+                break
+            kept.append((shape, c))
+            acc += c
+        by: dict[tuple, dict[int, float]] = {}
+        for (cpu, milli, gpus, types), c in kept:
+            g = by.setdefault((gpus, milli, types), {})
+            g[cpu] = g.get(cpu, 0.0) + c / acc
         self.groups = []
         for (gpus, milli, types), cpus in by.items():
             cs = sorted(cpus)
-            cum, acc = [], 0.0
+            cum, w = [], 0.0
             for c in cs:
-                acc += cpus[c] / n
-                cum.append(acc)
+                w += cpus[c]
+                cum.append(w)
             self.groups.append((gpus, milli, frozenset(types), cs, cum))
         self._cache: dict[tuple, float] = {}
 
@@ -175,25 +205,25 @@ class Shapes:
         return f_sum
 
 
-def _choices(node_free: tuple[int, ...], task: Task, exclusive: bool) -> list[tuple[int, ...]]:
-    """The GPU states the node can be left in (sorted free tuples); empty when it cannot fit."""
-    if task.gpus == 0:
-        return [node_free]
-    milli = FULL if exclusive else task.milli
-    if milli == FULL:
-        if sum(1 for f in node_free if f == FULL) < task.gpus:
-            return []
-        rest = list(node_free)
-        for _ in range(task.gpus):
-            rest.remove(FULL)
-        return [tuple(sorted(rest + [0] * task.gpus))]
-    out = []
-    for f in sorted(set(node_free)):
-        if f >= milli:
-            rest = list(node_free)
-            rest.remove(f)
-            out.append(tuple(sorted(rest + [f - milli])))
-    return out
+def _after(free: tuple[int, ...], take: int, milli: int) -> tuple[int, ...]:
+    """The sorted free shares once ``milli`` is taken from a GPU with ``take`` free."""
+    rest = list(free)
+    rest.remove(take)
+    return tuple(sorted(rest + [take - milli]))
+
+
+def _whole_after(free: tuple[int, ...], gpus: int) -> tuple[int, ...] | None:
+    """The sorted free shares once ``gpus`` whole GPUs are taken; None when there are fewer."""
+    if sum(1 for f in free if f == FULL) < gpus:
+        return None
+    rest = list(free)
+    for _ in range(gpus):
+        rest.remove(FULL)
+    return tuple(sorted(rest + [0] * gpus))
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0
 
 
 @dataclass
@@ -226,71 +256,152 @@ class InflationResult:
 
 
 class Fleet:
-    """Nodes being filled, grouped by state (nodes of one state make the same choice; the
-    lowest-numbered of them is taken)."""
+    """Nodes being filled. Nodes in the same state (GPU model, free CPU, memory and GPU shares)
+    score the same, so each state is scored once; among equal scores the node of the lowest
+    ``rank`` is taken (FGD's simulator: the node names' random prefixes). ``exact``: scores as
+    floats instead of the scheduler's integer 0..100 (to see what the rounding does)."""
 
-    def __init__(self, nodes: Sequence[Node], placement: str, tasks: Sequence[Task] = ()):
+    def __init__(self, nodes: Sequence[Node], placement: str, tasks: Sequence[Task] = (),
+                 rank: Sequence[int] | None = None, exact: bool = False):
         if placement not in PLACEMENTS:
             raise ValueError(f"--placement: got {placement!r}; allowed: {', '.join(PLACEMENTS)}")
         self.placement = placement
+        self.exact = exact
         self.nodes = [Node(n.model, n.cpu, n.mem, list(n.free)) for n in nodes]
+        self.rank = list(rank) if rank is not None else list(range(len(self.nodes)))
+        if sorted(self.rank) != list(range(len(self.nodes))):
+            raise ValueError("Fleet: rank must order every node once")
         self.gpus = sum(len(n.free) for n in self.nodes)
         self.shapes = Shapes(tasks) if placement == "fgd" else None
         self.max_cpu = max(n.cpu for n in self.nodes) or 1
         self.max_gpu = (max(len(n.free) for n in self.nodes) * FULL) or 1
-        self.groups: dict[tuple, list[int]] = {}
+        self.groups: dict[tuple, list[tuple[int, int]]] = {}  # state -> [(rank, node)], sorted
         for i, n in enumerate(self.nodes):
-            self.groups.setdefault(n.key(), []).append(i)
+            bisect.insort(self.groups.setdefault(n.key(), []), (self.rank[i], i))
 
-    def _score(self, model: str, cpu: int, free: tuple, t: Task, after: tuple) -> tuple:
-        if self.shapes is not None:  # the smallest rise of expected fragmentation
-            return (self.shapes.frag(model, cpu - t.cpu, after) - self.shapes.frag(model, cpu, free),)
-        return (0.5 * (cpu - t.cpu) / self.max_cpu + 0.5 * sum(after) / self.max_gpu,)
+    def _milli(self, t: Task) -> int:
+        return FULL if self.placement == "exclusive" and t.gpus else t.milli
 
-    def choose(self, t: Task) -> tuple[int, tuple[int, ...]] | None:
-        """The node and the free GPU shares it is left with, or None when the task fits nowhere."""
+    def _fgd(self, model: str, cpu: int, base: float, t: Task, after: tuple) -> float:
+        """FGD's score: the sigmoid of the fall of expected fragmentation, in GPUs, x 100,
+        cut to an integer (the higher, the better)."""
+        x = _sigmoid(base - self.shapes.frag(model, cpu - t.cpu, after)) * 100
+        return x if self.exact else int(x)
+
+    def _score(self, model: str, cpu: int, free: tuple, t: Task) -> float | None:
+        """The node's score for ``t`` (higher is better), or None when its GPUs cannot take it."""
+        milli = self._milli(t)
+        if self.shapes is not None:
+            base = self.shapes.frag(model, cpu, free)
+            if t.gpus == 1 and milli < FULL:  # the best of the GPUs it fits on
+                best = None
+                for f in set(free):
+                    if f >= milli:
+                        s = self._fgd(model, cpu, base, t, _after(free, f, milli))
+                        best = s if best is None or s > best else best
+                return best
+            after = _whole_after(free, t.gpus) if t.gpus else free
+            return None if after is None else self._fgd(model, cpu, base, t, after)
+        if t.gpus == 1 and milli < FULL:
+            if not any(f >= milli for f in free):
+                return None
+        elif t.gpus and _whole_after(free, t.gpus) is None:
+            return None
+        if self.placement == "dotprod":
+            # FGD's DotProd: the dot product of the node's free CPU and GPU and the task's ask,
+            # each over the largest node's, halved (the lower, the better), as 0..100
+            s = (cpu / self.max_cpu) * (t.cpu / self.max_cpu)
+            s += (sum(free) / self.max_gpu) * (t.gpus * milli / self.max_gpu)
+            x = (1.0 - s / 2) * 100
+        else:
+            # FGD's Best-fit: the free CPU and GPU left, each over the largest node's, weighed
+            # half and half (the lower, the better), as 0..100 with the higher the better
+            s = 0.0
+            s += (cpu - t.cpu) / self.max_cpu * 0.5
+            s += (sum(free) - t.gpus * milli) / self.max_gpu * 0.5
+            x = (1.0 - s) * 100
+        return x if self.exact else int(x)
+
+    def _devices(self, i: int, t: Task) -> list[int]:
+        """The GPUs (indices) node ``i`` gives ``t``: the lowest-numbered whole ones for whole
+        GPUs; a share: under ``fgd`` the first GPU with the node's best score, otherwise the
+        one with the least free that fits (the first of equals)."""
+        n = self.nodes[i]
+        milli = self._milli(t)
+        if not t.gpus:
+            return []
+        if milli == FULL:
+            return [d for d, f in enumerate(n.free) if f == FULL][:t.gpus]
+        fits = [d for d, f in enumerate(n.free) if f >= milli]
+        if self.shapes is None:
+            return [min(fits, key=lambda d: n.free[d])]
+        free = tuple(sorted(n.free))
+        base = self.shapes.frag(n.model, n.cpu, free)
+        scores = [self._fgd(n.model, n.cpu, base, t, _after(free, n.free[d], milli)) for d in fits]
+        return [fits[scores.index(max(scores))]]
+
+    def choose(self, t: Task) -> tuple[int, list[int]] | None:
+        """The node and the GPUs on it that ``t`` takes, or None when it fits nowhere."""
         best = None
-        exclusive = self.placement == "exclusive"
         for key, members in self.groups.items():
             model, cpu, mem, free = key
             if cpu < t.cpu or mem < t.mem or (t.gpus and t.types and model not in t.types):
                 continue
-            for after in _choices(free, t, exclusive):  # a fraction: least free GPU first
-                cand = (self._score(model, cpu, free, t, after), members[0], after)
-                if best is None or cand[:2] < best[:2]:
-                    best = cand
-        return None if best is None else (best[1], best[2])
+            s = self._score(model, cpu, free, t)
+            if s is None:
+                continue
+            cand = (-s, members[0][0])
+            if best is None or cand < best[0]:
+                best = (cand, members[0][1])
+        if best is None:
+            return None
+        return best[1], self._devices(best[1], t)
 
     def place(self, t: Task) -> float | None:
         """Place ``t``; the GPUs it took (a whole one for a fraction under exclusive), or None."""
         chosen = self.choose(t)
         if chosen is None:
             return None
-        i, after = chosen
+        i, devices = chosen
         n = self.nodes[i]
         old = n.key()
         members = self.groups[old]
-        members.remove(i)
+        members.remove((self.rank[i], i))
         if not members:
             del self.groups[old]
-        took = (sum(n.free) - sum(after)) / FULL
-        n.free = list(after)
+        milli = self._milli(t)
+        for d in devices:
+            n.free[d] -= milli
         n.cpu -= t.cpu
         n.mem -= t.mem
-        bisect.insort(self.groups.setdefault(n.key(), []), i)
-        return took
+        bisect.insort(self.groups.setdefault(n.key(), []), (self.rank[i], i))
+        return len(devices) * milli / FULL
+
+
+def arrivals(tasks: Sequence[Task], rng: random.Random) -> Iterator[Task]:
+    """FGD's workload: the trace's tasks once each in a random order, then tasks drawn at
+    random (with replacement) from it for as long as more are asked."""
+    order = list(tasks)
+    rng.shuffle(order)
+    yield from order
+    while True:
+        yield rng.choice(tasks)
 
 
 def inflate(tasks: Sequence[Task], nodes: Sequence[Node], placement: str, *, seed: int = 0,
-            fill: float = 1.0) -> InflationResult:
-    """Draw tasks (seeded) until the GPUs asked reach ``fill`` x the fleet's GPUs; place each by
-    ``placement``; see the module's docstring for what is measured."""
-    fleet = Fleet(nodes, placement, tasks)
-    res = InflationResult(placement, fleet.gpus)
+            fill: float = 1.0, exact: bool = False) -> InflationResult:
+    """Tasks arrive (seeded; see ``arrivals``) until the GPUs they ask reach ``fill`` x the
+    fleet's GPUs; each is placed by ``placement``; see the module's docstring for what is
+    measured. The seed also orders the nodes for ties."""
     rng = random.Random(seed)
+    rank = list(range(len(nodes)))
+    rng.shuffle(rank)
+    fleet = Fleet(nodes, placement, tasks, rank=rank, exact=exact)
+    res = InflationResult(placement, fleet.gpus)
     target = fill * fleet.gpus
+    stream = arrivals(tasks, rng)
     while res.arrived_gpu < target:
-        t = rng.choice(tasks)
+        t = next(stream)
         res.arrived += 1
         res.arrived_gpu += t.gpu_request
         took = fleet.place(t)

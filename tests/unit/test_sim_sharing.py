@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.sim.sharing import Fleet, Node, Shapes, Task, inflate, read_nodes, read_tasks
+from slurm_dl.sim.sharing import PLACEMENTS, Fleet, Node, Shapes, Task, arrivals, inflate, read_nodes, read_tasks
 
 HALF = Task(cpu=1000, mem=0, gpus=1, milli=500)
 TWO = Task(cpu=0, mem=0, gpus=2, milli=1000)
@@ -32,6 +32,61 @@ def test_weights_are_the_shapes_share_and_a_gpu_type_it_refuses_fragments_all():
     s = Shapes([HALF, Task(0, 0, 1, 1000, ("V100",))])
     assert s.frag("V100", 8000, (300, 1000)) == pytest.approx(0.5 * 0.3 + 0.5 * 0.3)
     assert s.frag("T4", 8000, (300, 1000)) == pytest.approx(0.5 * 0.3 + 0.5 * 1.3)
+
+
+def test_typical_shapes_are_the_most_frequent_that_make_95_percent_of_the_tasks():
+    cpu_only = Task(500, 0, 0, 0)
+    s = Shapes([HALF] * 96 + [TWO] * 3 + [cpu_only])  # HALF alone is 96 %: the rest left out
+    assert s.frag("T4", 8000, (600, 1000)) == 0
+    s = Shapes([HALF] * 90 + [TWO] * 9 + [cpu_only])  # 90 % + 9 %: the CPU-only task left out
+    assert s.frag("T4", 8000, (600, 1000)) == pytest.approx(9 / 99 * 1.6)  # TWO cannot run
+    assert s.frag("T4", 8000, (600, 1000, 1000)) == pytest.approx(9 / 99 * 0.6)
+
+
+def test_equal_scores_go_to_the_node_of_the_lowest_rank():
+    nodes = [Node("T4", 8000, 10**6, [1000, 1000]) for _ in range(3)]
+    f = Fleet(nodes, "bestfit", rank=[2, 0, 1])
+    assert f.choose(HALF) == (1, [0])
+    f.place(HALF)
+    assert f.choose(HALF) == (1, [0])  # now the fullest node, onto the half-taken GPU
+    with pytest.raises(ValueError, match="rank"):
+        Fleet(nodes, "bestfit", rank=[0, 0, 1])
+
+
+def test_fgd_scores_are_integers_so_near_equal_rises_tie_and_exact_tells_them_apart():
+    # typical: 94 % HALF and 6 % a 4-CPU task of 0.1 GPU; a CPU-only task leaves either node
+    # too little CPU for the latter: +0.06 x 0.5 GPU on A, +0.06 x 0.3 on B, both score 49
+    workload = [HALF] * 94 + [Task(4000, 0, 1, 100)] * 6
+    nodes = [Node("T4", 4200, 10**6, [500]), Node("T4", 4200, 10**6, [300])]
+    cpu_task = Task(300, 0, 0, 0)
+    assert Fleet(nodes, "fgd", workload).choose(cpu_task) == (0, [])  # the lowest rank
+    assert Fleet(nodes, "fgd", workload, rank=[1, 0]).choose(cpu_task) == (1, [])
+    assert Fleet(nodes, "fgd", workload, exact=True).choose(cpu_task) == (1, [])  # the smaller rise
+
+
+def test_fgd_gives_a_fraction_the_first_gpu_with_the_best_score_not_the_fullest():
+    f = Fleet([Node("T4", 8000, 10**6, [1000, 600, 1000])], "fgd", [HALF])
+    f.place(Task(0, 0, 1, 100))  # every GPU keeps room for a half: all score the same
+    assert f.nodes[0].free == [900, 600, 1000]
+    b = Fleet([Node("T4", 8000, 10**6, [1000, 600, 1000])], "bestfit")
+    b.place(Task(0, 0, 1, 100))
+    assert b.nodes[0].free == [1000, 500, 1000]
+
+
+def test_dotprod_takes_the_node_whose_free_resources_dot_the_ask_least():
+    nodes = [Node("T4", 8000, 10**6, [1000, 1000]), Node("T4", 8000, 10**6, [1000])]
+    f = Fleet(nodes, "dotprod")
+    assert f.choose(HALF) == (1, [0])  # 0.125 + 0.5 x 0.25 against 0.125 + 1 x 0.25
+    assert f.choose(Task(9000, 0, 1, 500)) is None
+
+
+def test_arrivals_are_the_trace_once_each_in_a_random_order_then_draws():
+    import random
+    tasks = [Task(c, 0, 1, 500) for c in range(10)]
+    stream = arrivals(tasks, random.Random(1))
+    first = [next(stream) for _ in range(10)]
+    assert sorted(first, key=lambda t: t.cpu) == tasks and first != tasks
+    assert all(next(stream) in tasks for _ in range(20))
 
 
 def test_bestfit_packs_a_fraction_onto_the_least_free_gpu_that_fits():
@@ -71,7 +126,7 @@ def test_cpu_memory_and_gpu_type_limit_where_a_task_goes():
 def test_inflation_fills_to_the_fleets_gpus_and_accounts_for_every_task():
     tasks = [HALF, Task(1000, 0, 1, 1000), Task(500, 0, 1, 250), Task(2000, 0, 0, 0)]
     nodes = [Node("T4", 16000, 10**6, [1000] * 4) for _ in range(3)]
-    for placement in ("exclusive", "bestfit", "fgd"):
+    for placement in PLACEMENTS:
         r = inflate(tasks, nodes, placement, seed=4)
         s = r.summary()
         assert r.arrived_gpu >= 12 and r.arrived_gpu - 1 < 12
@@ -128,7 +183,7 @@ def test_cli_one_placement_puts_its_figures_at_the_top_and_prints_a_table(files)
 
 
 @pytest.mark.parametrize("extra, says", [
-    (("--placement", "pack"), "--placement: got 'pack'; allowed: exclusive, bestfit, fgd"),
+    (("--placement", "pack"), "--placement: got 'pack'; allowed: exclusive, dotprod, bestfit, fgd"),
     (("--placement", "fgd"), "--placement: needs --fleet FILE"),
     (("--placement", "fgd", "--fleet", "NODES", "--format", "philly"), "needs --format openb"),
     (("--placement", "fgd", "--fleet", "PODS"), "not a fleet file"),
