@@ -28,7 +28,7 @@ from ..core.model import Job
 from ..render import RenderedJob
 from ..site_paths import sqlite_path
 from ..telemetry.samples import JobGpuSample
-from .dlsubmit_gpu import gpu_cell, gpu_status
+from .dlsubmit_gpu import OVER_SHARE_HINT, gpu_cell, gpu_status
 
 
 def state_dir() -> Path:
@@ -459,6 +459,8 @@ def detail_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"  newest:      {Path(r['last_checkpoint']).name if r['last_checkpoint'] else 'none yet'}")
     if r.get("telemetry"):
         lines.append(f"  GPU use:     {gpu_cell(r)}")
+        if r["state"] == "RUNNING" and (r.get("gpu") or {}).get("over_share"):
+            lines.extend(OVER_SHARE_HINT.splitlines())
     if r["events"]:
         lines.append("  recent events:")
         lines.extend(_cut(f"    {event_text(ev)}", 80) for ev in r["events"])
