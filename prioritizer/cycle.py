@@ -262,6 +262,7 @@ class Prioritizer:
         if self.idle is not None:  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
             if not self.idle.loaded:
                 self.idle.load(self.store.utilisation_summaries([j.job_id for j in jobs]))
+                self.idle.load_runs(self.store.decisions_of_kind("gpu-use"))
             idle_low = self.idle.deprioritized(j.job_id for j in jobs)
             for j in jobs:
                 if j.job_id in idle_low:

@@ -8,6 +8,7 @@ turns that dict and the job's recorded decisions into text for ``slurm-dl explai
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any, Iterable, Mapping
 
 from .model import Job
@@ -179,6 +180,8 @@ def utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:
         lines.append(f"  GPU lifetime: {gpu['samples_seen']} sample(s), mean {gpu['lifetime_mean_util_percent']}%, "
                      f"peak {gpu['peak_util_percent']}%, peak memory {peak_gib:.1f} GiB per GPU, "
                      f"last busy {_t(gpu.get('last_busy_at'))}, idle since {_t(gpu.get('idle_since'))}")
+    if gpu.get("share_hint"):
+        lines.extend(textwrap.wrap(gpu["share_hint"], 80, initial_indent="  GPU share tip: ", subsequent_indent="    "))
     if gpu.get("warned_at") is not None or gpu.get("action"):
         action = f"; {gpu['action']} at {_t(gpu.get('action_at'))}" if gpu.get("action") else ""
         lines.append(f"  idle GPUs: warned {_t(gpu.get('warned_at'))}{action}")
