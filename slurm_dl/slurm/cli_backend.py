@@ -295,6 +295,12 @@ class CliBackend:
             raise SlurmError(f"job {job_id}: bad feature expression {features!r}")
         self._update_retrying(job_id, f"Features={features}")
 
+    def set_nodes(self, job_id: int, nodes: str) -> None:
+        """A pending job's required nodes (``ReqNodeList``; empty: any again)."""
+        if nodes and not _SLURM_NAMES.match(nodes):
+            raise SlurmError(f"job {job_id}: bad node list {nodes!r}")
+        self._update_retrying(job_id, f"ReqNodeList={nodes}")
+
     def _update_retrying(self, job_id: int, change: str) -> None:
         """``scontrol update`` of a pending job's partition or features. Slurm 24.11 and 26.05
         without slurmdbd fail such an update at random with EAGAIN ("Resource temporarily
