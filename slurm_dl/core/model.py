@@ -149,8 +149,6 @@ class Job:
     """The signal its own ``--signal`` names (``USR1`` for Lightning); None: the site's."""
     shards: int = 0
     """GPU shards it asks per node (GPU sharing; ``num_gpus`` is then 0)."""
-    shard_gpus: tuple[int, ...] = ()
-    """Running on shards: the GPU indices of its node its shards are on."""
     lead_s: float | None = None
     """The lead time its ``--signal=…@N`` gives its handler before a requeue; None: the site's."""
     waited_s: float | None = None

@@ -232,7 +232,10 @@ class CliBackend:
         if env:
             run_env = dict(self._env if self._env is not None else os.environ)
             run_env.update(env)
-        out = self._run(argv, input=text, env=run_env).stdout.strip()
+        done = self._run(argv, input=text, env=run_env)
+        out = done.stdout.strip()
+        self.submit_notices = [line.strip().removeprefix("sbatch: ") for line in (done.stderr or "").splitlines()
+                               if line.strip()]
         try:
             return int(out.splitlines()[-1].split(";")[0])
         except (ValueError, IndexError):

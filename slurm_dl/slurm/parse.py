@@ -212,17 +212,9 @@ def job_from_squeue(raw: Mapping[str, Any]) -> Job:
         requeue=_flag(raw.get("requeue")),
         array_job_id=_array_job_id(raw, job_id),
         shards=parse_shard_request(raw.get("tres_per_node")),
-        shard_gpus=_shard_gpus(raw) if state.active else (),
         **_array_tasks(raw, state),
     )
 
-
-def _shard_gpus(raw: Mapping[str, Any]) -> tuple[int, ...]:
-    """A running shard job's GPU indices on its (first) node, from ``gres_detail``."""
-    from .gpu_alloc import parse_shards
-
-    details = raw.get("gres_detail") or []
-    return parse_shards(str(details[0]))[0] if details else ()
 
 
 def _array_tasks(raw: Mapping[str, Any], state: JobState) -> dict[str, Any]:

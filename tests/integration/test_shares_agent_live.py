@@ -3,7 +3,8 @@ per GPU, the filter with ``[sharing]`` (a shard guarantees 10 GiB). Two ``dlsubm
 jobs of nobody land on shards of the same GPU; the agent (``slurm-dl gpu-agent --replay``:
 readings that name the jobs' real process ids, as NVML would on a GPU node) splits the GPU by
 process, and the job using 15 GiB of its 10 GiB share is named in the agent's file, in nobody's
-``dlsubmit status`` and in ``slurm-dl explain``; its 4 GiB neighbour is not. About 30-60 s.
+``dlsubmit status`` and in ``slurm-dl explain``; its 4 GiB neighbour is not. A job that asks
+``--gpu-mem 25G`` gets 3 shards and is told so. About 20-30 s.
 """
 
 from __future__ import annotations
@@ -79,12 +80,25 @@ def test_the_job_over_its_share_is_named_to_its_user(scene: tuple[Testbed, Path]
     items.write_text("one\n")
     items.chmod(0o644)
     jobs: dict[str, int] = {}
+    extra: list[int] = []
     try:
         for name in ("big", "small"):  # each writes its process id where the test reads it
             out = as_nobody("dlsubmit", "infer", "--share", "--gpus", "1", "--time", "5", "--name", name,
                             "--inputs", str(items), "--", "bash", "-c", f"echo $$ > {work}/{name}.pid; exec sleep 300")
             assert out.returncode == 0, out.stderr
+            assert "runs on a GPU shard" in out.stderr and "dl:share=0" in out.stderr, out.stderr  # the filter's word
             jobs[name] = int(re.search(r"submitted infer job (\d+)", out.stdout).group(1))
+        # Asking by memory: 25G needs 3 shards of 10 GB; the user is told so, and the tag keeps the share.
+        out = as_nobody("dlsubmit", "infer", "--gpu-mem", "25G", "--time", "5", "--name", "mem", "--inputs", str(items),
+                        "--", "sleep", "300")
+        assert out.returncode == 0, out.stderr
+        mem_job = int(re.search(r"submitted infer job (\d+)", out.stdout).group(1))
+        extra.append(mem_job)
+        assert "runs on 3 GPU shard(s) (3 of 8 parts of a h100, 30 GB of its memory for the 25G it" in \
+            " ".join(out.stderr.split()), out.stderr
+        fields = job_fields(mem_job, tb.env())
+        assert fields["TresPerNode"].endswith("shard:3") and "gpus=0;" in fields["AdminComment"] \
+            and "shards=3:8" in fields["AdminComment"], fields
         for j in jobs.values():
             wait_for_job_state(j, tb.env(), ("RUNNING",), timeout=120)
             assert job_fields(j, tb.env())["TresPerNode"].endswith("shard:1")
@@ -100,7 +114,7 @@ def test_the_job_over_its_share_is_named_to_its_user(scene: tuple[Testbed, Path]
                                env={**os.environ, **tb.env()}, capture_output=True, text=True, timeout=60)
         assert agent.returncode == 0, agent.stderr
         assert f"job {jobs['big']}: 1 GPU(s) 50% OVER its share's memory" in agent.stdout, agent.stdout
-        assert agent.stdout.rstrip().endswith(f"job {jobs['small']}: 1 GPU(s) 20%"), agent.stdout
+        assert re.search(rf"job {jobs['small']}: 1 GPU\(s\) 20%(,|$)", agent.stdout.rstrip()), agent.stdout
         prom = (root / "agents" / f"{node}.prom").read_text()
         assert f'slurm_dl_gpu_share_bytes{{job="{jobs["big"]}",node="{node}",gpu="{gpu}"}} {10 * GIB}' in prom
 
@@ -125,8 +139,8 @@ def test_the_job_over_its_share_is_named_to_its_user(scene: tuple[Testbed, Path]
         assert "15.0 GiB used of the 10.0 GiB its shards guarantee" in explain.stdout, explain.stdout
         assert "OVER its share" in explain.stdout, explain.stdout
     finally:
-        if jobs:
-            subprocess.run(["scancel", *map(str, jobs.values())], env={**os.environ, **tb.env()}, capture_output=True)
+        if jobs or extra:
+            subprocess.run(["scancel", *map(str, jobs.values()), *map(str, extra)], env={**os.environ, **tb.env()}, capture_output=True)
         shutil.rmtree(public, ignore_errors=True)
         shutil.rmtree(bin_dir.parent.parent, ignore_errors=True)
 
