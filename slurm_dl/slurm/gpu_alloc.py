@@ -2,7 +2,8 @@
 
 22.05 writes one ``gres_detail`` entry per allocated node, in the order of the job's expanded
 node list: ``gpu:h100:2(IDX:0,3)``; a job on GPU shards ``shard:2(IDX:0)`` (two shards of GPU
-0, which other jobs' shards share). The index is Slurm's GRES index on that node (the order of
+0, which other jobs' shards share); 24.11 writes the job's shards on each GPU of the node in
+index order instead: ``shard:2(2/8,0/8,0/8,0/8)``. The index is Slurm's GRES index on that node (the order of
 the node's ``gres.conf`` devices, i.e. ``/dev/nvidiaN`` for ``File=/dev/nvidia[0-7]``).
 """
 
@@ -17,6 +18,7 @@ from .dialects import state_text
 
 _IDX = re.compile(r"^gpu(?::[^:(]+)?(?::\d+)?\(IDX:([^)]*)\)")
 _SHARD = re.compile(r"^shard(?::[^:(]+)?:(\d+)\(IDX:([^)]*)\)")
+_SHARD_COUNTS = re.compile(r"^shard(?::[^:(]+)?:(\d+)\((\d+/\d+(?:,\d+/\d+)*)\)")
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,8 @@ def parse_idx(entry: str) -> tuple[int, ...]:
 
 
 def parse_shards(entry: str) -> tuple[tuple[int, ...], int]:
-    """``shard:2(IDX:0)`` -> ((0,), 2): the GPUs a job's shards are on and how many it holds."""
+    """``shard:2(IDX:0)`` (22.05) or ``shard:2(2/8,0/8)`` (24.11: the job's shards on each GPU in
+    index order) -> ((0,), 2): the GPUs a job's shards are on and how many it holds."""
     gpus: list[int] = []
     count = 0
     for part in _top_level(entry):
@@ -47,6 +50,13 @@ def parse_shards(entry: str) -> tuple[tuple[int, ...], int]:
         if m and (idx := _indices(m.group(2))):
             gpus.extend(idx)
             count += int(m.group(1))
+            continue
+        m = _SHARD_COUNTS.match(part)
+        if m:
+            mine = [i for i, pair in enumerate(m.group(2).split(",")) if int(pair.partition("/")[0]) > 0]
+            if mine:
+                gpus.extend(mine)
+                count += int(m.group(1))
     return tuple(sorted(set(gpus))), count
 
 

@@ -34,6 +34,8 @@ def test_slurm_shard_entries_give_the_gpu_and_the_shard_count() -> None:
     assert parse_shards("shard:2(IDX:0)") == ((0,), 2)
     assert parse_shards("shard:h100:3(IDX:1-2)") == ((1, 2), 3)
     assert parse_shards("gpu:h100:1(IDX:0)") == ((), 0)
+    assert parse_shards("shard:2(2/8,0/8,0/8,0/8)") == ((0,), 2), "24.11: the job's shards per GPU"
+    assert parse_shards("shard:h100:5(0/8,3/8,2/8,0/8)") == ((1, 2), 5)
     assert parse_idx("shard:2(IDX:0)") == (), "a shard is not a whole GPU"
     doc = {"jobs": [
         {"job_id": 8, "job_state": "RUNNING", "nodes": "gpu01", "user_name": "ann", "gres_detail": ["shard:1(IDX:0)"]},
