@@ -108,9 +108,13 @@ def _split(s: GpuSample, holders: list[GpuAllocation], pid_jobs: Mapping[int, in
     A process of no holding job (a job's shards ended, or a process escaped its job) is left
     out. Compute is NVML's per-process SM share where it has one; a job with a process NVML
     has no share for is also given the GPU's utilisation that no process accounts for (an
-    upper bound, never split by guess); a job without a process 0. Power is not split."""
+    upper bound, never split by guess); a job without a process 0. Power is not split. A
+    process whose job could not be read (another PID namespace, an agent without root) counts
+    as a process of every holder, so no job looks idle because the agent could not see whose
+    it is."""
     rows = []
     unexplained = max(0.0, s.util_percent - sum(p.sm_util_percent or 0.0 for p in s.procs))
+    unknown = sum(1 for p in s.procs if p.pid not in pid_jobs)
     for a in sorted(holders, key=lambda a: a.job_id):
         mine = [p for p in s.procs if pid_jobs.get(p.pid) == a.job_id]
         util = sum(p.sm_util_percent or 0.0 for p in mine)
@@ -123,7 +127,7 @@ def _split(s: GpuSample, holders: list[GpuAllocation], pid_jobs: Mapping[int, in
         rows.append(JobGpuSample(
             job_id=a.job_id, node=s.node, gpu=s.slurm_index, util_percent=util,
             mem_used_bytes=sum(p.mem_bytes or 0 for p in mine), power_watts=None,
-            processes=len(mine), time=s.time, share_bytes=share))
+            processes=len(mine) + unknown, time=s.time, share_bytes=share))
     return rows
 
 

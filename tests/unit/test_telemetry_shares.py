@@ -94,6 +94,14 @@ def test_a_shared_gpu_is_split_by_process_and_the_job_over_its_share_is_named() 
     assert over_share(rows) == {8: (15 * GIB, 10 * GIB)}
 
 
+def test_a_process_whose_job_is_unknown_keeps_every_holder_from_looking_idle() -> None:
+    s = shared_gpu([ProcessSample(1, 2 * GIB, None), ProcessSample(2, 3 * GIB, None)], util=50.0)
+    allocs = [GpuAllocation(8, "ann", "gpu01", (0,), 1), GpuAllocation(9, "bob", "gpu01", (0,), 1)]
+    rows = {r.job_id: r for r in attribute([s], allocs, {1: 8}, {"gpu01": ShareRule(8, 10 * GIB)})}
+    assert (rows[8].processes, rows[9].processes) == (2, 1), "pid 2's job unknown: counted for both"
+    assert (rows[8].mem_used_bytes, rows[9].mem_used_bytes) == (2 * GIB, 0), "its memory is nobody's"
+
+
 def test_without_a_site_shard_size_the_share_is_the_gpus_memory_divided() -> None:
     s = shared_gpu([ProcessSample(1, 30 * GIB, None)], util=90.0, total=80 * GIB)
     [row] = attribute([s], [GpuAllocation(8, "ann", "gpu01", (0,), 2)], {1: 8}, {"gpu01": ShareRule(8)})
