@@ -18,6 +18,7 @@ A job whose GPUs are used again starts over (``ok``).
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -34,6 +35,7 @@ from slurm_dl.telemetry.samples import JobGpuSample
 from slurm_dl.telemetry.summary import JobUtilisationSummary, fold_samples
 
 log = logging.getLogger("slurm_dl.prioritizer")
+RUNS_KEPT, NAMES_KEPT = 100, 20_000  # share hints: runs per (user, name), names remembered
 
 Decision = tuple[int, str, int | None, str]
 
@@ -56,13 +58,26 @@ class IdleWatcher:
         self.window: list[JobGpuSample] = []
         self.summaries: dict[int, JobUtilisationSummary] = {}
         self.loaded = False
-        self.runs: list[RunUse] = []  # ended jobs' GPU use (the store's gpu-use rows): share hints
+        self.runs: OrderedDict[tuple[str, str], list[RunUse]] = OrderedDict()
+        """Ended jobs' GPU use per (user, job name), newest names last (the store's gpu-use rows):
+        bounded, the last RUNS_KEPT runs of each of the last NAMES_KEPT names."""
         self.running: dict[int, tuple[Job, bool]] = {}  # running job -> (job, on shards)
         self.hinted: set[int] = set()  # jobs whose comment has the share hint
 
     def load_runs(self, rows: Iterable[Any]) -> None:
         """Ended jobs' GPU use, from the store's ``gpu-use`` decision rows (once, at start)."""
-        self.runs = [r for r in (RunUse.from_reason(row.reason) for row in rows) if r is not None]
+        self.runs = OrderedDict()
+        for run in (RunUse.from_reason(row.reason) for row in rows):
+            if run is not None:
+                self._remember(run)
+
+    def _remember(self, run: RunUse) -> None:
+        key = (run.user, run.name)
+        kept = self.runs.pop(key, [])
+        kept.append(run)
+        self.runs[key] = kept[-RUNS_KEPT:]
+        while len(self.runs) > NAMES_KEPT:
+            self.runs.popitem(last=False)
 
     def load(self, summaries: dict[int, JobUtilisationSummary]) -> None:
         """The stored summaries of the jobs alive now (once, when the daemon starts)."""
@@ -121,7 +136,7 @@ class IdleWatcher:
         run = RunUse(job.job_id, job.user, job.name, job.num_gpus, shared or not job.num_gpus,
                      summary.peak_gpu_mem_bytes, round(summary.mean_util_percent, 2), summary.samples,
                      summary.last_sample_at or now)
-        self.runs.append(run)
+        self._remember(run)
         rows.append((job.job_id, GPU_USE, None, run.to_reason()))
 
     def _hints(self, running: dict[int, Job], out: IdleStep, backend: Any, dry_run: bool) -> None:
@@ -132,7 +147,7 @@ class IdleWatcher:
         for jid, job in running.items():
             if job.num_gpus != 1 or self.running.get(jid, (job, False))[1]:
                 continue
-            hint = share_hint(self.runs, job.user, job.name, runs=sharing.suggest_after_runs,
+            hint = share_hint(self.runs.get((job.user, job.name), ()), job.user, job.name, runs=sharing.suggest_after_runs,
                               gpu_mem_bytes=_gpu_memory_bytes(self.site, job.gpu_type),
                               max_fraction=sharing.suggest_max_fraction)
             if hint is None:

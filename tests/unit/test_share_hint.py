@@ -105,3 +105,17 @@ def test_the_prioritizer_remembers_small_runs_and_hints_the_next_one(tmp_path: P
     [row] = describe_jobs([c.jobs[4]], 4)
     assert "  tip:         its last 3 runs used at most 5% of their GPU and 3.0 GiB: a GPU" in detail_lines(row)
     assert status_table([row])[-1].strip() == "tip: a GPU shard would do (dlsubmit --share)"
+
+
+def test_the_daemon_remembers_a_bounded_history(monkeypatch) -> None:
+    import prioritizer.idle_watch as iw
+    from slurm_dl.core.config import TelemetryConfig
+
+    monkeypatch.setattr(iw, "NAMES_KEPT", 3)
+    w = iw.IdleWatcher(TelemetryConfig())
+    for i in range(150):
+        w._remember(run(i))
+    assert len(w.runs[("ann", "nb")]) == iw.RUNS_KEPT and w.runs[("ann", "nb")][-1].job_id == 149
+    for name in ("a", "b", "c"):
+        w._remember(run(200, name=name))
+    assert list(w.runs) == [("ann", "a"), ("ann", "b"), ("ann", "c")], "the oldest name forgotten first"
