@@ -32,7 +32,7 @@ from .explain_cache import ExplanationCache
 from .idle_watch import IdleWatcher
 from .jobs import apply_ledger, apply_tags, demote_violations, reopen_returned, seed_unknown_running
 from .planning import plan_intents
-from .steer import SteerReport, Steering, gpu_type_entry, steer
+from .steer import ShardSteering, SteerReport, Steering, gpu_type_entry, steer
 
 log = logging.getLogger("slurm_dl.prioritizer")
 
@@ -128,6 +128,8 @@ class Prioritizer:
         self._admission_restored = False
         self.idle = IdleWatcher(config.telemetry, site=config) if config.telemetry.exposition_dir else None
         self.explain_cache = ExplanationCache()  # which explanations a cycle rebuilds
+        self.shard_steering = ShardSteering(config) if any(g.shards_per_gpu for g in config.sharing.groups) else None
+        """GPU sharing: waiting shard jobs packed onto GPUs already shared."""
         self.steering = Steering(config) if len(config.gpu_types) > 1 else None
         """Several GPU types: charges at each type's speed, waiting jobs steered between types."""
         self.idle_site_factor = -self.scale.maximum
@@ -143,7 +145,16 @@ class Prioritizer:
 
     def _steer(self, snap: ClusterSnapshot, jobs: list[Job], scores: dict[int, float], work: Ledger,
                report: "CycleReport", decisions: list) -> SteerReport:
-        """Several GPU types: each waiting job that accepts several goes where it runs best."""
+        """Several GPU types: each waiting job that accepts several goes where it runs best.
+        GPU sharing: each waiting shard job to the node whose shared GPUs it fills."""
+        if self.shard_steering is not None:
+            now = snap.taken_at
+            order = sorted((j for j in jobs if j.shards > 0 and j.pending and waits_only_for_gpus(j, now)),
+                           key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
+            changed, errors = self.shard_steering.step(self.backend, snap, order, dry_run=self.dry_run)
+            for jid, choice in changed.items():
+                decisions.append((jid, "shard_node", None, f"steered to {choice.node}: {choice.why}"))
+            report.errors.extend(errors)
         if self.steering is None:
             return SteerReport()
         self.steering.learn(work.runs)
@@ -262,6 +273,7 @@ class Prioritizer:
         if self.idle is not None:  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
             if not self.idle.loaded:
                 self.idle.load(self.store.utilisation_summaries([j.job_id for j in jobs]))
+                self.idle.load_runs(self.store.decisions_of_kind("gpu-use"))
             idle_low = self.idle.deprioritized(j.job_id for j in jobs)
             for j in jobs:
                 if j.job_id in idle_low:

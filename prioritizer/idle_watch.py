@@ -18,6 +18,7 @@ A job whose GPUs are used again starts over (``ok``).
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -27,12 +28,14 @@ from slurm_dl.core.idle import (IdleDecision, Verdict, carried_idle_since, decid
                            utilisation_entry)
 from slurm_dl.idle_notice import action_note, comment_with_note, warning_note
 from slurm_dl.core.model import Job
+from slurm_dl.core.share_hint import KIND as GPU_USE, RunUse, share_hint
 from slurm_dl.telemetry.attribution import summarize
 from slurm_dl.telemetry.reader import read_exposition_dir
 from slurm_dl.telemetry.samples import JobGpuSample
 from slurm_dl.telemetry.summary import JobUtilisationSummary, fold_samples
 
 log = logging.getLogger("slurm_dl.prioritizer")
+RUNS_KEPT, NAMES_KEPT = 100, 20_000  # share hints: runs per (user, name), names remembered
 
 Decision = tuple[int, str, int | None, str]
 
@@ -55,6 +58,26 @@ class IdleWatcher:
         self.window: list[JobGpuSample] = []
         self.summaries: dict[int, JobUtilisationSummary] = {}
         self.loaded = False
+        self.runs: OrderedDict[tuple[str, str], list[RunUse]] = OrderedDict()
+        """Ended jobs' GPU use per (user, job name), newest names last (the store's gpu-use rows):
+        bounded, the last RUNS_KEPT runs of each of the last NAMES_KEPT names."""
+        self.running: dict[int, tuple[Job, bool]] = {}  # running job -> (job, on shards)
+        self.hinted: set[int] = set()  # jobs whose comment has the share hint
+
+    def load_runs(self, rows: Iterable[Any]) -> None:
+        """Ended jobs' GPU use, from the store's ``gpu-use`` decision rows (once, at start)."""
+        self.runs = OrderedDict()
+        for run in (RunUse.from_reason(row.reason) for row in rows):
+            if run is not None:
+                self._remember(run)
+
+    def _remember(self, run: RunUse) -> None:
+        key = (run.user, run.name)
+        kept = self.runs.pop(key, [])
+        kept.append(run)
+        self.runs[key] = kept[-RUNS_KEPT:]
+        while len(self.runs) > NAMES_KEPT:
+            self.runs.popitem(last=False)
 
     def load(self, summaries: dict[int, JobUtilisationSummary]) -> None:
         """The stored summaries of the jobs alive now (once, when the daemon starts)."""
@@ -93,10 +116,47 @@ class IdleWatcher:
         for jid in set(running) - set(out.entries):  # no samples this window: what is stored, if anything
             if jid in self.summaries:
                 out.entries[jid] = self.summaries[jid].explained()
+        shared = {s.job_id for s in mine if s.share_bytes is not None}
+        for jid, job in running.items():
+            self.running[jid] = (job, jid in shared or self.running.get(jid, (job, False))[1])
         live = {j.job_id for j in jobs}
         for jid in [j for j in self.summaries if j not in live]:
-            del self.summaries[jid]
+            self._ended(self.summaries.pop(jid), now, out.rows)
+        for jid in [j for j in self.running if j not in live]:
+            del self.running[jid]
+            self.hinted.discard(jid)
+        self._hints(running, out, backend, dry_run)
         return out
+
+    def _ended(self, summary: JobUtilisationSummary, now: float, rows: list[Decision]) -> None:
+        """Remember what an ended job did with its GPUs (a ``gpu-use`` row: share hints later)."""
+        job, shared = self.running.get(summary.job_id, (None, False))
+        if job is None or not summary.samples:
+            return
+        run = RunUse(job.job_id, job.user, job.name, job.num_gpus, shared or not job.num_gpus,
+                     summary.peak_gpu_mem_bytes, round(summary.mean_util_percent, 2), summary.samples,
+                     summary.last_sample_at or now)
+        self._remember(run)
+        rows.append((job.job_id, GPU_USE, None, run.to_reason()))
+
+    def _hints(self, running: dict[int, Job], out: IdleStep, backend: Any, dry_run: bool) -> None:
+        """A running 1-GPU job whose name's last runs used a small part of their GPU: told a shard would do."""
+        sharing = getattr(self.site, "sharing", None)
+        if sharing is None or not sharing.groups or not sharing.suggest_after_runs:
+            return
+        for jid, job in running.items():
+            if job.num_gpus != 1 or self.running.get(jid, (job, False))[1]:
+                continue
+            hint = share_hint(self.runs.get((job.user, job.name), ()), job.user, job.name, runs=sharing.suggest_after_runs,
+                              gpu_mem_bytes=_gpu_memory_bytes(self.site, job.gpu_type),
+                              max_fraction=sharing.suggest_max_fraction)
+            if hint is None:
+                continue
+            out.entries.setdefault(jid, {})["share_hint"] = hint
+            if jid not in self.hinted and not dry_run and not (job.comment and "[slurm-dl: " in job.comment):
+                self.hinted.add(jid)  # once; never over an idle warning
+                out.rows.append((jid, "share-hint", None, hint))
+                self._comment(job, hint, backend)
 
     def _advance(self, s: JobUtilisationSummary, d: IdleDecision, job: Job, backend: Any, now: float,
                  dry_run: bool, rows: list[Decision]) -> None:
@@ -147,6 +207,13 @@ class IdleWatcher:
             job.comment = text
         except SlurmError as e:  # a failed note must not stop the cycle; the log has the warning
             log.warning("idle GPUs: job %d: writing the comment failed: %s", job.job_id, e)
+
+
+def _gpu_memory_bytes(site: Any, gpu_type: str | None) -> int:
+    """The memory of the job's GPU type; else of the smallest type the site describes (0: unknown)."""
+    mems = {g.name: g.memory_gb for g in getattr(site, "gpu_types", []) if g.memory_gb}
+    gb = mems.get(gpu_type or "") or (min(mems.values()) if mems else 0)
+    return int(gb * 2**30)
 
 
 def _state(s: JobUtilisationSummary) -> tuple:

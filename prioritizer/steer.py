@@ -16,7 +16,7 @@ from typing import Mapping, Protocol, Sequence
 from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.errors import SlurmError
 from slurm_dl.core.model import ClusterSnapshot, Job
-from slurm_dl.core.steering import Lever, TypeChoice, choose_types, type_levers
+from slurm_dl.core.steering import Lever, ShardChoice, TypeChoice, choose_shard_nodes, choose_types, type_levers
 from slurm_dl.core.throughput import RunRecord, ThroughputModel
 
 log = logging.getLogger("slurm_dl.prioritizer")
@@ -96,6 +96,60 @@ def steer(steering: Steering, backend: SteerBackend, snap: ClusterSnapshot, orde
             continue
         log.info("job %d steered to %s: %s", job_id, choice.gpu_type, choice.why)
     return report
+
+
+class ShardSteering:
+    """Waiting shard jobs steered to the node whose shared GPUs they fill (``ReqNodeList``),
+    before Slurm opens a whole GPU for them elsewhere. Remembers which jobs it pinned, to change
+    a pin only when the choice changes and to let a job it pinned go anywhere again when no node
+    has room now."""
+
+    def __init__(self, config: SiteConfig) -> None:
+        groups = {g.name: g for g in config.node_groups}
+        self.shards_per_gpu: dict[str, int] = {}
+        for sg in config.sharing.groups:
+            g = groups.get(sg.node_group)
+            if g is not None and sg.shards_per_gpu:
+                for name in g.node_names:
+                    self.shards_per_gpu[name] = sg.shards_per_gpu
+        self.pinned: dict[int, str] = {}
+
+    def step(self, backend, snap: ClusterSnapshot, order: Sequence[Job], *,
+             dry_run: bool = False) -> tuple[dict[int, ShardChoice], list[str]]:
+        """Decide and apply; returns the choices that changed a pin, and errors."""
+        waiting = [j for j in order if j.shards > 0]
+        live = {j.job_id for j in waiting}
+        self.pinned = {j: n for j, n in self.pinned.items() if j in live}
+        if not waiting or not self.shards_per_gpu:
+            return {}, []
+        used: dict[str, dict[int, int]] = {}
+        for a in backend.gpu_allocations():
+            if a.shards and a.node in self.shards_per_gpu:
+                for g in a.gpus:
+                    used.setdefault(a.node, {})[g] = used.get(a.node, {}).get(g, 0) + a.shards // len(a.gpus)
+        choices = choose_shard_nodes(waiting, snap.nodes, self.shards_per_gpu, used)
+        changed: dict[int, ShardChoice] = {}
+        errors: list[str] = []
+        for job in waiting:
+            choice = choices.get(job.job_id)
+            target = choice.node if choice is not None else ""
+            if self.pinned.get(job.job_id, "") == target:
+                continue
+            if choice is None and job.job_id not in self.pinned:
+                continue  # never pinned by us: nothing to undo
+            if not dry_run:
+                try:
+                    backend.set_nodes(job.job_id, target)
+                except SlurmError as e:  # it started meanwhile, or Slurm refused: decided again next cycle
+                    errors.append(f"steering shard job {job.job_id} to {target or 'any node'}: {e}")
+                    continue
+            if choice is None:
+                del self.pinned[job.job_id]
+                continue
+            self.pinned[job.job_id] = target
+            changed[job.job_id] = choice
+            log.info("shard job %d steered to %s: %s", job.job_id, target, choice.why)
+        return changed, errors
 
 
 def gpu_type_entry(job: Job, model: ThroughputModel, choice: TypeChoice | None) -> dict:

@@ -98,6 +98,16 @@ def action_note(decision: IdleDecision) -> str:
     return f"{_DEPRIORITIZED}: {head}; first to be requeued when GPUs are needed"
 
 
+SHARE_HINT_MARK = "a GPU shard would do"
+"""What the share hint's note (:func:`slurm_dl.core.share_hint.share_hint`) always says."""
+
+
+def share_tip(comment: str | None) -> str | None:
+    """slurm-dl's share hint in a job's comment, or None."""
+    note = current_note(comment)
+    return note if note and SHARE_HINT_MARK in note else None
+
+
 def note_state(note: str | None) -> str | None:
     """What one of these notes says was done: "warned", "deprioritized", "cancelled" or None."""
     if not note:

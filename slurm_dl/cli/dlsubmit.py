@@ -292,6 +292,8 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
                 typer.echo(f"  {extra}", err=True)
             raise typer.Exit(1) from None
         save_record(job_id, job, Path.cwd())
+        for note in getattr(backend, "submit_notices", ()):  # what the site's job filter told the user
+            typer.echo("\n".join(textwrap.wrap(note, 80, subsequent_indent="  ")), err=True)
     leaf = Path(job.checkpoint_dir).name if run_tag or resume else None
     if as_json:
         typer.echo(json.dumps({"job_id": job_id, "name": job.name, "kind": kind,

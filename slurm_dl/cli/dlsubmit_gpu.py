@@ -32,15 +32,24 @@ def gpu_status(job: Job, samples: Iterable[JobGpuSample]) -> dict[str, Any] | No
     idle_minutes = None
     if all(r.idle_since is not None for r in rows):
         idle_minutes = round(max(0.0, min(r.time for r in rows) - max(r.idle_since for r in rows)) / 60.0, 1)
+    shares = [r.share_bytes for r in rows if r.share_bytes is not None]
+    share = sum(shares) if shares else None
+    used = sum(r.mem_used_bytes for r in rows)
     return {
         "gpus": len(rows),
+        "share_bytes": share,
+        "over_share": share is not None and used > share,
         "mean_util_percent": round(sum(r.util_percent for r in rows) / len(rows), 1),
-        "mem_used_bytes": sum(r.mem_used_bytes for r in rows),
+        "mem_used_bytes": used,
         "processes": sum(r.processes for r in rows),
         "idle_minutes": idle_minutes,
         "sampled_at": min(r.time for r in rows),
         "note": current_note(job.comment),
     }
+
+
+OVER_SHARE_HINT = ("  (neighbours on its GPU may run out of memory: ask for more shards, or a whole\n"
+                   "  GPU with --comment=dl:share=0)")
 
 
 def gpu_cell(row: dict[str, Any]) -> str:
@@ -52,7 +61,13 @@ def gpu_cell(row: dict[str, Any]) -> str:
     g = row.get("gpu")
     if g is None:
         return "no samples"
-    text = f"{g['mean_util_percent']:g}% of {g['gpus']} GPU(s), {g['mem_used_bytes'] / 2**30:.1f} GiB"
+    share = g.get("share_bytes")
+    if share is None:
+        text = f"{g['mean_util_percent']:g}% of {g['gpus']} GPU(s), {g['mem_used_bytes'] / 2**30:.1f} GiB"
+    else:
+        mem = f"{g['mem_used_bytes'] / 2**30:.1f} GiB of its {share / 2**30:.1f} GiB share"
+        text = (f"OVER its share: {mem}, {g['mean_util_percent']:g}% of a GPU" if g.get("over_share")
+                else f"{g['mean_util_percent']:g}% of a GPU, {mem}")
     if g["idle_minutes"] is not None:
         text += f", idle {g['idle_minutes']:.0f} min"
     state = note_state(g.get("note"))

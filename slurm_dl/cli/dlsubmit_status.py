@@ -28,7 +28,8 @@ from ..core.model import Job
 from ..render import RenderedJob
 from ..site_paths import sqlite_path
 from ..telemetry.samples import JobGpuSample
-from .dlsubmit_gpu import gpu_cell, gpu_status
+from ..idle_notice import SHARE_HINT_MARK, share_tip
+from .dlsubmit_gpu import OVER_SHARE_HINT, gpu_cell, gpu_status
 
 
 def state_dir() -> Path:
@@ -263,6 +264,7 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer
             "started_at": job.start_time if job.running else None,
             "telemetry": gpu_samples is not None,
             "gpu": gpu_status(job, gpu_samples) if gpu_samples is not None and job.running else None,
+            "tip": share_tip(job.comment),
         }
         if record and record.get("checkpoint_dir"):
             d = Path(record["checkpoint_dir"])
@@ -433,6 +435,8 @@ def status_table(rows: list[dict[str, Any]], width: int = 80, now: float | None 
         gpu = gpu_cell(r)
         if r["state"] == "RUNNING" and gpu not in ("-", "–"):
             lines.append(_cut(f"{'':>9}GPU use: {gpu}", width))
+        if r.get("tip") and r["state"] in ("RUNNING", "PENDING"):
+            lines.append(_cut(f"{'':>9}tip: {SHARE_HINT_MARK} (dlsubmit --share)", width))
     return lines
 
 
@@ -459,6 +463,10 @@ def detail_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"  newest:      {Path(r['last_checkpoint']).name if r['last_checkpoint'] else 'none yet'}")
     if r.get("telemetry"):
         lines.append(f"  GPU use:     {gpu_cell(r)}")
+        if r["state"] == "RUNNING" and (r.get("gpu") or {}).get("over_share"):
+            lines.extend(OVER_SHARE_HINT.splitlines())
+    if r.get("tip"):
+        lines.extend(wrap_tip(r["tip"]))
     if r["events"]:
         lines.append("  recent events:")
         lines.extend(_cut(f"    {event_text(ev)}", 80) for ev in r["events"])
@@ -466,6 +474,10 @@ def detail_lines(r: dict[str, Any]) -> list[str]:
         lines.append("what the prioritizer says (slurm-dl explain):")
         lines.extend(r["explain"].splitlines())
     return lines
+
+
+def wrap_tip(text: str, width: int = 80) -> list[str]:
+    return textwrap.wrap(text, width, initial_indent="  tip:         ", subsequent_indent=" " * 15)
 
 
 _EVENT_FIELD = re.compile(r"(\w[\w-]*)=(\S+)")

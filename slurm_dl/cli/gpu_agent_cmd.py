@@ -34,23 +34,33 @@ def gpu_agent(
     idle_without_gpus: bool = typer.Option(False, "--idle-without-gpus",
                                            help="without GPUs/NVML, sleep instead of exiting (for a unit on mixed nodes)"),
     as_json: bool = typer.Option(False, "--json", help="print each sample as JSON"),
+    replay: Optional[Path] = typer.Option(None, "--replay", metavar="FILE",
+                                          help="read recorded GPU readings (JSON) instead of NVML: a testbed "
+                                               "or a demo without GPUs"),
     log_level: str = LogLevelOpt,
     log_format: str = LogFormatOpt,
 ) -> None:
     from ..slurm import CliBackend
-    from ..telemetry.agent import node_name, sample_once
+    from ..telemetry.agent import node_name, sample_once, share_rules
     from ..telemetry.nvml import NvmlUnavailableError, load_nvml
 
     setup_logging("slurm-dl-gpu-agent", log_level, log_format)
     say = typer.echo if once else logging.getLogger("slurm_dl.gpu_agent").info  # a daemon logs
     with expected_errors():
         found = find_config(config)
-        telemetry = load_config(found).telemetry if found else None
+        site = load_config(found) if found else None
+        telemetry = site.telemetry if site else None
         period = interval if interval is not None else (telemetry.sample_seconds if telemetry else 30.0)
         idle_percent = telemetry.idle_util_percent if telemetry else 2.0
         name = node or node_name()
+        shares = share_rules(site, name)
         try:
-            nvml = load_nvml()
+            if replay is not None:
+                from ..telemetry.recorded import RecordedNvml
+
+                nvml = RecordedNvml.from_file(replay)
+            else:
+                nvml = load_nvml()
             count = nvml.nvmlDeviceGetCount()
         except NvmlUnavailableError as e:
             _no_gpus(f"gpu-agent: {name}: {e}; no GPUs to sample, exiting", once, idle_without_gpus, say)
@@ -63,7 +73,7 @@ def gpu_agent(
         while True:
             try:
                 result = sample_once(nvml, name, backend.gpu_allocations, output_dir,
-                                     idle_util_percent=idle_percent)
+                                     idle_util_percent=idle_percent, shares=shares)
             except SlurmError as e:
                 if once or isinstance(e, SlurmNotInstalledError):
                     raise
@@ -79,7 +89,10 @@ def gpu_agent(
                                        "samples": [asdict(s) for s in result.samples],
                                        "jobs": {str(k): asdict(v) for k, v in result.jobs.items()}}))
             else:
-                busy = ", ".join(f"job {j}: {u.gpus} GPU(s) {u.mean_util_percent:.0f}%" for j, u in result.jobs.items())
+                busy = ", ".join(f"job {j}: {u.gpus} GPU(s) {u.mean_util_percent:.0f}%"
+                                 + (" OVER its share's memory" if u.share_bytes is not None
+                                    and u.mem_used_bytes > u.share_bytes else "")
+                                 for j, u in result.jobs.items())
                 say(f"gpu-agent: {name}: {result.gpus} GPU(s) sampled -> {result.written}"
                     f"{'; ' + busy if busy else '; no Slurm job holds a GPU'}")
             if once:

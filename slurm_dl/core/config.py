@@ -588,6 +588,12 @@ class SharingConfig(_Strict):
                                     max_length=16, description="classes whose 1-GPU jobs are routed to "
                                     "shards (training never is)")
 
+    suggest_after_runs: int = num(3, ge=0, le=100, description="a user's job is told a shard would do "
+                                  "when this many of its name's last runs each used a small part of one "
+                                  "whole GPU (0: never)")
+    suggest_max_fraction: float = num(0.25, gt=0, le=1, description="a small part: at most this fraction "
+                                      "of the GPU's compute (mean) and memory (peak)")
+
     @field_validator("classes")
     @classmethod
     def _no_training(cls, v: list[JobClass]) -> list[JobClass]:

@@ -8,6 +8,7 @@ turns that dict and the job's recorded decisions into text for ``slurm-dl explai
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any, Iterable, Mapping
 
 from .model import Job
@@ -172,15 +173,28 @@ def utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:
         idle = f"; idle {gpu['idle_minutes']} min -> {gpu['idle_verdict']}" if "idle_verdict" in gpu else ""
         lines.append(f"  GPU utilisation: {gpu['gpus']} GPU(s), mean {gpu['mean_util_percent']}% max "
                      f"{gpu['max_util_percent']}%, {gpu['processes']} process(es), {gpu['power_watts']} W{idle}")
+        if gpu.get("share_bytes") is not None:
+            lines.extend(share_lines(gpu["mem_used_bytes"], gpu["share_bytes"]))
     if gpu.get("samples_seen"):
         peak_gib = (gpu.get("peak_gpu_mem_bytes") or 0) / 2**30
         lines.append(f"  GPU lifetime: {gpu['samples_seen']} sample(s), mean {gpu['lifetime_mean_util_percent']}%, "
                      f"peak {gpu['peak_util_percent']}%, peak memory {peak_gib:.1f} GiB per GPU, "
                      f"last busy {_t(gpu.get('last_busy_at'))}, idle since {_t(gpu.get('idle_since'))}")
+    if gpu.get("share_hint"):
+        lines.extend(textwrap.wrap(gpu["share_hint"], 80, initial_indent="  GPU share tip: ", subsequent_indent="    "))
     if gpu.get("warned_at") is not None or gpu.get("action"):
         action = f"; {gpu['action']} at {_t(gpu.get('action_at'))}" if gpu.get("action") else ""
         lines.append(f"  idle GPUs: warned {_t(gpu.get('warned_at'))}{action}")
     return lines
+
+
+def share_lines(used: int, share: int) -> list[str]:
+    """A job on GPU shards: its memory against what its shards guarantee, and whether it is over."""
+    head = f"  GPU share: {used / 2**30:.1f} GiB used of the {share / 2**30:.1f} GiB its shards guarantee"
+    if used <= share:
+        return [head + " (within)"]
+    return [head, "    OVER its share: its neighbours on the GPU may run out of memory;",
+            "    ask for more shards or a whole GPU (--comment=dl:share=0)"]
 
 
 def _t(at: Any) -> str:

@@ -188,6 +188,9 @@ def utilisation_entry(util: Any, decision: IdleDecision | None) -> dict:
     entry = {"gpus": util.gpus, "mean_util_percent": round(util.mean_util_percent, 1),
              "max_util_percent": round(util.max_util_percent, 1), "mem_used_bytes": util.mem_used_bytes,
              "power_watts": round(util.power_watts, 1), "processes": util.processes}
+    share = getattr(util, "share_bytes", None)
+    if share is not None:
+        entry.update(share_bytes=share, over_share=util.mem_used_bytes > share)
     if decision is not None:
         entry.update(idle_minutes=round(decision.idle_minutes, 1), idle_verdict=decision.verdict.value,
                      idle_enforced=decision.enforce, idle_reason=decision.reason)

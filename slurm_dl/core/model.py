@@ -147,6 +147,8 @@ class Job:
     """Where a checkpointable job wants its preemption signal: the batch shell or its steps."""
     preempt_signal: str | None = None
     """The signal its own ``--signal`` names (``USR1`` for Lightning); None: the site's."""
+    shards: int = 0
+    """GPU shards it asks per node (GPU sharing; ``num_gpus`` is then 0)."""
     lead_s: float | None = None
     """The lead time its ``--signal=…@N`` gives its handler before a requeue; None: the site's."""
     waited_s: float | None = None

@@ -7,6 +7,16 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class ProcessSample:
+    """One process holding a context on a GPU (NVML's process list): its memory and, where NVML
+    keeps per-process samples, its share of the GPU's compute (None: not reported)."""
+
+    pid: int
+    mem_bytes: int | None = None
+    sm_util_percent: float | None = None
+
+
+@dataclass(frozen=True)
 class GpuSample:
     """One NVML reading of one GPU.
 
@@ -23,6 +33,7 @@ class GpuSample:
     power_watts: float | None
     pids: tuple[int, ...]
     time: float
+    procs: tuple[ProcessSample, ...] = ()
 
     @property
     def slurm_index(self) -> int:
@@ -35,7 +46,8 @@ class JobGpuSample:
 
     ``idle_since``: when this GPU's current idle spell for this job began (the agent carries it
     from its previous file, see :func:`slurm_dl.telemetry.summary.carry_idle_since`); None while busy
-    or unknown.
+    or unknown. ``share_bytes``: on a shared GPU, the memory the job's shards guarantee it there
+    (None: the job holds the whole GPU, or the site did not say what a shard is worth).
     """
 
     job_id: int
@@ -47,3 +59,9 @@ class JobGpuSample:
     processes: int
     time: float
     idle_since: float | None = None
+    share_bytes: int | None = None
+
+    @property
+    def over_share(self) -> bool:
+        """On a shared GPU, the job uses more memory than its shards guarantee."""
+        return self.share_bytes is not None and self.mem_used_bytes > self.share_bytes

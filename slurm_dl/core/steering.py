@@ -236,3 +236,68 @@ def plan_moves(running: Sequence[Job], waiting: Sequence[Job], nodes: Sequence[N
                             f"{why}; it runs {gain:.2g}x faster there than on "
                             f"{job.gpu_type} (moves at {min_speedup:g}x or more)"))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class ShardChoice:
+    """The node a waiting shard job should start on, and why."""
+
+    job_id: int
+    node: str
+    joins_shared: bool  # onto a GPU already shared, not a newly opened one
+    why: str
+
+
+def choose_shard_nodes(pending: Sequence[Job], nodes: Sequence[Node], shards_per_gpu: Mapping[str, int],
+                       used: Mapping[str, Mapping[int, int]]) -> dict[int, ShardChoice]:
+    """Where each waiting shard job in ``pending`` (the policy's order) should start, packing
+    shards onto GPUs already shared before opening another, so whole GPUs stay free for the jobs
+    that need them (fragmentation-aware placement in the spirit of FGD, as the simulator's
+    ``bestfit``/``fgd``).
+
+    ``shards_per_gpu``: the shard nodes and how many shards each GPU offers; ``used``: node ->
+    GPU index -> shards held by running jobs. A GPU with shards in use still counts as free in
+    Slurm's GPU count (``Node.gpus_free``), so a node's whole free GPUs are its free GPUs less
+    those with shards in use.
+
+    A job joins the shared GPU its shards fill best (fewest shards left after it; ties: the node
+    with fewer whole free GPUs, then the name). Where no shared GPU has room it opens a GPU on the
+    shard node with the fewest whole free GPUs (>= 1), leaving the nodes with the most whole GPUs
+    to jobs of several GPUs. A job no node has room for gets no choice (Slurm keeps it waiting)."""
+    state: dict[str, dict[int, int]] = {}
+    whole: dict[str, int] = {}
+    for n in nodes:
+        spg = shards_per_gpu.get(n.name, 0)
+        if spg <= 0 or not n.available:
+            continue
+        gpus = {g: u for g, u in (used.get(n.name) or {}).items() if u > 0}
+        state[n.name] = dict(gpus)
+        whole[n.name] = max(0, n.gpus_free - len(gpus))
+    out: dict[int, ShardChoice] = {}
+    opened = 0
+    for job in pending:
+        k = job.shards
+        if k <= 0:
+            continue
+        shared = [(shards_per_gpu[name] - u - k, whole[name], name, g, u)
+                  for name, gpus in state.items() for g, u in gpus.items()
+                  if u < shards_per_gpu[name] and shards_per_gpu[name] - u >= k]
+        if shared:
+            left, _, name, g, u = min(shared)
+            state[name][g] = u + k
+            gpu = f"GPU {g} of {name}" if g >= 0 else f"a GPU of {name} opened this cycle"
+            out[job.job_id] = ShardChoice(job.job_id, name, True,
+                                          f"joins {gpu}, already shared ({u} of {shards_per_gpu[name]} shards "
+                                          "in use): whole GPUs stay free")
+            continue
+        fresh = [(whole[name], name) for name in state if whole[name] > 0 and shards_per_gpu[name] >= k]
+        if not fresh:
+            continue
+        free, name = min(fresh)
+        opened += 1
+        state[name][-opened] = k  # a GPU Slurm will pick on that node: its index is not known yet
+        whole[name] -= 1
+        out[job.job_id] = ShardChoice(job.job_id, name, False,
+                                      f"no shared GPU has {k} shard(s) free: opens a GPU on {name}, the shard "
+                                      f"node with the fewest whole GPUs free ({free}), so others stay whole")
+    return out

@@ -11,7 +11,8 @@ GPUs, ≥ 0), ``shape`` (``NxG`` nodes × GPUs per node, ``spread`` or ``any``),
 ``lead`` (the signal and lead time the job's own ``--signal`` names, optional: the prioritizer
 then sends that signal and waits that long, within the site's maximum, before a requeue),
 ``types`` (the GPU types the job accepts, ``a100+h100``, optional: the prioritizer steers it
-within them).
+within them), ``shards`` (``K:S``: a job on K GPU shards of S per GPU, optional; ``gpus`` is
+then 0: it holds part of one GPU, no whole one).
 
 :func:`parse_tag` is strict and total: anything that is not exactly a well-formed tag gives
 ``None``; it never raises. Users cannot write ``admin_comment`` (Slurm makes it admin-only and the
@@ -32,7 +33,9 @@ MAX_DEADLINE = 10**11  # Unix seconds (year 5138)
 _VALUE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
 _SHAPE = re.compile(r"^(?:(\d{1,4})x(\d{1,3})|spread|any)$")
 _KEYS_REQUIRED = ("class", "ckpt", "gpus", "shape")
-_KEYS_OPTIONAL = ("deadline", "orig", "sig", "lead", "types")
+_KEYS_OPTIONAL = ("deadline", "orig", "sig", "lead", "types", "shards")
+_SHARDS = re.compile(r"^(\d{1,3}):(\d{1,3})$")
+MAX_SHARDS_PER_GPU = 128
 _TYPES = re.compile(r"^[A-Za-z0-9_.-]{1,32}(?:\+[A-Za-z0-9_.-]{1,32}){0,31}$")
 _SIG = re.compile(r"^[A-Z0-9]{1,8}$")
 MAX_LEAD_S = 86_400
@@ -56,6 +59,8 @@ class JobTag:
     """The seconds its ``--signal=…@N`` gives the handler before the requeue; None: the site's."""
     gpu_types: tuple[str, ...] | None = None
     """The GPU types the job accepts (the prioritizer steers it within them); None: not recorded."""
+    shards: tuple[int, int] | None = None
+    """A job on GPU shards: (shards it holds, shards per GPU); None: whole GPUs."""
 
     @property
     def shape_nodes(self) -> int | None:
@@ -114,6 +119,11 @@ def encode_tag(tag: JobTag) -> str:
         if not _TYPES.match(text):
             raise ValueError(f"tag types must be GPU type names joined by +, got {text!r}")
         parts.append(f"types={text}")
+    if tag.shards is not None:
+        k, per_gpu = tag.shards
+        if not 1 <= k <= per_gpu <= MAX_SHARDS_PER_GPU:
+            raise ValueError(f"tag shards must be K:S with 1 <= K <= S <= {MAX_SHARDS_PER_GPU}, got {k}:{per_gpu}")
+        parts.append(f"shards={int(k)}:{int(per_gpu)}")
     if tag.original is not None:
         if not _VALUE.match(tag.original):
             raise ValueError(f"tag orig has characters outside [A-Za-z0-9_.:@+-]: {tag.original!r}")
@@ -166,5 +176,11 @@ def parse_tag(text: object) -> JobTag | None:
         if not _TYPES.match(fields["types"]):
             return None
         types = tuple(fields["types"].split("+"))
+    shards = None
+    if "shards" in fields:
+        m = _SHARDS.match(fields["shards"])
+        if m is None or not 1 <= int(m.group(1)) <= int(m.group(2)) <= MAX_SHARDS_PER_GPU:
+            return None
+        shards = (int(m.group(1)), int(m.group(2)))
     return JobTag(job_class, ckpt[0], gpus, fields["shape"], deadline, fields.get("orig"), ckpt[1], signal, lead,
-                  types)
+                  types, shards)

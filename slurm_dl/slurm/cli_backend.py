@@ -232,7 +232,10 @@ class CliBackend:
         if env:
             run_env = dict(self._env if self._env is not None else os.environ)
             run_env.update(env)
-        out = self._run(argv, input=text, env=run_env).stdout.strip()
+        done = self._run(argv, input=text, env=run_env)
+        out = done.stdout.strip()
+        self.submit_notices = [line.strip().removeprefix("sbatch: ") for line in (done.stderr or "").splitlines()
+                               if line.strip()]
         try:
             return int(out.splitlines()[-1].split(";")[0])
         except (ValueError, IndexError):
@@ -294,6 +297,12 @@ class CliBackend:
         if not _FEATURES.match(features):
             raise SlurmError(f"job {job_id}: bad feature expression {features!r}")
         self._update_retrying(job_id, f"Features={features}")
+
+    def set_nodes(self, job_id: int, nodes: str) -> None:
+        """A pending job's required nodes (``ReqNodeList``; empty: any again)."""
+        if nodes and not _SLURM_NAMES.match(nodes):
+            raise SlurmError(f"job {job_id}: bad node list {nodes!r}")
+        self._update_retrying(job_id, f"ReqNodeList={nodes}")
 
     def _update_retrying(self, job_id: int, change: str) -> None:
         """``scontrol update`` of a pending job's partition or features. Slurm 24.11 and 26.05

@@ -1,7 +1,9 @@
 """Which GPU indices Slurm gave each running job on each node (``squeue --json`` ``gres_detail``).
 
 22.05 writes one ``gres_detail`` entry per allocated node, in the order of the job's expanded
-node list: ``gpu:h100:2(IDX:0,3)``. The index is Slurm's GRES index on that node (the order of
+node list: ``gpu:h100:2(IDX:0,3)``; a job on GPU shards ``shard:2(IDX:0)`` (two shards of GPU
+0, which other jobs' shards share); 24.11 writes the job's shards on each GPU of the node in
+index order instead: ``shard:2(2/8,0/8,0/8,0/8)``. The index is Slurm's GRES index on that node (the order of
 the node's ``gres.conf`` devices, i.e. ``/dev/nvidiaN`` for ``File=/dev/nvidia[0-7]``).
 """
 
@@ -15,6 +17,8 @@ from ..core.hostlist import expand_hostlist
 from .dialects import state_text
 
 _IDX = re.compile(r"^gpu(?::[^:(]+)?(?::\d+)?\(IDX:([^)]*)\)")
+_SHARD = re.compile(r"^shard(?::[^:(]+)?:(\d+)\(IDX:([^)]*)\)")
+_SHARD_COUNTS = re.compile(r"^shard(?::[^:(]+)?:(\d+)\((\d+/\d+(?:,\d+/\d+)*)\)")
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,7 @@ class GpuAllocation:
     user: str
     node: str
     gpus: tuple[int, ...]
+    shards: int = 0  # > 0: the job holds this many shards of ``gpus``, not the whole GPUs
 
 
 def parse_idx(entry: str) -> tuple[int, ...]:
@@ -30,12 +35,39 @@ def parse_idx(entry: str) -> tuple[int, ...]:
     out: list[int] = []
     for part in _top_level(entry):
         m = _IDX.match(part)
-        if not m or m.group(1) in ("", "N/A"):
-            continue
-        for rng in m.group(1).split(","):
-            lo, _, hi = rng.partition("-")
-            out.extend(range(int(lo), int(hi or lo) + 1))
+        if m:
+            out.extend(_indices(m.group(1)))
     return tuple(sorted(set(out)))
+
+
+def parse_shards(entry: str) -> tuple[tuple[int, ...], int]:
+    """``shard:2(IDX:0)`` (22.05) or ``shard:2(2/8,0/8)`` (24.11: the job's shards on each GPU in
+    index order) -> ((0,), 2): the GPUs a job's shards are on and how many it holds."""
+    gpus: list[int] = []
+    count = 0
+    for part in _top_level(entry):
+        m = _SHARD.match(part)
+        if m and (idx := _indices(m.group(2))):
+            gpus.extend(idx)
+            count += int(m.group(1))
+            continue
+        m = _SHARD_COUNTS.match(part)
+        if m:
+            mine = [i for i, pair in enumerate(m.group(2).split(",")) if int(pair.partition("/")[0]) > 0]
+            if mine:
+                gpus.extend(mine)
+                count += int(m.group(1))
+    return tuple(sorted(set(gpus))), count
+
+
+def _indices(text: str) -> list[int]:
+    if text in ("", "N/A"):
+        return []
+    out: list[int] = []
+    for rng in text.split(","):
+        lo, _, hi = rng.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def _top_level(text: str) -> list[str]:
@@ -63,7 +95,11 @@ def gpu_allocations(doc: Mapping[str, Any], node: str | None = None) -> list[Gpu
         except ValueError:
             names = [expr]
         for name, entry in zip(names, details):
-            gpus = parse_idx(entry)
-            if gpus and (node is None or name == node):
-                out.append(GpuAllocation(int(raw["job_id"]), str(raw.get("user_name") or ""), name, gpus))
+            if node is not None and name != node:
+                continue
+            gpus, shards = parse_idx(entry), 0
+            if not gpus:
+                gpus, shards = parse_shards(entry)
+            if gpus:
+                out.append(GpuAllocation(int(raw["job_id"]), str(raw.get("user_name") or ""), name, gpus, shards))
     return out

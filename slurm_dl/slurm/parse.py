@@ -60,6 +60,19 @@ def parse_gpu_request(spec: str | None) -> GpuRequest | None:
     return GpuRequest(total, gtype) if found else None
 
 
+_SHARD_ITEM = re.compile(r"^(?:gres[:/])?shard(?::[A-Za-z0-9_.\-]+)?(?::|=)(\d+)$")
+
+
+def parse_shard_request(spec: str | None) -> int:
+    """Shards in a ``tres_per_node`` string (``gres:shard:2``, ``gres/shard=2``); 0 without."""
+    total = 0
+    for item in (spec or "").split(","):
+        m = _SHARD_ITEM.match(item.strip())
+        if m:
+            total += int(m.group(1))
+    return total
+
+
 _GRES_DETAIL = re.compile(r"gpu(?::([A-Za-z0-9_.\-]+))?:(\d+)")
 
 
@@ -198,8 +211,10 @@ def job_from_squeue(raw: Mapping[str, Any]) -> Job:
         features=str(raw.get("features") or ""),
         requeue=_flag(raw.get("requeue")),
         array_job_id=_array_job_id(raw, job_id),
+        shards=parse_shard_request(raw.get("tres_per_node")),
         **_array_tasks(raw, state),
     )
+
 
 
 def _array_tasks(raw: Mapping[str, Any], state: JobState) -> dict[str, Any]:

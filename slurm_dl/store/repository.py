@@ -393,6 +393,15 @@ class Store:
         except SQLAlchemyError as e:
             raise self._fail("reading decisions", e) from None
 
+    def decisions_of_kind(self, kind: str, limit: int = 10_000) -> list[DecisionRow]:
+        """The newest ``limit`` decisions of one kind, oldest first (e.g. finished runs' GPU use)."""
+        q = select(DecisionRow).where(DecisionRow.kind == kind).order_by(DecisionRow.id.desc()).limit(limit)
+        try:
+            with self._session() as s:
+                return list(reversed(list(s.exec(q).scalars())))
+        except SQLAlchemyError as e:
+            raise self._fail("reading decisions", e) from None
+
     def explanation(self, job_id: int) -> dict[str, Any] | None:
         """The job's explanation from the last saved cycle (None if that cycle did not see it)."""
         return self._explanations([job_id]).get(job_id)

@@ -11,10 +11,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..slurm.gpu_alloc import GpuAllocation
-from .attribution import JobUtilisation, attribute, summarize
+from .attribution import GIB, JobUtilisation, ShareRule, attribute, job_of_cgroup, job_of_environ, summarize
 from .exposition import parse, render
 from .nvml import sample_gpus
 from .samples import JobGpuSample
@@ -23,6 +23,7 @@ from .summary import carry_idle_since
 DEFAULT_OUTPUT_DIR = Path("/var/lib/slurm-dl/gpu-agent")
 
 AllocationsFn = Callable[[str], Sequence[GpuAllocation]]
+PidJobsFn = Callable[[Iterable[int]], Mapping[int, int]]
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,13 @@ def node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``text`` at once; readable by every user by default (``dlsubmit
+    status`` reads the agents' files as the user; mkstemp alone would leave them 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -59,15 +63,50 @@ def previous_samples(path: Path) -> list[JobGpuSample]:
         return []
 
 
+def pid_jobs(pids: Iterable[int], proc: Path = Path("/proc")) -> dict[int, int]:
+    """The Slurm job of each process that has one: its cgroup (``job_<id>`` with cgroup
+    proctrack), else the ``SLURM_JOB_ID`` Slurm puts in every job process's environment.
+    A process that ended, or that this user may not read, is left out."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        try:
+            job = job_of_cgroup((proc / str(pid) / "cgroup").read_text())
+            if job is None:
+                job = job_of_environ((proc / str(pid) / "environ").read_bytes())
+        except (OSError, ValueError):
+            continue
+        if job is not None:
+            out[pid] = job
+    return out
+
+
+def share_rules(site: Any, node: str) -> dict[str, ShareRule]:
+    """``{node: rule}`` when the site config's ``[sharing]`` offers shards on ``node``'s group."""
+    if site is None:
+        return {}
+    groups = {g.name: g for g in site.node_groups}
+    for sg in site.sharing.groups:
+        group = groups.get(sg.node_group)
+        if group is not None and sg.shards_per_gpu and node in group.node_names:
+            mem = round(sg.shard_memory_gb * GIB) if sg.shard_memory_gb else None
+            return {node: ShareRule(sg.shards_per_gpu, mem)}
+    return {}
+
+
 def sample_once(nvml: Any, node: str, allocations: AllocationsFn, output_dir: Path | None,
-                now: float | None = None, idle_util_percent: float = 2.0) -> AgentSample:
+                now: float | None = None, idle_util_percent: float = 2.0,
+                jobs_of_pids: PidJobsFn = pid_jobs, shares: Mapping[str, ShareRule] | None = None) -> AgentSample:
     """One sample of every GPU, attributed and (when ``output_dir``) written to ``<dir>/<node>.prom``.
 
     Each idle GPU's ``idle_since`` is carried from the previous file, so readers of one file
-    (``dlsubmit status``) can tell how long a job's GPUs have been idle."""
+    (``dlsubmit status``) can tell how long a job's GPUs have been idle. On GPUs shared through
+    shards each process is attributed to its job (``jobs_of_pids``) and each job's memory
+    compared with its share (``shares``: node -> :class:`ShareRule`)."""
     gpu_samples = sample_gpus(nvml, node, time.time() if now is None else now)
     allocs = list(allocations(node)) if gpu_samples else []
-    job_samples = attribute(gpu_samples, allocs)
+    shared = any(a.shards for a in allocs)
+    owners = jobs_of_pids({p.pid for s in gpu_samples for p in s.procs}) if shared else {}
+    job_samples = attribute(gpu_samples, allocs, owners, shares)
     written = None
     if output_dir is not None:
         written = output_dir / f"{node}.prom"

@@ -19,6 +19,8 @@ METRICS = {
     "slurm_dl_gpu_processes": ("processes holding a GPU context", "processes"),
     "slurm_dl_gpu_idle_since_seconds": ("start of the GPU's current idle spell for its job (Unix time); "
                                         "absent while busy", "idle_since"),
+    "slurm_dl_gpu_share_bytes": ("GPU memory the job's shards guarantee on this shared GPU; absent on a "
+                                 "whole GPU (memory used above it: the job is over its share)", "share_bytes"),
 }
 _LINE = re.compile(r'^(\w+)\{job="(\d+)",node="([^"]*)",gpu="(\d+)"\} (\S+) (\d+)$')
 
@@ -63,5 +65,6 @@ def parse(text: str) -> list[JobGpuSample]:
             processes=int(f.get("processes", 0)),
             time=ms / 1000.0,
             idle_since=f.get("idle_since"),
+            share_bytes=int(f["share_bytes"]) if "share_bytes" in f else None,
         ))
     return out

@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 from ..core.errors import SlurmDLError
-from .samples import GpuSample
+from .samples import GpuSample, ProcessSample
 
 
 class NvmlUnavailableError(SlurmDLError, RuntimeError):
@@ -37,12 +37,29 @@ def _optional(call: Any, *args: Any) -> Any:
         return None
 
 
-def _pids(nvml: Any, handle: Any) -> tuple[int, ...]:
-    pids: set[int] = set()
+def _procs(nvml: Any, handle: Any, now: float) -> tuple[ProcessSample, ...]:
+    """Every process with a context on the GPU, its memory (NVML's ``usedGpuMemory``; None where
+    the driver does not say) and its mean SM share over the last seconds where NVML samples it."""
+    mem: dict[int, int | None] = {}
     for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         procs = _optional(getattr(nvml, name), handle) if hasattr(nvml, name) else None
-        pids.update(int(p.pid) for p in procs or ())
-    return tuple(sorted(pids))
+        for p in procs or ():
+            used = getattr(p, "usedGpuMemory", None)
+            pid = int(p.pid)
+            if used is not None:
+                mem[pid] = max(mem.get(pid) or 0, int(used))  # in both lists: one context
+            else:
+                mem.setdefault(pid, None)
+    util: dict[int, list[float]] = {}
+    if mem and hasattr(nvml, "nvmlDeviceGetProcessUtilization"):
+        since_us = max(0, int((now - PROCESS_UTIL_WINDOW_S) * 1_000_000))
+        for u in _optional(nvml.nvmlDeviceGetProcessUtilization, handle, since_us) or ():
+            util.setdefault(int(u.pid), []).append(float(u.smUtil))
+    return tuple(ProcessSample(pid, mem[pid], sum(util[pid]) / len(util[pid]) if util.get(pid) else None)
+                 for pid in sorted(mem))
+
+
+PROCESS_UTIL_WINDOW_S = 30.0
 
 
 def sample_gpus(nvml: Any, node: str, now: float) -> list[GpuSample]:
@@ -53,6 +70,7 @@ def sample_gpus(nvml: Any, node: str, now: float) -> list[GpuSample]:
         util = _optional(nvml.nvmlDeviceGetUtilizationRates, handle)
         mem = _optional(nvml.nvmlDeviceGetMemoryInfo, handle)
         power_mw = _optional(nvml.nvmlDeviceGetPowerUsage, handle)
+        procs = _procs(nvml, handle, now)
         out.append(GpuSample(
             node=node,
             index=index,
@@ -61,7 +79,8 @@ def sample_gpus(nvml: Any, node: str, now: float) -> list[GpuSample]:
             mem_used_bytes=int(mem.used) if mem is not None else 0,
             mem_total_bytes=int(mem.total) if mem is not None else 0,
             power_watts=power_mw / 1000.0 if power_mw is not None else None,
-            pids=_pids(nvml, handle),
+            pids=tuple(p.pid for p in procs),
             time=now,
+            procs=procs,
         ))
     return out

@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from ..core.samples import GpuSample, JobGpuSample
+from ..core.samples import GpuSample, JobGpuSample, ProcessSample
 
-__all__ = ["GpuSample", "JobGpuSample"]
+__all__ = ["GpuSample", "JobGpuSample", "ProcessSample"]

@@ -19,6 +19,7 @@ import pytest
 
 from slurm_dl.slurm.gpu_alloc import GpuAllocation
 from slurm_dl.telemetry.agent import sample_once
+from slurm_dl.telemetry.attribution import ShareRule
 from slurm_dl.telemetry.exposition import parse
 from slurm_dl.telemetry.nvml import NvmlUnavailableError, load_nvml, sample_gpus
 
@@ -126,6 +127,25 @@ def test_a_computing_process_is_a_busy_job_with_a_process(nvml, gpu_load, tmp_pa
     assert result.jobs[job].processes >= 1, (
         "NVML listed no process on a GPU a process computes on: the idle rule (no process and "
         "low utilisation) would rely on utilisation alone here")
+
+
+def test_a_shared_gpu_is_split_by_the_real_process_list(nvml, gpu_load, tmp_path: Path) -> None:
+    """GPU 0 as if held through shards by two jobs: the load's process belongs to one (its pid as
+    the cgroup or SLURM_JOB_ID lookup would give it), the other has none. NVML's process list
+    must carry the load's pid and its memory, so the split names the load's job, and only it,
+    over a 1 GiB share."""
+    s = _gpu0_when(nvml, lambda s: any(p.pid == gpu_load.pid and (p.mem_bytes or 0) >= GIB for p in s.procs))
+    print(f"\nprocesses on GPU 0: {[(p.pid, (p.mem_bytes or 0) >> 20, p.sm_util_percent) for p in s.procs]} "
+          f"(load pid {gpu_load.pid})")
+    [load] = [p for p in s.procs if p.pid == gpu_load.pid]
+    assert load.mem_bytes is not None and load.mem_bytes >= GIB, (
+        "NVML gave no per-process memory: a job over its share could not be named on this driver")
+    alloc = [GpuAllocation(4242, "ann", NODE, (s.slurm_index,), 1), GpuAllocation(4343, "bob", NODE, (s.slurm_index,), 1)]
+    result = sample_once(nvml, NODE, lambda node: alloc, tmp_path, jobs_of_pids=lambda pids: {gpu_load.pid: 4242},
+                         shares={NODE: ShareRule(80, GIB)})
+    rows = {r.job_id: r for r in parse(result.written.read_text()) if r.gpu == s.slurm_index}
+    assert rows[4242].mem_used_bytes >= GIB and rows[4242].over_share, rows
+    assert rows[4343].mem_used_bytes == 0 and not rows[4343].over_share, rows
 
 
 def test_gpu_agent_once_on_a_gpu_node_without_slurm_says_what_failed(nvml, tmp_path: Path) -> None:

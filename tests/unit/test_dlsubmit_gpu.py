@@ -32,7 +32,7 @@ def test_running_jobs_show_utilisation_memory_idle_time_and_warning(jobs: list[J
     samples = read_exposition_dir(AGENT_FILES)
     rows = {j.job_id: describe_jobs(jobs, j.job_id, None, samples)[0] for j in jobs}  # by id: no submit records
     idle, busy, waits = rows[77], rows[78], rows[79]
-    assert idle["gpu"] == {"gpus": 2, "mean_util_percent": 0.5, "mem_used_bytes": 4 << 30, "processes": 0,
+    assert idle["gpu"] == {"gpus": 2, "share_bytes": None, "over_share": False, "mean_util_percent": 0.5, "mem_used_bytes": 4 << 30, "processes": 0,
                            "idle_minutes": 60.0, "sampled_at": 1_763_700_000.0,
                            "note": WARNED.split("[slurm-dl: ")[1][:-1]}
     assert gpu_cell(idle) == "0.5% of 2 GPU(s), 4.0 GiB, idle 60 min, warned"

@@ -69,3 +69,44 @@ def test_no_sharing_section_changes_nothing():
     d = run(cfg, has_script=False, time_limit=60, tres_per_job="gres:gpu:1")
     assert d.accepted and "shard" not in d.changes.get("tres_per_node", "")
     assert run(cfg, tres_per_node="gres:shard:2").accepted
+
+
+@pytest.mark.parametrize("mem, shards", [("10G", 1), ("15G", 2), ("512M", 1), ("60G", 6), ("70G", 7)])
+def test_the_gpu_memory_a_job_needs_sets_its_shard_count(cfg, mem, shards):
+    d = run(cfg, tres_per_job="gres:gpu:1", comment=f"dl:class=inference;ckpt=0;gpu_mem={mem}")
+    assert d.accepted and d.changes["tres_per_node"] == f"gres:shard:{shards}"
+    (note,) = [n for n in d.notices if "shard" in n]
+    assert note == (f"slurm-dl: this 1-GPU inference job runs on {shards} GPU shard(s) ({shards} of 8 parts of a h100, "
+                    f"{shards * 10} GB of its memory for the {mem} it needs). For a whole GPU: --comment=dl:share=0")
+    assert d.changes["admin_comment"].startswith("sdl1:class=inference;ckpt=0;gpus=0;")
+    assert f";shards={shards}:8;" in d.changes["admin_comment"], "the tag records the share, not one GPU"
+
+
+def test_a_job_whose_memory_needs_a_whole_gpu_keeps_one_and_is_told(cfg):
+    d = run(cfg, tres_per_job="gres:gpu:1", comment="dl:class=inference;gpu_mem=75G")
+    assert d.accepted and "shard" not in d.changes.get("tres_per_node", "")
+    assert "slurm-dl: this job keeps a whole GPU: its GPU memory (75G) needs all of one (GPU shards hold less)" \
+        in d.notices
+    assert ";gpus=1;" in d.changes["admin_comment"] and "shards=" not in d.changes["admin_comment"]
+
+
+def test_a_small_memory_asks_for_shards_but_never_for_training(cfg):
+    d = run(cfg, tres_per_job="gres:gpu:1", comment="dl:class=sweep;gpu_mem=8G", array_inx="0-1")
+    assert d.changes.get("tres_per_node") == "gres:shard:1", "a class outside [sharing] classes that asks by memory"
+    d = run(cfg, tres_per_job="gres:gpu:1", comment="dl:gpu_mem=8G")
+    assert d.job_class is JobClass.TRAIN and "shard" not in d.changes.get("tres_per_node", "")
+    d = run(cfg, tres_per_job="gres:gpu:1", comment="dl:class=inference;gpu_mem=lots")
+    assert d.changes["tres_per_node"] == "gres:shard:1", "a hint that is not a size is no hint"
+
+
+def test_the_shard_tag_reads_back_and_a_bad_one_is_no_tag():
+    from slurm_dl.core.tags import JobTag, encode_tag, parse_tag
+
+    tag = JobTag(JobClass.INFERENCE, False, 0, "1x1", shards=(3, 8))
+    text = encode_tag(tag)
+    assert text == "sdl1:class=inference;ckpt=0;gpus=0;shape=1x1;shards=3:8"
+    assert parse_tag(text) == tag
+    for bad in ("shards=0:8", "shards=9:8", "shards=3:200", "shards=3", "shards=a:8", "shards=3:8:1"):
+        assert parse_tag(f"sdl1:class=inference;ckpt=0;gpus=0;shape=1x1;{bad}") is None, bad
+    with pytest.raises(ValueError, match="tag shards must be K:S"):
+        encode_tag(JobTag(JobClass.INFERENCE, False, 0, "1x1", shards=(9, 8)))

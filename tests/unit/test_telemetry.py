@@ -16,7 +16,7 @@ from slurm_dl.telemetry import exposition, nvml as nvml_mod
 from slurm_dl.telemetry.agent import sample_once
 from slurm_dl.telemetry.attribution import attribute, summarize
 from slurm_dl.telemetry.nvml import NvmlUnavailableError, load_nvml, sample_gpus
-from slurm_dl.telemetry.samples import GpuSample, JobGpuSample
+from slurm_dl.telemetry.samples import GpuSample, JobGpuSample, ProcessSample
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -78,7 +78,8 @@ RECORDED = [
 def test_sampler_reads_every_field_of_every_gpu() -> None:
     samples = sample_gpus(RecordedNvml(RECORDED), "gpu01", now=1000.0)
     assert [s.index for s in samples] == [0, 1, 2, 3]
-    assert samples[0] == GpuSample("gpu01", 0, 0, 97.0, 40 << 30, 80 << 30, 612.0, (4242,), 1000.0)
+    assert samples[0] == GpuSample("gpu01", 0, 0, 97.0, 40 << 30, 80 << 30, 612.0, (4242,), 1000.0,
+                                   (ProcessSample(4242, 1, None),))
     assert samples[2].pids == (5150, 5151)  # compute and graphics contexts both count
     assert samples[3].power_watts is None and samples[3].slurm_index == 7
 

@@ -3,7 +3,9 @@
 A 1-GPU job of a sharing class (``[sharing] classes``, by default inference and interactive),
 or one that asks with the hint ``dl:share=1`` (``dlsubmit --share``), becomes one Slurm shard
 (``--gres=shard:1``) on a node group that offers shards, with a notice that says how to keep a
-whole GPU (``dl:share=0``). Jobs of several GPUs and training jobs never share; a training job
+whole GPU (``dl:share=0``). A job that says how much GPU memory it needs (``dl:gpu_mem=10G``,
+``dlsubmit --gpu-mem 10G``) gets as many shards as hold that memory (``shard_memory_gb``, else
+the GPU's memory / ``shards_per_gpu``), and keeps a whole GPU when that would be all of one. Jobs of several GPUs and training jobs never share; a training job
 that asks for a shard, by hint or with ``--gres=shard:N``, is refused with the reason. A job
 that names a GPU type no sharing group has, or a partition outside the sharing groups', keeps
 its whole GPU.
@@ -11,6 +13,7 @@ its whole GPU.
 
 from __future__ import annotations
 
+import math
 import re
 
 from ..config import SiteConfig
@@ -18,6 +21,7 @@ from ..model import JobClass
 from .decision import Draft, Rejection
 from .hints import parse_hints
 from .request import JobRequest, parse_gpu_tres
+from ..units import UnitError, parse_memory_mb
 
 _SHARD = re.compile(r"^gres[:/]shard(?::[^:]+)?(?::\d+)?$")
 PREFIX = "slurm-dl: "
@@ -43,7 +47,9 @@ def share(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejectio
     if (hint in _NO or draft.gpus != 1 or req.gpus_per_task or req.gpus_per_socket or _asks_shard(req)
             or req.cpus_per_tres or req.mem_per_tres):  # per-GPU CPUs or memory: no GPU to count them by
         return draft
-    if draft.job_class not in sharing.classes and hint not in _YES:
+    mem_text = parse_hints(req.comment).get("gpu_mem", "")
+    need_mb = _memory_mb(mem_text)
+    if draft.job_class not in sharing.classes and hint not in _YES and (need_mb is None or draft.job_class is JobClass.TRAIN):
         return draft
     groups = {g.name: g for g in config.node_groups}
     offer = [(s, groups[s.node_group]) for s in sharing.groups if s.shards_per_gpu and s.node_group in groups]
@@ -53,20 +59,48 @@ def share(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejectio
             and (not asked_parts or not g.partitions or asked_parts & set(g.partitions))]
     if not fits:
         return draft
+    memory = {t.name: t.memory_gb for t in config.gpu_types}
+    sized = []
+    for s, g in fits:
+        shard_gb = s.shard_memory_gb or (memory[g.gpu_type] / s.shards_per_gpu if memory.get(g.gpu_type) else None)
+        if need_mb is None:
+            sized.append((s, g, 1, shard_gb))
+        elif shard_gb and (k := max(1, math.ceil(need_mb / (shard_gb * 1024)))) < s.shards_per_gpu:
+            sized.append((s, g, k, shard_gb))
+    if not sized:  # the memory it needs is a whole GPU's (or no group says what a shard holds)
+        return draft.evolve(notices=(*draft.notices, f"{PREFIX}this job keeps a whole GPU: its GPU memory "
+                                     f"({mem_text}) needs all of one (GPU shards hold less)"))
+    fits = [(s, g) for s, g, k, _ in sized if k == sized[0][2]]
+    s0, g0, shards, shard_gb = sized[0]
     job_asks, job_others = parse_gpu_tres(req.tres_per_job)
     _, node_others = parse_gpu_tres(req.tres_per_node)
     texts = (req.tres_per_job, req.tres_per_node)
     prefix = "gres/" if any(t and "gres/" in t for t in texts) else "gres:"
     changes = dict(draft.changes)
-    changes["tres_per_node"] = ",".join([f"{prefix}shard:1", *node_others])
+    changes["tres_per_node"] = ",".join([f"{prefix}shard:{shards}", *node_others])
     changes["tres_per_job"] = ",".join(job_others)
     changes["min_nodes"] = changes["max_nodes"] = 1
     parts = [p for _, g in fits for p in g.partitions if not asked_parts or p in asked_parts]
     if parts:
         changes["partition"] = ",".join(dict.fromkeys(parts))
-    s, g = fits[0]
-    notice = (f"{PREFIX}this 1-GPU {draft.job_class.value} job runs on a GPU shard (1 of "
-              f"{s.shards_per_gpu} parts of a {g.gpu_type}"
-              f"{f', {s.shard_memory_gb:g} GB of its memory' if s.shard_memory_gb else ''}). "
-              "For a whole GPU: --comment=dl:share=0")
-    return draft.evolve(changes=changes, notices=(*draft.notices, notice), gpu_types=(g.gpu_type,))
+    if need_mb is None:
+        notice = (f"{PREFIX}this 1-GPU {draft.job_class.value} job runs on a GPU shard (1 of "
+                  f"{s0.shards_per_gpu} parts of a {g0.gpu_type}"
+                  f"{f', {s0.shard_memory_gb:g} GB of its memory' if s0.shard_memory_gb else ''}). "
+                  "For a whole GPU: --comment=dl:share=0")
+    else:
+        notice = (f"{PREFIX}this 1-GPU {draft.job_class.value} job runs on {shards} GPU shard(s) "
+                  f"({shards} of {s0.shards_per_gpu} parts of a {g0.gpu_type}, {shards * shard_gb:.3g} GB "
+                  f"of its memory for the {mem_text} it needs). For a whole GPU: --comment=dl:share=0")
+    return draft.evolve(changes=changes, notices=(*draft.notices, notice), gpu_types=(g0.gpu_type,),
+                        shards=(shards, s0.shards_per_gpu))
+
+
+def _memory_mb(text: str) -> int | None:
+    """The MB of a ``gpu_mem`` hint (``10G``); None when absent or not a size (a hint, not a request)."""
+    if not text:
+        return None
+    try:
+        return parse_memory_mb(text, "gpu_mem")[0]
+    except UnitError:
+        return None

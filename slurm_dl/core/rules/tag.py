@@ -21,13 +21,14 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                 job_class=draft.job_class,
                 checkpointable=draft.checkpointable,
                 signal_target=draft.signal_target if draft.checkpointable else "batch",
-                gpus=min(draft.gpus, MAX_GPUS),  # larger only when validation is off
+                gpus=0 if draft.shards else min(draft.gpus, MAX_GPUS),  # larger only when validation is off
                 shape=draft.shape,
                 deadline=draft.deadline if draft.deadline is not None and draft.deadline <= MAX_DEADLINE else None,
                 original=safe_value(req.original_request()),
                 signal=draft.signal if draft.checkpointable else None,
                 lead_s=min(draft.lead_s, MAX_LEAD_S) if draft.checkpointable and draft.lead_s is not None else None,
                 gpu_types=draft.gpu_types or None,
+                shards=draft.shards,
             )
         )
     elif req.admin_comment and req.admin_comment.lstrip().startswith(TAG_PREFIX[:3]):
