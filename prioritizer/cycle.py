@@ -228,6 +228,7 @@ class Prioritizer:
         for j in jobs:
             if j.job_id in ignored_deadlines:
                 j.deadline = None
+                j.soft_deadlines = ()
         if self.admission is not None:  # a deadline the cluster cannot keep: best effort, said once
             if not self._admission_restored:  # promises made before a restart are kept
                 self._admission_restored = True

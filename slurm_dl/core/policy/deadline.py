@@ -127,17 +127,21 @@ def admit_deadlines(jobs: Sequence[Job], config=None) -> dict[int, str]:
       task of an array counts): the earliest submitted keep theirs, later ones wait without a
       deadline until an earlier one ends.
 
+    Soft-deadline steps count as one deadline job, checked at their last step.
+
     Because of this, more deadlines or far-off deadlines cannot buy a user more priority.
     """
     dc = _settings(config)
     max_s, max_jobs = dc.max_deadline_days * 86400.0, dc.max_deadline_jobs_per_user
     ignored: dict[int, str] = {}
     per_user: dict[str, int] = {}
-    for job in sorted((j for j in jobs if j.deadline is not None), key=lambda j: (j.submit_time, j.job_id)):
+    for job in sorted((j for j in jobs if j.deadline is not None or j.soft_deadlines),
+                      key=lambda j: (j.submit_time, j.job_id)):
+        last = job.deadline if job.deadline is not None else job.soft_deadlines[-1][0]
         if job.time_limit is None:
             ignored[job.job_id] = "deadline ignored: the job has no time limit to check it against"
-        elif job.deadline - job.submit_time > max_s:
-            ignored[job.job_id] = (f"deadline ignored: {(job.deadline - job.submit_time) / 86400.0:.1f} days after "
+        elif last - job.submit_time > max_s:
+            ignored[job.job_id] = (f"deadline ignored: {(last - job.submit_time) / 86400.0:.1f} days after "
                                    f"submission; the site allows at most {max_s / 86400.0:g}")
         else:
             n = per_user.get(job.user, 0)
