@@ -548,3 +548,9 @@ def test_a_soft_deadline_job_is_boosted_only_near_its_promised_step(config, db):
     assert p.admission.admitted == {1: now + 1800.0, 2: now + 6 * 3600.0, 4: now + 3 * 3600.0}
     sf = {i: c.jobs[i].site_factor for i in (1, 2, 3, 4)}
     assert sf[1] > sf[3] > max(sf[2], sf[4]), sf
+    from slurm_dl.explain_view import factor_words
+
+    words = {i: factor_words("deadline", p.store.explanation(i)["factors"]["deadline"], p.store.explanation(i))
+             for i in (1, 4)}
+    assert words[1].startswith("deadline steps: boosted for its promised step"), words
+    assert "waits behind best effort until its promised step" in words[4], words
