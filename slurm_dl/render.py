@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import time as _time
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -24,7 +23,7 @@ import jinja2
 
 from .core.config import SiteConfig
 from .core.errors import SlurmDLError
-from .core.rules.hints import parse_deadline
+from .core.rules.hints import parse_deadline, parse_deadline_steps
 from .core.rules.validate import soft_steps
 from .core.units import UnitError, format_time, parse_memory_mb, parse_time_seconds
 
@@ -372,10 +371,13 @@ def _check_deadlines(spec: JobSpec) -> None:
     if spec.deadline_steps is not None:
         if any(c.isspace() or c == ";" for c in spec.deadline_steps):
             raise RenderError(f"--deadline-steps {spec.deadline_steps!r}: no spaces; steps like 4h=10,6h=5")
-        try:
-            soft_steps(spec.deadline_steps, _time.time())
+        try:  # times after submission read from 0: the order of absolute and relative ones mixed
+            soft_steps(spec.deadline_steps, 0.0)  # is left to the filter, which knows the time
         except ValueError as e:
-            raise RenderError(f"--deadline-steps {spec.deadline_steps}: {e}") from None
+            mixed = "times must increase" in str(e) and any(
+                t >= 10**8 for t, _ in parse_deadline_steps(spec.deadline_steps, 0.0))
+            if not mixed:
+                raise RenderError(f"--deadline-steps {spec.deadline_steps}: {e}") from None
 
 
 def _gpu_types(text: str | None, gpu_mem: str | None, site: SiteConfig) -> tuple[str, ...]:
