@@ -44,6 +44,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--source", default=str(T / "chronus" / "trace_job_Philly_MIX1.csv"))
     ap.add_argument("--policies", default="las,deadline-las")
+    ap.add_argument("--soft-boost", default=None, choices=("utility", "strict-first", "value-rate"),
+                    help="policy.deadline.soft_boost for deadline-las (default: the config's)")
+    ap.add_argument("--admission-share", type=float, default=None,
+                    help="policy.deadline.admission_share for deadline-las (default: the config's)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         path = write_soft_deadline_trace(a.source, Path(d) / "soft.csv", seed=a.seed)
@@ -51,7 +55,10 @@ def main() -> int:
     for nodes in (int(n) for n in a.nodes.split(",")):
         out = {"nodes": nodes, "gpus_per_node": 8, "jobs": len(jobs), "seed": a.seed}
         for p in a.policies.split(","):
-            out[p] = figures(jobs, p, nodes)
+            kw = {} if p == "las" else {k: v for k, v in (("soft_boost", a.soft_boost),
+                                                          ("admission_share", a.admission_share)) if v is not None}
+            out[p] = figures(jobs, p, nodes, **kw)
+        out["options"] = {"soft_boost": a.soft_boost, "admission_share": a.admission_share}
         las = out["las"]
         for p in a.policies.split(","):
             if p == "las":

@@ -145,7 +145,8 @@ class FilterService:
             tag = parse_tag(decision.changes.get("admin_comment"))
             if tag is not None:
                 spec = parse_array(job.get("array_inx") if isinstance(job.get("array_inx"), str) else None)
-                self.live.add(user, tag.job_class.value, tag.gpus, tag.deadline, spec.tasks if spec else 1)
+                ends = tag.soft_deadlines[-1][0] if tag.soft_deadlines else tag.deadline  # a soft one: its last step
+                self.live.add(user, tag.job_class.value, tag.gpus, ends, spec.tasks if spec else 1)
         self.decisions += 1
         took = time.perf_counter() - started
         if self.metrics is not None:

@@ -23,7 +23,7 @@ from slurm_dl.core.preemption import RESUME_CHECKPOINT, resume_kind, waits_only_
 from slurm_dl.core.steering import plan_moves
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.admission import DeadlineAdmission, demotion_message
-from slurm_dl.core.policy.deadline import DEMOTED_TAG, admit_deadlines
+from slurm_dl.core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, admit_deadlines
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
@@ -239,6 +239,7 @@ class Prioritizer:
         for j in jobs:
             if j.job_id in ignored_deadlines:
                 j.deadline = None
+                j.soft_deadlines = ()
         if self.admission is not None:  # a deadline the cluster cannot keep: best effort, said once
             if not self._admission_restored:  # promises made before a restart are kept
                 self._admission_restored = True
@@ -257,6 +258,9 @@ class Prioritizer:
             for j in jobs:
                 if j.job_id in admission.demoted:
                     j.tags = {**j.tags, DEMOTED_TAG: admission.demoted[j.job_id]}
+                elif j.deadline is None and j.soft_deadlines and j.job_id in admission.admitted:
+                    # the soft step promised: boosted for it only (steps before it given up)
+                    j.tags = {**j.tags, SOFT_FROM_TAG: repr(admission.admitted[j.job_id])}
         ctx = PolicyContext(now=now, ledger=work, config=self.config, total_gpus=snap.total_gpus())
         scores = self.policy.scores(jobs, ctx)
         t_score = time.perf_counter()

@@ -13,7 +13,7 @@ from slurm_dl.core.tags import parse_tag
 
 
 def apply_tags(job: Job) -> None:
-    """Class, checkpointability and deadline from the filter's ``admin_comment`` tag.
+    """Class, checkpointability, deadline and soft-deadline steps from the filter's ``admin_comment`` tag.
 
     A job without a tag (no filter installed, or submitted around it) is a training job that is
     checkpointable only if it declared a handler itself: ``dl:ckpt=1`` (or ``steps``) in its
@@ -38,6 +38,8 @@ def apply_tags(job: Job) -> None:
     job.lead_s = float(tag.lead_s) if tag.lead_s is not None else None
     if job.deadline is None and tag.deadline is not None:
         job.deadline = float(tag.deadline)
+    if job.deadline is None and tag.soft_deadlines:  # a strict deadline (sbatch --deadline) wins
+        job.soft_deadlines = tuple((float(t), v) for t, v in tag.soft_deadlines)
 
 
 # A cycle reads the same comments as the one before: each distinct text is parsed once (the

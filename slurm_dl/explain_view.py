@@ -72,9 +72,25 @@ def contributions(expl: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _steps_words(f: Mapping[str, Any], expl: Mapping[str, Any]) -> str:
+    """A soft-deadline job's deadline factor: boosted, waiting behind best effort, or lost."""
+    if expl.get("deadline_demoted"):
+        return f"deadline steps not admitted, waits behind best effort: {expl['deadline_demoted']}"
+    score = f.get("score")
+    promised = expl.get("deadline_step_promised")
+    at = f" (step {_clock(promised)})" if promised is not None else ""
+    if score is not None and score > 0.5:
+        return f"deadline steps: boosted for its promised step{at}"
+    if score is not None and score <= 0.0:
+        return "deadline steps: no step can be reached any more, comes last"
+    return f"deadline steps: waits behind best effort until its promised step{at} nears"
+
+
 def factor_words(name: str, f: Mapping[str, Any], expl: Mapping[str, Any]) -> str:
     """What a factor means for this job, in plain words."""
     if name == "deadline":
+        if expl.get("deadline") is None and expl.get("deadline_steps"):
+            return _steps_words(f, expl)
         if expl.get("deadline") is None:
             return "no deadline (the neutral middle)"
         if expl.get("deadline_demoted"):

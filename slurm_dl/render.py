@@ -23,6 +23,8 @@ import jinja2
 
 from .core.config import SiteConfig
 from .core.errors import SlurmDLError
+from .core.rules.hints import parse_deadline, parse_deadline_steps
+from .core.rules.validate import soft_steps
 from .core.units import UnitError, format_time, parse_memory_mb, parse_time_seconds
 
 Kind = Literal["train", "infer", "serve", "sweep"]
@@ -93,6 +95,8 @@ class JobSpec:
     preemptible: bool | None = None  # serve: default from the site's class config
     gpu_mem: str | None = None  # GPU memory the job needs (40G): types with less are ruled out
     share: bool = False  # ask for part of a GPU (the filter routes it to a shard)
+    deadline: str | None = None  # as dl:deadline (ISO, UTC, or Unix seconds)
+    deadline_steps: str | None = None  # as dl:deadline_steps (4h=10,6h=5,10h=2)
     qos: str | None = None  # sbatch options passed through as they are (the filter checks them as any job's)
     constraint: str | None = None
     dependency: str | None = None
@@ -284,6 +288,7 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         raise RenderError(str(e)) from None
     if mem_text is not None and mem_mb > site.caps.max_mem_per_gpu_gb * 1024:
         raise RenderError(f"--mem-per-gpu {mem_text}: this site allows at most {site.caps.max_mem_per_gpu_gb:g}G")
+    _check_deadlines(spec)
     if spec.share and spec.gpus != 1:
         raise RenderError(f"--share: only a 1-GPU job can share a GPU (this one asks {spec.gpus}); "
                           "leave out --share or use --gpus 1")
@@ -291,7 +296,8 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         kind=spec.kind, job_class=CLASS_OF_KIND[spec.kind], name=name, minutes=minutes, seconds=seconds,
         time_text=time_text, partition=partition,
         account=account, gpu_type=gpu_types[0] if len(gpu_types) == 1 else None,
-        gpu_types=gpu_types if len(gpu_types) > 1 else (), gpu_mem=spec.gpu_mem, share=spec.share, gpus=spec.gpus, nodes=spec.nodes, gpus_per_node=gpn, output=output,
+        gpu_types=gpu_types if len(gpu_types) > 1 else (), gpu_mem=spec.gpu_mem, share=spec.share, deadline=spec.deadline,
+        deadline_steps=spec.deadline_steps, gpus=spec.gpus, nodes=spec.nodes, gpus_per_node=gpn, output=output,
         checkpoint_dir=ckpt, preemptible=preemptible, checkpointable=cls.checkpointable, grace=grace,
         max_restarts=restarts, env=env, params=params, parallel=parallel, inputs=spec.inputs, endpoint=endpoint,
         launcher=spec.launcher or user.launcher or "auto", requeue_on_timeout=spec.requeue_on_timeout,
@@ -347,8 +353,31 @@ def _directives(j: dict) -> list[str]:
     ckpt_hint = "1" if (j["checkpointable"] and j["kind"] != "serve") else "0"
     mem = f";gpu_mem={j['gpu_mem']}" if j["gpu_mem"] and j["gpus"] else ""
     mem += ";share=1" if j.get("share") else ""
+    mem += f";deadline={j['deadline']}" if j.get("deadline") else ""
+    mem += f";deadline_steps={j['deadline_steps']}" if j.get("deadline_steps") else ""
     d.append(f"--comment=dl:class={j['job_class']};ckpt={ckpt_hint}{mem}")
     return d
+
+
+def _check_deadlines(spec: JobSpec) -> None:
+    """--deadline and --deadline-steps read as the filter reads them (it checks them again, with
+    the site's caps, at submission)."""
+    if spec.deadline is not None and spec.deadline_steps is not None:
+        raise RenderError("--deadline and --deadline-steps: a job has one or the other")
+    if spec.deadline is None and spec.deadline_steps is None:
+        return
+    if spec.deadline is not None and (parse_deadline(spec.deadline) is None or ";" in spec.deadline):
+        raise RenderError(f"--deadline {spec.deadline}: expected YYYY-MM-DDTHH:MM (UTC) or Unix seconds")
+    if spec.deadline_steps is not None:
+        if any(c.isspace() or c == ";" for c in spec.deadline_steps):
+            raise RenderError(f"--deadline-steps {spec.deadline_steps!r}: no spaces; steps like 4h=10,6h=5")
+        try:  # times after submission read from 0: the order of absolute and relative ones mixed
+            soft_steps(spec.deadline_steps, 0.0)  # is left to the filter, which knows the time
+        except ValueError as e:
+            mixed = "times must increase" in str(e) and any(
+                t >= 10**8 for t, _ in parse_deadline_steps(spec.deadline_steps, 0.0))
+            if not mixed:
+                raise RenderError(f"--deadline-steps {spec.deadline_steps}: {e}") from None
 
 
 def _gpu_types(text: str | None, gpu_mem: str | None, site: SiteConfig) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import textwrap
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,6 +21,7 @@ import typer
 from ..core.errors import SlurmDLError, SlurmError
 from ..core.jobid import parse_job_ref
 from ..core.model import JobState
+from ..core.tags import parse_tag
 from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
 from .common import expected_errors, fail, job_id_of
 from .dlsubmit_checks import (ClusterFacts, cluster_problems, command_problem, read_cluster, refusal_lines,
@@ -110,6 +112,10 @@ _SET_WORDS = {
 }
 
 
+def _utc(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def verdict_lines(verdict: dict[str, Any] | None) -> list[str]:
     """The filter's verdict in words: accepted as what, what it changed, what it noticed."""
     if verdict is None:
@@ -126,6 +132,13 @@ def verdict_lines(verdict: dict[str, Any] | None) -> list[str]:
                      "ahead), then requeued")
     elif fields.get("ckpt") == "0":
         lines.append("  not preemptible (no checkpoint handler): never signalled or requeued")
+    parsed = parse_tag(tag)
+    if parsed is not None and parsed.deadline is not None:
+        lines.append(f"  deadline: {_utc(parsed.deadline)}")
+    if parsed is not None and parsed.soft_deadlines:
+        steps = ", ".join(f"{_utc(t)} {round(100 * v)} %" for t, v in parsed.soft_deadlines)
+        lines.extend(textwrap.wrap(f"deadline steps (worth by then): {steps}", 78, initial_indent="  ",
+                                   subsequent_indent="    "))
     if "req_switch" in changes:
         n, wait = changes.pop("req_switch"), changes.pop("wait4switch", None)
         lines.append(f"  placed under {n} leaf switch{'es' if str(n) != '1' else ''}"

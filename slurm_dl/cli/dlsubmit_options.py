@@ -49,6 +49,14 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
     "gpu_mem": (Optional[str], lambda k: typer.Option(None, "--gpu-mem", metavar="SIZE",
                                                       help="GPU memory the job needs, e.g. 40G: smaller GPUs "
                                                            "are ruled out")),
+    "deadline": (Optional[str], lambda k: typer.Option(
+        None, "--deadline", metavar="WHEN",
+        help="finish by then (YYYY-MM-DDTHH:MM, UTC, or Unix seconds); the job's --time "
+             "must fit before it")),
+    "deadline_steps": (Optional[str], lambda k: typer.Option(
+        None, "--deadline-steps", metavar="STEPS",
+        help="what the result is worth by when, e.g. 4h=10,6h=5,10h=2 (after submission); "
+             "--time must fit before the last")),
     "share": (bool, lambda k: typer.Option(
         False, "--share", help="run on part of a GPU (a Slurm shard) where the site offers them; "
         "1 GPU only")),

@@ -393,6 +393,9 @@ class DeadlineConfig(_Strict):
     admission_share: float = num(0.475, gt=0, le=1.0, description="part of the cluster's GPUs that "
                                                                   "admitted deadlines may promise while "
                                                                   "best-effort work wants the rest")
+    soft_boost: Literal["utility", "strict-first", "value-rate"] = Field(
+        default="utility", description="how a boosted soft-deadline job ranks: by the utility still "
+                                       "reachable, below every strict one, or by value per GPU-second")
 
 
 PolicyName = Literal[

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from .model import Job
 from .policy.base import PolicyContext, PriorityPolicy
-from .policy.deadline import DEMOTED_TAG, slack
+from .policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, slack
 from .preemption import resume_kind
 
 
@@ -128,9 +128,19 @@ def explain_job(
         "deadline": job.deadline,
         "deadline_slack_s": None if s is None else round(s, 3),
         "deadline_demoted": (job.tags or {}).get(DEMOTED_TAG),
+        "deadline_steps": [[t, v] for t, v in job.soft_deadlines] if job.deadline is None and job.soft_deadlines
+        else None,
+        "deadline_step_promised": _float_or_none((job.tags or {}).get(SOFT_FROM_TAG)),
         "account_usage_gpu_s": round(led.usage(job.account, ctx.now, half_life_s), 3) if led is not None else None,
         "waiting_for": waiting_for,
     }
+
+
+def _float_or_none(text) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _preemption(job: Job, ctx) -> dict[str, str]:

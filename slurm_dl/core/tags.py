@@ -12,7 +12,9 @@ GPUs, ≥ 0), ``shape`` (``NxG`` nodes × GPUs per node, ``spread`` or ``any``),
 then sends that signal and waits that long, within the site's maximum, before a requeue),
 ``types`` (the GPU types the job accepts, ``a100+h100``, optional: the prioritizer steers it
 within them), ``shards`` (``K:S``: a job on K GPU shards of S per GPU, optional; ``gpus`` is
-then 0: it holds part of one GPU, no whole one).
+then 0: it holds part of one GPU, no whole one), ``soft`` (soft-deadline steps ``T:V+T:V…``,
+optional: Unix seconds rising, each with the share of the job's utility still earned by then,
+falling, the first 1).
 
 :func:`parse_tag` is strict and total: anything that is not exactly a well-formed tag gives
 ``None``; it never raises. Users cannot write ``admin_comment`` (Slurm makes it admin-only and the
@@ -33,12 +35,43 @@ MAX_DEADLINE = 10**11  # Unix seconds (year 5138)
 _VALUE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
 _SHAPE = re.compile(r"^(?:(\d{1,4})x(\d{1,3})|spread|any)$")
 _KEYS_REQUIRED = ("class", "ckpt", "gpus", "shape")
-_KEYS_OPTIONAL = ("deadline", "orig", "sig", "lead", "types", "shards")
+_KEYS_OPTIONAL = ("deadline", "orig", "sig", "lead", "types", "shards", "soft")
 _SHARDS = re.compile(r"^(\d{1,3}):(\d{1,3})$")
 MAX_SHARDS_PER_GPU = 128
 _TYPES = re.compile(r"^[A-Za-z0-9_.-]{1,32}(?:\+[A-Za-z0-9_.-]{1,32}){0,31}$")
 _SIG = re.compile(r"^[A-Z0-9]{1,8}$")
 MAX_LEAD_S = 86_400
+MAX_SOFT_STEPS = 8
+_SOFT_STEP = re.compile(r"^(\d{1,11}):(1|0\.\d{1,4})$")
+
+
+def soft_steps_valid(steps) -> bool:
+    """Soft-deadline steps as the filter writes them: 1 to :data:`MAX_SOFT_STEPS` (Unix seconds,
+    share of the utility) with times rising, shares falling, the first 1 and all above 0."""
+    if not 1 <= len(steps) <= MAX_SOFT_STEPS or steps[0][1] != 1.0:
+        return False
+    for (t0, v0), (t1, v1) in zip(steps, steps[1:]):
+        if not (t1 > t0 and v1 < v0):
+            return False
+    return all(0 <= t <= MAX_DEADLINE and 0.0 < v <= 1.0 for t, v in steps)
+
+
+def encode_soft(steps) -> str:
+    """The ``soft`` value for steps (see :func:`soft_steps_valid`); ValueError outside the format."""
+    if not soft_steps_valid(steps):
+        raise ValueError(f"tag soft steps must rise in time and fall in value from 1, got {steps!r}")
+    return "+".join(f"{int(t)}:{'1' if v >= 1.0 else f'{v:.4f}'.rstrip('0')}" for t, v in steps)
+
+
+def parse_soft(text: str) -> tuple[tuple[int, float], ...] | None:
+    """The steps in a ``soft`` value, or None if it is not exactly one the filter writes."""
+    steps = []
+    for item in text.split("+"):
+        m = _SOFT_STEP.match(item)
+        if m is None:
+            return None
+        steps.append((int(m.group(1)), float(m.group(2))))
+    return tuple(steps) if soft_steps_valid(steps) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +94,8 @@ class JobTag:
     """The GPU types the job accepts (the prioritizer steers it within them); None: not recorded."""
     shards: tuple[int, int] | None = None
     """A job on GPU shards: (shards it holds, shards per GPU); None: whole GPUs."""
+    soft_deadlines: tuple[tuple[int, float], ...] | None = None
+    """Soft-deadline steps (Unix seconds, share of the utility, see :func:`soft_steps_valid`)."""
 
     @property
     def shape_nodes(self) -> int | None:
@@ -124,6 +159,8 @@ def encode_tag(tag: JobTag) -> str:
         if not 1 <= k <= per_gpu <= MAX_SHARDS_PER_GPU:
             raise ValueError(f"tag shards must be K:S with 1 <= K <= S <= {MAX_SHARDS_PER_GPU}, got {k}:{per_gpu}")
         parts.append(f"shards={int(k)}:{int(per_gpu)}")
+    if tag.soft_deadlines:
+        parts.append(f"soft={encode_soft(tag.soft_deadlines)}")
     if tag.original is not None:
         if not _VALUE.match(tag.original):
             raise ValueError(f"tag orig has characters outside [A-Za-z0-9_.:@+-]: {tag.original!r}")
@@ -182,5 +219,10 @@ def parse_tag(text: object) -> JobTag | None:
         if m is None or not 1 <= int(m.group(1)) <= int(m.group(2)) <= MAX_SHARDS_PER_GPU:
             return None
         shards = (int(m.group(1)), int(m.group(2)))
+    soft = None
+    if "soft" in fields:
+        soft = parse_soft(fields["soft"])
+        if soft is None:
+            return None
     return JobTag(job_class, ckpt[0], gpus, fields["shape"], deadline, fields.get("orig"), ckpt[1], signal, lead,
-                  types, shards)
+                  types, shards, soft)

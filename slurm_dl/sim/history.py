@@ -285,6 +285,8 @@ def _apply_tag(job: Job, comment: str, stats: ImportStats) -> None:
         job.requeue = True  # the filter turns requeue on for jobs that opt in
     if tag.deadline is not None:
         job.deadline = float(tag.deadline)
+    elif tag.soft_deadlines:
+        job.soft_deadlines = tuple((float(t), v) for t, v in tag.soft_deadlines)
     if tag.gpu_types:
         job.accepted_types = tuple(tag.gpu_types)
 

@@ -483,7 +483,7 @@ def policy_overrides(name: str, *, las_thresholds: Sequence[float] | None = None
                      gittins_bins: int | None = None, boost_s: float | None = None,
                      shares: dict[str, float] | None = None,
                      half_life_hours: float | None = None, admission: bool | None = None,
-                     admission_share: float | None = None,
+                     admission_share: float | None = None, soft_boost: str | None = None,
                      lease_s: float | None = None) -> tuple[str, dict[str, Any]]:
     """The core registry name and ``get_policy`` overrides for a simulator policy name and the
     simulator's options (only options that apply to that policy; ``None`` = from the config)."""
@@ -497,6 +497,8 @@ def policy_overrides(name: str, *, las_thresholds: Sequence[float] | None = None
         deadline["admission"] = admission
     if admission_share is not None:
         deadline["admission_share"] = admission_share
+    if soft_boost is not None:
+        deadline["soft_boost"] = soft_boost
     lease = {"lease_seconds": lease_s} if lease_s is not None else {}
     if name in ALIASES:
         core, fixed = ALIASES[name]

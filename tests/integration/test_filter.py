@@ -227,6 +227,51 @@ def test_only_a_job_that_declares_a_handler_is_tagged_checkpointable(filtered) -
     assert not parse_tag(fields["AdminComment"]).checkpointable and "will not be preempted" in told
 
 
+def test_a_user_declares_soft_deadline_steps_and_the_prioritizer_reads_them(filtered) -> None:
+    """As user nobody: dl:deadline_steps is checked, recorded in the tag as shares of the top
+    value and read by the prioritizer from Slurm's job record; bad steps are refused with what
+    is wrong; steps forged in the comment's tag text are not."""
+    from prioritizer.jobs import apply_tags
+    from slurm_dl.slurm import CliBackend
+
+    tb, service = filtered
+    service.start()
+    env = tb.env()
+    as_nobody, public = as_user(tb)
+    job_id = None
+    try:
+        def submit_as_nobody(*args: str) -> subprocess.CompletedProcess:
+            return as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "--gpus=1",
+                             *args, stdin=SCRIPT)
+
+        out = submit_as_nobody("-t", "60", "--comment=dl:deadline_steps=2h=10,4h=5,8h=1")
+        assert out.returncode == 0, out.stderr
+        job_id = int(out.stdout.strip().split(";")[0])
+        submitted = time.time()
+        tag = parse_tag(job_fields(job_id, env)["AdminComment"])
+        assert tag is not None and tag.deadline is None
+        assert [v for _, v in tag.soft_deadlines] == [1.0, 0.5, 0.1]
+        assert [round(t - submitted) // 60 for t, _ in tag.soft_deadlines] in ([120, 240, 480], [119, 239, 479])
+        [job] = [j for j in CliBackend(env).jobs() if j.job_id == job_id]
+        apply_tags(job)
+        assert job.soft_deadlines == tuple((float(t), v) for t, v in tag.soft_deadlines)
+        rising = submit_as_nobody("-t", "60", "--comment=dl:deadline_steps=2h=5,4h=10")
+        assert rising.returncode != 0 and "values must fall" in rising.stderr, rising.stderr
+        too_long = submit_as_nobody("-t", "300", "--comment=dl:deadline_steps=2h=10,4h=5")
+        assert too_long.returncode != 0 and "runs past the deadline" in too_long.stderr, too_long.stderr
+        forged = submit_as_nobody("-t", "60", "--comment=sdl1:class=train;ckpt=0;gpus=1;shape=any;"
+                                              "soft=1999999999:1")
+        assert forged.returncode == 0, forged.stderr
+        forged_id = forged.stdout.strip().split(";")[0]
+        forged_tag = parse_tag(job_fields(int(forged_id), env)["AdminComment"])
+        subprocess.run(["scancel", forged_id], env=env, check=False)
+        assert forged_tag is not None and forged_tag.soft_deadlines is None
+    finally:
+        if job_id is not None:
+            subprocess.run(["scancel", str(job_id)], env=env, check=False)
+        shutil.rmtree(public, ignore_errors=True)
+
+
 def test_defaults_time_limit_and_requeue(filtered) -> None:
     tb, service = filtered
     service.start()

@@ -525,3 +525,32 @@ def test_a_call_refused_for_now_is_not_retried_within_the_cycle(config, db):
     c2.now += 3
     p2.run_cycle()
     assert p2.store.preemptions()[0].state == "requeued-self"
+
+
+def test_a_soft_deadline_job_is_boosted_only_near_its_promised_step(config, db):
+    # the filter's tag carries the steps; the daemon promises the first that fits and boosts
+    # the job only as that step nears: one whose step is far off waits behind best effort
+    c = MemoryCluster()
+    c.add(99, 8, running_on="gpu01", time_limit=3600.0)
+    now = int(c.now)
+    tag = "sdl1:class=train;ckpt=1;gpus=1;shape=any;soft={}"
+    near = c.add(1, 1, time_limit=1200.0, admin_comment=tag.format(f"{now + 1800}:1+{now + 7200}:0.5"))
+    far = c.add(2, 1, time_limit=600.0, admin_comment=tag.format(f"{now + 6 * 3600}:1"))
+    c.add(3, 1, time_limit=600.0)
+    # 5 GPUs for 20 min by 25 min from now do not fit next to the best-effort reserve (3.8 GPUs
+    # may be promised): its second step is promised, and the first, near, buys it nothing
+    given_up = c.add(4, 5, time_limit=1200.0, admin_comment=tag.format(f"{now + 1500}:1+{now + 3 * 3600}:0.5"))
+    near.submit_time += 2
+    far.submit_time += 1
+    given_up.submit_time += 3
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    assert p.admission.admitted == {1: now + 1800.0, 2: now + 6 * 3600.0, 4: now + 3 * 3600.0}
+    sf = {i: c.jobs[i].site_factor for i in (1, 2, 3, 4)}
+    assert sf[1] > sf[3] > max(sf[2], sf[4]), sf
+    from slurm_dl.explain_view import factor_words
+
+    words = {i: factor_words("deadline", p.store.explanation(i)["factors"]["deadline"], p.store.explanation(i))
+             for i in (1, 4)}
+    assert words[1].startswith("deadline steps: boosted for its promised step"), words
+    assert "waits behind best effort until its promised step" in words[4], words

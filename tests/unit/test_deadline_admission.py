@@ -4,6 +4,8 @@ and the simulator's utility figures."""
 
 from __future__ import annotations
 
+import pytest
+
 from slurm_dl.core.model import Job, JobState
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.admission import DeadlineAdmission, demand_fits, demotion_message
@@ -95,17 +97,54 @@ def test_soft_deadlines_boost_by_the_utility_still_reachable() -> None:
     job = Job(1, num_gpus=1, time_limit=H, soft_deadlines=steps)
     ctx = PolicyContext(now=0.0)
     assert pol.target(job, 0.0) == (2 * H, 1.0)
-    assert pol.score(job, ctx) == 0.5  # an hour to spare: not boosted yet
+    assert pol.score(job, ctx) == 0.25  # an hour to spare: waits behind best effort (0.5)
     ctx.now = 0.5 * H
     assert pol.score(job, ctx) == 1.0  # boosted for the full value
     ctx.now = 1.5 * H  # the first step is out of reach: aims at the second, worth half
     assert pol.target(job, ctx.now) == (3 * H, 0.5)
     assert pol.score(job, ctx) == 0.75
     ctx.now = 4.5 * H  # nothing reachable any more
-    assert pol.level(job, ctx.now) == pol.HOPELESS
+    assert pol.level(job, ctx.now) == pol.HOPELESS and pol.score(job, ctx) == 0.0
     # admission promised the second step: the first is given up
     job.tags = {SOFT_FROM_TAG: repr(3 * H)}
     assert pol.target(job, 0.0) == (3 * H, 0.5)
+
+
+def test_a_soft_job_is_boosted_only_for_the_step_admission_promised() -> None:
+    """Past its promised step it can still earn a later one, but takes no GPUs for it: it waits
+    behind best effort; a soft job admission did not promise waits too, until it is lost."""
+    pol = DeadlinePolicy(boost_slack_s=H)
+    steps = ((2 * H, 10.0), (3 * H, 5.0), (5 * H, 2.0))
+    job = Job(1, num_gpus=1, time_limit=H, soft_deadlines=steps, tags={SOFT_FROM_TAG: repr(2 * H)})
+    assert pol.level(job, 0.5 * H) == pol.BOOSTED
+    assert pol.level(job, 1.5 * H) == pol.WAITING  # aims at the 3 h step, not promised
+    assert pol.score(job, PolicyContext(now=1.5 * H)) == 0.25
+    assert pol.next_key_change(job, PolicyContext(now=0.5 * H)) == pytest.approx(H)
+    demoted = Job(2, num_gpus=1, time_limit=H, soft_deadlines=steps, tags={DEMOTED_TAG: "no room"})
+    assert pol.level(demoted, 0.5 * H) == pol.WAITING and pol.level(demoted, 4.5 * H) == pol.HOPELESS
+    assert pol.next_key_change(demoted, PolicyContext(now=0.0)) == pytest.approx(4 * H)
+    strict = Job(3, num_gpus=1, time_limit=H, deadline=3 * H)
+    assert pol.level(strict, 0.0) == pol.NEUTRAL  # a strict one with time to spare is best effort
+
+
+@pytest.mark.parametrize("mode, soft_top, cheap_above_dear", [
+    ("utility", 1.0, False), ("strict-first", 0.99, False), ("value-rate", None, True)])
+def test_soft_boost_modes(mode, soft_top, cheap_above_dear) -> None:
+    pol = DeadlinePolicy(boost_slack_s=H, soft_boost=mode)
+    ctx = PolicyContext(now=0.5 * H)
+    strict = Job(1, num_gpus=1, time_limit=H, deadline=2 * H)
+    cheap = Job(2, num_gpus=1, time_limit=H, soft_deadlines=((2 * H, 10.0),))
+    dear = Job(3, num_gpus=8, time_limit=H, soft_deadlines=((2 * H, 10.0),))
+    assert pol.score(strict, ctx) == 1.0
+    for soft in (cheap, dear):
+        assert 0.5 < pol.score(soft, ctx) <= 1.0
+        if soft_top is not None:
+            assert pol.score(soft, ctx) == pytest.approx(soft_top)
+    assert (pol.score(cheap, ctx) > pol.score(dear, ctx)) == cheap_above_dear
+    # at the same deadline: EDF alone (utility), else a strict job first
+    assert (pol.tiebreak(strict, ctx) < pol.tiebreak(cheap, ctx)) == (mode != "utility")
+    with pytest.raises(ValueError, match="soft_boost"):
+        DeadlinePolicy(soft_boost="loudest")
 
 
 def test_soft_job_is_admitted_at_its_first_step_that_fits() -> None:

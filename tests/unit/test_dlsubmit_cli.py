@@ -51,6 +51,18 @@ def test_dry_run_prints_script_sbatch_command_and_filter_verdict() -> None:
     assert "#SBATCH --gpus-per-node=2" in shown.output and "#SBATCH --time=30" in shown.output
 
 
+def test_dry_run_shows_the_deadline_steps_the_filter_accepted_or_why_it_refuses() -> None:
+    result = runner.invoke(app, ["train", "--gpus", "1", "--time", "60", "--deadline-steps", "4h=10,6h=5,10h=2",
+                                 "--config", str(TESTBED_CONFIG), "--dry-run", "--", "python3", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert "deadline steps (worth by then):" in result.output and "100 %" in result.output, result.output
+    assert "50 %" in result.output and "20 %" in result.output
+    assert all(len(line) <= 80 for line in result.output.splitlines()), result.output
+    late = runner.invoke(app, ["train", "--gpus", "1", "--time", "600", "--deadline-steps", "2h=10",
+                               "--config", str(TESTBED_CONFIG), "--dry-run", "--", "python3", "train.py"])
+    assert late.exit_code == 2 and "REFUSES" in late.output and "runs past the deadline" in late.output
+
+
 def test_dry_run_json_shows_a_filter_rejection() -> None:
     # 40 GPUs fit the node shape (5 x 8) but the testbed has 32 in all: the renderer lets it
     # through, the filter's rules reject it, and --dry-run says so.

@@ -156,3 +156,21 @@ def test_share_asks_the_filter_for_a_shard_and_only_for_one_gpu() -> None:
     with pytest.raises(RenderError, match=r"--share: only a 1-GPU job can share a GPU \(this one asks 2\)"):
         render(JobSpec(kind="infer", command=("python3", "infer.py", "{item}"), gpus=2, inputs="items.txt",
                        share=True), TESTBED)
+
+
+def test_deadline_and_deadline_steps_go_into_the_comment_the_filter_reads() -> None:
+    job = render(JobSpec(kind="train", command=("x",), time_minutes=60, deadline_steps="4h=10,6h=5"), TESTBED)
+    assert "--comment=dl:class=train;ckpt=1;deadline_steps=4h=10,6h=5" in job.directives
+    job = render(JobSpec(kind="train", command=("x",), deadline="2030-01-01T00:00"), TESTBED)
+    assert "--comment=dl:class=train;ckpt=1;deadline=2030-01-01T00:00" in job.directives
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"deadline": "soon"}, "--deadline soon: expected YYYY-MM-DDTHH:MM"),
+    ({"deadline_steps": "4h=5,6h=10"}, "values must fall"),
+    ({"deadline_steps": "4h=10;class=serve"}, "no spaces"),
+    ({"deadline": "2030-01-01T00:00", "deadline_steps": "4h=1"}, "one or the other"),
+])
+def test_bad_deadlines_are_refused_before_anything_is_submitted(fields, words) -> None:
+    with pytest.raises(RenderError, match=words):
+        render(JobSpec(kind="train", command=("x",), **fields), TESTBED)

@@ -233,6 +233,65 @@ def test_job_desc_deadline_field_is_used_too(cfg) -> None:
     assert not d.accepted and d.rule == "validate.deadline"
 
 
+def test_deadline_steps_are_tagged_as_shares_of_the_top_value(cfg) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=4h=10,6h=5,10h=2")
+    tag = parse_tag(d.changes["admin_comment"])
+    assert d.accepted and tag.deadline is None
+    assert tag.soft_deadlines == ((int(NOW) + 4 * 3600, 1.0), (int(NOW) + 6 * 3600, 0.5), (int(NOW) + 36000, 0.2))
+
+
+def test_declaring_larger_values_buys_nothing(cfg) -> None:
+    small = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=4h=1,6h=0.5")
+    large = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=4h=1000000,6h=500000")
+    assert parse_tag(small.changes["admin_comment"]).soft_deadlines == \
+        parse_tag(large.changes["admin_comment"]).soft_deadlines
+
+
+def test_deadline_steps_with_iso_and_unix_times(cfg) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60,
+            comment=f"dl:deadline_steps=2027-01-15T12:00=3,{int(NOW) + 5 * 3600}=1")
+    assert parse_tag(d.changes["admin_comment"]).soft_deadlines == ((int(NOW) + 4 * 3600, 1.0),
+                                                                    (int(NOW) + 5 * 3600, 0.3333))
+
+
+@pytest.mark.parametrize("steps, words", [
+    ("4h=10,6h=10", "values must fall"),
+    ("4h=5,6h=10", "values must fall"),
+    ("6h=10,4h=5", "times must increase"),
+    ("4h=10,4h=5", "times must increase"),
+    ("4h=0", "above 0"),
+    ("4h=10,6h=0", "above 0"),
+    ("4h", "'4h' is not WHEN=VALUE"),
+    ("soon=10", "cannot read the time 'soon'"),
+    (",".join(f"{h}h=" + str(20 - h) for h in range(1, 11)), "at most 8"),
+])
+def test_bad_deadline_steps_are_refused_with_what_is_wrong(cfg, steps, words) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment=f"dl:deadline_steps={steps}")
+    assert not d.accepted and words in d.message and "Fix:" in d.message, d.message
+    assert all(len(line) <= 200 for line in d.message.splitlines())
+
+
+def test_deadline_steps_get_the_strict_deadline_caps(cfg) -> None:
+    far = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=1d=10,30d=1")
+    assert not far.accepted and "at most 7 days" in far.message and "last deadline step" in far.message
+    late = run(cfg, tres_per_node="gres:gpu:1", time_limit=600, comment="dl:deadline_steps=2h=10,4h=1")
+    assert not late.accepted and "runs past the deadline" in late.message
+    no_limit = run(cfg, tres_per_node="gres:gpu:1", comment="dl:deadline_steps=2h=10")
+    assert not no_limit.accepted and "needs an explicit time limit" in no_limit.message
+    quota = run(cfg, FilterContext(now=NOW, user_deadline_jobs=4), tres_per_node="gres:gpu:1", time_limit=60,
+                comment="dl:deadline_steps=2h=10")
+    assert not quota.accepted and "already has 4 deadline jobs" in quota.message
+    # an early step the time limit cannot make is kept: the policy aims at the first reachable one
+    some = run(cfg, tres_per_node="gres:gpu:1", time_limit=180, comment="dl:deadline_steps=2h=10,4h=1")
+    assert some.accepted and len(parse_tag(some.changes["admin_comment"]).soft_deadlines) == 2
+
+
+def test_a_deadline_and_deadline_steps_together_are_refused(cfg) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60,
+            comment=f"dl:deadline={int(NOW) + 7200};deadline_steps=4h=10")
+    assert not d.accepted and "not both" in d.message
+
+
 # --- reshape -----------------------------------------------------------------------------
 def test_fewest_nodes_shape() -> None:
     assert fewest_nodes_shape(16, 8, 4) == (2, 8)

@@ -268,3 +268,26 @@ def test_the_service_reads_each_users_accounts_from_the_associations(tmp_path) -
     refused = service.decide_job(job(tres_per_job="gres:gpu:1", account="bio"), 1000)
     assert not refused.accepted and "not one of yours" in refused.message
     assert service.decide_job(job(tres_per_job="gres:gpu:1", account="dl"), 1000).accepted
+
+
+def test_soft_deadline_steps_reach_the_policy_and_count_against_the_quota(cfg) -> None:
+    """The filter's tag becomes Job.soft_deadlines; a job with steps is one deadline job (the
+    filter's live count and the prioritizer's quota); a Slurm --deadline beside it wins."""
+    from prioritizer.jobs import apply_tags
+
+    d = decide(job(tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=2h=10,4h=5"), cfg,
+               FilterContext(NOW))
+    tag = d.changes["admin_comment"]
+    soft = Job(1, user="u", admin_comment=tag, state=JobState.PENDING, submit_time=NOW, time_limit=3600.0)
+    apply_tags(soft)
+    assert soft.deadline is None and soft.soft_deadlines == ((NOW + 7200, 1.0), (NOW + 14400, 0.5))
+    strict = Job(2, user="u", admin_comment=tag, state=JobState.PENDING, deadline=NOW + 600)
+    apply_tags(strict)
+    assert strict.deadline == NOW + 600 and strict.soft_deadlines == ()
+    assert live_counts([soft])["u"].deadline_jobs == 1
+    many = [Job(i, user="u", soft_deadlines=((NOW + 7200, 1.0),), time_limit=600.0, submit_time=NOW + i)
+            for i in range(1, 6)]
+    far = Job(9, user="v", soft_deadlines=((NOW + 3600, 1.0), (NOW + 30 * 86400, 0.1)), time_limit=600.0,
+              submit_time=NOW)
+    ignored = admit_deadlines([*many, far], cfg)
+    assert set(ignored) == {5, 9} and "already has 4 deadline jobs" in ignored[5] and "at most 7" in ignored[9]

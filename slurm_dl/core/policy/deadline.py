@@ -11,6 +11,7 @@ other job, so best-effort work is not pushed back for deadlines that are far awa
 * **boosted** (score 1.0): slack fell below ``boost_slack`` and the deadline can still be made
   (slack ≥ 0); among these, earliest deadline first (EDF, the ``tiebreak``);
 * **neutral** (0.5): jobs without a deadline, and deadline jobs with slack to spare;
+* **waiting** (0.25): soft-deadline jobs not boosted (see below);
 * **hopeless** (0.0): deadline jobs that can no longer make it (slack < 0). Boosting them would
   only make other deadlines miss too; they drop below best effort, which also means a made-up
   deadline that cannot be met costs its owner priority instead of gaining it.
@@ -20,9 +21,22 @@ A job whose deadline admission did not promise (``Job.tags[DEMOTED_TAG]``, see
 falls to hopeless after, like any deadline that is lost.
 
 Soft deadlines (``Job.soft_deadlines``, utility steps (time, value) with values falling) aim at
-the first step still reachable (from the step admission promised on): the job is boosted when
-its slack to that step falls below ``boost_slack``, with score ``0.5 + 0.5 × value / top
-value`` (the utility still reachable), and hopeless when no step is reachable any more.
+the first step still reachable (from the step admission promised on). Such a job is boosted
+only for the step admission promised it (any reachable step when admission is off) and only
+when its slack to that step falls below ``boost_slack``; the boost's score is set by
+``soft_boost`` (below). Otherwise it **waits** (score 0.25): behind best-effort work, ahead of
+lost deadlines. So a soft job with time to spare, one whose step was not promised, and one past
+its promised step but still able to earn a later one take no GPUs from best effort; it is
+hopeless (0.0) when no step is reachable any more.
+
+``soft_boost`` (``policy.deadline.soft_boost``): ``utility`` (the default) scores a boosted soft
+job ``0.5 + 0.5 × value / top value`` (the utility still reachable; a soft job at its top step
+ties a boosted strict one and EDF orders them); ``strict-first`` scores it
+``0.5 + 0.49 × value / top value`` (every boosted strict deadline first, and a strict one
+before a soft one at the same time); ``value-rate``
+``0.5 + 0.49 × r / (r + 1)`` with ``r`` its value still reachable (share of the top) per GPU-hour
+of its remaining run time (strict first, then the soft job that earns most per GPU-second).
+On the soft-deadline trace the default earned the most utility (docs/results.md).
 
 The levels are piecewise constant in time: a waiting job's slack shrinks one second per second
 (boosted at ``slack = boost_slack``, hopeless at ``slack = 0``, both announced by
@@ -42,6 +56,8 @@ from .base import PolicyContext, PriorityPolicy
 
 DEMOTED_TAG = "deadline_demoted"
 """Set in ``Job.tags`` (to the reason) when admission demoted the job's deadline."""
+SOFT_BOOSTS = ("utility", "strict-first", "value-rate")
+"""The values of ``policy.deadline.soft_boost`` (see the module docstring)."""
 SOFT_FROM_TAG = "deadline_soft_from"
 """Set in ``Job.tags`` to the soft-deadline step admission promised (earlier steps given up)."""
 
@@ -127,17 +143,21 @@ def admit_deadlines(jobs: Sequence[Job], config=None) -> dict[int, str]:
       task of an array counts): the earliest submitted keep theirs, later ones wait without a
       deadline until an earlier one ends.
 
+    Soft-deadline steps count as one deadline job, checked at their last step.
+
     Because of this, more deadlines or far-off deadlines cannot buy a user more priority.
     """
     dc = _settings(config)
     max_s, max_jobs = dc.max_deadline_days * 86400.0, dc.max_deadline_jobs_per_user
     ignored: dict[int, str] = {}
     per_user: dict[str, int] = {}
-    for job in sorted((j for j in jobs if j.deadline is not None), key=lambda j: (j.submit_time, j.job_id)):
+    for job in sorted((j for j in jobs if j.deadline is not None or j.soft_deadlines),
+                      key=lambda j: (j.submit_time, j.job_id)):
+        last = job.deadline if job.deadline is not None else job.soft_deadlines[-1][0]
         if job.time_limit is None:
             ignored[job.job_id] = "deadline ignored: the job has no time limit to check it against"
-        elif job.deadline - job.submit_time > max_s:
-            ignored[job.job_id] = (f"deadline ignored: {(job.deadline - job.submit_time) / 86400.0:.1f} days after "
+        elif last - job.submit_time > max_s:
+            ignored[job.job_id] = (f"deadline ignored: {(last - job.submit_time) / 86400.0:.1f} days after "
                                    f"submission; the site allows at most {max_s / 86400.0:g}")
         else:
             n = per_user.get(job.user, 0)
@@ -154,8 +174,11 @@ class DeadlinePolicy(PriorityPolicy):
     discipline = "firstfit"
 
     def __init__(self, config=None, *, boost_slack_s: float | None = None, admission: bool | None = None,
-                 admission_share: float | None = None) -> None:
+                 admission_share: float | None = None, soft_boost: str | None = None) -> None:
         dc = _settings(config)
+        self.soft_boost = dc.soft_boost if soft_boost is None else soft_boost
+        if self.soft_boost not in SOFT_BOOSTS:
+            raise ValueError(f"deadline: soft_boost must be one of {', '.join(SOFT_BOOSTS)}, got {self.soft_boost!r}")
         if boost_slack_s is None:
             boost_slack_s = 60.0 * dc.boost_slack_minutes
         self.admission = dc.admission if admission is None else bool(admission)
@@ -167,7 +190,8 @@ class DeadlinePolicy(PriorityPolicy):
         self.boost_slack_s = float(boost_slack_s)
         self.config = config
 
-    BOOSTED, NEUTRAL, HOPELESS = 0, 1, 2
+    BOOSTED, NEUTRAL, WAITING, HOPELESS = 0, 1, 2, 3
+    _SCORES = (1.0, 0.5, 0.25, 0.0)
 
     def target(self, job: Job, now: float) -> tuple[float, float] | None:
         """The deadline the job aims at now and the share of its utility it is worth there:
@@ -192,6 +216,8 @@ class DeadlinePolicy(PriorityPolicy):
         if job.deadline is None and not job.soft_deadlines:
             return self.NEUTRAL
         if job.tags and job.tags.get(DEMOTED_TAG):
+            if job.deadline is None:  # a soft job admission did not promise: it waits, or is lost
+                return self.WAITING if self.target(job, now) is not None else self.HOPELESS
             return self.NEUTRAL if (slack(job, now) or 0.0) >= 0.0 else self.HOPELESS
         tgt = self.target(job, now)
         if tgt is None:
@@ -199,11 +225,18 @@ class DeadlinePolicy(PriorityPolicy):
         s = tgt[0] - now - (remaining_run(job, now) or 0.0)
         if s < 0.0:
             return self.HOPELESS
-        return self.BOOSTED if s < self.boost_slack_s else self.NEUTRAL
+        if job.deadline is not None:
+            return self.BOOSTED if s < self.boost_slack_s else self.NEUTRAL
+        promised = job.tags.get(SOFT_FROM_TAG) if job.tags else None
+        if s < self.boost_slack_s and (promised is None or tgt[0] == float(promised)):
+            return self.BOOSTED
+        return self.WAITING  # soft: not promised this step, or time to spare: behind best effort
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         lv = self.level(job, ctx.now)
-        return (lv, self._boost_tb(job, ctx.now) if lv == self.BOOSTED else 0.0, job.submit_time, job.job_id)
+        boosted = lv == self.BOOSTED
+        return (lv, self._boost_tb(job, ctx.now) if boosted else 0.0,
+                self._soft_after(job) if boosted else 0.0, job.submit_time, job.job_id)
 
     def _boost_tb(self, job: Job, now: float) -> float:
         tgt = self.target(job, now)
@@ -212,13 +245,26 @@ class DeadlinePolicy(PriorityPolicy):
     def score(self, job: Job, ctx: PolicyContext) -> float:
         lv = self.level(job, ctx.now)
         if lv == self.BOOSTED and job.deadline is None:
-            tgt = self.target(job, ctx.now)  # soft: boosted by the utility still reachable
-            return 0.5 + 0.5 * (tgt[1] if tgt is not None else 0.0)
-        return (1.0, 0.5, 0.0)[lv]
+            tgt = self.target(job, ctx.now)
+            share = tgt[1] if tgt is not None else 0.0
+            if self.soft_boost == "utility":  # the utility still reachable
+                return 0.5 + 0.5 * share
+            if self.soft_boost == "strict-first":
+                return 0.5 + 0.49 * share
+            work_h = max(1, job.num_gpus) * max(60.0, remaining_run(job, ctx.now) or 0.0) / 3600.0
+            r = share / work_h  # value-rate: the share of the top value per GPU-hour still to run
+            return 0.5 + 0.49 * r / (r + 1.0)
+        return self._SCORES[lv]
 
     def tiebreak(self, job: Job, ctx: PolicyContext) -> tuple:
-        """EDF among boosted jobs."""
-        return (self._boost_tb(job, ctx.now),) if self.level(job, ctx.now) == self.BOOSTED else (0.0,)
+        """EDF among boosted jobs; with ``soft_boost`` other than ``utility``, a strict deadline
+        before a soft one at the same time."""
+        if self.level(job, ctx.now) != self.BOOSTED:
+            return (0.0, 0.0)
+        return (self._boost_tb(job, ctx.now), self._soft_after(job))
+
+    def _soft_after(self, job: Job) -> float:
+        return 1.0 if job.deadline is None and self.soft_boost != "utility" else 0.0
 
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         """A waiting job's slack shrinks one second per second: boosted when it falls below
@@ -228,6 +274,8 @@ class DeadlinePolicy(PriorityPolicy):
             return None
         if job.tags and job.tags.get(DEMOTED_TAG):
             s = slack(job, ctx.now)
+            if job.deadline is None and job.soft_deadlines:  # waits until its last step is lost
+                s = job.soft_deadlines[-1][0] - ctx.now - (remaining_run(job, ctx.now) or 0.0)
             return None if s is None or s < 0.0 else ctx.now + s + 1e-6
         tgt = self.target(job, ctx.now)
         if tgt is None:

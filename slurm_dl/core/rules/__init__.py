@@ -19,7 +19,7 @@ from .request import JOB_DESC_FIELDS, JobRequest
 from .reshape import reshape
 from .share import share
 from .tag import tag
-from .validate import requested_deadline, validate
+from .validate import requested_deadline, requested_soft, validate
 
 __all__ = ["FilterContext", "FilterDecision", "JobRequest", "JOB_DESC_FIELDS", "decide", "decide_request",
            "unreadable"]
@@ -46,7 +46,8 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
             return replace(d, summary=_summary(req, d))
         draft = checked
     else:
-        draft = draft.evolve(deadline=requested_deadline(req)[0])
+        steps = requested_soft(req, ctx.now)[0] if requested_deadline(req)[0] is None else None
+        draft = draft.evolve(deadline=requested_deadline(req)[0], soft_deadlines=tuple(steps or ()))
     if f.reshape:
         draft = reshape(req, draft, config, ctx)
     else:

@@ -62,6 +62,7 @@ class Draft:
     lead_s: int | None = None  # the lead time its --signal gives the handler
     gpu_types: tuple[str, ...] = ()  # the GPU types it accepts (): not decided
     shards: tuple[int, int] | None = None  # on GPU shards: (shards, shards per GPU)
+    soft_deadlines: tuple[tuple[int, float], ...] = ()  # (Unix seconds, share of the top value)
 
     def evolve(self, **changes: Any) -> "Draft":
         """A copy with ``changes`` (like dataclasses.replace, without its per-call field scan)."""
@@ -71,7 +72,7 @@ class Draft:
             g("checkpointable", self.checkpointable), g("changes", self.changes), g("notices", self.notices),
             g("shape", self.shape), g("gpus", self.gpus), g("deadline", self.deadline),
             g("signal_target", self.signal_target), g("signal", self.signal), g("lead_s", self.lead_s),
-            g("gpu_types", self.gpu_types), g("shards", self.shards),
+            g("gpu_types", self.gpu_types), g("shards", self.shards), g("soft_deadlines", self.soft_deadlines),
         )
 
 

@@ -59,3 +59,32 @@ def parse_deadline(text: str) -> int | None:
     except (OverflowError, OSError, ValueError):
         return None
     return ts if ts >= 0 else None
+
+
+_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+_RELATIVE = re.compile(r"^(?:now\+)?(\d{1,6}(?:\.\d{1,3})?)(s|m|min|h|d)$")
+_VALUE = re.compile(r"^\d{1,9}(?:\.\d{1,6})?$")
+
+
+def parse_deadline_steps(text: str, now: float) -> list[tuple[int, float]]:
+    """Soft-deadline steps from a ``dl:deadline_steps=`` hint: ``WHEN=VALUE`` items joined by
+    ``,`` (``4h=10,6h=5,10h=2``). ``WHEN`` is a time after submission (``90m``, ``4h``, ``2d``,
+    also written ``now+4h``) or a time as for ``dl:deadline`` (ISO, UTC unless it says, or Unix
+    seconds); ``VALUE`` a positive number. Returns (Unix seconds, value) in the order written.
+    Raises ValueError with what is wrong; the caller checks the order and the site's caps."""
+    steps = []
+    for item in text.split(","):
+        when, sep, value = item.strip().rpartition("=")
+        when = when.strip().lower()
+        if not sep or not when or not _VALUE.match(value.strip()):
+            raise ValueError(f"{item.strip()[:40]!r} is not WHEN=VALUE with VALUE a number")
+        m = _RELATIVE.match(when)
+        if m:
+            at = int(now + float(m.group(1)) * _UNITS[m.group(2)])
+        else:
+            parsed = parse_deadline(when.upper() if "t" in when else when)
+            if parsed is None:
+                raise ValueError(f"cannot read the time {when[:30]!r} (4h, 90m, 2d, or YYYY-MM-DDTHH:MM)")
+            at = parsed
+        steps.append((at, float(value)))
+    return steps

@@ -37,6 +37,7 @@ def live_counts(jobs: Iterable[Job]) -> dict[str, UserLive]:
         if tag is None:
             continue
         gpus = job.num_gpus if job.running and job.num_gpus else tag.gpus
-        out.setdefault(job.user, UserLive()).add(tag.job_class.value, gpus, tag.deadline is not None,
+        out.setdefault(job.user, UserLive()).add(tag.job_class.value, gpus,
+                                                 tag.deadline is not None or bool(tag.soft_deadlines),
                                                  job.array_tasks)
     return out

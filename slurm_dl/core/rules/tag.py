@@ -8,7 +8,8 @@ from __future__ import annotations
 
 
 from ..config import SiteConfig
-from ..tags import MAX_DEADLINE, MAX_GPUS, MAX_LEAD_S, TAG_PREFIX, JobTag, encode_tag, safe_value
+from ..tags import (MAX_DEADLINE, MAX_GPUS, MAX_LEAD_S, TAG_PREFIX, JobTag, encode_tag, safe_value,
+                    soft_steps_valid)
 from .decision import Draft
 from .request import JobRequest
 
@@ -29,6 +30,7 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                 lead_s=min(draft.lead_s, MAX_LEAD_S) if draft.checkpointable and draft.lead_s is not None else None,
                 gpu_types=draft.gpu_types or None,
                 shards=draft.shards,
+                soft_deadlines=draft.soft_deadlines if soft_steps_valid(draft.soft_deadlines) else None,
             )
         )
     elif req.admin_comment and req.admin_comment.lstrip().startswith(TAG_PREFIX[:3]):

@@ -19,7 +19,8 @@ from .decision import (
     Rejection,
 )
 from .access import check_access
-from .hints import parse_deadline, parse_hints
+from .hints import parse_deadline, parse_deadline_steps, parse_hints
+from ..tags import MAX_SOFT_STEPS
 from .request import JobRequest, parse_gpu_tres
 from .gpu_types import SIZE, accepted_types, first_steer
 from .script import launches_steps, trapped_signals
@@ -336,29 +337,84 @@ def requested_deadline(req: JobRequest) -> tuple[int | None, str | None]:
     return (value, None) if value is not None else (None, text)
 
 
-def check_deadline(req: JobRequest, ctx: FilterContext, config: SiteConfig) -> tuple[int | None, Rejection | None]:
-    """Admission of a deadline, by the policy's own feasibility check (:func:`deadline_feasible`)."""
+def soft_steps(text: str, now: float) -> list[tuple[int, float]]:
+    """The filter's reading of a ``dl:deadline_steps=`` hint: times rising, values falling and
+    above 0, at most :data:`MAX_SOFT_STEPS`; each value is recorded as its share of the first
+    (the top is worth what a strict deadline is: declaring larger numbers buys nothing).
+    Raises ValueError with what is wrong."""
+    steps = parse_deadline_steps(text, now)
+    if len(steps) > MAX_SOFT_STEPS:
+        raise ValueError(f"{len(steps)} steps; at most {MAX_SOFT_STEPS}")
+    top = steps[0][1]
+    if top <= 0:
+        raise ValueError("the values must be above 0")
+    out = [(t, round(v / top, 4)) for t, v in steps]
+    for i, ((t0, v0), (t1, v1)) in enumerate(zip(out, out[1:]), start=2):
+        if t1 <= t0:
+            raise ValueError(f"the times must increase (step {i} is not after step {i - 1})")
+        if not v1 < v0:
+            raise ValueError("the values must fall from one step to the next")
+    if out[-1][1] <= 0:
+        raise ValueError("the values must be above 0")
+    return out
+
+
+def requested_soft(req: JobRequest, now: float) -> tuple[list[tuple[int, float]] | None, str | None]:
+    """The soft-deadline steps of a ``dl:deadline_steps=`` hint, or what is wrong with it."""
+    text = parse_hints(req.comment).get("deadline_steps")
+    if text is None:
+        return None, None
+    try:
+        return soft_steps(text, now), None
+    except ValueError as e:
+        return None, str(e)
+
+
+def check_deadline(req: JobRequest, ctx: FilterContext,
+                   config: SiteConfig) -> tuple[int | None, list[tuple[int, float]] | None, Rejection | None]:
+    """Admission of a deadline, or of soft-deadline steps (the last step is checked as a strict
+    deadline would be: the same time limit, horizon and per-user quota), by the policy's own
+    feasibility check (:func:`deadline_feasible`). Returns (deadline, steps, rejection)."""
     deadline, bad = requested_deadline(req)
     if bad is not None:
-        return None, Rejection(
+        return None, None, Rejection(
             "validate.deadline",
             f"{PREFIX}cannot read the deadline {_clip(bad)!r}. "
             "Fix: dl:deadline=YYYY-MM-DDTHH:MM (UTC) or Unix seconds.",
             CODE_POLICY,
         )
-    if deadline is None:
-        return None, None
-    if req.time_limit_min is None:
-        return deadline, Rejection(
+    steps, why = requested_soft(req, ctx.now)
+    if why is not None:
+        return None, None, Rejection(
             "validate.deadline",
-            f"{PREFIX}a deadline ({_when(deadline)}) needs an explicit time limit that fits before it. "
+            f"{PREFIX}cannot use dl:deadline_steps: {why}. Fix: steps like "
+            "dl:deadline_steps=4h=10,6h=5,10h=2 (times rising, values falling).",
+            CODE_POLICY,
+        )
+    if steps is not None and deadline is not None:
+        return None, None, Rejection(
+            "validate.deadline",
+            f"{PREFIX}a job has a deadline or deadline steps, not both. "
+            "Fix: keep one of dl:deadline and dl:deadline_steps (or --deadline).",
+            CODE_POLICY,
+        )
+    what = "deadline"
+    if steps is not None:
+        what = "last deadline step"
+        deadline = steps[-1][0]
+    if deadline is None:
+        return None, None, None
+    if req.time_limit_min is None:
+        return deadline, steps, Rejection(
+            "validate.deadline",
+            f"{PREFIX}a {what} ({_when(deadline)}) needs an explicit time limit that fits before it. "
             "Fix: add --time=MINUTES.",
             CODE_MISSING_TIME_LIMIT,
         )
     job = Job(job_id=0, user=req.user_name or "", deadline=float(deadline), time_limit=req.time_limit_min * 60.0)
     spec = parse_array(req.array)
     if req.array and spec is None:
-        return deadline, Rejection(
+        return deadline, steps, Rejection(
             "validate.deadline",
             f"{PREFIX}cannot count the tasks of --array={req.array[:40]!r} for the deadline quota. "
             "Fix: --array=A-B[:STEP][%LIMIT] or a list of those.",
@@ -369,11 +425,11 @@ def check_deadline(req: JobRequest, ctx: FilterContext, config: SiteConfig) -> t
     ok, reason = deadline_feasible(job, ctx.now, config, user_deadline_jobs=ctx.user_deadline_jobs,
                                    tasks=tasks, waves=waves)
     if ok:
-        return deadline, None
+        return (None, steps, None) if steps is not None else (deadline, None, None)
     quota = config.policy.deadline
-    return deadline, Rejection(
+    return deadline, steps, Rejection(
         "validate.deadline",
-        f"{PREFIX}deadline {_when(deadline)} with --time={req.time_limit_min} min refused: {reason}. "
+        f"{PREFIX}{what} {_when(deadline)} with --time={req.time_limit_min} min refused: {reason}. "
         f"Allowed: a time limit that ends before the deadline if started now, a deadline at most "
         f"{quota.max_deadline_days:g} days ahead, at most {quota.max_deadline_jobs_per_user} pending deadline jobs "
         "per user. Fix: a later deadline, a shorter --time, or no deadline.",
@@ -409,7 +465,7 @@ def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterConte
     if isinstance(admitted, Rejection):
         return admitted
     draft = admitted
-    deadline, rejection = check_deadline(req, ctx, config)
+    deadline, steps, rejection = check_deadline(req, ctx, config)
     if rejection is not None:
         return rejection
-    return draft.evolve(deadline=deadline)
+    return draft.evolve(deadline=deadline, soft_deadlines=tuple(steps or ()))
