@@ -27,7 +27,6 @@ import random
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -43,13 +42,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from slurm_dl.testbed import Testbed  # noqa: E402
-from slurm_dl.testbed.process import MARKER, stop  # noqa: E402
+from slurm_dl.testbed.process import MARKER  # noqa: E402
 
 CLI = [sys.executable, "-m", "slurm_dl.cli.main"]
 TEMPLATE = REPO / "site-configs" / "testbed.toml"
 GPU_SIZES = ((1, 0.6), (2, 0.25), (4, 0.1), (8, 0.05))  # GPUs per job, share of jobs: 2.0 on average
 SUBMIT = "REQUEST_SUBMIT_BATCH_JOB"
 JOB_INFO = "REQUEST_JOB_INFO"
+USER_INFO = "REQUEST_JOB_USER_INFO"
 
 
 # -- the plan: the same submissions in both phases --------------------------------------------
@@ -90,8 +90,9 @@ def local_users(count: int) -> list[tuple[str, str]]:
 
 
 def make_plan(jobs: int, users: int, accounts: int, seed: int, array_share: float,
-              seconds: tuple[int, int]) -> list[Submission]:
-    """Jobs as bursts: each user sends arrays (10 to 500 tasks) and single jobs."""
+              seconds: tuple[int, int], gpus_scale: int = 1) -> list[Submission]:
+    """Jobs as bursts: each user sends arrays (10 to 500 tasks) and single jobs. ``gpus_scale``
+    multiplies every job's GPUs (at most 8): fewer jobs run at once on the same nodes."""
     rng = random.Random(seed)
     people = local_users(users)
     plan: list[Submission] = []
@@ -100,7 +101,7 @@ def make_plan(jobs: int, users: int, accounts: int, seed: int, array_share: floa
 
     def one(tasks: int) -> Submission:
         user, group = rng.choice(people)
-        gpus = rng.choices([g for g, _ in GPU_SIZES], [w for _, w in GPU_SIZES])[0]
+        gpus = min(8, gpus_scale * rng.choices([g for g, _ in GPU_SIZES], [w for _, w in GPU_SIZES])[0])
         return Submission(user, group, f"acct{people.index((user, group)) % accounts}", gpus,
                           rng.randint(*seconds), tasks, rng.random() < 0.1)
 
@@ -280,9 +281,9 @@ class Background:
 
 
 def user_squeue(env: dict, people: list[tuple[str, str]], rng: random.Random):
-    def poll() -> None:
-        user = rng.choice(people)[0]
-        subprocess.run(["squeue", "-h", "-u", user], env=env, capture_output=True, timeout=60, check=True)
+    def poll() -> None:  # half ask for their own jobs (REQUEST_JOB_USER_INFO), half for all (REQUEST_JOB_INFO)
+        mine = ["-u", rng.choice(people)[0]] if rng.random() < 0.5 else []
+        subprocess.run(["squeue", "-h", *mine], env=env, capture_output=True, timeout=60, check=True)
     return poll
 
 
@@ -338,8 +339,9 @@ def queue_counts(env: dict) -> dict[str, int]:
     return counts
 
 
-def finished(tb: Testbed) -> dict[str, int]:
-    """Jobs that ended, by final state (each job once), from the testbed's jobcomp file."""
+def finished(tb: Testbed, active: set[str] = frozenset()) -> dict[str, int]:
+    """Jobs that ended, by final state (each job once), from the testbed's jobcomp file; jobs in
+    ``active`` (still in the queue, e.g. completing) are left out, so no job counts twice."""
     try:
         text = (tb.layout.log_dir / "jobcomp.txt").read_text(errors="replace")
     except OSError:
@@ -349,9 +351,29 @@ def finished(tb: Testbed) -> dict[str, int]:
         if m.group(2) not in ("REQUEUED", "PREEMPTED"):
             last[m.group(1)] = m.group(2)
     out: dict[str, int] = {}
-    for state in last.values():
-        out[state] = out.get(state, 0) + 1
+    for job, state in last.items():
+        if job not in active:
+            out[state] = out.get(state, 0) + 1
     return out
+
+
+ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE",
+         "PREEMPTED")
+
+
+def accounted(tb: Testbed, env: dict) -> dict:
+    """Every job once: still in the queue (array tasks one by one), else ended in the jobcomp log."""
+    rows = subprocess.run(["squeue", "-h", "-r", "-o", "%A %T"], env=env, capture_output=True, text=True,
+                          timeout=120).stdout.split("\n")
+    queued, active_ids = 0, set()
+    for row in rows:
+        job, _, state = row.strip().partition(" ")
+        if job and state not in ENDED:
+            queued += 1
+            if state != "PENDING":  # a pending array's tasks share one id until they start
+                active_ids.add(job)
+    ended = finished(tb, active_ids)  # read after the queue: a job ending in between counts once
+    return {"in_queue": queued, "finished": sum(ended.values()), "finished_by_state": ended}
 
 
 def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
@@ -423,9 +445,7 @@ def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
         after = sdiag(env)  # before this script's own last squeue
         during = queue_counts(env)
         prio = scrape(sv.prio_port) if on else {}
-        accounted = {"in_queue": sum(n for st, n in during.items() if st not in ("COMPLETED", "CANCELLED", "FAILED",
-                                                                                   "TIMEOUT")),
-                     "finished": sum((ended := finished(tb)).values()), "finished_by_state": ended}
+        accounts = accounted(tb, env)
     finally:
         bg.end()
         sv.stop()
@@ -441,7 +461,7 @@ def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
         "sdiag_before": {k: v for k, v in before.items() if k != "rpc"}, "sdiag": after,
         "server_threads_max": max([s["server_threads"] for s in bg.samples] or [0]),
         "agent_queue_max": max([s["agent_queue"] for s in bg.samples] or [0]),
-        "queue_after_submit": peak, "queue_end": during, "accounted": accounted,
+        "queue_after_submit": peak, "queue_end": during, "accounted": accounts,
         "background": {"ok": bg.counts, "failed": bg.failures},
         "explain_ms": {"n": len(explain_lat), "p50": round(1000 * pct(sorted(explain_lat), 50), 1),
                        "p99": round(1000 * pct(sorted(explain_lat), 99), 1)} if on else None,
@@ -495,12 +515,12 @@ def compare(off: dict, on: dict) -> dict:
     return {
         "rpc_time_ratio": {"submit": ratio(average_us(r_on, [SUBMIT]), average_us(r_off, [SUBMIT])),
                            "job_info": ratio(average_us(r_on, [JOB_INFO]), average_us(r_off, [JOB_INFO])),
+                           "user_job_info": ratio(average_us(r_on, [USER_INFO]), average_us(r_off, [USER_INFO])),
                            "overall": same_mix(r_on, r_off),
                            "overall_raw": ratio(average_us(r_on), average_us(r_off))},
-        "rpc_avg_us": {"off": {"submit": average_us(r_off, [SUBMIT]), "job_info": average_us(r_off, [JOB_INFO]),
-                               "overall": average_us(r_off)},
-                       "on": {"submit": average_us(r_on, [SUBMIT]), "job_info": average_us(r_on, [JOB_INFO]),
-                              "overall": average_us(r_on)}},
+        "rpc_avg_us": {name: {"submit": average_us(r, [SUBMIT]), "job_info": average_us(r, [JOB_INFO]),
+                              "user_job_info": average_us(r, [USER_INFO]), "overall": average_us(r)}
+                       for name, r in (("off", r_off), ("on", r_on))},
         "rpc_count_ratio_per_job": per_job,
         "rpc_types_only_on": {t: r_on[t]["count"] for t in new_types},
         # Single-job sbatch calls: an array's wall time grows with its tasks, not with the filter.
@@ -519,6 +539,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--array-share", type=float, default=0.9, help="share of the jobs submitted in arrays")
     ap.add_argument("--seconds", default="30-120", help="each job's sleep, MIN-MAX seconds")
+    ap.add_argument("--gpus-scale", type=int, default=1, help="multiply each job's GPUs (1, 2, 4 …, at most "
+                    "8 per job): fewer running jobs, for a machine that cannot start as many")
     ap.add_argument("--rate", type=float, default=20.0, help="sbatch calls per second at most")
     ap.add_argument("--submitters", type=int, default=2, help="concurrent sbatch calls")
     ap.add_argument("--window", type=float, default=60.0, help="seconds of steady load after the submissions")
@@ -543,7 +565,8 @@ def main() -> int:
 def run(args, say=lambda *_: None) -> dict:
     """Both phases of the scenario ``args`` (from ``parser()``) on one testbed directory."""
     lo, _, hi = args.seconds.partition("-")
-    plan = make_plan(args.jobs, args.users, args.accounts, args.seed, args.array_share, (int(lo), int(hi or lo)))
+    plan = make_plan(args.jobs, args.users, args.accounts, args.seed, args.array_share, (int(lo), int(hi or lo)),
+                     args.gpus_scale)
     t0 = time.monotonic()
     off = run_phase(False, args, plan, say)
     on = run_phase(True, args, plan, say)
@@ -559,7 +582,8 @@ def human(r: dict) -> str:
                 key=lambda kv: kv[1], default=("-", None))
     return (f"live scale ({r['nodes']} nodes, {r['jobs']} jobs, peak {r['on']['queue_after_submit'].get('PENDING', 0)} "
             f"pending / {r['on']['queue_after_submit'].get('RUNNING', 0)} running with slurm-dl on): "
-            f"RPC time on/off submit {t['submit']}x, job info {t['job_info']}x, all {t['overall']}x; "
+            f"RPC time on/off submit {t['submit']}x, job info {t['job_info']}x (own jobs {t['user_job_info']}x), "
+            f"all {t['overall']}x; "
             f"filter adds {f['p50']} ms p50 / {f['p99']} ms p99 per sbatch; busiest RPC type per job "
             f"{worst[0]} {worst[1]}x; prioritizer cycle {p.get('cycle_mean_s')} s mean over "
             f"{p.get('cycles_ok')} cycles, {p.get('cycles_failed')} failed")
