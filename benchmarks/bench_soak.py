@@ -7,7 +7,8 @@ and the cycle time at the start, the middle and the end.
 A day at the default 5 s interval is 17,280 cycles; a short interval gets there sooner (the
 cycle does the same work, only more often). Prints one JSON line and one human line: each
 figure at start, middle and end, its growth from the first to the last sample, and the failed
-cycles. Needs root and Slurm (the testbed). The kill -9 comparison of the issue is not part of it.
+cycles. Needs root and Slurm (the testbed). It never kills the daemon: comparing the ledger
+after a kill -9 with an uninterrupted one is not part of it.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TEST_SLURM, require_testbed_support
+from slurm_dl.testbed.cluster import munge_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -55,7 +56,9 @@ def test_the_same_load_with_slurm_dl_on_and_off() -> None:
     prio = on["prioritizer"]
     assert prio["cycles_ok"] >= 2 and prio["cycles_failed"] == 0, prio
     assert prio["site_factor_pushes"] > 0
-    assert on["explain_ms"]["n"] > 0 and on["background"]["ok"]["agent"] >= 1
+    assert on["background"]["ok"]["agent"] >= 1
+    if munge_installed() and shutil.which("runuser"):  # the explain endpoint needs the testbed's munged
+        assert on["background"]["ok"].get("explain", 0) > 0, on["background"]
     assert on["sdiag"]["rpc"]["REQUEST_UPDATE_JOB"]["count"] > 0
 
     # no RPC type grows with the job count beyond the stated margin
