@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -61,6 +62,7 @@ def main() -> int:
     tb.down()
     for db in tb.layout.root.glob("ledger.db*"):
         db.unlink()
+    shutil.rmtree(tb.layout.state_save_dir, ignore_errors=True)  # a fresh controller: no jobs of a last run
     tb.up()
     env = tb.env()
     logs = Path(args.dir) / "soak"
