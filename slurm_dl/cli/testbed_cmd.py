@@ -11,7 +11,7 @@ import typer
 
 from ..testbed import Testbed, services
 from ..testbed.conf import render_env_exports
-from ..testbed.shape import describe, parse_gpus
+from ..testbed.shape import MAX_NODES, describe, parse_gpus
 from .common import expected_errors, fail
 
 app = typer.Typer(help="""A real local Slurm test cluster with fake GPUs.
@@ -32,7 +32,7 @@ DirOption = typer.Option(Path(".testbed"), "--dir", help="state directory (conf,
 @app.command("up")
 def up(
     dir: Path = DirOption,
-    nodes: Optional[int] = typer.Option(None, "--nodes", min=1, max=99, help="number of slurmd nodes [default: 4]"),
+    nodes: Optional[int] = typer.Option(None, "--nodes", min=1, max=MAX_NODES, help="number of slurmd nodes [default: 4]"),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=0, max=64,
                                                 help="fake GPUs per node [default: 8]"),
     gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="GPU type name in Gres (gpu:TYPE:N) [default: h100]"),

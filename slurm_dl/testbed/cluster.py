@@ -32,10 +32,11 @@ from .conf import (
 from . import inroot, roots
 from .install import find_slurm, require_root
 from .releases import HOST_RELEASE, Release, release_for
-from .shape import GpuGroup, as_groups, describe, is_mixed, spec_of, total_nodes
+from .shape import GpuGroup, as_groups, describe, is_mixed, name_digits, spec_of, total_nodes
 from .site_shape import with_shape
 
 READY_TIMEOUT_S = 30.0
+READY_S_PER_NODE = 0.1  # and this much more per node: 256 slurmd register one by one
 
 
 def munge_installed() -> bool:
@@ -145,11 +146,6 @@ class Testbed:
         self.shards = (shard_nodes, shards_per_gpu)
         self.recovery: Recovery | None = None
         """Set by ``up`` when it restarted a half-dead cluster."""
-        if len(str(self.layout.root)) > MAX_STATE_DIR_LEN:
-            raise TestbedError(
-                f"testbed state directory {self.layout.root} is {len(str(self.layout.root))} characters long; "
-                f"slurmd's Unix sockets need it at most {MAX_STATE_DIR_LEN}: choose a shorter --dir"
-            )
         # Validate the shape now (a bad shape is an error before anything starts).
         try:
             if gpus is not None:
@@ -163,6 +159,13 @@ class Testbed:
                           shard_nodes=shard_nodes, shards_per_gpu=shards_per_gpu)
         except ValueError as e:
             raise TestbedError(f"testbed {self.layout.root}: {e}") from None
+        # Three-digit node names (over 99 nodes) take two characters more, twice, in a socket path.
+        longest = MAX_STATE_DIR_LEN - 2 * (name_digits(total_nodes(self.groups)) - 2)
+        if len(str(self.layout.root)) > longest:
+            raise TestbedError(
+                f"testbed state directory {self.layout.root} is {len(str(self.layout.root))} characters long; "
+                f"slurmd's Unix sockets need it at most {longest}: choose a shorter --dir"
+            )
         self.reshaped = False
         """Set by ``up`` when it started this directory with other GPU types than last time."""
 
@@ -288,8 +291,11 @@ class Testbed:
             yield
 
     # -- up ----------------------------------------------------------------------------------
-    def up(self, timeout: float = READY_TIMEOUT_S) -> TestbedStatus:
-        """Start the cluster and wait until every node answers. Already up: returns at once."""
+    def up(self, timeout: float | None = None) -> TestbedStatus:
+        """Start the cluster and wait until every node answers (``timeout`` s; by default 30 s
+        plus 0.1 s per node). Already up: returns at once."""
+        if timeout is None:
+            timeout = READY_TIMEOUT_S + READY_S_PER_NODE * total_nodes(self.groups)
         release = self.release
         if release.host:
             find_slurm()

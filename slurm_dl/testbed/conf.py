@@ -250,6 +250,21 @@ def check_shards(groups, shard_nodes: int, shards_per_gpu: int) -> None:
 
 leaf_switches = halves  # the one-type split, under its old name
 
+# Job limits as a centre raises them with its size: room for a deep queue per node (50,000 up to
+# 100 nodes, 500 per node above: 128,000 at 256), and arrays as large as a user sweep gets.
+JOBS_PER_NODE = 500
+MIN_MAX_JOB_COUNT = 50_000
+
+
+def max_job_count(nodes: int) -> int:
+    """slurm.conf MaxJobCount for a testbed of ``nodes`` nodes."""
+    return max(MIN_MAX_JOB_COUNT, JOBS_PER_NODE * nodes)
+
+
+def max_array_size(nodes: int) -> int:
+    """slurm.conf MaxArraySize: 10,001 (tasks 0..10000) up to 100 nodes, 100,001 above."""
+    return 10_001 if nodes <= 100 else 100_001
+
 
 def cluster_name(root: Path) -> str:
     """A short name unique to the state directory (Slurm allows ≤ 40 lowercase chars)."""
@@ -292,8 +307,8 @@ def render_slurm_conf(layout: TestbedLayout, params: ClusterParams) -> str:
         "Waittime=0",
         "KillWait=5",
         "MinJobAge=60",
-        "MaxJobCount=50000",
-        "MaxArraySize=10001",
+        f"MaxJobCount={max_job_count(params.nodes)}",
+        f"MaxArraySize={max_array_size(params.nodes)}",
         f"RequeueExit={REQUEUE_EXIT_CODE}",
         "SchedulerType=sched/backfill",
         "SchedulerParameters=bf_interval=2,sched_interval=2,max_switch_wait=300,default_queue_depth=1000",

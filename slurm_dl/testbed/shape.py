@@ -37,7 +37,9 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-MAX_NODES = 99  # two-digit node names
+# slurmd processes share the host (Slurm's multiple-slurmd mode): each costs memory and a port,
+# so the count is capped where one machine still carries them (docs/admins.md gives the figures).
+MAX_NODES = 512
 MAX_GPUS_PER_NODE = 64
 DEFAULT_PARTITION = "gpu"
 SPEC_EXAMPLE = "h100:2x8,v100:2x8"
@@ -149,16 +151,23 @@ def describe(groups: Sequence[GpuGroup]) -> str:
     return f"{total_nodes(groups)} nodes ({', '.join(f'{g.nodes} x {g.gpus_per_node} {g.gpu_type}' for g in groups)} GPUs)"
 
 
-def node_names(count: int, start: int = 1) -> list[str]:
-    """gpu01, gpu02, … (two digits, as in site-configs/testbed.toml)."""
-    return [f"gpu{i:02d}" for i in range(start, start + count)]
+def name_digits(total: int) -> int:
+    """Digits in node names: two (gpu01, as in site-configs/testbed.toml) up to 99 nodes, three
+    (gpu001) above, so that names sort and compress to one range either way."""
+    return 2 if total <= 99 else 3
+
+
+def node_names(count: int, start: int = 1, digits: int = 2) -> list[str]:
+    """gpu01, gpu02, … (``digits`` digits)."""
+    return [f"gpu{i:0{digits}d}" for i in range(start, start + count)]
 
 
 def group_node_names(groups: Sequence[GpuGroup]) -> list[list[str]]:
     """Each group's node names, numbered on across the groups."""
     out, start = [], 1
+    digits = name_digits(total_nodes(groups))
     for g in groups:
-        out.append(node_names(g.nodes, start))
+        out.append(node_names(g.nodes, start, digits))
         start += g.nodes
     return out
 

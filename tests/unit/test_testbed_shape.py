@@ -51,7 +51,7 @@ def test_spec_parses_into_groups_in_order() -> None:
     ("h100:2x0,v100:1x8", ["h100:2x0", "1..64"]),
     ("h100:1x65", ["1..64", "65"]),
     ("h100:2x8,v100:1x4,H100:1x8", ["H100", "twice"]),
-    ("h100:50x8,v100:50x8", ["100 nodes", "at most 99"]),
+    ("h100:300x8,v100:300x8", ["600 nodes", "at most 512"]),
     ("h-100:1x8", ["'h-100'", "plain name"]),
     ("gpu:1x8,v100:1x8", ["'gpu'", "default partition"]),
 ])
@@ -203,3 +203,29 @@ def test_cli_up_refuses_a_bad_spec_in_one_line(tmp_path: Path, args: list[str], 
     assert r.exit_code == 1 and out.startswith("error:") and len(out.splitlines()) == 1, out
     assert all(w in out for w in words), out
     assert not (tmp_path / "tb").exists()
+
+
+def test_over_99_nodes_get_three_digit_names_in_one_range():
+    from slurm_dl.testbed.conf import ClusterParams, TestbedLayout, render_slurm_conf
+    from pathlib import Path
+
+    params = ClusterParams.one_type(256, 8, "h100", ctld_port=19999, node_ports=tuple(range(20000, 20256)))
+    assert params.node_names[0] == "gpu001" and params.node_names[-1] == "gpu256"
+    text = render_slurm_conf(TestbedLayout(Path("/srv/tb")), params)
+    assert "PartitionName=gpu Nodes=gpu[001-256] Default=YES" in text
+    assert "MaxJobCount=128000" in text and "MaxArraySize=100001" in text
+    small = ClusterParams.one_type(99, 8, "h100", ctld_port=19999, node_ports=tuple(range(20000, 20099)))
+    assert small.node_names[-1] == "gpu99"
+    small_text = render_slurm_conf(TestbedLayout(Path("/srv/tb")), small)
+    assert "MaxJobCount=50000" in small_text and "MaxArraySize=10001" in small_text
+
+
+def test_three_digit_names_shorten_the_longest_state_dir():
+    import pytest as _pytest
+    from slurm_dl.core.errors import TestbedError
+    from slurm_dl.testbed import Testbed
+
+    long_dir = "/tmp/" + "d" * 63  # 68 characters: fits two-digit names, not three
+    Testbed(long_dir, nodes=4)
+    with _pytest.raises(TestbedError, match="at most 67"):
+        Testbed(long_dir, nodes=256)

@@ -1,0 +1,155 @@
+"""A soak of slurm-dl's services on a live testbed: the prioritizer, the filter and GPU-agent files
+under a steady stream of short jobs for many cycles; their memory, open files, the database size
+and the cycle time at the start, the middle and the end.
+
+    python benchmarks/bench_soak.py --nodes 8 --cycles 2000 --interval 0.2 [--dir /tmp/soak]
+
+A day at the default 5 s interval is 17,280 cycles; a short interval gets there sooner (the
+cycle does the same work, only more often). Prints one JSON line and one human line: each
+figure at start, middle and end, its growth from the first to the last sample, and the failed
+cycles. Needs root and Slurm (the testbed). It never kills the daemon: comparing the ledger
+after a kill -9 with an uninterrupted one is not part of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_live_scale as live  # noqa: E402
+
+
+def proc_figures(pid: int) -> dict:
+    """RSS (MiB) and open file descriptors of a process."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")) / 1024
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+    except (OSError, StopIteration):
+        return {"rss_mib": None, "fds": None}
+    return {"rss_mib": round(rss, 1), "fds": fds}
+
+
+def db_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.glob("ledger.db*"))
+
+
+def main() -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=8)
+    ap.add_argument("--cycles", type=int, default=2000)
+    ap.add_argument("--interval", type=float, default=0.2, help="the prioritizer's interval_seconds")
+    ap.add_argument("--dir", default="/tmp/slurm-dl-soak")
+    ap.add_argument("--queue", type=int, default=100, help="keep about this many jobs queued")
+    ap.add_argument("--sample-every", type=float, default=20.0)
+    args = ap.parse_args()
+
+    from slurm_dl.testbed import Testbed
+
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    tb = Testbed(args.dir, nodes=args.nodes, gpus_per_node=8)
+    tb.down()
+    for db in tb.layout.root.glob("ledger.db*"):
+        db.unlink()
+    shutil.rmtree(tb.layout.state_save_dir, ignore_errors=True)  # a fresh controller: no jobs of a last run
+    tb.up()
+    env = tb.env()
+    logs = Path(args.dir) / "soak"
+    logs.mkdir(parents=True, exist_ok=True)
+    agent_dir = logs / "agent"
+    agent_dir.mkdir(exist_ok=True)
+    nodes = [f"gpu{i:02d}" for i in range(1, args.nodes + 1)]
+    sv = live.Services()
+    bg = live.Background()
+    samples: list[dict] = []
+    stop = threading.Event()
+    submitted = [0]
+    try:
+        config = live.site_config(tb, nodes, args.interval, agent_dir)
+        sv = live.start_services(tb, env, config, logs)
+        prio_pid, filter_pid = sv.procs[1].pid, sv.procs[0].pid
+        people = live.local_users(6)
+        rng = random.Random(7)
+
+        def feed() -> None:  # a steady stream of short jobs through the filter
+            while not stop.is_set():
+                queued = len(subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True,
+                                            text=True, timeout=60).stdout.split())
+                if queued < args.queue:
+                    user, group = rng.choice(people)
+                    s = live.Submission(user, group, f"acct{rng.randrange(3)}", rng.choice((1, 2, 4)),
+                                        rng.randint(2, 8), 10, rng.random() < 0.2)
+                    if subprocess.run(s.argv(), env=env, capture_output=True, timeout=60).returncode == 0:
+                        submitted[0] += 10
+                stop.wait(1.0)
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        bg.every("agent", 5.0, live.agents(env, nodes[:2], agent_dir))
+        t0 = time.monotonic()
+        last = (0.0, 0.0)
+        while True:
+            m = live.scrape(sv.prio_port)
+            dsum = m.get("slurm_dl_prioritizer_cycle_duration_seconds_sum", 0.0)
+            dcount = m.get("slurm_dl_prioritizer_cycle_duration_seconds_count", 0.0)
+            seg = (dsum - last[0]) / (dcount - last[1]) if dcount > last[1] else None
+            last = (dsum, dcount)
+            cycles = int(m.get("slurm_dl_prioritizer_cycles_total{ok}", 0))
+            failed = int(sum(v for k, v in m.items() if k.startswith("slurm_dl_prioritizer_cycles_total{")
+                             and not k.endswith("{ok}")))
+            samples.append({"t_s": round(time.monotonic() - t0, 1), "cycles_ok": cycles, "cycles_failed": failed,
+                            "cycle_mean_s": round(seg, 4) if seg is not None else None,
+                            "prioritizer": proc_figures(prio_pid), "filter": proc_figures(filter_pid),
+                            "db_bytes": db_bytes(tb.layout.root), "jobs_submitted": submitted[0]})
+            say(json.dumps(samples[-1]))
+            if cycles >= args.cycles or any(p.poll() is not None for p in sv.procs):
+                break
+            time.sleep(args.sample_every)
+    finally:
+        stop.set()
+        bg.end()
+        sv.stop()
+        tb.down()
+
+    first, mid, end = samples[1] if len(samples) > 1 else samples[0], samples[len(samples) // 2], samples[-1]
+
+    def growth(get) -> float | None:
+        a, b = get(first), get(end)
+        return round(b / a, 3) if a and b is not None else None
+
+    result = {
+        "benchmark": "soak", "nodes": args.nodes, "interval_s": args.interval, "cycles_ok": end["cycles_ok"],
+        "cycles_failed": end["cycles_failed"], "equivalent_hours_at_5s": round(end["cycles_ok"] * 5 / 3600, 1),
+        "wall_s": end["t_s"], "jobs_submitted": end["jobs_submitted"],
+        "start": first, "middle": mid, "end": end,
+        "growth": {"prioritizer_rss": growth(lambda s: s["prioritizer"]["rss_mib"]),
+                   "prioritizer_fds": growth(lambda s: s["prioritizer"]["fds"]),
+                   "filter_rss": growth(lambda s: s["filter"]["rss_mib"]),
+                   "filter_fds": growth(lambda s: s["filter"]["fds"]),
+                   "db_bytes": growth(lambda s: s["db_bytes"]),
+                   "cycle_mean_s": growth(lambda s: s["cycle_mean_s"])},
+        "samples": samples,
+    }
+    print(json.dumps(result))
+    g = result["growth"]
+    print(f"soak ({args.nodes} nodes, {result['cycles_ok']} cycles at {args.interval} s = "
+          f"{result['equivalent_hours_at_5s']} h at 5 s, {result['jobs_submitted']} jobs): "
+          f"{result['cycles_failed']} failed cycles; end/start prioritizer RSS {g['prioritizer_rss']}x, fds "
+          f"{g['prioritizer_fds']}x; filter RSS {g['filter_rss']}x, fds {g['filter_fds']}x; database "
+          f"{g['db_bytes']}x; cycle time {g['cycle_mean_s']}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
