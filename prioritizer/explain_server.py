@@ -56,7 +56,10 @@ def answer(job_id: int, who: MungeIdentity, store, half_life_hours: float, live:
                                      "cycle yet?)"})
     if who.uid not in admin_uids:
         name = user_name(who.uid)
-        if g.owner is None or name is None or g.owner != name:
+        if g.owner is None:  # only decisions are left (the job finished and was forgotten)
+            return Answer(404, {"error": f"job {job_id}: the prioritizer no longer knows whose job it "
+                                         "was (finished a while ago?); an admin can still explain it"})
+        if name is None or g.owner != name:
             return Answer(403, {"error": f"job {job_id} is not yours (you are {name or f'uid {who.uid}'}); "
                                          "you can explain your own jobs"})
     g.queue = store.explanations() if g.expl is not None else {}

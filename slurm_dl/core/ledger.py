@@ -35,6 +35,9 @@ from .model import Job
 from .policy.history import Finished
 
 HISTORY_PER_KEY = 50
+HISTORY_KEPT = 200_000
+"""Gittins' global sample keeps the latest this many finished jobs (a daemon that runs for years
+would otherwise grow it, and write it each cycle, without end); trimmed by a tenth at a time."""
 FINISHED_KEPT = 20_000
 """The learner's per-key lists keep only recent jobs; older finished records are dropped
 (``finished_dropped`` counts them, so readers can follow the log incrementally)."""
@@ -292,6 +295,8 @@ class Ledger:
         """Record one finished job's total GPU-seconds (also used by the simulator directly).
         ``batch``: the burst or job array it belonged to (see the history learner)."""
         self.history.append(gpu_s)
+        if len(self.history) > HISTORY_KEPT + HISTORY_KEPT // 10:
+            del self.history[:len(self.history) - HISTORY_KEPT]
         self.finished.append(Finished(user, account, name, int(num_gpus or 0), partition or "",
                                       time_limit, float(gpu_s), batch or ""))
         if len(self.finished) > FINISHED_KEPT:

@@ -118,3 +118,14 @@ def test_job_missing_from_one_snapshot_is_reopened_with_its_service():
     led.observe([job(1, R)], now=70.0, half_life_s=H)
     assert led.jobs[1].finished and led.history == [60.0]
     assert led.reopen(99) is False
+
+
+def test_the_global_history_keeps_the_latest_jobs_only(monkeypatch):
+    import slurm_dl.core.ledger as ledger_mod
+
+    monkeypatch.setattr(ledger_mod, "HISTORY_KEPT", 100)
+    led = ledger_mod.Ledger()
+    for i in range(1000):
+        led.add_history(float(i), "u", "n", "a")
+    assert 100 <= len(led.history) <= 110
+    assert led.history[-1] == 999.0 and led.history == sorted(led.history)
