@@ -23,7 +23,7 @@ import jinja2
 
 from .core.config import SiteConfig
 from .core.errors import SlurmDLError
-from .core.rules.hints import parse_deadline, parse_deadline_steps
+from .core.rules.hints import parse_deadline_steps, parse_when
 from .core.rules.validate import soft_steps
 from .core.units import UnitError, format_time, parse_memory_mb, parse_time_seconds
 
@@ -366,8 +366,9 @@ def _check_deadlines(spec: JobSpec) -> None:
         raise RenderError("--deadline and --deadline-steps: a job has one or the other")
     if spec.deadline is None and spec.deadline_steps is None:
         return
-    if spec.deadline is not None and (parse_deadline(spec.deadline) is None or ";" in spec.deadline):
-        raise RenderError(f"--deadline {spec.deadline}: expected YYYY-MM-DDTHH:MM (UTC) or Unix seconds")
+    if spec.deadline is not None and (parse_when(spec.deadline, 0.0) is None or ";" in spec.deadline):
+        raise RenderError(f"--deadline {spec.deadline}: expected YYYY-MM-DDTHH:MM (UTC), Unix seconds "
+                          "or a time after submission (6h, 90m, 2d)")
     if spec.deadline_steps is not None:
         if any(c.isspace() or c == ";" for c in spec.deadline_steps):
             raise RenderError(f"--deadline-steps {spec.deadline_steps!r}: no spaces; steps like 4h=10,6h=5")

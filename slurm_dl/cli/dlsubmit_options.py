@@ -51,8 +51,8 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
                                                            "are ruled out")),
     "deadline": (Optional[str], lambda k: typer.Option(
         None, "--deadline", metavar="WHEN",
-        help="finish by then (YYYY-MM-DDTHH:MM, UTC, or Unix seconds); the job's --time "
-             "must fit before it")),
+        help="finish by then (YYYY-MM-DDTHH:MM UTC, Unix seconds, or 6h after "
+             "submission); the job's --time must fit before it")),
     "deadline_steps": (Optional[str], lambda k: typer.Option(
         None, "--deadline-steps", metavar="STEPS",
         help="what the result is worth by when, e.g. 4h=10,6h=5,10h=2 (after submission); "

@@ -163,10 +163,13 @@ def test_deadline_and_deadline_steps_go_into_the_comment_the_filter_reads() -> N
     assert "--comment=dl:class=train;ckpt=1;deadline_steps=4h=10,6h=5" in job.directives
     job = render(JobSpec(kind="train", command=("x",), deadline="2030-01-01T00:00"), TESTBED)
     assert "--comment=dl:class=train;ckpt=1;deadline=2030-01-01T00:00" in job.directives
+    job = render(JobSpec(kind="train", command=("x",), time_minutes=60, deadline="6h"), TESTBED)
+    assert "--comment=dl:class=train;ckpt=1;deadline=6h" in job.directives  # the filter reads it
 
 
 @pytest.mark.parametrize("fields, words", [
     ({"deadline": "soon"}, "--deadline soon: expected YYYY-MM-DDTHH:MM"),
+    ({"deadline": "6 hours"}, "--deadline 6 hours: expected"),
     ({"deadline_steps": "4h=5,6h=10"}, "values must fall"),
     ({"deadline_steps": "4h=10;class=serve"}, "no spaces"),
     ({"deadline": "2030-01-01T00:00", "deadline_steps": "4h=1"}, "one or the other"),

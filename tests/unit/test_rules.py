@@ -202,6 +202,17 @@ def test_iso_deadline_hint(cfg) -> None:
     assert d.accepted and parse_tag(d.changes["admin_comment"]).deadline == int(NOW) + 4 * 3600
 
 
+@pytest.mark.parametrize("text", ["2h", "now+2h", "120m", "7200s"])
+def test_a_deadline_after_submission_is_read_at_submission(cfg, text) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment=f"dl:deadline={text}")
+    assert d.accepted and parse_tag(d.changes["admin_comment"]).deadline == int(NOW) + 7200
+
+
+def test_a_deadline_after_submission_too_close_is_refused(cfg) -> None:
+    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=180, comment="dl:deadline=1h")
+    assert not d.accepted and "deadline" in d.message
+
+
 def test_deadline_without_a_time_limit(cfg) -> None:
     d = run(cfg, tres_per_node="gres:gpu:1", comment=f"dl:deadline={int(NOW) + 7200}")
     assert not d.accepted and "needs an explicit time limit" in d.message

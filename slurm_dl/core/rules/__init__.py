@@ -46,8 +46,9 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
             return replace(d, summary=_summary(req, d))
         draft = checked
     else:
-        steps = requested_soft(req, ctx.now)[0] if requested_deadline(req)[0] is None else None
-        draft = draft.evolve(deadline=requested_deadline(req)[0], soft_deadlines=tuple(steps or ()))
+        deadline = requested_deadline(req, ctx.now)[0]
+        steps = requested_soft(req, ctx.now)[0] if deadline is None else None
+        draft = draft.evolve(deadline=deadline, soft_deadlines=tuple(steps or ()))
     if f.reshape:
         draft = reshape(req, draft, config, ctx)
     else:

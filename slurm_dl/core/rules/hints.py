@@ -66,6 +66,16 @@ _RELATIVE = re.compile(r"^(?:now\+)?(\d{1,6}(?:\.\d{1,3})?)(s|m|min|h|d)$")
 _VALUE = re.compile(r"^\d{1,9}(?:\.\d{1,6})?$")
 
 
+def parse_when(text: str, now: float) -> int | None:
+    """A time as ``dl:deadline`` and each step of ``dl:deadline_steps`` write it: after ``now``
+    (``90m``, ``4h``, ``2d``, also ``now+4h``), or as :func:`parse_deadline` reads it."""
+    when = text.strip().lower()
+    m = _RELATIVE.match(when)
+    if m:
+        return int(now + float(m.group(1)) * _UNITS[m.group(2)])
+    return parse_deadline(when.upper() if "t" in when else when)
+
+
 def parse_deadline_steps(text: str, now: float) -> list[tuple[int, float]]:
     """Soft-deadline steps from a ``dl:deadline_steps=`` hint: ``WHEN=VALUE`` items joined by
     ``,`` (``4h=10,6h=5,10h=2``). ``WHEN`` is a time after submission (``90m``, ``4h``, ``2d``,
@@ -78,13 +88,8 @@ def parse_deadline_steps(text: str, now: float) -> list[tuple[int, float]]:
         when = when.strip().lower()
         if not sep or not when or not _VALUE.match(value.strip()):
             raise ValueError(f"{item.strip()[:40]!r} is not WHEN=VALUE with VALUE a number")
-        m = _RELATIVE.match(when)
-        if m:
-            at = int(now + float(m.group(1)) * _UNITS[m.group(2)])
-        else:
-            parsed = parse_deadline(when.upper() if "t" in when else when)
-            if parsed is None:
-                raise ValueError(f"cannot read the time {when[:30]!r} (4h, 90m, 2d, or YYYY-MM-DDTHH:MM)")
-            at = parsed
+        at = parse_when(when, now)
+        if at is None:
+            raise ValueError(f"cannot read the time {when[:30]!r} (4h, 90m, 2d, or YYYY-MM-DDTHH:MM)")
         steps.append((at, float(value)))
     return steps

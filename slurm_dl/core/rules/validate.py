@@ -19,7 +19,7 @@ from .decision import (
     Rejection,
 )
 from .access import check_access
-from .hints import parse_deadline, parse_deadline_steps, parse_hints
+from .hints import parse_deadline_steps, parse_hints, parse_when
 from ..tags import MAX_SOFT_STEPS
 from .request import JobRequest, parse_gpu_tres
 from .gpu_types import SIZE, accepted_types, first_steer
@@ -326,14 +326,15 @@ def check_handler(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | 
     return draft.evolve(checkpointable=False, signal=None, lead_s=None, notices=(*draft.notices, notice))
 
 
-def requested_deadline(req: JobRequest) -> tuple[int | None, str | None]:
-    """The deadline (Unix seconds) from ``job_desc.deadline`` or a ``dl:deadline=`` hint, or the bad text."""
+def requested_deadline(req: JobRequest, now: float) -> tuple[int | None, str | None]:
+    """The deadline (Unix seconds) from ``job_desc.deadline`` or a ``dl:deadline=`` hint (a time,
+    or a span after ``now``, the submission), or the bad text."""
     if req.deadline:
         return req.deadline, None
     text = parse_hints(req.comment).get("deadline")
     if text is None:
         return None, None
-    value = parse_deadline(text)
+    value = parse_when(text, now)
     return (value, None) if value is not None else (None, text)
 
 
@@ -375,12 +376,12 @@ def check_deadline(req: JobRequest, ctx: FilterContext,
     """Admission of a deadline, or of soft-deadline steps (the last step is checked as a strict
     deadline would be: the same time limit, horizon and per-user quota), by the policy's own
     feasibility check (:func:`deadline_feasible`). Returns (deadline, steps, rejection)."""
-    deadline, bad = requested_deadline(req)
+    deadline, bad = requested_deadline(req, ctx.now)
     if bad is not None:
         return None, None, Rejection(
             "validate.deadline",
             f"{PREFIX}cannot read the deadline {_clip(bad)!r}. "
-            "Fix: dl:deadline=YYYY-MM-DDTHH:MM (UTC) or Unix seconds.",
+            "Fix: dl:deadline=YYYY-MM-DDTHH:MM (UTC), Unix seconds, or 6h (after now).",
             CODE_POLICY,
         )
     steps, why = requested_soft(req, ctx.now)
