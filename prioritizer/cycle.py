@@ -399,10 +399,12 @@ class Prioritizer:
                 e["gpu_types"] = gpu_type_entry(j, self.steering.model, steered.choices.get(j.job_id))
             return e
 
-        def site_factor_of(j):
-            return pushed.get(j.job_id, current.get(j.job_id)) if j.pending else None
+        held = current if not pushed else {**current, **pushed}  # waiting jobs' SiteFactor now
 
-        explanations = cache.step(order, ctx, scores, site_factor_of, free, victims_of, self.cycle_no + 1,
+        def site_factor_of(j):
+            return held.get(j.job_id) if j.pending else None
+
+        explanations = cache.step(order, ctx, scores, held, free, victims_of, self.cycle_no + 1,
                                   self.half_life_s, build, always=set(gpu_notes) | noted | set(steered.choices))
         t_explain = time.perf_counter()
         if not self.dry_run:

@@ -21,9 +21,11 @@ The store writes only the rebuilt parts plus one compact document of numbers.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from itertools import compress, islice, repeat
+from math import frexp
+from operator import add, attrgetter, eq, itemgetter, mod, ne
+from typing import Any, Callable, Iterable, Mapping
 
-from slurm_dl.core.explain import waiting_reason
 from slurm_dl.core.model import Job, JobState
 from slurm_dl.core.policy.base import PolicyContext
 from slurm_dl.core.policy.deadline import slack
@@ -34,80 +36,86 @@ REFRESH_CYCLES = 50
 
 PER_JOB_KEYS = ("state", "state_reason", "score", "rank", "site_factor", "attained_gpu_s", "executed_s",
                 "restarts", "deadline_slack_s", "account_usage_gpu_s", "waiting_for")
+STORED_KEYS = ("state", "state_reason", "score", "site_factor", "attained_gpu_s", "executed_s", "restarts",
+               "deadline_slack_s")
+"""The numbers stored per job; a job's rank is its place in the ranked list, and its account's
+usage and what it waits for are derived from figures of the cycle (``derive``) on reading."""
 PER_CYCLE_KEYS = ("at", "ranked")  # the same for every job of a cycle: stored once
 NUMBER_KEYS = PER_CYCLE_KEYS + PER_JOB_KEYS
 _STATE_TEXT = {s: s.value for s in JobState}  # an enum's .value is a slow property, read per job
-
-
-def _record(j: Job) -> tuple:
-    # Attained service on a doubling scale (floor of log2(1 + attained), from the integer's bits:
-    # cheaper than log2): a running job's LAS factor is rebuilt as it grows.
-    a = j.attained_gpu_s
-    return (j.state, j.num_gpus, j.job_class, j.restarts, j.deadline, j.account, j.nodes,
-            j.checkpointable, int(1.0 + a).bit_length() if a > 0.0 else 0)
+_RECORD = attrgetter("state", "num_gpus", "job_class", "restarts", "deadline", "account", "nodes", "checkpointable")
+"""What a job's slow part depends on, with its attained service on a doubling scale."""
+_EXPONENT = itemgetter(1)
 
 
 class ExplanationCache:
     def __init__(self, top_pending: int = TOP_PENDING, refresh_cycles: int = REFRESH_CYCLES) -> None:
         self.top_pending = top_pending
         self.refresh_cycles = max(1, refresh_cycles)
-        self.records: dict[int, tuple] = {}  # job -> _record when its slow part was last built
+        self.records: dict[int, tuple] = {}  # job -> its record when its slow part was last built
         self.parts: dict[int, dict[str, Any]] = {}
 
-    def step(self, order: list[Job], ctx: PolicyContext, scores: dict[int, float], site_factor_of: Callable[[Job], Any],
+    def step(self, order: list[Job], ctx: PolicyContext, scores: dict[int, float], site_factors: Mapping[int, Any],
              free_gpus: int, victims_of: dict[int, list[int]], cycle_no: int, half_life_s: float,
              build: Callable[[Job, int], dict[str, Any]], always: Iterable[int] = ()) -> ExplanationParts:
-        """The cycle's explanations: numbers for every job in ``order`` (ranked), the slow part
-        rebuilt with ``build(job, rank)`` where needed (see the module docstring)."""
+        """The cycle's explanations: numbers for every job in ``order`` (ranked; ``site_factors``
+        holds waiting jobs' SiteFactor), the slow part rebuilt with ``build(job, rank)`` where
+        needed (see the module docstring).
+
+        The numbers are built a column at a time (one comprehension per key over the ranked jobs):
+        at 100,000 jobs that is several times cheaper than a list of values per job."""
         first = not self.records
         always = set(always) | set(victims_of) | {v for vs in victims_of.values() for v in vs}
-        led = ctx.ledger
-        usage_of: dict[str, float | None] = {}
-        numbers: dict[int, list[Any]] = {}
-        rebuilt: dict[int, dict[str, Any]] = {}
-        pending_rank = 0
-        refresh, top_n, records, parts = self.refresh_cycles, self.top_pending, self.records, self.parts
-        waiting_text: dict[tuple, str] = {}
-        now, state_text = ctx.now, _STATE_TEXT
+        now, led = ctx.now, ctx.ledger
         pending_state = JobState.PENDING
-        scores_get, records_get = scores.get, records.get
-        for rank, j in enumerate(order):
-            jid, account = j.job_id, j.account
-            usage = usage_of.get(account, -1.0)
-            if usage == -1.0:
-                usage = usage_of[account] = (round(led.usage(account, now, half_life_s), 3)
-                                             if led is not None else None)
-            state = j.state
-            pending = state is pending_state
-            if not pending:
-                waiting = ""
-            elif jid in victims_of:
-                waiting = waiting_reason(j, free_gpus, victims_of[jid])
-            else:
-                wkey = (j.num_gpus, j.state_reason)
-                waiting = waiting_text.get(wkey)
-                if waiting is None:
-                    waiting = waiting_text[wkey] = waiting_reason(j, free_gpus)
-            # the values of PER_JOB_KEYS, rounded as explain_job rounds them (inline: run per job)
-            score, deadline = scores_get(jid), j.deadline
-            numbers[jid] = [state_text[state], j.state_reason, None if score is None else round(score, 6), rank,
-                            site_factor_of(j), round(j.attained_gpu_s, 3), round(j.executed_s, 3), j.restarts,
-                            None if deadline is None else round(slack(j, now), 3), usage, waiting]
-            rec = _record(j)
-            if pending:
-                top = pending_rank < top_n
-                pending_rank += 1
-            else:
-                top = False
-            if first or top or records_get(jid) != rec or jid in always or (jid + cycle_no) % refresh == 0:
-                full = build(j, rank)
-                slow = {k: v for k, v in full.items() if k not in NUMBER_KEYS}
-                parts[jid] = slow
-                records[jid] = rec
-                rebuilt[jid] = slow
-        gone = [j for j in self.records if j not in numbers]
+        ids = [j.job_id for j in order]
+        pending = [j.state is pending_state for j in order]
+        sf_get, state_text = site_factors.get, _STATE_TEXT
+        columns = [  # STORED_KEYS; rounded and completed on reading (finish_numbers)
+            [state_text[j.state] for j in order],
+            [j.state_reason for j in order],
+            list(map(scores.get, ids)),
+            [sf_get(i) if p else None for i, p in zip(ids, pending)],
+            [j.attained_gpu_s for j in order],
+            [j.executed_s for j in order],
+            [j.restarts for j in order],
+            [None if j.deadline is None else slack(j, now) for j in order],
+        ]
+        derive = {  # what completes the numbers: ledger usage per account, free GPUs, victims
+            "usage": {a: (round(led.usage(a, now, half_life_s), 3) if led is not None else None)
+                      for a in {j.account for j in order}},
+            "free_gpus": free_gpus,
+            "victims": {str(need): sorted(vs) for need, vs in victims_of.items()},
+        }
+        # which slow parts to rebuild: new or changed jobs, the top waiting ones, the rotation,
+        # and ``always``; per job only C-level maps (this runs over every job each cycle)
+        refresh, records, parts = self.refresh_cycles, self.records, self.parts
+        n = len(order)
+        # a job's record (_RECORD) and its attained service on a doubling scale (the binary
+        # exponent of 1 + attained): a running job's LAS factor is rebuilt as it grows
+        recs = list(zip(map(_RECORD, order), map(_EXPONENT, map(frexp, map(add, columns[4], repeat(1.0))))))
+        if first:
+            todo: Iterable[int] = range(n)
+        else:
+            wanted = set(compress(range(n), map(ne, recs, map(records.get, ids))))  # new or changed
+            wanted.update(islice(compress(range(n), pending), self.top_pending))
+            wanted.update(compress(range(n), map(eq, map(mod, ids, repeat(refresh)), repeat(-cycle_no % refresh))))
+            if always:
+                rank_of = dict(zip(ids, range(n)))
+                wanted.update(rank_of[j] for j in always if j in rank_of)
+            todo = sorted(wanted)
+        rebuilt: dict[int, dict[str, Any]] = {}
+        for rank in todo:
+            j = order[rank]
+            full = build(j, rank)
+            slow = {k: v for k, v in full.items() if k not in NUMBER_KEYS}
+            parts[j.job_id] = slow
+            records[j.job_id] = recs[rank]
+            rebuilt[j.job_id] = slow
+        live = set(ids)
+        gone = [j for j in records if j not in live]
         for j in gone:
-            del self.records[j]
-            self.parts.pop(j, None)
-        return ExplanationParts(keys=PER_JOB_KEYS, numbers=numbers, rebuilt=rebuilt, gone=gone, replace_all=first,
-                                per_cycle={"at": ctx.now, "ranked": len(order)})
+            del records[j]
+            parts.pop(j, None)
+        return ExplanationParts(keys=STORED_KEYS, ids=ids, columns=columns, rebuilt=rebuilt, gone=gone,
+                                replace_all=first, per_cycle={"at": now, "ranked": len(order)}, derive=derive)

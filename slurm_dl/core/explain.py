@@ -11,7 +11,7 @@ import math
 import textwrap
 from typing import Any, Iterable, Mapping
 
-from .model import Job
+from .model import Job, JobState
 from .policy.base import PolicyContext, PriorityPolicy
 from .policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, slack
 from .preemption import resume_kind
@@ -152,15 +152,43 @@ def waiting_reason(job: Job, free_gpus: int, preempting_for: Iterable[int] = ())
     """A short sentence on what a pending job waits for."""
     if not job.pending:
         return ""
+    return _waiting_text(job.state_reason, job.num_gpus, free_gpus, preempting_for)
+
+
+def _waiting_text(state_reason: str | None, num_gpus: int | None, free_gpus: int,
+                  preempting_for: Iterable[int] = ()) -> str:
     victims = sorted(preempting_for)
     if victims:
         return f"preemption of job(s) {', '.join(map(str, victims))} to free GPUs"
-    reason = job.state_reason or "None"
+    reason = state_reason or "None"
     if reason in ("Priority", "Resources", "None"):
-        if job.num_gpus > free_gpus:
-            return f"{job.num_gpus} GPU(s); {free_gpus} free now (Slurm reason: {reason})"
+        if num_gpus is not None and num_gpus > free_gpus:
+            return f"{num_gpus} GPU(s); {free_gpus} free now (Slurm reason: {reason})"
         return f"Slurm's next scheduling pass (Slurm reason: {reason})"
     return f"Slurm reason: {reason}"
+
+
+ROUNDED = {"score": 6, "attained_gpu_s": 3, "executed_s": 3, "deadline_slack_s": 3}
+"""The digits a stored explanation's numbers are shown with (as :func:`explain_job` rounds them)."""
+
+
+def finish_numbers(e: dict[str, Any], derive: Mapping[str, Any]) -> dict[str, Any]:
+    """Complete an explanation whose numbers a cycle stored raw (the prioritizer stores them for
+    every job each cycle, so it does the least per job): round them as :func:`explain_job`
+    does, and add its account's usage and what it waits for from the cycle's ``derive``
+    figures (``usage`` per account, ``free_gpus``, ``victims`` per waiting job)."""
+    for key, digits in ROUNDED.items():
+        v = e.get(key)
+        if isinstance(v, float):
+            e[key] = round(v, digits)
+    e["account_usage_gpu_s"] = (derive.get("usage") or {}).get(e.get("account"))
+    if e.get("state") != JobState.PENDING.value:
+        e["waiting_for"] = ""
+    else:
+        victims = (derive.get("victims") or {}).get(str(e.get("job_id")), ())
+        e["waiting_for"] = _waiting_text(e.get("state_reason"), e.get("num_gpus"), int(derive.get("free_gpus", 0)),
+                                         victims)
+    return e
 
 
 def tier_scores(expl: Mapping[str, Any]) -> list[float]:

@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, create_engine
 
 from ..core.errors import StoreError
+from ..core.explain import finish_numbers
 from ..site_paths import hide_password, shown_url, sqlite_path
 from ..core.ledger import Ledger
 from ..telemetry.summary import JobUtilisationSummary
@@ -68,16 +69,19 @@ class CycleWrite:
 @dataclass(slots=True)
 class ExplanationParts:
     """A cycle's explanations in two parts (see ``prioritizer.explain_cache``): ``rebuilt``
-    slow parts to write (job -> dict), ``numbers`` for every live job (job -> values in the order
-    of ``keys``); rows of jobs not in ``numbers`` are dropped. ``replace_all``: ``rebuilt`` holds
-    every job (a daemon's first cycle), so old rows go."""
+    slow parts to write (job -> dict), and numbers for every live job: ``ids`` in rank order (a
+    job's rank is its place there) and one column per key of ``keys``, aligned with ``ids``.
+    Rows of jobs not in ``ids`` are dropped. ``replace_all``: ``rebuilt`` holds every job (a
+    daemon's first cycle), so old rows go."""
 
     keys: tuple[str, ...]
-    numbers: dict[int, list[Any]]
+    ids: list[int]
+    columns: list[list[Any]]
     rebuilt: dict[int, dict[str, Any]]
     gone: list[int] = field(default_factory=list)
     replace_all: bool = False
     per_cycle: dict[str, Any] = field(default_factory=dict)  # values shared by every job (at, ranked)
+    derive: dict[str, Any] | None = None  # what completes the numbers on reading (core.explain.finish_numbers)
 
 
 def private_sqlite_file(url: str) -> None:
@@ -244,7 +248,8 @@ class Store:
                 if w.explanation_parts is not None:
                     _write_parts(conn, w.explanation_parts, w.now)
                     p = w.explanation_parts
-                    blob = _dumps({"v": 2, "keys": list(p.keys), "per_cycle": p.per_cycle, "numbers": p.numbers})
+                    blob = _dumps({"v": 3, "keys": list(p.keys), "per_cycle": p.per_cycle, "ids": p.ids,
+                                   "columns": p.columns, "derive": p.derive or {}})
                 elif w.explanations is not None:
                     conn.execute(delete(ExplanationPart))
                     blob = _dumps(w.explanations)
@@ -417,11 +422,11 @@ class Store:
                 if row is None:
                     return {}
                 doc = json.loads(row.data)
-                if doc.get("v") != 2 or "numbers" not in doc:  # one document of whole explanations
+                if doc.get("v") not in (2, 3):  # one document of whole explanations (an older store)
                     wanted = doc if job_ids is None else {str(j): doc[str(j)] for j in job_ids if str(j) in doc}
                     return {int(k): v for k, v in wanted.items()}
-                numbers, keys = doc["numbers"], doc["keys"]
-                ids = [int(k) for k in numbers] if job_ids is None else [j for j in job_ids if str(j) in numbers]
+                keys, numbers = _numbers(doc, job_ids)
+                ids = list(numbers)
                 parts: dict[int, dict[str, Any]] = {}
                 q = select(ExplanationPart.job_id, ExplanationPart.data)
                 if job_ids is None:
@@ -435,7 +440,12 @@ class Store:
         except SQLAlchemyError as e:
             raise self._fail("reading explanations", e) from None
         shared = doc.get("per_cycle") or {}
-        return {j: {**parts.get(j, {"job_id": j}), **shared, **dict(zip(keys, numbers[str(j)]))} for j in ids}
+        derive = doc.get("derive")
+        out = {j: {**parts.get(j, {"job_id": j}), **shared, **dict(zip(keys, numbers[j]))} for j in ids}
+        if derive is not None:
+            for e in out.values():
+                finish_numbers(e, derive)
+        return out
 
     def counts(self) -> dict[str, int]:
         out = {}
@@ -449,6 +459,20 @@ class Store:
             ):
                 out[name] = s.exec(select(func.count()).select_from(model)).scalar_one()
         return out
+
+
+def _numbers(doc: dict[str, Any], job_ids: list[int] | None) -> tuple[list[str], dict[int, list[Any]]]:
+    """The keys, and each wanted job's numbers in their order (all jobs for None), from a cycle's
+    document: columns aligned with the ranked ids (v3; a job's rank is its place; the rest is
+    completed by ``finish_numbers``), or a list per job (v2, written by earlier releases)."""
+    if doc["v"] == 2:
+        numbers = doc["numbers"]
+        wanted = numbers if job_ids is None else [str(j) for j in job_ids if str(j) in numbers]
+        return doc["keys"], {int(k): numbers[k] for k in wanted}
+    ids, columns = doc["ids"], doc["columns"]
+    wanted = None if job_ids is None else set(job_ids)
+    return [*doc["keys"], "rank"], {j: [*(c[i] for c in columns), i] for i, j in enumerate(ids)
+                                    if wanted is None or j in wanted}
 
 
 def _dumps(obj: Any, option: int = 0) -> str:

@@ -41,7 +41,8 @@ def test_second_cycle_rebuilds_few_but_reads_back_whole(tmp_path: Path) -> None:
     p.store.save_cycle = lambda w: (written.append(w), real(w))[1]
     p.run_cycle()
     parts = written[0].explanation_parts
-    assert not parts.replace_all and len(parts.numbers) == 42
+    assert not parts.replace_all and len(parts.ids) == 42
+    assert all(len(c) == 42 for c in parts.columns) and len(parts.columns) == len(parts.keys)
     assert len(parts.rebuilt) < 42 // 2, sorted(parts.rebuilt)  # running ones, the top 5, the rotation
     for jid in (1, 2):  # running jobs' attained service grew from 0 to 40 GPU-s: rebuilt
         assert jid in parts.rebuilt

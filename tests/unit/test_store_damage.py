@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from prioritizer import Prioritizer
@@ -37,12 +38,16 @@ def _ledger_with_history(path: Path) -> str:
 
 
 def _damage(path: Path) -> None:
-    """Garbage over the middle of the file (a torn write, a bad copy); the first page, which
-    holds the schema, survives, so the store still opens."""
+    """Garbage over two pages of the cycle's data (a torn write, a bad copy); the pages that
+    opening the store reads (the schema, the schema revision) survive, so the store still opens."""
     size = path.stat().st_size
     assert size >= 8 * 4096, size
+    with closing(sqlite3.connect(path)) as con:  # which page holds what (SQLite's dbstat table)
+        pages = [n for name, n in con.execute("SELECT name, pageno FROM dbstat ORDER BY pageno")
+                 if name in ("sdl_decision", "sdl_explanation_part")]
+    page = pages[len(pages) // 2]
     with open(path, "r+b") as f:
-        f.seek(size // 2 // 4096 * 4096)
+        f.seek((page - 1) * 4096)
         f.write(b"\xde\xad\xbe\xef" * 2048)
 
 
