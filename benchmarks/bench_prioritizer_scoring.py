@@ -1,12 +1,14 @@
 """Pure scoring cost of one prioritizer cycle: 10,000 pending + 1,000 running jobs.
 
     python benchmarks/bench_prioritizer_scoring.py [--pending 10000] [--running 1000] [--reps 5]
-        [--config site-configs/testbed.toml] [--cycles 3]
+        [--config site-configs/testbed.toml] [--cycles 5]
 
 Also runs whole cycles (``Prioritizer.run_cycle``) on the same jobs against an in-memory Slurm
-(its snapshot is a copy of the jobs; SiteFactor updates are accepted and applied) and a temporary
-SQLite store: ``cycle_total_s`` is the median CPU time of the steady cycles (the second and
-later; the first also pushes every SiteFactor and writes every explanation) plus the daemon's
+(each snapshot is ``squeue -O`` text, read by the daemon's own reader with its memo of lines
+already parsed; a SiteFactor update changes the job's priority, so its line) and a temporary
+SQLite store: ``cycle_total_s`` is the median CPU time of the steady cycles (the third and
+later; the first also pushes every SiteFactor and writes every explanation, the second reads
+back every line those updates changed; ``parsed_lines`` per cycle) plus the daemon's
 full garbage collection spread over the cycles it covers (``prioritizer.heap``), with the best
 cycle's parts in CPU seconds (``cycle_parts_s``: snapshot, score, push, preempt, explain, store)
 and its wall time (``cycle_wall_s``, which on a shared machine also counts other processes).
@@ -23,7 +25,6 @@ Prints one JSON object and one human line.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import tempfile
 import types
@@ -40,10 +41,16 @@ from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
+from slurm_dl.core.tags import JobTag, encode_tag
+from slurm_dl.slurm.squeue_format import FIELDS, SEP, LineMemo, parse_squeue_format
 from slurm_dl.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 1.0
+BASE_PRIORITY = 10_000  # every job's priority before its SiteFactor
+SETTLED = 2
+"""Steady cycles are the third and later: the first pushes every SiteFactor and writes every
+explanation, and the second reads back every line those updates changed (as after a restart)."""
 
 
 def synthetic(pending: int, running: int, seed: int = 7) -> tuple[list[Job], list[Node], Ledger, float]:
@@ -90,25 +97,59 @@ def timed(fn, reps: int) -> tuple[float, object]:
     return statistics.median(best), out
 
 
+def squeue_line(j: Job) -> tuple[str, str]:
+    """The job as ``squeue -O`` with the backend's format prints it (times as epoch seconds), its
+    class and checkpointability in a filter tag, its GPUs per job (allocated, when running):
+    the text before its priority and the text after it."""
+    running = j.state is JobState.RUNNING
+    days, rest = divmod(int(j.time_limit or 0), 86400)
+    tag = encode_tag(JobTag(job_class=j.job_class, checkpointable=j.checkpointable, gpus=j.num_gpus,
+                            deadline=int(j.deadline) if j.deadline is not None else None))
+    values = {
+        "JobID": j.job_id, "UserName": j.user, "Account": j.account, "Name": j.name, "Partition": "gpu",
+        "State": j.state.value, "Reason": "None" if running else "Priority", "tres-per-node": "N/A",
+        "tres-per-job": f"gres:gpu:{j.num_gpus}", "NumNodes": 1,
+        "TimeLimit": f"{days}-{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}",
+        "SubmitTime": int(j.submit_time), "StartTime": int(j.start_time) if running else "N/A",
+        "EligibleTime": int(j.submit_time), "Deadline": int(j.deadline) if j.deadline is not None else "N/A",
+        "Nice": 0, "PriorityLong": "\0", "RestartCnt": 0, "NodeList": ",".join(j.nodes), "Comment": "(null)",
+        "admin_comment": tag, "tres-per-task": "", "tres-per-socket": "", "NumTasks": 1, "Sockets": "*",
+        "tres-alloc": f"cpu=1,mem=1G,node=1,billing=1,gres/gpu={j.num_gpus}" if running else "",
+        "Requeue": 1, "ArrayJobID": j.job_id, "ArrayTaskID": "N/A", "QOS": "normal", "Feature": "(null)",
+    }
+    head, tail = "".join(f"{values[name]}{SEP}" for name, _ in FIELDS).split("\0")
+    return head, tail
+
+
 class MemorySlurm:
-    """The jobs as a Slurm would report them; SiteFactor updates applied, nothing else changes
-    but the clock (``step_s`` per snapshot), so running jobs accrue service between cycles."""
+    """The jobs as Slurm would report them: each snapshot is ``squeue -O`` text read by the
+    daemon's own reader (``CliBackend``'s, with its memo of lines already parsed). A SiteFactor
+    update changes the job's priority, so its line, as in Slurm; nothing else changes but the
+    clock (``step_s`` per snapshot), so running jobs accrue service between cycles."""
 
     def __init__(self, jobs: list[Job], nodes: list[Node], now: float, step_s: float = 5.0) -> None:
         self.jobs, self.nodes, self.now, self.step_s = jobs, nodes, now, step_s
         self.site_factor: dict[int, int] = {}
+        self.parts = {j.job_id: squeue_line(j) for j in jobs}
+        self.lines = {jid: f"{head}{BASE_PRIORITY}{tail}" for jid, (head, tail) in self.parts.items()}
+        self.text: str | None = None
+        self.memo = LineMemo()
+        self.parsed: list[int] = []  # lines parsed per snapshot (the rest came from the memo)
 
     def snapshot(self) -> ClusterSnapshot:
         self.now += self.step_s
-        jobs = []
-        for j in self.jobs:  # a shallow copy per job, as a backend builds fresh Jobs per snapshot
-            c = copy.copy(j)
-            c.site_factor = self.site_factor.get(j.job_id, j.site_factor)
-            jobs.append(c)
+        if self.text is None:  # what squeue prints (joined again only after a change)
+            self.text = "\n".join(self.lines.values()) + "\n"
+        jobs = parse_squeue_format(self.text, memo=self.memo)
+        self.parsed.append(self.memo.parsed)
         return ClusterSnapshot(taken_at=self.now, jobs=jobs, nodes=list(self.nodes))
 
     def set_site_factor(self, values):
         self.site_factor.update(values)
+        for jid, v in values.items():  # Slurm adds the SiteFactor to the job's priority: its line changes
+            head, tail = self.parts[jid]
+            self.lines[jid] = f"{head}{BASE_PRIORITY + v}{tail}"
+        self.text = None
         return type("R", (), {"missing": (), "calls": len(set(values.values()))})()
 
     def signal_batch(self, job_id, signal):  # preemption is not what this measures
@@ -134,7 +175,8 @@ def whole_cycles(cfg, jobs, nodes, led, now, cycles: int, gc_paced: bool = True)
     out = []
     with tempfile.TemporaryDirectory(prefix="bench-scoring-") as d:
         store = Store(f"sqlite:///{Path(d) / 'prio.db'}")
-        prio = Prioritizer(cfg, MemorySlurm(jobs, nodes, now), store)
+        slurm = MemorySlurm(jobs, nodes, now)
+        prio = Prioritizer(cfg, slurm, store)
         prio.ledger = led
         cycle_mod = sys.modules[type(prio).__module__]
         for _ in range(cycles):
@@ -149,7 +191,8 @@ def whole_cycles(cfg, jobs, nodes, led, now, cycles: int, gc_paced: bool = True)
             finally:
                 cycle_mod.time = time
             out.append({"wall_s": round(time.perf_counter() - w0, 3), "cpu_s": round(time.process_time() - c0, 3),
-                        "parts_cpu_s": r.seconds, "pushed_jobs": r.pushed_jobs})
+                        "parts_cpu_s": r.seconds, "pushed_jobs": r.pushed_jobs,
+                        "parsed_lines": slurm.parsed[-1]})
         if heap is not None:  # the collection the daemon makes every FULL_EVERY_CYCLES cycles
             heap.collect()
             out.append({"gc_full_s": round(heap.last_collection_s, 3), "every_cycles": heap.full_every})
@@ -165,7 +208,7 @@ def main() -> int:
     ap.add_argument("--running", type=int, default=1_000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--config", default=str(ROOT / "site-configs" / "testbed.toml"))
-    ap.add_argument("--cycles", type=int, default=3, help="whole cycles to run (0: skip them)")
+    ap.add_argument("--cycles", type=int, default=5, help="whole cycles to run (0: skip them)")
     ap.add_argument("--no-gc-baseline", dest="gc_baseline", action="store_false",
                     help="skip the same cycles under Python's automatic garbage collection")
     args = ap.parse_args()
@@ -192,11 +235,11 @@ def main() -> int:
     gc_full = cycles.pop() if cycles and "gc_full_s" in cycles[-1] else None
     auto = (whole_cycles(cfg, jobs, nodes, Ledger.from_dict(led.to_dict()), now, args.cycles, gc_paced=False)
             if args.cycles and args.gc_baseline else [])
-    steady = cycles[1:] or cycles
+    steady = cycles[SETTLED:] or cycles
     best = min(steady, key=lambda c: c["cpu_s"]) if steady else None
     spread = gc_full["gc_full_s"] / gc_full["every_cycles"] if gc_full else 0.0
     median = round(statistics.median(c["cpu_s"] for c in steady) + spread, 3) if steady else None
-    auto_median = round(statistics.median(c["cpu_s"] for c in auto[1:] or auto), 3) if auto else None
+    auto_median = round(statistics.median(c["cpu_s"] for c in auto[SETTLED:] or auto), 3) if auto else None
     result = {
         "benchmark": "prioritizer_scoring",
         "pending": args.pending,

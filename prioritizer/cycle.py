@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections import Counter
+from operator import attrgetter, neg
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,6 +37,8 @@ from .planning import plan_intents
 from .steer import ShardSteering, SteerReport, Steering, gpu_type_entry, steer
 
 log = logging.getLogger("slurm_dl.prioritizer")
+_PENDING = JobState.PENDING
+_JOB_ID, _SUBMIT_TIME = attrgetter("job_id"), attrgetter("submit_time")
 
 DECISION_RETENTION_S = 7 * 86400.0
 PRUNE_EVERY_CYCLES = 100
@@ -217,11 +221,55 @@ class Prioritizer:
         t_snap = time.perf_counter()
         slurm_s = t_snap - t_call
         now = snap.taken_at
-        jobs = [j for j in snap.jobs if j.pending or j.running]
+        jobs = [j for j in snap.jobs if j.state is _PENDING or j.state.active]
+        work = self._account(snap, jobs, ledger)
+        demoted = demote_violations(jobs, self.config)
+        ignored_deadlines = self._admit(jobs, now, snap.total_gpus(), ledger)
+        ctx = PolicyContext(now=now, ledger=work, config=self.config, total_gpus=snap.total_gpus())
+        scores = self.policy.scores(jobs, ctx)
+        t_score = time.perf_counter()
+
+        pending = [j for j in jobs if j.state is _PENDING]
+        report = CycleReport(cycle=self.cycle_no + 1, now=now, dry_run=self.dry_run,
+                             pending=len(pending), running=len(jobs) - len(pending))
+        decisions: list[tuple[int, str, int | None, str]] = self._notes(demoted, ignored_deadlines)
+        push = self._push(jobs, pending, scores, report, decisions)
+        if isinstance(waited, float):  # only the waits on Slurm, not the parsing of what it said
+            slurm_s = self.backend.call_s - waited
+        else:
+            slurm_s += push.slurm_s
+        report.slurm_s = round(slurm_s, 4)
+        steered = self._steer(snap, jobs, scores, work, report, decisions)
+        t_push = time.perf_counter()
+
+        prep = self._preempt(snap, jobs, scores, ctx, ledger, push.idle_low, report)
+        for (state, job_class), n in Counter((j.state is _PENDING, j.job_class) for j in jobs).items():
+            by_class = report.jobs_by_class.setdefault("pending" if state else "running", {})
+            by_class[job_class.value] = by_class.get(job_class.value, 0) + n
+        t_pre = time.perf_counter()
+
+        explanations, idle_changed = self._explain(snap, jobs, scores, ctx, push, prep, steered, decisions)
+        t_explain = time.perf_counter()
+        if not self.dry_run:
+            self._save(now, jobs, ledger, push.pushed, decisions, explanations, idle_changed)
+        t_end = time.perf_counter()
+        report.seconds = {
+            "snapshot": round(t_snap - t0, 4), "score": round(t_score - t_snap, 4), "push": round(t_push - t_score, 4),
+            "preempt": round(t_pre - t_push, 4), "save": round(t_end - t_pre, 4), "total": round(t_end - t0, 4),
+            "explain": round(t_explain - t_pre, 4), "store": round(t_end - t_explain, 4),  # the parts of "save"
+        }
+        return report
+
+    def _account(self, snap: ClusterSnapshot, jobs: list[Job], ledger: Ledger) -> Ledger:
+        """Charge the snapshot's service to the ledger (to a copy in a dry run), and give each job
+        what the policies read: its tag's class, checkpointing and deadline, its service and
+        waiting time from the ledger. Returns the ledger the cycle works with."""
+        now = snap.taken_at
         speeds = self.steering.speeds if self.steering is not None else None
         if not self.dry_run:
             reopen_returned(jobs, ledger)
-        for j in jobs:
+        known = ledger.jobs
+        for j in [j for j in jobs if j.job_id not in known]:
             seed_unknown_running(j, ledger, now)
         if not self.dry_run:
             ledger.observe(snap.jobs, now, self.half_life_s, speeds)
@@ -230,74 +278,56 @@ class Prioritizer:
         else:
             work = Ledger.from_dict(ledger.to_dict(compact=True))
             work.observe(snap.jobs, now, self.half_life_s, speeds)
+        records = work.jobs
         for j in jobs:
             apply_tags(j)
-            apply_ledger(j, work)
-            j.waited_s = work.waited(j.job_id)  # held time is not waiting (the starvation guard)
-        demoted = demote_violations(jobs, self.config)
+            apply_ledger(j, records.get(j.job_id))
+        return work
+
+    def _admit(self, jobs: list[Job], now: float, total_gpus: int, ledger: Ledger) -> dict[int, str]:
+        """Deadlines the prioritizer honours (quota, horizon; admission when configured): the
+        others are dropped from their jobs. Returns ``{job_id: why}`` for each one dropped."""
         ignored_deadlines = admit_deadlines(jobs, self.config)
         for j in jobs:
             if j.job_id in ignored_deadlines:
                 j.deadline = None
                 j.soft_deadlines = ()
-        if self.admission is not None:  # a deadline the cluster cannot keep: best effort, said once
-            if not self._admission_restored:  # promises made before a restart are kept
-                self._admission_restored = True
-                try:
-                    self.admission.restore(ledger.admission)
-                except ValueError as e:
-                    log.warning("deadline admission starts afresh: %s", e)
-            admission = self.admission if not self.dry_run else copy.deepcopy(self.admission)
-            for jid, why in admission.step(jobs, now, snap.total_gpus()).items():
-                ignored_deadlines[jid] = demotion_message(why)
-            if not self.dry_run:
-                saved = admission.to_dict()
-                if saved != ledger.admission:
-                    ledger.admission = saved
-                    ledger.revision += 1
-            for j in jobs:
-                if j.job_id in admission.demoted:
-                    j.tags = {**j.tags, DEMOTED_TAG: admission.demoted[j.job_id]}
-                elif j.deadline is None and j.soft_deadlines and j.job_id in admission.admitted:
-                    # the soft step promised: boosted for it only (steps before it given up)
-                    j.tags = {**j.tags, SOFT_FROM_TAG: repr(admission.admitted[j.job_id])}
-        ctx = PolicyContext(now=now, ledger=work, config=self.config, total_gpus=snap.total_gpus())
-        scores = self.policy.scores(jobs, ctx)
-        t_score = time.perf_counter()
+        if self.admission is None:
+            return ignored_deadlines
+        # a deadline the cluster cannot keep: best effort, said once
+        if not self._admission_restored:  # promises made before a restart are kept
+            self._admission_restored = True
+            try:
+                self.admission.restore(ledger.admission)
+            except ValueError as e:
+                log.warning("deadline admission starts afresh: %s", e)
+        admission = self.admission if not self.dry_run else copy.deepcopy(self.admission)
+        for jid, why in admission.step(jobs, now, total_gpus).items():
+            ignored_deadlines[jid] = demotion_message(why)
+        if not self.dry_run:
+            saved = admission.to_dict()
+            if saved != ledger.admission:
+                ledger.admission = saved
+                ledger.revision += 1
+        for j in jobs:
+            if j.job_id in admission.demoted:
+                j.tags = {**j.tags, DEMOTED_TAG: admission.demoted[j.job_id]}
+            elif j.deadline is None and j.soft_deadlines and j.job_id in admission.admitted:
+                # the soft step promised: boosted for it only (steps before it given up)
+                j.tags = {**j.tags, SOFT_FROM_TAG: repr(admission.admitted[j.job_id])}
+        return ignored_deadlines
 
-        report = CycleReport(cycle=self.cycle_no + 1, now=now, dry_run=self.dry_run,
-                             pending=sum(1 for j in jobs if j.pending), running=sum(1 for j in jobs if j.running))
-        pending_scores = {j.job_id: scores[j.job_id] for j in jobs if j.pending}
-        desired = site_factors(pending_scores, self.scale)
-        if self.known_site_factors is None:  # read once; kept in step with every save after that
-            self.known_site_factors = self.store.site_factors()
-        stored = self.known_site_factors
-        current = {j.job_id: (j.site_factor or stored.get(j.job_id, 0)) for j in jobs if j.pending}
-        idle_low: set[int] = set()
-        if self.idle is not None:  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
-            if not self.idle.loaded:
-                self.idle.load(self.store.utilisation_summaries([j.job_id for j in jobs]))
-                self.idle.load_runs(self.store.decisions_of_kind("gpu-use"))
-            idle_low = self.idle.deprioritized(j.job_id for j in jobs)
-            for j in jobs:
-                if j.job_id in idle_low:
-                    desired[j.job_id] = self.idle_site_factor
-                    current.setdefault(j.job_id, stored.get(j.job_id, 0))
-        limit = self.config.prioritizer.max_pushes_per_cycle or None
-        if self.push_limit is not None:
-            limit = min(limit, self.push_limit) if limit is not None else self.push_limit
-        pushes = plan_pushes(desired, current, limit)
-        report.pushes, report.unchanged, report.deferred = pushes.by_value, pushes.unchanged, pushes.deferred
-        pushed: dict[int, int] = {}
+    def _notes(self, demoted: dict[int, str], ignored_deadlines: dict[int, str]) -> list:
+        """Decisions for class demotions and ignored deadlines, each recorded once per job and reason."""
         decisions: list[tuple[int, str, int | None, str]] = []
-        for j, why in demoted.items():  # recorded once per job and reason
+        for j, why in demoted.items():
             if self._class_notes.get(j) != why:
                 self._class_notes[j] = why
                 log.info("job %d: %s", j, why)
                 decisions.append((j, "class", None, why))
         for j in [j for j in self._class_notes if j not in demoted]:
             del self._class_notes[j]
-        for j, why in ignored_deadlines.items():  # recorded once per job and reason
+        for j, why in ignored_deadlines.items():
             if self._deadline_notes.get(j) != why:
                 first = j not in self._deadline_notes
                 self._deadline_notes[j] = why
@@ -307,6 +337,33 @@ class Prioritizer:
                 decisions.append((j, "deadline", None, why))
         for j in [j for j in self._deadline_notes if j not in ignored_deadlines]:
             del self._deadline_notes[j]
+        return decisions
+
+    def _push(self, jobs: list[Job], pending: list[Job], scores: dict[int, float], report: CycleReport,
+              decisions: list) -> "_Pushed":
+        """Map waiting jobs' scores to SiteFactor and update those that changed (bounded per cycle)."""
+        pending_scores = {j.job_id: scores[j.job_id] for j in pending}
+        desired = site_factors(pending_scores, self.scale)
+        if self.known_site_factors is None:  # read once; kept in step with every save after that
+            self.known_site_factors = self.store.site_factors()
+        stored = self.known_site_factors
+        current = {j.job_id: (j.site_factor or stored.get(j.job_id, 0)) for j in pending}
+        idle_low: set[int] = set()
+        if self.idle is not None:  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
+            if not self.idle.loaded:
+                self.idle.load(self.store.utilisation_summaries([j.job_id for j in jobs]))
+                self.idle.load_runs(self.store.decisions_of_kind("gpu-use"))
+            idle_low = self.idle.deprioritized(j.job_id for j in jobs)
+            for jid in [j.job_id for j in jobs if j.job_id in idle_low] if idle_low else ():
+                desired[jid] = self.idle_site_factor
+                current.setdefault(jid, stored.get(jid, 0))
+        limit = self.config.prioritizer.max_pushes_per_cycle or None
+        if self.push_limit is not None:
+            limit = min(limit, self.push_limit) if limit is not None else self.push_limit
+        pushes = plan_pushes(desired, current, limit)
+        report.pushes, report.unchanged, report.deferred = pushes.by_value, pushes.unchanged, pushes.deferred
+        pushed: dict[int, int] = {}
+        slurm_s = 0.0
         if pushes.by_value and not self.dry_run:
             wanted = pushes.assignments()
             t_call = time.perf_counter()
@@ -320,7 +377,7 @@ class Prioritizer:
                 pushed = {j: v for j, v in wanted.items() if j not in missing}
                 report.push_calls = int(getattr(result, "calls", len(pushes.by_value)))
             finally:
-                slurm_s += time.perf_counter() - t_call
+                slurm_s = time.perf_counter() - t_call
         for j, v in pushed.items():
             if j in idle_low:
                 decisions.append((j, "priority", v, f"idle GPUs: SiteFactor {v} (bottom; was {current.get(j, 0)})"))
@@ -328,14 +385,14 @@ class Prioritizer:
             decisions.append((j, "priority", v, f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
                                                 f"(was {current.get(j, 0)}) under {self.policy.name}"))
         report.pushed_jobs = len(pushed) if not self.dry_run else pushes.jobs
-        if isinstance(waited, float):  # only the waits on Slurm, not the parsing of what it said
-            slurm_s = self.backend.call_s - waited
-        report.slurm_s = round(slurm_s, 4)
-        steered = self._steer(snap, jobs, scores, work, report, decisions)
-        t_push = time.perf_counter()
+        return _Pushed(pushed, current, idle_low, slurm_s)
 
+    def _preempt(self, snap: ClusterSnapshot, jobs: list[Job], scores: dict[int, float], ctx: PolicyContext,
+                 ledger: Ledger, idle_low: set[int], report: CycleReport) -> preempt.PreemptionReport:
+        """Advance open preemptions and start those the planner finds worth it (when enabled)."""
         prep = preempt.PreemptionReport()
         pc = self.config.preemption
+        now = snap.taken_at
         if pc.enabled:
             try:
                 preempt.advance_open(self.store, self.backend, snap, pc, prep, dry_run=self.dry_run)
@@ -368,30 +425,35 @@ class Prioritizer:
         report.refused = [{"job": v, "why": why} for v, why in prep.refused]
         report.planned = [{"need": i.need, "victims": list(i.victims), "reason": i.reason} for i in prep.planned]
         report.closed = list(prep.closed)
-        for j in jobs:
-            by_class = report.jobs_by_class.setdefault("pending" if j.pending else "running", {})
-            by_class[j.job_class.value] = by_class.get(j.job_class.value, 0) + 1
-        t_pre = time.perf_counter()
+        return prep
 
+    def _explain(self, snap: ClusterSnapshot, jobs: list[Job], scores: dict[int, float], ctx: PolicyContext,
+                 push: "_Pushed", prep: preempt.PreemptionReport, steered: SteerReport, decisions: list):
+        """The cycle's explanations (see ``explain_cache``) and the GPU telemetry step's changes."""
+        now = snap.taken_at
         free = sum(n.gpus_free for n in snap.nodes)
         victims_of: dict[int, list[int]] = {}
         for i in prep.planned:
             victims_of.setdefault(i.need, []).extend(i.victims)
-        order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
+        # ranked: highest score first, then submission, then job id (a C-level key per job)
+        order = [jobs[t[3]] for t in sorted(zip(map(neg, map(scores.__getitem__, map(_JOB_ID, jobs))),
+                                                map(_SUBMIT_TIME, jobs), map(_JOB_ID, jobs), range(len(jobs))))]
         idle_changed, gpu_notes = {}, {}
         if self.idle is not None:  # GPU telemetry: utilisation in the explanations, idle-allocation policy
             step = self.idle.step(jobs, now, self.backend, dry_run=self.dry_run)
             gpu_notes = dict(step.entries)
-            for jid in idle_low:
+            for jid in push.idle_low:
                 if jid not in gpu_notes:  # e.g. requeued, pending at the bottom
                     gpu_notes[jid] = self.idle.summaries[jid].explained()
             decisions.extend(step.rows)
             idle_changed = step.changed
         cache = self.explain_cache
         noted = {j for j, part in cache.parts.items() if "gpu_utilisation" in part}
+        held = push.current if not push.pushed else {**push.current, **push.pushed}  # waiting jobs' SiteFactor now
 
         def build(j, rank):
-            e = explain_job(j, ctx, self.policy, score=scores[j.job_id], site_factor=site_factor_of(j), rank=rank,
+            e = explain_job(j, ctx, self.policy, score=scores[j.job_id],
+                            site_factor=held.get(j.job_id) if j.state is _PENDING else None, rank=rank,
                             ranked=len(order), half_life_s=self.half_life_s)
             if j.job_id in gpu_notes:
                 e["gpu_utilisation"] = gpu_notes[j.job_id]
@@ -399,34 +461,37 @@ class Prioritizer:
                 e["gpu_types"] = gpu_type_entry(j, self.steering.model, steered.choices.get(j.job_id))
             return e
 
-        held = current if not pushed else {**current, **pushed}  # waiting jobs' SiteFactor now
-
-        def site_factor_of(j):
-            return held.get(j.job_id) if j.pending else None
-
         explanations = cache.step(order, ctx, scores, held, free, victims_of, self.cycle_no + 1,
                                   self.half_life_s, build, always=set(gpu_notes) | noted | set(steered.choices))
-        t_explain = time.perf_counter()
-        if not self.dry_run:
-            self.cycle_no += 1
-            live = {j.job_id for j in jobs}
-            gone = [j for j in stored if j not in live]
-            try:
-                self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger, pushed=pushed,
-                                                 decisions=decisions, explanation_parts=explanations,
-                                                 forget_jobs=gone, utilisation=idle_changed))
-            except StoreError:
-                self.explain_cache = ExplanationCache()  # nothing was written: the next cycle writes all
-                raise
-            stored.update(pushed)
-            for j in gone:
-                stored.pop(j, None)
-            if self.cycle_no % PRUNE_EVERY_CYCLES == 0:
-                self.store.prune(now - DECISION_RETENTION_S)
-        t_end = time.perf_counter()
-        report.seconds = {
-            "snapshot": round(t_snap - t0, 4), "score": round(t_score - t_snap, 4), "push": round(t_push - t_score, 4),
-            "preempt": round(t_pre - t_push, 4), "save": round(t_end - t_pre, 4), "total": round(t_end - t0, 4),
-            "explain": round(t_explain - t_pre, 4), "store": round(t_end - t_explain, 4),  # the parts of "save"
-        }
-        return report
+        return explanations, idle_changed
+
+    def _save(self, now: float, jobs: list[Job], ledger: Ledger, pushed: dict[int, int], decisions: list,
+              explanations, idle_changed) -> None:
+        """Write the cycle in one transaction; forget SiteFactors of jobs that left; prune now and then."""
+        self.cycle_no += 1
+        stored = self.known_site_factors
+        live = set(map(_JOB_ID, jobs))
+        gone = [j for j in stored if j not in live]
+        try:
+            self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger, pushed=pushed,
+                                             decisions=decisions, explanation_parts=explanations,
+                                             forget_jobs=gone, utilisation=idle_changed))
+        except StoreError:
+            self.explain_cache = ExplanationCache()  # nothing was written: the next cycle writes all
+            raise
+        stored.update(pushed)
+        for j in gone:
+            stored.pop(j, None)
+        if self.cycle_no % PRUNE_EVERY_CYCLES == 0:
+            self.store.prune(now - DECISION_RETENTION_S)
+
+
+@dataclass(slots=True)
+class _Pushed:
+    """What the SiteFactor step did: updates Slurm took, waiting jobs' SiteFactor before them,
+    jobs held at the bottom for idle GPUs, seconds waiting on Slurm."""
+
+    pushed: dict[int, int]
+    current: dict[int, int]
+    idle_low: set[int]
+    slurm_s: float

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from slurm_dl.core.config import SiteConfig
-from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.ledger import JobRecord, Ledger
 from slurm_dl.core.model import Job, JobClass
 from slurm_dl.core.rules.access import not_admitted, over_quota
 from slurm_dl.core.rules.classify import is_privileged
@@ -75,11 +75,13 @@ def _ckpt_of(comment):
     return target
 
 
-def apply_ledger(job: Job, ledger: Ledger) -> None:
-    """Attained service and executed time across all runs, from the ledger (never lower)."""
-    rec = ledger.jobs.get(job.job_id)
+def apply_ledger(job: Job, rec: JobRecord | None) -> None:
+    """Attained service and executed time across all runs, from the job's ledger record (never
+    lower), and the time it has waited (held time is not waiting: the starvation guard)."""
     if rec is None:
+        job.waited_s = None
         return
+    job.waited_s = rec.waited_s
     job.attained_gpu_s = max(job.attained_gpu_s, rec.attained_gpu_s)
     job.executed_s = max(job.executed_s, rec.executed_s)
     job.restarts = max(job.restarts, rec.restarts)

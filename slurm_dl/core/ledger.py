@@ -31,8 +31,10 @@ from operator import attrgetter
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Mapping
 
-from .model import Job
+from .model import HELD_REASONS, Job, JobState
 from .policy.history import Finished
+
+PENDING = JobState.PENDING
 
 HISTORY_PER_KEY = 50
 HISTORY_KEPT = 200_000
@@ -209,9 +211,32 @@ class Ledger:
         if not half_life_s > 0:
             raise ValueError(f"half_life_s must be positive, got {half_life_s}")
         seen: set[int] = set()
+        records = self.jobs
         for job in snapshot_jobs:
-            seen.add(job.job_id)
-            rec = self.jobs.get(job.job_id)
+            jid = job.job_id
+            seen.add(jid)
+            rec = records.get(jid)
+            if (rec is not None and rec.waiting and not rec.running and not rec.finished
+                    and job.state is PENDING and job.state_reason not in HELD_REASONS
+                    and (eligible := job.eligible_time) is not None and eligible <= now
+                    and rec.waited_s is not None):
+                # most of a large queue: a job that waited when last seen and still waits (what
+                # _count_wait and the lines below do for it, without the branches that cannot apply)
+                last = rec.last_seen
+                since = last if last > eligible else eligible
+                if now > since:
+                    rec.waited_s += now - since
+                if job.num_gpus:
+                    rec.num_gpus = job.num_gpus
+                if job.restarts > rec.restarts:
+                    rec.restarts = job.restarts
+                if job.attained_gpu_s > rec.attained_gpu_s:
+                    rec.attained_gpu_s = job.attained_gpu_s
+                if job.executed_s > rec.executed_s:
+                    rec.executed_s = job.executed_s
+                if now > last:
+                    rec.last_seen = now
+                continue
             if rec is None:
                 rec = self.jobs[job.job_id] = JobRecord(
                     job.job_id, job.user, job.account, job.name, job.num_gpus, job.partition,

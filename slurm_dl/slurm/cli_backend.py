@@ -22,7 +22,7 @@ from .dialects import Dialect, dialect_for_release, release_of_version
 from .gpu_alloc import GpuAllocation, gpu_allocations
 from .parse import (job_end_from_scontrol, json_errors_text, parse_partitions, parse_sinfo_json, parse_squeue_json,
                     parse_topology)
-from .squeue_format import ACTIVE_STATES, TIME_FORMAT_ENV, parse_squeue_format, squeue_format_argv
+from .squeue_format import ACTIVE_STATES, TIME_FORMAT_ENV, LineMemo, parse_squeue_format, squeue_format_argv
 from .protocol import SITE_FACTOR_CHUNK, JobEnd, SiteFactorResult, chunked, group_by_value
 from .runner import DEFAULT_TIMEOUT_S, SlurmResult, one_line, run_slurm
 
@@ -111,6 +111,7 @@ class CliBackend:
         self.site_factor_chunk = site_factor_chunk
         self.job_reader = job_reader
         self._dialect: Dialect | None = None
+        self._lines = LineMemo()  # each distinct squeue line parsed once (the daemon reads every cycle)
         self.call_s = 0.0
         """Wall seconds spent waiting on Slurm's commands so far (what slurmctld's pace costs;
         parsing their output is not counted): the prioritizer backs off when a cycle's share grows."""
@@ -179,7 +180,7 @@ class CliBackend:
         argv = squeue_format_argv(ACTIVE_STATES if wanted is None else "all")
         env = dict(self._env if self._env is not None else os.environ)
         env.update(TIME_FORMAT_ENV)
-        return parse_squeue_format(self._run(argv, env=env).stdout, wanted)
+        return parse_squeue_format(self._run(argv, env=env).stdout, wanted, memo=self._lines)
 
     def gpu_allocations(self, node: str | None = None) -> list[GpuAllocation]:
         """GPU indices Slurm assigned to each running job (on ``node`` only, when given)."""

@@ -12,7 +12,8 @@ parser (``parse.job_from_squeue``) builds every ``Job`` whichever way it was rea
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import dataclasses
+from typing import Any, Callable, Iterable
 
 from ..core.model import Job, JobState
 from .parse import _duration_s, job_from_squeue, select_jobs
@@ -102,7 +103,58 @@ def record_from_format_line(line: str) -> dict[str, Any] | None:
     return rec
 
 
-def parse_squeue_format(text: str, states: Iterable[JobState] | None = None) -> list[Job]:
-    """Jobs from ``squeue -O`` output made with ``format_argument()`` (pending and active by default)."""
+def parse_squeue_format(text: str, states: Iterable[JobState] | None = None,
+                        memo: "LineMemo | None" = None) -> list[Job]:
+    """Jobs from ``squeue -O`` output made with ``format_argument()`` (pending and active by
+    default). ``memo``: lines parsed by an earlier call are not parsed again (see LineMemo)."""
+    if memo is not None:
+        return select_jobs(memo.jobs(text), states)
     records = (record_from_format_line(line) for line in text.splitlines())
     return select_jobs((job_from_squeue(rec) for rec in records if rec is not None), states)
+
+
+def _cloner() -> Callable[[Job], Job]:
+    """A function that returns a new Job equal to its argument, built through Job's own
+    ``__init__`` (every field passed by position; a field with a default factory gets a
+    fresh default, never the argument's object): several times cheaper than ``copy.copy``."""
+    args, env = [], {"Job": Job}
+    for f in dataclasses.fields(Job):
+        if f.default_factory is not dataclasses.MISSING:
+            env[f"_new_{f.name}"] = f.default_factory
+            args.append(f"_new_{f.name}()")
+        else:
+            args.append(f"j.{f.name}")
+    return eval(f"lambda j: Job({', '.join(args)})", env)  # noqa: S307 - built from Job's own field names
+
+
+_clone = _cloner()
+
+
+class LineMemo:
+    """Each distinct ``squeue -O`` line is parsed once. A line holds everything its Job is built
+    from (times print as epoch seconds), and between two snapshots of a large queue almost every
+    line is the same: at 110,000 jobs parsing every line costs about 2.8 s, a Job built again
+    from its line's earlier parse about 0.3 s. It keeps the lines of its latest two calls (a
+    small query between two snapshots does not make the next snapshot parse everything again),
+    so it holds about what the queue's Jobs hold; the Jobs it returns are new each call (the
+    cycle changes them)."""
+
+    def __init__(self) -> None:
+        self._latest: dict[str, Job] = {}  # line -> its Job as parsed; never handed out
+        self._before: dict[str, Job] = {}
+        self.parsed = 0  # lines parsed by the latest call (the rest came from the memo)
+
+    def jobs(self, text: str) -> list[Job]:
+        latest, before, fresh, out, parsed = self._latest, self._before, {}, [], 0
+        for line in text.splitlines():
+            job = latest.get(line) or before.get(line)
+            if job is None:
+                rec = record_from_format_line(line)
+                if rec is None:
+                    continue
+                job = job_from_squeue(rec)
+                parsed += 1
+            fresh[line] = job
+            out.append(_clone(job))
+        self._before, self._latest, self.parsed = latest, fresh, parsed
+        return out

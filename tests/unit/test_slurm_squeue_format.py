@@ -54,3 +54,29 @@ def test_states_filter_and_junk_lines():
     cancelled = parse_squeue_format(text, [JobState.CANCELLED])
     assert [j.job_id for j in cancelled] == [7]
     assert parse_squeue_format("garbage\n\n" + SEP * 3 + "\n") == []
+
+
+def test_line_memo_parses_each_line_once_and_hands_out_new_jobs():
+    from slurm_dl.slurm.squeue_format import LineMemo
+
+    text = (FIX / "parity_squeue_format.txt").read_text()
+    plain = parse_squeue_format(text)
+    memo = LineMemo()
+    first = parse_squeue_format(text, memo=memo)
+    assert memo.parsed == len(text.splitlines()) - sum(1 for line in text.splitlines() if not line.strip())
+    assert [dataclasses.asdict(j) for j in first] == [dataclasses.asdict(j) for j in plain]
+    first[0].num_gpus, first[0].deadline = 99, 1.0  # the cycle changes the Jobs it is given
+    first[0].tags["x"] = "y"
+    second = parse_squeue_format(text, memo=memo)
+    assert memo.parsed == 0  # every line known
+    assert [dataclasses.asdict(j) for j in second] == [dataclasses.asdict(j) for j in plain]
+    assert all(a is not b and a.tags is not b.tags for a, b in zip(first, second))
+    lines = text.splitlines()
+    i = next(i for i, line in enumerate(lines) if "\x1fBeginTime\x1f" in line)
+    changed = [*lines]
+    changed[i] = lines[i].replace("\x1fBeginTime\x1f", "\x1fPriority\x1f")  # its reason moved on
+    small = parse_squeue_format(lines[i] + "\n", memo=memo)  # a small query in between
+    assert [j.job_id for j in small] == [4] and memo.parsed == 0
+    again = parse_squeue_format("\n".join(changed) + "\n", memo=memo)
+    assert memo.parsed == 1  # only the changed line parsed again; the rest still known
+    assert next(j for j in again if j.job_id == 4).state_reason == "Priority"
