@@ -101,3 +101,23 @@ def test_gone_jobs_leave_and_a_new_daemon_rewrites_all(tmp_path: Path) -> None:
     c.now += 5
     again.run_cycle()
     assert set(again.store.explanations()) == {j for j in c.jobs}
+
+
+def test_a_store_written_by_an_earlier_release_still_reads(tmp_path: Path) -> None:
+    """Numbers kept as a list per job (the v2 document) read back as they were written; the
+    current columns carry the same values for the same cycle."""
+    import sqlite3
+    from contextlib import closing
+
+    c, p = _scene(tmp_path, pending=6)
+    p.run_cycle()
+    now_doc = p.store.explanations()
+    keys = ["state", "state_reason", "score", "rank", "site_factor", "attained_gpu_s", "executed_s", "restarts",
+            "deadline_slack_s", "account_usage_gpu_s", "waiting_for"]
+    v2 = {"v": 2, "keys": keys, "per_cycle": {"at": c.now, "ranked": len(now_doc)},
+          "numbers": {str(j): [e[k] for k in keys] for j, e in now_doc.items()}}
+    path = tmp_path / "p.db"
+    with closing(sqlite3.connect(path)) as con, con:
+        con.execute("UPDATE sdl_explanations SET data = ? WHERE id = 1", (json.dumps(v2),))
+    again = Store(f"sqlite:///{path}").explanations()
+    assert again == now_doc

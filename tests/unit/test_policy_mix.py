@@ -191,3 +191,39 @@ def test_the_prioritizer_honours_only_deadlines_within_the_quota():
     assert "already has 2 deadline jobs" in ignored[3] and "at most 1" in ignored[10] and "time limit" in ignored[11]
     # when one of ann's first two ends, her third gets its deadline back
     assert sorted(admit_deadlines(jobs[1:], c)) == [4, 10, 11]
+
+
+@pytest.mark.parametrize("tiers", [[["deadline"], ["class"], ["las", "fairshare"]],
+                                   [["las", "deadline"], ["fairshare"]], [["fairshare", "las"]]])
+def test_combined_key_from_fused_score_and_tiebreak_equals_the_separate_calls(tiers):
+    """LAS and deadline give score and tiebreak from one look at the job: the combined key is
+    the same tuple, float for float, as calling each separately."""
+    import random
+
+    from slurm_dl.core.policy.combined import CombinedPolicy
+
+    rng = random.Random(3)
+    c = cfg(mix="combined", las={"starvation_factor": 4.0}, combined={"tiers": tiers, "weights": {"fairshare": 0.3}})
+    led = Ledger()
+    now = 100 * H
+    jobs = []
+    for i in range(300):
+        running = rng.random() < 0.3
+        j = Job(i + 1, user=f"u{i % 7}", account=f"a{i % 5}", num_gpus=rng.choice((1, 2, 8)),
+                submit_time=now - rng.uniform(0, 50 * H), time_limit=rng.choice((H, 10 * H)),
+                state=JobState.RUNNING if running else JobState.PENDING, start_time=now - H if running else None,
+                executed_s=rng.choice((0.0, rng.uniform(0, 5 * H))), attained_gpu_s=rng.uniform(0, 1e6),
+                deadline=now + rng.uniform(-H, 20 * H) if rng.random() < 0.3 else None,
+                job_class=rng.choice(list(JobClass)))
+        jobs.append(j)
+    led.observe(jobs, now - 60.0, H)
+    led.observe(jobs, now, H)
+    ctx = PolicyContext(now=now, ledger=led, config=c, total_gpus=32)
+    fused = get_policy("combined", c)
+    assert any(f for t in fused._tiers for f in [t[1]])  # some tier is fused
+    plain = CombinedPolicy(c)
+    for comp in plain.components.values():
+        comp.score_and_tiebreak = lambda: None  # instance attribute: no fused call
+    plain._compile()
+    assert not any(t[1] for t in plain._tiers)
+    assert [fused.key(j, ctx) for j in jobs] == [plain.key(j, ctx) for j in jobs]

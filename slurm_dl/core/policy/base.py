@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..model import Job
 
@@ -68,6 +68,11 @@ class PriorityPolicy(ABC):
         """How jobs with equal ``score`` are ordered before the combined policy's next tier
         (e.g. EDF among boosted deadline jobs). Empty: no opinion."""
         return ()
+
+    def score_and_tiebreak(self) -> Callable[[Job, PolicyContext], tuple[float, tuple]] | None:
+        """A function giving ``(score(job), tiebreak(job))`` in one call, for a policy whose two
+        share their work (the combined policy calls both per job each cycle); None: none."""
+        return None
 
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         """Earliest time after ``ctx.now`` at which ``key(job)`` can change on its own.

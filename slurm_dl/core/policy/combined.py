@@ -79,27 +79,47 @@ class CombinedPolicy(PriorityPolicy):
 
     def _compile(self) -> None:
         """What ``key`` runs, from ``_tier_parts`` and ``_tier_tiebreaks`` (call again after
-        changing them): per tier, its one part's (weight, score) or else its (weight, score)
-        pairs, and its tiebreaks. One part: ``0 + w × s``, what ``sum`` of one float gives.
+        changing them): per tier, its (weight, score function, fused) triples, whether it is
+        fused, and its tiebreak functions. A tier whose every tiebreak comes from a component
+        with a ``score_and_tiebreak`` function is fused: each such component gives its score
+        and its tiebreak from one call (same values, same order, same float operations).
         ``_nexts``: the components' ``next_key_change`` that can return a time."""
         base_next = PriorityPolicy.next_key_change  # None always: such components are skipped
         self._nexts = tuple(p.next_key_change for p in self.components.values()
                             if type(p).next_key_change is not base_next)
-        self._tier_fns = [
-            (parts[0][0], parts[0][1].score, None, tuple(tbs)) if len(parts) == 1
-            else (None, None, tuple((w, p.score) for w, p in parts), tuple(tbs))
-            for parts, tbs in zip(self._tier_parts, self._tier_tiebreaks)
-        ]
+        tiers = []
+        for parts, tbs in zip(self._tier_parts, self._tier_tiebreaks):
+            # fused only when every tiebreak of the tier comes from such a call (their order kept)
+            both = {id(p): f for _, p in parts if getattr(p, "tiebreak", None) in tbs
+                    and (f := getattr(p, "score_and_tiebreak", lambda: None)()) is not None}
+            if len(both) == len(tbs) and both:
+                tiers.append((tuple((w, both.get(id(p), p.score), id(p) in both) for w, p in parts), True, ()))
+            else:
+                tiers.append((tuple((w, p.score, False) for w, p in parts), False, tuple(tbs)))
+        self._tiers = tiers
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         out: list = []
-        for w, score, parts, tiebreaks in self._tier_fns:
-            if parts is None:
-                out.append(-(0 + w * score(job, ctx)))
-            else:
-                out.append(-sum([w * s(job, ctx) for w, s in parts]))  # a list: faster, same sum
-            for tb in tiebreaks:
-                out.extend(tb(job, ctx))
+        for fns, fused, rest in self._tiers:
+            if not fused:
+                if len(fns) == 1:
+                    out.append(-(0 + fns[0][0] * fns[0][1](job, ctx)))
+                else:
+                    out.append(-sum([w * s(job, ctx) for w, s, _ in fns]))  # a list: faster, same sum
+                for tb in rest:
+                    out.extend(tb(job, ctx))
+                continue
+            total, tbs = 0, []
+            for w, fn, is_fused in fns:
+                if is_fused:
+                    sc, tb = fn(job, ctx)
+                    tbs.append(tb)
+                else:
+                    sc = fn(job, ctx)
+                total += w * sc
+            out.append(-total)
+            for tb in tbs:
+                out.extend(tb)
         out.append(job.submit_time)
         out.append(job.job_id)
         return tuple(out)

@@ -263,6 +263,22 @@ class DeadlinePolicy(PriorityPolicy):
             return (0.0, 0.0)
         return (self._boost_tb(job, ctx.now), self._soft_after(job))
 
+    def score_and_tiebreak(self):
+        """Score and tiebreak from one look at the job's level (not for a subclass that changes
+        either): most jobs are not boosted, and then both are fixed by the level."""
+        cls = type(self)
+        if any(getattr(cls, m) is not getattr(DeadlinePolicy, m) for m in ("score", "tiebreak", "level")):
+            return None
+        level, boosted, scores, score, tiebreak = self.level, self.BOOSTED, self._SCORES, self.score, self.tiebreak
+
+        def both(job: Job, ctx: PolicyContext) -> tuple[float, tuple]:
+            lv = level(job, ctx.now)
+            if lv != boosted:
+                return scores[lv], (0.0, 0.0)
+            return score(job, ctx), tiebreak(job, ctx)
+
+        return both
+
     def _soft_after(self, job: Job) -> float:
         return 1.0 if job.deadline is None and self.soft_boost != "utility" else 0.0
 

@@ -135,6 +135,20 @@ class LasPolicy(PriorityPolicy):
         """1.0 in the first queue down to 0.0 in the last."""
         return 1.0 - self.queue(job, ctx) / len(self.thresholds)
 
+    def score_and_tiebreak(self):
+        """Score and tiebreak from one look at the job's standing (not for a subclass that
+        changes either)."""
+        cls = type(self)
+        if any(getattr(cls, m) is not getattr(LasPolicy, m) for m in ("score", "tiebreak", "queue", "_standing")):
+            return None
+        standing, n, guard = self._standing, len(self.thresholds), self.starvation_factor is not None
+
+        def both(job: Job, ctx: PolicyContext) -> tuple[float, tuple]:
+            q, lifted = standing(job, ctx.now)
+            return 1.0 - q / n, ((lifted,) if guard else ())
+
+        return both
+
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         now = ctx.now
         s = self.starvation_factor
