@@ -10,7 +10,6 @@ from pathlib import Path
 from prioritizer import Prioritizer
 from prioritizer.explain_cache import NUMBER_KEYS
 from slurm_dl.core.config import load_config
-from slurm_dl.core.explain import explain_job
 from slurm_dl.store import Store
 
 from test_cycle import MemoryCluster
