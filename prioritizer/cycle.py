@@ -273,6 +273,10 @@ class Prioritizer:
             self.known_site_factors = self.store.site_factors()
         stored = self.known_site_factors
         current = {j.job_id: (j.site_factor or stored.get(j.job_id, 0)) for j in jobs if j.pending}
+        # Slurm's SiteFactor that the store does not hold (a kill -9 after the update, before the
+        # save): recorded as Slurm has it, so the rows stay what a reset must undo
+        adopted = {j.job_id: j.site_factor for j in jobs
+                   if j.pending and j.site_factor and stored.get(j.job_id) != j.site_factor}
         idle_low: set[int] = set()
         if self.idle is not None:  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
             if not self.idle.loaded:
@@ -410,12 +414,14 @@ class Prioritizer:
             live = {j.job_id for j in jobs}
             gone = [j for j in stored if j not in live]
             try:
-                self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger, pushed=pushed,
-                                                 decisions=decisions, explanation_parts=explanations,
-                                                 forget_jobs=gone, utilisation=idle_changed))
+                self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger,
+                                                 pushed={**adopted, **pushed}, decisions=decisions,
+                                                 explanation_parts=explanations, forget_jobs=gone,
+                                                 utilisation=idle_changed))
             except StoreError:
                 self.explain_cache = ExplanationCache()  # nothing was written: the next cycle writes all
                 raise
+            stored.update(adopted)
             stored.update(pushed)
             for j in gone:
                 stored.pop(j, None)

@@ -67,3 +67,54 @@ def test_the_ledger_after_kill9_at_random_points_equals_the_uninterrupted_one(tm
     assert len(r["landed"]) == 3 and sum(x["exit"] == -9 for x in r["landed"]) >= 2  # a slow run may end first
     assert r["equal"], f"seed {seed}: {r['differences']}; kills landed {r['landed']}"
     assert r["ledger_jobs"] >= 50 and r["admission_promises"] >= 1
+
+
+class _Killed(Exception):
+    pass
+
+
+def _replay_killed_at_save(tmp: Path, frames: int, die_at: int) -> None:
+    """The replay, its process "killed" when it saves cycle ``die_at``: after that cycle's
+    SiteFactor updates reached Slurm, before the store recorded them; then a fresh daemon."""
+    from prioritizer import Prioritizer
+    from slurm_dl.store import Store
+
+    rec = k9.load_recording(k9.RECORDING)
+    rec["frames"] = rec["frames"][:frames]
+    url = f"sqlite:///{tmp}/s.db"
+    for dies in (True, False):
+        store = Store(url)
+        backend = k9.ReplayBackend(rec, tmp / "slurm.json")
+        p = Prioritizer(k9.replay_config(tmp), backend, store)
+        backend.frame = store.ledger_cycle()
+        save = store.save_cycle
+
+        def dying(w, save=save, dies=dies):
+            if dies and w.cycle == die_at:
+                raise _Killed
+            save(w)
+
+        store.save_cycle = dying
+        try:
+            while backend.frame < frames:
+                p.run_cycle()
+                backend.frame = p.cycle_no
+        except _Killed:
+            pass
+        store.close()
+
+
+def test_a_kill_between_the_site_factor_update_and_the_save_leaves_the_stored_rows_as_slurm_has_them(tmp_path):
+    """Slurm took the cycle's SiteFactors but the store never saved them: the restarted daemon
+    sees Slurm already at the values it wants and pushes nothing, so the store's rows (what
+    ``slurm-dl prioritizer reset`` undoes) must be taken from Slurm, not left as they were."""
+    (tmp_path / "a").mkdir()
+    _replay_in_process(f"sqlite:///{tmp_path}/a/s.db", tmp_path / "a", 30)
+    a = k9.stored(f"sqlite:///{tmp_path}/a/s.db")
+    for die_at in (11, 16, 30):  # cycles that change SiteFactors which the next cycle keeps
+        d = tmp_path / f"b{die_at}"
+        d.mkdir()
+        _replay_killed_at_save(d, 30, die_at)
+        b = k9.stored(f"sqlite:///{d}/s.db")
+        assert b["ledger"] == a["ledger"]
+        assert b["site_factors"] == a["site_factors"], f"killed while saving cycle {die_at}"
