@@ -339,6 +339,7 @@ def compare(rec: Path, urls: tuple[str, str], workdir: Path, kills: int, seed: i
     return {
         "decision_records": {"uninterrupted": len(a["decisions"]), "killed": len(b["decisions"]),
                              "lost": len(lost), "extra": len(extra), "lost_kinds": sorted({d[2] for d in lost}),
+                             "extra_kinds": sorted({d[2] for d in extra}),
                              "lost_example": list(lost[0]) if lost else None,
                              "extra_example": list(extra[0]) if extra else None},
         "benchmark": "kill9", "seed": seed, "cycles": frames, "kills": kills,
