@@ -7,8 +7,8 @@ and the cycle time at the start, the middle and the end.
 A day at the default 5 s interval is 17,280 cycles; a short interval gets there sooner (the
 cycle does the same work, only more often). Prints one JSON line and one human line: each
 figure at start, middle and end, its growth from the first to the last sample, and the failed
-cycles. Needs root and Slurm (the testbed). It never kills the daemon: comparing the ledger
-after a kill -9 with an uninterrupted one is not part of it.
+cycles. Needs root and Slurm (the testbed). It never kills the daemon: benchmarks/bench_kill9.py
+compares the ledger after a kill -9 with an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -43,6 +43,25 @@ def db_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.glob("ledger.db*"))
 
 
+def db_rows(root: Path) -> dict:
+    """Rows per table and the saved ledger's size, read through a read-only handle (what grows)."""
+    import sqlite3
+    from contextlib import closing
+
+    path = root / "ledger.db"
+    out: dict = {}
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)) as conn:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            for t in sorted(tables):
+                out[t] = conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+            row = conn.execute("SELECT length(data) FROM sdl_ledger WHERE id = 1").fetchone()
+            out["ledger_json_bytes"] = row[0] if row else 0
+    except sqlite3.Error as e:
+        out["error"] = str(e)
+    return out
+
+
 def main() -> int:
     import argparse
 
@@ -53,6 +72,8 @@ def main() -> int:
     ap.add_argument("--dir", default="/tmp/slurm-dl-soak")
     ap.add_argument("--queue", type=int, default=100, help="keep about this many jobs queued")
     ap.add_argument("--sample-every", type=float, default=20.0)
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="stop after this many minutes even if --cycles is not reached")
     args = ap.parse_args()
 
     from slurm_dl.testbed import Testbed
@@ -69,7 +90,7 @@ def main() -> int:
     logs.mkdir(parents=True, exist_ok=True)
     agent_dir = logs / "agent"
     agent_dir.mkdir(exist_ok=True)
-    nodes = [f"gpu{i:02d}" for i in range(1, args.nodes + 1)]
+    nodes = [f"gpu{i:0{2 if args.nodes <= 99 else 3}d}" for i in range(1, args.nodes + 1)]
     sv = live.Services()
     bg = live.Background()
     samples: list[dict] = []
@@ -111,9 +132,11 @@ def main() -> int:
             samples.append({"t_s": round(time.monotonic() - t0, 1), "cycles_ok": cycles, "cycles_failed": failed,
                             "cycle_mean_s": round(seg, 4) if seg is not None else None,
                             "prioritizer": proc_figures(prio_pid), "filter": proc_figures(filter_pid),
-                            "db_bytes": db_bytes(tb.layout.root), "jobs_submitted": submitted[0]})
+                            "db_bytes": db_bytes(tb.layout.root), "db_rows": db_rows(tb.layout.root),
+                            "jobs_submitted": submitted[0]})
             say(json.dumps(samples[-1]))
-            if cycles >= args.cycles or any(p.poll() is not None for p in sv.procs):
+            out_of_time = args.minutes is not None and time.monotonic() - t0 >= args.minutes * 60
+            if cycles >= args.cycles or out_of_time or any(p.poll() is not None for p in sv.procs):
                 break
             time.sleep(args.sample_every)
     finally:

@@ -251,7 +251,7 @@ class Prioritizer:
         explanations, idle_changed = self._explain(snap, jobs, scores, ctx, push, prep, steered, decisions)
         t_explain = time.perf_counter()
         if not self.dry_run:
-            self._save(now, jobs, ledger, push.pushed, decisions, explanations, idle_changed)
+            self._save(now, jobs, ledger, push, decisions, explanations, idle_changed)
         t_end = time.perf_counter()
         report.seconds = {
             "snapshot": round(t_snap - t0, 4), "score": round(t_score - t_snap, 4), "push": round(t_push - t_score, 4),
@@ -348,6 +348,9 @@ class Prioritizer:
             self.known_site_factors = self.store.site_factors()
         stored = self.known_site_factors
         current = {j.job_id: (j.site_factor or stored.get(j.job_id, 0)) for j in pending}
+        # Slurm's SiteFactor that the store does not hold (a kill -9 after the update, before the
+        # save): recorded as Slurm has it, so the rows stay what a reset must undo
+        adopted = {j.job_id: sf for j in pending if (sf := j.site_factor) and stored.get(j.job_id) != sf}
         idle_low: set[int] = set()
         if self.idle is not None:  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
             if not self.idle.loaded:
@@ -385,7 +388,7 @@ class Prioritizer:
             decisions.append((j, "priority", v, f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
                                                 f"(was {current.get(j, 0)}) under {self.policy.name}"))
         report.pushed_jobs = len(pushed) if not self.dry_run else pushes.jobs
-        return _Pushed(pushed, current, idle_low, slurm_s)
+        return _Pushed(pushed, current, idle_low, slurm_s, adopted)
 
     def _preempt(self, snap: ClusterSnapshot, jobs: list[Job], scores: dict[int, float], ctx: PolicyContext,
                  ledger: Ledger, idle_low: set[int], report: CycleReport) -> preempt.PreemptionReport:
@@ -465,7 +468,7 @@ class Prioritizer:
                                   self.half_life_s, build, always=set(gpu_notes) | noted | set(steered.choices))
         return explanations, idle_changed
 
-    def _save(self, now: float, jobs: list[Job], ledger: Ledger, pushed: dict[int, int], decisions: list,
+    def _save(self, now: float, jobs: list[Job], ledger: Ledger, push: "_Pushed", decisions: list,
               explanations, idle_changed) -> None:
         """Write the cycle in one transaction; forget SiteFactors of jobs that left; prune now and then."""
         self.cycle_no += 1
@@ -473,13 +476,15 @@ class Prioritizer:
         live = set(map(_JOB_ID, jobs))
         gone = [j for j in stored if j not in live]
         try:
-            self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger, pushed=pushed,
-                                             decisions=decisions, explanation_parts=explanations,
-                                             forget_jobs=gone, utilisation=idle_changed))
+            self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger,
+                                             pushed={**push.adopted, **push.pushed}, decisions=decisions,
+                                             explanation_parts=explanations, forget_jobs=gone,
+                                             utilisation=idle_changed))
         except StoreError:
             self.explain_cache = ExplanationCache()  # nothing was written: the next cycle writes all
             raise
-        stored.update(pushed)
+        stored.update(push.adopted)
+        stored.update(push.pushed)
         for j in gone:
             stored.pop(j, None)
         if self.cycle_no % PRUNE_EVERY_CYCLES == 0:
@@ -495,3 +500,4 @@ class _Pushed:
     current: dict[int, int]
     idle_low: set[int]
     slurm_s: float
+    adopted: dict[int, int]  # Slurm's SiteFactor of jobs whose stored row is stale (recorded with the cycle)
