@@ -322,7 +322,10 @@ class Prioritizer:
         decisions: list[tuple[int, str, int | None, str]] = []
         for j, why in demoted.items():
             if self._class_notes.get(j) != why:
+                first = j not in self._class_notes
                 self._class_notes[j] = why
+                if first and self._said_before(j, "class", why):  # before a restart
+                    continue
                 log.info("job %d: %s", j, why)
                 decisions.append((j, "class", None, why))
         for j in [j for j in self._class_notes if j not in demoted]:
