@@ -42,6 +42,7 @@ from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.core.tags import JobTag, encode_tag
+from slurm_dl.slurm.cli_backend import parse_sprio, with_node_gpu_types, with_site_factors
 from slurm_dl.slurm.squeue_format import FIELDS, SEP, LineMemo, parse_squeue_format
 from slurm_dl.store import Store
 
@@ -122,8 +123,8 @@ def squeue_line(j: Job) -> tuple[str, str]:
 
 
 class MemorySlurm:
-    """The jobs as Slurm would report them: each snapshot is ``squeue -O`` text read by the
-    daemon's own reader (``CliBackend``'s, with its memo of lines already parsed). A SiteFactor
+    """The jobs as Slurm would report them: each snapshot is ``squeue -O`` and ``sprio`` text read
+    by the daemon's own readers (``CliBackend``'s, with its memo of lines already parsed). A SiteFactor
     update changes the job's priority, so its line, as in Slurm; nothing else changes but the
     clock (``step_s`` per snapshot), so running jobs accrue service between cycles."""
 
@@ -133,6 +134,7 @@ class MemorySlurm:
         self.parts = {j.job_id: squeue_line(j) for j in jobs}
         self.lines = {jid: f"{head}{BASE_PRIORITY}{tail}" for jid, (head, tail) in self.parts.items()}
         self.text: str | None = None
+        self.sprio: str | None = None
         self.memo = LineMemo()
         self.parsed: list[int] = []  # lines parsed per snapshot (the rest came from the memo)
 
@@ -142,6 +144,9 @@ class MemorySlurm:
             self.text = "\n".join(self.lines.values()) + "\n"
         jobs = parse_squeue_format(self.text, memo=self.memo)
         self.parsed.append(self.memo.parsed)
+        if self.sprio is None:  # sprio lists the waiting jobs' SiteFactor
+            self.sprio = "".join(f"{jid}|{v}\n" for jid, v in self.site_factor.items())
+        jobs = with_node_gpu_types(with_site_factors(jobs, parse_sprio(self.sprio)), self.nodes)
         return ClusterSnapshot(taken_at=self.now, jobs=jobs, nodes=list(self.nodes))
 
     def set_site_factor(self, values):
@@ -149,7 +154,7 @@ class MemorySlurm:
         for jid, v in values.items():  # Slurm adds the SiteFactor to the job's priority: its line changes
             head, tail = self.parts[jid]
             self.lines[jid] = f"{head}{BASE_PRIORITY + v}{tail}"
-        self.text = None
+        self.text = self.sprio = None
         return type("R", (), {"missing": (), "calls": len(set(values.values()))})()
 
     def signal_batch(self, job_id, signal):  # preemption is not what this measures

@@ -65,6 +65,16 @@ def split_gone_jobs(stderr: str) -> tuple[list[int], list[str]]:
     return sorted(gone), other
 
 
+def parse_sprio(text: str) -> dict[int, int]:
+    """``sprio -h -o '%i|%S'`` lines -> {job: SiteFactor}."""
+    factors: dict[int, int] = {}
+    for line in text.splitlines():
+        jid, _, val = line.strip().partition("|")
+        if jid.isdigit() and val.lstrip("-").isdigit():
+            factors[int(jid)] = int(val)
+    return factors
+
+
 def with_site_factors(jobs: list[Job], factors: Mapping[int, int]) -> list[Job]:
     """Fill ``Job.site_factor`` from sprio's view (only eligible pending jobs appear there)."""
     for job in jobs:
@@ -197,13 +207,7 @@ class CliBackend:
         return parse_topology(self._run(["scontrol", "show", "topology"]).stdout)
 
     def site_factors(self) -> dict[int, int]:
-        out = self._run(["sprio", "-h", "-o", "%i|%S"]).stdout
-        factors: dict[int, int] = {}
-        for line in out.splitlines():
-            jid, _, val = line.strip().partition("|")
-            if jid.isdigit() and val.lstrip("-").isdigit():
-                factors[int(jid)] = int(val)
-        return factors
+        return parse_sprio(self._run(["sprio", "-h", "-o", "%i|%S"]).stdout)
 
     def snapshot(self, now: float | None = None) -> ClusterSnapshot:
         taken_at = time.time() if now is None else float(now)
