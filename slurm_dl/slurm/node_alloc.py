@@ -1,0 +1,127 @@
+"""One node's GPU allocations without reading the whole queue from slurmctld: what the GPU
+agent on each node uses.
+
+``squeue --json`` makes slurmctld pack every job of the cluster (``REQUEST_JOB_INFO``); with an
+agent on every node that is one full queue read per node per sample, which grows with nodes x
+jobs. Here the node answers for itself:
+
+1. ``scontrol listpids '*' NODE`` lists the jobs with processes on the node; it asks the node's
+   own ``slurmstepd`` processes, not slurmctld.
+2. Each job seen for the first time is read alone, ``scontrol -d -o show job ID`` (one
+   ``REQUEST_JOB_INFO_SINGLE``): its per-node ``GRES=gpu:…(IDX:…)``. A job's GPUs do not change
+   while it runs, so the answer is kept while the job's processes are there (a job requeued onto
+   the node starts new processes and is read again).
+3. ``scontrol -d -o show node NODE`` (a node read) says which GPUs Slurm counts as in use. When
+   some of them belong to no job found in step 1 (an allocation with no process on the node yet,
+   e.g. ``salloc`` without a step and without ``PrologFlags=contain``, or a job starting this
+   very second), that sample falls back to the full queue read, so no allocation is missed.
+
+The parsers are pure; :class:`NodeAllocations` runs the commands.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Mapping, Sequence
+
+from ..core.errors import JobNotFoundError, SlurmError
+from ..core.hostlist import expand_hostlist
+from .gpu_alloc import GpuAllocation, parse_idx, parse_shards
+from .runner import DEFAULT_TIMEOUT_S, run_slurm
+
+_PID_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+", re.M)
+_NODE_SEGMENT = re.compile(r"(?<!\S)Nodes=(\S+)\s+CPU_IDs=\S*\s+Mem=\S*(?:\s+GRES=(\S*))?")
+_USER = re.compile(r"(?<!\S)UserId=([^(\s]+)")
+_JOB_ID = re.compile(r"(?<!\S)JobId=(\d+)")
+_GRES_USED = re.compile(r"(?<!\S)GresUsed=(\S*)")
+NO_STEPS = "No job steps exist on this node"  # listpids' answer (exit status 1) on an idle node
+
+
+def parse_listpids(text: str) -> dict[int, int]:
+    """``scontrol listpids`` output -> {job id: its lowest process id on the node}. The lowest
+    process id tells one run of a job from the next (a requeued job comes back with new
+    processes)."""
+    out: dict[int, int] = {}
+    for m in _PID_ROW.finditer(text):
+        pid, job = int(m.group(1)), int(m.group(2))
+        out[job] = min(pid, out.get(job, pid))
+    return out
+
+
+def job_allocations(text: str, node: str, job_id: int) -> list[GpuAllocation]:
+    """``scontrol -d -o show job ID`` -> job ``job_id``'s GPUs on ``node`` (none when it holds
+    none there, or is not running). An array's first task shares its id with the array, and
+    Slurm then lists every task: only the line of ``job_id`` itself counts."""
+    line = next((ln for ln in text.splitlines() if (m := _JOB_ID.search(ln)) and int(m.group(1)) == job_id), "")
+    user = _USER.search(line)
+    if not line or "JobState=RUNNING" not in line:
+        return []
+    out: list[GpuAllocation] = []
+    for m in _NODE_SEGMENT.finditer(line):
+        try:
+            names = expand_hostlist(m.group(1))
+        except ValueError:
+            names = [m.group(1)]
+        if node not in names or not m.group(2):
+            continue
+        gpus, shards = parse_idx(m.group(2)), 0
+        if not gpus:
+            gpus, shards = parse_shards(m.group(2))
+        if gpus:
+            out.append(GpuAllocation(job_id, user.group(1) if user else "", node, gpus, shards))
+    return out
+
+
+def gpus_in_use(text: str) -> frozenset[int]:
+    """``scontrol -d -o show node NODE`` -> the GPU indices Slurm counts as allocated there
+    (``GresUsed=gpu:h100:3(IDX:0-2)``; shards are left out)."""
+    m = _GRES_USED.search(text)
+    return frozenset(parse_idx(m.group(1))) if m else frozenset()
+
+
+class NodeAllocations:
+    """``allocations(node)`` for the GPU agent: the node's running jobs' GPUs, read locally and
+    job by job (see the module's text); ``full(node)`` is the fallback that reads the queue."""
+
+    def __init__(self, full: Callable[[str], Sequence[GpuAllocation]], env: Mapping[str, str] | None = None,
+                 timeout: float = DEFAULT_TIMEOUT_S):
+        self.full = full
+        self.env = env
+        self.timeout = timeout
+        self.known: dict[tuple[int, int], list[GpuAllocation]] = {}
+        self.job_reads = 0  # single-job reads so far
+        self.full_reads = 0  # samples that fell back to the whole queue
+        self.local_error: str | None = None  # why listpids failed last, when it did
+
+    def _run(self, argv: list[str]) -> str:
+        return run_slurm(argv, env=self.env, timeout=self.timeout).stdout
+
+    def __call__(self, node: str) -> list[GpuAllocation]:
+        try:
+            local = parse_listpids(self._run(["scontrol", "listpids", "*", node]))
+        except SlurmError as e:
+            if NO_STEPS not in str(e):  # e.g. not root, or slurmd's spool elsewhere: the queue read
+                self.local_error = str(e).splitlines()[0] if str(e) else type(e).__name__
+                self.full_reads += 1
+                return list(self.full(node))
+            local = {}  # no job has a process here
+        known: dict[tuple[int, int], list[GpuAllocation]] = {}
+        for key in local.items():
+            allocs = self.known.get(key)
+            if allocs is None:
+                try:
+                    allocs = job_allocations(self._run(["scontrol", "-d", "-o", "show", "job", str(key[0])]), node,
+                                             key[0])
+                except JobNotFoundError:  # ended since listpids saw it
+                    allocs = []
+                self.job_reads += 1
+                if not allocs:  # not running yet, or ended: read again next time
+                    continue
+            known[key] = allocs
+        self.known = known
+        found = [a for allocs in known.values() for a in allocs]
+        held = {i for a in found for i in a.gpus if not a.shards}
+        if gpus_in_use(self._run(["scontrol", "-d", "-o", "show", "node", node])) - held:
+            self.full_reads += 1
+            return list(self.full(node))
+        return found
