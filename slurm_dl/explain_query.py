@@ -133,7 +133,7 @@ def render_text(doc: dict[str, Any], detail: bool = False) -> str:
     return text
 
 
-LIVE_VIEW_SECONDS = 5.0  # how long the explain endpoint reuses one read of the nodes and running jobs
+LIVE_VIEW_SECONDS = 15.0  # how long the explain endpoint reuses one read of the nodes and running jobs
 _view_lock = threading.Lock()
 _view: dict[tuple[str | None, bool], tuple[float, list, list]] = {}
 

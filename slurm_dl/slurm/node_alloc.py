@@ -11,10 +11,15 @@ jobs. Here the node answers for itself:
    ``REQUEST_JOB_INFO_SINGLE``): its per-node ``GRES=gpu:…(IDX:…)``. A job's GPUs do not change
    while it runs, so the answer is kept while the job's processes are there (a job requeued onto
    the node starts new processes and is read again).
-3. ``scontrol -d -o show node NODE`` (a node read) says which GPUs Slurm counts as in use. When
-   some of them belong to no job found in step 1 (an allocation with no process on the node yet,
-   e.g. ``salloc`` without a step and without ``PrologFlags=contain``, or a job starting this
-   very second), that sample falls back to the full queue read, so no allocation is missed.
+3. ``scontrol -d -o show node NODE`` (a node read) says which GPUs Slurm counts as in use. GPUs
+   in use that no job of step 1 explains belong to a job with no process on the node: most
+   often one still starting (its processes come within seconds; on a loaded controller, jobs
+   stay "running" for a while before slurmd launches them), or an allocation that runs nothing
+   here (``salloc`` without a step and without ``PrologFlags=contain``, the other nodes of a
+   job that starts no step there). The first sample leaves them unattributed; when the same
+   GPUs are still unexplained at the next sample, the queue is read once (the fallback), and
+   the jobs it finds are then read alone at each later sample, so no allocation is missed for
+   longer than one sample period.
 
 The parsers are pure; :class:`NodeAllocations` runs the commands.
 """
@@ -92,6 +97,8 @@ class NodeAllocations:
         self.job_reads = 0  # single-job reads so far
         self.full_reads = 0  # samples that fell back to the whole queue
         self.local_error: str | None = None  # why listpids failed last, when it did
+        self.unexplained: frozenset[int] = frozenset()  # GPUs in use with no local job, last sample
+        self.quiet: set[int] = set()  # jobs holding GPUs here without a process (found by a queue read)
 
     def _run(self, argv: list[str]) -> str:
         return run_slurm(argv, env=self.env, timeout=self.timeout).stdout
@@ -109,19 +116,43 @@ class NodeAllocations:
         for key in local.items():
             allocs = self.known.get(key)
             if allocs is None:
-                try:
-                    allocs = job_allocations(self._run(["scontrol", "-d", "-o", "show", "job", str(key[0])]), node,
-                                             key[0])
-                except JobNotFoundError:  # ended since listpids saw it
-                    allocs = []
-                self.job_reads += 1
+                allocs = self._job(key[0], node)
                 if not allocs:  # not running yet, or ended: read again next time
                     continue
             known[key] = allocs
         self.known = known
         found = [a for allocs in known.values() for a in allocs]
-        held = {i for a in found for i in a.gpus if not a.shards}
-        if gpus_in_use(self._run(["scontrol", "-d", "-o", "show", "node", node])) - held:
-            self.full_reads += 1
-            return list(self.full(node))
-        return found
+        missing = gpus_in_use(self._run(["scontrol", "-d", "-o", "show", "node", node])) - _held(found)
+        if not missing:
+            self.quiet.clear()  # the local jobs explain every GPU in use: the quiet ones left
+        elif self.quiet:  # jobs found before with no process here: read alone again
+            self.quiet -= set(local)  # its processes came: known from now on
+            for job_id in sorted(self.quiet):
+                allocs = self._job(job_id, node)
+                if allocs:
+                    found += allocs
+                else:
+                    self.quiet.discard(job_id)
+            missing -= _held(found)
+        if not missing:
+            self.unexplained = frozenset()
+            return found
+        if not missing & self.unexplained:  # new this sample: most likely a job still starting
+            self.unexplained = missing
+            return found
+        self.full_reads += 1  # the same GPUs twice in a row: read the queue to find their job
+        full = list(self.full(node))
+        self.quiet = {a.job_id for a in full if a.job_id not in local}
+        self.unexplained = frozenset()
+        return full
+
+    def _job(self, job_id: int, node: str) -> list[GpuAllocation]:
+        self.job_reads += 1
+        try:
+            return job_allocations(self._run(["scontrol", "-d", "-o", "show", "job", str(job_id)]), node, job_id)
+        except JobNotFoundError:  # ended since it was seen
+            return []
+
+
+def _held(allocs: Sequence[GpuAllocation]) -> frozenset[int]:
+    return frozenset(i for a in allocs for i in a.gpus if not a.shards)

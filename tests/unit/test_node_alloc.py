@@ -3,7 +3,7 @@ the parsers on output captured from Slurm 22.05, and which commands a sample run
 
 from __future__ import annotations
 
-from slurm_dl.core.errors import SlurmError
+from slurm_dl.core.errors import JobNotFoundError, SlurmError
 from slurm_dl.slurm.gpu_alloc import GpuAllocation
 from slurm_dl.slurm.node_alloc import NodeAllocations, gpus_in_use, job_allocations, parse_listpids
 
@@ -111,10 +111,29 @@ def test_a_new_run_of_a_job_is_read_again() -> None:
     assert "job 8" in r.ran
 
 
-def test_gpus_in_use_without_a_known_job_fall_back_to_the_queue() -> None:
+def test_gpus_in_use_without_a_known_job_twice_fall_back_to_the_queue_once() -> None:
     r = Scripted(_answers(used="gpu:h100:4(IDX:0,3-4,7)"))  # GPU 0: an allocation with no process here
-    assert [a.job_id for a in r("gpu01")] == [99]
+    assert sorted(a.job_id for a in r("gpu01")) == [8, 9]  # first seen: a job may still be starting
+    assert r.full_calls == 0
+    assert [a.job_id for a in r("gpu01")] == [99]  # still there: the queue says whose it is
     assert r.full_calls == 1 and r.full_reads == 1
+    # from now on that job is read alone, not the queue
+    r.answers["job 99"] = "JobId=99 UserId=x(1) JobState=RUNNING Nodes=gpu01 CPU_IDs=0 Mem=1 GRES=gpu:1(IDX:0)"
+    r.ran.clear()
+    assert sorted(a.job_id for a in r("gpu01")) == [8, 9, 99]
+    assert r.full_calls == 1 and "job 99" in r.ran
+    # once it ends, it is forgotten
+    r.answers["job 99"] = JobNotFoundError("scontrol: error: Invalid job id specified")
+    r.answers["node gpu01"] = NODE.replace("gpu:h100:8(IDX:0-7)", "gpu:h100:3(IDX:3-4,7)")
+    assert sorted(a.job_id for a in r("gpu01")) == [8, 9] and not r.quiet
+
+
+def test_gpus_that_change_each_sample_are_jobs_starting() -> None:
+    r = Scripted(_answers(used="gpu:h100:4(IDX:0,3-4,7)"))
+    r("gpu01")
+    r.answers["node gpu01"] = NODE.replace("gpu:h100:8(IDX:0-7)", "gpu:h100:4(IDX:1,3-4,7)")
+    r("gpu01")
+    assert r.full_calls == 0
 
 
 def test_an_idle_node_and_a_failing_listpids() -> None:
