@@ -67,7 +67,8 @@ class Submission:
         array = [f"--array=0-{self.tasks - 1}"] if self.tasks > 1 else []
         ckpt = ["--requeue", "--comment=dl:ckpt=1"] if self.ckpt else []
         return ["sbatch", "--parsable", f"--uid={self.user}", f"--gid={self.group}", "--chdir=/tmp",
-                "--output=/dev/null", f"--account={self.account}", f"--gres=gpu:{self.gpus}", "-t", "10",
+                "--output=/dev/null", f"--account={self.account}", f"--gres=gpu:{self.gpus}", "-t",
+                str(max(10, self.seconds // 60 + 2)),
                 *array, *ckpt, "--wrap", f"sleep {self.seconds}"]
 
 
@@ -483,7 +484,9 @@ def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
                        "p99": round(1000 * pct(sorted(explain_lat), 99), 1)} if on else None,
         "prioritizer": prioritizer_figures(prio) if on else None,
         "agent_reads": {"single_job": sum(r.job_reads for r in agent_sample.readers.values()),
-                        "whole_queue": sum(r.full_reads for r in agent_sample.readers.values())}
+                        "whole_queue": sum(r.full_reads for r in agent_sample.readers.values()),
+                        "listpids_failed": sorted({r.local_error for r in agent_sample.readers.values()
+                                                   if r.local_error})}
         if agent_sample else None,
     }
 

@@ -16,10 +16,10 @@ jobs. Here the node answers for itself:
    often one still starting (its processes come within seconds; on a loaded controller, jobs
    stay "running" for a while before slurmd launches them), or an allocation that runs nothing
    here (``salloc`` without a step and without ``PrologFlags=contain``, the other nodes of a
-   job that starts no step there). The first sample leaves them unattributed; when the same
-   GPUs are still unexplained at the next sample, the queue is read once (the fallback), and
-   the jobs it finds are then read alone at each later sample, so no allocation is missed for
-   longer than one sample period.
+   job that starts no step there). Samples leave them unattributed for up to :data:`GRACE_S`;
+   when the same GPUs are still unexplained after it, the queue is read once (the fallback),
+   and the jobs it finds are then read alone at each later sample, so an allocation is missed
+   for at most that long (idle thresholds are far longer).
 
 The parsers are pure; :class:`NodeAllocations` runs the commands.
 """
@@ -27,6 +27,7 @@ The parsers are pure; :class:`NodeAllocations` runs the commands.
 from __future__ import annotations
 
 import re
+import time
 from typing import Callable, Mapping, Sequence
 
 from ..core.errors import JobNotFoundError, SlurmError
@@ -39,6 +40,7 @@ _NODE_SEGMENT = re.compile(r"(?<!\S)Nodes=(\S+)\s+CPU_IDs=\S*\s+Mem=\S*(?:\s+GRE
 _USER = re.compile(r"(?<!\S)UserId=([^(\s]+)")
 _JOB_ID = re.compile(r"(?<!\S)JobId=(\d+)")
 _GRES_USED = re.compile(r"(?<!\S)GresUsed=(\S*)")
+GRACE_S = 120.0  # GPUs in use with no local job this long: read the queue to find whose they are
 NO_STEPS = "No job steps exist on this node"  # listpids' answer (exit status 1) on an idle node
 
 
@@ -89,7 +91,8 @@ class NodeAllocations:
     job by job (see the module's text); ``full(node)`` is the fallback that reads the queue."""
 
     def __init__(self, full: Callable[[str], Sequence[GpuAllocation]], env: Mapping[str, str] | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S):
+                 timeout: float = DEFAULT_TIMEOUT_S, grace_s: float = GRACE_S,
+                 clock: Callable[[], float] = time.monotonic):
         self.full = full
         self.env = env
         self.timeout = timeout
@@ -97,7 +100,9 @@ class NodeAllocations:
         self.job_reads = 0  # single-job reads so far
         self.full_reads = 0  # samples that fell back to the whole queue
         self.local_error: str | None = None  # why listpids failed last, when it did
-        self.unexplained: frozenset[int] = frozenset()  # GPUs in use with no local job, last sample
+        self.grace_s = grace_s
+        self.clock = clock
+        self.unexplained: dict[int, float] = {}  # GPU in use with no local job -> since when
         self.quiet: set[int] = set()  # jobs holding GPUs here without a process (found by a queue read)
 
     def _run(self, argv: list[str]) -> str:
@@ -134,16 +139,14 @@ class NodeAllocations:
                 else:
                     self.quiet.discard(job_id)
             missing -= _held(found)
-        if not missing:
-            self.unexplained = frozenset()
-            return found
-        if not missing & self.unexplained:  # new this sample: most likely a job still starting
-            self.unexplained = missing
-            return found
-        self.full_reads += 1  # the same GPUs twice in a row: read the queue to find their job
+        now = self.clock()
+        self.unexplained = {g: self.unexplained.get(g, now) for g in missing}
+        if not missing or now - min(self.unexplained.values()) < self.grace_s:
+            return found  # most likely a job still starting: its processes are on their way
+        self.full_reads += 1  # unexplained for the whole grace: read the queue to find their job
         full = list(self.full(node))
         self.quiet = {a.job_id for a in full if a.job_id not in local}
-        self.unexplained = frozenset()
+        self.unexplained = {}
         return full
 
     def _job(self, job_id: int, node: str) -> list[GpuAllocation]:

@@ -66,11 +66,12 @@ class Scripted(NodeAllocations):
 
     def __init__(self, answers: dict[str, object]):
         self.full_calls = 0
+        self.now = 0.0
 
         def full(node: str) -> list[GpuAllocation]:
             self.full_calls += 1
             return [GpuAllocation(99, "x", node, (0,))]
-        super().__init__(full)
+        super().__init__(full, grace_s=60.0, clock=lambda: self.now)
         self.answers = answers
         self.ran: list[str] = []
 
@@ -111,11 +112,13 @@ def test_a_new_run_of_a_job_is_read_again() -> None:
     assert "job 8" in r.ran
 
 
-def test_gpus_in_use_without_a_known_job_twice_fall_back_to_the_queue_once() -> None:
+def test_gpus_in_use_without_a_known_job_for_the_grace_fall_back_to_the_queue_once() -> None:
     r = Scripted(_answers(used="gpu:h100:4(IDX:0,3-4,7)"))  # GPU 0: an allocation with no process here
     assert sorted(a.job_id for a in r("gpu01")) == [8, 9]  # first seen: a job may still be starting
-    assert r.full_calls == 0
-    assert [a.job_id for a in r("gpu01")] == [99]  # still there: the queue says whose it is
+    r.now = 59.0
+    assert sorted(a.job_id for a in r("gpu01")) == [8, 9] and r.full_calls == 0
+    r.now = 60.0
+    assert [a.job_id for a in r("gpu01")] == [99]  # unexplained for the grace: the queue says whose
     assert r.full_calls == 1 and r.full_reads == 1
     # from now on that job is read alone, not the queue
     r.answers["job 99"] = "JobId=99 UserId=x(1) JobState=RUNNING Nodes=gpu01 CPU_IDs=0 Mem=1 GRES=gpu:1(IDX:0)"
@@ -132,6 +135,7 @@ def test_gpus_that_change_each_sample_are_jobs_starting() -> None:
     r = Scripted(_answers(used="gpu:h100:4(IDX:0,3-4,7)"))
     r("gpu01")
     r.answers["node gpu01"] = NODE.replace("gpu:h100:8(IDX:0-7)", "gpu:h100:4(IDX:1,3-4,7)")
+    r.now = 60.0
     r("gpu01")
     assert r.full_calls == 0
 
