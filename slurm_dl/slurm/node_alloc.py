@@ -27,13 +27,14 @@ The parsers are pure; :class:`NodeAllocations` runs the commands.
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from typing import Callable, Mapping, Sequence
 
-from ..core.errors import JobNotFoundError, SlurmError
+from ..core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
 from ..core.hostlist import expand_hostlist
 from .gpu_alloc import GpuAllocation, parse_idx, parse_shards
-from .runner import DEFAULT_TIMEOUT_S, run_slurm
+from .runner import DEFAULT_TIMEOUT_S, INSTALL_HINT, one_line, run_slurm
 
 _PID_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+", re.M)
 _NODE_SEGMENT = re.compile(r"(?<!\S)Nodes=(\S+)\s+CPU_IDs=\S*\s+Mem=\S*(?:\s+GRES=(\S*))?")
@@ -42,6 +43,7 @@ _JOB_ID = re.compile(r"(?<!\S)JobId=(\d+)")
 _GRES_USED = re.compile(r"(?<!\S)GresUsed=(\S*)")
 GRACE_S = 120.0  # GPUs in use with no local job this long: read the queue to find whose they are
 NO_STEPS = "No job steps exist on this node"  # listpids' answer (exit status 1) on an idle node
+STALE_STEP = "Unable to connect to slurmstepd"  # a step socket left behind by a step that ended
 
 
 def parse_listpids(text: str) -> dict[int, int]:
@@ -110,13 +112,11 @@ class NodeAllocations:
 
     def __call__(self, node: str) -> list[GpuAllocation]:
         try:
-            local = parse_listpids(self._run(["scontrol", "listpids", "*", node]))
-        except SlurmError as e:
-            if NO_STEPS not in str(e):  # e.g. not root, or slurmd's spool elsewhere: the queue read
-                self.local_error = str(e).splitlines()[0] if str(e) else type(e).__name__
-                self.full_reads += 1
-                return list(self.full(node))
-            local = {}  # no job has a process here
+            local = self._listpids(node)
+        except SlurmError as e:  # e.g. not root, or slurmd's spool elsewhere: the queue read
+            self.local_error = str(e).splitlines()[0] if str(e) else type(e).__name__
+            self.full_reads += 1
+            return list(self.full(node))
         known: dict[tuple[int, int], list[GpuAllocation]] = {}
         for key in local.items():
             allocs = self.known.get(key)
@@ -148,6 +148,28 @@ class NodeAllocations:
         self.quiet = {a.job_id for a in full if a.job_id not in local}
         self.unexplained = {}
         return full
+
+    def _run_listpids(self, argv: list[str]) -> tuple[int, str, str]:
+        try:
+            p = subprocess.run(argv, env=dict(self.env) if self.env is not None else None, capture_output=True,
+                               text=True, timeout=self.timeout, check=False)
+        except FileNotFoundError:
+            raise SlurmNotInstalledError(f"{argv[0]}: command not found; {INSTALL_HINT}", command=argv) from None
+        except subprocess.TimeoutExpired:
+            raise SlurmUnavailableError(f"scontrol listpids: no answer within {self.timeout:g} s",
+                                        command=argv) from None
+        return p.returncode, p.stdout, p.stderr
+
+    def _listpids(self, node: str) -> dict[int, int]:
+        """The node's jobs with processes. listpids exits 1 on an idle node, and when one of the
+        step sockets in the spool no longer answers (a step that ended without removing it):
+        the rows it printed for the others still hold."""
+        argv = ["scontrol", "listpids", "*", node]
+        rc, out, err = self._run_listpids(argv)
+        if rc == 0 or NO_STEPS in out + err or (out.lstrip().startswith("PID") and STALE_STEP in err):
+            return parse_listpids(out)
+        raise SlurmError(f"scontrol listpids: {one_line(err) or f'exit status {rc}'}", command=argv,
+                         returncode=rc, stderr=err)
 
     def _job(self, job_id: int, node: str) -> list[GpuAllocation]:
         self.job_reads += 1

@@ -75,8 +75,17 @@ class Scripted(NodeAllocations):
         self.answers = answers
         self.ran: list[str] = []
 
+    def _run_listpids(self, argv: list[str]) -> tuple[int, str, str]:
+        self.ran.append("scontrol listpids")
+        answer = self.answers["scontrol listpids"]
+        if isinstance(answer, tuple):
+            return answer
+        if isinstance(answer, Exception):
+            return 1, "PID      JOBID    STEPID   LOCALID GLOBALID\n", str(answer)
+        return 0, str(answer), ""
+
     def _run(self, argv: list[str]) -> str:
-        key = " ".join(argv[:2] if argv[1] == "listpids" else argv[-2:])
+        key = " ".join(argv[-2:])
         self.ran.append(key)
         answer = self.answers[key]
         if isinstance(answer, Exception):
@@ -147,3 +156,12 @@ def test_an_idle_node_and_a_failing_listpids() -> None:
     denied = Scripted({"scontrol listpids": SlurmError("scontrol listpids: Permission denied")})
     assert [a.job_id for a in denied("gpu01")] == [99]
     assert denied.local_error and "Permission denied" in denied.local_error
+
+
+def test_rows_listpids_printed_beside_a_stale_step_socket_count() -> None:
+    stale = "scontrol: error: Unable to connect to slurmstepd: Connection refused\n"
+    r = Scripted({**_answers(), "scontrol listpids": (1, LISTPIDS.replace("11 ", "77 "), stale)})
+    assert sorted(a.job_id for a in r("gpu01")) == [8, 9] and r.local_error is None and r.full_calls == 0
+    gone = Scripted({"scontrol listpids": (1, "PID      JOBID    STEPID   LOCALID GLOBALID\n",
+                                           "scontrol: error: Domain socket directory /x/gpu01: No such file")})
+    assert [a.job_id for a in gone("gpu01")] == [99] and "Domain socket directory" in gone.local_error
