@@ -67,7 +67,8 @@ class Submission:
         array = [f"--array=0-{self.tasks - 1}"] if self.tasks > 1 else []
         ckpt = ["--requeue", "--comment=dl:ckpt=1"] if self.ckpt else []
         return ["sbatch", "--parsable", f"--uid={self.user}", f"--gid={self.group}", "--chdir=/tmp",
-                "--output=/dev/null", f"--account={self.account}", f"--gres=gpu:{self.gpus}", "-t", "10",
+                "--output=/dev/null", f"--account={self.account}", f"--gres=gpu:{self.gpus}", "-t",
+                str(max(10, self.seconds // 60 + 2)),
                 *array, *ckpt, "--wrap", f"sleep {self.seconds}"]
 
 
@@ -123,10 +124,13 @@ _NUMBER = {"server_threads": r"Server thread count:\s+(\d+)", "agent_queue": r"A
 
 
 def parse_sdiag(text: str) -> dict:
-    """Counters, and per message type ``{count, total_us}`` (the by-user table is left out)."""
+    """Counters, and ``{count, total_us}`` per message type (``rpc``) and per user (``rpc_by_user``)."""
     by_type = text.split("statistics by message type", 1)[-1].split("statistics by user", 1)[0]
+    by_user = text.split("statistics by user", 1)[-1].split("Pending RPC", 1)[0] if "statistics by user" in text else ""
     out: dict = {k: int(m.group(1)) if (m := re.search(p, text)) else 0 for k, p in _NUMBER.items()}
     out["rpc"] = {m.group(1): {"count": int(m.group(2)), "total_us": int(m.group(4))} for m in _RPC.finditer(by_type)}
+    out["rpc_by_user"] = {m.group(1): {"count": int(m.group(2)), "total_us": int(m.group(4))}
+                          for m in _RPC.finditer(by_user)}
     return out
 
 
@@ -281,9 +285,16 @@ class Background:
 
 
 def user_squeue(env: dict, people: list[tuple[str, str]], rng: random.Random):
+    """A user's ``squeue``, run as that user where this script is root (``runuser``): sdiag's
+    table by user then holds the users' squeue apart from root's calls (slurm-dl's daemons and
+    this script's own reads)."""
+    as_user = os.geteuid() == 0 and shutil.which("runuser") is not None
+
     def poll() -> None:  # half ask for their own jobs (REQUEST_JOB_USER_INFO), half for all (REQUEST_JOB_INFO)
-        mine = ["-u", rng.choice(people)[0]] if rng.random() < 0.5 else []
-        subprocess.run(["squeue", "-h", *mine], env=env, capture_output=True, timeout=60, check=True)
+        user = rng.choice(people)[0]
+        mine = ["-u", user] if rng.random() < 0.5 else []
+        prefix = ["runuser", "-u", user, "--"] if as_user else []
+        subprocess.run([*prefix, "squeue", "-h", *mine], env=env, capture_output=True, timeout=60, check=True)
     return poll
 
 
@@ -317,15 +328,19 @@ def explain_requests(sv: Services, jobs_of: dict[str, list[int]], rng: random.Ra
 
 
 def agents(env: dict, nodes: list[str], out_dir: Path):
-    """The gpu-agent's sample on each of ``nodes`` (its own Slurm read each, as on a node)."""
+    """The gpu-agent's sample on each of ``nodes`` (its own Slurm reads each, as on a node:
+    ``scontrol listpids`` and single-job reads, the whole queue only as a fallback)."""
     from slurm_dl.slurm import CliBackend
+    from slurm_dl.slurm.node_alloc import NodeAllocations
     from slurm_dl.telemetry.agent import sample_once
 
     backend, nvml = CliBackend(env), StandInNvml(8)
+    readers = {node: NodeAllocations(backend.gpu_allocations, env) for node in nodes}
 
     def sample() -> None:
         for node in nodes:
-            sample_once(nvml, node, backend.gpu_allocations, out_dir)
+            sample_once(nvml, node, readers[node], out_dir)
+    sample.readers = readers  # type: ignore[attr-defined]
     return sample
 
 
@@ -408,8 +423,10 @@ def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
         before = sdiag(env, reset=True)
         bg.every("squeue_user", args.squeue_every, user_squeue(env, people, rng))
         bg.every("sdiag", 5.0, lambda: bg.samples.append(sdiag(env)))
+        agent_sample = None
         if on:
-            bg.every("agent", args.agent_every, agents(env, nodes[:args.agent_nodes], agent_dir))
+            agent_sample = agents(env, nodes[:args.agent_nodes], agent_dir)
+            bg.every("agent", args.agent_every, agent_sample)
             if sv.explain and shutil.which("runuser") and shutil.which("munge"):
                 bg.every("explain", args.explain_every, explain_requests(sv, jobs_of, rng, explain_lat))
         walls: list[float] = []
@@ -466,6 +483,11 @@ def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
         "explain_ms": {"n": len(explain_lat), "p50": round(1000 * pct(sorted(explain_lat), 50), 1),
                        "p99": round(1000 * pct(sorted(explain_lat), 99), 1)} if on else None,
         "prioritizer": prioritizer_figures(prio) if on else None,
+        "agent_reads": {"single_job": sum(r.job_reads for r in agent_sample.readers.values()),
+                        "whole_queue": sum(r.full_reads for r in agent_sample.readers.values()),
+                        "listpids_failed": sorted({r.local_error for r in agent_sample.readers.values()
+                                                   if r.local_error})}
+        if agent_sample else None,
     }
 
 
@@ -506,8 +528,14 @@ def same_mix(r_on: dict, r_off: dict) -> float | None:
     return round(on_us / off_us, 3) if off_us else None
 
 
+def users_average_us(by_user: dict) -> float | None:
+    """Average RPC time of every user but root: the users' own ``squeue`` in this load."""
+    return average_us({u: v for u, v in by_user.items() if u != "root"})
+
+
 def compare(off: dict, on: dict) -> dict:
     r_off, r_on = off["sdiag"]["rpc"], on["sdiag"]["rpc"]
+    u_off, u_on = off["sdiag"].get("rpc_by_user", {}), on["sdiag"].get("rpc_by_user", {})
     jobs_ratio = on["jobs"] / off["jobs"]
     per_job = {t: ratio(r_on.get(t, {}).get("count", 0) / jobs_ratio, r_off[t]["count"]) if t in r_off else None
                for t in sorted(set(r_on) | set(r_off))}
@@ -516,11 +544,14 @@ def compare(off: dict, on: dict) -> dict:
         "rpc_time_ratio": {"submit": ratio(average_us(r_on, [SUBMIT]), average_us(r_off, [SUBMIT])),
                            "job_info": ratio(average_us(r_on, [JOB_INFO]), average_us(r_off, [JOB_INFO])),
                            "user_job_info": ratio(average_us(r_on, [USER_INFO]), average_us(r_off, [USER_INFO])),
+                           "users_squeue": ratio(users_average_us(u_on), users_average_us(u_off)),
                            "overall": same_mix(r_on, r_off),
                            "overall_raw": ratio(average_us(r_on), average_us(r_off))},
         "rpc_avg_us": {name: {"submit": average_us(r, [SUBMIT]), "job_info": average_us(r, [JOB_INFO]),
-                              "user_job_info": average_us(r, [USER_INFO]), "overall": average_us(r)}
-                       for name, r in (("off", r_off), ("on", r_on))},
+                              "user_job_info": average_us(r, [USER_INFO]), "overall": average_us(r),
+                              "users_squeue": users_average_us(u), "root": average_us(u, ["root"])}
+                       for name, r, u in (("off", r_off, u_off), ("on", r_on, u_on))},
+        "rpc_count_by_user": {name: {k: v["count"] for k, v in u.items()} for name, u in (("off", u_off), ("on", u_on))},
         "rpc_count_ratio_per_job": per_job,
         "rpc_types_only_on": {t: r_on[t]["count"] for t in new_types},
         # Single-job sbatch calls: an array's wall time grows with its tasks, not with the filter.
@@ -582,7 +613,8 @@ def human(r: dict) -> str:
                 key=lambda kv: kv[1], default=("-", None))
     return (f"live scale ({r['nodes']} nodes, {r['jobs']} jobs, peak {r['on']['queue_after_submit'].get('PENDING', 0)} "
             f"pending / {r['on']['queue_after_submit'].get('RUNNING', 0)} running with slurm-dl on): "
-            f"RPC time on/off submit {t['submit']}x, job info {t['job_info']}x (own jobs {t['user_job_info']}x), "
+            f"RPC time on/off submit {t['submit']}x, job info {t['job_info']}x (own jobs {t['user_job_info']}x; "
+            f"users' squeue alone {t.get('users_squeue')}x), "
             f"all {t['overall']}x; "
             f"filter adds {f['p50']} ms p50 / {f['p99']} ms p99 per sbatch; busiest RPC type per job "
             f"{worst[0]} {worst[1]}x; prioritizer cycle {p.get('cycle_mean_s')} s mean over "

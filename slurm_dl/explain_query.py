@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,6 +133,27 @@ def render_text(doc: dict[str, Any], detail: bool = False) -> str:
     return text
 
 
+LIVE_VIEW_SECONDS = 15.0  # how long the explain endpoint reuses one read of the nodes and running jobs
+_view_lock = threading.Lock()
+_view: dict[tuple[str | None, bool], tuple[float, list, list]] = {}
+
+
+def _cluster_view(backend, with_running: bool) -> tuple[list, list]:
+    """The nodes and (``with_running``) the running jobs, read at most once per
+    :data:`LIVE_VIEW_SECONDS` per cluster: the explain endpoint answers many users, and each
+    running-job read makes slurmctld pack the whole queue. One at a time: a burst of questions
+    waits for the read in progress instead of sending its own."""
+    key = (os.environ.get("SLURM_CONF"), with_running)
+    with _view_lock:
+        hit = _view.get(key)
+        if hit is not None and time.monotonic() - hit[0] < LIVE_VIEW_SECONDS:
+            return hit[1], hit[2]
+        nodes = backend.nodes()
+        running = [j for j in backend.jobs() if j.running] if with_running else []
+        _view[key] = (time.monotonic(), nodes, running)
+        return nodes, running
+
+
 def live_facts(job_id: int, expl: dict) -> tuple[dict | None, list[int] | None, list | None, str]:
     """Slurm's start estimate for a waiting job, the free GPUs per node and when each node's
     running jobs end at their time limits; never fails."""
@@ -141,9 +163,9 @@ def live_facts(job_id: int, expl: dict) -> tuple[dict | None, list[int] | None, 
 
     try:  # a short timeout: explain answers from the store even when Slurm is slow or away
         backend = CliBackend(timeout=5.0)
-        nodes = backend.nodes()
-        running = [j for j in backend.jobs() if j.running] if expl.get("state") == "PENDING" else []
-        starts = expected_starts([job_id]) if expl.get("state") == "PENDING" else {}
+        pending = expl.get("state") == "PENDING"
+        nodes, running = _cluster_view(backend, with_running=pending)
+        starts = expected_starts([job_id]) if pending else {}
     except SlurmDLError as e:
         return None, None, None, f"not reachable ({str(e).splitlines()[0][:60]})"
     ends: dict[str, list[tuple[float, int]]] = {n.name: [] for n in nodes}

@@ -41,6 +41,7 @@ def gpu_agent(
     log_format: str = LogFormatOpt,
 ) -> None:
     from ..slurm import CliBackend
+    from ..slurm.node_alloc import NodeAllocations
     from ..telemetry.agent import node_name, sample_once, share_rules
     from ..telemetry.nvml import NvmlUnavailableError, load_nvml
 
@@ -70,9 +71,11 @@ def gpu_agent(
                      idle_without_gpus, say)
             return
         backend = CliBackend()
+        allocations = NodeAllocations(backend.gpu_allocations)  # no full queue read per sample
+        said_local_error = False
         while True:
             try:
-                result = sample_once(nvml, name, backend.gpu_allocations, output_dir,
+                result = sample_once(nvml, name, allocations, output_dir,
                                      idle_util_percent=idle_percent, shares=shares)
             except SlurmError as e:
                 if once or isinstance(e, SlurmNotInstalledError):
@@ -84,6 +87,12 @@ def gpu_agent(
                     "next in %g s", name, e, period)
                 time.sleep(period)
                 continue
+            if allocations.local_error and not said_local_error:
+                said_local_error = True
+                logging.getLogger("slurm_dl.gpu_agent").warning(
+                    "gpu-agent: %s: `scontrol listpids` failed (%s); reading the whole queue from "
+                    "slurmctld each sample instead (run the agent as root on the node)", name,
+                    allocations.local_error)
             if as_json:
                 typer.echo(json.dumps({"node": result.node, "gpus": result.gpus, "written": str(result.written),
                                        "samples": [asdict(s) for s in result.samples],
