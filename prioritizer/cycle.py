@@ -454,7 +454,7 @@ class Prioritizer:
             decisions.extend(step.rows)
             idle_changed = step.changed
         cache = self.explain_cache
-        noted = {j for j, part in cache.parts.items() if "gpu_utilisation" in part}
+        noted = cache.noted
         held = push.current if not push.pushed else {**push.current, **push.pushed}  # waiting jobs' SiteFactor now
 
         def build(j, rank):

@@ -57,6 +57,7 @@ class ExplanationCache:
         self.refresh_cycles = max(1, refresh_cycles)
         self.records: dict[int, tuple] = {}  # job -> its record when its slow part was last built
         self.parts: dict[int, dict[str, Any]] = {}
+        self.noted: set[int] = set()  # jobs whose slow part holds GPU telemetry notes
 
     def step(self, order: list[Job], ctx: PolicyContext, scores: dict[int, float], site_factors: Mapping[int, Any],
              free_gpus: int, victims_of: dict[int, list[int]], cycle_no: int, half_life_s: float,
@@ -123,10 +124,15 @@ class ExplanationCache:
             parts[j.job_id] = slow
             records[j.job_id] = recs[rank]
             rebuilt[j.job_id] = slow
+            if "gpu_utilisation" in slow:
+                self.noted.add(j.job_id)
+            else:
+                self.noted.discard(j.job_id)
         live = set(ids)
         gone = [j for j in records if j not in live]
         for j in gone:
             del records[j]
             parts.pop(j, None)
+            self.noted.discard(j)
         return ExplanationParts(keys=STORED_KEYS, ids=ids, columns=columns, rebuilt=rebuilt, gone=gone,
                                 replace_all=first, per_cycle={"at": now, "ranked": len(order)}, derive=derive)

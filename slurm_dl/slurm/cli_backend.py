@@ -65,14 +65,12 @@ def split_gone_jobs(stderr: str) -> tuple[list[int], list[str]]:
     return sorted(gone), other
 
 
+_SPRIO_LINE = re.compile(r"^[ \t]*([0-9]+)\|(-?[0-9]+)[ \t]*$", re.MULTILINE | re.ASCII)
+
+
 def parse_sprio(text: str) -> dict[int, int]:
-    """``sprio -h -o '%i|%S'`` lines -> {job: SiteFactor}."""
-    factors: dict[int, int] = {}
-    for line in text.splitlines():
-        jid, _, val = line.strip().partition("|")
-        if jid.isdigit() and val.lstrip("-").isdigit():
-            factors[int(jid)] = int(val)
-    return factors
+    """``sprio -h -o '%i|%S'`` lines -> {job: SiteFactor}; other lines are skipped."""
+    return {int(jid): int(val) for jid, val in _SPRIO_LINE.findall(text)}
 
 
 def with_site_factors(jobs: list[Job], factors: Mapping[int, int]) -> list[Job]:
