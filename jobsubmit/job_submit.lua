@@ -72,15 +72,17 @@ local function on_failure(why, quiet)
     return slurm.SUCCESS
 end
 
--- After a failure, until the service answers again, asks (and the breaker's probe) wait a tenth
--- of the timeout: a healthy service answers in about a millisecond, and every wait here holds
--- slurmctld's job lock.
+-- After a failure, until the breaker opens, asks wait a tenth of the timeout: a healthy service
+-- answers in about a millisecond, and every wait here holds slurmctld's job lock. The breaker's
+-- probe (one job per cool-down) waits the whole timeout: on a busy controller a service just
+-- restarted may need tens of milliseconds, and a probe cut shorter would keep the breaker open,
+-- every job going by the filter, for as long as the controller stays busy.
 local SUSPECT_TIMEOUT_S = math.max(TIMEOUT_S / 10, 0.005)
 
 local function ask(line)
     local conn = unix()
     local limit = TIMEOUT_S
-    if breaker.failures > 0 then limit = SUSPECT_TIMEOUT_S end
+    if breaker.failures > 0 and breaker.failures < BREAKER_FAILURES then limit = SUSPECT_TIMEOUT_S end
     local deadline = now() + limit
     local function left() local s = deadline - now(); if s < 0.001 then s = 0.001 end; return s end
     conn:settimeout(left())
