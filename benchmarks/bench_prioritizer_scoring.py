@@ -42,7 +42,7 @@ from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.core.tags import JobTag, encode_tag
-from slurm_dl.slurm.cli_backend import parse_sprio, with_node_gpu_types, with_site_factors
+from slurm_dl.slurm.cli_backend import SprioMemo, with_node_gpu_types, with_site_factors
 from slurm_dl.slurm.squeue_format import FIELDS, SEP, LineMemo, parse_squeue_format
 from slurm_dl.store import Store
 
@@ -136,6 +136,7 @@ class MemorySlurm:
         self.text: str | None = None
         self.sprio: str | None = None
         self.memo = LineMemo()
+        self.sprio_memo = SprioMemo()
         self.parsed: list[int] = []  # lines parsed per snapshot (the rest came from the memo)
 
     def snapshot(self) -> ClusterSnapshot:
@@ -146,7 +147,7 @@ class MemorySlurm:
         self.parsed.append(self.memo.parsed)
         if self.sprio is None:  # sprio lists the waiting jobs' SiteFactor
             self.sprio = "".join(f"{jid}|{v}\n" for jid, v in self.site_factor.items())
-        jobs = with_node_gpu_types(with_site_factors(jobs, parse_sprio(self.sprio)), self.nodes)
+        jobs = with_node_gpu_types(with_site_factors(jobs, self.sprio_memo.parse(self.sprio)), self.nodes)
         return ClusterSnapshot(taken_at=self.now, jobs=jobs, nodes=list(self.nodes))
 
     def set_site_factor(self, values):

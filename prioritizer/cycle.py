@@ -24,6 +24,7 @@ from slurm_dl.core.model import ClusterSnapshot, Job, JobState
 from slurm_dl.core.preemption import RESUME_CHECKPOINT, resume_kind, waits_only_for_gpus
 from slurm_dl.core.steering import plan_moves
 from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.core.policy.base import PriorityPolicy, rank_scores
 from slurm_dl.core.policy.admission import DeadlineAdmission, demotion_message
 from slurm_dl.core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, admit_deadlines
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
@@ -226,7 +227,7 @@ class Prioritizer:
         demoted = demote_violations(jobs, self.config)
         ignored_deadlines = self._admit(jobs, now, snap.total_gpus(), ledger)
         ctx = PolicyContext(now=now, ledger=work, config=self.config, total_gpus=snap.total_gpus())
-        scores = self.policy.scores(jobs, ctx)
+        ranked, scores = self._rank(jobs, ctx)
         t_score = time.perf_counter()
 
         pending = [j for j in jobs if j.state is _PENDING]
@@ -248,7 +249,7 @@ class Prioritizer:
             by_class[job_class.value] = by_class.get(job_class.value, 0) + n
         t_pre = time.perf_counter()
 
-        explanations, idle_changed = self._explain(snap, jobs, scores, ctx, push, prep, steered, decisions)
+        explanations, idle_changed = self._explain(snap, jobs, ranked, scores, ctx, push, prep, steered, decisions)
         t_explain = time.perf_counter()
         if not self.dry_run:
             self._save(now, jobs, ledger, push, decisions, explanations, idle_changed)
@@ -259,6 +260,14 @@ class Prioritizer:
             "explain": round(t_explain - t_pre, 4), "store": round(t_end - t_explain, 4),  # the parts of "save"
         }
         return report
+
+    def _rank(self, jobs: list[Job], ctx: PolicyContext) -> tuple[list[Job] | None, dict[int, float]]:
+        """The policy's scores, and its order when the scores are its ranks (the inherited
+        ``scores``): that order is the ranking explanations show, not sorted again."""
+        if type(self.policy).scores is PriorityPolicy.scores:
+            ranked = self.policy.order(jobs, ctx)
+            return ranked, rank_scores(ranked)
+        return None, self.policy.scores(jobs, ctx)
 
     def _account(self, snap: ClusterSnapshot, jobs: list[Job], ledger: Ledger) -> Ledger:
         """Charge the snapshot's service to the ledger (to a copy in a dry run), and give each job
@@ -433,17 +442,20 @@ class Prioritizer:
         report.closed = list(prep.closed)
         return prep
 
-    def _explain(self, snap: ClusterSnapshot, jobs: list[Job], scores: dict[int, float], ctx: PolicyContext,
-                 push: "_Pushed", prep: preempt.PreemptionReport, steered: SteerReport, decisions: list):
-        """The cycle's explanations (see ``explain_cache``) and the GPU telemetry step's changes."""
+    def _explain(self, snap: ClusterSnapshot, jobs: list[Job], ranked: list[Job] | None, scores: dict[int, float],
+                 ctx: PolicyContext, push: "_Pushed", prep: preempt.PreemptionReport, steered: SteerReport,
+                 decisions: list):
+        """The cycle's explanations (see ``explain_cache``) and the GPU telemetry step's changes.
+        ``ranked``: the jobs highest score first when the policy's order gave the scores."""
         now = snap.taken_at
         free = sum(n.gpus_free for n in snap.nodes)
         victims_of: dict[int, list[int]] = {}
         for i in prep.planned:
             victims_of.setdefault(i.need, []).extend(i.victims)
         # ranked: highest score first, then submission, then job id (a C-level key per job)
-        order = [jobs[t[3]] for t in sorted(zip(map(neg, map(scores.__getitem__, map(_JOB_ID, jobs))),
-                                                map(_SUBMIT_TIME, jobs), map(_JOB_ID, jobs), range(len(jobs))))]
+        order = ranked if ranked is not None else [
+            jobs[t[3]] for t in sorted(zip(map(neg, map(scores.__getitem__, map(_JOB_ID, jobs))),
+                                           map(_SUBMIT_TIME, jobs), map(_JOB_ID, jobs), range(len(jobs))))]
         idle_changed, gpu_notes = {}, {}
         if self.idle is not None:  # GPU telemetry: utilisation in the explanations, idle-allocation policy
             step = self.idle.step(jobs, now, self.backend, dry_run=self.dry_run)

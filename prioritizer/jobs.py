@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.ledger import JobRecord, Ledger
 from slurm_dl.core.model import Job, JobClass
@@ -45,6 +47,7 @@ def apply_tags(job: Job) -> None:
 # A cycle reads the same comments as the one before: each distinct text is parsed once (the
 # tag is immutable). Bounded: cleared when it holds more texts than a large queue has jobs.
 _MEMO_MAX = 500_000
+_JOB_CLASS = attrgetter("job_class")
 _tags: dict = {}
 _ckpts: dict = {}
 
@@ -126,15 +129,23 @@ def class_violation(job: Job, config: SiteConfig, *, privileged: bool | None = N
     ``privileged``: whether the job's class is privileged, when the caller knows it already."""
     if not (is_privileged(job.job_class, config) if privileged is None else privileged):
         return None
-    c = config.class_config(job.job_class)
+    return _limits_violation(job, config.class_config(job.job_class).max_time_minutes,
+                             site_shape(config).max_gpus_per_node)
+
+
+def _limits_violation(job: Job, max_time_minutes: int, most: int) -> str | None:
+    """``class_violation`` for a privileged class, given its maximum time and the site's GPUs
+    per node."""
     name = job.job_class.value
-    if job.time_limit is None or job.time_limit > c.max_time_minutes * 60:
+    if job.time_limit is None or job.time_limit > max_time_minutes * 60:
         limit = "no time limit" if job.time_limit is None else f"time limit {job.time_limit / 60:.0f} min"
-        return f"{limit} exceeds class {name}'s maximum {c.max_time_minutes} min"
-    most = site_shape(config).max_gpus_per_node
+        return f"{limit} exceeds class {name}'s maximum {max_time_minutes} min"
     if (job.num_nodes or 1) > 1 or job.num_gpus > most:
         return f"{job.num_gpus} GPU(s) on {job.num_nodes or 1} node(s) exceed class {name}'s one node"
     return None
+
+
+_RUNNING_ORDER = attrgetter("submit_time", "job_id")
 
 
 def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
@@ -142,19 +153,34 @@ def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
     use its class, or that goes past its class's per-user GPU quota (the user's earliest jobs
     keep the class); returns why, per job. (Checkpointability stays as tagged: a demoted job is
     not made preemptible.)"""
-    demoted = {}
+    demoted: dict[int, str] = {}
     held: dict[tuple[str, JobClass], int] = {}
-    high = {c for c in {j.job_class for j in jobs} if is_privileged(c, config)}  # per class: most are train
-    for job in sorted((j for j in jobs if j.job_class in high), key=lambda j: (not j.running, j.submit_time, j.job_id)):
-        why = class_violation(job, config, privileged=True)
+    high = {c for c in set(map(_JOB_CLASS, jobs)) if is_privileged(c, config)}  # per class: most are train
+    if not high:
+        return demoted
+    most = site_shape(config).max_gpus_per_node
+    max_minutes = {c: config.class_config(c).max_time_minutes for c in high}
+    quota = {c: config.class_config(c).max_gpus_per_user for c in high}
+    admitted: dict[tuple, str | None] = {}  # (class, account, QOS, user) -> not_admitted's answer
+    mine = [j for j in jobs if j.job_class in high]
+    # running jobs first (they hold the quota), then by submission and job id
+    mine = sorted((j for j in mine if j.running), key=_RUNNING_ORDER) + \
+        sorted((j for j in mine if not j.running), key=_RUNNING_ORDER)
+    for job in mine:
+        cls = job.job_class
+        why = _limits_violation(job, max_minutes[cls], most)
         if why is None:
-            why = not_admitted(job.job_class, job.account or None, job.qos or None, config, job.user or None)
-            if why is None:
-                key = (job.user, job.job_class)
-                why = over_quota(job.job_class, job.num_gpus, held.get(key, 0), config, who=f"user {job.user!r} holds")
+            who = (cls, job.account or None, job.qos or None, job.user or None)
+            try:
+                why = admitted[who]
+            except KeyError:
+                why = admitted[who] = not_admitted(*who[:3], config, who[3])
+            if why is None and quota[cls] is not None:
+                key = (job.user, cls)
+                why = over_quota(cls, job.num_gpus, held.get(key, 0), config, who=f"user {job.user!r} holds")
                 if why is None:
                     held[key] = held.get(key, 0) + job.num_gpus
         if why is not None:
-            demoted[job.job_id] = f"class {job.job_class.value} demoted to train: {why}"
+            demoted[job.job_id] = f"class {cls.value} demoted to train: {why}"
             job.job_class = JobClass.TRAIN
     return demoted

@@ -73,6 +73,21 @@ def parse_sprio(text: str) -> dict[int, int]:
     return {int(jid): int(val) for jid, val in _SPRIO_LINE.findall(text)}
 
 
+class SprioMemo:
+    """The latest ``sprio`` text and what it says: sprio lists only job ids and SiteFactors, so
+    between two cycles of a large queue its text is mostly the same, and then not read again."""
+
+    def __init__(self) -> None:
+        self._text: str | None = None
+        self._factors: dict[int, int] = {}
+
+    def parse(self, text: str) -> dict[int, int]:
+        """``parse_sprio(text)`` (a new dict each call: the caller may change it)."""
+        if text != self._text:
+            self._factors, self._text = parse_sprio(text), text
+        return dict(self._factors)
+
+
 def with_site_factors(jobs: list[Job], factors: Mapping[int, int]) -> list[Job]:
     """Fill ``Job.site_factor`` from sprio's view (only eligible pending jobs appear there)."""
     for job in jobs:
@@ -120,6 +135,7 @@ class CliBackend:
         self.job_reader = job_reader
         self._dialect: Dialect | None = None
         self._lines = LineMemo()  # each distinct squeue line parsed once (the daemon reads every cycle)
+        self._sprio = SprioMemo()
         self.call_s = 0.0
         """Wall seconds spent waiting on Slurm's commands so far (what slurmctld's pace costs;
         parsing their output is not counted): the prioritizer backs off when a cycle's share grows."""
@@ -205,7 +221,7 @@ class CliBackend:
         return parse_topology(self._run(["scontrol", "show", "topology"]).stdout)
 
     def site_factors(self) -> dict[int, int]:
-        return parse_sprio(self._run(["sprio", "-h", "-o", "%i|%S"]).stdout)
+        return self._sprio.parse(self._run(["sprio", "-h", "-o", "%i|%S"]).stdout)
 
     def snapshot(self, now: float | None = None) -> ClusterSnapshot:
         taken_at = time.time() if now is None else float(now)

@@ -227,3 +227,41 @@ def test_combined_key_from_fused_score_and_tiebreak_equals_the_separate_calls(ti
     plain._compile()
     assert not any(t[1] for t in plain._tiers)
     assert [fused.key(j, ctx) for j in jobs] == [plain.key(j, ctx) for j in jobs]
+
+
+@pytest.mark.parametrize("tiers", [[["deadline"], ["class"], ["las", "fairshare"]],
+                                   [["las", "deadline"], ["fairshare"]], [["fairshare", "las"]],
+                                   [["class", "fairshare"], ["deadline", "las"]]])
+@pytest.mark.parametrize("starvation", [None, 4.0])
+def test_combined_bound_key_equals_the_key_of_each_job(tiers, starvation):
+    """The key the combined policy sorts a queue with (each component bound to the cycle's
+    context once) is the same tuple, float for float, as ``key`` per job, and so the order."""
+    import random
+
+    from slurm_dl.core.policy.combined import CombinedPolicy
+
+    rng = random.Random(5)
+    c = cfg(mix="combined", las={"starvation_factor": starvation},
+            combined={"tiers": tiers, "weights": {"fairshare": 0.3, "class": 0.7}})
+    led = Ledger()
+    now = 100 * H
+    jobs = []
+    for i in range(400):
+        running = rng.random() < 0.3
+        soft = ((now + rng.uniform(0, 30 * H), 1.0), (now + 40 * H, 0.5)) if rng.random() < 0.1 else ()
+        j = Job(i + 1, user=f"u{i % 7}", account=f"a{i % 5}", num_gpus=rng.choice((1, 2, 8)),
+                submit_time=now - rng.uniform(0, 50 * H), time_limit=rng.choice((H, 10 * H)),
+                state=JobState.RUNNING if running else JobState.PENDING, start_time=now - H if running else None,
+                executed_s=rng.choice((0.0, rng.uniform(0, 5 * H))), attained_gpu_s=rng.uniform(0, 1e6),
+                deadline=now + rng.uniform(-H, 20 * H) if rng.random() < 0.3 and not soft else None,
+                soft_deadlines=soft, job_class=rng.choice(list(JobClass)),
+                state_reason="JobHeldUser" if not running and rng.random() < 0.05 else None)
+        jobs.append(j)
+    led.observe(jobs, now - 60.0, H)
+    led.observe(jobs, now, H)
+    ctx = PolicyContext(now=now, ledger=led, config=c, total_gpus=32)
+    policy = get_policy("combined", c)
+    assert isinstance(policy, CombinedPolicy)
+    bound = policy.bound_key(ctx)
+    assert [bound(j) for j in jobs] == [policy.key(j, ctx) for j in jobs]
+    assert [j.job_id for j in policy.order(jobs, ctx)] == [j.job_id for j in sorted(jobs, key=lambda j: policy.key(j, ctx))]

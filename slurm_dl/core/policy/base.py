@@ -74,6 +74,16 @@ class PriorityPolicy(ABC):
         share their work (the combined policy calls both per job each cycle); None: none."""
         return None
 
+    def bind_score(self, ctx: PolicyContext) -> Callable[[Job], float] | None:
+        """``score`` at one context as a function of the job alone, the same value for every
+        job (what the combined policy calls per job while it sorts a queue: what depends on
+        the context alone is looked up once); None: none cheaper than ``score``."""
+        return None
+
+    def bind_score_and_tiebreak(self, ctx: PolicyContext) -> Callable[[Job], tuple[float, tuple]] | None:
+        """``score_and_tiebreak()`` at one context as a function of the job alone; None: none."""
+        return None
+
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         """Earliest time after ``ctx.now`` at which ``key(job)`` can change on its own.
 

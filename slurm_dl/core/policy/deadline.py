@@ -279,6 +279,20 @@ class DeadlinePolicy(PriorityPolicy):
 
         return both
 
+    def bind_score_and_tiebreak(self, ctx: PolicyContext):
+        """``score_and_tiebreak`` for one context: a job without deadlines is neutral."""
+        both = self.score_and_tiebreak()
+        if both is None:
+            return None
+        neutral = (self._SCORES[self.NEUTRAL], (0.0, 0.0))
+
+        def bound(job: Job) -> tuple[float, tuple]:
+            if job.deadline is None and not job.soft_deadlines:
+                return neutral
+            return both(job, ctx)
+
+        return bound
+
     def _soft_after(self, job: Job) -> float:
         return 1.0 if job.deadline is None and self.soft_boost != "utility" else 0.0
 

@@ -85,3 +85,10 @@ class FairSharePolicy(PriorityPolicy):
 
     def score(self, job: Job, ctx: PolicyContext) -> float:
         return self.factor(job.account, ctx)
+
+    def bind_score(self, ctx: PolicyContext):
+        cls = type(self)
+        if any(getattr(cls, m) is not getattr(FairSharePolicy, m) for m in ("score", "factor", "factors")):
+            return None
+        factor = self.factors(ctx).get  # the table for this ledger state and time
+        return lambda job: factor(job.account, 1.0)

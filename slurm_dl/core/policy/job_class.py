@@ -43,3 +43,10 @@ class ClassPolicy(PriorityPolicy):
 
     def score(self, job: Job, ctx: PolicyContext) -> float:
         return self.weight(job) / self._max
+
+    def bind_score(self, ctx: PolicyContext):
+        cls = type(self)
+        if cls.score is not ClassPolicy.score or cls.weight is not ClassPolicy.weight:
+            return None
+        weight, top = self.weights.get, self._max
+        return lambda job: weight(job.job_class, 1.0) / top

@@ -149,6 +149,24 @@ class LasPolicy(PriorityPolicy):
 
         return both
 
+    def bind_score_and_tiebreak(self, ctx: PolicyContext):
+        """``score_and_tiebreak`` at ``ctx.now``: a job that has not run cannot be lifted by
+        the starvation guard, so its queue is a lookup of its attained service."""
+        if self.score_and_tiebreak() is None or type(self).promoted is not LasPolicy.promoted:
+            return None
+        now, thresholds, n, place = ctx.now, self.thresholds, len(self.thresholds), bisect.bisect_right
+        guard, promoted = self.starvation_factor is not None, self.promoted
+        attained = None if type(self).attained is LasPolicy.attained and not self.by_time else self.attained
+        lifted, unlifted = ((1,), (0,)) if guard else ((), ())
+
+        def both(job: Job) -> tuple[float, tuple]:
+            if guard and job.executed_s > 0.0 and promoted(job, now):
+                return 1.0 - 0 / n, lifted
+            q = place(thresholds, job.attained_gpu_s if attained is None else attained(job))
+            return 1.0 - q / n, unlifted
+
+        return both
+
     def next_key_change(self, job: Job, ctx: PolicyContext) -> float | None:
         now = ctx.now
         s = self.starvation_factor
