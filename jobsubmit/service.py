@@ -369,8 +369,8 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
 
     from slurm_dl.slurm.accounts import slurm_associations
 
-    service = FilterService(config_path, fetch=lambda: CliBackend().jobs(),
-                            topology_fetch=lambda: CliBackend().topology(),
+    slurm = CliBackend()  # one reader for the background thread: its memo keeps the queue's lines
+    service = FilterService(config_path, fetch=slurm.jobs, topology_fetch=slurm.topology,
                             associations_fetch=lambda: slurm_associations().pairs)
     path = Path(socket_path or service.config.filter.socket)
     port = metrics_port if metrics_port is not None else service.config.filter.metrics_port
