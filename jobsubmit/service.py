@@ -369,7 +369,9 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
 
     from slurm_dl.slurm.accounts import slurm_associations
 
-    slurm = CliBackend()  # one reader for the background thread: its memo keeps the queue's lines
+    # one reader for the background thread: its memo keeps the queue's lines, the switch tree
+    # is read at most once a minute
+    slurm = CliBackend(topology_ttl_s=60.0)
     service = FilterService(config_path, fetch=slurm.jobs, topology_fetch=slurm.topology,
                             associations_fetch=lambda: slurm_associations().pairs)
     path = Path(socket_path or service.config.filter.socket)

@@ -41,6 +41,10 @@ InitOpt = typer.Option(False, "--init", help="first start: create the store when
                                               "(else an empty or missing one is refused)")
 
 
+TOPOLOGY_TTL_S = 60.0
+"""The daemon reads Slurm's switch tree at most once a minute (it changes on a reconfigure)."""
+
+
 def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = False):
     from prioritizer import Prioritizer
     from slurm_dl.core.config import load_config
@@ -50,7 +54,7 @@ def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = 
     cfg = load_config(_config_path(config))
     # a database at another schema, an empty one (a wrong URL?) without init, stop here with the fix
     store = Store(database_url(cfg, db), create=init)
-    backend = CliBackend()
+    backend = CliBackend(topology_ttl_s=TOPOLOGY_TTL_S)
     backend.dialect()  # an unsupported Slurm release stops here, before any cycle
     return Prioritizer(cfg, backend, store, dry_run=dry_run)
 

@@ -124,9 +124,13 @@ class CliBackend:
     JOB_READERS = ("format", "json")
 
     def __init__(self, env: Mapping[str, str] | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
-                 site_factor_chunk: int = SITE_FACTOR_CHUNK, job_reader: str = "format"):
+                 site_factor_chunk: int = SITE_FACTOR_CHUNK, job_reader: str = "format",
+                 topology_ttl_s: float = 0.0):
         """``job_reader``: ``format`` (``squeue -O``, default, ~20x faster on 5,000 jobs) or
-        ``json`` (``squeue --json``); both give the same Job objects."""
+        ``json`` (``squeue --json``); both give the same Job objects. ``topology_ttl_s``: the
+        switch tree read once is reused for that long (a long-running reader: it changes only
+        when slurmctld reconfigures, and slurmctld answers it under its node lock, behind
+        every job update); 0: read each time."""
         if job_reader not in self.JOB_READERS:
             raise ValueError(f"unknown job_reader {job_reader!r}; allowed: {', '.join(self.JOB_READERS)}")
         self._env = dict(env) if env is not None else None
@@ -136,6 +140,8 @@ class CliBackend:
         self._dialect: Dialect | None = None
         self._lines = LineMemo()  # each distinct squeue line parsed once (the daemon reads every cycle)
         self._sprio = SprioMemo()
+        self.topology_ttl_s = topology_ttl_s
+        self._topology: tuple[float, Topology] | None = None  # (monotonic time read, the tree)
         self.call_s = 0.0
         """Wall seconds spent waiting on Slurm's commands so far (what slurmctld's pace costs;
         parsing their output is not counted): the prioritizer backs off when a cycle's share grows."""
@@ -218,7 +224,12 @@ class CliBackend:
         return parse_partitions(self._run(["scontrol", "-o", "show", "partition"]).stdout)
 
     def topology(self) -> Topology:
-        return parse_topology(self._run(["scontrol", "show", "topology"]).stdout)
+        if self._topology is not None and time.monotonic() - self._topology[0] < self.topology_ttl_s:
+            return self._topology[1]
+        topo = parse_topology(self._run(["scontrol", "show", "topology"]).stdout)
+        if self.topology_ttl_s > 0:
+            self._topology = (time.monotonic(), topo)
+        return topo
 
     def site_factors(self) -> dict[int, int]:
         return self._sprio.parse(self._run(["sprio", "-h", "-o", "%i|%S"]).stdout)
