@@ -119,6 +119,8 @@ class CombinedPolicy(PriorityPolicy):
                 bound.append((w, f if f is not None else partial(_at, fn, ctx), is_fused))
             plan.append((tuple(bound), fused, tuple(partial(_at, tb, ctx) for tb in rest)))
 
+        # the loop of ``key`` with one-argument calls: one loop for both, passing the context
+        # through ``*args``, made every key 15-30% slower (measured)
         def key(job: Job) -> tuple:
             out: list = []
             for fns, fused, rest in plan:
