@@ -191,7 +191,7 @@ def test_gpu_agent_daemon_keeps_running_while_slurm_cannot_answer(monkeypatch: p
     and the previous file, with its idle clocks, stays as it was."""
     from slurm_dl.core.errors import SlurmError
     from slurm_dl.cli import gpu_agent_cmd
-    from slurm_dl.slurm import cli_backend
+    from slurm_dl.slurm import cli_backend, node_alloc
 
     monkeypatch.setattr(nvml_mod, "load_nvml", lambda: RecordedNvml(RECORDED))
     answers = iter([SlurmError("squeue --json: Unable to contact slurm controller"),
@@ -213,7 +213,12 @@ def test_gpu_agent_daemon_keeps_running_while_slurm_cannot_answer(monkeypatch: p
         if len(sleeps) == 2:
             raise KeyboardInterrupt  # stop the daemon after its second sample
 
+    def no_local_read(self, node):  # as where the agent is not root: each sample reads the queue
+        raise SlurmError("scontrol listpids: Permission denied")
+
     monkeypatch.setattr(cli_backend.CliBackend, "gpu_allocations", lookup)
+    # the node-local read would run the host's real scontrol, whose wait sleeps too
+    monkeypatch.setattr(node_alloc.NodeAllocations, "_listpids", no_local_read)
     monkeypatch.setattr(gpu_agent_cmd.time, "sleep", sleep)
     res = CliRunner().invoke(app, ["gpu-agent", "--interval", "7", "--node", "gpu01",
                                    "--output-dir", str(tmp_path)])
