@@ -150,6 +150,8 @@ class CombinedPolicy(PriorityPolicy):
         return key
 
     def order(self, jobs: Sequence[Job], ctx: PolicyContext) -> list[Job]:
+        if type(self).key is not CombinedPolicy.key:  # a subclass's own key: sorted by it
+            return super().order(jobs, ctx)
         return sorted(jobs, key=self.bound_key(ctx))
 
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
