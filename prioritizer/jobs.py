@@ -145,7 +145,7 @@ def _limits_violation(job: Job, max_time_minutes: int, most: int) -> str | None:
     return None
 
 
-_RUNNING_ORDER = attrgetter("submit_time", "job_id")
+_BY_SUBMISSION = attrgetter("submit_time", "job_id")
 
 
 def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
@@ -164,8 +164,8 @@ def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
     admitted: dict[tuple, str | None] = {}  # (class, account, QOS, user) -> not_admitted's answer
     mine = [j for j in jobs if j.job_class in high]
     # running jobs first (they hold the quota), then by submission and job id
-    mine = sorted((j for j in mine if j.running), key=_RUNNING_ORDER) + \
-        sorted((j for j in mine if not j.running), key=_RUNNING_ORDER)
+    mine = sorted((j for j in mine if j.running), key=_BY_SUBMISSION) + \
+        sorted((j for j in mine if not j.running), key=_BY_SUBMISSION)
     for job in mine:
         cls = job.job_class
         why = _limits_violation(job, max_minutes[cls], most)
