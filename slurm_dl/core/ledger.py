@@ -10,8 +10,10 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
 * A job that leaves the snapshot is closed as of when it was last seen (the daemon's cycle is
   short); one that shows a finished state is accrued up to ``now`` first. A job closed only
   because it was missing and that shows up alive again (a snapshot taken mid-requeue) is
-  reopened with its attained service and its history entry withdrawn (:meth:`Ledger.reopen`). Closing puts its total GPU-seconds
-  go into ``history`` (Gittins' global table), ``history_by_key`` (``user/name``, ``user``,
+  reopened with its attained service and its history entry withdrawn (:meth:`Ledger.reopen`).
+  Jobs that left one snapshot close in job id order (nothing depends on the order records
+  were made in: a restarted daemon reads them back by id). Closing puts its total GPU-seconds
+  into ``history`` (Gittins' global table), ``history_by_key`` (``user/name``, ``user``,
   ``account``) and ``finished`` (one :class:`~slurm_dl.core.policy.history.Finished` record per job,
   with the key fields Slurm accounting has, in finishing order: what the history learner of
   Gittins and QSSF reads).
@@ -21,7 +23,9 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
   Slurm sets the eligible time again when a held job is released (and after a requeue), so a
   job released since the last snapshot counts from then; one held at any snapshot counts
   nothing up to it; a job first seen waiting counts from its submit or eligible time, whichever
-  is later.
+  is later. The record keeps it as a stretch (``waited_before_s`` up to ``wait_from``, then
+  ``last_seen - wait_from``), so that a job that keeps waiting leaves its record unchanged
+  and the store rewrites only records that changed (:meth:`Ledger.changed_rows`).
 """
 
 from __future__ import annotations
@@ -89,10 +93,25 @@ class JobRecord:
     preemptions: int = 0  # times slurm-dl preempted it, however each went (requeued by itself or not)
     finished: bool = False
     closed_gone: bool = False  # closed because it left the snapshot (may come back: requeue)
-    waited_s: float | None = None  # seconds waiting to run as of last_seen (None: not counted yet)
-    waiting: bool = False  # it was waiting to run when last seen
+    waited_before_s: float | None = None  # seconds waited before the current stretch (None: not counted yet)
+    wait_from: float | None = None  # when the current stretch of waiting began to count (None: not waiting)
     gpu_type: str = ""  # the GPU type it last ran on
     norm_executed_s: float = 0.0  # run time × the speed of the type it ran on (several types)
+
+    @property
+    def waiting(self) -> bool:
+        """It was waiting to run when last seen."""
+        return self.wait_from is not None
+
+    @property
+    def waited_s(self) -> float | None:
+        """Seconds waiting to run as of ``last_seen`` (None: not counted yet). Kept as a stretch
+        that began at ``wait_from`` rather than a sum moved on every cycle, so that a job that
+        keeps waiting leaves its record as it was (the store writes changed records only)."""
+        before = self.waited_before_s
+        if before is None or self.wait_from is None:
+            return before
+        return before + (self.last_seen - self.wait_from)
 
 
 @dataclass(slots=True)
@@ -104,6 +123,8 @@ class AccountUsage:
 
 _JOB_FIELDS = tuple(f.name for f in fields(JobRecord))
 _job_values = attrgetter(*_JOB_FIELDS)  # one C call per record when saving
+_LAST_SEEN = _JOB_FIELDS.index("last_seen")
+_values_but_last_seen = attrgetter(*(f for f in _JOB_FIELDS if f != "last_seen"))
 
 
 def _row(values: Any, width: int) -> Any:
@@ -112,6 +133,18 @@ def _row(values: Any, width: int) -> Any:
         raise TypeError(f"a job record has {len(values) if isinstance(values, (list, tuple)) else 'no'} values "
                         f"for {width} field names")
     return values
+
+
+def _by_name(values: dict[str, Any]) -> JobRecord:
+    """A job record from its fields by name; one saved before waiting was kept as a stretch
+    (``waited_s`` as of ``last_seen``, ``waiting``) becomes the same count as a stretch."""
+    if "waited_s" in values or "waiting" in values:
+        values = dict(values)
+        waited, waiting = values.pop("waited_s", None), values.pop("waiting", False)
+        values["waited_before_s"] = waited
+        if waiting and waited is not None:
+            values["wait_from"] = values.get("last_seen", 0.0)
+    return JobRecord(**values)
 
 
 MAX_RUNS = 20_000  # finished runs kept for the speedups the throughput model learns
@@ -124,24 +157,29 @@ def _waiting(job: Job, now: float) -> bool:
 
 
 def _count_wait(rec: JobRecord, job: Job, now: float) -> None:
-    """Add the time ``job`` waited since ``rec`` last saw it (before ``last_seen`` moves on)."""
+    """Count the time ``job`` waited since ``rec`` last saw it (before ``last_seen`` moves on):
+    open, keep or close the record's stretch of waiting."""
     waiting = _waiting(job, now)
+    start = rec.wait_from
     if waiting:
         eligible = job.eligible_time
-        if rec.waited_s is None:  # first seen (or counted by an older ledger)
-            rec.waited_s = max(0.0, now - max(job.submit_time, eligible))
-        else:
-            if rec.waiting:  # waiting then and now; a hold and release between reset the eligible time
-                since = max(rec.last_seen, eligible)
-            elif eligible > rec.last_seen and not rec.running:  # released (or eligible) since then
-                since = eligible
-            else:  # held when last seen and Slurm kept the eligible time, or it ran: nothing known
-                since = now
-            if now > since:
-                rec.waited_s += now - since
-    elif rec.waited_s is None:
-        rec.waited_s = 0.0
-    rec.waiting = waiting
+        if rec.waited_before_s is None:  # first seen (or counted by an older ledger)
+            rec.waited_before_s = 0.0
+            rec.wait_from = min(now, max(job.submit_time, eligible))
+        elif start is not None:  # waiting then and now; a hold and release between reset the eligible time
+            if eligible > rec.last_seen:
+                rec.waited_before_s += rec.last_seen - start
+                rec.wait_from = eligible
+        elif eligible > rec.last_seen and not rec.running:  # released (or eligible) since then
+            rec.wait_from = eligible
+        else:  # held when last seen and Slurm kept the eligible time, or it ran: nothing known
+            rec.wait_from = now if now > rec.last_seen else rec.last_seen
+    else:
+        if start is not None:
+            rec.waited_before_s += rec.last_seen - start
+            rec.wait_from = None
+        elif rec.waited_before_s is None:
+            rec.waited_before_s = 0.0
 
 
 class Ledger:
@@ -163,6 +201,9 @@ class Ledger:
         """Recent finished runs (user, job name, GPU type, run time): the speedups the
         throughput model learns (the same job name on several types)."""
         self.revision: int = 0
+        self.seen_at: float | None = None
+        """The latest snapshot's time: every open record was seen then (a record seen at this
+        time is saved without its ``last_seen``, see :meth:`changed_rows`)."""
 
     # --- accounting ----------------------------------------------------------------------
     def _charge(self, account: str, gpu_s: float, now: float, half_life_s: float) -> None:
@@ -210,22 +251,24 @@ class Ledger:
         the speed of the type it ran on, so an H100-hour costs what the work it did is worth."""
         if not half_life_s > 0:
             raise ValueError(f"half_life_s must be positive, got {half_life_s}")
+        if self.seen_at is None or now > self.seen_at:
+            self.seen_at = now
         seen: set[int] = set()
         records = self.jobs
         for job in snapshot_jobs:
             jid = job.job_id
             seen.add(jid)
             rec = records.get(jid)
-            if (rec is not None and rec.waiting and not rec.running and not rec.finished
-                    and job.state is PENDING and job.state_reason not in HELD_REASONS
+            if (rec is not None and (start := rec.wait_from) is not None and not rec.running
+                    and not rec.finished and job.state is PENDING and job.state_reason not in HELD_REASONS
                     and (eligible := job.eligible_time) is not None and eligible <= now
-                    and rec.waited_s is not None):
+                    and rec.waited_before_s is not None):
                 # most of a large queue: a job that waited when last seen and still waits (what
                 # _count_wait and the lines below do for it, without the branches that cannot apply)
                 last = rec.last_seen
-                since = last if last > eligible else eligible
-                if now > since:
-                    rec.waited_s += now - since
+                if eligible > last:  # held and released in between: a new stretch
+                    rec.waited_before_s += last - start
+                    rec.wait_from = eligible
                 if job.num_gpus:
                     rec.num_gpus = job.num_gpus
                 if job.restarts > rec.restarts:
@@ -271,11 +314,13 @@ class Ledger:
             rec.running = job.state.active
             if job.state.finished:
                 self._close(rec)
-        for job_id, rec in self.jobs.items():
-            if job_id not in seen and not rec.finished:
-                # It ended some time after it was last seen; charge nothing we cannot know.
-                self._close(rec)
-                rec.closed_gone = True
+        records = self.jobs
+        gone = [job_id for job_id, rec in records.items() if job_id not in seen and not rec.finished]
+        for job_id in sorted(gone):  # in id order: the ledger never depends on the order of its records
+            rec = records[job_id]
+            # It ended some time after it was last seen; charge nothing we cannot know.
+            self._close(rec)
+            rec.closed_gone = True
         self.revision += 1
 
     def _close(self, rec: JobRecord) -> None:
@@ -372,15 +417,53 @@ class Ledger:
         return out
 
     # --- persistence ---------------------------------------------------------------------
-    def to_dict(self, *, compact: bool = False) -> dict[str, Any]:
+    def changed_rows(self, saved: Mapping[int, tuple]) -> tuple[dict[int, tuple], list[int]]:
+        """The job records that differ from ``saved`` (job id -> what this method returned for
+        it when it was last saved) and the ids of saved records the ledger no longer has.
+
+        What it compares and returns per record: ``(values, last_seen)``, the values of every
+        field but ``last_seen`` in field order, and ``last_seen`` itself, or None for an open
+        record seen at :attr:`seen_at` (every open record is seen at each snapshot, so a job
+        that keeps waiting is unchanged: its wait is a stretch from ``wait_from``, and its
+        ``last_seen`` follows the snapshot). :meth:`row` makes the saved row of one."""
+        seen = self.seen_at
+        get = saved.get
+        changed = {}
+        for jid, r in self.jobs.items():
+            last = r.last_seen
+            if last == seen and not r.finished:
+                last = None
+            values = _values_but_last_seen(r)
+            old = get(jid)
+            if old is None or old[1] != last or old[0] != values:
+                changed[jid] = (values, last)
+        jobs = self.jobs
+        gone = [j for j in saved if j not in jobs]
+        return changed, gone
+
+    @staticmethod
+    def row(encoded: tuple) -> list[Any]:
+        """One record's saved row (values in the order of ``job_fields``) from what
+        :meth:`changed_rows` returned for it; ``last_seen`` None: at ``seen_at``."""
+        values, last = encoded
+        return [*values[:_LAST_SEEN], last, *values[_LAST_SEEN:]]
+
+    def to_dict(self, *, compact: bool = False, jobs: bool = True) -> dict[str, Any]:
         """The ledger as plain data. ``compact``: each job record a row of values in the order of
-        ``job_fields`` instead of a table (what the store saves each cycle: at 100,000 jobs a
-        third of the size and of the time to write)."""
-        values = self.jobs.values()
+        ``job_fields`` instead of a table. ``jobs=False``: without the job records (the store
+        keeps one row per record, see :meth:`changed_rows`; ``from_dict`` takes them as
+        ``jobs``, a ``last_seen`` of None meaning ``seen_at``)."""
+        values = [self.jobs[j] for j in sorted(self.jobs)] if jobs else ()
+        if not jobs:
+            records: dict[str, Any] = {"job_fields": list(_JOB_FIELDS)}
+        elif compact:
+            records = {"job_fields": list(_JOB_FIELDS), "jobs": [_job_values(r) for r in values]}
+        else:  # flat: no asdict deepcopy
+            records = {"jobs": [dict(zip(_JOB_FIELDS, _job_values(r))) for r in values]}
         return {
             "version": 1,
-            **({"job_fields": list(_JOB_FIELDS), "jobs": [_job_values(r) for r in values]} if compact else
-               {"jobs": [dict(zip(_JOB_FIELDS, _job_values(r))) for r in values]}),  # flat: no asdict deepcopy
+            **records,
+            "seen_at": self.seen_at,
             "accounts": [asdict(a) for a in self.accounts.values()],
             "history": list(self.history),
             "history_by_key": {k: list(v) for k, v in self.history_by_key.items()},
@@ -397,12 +480,19 @@ class Ledger:
         try:
             names = d.get("job_fields")
             if names is None:  # one table per record
-                records = (JobRecord(**r) for r in d.get("jobs", []))
+                records = (_by_name(r) for r in d.get("jobs", []))
             elif list(names) == list(_JOB_FIELDS):  # rows, in this version's order
                 records = (JobRecord(*_row(r, len(names))) for r in d.get("jobs", []))
             else:  # rows of a version with other or fewer fields: by name
-                records = (JobRecord(**dict(zip(names, _row(r, len(names))))) for r in d.get("jobs", []))
+                records = (_by_name(dict(zip(names, _row(r, len(names))))) for r in d.get("jobs", []))
+            seen = d.get("seen_at")
+            led.seen_at = None if seen is None else float(seen)
             for rec in records:
+                if rec.last_seen is None:  # a saved row's "seen at the last snapshot"
+                    if led.seen_at is None:
+                        raise TypeError(f"job {rec.job_id} was last seen at the last snapshot, "
+                                        "which has no time")
+                    rec.last_seen = led.seen_at
                 led.jobs[rec.job_id] = rec
             for a in d.get("accounts", []):
                 acc = AccountUsage(**a)

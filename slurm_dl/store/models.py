@@ -12,13 +12,24 @@ from sqlmodel import Field, SQLModel
 
 
 class LedgerState(SQLModel, table=True):
-    """The whole ledger as one JSON document (``Ledger.to_dict``), saved once per cycle."""
+    """The ledger but its job records as one JSON document (``Ledger.to_dict(jobs=False)``),
+    saved once per cycle; a store saved before job records had their own rows holds them here
+    too (``jobs``)."""
 
     __tablename__ = "sdl_ledger"
     id: int = Field(default=1, primary_key=True)
     data: str
     saved_at: float
     cycle: int = 0
+
+
+class LedgerJobRow(SQLModel, table=True):
+    """One job record of the ledger (a JSON row of values in the order of the ledger
+    document's ``job_fields``), written only when it changed (``Ledger.changed_rows``)."""
+
+    __tablename__ = "sdl_ledger_job"
+    job_id: int = Field(primary_key=True)
+    data: str
 
 
 class SiteFactorRow(SQLModel, table=True):
@@ -108,5 +119,5 @@ class JobUtilisationRow(SQLModel, table=True):
 
 
 TABLES = (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot, JobUtilisationRow,
-          ExplanationPart)
+          ExplanationPart, LedgerJobRow)
 metadata = SQLModel.metadata

@@ -35,6 +35,7 @@ from .models import (
     ExplanationPart,
     ExplanationSnapshot,
     JobUtilisationRow,
+    LedgerJobRow,
     LedgerState,
     PreemptionRow,
     SiteFactorRow,
@@ -161,6 +162,12 @@ class Store:
         elif check_schema:
             schema.require_head(url, self.revision)
 
+        self._rows: dict[int, tuple] | None = None
+        """What ``sdl_ledger_job`` holds, as :meth:`Ledger.changed_rows` compares it (None:
+        unknown, the next save rewrites every row), valid while the ledger row's cycle and
+        time are ``_rows_token``: another writer in between makes the next save rewrite all."""
+        self._rows_token: tuple[int, float] | None = None
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -199,9 +206,33 @@ class Store:
         if row is None:
             return Ledger()
         try:
-            return Ledger.from_dict(json.loads(row.data))
+            d = json.loads(row.data)
+            if not isinstance(d, dict):
+                raise ValueError("it is not a table")
+            in_rows = "jobs" not in d
+            if in_rows:
+                d["jobs"] = self._job_rows()
+            led = Ledger.from_dict(d)
         except (ValueError, TypeError) as e:
             raise StoreError(f"database {self.shown}: the saved ledger is unreadable: {e}") from None
+        self._rows = led.changed_rows({})[0] if in_rows else {}
+        self._rows_token = (row.cycle, row.saved_at)
+        return led
+
+    def _job_rows(self) -> list[Any]:
+        try:
+            with self._session() as s:
+                rows = s.exec(select(LedgerJobRow.job_id, LedgerJobRow.data).order_by(LedgerJobRow.job_id)).all()
+        except SQLAlchemyError as e:
+            raise self._fail("reading the ledger", e) from None
+        loads = orjson.loads
+        out = []
+        for job_id, data in rows:
+            try:
+                out.append(loads(data))
+            except orjson.JSONDecodeError as e:
+                raise ValueError(f"job {job_id}'s row: {e}") from None
+        return out
 
     def last_cycle_at(self) -> float | None:
         """When the last cycle was saved (the snapshot's time); None before the first."""
@@ -219,11 +250,21 @@ class Store:
 
     # --- the cycle's transaction ---------------------------------------------------------
     def save_cycle(self, w: CycleWrite) -> None:
-        data = _dumps(w.ledger.to_dict(compact=True))
+        data = _dumps(w.ledger.to_dict(compact=True, jobs=False))
         try:
             with self._session() as s, s.begin():
                 conn = s.connection()
                 row = s.get(LedgerState, 1)
+                known = self._rows if row is not None and (row.cycle, row.saved_at) == self._rows_token else None
+                changed, gone = w.ledger.changed_rows(known or {})
+                if known is None:
+                    conn.execute(delete(LedgerJobRow))
+                else:
+                    for chunk in _chunks(gone):
+                        conn.execute(delete(LedgerJobRow).where(LedgerJobRow.job_id.in_(chunk)))
+                if changed:
+                    rows = [{"job_id": j, "data": _dumps(Ledger.row(e))} for j, e in changed.items()]
+                    _upsert(conn, LedgerJobRow, rows, [j for j in changed if j in known] if known else [])
                 if row is None:
                     s.add(LedgerState(id=1, data=data, saved_at=w.now, cycle=w.cycle))
                 else:
@@ -268,7 +309,15 @@ class Store:
                         conn.execute(delete(JobUtilisationRow).where(JobUtilisationRow.job_id.in_(chunk)))
                     conn.execute(insert(JobUtilisationRow), [_utilisation_row(w.utilisation[j]) for j in ids])
         except SQLAlchemyError as e:
+            self._rows = self._rows_token = None
             raise self._fail("saving the cycle", e) from None
+        if known is None:
+            self._rows = changed
+        else:
+            known.update(changed)
+            for j in gone:
+                del known[j]
+        self._rows_token = (w.cycle, w.now)
 
     def prune(self, keep_decisions_after: float) -> int:
         """Drop decisions, closed preemptions and utilisation summaries older than a cutoff: bounded growth."""
@@ -483,16 +532,33 @@ def _dumps(obj: Any, option: int = 0) -> str:
     return orjson.dumps(obj, option=option | orjson.OPT_NON_STR_KEYS).decode()
 
 
+def _upsert(conn, model, rows: list[dict[str, Any]], existing: list[int]) -> None:
+    """Insert ``rows`` of a table keyed by ``job_id``, replacing those that exist (``existing``
+    names them: where the database has no upsert of its own, they are deleted first)."""
+    name = conn.dialect.name
+    if name in ("sqlite", "postgresql"):
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as upsert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as upsert
+        stmt = upsert(model)
+        others = {c.name: stmt.excluded[c.name] for c in model.__table__.columns if c.name != "job_id"}
+        conn.execute(stmt.on_conflict_do_update(index_elements=["job_id"], set_=others), rows)
+        return
+    for chunk in _chunks(sorted(existing)):
+        conn.execute(delete(model).where(model.job_id.in_(chunk)))
+    conn.execute(insert(model), rows)
+
+
 def _write_parts(conn, p: ExplanationParts, now: float) -> None:
     if p.replace_all:
         conn.execute(delete(ExplanationPart))
     else:
-        for chunk in _chunks(sorted(set(p.gone) | set(p.rebuilt))):
+        for chunk in _chunks(sorted(set(p.gone) - set(p.rebuilt))):
             conn.execute(delete(ExplanationPart).where(ExplanationPart.job_id.in_(chunk)))
     if p.rebuilt:
-        conn.execute(insert(ExplanationPart), [
-            {"job_id": j, "at": now, "data": _dumps(d)} for j, d in p.rebuilt.items()
-        ])
+        _upsert(conn, ExplanationPart, [{"job_id": j, "at": now, "data": _dumps(d)} for j, d in p.rebuilt.items()],
+                [] if p.replace_all else list(p.rebuilt))
 
 
 def _utilisation_row(u: JobUtilisationSummary) -> dict[str, Any]:

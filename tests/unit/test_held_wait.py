@@ -104,10 +104,30 @@ def test_the_count_survives_a_round_trip_and_an_older_ledger_starts_counting():
     assert again.waited(1) == 40.0 and again.jobs[1].waiting
     old = led.to_dict()
     for r in old["jobs"]:  # a ledger saved before waits were counted
-        del r["waited_s"], r["waiting"]
+        del r["waited_before_s"], r["wait_from"]
     older = Ledger.from_dict(old)
     assert older.waited(1) is None
     assert seen(older, (100.0, job(eligible=10.0))) == 90.0  # counted as at first sight
+
+
+def test_a_ledger_that_kept_the_wait_as_a_sum_counts_on_from_it():
+    """Saved by a release that added each cycle's wait to ``waited_s`` (with ``waiting``)."""
+    led = Ledger()
+    seen(led, (0.0, job(eligible=0.0)), (40.0, job(eligible=0.0)))
+    summed = led.to_dict()
+    for r in summed["jobs"]:
+        r["waited_s"], r["waiting"] = 40.0, True
+        del r["waited_before_s"], r["wait_from"]
+    back = Ledger.from_dict(summed)
+    assert back.waited(1) == 40.0 and back.jobs[1].waiting
+    assert seen(back, (70.0, job(eligible=0.0))) == 70.0
+    rows = led.to_dict(compact=True)
+    names = [n for n in rows["job_fields"] if n not in ("waited_before_s", "wait_from")] + ["waited_s", "waiting"]
+    rows["jobs"] = [[v for n, v in zip(rows["job_fields"], r) if n not in ("waited_before_s", "wait_from")]
+                    + [40.0, False] for r in rows["jobs"]]
+    rows["job_fields"] = names
+    stopped = Ledger.from_dict(rows)  # not waiting when saved: its 40 s stay, nothing counts on
+    assert stopped.waited(1) == 40.0 and not stopped.jobs[1].waiting
 
 
 # --- the guard ----------------------------------------------------------------------------

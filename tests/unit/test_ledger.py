@@ -89,7 +89,7 @@ def test_compact_round_trip_rows_by_name_and_a_short_row_refused():
     assert again == led and again.attained(1) == 20.0 and again.jobs[2].last_checkpoint_signal == 15.0
     # rows saved with fewer fields (an older version): read by name, the rest take their defaults
     names = saved["job_fields"]
-    keep = [n for n in names if n not in ("waited_s", "waiting")]
+    keep = [n for n in names if n not in ("waited_before_s", "wait_from")]
     older = {**saved, "job_fields": keep,
              "jobs": [[v for n, v in zip(names, row) if n in keep] for row in saved["jobs"]]}
     back = Ledger.from_dict(older)

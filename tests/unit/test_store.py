@@ -113,3 +113,165 @@ def test_a_new_sqlite_file_is_readable_by_its_owner_alone(tmp_path):
         assert stat.S_IMODE((tmp_path / "kept.db").stat().st_mode) == 0o640
     finally:
         os.umask(old)
+
+
+# --- the ledger's job records in rows, each written only when it changed -------------------
+
+def _queue(n_wait: int, n_run: int, *, held: int = 0) -> list[Job]:
+    jobs = [Job(100 + i, user="u", account="a", name="w", num_gpus=1, state=JobState.PENDING,
+                submit_time=0.0, eligible_time=0.0) for i in range(n_wait)]
+    jobs += [Job(500 + i, user="u", account="a", name="h", num_gpus=1, state=JobState.PENDING,
+                 state_reason="JobHeldUser", submit_time=0.0) for i in range(held)]
+    jobs += [Job(900 + i, user="v", account="b", name="r", num_gpus=2, state=JobState.RUNNING)
+             for i in range(n_run)]
+    return jobs
+
+
+def _rows_written(store: Store) -> list[int]:
+    """Job ids of the ledger rows each save inserts (a hook on the engine)."""
+    from sqlalchemy import event
+
+    written: list[int] = []
+
+    def count(conn, cursor, statement, params, context, executemany):
+        if statement.lstrip().upper().startswith("INSERT INTO SDL_LEDGER_JOB"):
+            rows = params if executemany else [params]
+            written.extend(r[0] if isinstance(r, (tuple, list)) else r["job_id"] for r in rows)
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    return written
+
+
+def test_a_steady_cycle_rewrites_only_the_records_that_changed(store, tmp_path):
+    """Waiting jobs that keep waiting are not rewritten; running ones (their service grows),
+    new ones and ones that left are; the saved ledger reads back equal after every save."""
+    written = _rows_written(store)
+    led = Ledger()
+    q = _queue(50, 5, held=3)
+    for cycle, now in enumerate((100.0, 110.0, 120.0), 1):
+        led.observe(q, now, 3600.0)
+        store.save_cycle(CycleWrite(now=now, cycle=cycle, ledger=led))
+        assert Store(store.url).load_ledger() == led
+    assert len(written) == 58 + 5 + 5  # all, then the running ones twice
+    written.clear()
+    q = q[2:] + [Job(7000, user="u", account="a", name="w", num_gpus=1, state=JobState.PENDING,
+                     submit_time=120.0, eligible_time=120.0)]
+    led.observe(q, 130.0, 3600.0)  # jobs 100 and 101 left (closed), 7000 arrived
+    store.save_cycle(CycleWrite(now=130.0, cycle=4, ledger=led))
+    assert sorted(written) == [100, 101, *range(900, 905), 7000]
+    again = Store(store.url).load_ledger()
+    assert again == led and again.waited(149) == 130.0 and again.waited(500) == 0.0
+    written.clear()
+    led.forget_finished(now=200.0, keep_s=10.0)
+    led.observe(q, 200.0, 3600.0)
+    store.save_cycle(CycleWrite(now=200.0, cycle=5, ledger=led))
+    assert sorted(written) == list(range(900, 905))  # 100 and 101 deleted, not written
+    assert Store(store.url).load_ledger() == led and 100 not in Store(store.url).load_ledger().jobs
+
+
+def test_a_store_written_by_another_process_between_saves_is_rewritten_whole(store, tmp_path):
+    led = Ledger()
+    led.observe(_queue(10, 2), 100.0, 3600.0)
+    store.save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led))
+    other = Ledger()  # another writer (a second daemon, a restore) saves a ledger of its own
+    other.observe(_queue(3, 0), 100.0, 3600.0)
+    Store(store.url).save_cycle(CycleWrite(now=105.0, cycle=2, ledger=other))
+    led.observe(_queue(10, 2), 110.0, 3600.0)
+    store.save_cycle(CycleWrite(now=110.0, cycle=3, ledger=led))
+    assert Store(store.url).load_ledger() == led
+
+
+def test_a_failed_save_leaves_the_next_one_to_rewrite_every_record(store, tmp_path):
+    """A transaction that fails after the rows' statements is rolled back whole; the store
+    then knows nothing of what the table holds and the next save rewrites it."""
+    from sqlalchemy import event
+    from sqlalchemy.exc import OperationalError
+
+    led = Ledger()
+    led.observe(_queue(10, 2), 100.0, 3600.0)
+    store.save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led))
+    led.observe(_queue(8, 2), 110.0, 3600.0)
+
+    def fail(conn, cursor, statement, *rest):
+        if statement.lstrip().upper().startswith("INSERT INTO SDL_DECISION"):
+            raise OperationalError(statement, {}, Exception("disk I/O error"))
+
+    event.listen(store.engine, "before_cursor_execute", fail)
+    with pytest.raises(StoreError, match="disk I/O error"):
+        store.save_cycle(CycleWrite(now=110.0, cycle=2, ledger=led, decisions=[(100, "priority", 1, "x")]))
+    event.remove(store.engine, "before_cursor_execute", fail)
+    before = Store(store.url).load_ledger()
+    assert not any(r.finished for r in before.jobs.values())  # the closing of 108 and 109 rolled back
+    written = _rows_written(store)
+    store.save_cycle(CycleWrite(now=110.0, cycle=2, ledger=led))
+    assert len(written) == 12 and Store(store.url).load_ledger() == led
+
+
+def test_a_ledger_saved_whole_by_an_earlier_release_reads_and_moves_into_rows(store, tmp_path):
+    import json
+
+    from sqlmodel import Session
+
+    from slurm_dl.store import LedgerState
+
+    led = Ledger()
+    q = _queue(4, 1)
+    led.observe(q, 100.0, 3600.0)
+    led.observe(q, 130.0, 3600.0)
+    whole = led.to_dict(compact=True)
+    names = whole["job_fields"]
+    i, k = names.index("waited_before_s"), names.index("wait_from")
+    rows = [[v for n, v in zip(names, r) if n not in ("waited_before_s", "wait_from")]
+            + [r[i] + (r[names.index("last_seen")] - r[k] if r[k] is not None else 0.0), r[k] is not None]
+            for r in whole["jobs"]]
+    old = {**whole, "job_fields": [n for n in names if n not in ("waited_before_s", "wait_from")]
+           + ["waited_s", "waiting"], "jobs": rows}
+    del old["seen_at"]
+    with Session(store.engine) as s:
+        s.add(LedgerState(id=1, data=json.dumps(old), saved_at=130.0, cycle=2))
+        s.commit()
+    back = Store(store.url).load_ledger()
+    assert {j: back.waited(j) for j in back.jobs} == {j: led.waited(j) for j in led.jobs}
+    assert back.waited(100) == 130.0
+    s2 = Store(store.url)
+    mine = s2.load_ledger()
+    mine.observe(q, 140.0, 3600.0)
+    led.observe(q, 140.0, 3600.0)
+    s2.save_cycle(CycleWrite(now=140.0, cycle=3, ledger=mine))
+    assert json.loads(Store(store.url)._session().get(LedgerState, 1).data).get("jobs") is None
+    got = Store(store.url).load_ledger()
+    assert {j: got.waited(j) for j in got.jobs} == {j: led.waited(j) for j in led.jobs}
+    assert got.attained(900) == led.attained(900)
+
+
+def test_a_damaged_job_row_is_named(store):
+    from sqlmodel import Session
+
+    from slurm_dl.store.models import LedgerJobRow
+
+    led = Ledger()
+    led.observe(_queue(2, 0), 100.0, 3600.0)
+    store.save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led))
+    with Session(store.engine) as s:
+        s.get(LedgerJobRow, 101).data = "[101, tor"
+        s.commit()
+    with pytest.raises(StoreError, match="unreadable: job 101's row"):
+        Store(store.url).load_ledger()
+
+
+def test_a_database_without_an_upsert_gets_rows_replaced_by_delete_and_insert(store):
+    """SQLite and PostgreSQL replace a changed row in one statement; any other database that
+    SQLAlchemy reaches deletes the old rows first: the same rows either way."""
+    from slurm_dl.store.models import LedgerJobRow
+    from slurm_dl.store.repository import _upsert
+
+    with store.engine.begin() as conn:
+        _upsert(conn, LedgerJobRow, [{"job_id": 1, "data": "[1]"}, {"job_id": 2, "data": "[2]"}], [])
+        real, conn.dialect.name = conn.dialect.name, "mysql"  # (this connection only pretends)
+        try:
+            _upsert(conn, LedgerJobRow, [{"job_id": 2, "data": "[22]"}, {"job_id": 3, "data": "[3]"}], [2])
+        finally:
+            conn.dialect.name = real
+        _upsert(conn, LedgerJobRow, [{"job_id": 3, "data": "[33]"}], [3])
+        rows = dict(conn.execute(LedgerJobRow.__table__.select().order_by(LedgerJobRow.job_id)).all())
+    assert rows == {1: "[1]", 2: "[22]", 3: "[33]"}
