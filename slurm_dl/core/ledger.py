@@ -84,8 +84,8 @@ class JobRecord:
     num_gpus: int = 0
     partition: str = ""
     time_limit: float | None = None
-    attained_gpu_s: float = 0.0
-    executed_s: float = 0.0
+    attained_base_gpu_s: float = 0.0  # attained service before the current stretch of running
+    executed_base_s: float = 0.0  # run time before it
     restarts: int = 0
     last_seen: float = 0.0
     running: bool = False
@@ -96,7 +96,60 @@ class JobRecord:
     waited_before_s: float | None = None  # seconds waited before the current stretch (None: not counted yet)
     wait_from: float | None = None  # when the current stretch of waiting began to count (None: not waiting)
     gpu_type: str = ""  # the GPU type it last ran on
-    norm_executed_s: float = 0.0  # run time × the speed of the type it ran on (several types)
+    norm_executed_base_s: float = 0.0  # run time × the speed of the type it ran on, before it
+    run_from: float | None = None  # when the current stretch of running began to count (None: none open)
+    run_rate: float = 0.0  # GPU-seconds of service per second in that stretch (GPUs × the type's speed)
+    run_speed: float = 1.0  # the speed of the type it runs on in that stretch
+
+    # Service and run time up to ``last_seen``: what came before the stretch it runs in now plus
+    # that stretch, so that a job that keeps running leaves its record as it was (like waiting).
+    @property
+    def attained_gpu_s(self) -> float:
+        start = self.run_from
+        if start is None:
+            return self.attained_base_gpu_s
+        return self.attained_base_gpu_s + self.run_rate * (self.last_seen - start)
+
+    @attained_gpu_s.setter
+    def attained_gpu_s(self, value: float) -> None:
+        self.fold()
+        self.attained_base_gpu_s = value
+
+    @property
+    def executed_s(self) -> float:
+        start = self.run_from
+        return self.executed_base_s if start is None else self.executed_base_s + (self.last_seen - start)
+
+    @executed_s.setter
+    def executed_s(self, value: float) -> None:
+        self.fold()
+        self.executed_base_s = value
+
+    @property
+    def norm_executed_s(self) -> float:
+        """Run time × the speed of the type it ran on (a cluster of several types)."""
+        start = self.run_from
+        if start is None:
+            return self.norm_executed_base_s
+        return self.norm_executed_base_s + self.run_speed * (self.last_seen - start)
+
+    @norm_executed_s.setter
+    def norm_executed_s(self, value: float) -> None:
+        self.fold()
+        self.norm_executed_base_s = value
+
+    def fold(self, keep_open: bool = True) -> None:
+        """Move the open stretch of running into the figures before it, as of ``last_seen``; it
+        goes on from there (``keep_open``) or ends."""
+        start = self.run_from
+        if start is None:
+            return
+        ran = self.last_seen - start
+        if ran:
+            self.attained_base_gpu_s += self.run_rate * ran
+            self.executed_base_s += ran
+            self.norm_executed_base_s += self.run_speed * ran
+        self.run_from = self.last_seen if keep_open else None
 
     @property
     def waiting(self) -> bool:
@@ -135,11 +188,20 @@ def _row(values: Any, width: int) -> Any:
     return values
 
 
+_SUMS_KEPT_BEFORE = (("attained_gpu_s", "attained_base_gpu_s"), ("executed_s", "executed_base_s"),
+                     ("norm_executed_s", "norm_executed_base_s"))
+
+
 def _by_name(values: dict[str, Any]) -> JobRecord:
-    """A job record from its fields by name; one saved before waiting was kept as a stretch
-    (``waited_s`` as of ``last_seen``, ``waiting``) becomes the same count as a stretch."""
-    if "waited_s" in values or "waiting" in values:
+    """A job record from its fields by name; one saved before waiting and running were kept as
+    stretches (sums as of ``last_seen``: ``waited_s`` with ``waiting``, ``attained_gpu_s``,
+    ``executed_s``, ``norm_executed_s``) becomes the same figures, a stretch of waiting open
+    where it waited; a running job's stretch opens at its next sighting."""
+    if "waited_s" in values or "waiting" in values or "attained_gpu_s" in values:
         values = dict(values)
+        for old, new in _SUMS_KEPT_BEFORE:
+            if old in values:
+                values[new] = values.pop(old)
         waited, waiting = values.pop("waited_s", None), values.pop("waiting", False)
         values["waited_before_s"] = waited
         if waiting and waited is not None:
@@ -260,6 +322,7 @@ class Ledger:
             seen.add(jid)
             rec = records.get(jid)
             if (rec is not None and (start := rec.wait_from) is not None and not rec.running
+                    and rec.run_from is None
                     and not rec.finished and job.state is PENDING and job.state_reason not in HELD_REASONS
                     and (eligible := job.eligible_time) is not None and eligible <= now
                     and rec.waited_before_s is not None):
@@ -273,10 +336,10 @@ class Ledger:
                     rec.num_gpus = job.num_gpus
                 if job.restarts > rec.restarts:
                     rec.restarts = job.restarts
-                if job.attained_gpu_s > rec.attained_gpu_s:
-                    rec.attained_gpu_s = job.attained_gpu_s
-                if job.executed_s > rec.executed_s:
-                    rec.executed_s = job.executed_s
+                if job.attained_gpu_s > rec.attained_base_gpu_s:  # (no stretch of running open)
+                    rec.attained_base_gpu_s = job.attained_gpu_s
+                if job.executed_s > rec.executed_base_s:
+                    rec.executed_base_s = job.executed_s
                 if now > last:
                     rec.last_seen = now
                 continue
@@ -286,32 +349,37 @@ class Ledger:
                     job.time_limit, last_seen=now,
                 )
                 # A snapshot may already know service from earlier runs (e.g. after a restart).
-                rec.attained_gpu_s = max(0.0, job.attained_gpu_s)
-                rec.executed_s = max(0.0, job.executed_s)
+                rec.attained_base_gpu_s = max(0.0, job.attained_gpu_s)
+                rec.executed_base_s = max(0.0, job.executed_s)
             elif rec.finished:
                 if not (rec.closed_gone and not job.state.finished):
                     continue
                 self.reopen(job.job_id)  # back after missing a snapshot (e.g. mid-requeue)
             if rec.running and now > rec.last_seen:
-                dt = now - rec.last_seen
-                factor = speeds.get(rec.gpu_type, 1.0) if speeds else 1.0
-                if rec.norm_executed_s == 0.0 and rec.executed_s > 0.0:  # a record from before it was kept
-                    rec.norm_executed_s = rec.executed_s * factor
-                gpu_s = rec.num_gpus * dt * factor
-                rec.attained_gpu_s += gpu_s
-                rec.executed_s += dt
-                rec.norm_executed_s += dt * factor
-                self._charge(rec.account, gpu_s, now, half_life_s)
+                # it ran from last_seen to now, in a stretch at one rate (opened again when the
+                # rate changes); last_seen moving on below counts the time
+                speed = speeds.get(rec.gpu_type, 1.0) if speeds else 1.0
+                rate = rec.num_gpus * speed
+                if rec.run_from is None or rec.run_rate != rate or rec.run_speed != speed:
+                    rec.fold(keep_open=False)
+                    if rec.norm_executed_base_s == 0.0 and rec.executed_base_s > 0.0:  # kept before speeds were
+                        rec.norm_executed_base_s = rec.executed_base_s * speed
+                    rec.run_from, rec.run_rate, rec.run_speed = rec.last_seen, rate, speed
+                self._charge(rec.account, rate * (now - rec.last_seen), now, half_life_s)
             if job.state.active and job.gpu_type:
                 rec.gpu_type = job.gpu_type
             _count_wait(rec, job, now)
             rec.num_gpus = job.num_gpus or rec.num_gpus
             rec.restarts = max(rec.restarts, job.restarts)
-            # Never decrease; take a larger figure the snapshot may carry.
-            rec.attained_gpu_s = max(rec.attained_gpu_s, job.attained_gpu_s)
-            rec.executed_s = max(rec.executed_s, job.executed_s)
             rec.last_seen = max(rec.last_seen, now)
+            # Never decrease; take a larger figure the snapshot may carry.
+            if job.attained_gpu_s > rec.attained_gpu_s:
+                rec.attained_gpu_s = job.attained_gpu_s
+            if job.executed_s > rec.executed_s:
+                rec.executed_s = job.executed_s
             rec.running = job.state.active
+            if not rec.running:
+                rec.fold(keep_open=False)
             if job.state.finished:
                 self._close(rec)
         records = self.jobs
@@ -324,6 +392,7 @@ class Ledger:
         self.revision += 1
 
     def _close(self, rec: JobRecord) -> None:
+        rec.fold(keep_open=False)
         rec.finished = True
         rec.running = False
         self.add_history(rec.attained_gpu_s, rec.user, rec.name, rec.account, rec.num_gpus,

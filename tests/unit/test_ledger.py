@@ -129,3 +129,48 @@ def test_the_global_history_keeps_the_latest_jobs_only(monkeypatch):
         led.add_history(float(i), "u", "n", "a")
     assert 100 <= len(led.history) <= 110
     assert led.history[-1] == 999.0 and led.history == sorted(led.history)
+
+
+def test_a_run_is_a_stretch_at_one_rate_opened_again_when_the_rate_changes():
+    """Service of a running job is a stretch from when it began to count at GPUs × speed; a
+    new GPU count or speed opens a new stretch from the last sighting, a larger figure from
+    the snapshot is taken as it is and counted on from; the sums match cycle by cycle."""
+    led = Ledger()
+    speeds = {"a100": 1.0, "h100": 3.0}
+    step = [(0.0, 2, {}), (10.0, 2, {}), (20.0, 2, {}), (30.0, 4, {}), (40.0, 4, {}), (50.0, 4, {"attained_gpu_s": 500.0}),
+            (60.0, 4, {})]
+    for now, gpus, extra in step:
+        led.observe([job(1, R, gpus=gpus, gpu_type="h100", **extra)], now=now, half_life_s=H, speeds=speeds)
+    # 0-30 at 2 GPUs × 3 (the count seen at 30 applies from 30), 30-50 at 4 × 3, then 500 from the snapshot
+    assert led.attained(1) == pytest.approx(500.0 + 4 * 3 * 10)
+    rec = led.jobs[1]
+    assert rec.executed_s == pytest.approx(60.0) and rec.norm_executed_s == pytest.approx(180.0)
+    assert rec.run_from == 50.0 and rec.run_rate == 12.0
+    assert led.usage("nlp", 60.0, H) == pytest.approx(2 * 3 * 30 + 4 * 3 * 30, rel=1e-2)  # decay: ~1 %
+    speeds["h100"] = 2.0  # the site changed the type's speed
+    led.observe([job(1, R, gpus=4, gpu_type="h100")], now=70.0, half_life_s=H, speeds=speeds)
+    led.observe([job(1, P, gpus=4)], now=80.0, half_life_s=H, speeds=speeds)  # requeued: ran until now
+    assert led.attained(1) == pytest.approx(500.0 + 120.0 + 2 * 4 * 2 * 10)
+    assert led.jobs[1].run_from is None and led.jobs[1].executed_s == pytest.approx(80.0)
+    again = Ledger.from_dict(json.loads(json.dumps(led.to_dict(compact=True))))
+    assert again == led and again.attained(1) == led.attained(1)
+
+
+def test_a_record_saved_with_its_sums_reads_and_counts_on():
+    """Saved by a release that added each cycle's service to ``attained_gpu_s``,
+    ``executed_s`` and ``norm_executed_s``: the same figures, a new stretch at the next sighting."""
+    led = Ledger()
+    for now in (0.0, 10.0):
+        led.observe([job(1, R)], now=now, half_life_s=H)
+    d = led.to_dict()
+    r = d["jobs"][0]
+    for old, new in (("attained_gpu_s", "attained_base_gpu_s"), ("executed_s", "executed_base_s"),
+                     ("norm_executed_s", "norm_executed_base_s")):
+        r[old] = getattr(led.jobs[1], old)
+        del r[new]
+    for k in ("run_from", "run_rate", "run_speed"):
+        del r[k]
+    back = Ledger.from_dict(d)
+    assert back.attained(1) == 20.0 and back.jobs[1].executed_s == 10.0
+    back.observe([job(1, R)], now=25.0, half_life_s=H)
+    assert back.attained(1) == 50.0 and back.jobs[1].executed_s == 25.0
