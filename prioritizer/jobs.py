@@ -85,9 +85,16 @@ def apply_ledger(job: Job, rec: JobRecord | None) -> None:
         job.waited_s = None
         return
     job.waited_s = rec.waited_s
-    job.attained_gpu_s = max(job.attained_gpu_s, rec.attained_gpu_s)
-    job.executed_s = max(job.executed_s, rec.executed_s)
-    job.restarts = max(job.restarts, rec.restarts)
+    if rec.run_from is None:  # most of a queue: the record's figures as they are (no properties)
+        attained, executed = rec.attained_base_gpu_s, rec.executed_base_s
+    else:
+        attained, executed = rec.attained_gpu_s, rec.executed_s
+    if attained > job.attained_gpu_s:
+        job.attained_gpu_s = attained
+    if executed > job.executed_s:
+        job.executed_s = executed
+    if rec.restarts > job.restarts:
+        job.restarts = rec.restarts
     job.preemptions = rec.preemptions
     if rec.gpu_type and rec.norm_executed_s > 0:  # several types: run time at the speed it ran
         job.norm_executed_s = rec.norm_executed_s
