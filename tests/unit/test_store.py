@@ -284,3 +284,36 @@ def test_a_database_without_an_upsert_gets_rows_replaced_by_delete_and_insert(st
         _upsert(conn, LedgerJobRow, [{"job_id": 3, "data": "[33]"}], [3])
         rows = dict(conn.execute(LedgerJobRow.__table__.select().order_by(LedgerJobRow.job_id)).all())
     assert rows == {1: "[1]", 2: "[22]", 3: "[33]"}
+
+
+def test_a_cycle_saved_while_the_ledger_is_read_makes_it_read_again(store, monkeypatch):
+    """The document and the job rows are two reads: a cycle another daemon saves between them
+    would mix two cycles, so the reader starts over (and says so if it never settles)."""
+    led = Ledger()
+    led.observe(_queue(3, 1), 100.0, 3600.0)
+    store.save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led))
+    newer = Ledger()
+    newer.observe(_queue(5, 1), 100.0, 3600.0)
+    newer.observe(_queue(5, 1), 110.0, 3600.0)
+    reader = Store(store.url)
+    real, calls = Store._job_rows, []
+
+    def racing(self):
+        rows = real(self)
+        calls.append(1)
+        if len(calls) == 1:
+            Store(store.url).save_cycle(CycleWrite(now=110.0, cycle=2, ledger=newer))
+        return rows
+
+    monkeypatch.setattr(Store, "_job_rows", racing)
+    assert reader.load_ledger() == newer and len(calls) == 2
+
+    def always(self):
+        rows = real(self)
+        calls.append(1)
+        Store(store.url).save_cycle(CycleWrite(now=110.0 + len(calls), cycle=2 + len(calls), ledger=newer))
+        return rows
+
+    monkeypatch.setattr(Store, "_job_rows", always)
+    with pytest.raises(StoreError, match="changed during each of 5 reads"):
+        Store(store.url).load_ledger()
