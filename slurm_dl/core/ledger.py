@@ -202,10 +202,11 @@ def _by_name(values: dict[str, Any]) -> JobRecord:
         for old, new in _SUMS_KEPT_BEFORE:
             if old in values:
                 values[new] = values.pop(old)
-        waited, waiting = values.pop("waited_s", None), values.pop("waiting", False)
-        values["waited_before_s"] = waited
-        if waiting and waited is not None:
-            values["wait_from"] = values.get("last_seen", 0.0)
+        if "waited_s" in values or "waiting" in values:
+            waited, waiting = values.pop("waited_s", None), values.pop("waiting", False)
+            values["waited_before_s"] = waited
+            if waiting and waited is not None:
+                values["wait_from"] = values.get("last_seen", 0.0)
     return JobRecord(**values)
 
 
