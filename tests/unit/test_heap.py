@@ -1,6 +1,7 @@
 """The daemon's cycle-paced garbage collection (prioritizer.heap)."""
 
 import gc
+import platform
 
 import pytest
 
@@ -53,3 +54,28 @@ def test_a_burst_of_new_objects_collects_before_the_nth_cycle():
     finally:
         h.release()
     assert gc.isenabled()
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_a_collection_gives_the_c_heaps_free_pages_back():
+    """A freed buffer's pages stay in glibc's heap (RSS) until malloc_trim gives them back."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(64 * 1024) for _ in range(800)]  # 50 MB in the heap, then free all but the last
+    for b in blocks[:-1]:
+        ctypes.memset(b, 1, 64 * 1024)
+        libc.free(b)
+    before = _rss_kib()
+    h = Heap()
+    h.collect()
+    assert h.trimmed is True
+    assert before - _rss_kib() > 20 * 1024, (before, _rss_kib())
+    libc.free(blocks[-1])
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
