@@ -14,7 +14,10 @@ slow part only for:
 - the first :data:`TOP_PENDING` waiting jobs (those about to start, and their neighbours);
 - jobs in a preemption this cycle or with GPU telemetry notes;
 - a rotating share of the rest, so no explanation's factors are more than
-  :data:`REFRESH_CYCLES` cycles old.
+  :data:`REFRESH_CYCLES` cycles old; in a queue of more than ``REFRESH_CYCLES x``
+  :data:`ROTATE_AT_MOST` jobs the rotation takes at most that many per cycle, and the bound
+  doubles as the queue grows past each step (100 cycles past 25,000 jobs, 400 at 110,000). The
+  explain view says how old a job's factors are.
 
 The store writes only the rebuilt parts plus one compact document of numbers.
 """
@@ -33,6 +36,11 @@ from slurm_dl.store import ExplanationParts
 
 TOP_PENDING = 500
 REFRESH_CYCLES = 50
+ROTATE_AT_MOST = 500
+"""Slow parts rebuilt per cycle by the rotation at most: at 110,000 jobs a rotation of 1/50
+rebuilt and wrote 2,200 parts per cycle (2,688 parts with the others, 54 MB written per cycle;
+773 and 39 MB with this bound), for factors deep in the queue whose ranking's numbers are
+current anyway."""
 
 PER_JOB_KEYS = ("state", "state_reason", "score", "rank", "site_factor", "attained_gpu_s", "executed_s",
                 "restarts", "deadline_slack_s", "account_usage_gpu_s", "waiting_for")
@@ -52,12 +60,24 @@ _ATTAINED, _EXECUTED, _RESTARTS = (attrgetter(a) for a in ("attained_gpu_s", "ex
 
 
 class ExplanationCache:
-    def __init__(self, top_pending: int = TOP_PENDING, refresh_cycles: int = REFRESH_CYCLES) -> None:
+    def __init__(self, top_pending: int = TOP_PENDING, refresh_cycles: int = REFRESH_CYCLES,
+                 rotate_at_most: int = ROTATE_AT_MOST) -> None:
         self.top_pending = top_pending
         self.refresh_cycles = max(1, refresh_cycles)
+        self.rotate_at_most = max(1, rotate_at_most)
         self.records: dict[int, tuple] = {}  # job -> its record when its slow part was last built
         self.parts: dict[int, dict[str, Any]] = {}
         self.noted: set[int] = set()  # jobs whose slow part holds GPU telemetry notes
+
+    def refresh_period(self, jobs: int) -> int:
+        """Cycles between two rotating rebuilds of one job's slow part in a queue of ``jobs``:
+        ``refresh_cycles`` doubled until the rotation takes at most ``rotate_at_most`` jobs per
+        cycle. Each period divides the next, so a job whose turn comes every ``p`` cycles still
+        gets it within ``max(p, p')`` cycles when the queue's size changes the period to ``p'``."""
+        period = self.refresh_cycles
+        while -(-jobs // period) > self.rotate_at_most:
+            period *= 2
+        return period
 
     def step(self, order: list[Job], ctx: PolicyContext, scores: dict[int, float], site_factors: Mapping[int, Any],
              free_gpus: int, victims_of: dict[int, list[int]], cycle_no: int, half_life_s: float,
@@ -102,7 +122,7 @@ class ExplanationCache:
         }
         # which slow parts to rebuild: new or changed jobs, the top waiting ones, the rotation,
         # and ``always``; per job only C-level maps (this runs over every job each cycle)
-        refresh, records, parts = self.refresh_cycles, self.records, self.parts
+        refresh, records, parts = self.refresh_period(n), self.records, self.parts
         # a job's record (_RECORD) and its attained service on a doubling scale (the binary
         # exponent of 1 + attained): a running job's LAS factor is rebuilt as it grows
         recs = list(zip(map(_RECORD, order), map(_EXPONENT, map(frexp, map(add, columns[4], repeat(1.0))))))

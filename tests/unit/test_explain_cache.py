@@ -120,3 +120,37 @@ def test_a_store_written_by_an_earlier_release_still_reads(tmp_path: Path) -> No
         con.execute("UPDATE sdl_explanations SET data = ? WHERE id = 1", (json.dumps(v2),))
     again = Store(f"sqlite:///{path}").explanations()
     assert again == now_doc
+
+
+def test_rotation_period_doubles_so_each_period_divides_the_next() -> None:
+    from prioritizer.explain_cache import ExplanationCache
+
+    cache = ExplanationCache(refresh_cycles=50, rotate_at_most=500)
+    assert [cache.refresh_period(n) for n in (0, 11_000, 25_000, 25_001, 50_001, 110_000)] == \
+        [50, 50, 50, 100, 200, 400]
+    for n in range(0, 300_000, 997):
+        period = cache.refresh_period(n)
+        assert -(-n // period) <= 500 and period % 50 == 0 and (period // 50) & (period // 50 - 1) == 0
+
+
+def test_a_big_queue_rotates_a_bounded_share_and_still_refreshes_every_job(tmp_path: Path) -> None:
+    """With at most 4 rotating rebuilds per cycle, 42 jobs refresh every 16 cycles (2 doubled
+    until 42 / period <= 4): no cycle rebuilds more than the top 5, the running jobs and 4, and
+    every job's slow part is rebuilt within any 16 cycles in a row."""
+    c, p = _scene(tmp_path)
+    p.explain_cache.refresh_cycles, p.explain_cache.rotate_at_most = 2, 4
+    assert p.explain_cache.refresh_period(42) == 16
+    written = []
+    real = p.store.save_cycle
+    p.store.save_cycle = lambda w: (written.append(w), real(w))[1]
+    for _ in range(1 + 2 * 16):
+        p.run_cycle()
+        c.now += 5
+    rebuilt = [set(w.explanation_parts.rebuilt) for w in written[1:]]  # the first cycle builds all
+    assert max(map(len, rebuilt)) <= 5 + 2 + 4, [sorted(r) for r in rebuilt]
+    for start in range(len(rebuilt) - 16 + 1):
+        seen = set().union(*rebuilt[start:start + 16])
+        assert seen == set(c.jobs), (start, sorted(set(c.jobs) - seen))
+    stored = p.store.explanations()
+    oldest = min(e["factors_at"] for e in stored.values())
+    assert c.now - 5 - oldest < 16 * 5
