@@ -15,7 +15,8 @@ slow part only for:
 - jobs in a preemption this cycle or with GPU telemetry notes;
 - a rotating share of the rest, so no explanation's factors are more than
   :data:`REFRESH_CYCLES` cycles old; in a queue of more than ``REFRESH_CYCLES x``
-  :data:`ROTATE_AT_MOST` jobs the rotation takes at most that many per cycle, and the bound
+  :data:`ROTATE_AT_MOST` jobs the rotation takes about that many per cycle (job ids modulo the
+  period: consecutive ids spread evenly), and the bound
   doubles as the queue grows past each step (100 cycles past 25,000 jobs, 400 at 110,000). The
   explain view says how old a job's factors are.
 
@@ -71,8 +72,8 @@ class ExplanationCache:
 
     def refresh_period(self, jobs: int) -> int:
         """Cycles between two rotating rebuilds of one job's slow part in a queue of ``jobs``:
-        ``refresh_cycles`` doubled until the rotation takes at most ``rotate_at_most`` jobs per
-        cycle. Each period divides the next, so a job whose turn comes every ``p`` cycles still
+        ``refresh_cycles`` doubled until ``jobs / period`` is at most ``rotate_at_most`` (the jobs
+        the rotation takes per cycle, ids being mostly consecutive). Each period divides the next, so a job whose turn comes every ``p`` cycles still
         gets it within ``max(p, p')`` cycles when the queue's size changes the period to ``p'``."""
         period = self.refresh_cycles
         while -(-jobs // period) > self.rotate_at_most:
