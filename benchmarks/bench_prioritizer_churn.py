@@ -20,7 +20,6 @@ memory in its heap (the daemon before it gave it back): the comparison.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import json
 import sys
@@ -34,6 +33,7 @@ import bench_prioritizer_scoring as base  # noqa: E402
 from prioritizer import Prioritizer  # noqa: E402
 from prioritizer import heap as heap_mod  # noqa: E402
 from prioritizer.heap import Heap  # noqa: E402
+from slurm_dl import process_memory  # noqa: E402
 from slurm_dl.core.config import load_config  # noqa: E402
 from slurm_dl.core.model import JobState  # noqa: E402
 from slurm_dl.store import Store  # noqa: E402
@@ -84,31 +84,6 @@ class ChurningSlurm(base.MemorySlurm):
         return super().snapshot()
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-
-def _c_memory() -> dict:
-    """glibc's heap in use and free-but-kept, SQLite's own memory (MiB); None where unknown."""
-    out = {"malloc_used_mib": None, "malloc_free_mib": None, "sqlite_mib": None}
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallinfo2.restype = _MallInfo2
-        mi = libc.mallinfo2()
-        out["malloc_used_mib"] = round(mi.uordblks / 2**20, 1)
-        out["malloc_free_mib"] = round(mi.fordblks / 2**20, 1)
-    except (OSError, AttributeError):
-        pass
-    try:
-        sqlite = ctypes.CDLL("libsqlite3.so.0")
-        sqlite.sqlite3_memory_used.restype = ctypes.c_int64
-        out["sqlite_mib"] = round(sqlite.sqlite3_memory_used() / 2**20, 1)
-    except (OSError, AttributeError):
-        pass
-    return out
-
-
 def _rss_mib() -> float:
     with open("/proc/self/status") as f:
         return round(next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024, 1)
@@ -146,7 +121,7 @@ def main() -> int:
             if i % every == 0 or i == a.cycles:
                 led = prio.ledger
                 samples.append({"cycle": i, "rss_mib": _rss_mib(), "py_blocks": sys.getallocatedblocks(),
-                                **_c_memory(), "ledger_jobs": len(led.jobs), "history": len(led.history),
+                                **process_memory.figures(), "ledger_jobs": len(led.jobs), "history": len(led.history),
                                 "finished": len(led.finished), "runs": len(led.runs),
                                 "elapsed_s": round(time.monotonic() - t0, 1)})
         store.close()

@@ -39,6 +39,18 @@ def proc_figures(pid: int) -> dict:
     return {"rss_mib": round(rss, 1), "fds": fds}
 
 
+def memory_figures(m: dict) -> dict:
+    """Where the prioritizer's memory sits, from its metrics: Python's allocated blocks, the C
+    heap in use and freed-but-kept, SQLite's (MiB; None where the daemon has no such figure)."""
+    def mib(name: str) -> float | None:
+        v = m.get("slurm_dl_prioritizer_" + name)
+        return None if v is None else round(v / 2**20, 1)
+
+    blocks = m.get("slurm_dl_prioritizer_python_allocated_blocks")
+    return {"python_blocks": None if blocks is None else int(blocks), "malloc_used_mib": mib("malloc_used_bytes"),
+            "malloc_free_mib": mib("malloc_free_bytes"), "sqlite_mib": mib("sqlite_memory_bytes")}
+
+
 def db_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.glob("ledger.db*"))
 
@@ -133,7 +145,8 @@ def main() -> int:
                              and not k.endswith("{ok}")))
             samples.append({"t_s": round(time.monotonic() - t0, 1), "cycles_ok": cycles, "cycles_failed": failed,
                             "cycle_mean_s": round(seg, 4) if seg is not None else None,
-                            "prioritizer": proc_figures(prio_pid), "filter": proc_figures(filter_pid),
+                            "prioritizer": {**proc_figures(prio_pid), **memory_figures(m)},
+                            "filter": proc_figures(filter_pid),
                             "db_bytes": db_bytes(tb.layout.root), "db_rows": db_rows(tb.layout.root),
                             "jobs_submitted": submitted[0]})
             say(json.dumps(samples[-1]))
@@ -160,6 +173,8 @@ def main() -> int:
         "start": first, "middle": mid, "end": end,
         "growth": {"prioritizer_rss": growth(lambda s: s["prioritizer"]["rss_mib"]),
                    "prioritizer_fds": growth(lambda s: s["prioritizer"]["fds"]),
+                   "prioritizer_python_blocks": growth(lambda s: s["prioritizer"]["python_blocks"]),
+                   "prioritizer_malloc_used": growth(lambda s: s["prioritizer"]["malloc_used_mib"]),
                    "filter_rss": growth(lambda s: s["filter"]["rss_mib"]),
                    "filter_fds": growth(lambda s: s["filter"]["fds"]),
                    "db_bytes": growth(lambda s: s["db_bytes"]),

@@ -16,7 +16,11 @@ Series (all prefixed ``slurm_dl_prioritizer_``):
   ``account_usage_fraction{account}`` and ``account_share_fraction{account}`` (what it is
   entitled to): an account whose usage fraction stays above its share fraction gets less;
 - ``step_errors_total``: SiteFactor or preemption steps Slurm refused while the cycle went on;
-- ``cycle``: the cycle number saved in the store.
+- ``cycle``: the cycle number saved in the store;
+- ``python_allocated_blocks``, ``malloc_used_bytes``, ``malloc_free_bytes``,
+  ``sqlite_memory_bytes``: where the daemon's memory sits, read when scraped (a leak grows
+  the blocks or the heap in use; a heap that keeps freed memory grows only the free part);
+  the C library's and SQLite's figures are absent where the platform has none.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import time
 from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from slurm_dl import process_memory
 
 from .cycle import CycleReport, Prioritizer
 
@@ -69,8 +75,22 @@ class PrioritizerMetrics:
                                     ["account"], registry=r)
         for outcome in ("ok", "slurm_unreachable", "failed"):
             self.cycles.labels(outcome)
+        self._memory_gauges(r)
         self.started.set(self.clock())
         self._victim_reason: dict[int, str] = {}
+
+    @staticmethod
+    def _memory_gauges(r: CollectorRegistry) -> None:
+        Gauge(PREFIX + "python_allocated_blocks", "Memory blocks Python has allocated and not freed",
+              registry=r).set_function(process_memory.python_blocks)
+        if process_memory.malloc_bytes() is not None:
+            Gauge(PREFIX + "malloc_used_bytes", "C heap in use (glibc mallinfo2)",
+                  registry=r).set_function(lambda: process_memory.malloc_bytes()[0])
+            Gauge(PREFIX + "malloc_free_bytes", "C heap freed but kept by the allocator",
+                  registry=r).set_function(lambda: process_memory.malloc_bytes()[1])
+        if process_memory.sqlite_bytes() is not None:
+            Gauge(PREFIX + "sqlite_memory_bytes", "Memory SQLite holds in this process",
+                  registry=r).set_function(process_memory.sqlite_bytes)
 
     def failed(self, outcome: str) -> None:
         self.cycles.labels(outcome).inc()

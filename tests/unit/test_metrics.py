@@ -88,6 +88,23 @@ def test_prioritizer_series_move_with_the_cycles(prio_metrics) -> None:
     assert value(scrape(port), "slurm_dl_prioritizer_cycles_total", outcome="slurm_unreachable") == 1
 
 
+def test_prioritizer_memory_series_follow_what_the_process_holds(prio_metrics) -> None:
+    c, p, m, port = prio_metrics
+    Loop(p, metrics=m).tick()  # the store is open: SQLite holds its cache
+    before = scrape(port)
+    blocks = value(before, "slurm_dl_prioritizer_python_allocated_blocks")
+    assert blocks > 10_000
+    kept = [object() for _ in range(50_000)]  # 50,000 live objects more
+    grown = value(scrape(port), "slurm_dl_prioritizer_python_allocated_blocks") - blocks
+    assert 45_000 < grown < 60_000
+    del kept
+    if ("slurm_dl_prioritizer_malloc_used_bytes", ()) in before:  # glibc 2.33+
+        assert value(before, "slurm_dl_prioritizer_malloc_used_bytes") > 0
+        assert value(before, "slurm_dl_prioritizer_malloc_free_bytes") >= 0
+    if ("slurm_dl_prioritizer_sqlite_memory_bytes", ()) in before:  # the shared SQLite library
+        assert value(before, "slurm_dl_prioritizer_sqlite_memory_bytes") > 0
+
+
 def test_filter_decisions_latency_busy_and_shim_reports(tmp_path) -> None:
     service = FilterService(CONFIG, metrics=FilterMetrics())
     server = serve_metrics(service.metrics.registry, 0, "127.0.0.1")
