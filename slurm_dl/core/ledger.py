@@ -13,8 +13,7 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
   reopened with its attained service and its history entry withdrawn (:meth:`Ledger.reopen`).
   Jobs that left one snapshot close in job id order (nothing depends on the order records
   were made in: a restarted daemon reads them back by id). Closing puts its total GPU-seconds
-  into ``history`` (Gittins' global table), ``history_by_key`` (``user/name``, ``user``,
-  ``account``) and ``finished`` (one :class:`~slurm_dl.core.policy.history.Finished` record per job,
+  into ``history`` (Gittins' global table) and ``finished`` (one :class:`~slurm_dl.core.policy.history.Finished` record per job,
   with the key fields Slurm accounting has, in finishing order: what the history learner of
   Gittins and QSSF reads).
 * Account usage decays exponentially with a half-life: ``u(t) = u(t0) · 2^(-(t - t0)/h)``.
@@ -40,26 +39,12 @@ from .policy.history import Finished
 
 PENDING = JobState.PENDING
 
-HISTORY_PER_KEY = 50
 HISTORY_KEPT = 200_000
 """Gittins' global sample keeps the latest this many finished jobs (a daemon that runs for years
 would otherwise grow it, and write it each cycle, without end); trimmed by a tenth at a time."""
 FINISHED_KEPT = 20_000
-"""The learner's per-key lists keep only recent jobs; older finished records are dropped
+"""The history learner reads only recent jobs; older finished records are dropped
 (``finished_dropped`` counts them, so readers can follow the log incrementally)."""
-"""QSSF predicts from recent jobs; older ones per key are dropped."""
-
-
-def history_keys(user: str, name: str, account: str) -> tuple[str, ...]:
-    """QSSF's lookup keys, most specific first: user+job name, user, account."""
-    keys = []
-    if user and name:
-        keys.append(f"user/name:{user}/{name}")
-    if user:
-        keys.append(f"user:{user}")
-    if account:
-        keys.append(f"account:{account}")
-    return tuple(keys)
 
 
 def decay(value: float, dt: float, half_life_s: float) -> float:
@@ -252,7 +237,6 @@ class Ledger:
         self.jobs: dict[int, JobRecord] = {}
         self.accounts: dict[str, AccountUsage] = {}
         self.history: list[float] = []
-        self.history_by_key: dict[str, list[float]] = {}
         self.finished: list[Finished] = []
         self.finished_dropped = 0
         self.admission: dict[str, Any] = {}
@@ -410,10 +394,6 @@ class Ledger:
         if rec is None or not rec.finished:
             return False
         _remove_last(self.history, rec.attained_gpu_s)
-        for k in history_keys(rec.user, rec.name, rec.account):
-            lst = self.history_by_key.get(k)
-            if lst is not None:
-                _remove_last(lst, rec.attained_gpu_s)
         for i in range(len(self.finished) - 1, -1, -1):
             f = self.finished[i]
             if f.gpu_s == rec.attained_gpu_s and f.user == rec.user and f.name == rec.name:
@@ -443,11 +423,6 @@ class Ledger:
             cut = len(self.finished) - FINISHED_KEPT
             del self.finished[:cut]
             self.finished_dropped += cut
-        for k in history_keys(user, name, account):
-            lst = self.history_by_key.setdefault(k, [])
-            lst.append(gpu_s)
-            if len(lst) > HISTORY_PER_KEY:
-                del lst[0]
         self.revision += 1
 
     def forget_finished(self, now: float | None = None, keep_s: float = 0.0) -> int:
@@ -536,7 +511,6 @@ class Ledger:
             "seen_at": self.seen_at,
             "accounts": [asdict(a) for a in self.accounts.values()],
             "history": list(self.history),
-            "history_by_key": {k: list(v) for k, v in self.history_by_key.items()},
             "finished": [list(f) for f in self.finished],
             "finished_dropped": self.finished_dropped,
             "revision": self.revision,
@@ -570,7 +544,7 @@ class Ledger:
         except TypeError as e:
             raise ValueError(f"ledger data does not match its format: {e}") from None
         led.history = [float(x) for x in d.get("history", [])]
-        led.history_by_key = {k: [float(x) for x in v] for k, v in d.get("history_by_key", {}).items()}
+        # "history_by_key" (per-key lists no policy reads any more) of earlier releases: ignored
         try:
             led.finished = [Finished(str(f[0]), str(f[1]), str(f[2]), int(f[3]), str(f[4]),
                                      None if f[5] is None else float(f[5]), float(f[6]),

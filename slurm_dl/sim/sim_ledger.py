@@ -37,7 +37,6 @@ class LazySimLedger(SimLedger):
     each finish as in the Ledger; a policy that reads the history anyway gets it whole."""
 
     history = _lazy("history")
-    history_by_key = _lazy("history_by_key")
     finished = _lazy("finished")
     finished_dropped = _lazy("finished_dropped")
 

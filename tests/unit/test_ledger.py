@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from slurm_dl.core.ledger import Ledger, history_keys
+from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job, JobState
 
 R, P = JobState.RUNNING, JobState.PENDING
@@ -47,8 +47,7 @@ def test_gone_job_is_closed_into_history():
     led.observe([job(1, R), job(2, P)], now=10.0, half_life_s=H)
     led.observe([job(2, P)], now=30.0, half_life_s=H)  # gone: charged up to when last seen (t=10)
     assert led.jobs[1].finished and led.history == [pytest.approx(20.0)]
-    for k in history_keys("ann", "bert", "nlp"):
-        assert led.history_by_key[k] == [pytest.approx(20.0)]
+    assert [(f.user, f.name, f.account, f.gpu_s) for f in led.finished] == [("ann", "bert", "nlp", pytest.approx(20.0))]
     led.observe([job(2, JobState.CANCELLED)], now=40.0, half_life_s=H)
     assert led.jobs[2].finished and led.history[-1] == 0.0
 
@@ -109,7 +108,7 @@ def test_job_missing_from_one_snapshot_is_reopened_with_its_service():
     led.observe([job(1, P, restarts=1)], now=30.0, half_life_s=H)
     rec = led.jobs[1]
     assert not rec.finished and rec.attained_gpu_s == 20.0 and rec.restarts == 1
-    assert led.history == [] and all(v == [] for v in led.history_by_key.values())
+    assert led.history == [] and led.finished == []
     led.observe([job(1, R)], now=40.0, half_life_s=H)
     led.observe([job(1, R)], now=50.0, half_life_s=H)
     assert led.attained(1) == 40.0
@@ -174,3 +173,14 @@ def test_a_record_saved_with_its_sums_reads_and_counts_on():
     assert back.attained(1) == 20.0 and back.jobs[1].executed_s == 10.0
     back.observe([job(1, R)], now=25.0, half_life_s=H)
     assert back.attained(1) == 50.0 and back.jobs[1].executed_s == 25.0
+
+
+def test_an_earlier_releases_per_key_history_is_read_and_not_kept():
+    # earlier releases saved per-key lists beside the history; no policy reads them
+    led = Ledger()
+    led.observe([job(1, R)], now=0.0, half_life_s=H)
+    led.observe([], now=10.0, half_life_s=H)
+    saved = led.to_dict()
+    assert "history_by_key" not in saved
+    old = {**saved, "history_by_key": {"user/name:ann/bert": [10.0], "user:ann": [10.0]}}
+    assert Ledger.from_dict(old) == led

@@ -144,7 +144,7 @@ def test_key_and_next_change_from_the_step_function_matches_key_and_next_key_cha
         for k in range(60):
             j = Job(k, user=rnd.choice(users), name=rnd.choice(names), account="vc",
                     num_gpus=rnd.choice([1, 2, 8]), submit_time=float(k), state=JobState.RUNNING)
-            edges = p.edges + [e for vs in led.history_by_key.values() for e in vs[:5]]
+            edges = p.edges + [f.gpu_s for f in led.finished]
             e = rnd.choice(edges)
             j.attained_gpu_s = rnd.choice([0.0, e, e - 1e-6, e + 1e-6, e - 1e-7, e * rnd.random()])
             got = p.key_and_next_change(j, ctx)

@@ -75,7 +75,7 @@ def test_gittins_and_qssf_learn_from_the_finished_jobs_history():
     assert sorted(rk.ledger.history) == [10.0, 20.0, 30.0, 40.0, 50.0]
     q = make_ranker("qssf")
     run(jobs, q)
-    assert q.ledger.history_by_key["account:a"] == [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert sorted(f.gpu_s for f in q.ledger.finished if f.account == "a") == [10.0, 20.0, 30.0, 40.0, 50.0]
 
 
 def test_deadline_las_boosts_a_job_whose_slack_runs_low():
