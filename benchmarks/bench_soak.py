@@ -68,9 +68,10 @@ def db_rows(root: Path) -> dict:
             for t in sorted(tables):
                 out[t] = conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
             row = conn.execute("SELECT length(data) FROM sdl_ledger WHERE id = 1").fetchone()
-            jobs = conn.execute("SELECT sum(length(data)) FROM sdl_ledger_job").fetchone() \
-                if "sdl_ledger_job" in tables else None
-            out["ledger_json_bytes"] = (row[0] if row else 0) + ((jobs[0] or 0) if jobs else 0)
+            out["ledger_json_bytes"] = row[0] if row else 0  # the document, then its rows
+            for t in ("sdl_ledger_job", "sdl_ledger_entry"):
+                if t in tables:
+                    out["ledger_json_bytes"] += conn.execute(f"SELECT sum(length(data)) FROM {t}").fetchone()[0] or 0
     except sqlite3.Error as e:
         out["error"] = str(e)
     return out

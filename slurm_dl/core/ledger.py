@@ -60,6 +60,69 @@ def _remove_last(values: list[float], value: float) -> None:
             return
 
 
+class EntryLog(list):
+    """A list that grows at its end and is trimmed at its front (the history, the finished
+    records, the runs), counting both, so that a store can write only what changed:
+    ``dropped`` entries have left its front (the position of its first entry in the whole
+    log), ``edits`` counts every other change (a store then rewrites it whole). Appending is
+    the plain list's, at its speed."""
+
+    __slots__ = ("dropped", "edits", "__weakref__")
+
+    def __init__(self, items=(), dropped: int = 0) -> None:
+        super().__init__(items)
+        self.dropped = dropped
+        self.edits = 0
+
+    def __delitem__(self, key) -> None:
+        n = len(self)
+        if isinstance(key, slice) and key.step in (None, 1) and key.start in (None, 0):
+            front = len(range(*key.indices(n)))
+        elif key == 0 or (isinstance(key, int) and key == -n):
+            front = 1 if n else 0
+        else:
+            front = -1
+        super().__delitem__(key)
+        if front >= 0:
+            self.dropped += front
+        else:
+            self.edits += 1
+
+    def _edited(name: str):  # noqa: N805 - builds the methods below
+        base = getattr(list, name)
+
+        def method(self, *args, **kwargs):
+            self.edits += 1
+            return base(self, *args, **kwargs)
+
+        method.__name__ = name
+        return method
+
+    __setitem__ = _edited("__setitem__")
+    __imul__ = _edited("__imul__")
+    insert = _edited("insert")
+    remove = _edited("remove")
+    pop = _edited("pop")
+    clear = _edited("clear")
+    sort = _edited("sort")
+    reverse = _edited("reverse")
+    del _edited
+
+    def __reduce__(self):
+        return (_entry_log, (list(self), self.dropped, self.edits))
+
+
+def _entry_log(items: list, dropped: int, edits: int) -> EntryLog:
+    log = EntryLog(items, dropped)
+    log.edits = edits
+    return log
+
+
+LOGS = ("history", "finished", "runs")
+"""The ledger's :class:`EntryLog` attributes, which a store may keep apart from its document
+(``Ledger.to_dict(logs=False)``)."""
+
+
 @dataclass(slots=True)
 class JobRecord:
     job_id: int
@@ -236,15 +299,15 @@ class Ledger:
     def __init__(self) -> None:
         self.jobs: dict[int, JobRecord] = {}
         self.accounts: dict[str, AccountUsage] = {}
-        self.history: list[float] = []
-        self.finished: list[Finished] = []
+        self.history: EntryLog = EntryLog()
+        self.finished: EntryLog = EntryLog()
         self.finished_dropped = 0
         self.admission: dict[str, Any] = {}
         """Deadline admission's promises and demotions (:class:`~.policy.admission.DeadlineAdmission`
         ``to_dict``), kept here so that a restarted daemon neither breaks a promise nor
         re-decides a demotion."""
         self.finished_withdrawn = 0  # records taken back by reopen (readers start over)
-        self.runs: list[tuple[str, str, str, float]] = []
+        self.runs: EntryLog = EntryLog()
         """Recent finished runs (user, job name, GPU type, run time): the speedups the
         throughput model learns (the same job name on several types)."""
         self.revision: int = 0
@@ -493,11 +556,13 @@ class Ledger:
         values, last = encoded
         return [*values[:_LAST_SEEN], last, *values[_LAST_SEEN:]]
 
-    def to_dict(self, *, compact: bool = False, jobs: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, compact: bool = False, jobs: bool = True, logs: bool = True) -> dict[str, Any]:
         """The ledger as plain data. ``compact``: each job record a row of values in the order of
         ``job_fields`` instead of a table. ``jobs=False``: without the job records (the store
         keeps one row per record, see :meth:`changed_rows`; ``from_dict`` takes them as
-        ``jobs``, a ``last_seen`` of None meaning ``seen_at``)."""
+        ``jobs``, a ``last_seen`` of None meaning ``seen_at``). ``logs=False``: without the
+        :data:`LOGS` (the store keeps one row per entry, :meth:`log_entry`; ``from_dict``
+        takes them under their names)."""
         values = [self.jobs[j] for j in sorted(self.jobs)] if jobs else ()
         if not jobs:
             records: dict[str, Any] = {"job_fields": list(_JOB_FIELDS)}
@@ -505,18 +570,24 @@ class Ledger:
             records = {"job_fields": list(_JOB_FIELDS), "jobs": [_job_values(r) for r in values]}
         else:  # flat: no asdict deepcopy
             records = {"jobs": [dict(zip(_JOB_FIELDS, _job_values(r))) for r in values]}
-        return {
+        d = {
             "version": 1,
             **records,
             "seen_at": self.seen_at,
             "accounts": [asdict(a) for a in self.accounts.values()],
-            "history": list(self.history),
-            "finished": [list(f) for f in self.finished],
             "finished_dropped": self.finished_dropped,
             "revision": self.revision,
             "admission": self.admission,
-            "runs": [list(r) for r in self.runs],
         }
+        if logs:
+            for name in LOGS:
+                d[name] = [self.log_entry(name, e) for e in getattr(self, name)]
+        return d
+
+    @staticmethod
+    def log_entry(name: str, entry: Any) -> Any:
+        """One entry of the log ``name`` as plain data, as ``to_dict`` writes it."""
+        return entry if name == "history" else list(entry)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Ledger":
@@ -543,17 +614,17 @@ class Ledger:
                 led.accounts[acc.account] = acc
         except TypeError as e:
             raise ValueError(f"ledger data does not match its format: {e}") from None
-        led.history = [float(x) for x in d.get("history", [])]
+        led.history = EntryLog(float(x) for x in d.get("history", []))
         # "history_by_key" (per-key lists no policy reads any more) of earlier releases: ignored
         try:
-            led.finished = [Finished(str(f[0]), str(f[1]), str(f[2]), int(f[3]), str(f[4]),
+            led.finished = EntryLog(Finished(str(f[0]), str(f[1]), str(f[2]), int(f[3]), str(f[4]),
                                      None if f[5] is None else float(f[5]), float(f[6]),
                                      str(f[7]) if len(f) > 7 else "")
-                            for f in d.get("finished", [])]
+                            for f in d.get("finished", []))
         except (TypeError, ValueError, IndexError) as e:
             raise ValueError(f"ledger data does not match its format: finished: {e}") from None
         try:
-            led.runs = [(str(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in d.get("runs", [])]
+            led.runs = EntryLog((str(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in d.get("runs", []))
         except (TypeError, ValueError, IndexError) as e:
             raise ValueError(f"ledger data does not match its format: runs: {e}") from None
         led.finished_dropped = int(d.get("finished_dropped", 0))

@@ -12,9 +12,9 @@ from sqlmodel import Field, SQLModel
 
 
 class LedgerState(SQLModel, table=True):
-    """The ledger but its job records as one JSON document (``Ledger.to_dict(jobs=False)``),
-    saved once per cycle; a store saved before job records had their own rows holds them here
-    too (``jobs``)."""
+    """The ledger but its job records and logs as one JSON document
+    (``Ledger.to_dict(jobs=False, logs=False)``), saved once per cycle; a store saved before
+    job records (or logs) had their own rows holds them here too (``jobs``, ``history``...)."""
 
     __tablename__ = "sdl_ledger"
     id: int = Field(default=1, primary_key=True)
@@ -29,6 +29,18 @@ class LedgerJobRow(SQLModel, table=True):
 
     __tablename__ = "sdl_ledger_job"
     job_id: int = Field(primary_key=True)
+    data: str
+
+
+class LedgerEntryRow(SQLModel, table=True):
+    """One entry of one of the ledger's logs (``ledger.LOGS``: the history, the finished
+    records, the runs) at its place in the whole log (``idx``), as JSON: written once, when it
+    was added, and deleted when it leaves the log's front (or when the log was edited otherwise:
+    then the log is rewritten)."""
+
+    __tablename__ = "sdl_ledger_entry"
+    log: str = Field(primary_key=True)
+    idx: int = Field(primary_key=True)
     data: str
 
 
@@ -119,5 +131,5 @@ class JobUtilisationRow(SQLModel, table=True):
 
 
 TABLES = (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot, JobUtilisationRow,
-          ExplanationPart, LedgerJobRow)
+          ExplanationPart, LedgerJobRow, LedgerEntryRow)
 metadata = SQLModel.metadata

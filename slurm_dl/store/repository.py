@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 
 import orjson
 from contextlib import closing
@@ -26,7 +27,7 @@ from sqlmodel import Session, SQLModel, create_engine
 from ..core.errors import StoreError
 from ..core.explain import finish_numbers
 from ..site_paths import hide_password, shown_url, sqlite_path
-from ..core.ledger import Ledger
+from ..core.ledger import LOGS, EntryLog, Ledger
 from ..telemetry.summary import JobUtilisationSummary
 from . import schema
 from .models import (
@@ -35,6 +36,7 @@ from .models import (
     ExplanationPart,
     ExplanationSnapshot,
     JobUtilisationRow,
+    LedgerEntryRow,
     LedgerJobRow,
     LedgerState,
     PreemptionRow,
@@ -167,6 +169,9 @@ class Store:
         unknown, the next save rewrites every row), valid while the ledger row's cycle and
         time are ``_rows_token``: another writer in between makes the next save rewrite all."""
         self._rows_token: tuple[int, float] | None = None
+        self._logs: dict[str, tuple | None] | None = None
+        """Per ledger log, what its rows hold (:func:`_log_mark`; None: unknown, the next save
+        rewrites the log), valid with ``_rows_token`` as ``_rows`` is."""
 
     def close(self) -> None:
         self.engine.dispose()
@@ -215,19 +220,50 @@ class Store:
                 in_rows = "jobs" not in d
                 if in_rows:
                     d["jobs"] = self._job_rows()
+                logs_in_rows = [name for name in LOGS if name not in d]
+                firsts = self._log_rows(d, logs_in_rows) if logs_in_rows else {}
                 led = Ledger.from_dict(d)
+                for name, first in firsts.items():
+                    getattr(led, name).dropped = first
             except (ValueError, TypeError) as e:
                 raise StoreError(f"database {self.shown}: the saved ledger is unreadable: {e}") from None
             token = (row.cycle, row.saved_at)
-            if not in_rows or self._ledger_token() == token:
+            if not (in_rows or logs_in_rows) or self._ledger_token() == token:
                 break
         else:
             raise StoreError(f"database {self.shown}: the ledger changed during each of 5 reads:\n"
                              "  another process saves cycles into it (a second prioritizer?)")
         # what the rows hold; a document saved whole by an earlier release: unknown (rewritten)
         self._rows = led.changed_rows({})[0] if in_rows else None
+        self._logs = {name: _log_mark(getattr(led, name)) for name in logs_in_rows}
         self._rows_token = token
         return led
+
+    def _log_rows(self, d: dict[str, Any], names: list[str]) -> dict[str, int]:
+        """Put the entries of the logs ``names`` into ``d`` from their rows, in order; returns
+        each log's first entry's place in the whole log (0 when it is empty)."""
+        try:
+            with self._session() as s:
+                rows = s.exec(select(LedgerEntryRow.log, LedgerEntryRow.idx, LedgerEntryRow.data)
+                              .where(LedgerEntryRow.log.in_(names))
+                              .order_by(LedgerEntryRow.log, LedgerEntryRow.idx)).all()
+        except SQLAlchemyError as e:
+            raise self._fail("reading the ledger", e) from None
+        firsts = {name: 0 for name in names}
+        for name in names:
+            d[name] = []
+        loads = orjson.loads
+        for name, idx, data in rows:
+            entries = d[name]
+            if not entries:
+                firsts[name] = idx
+            elif idx != firsts[name] + len(entries):
+                raise ValueError(f"{name}: entry {firsts[name] + len(entries)} is missing")
+            try:
+                entries.append(loads(data))
+            except orjson.JSONDecodeError as e:
+                raise ValueError(f"{name}: entry {idx}: {e}") from None
+        return firsts
 
     def _ledger_token(self) -> tuple[int, float] | None:
         try:
@@ -268,7 +304,7 @@ class Store:
 
     # --- the cycle's transaction ---------------------------------------------------------
     def save_cycle(self, w: CycleWrite) -> None:
-        data = _dumps(w.ledger.to_dict(compact=True, jobs=False))
+        data = _dumps(w.ledger.to_dict(compact=True, jobs=False, logs=False))
         try:
             with self._session() as s, s.begin():
                 conn = s.connection()
@@ -283,6 +319,9 @@ class Store:
                 if changed:
                     rows = [{"job_id": j, "data": _dumps(Ledger.row(e))} for j, e in changed.items()]
                     _upsert(conn, LedgerJobRow, rows, [j for j in changed if j in known] if known else [])
+                marks = {name: _write_log(conn, name, getattr(w.ledger, name),
+                                          (self._logs or {}).get(name) if known is not None else None)
+                         for name in LOGS}
                 if row is None:
                     s.add(LedgerState(id=1, data=data, saved_at=w.now, cycle=w.cycle))
                 else:
@@ -327,8 +366,9 @@ class Store:
                         conn.execute(delete(JobUtilisationRow).where(JobUtilisationRow.job_id.in_(chunk)))
                     conn.execute(insert(JobUtilisationRow), [_utilisation_row(w.utilisation[j]) for j in ids])
         except SQLAlchemyError as e:
-            self._rows = self._rows_token = None
+            self._rows = self._rows_token = self._logs = None
             raise self._fail("saving the cycle", e) from None
+        self._logs = marks
         if known is None:
             self._rows = changed
         else:
@@ -566,6 +606,35 @@ def _upsert(conn, model, rows: list[dict[str, Any]], existing: list[int]) -> Non
     for chunk in _chunks(sorted(existing)):
         conn.execute(delete(model).where(model.job_id.in_(chunk)))
     conn.execute(insert(model), rows)
+
+
+def _log_mark(entries: Any) -> tuple | None:
+    """What a save of the log ``entries`` left in its rows: the log itself (weakly), its edits,
+    its first entry's place and its end; None for a plain list (always rewritten)."""
+    if not isinstance(entries, EntryLog):
+        return None
+    return weakref.ref(entries), entries.edits, entries.dropped, entries.dropped + len(entries)
+
+
+def _write_log(conn, name: str, entries: Any, mark: tuple | None) -> tuple | None:
+    """Bring the rows of the ledger's log ``name`` to ``entries``: with ``mark`` (what the rows
+    hold) and nothing changed but appends and front trims, insert the new entries and delete
+    those that left the front; else rewrite the log. Returns the new mark."""
+    dropped = getattr(entries, "dropped", 0)
+    end = dropped + len(entries)
+    rows = LedgerEntryRow
+    if mark is not None and mark[0]() is entries and mark[1] == entries.edits and mark[3] <= end:
+        start = max(mark[3], dropped)
+        if dropped > mark[2]:
+            conn.execute(delete(rows).where(rows.log == name, rows.idx < dropped))
+    else:
+        conn.execute(delete(rows).where(rows.log == name))
+        start = dropped
+    if start < end:
+        entry = Ledger.log_entry
+        conn.execute(insert(rows), [{"log": name, "idx": i, "data": _dumps(entry(name, entries[i - dropped]))}
+                                    for i in range(start, end)])
+    return _log_mark(entries)
 
 
 def _write_parts(conn, p: ExplanationParts, now: float) -> None:

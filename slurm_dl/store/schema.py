@@ -16,8 +16,8 @@ from sqlalchemy.engine import Connection, Engine
 from ..core.errors import StoreError
 from ..site_paths import shown_url
 
-HEAD = "0004"
-KNOWN = ("0001", "0002", "0003", "0004")
+HEAD = "0005"
+KNOWN = ("0001", "0002", "0003", "0004", "0005")
 """Every revision this release can upgrade from, oldest first."""
 BASELINE = "0001"
 VERSION_TABLE = "alembic_version"

@@ -184,3 +184,44 @@ def test_an_earlier_releases_per_key_history_is_read_and_not_kept():
     assert "history_by_key" not in saved
     old = {**saved, "history_by_key": {"user/name:ann/bert": [10.0], "user:ann": [10.0]}}
     assert Ledger.from_dict(old) == led
+
+
+def test_an_entry_log_counts_front_trims_apart_from_other_edits():
+    import pickle
+
+    from slurm_dl.core.ledger import EntryLog
+
+    log = EntryLog(range(10), dropped=5)
+    log.append(10)
+    log.extend([11, 12])
+    log += [13]
+    assert (log.dropped, log.edits, log[0], len(log)) == (5, 0, 0, 14)
+    del log[:3]
+    del log[0]
+    del log[-len(log)]
+    assert (log.dropped, log.edits, log[0]) == (10, 0, 5)
+    for change in (lambda x: x.__delitem__(2), lambda x: x.__delitem__(slice(1, 3)), lambda x: x.pop(),
+                   lambda x: x.remove(9), lambda x: x.insert(0, -1), lambda x: x.__setitem__(0, 7),
+                   lambda x: x.sort(), lambda x: x.reverse(), lambda x: x.clear()):
+        before = log.edits
+        change(log)
+        assert log.edits == before + 1 and log.dropped == 10
+    back = pickle.loads(pickle.dumps(EntryLog([1.5, 2.5], dropped=3)))
+    assert (type(back), back, back.dropped) == (EntryLog, [1.5, 2.5], 3)
+
+
+def test_history_trims_count_as_drops_and_a_reopen_as_an_edit(monkeypatch):
+    import slurm_dl.core.ledger as ledger
+
+    monkeypatch.setattr(ledger, "HISTORY_KEPT", 10)
+    monkeypatch.setattr(ledger, "FINISHED_KEPT", 4)
+    led = Ledger()
+    for i in range(12):
+        led.add_history(float(i), "ann", "bert", "nlp")
+    assert (led.history.dropped, len(led.history), led.history.edits) == (2, 10, 0)
+    assert (led.finished.dropped, led.finished_dropped, len(led.finished)) == (8, 8, 4)
+    led.observe([job(1, R)], now=0.0, half_life_s=H)
+    led.observe([job(1, R)], now=10.0, half_life_s=H)
+    led.observe([], now=20.0, half_life_s=H)  # missing: closed into the history
+    led.observe([job(1, R)], now=30.0, half_life_s=H)  # back: its entry withdrawn
+    assert led.history.edits == 1 and led.finished.edits == 1

@@ -317,3 +317,110 @@ def test_a_cycle_saved_while_the_ledger_is_read_makes_it_read_again(store, monke
     monkeypatch.setattr(Store, "_job_rows", always)
     with pytest.raises(StoreError, match="changed during each of 5 reads"):
         Store(store.url).load_ledger()
+
+
+def _entries(store, log: str) -> list[tuple[int, str]]:
+    from sqlalchemy import select
+    from sqlmodel import Session
+
+    from slurm_dl.store.models import LedgerEntryRow
+
+    with Session(store.engine) as s:
+        return list(s.exec(select(LedgerEntryRow.idx, LedgerEntryRow.data).where(LedgerEntryRow.log == log)
+                           .order_by(LedgerEntryRow.idx)).all())
+
+
+def _tamper(store, log: str, idx: int, data: str) -> None:
+    from sqlmodel import Session
+
+    from slurm_dl.store.models import LedgerEntryRow
+
+    with Session(store.engine) as s:
+        s.get(LedgerEntryRow, (log, idx)).data = data
+        s.commit()
+
+
+def test_the_ledgers_logs_are_rows_written_once_and_trimmed_at_their_front(store, monkeypatch):
+    import json
+
+    import slurm_dl.core.ledger as ledger
+    from slurm_dl.store import LedgerState
+
+    monkeypatch.setattr(ledger, "HISTORY_KEPT", 10)
+    led = Ledger()
+    for i in range(5):
+        led.add_history(float(i), "ann", f"job{i}", "nlp", 1)
+    store.save_cycle(CycleWrite(now=1.0, cycle=1, ledger=led))
+    doc = json.loads(store._session().get(LedgerState, 1).data)
+    assert not {"history", "finished", "runs"} & set(doc)  # the document holds none of them
+    assert _entries(store, "history") == [(i, f"{float(i)}") for i in range(5)]
+    assert [json.loads(d)[2] for _, d in _entries(store, "finished")] == [f"job{i}" for i in range(5)]
+    _tamper(store, "history", 4, "99.0")  # a row the next saves must leave alone
+    for i in range(5, 12):  # 12 > 10 + 1: the history drops its two oldest
+        led.add_history(float(i), "ann", f"job{i}", "nlp", 1)
+    store.save_cycle(CycleWrite(now=2.0, cycle=2, ledger=led))
+    assert [i for i, _ in _entries(store, "history")] == list(range(2, 12))
+    led.add_history(12.0, "ann", "job12", "nlp", 1)
+    store.save_cycle(CycleWrite(now=3.0, cycle=3, ledger=led))
+    rows = _entries(store, "history")
+    assert [i for i, _ in rows] == list(range(2, 13)) and rows[-1][1] == "12.0"
+    assert rows[2] == (4, "99.0")  # written once: not again with each save
+    _tamper(store, "history", 4, "4.0")
+    back = Store(store.url).load_ledger()
+    assert back == led and back.history.dropped == 2
+    assert back.finished_dropped == led.finished_dropped and back.finished.dropped == 0
+
+
+def test_a_log_edited_other_than_at_its_ends_is_rewritten(store):
+    led = Ledger()
+    j = Job(1, user="ann", account="nlp", name="bert", num_gpus=1, state=JobState.RUNNING)
+    led.add_history(5.0, "bob", "x", "cv", 1)
+    led.observe([j], 0.0, 3600.0)
+    led.observe([j], 10.0, 3600.0)
+    led.observe([], 20.0, 3600.0)  # missing: closed into the history (10 GPU-s)
+    store.save_cycle(CycleWrite(now=20.0, cycle=1, ledger=led))
+    assert [d for _, d in _entries(store, "history")] == ["5.0", "10.0"]
+    _tamper(store, "history", 0, "99.0")
+    led.observe([j], 30.0, 3600.0)  # back: its entry is withdrawn
+    store.save_cycle(CycleWrite(now=30.0, cycle=2, ledger=led))
+    assert [d for _, d in _entries(store, "history")] == ["5.0"]  # rewritten whole
+    assert Store(store.url).load_ledger() == led
+
+
+def test_logs_saved_inside_the_document_move_into_rows(store):
+    import json
+
+    from sqlmodel import Session
+
+    from slurm_dl.store import LedgerState
+
+    led = _ledger_with_service()
+    for i in range(3):
+        led.add_history(float(i), "ann", "bert", "nlp", 1)
+    old = led.to_dict(compact=True)  # an earlier release: jobs and logs in the document
+    with Session(store.engine) as s:
+        s.add(LedgerState(id=1, data=json.dumps(old), saved_at=160.0, cycle=4))
+        s.commit()
+    s2 = Store(store.url)
+    mine = s2.load_ledger()
+    assert mine == led
+    s2.save_cycle(CycleWrite(now=170.0, cycle=5, ledger=mine))
+    doc = json.loads(Store(store.url)._session().get(LedgerState, 1).data)
+    assert "history" not in doc and len(_entries(store, "history")) == 3
+    assert Store(store.url).load_ledger() == led
+
+
+def test_a_missing_log_entry_is_named(store):
+    from sqlmodel import Session
+
+    from slurm_dl.store.models import LedgerEntryRow
+
+    led = Ledger()
+    for i in range(3):
+        led.add_history(float(i), "ann", "bert", "nlp", 1)
+    store.save_cycle(CycleWrite(now=1.0, cycle=1, ledger=led))
+    with Session(store.engine) as s:
+        s.delete(s.get(LedgerEntryRow, ("history", 1)))
+        s.commit()
+    with pytest.raises(StoreError, match="unreadable: history: entry 1 is missing"):
+        Store(store.url).load_ledger()

@@ -46,7 +46,8 @@ def legacy_rows(conn) -> None:
 
 
 def check_nothing_lost(store: Store) -> None:
-    assert store.load_ledger().to_dict()["accounts"][0]["usage_gpu_s"] == 1234.5
+    led = store.load_ledger()
+    assert led.to_dict()["accounts"][0]["usage_gpu_s"] == 1234.5 and led.history == [10.0, 20.0]
     assert store.ledger_cycle() == 42
     assert store.site_factors() == {7: 500, 8: -3}
     rows = store.preemptions()
