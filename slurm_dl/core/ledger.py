@@ -63,58 +63,99 @@ def _remove_last(values: list[float], value: float) -> None:
 class EntryLog(list):
     """A list that grows at its end and is trimmed at its front (the history, the finished
     records, the runs), counting both, so that a store can write only what changed:
-    ``dropped`` entries have left its front (the position of its first entry in the whole
-    log), ``edits`` counts every other change (a store then rewrites it whole). Appending is
-    the plain list's, at its speed."""
+    ``dropped`` entries have left its front (the place of its first entry in the whole log),
+    ``edits`` counts every other change and ``edited`` holds the places (in the whole log) of
+    the latest :data:`EDITS_KEPT` of them: everything from the lowest onwards may have
+    changed. Appending is the plain list's, at its speed."""
 
-    __slots__ = ("dropped", "edits", "__weakref__")
+    __slots__ = ("dropped", "edits", "edited", "__weakref__")
 
     def __init__(self, items=(), dropped: int = 0) -> None:
         super().__init__(items)
         self.dropped = dropped
         self.edits = 0
+        self.edited: list[int] = []
+
+    def _edit(self, at: int) -> None:
+        self.edits += 1
+        self.edited.append(self.dropped + min(max(at, 0), len(self)))
+        if len(self.edited) > EDITS_KEPT:
+            del self.edited[0]
+
+    def _place(self, key) -> int:
+        """Where an index or slice of this list starts (the lowest place it touches)."""
+        n = len(self)
+        if isinstance(key, slice):
+            r = range(*key.indices(n))
+            return min(r) if r else key.indices(n)[0]
+        return key + n if key < 0 else key
 
     def __delitem__(self, key) -> None:
         n = len(self)
         if isinstance(key, slice) and key.step in (None, 1) and key.start in (None, 0):
             front = len(range(*key.indices(n)))
-        elif key == 0 or (isinstance(key, int) and key == -n):
+        elif isinstance(key, int) and (key == 0 or key == -n):
             front = 1 if n else 0
         else:
             front = -1
+            at = self._place(key)
         super().__delitem__(key)
         if front >= 0:
             self.dropped += front
         else:
-            self.edits += 1
+            self._edit(at)
 
-    def _edited(name: str):  # noqa: N805 - builds the methods below
-        base = getattr(list, name)
+    def __setitem__(self, key, value) -> None:
+        at = self._place(key)
+        super().__setitem__(key, value)
+        self._edit(at)
 
-        def method(self, *args, **kwargs):
-            self.edits += 1
-            return base(self, *args, **kwargs)
+    def insert(self, index, value) -> None:
+        at = self._place(index)
+        super().insert(index, value)
+        self._edit(at)
 
-        method.__name__ = name
-        return method
+    def pop(self, index=-1):
+        at = self._place(index)
+        value = super().pop(index)
+        self._edit(at)
+        return value
 
-    __setitem__ = _edited("__setitem__")
-    __imul__ = _edited("__imul__")
-    insert = _edited("insert")
-    remove = _edited("remove")
-    pop = _edited("pop")
-    clear = _edited("clear")
-    sort = _edited("sort")
-    reverse = _edited("reverse")
-    del _edited
+    def remove(self, value) -> None:
+        at = self.index(value)
+        super().remove(value)
+        self._edit(at)
+
+    def clear(self) -> None:
+        super().clear()
+        self._edit(0)
+
+    def sort(self, *args, **kwargs) -> None:
+        super().sort(*args, **kwargs)
+        self._edit(0)
+
+    def reverse(self) -> None:
+        super().reverse()
+        self._edit(0)
+
+    def __imul__(self, n):
+        super().__imul__(n)
+        self._edit(0)
+        return self
 
     def __reduce__(self):
-        return (_entry_log, (list(self), self.dropped, self.edits))
+        return (_entry_log, (list(self), self.dropped, self.edits, list(self.edited)))
 
 
-def _entry_log(items: list, dropped: int, edits: int) -> EntryLog:
+EDITS_KEPT = 64
+"""The places of this many latest edits an :class:`EntryLog` remembers (a store that saw more
+edits since its last save rewrites the log)."""
+
+
+def _entry_log(items: list, dropped: int, edits: int = 0, edited: list | None = None) -> EntryLog:
     log = EntryLog(items, dropped)
     log.edits = edits
+    log.edited = list(edited or ())
     return log
 
 
@@ -614,7 +655,7 @@ class Ledger:
                 led.accounts[acc.account] = acc
         except TypeError as e:
             raise ValueError(f"ledger data does not match its format: {e}") from None
-        led.history = EntryLog(float(x) for x in d.get("history", []))
+        led.history = EntryLog(map(float, d.get("history", [])))
         # "history_by_key" (per-key lists no policy reads any more) of earlier releases: ignored
         try:
             led.finished = EntryLog(Finished(str(f[0]), str(f[1]), str(f[2]), int(f[3]), str(f[4]),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import weakref
+from itertools import groupby
+from operator import itemgetter
 
 import orjson
 from contextlib import closing
@@ -242,27 +244,39 @@ class Store:
     def _log_rows(self, d: dict[str, Any], names: list[str]) -> dict[str, int]:
         """Put the entries of the logs ``names`` into ``d`` from their rows, in order; returns
         each log's first entry's place in the whole log (0 when it is empty)."""
+        t = LedgerEntryRow.__table__.c
         try:
-            with self._session() as s:
-                rows = s.exec(select(LedgerEntryRow.log, LedgerEntryRow.idx, LedgerEntryRow.data)
-                              .where(LedgerEntryRow.log.in_(names))
-                              .order_by(LedgerEntryRow.log, LedgerEntryRow.idx)).all()
+            stmt = select(t.log, t.idx, t.data).where(t.log.in_(names))  # sorted below: no index walk
+            with self.engine.connect() as conn:  # the driver's tuples: up to 240,000 rows
+                sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+                cur = conn.connection.cursor()
+                try:
+                    cur.execute(sql)
+                    rows = cur.fetchall()
+                finally:
+                    cur.close()
+            rows.sort(key=itemgetter(0, 1))
         except SQLAlchemyError as e:
             raise self._fail("reading the ledger", e) from None
         firsts = {name: 0 for name in names}
         for name in names:
             d[name] = []
-        loads = orjson.loads
-        for name, idx, data in rows:
-            entries = d[name]
-            if not entries:
-                firsts[name] = idx
-            elif idx != firsts[name] + len(entries):
-                raise ValueError(f"{name}: entry {firsts[name] + len(entries)} is missing")
-            try:
-                entries.append(loads(data))
-            except orjson.JSONDecodeError as e:
-                raise ValueError(f"{name}: entry {idx}: {e}") from None
+        for name, group in groupby(rows, key=itemgetter(0)):
+            got = list(group)
+            first, last = got[0][1], got[-1][1]
+            if last - first + 1 != len(got):  # ordered, unique: a gap
+                gap = next(first + i for i, r in enumerate(got) if r[1] != first + i)
+                raise ValueError(f"{name}: entry {gap} is missing")
+            firsts[name] = first
+            try:  # one parse for the whole log
+                d[name] = orjson.loads("[" + ",".join(r[2] for r in got) + "]")
+            except orjson.JSONDecodeError:
+                for _, idx, data in got:  # name the damaged entry
+                    try:
+                        orjson.loads(data)
+                    except orjson.JSONDecodeError as e:
+                        raise ValueError(f"{name}: entry {idx}: {e}") from None
+                raise ValueError(f"{name}: its entries do not parse together") from None
         return firsts
 
     def _ledger_token(self) -> tuple[int, float] | None:
@@ -617,16 +631,20 @@ def _log_mark(entries: Any) -> tuple | None:
 
 
 def _write_log(conn, name: str, entries: Any, mark: tuple | None) -> tuple | None:
-    """Bring the rows of the ledger's log ``name`` to ``entries``: with ``mark`` (what the rows
-    hold) and nothing changed but appends and front trims, insert the new entries and delete
-    those that left the front; else rewrite the log. Returns the new mark."""
+    """Bring the rows of the ledger's log ``name`` to ``entries``. With ``mark`` (what the rows
+    hold): delete the entries that left the front, rewrite from the lowest place edited since
+    (if the log remembers it), insert the new ones. Else rewrite the log. Returns the new mark."""
     dropped = getattr(entries, "dropped", 0)
     end = dropped + len(entries)
     rows = LedgerEntryRow
-    if mark is not None and mark[0]() is entries and mark[1] == entries.edits and mark[3] <= end:
-        start = max(mark[3], dropped)
+    new_edits = entries.edits - mark[1] if mark is not None and mark[0]() is entries else -1
+    if 0 <= new_edits <= len(entries.edited):
+        start = min([mark[3], *entries.edited[len(entries.edited) - new_edits:]])
         if dropped > mark[2]:
             conn.execute(delete(rows).where(rows.log == name, rows.idx < dropped))
+        start = max(start, dropped)
+        if start < mark[3]:
+            conn.execute(delete(rows).where(rows.log == name, rows.idx >= start))
     else:
         conn.execute(delete(rows).where(rows.log == name))
         start = dropped

@@ -189,6 +189,7 @@ def test_an_earlier_releases_per_key_history_is_read_and_not_kept():
 def test_an_entry_log_counts_front_trims_apart_from_other_edits():
     import pickle
 
+    from slurm_dl.core import ledger
     from slurm_dl.core.ledger import EntryLog
 
     log = EntryLog(range(10), dropped=5)
@@ -200,14 +201,21 @@ def test_an_entry_log_counts_front_trims_apart_from_other_edits():
     del log[0]
     del log[-len(log)]
     assert (log.dropped, log.edits, log[0]) == (10, 0, 5)
-    for change in (lambda x: x.__delitem__(2), lambda x: x.__delitem__(slice(1, 3)), lambda x: x.pop(),
-                   lambda x: x.remove(9), lambda x: x.insert(0, -1), lambda x: x.__setitem__(0, 7),
-                   lambda x: x.sort(), lambda x: x.reverse(), lambda x: x.clear()):
+    assert log == [5, 6, 7, 8, 9, 10, 11, 12, 13]
+    for change, at in ((lambda x: x.__delitem__(2), 2), (lambda x: x.__delitem__(slice(1, 3)), 1),
+                       (lambda x: x.pop(), 5), (lambda x: x.remove(11), 3), (lambda x: x.insert(-1, -1), 3),
+                       (lambda x: x.__setitem__(-1, 7), 4), (lambda x: x.sort(), 0),
+                       (lambda x: x.reverse(), 0), (lambda x: x.clear(), 0)):
         before = log.edits
         change(log)
-        assert log.edits == before + 1 and log.dropped == 10
-    back = pickle.loads(pickle.dumps(EntryLog([1.5, 2.5], dropped=3)))
-    assert (type(back), back, back.dropped) == (EntryLog, [1.5, 2.5], 3)
+        assert log.edits == before + 1 and log.dropped == 10 and log.edited[-1] == 10 + at
+    assert len(log.edited) == 9
+    log.extend(range(100))
+    for _ in range(100):
+        log[0] = 1
+    assert len(log.edited) == ledger.EDITS_KEPT and log.edits == 109
+    back = pickle.loads(pickle.dumps(log))
+    assert (type(back), back, back.dropped, back.edits, back.edited) == (EntryLog, log, 10, 109, log.edited)
 
 
 def test_history_trims_count_as_drops_and_a_reopen_as_an_edit(monkeypatch):

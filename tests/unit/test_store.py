@@ -371,19 +371,30 @@ def test_the_ledgers_logs_are_rows_written_once_and_trimmed_at_their_front(store
     assert back.finished_dropped == led.finished_dropped and back.finished.dropped == 0
 
 
-def test_a_log_edited_other_than_at_its_ends_is_rewritten(store):
+def test_a_log_edited_is_rewritten_from_its_lowest_edit(store):
+    from slurm_dl.core import ledger
+
     led = Ledger()
     j = Job(1, user="ann", account="nlp", name="bert", num_gpus=1, state=JobState.RUNNING)
-    led.add_history(5.0, "bob", "x", "cv", 1)
+    for i in range(3):
+        led.add_history(float(i), "bob", "x", "cv", 1)
     led.observe([j], 0.0, 3600.0)
     led.observe([j], 10.0, 3600.0)
     led.observe([], 20.0, 3600.0)  # missing: closed into the history (10 GPU-s)
     store.save_cycle(CycleWrite(now=20.0, cycle=1, ledger=led))
-    assert [d for _, d in _entries(store, "history")] == ["5.0", "10.0"]
+    assert [d for _, d in _entries(store, "history")] == ["0.0", "1.0", "2.0", "10.0"]
     _tamper(store, "history", 0, "99.0")
-    led.observe([j], 30.0, 3600.0)  # back: its entry is withdrawn
+    led.observe([j], 30.0, 3600.0)  # back: its entry (the last) is withdrawn
+    led.add_history(4.0, "bob", "x", "cv", 1)
     store.save_cycle(CycleWrite(now=30.0, cycle=2, ledger=led))
-    assert [d for _, d in _entries(store, "history")] == ["5.0"]  # rewritten whole
+    assert _entries(store, "history") == [(0, "99.0"), (1, "1.0"), (2, "2.0"), (3, "4.0")]  # from the edit on
+    _tamper(store, "history", 0, "0.0")
+    assert Store(store.url).load_ledger() == led
+    _tamper(store, "history", 0, "99.0")
+    for _ in range(ledger.EDITS_KEPT + 1):  # more edits than the log remembers: rewritten whole
+        led.history.reverse()
+    store.save_cycle(CycleWrite(now=40.0, cycle=3, ledger=led))
+    assert [d for _, d in _entries(store, "history")] == ["4.0", "2.0", "1.0", "0.0"]
     assert Store(store.url).load_ledger() == led
 
 
