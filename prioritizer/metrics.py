@@ -36,6 +36,9 @@ from .cycle import CycleReport, Prioritizer
 
 PREFIX = "slurm_dl_prioritizer_"
 _CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0)
+VICTIMS_KEPT = 10_000
+"""Planned victims whose reason is remembered until their preemption closes; a victim planned
+and never signalled would otherwise stay for the daemon's life."""
 _SAVE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -111,9 +114,13 @@ class PrioritizerMetrics:
                 self.jobs.labels(state, cls).set(n)
         self.pushes.inc(report.pushed_jobs)
         self.push_calls.inc(report.push_calls)
+        reasons = self._victim_reason
         for p in report.planned:  # re-planned while open, so not counted; only remembered for the reason
             for v in p.get("victims", ()):
-                self._victim_reason[v] = preemption_reason(p.get("reason", ""))
+                reasons.pop(v, None)  # the latest plans last: the oldest go first below
+                reasons[v] = preemption_reason(p.get("reason", ""))
+        while len(reasons) > VICTIMS_KEPT:  # victims planned but never signalled
+            del reasons[next(iter(reasons))]
         for v in report.signalled:
             self.preemptions.labels("signalled", self._victim_reason.get(v, "unknown")).inc()
         for v in report.requeued:

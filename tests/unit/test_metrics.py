@@ -105,6 +105,30 @@ def test_prioritizer_memory_series_follow_what_the_process_holds(prio_metrics) -
         assert value(before, "slurm_dl_prioritizer_sqlite_memory_bytes") > 0
 
 
+def test_victims_planned_and_never_signalled_are_not_remembered_for_ever(monkeypatch) -> None:
+    import prioritizer.metrics as pm
+    from prioritizer.cycle import CycleReport
+
+    monkeypatch.setattr(pm, "VICTIMS_KEPT", 5)
+    m = PrioritizerMetrics()
+    for cycle in range(1, 9):  # a new victim planned each cycle, none signalled
+        m.observe(CycleReport(cycle=cycle, now=float(cycle), dry_run=False,
+                              planned=[{"need": 100, "victims": [cycle, 1], "reason": "waits"}]))
+    assert list(m._victim_reason) == [5, 6, 7, 8, 1]  # the oldest plans gone; 1, planned each cycle, kept
+    m.observe(CycleReport(cycle=9, now=9.0, dry_run=False, signalled=[1]))
+    assert value(_samples(m), "slurm_dl_prioritizer_preemptions_total", outcome="signalled", reason="priority") == 1
+
+
+def _samples(m: PrioritizerMetrics) -> dict:
+    from prometheus_client import generate_latest
+
+    out = {}
+    for fam in text_string_to_metric_families(generate_latest(m.registry).decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
 def test_filter_decisions_latency_busy_and_shim_reports(tmp_path) -> None:
     service = FilterService(CONFIG, metrics=FilterMetrics())
     server = serve_metrics(service.metrics.registry, 0, "127.0.0.1")
