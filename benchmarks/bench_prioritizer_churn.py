@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -97,6 +99,9 @@ def main() -> int:
     ap.add_argument("--cycles", type=int, default=1500)
     ap.add_argument("--no-trim", action="store_true", help="keep glibc's free memory (the comparison)")
     ap.add_argument("--config", default=str(ROOT / "site-configs" / "testbed.toml"))
+    ap.add_argument("--census", action="store_true",
+                    help="also count the objects Python's collector tracks, by type, after warm-up and at "
+                         "the end, and print the types that grew most")
     a = ap.parse_args()
     if a.no_trim:
         heap_mod._TRIM = None
@@ -106,6 +111,7 @@ def main() -> int:
     heap = Heap()
     heap.start()
     samples, failed = [], 0
+    censuses: list[Counter] = []
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{Path(tmp) / 'ledger.db'}")
@@ -124,6 +130,8 @@ def main() -> int:
                                 **process_memory.figures(), "ledger_jobs": len(led.jobs), "history": len(led.history),
                                 "finished": len(led.finished), "runs": len(led.runs),
                                 "elapsed_s": round(time.monotonic() - t0, 1)})
+                if a.census and (len(samples) == 2 or i == a.cycles):
+                    censuses.append(Counter(type(o).__qualname__ for o in gc.get_objects()))
         store.close()
     heap.release()
     warm, end = samples[min(1, len(samples) - 1)], samples[-1]
@@ -131,12 +139,19 @@ def main() -> int:
            "cycles": a.cycles, "trim": not a.no_trim, "failed_cycles": failed,
            "jobs_ended": a.churn * a.cycles, "rss_growth_ratio": round(end["rss_mib"] / warm["rss_mib"], 3),
            "samples": samples}
+    if len(censuses) == 2:
+        grew = censuses[1].copy()
+        grew.subtract(censuses[0])
+        out["census_growth"] = dict(grew.most_common(12))
     print(json.dumps(out))
     print(f"{a.cycles} cycles, {a.churn} jobs turning over each, {failed} failed; RSS "
           f"{warm['rss_mib']} MiB at cycle {warm['cycle']} -> {end['rss_mib']} at {end['cycle']} "
           f"(ratio {out['rss_growth_ratio']}); glibc free-but-kept {warm['malloc_free_mib']} -> "
           f"{end['malloc_free_mib']} MiB; history {end['history']}, finished {end['finished']}"
           + ("" if not a.no_trim else " (without giving free memory back)"))
+    if "census_growth" in out:
+        print("objects tracked, growth from warm-up to the end: "
+              + ", ".join(f"{k} {v:+d}" for k, v in out["census_growth"].items()))
     return 0 if failed == 0 else 1
 
 
