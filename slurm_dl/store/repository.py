@@ -246,16 +246,9 @@ class Store:
         each log's first entry's place in the whole log (0 when it is empty)."""
         t = LedgerEntryRow.__table__.c
         try:
-            stmt = select(t.log, t.idx, t.data).where(t.log.in_(names))  # sorted below: no index walk
-            with self.engine.connect() as conn:  # the driver's tuples: up to 240,000 rows
-                sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-                cur = conn.connection.cursor()
-                try:
-                    cur.execute(sql)
-                    rows = cur.fetchall()
-                finally:
-                    cur.close()
-            rows.sort(key=itemgetter(0, 1))
+            with self.engine.connect() as conn:  # Core rows, no ORM objects: up to 240,000 of them
+                rows = conn.execute(select(t.log, t.idx, t.data).where(t.log.in_(names))).all()
+            rows.sort(key=itemgetter(0, 1))  # in table order, then sorted: no walk along the index
         except SQLAlchemyError as e:
             raise self._fail("reading the ledger", e) from None
         firsts = {name: 0 for name in names}
