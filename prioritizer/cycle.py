@@ -24,7 +24,7 @@ from slurm_dl.core.model import ClusterSnapshot, Job, JobState
 from slurm_dl.core.preemption import RESUME_CHECKPOINT, resume_kind, waits_only_for_gpus
 from slurm_dl.core.steering import plan_moves
 from slurm_dl.core.policy import PolicyContext, get_policy
-from slurm_dl.core.policy.base import PriorityPolicy, rank_scores
+from slurm_dl.core.policy.base import PriorityPolicy, in_order_of, rank_scores
 from slurm_dl.core.policy.admission import DeadlineAdmission, demotion_message
 from slurm_dl.core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, admit_deadlines
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
@@ -133,6 +133,7 @@ class Prioritizer:
         self._admission_restored = False
         self.idle = IdleWatcher(config.telemetry, site=config) if config.telemetry.exposition_dir else None
         self.explain_cache = ExplanationCache()  # which explanations a cycle rebuilds
+        self._ranked_ids: list[int] = []  # the last cycle's ranking (see _rank)
         self.shard_steering = ShardSteering(config) if any(g.shards_per_gpu for g in config.sharing.groups) else None
         """GPU sharing: waiting shard jobs packed onto GPUs already shared."""
         self.steering = Steering(config) if len(config.gpu_types) > 1 else None
@@ -265,7 +266,9 @@ class Prioritizer:
         """The policy's scores, and its order when the scores are its ranks (the inherited
         ``scores``): that order is the ranking explanations show, not sorted again."""
         if type(self.policy).scores is PriorityPolicy.scores:
-            ranked = self.policy.order(jobs, ctx)
+            # handed over as the last cycle ranked them: the same order, sorted in fewer steps
+            ranked = self.policy.order(in_order_of(jobs, self._ranked_ids), ctx)
+            self._ranked_ids = list(map(_JOB_ID, ranked))
             return ranked, rank_scores(ranked)
         return None, self.policy.scores(jobs, ctx)
 

@@ -72,3 +72,23 @@ def test_next_key_change_is_in_the_future_or_none(name):
     for j in jobs:
         t = p.next_key_change(j, ctx)
         assert t is None or t > ctx.now
+
+
+def test_in_order_of_puts_jobs_in_an_earlier_ranking_and_newcomers_after():
+    """The cycle hands its policy the queue as the last cycle ranked it (the sort is adaptive);
+    jobs that left are skipped, new ones follow in their own order, nothing is lost or doubled,
+    and every policy ranks the arranged queue as it ranks the queue as given."""
+    from slurm_dl.core.policy.base import in_order_of
+
+    jobs, led = population(3)
+    before = [j.job_id for j in reversed(jobs[:200])] + [10_000, 10_001]  # two that left
+    arranged = in_order_of(jobs, before)
+    assert [j.job_id for j in arranged] == [j.job_id for j in reversed(jobs[:200])] + [j.job_id for j in jobs[200:]]
+    assert all(a is b for a, b in zip(arranged[:200], reversed(jobs[:200])))
+    assert in_order_of(jobs, []) == jobs
+    twice = jobs[:5] + [jobs[0]]  # a repeated id: the queue as given, not one copy dropped
+    assert in_order_of(twice, [j.job_id for j in reversed(twice)]) == twice
+    ctx = PolicyContext(now=10_000.0, ledger=led, total_gpus=64)
+    for name in policy_names():
+        policy = get_policy(name)
+        assert [j.job_id for j in policy.order(arranged, ctx)] == [j.job_id for j in policy.order(jobs, ctx)], name

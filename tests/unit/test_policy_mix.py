@@ -233,9 +233,12 @@ def test_combined_key_from_fused_score_and_tiebreak_equals_the_separate_calls(ti
                                    [["las", "deadline"], ["fairshare"]], [["fairshare", "las"]],
                                    [["class", "fairshare"], ["deadline", "las"]]])
 @pytest.mark.parametrize("starvation", [None, 4.0])
-def test_combined_bound_key_equals_the_key_of_each_job(tiers, starvation):
+@pytest.mark.parametrize("fused", [True, False])
+def test_combined_bound_key_equals_the_key_of_each_job(tiers, starvation, fused):
     """The key the combined policy sorts a queue with (each component bound to the cycle's
-    context once) is the same tuple, float for float, as ``key`` per job, and so the order."""
+    context once, the loop unrolled into one generated function) is the same tuple, float for
+    float (the sign of a zero included), as ``key`` per job, and so the order; with each
+    component's score and tiebreak in one call or, where none has one, in two."""
     import random
 
     from slurm_dl.core.policy.combined import CombinedPolicy
@@ -262,6 +265,13 @@ def test_combined_bound_key_equals_the_key_of_each_job(tiers, starvation):
     ctx = PolicyContext(now=now, ledger=led, config=c, total_gpus=32)
     policy = get_policy("combined", c)
     assert isinstance(policy, CombinedPolicy)
+    if not fused:
+        for comp in policy.components.values():
+            comp.score_and_tiebreak = lambda: None  # instance attribute: no fused call
+            comp.bind_score_and_tiebreak = lambda ctx: None
+        policy._compile()
+        assert not any(t[1] for t in policy._tiers)
     bound = policy.bound_key(ctx)
     assert [bound(j) for j in jobs] == [policy.key(j, ctx) for j in jobs]
+    assert [repr(bound(j)) for j in jobs] == [repr(policy.key(j, ctx)) for j in jobs]  # -0.0 is not 0.0
     assert [j.job_id for j in policy.order(jobs, ctx)] == [j.job_id for j in sorted(jobs, key=lambda j: policy.key(j, ctx))]
