@@ -11,7 +11,8 @@ import copy
 import logging
 import time
 from collections import Counter
-from operator import attrgetter, neg
+from itertools import repeat
+from operator import attrgetter, is_, neg
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,6 +41,7 @@ from .steer import ShardSteering, SteerReport, Steering, gpu_type_entry, steer
 log = logging.getLogger("slurm_dl.prioritizer")
 _PENDING = JobState.PENDING
 _JOB_ID, _SUBMIT_TIME = attrgetter("job_id"), attrgetter("submit_time")
+_STATE, _JOB_CLASS = attrgetter("state"), attrgetter("job_class")
 
 DECISION_RETENTION_S = 7 * 86400.0
 PRUNE_EVERY_CYCLES = 100
@@ -245,7 +247,8 @@ class Prioritizer:
         t_push = time.perf_counter()
 
         prep = self._preempt(snap, jobs, scores, ctx, ledger, push.idle_low, report)
-        for (state, job_class), n in Counter((j.state is _PENDING, j.job_class) for j in jobs).items():
+        waiting_class = zip(map(is_, map(_STATE, jobs), repeat(_PENDING)), map(_JOB_CLASS, jobs))  # C-level
+        for (state, job_class), n in Counter(waiting_class).items():
             by_class = report.jobs_by_class.setdefault("pending" if state else "running", {})
             by_class[job_class.value] = by_class.get(job_class.value, 0) + n
         t_pre = time.perf_counter()
@@ -290,10 +293,9 @@ class Prioritizer:
         else:
             work = Ledger.from_dict(ledger.to_dict(compact=True))
             work.observe(snap.jobs, now, self.half_life_s, speeds)
-        records = work.jobs
-        for j in jobs:
+        for j, rec in zip(jobs, map(work.jobs.get, map(_JOB_ID, jobs))):
             apply_tags(j)
-            apply_ledger(j, records.get(j.job_id))
+            apply_ledger(j, rec)
         return work
 
     def _admit(self, jobs: list[Job], now: float, total_gpus: int, ledger: Ledger) -> dict[int, str]:
@@ -357,7 +359,8 @@ class Prioritizer:
     def _push(self, jobs: list[Job], pending: list[Job], scores: dict[int, float], report: CycleReport,
               decisions: list) -> "_Pushed":
         """Map waiting jobs' scores to SiteFactor and update those that changed (bounded per cycle)."""
-        pending_scores = {j.job_id: scores[j.job_id] for j in pending}
+        pending_ids = list(map(_JOB_ID, pending))
+        pending_scores = dict(zip(pending_ids, map(scores.__getitem__, pending_ids)))
         desired = site_factors(pending_scores, self.scale)
         if self.known_site_factors is None:  # read once; kept in step with every save after that
             self.known_site_factors = self.store.site_factors()

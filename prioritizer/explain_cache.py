@@ -149,8 +149,7 @@ class ExplanationCache:
                 self.noted.add(j.job_id)
             else:
                 self.noted.discard(j.job_id)
-        live = set(ids)
-        gone = [j for j in records if j not in live]
+        gone = sorted(records.keys() - set(ids))  # (a set difference: records holds every job)
         for j in gone:
             del records[j]
             parts.pop(j, None)

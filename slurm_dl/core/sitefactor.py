@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import ne
 from typing import Mapping
 
 
@@ -85,13 +87,10 @@ def plan_pushes(desired: Mapping[int, int], current: Mapping[int, int], limit: i
     those are the ones Slurm is about to start; the rest are ``deferred`` to later cycles.
     Output is deterministic: values ascending, ids sorted.
     """
-    changed: list[tuple[int, int]] = []
-    unchanged = 0
-    for job_id, value in desired.items():
-        if current.get(job_id, 0) == value:
-            unchanged += 1
-            continue
-        changed.append((job_id, value))
+    ids, values = list(desired), list(desired.values())  # C-level maps: run over every waiting job
+    changed: list[tuple[int, int]] = list(compress(zip(ids, values),
+                                                   map(ne, map(current.get, ids, repeat(0)), values)))
+    unchanged = len(ids) - len(changed)
     deferred = 0
     if limit is not None and len(changed) > limit:
         changed.sort(key=lambda jv: (-max(jv[1], current.get(jv[0], 0)), jv[0]))

@@ -13,6 +13,8 @@ parser (``parse.job_from_squeue``) builds every ``Job`` whichever way it was rea
 from __future__ import annotations
 
 import dataclasses
+from itertools import compress, repeat
+from operator import is_, is_not
 from sys import intern
 from typing import Any, Callable, Iterable
 
@@ -148,16 +150,23 @@ class LineMemo:
         self.parsed = 0  # lines parsed by the latest call (the rest came from the memo)
 
     def jobs(self, text: str) -> list[Job]:
-        latest, before, fresh, out, parsed = self._latest, self._before, {}, [], 0
-        for line in text.splitlines():
-            job = latest.get(line) or before.get(line)
+        # C-level maps over the lines (a large queue's lines are nearly all in ``latest``);
+        # Python only for the others
+        latest, before, parsed = self._latest, self._before, 0
+        lines = text.splitlines()
+        found: list[Job | None] = list(map(latest.get, lines))
+        for i in compress(range(len(lines)), map(is_, found, repeat(None))):
+            line = lines[i]
+            job = before.get(line)
             if job is None:
                 rec = record_from_format_line(line)
                 if rec is None:
-                    continue
+                    continue  # not a job's line: left out below
                 job = job_from_squeue(rec)
                 parsed += 1
-            fresh[line] = job
-            out.append(_clone(job))
-        self._before, self._latest, self.parsed = latest, fresh, parsed
-        return out
+            found[i] = job
+        if any(map(is_, found, repeat(None))):
+            kept = list(map(is_not, found, repeat(None)))
+            lines, found = list(compress(lines, kept)), list(compress(found, kept))
+        self._before, self._latest, self.parsed = latest, dict(zip(lines, found)), parsed
+        return list(map(_clone, found))
