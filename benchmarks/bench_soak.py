@@ -17,6 +17,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -26,6 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_live_scale as live  # noqa: E402
+
+from slurm_dl.process_memory import MEMORY_DIR_ENV, growth  # noqa: E402
 
 
 def proc_figures(pid: int) -> dict:
@@ -77,6 +80,20 @@ def db_rows(root: Path) -> dict:
     return out
 
 
+def snapshot(directory: Path, pids: dict[str, int], n: int, timeout_s: float = 300.0) -> dict[str, str | None]:
+    """Ask each traced process for its ``n``-th memory snapshot (SIGUSR1) and wait for the files."""
+    for pid in pids.values():
+        os.kill(pid, signal.SIGUSR1)
+    end = time.monotonic() + timeout_s
+    paths: dict[str, str | None] = {}
+    for name, pid in pids.items():
+        path = directory / f"{name}-{pid}-{n}.tracemalloc"
+        while not path.exists() and time.monotonic() < end:
+            time.sleep(0.5)
+        paths[name] = str(path) if path.exists() else None
+    return paths
+
+
 def main() -> int:
     import argparse
 
@@ -89,6 +106,10 @@ def main() -> int:
     ap.add_argument("--sample-every", type=float, default=20.0)
     ap.add_argument("--minutes", type=float, default=None,
                     help="stop after this many minutes even if --cycles is not reached")
+    ap.add_argument("--trace-memory", type=int, default=0, metavar="FRAMES",
+                    help="run the prioritizer and the filter with Python's allocation tracing (FRAMES deep) "
+                         "and compare their snapshots from --snapshot-at minutes to the end")
+    ap.add_argument("--snapshot-at", type=float, default=10.0, metavar="MINUTES")
     args = ap.parse_args()
 
     from slurm_dl.testbed import Testbed
@@ -113,7 +134,10 @@ def main() -> int:
     submitted = [0]
     try:
         config = live.site_config(tb, nodes, args.interval, agent_dir)
-        sv = live.start_services(tb, env, config, logs)
+        snaps = logs / "memory"
+        shutil.rmtree(snaps, ignore_errors=True)
+        traced = {"PYTHONTRACEMALLOC": str(args.trace_memory), MEMORY_DIR_ENV: str(snaps)} if args.trace_memory else {}
+        sv = live.start_services(tb, {**env, **traced}, config, logs)
         prio_pid, filter_pid = sv.procs[1].pid, sv.procs[0].pid
         people = live.local_users(6)
         rng = random.Random(7)
@@ -135,6 +159,7 @@ def main() -> int:
         bg.every("agent", 5.0, live.agents(env, nodes[:2], agent_dir))
         t0 = time.monotonic()
         last = (0.0, 0.0)
+        snapped: list[dict] = []
         while True:
             m = live.scrape(sv.prio_port)
             dsum = m.get("slurm_dl_prioritizer_cycle_duration_seconds_sum", 0.0)
@@ -152,7 +177,12 @@ def main() -> int:
                             "jobs_submitted": submitted[0]})
             say(json.dumps(samples[-1]))
             out_of_time = args.minutes is not None and time.monotonic() - t0 >= args.minutes * 60
-            if cycles >= args.cycles or out_of_time or any(p.poll() is not None for p in sv.procs):
+            done = cycles >= args.cycles or out_of_time or any(p.poll() is not None for p in sv.procs)
+            if traced and (len(snapped) == 0 and time.monotonic() - t0 >= args.snapshot_at * 60 or
+                           len(snapped) == 1 and done):
+                snapped.append(snapshot(snaps, {"prioritizer": prio_pid, "filter": filter_pid}, len(snapped) + 1))
+                say(f"memory snapshot {len(snapped)}: {snapped[-1]}")
+            if done:
                 break
             time.sleep(args.sample_every)
     finally:
@@ -182,6 +212,9 @@ def main() -> int:
                    "cycle_mean_s": growth(lambda s: s["cycle_mean_s"])},
         "samples": samples,
     }
+    if args.trace_memory and len(snapped) == 2:  # where Python's blocks grew, per process
+        result["memory_growth"] = {name: growth(snapped[0][name], snapped[1][name], top=12)
+                                   for name in snapped[0] if snapped[0][name] and snapped[1].get(name)}
     print(json.dumps(result))
     g = result["growth"]
     print(f"soak ({args.nodes} nodes, {result['cycles_ok']} cycles at {args.interval} s = "
@@ -189,6 +222,9 @@ def main() -> int:
           f"{result['cycles_failed']} failed cycles; end/start prioritizer RSS {g['prioritizer_rss']}x, fds "
           f"{g['prioritizer_fds']}x; filter RSS {g['filter_rss']}x, fds {g['filter_fds']}x; database "
           f"{g['db_bytes']}x; cycle time {g['cycle_mean_s']}x")
+    for name, lines in result.get("memory_growth", {}).items():
+        print(f"where {name}'s Python blocks grew from minute {args.snapshot_at:g} to the end:")
+        print("\n".join(f"  {line}" for line in lines))
     return 0
 
 

@@ -397,6 +397,10 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGHUP, lambda *_: service.reload())
+    from slurm_dl.process_memory import snapshot_on_signal
+
+    if (where := snapshot_on_signal("filter")) is not None:
+        log.info("tracing allocations: SIGUSR1 writes a memory snapshot to %s", where)
     server = holder["server"] = open_server(service, path, owner)
     if stop_requested.is_set():
         server.server_close()

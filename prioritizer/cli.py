@@ -145,6 +145,10 @@ def run(
             log.warning("first start (--init): created an empty store at %s", prio.store.shown)
         log.info("prioritizer started: Slurm %s, interval %.1f s, store %s", prio.backend.slurm_release(),
                  pc.interval_seconds, prio.store.shown)
+        from slurm_dl.process_memory import snapshot_on_signal
+
+        if (where := snapshot_on_signal("prioritizer")) is not None:
+            log.info("tracing allocations: SIGUSR1 writes a memory snapshot to %s", where)
         loop = Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics)
         loop.run()
     if loop.exit_code:
