@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_live_scale as live  # noqa: E402
 
-from slurm_dl.process_memory import MEMORY_DIR_ENV, growth  # noqa: E402
+from slurm_dl.process_memory import MEMORY_DIR_ENV, growth as memory_growth  # noqa: E402
 
 
 def proc_figures(pid: int) -> dict:
@@ -213,7 +213,7 @@ def main() -> int:
         "samples": samples,
     }
     if args.trace_memory and len(snapped) == 2:  # where Python's blocks grew, per process
-        result["memory_growth"] = {name: growth(snapped[0][name], snapped[1][name], top=12)
+        result["memory_growth"] = {name: memory_growth(snapped[0][name], snapped[1][name], top=12)
                                    for name in snapped[0] if snapped[0][name] and snapped[1].get(name)}
     print(json.dumps(result))
     g = result["growth"]
