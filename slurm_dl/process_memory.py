@@ -116,7 +116,8 @@ def snapshot_on_signal(name: str, signum: int = signal.SIGUSR1) -> Path | None:
 def growth(old: str | Path, new: str | Path, top: int = 15) -> list[str]:
     """Where Python's blocks grew from snapshot ``old`` to ``new`` (those of
     :func:`snapshot_on_signal`), largest first, one line each, 80 columns at most: size and
-    block count differences, the allocating line (the deepest recorded frames after it)."""
+    block count differences, the allocating line, then the recorded lines that called it
+    (``<``: called from)."""
     a = tracemalloc.Snapshot.load(str(old))
     b = tracemalloc.Snapshot.load(str(new))
     lines = []
@@ -125,7 +126,7 @@ def growth(old: str | Path, new: str | Path, top: int = 15) -> list[str]:
     blocks = sum(d.count_diff for d in diffs)
     lines.append(f"total {total / 2**20:+.2f} MiB, {blocks:+,d} blocks")
     for d in diffs[:top]:
-        frames = [f"{Path(f.filename).name}:{f.lineno}" for f in d.traceback]
+        frames = [f"{Path(f.filename).name}:{f.lineno}" for f in reversed(d.traceback)]  # (oldest first)
         lines.append(f"{d.size_diff / 2**10:+9.1f} KiB {d.count_diff:+8,d}  {' < '.join(frames)}"[:80])
     return lines
 

@@ -16,7 +16,9 @@ CHILD = textwrap.dedent("""
     from slurm_dl.process_memory import snapshot_on_signal
     print(snapshot_on_signal("daemon"), flush=True)
     os.kill(os.getpid(), signal.SIGUSR1)
-    kept = [object() for _ in range(20_000)]  # the growth to find
+    def grow():
+        return [object() for _ in range(20_000)]  # the growth to find (line 7)
+    kept = grow()
     os.kill(os.getpid(), signal.SIGUSR1)
     time.sleep(0.1)
 """)
@@ -42,7 +44,8 @@ def test_each_signal_writes_a_snapshot_and_growth_names_the_allocating_line(tmp_
     lines = growth(first, second, top=3)
     total_blocks = int(re.search(r"([+-][\d,]+) blocks", lines[0]).group(1).replace(",", ""))
     assert 19_000 < total_blocks < 22_000, lines
-    assert "daemon_like.py:6" in lines[1], lines  # the list comprehension's line, first
+    assert "daemon_like.py:7" in lines[1], lines  # the list comprehension's line, first
+    assert lines[1].split()[-3:] == ["daemon_like.py:7", "<", "daemon_like.py:8"], lines  # then its caller
     assert all(len(line) <= 80 for line in lines)
 
 
