@@ -21,7 +21,7 @@ from slurm_dl.core.errors import SlurmError, StoreError
 from slurm_dl.core.explain import explain_job
 from slurm_dl.core.fairness import entitled
 from slurm_dl.core.ledger import Ledger
-from slurm_dl.core.model import ClusterSnapshot, Job, JobState
+from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState
 from slurm_dl.core.preemption import RESUME_CHECKPOINT, resume_kind, waits_only_for_gpus
 from slurm_dl.core.steering import plan_moves
 from slurm_dl.core.policy import PolicyContext, get_policy
@@ -34,7 +34,7 @@ from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 from . import preempt
 from .explain_cache import ExplanationCache
 from .idle_watch import IdleWatcher
-from .jobs import apply_ledger, apply_tags, demote_violations, reopen_returned, seed_unknown_running
+from .jobs import CycleChanges, apply_ledger, apply_tags, class_demotions, reopen_returned, seed_unknown_running
 from .planning import plan_intents
 from .steer import ShardSteering, SteerReport, Steering, gpu_type_entry, steer
 
@@ -136,6 +136,7 @@ class Prioritizer:
         self.idle = IdleWatcher(config.telemetry, site=config) if config.telemetry.exposition_dir else None
         self.explain_cache = ExplanationCache()  # which explanations a cycle rebuilds
         self._ranked_ids: list[int] = []  # the last cycle's ranking (see _rank)
+        self._changes = CycleChanges()  # the cycle's own changes to its jobs, undone by the next
         self.shard_steering = ShardSteering(config) if any(g.shards_per_gpu for g in config.sharing.groups) else None
         """GPU sharing: waiting shard jobs packed onto GPUs already shared."""
         self.steering = Steering(config) if len(config.gpu_types) > 1 else None
@@ -218,6 +219,7 @@ class Prioritizer:
 
     def run_cycle(self) -> CycleReport:
         t0 = time.perf_counter()
+        self._changes.undo()  # the last cycle's own changes to its jobs (see CycleChanges)
         ledger = self._load()
         waited = getattr(self.backend, "call_s", None)  # a backend that counts its waits on Slurm
         t_call = time.perf_counter()
@@ -227,7 +229,10 @@ class Prioritizer:
         now = snap.taken_at
         jobs = [j for j in snap.jobs if j.state is _PENDING or j.state.active]
         work = self._account(snap, jobs, ledger)
-        demoted = demote_violations(jobs, self.config)
+        demoted = class_demotions(jobs, self.config)
+        for j in jobs if demoted else ():
+            if j.job_id in demoted:
+                self._changes.set(j, "job_class", JobClass.TRAIN)
         ignored_deadlines = self._admit(jobs, now, snap.total_gpus(), ledger)
         ctx = PolicyContext(now=now, ledger=work, config=self.config, total_gpus=snap.total_gpus())
         ranked, scores = self._rank(jobs, ctx)
@@ -281,6 +286,8 @@ class Prioritizer:
         waiting time from the ledger. Returns the ledger the cycle works with."""
         now = snap.taken_at
         speeds = self.steering.speeds if self.steering is not None else None
+        for j in jobs:  # first: the ledger counts a waiting job's GPUs as its tag does
+            apply_tags(j)
         if not self.dry_run:
             reopen_returned(jobs, ledger)
         known = ledger.jobs
@@ -294,18 +301,19 @@ class Prioritizer:
             work = Ledger.from_dict(ledger.to_dict(compact=True))
             work.observe(snap.jobs, now, self.half_life_s, speeds)
         for j, rec in zip(jobs, map(work.jobs.get, map(_JOB_ID, jobs))):
-            apply_tags(j)
             apply_ledger(j, rec)
         return work
 
     def _admit(self, jobs: list[Job], now: float, total_gpus: int, ledger: Ledger) -> dict[int, str]:
         """Deadlines the prioritizer honours (quota, horizon; admission when configured): the
-        others are dropped from their jobs. Returns ``{job_id: why}`` for each one dropped."""
+        others are dropped from their jobs (until the next cycle: CycleChanges). Returns
+        ``{job_id: why}`` for each one dropped."""
         ignored_deadlines = admit_deadlines(jobs, self.config)
-        for j in jobs:
+        change = self._changes.set
+        for j in jobs if ignored_deadlines else ():
             if j.job_id in ignored_deadlines:
-                j.deadline = None
-                j.soft_deadlines = ()
+                change(j, "deadline", None)
+                change(j, "soft_deadlines", ())
         if self.admission is None:
             return ignored_deadlines
         # a deadline the cluster cannot keep: best effort, said once
@@ -325,10 +333,10 @@ class Prioritizer:
                 ledger.revision += 1
         for j in jobs:
             if j.job_id in admission.demoted:
-                j.tags = {**j.tags, DEMOTED_TAG: admission.demoted[j.job_id]}
+                change(j, "tags", {**j.tags, DEMOTED_TAG: admission.demoted[j.job_id]})
             elif j.deadline is None and j.soft_deadlines and j.job_id in admission.admitted:
                 # the soft step promised: boosted for it only (steps before it given up)
-                j.tags = {**j.tags, SOFT_FROM_TAG: repr(admission.admitted[j.job_id])}
+                change(j, "tags", {**j.tags, SOFT_FROM_TAG: repr(admission.admitted[j.job_id])})
         return ignored_deadlines
 
     def _notes(self, demoted: dict[int, str], ignored_deadlines: dict[int, str]) -> list:

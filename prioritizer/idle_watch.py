@@ -63,6 +63,7 @@ class IdleWatcher:
         bounded, the last RUNS_KEPT runs of each of the last NAMES_KEPT names."""
         self.running: dict[int, tuple[Job, bool]] = {}  # running job -> (job, on shards)
         self.hinted: set[int] = set()  # jobs whose comment has the share hint
+        self._written: dict[int, str] = {}  # comments this step wrote (job -> text)
 
     def load_runs(self, rows: Iterable[Any]) -> None:
         """Ended jobs' GPU use, from the store's ``gpu-use`` decision rows (once, at start)."""
@@ -92,6 +93,7 @@ class IdleWatcher:
     def step(self, jobs: Iterable[Job], now: float, backend: Any, *, dry_run: bool) -> IdleStep:
         """Per running job: its utilisation entry, the decision rows to store and its updated summary."""
         jobs = list(jobs)
+        self._written = {}
         running = {j.job_id: j for j in jobs if j.running}
         self.window = merge_window(self.window, self.read(), now - horizon_minutes(self.cfg) * 60.0)
         mine = [s for s in self.window if s.job_id in running]
@@ -153,7 +155,7 @@ class IdleWatcher:
             if hint is None:
                 continue
             out.entries.setdefault(jid, {})["share_hint"] = hint
-            if jid not in self.hinted and not dry_run and not (job.comment and "[slurm-dl: " in job.comment):
+            if jid not in self.hinted and not dry_run and "[slurm-dl: " not in self._comment_of(job):
                 self.hinted.add(jid)  # once; never over an idle warning
                 out.rows.append((jid, "share-hint", None, hint))
                 self._comment(job, hint, backend)
@@ -191,10 +193,14 @@ class IdleWatcher:
             except SlurmError as e:  # the job may have ended meanwhile; the next cycle sees it gone
                 log.warning("idle GPUs: cancelling job %d failed: %s", d.job_id, e)
 
+    def _comment_of(self, job: Job) -> str:
+        """The job's comment as this step left it (the job itself is the snapshot's: unchanged)."""
+        return self._written.get(job.job_id, job.comment) or ""
+
     def _comment(self, job: Job, note: str, backend: Any) -> None:
         if "comment" not in self.cfg.warn_via:
             return
-        text = comment_with_note(job.comment, note)
+        text = comment_with_note(self._comment_of(job), note)
         if text is None:
             log.warning("idle GPUs: job %d: its comment leaves no room for a note; warned in the log only", job.job_id)
             return
@@ -204,7 +210,7 @@ class IdleWatcher:
             return
         try:
             setter(job.job_id, text)
-            job.comment = text
+            self._written[job.job_id] = text
         except SlurmError as e:  # a failed note must not stop the cycle; the log has the warning
             log.warning("idle GPUs: job %d: writing the comment failed: %s", job.job_id, e)
 

@@ -156,10 +156,19 @@ _BY_SUBMISSION = attrgetter("submit_time", "job_id")
 
 
 def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
-    """Demote to train every live job whose class limits no longer hold, whose account may not
-    use its class, or that goes past its class's per-user GPU quota (the user's earliest jobs
-    keep the class); returns why, per job. (Checkpointability stays as tagged: a demoted job is
-    not made preemptible.)"""
+    """``class_demotions``, the jobs changed in place (class train)."""
+    demoted = class_demotions(jobs, config)
+    for job in jobs:
+        if job.job_id in demoted:
+            job.job_class = JobClass.TRAIN
+    return demoted
+
+
+def class_demotions(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
+    """Which live jobs to demote to train: those whose class limits no longer hold, whose
+    account may not use its class, or that go past its class's per-user GPU quota (the user's
+    earliest jobs keep the class); returns why, per job. The jobs are not changed.
+    (Checkpointability stays as tagged: a demoted job is not made preemptible.)"""
     demoted: dict[int, str] = {}
     held: dict[tuple[str, JobClass], int] = {}
     high = {c for c in set(map(_JOB_CLASS, jobs)) if is_privileged(c, config)}  # per class: most are train
@@ -189,5 +198,24 @@ def demote_violations(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
                     held[key] = held.get(key, 0) + job.num_gpus
         if why is not None:
             demoted[job.job_id] = f"class {cls.value} demoted to train: {why}"
-            job.job_class = JobClass.TRAIN
     return demoted
+
+
+class CycleChanges:
+    """What a cycle changes on its jobs for its own decisions (a class demoted, a deadline
+    dropped, an admission tag), undone before the next snapshot. A snapshot's Jobs may be
+    handed out again by the next one (``LineMemo``: the same object for the same line), which
+    must find them as their line and tags make them; undoing a few thousand changes costs far
+    less than a copy of each job changed."""
+
+    def __init__(self) -> None:
+        self._undo: list[tuple[Job, str, object]] = []
+
+    def set(self, job: Job, name: str, value: object) -> None:
+        self._undo.append((job, name, getattr(job, name)))
+        setattr(job, name, value)
+
+    def undo(self) -> None:
+        for job, name, value in reversed(self._undo):
+            setattr(job, name, value)
+        self._undo.clear()

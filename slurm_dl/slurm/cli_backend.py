@@ -89,9 +89,11 @@ class SprioMemo:
 
 
 def with_site_factors(jobs: list[Job], factors: Mapping[int, int]) -> list[Job]:
-    """Fill ``Job.site_factor`` from sprio's view (only eligible pending jobs appear there)."""
+    """Fill ``Job.site_factor`` from sprio's view (only eligible pending jobs appear there; the
+    others have none). Sets every job's, so a Job handed out again (``LineMemo``) is filled as
+    a fresh one would be."""
     for job in jobs:
-        job.site_factor = int(factors.get(job.job_id, job.site_factor))
+        job.site_factor = int(factors.get(job.job_id, 0))
     return jobs
 
 
