@@ -99,8 +99,8 @@ def scene(now: float) -> list[Job]:
         # six tight deadlines of one user: the last two are ignored while the first four live
         *(job(10 + i, "u2", 1, deadline=now + 900.0 + 60 * i, limit=600.0, tagged=False) for i in range(6)),
         job(20, "u3", 1, tag_gpus=4),  # the filter counted 4 GPUs; squeue shows 1
-        job(21, "u3", 3, deadline=now + 5400.0),  # admission: the first is promised,
-        job(22, "u3", 3, deadline=now + 5400.0),  # the second cannot be kept next to it
+        job(21, "u3", 6, deadline=now + 5400.0),  # admission: the first is promised,
+        job(22, "u3", 6, deadline=now + 5400.0),  # the second cannot be kept next to it
         *(job(30 + i, f"v{i}", 1 + i % 3) for i in range(8)),
     ]
 
@@ -120,7 +120,7 @@ def test_a_cycle_over_jobs_handed_out_again_decides_as_over_fresh_ones(tmp_path)
     for shared in (True, False):
         c = TextCluster(scene(1_000_000.0), nodes, shared)
         p = Prioritizer(config, c, Store(f"sqlite:///{tmp_path / f'{shared}.db'}"))
-        seen = []
+        seen, parsed = [], []
         for step in range(8):
             if step == 1:
                 for jid in (1, 2, 10, 11):
@@ -131,9 +131,11 @@ def test_a_cycle_over_jobs_handed_out_again_decides_as_over_fresh_ones(tmp_path)
             if step == 5:
                 c.start(21, "gpu02")
             seen.append(outcome(p, p.run_cycle()))
+            parsed.append(c.memo.parsed if c.memo is not None else None)
             c.now += 30.0
-        runs[shared] = (seen, c.calls)
+        runs[shared] = (seen, c.calls, parsed)
     shared, fresh = runs[True], runs[False]
+    assert 0 in shared[2]  # whole cycles over Jobs handed out again
     assert shared[1] == fresh[1]  # the same Slurm calls
     for step, (a, b) in enumerate(zip(shared[0], fresh[0])):
         assert a == b, f"cycle {step + 1} differs"
@@ -143,5 +145,6 @@ def test_a_cycle_over_jobs_handed_out_again_decides_as_over_fresh_ones(tmp_path)
     assert last["jobs_by_class"]["pending"].get("interactive") == 1  # job 3 (2 runs)
     ignored = [jid for jid in range(14, 16) if any(k == "deadline" for k, _, _ in fresh[0][2]["decisions"][jid])]
     assert ignored == [14, 15]
+    assert any("not admitted" in why for k, _, why in fresh[0][0]["decisions"][22] if k == "deadline")
     slack = [run["explanations"][14]["deadline_slack_s"] for run in fresh[0]]
     assert slack[1] is None and slack[-1] is not None  # dropped, then honoured once 10 and 11 ended
