@@ -117,8 +117,6 @@ def parse_squeue_format(text: str, states: Iterable[JobState] | None = None,
     return select_jobs((job_from_squeue(rec) for rec in records if rec is not None), states)
 
 
-
-
 class LineMemo:
     """Each distinct ``squeue -O`` line is parsed once. A line holds everything its Job is built
     from (times print as epoch seconds), and between two snapshots of a large queue almost every
