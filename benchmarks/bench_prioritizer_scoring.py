@@ -207,7 +207,7 @@ def whole_cycles(cfg, jobs, nodes, led, now, cycles: int, gc_paced: bool = True,
             if baseline is not None:
                 c0 = time.process_time()
                 baseline()
-                out[-1]["fifo_s"] = time.process_time() - c0
+                out[-1]["fifo_s"] = round(time.process_time() - c0, 4)
         if heap is not None:  # the collection the daemon makes every FULL_EVERY_CYCLES cycles
             heap.collect()
             out.append({"gc_full_s": round(heap.last_collection_s, 3), "every_cycles": heap.full_every})
@@ -278,7 +278,7 @@ def main() -> int:
         # the steady cycles' median CPU time plus the daemon's full collection spread over its cycles
         "cycle_total_s": median,
         "cycle_best_s": best["cpu_s"] if best else None,
-        "cycle_fifo_s": [round(c["fifo_s"], 4) for c in steady if c.get("fifo_s")],
+        "cycle_fifo_s": [c["fifo_s"] for c in steady if c.get("fifo_s")],
         "cycle_ratio_to_fifo": round(statistics.median(beside), 2) if beside else None,
         "gc_full_collection_s": gc_full["gc_full_s"] if gc_full else None,
         "gc_every_cycles": gc_full["every_cycles"] if gc_full else None,
