@@ -187,7 +187,7 @@ def simulate(
     model_seed: Optional[int] = typer.Option(None, "--model-seed", help="seed of the model drawn from --throughputs for each job that names none (default 0)"),
     type_choice: Optional[str] = typer.Option(None, "--type-choice", help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | aware (default)"),
     workers: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="replays run in this many processes at once (default: every core; 1: one after the other); the output is the same"),
-    via_slurm: bool = typer.Option(False, "--via-slurm", help="run the replays as one Slurm job array (CPU-only tasks; a work folder in the current directory, removed after)"),
+    via_slurm: bool = typer.Option(False, "--via-slurm", help="run the replays as one Slurm job array (CPU-only tasks; a private work folder in the current directory, removed after)"),
     partition: Optional[str] = typer.Option(None, "--partition", help="--via-slurm: the partition of the array (default: the site config's [simulate] partition, else Slurm's default)"),
     time_limit: Optional[str] = typer.Option(None, "--time", help="--via-slurm: each task's time limit, minutes or H:MM:SS (default: [simulate] time_minutes, 60)"),
     placement: List[str] = typer.Option([], "--placement", help="GPU sharing (openb, with --fleet): exclusive | dotprod | bestfit | fgd; repeat to compare; fills the fleet with the trace's tasks"),
@@ -490,13 +490,11 @@ def _task_name(plan, replay, several: bool) -> str:
 
 def _via_slurm(tasks, jobs, recipes, planned, via, summary_only, *, on_done, tick, name_of, as_json, progress) -> list:
     """The replays as one Slurm job array; the failed ones (each said, with its log)."""
-    import os
-    import time as _time
-
-    from ..slurm.sim_array import run_array
+    from ..slurm.sim_array import WorkFolder, run_array
 
     partition, minutes = via
-    folder = Path.cwd() / f"slurm-dl-whatif-{_time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    work = WorkFolder.create(Path.cwd())  # fresh, unguessable, 0700; refused where others could swap it
+    folder = work.path
 
     def say(line: str) -> None:  # a path stays whole on a line of its own
         progress.clear()
@@ -505,7 +503,7 @@ def _via_slurm(tasks, jobs, recipes, planned, via, summary_only, *, on_done, tic
 
     inputs = {"jobs": jobs, "recipes": recipes, "setups": [p[3].setup for p in planned], "summary_only": summary_only}
     failed = run_array(tasks, inputs, on_done,
-                       folder=folder, partition=partition, time_min=minutes, name_of=name_of, tick=tick, say=say)
+                       work=work, partition=partition, time_min=minutes, name_of=name_of, tick=tick, say=say)
     progress.clear()
     for f in failed:
         say(f"replay {name_of(f.index)} (Slurm job {f.job_id}) failed: {f.why}; its log:\0{f.log}")

@@ -1,14 +1,19 @@
 """``slurm-dl simulate --via-slurm`` on the live testbed: the replays run as ONE Slurm job
 array (seen in squeue while a blocker job holds the nodes), the result is the one the local
 run gives, a task killed with scancel is reported by name with its log, and the other
-policies' rows are kept."""
+policies' rows are kept. Run from a world-writable directory where another user has planted
+folders under the names an older release would have chosen, the run uses none of them: its
+own folder is fresh and private while the array waits."""
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,17 +48,55 @@ def _block_nodes(tmp_path: Path) -> str:
     return job
 
 
+class _Payload:
+    """Unpickled, this writes a file: what a planted pickle would do as whoever runs the what-if."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _plant(shared: Path, marker: Path, seconds: int = 8, pids: int = 40) -> set[str]:
+    """As user nobody: folders under the names an older release chose (its start second and
+    pid), each holding a pickle that runs code; the next ``pids`` pids, the next seconds."""
+    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    blob = pickle.dumps(_Payload(str(marker)))
+    names = set()
+    for s in range(seconds):
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() + s))
+        for pid in range(last + 1, last + 1 + pids):
+            d = shared / f"slurm-dl-whatif-{stamp}-{pid}"
+            d.mkdir(mode=0o777, exist_ok=True)
+            (d / "inputs.pickle").write_bytes(blob)
+            for p in (d, d / "inputs.pickle"):
+                os.chown(p, 65534, 65534)
+            names.add(d.name)
+    return names
+
+
 def test_via_slurm_runs_one_array_with_the_local_result_and_names_a_killed_task(testbed, tmp_path) -> None:
     local = subprocess.run([*_args(tmp_path), "--jobs", "1"], capture_output=True, text=True, cwd=tmp_path)
     assert local.returncode == 0, local.stderr
 
+    shared = tmp_path / "shared"  # like /tmp: everyone may write, the sticky bit on
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    marker = tmp_path / "planted-pickle-ran"
+    planted = _plant(shared, marker)
     blocker = _block_nodes(tmp_path)
     try:
-        proc = subprocess.Popen([*_args(tmp_path), "--via-slurm", "--time", "5"], cwd=tmp_path,
+        proc = subprocess.Popen([*_args(tmp_path), "--via-slurm", "--time", "5"], cwd=shared,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # the array, pending behind the blocker: six tasks of one array job
         wait_until("the array in squeue", lambda: len(_squeue("-r", "-n", "slurm-dl-whatif", "-o", "%i").split()) == 6,
                    60)
+        mine = [p for p in shared.iterdir() if p.name not in planted]
+        assert len(mine) == 1 and mine[0].name.startswith("slurm-dl-whatif-"), mine
+        st = os.lstat(mine[0])
+        assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
+        assert stat.S_IMODE(os.lstat(mine[0] / "inputs.pickle").st_mode) == 0o600
         rows = [ln.split() for ln in _squeue("-r", "-n", "slurm-dl-whatif", "-o", "%i %F %K").splitlines()]
         assert len({r[1] for r in rows}) == 1 and sorted(r[2] for r in rows) == [str(i) for i in range(6)], rows
         array = rows[0][1]
@@ -67,8 +110,9 @@ def test_via_slurm_runs_one_array_with_the_local_result_and_names_a_killed_task(
     assert f"replay las: the shared cluster (Slurm job {array}_3) failed" in err, err
     assert "killed, cancelled or out of" in err
     log = err.split("its log:\n", 1)[1].split()[0]
-    assert Path(log).parents[1].is_dir() and str(tmp_path) in log, err  # the work folder stays
+    assert Path(log).parents[1] == mine[0], err  # the work folder stays
     assert "Traceback" not in err
+    assert not marker.exists()  # no planted pickle was read
     doc = json.loads(out)
     want = json.loads(local.stdout)
     assert list(doc["policies"]) == ["fifo"] and doc["policies_not_run"] == ["las"]
