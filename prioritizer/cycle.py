@@ -168,7 +168,8 @@ class Prioritizer:
             return SteerReport()
         self.steering.learn(work.runs)
         now = snap.taken_at
-        order = sorted((j for j in jobs if j.num_gpus > 0 and (waits_only_for_gpus(j, now) or _soon_eligible(j, now))),
+        order = sorted((j for j in jobs if j.num_gpus > 0 and not j.shards
+                        and (waits_only_for_gpus(j, now) or _soon_eligible(j, now))),
                        key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
         st = steer(self.steering, self.backend, snap, order, dry_run=self.dry_run,
                    running=[j for j in jobs if j.running])
@@ -198,7 +199,7 @@ class Prioritizer:
                     and (j.job_id, j.restarts) not in excluded
                     and max(j.restarts, j.preemptions) < pc.max_restarts)
 
-        waiting = [j for j in jobs if waits_only_for_gpus(j, now) and j.num_gpus > 0]
+        waiting = [j for j in jobs if waits_only_for_gpus(j, now) and j.num_gpus > 0 and not j.shards]
         running = [j for j in jobs if j.state is JobState.RUNNING]
         behind: set[str] = set()
         standings_of = getattr(self.policy, "standings_of", None)

@@ -8,6 +8,7 @@ from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.ledger import JobRecord, Ledger
 from slurm_dl.core.model import Job, JobClass
 from slurm_dl.core.rules.access import not_admitted, over_quota
+from slurm_dl.core.rules.live import shard_gpus
 from slurm_dl.core.rules.classify import is_privileged
 from slurm_dl.core.rules.site import site_shape
 from slurm_dl.core.rules.hints import CKPT_BATCH, CKPT_STEPS, parse_ckpt, parse_hints
@@ -23,6 +24,10 @@ def apply_tags(job: Job) -> None:
     here gives nothing away; a job that declared nothing is never signalled or requeued.
     """
     tag = _tag_of(job.admin_comment)
+    if job.shards > 0:  # on GPU shards: counted as GPUs in the ledger, fair share and the quotas
+        counted = shard_gpus(job, tag.gpus if tag is not None else 0)
+        if counted > job.num_gpus:
+            job.num_gpus = counted
     if tag is None:
         if not job.tags:
             target = _ckpt_of(job.comment)

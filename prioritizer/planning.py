@@ -31,6 +31,13 @@ MAX_NEEDS_PER_CYCLE = 3
 """How many of the most urgent pending jobs may start a preemption in one cycle."""
 
 
+def whole_gpu_jobs(jobs: Sequence[Job]) -> list[Job]:
+    """The jobs preemption plans with: a job on GPU shards counts as GPUs in the ledger and
+    the quotas, but it holds part of a GPU (preempting it frees no whole one) and waits for
+    shards, not for GPUs, so it is neither a need nor a victim."""
+    return [j for j in jobs if not j.shards]
+
+
 def plan_intents(
     snap: ClusterSnapshot,
     jobs: Sequence[Job],
@@ -51,6 +58,7 @@ def plan_intents(
     ``refused``: (job, restart count) of runs whose signal or requeue Slurm refused.
     ``policy``: the fair-share lease policy (its needs and victims, see the module docstring);
     ``in_flight``: victims of preemptions under way (their GPUs count as leaving)."""
+    jobs = whole_gpu_jobs(jobs)
     if policy is not None and getattr(policy, "leases", False):
         return plan_fair_intents(snap, jobs, scores, config, ctx, policy, busy_needs=busy_needs,
                                  refused=refused, in_flight=in_flight)
@@ -94,6 +102,7 @@ def plan_fair_intents(
     a preemption under way count as running (they hold the GPUs they are about to get); victims
     under way count as gone."""
     now = ctx.now
+    jobs = whole_gpu_jobs(jobs)
     pending = [j for j in jobs if waits_only_for_gpus(j, snap.taken_at) and j.num_gpus > 0
                and j.job_id not in busy_needs]
     coming = [dataclasses.replace(j, state=JobState.RUNNING, start_time=now)

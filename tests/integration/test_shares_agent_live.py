@@ -97,7 +97,7 @@ def test_the_job_over_its_share_is_named_to_its_user(scene: tuple[Testbed, Path]
         assert "runs on 3 GPU shard(s) (3 of 8 parts of a h100, 30 GB of its memory for the 25G it" in \
             " ".join(out.stderr.split()), out.stderr
         fields = job_fields(mem_job, tb.env())
-        assert fields["TresPerNode"].endswith("shard:3") and "gpus=0;" in fields["AdminComment"] \
+        assert fields["TresPerNode"].endswith("shard:3") and "gpus=1;" in fields["AdminComment"] \
             and "shards=3:8" in fields["AdminComment"], fields
         for j in jobs.values():
             wait_for_job_state(j, tb.env(), ("RUNNING",), timeout=120)

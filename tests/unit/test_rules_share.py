@@ -78,7 +78,7 @@ def test_the_gpu_memory_a_job_needs_sets_its_shard_count(cfg, mem, shards):
     (note,) = [n for n in d.notices if "shard" in n]
     assert note == (f"slurm-dl: this 1-GPU inference job runs on {shards} GPU shard(s) ({shards} of 8 parts of a h100, "
                     f"{shards * 10} GB of its memory for the {mem} it needs). For a whole GPU: --comment=dl:share=0")
-    assert d.changes["admin_comment"].startswith("sdl1:class=inference;ckpt=0;gpus=0;")
+    assert d.changes["admin_comment"].startswith("sdl1:class=inference;ckpt=0;gpus=1;"), "a shard counts as a GPU"
     assert f";shards={shards}:8;" in d.changes["admin_comment"], "the tag records the share, not one GPU"
 
 
@@ -96,7 +96,7 @@ def test_a_small_memory_asks_for_shards_but_never_for_training(cfg):
     d = run(cfg, tres_per_job="gres:gpu:1", comment="dl:gpu_mem=8G")
     assert d.job_class is JobClass.TRAIN and "shard" not in d.changes.get("tres_per_node", "")
     d = run(cfg, tres_per_job="gres:gpu:1", comment="dl:class=inference;gpu_mem=lots")
-    assert d.changes["tres_per_node"] == "gres:shard:1", "a hint that is not a size is no hint"
+    assert not d.accepted and "cannot read dl:gpu_mem='lots'" in d.message, "refused, not read as no need"
 
 
 def test_the_shard_tag_reads_back_and_a_bad_one_is_no_tag():

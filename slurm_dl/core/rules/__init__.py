@@ -17,7 +17,7 @@ from .decision import CODE_ACCESS_DENIED, Draft, FilterContext, FilterDecision, 
 from .defaults import defaults
 from .request import JOB_DESC_FIELDS, JobRequest
 from .reshape import reshape
-from .share import share
+from .share import share, shard_request
 from .tag import tag
 from .validate import requested_deadline, requested_soft, validate
 
@@ -39,6 +39,12 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
     draft = Draft()
     if f.classify:
         draft = classify(req, draft, config)
+    shards = shard_request(req, config)  # a job's own shards count as GPUs, validated or not
+    if isinstance(shards, Rejection):
+        d = FilterDecision("reject", draft.job_class, message=shards.message, code=shards.code, rule=shards.rule)
+        return replace(d, summary=_summary(req, d))
+    if shards is not None:
+        draft = draft.evolve(shard_gpus=shards.gpus, shards=shards.tag)
     if f.validate_jobs:
         checked = validate(req, draft, config, ctx)
         if isinstance(checked, Rejection):

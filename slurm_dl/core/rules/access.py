@@ -81,15 +81,20 @@ def check_access(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterC
     why = not_admitted(job_class, account, qos, config, req.user_name)
     rule = "validate.class_access"
     if why is None:
-        why = over_quota(job_class, req.total_gpus, int(ctx.user_class_gpus.get(job_class.value, 0)), config)
+        why = over_quota(job_class, req.total_gpus + draft.shard_gpus,
+                         int(ctx.user_class_gpus.get(job_class.value, 0)), config)
         rule = "validate.class_quota"
     if why is None:
         return draft
-    if draft.class_source != "hint":  # landed there by evidence: run as train instead
+    if draft.class_source != "hint" and not draft.shard_gpus:  # by evidence: run as train instead
+        # (not a job on shards: training never runs on shards, so it is refused with the reason)
         notices = (*draft.notices, f"{PREFIX}runs as class train: {why}")
         return draft.evolve(job_class=JobClass.TRAIN, class_source="default", notices=notices)
     fix = ("Fix: submit without dl:class=" + job_class.value + " (it runs as train), "
            + ("or use an allowed account (-A) or QOS (--qos)." if rule == "validate.class_access"
               else "or wait until your other jobs of this class end."))
+    if draft.shard_gpus:  # shards never run as train
+        fix = ("Fix: wait until your other jobs of this class end (a node's GPU shards count as one GPU)."
+               if rule == "validate.class_quota" else "Fix: use an allowed account (-A) or QOS (--qos).")
     return Rejection(rule, f"{PREFIX}{why}. {fix}", CODE_ACCESS_DENIED if rule == "validate.class_access"
                      else CODE_POLICY)

@@ -63,6 +63,12 @@ class Draft:
     gpu_types: tuple[str, ...] = ()  # the GPU types it accepts (): not decided
     shards: tuple[int, int] | None = None  # on GPU shards: (shards, shards per GPU)
     soft_deadlines: tuple[tuple[int, float], ...] = ()  # (Unix seconds, share of the top value)
+    shard_gpus: int = 0  # the GPUs its own shard request (--gres=shard:K) counts as
+
+    @property
+    def counted_gpus(self) -> int:
+        """GPUs the job counts as in caps, quotas and the tag: whole GPUs and shards together."""
+        return self.gpus + self.shard_gpus
 
     def evolve(self, **changes: Any) -> "Draft":
         """A copy with ``changes`` (like dataclasses.replace, without its per-call field scan)."""
@@ -73,6 +79,7 @@ class Draft:
             g("shape", self.shape), g("gpus", self.gpus), g("deadline", self.deadline),
             g("signal_target", self.signal_target), g("signal", self.signal), g("lead_s", self.lead_s),
             g("gpu_types", self.gpu_types), g("shards", self.shards), g("soft_deadlines", self.soft_deadlines),
+            g("shard_gpus", self.shard_gpus),
         )
 
 

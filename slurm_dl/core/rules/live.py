@@ -37,7 +37,16 @@ def live_counts(jobs: Iterable[Job]) -> dict[str, UserLive]:
         if tag is None:
             continue
         gpus = job.num_gpus if job.running and job.num_gpus else tag.gpus
+        if job.shards > 0:
+            gpus = max(gpus, shard_gpus(job, tag.gpus))
         out.setdefault(job.user, UserLive()).add(tag.job_class.value, gpus,
                                                  tag.deadline is not None or bool(tag.soft_deadlines),
                                                  job.array_tasks)
     return out
+
+
+def shard_gpus(job: Job, tagged: int = 0) -> int:
+    """The GPUs a job on GPU shards counts as: its tag's count (the filter's: a GPU on each
+    node for fewer shards than a GPU has), and at least one GPU on each of its nodes (a job
+    tagged before shards were counted, or submitted around the filter)."""
+    return max(tagged, job.num_nodes or 1, 1)

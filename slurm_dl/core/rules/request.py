@@ -36,6 +36,8 @@ MAX_COUNT_DIGITS = 9  # a GPU count with more digits is unreadable, not a huge n
 EXCLUSIVE_SHARED = frozenset({0, 2, 3, 4})
 
 _GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::((?!-)[^:,]+))?(?::([0-9]+))?$")
+_SHARD_GRES = re.compile(r"^(?:gres[:/])?shard(?::((?!-)[^:,]+))?(?::([0-9]+))?$")
+_SHARD_NAME = re.compile(r"^(?:gres[:/])?shard(?:[:=]|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,38 @@ def _parse_gpu_tres(text: str) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
             continue
         asks.append(GpuAsk(gpu_type, int(count) if count is not None else 1))
     return tuple(asks), tuple(others)
+
+
+def parse_shard_tres(text: str | None) -> tuple[list[GpuAsk], list[str]]:
+    """GPU shard asks in a TRES list (``gres:shard:2``, ``gres/shard=2``, ``gres/shard:h100:2``)
+    and the shard items that cannot be read (a count of more than 9 digits, a bad form)."""
+    asks, bad = _parse_shard_tres(text or "")
+    return list(asks), list(bad)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_shard_tres(text: str) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
+    asks: list[GpuAsk] = []
+    bad: list[str] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not _SHARD_NAME.match(item):
+            continue
+        if "=" in item:
+            name, _, num = item.partition("=")
+            item = f"{name}:{num}" if num.isascii() and num.isdigit() else item
+        m = _SHARD_GRES.match(item)
+        if not m:
+            bad.append(item)
+            continue
+        shard_type, count = m.group(1), m.group(2)
+        if shard_type is not None and shard_type.isascii() and shard_type.isdigit() and count is None:
+            shard_type, count = None, shard_type
+        if count is not None and len(count) > MAX_COUNT_DIGITS:
+            bad.append(item)
+            continue
+        asks.append(GpuAsk(shard_type, int(count) if count is not None else 1))
+    return tuple(asks), tuple(bad)
 
 
 def _num(v: Any, sentinel_at: int = _BIG) -> int | None:

@@ -9,28 +9,116 @@ the GPU's memory / ``shards_per_gpu``), and keeps a whole GPU when that would be
 that asks for a shard, by hint or with ``--gres=shard:N``, is refused with the reason. A job
 that names a GPU type no sharing group has, or a partition outside the sharing groups', keeps
 its whole GPU.
+
+A job that asks for shards itself (``--gres=shard:K``) is read by :func:`shard_request`: it
+counts as ``ceil(K / shards_per_gpu)`` GPUs on each of its nodes (one, since K must be fewer
+than a GPU's shards) in the tag, the class caps and the prioritizer's accounting, and is
+refused when no node can serve it: K of a GPU's shards or more (a whole GPU: ``--gpus=1``),
+no sharing group where it may run, shards asked per job or per socket, or shards and whole
+GPUs together.
 """
 
 from __future__ import annotations
 
 import math
-import re
+from dataclasses import dataclass
 
 from ..config import SiteConfig
 from ..model import JobClass
-from .decision import Draft, Rejection
+from .decision import CODE_NODE_COUNT, ESLURM_INVALID_GRES, Draft, Rejection
 from .hints import parse_hints
-from .request import JobRequest, parse_gpu_tres
+from .request import JobRequest, parse_gpu_tres, parse_shard_tres
 from ..units import UnitError, parse_memory_mb
 
-_SHARD = re.compile(r"^gres[:/]shard(?::[^:]+)?(?::\d+)?$")
 PREFIX = "slurm-dl: "
 _YES, _NO = ("1", "yes", "true", "on"), ("0", "no", "false", "off")
 
 
 def _asks_shard(req: JobRequest) -> bool:
     texts = (req.tres_per_job, req.tres_per_node, req.tres_per_task, req.tres_per_socket)
-    return any(_SHARD.match(item) for t in texts for item in parse_gpu_tres(t)[1])
+    return any(a.count > 0 for t in texts for a in parse_shard_tres(t)[0]) or \
+        any(parse_shard_tres(t)[1] for t in texts)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRequest:
+    """A job's own shard request: ``per_node`` shards on each of ``nodes`` nodes, of GPUs that
+    offer ``per_gpu`` shards each (None: the site config names no sharing group)."""
+
+    per_node: int
+    nodes: int
+    per_gpu: int | None
+
+    @property
+    def gpus(self) -> int:
+        """The GPUs it counts as: ``ceil(per_node / per_gpu)`` on each node (one without ``per_gpu``)."""
+        return self.nodes * (-(-self.per_node // self.per_gpu) if self.per_gpu else 1)
+
+    @property
+    def tag(self) -> tuple[int, int] | None:
+        """The tag's ``shards`` (K, S), when the site says S."""
+        return (self.per_node, self.per_gpu) if self.per_gpu and self.per_node <= self.per_gpu else None
+
+
+def _shard_refusal(text: str) -> Rejection:
+    return Rejection("validate.shards", PREFIX + text, ESLURM_INVALID_GRES)
+
+
+def shard_request(req: JobRequest, config: SiteConfig) -> ShardRequest | Rejection | None:
+    """What the job's own GPU shard request counts as, or why no node can serve it (None: it
+    asks for no shards)."""
+    node_asks, node_bad = parse_shard_tres(req.tres_per_node)
+    task_asks, task_bad = parse_shard_tres(req.tres_per_task)
+    job_asks, job_bad = parse_shard_tres(req.tres_per_job)
+    socket_asks, socket_bad = parse_shard_tres(req.tres_per_socket)
+    bad = node_bad + task_bad + job_bad + socket_bad
+    if bad:
+        shown = bad[0].removeprefix("gres:").removeprefix("gres/")
+        return _shard_refusal(f"cannot read the GPU shard request {shown[:40]!r}. "
+                              "Fix: --gres=shard:K with K a small number of shards.")
+    if any(a.count for a in job_asks + socket_asks):
+        return _shard_refusal("GPU shards are asked per node. Fix: --gres=shard:K (K shards of one "
+                              "GPU on each node).")
+    per_task = sum(a.count for a in task_asks)
+    tasks_here = req.ntasks_per_node or (-(-req.tasks // req.nodes) if per_task else 1)
+    per_node = sum(a.count for a in node_asks) + per_task * tasks_here
+    if per_node <= 0:
+        return None
+    if req.all_gpu_asks:
+        return _shard_refusal("a job asks for whole GPUs or for GPU shards, not both. "
+                              "Fix: --gpus=N alone, or --gres=shard:K alone.")
+    nodes = req.nodes
+    groups = {g.name: g for g in config.node_groups}
+    offer = [(s, groups[s.node_group]) for s in config.sharing.groups
+             if s.shards_per_gpu and s.node_group in groups]
+    if not config.sharing.groups:
+        return ShardRequest(per_node, nodes, None)
+    types = {a.gpu_type for a in node_asks + task_asks if a.gpu_type}
+    asked_parts = set(filter(None, (req.partition or "").split(",")))
+    fits = [(s, g) for s, g in offer if (not types or types <= {g.gpu_type})
+            and (not asked_parts or not g.partitions or asked_parts & set(g.partitions))]
+    asked = f"--gres=shard:{per_node}" if not per_task else f"{per_node} shards per node"
+    if not fits:
+        where = []
+        if asked_parts:
+            where.append(f"partition {','.join(sorted(asked_parts))[:40]}")
+        if types:
+            where.append(f"type {'+'.join(sorted(types))[:40]}")
+        places = sorted({p for _, g in offer for p in g.partitions})
+        fix = f"-p {places[0]}, or --gpus=1" if places and not types else "--gpus=1 for a whole GPU"
+        return _shard_refusal(f"no node offers GPU shards for this job ({asked}"
+                              f"{', ' + ', '.join(where) if where else ''}); "
+                              + (f"partition(s) {', '.join(places)[:60]} offer them. " if places else "")
+                              + f"Fix: {fix}.")
+    most = max(s.shards_per_gpu for s, _ in fits)
+    if per_node >= most:
+        whole = -(-per_node // most)
+        what = "all the shards of one GPU" if per_node == most else f"more shards than one GPU's {most}"
+        return Rejection("validate.shards", f"{PREFIX}asked {asked}: {what}; a job's shards on a node "
+                         f"come from one GPU, which has {most} here. Fix: --gpus={whole} for whole GPUs, "
+                         f"or at most {most - 1} shards.", CODE_NODE_COUNT)
+    per_gpu = min(s.shards_per_gpu for s, _ in fits if s.shards_per_gpu > per_node)
+    return ShardRequest(per_node, nodes, per_gpu)
 
 
 def share(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejection:

@@ -22,7 +22,7 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                 job_class=draft.job_class,
                 checkpointable=draft.checkpointable,
                 signal_target=draft.signal_target if draft.checkpointable else "batch",
-                gpus=0 if draft.shards else min(draft.gpus, MAX_GPUS),  # larger only when validation is off
+                gpus=min(draft.counted_gpus, MAX_GPUS),  # larger only when validation is off; shards count
                 shape=draft.shape,
                 deadline=draft.deadline if draft.deadline is not None and draft.deadline <= MAX_DEADLINE else None,
                 original=safe_value(req.original_request()),

@@ -19,10 +19,11 @@ from .decision import (
     Rejection,
 )
 from .access import check_access
-from .hints import parse_deadline_steps, parse_hints, parse_when
+from .hints import parse_deadline_steps, parse_hints, parse_when, repeated_hints
 from ..tags import MAX_SOFT_STEPS
 from .request import JobRequest, parse_gpu_tres
-from .gpu_types import SIZE, accepted_types, first_steer
+from .gpu_types import SIZE, accepted_types, first_steer, partition_types
+from ..units import UnitError, parse_memory_mb
 from .script import launches_steps, trapped_signals
 from .site import site_shape
 
@@ -72,7 +73,9 @@ def _asked_text(req: JobRequest) -> str:
     return " ".join(bits) or "no GPU option"
 
 
-def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
+def check_gpus(req: JobRequest, config: SiteConfig, shard_gpus: int = 0) -> Rejection | None:
+    """The GPU request readable and within what the cluster has; ``shard_gpus``: the GPUs the
+    job's own shards count as."""
     per_node = gpus_per_node_by_type(config)
     for text in (req.tres_per_job, req.tres_per_node, req.tres_per_task, req.tres_per_socket):
         for item in parse_gpu_tres(text)[1]:
@@ -105,12 +108,14 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
                 f"or fewer GPUs (or tasks) per node: at most {most}.",
                 CODE_NODE_COUNT,
             )
-    total = req.total_gpus
+    total = req.total_gpus + shard_gpus
     cap = config.caps.max_gpus_per_job
     if cap is not None and total > cap:
+        counted = " (a node's GPU shards count as one GPU)" if shard_gpus else ""
         return Rejection(
             "validate.gpus_per_job",
-            f"{PREFIX}asked {total} GPUs; a job may use at most {cap} here. Fix: ask for {cap} GPUs or fewer.",
+            f"{PREFIX}asked {total} GPUs{counted}; a job may use at most {cap} here. "
+            f"Fix: ask for {cap} GPUs or fewer.",
             CODE_NODE_COUNT,
         )
     gpu_type = req.gpu_type
@@ -131,6 +136,74 @@ def check_gpus(req: JobRequest, config: SiteConfig) -> Rejection | None:
             CODE_NODE_COUNT,
         )
     return None
+
+
+def check_hints(req: JobRequest) -> Rejection | None:
+    """Each ``dl:`` hint once: a key given twice with different values is refused, since only
+    the first would be read (a second deadline, a second class)."""
+    twice = repeated_hints(req.comment)
+    if not twice:
+        return None
+    key, values = next(iter(sorted(twice.items())))
+    shown = ", ".join(_clip(v, 24) for v in values[:3])
+    return Rejection("validate.hints", f"{PREFIX}dl:{_clip(key, 24)} is given {len(values)} times with different "
+                     f"values ({shown}); only one can count. Fix: give dl:{_clip(key, 24)} once.", CODE_POLICY)
+
+
+def check_gpu_memory(req: JobRequest, config: SiteConfig) -> Rejection | None:
+    """A ``dl:gpu_mem`` hint (the GPU memory the job needs on each GPU) is a size some GPU here
+    has: it chooses GPU types and shards, so an unreadable, zero or impossible one is refused
+    rather than read as no need at all."""
+    text = parse_hints(req.comment).get("gpu_mem")
+    if text is None:
+        return None
+    try:
+        need_mb, _ = parse_memory_mb(text[:40], "dl:gpu_mem")
+    except (UnitError, ValueError):
+        return Rejection("validate.gpu_mem", f"{PREFIX}cannot read dl:gpu_mem={_clip(text)!r}: the GPU memory the "
+                         "job needs, as a size with a unit. Fix: e.g. dl:gpu_mem=10G (dlsubmit --gpu-mem 10G).",
+                         CODE_POLICY)
+    named = {a.gpu_type for a in req.all_gpu_asks if a.gpu_type}
+    memory = {t.name: t.memory_gb for t in config.gpu_types if not named or t.name in named}
+    if not memory or any(gb is None for gb in memory.values()):
+        return None  # some type's memory is not known: nothing to measure it against
+    best = max(memory, key=lambda t: memory[t])
+    most = memory[best]
+    if need_mb <= most * 1024:
+        return None
+    which = f"a {best} GPU has ({most:g} GB)" if named else f"any GPU here has (at most {most:g} GB, on {best})"
+    return Rejection("validate.gpu_mem", f"{PREFIX}dl:gpu_mem={_clip(text)} needs more memory than {which}. "
+                     f"Fix: dl:gpu_mem={int(most)}G or less (the need of each GPU), or leave it out.", CODE_POLICY)
+
+
+def check_gpu_types(req: JobRequest, draft: Draft, config: SiteConfig) -> Rejection | None:
+    """GPU types named in a request some node can run: a node has GPUs of one type, so one
+    node's GPUs name one type, and a type needs nodes in the partitions the job may use."""
+    per_node = {a.gpu_type for a in (*req.gpus_per_node, *req.gpus_per_task, *req.gpus_per_socket) if a.gpu_type}
+    named = per_node | {a.gpu_type for a in req.gpus_per_job if a.gpu_type}
+    if not named:
+        return None
+    if len(named) > 1 and (per_node or req.max_nodes == 1):
+        return Rejection("validate.gpu_types", f"{PREFIX}asked GPUs of types {' and '.join(sorted(named))[:60]} on "
+                         f"one node ({_asked_text(req)}), but each node here has GPUs of one type. "
+                         "Fix: one type (--gres=gpu:TYPE:N), or --gpus=N for any type.", ESLURM_INVALID_GRES)
+    parts = _partitions_asked(req, draft, config)
+    there = partition_types(parts, config)
+    if there is None:
+        return None
+    missing = sorted(named - there)
+    if not missing:
+        return None
+    t = missing[0]
+    homes = sorted((p.name for p in config.partitions if t in (partition_types([p.name], config) or ())),
+                   key=lambda name: len(partition_types([name], config) or ()))  # its own partition first
+    where = _clip(",".join(parts))
+    fixes = [f"-p {homes[0]} for {t}"] if homes else []
+    if there:
+        fixes.append(f"--gres=gpu:{sorted(there)[0]}:N there")
+    has = f"{', '.join(sorted(there))} nodes only" if there else "no GPU nodes"
+    return Rejection("validate.gpu_types", f"{PREFIX}asked {t} GPUs in partition {where}, which has {has}. "
+                     f"Fix: {', or '.join(fixes) or 'a GPU partition'}.", ESLURM_INVALID_GRES)
 
 
 def check_time(req: JobRequest, draft: Draft, config: SiteConfig) -> Rejection | None:
@@ -184,9 +257,10 @@ def _cpus_text(req: JobRequest) -> str:
     return " ".join(bits) or f"{req.cpus_asked} CPUs"
 
 
-def check_per_gpu_caps(req: JobRequest, config: SiteConfig) -> Rejection | None:
+def check_per_gpu_caps(req: JobRequest, config: SiteConfig, shard_gpus: int = 0) -> Rejection | None:
     """CPUs and memory per GPU within the caps, whichever option asks for them: --cpus-per-gpu,
-    --cpus-per-task (× tasks), --mincpus, -n, --mem, --mem-per-cpu, --mem-per-gpu, --exclusive."""
+    --cpus-per-task (× tasks), --mincpus, -n, --mem, --mem-per-cpu, --mem-per-gpu, --exclusive.
+    A job on GPU shards has the caps of the GPUs its shards count as (``shard_gpus``)."""
     cpus = req.per_gpu_value(req.cpus_per_tres)
     cap = config.caps.max_cpus_per_gpu
     if cpus is not None and cpus > cap:
@@ -205,7 +279,7 @@ def check_per_gpu_caps(req: JobRequest, config: SiteConfig) -> Rejection | None:
             f"({config.caps.max_mem_per_gpu_gb:g} GB) per GPU is allowed here. Fix: --mem-per-gpu={cap_mb}M or less.",
             CODE_POLICY,
         )
-    gpus = req.total_gpus
+    gpus = req.total_gpus + shard_gpus
     if gpus <= 0:
         return None
     node_cpus, node_mem = site_shape(config).node_cpus_mem.get(req.gpu_type) or site_shape(config).node_cpus_mem.get(
@@ -253,7 +327,7 @@ def cpu_only(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejec
     """A job without GPUs in a partition with GPU nodes follows ``caps.cpu_only_jobs``: without
     a rule, a few CPU jobs asking whole nodes' CPUs or memory strand every GPU on them."""
     caps = config.caps
-    if req.total_gpus > 0 or caps.cpu_only_jobs == "allow":
+    if req.total_gpus > 0 or draft.shard_gpus > 0 or caps.cpu_only_jobs == "allow":
         return draft
     known = {p.name for p in config.partitions}
     asked = _partitions_asked(req, draft, config)
@@ -346,6 +420,9 @@ def soft_steps(text: str, now: float) -> list[tuple[int, float]]:
     steps = parse_deadline_steps(text, now)
     if len(steps) > MAX_SOFT_STEPS:
         raise ValueError(f"{len(steps)} steps; at most {MAX_SOFT_STEPS}")
+    for i, (t, _) in enumerate(steps, start=1):
+        if t <= now:
+            raise ValueError(f"step {i} ({_when(t)}) is not after the submission")
     top = steps[0][1]
     if top <= 0:
         raise ValueError("the values must be above 0")
@@ -439,7 +516,9 @@ def check_deadline(req: JobRequest, ctx: FilterContext,
 
 
 def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext) -> Draft | Rejection:
-    for found in (check_gpus(req, config), check_time(req, draft, config), check_per_gpu_caps(req, config)):
+    for found in (check_hints(req), check_gpus(req, config, draft.shard_gpus), check_time(req, draft, config),
+                  check_per_gpu_caps(req, config, draft.shard_gpus), check_gpu_memory(req, config),
+                  check_gpu_types(req, draft, config)):
         if found is not None:
             return found
     routed = cpu_only(req, draft, config)
@@ -449,6 +528,7 @@ def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterConte
     if isinstance(handled, Rejection):
         return handled
     if req.total_gpus > 0 and len(config.gpu_types) > 1:  # several types: the set it may be steered within
+        # (a job's own shards stay where shards are: its types are not chosen here)
         types, why = accepted_types(req, config, handled.job_class)
         if not types and why and all(SIZE in w for w in why):  # only all types together hold it
             notice = (f"{PREFIX}no one GPU type here has {req.total_gpus} GPUs: the job spans types and "
