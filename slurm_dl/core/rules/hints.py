@@ -26,6 +26,23 @@ def parse_hints(comment: str | None) -> dict[str, str]:
     return out
 
 
+def repeated_hints(comment: str | None) -> dict[str, list[str]]:
+    """``key -> values`` for every hint given more than once with different values (the first
+    is the one read): a second ``dl:deadline`` is a claim the filter would otherwise ignore."""
+    seen: dict[str, list[str]] = {}
+    if not comment:
+        return {}
+    for m in _HINT.finditer(comment):
+        for pair in m.group(1).split(";"):
+            key, sep, value = pair.partition("=")
+            key = key.strip().lower()
+            if sep and key:
+                values = seen.setdefault(key, [])
+                if value.strip() not in values:
+                    values.append(value.strip())
+    return {k: v for k, v in seen.items() if len(v) > 1}
+
+
 CKPT_BATCH = "batch"
 CKPT_STEPS = "steps"
 CKPT_OFF = "off"

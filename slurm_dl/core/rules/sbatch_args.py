@@ -255,6 +255,7 @@ _READ: dict[str, Callable[[_Component, Any, float | None], None]] = {
     "mem-per-gpu": _set("mem_per_tres", lambda v: f"gres:gpu:{parse_mem_mb(v)}"),
     "time": _time,
     "partition": _set("partition", str),
+    "constraint": _set("features", str),
     "qos": _set("qos", str),
     "account": _set("account", str),
     "job-name": _set("name", str),
