@@ -26,7 +26,7 @@ from slurm_dl.core.preemption import RESUME_CHECKPOINT, resume_kind, waits_only_
 from slurm_dl.core.steering import plan_moves
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.base import PriorityPolicy, in_order_of, rank_scores
-from slurm_dl.core.policy.admission import DeadlineAdmission, demotion_message
+from slurm_dl.core.policy.admission import DeadlineAdmission, demotion_message, held_message
 from slurm_dl.core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, admit_deadlines
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
@@ -327,13 +327,18 @@ class Prioritizer:
         admission = self.admission if not self.dry_run else copy.deepcopy(self.admission)
         for jid, why in admission.step(jobs, now, total_gpus).items():
             ignored_deadlines[jid] = demotion_message(why)
+        held = admission.held
         if not self.dry_run:
             saved = admission.to_dict()
             if saved != ledger.admission:
                 ledger.admission = saved
                 ledger.revision += 1
         for j in jobs:
-            if j.job_id in admission.demoted:
+            if j.job_id in held:  # owes nothing and is owed nothing until it can start
+                ignored_deadlines[j.job_id] = held_message(held[j.job_id])
+                change(j, "deadline", None)
+                change(j, "soft_deadlines", ())
+            elif j.job_id in admission.demoted:
                 change(j, "tags", {**j.tags, DEMOTED_TAG: admission.demoted[j.job_id]})
             elif j.deadline is None and j.soft_deadlines and j.job_id in admission.admitted:
                 # the soft step promised: boosted for it only (steps before it given up)

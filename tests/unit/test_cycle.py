@@ -434,6 +434,44 @@ def test_deadline_promises_and_demotions_survive_a_restart(config, db, tmp_path)
     assert len([d for d in again.store.decisions(2) if d.kind == "deadline"]) == 1  # said once, across restarts
 
 
+
+def test_held_deadline_jobs_keep_no_promise_and_are_tested_again_in_turn_on_release(config, db):
+    """User a's four held 8-GPU deadline jobs (the per-user quota) made user b's deadline "not
+    admitted"; cancelling them admitted it. 8 GPUs for 5.5 h hold 44 GPU-hours: a's jobs ask 8
+    each, b's 16. While held they owe nothing; released (after a restart of the daemon) each is
+    tested again after b's, one after another: three fit, the fourth is told why it does not."""
+    from slurm_dl.explain_view import render_explanation
+
+    c = MemoryCluster()
+    for i in range(1, 5):
+        j = c.add(i, 8, time_limit=3600.0, deadline=c.now + 5.5 * 3600.0, state_reason="JobHeldUser")
+        j.user = "a"
+        j.submit_time -= 100 - i
+    b = c.add(10, 8, time_limit=7200.0, deadline=c.now + 5.5 * 3600.0)
+    b.user = "b"
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    assert p.admission.admitted.keys() == {10} and p.admission.demoted == {}
+    held = [d.reason for d in p.store.decisions(1) if d.kind == "deadline"]
+    assert held == ["deadline set aside while the job is held: it takes no room from other deadlines, "
+                    "and is tested again when the hold is released"]
+    c.now += 60.0
+    for i in range(1, 5):
+        c.jobs[i].state_reason = "Priority"  # scontrol release, all at once
+    again = Prioritizer(config, c, Store(db))  # a restart: the holds were kept with the answers
+    again.run_cycle()
+    assert again.admission.admitted.keys() == {10, 1, 2, 3} and again.admission.demoted.keys() == {4}
+    notes = [d for d in again.store.decisions(4) if d.kind == "deadline"]
+    assert notes[-1].reason.startswith("deadline not admitted: after its hold was released, deadlines already")
+    text = render_explanation(again.store.explanation(4),
+                              [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in notes])
+    assert "after its hold was released" in text and all(len(line) <= 80 for line in text.splitlines()), text
+    c.now += 60.0
+    third = Prioritizer(config, c, Store(db))  # another restart changes no answer
+    third.run_cycle()
+    assert third.admission.admitted.keys() == {10, 1, 2, 3} and third.admission.demoted.keys() == {4}
+
+
 # --- the job's own preemption contract: its signal, its lead time, its own requeue ----------
 def _scene_with_tag(config, db, tag: str):
     c = MemoryCluster(nodes=1)

@@ -211,3 +211,110 @@ def test_simulate_prints_the_utility_earned(tmp_path) -> None:
     line = next(x for x in r.stdout.splitlines() if x.startswith("deadline-las: utility "))
     assert " of 30 (" in line and line.endswith("%)")
     assert all(len(x) <= 80 for x in r.stdout.splitlines()), r.stdout
+
+
+# --- held jobs: a job that cannot start owes nothing until it can -------------------------
+HELD = {"state_reason": "JobHeldUser"}
+
+
+def _user(job_id: int, user: str, gpus: int, limit: float, deadline: float, submit: float = 0.0, **kw) -> Job:
+    return Job(job_id, user=user, account=user, num_gpus=gpus, time_limit=limit, deadline=deadline,
+               submit_time=submit, **kw)
+
+
+def test_held_deadline_jobs_take_no_room_and_are_tested_again_in_turn_when_released() -> None:
+    """User a's four held 8-GPU deadline jobs (the per-user quota) made user b's deadline
+    "not admitted". 8 GPUs, due in 5.5 h: 44 GPU-hours; a's jobs ask 8 each, b's 16."""
+    adm = DeadlineAdmission()
+    a = [_user(i, "a", 8, H, 5.5 * H, **HELD) for i in range(1, 5)]
+    assert adm.step(a, 0.0, 8) == {} and adm.admitted == {} and adm.held == dict.fromkeys(range(1, 5), "hold")
+    b = _user(10, "b", 8, 2 * H, 5.5 * H, submit=60.0)
+    assert adm.step([*a, b], 60.0, 8) == {} and adm.admitted == {10: 5.5 * H}
+    # all four released at once: a newcomer each, after b, one after another (16 + 3 × 8 fit)
+    for j in a:
+        j.state_reason = ""
+    demoted = adm.step([*a, b], 120.0, 8)
+    assert adm.admitted.keys() == {10, 1, 2, 3} and demoted.keys() == {4} and adm.held == {}
+    assert demoted[4].startswith("after its hold was released, deadlines already promised fill")
+
+
+def test_a_held_promise_counts_again_when_released_if_it_still_fits() -> None:
+    adm = DeadlineAdmission()
+    job = _dl(1, 8, H, 3 * H)
+    assert adm.step([job], 0.0, 8) == {} and 1 in adm.admitted
+    job.state_reason = "JobHeldAdmin"  # scontrol hold (or requeuehold)
+    assert adm.step([job], 60.0, 8) == {} and 1 not in adm.admitted and adm.held == {1: "hold"}
+    other = _dl(2, 8, H, 3 * H, submit_time=90.0)  # fits beside it: both kept
+    job.state_reason = "Priority"
+    assert adm.step([job, other], 120.0, 8) == {} and adm.admitted == {1: 3 * H, 2: 3 * H}
+    # held again, and meanwhile the room goes to someone else: demoted on release, and told why
+    job.state_reason = "JobHeldUser"
+    third = _dl(3, 8, H, 3 * H, submit_time=150.0)
+    adm.step([job, other, third], 180.0, 8)
+    job.state_reason = ""
+    assert "after its hold was released" in adm.step([job, other, third], 240.0, 8)[1]
+    assert adm.admitted.keys() == {2, 3}
+    # a demoted job released again is a newcomer again: admitted once the room is back
+    job.state_reason = "JobHeldUser"
+    adm.step([job, other], 300.0, 8)
+    job.state_reason = ""
+    assert adm.step([job, other], 360.0, 8) == {} and adm.admitted.keys() == {1, 2}
+
+
+def test_a_dependency_that_can_never_be_met_owes_nothing() -> None:
+    adm = DeadlineAdmission()
+    stuck = _dl(1, 8, 4 * H, 5 * H, state_reason="DependencyNeverSatisfied")
+    waiting = _dl(2, 8, 4 * H, 5 * H, state_reason="Dependency", submit_time=1.0)  # may still start
+    assert adm.step([stuck, waiting], 0.0, 8) == {} and adm.admitted.keys() == {2}
+    assert adm.held == {1: "dependency"}
+    stuck.state_reason = ""  # an operator fixed the dependency
+    assert adm.step([stuck, waiting], 60.0, 8)[1].startswith("once its dependency could be met, ")
+
+
+def test_held_jobs_survive_a_restart() -> None:
+    adm = DeadlineAdmission()
+    held = _dl(1, 8, H, 5 * H, **HELD)
+    adm.step([held], 0.0, 8)
+    again = DeadlineAdmission()
+    again.restore(adm.to_dict())
+    assert again.held == {1: "hold"} and again.admitted == {}
+    assert "held" not in DeadlineAdmission().to_dict()  # as older daemons saved it
+    held.state_reason = ""
+    assert again.step([held], 60.0, 8) == {} and again.admitted == {1: 5 * H} and again.held == {}
+
+
+def test_a_held_best_effort_job_reserves_no_gpus() -> None:
+    """The reserve kept from deadlines is for best-effort work that can start."""
+    plain = Job(3, num_gpus=8, submit_time=-1.0, **HELD)
+    adm = DeadlineAdmission(share=0.5)
+    assert adm.step([plain, _dl(4, 8, 1900.0, H)], 0.0, 8) == {}
+
+
+def test_the_simulator_never_holds_and_decides_as_before() -> None:
+    adm = DeadlineAdmission()
+    jobs = [_dl(i, 4, H, 2 * H) for i in range(5)]
+    assert [adm.decide(j, 0.0, 8) is None for j in jobs] == [True] * 4 + [False]
+    assert "held" not in adm.to_dict()  # nothing new in what it saves
+
+
+def test_a_task_released_from_a_hold_is_tested_on_its_own_not_given_its_arrays_answer() -> None:
+    adm = DeadlineAdmission()
+    array = _dl(100, 8, H, 2.5 * H, array_job_id=100, array_tasks=2)  # 2 × 8 GPU-h of 20: promised
+    assert adm.step([array], 0.0, 8) == {} and 100 in adm.admitted
+    task = _dl(101, 8, H, 2.5 * H, array_job_id=100, state_reason="JobHeldUser")  # split off, held
+    array.array_tasks = 1
+    other = _dl(7, 8, H, 2.5 * H, submit_time=30.0)  # takes the room the held task left
+    assert adm.step([array, task, other], 60.0, 8) == {} and adm.admitted.keys() == {100, 7}
+    task.state_reason = ""
+    assert "after its hold was released" in adm.step([array, task, other], 120.0, 8)[101]
+
+
+def test_a_release_is_tested_after_the_jobs_that_arrived_meanwhile() -> None:
+    """Held since before c was submitted, a is released in the cycle that first sees c: room for
+    one of them. a's early submission buys it nothing: it comes in as at its release."""
+    adm = DeadlineAdmission()
+    a = _user(1, "a", 8, H, 1.5 * H, **HELD)
+    adm.step([a], 0.0, 8)
+    c = _user(2, "c", 8, H, 1.5 * H, submit=30.0)
+    a.state_reason = ""
+    assert adm.step([a, c], 60.0, 8).keys() == {1} and adm.admitted.keys() == {2}

@@ -21,6 +21,16 @@ asking for a long one only makes it harder to admit.
 jobs submitted without a deadline hold or wait for right now. With no best-effort work about,
 deadlines may promise the whole cluster; under a flood of it, ``share`` of it.
 
+A job that cannot start, held (``sbatch --hold``, ``scontrol hold``/``uhold``, ``requeuehold``)
+or waiting on a dependency that can never be met (``DependencyNeverSatisfied``), owes nothing
+while it cannot start: its answer is dropped, its work is not in the demand others are tested
+against, and its GPUs are not in the best-effort reserve either. When it can start again it is
+tested again as a newcomer (:meth:`DeadlineAdmission.step`): after the jobs that arrived
+meanwhile, one released job after another in submission order, so releasing many jobs at once
+buys none of them a place ahead of anyone; a job that still fits is promised its deadline again,
+one that no longer does is demoted and told it was tested again after its hold. The jobs on
+hold are kept with the answers, so a restart changes none of this.
+
 Soft deadlines (utility steps, ``Job.soft_deadlines``: (time, value) with values falling) are
 admitted at their first step that fits; the job then aims at that step, and the steps before it
 are given up. A job that fits at no step is demoted like a hard one.
@@ -38,6 +48,19 @@ from ..model import Job
 from .deadline import remaining_run
 
 Remaining = Callable[[Job, float], float | None]
+
+NEVER_SATISFIED = "DependencyNeverSatisfied"
+"""Slurm's reason for a pending job whose dependency can never be met: it never starts."""
+
+
+def on_hold(job: Job) -> str | None:
+    """``"hold"`` for a held pending job, ``"dependency"`` for one whose dependency can never be
+    met (neither can start until someone acts), else None."""
+    if not job.state_reason or not job.pending:  # (the simulator's jobs have no reason)
+        return None
+    if job.held:
+        return "hold"
+    return "dependency" if job.state_reason == NEVER_SATISFIED else None
 
 
 def _hm(seconds: float) -> str:
@@ -82,6 +105,8 @@ class DeadlineAdmission:
     admitted: dict[int, float] = field(default_factory=dict)
     demoted: dict[int, str] = field(default_factory=dict)
     arrays: set[int] = field(default_factory=set)  # decided for an array's waiting tasks
+    held: dict[int, str] = field(default_factory=dict)
+    """Deadline jobs that cannot start (job id → :func:`on_hold`'s kind): no answer, owe nothing."""
     _jobs: dict[int, Job] = field(default_factory=dict)
     _restored: set[int] = field(default_factory=set)  # admitted before a restart, job not seen since
 
@@ -109,18 +134,20 @@ class DeadlineAdmission:
             reserve = min(reserve, max(0, best_effort_gpus))
         return total_gpus - reserve
 
-    def decide(self, job: Job, now: float, total_gpus: int, best_effort_gpus: int | None = None) -> str | None:
+    def decide(self, job: Job, now: float, total_gpus: int, best_effort_gpus: int | None = None, *,
+               inherit: bool = True) -> str | None:
         """Admit or demote ``job``'s deadline (once; later calls return the first answer).
         None: admitted (or no deadline); else the reason it was demoted. ``best_effort_gpus``:
         GPUs held or wanted by live jobs submitted without a deadline (None: not known, the
-        full reserve is kept)."""
+        full reserve is kept). ``inherit=False``: a task split off a decided array is tested
+        on its own (a task released from a hold) instead of taking the array's answer."""
         jid = job.job_id
         if jid in self.admitted or jid in self.demoted:
             return self.demoted.get(jid)
         if not candidate_deadlines(job):
             return None
         parent = job.array_job_id
-        if parent is not None and parent != jid and parent in self.arrays:
+        if inherit and parent is not None and parent != jid and parent in self.arrays:
             # a task split off its array's pending record: the array's answer, made for all its tasks
             if parent in self.demoted:
                 self.demoted[jid] = self.demoted[parent]
@@ -163,9 +190,12 @@ class DeadlineAdmission:
 
     def to_dict(self) -> dict:
         """The promises and demotions, JSON-able (the daemon keeps them in its ledger)."""
-        return {"admitted": {str(j): d for j, d in self.admitted.items()},
-                "demoted": {str(j): why for j, why in self.demoted.items()},
-                "arrays": sorted(self.arrays)}
+        out = {"admitted": {str(j): d for j, d in self.admitted.items()},
+               "demoted": {str(j): why for j, why in self.demoted.items()},
+               "arrays": sorted(self.arrays)}
+        if self.held:  # (absent when none: what older daemons saved reads the same)
+            out["held"] = {str(j): kind for j, kind in self.held.items()}
+        return out
 
     def restore(self, data: dict) -> None:
         """Take back what :meth:`to_dict` saved (a restarted daemon): each job keeps the answer it
@@ -175,37 +205,66 @@ class DeadlineAdmission:
             admitted = {int(j): float(d) for j, d in (data.get("admitted") or {}).items()}
             demoted = {int(j): str(why) for j, why in (data.get("demoted") or {}).items()}
             arrays = {int(j) for j in (data.get("arrays") or [])}
+            held = {int(j): str(kind) for j, kind in (data.get("held") or {}).items()}
         except (AttributeError, TypeError, ValueError) as e:
             raise ValueError(f"saved deadline admission does not match its format: {e}") from None
         self.admitted.update(admitted)
         self.demoted.update(demoted)
         self.arrays.update(arrays)
+        self.held.update(held)
         self._restored.update(admitted)
 
-    def forget(self, job_id: int) -> None:
+    def _drop(self, job_id: int) -> None:
+        """Take back the job's answer (its promise no longer counts)."""
         self.admitted.pop(job_id, None)
         self.demoted.pop(job_id, None)
         self.arrays.discard(job_id)
         self._jobs.pop(job_id, None)
         self._restored.discard(job_id)
 
+    def forget(self, job_id: int) -> None:
+        self._drop(job_id)
+        self.held.pop(job_id, None)
+
     def step(self, jobs: Iterable[Job], now: float, total_gpus: int) -> dict[int, str]:
-        """The prioritizer's cycle: forget jobs no longer live, decide new deadline jobs in
-        submission order, and return ``{job_id: why}`` for every live demoted job. Admitted
-        jobs' records are refreshed (their run time so far changes)."""
+        """The prioritizer's cycle: forget jobs no longer live, set aside deadline jobs that
+        cannot start (:attr:`held`, their answers dropped), decide new deadline jobs in
+        submission order and then the ones that can start again (released), and return
+        ``{job_id: why}`` for every live demoted job. Admitted jobs' records are refreshed
+        (their run time so far changes)."""
         live = {j.job_id: j for j in jobs}
-        for jid in [j for j in (*self.admitted, *self.demoted) if j not in live]:
+        for jid in [j for j in (*self.admitted, *self.demoted, *self.held) if j not in live]:
             self.forget(jid)
         for jid in self._jobs:
             self._jobs[jid] = live[jid]
         for jid in [j for j in self._restored if j in live]:  # restored promises count again
             self._jobs[jid] = live[jid]
         self._restored.clear()
-        best_effort = sum(j.num_gpus * j.array_tasks for j in live.values()
-                          if (j.deadline is None and not j.soft_deadlines) or not candidate_deadlines(j))
-        asking = [j for j in live.values() if j.deadline is not None or j.soft_deadlines]
-        for j in sorted(asking, key=lambda j: (j.submit_time, j.job_id)):
-            self.decide(j, now, total_gpus, best_effort)
+        answered = self.admitted.keys() | self.demoted.keys()
+        released: dict[int, str] = {}
+        best_effort = 0
+        for j in live.values():
+            jid = j.job_id
+            kind = on_hold(j)
+            asks = j.deadline is not None or bool(j.soft_deadlines)
+            if kind is not None and (asks or jid in answered or jid in self.held):
+                self._drop(jid)  # owes nothing until it can start: tested again then
+                self.held[jid] = kind
+            elif jid in self.held:
+                released[jid] = self.held.pop(jid)
+            if kind is None and (not asks or not candidate_deadlines(j)):
+                best_effort += j.num_gpus * j.array_tasks  # a held job wants no GPUs now
+        asking = sorted((j for j in live.values() if (j.deadline is not None or j.soft_deadlines)
+                         and j.job_id not in self.held), key=lambda j: (j.job_id in released, j.submit_time, j.job_id))
+        for j in asking:
+            if j.job_id not in released:
+                self.decide(j, now, total_gpus, best_effort)
+                continue
+            why = self.decide(j, now, total_gpus, best_effort, inherit=False)  # in turn, as a newcomer
+            if why is not None:
+                after = ("after its hold was released" if released[j.job_id] == "hold"
+                         else "once its dependency could be met")
+                self.demoted[j.job_id] = f"{after}, {why}"
         return {jid: why for jid, why in self.demoted.items()}
 
 
@@ -214,6 +273,15 @@ def candidate_deadlines(job: Job) -> list[float]:
     if job.deadline is not None:
         return [job.deadline]
     return [t for t, v in job.soft_deadlines if v > 0]
+
+
+def held_message(kind: str) -> str:
+    """The text a user reads about the deadline of a job that cannot start (:func:`on_hold`)."""
+    if kind == "hold":
+        return ("deadline set aside while the job is held: it takes no room from other "
+                "deadlines, and is tested again when the hold is released")
+    return ("deadline set aside while the job's dependency can never be met: it takes no "
+            "room from other deadlines, and is tested again if that changes")
 
 
 def demotion_message(why: str) -> str:
