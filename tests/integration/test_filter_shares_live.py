@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Iterator
 
@@ -71,4 +72,39 @@ def test_a_user_is_told_of_the_shard_and_a_training_job_cannot_ask_for_one(share
                             "-t", "10", "--wrap", "true")
         assert refused.returncode != 0 and "training job cannot run on a GPU shard" in refused.stderr
     finally:
+        shutil.rmtree(public, ignore_errors=True)
+
+
+def test_shards_count_as_gpus_against_the_caps_and_a_gpus_worth_of_them_is_refused(shared: Testbed) -> None:
+    """As user nobody: a shard job is tagged as the GPU it counts as; a whole GPU's shards or
+    more, or an impossible GPU memory need, is refused with the fix; interactive shard jobs
+    stop at the class's 4-GPU quota (testbed.toml) instead of holding 12 GPUs."""
+    as_nobody, public = as_user(shared)
+    held: list[int] = []
+
+    def sbatch(*opts: str):
+        out = as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "-t", "10", *opts,
+                        "--wrap", "true")
+        if out.returncode == 0:
+            held.append(int(out.stdout.strip().split(";")[0]))
+        return out
+
+    try:
+        for k, words in ((8, "all the shards of one GPU"), (32, "more shards than one GPU's 8"),
+                         (99999, "more shards than one GPU's 8")):
+            out = sbatch(f"--gres=shard:{k}", "--comment=dl:class=inference")
+            assert out.returncode != 0 and words in out.stderr and f"--gpus={-(-k // 8)}" in out.stderr, out.stderr
+        out = sbatch("--gpus=1", "--comment=dl:class=inference;gpu_mem=500G")
+        assert out.returncode != 0 and "needs more memory than any GPU here has" in out.stderr, out.stderr
+        out = sbatch("--gres=shard:2", "--comment=dl:class=inference")
+        assert out.returncode == 0, out.stderr
+        assert ";gpus=1;" in job_fields(held[-1], shared.env())["AdminComment"]
+        for _ in range(4):  # four GPUs' worth of interactive shards: the quota
+            out = sbatch("--gres=shard:7", "--comment=dl:class=interactive")
+            assert out.returncode == 0, out.stderr
+        out = sbatch("--gres=shard:1", "--comment=dl:class=interactive")
+        assert out.returncode != 0 and "allows 4 GPU(s) per user at once; you hold 4" in out.stderr, out.stderr
+    finally:
+        if held:
+            subprocess.run(["scancel", *map(str, held)], env=shared.env(), check=False)
         shutil.rmtree(public, ignore_errors=True)
