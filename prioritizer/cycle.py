@@ -34,7 +34,8 @@ from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 from . import preempt
 from .explain_cache import ExplanationCache
 from .idle_watch import IdleWatcher
-from .jobs import CycleChanges, apply_ledger, apply_tags, class_demotions, reopen_returned, seed_unknown_running
+from .jobs import (STEPS_SET_ASIDE, CycleChanges, apply_ledger, apply_tags, class_demotions, reopen_returned,
+                   seed_unknown_running, steps_set_aside)
 from .planning import plan_intents
 from .steer import ShardSteering, SteerReport, Steering, gpu_type_entry, steer
 
@@ -310,6 +311,9 @@ class Prioritizer:
         others are dropped from their jobs (until the next cycle: CycleChanges). Returns
         ``{job_id: why}`` for each one dropped."""
         ignored_deadlines = admit_deadlines(jobs, self.config)
+        for j in jobs:  # Slurm's own deadline and the filter's steps (22.05 hides --deadline from it)
+            if j.deadline is not None and j.job_id not in ignored_deadlines and steps_set_aside(j):
+                ignored_deadlines[j.job_id] = STEPS_SET_ASIDE
         change = self._changes.set
         for j in jobs if ignored_deadlines else ():
             if j.job_id in ignored_deadlines:

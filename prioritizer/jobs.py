@@ -49,6 +49,19 @@ def apply_tags(job: Job) -> None:
         job.soft_deadlines = tuple((float(t), v) for t, v in tag.soft_deadlines)
 
 
+STEPS_SET_ASIDE = ("deadline steps set aside: the job also has a deadline of its own (sbatch --deadline), "
+                   "which counts; a job has one or the other")
+
+
+def steps_set_aside(job: Job) -> bool:
+    """Whether the filter tagged deadline steps that Slurm's own deadline of the job overrides
+    (the filter could not see ``--deadline``, as on 22.05, and so could not refuse both)."""
+    if job.deadline is None or "soft=" not in (job.admin_comment or ""):
+        return False
+    tag = _tag_of(job.admin_comment)
+    return tag is not None and bool(tag.soft_deadlines) and tag.deadline is None
+
+
 # A cycle reads the same comments as the one before: each distinct text is parsed once (the
 # tag is immutable). Bounded: cleared when it holds more texts than a large queue has jobs.
 _MEMO_MAX = 500_000

@@ -472,6 +472,22 @@ def test_held_deadline_jobs_keep_no_promise_and_are_tested_again_in_turn_on_rele
     assert third.admission.admitted.keys() == {10, 1, 2, 3} and third.admission.demoted.keys() == {4}
 
 
+def test_steps_a_deadline_of_slurm_overrides_are_set_aside_with_a_note(config, db):
+    """On 22.05 the filter cannot see ``sbatch --deadline``: a job with both the filter's steps
+    and Slurm's own deadline keeps the deadline (Slurm enforces it), and explain says the steps
+    went, instead of dropping them without a word."""
+    c = MemoryCluster()
+    soft = f"sdl1:class=train;ckpt=1;gpus=1;shape=any;soft={int(c.now) + 3600}:1+{int(c.now) + 7200}:0.5"
+    c.add(1, 1, time_limit=600.0, deadline=c.now + 5000.0, admin_comment=soft)
+    c.add(2, 1, time_limit=600.0, admin_comment=soft)  # steps alone: kept, no note
+    p = Prioritizer(config, c, Store(db))
+    p.run_cycle()
+    notes = [d.reason for d in p.store.decisions(1) if d.kind == "deadline"]
+    assert notes == ["deadline steps set aside: the job also has a deadline of its own (sbatch --deadline), "
+                     "which counts; a job has one or the other"]
+    assert not [d for d in p.store.decisions(2) if d.kind == "deadline"]
+
+
 # --- the job's own preemption contract: its signal, its lead time, its own requeue ----------
 def _scene_with_tag(config, db, tag: str):
     c = MemoryCluster(nodes=1)
