@@ -11,22 +11,16 @@ from pathlib import Path
 import pytest
 
 from prioritizer.jobs import apply_tags, class_demotions
-from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.config import load_config
 from slurm_dl.core.model import Job, JobClass, JobState
 from slurm_dl.core.rules import FilterContext, decide
 from slurm_dl.core.rules.live import live_counts
 from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
 from slurm_dl.core.tags import parse_tag
 
+from test_rules_share import cfg  # noqa: F401 - the testbed config with 8 shards per h100 (a fixture)
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    data = load_config(REPO / "site-configs" / "testbed.toml").model_dump(mode="json")
-    data["sharing"] = {"groups": [{"node_group": data["node_groups"][0]["name"], "shards_per_gpu": 8,
-                                   "shard_memory_gb": 10}]}
-    return parse_config(data)
 
 
 @pytest.fixture(scope="module")

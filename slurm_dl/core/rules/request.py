@@ -56,31 +56,27 @@ def parse_gpu_tres(text: str | None) -> tuple[list[GpuAsk], list[str]]:
     return list(asks), list(others)
 
 
+def _read_ask(item: str, pattern: re.Pattern) -> GpuAsk | None:
+    """One TRES item (``gres:gpu:h100:2``; 23.02+ may write ``gres/gpu=4``) as an ask of the
+    GRES ``pattern`` names, or None when it does not read as one (a count of more than
+    :data:`MAX_COUNT_DIGITS` digits included: no site has that many, the rules judge it)."""
+    if "=" in item:
+        name, _, num = item.partition("=")
+        item = f"{name}:{num}" if num.isascii() and num.isdigit() else item
+    m = pattern.match(item)
+    if not m:
+        return None
+    kind, count = m.group(1), m.group(2)
+    if kind is not None and kind.isascii() and kind.isdigit() and count is None:
+        kind, count = None, kind  # gres:gpu:2
+    if count is not None and len(count) > MAX_COUNT_DIGITS:
+        return None
+    return GpuAsk(kind, int(count) if count is not None else 1)
+
+
 @functools.lru_cache(maxsize=1024)
 def _parse_gpu_tres(text: str) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
-    asks: list[GpuAsk] = []
-    others: list[str] = []
-    if not text:
-        return asks, others
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "=" in item:  # 23.02+ may say gres/gpu=4 (TRES form), e.g. tres_per_task
-            name, _, num = item.partition("=")
-            item = f"{name}:{num}" if num.isascii() and num.isdigit() else item
-        m = _GPU_GRES.match(item)
-        if not m:
-            others.append(item)
-            continue
-        gpu_type, count = m.group(1), m.group(2)
-        if gpu_type is not None and gpu_type.isascii() and gpu_type.isdigit() and count is None:
-            gpu_type, count = None, gpu_type  # gres:gpu:2
-        if count is not None and len(count) > MAX_COUNT_DIGITS:
-            others.append(item)  # no site has that many GPUs: unreadable, judged by the rules
-            continue
-        asks.append(GpuAsk(gpu_type, int(count) if count is not None else 1))
-    return tuple(asks), tuple(others)
+    return _split_asks(text, _GPU_GRES)
 
 
 def parse_shard_tres(text: str | None) -> tuple[list[GpuAsk], list[str]]:
@@ -92,27 +88,25 @@ def parse_shard_tres(text: str | None) -> tuple[list[GpuAsk], list[str]]:
 
 @functools.lru_cache(maxsize=1024)
 def _parse_shard_tres(text: str) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
+    return _split_asks(text, _SHARD_GRES, only=_SHARD_NAME)
+
+
+def _split_asks(text: str, pattern: re.Pattern,
+                only: re.Pattern | None = None) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
+    """The asks of a TRES list that ``pattern`` reads, and its other items (``only``: look at
+    the items it matches alone, the others left out)."""
     asks: list[GpuAsk] = []
-    bad: list[str] = []
+    rest: list[str] = []
     for item in text.split(","):
         item = item.strip()
-        if not _SHARD_NAME.match(item):
+        if not item or (only is not None and not only.match(item)):
             continue
-        if "=" in item:
-            name, _, num = item.partition("=")
-            item = f"{name}:{num}" if num.isascii() and num.isdigit() else item
-        m = _SHARD_GRES.match(item)
-        if not m:
-            bad.append(item)
-            continue
-        shard_type, count = m.group(1), m.group(2)
-        if shard_type is not None and shard_type.isascii() and shard_type.isdigit() and count is None:
-            shard_type, count = None, shard_type
-        if count is not None and len(count) > MAX_COUNT_DIGITS:
-            bad.append(item)
-            continue
-        asks.append(GpuAsk(shard_type, int(count) if count is not None else 1))
-    return tuple(asks), tuple(bad)
+        ask = _read_ask(item, pattern)
+        if ask is None:
+            rest.append(item)
+        else:
+            asks.append(ask)
+    return tuple(asks), tuple(rest)
 
 
 def _num(v: Any, sentinel_at: int = _BIG) -> int | None:
