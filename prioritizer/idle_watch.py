@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 from slurm_dl.core.config import TelemetryConfig
 from slurm_dl.core.errors import SlurmError
 from slurm_dl.core.idle import (IdleDecision, Verdict, carried_idle_since, decide, horizon_minutes, merge_window,
-                           utilisation_entry)
+                           on_job_nodes, utilisation_entry)
 from slurm_dl.idle_notice import action_note, comment_with_note, warning_note
 from slurm_dl.core.model import Job
 from slurm_dl.core.share_hint import KIND as GPU_USE, RunUse, share_hint
@@ -54,7 +54,7 @@ class IdleWatcher:
                  site: Any = None) -> None:
         self.cfg = cfg
         self.site = site  # the SiteConfig: which jobs opted in to preemption
-        self.read = read or (lambda: read_exposition_dir(cfg.exposition_dir or ""))
+        self.read = read or (lambda: read_exposition_dir(cfg.exposition_dir or "", cfg.agent_user))
         self.window: list[JobGpuSample] = []
         self.summaries: dict[int, JobUtilisationSummary] = {}
         self.loaded = False
@@ -96,7 +96,7 @@ class IdleWatcher:
         self._written = {}
         running = {j.job_id: j for j in jobs if j.running}
         self.window = merge_window(self.window, self.read(), now - horizon_minutes(self.cfg) * 60.0)
-        mine = [s for s in self.window if s.job_id in running]
+        mine = on_job_nodes(self.window, running)  # each job's samples from its own nodes only
         carried = carried_idle_since(self.summaries, mine, self.cfg)  # before this window is folded in
         decisions = {d.job_id: d for d in decide(mine, running, self.cfg, carried=carried, site=self.site)}
         out = IdleStep()

@@ -432,7 +432,8 @@ def status(
         if site.telemetry.exposition_dir:
             from ..telemetry.reader import read_exposition_dir
 
-            samples = read_exposition_dir(site.telemetry.exposition_dir)
+            samples = read_exposition_dir(site.telemetry.exposition_dir, site.telemetry.agent_user,
+                                          warn=False)  # ignored files: the admin's (doctor lists them)
         rows = describe_jobs(jobs, one, explainer, samples, _estimates(jobs, one))
         from ..slurm.sacct import finished_jobs
 

@@ -19,10 +19,10 @@ NOT_CONFIGURED = "–"
 
 def gpu_status(job: Job, samples: Iterable[JobGpuSample]) -> dict[str, Any] | None:
     """The job's GPUs at their latest sample: mean utilisation, memory, idle minutes, slurm-dl's note;
-    None when no sample names the job."""
+    None when no sample names the job on one of its own nodes."""
     latest: dict[tuple[str, int], JobGpuSample] = {}
     for s in samples:
-        if s.job_id == job.job_id:
+        if s.job_id == job.job_id and s.node in job.nodes:
             key = (s.node, s.gpu)
             if key not in latest or s.time > latest[key].time:
                 latest[key] = s

@@ -22,8 +22,9 @@ HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
 settings (accounts enforced where fair share or a class trusts them),
 the site config against the cluster (sinfo: nodes, GPU types and counts,
 partitions, time limits), job_submit.lua, the filter socket, the
-database (schema, integrity, locks), the prioritizer's last cycle and
-the metrics endpoints. Prints each problem
+database (schema, integrity, locks), the prioritizer's last cycle,
+the metrics endpoints and the gpu-agents' files (each one ignored, with
+why: its owner, its mode, its name). Prints each problem
 with its fix; exits 1 when something fails (warnings do not). It only
 reads. With --uninstalled, check instead that nothing of slurm-dl still
 acts on the cluster: its shim, the services, SiteFactors on jobs.
@@ -109,7 +110,21 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
     _database(f, url)
     for daemon, section in (("prioritizer", cfg.prioritizer), ("filter", cfg.filter)):
         f.metrics[daemon] = (section.metrics_port, _scrape(section.metrics_address, section.metrics_port))
+    _telemetry(f, cfg.telemetry)
     return f
+
+
+def _telemetry(f: Facts, telemetry) -> None:
+    """The gpu-agents' files as the prioritizer reads them: which are used and which ignored."""
+    from ..telemetry.reader import scan_exposition_dir
+
+    if not telemetry.exposition_dir:
+        return
+    f.telemetry_dir = telemetry.exposition_dir
+    scan = scan_exposition_dir(telemetry.exposition_dir, telemetry.agent_user)
+    f.telemetry_error, f.telemetry_read, f.telemetry_trusted = scan.error, len(scan.read), scan.trusted
+    f.telemetry_ignored = [(x.path, x.why, x.fix) for x in scan.ignored]
+    f.telemetry_problems, f.telemetry_bad_lines = list(scan.problems), dict(scan.bad_lines)
 
 
 def gather_uninstalled(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path],

@@ -551,6 +551,10 @@ class TelemetryConfig(_Strict):
     dry_run: bool = Field(default=False, description="decide as configured but only report")
     exposition_dir: str | None = Field(default=None, description="directory of the gpu-agents' <node>.prom "
                                        "files the prioritizer reads; unset: no telemetry in the prioritizer")
+    agent_user: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$",
+                                   description="the user the gpu-agents write their files as, when not root: "
+                                   "a file there is read only when owned by root, the directory's owner or "
+                                   "this user, and writable by its owner alone")
     warn_via: list[Literal["log", "comment"]] = Field(
         default_factory=lambda: ["log", "comment"],
         description="how an idle job is warned: a prioritizer log line and/or a note appended to the job's comment")

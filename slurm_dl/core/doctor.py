@@ -8,6 +8,7 @@ or warning one naming the fix.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,13 @@ class Facts:
     unit_files: list[str] = field(default_factory=list)  # slurm-dl units left in /etc/systemd/system
     account_uses: list[str] = field(default_factory=list)  # what in the site config trusts a job's account
     qos_uses: list[str] = field(default_factory=list)  # ... and its QOS (enforcement.account_reliance)
+    telemetry_dir: str | None = None  # [telemetry] exposition_dir (None: no telemetry)
+    telemetry_error: str | None = None  # the directory cannot be read
+    telemetry_read: int = 0  # agent files used
+    telemetry_trusted: tuple[str, ...] = ()  # who may own a file used
+    telemetry_ignored: list[tuple[str, str, str]] = field(default_factory=list)  # (file, why, fix)
+    telemetry_problems: list[str] = field(default_factory=list)  # about the directory itself
+    telemetry_bad_lines: dict[str, int] = field(default_factory=dict)  # file used -> lines skipped
 
 
 def diagnose(f: Facts) -> list[Finding]:
@@ -81,6 +89,7 @@ def diagnose(f: Facts) -> list[Finding]:
     _socket(f, add)
     _database(f, add)
     _metrics(f, add)
+    _telemetry(f, add)
     return out
 
 
@@ -257,6 +266,40 @@ def _metrics(f: Facts, add) -> None:
                         f"is slurm-dl-{daemon} running with this site config?"))
         else:
             add(Finding(f"{daemon} metrics", "ok", f"http://127.0.0.1:{port}/metrics answers"))
+
+
+IGNORED_SHOWN = 20  # ignored agent files named one by one; the rest are counted
+
+
+def _telemetry(f: Facts, add) -> None:
+    """The gpu-agents' files: which the prioritizer and dlsubmit ignore, and why."""
+    check = "gpu-agent files"
+    if f.telemetry_dir is None:
+        add(Finding(check, "skip", "no [telemetry] exposition_dir: no GPU telemetry"))
+        return
+    where = f.telemetry_dir
+    if f.telemetry_error:
+        add(Finding(check, "warn", f"{where} {f.telemetry_error}: no job's GPU use is known",
+                    "start the gpu-agents (systemctl enable --now slurm-dl-gpu-agent) and make the "
+                    "directory readable by the prioritizer"))
+        return
+    for path, why, fix in f.telemetry_ignored[:IGNORED_SHOWN]:
+        add(Finding(check, "fail", f"{path}: {why}; ignored: its samples are not used", fix))
+    if len(f.telemetry_ignored) > IGNORED_SHOWN:
+        add(Finding(check, "fail", f"{len(f.telemetry_ignored) - IGNORED_SHOWN} more file(s) in {where} ignored",
+                    "the prioritizer's log names each ignored file once"))
+    for problem in f.telemetry_problems:
+        add(Finding(check, "warn", f"{where}: {problem}",
+                    f"chmod go-w {shlex.quote(where)} (or chmod +t: then only a file's owner may remove it)"
+                    if "writable" in problem
+                    else "set [telemetry] agent_user to a user of this host, or remove it"))
+    for path, n in sorted(f.telemetry_bad_lines.items()):
+        add(Finding(check, "warn", f"{path}: {n} line(s) skipped: not a sane reading (NaN, infinite, out "
+                    "of range or malformed)", "check that node's agent: slurm-dl gpu-agent --once --json"))
+    if not (f.telemetry_ignored or f.telemetry_problems or f.telemetry_bad_lines):
+        owners = ", ".join(f.telemetry_trusted) or "root"
+        add(Finding(check, "ok", f"{f.telemetry_read} file(s) in {where}, each owned by one of {owners} "
+                    "and writable by its owner alone"))
 
 
 def diagnose_uninstalled(f: Facts) -> list[Finding]:

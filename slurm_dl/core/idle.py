@@ -171,6 +171,13 @@ def _verdict(job: Job, since: float, end: float, seen: int, cfg: TelemetryConfig
                         f"{what} (limit {limit:g} min + {cfg.warn_grace_minutes:g} min after the warning)")
 
 
+def on_job_nodes(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job]) -> list[JobGpuSample]:
+    """The samples of the jobs in ``jobs`` that were taken on one of that job's own nodes
+    (``Job.nodes``, as Slurm reports them): a sample naming a node the job does not run on says
+    nothing about the job, whoever wrote it."""
+    return [s for s in samples if (j := jobs.get(s.job_id)) is not None and s.node in j.nodes]
+
+
 def merge_window(window: Iterable[JobGpuSample], new: Iterable[JobGpuSample], horizon_start: float) -> list[JobGpuSample]:
     """The sample history kept between cycles: old and new, de-duplicated, none before ``horizon_start``."""
     keep = {(s.job_id, s.node, s.gpu, s.time): s for s in (*window, *new) if s.time >= horizon_start}

@@ -15,8 +15,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..slurm.gpu_alloc import GpuAllocation
 from .attribution import GIB, JobUtilisation, ShareRule, attribute, job_of_cgroup, job_of_environ, summarize
-from .exposition import parse, render
+from .exposition import render
 from .nvml import sample_gpus
+from .reader import read_node_file
 from .samples import JobGpuSample
 from .summary import carry_idle_since
 
@@ -56,11 +57,9 @@ def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def previous_samples(path: Path) -> list[JobGpuSample]:
-    """The samples of the agent's last file (none when it is missing or unreadable)."""
-    try:
-        return parse(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
-        return []
+    """The samples of the agent's last file (none when it is missing, unreadable or not
+    trusted: see :func:`.reader.read_node_file`)."""
+    return read_node_file(path)
 
 
 def pid_jobs(pids: Iterable[int], proc: Path = Path("/proc")) -> dict[int, int]:

@@ -119,6 +119,42 @@ def test_idle_job_that_did_not_opt_in_is_deprioritized_never_cancelled(testbed: 
         _cancel(backend, job_id)
 
 
+def test_forged_agent_files_do_not_get_a_running_job_warned_or_cancelled(testbed: Testbed, tmp_path: Path) -> None:
+    """Files anyone could have written say the job's GPUs idle: one naming a node the job is not
+    on, one named for another node, a world-writable one of the job's own node. Past the limit
+    and the grace nothing happens to the job; once the node's file is the agent's (0644), the
+    same samples get it warned."""
+    p, backend, agents, store, job_id = scene(testbed, tmp_path)
+    [node] = {a.node for a in agents.allocs}
+    d = agents.directory
+    d.mkdir(parents=True, exist_ok=True)
+
+    def forge(at: float) -> None:
+        gpus = [g for a in agents.allocs for g in a.gpus]
+        idle = lambda n: exposition.render([JobGpuSample(job_id, n, g, 0.0, 0, 60.0, 0, at) for g in gpus])
+        # a node the job is not on, and a file not named for the node it names (both 0644)
+        for name, n in (("gpu99", "gpu99"), ("zz-forged", node)):
+            (d / f"{name}.prom").write_text(idle(n))
+            (d / f"{name}.prom").chmod(0o644)
+        (d / f"{node}.prom").write_text(idle(node))
+        (d / f"{node}.prom").chmod(0o666)  # the node's own name, but anyone may write it
+
+    try:
+        first = time.time() - 120.0
+        for idle_s in (0.0, 70.0, 130.0, 160.0):  # past the 1 min limit and the 1 min grace
+            forge(first + idle_s)
+            p.run_cycle()
+        assert not [k for k in (x.kind for x in store.decisions(job_id)) if k.startswith("idle")]
+        assert comment_of(backend, job_id) == USER_COMMENT
+        [job] = [j for j in backend.jobs() if j.job_id == job_id]
+        assert job.running
+        cycle_with_idle_for(p, agents, 0.0, first)  # the agent's own file (0644) says the same
+        cycle_with_idle_for(p, agents, 70.0, first)
+        assert [x.kind for x in store.decisions(job_id)] == ["idle-warn"]
+    finally:
+        _cancel(backend, job_id)
+
+
 def test_dry_run_only_reports(testbed: Testbed, tmp_path: Path) -> None:
     p, backend, agents, store, job_id = scene(testbed, tmp_path, dry_run=True)
     try:

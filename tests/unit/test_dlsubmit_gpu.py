@@ -17,7 +17,18 @@ from slurm_dl.telemetry import exposition
 from slurm_dl.telemetry.agent import sample_once
 from slurm_dl.telemetry.reader import read_exposition_dir
 
-AGENT_FILES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
+RECORDED_FILES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
+
+
+def agent_files(tmp: Path) -> Path:
+    """The recorded files as an agent leaves them (0644): a checkout made under umask 002 gives
+    them group write, and the readers rightly ignore a file its group may write."""
+    out = tmp / "agents"
+    out.mkdir()
+    for f in RECORDED_FILES.glob("*.prom"):
+        (out / f.name).write_bytes(f.read_bytes())
+        (out / f.name).chmod(0o644)
+    return out
 WARNED = "exp 4 [slurm-dl: GPUs idle 65 min (since 2025-11-21 03:35 UTC); unless they are used within 30 min, ...]"
 
 
@@ -28,8 +39,8 @@ def jobs() -> list[Job]:
             Job(job_id=79, name="waits", state=JobState.PENDING)]
 
 
-def test_running_jobs_show_utilisation_memory_idle_time_and_warning(jobs: list[Job]) -> None:
-    samples = read_exposition_dir(AGENT_FILES)
+def test_running_jobs_show_utilisation_memory_idle_time_and_warning(jobs: list[Job], tmp_path: Path) -> None:
+    samples = read_exposition_dir(agent_files(tmp_path))
     rows = {j.job_id: describe_jobs(jobs, j.job_id, None, samples)[0] for j in jobs}  # by id: no submit records
     idle, busy, waits = rows[77], rows[78], rows[79]
     assert idle["gpu"] == {"gpus": 2, "share_bytes": None, "over_share": False, "mean_util_percent": 0.5, "mem_used_bytes": 4 << 30, "processes": 0,
@@ -49,16 +60,17 @@ def test_without_telemetry_the_column_says_so(jobs: list[Job]) -> None:
     assert gpu_cell(row) == "no samples"
 
 
-def test_action_notes_show_in_the_cell(jobs: list[Job]) -> None:
+def test_action_notes_show_in_the_cell(jobs: list[Job], tmp_path: Path) -> None:
     jobs[0].comment = "[slurm-dl: deprioritized: GPUs idle 95 min (since ?); first to be requeued]"
-    [row] = describe_jobs(jobs, 77, None, read_exposition_dir(AGENT_FILES))
+    [row] = describe_jobs(jobs, 77, None, read_exposition_dir(agent_files(tmp_path)))
     assert gpu_cell(row).endswith("idle 60 min, deprioritized")
 
 
 def test_status_table_has_the_gpu_column(jobs: list[Job], capsys: pytest.CaptureFixture,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("COLUMNS", "240")  # a wide terminal: rich folds cells on a narrow one
-    rows = [describe_jobs(jobs, j.job_id, None, read_exposition_dir(AGENT_FILES))[0] for j in jobs]
+    samples = read_exposition_dir(agent_files(tmp_path))
+    rows = [describe_jobs(jobs, j.job_id, None, samples)[0] for j in jobs]
     print_status(rows)
     out = capsys.readouterr().out
     assert "GPU use" in out and "idle 60 min" in out and "warned" in out

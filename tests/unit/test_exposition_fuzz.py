@@ -126,6 +126,7 @@ def test_the_parser_never_raises_and_returns_only_sane_samples(text: str) -> Non
 def test_any_file_in_the_directory_is_read_without_raising(tmp_path_factory, data: bytes) -> None:
     d = tmp_path_factory.mktemp("agents")
     (d / "gpu01.prom").write_bytes(data)
+    (d / "gpu01.prom").chmod(0o644)  # as the agent writes it, whatever the umask
     samples = read_exposition_dir(d)
     assert_sane(samples)
     readers_of(samples)
@@ -164,6 +165,7 @@ def test_a_gpu_without_its_utilisation_or_process_count_is_not_taken_for_idle() 
 def test_dlsubmit_status_shows_the_sane_lines_of_a_file_with_inf(tmp_path: Path, capsys) -> None:
     (tmp_path / "gpu01.prom").write_text(good_file('slurm_dl_gpu_memory_used_bytes{job="7",node="gpu01",gpu="0"} '
                                                    'inf 1763700000000'))
+    (tmp_path / "gpu01.prom").chmod(0o644)
     job = Job(job_id=7, name="j", state=JobState.RUNNING, nodes=("gpu01",))
     rows = describe_jobs([job], 7, None, read_exposition_dir(tmp_path))
     assert rows[0]["gpu"]["mem_used_bytes"] == 1024

@@ -145,7 +145,7 @@ def test_the_share_survives_the_agents_file_and_reaches_the_summary_and_explain(
 
 
 def test_dlsubmit_status_names_the_job_over_its_share() -> None:
-    job = Job(job_id=8, name="nb", user="nobody", num_gpus=1)
+    job = Job(job_id=8, name="nb", user="nobody", num_gpus=1, nodes=("gpu01",))
     rows = [JobGpuSample(8, "gpu01", 0, 40.0, 15 * GIB, None, 1, 1000.0, share_bytes=10 * GIB)]
     g = gpu_status(job, rows)
     assert g["over_share"] and g["share_bytes"] == 10 * GIB
