@@ -42,7 +42,7 @@ def gpu_agent(
 ) -> None:
     from ..slurm import CliBackend
     from ..slurm.node_alloc import NodeAllocations
-    from ..telemetry.agent import node_name, sample_once, share_rules
+    from ..telemetry.agent import node_name, pid_jobs, sample_once, share_rules
     from ..telemetry.nvml import NvmlUnavailableError, load_nvml
 
     setup_logging("slurm-dl-gpu-agent", log_level, log_format)
@@ -76,7 +76,8 @@ def gpu_agent(
         while True:
             try:
                 result = sample_once(nvml, name, allocations, output_dir,
-                                     idle_util_percent=idle_percent, shares=shares)
+                                     idle_util_percent=idle_percent, shares=shares,
+                                     jobs_of_pids=lambda pids: pid_jobs(pids, slurm_pids=allocations.pids))
             except SlurmError as e:
                 if once or isinstance(e, SlurmNotInstalledError):
                     raise

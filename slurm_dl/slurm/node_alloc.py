@@ -57,6 +57,12 @@ def parse_listpids(text: str) -> dict[int, int]:
     return out
 
 
+def parse_listpid_jobs(text: str) -> dict[int, int]:
+    """``scontrol listpids`` output -> {process id: its job}: the processes the node's
+    slurmstepd processes track as the job's (the agent's evidence of whose a process is)."""
+    return {int(m.group(1)): int(m.group(2)) for m in _PID_ROW.finditer(text)}
+
+
 def job_allocations(text: str, node: str, job_id: int) -> list[GpuAllocation]:
     """``scontrol -d -o show job ID`` -> job ``job_id``'s GPUs on ``node`` (none when it holds
     none there, or is not running). An array's first task shares its id with the array, and
@@ -102,6 +108,7 @@ class NodeAllocations:
         self.job_reads = 0  # single-job reads so far
         self.full_reads = 0  # samples that fell back to the whole queue
         self.local_error: str | None = None  # why listpids failed last, when it did
+        self.pids: dict[int, int] = {}  # process -> job, from the last listpids (empty: it failed)
         self.grace_s = grace_s
         self.clock = clock
         self.unexplained: dict[int, float] = {}  # GPU in use with no local job -> since when
@@ -111,6 +118,7 @@ class NodeAllocations:
         return run_slurm(argv, env=self.env, timeout=self.timeout).stdout
 
     def __call__(self, node: str) -> list[GpuAllocation]:
+        self.pids = {}
         try:
             local = self._listpids(node)
         except SlurmError as e:  # e.g. not root, or slurmd's spool elsewhere: the queue read
@@ -167,6 +175,7 @@ class NodeAllocations:
         argv = ["scontrol", "listpids", "*", node]
         rc, out, err = self._run_listpids(argv)
         if rc == 0 or NO_STEPS in out + err or (out.lstrip().startswith("PID") and STALE_STEP in err):
+            self.pids = parse_listpid_jobs(out)
             return parse_listpids(out)
         raise SlurmError(f"scontrol listpids: {one_line(err) or f'exit status {rc}'}", command=argv,
                          returncode=rc, stderr=err)

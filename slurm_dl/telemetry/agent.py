@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..slurm.gpu_alloc import GpuAllocation
-from .attribution import GIB, JobUtilisation, ShareRule, attribute, job_of_cgroup, job_of_environ, summarize
+from .attribution import GIB, JobUtilisation, ShareRule, attribute, job_of_cgroup, summarize
 from .exposition import render
 from .nvml import sample_gpus
 from .reader import read_node_file
@@ -62,18 +62,23 @@ def previous_samples(path: Path) -> list[JobGpuSample]:
     return read_node_file(path)
 
 
-def pid_jobs(pids: Iterable[int], proc: Path = Path("/proc")) -> dict[int, int]:
-    """The Slurm job of each process that has one: its cgroup (``job_<id>`` with cgroup
-    proctrack), else the ``SLURM_JOB_ID`` Slurm puts in every job process's environment.
-    A process that ended, or that this user may not read, is left out."""
+def pid_jobs(pids: Iterable[int], proc: Path = Path("/proc"),
+             slurm_pids: Mapping[int, int] | None = None) -> dict[int, int]:
+    """The Slurm job of each process whose job Slurm itself vouches for: its cgroup in Slurm's
+    own hierarchy (``job_<id>``, cgroup proctrack), else ``slurm_pids`` (pid -> job, what the
+    node's slurmstepd processes list: ``scontrol listpids``). A process's ``SLURM_JOB_ID`` is
+    never used: anyone can set it, in or out of a job. A process of no known job, one that
+    ended, or one this user may not read, is left out (attribution then counts it as a
+    process of every holder of its GPU, and charges its memory to none)."""
     out: dict[int, int] = {}
+    known = slurm_pids or {}
     for pid in pids:
         try:
             job = job_of_cgroup((proc / str(pid) / "cgroup").read_text())
-            if job is None:
-                job = job_of_environ((proc / str(pid) / "environ").read_bytes())
         except (OSError, ValueError):
-            continue
+            job = None
+        if job is None:
+            job = known.get(pid)
         if job is not None:
             out[pid] = job
     return out

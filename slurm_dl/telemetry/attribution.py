@@ -2,7 +2,8 @@
 
 A whole GPU belongs to the one job Slurm gave it to. A shared GPU (Slurm shards) is split by
 NVML's process list: each process's memory and compute go to the job that owns the process
-(``pid_jobs``, read at the edge from the process's cgroup or its ``SLURM_JOB_ID``), and each job
+(``pid_jobs``, read at the edge from the process's cgroup or from slurmstepd's own list;
+never from its ``SLURM_JOB_ID``, which any process may set), and each job
 is told the memory its shards guarantee (:class:`ShareRule`), so a job over it can be named.
 """
 
@@ -35,25 +36,33 @@ class ShareRule:
         return gpu_total_bytes * shards // self.shards_per_gpu
 
 
-_CGROUP_JOB = re.compile(r"/job_(\d+)(?:/|$)")
+_JOB_DIR = re.compile(r"job_([0-9]{1,10})", re.ASCII)
+_UID_DIR = re.compile(r"uid_[0-9]+", re.ASCII)
+_DELEGATED = re.compile(r"user@[0-9]+\.service", re.ASCII)
 
 
 def job_of_cgroup(text: str) -> int | None:
-    """The Slurm job of a process from its ``/proc/PID/cgroup`` (``.../job_123/step_0/...``, cgroup
-    v1 or v2); None when the process is in no job's cgroup."""
+    """The Slurm job of a process from its ``/proc/PID/cgroup``; None when the process is in
+    no job's cgroup of Slurm's own hierarchy: ``.../slurmstepd.scope/job_<id>/...`` (cgroup
+    v2; ``<node>_slurmstepd.scope`` with several slurmd) or ``.../slurm/uid_<uid>/job_<id>/...``
+    (v1). A ``job_<id>`` anywhere else is not Slurm's, and nothing under a user's own systemd
+    manager (``user@<uid>.service``, which delegates its cgroups to the user) counts, whatever
+    it is named."""
     for line in text.splitlines():
-        m = _CGROUP_JOB.search(line.rpartition(":")[2])
-        if m:
-            return int(m.group(1))
-    return None
-
-
-def job_of_environ(data: bytes) -> int | None:
-    """The Slurm job of a process from its ``/proc/PID/environ`` (``SLURM_JOB_ID``); None without."""
-    for item in data.split(b"\0"):
-        if item.startswith(b"SLURM_JOB_ID="):
-            value = item.partition(b"=")[2]
-            return int(value) if value.isdigit() else None
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        dirs = parts[2].split("/")
+        for i, d in enumerate(dirs):
+            if _DELEGATED.fullmatch(d):
+                break  # the user's own subtree: any name below it is the user's choice
+            m = _JOB_DIR.fullmatch(d)
+            if m is None or i == 0:
+                continue
+            v2 = dirs[i - 1].endswith("slurmstepd.scope")
+            v1 = i >= 2 and _UID_DIR.fullmatch(dirs[i - 1]) is not None and dirs[i - 2].startswith("slurm")
+            if v1 or v2:
+                return int(m.group(1))
     return None
 
 

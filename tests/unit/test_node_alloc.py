@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from slurm_dl.core.errors import JobNotFoundError, SlurmError
 from slurm_dl.slurm.gpu_alloc import GpuAllocation
-from slurm_dl.slurm.node_alloc import NodeAllocations, gpus_in_use, job_allocations, parse_listpids
+from slurm_dl.slurm.node_alloc import NodeAllocations, gpus_in_use, job_allocations, parse_listpid_jobs, parse_listpids
 
 LISTPIDS = """PID      JOBID    STEPID   LOCALID GLOBALID
 18094    11       batch    0       0
@@ -32,6 +32,17 @@ NODE = ("NodeName=gpu01 Arch=x86_64 CoresPerSocket=1 CPUAlloc=6 Gres=gpu:h100:8 
 def test_listpids_gives_each_job_its_lowest_process() -> None:
     assert parse_listpids(LISTPIDS) == {11: 18094, 9: 18095, 8: 18096, 7: 18092}
     assert parse_listpids("PID      JOBID    STEPID   LOCALID GLOBALID\n") == {}
+
+
+def test_listpids_names_the_job_of_every_process_slurmstepd_tracks() -> None:
+    """The agent's evidence of whose a process is, where cgroups do not say (never SLURM_JOB_ID)."""
+    assert parse_listpid_jobs(LISTPIDS) == {18094: 11, 18122: 11, 18095: 9, 18121: 9, 18124: 8, 18092: 7, 18096: 8}
+    r = Scripted(_answers())
+    r("gpu01")
+    assert r.pids[18124] == 8 and r.pids[18122] == 77
+    r.answers["scontrol listpids"] = SlurmError("scontrol listpids: Permission denied")
+    r("gpu01")
+    assert r.pids == {}, "a failed listpids vouches for no process"
 
 
 def test_a_jobs_gpus_on_one_node_of_several() -> None:

@@ -16,7 +16,7 @@ from slurm_dl.core.model import Job
 from slurm_dl.slurm.gpu_alloc import GpuAllocation, gpu_allocations, parse_idx, parse_shards
 from slurm_dl.telemetry import exposition
 from slurm_dl.telemetry.agent import pid_jobs, sample_once
-from slurm_dl.telemetry.attribution import (ShareRule, attribute, job_of_cgroup, job_of_environ, over_share,
+from slurm_dl.telemetry.attribution import (ShareRule, attribute, job_of_cgroup, over_share,
                                             summarize)
 from slurm_dl.telemetry.recorded import RecordedNvml, ReplayError
 from slurm_dl.telemetry.samples import GpuSample, JobGpuSample, ProcessSample
@@ -48,29 +48,63 @@ def test_slurm_shard_entries_give_the_gpu_and_the_shard_count() -> None:
 
 @pytest.mark.parametrize("text, job", [
     ("0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n", 4242),  # cgroup v2
+    ("0::/system.slice/gpu01_slurmstepd.scope/job_9/step_batch\n", 9),  # v2, several slurmd on a host
     ("12:memory:/slurm/uid_1000/job_77/step_batch\n11:cpu:/slurm/uid_1000/job_77/step_batch\n", 77),  # v1
     ("0::/user.slice/user-1000.slice/session-3.scope\n", None),
     ("0::/system.slice/job_runner.service\n", None),
+    # a user's own systemd manager delegates its cgroups: names below it are the user's choice
+    ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/job_5\n", None),
+    ("0::/user.slice/user-1000.slice/user@1000.service/x/slurmstepd.scope/job_5/step_0\n", None),
+    ("0::/system.slice/job_5/step_0\n", None),  # not under slurmstepd's scope
+    ("12:memory:/uid_1000/job_77\n", None),  # v1 outside Slurm's slurm/ tree
 ])
 def test_a_process_job_from_its_cgroup(text: str, job: int | None) -> None:
     assert job_of_cgroup(text) == job
 
 
-def test_a_process_job_from_its_environment() -> None:
-    assert job_of_environ(b"HOME=/root\0SLURM_JOB_ID=123\0SLURM_JOBID=123\0") == 123
-    assert job_of_environ(b"HOME=/root\0PATH=/bin\0") is None
-    assert job_of_environ(b"SLURM_JOB_ID=abc\0") is None
+def _proc(root: Path, pid: int, cgroup: str | None, environ: bytes | None = None) -> None:
+    (root / str(pid)).mkdir()
+    if cgroup is not None:
+        (root / str(pid) / "cgroup").write_text(cgroup)
+    if environ is not None:
+        (root / str(pid) / "environ").write_bytes(environ)
 
 
 def test_pid_jobs_reads_proc_and_skips_ended_or_foreign_processes(tmp_path: Path) -> None:
-    (tmp_path / "10").mkdir()
-    (tmp_path / "10" / "cgroup").write_text("0::/system.slice/slurmstepd.scope/job_5/step_0\n")
-    (tmp_path / "11").mkdir()
-    (tmp_path / "11" / "cgroup").write_text("0::/init.scope\n")
-    (tmp_path / "11" / "environ").write_bytes(b"SLURM_JOB_ID=6\0")
-    (tmp_path / "12").mkdir()
-    (tmp_path / "12" / "cgroup").write_text("0::/init.scope\n")  # environ unreadable / gone
-    assert pid_jobs([10, 11, 12, 13], proc=tmp_path) == {10: 5, 11: 6}
+    _proc(tmp_path, 10, "0::/system.slice/slurmstepd.scope/job_5/step_0\n")
+    _proc(tmp_path, 11, "0::/init.scope\n")  # slurmstepd lists it (proctrack without cgroups)
+    _proc(tmp_path, 12, "0::/init.scope\n")  # in no job, by Slurm's word
+    assert pid_jobs([10, 11, 12, 13], proc=tmp_path, slurm_pids={11: 6}) == {10: 5, 11: 6}
+
+
+def test_a_process_environment_never_names_its_job(tmp_path: Path) -> None:
+    """SLURM_JOB_ID is anyone's to set: a process outside every job's cgroup, or in another
+    job's, is not charged to the job its environment names."""
+    _proc(tmp_path, 20, "0::/user.slice/user-1000.slice/session-3.scope\n", b"SLURM_JOB_ID=6\0")  # ssh, no job
+    _proc(tmp_path, 21, "0::/system.slice/slurmstepd.scope/job_5/step_0\n", b"SLURM_JOB_ID=6\0")  # job 5's
+    _proc(tmp_path, 22, "0::/user.slice/user-1000.slice/user@1000.service/job_6\n", b"SLURM_JOB_ID=6\0")
+    assert pid_jobs([20, 21, 22], proc=tmp_path) == {21: 5}
+    assert pid_jobs([20, 21, 22], proc=tmp_path, slurm_pids={21: 6}) == {21: 5}  # the cgroup is Slurm's own
+
+
+def test_a_process_outside_its_job_is_not_charged_to_the_job_its_environment_names(tmp_path: Path) -> None:
+    """The agent's whole path on a shared GPU: job 9's neighbour runs a process outside any job
+    with SLURM_JOB_ID=9; its 30 GiB are charged to no job, so job 9 is not named over its share."""
+    _proc(tmp_path, 1, "0::/system.slice/slurmstepd.scope/job_8/step_0\n")
+    _proc(tmp_path, 2, "0::/system.slice/slurmstepd.scope/job_9/step_0\n")
+    _proc(tmp_path, 3, "0::/user.slice/user-1001.slice/session-7.scope\n", b"SLURM_JOB_ID=9\0")
+    readings = tmp_path / "readings.json"
+    readings.write_text(json.dumps([{"minor": 0, "util": 60, "mem_total": 80 * GIB, "processes": [
+        {"pid": 1, "mem": 4 * GIB, "sm_util": 20}, {"pid": 2, "mem": 4 * GIB, "sm_util": 20},
+        {"pid": 3, "mem": 30 * GIB, "sm_util": 20}]}]))
+    allocs = [GpuAllocation(8, "ann", "gpu01", (0,), 1), GpuAllocation(9, "bob", "gpu01", (0,), 1)]
+    out = sample_once(RecordedNvml.from_file(readings), "gpu01", lambda node: allocs, None, now=1000.0,
+                      jobs_of_pids=lambda pids: pid_jobs(pids, proc=tmp_path),
+                      shares={"gpu01": ShareRule(8, 10 * GIB)})
+    by_job = {s.job_id: s for s in out.samples}
+    assert by_job[9].mem_used_bytes == 4 * GIB and not by_job[9].over_share
+    assert over_share(out.samples) == {}
+    assert by_job[8].processes == by_job[9].processes == 2  # the unknown process keeps both from looking idle
 
 
 def test_share_of_a_few_shards() -> None:
