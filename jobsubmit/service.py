@@ -37,8 +37,7 @@ from slurm_dl.core.config import SiteConfig, load_config
 from slurm_dl.core.errors import ConfigError, SlurmDLError
 from slurm_dl.core.rules import FilterContext, FilterDecision, decide
 from slurm_dl.core.model import Job, Topology
-from slurm_dl.core.rules.live import UserLive, live_counts
-from slurm_dl.core.rules.topology import leaf_nodes
+from slurm_dl.core.live import UserLive, live_counts
 from slurm_dl.core.tags import parse_tag
 
 from .protocol import MAX_REQUEST_BYTES, answer_line, error_answer, reject_answer
@@ -157,7 +156,7 @@ class FilterService:
     def refresh_topology(self) -> None:
         """Re-read Slurm's switch tree (topology source "slurm"; raises what the fetch raises)."""
         if self._topology_fetch is not None and self.config.topology.source == "slurm":
-            self.leaf_nodes = leaf_nodes(self._topology_fetch())
+            self.leaf_nodes = self._topology_fetch().leaf_nodes()
 
     def refresh_associations(self) -> None:
         """Re-read the (user, account) associations (raises what the fetch raises)."""

@@ -7,11 +7,10 @@ from operator import attrgetter
 from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.ledger import JobRecord, Ledger
 from slurm_dl.core.model import Job, JobClass
-from slurm_dl.core.rules.access import not_admitted, over_quota
-from slurm_dl.core.rules.live import shard_gpus
-from slurm_dl.core.rules.classify import is_privileged
-from slurm_dl.core.rules.site import site_shape
-from slurm_dl.core.rules.hints import CKPT_BATCH, CKPT_STEPS, parse_ckpt, parse_hints
+from slurm_dl.core.classes import is_privileged, not_admitted, over_quota
+from slurm_dl.core.live import shard_gpus
+from slurm_dl.core.site_shape import site_shape
+from slurm_dl.core.hints import CKPT_BATCH, CKPT_STEPS, parse_ckpt, parse_hints
 from slurm_dl.core.tags import parse_tag
 
 

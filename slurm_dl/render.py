@@ -23,8 +23,8 @@ import jinja2
 
 from .core.config import SiteConfig
 from .core.errors import SlurmDLError
-from .core.rules.hints import parse_deadline_steps, parse_when
-from .core.rules.validate import soft_steps
+from .core.hints import parse_deadline_steps, parse_when
+from .core.hints import soft_steps
 from .core.units import UnitError, format_time, parse_memory_mb, parse_time_seconds
 
 Kind = Literal["train", "infer", "serve", "sweep"]

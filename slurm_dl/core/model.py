@@ -227,6 +227,11 @@ class Topology:
     def empty(self) -> bool:
         return not self.switches
 
+    def leaf_nodes(self) -> tuple[tuple[str, ...], ...] | None:
+        """The node lists of the leaf switches (None when it has none)."""
+        found = tuple(tuple(s.nodes) for s in self.switches if s.nodes)
+        return found or None
+
 
 @dataclass(frozen=True, slots=True)
 class Partition:

@@ -12,10 +12,9 @@ def slurm_leaf_nodes(config: SiteConfig, timeout: float = 5.0) -> tuple[tuple[st
     does until it has read the tree)."""
     if config.topology.source != "slurm":
         return None
-    from ..core.rules.topology import leaf_nodes
     from .cli_backend import CliBackend
 
     try:
-        return leaf_nodes(CliBackend(timeout=timeout).topology())
+        return CliBackend(timeout=timeout).topology().leaf_nodes()
     except (SlurmDLError, OSError):
         return None

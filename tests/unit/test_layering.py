@@ -220,3 +220,15 @@ def test_the_checks_find_a_circle_and_an_upward_import(tmp_path) -> None:
     assert circles(graph) == [["slurm_dl.a", "slurm_dl.b", "slurm_dl.c"]]
     assert upward(graph) == ["slurm_dl.core.m (layer 0) imports slurm_dl.a (layer 1)",
                              "slurm_dl.core.m (layer 0) imports slurm_dl.cli.main (layer 2)"]
+
+
+def test_the_daemon_never_reaches_into_the_filter_rules() -> None:
+    """The filter's rules (``slurm_dl.core.rules``) are the filter's own (and dlsubmit's dry
+    run of them); what the daemon shares with the filter (hints, class access and quotas, the
+    site's shape, live counts, tags) lives in the core beside them."""
+    bad = {}
+    for path in sorted((REPO / "prioritizer").rglob("*.py")):
+        found = {m for m in _slurm_dl_imports(path) if m.startswith("slurm_dl.core.rules")}
+        if found:
+            bad[str(path.relative_to(REPO))] = sorted(found)
+    assert not bad, bad

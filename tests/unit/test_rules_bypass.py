@@ -17,7 +17,7 @@ from slurm_dl.core.model import Job, JobClass, JobState
 from slurm_dl.core.policy.admission import DeadlineAdmission
 from slurm_dl.core.policy.deadline import admit_deadlines
 from slurm_dl.core.rules import FilterContext, decide
-from slurm_dl.core.rules.live import live_counts
+from slurm_dl.core.live import live_counts
 from slurm_dl.core.rules.request import NO_VAL, NO_VAL16, JobRequest
 from slurm_dl.core.tags import parse_tag
 

@@ -14,7 +14,7 @@ from prioritizer.jobs import apply_tags, class_demotions
 from slurm_dl.core.config import load_config
 from slurm_dl.core.model import Job, JobClass, JobState
 from slurm_dl.core.rules import FilterContext, decide
-from slurm_dl.core.rules.live import live_counts
+from slurm_dl.core.live import live_counts
 from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
 from slurm_dl.core.tags import parse_tag
 

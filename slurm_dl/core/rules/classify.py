@@ -24,17 +24,12 @@ from ..config import SiteConfig
 from ..model import JobClass
 from ..tags import parse_tag
 from .decision import Draft
-from .hints import CKPT_OFF, parse_ckpt, parse_hints
+from ..hints import CKPT_OFF, parse_ckpt, parse_hints
 from .request import JobRequest
 from .script import declared_signal
-from .site import site_shape
+from ..classes import is_privileged
+from ..site_shape import site_shape
 
-
-def is_privileged(job_class: JobClass, config: SiteConfig) -> bool:
-    """Does this class rank above train (more weight, or protected from preemption)?"""
-    c = config.class_config(job_class)
-    train = config.class_config(JobClass.TRAIN)
-    return c.weight > train.weight or (not c.preemptible and train.preemptible)
 
 
 def privileged_violations(job_class: JobClass, req: JobRequest, config: SiteConfig) -> list[str]:

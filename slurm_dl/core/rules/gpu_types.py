@@ -20,9 +20,9 @@ from ..model import Job, JobClass
 from ..steering import Lever, type_levers
 from ..throughput import ThroughputModel
 from ..units import UnitError, parse_memory_mb
-from .hints import parse_hints
+from ..hints import parse_hints
 from .request import JobRequest
-from .site import site_shape
+from ..site_shape import site_shape
 
 _TOKEN = re.compile(r"[A-Za-z0-9_.-]+")
 SIZE = "too few: "  # marks a type ruled out by the job's size alone

@@ -14,7 +14,7 @@ from ..config import SiteConfig
 from ..packing import request_shape
 from .decision import Draft, FilterContext
 from .request import JobRequest, parse_gpu_tres
-from .site import site_shape
+from ..site_shape import site_shape
 from .topology import switch_changes
 
 

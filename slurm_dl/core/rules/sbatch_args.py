@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..units import time_seconds
-from .hints import parse_deadline
+from ..hints import parse_deadline
 from .request import INFINITE16, NO_VAL, NO_VAL16
 from .sbatch_options import GivenOption, OptionError, split_args
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..config import SiteConfig
 from ..model import JobClass
 from .decision import CODE_NODE_COUNT, ESLURM_INVALID_GRES, Draft, Rejection
-from .hints import parse_hints
+from ..hints import parse_hints
 from .request import JobRequest, parse_gpu_tres, parse_shard_tres
 from ..units import UnitError, parse_memory_mb
 

@@ -9,15 +9,8 @@ leaves with ``--switches=1``) makes the job wait the whole time for nothing.
 from __future__ import annotations
 
 from ..config import SiteConfig
-from ..model import Topology
 from ..hostlist import expand_hostlist
 from .decision import FilterContext
-
-
-def leaf_nodes(topology: Topology) -> tuple[tuple[str, ...], ...] | None:
-    """The node lists of a topology's leaf switches (None when it has none)."""
-    found = tuple(tuple(s.nodes) for s in topology.switches if s.nodes)
-    return found or None
 
 
 def leaves(config: SiteConfig, ctx: FilterContext | None) -> tuple[tuple[str, ...], ...] | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
 from ..arrays import parse_array
 from ..config import SiteConfig
@@ -19,13 +18,12 @@ from .decision import (
     Rejection,
 )
 from .access import check_access
-from .hints import parse_deadline_steps, parse_hints, parse_when, repeated_hints
-from ..tags import MAX_SOFT_STEPS
+from ..hints import parse_hints, parse_when, repeated_hints, soft_steps, when_text
 from .request import JobRequest, parse_gpu_tres
 from .gpu_types import SIZE, accepted_types, first_steer, partition_types
 from ..units import UnitError, parse_memory_mb
 from .script import launches_steps, trapped_signals
-from .site import site_shape
+from ..site_shape import site_shape
 
 PREFIX = "slurm-dl: "
 
@@ -35,11 +33,6 @@ def _clip(text: str, most: int = 40) -> str:
     return text if len(text) <= most else text[: most - 3] + "..."
 
 
-def _when(ts: float) -> str:
-    try:
-        return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
-        return str(int(ts))
 
 
 def gpus_per_node_by_type(config: SiteConfig) -> dict[str, int]:
@@ -412,29 +405,6 @@ def requested_deadline(req: JobRequest, now: float) -> tuple[int | None, str | N
     return (value, None) if value is not None else (None, text)
 
 
-def soft_steps(text: str, now: float) -> list[tuple[int, float]]:
-    """The filter's reading of a ``dl:deadline_steps=`` hint: times rising, values falling and
-    above 0, at most :data:`MAX_SOFT_STEPS`; each value is recorded as its share of the first
-    (the top is worth what a strict deadline is: declaring larger numbers buys nothing).
-    Raises ValueError with what is wrong."""
-    steps = parse_deadline_steps(text, now)
-    if len(steps) > MAX_SOFT_STEPS:
-        raise ValueError(f"{len(steps)} steps; at most {MAX_SOFT_STEPS}")
-    for i, (t, _) in enumerate(steps, start=1):
-        if t <= now:
-            raise ValueError(f"step {i} ({_when(t)}) is not after the submission")
-    top = steps[0][1]
-    if top <= 0:
-        raise ValueError("the values must be above 0")
-    out = [(t, round(v / top, 4)) for t, v in steps]
-    for i, ((t0, v0), (t1, v1)) in enumerate(zip(out, out[1:]), start=2):
-        if t1 <= t0:
-            raise ValueError(f"the times must increase (step {i} is not after step {i - 1})")
-        if not v1 < v0:
-            raise ValueError("the values must fall from one step to the next")
-    if out[-1][1] <= 0:
-        raise ValueError("the values must be above 0")
-    return out
 
 
 def requested_soft(req: JobRequest, now: float) -> tuple[list[tuple[int, float]] | None, str | None]:
@@ -485,7 +455,7 @@ def check_deadline(req: JobRequest, ctx: FilterContext,
     if req.time_limit_min is None:
         return deadline, steps, Rejection(
             "validate.deadline",
-            f"{PREFIX}a {what} ({_when(deadline)}) needs an explicit time limit that fits before it. "
+            f"{PREFIX}a {what} ({when_text(deadline)}) needs an explicit time limit that fits before it. "
             "Fix: add --time=MINUTES.",
             CODE_MISSING_TIME_LIMIT,
         )
@@ -507,7 +477,7 @@ def check_deadline(req: JobRequest, ctx: FilterContext,
     quota = config.policy.deadline
     return deadline, steps, Rejection(
         "validate.deadline",
-        f"{PREFIX}{what} {_when(deadline)} with --time={req.time_limit_min} min refused: {reason}. "
+        f"{PREFIX}{what} {when_text(deadline)} with --time={req.time_limit_min} min refused: {reason}. "
         f"Allowed: a time limit that ends before the deadline if started now, a deadline at most "
         f"{quota.max_deadline_days:g} days ahead, at most {quota.max_deadline_jobs_per_user} pending deadline jobs "
         "per user. Fix: a later deadline, a shorter --time, or no deadline.",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..model import Job
-from ..tags import parse_tag
+from .model import Job
+from .tags import parse_tag
 
 
 @dataclass(slots=True)

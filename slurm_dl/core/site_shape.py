@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import SiteConfig
+from .config import SiteConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+from .tags import MAX_SOFT_STEPS
+
 _HINT = re.compile(r"(?:^|[\s,])dl:(\S+)")
 
 
@@ -110,3 +112,35 @@ def parse_deadline_steps(text: str, now: float) -> list[tuple[int, float]]:
             raise ValueError(f"cannot read the time {when[:30]!r} (4h, 90m, 2d, or YYYY-MM-DDTHH:MM)")
         steps.append((at, float(value)))
     return steps
+
+
+def when_text(ts: float) -> str:
+    """Unix seconds as an ISO time in UTC (the seconds themselves when out of range)."""
+    try:
+        return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return str(int(ts))
+
+def soft_steps(text: str, now: float) -> list[tuple[int, float]]:
+    """The filter's reading of a ``dl:deadline_steps=`` hint: times rising, values falling and
+    above 0, at most :data:`MAX_SOFT_STEPS`; each value is recorded as its share of the first
+    (the top is worth what a strict deadline is: declaring larger numbers buys nothing).
+    Raises ValueError with what is wrong."""
+    steps = parse_deadline_steps(text, now)
+    if len(steps) > MAX_SOFT_STEPS:
+        raise ValueError(f"{len(steps)} steps; at most {MAX_SOFT_STEPS}")
+    for i, (t, _) in enumerate(steps, start=1):
+        if t <= now:
+            raise ValueError(f"step {i} ({when_text(t)}) is not after the submission")
+    top = steps[0][1]
+    if top <= 0:
+        raise ValueError("the values must be above 0")
+    out = [(t, round(v / top, 4)) for t, v in steps]
+    for i, ((t0, v0), (t1, v1)) in enumerate(zip(out, out[1:]), start=2):
+        if t1 <= t0:
+            raise ValueError(f"the times must increase (step {i} is not after step {i - 1})")
+        if not v1 < v0:
+            raise ValueError("the values must fall from one step to the next")
+    if out[-1][1] <= 0:
+        raise ValueError("the values must be above 0")
+    return out
