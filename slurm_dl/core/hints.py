@@ -16,33 +16,28 @@ _HINT = re.compile(r"(?:^|[\s,])dl:(\S+)")
 
 def parse_hints(comment: str | None) -> dict[str, str]:
     """``key -> value`` for every ``dl:key=value`` in the comment (first occurrence wins)."""
-    out: dict[str, str] = {}
-    if not comment:
-        return out
-    for m in _HINT.finditer(comment):
-        for pair in m.group(1).split(";"):
-            key, sep, value = pair.partition("=")
-            key = key.strip().lower()
-            if sep and key and key not in out:
-                out[key] = value.strip()
-    return out
+    return read_hints(comment)[0]
 
 
 def repeated_hints(comment: str | None) -> dict[str, list[str]]:
     """``key -> values`` for every hint given more than once with different values (the first
     is the one read): a second ``dl:deadline`` is a claim the filter would otherwise ignore."""
+    return read_hints(comment)[1]
+
+
+def read_hints(comment: str | None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The comment's hints in one reading: (:func:`parse_hints`, :func:`repeated_hints`)."""
     seen: dict[str, list[str]] = {}
-    if not comment:
-        return {}
-    for m in _HINT.finditer(comment):
-        for pair in m.group(1).split(";"):
-            key, sep, value = pair.partition("=")
-            key = key.strip().lower()
-            if sep and key:
-                values = seen.setdefault(key, [])
-                if value.strip() not in values:
-                    values.append(value.strip())
-    return {k: v for k, v in seen.items() if len(v) > 1}
+    if comment:
+        for m in _HINT.finditer(comment):
+            for pair in m.group(1).split(";"):
+                key, sep, value = pair.partition("=")
+                key = key.strip().lower()
+                if sep and key:
+                    values = seen.setdefault(key, [])
+                    if value.strip() not in values:
+                        values.append(value.strip())
+    return {k: v[0] for k, v in seen.items()}, {k: v for k, v in seen.items() if len(v) > 1}
 
 
 CKPT_BATCH = "batch"

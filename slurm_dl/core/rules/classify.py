@@ -24,7 +24,7 @@ from ..config import SiteConfig
 from ..model import JobClass
 from ..tags import parse_tag
 from .decision import Draft
-from ..hints import CKPT_OFF, parse_ckpt, parse_hints
+from ..hints import CKPT_OFF, parse_ckpt
 from .request import JobRequest
 from .script import declared_signal
 from ..classes import is_privileged
@@ -70,7 +70,7 @@ def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
         return het_component(req, draft, config)
     job_class, source = evidence_class(req, config)
     notices = list(draft.notices)
-    hints = parse_hints(req.comment)
+    hints = req.hints
     hint = hints.get("class")
     if hint:
         try:
@@ -136,7 +136,7 @@ def het_component(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
     leader = parse_tag(req.het_leader_tag)
     if leader is None:
         notices = (*draft.notices, "slurm-dl: this component runs as class train (the job's first "
-                   "component was not classified)") if parse_hints(req.comment).get("class") else draft.notices
+                   "component was not classified)") if req.hints.get("class") else draft.notices
         return draft.evolve(job_class=JobClass.TRAIN, class_source="het", checkpointable=False,
                             signal_target="batch", notices=notices)
     return draft.evolve(job_class=leader.job_class, class_source="het", checkpointable=leader.checkpointable,

@@ -20,7 +20,6 @@ from ..model import Job, JobClass
 from ..steering import Lever, type_levers
 from ..throughput import ThroughputModel
 from ..units import UnitError, parse_memory_mb
-from ..hints import parse_hints
 from .request import JobRequest
 from ..site_shape import site_shape
 
@@ -52,7 +51,7 @@ def partition_types(partitions: list[str], config: SiteConfig) -> set[str] | Non
 
 def memory_need_mb(req: JobRequest) -> int | None:
     """The GPU memory the job says it needs (``dl:gpu_mem=40G``), in MB; None if it says none."""
-    text = parse_hints(req.comment).get("gpu_mem")
+    text = req.hints.get("gpu_mem")
     if not text:
         return None
     try:

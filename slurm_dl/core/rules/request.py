@@ -11,7 +11,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Mapping
+
+from ..hints import read_hints
 
 NO_VAL = 4294967294
 INFINITE = 4294967295
@@ -173,6 +176,15 @@ class JobRequest:
     script_head: str | None = None  # the batch script's first 64 KiB (None: not sent)
     features: str | None = None  # --constraint
     problems: tuple[str, ...] = field(default=())
+    hints: Mapping[str, str] = field(init=False, repr=False, compare=False)
+    """The ``dl:`` hints of its comment (:func:`~slurm_dl.core.hints.parse_hints`), read once."""
+    repeated_hints: Mapping[str, list[str]] = field(init=False, repr=False, compare=False)
+    """Hints its comment gives twice with different values (:func:`~slurm_dl.core.hints.repeated_hints`)."""
+
+    def __post_init__(self) -> None:
+        first, repeated = read_hints(self.comment)
+        object.__setattr__(self, "hints", MappingProxyType(first))
+        object.__setattr__(self, "repeated_hints", MappingProxyType(repeated))
 
     @classmethod
     def from_job_desc(cls, desc: Mapping[str, Any]) -> "JobRequest":

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from ..config import SiteConfig
 from ..model import JobClass
 from .decision import CODE_NODE_COUNT, ESLURM_INVALID_GRES, Draft, Rejection
-from ..hints import parse_hints
 from .request import JobRequest, parse_gpu_tres, parse_shard_tres
 from ..units import UnitError, parse_memory_mb
 
@@ -125,7 +124,7 @@ def share(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejectio
     sharing = config.sharing
     if not sharing.groups:
         return draft
-    hint = parse_hints(req.comment).get("share", "").lower()
+    hint = req.hints.get("share", "").lower()
     if draft.job_class is JobClass.TRAIN and (_asks_shard(req) or hint in _YES):
         return Rejection(
             "share.train",
@@ -135,7 +134,7 @@ def share(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejectio
     if (hint in _NO or draft.gpus != 1 or req.gpus_per_task or req.gpus_per_socket or _asks_shard(req)
             or req.cpus_per_tres or req.mem_per_tres):  # per-GPU CPUs or memory: no GPU to count them by
         return draft
-    mem_text = parse_hints(req.comment).get("gpu_mem", "")
+    mem_text = req.hints.get("gpu_mem", "")
     need_mb = _memory_mb(mem_text)
     if draft.job_class not in sharing.classes and hint not in _YES and (need_mb is None or draft.job_class is JobClass.TRAIN):
         return draft

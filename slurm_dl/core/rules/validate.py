@@ -18,7 +18,7 @@ from .decision import (
     Rejection,
 )
 from .access import check_access
-from ..hints import parse_hints, parse_when, repeated_hints, soft_steps, when_text
+from ..hints import parse_when, soft_steps, when_text
 from .request import JobRequest, parse_gpu_tres
 from .gpu_types import SIZE, accepted_types, first_steer, partition_types
 from ..units import UnitError, parse_memory_mb
@@ -134,7 +134,7 @@ def check_gpus(req: JobRequest, config: SiteConfig, shard_gpus: int = 0) -> Reje
 def check_hints(req: JobRequest) -> Rejection | None:
     """Each ``dl:`` hint once: a key given twice with different values is refused, since only
     the first would be read (a second deadline, a second class)."""
-    twice = repeated_hints(req.comment)
+    twice = req.repeated_hints
     if not twice:
         return None
     key, values = next(iter(sorted(twice.items())))
@@ -147,7 +147,7 @@ def check_gpu_memory(req: JobRequest, config: SiteConfig) -> Rejection | None:
     """A ``dl:gpu_mem`` hint (the GPU memory the job needs on each GPU) is a size some GPU here
     has: it chooses GPU types and shards, so an unreadable, zero or impossible one is refused
     rather than read as no need at all."""
-    text = parse_hints(req.comment).get("gpu_mem")
+    text = req.hints.get("gpu_mem")
     if text is None:
         return None
     try:
@@ -398,7 +398,7 @@ def requested_deadline(req: JobRequest, now: float) -> tuple[int | None, str | N
     or a span after ``now``, the submission), or the bad text."""
     if req.deadline:
         return req.deadline, None
-    text = parse_hints(req.comment).get("deadline")
+    text = req.hints.get("deadline")
     if text is None:
         return None, None
     value = parse_when(text, now)
@@ -409,7 +409,7 @@ def requested_deadline(req: JobRequest, now: float) -> tuple[int | None, str | N
 
 def requested_soft(req: JobRequest, now: float) -> tuple[list[tuple[int, float]] | None, str | None]:
     """The soft-deadline steps of a ``dl:deadline_steps=`` hint, or what is wrong with it."""
-    text = parse_hints(req.comment).get("deadline_steps")
+    text = req.hints.get("deadline_steps")
     if text is None:
         return None, None
     try:
