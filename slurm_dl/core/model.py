@@ -92,6 +92,26 @@ class Job:
     ``attained_gpu_s`` is the attained service (GPUs × executed seconds) over all runs of the
     job, requeues included; ``executed_s`` the wall-clock seconds it ran in all its runs.
     ``duration`` is the true run time and is only known to the simulator (oracle policies).
+
+    Who writes each field: one stage fills it, and a later one only where it says so.
+
+    - **The snapshot** (``slurm_dl.slurm``'s readers of squeue; in the simulator, the trace
+      readers): identity (``job_id``, ``user``, ``account``, ``name``, ``qos``, the array
+      fields), the request (``num_gpus``, ``gpus_per_node``, ``num_nodes``, ``gpu_type``,
+      ``shards``, ``partition``, ``features``, ``time_limit``, ``requeue``), times
+      (``submit_time``, ``eligible_time``, ``start_time``), ``state``, ``state_reason``,
+      ``nodes``, Slurm's ``priority``, ``site_factor``, ``nice``, ``comment``,
+      ``admin_comment``, a deadline of Slurm's own (``deadline``), ``restarts`` (Slurm's count);
+      the simulator's readers also ``duration``, ``model`` and their ``tags``.
+    - **The filter's tag** (the prioritizer's ``apply_tags``, from ``admin_comment``):
+      ``job_class``, ``checkpointable``, ``signal_target``, ``preempt_signal``, ``lead_s``,
+      ``accepted_types``; ``deadline``/``soft_deadlines`` where Slurm has none; ``num_gpus``
+      where the tag counts more (a pending job's every GPU form, a job on shards).
+    - **The ledger** (``apply_ledger``, across requeues and restarts): ``attained_gpu_s``,
+      ``executed_s``, ``restarts`` (never lower), ``preemptions``, ``waited_s``,
+      ``norm_executed_s``.
+    - **The cycle's own decisions**, undone before the next snapshot (``CycleChanges``): a class
+      demoted to train, a deadline set aside, the admission's marks in ``tags``.
     """
 
     job_id: int
