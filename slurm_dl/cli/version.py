@@ -7,18 +7,15 @@ the prioritizer before an upgrade or in a bug report.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import Optional
 
 import typer
 
+from .. import __version__
+
 
 def version_lines(command: str) -> list[str]:
-    try:
-        pkg = version("slurm-dl")
-    except PackageNotFoundError:
-        pkg = "unknown (not installed as a package)"
-    lines = [f"{command} (slurm-dl) {pkg}"]
+    lines = [f"{command} (slurm-dl) {__version__}"]
     schema = _attr("slurm_dl.store", ("SCHEMA_VERSION", "schema_version"))
     lines.append(f"store schema: {schema if schema is not None else 'unversioned'}")
     proto = _attr("jobsubmit.protocol", ("PROTOCOL_VERSION",))
