@@ -1,7 +1,7 @@
 """The pure renderer: golden scripts for every template variant, defaults, and rejected values.
 
 Update the golden files after an intended template change with:
-    UPDATE_GOLDEN=1 pytest tests/unit/test_render.py
+    SLURM_DL_REGEN_GOLDEN=1 pytest tests/unit/test_render.py
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ def test_golden_script(variant: str) -> None:
     spec, site = VARIANTS[variant]
     script = render(spec, _site(site)).script
     path = GOLDEN / f"{variant}.sh"
-    if os.environ.get("UPDATE_GOLDEN"):
+    if os.environ.get("SLURM_DL_REGEN_GOLDEN") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(script)
-    assert path.exists(), f"missing golden file {path}; run UPDATE_GOLDEN=1 pytest {__file__}"
-    assert script == path.read_text(), f"{variant} changed; if intended: UPDATE_GOLDEN=1 pytest {__file__}"
+    assert path.exists(), f"missing golden file {path}; run SLURM_DL_REGEN_GOLDEN=1 pytest {__file__}"
+    assert script == path.read_text(), f"{variant} changed; if intended: SLURM_DL_REGEN_GOLDEN=1 pytest {__file__}"
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
