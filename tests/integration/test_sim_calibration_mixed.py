@@ -56,8 +56,8 @@ NAMED = {2: "h100", 5: "v100"}
 WAVE_S = 10.0
 # Measured on this machine (2 cores, load average under 0.5), 48 jobs, four runs on Slurm 22.05:
 # median 7, 10, 6 and 4 s, p90 28, 28, 28 and 26 s, mean signed error per quarter -21.2 to
-# 0.0 s, the last quarter early in every run (-15.8 to -21.2 s; README, calibration). Bounds with
-# margin, those of one type: (median, p90, |mean signed error| of any quarter) in seconds. More
+# 0.0 s, the last quarter early in every run (-15.8 to -21.2 s; docs/results.md, calibration).
+# Bounds with margin, those of one type: (median, p90, |mean signed error| of any quarter) in seconds. More
 # than 100 jobs were not measured on two types: the single-type bounds of 300 jobs apply.
 BOUNDS_S = (20.0, 50.0, 30.0) if N_JOBS <= 100 else (60.0, 170.0, 80.0)
 
