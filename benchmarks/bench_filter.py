@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from slurm_dl.core.config import load_config  # noqa: E402
+from slurm_dl.cli.config_file import load_config  # noqa: E402
 from slurm_dl.core.rules import FilterContext, decide  # noqa: E402
 from slurm_dl.core.rules.request import NO_VAL  # noqa: E402
 from slurm_dl.testbed import Testbed, job_fields  # noqa: E402

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from jobsubmit.install import SHIM_TEMPLATE, render_shim, slurm_user_uids  # noqa: E402
-from slurm_dl.core.config import load_config  # noqa: E402
+from slurm_dl.cli.config_file import load_config  # noqa: E402
 from slurm_dl.testbed import Testbed  # noqa: E402
 
 CONFIG = REPO / "site-configs" / "testbed.toml"

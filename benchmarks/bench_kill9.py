@@ -182,8 +182,8 @@ class ReplayBackend(CliBackend):
 def replay_config(tmp: Path):
     """The testbed's site config without preemption (its writes would change the jobs that the
     recording fixed; the preemption state machine's own kill -9 test runs on the live testbed)."""
-    from slurm_dl.core.config import load_config
-    from slurm_dl.site_paths import with_setting
+    from slurm_dl.cli.config_file import load_config
+    from slurm_dl.testbed.site_toml import with_setting
 
     path = tmp / "site.toml"
     path.write_text(with_setting(CONFIG.read_text(), "preemption", "enabled", False))

@@ -169,7 +169,7 @@ def site_config(tb: Testbed, nodes: list[str], interval: float, agent_dir: Path)
     """DIR/site.toml: the testbed's config with its nodes, the interval for this queue, and the
     agents' directory."""
     from slurm_dl.core.hostlist import compress_hostlist
-    from slurm_dl.site_paths import with_setting
+    from slurm_dl.testbed.site_toml import with_setting
 
     path = tb.write_site_config(TEMPLATE, replace=True)
     text = path.read_text().replace('nodes = "gpu[01-04]"', f'nodes = "{compress_hostlist(nodes)}"')
@@ -217,7 +217,7 @@ def stop_proc(proc: subprocess.Popen) -> None:
 
 
 def start_services(tb: Testbed, env: dict, config: Path, logs: Path) -> Services:
-    from slurm_dl.core.config import load_config
+    from slurm_dl.cli.config_file import load_config
 
     sv = Services(prio_port=free_port())
     sock = tb.layout.filter_socket

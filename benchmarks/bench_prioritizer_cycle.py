@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from prioritizer import Prioritizer
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store
 from slurm_dl.testbed import Testbed

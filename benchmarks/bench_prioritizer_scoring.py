@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from prioritizer.planning import plan_intents
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.explain import explain_job
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node

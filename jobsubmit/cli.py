@@ -15,8 +15,8 @@ from typing import Optional
 
 import typer
 
-from slurm_dl.core.config import SiteConfig, load_config
-from slurm_dl.site_paths import CONFIG_HELP, config_path
+from slurm_dl.core.config import SiteConfig
+from slurm_dl.cli.config_file import CONFIG_HELP, config_path, load_config
 from slurm_dl.core.rules import FilterContext, decide
 from slurm_dl.core.rules.sbatch_args import SbatchArgsError, SbatchJob, parse_sbatch_components
 from slurm_dl.cli.common import expected_errors, fail
@@ -34,7 +34,7 @@ ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
 
 
 def resolve_config_path(path: Optional[Path]) -> Path:
-    """--config, else $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml (see slurm_dl.site_paths)."""
+    """--config, else $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml (see slurm_dl.cli.config_file)."""
     return config_path(path)
 
 

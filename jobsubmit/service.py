@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from slurm_dl.core.arrays import parse_array
-from slurm_dl.core.config import SiteConfig, load_config
+from slurm_dl.core.config import SiteConfig
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.errors import ConfigError, SlurmDLError
 from slurm_dl.core.rules import FilterContext, FilterDecision, decide
 from slurm_dl.core.model import Job, Topology

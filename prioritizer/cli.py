@@ -17,7 +17,8 @@ from slurm_dl.cli.common import expected_errors, fail, job_id_of
 from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, raise_open_files_limit, setup_logging
 from slurm_dl.cli.daemon_opts import metrics_port as resolve_metrics_port
 from slurm_dl.core.jobid import parse_job_ref
-from slurm_dl.site_paths import CONFIG_HELP, config_path, database_url
+from slurm_dl.cli.config_file import CONFIG_HELP, config_path
+from slurm_dl.core.database_url import database_url
 
 app = typer.Typer(help="""The prioritizer daemon: scores, SiteFactor, preemption.
 
@@ -30,7 +31,7 @@ ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
 
 
 def _config_path(path: Optional[Path]) -> Path:
-    """--config, else $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml (see slurm_dl.site_paths)."""
+    """--config, else $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml (see slurm_dl.cli.config_file)."""
     return config_path(path)
 
 
@@ -47,7 +48,7 @@ TOPOLOGY_TTL_S = 60.0
 
 def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = False):
     from prioritizer import Prioritizer
-    from slurm_dl.core.config import load_config
+    from slurm_dl.cli.config_file import load_config
     from slurm_dl.slurm import CliBackend
     from slurm_dl.store import Store
 
@@ -175,7 +176,7 @@ def reset(
       slurm-dl prioritizer reset
     """
     from prioritizer.reset import reset_site_factors
-    from slurm_dl.core.config import load_config
+    from slurm_dl.cli.config_file import load_config
     from slurm_dl.slurm import CliBackend
     from slurm_dl.store import Store
 
@@ -245,7 +246,7 @@ def explain(
         ref = parse_job_ref(job_id)
         jid = job_id_of(ref)
         named = f"job {jid}" if ref.plain else f"job {ref} (job {jid})"
-        from slurm_dl.core.config import load_config
+        from slurm_dl.cli.config_file import load_config
 
         cfg = load_config(_config_path(config))
         try:

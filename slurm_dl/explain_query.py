@@ -29,7 +29,7 @@ class NoWayToAsk(SlurmDLError):
 def source_of(cfg, db: str | None = None, via_prioritizer: bool = False) -> tuple[str, str]:
     """("store", URL) when the prioritizer's store can be read here, ("endpoint", "HOST:PORT")
     when the site's explain endpoint is to be asked; NoWayToAsk when neither."""
-    from slurm_dl.site_paths import database_url, shown_url, sqlite_path
+    from slurm_dl.core.database_url import database_url, shown_url, sqlite_path
 
     pc = cfg.prioritizer
     url = database_url(cfg, db)

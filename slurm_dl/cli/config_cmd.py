@@ -10,7 +10,8 @@ from typing import Optional
 import typer
 
 from ..core.cluster_match import compare, parse_slurm_cluster
-from ..core.config import config_warnings, load_config
+from ..core.config import config_warnings
+from .config_file import load_config
 from ..core.priority_weights import parse_slurm_conf, swamp_warnings
 from ..core.throughput import ThroughputModel
 from .common import expected_errors, fail

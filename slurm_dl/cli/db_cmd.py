@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from ..site_paths import CONFIG_HELP, database_url, hide_password, shown_url
+from .config_file import CONFIG_HELP
+from ..core.database_url import database_url, hide_password, shown_url
 from .common import expected_errors, fail
 
 app = typer.Typer(help="""The prioritizer's database: schema revision and upgrades.
@@ -26,8 +27,7 @@ DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store (default: [
 def _url(config: Optional[Path], db: Optional[str]) -> str:
     if db:
         return db
-    from ..core.config import load_config
-    from ..site_paths import config_path
+    from .config_file import config_path, load_config
 
     return database_url(load_config(config_path(config)))
 

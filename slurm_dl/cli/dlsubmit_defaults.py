@@ -1,7 +1,7 @@
 """Where dlsubmit's defaults come from: the site config and the user's own defaults file.
 
 Site: ``--config FILE``, else ``$SLURM_DL_CONFIG``, else ``/etc/slurm-dl/site.toml``
-(``slurm_dl.site_paths``), else a built-in default (any GPU type,
+(``slurm_dl.cli.config_file``), else a built-in default (any GPU type,
 8 GPUs per node, the standard job classes). User: ``$SLURM_DL_USER_DEFAULTS``, else
 ``$XDG_CONFIG_HOME/slurm-dl/dlsubmit.toml``, else ``~/.config/slurm-dl/dlsubmit.toml``::
 
@@ -23,10 +23,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from ..core.config import SiteConfig, load_config, parse_config
+from ..core.config import SiteConfig, parse_config
 from ..core.errors import ConfigError
 from ..render import BUILTIN_SITE_NAME, UserDefaults
-from ..site_paths import find_config
+from .config_file import find_config, load_config
 
 _BUILTIN = {
     "site": {"name": BUILTIN_SITE_NAME},

@@ -26,7 +26,7 @@ import typer
 from ..core.hostlist import compress_hostlist
 from ..core.model import Job
 from ..render import RenderedJob
-from ..site_paths import sqlite_path
+from ..core.database_url import sqlite_path
 from ..telemetry.samples import JobGpuSample
 from ..idle_notice import SHARE_HINT_MARK, share_tip
 from .dlsubmit_gpu import OVER_SHARE_HINT, gpu_cell, gpu_status

@@ -16,7 +16,8 @@ from typing import Optional
 import typer
 
 from ..core.doctor import Facts, diagnose, diagnose_uninstalled, summary
-from ..site_paths import CONFIG_HELP, config_path, database_url, shown_url
+from .config_file import CONFIG_HELP, config_path
+from ..core.database_url import database_url, shown_url
 
 HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
 settings (accounts enforced where fair share or a class trusts them),
@@ -74,7 +75,7 @@ def doctor(
 
 
 def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path], sock: Optional[str]) -> Facts:
-    from ..core.config import load_config
+    from .config_file import load_config
     from ..core.enforcement import account_reliance, qos_reliance
     from ..core.errors import SlurmDLError
     from ..slurm.dialects import supported_text
@@ -130,10 +131,11 @@ def _telemetry(f: Facts, telemetry) -> None:
 def gather_uninstalled(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path],
                        sock: Optional[str]) -> Facts:
     """What may be left of slurm-dl; its site config may be gone too (then the defaults)."""
-    from ..core.config import FilterConfig, PrioritizerConfig, load_config
+    from ..core.config import FilterConfig, PrioritizerConfig
+    from .config_file import load_config
     from ..core.errors import SlurmDLError, SlurmError
     from ..slurm import CliBackend
-    from ..site_paths import DEFAULT_DATABASE_URL
+    from ..core.database_url import DEFAULT_DATABASE_URL
 
     f = Facts(now=time.time())
     try:

@@ -11,10 +11,10 @@ from typing import Optional
 
 import typer
 
-from ..core.config import load_config
+from .config_file import load_config
 from ..core.errors import SlurmError, SlurmNotInstalledError
 from .daemon_opts import LogFormatOpt, LogLevelOpt, setup_logging
-from ..site_paths import CONFIG_HELP, find_config
+from .config_file import CONFIG_HELP, find_config
 from .common import expected_errors
 
 HELP = ("Sample this node's GPUs through NVML (utilisation, memory, power, processes), attribute each GPU to "

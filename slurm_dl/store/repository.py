@@ -28,7 +28,7 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from ..core.errors import StoreError
 from ..core.explain import finish_numbers
-from ..site_paths import hide_password, shown_url, sqlite_path
+from ..core.database_url import hide_password, shown_url, sqlite_path
 from ..core.ledger import LOGS, EntryLog, Ledger
 from ..telemetry.summary import JobUtilisationSummary
 from . import schema

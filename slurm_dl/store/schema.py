@@ -14,7 +14,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 
 from ..core.errors import StoreError
-from ..site_paths import shown_url
+from ..core.database_url import shown_url
 
 HEAD = "0005"
 KNOWN = ("0001", "0002", "0003", "0004", "0005")

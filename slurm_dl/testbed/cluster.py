@@ -218,7 +218,7 @@ class Testbed:
         the state directory (so that ``slurm-dl doctor`` and ``filter serve`` agree with what
         the testbed runs). ``own_shape``: on a testbed of several GPU types, the template's GPU
         types, partitions and node groups are replaced by the testbed's own (``site_shape``)."""
-        from ..site_paths import with_database_url, with_setting
+        from .site_toml import with_database_url, with_setting
 
         target = self.layout.site_config
         if target.exists() and not replace:

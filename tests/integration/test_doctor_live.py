@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_dl.site_paths import with_database_url
+from slurm_dl.testbed.site_toml import with_database_url
 from slurm_dl.slurm import CliBackend
 from slurm_dl.testbed import submit
 from slurm_dl.testbed.client import job_fields

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from prioritizer import Prioritizer
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.fairness import yielded_to
 from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store

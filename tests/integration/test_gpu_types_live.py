@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.tags import parse_tag
 from slurm_dl.store import Store
 from slurm_dl.testbed import Testbed, job_fields, submit

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 
 from prioritizer import Prioritizer
 from slurm_dl.cli.dlsubmit import app as dlsubmit_app
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store
 from slurm_dl.testbed import Testbed, job_fields, submit

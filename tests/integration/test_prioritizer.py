@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store
 from slurm_dl.testbed import submit

@@ -23,7 +23,7 @@ import pytest
 
 from polling import wait_until
 from prioritizer import Prioritizer
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store
 from slurm_dl.testbed import Testbed, job_fields, wait_for_job_state

@@ -19,7 +19,7 @@ import pytest
 
 from polling import wait_until
 from slurm_dl.testbed import submit
-from slurm_dl.site_paths import with_database_url, with_setting
+from slurm_dl.testbed.site_toml import with_database_url, with_setting
 from test_metrics_live import stop
 from users import as_user, user_python
 

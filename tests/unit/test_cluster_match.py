@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from slurm_dl.cli.main import app
 from slurm_dl.core.cluster_match import cluster_of, compare, parse_slurm_cluster
 from slurm_dl.core.model import Node, Partition
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.config import parse_config as _parse
 from slurm_dl.testbed.conf import (
     DEFAULT_CPUS_PER_NODE,

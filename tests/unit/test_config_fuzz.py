@@ -29,7 +29,8 @@ from jobsubmit.service import FilterService
 from prioritizer import Prioritizer
 from prioritizer.loop import Loop
 from slurm_dl.cli.main import app
-from slurm_dl.core.config import SiteConfig, load_config
+from slurm_dl.core.config import SiteConfig
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.errors import ConfigError
 from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node
 from slurm_dl.render import JobSpec, RenderError, render

@@ -11,7 +11,7 @@ import pytest
 
 from prioritizer import Prioritizer
 from prioritizer.loop import Backoff, Loop
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.errors import JobNotFoundError, SlurmUnavailableError
 from slurm_dl.slurm.protocol import JobEnd
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState, Node

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prioritizer import Prioritizer
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.errors import JobNotFoundError, JobPendingError, SlurmError
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState, Node
 from slurm_dl.slurm.faults import FAULT_KINDS, READ_CALLS, Crash, FaultyBackend

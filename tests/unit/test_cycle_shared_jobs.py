@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 from prioritizer import Prioritizer
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node
 from slurm_dl.core.tags import JobTag, encode_tag
 from slurm_dl.slurm.cli_backend import with_node_gpu_types, with_site_factors

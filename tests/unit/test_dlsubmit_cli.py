@@ -13,7 +13,7 @@ from slurm_dl.cli.dlsubmit import app
 from slurm_dl.cli.dlsubmit_status import describe_jobs, newest_checkpoint, print_status, save_record
 from slurm_dl.core.model import Job, JobState
 from slurm_dl.render import JobSpec, render
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED_CONFIG = ROOT / "site-configs" / "testbed.toml"

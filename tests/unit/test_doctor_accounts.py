@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.config import parse_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.doctor import diagnose, summary
 from slurm_dl.core.enforcement import (ENFORCE_LINE, account_reliance, enforces_associations, enforces_qos,
                                        fairshare_weight, qos_reliance, uses_slurmdbd)

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 import pytest
 
 from slurm_dl.core.explain import explain_job, tier_scores, waiting_reason

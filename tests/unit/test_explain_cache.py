@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prioritizer import Prioritizer
 from prioritizer.explain_cache import NUMBER_KEYS
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.store import Store
 
 from test_cycle import MemoryCluster

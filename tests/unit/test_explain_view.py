@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.explain import explain_job, waiting_reason
 from slurm_dl.explain_view import explain_text, explain_view, one_line, preemption_words
 from slurm_dl.core.ledger import Ledger

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from jobsubmit.chain import BACKUP, CONF_BACKUP, SITE_COPY, ChainError
 from jobsubmit.install import install, uninstall
 from slurm_dl.cli.main import app
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from test_filter_lua import desc, lua_ready, service_socket  # noqa: F401 - fixture
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from jobsubmit.install import SHIM_TEMPLATE, FilterInstallError, install, render_shim, with_lua_plugin
 from slurm_dl.cli.main import app
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "site-configs" / "testbed.toml"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from prioritizer import Prioritizer
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job, JobState
 from slurm_dl.core.policy.base import PolicyContext

@@ -223,7 +223,7 @@ def test_status_of_an_array_task_shows_that_task_never_the_concatenated_id(fake_
 
 
 def _store_with(url: str, job_ids: list[int]) -> None:
-    from slurm_dl.core.config import load_config
+    from slurm_dl.cli.config_file import load_config
     from slurm_dl.core.explain import explain_job
     from slurm_dl.core.ledger import Ledger
     from slurm_dl.core.model import Job

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prioritizer import Prioritizer
 from prioritizer.jobs import class_violation, demote_violations
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.model import Job, JobClass
 from slurm_dl.store import Store
 from test_cycle import MemoryCluster

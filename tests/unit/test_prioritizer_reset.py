@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prioritizer import Prioritizer
 from prioritizer.reset import REASON, reset_site_factors
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.errors import SlurmError
 from slurm_dl.store import Store
 

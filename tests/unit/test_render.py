@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from slurm_dl.cli.dlsubmit_defaults import builtin_site
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.render import JobSpec, RenderError, UserDefaults, render, sbatch_directive, shell_words
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.config import parse_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.model import JobClass
 from slurm_dl.core.rules import FilterContext, decide
 from slurm_dl.core.rules.decision import ESLURM_INVALID_GRES

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from slurm_dl.core.arrays import parse_array
-from slurm_dl.core.config import config_warnings, load_config, parse_config
+from slurm_dl.core.config import config_warnings, parse_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.model import Job, JobClass, JobState
 from slurm_dl.core.policy.admission import DeadlineAdmission
 from slurm_dl.core.policy.deadline import admit_deadlines

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.rules import FilterContext, JobRequest, decide
 from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
 from slurm_dl.core.rules.sbatch_args import SbatchArgsError, parse_sbatch_args

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.rules import FilterContext, FilterDecision, decide
 from slurm_dl.core.rules.request import JOB_DESC_FIELDS, NO_VAL, NO_VAL16
 from slurm_dl.core.tags import parse_tag

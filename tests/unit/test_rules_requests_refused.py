@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.rules import FilterContext, decide
 from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
 from slurm_dl.core.tags import parse_tag

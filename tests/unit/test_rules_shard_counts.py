@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prioritizer.jobs import apply_tags, class_demotions
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.model import Job, JobClass, JobState
 from slurm_dl.core.rules import FilterContext, decide
 from slurm_dl.core.live import live_counts

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.config import parse_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.rules import FilterContext, decide
 from slurm_dl.core.rules.request import NO_VAL, NO_VAL16
 from slurm_dl.core.rules.topology import switches_needed

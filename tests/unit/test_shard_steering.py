@@ -70,7 +70,8 @@ def test_the_daemon_pins_a_waiting_shard_job_once_and_lets_it_go_when_no_node_ha
     from pathlib import Path
 
     from prioritizer.steer import ShardSteering
-    from slurm_dl.core.config import SharingConfig, SharingGroup, load_config
+    from slurm_dl.core.config import SharingConfig, SharingGroup
+    from slurm_dl.cli.config_file import load_config
     from slurm_dl.core.model import ClusterSnapshot, JobState
     from slurm_dl.slurm.gpu_alloc import GpuAllocation
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from prioritizer import Prioritizer
 from slurm_dl.cli.dlsubmit_status import describe_jobs, detail_lines, status_table
-from slurm_dl.core.config import SharingConfig, SharingGroup, load_config
+from slurm_dl.core.config import SharingConfig, SharingGroup
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.explain import utilisation_lines
 from slurm_dl.core.share_hint import RunUse, share_hint, small_run
 from slurm_dl.idle_notice import share_tip

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 
 from pathlib import Path

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from prioritizer.steer import Steering, steer
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState, Node
 from slurm_dl.core.steering import Lever, choose_types, type_levers

@@ -13,7 +13,7 @@ from pathlib import Path
 from prioritizer import Prioritizer
 from prioritizer.loop import Loop
 from slurm_dl.cli.doctor_cmd import _database
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.errors import StoreError
 from slurm_dl.core.doctor import Facts, diagnose, stale_after
 from slurm_dl.store import Store

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.dlsubmit import app
 from slurm_dl.cli.dlsubmit_checks import ClusterFacts, command_problem, too_many_gpus
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.render import JobSpec, RenderError, UserDefaults, render
 
 ROOT = Path(__file__).resolve().parents[2]

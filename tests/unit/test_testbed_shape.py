@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.config import parse_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core import errors
 from slurm_dl.core.hostlist import expand_hostlist
 from slurm_dl.testbed import Testbed

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.errors import ConfigError
 from slurm_dl.core.model import Job, JobClass
 from slurm_dl.core.throughput import (DEFAULT, LEARNT, MATRIX, RunRecord, Speed, ThroughputModel, kinds_of,

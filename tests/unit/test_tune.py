@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.sim import tune as T
 
 BASE = {"gpu_types": [{"name": "gpu", "memory_gb": 80}],

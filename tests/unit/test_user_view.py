@@ -151,7 +151,7 @@ def test_two_cycles_with_the_same_inputs_explain_a_waiting_job_the_same() -> Non
 def test_finished_jobs_take_their_state_from_accounting_else_from_dlsubmits_records(
         tmp_path: Path, monkeypatch) -> None:
     from slurm_dl.cli.dlsubmit_status import ended_rows, save_record
-    from slurm_dl.core.config import load_config as load
+    from slurm_dl.cli.config_file import load_config as load
     from slurm_dl.render import JobSpec, UserDefaults, render
 
     monkeypatch.setenv("SLURM_DL_STATE_DIR", str(tmp_path))
@@ -174,8 +174,8 @@ def test_finished_jobs_take_their_state_from_accounting_else_from_dlsubmits_reco
 
 def test_status_says_in_one_note_when_the_prioritizer_cannot_be_asked(tmp_path: Path, capsys) -> None:
     from slurm_dl.cli.dlsubmit_status import Explainer, describe_jobs, print_status
-    from slurm_dl.core.config import load_config as load
-    from slurm_dl.site_paths import with_database_url
+    from slurm_dl.cli.config_file import load_config as load
+    from slurm_dl.testbed.site_toml import with_database_url
 
     cfg_file = tmp_path / "site.toml"  # a database that cannot be read here, and no explain endpoint
     cfg_file.write_text(with_database_url((ROOT / "site-configs" / "testbed.toml").read_text(),

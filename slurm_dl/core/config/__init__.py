@@ -4,7 +4,9 @@ A bad file fails loudly: :class:`~slurm_dl.core.errors.ConfigError` lists every 
 ``key.path: got VALUE; allowed: …``. Unknown keys are errors too (a typo must not be ignored).
 
 Every reader (``slurm-dl config check``, the filter service, the prioritizer, dlsubmit) goes
-through :func:`load_config`, so they accept exactly the same files. Every number has a finite
+through :func:`parse_config` (the TOML file itself is read in the CLI layer, by
+``slurm_dl.cli.config_file.load_config``; a prior or a throughput matrix it names is read while
+it is validated, by ``side_files``), so they accept exactly the same files. Every number has a finite
 range stated on its field: ``inf``, ``nan`` (TOML allows both), booleans and strings are refused
 where a number is expected, and so are values far outside what a site could mean.
 
@@ -20,7 +22,6 @@ from .base import MAX_GPU_S, MAX_WEIGHT, MINUTES_PER_YEAR, SECONDS_PER_30_DAYS, 
 from .cluster import GpuType, NodeGroup, Partition, Switch, TopologyConfig
 from .filter import Caps, FilterConfig
 from .job_classes import JobClassConfig
-from .load import load_config
 from .policy import (CombinedConfig, ComponentName, DeadlineConfig, FairShareConfig, GittinsConfig, HistoryKeys,
                      LasConfig, PolicyConfig, PolicyName, QssfConfig)
 from .preemption import PreemptionConfig
@@ -41,6 +42,6 @@ __all__ = [
     "GittinsConfig", "GpuType", "HistoryKeys", "JobClassConfig", "LasConfig", "NodeGroup", "Partition",
     "PolicyConfig", "PolicyName", "PreemptionConfig", "PrioritizerConfig", "QssfConfig", "SharingConfig",
     "SharingGroup", "SimulateConfig", "SiteConfig", "SiteInfo", "Switch", "TelemetryConfig", "ThroughputConfig",
-    "TopologyConfig", "config_warnings", "load_config", "num", "parse_config", "read_matrix_csv",
+    "TopologyConfig", "config_warnings", "num", "parse_config", "read_matrix_csv",
     "read_prior_csv",
 ]

@@ -8,20 +8,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from slurm_dl import site_paths
+from slurm_dl.cli import config_file
+from slurm_dl.cli.config_file import DEFAULT_CONFIG, config_path, find_config, load_config
 from slurm_dl.cli.main import app
-from slurm_dl.core.config import load_config, parse_config
+from slurm_dl.core.config import parse_config
+from slurm_dl.core.database_url import DEFAULT_DATABASE_URL, database_url, sqlite_path
 from slurm_dl.core.errors import ConfigError
-from slurm_dl.site_paths import (
-    DEFAULT_CONFIG,
-    DEFAULT_DATABASE_URL,
-    config_path,
-    database_url,
-    find_config,
-    sqlite_path,
-    with_database_url,
-    with_setting,
-)
+from slurm_dl.testbed.site_toml import with_database_url, with_setting
 
 REPO = Path(__file__).resolve().parents[2]
 TESTBED = REPO / "site-configs" / "testbed.toml"
@@ -103,7 +96,7 @@ def test_commands_use_the_default_path(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.delenv("SLURM_DL_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)  # no ./site-configs to fall back on
     missing = tmp_path / "etc-site.toml"
-    monkeypatch.setattr(site_paths, "DEFAULT_CONFIG", missing)
+    monkeypatch.setattr(config_file, "DEFAULT_CONFIG", missing)
     runner = CliRunner()
     for argv in (["filter", "check", "--", "--gpus=1", "-t", "10"], ["explain", "1"], ["prioritizer", "once"]):
         r = runner.invoke(app, argv)
