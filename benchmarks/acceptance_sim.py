@@ -33,10 +33,10 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_dl.sim.ranking import load_prior, make_ranker
+from slurm_dl.sim.ranking.ranker import load_prior, make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import parse_time, read_cluster_sizes, read_trace
 
 KEYS = ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "preemptions",
         "preemptions_per_job", "deadline_miss_rate", "best_effort_avg_jct_s", "max_rho", "jain_rho",
@@ -156,7 +156,7 @@ def main() -> int:
     if "history" in parts:
         from slurm_dl.core.config import LasConfig
         from slurm_dl.core.policy import get_policy
-        from slurm_dl.sim.ranking import PolicyRanker
+        from slurm_dl.sim.ranking.ranker import PolicyRanker
 
         def cfg_run(jobs, name, setup, **kw):  # the config models' defaults (what an admin gets)
             t0 = time.process_time()

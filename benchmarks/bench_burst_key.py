@@ -1,7 +1,7 @@
 """Does knowing a job's burst help? Heavy Philly (Oct-Nov 2017, vc_sizes_quarter.csv, each VC
 its own cluster, 60 s restart cost), one run: SRTF, LAS 100k/3M, Gittins and QSSF with their
 config defaults, then Gittins and QSSF whose history ladder starts with the job's batch (its
-burst: :func:`slurm_dl.sim.traces.derive_batches` with each gap of ``--gaps``), and a reference
+burst: :func:`slurm_dl.sim.workloads.traces.derive_batches` with each gap of ``--gaps``), and a reference
 bound: Gittins whose distribution per (VC, GPU count) is the whole trace's durations (an oracle
 of the distribution, not of the job; ``--no-bound`` leaves it out); ``--burst-bound`` adds, per
 gap, the same with each job's whole burst first (every job of it, finished or not).
@@ -22,10 +22,10 @@ from pathlib import Path
 from slurm_dl.core.policy import get_policy
 from slurm_dl.core.policy.gittins import GittinsPolicy
 from slurm_dl.core.policy.history import Finished, HistoryLearner, job_batch, with_batch
-from slurm_dl.sim.ranking import PolicyRanker, load_prior, make_ranker
+from slurm_dl.sim.ranking.ranker import PolicyRanker, load_prior, make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import derive_batches, parse_time, read_cluster_sizes, read_trace
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import derive_batches, parse_time, read_cluster_sizes, read_trace
 
 BATCH_LADDER = with_batch("full")  # the batch, then the config default's ladder
 

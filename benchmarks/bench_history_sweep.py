@@ -35,10 +35,10 @@ from pathlib import Path
 
 from slurm_dl.core.config import GittinsConfig, LasConfig, QssfConfig
 from slurm_dl.core.policy import get_policy
-from slurm_dl.sim.ranking import PolicyRanker, load_prior
+from slurm_dl.sim.ranking.ranker import PolicyRanker, load_prior
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import parse_time, read_cluster_sizes, read_trace
 
 
 def run(jobs, setup, label: str, name: str, **kw) -> dict:

@@ -63,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def colocation(a) -> None:
-    from slurm_dl.sim.ranking import make_ranker
+    from slurm_dl.sim.ranking.ranker import make_ranker
     from slurm_dl.sim.simulate import SimSetup, simulate
-    from slurm_dl.sim.state import PreemptionCost
-    from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
+    from slurm_dl.sim.engine.state import PreemptionCost
+    from slurm_dl.sim.workloads.traces import parse_time, read_cluster_sizes, read_trace
 
     T = traces_dir(a.traces)
     gavel = json.loads((T / "gavel" / "simulation_throughputs.json").read_text())

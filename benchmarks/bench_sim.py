@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import parse_time, read_cluster_sizes, read_trace
 
 
 def traces_dir(arg: str | None) -> Path:

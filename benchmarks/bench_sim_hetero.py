@@ -23,14 +23,14 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_dl.sim.fleet import parse_node_types
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.engine.fleet import parse_node_types
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.speeds import draw_models, load_throughputs, throughput_model
+from slurm_dl.sim.whatif.speeds import draw_models, load_throughputs, throughput_model
 from slurm_dl.core.throughput import kinds_of
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import parse_time, read_trace
-from slurm_dl.sim.typed import CHOICES, TypeSetup
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import parse_time, read_trace
+from slurm_dl.sim.engine.typed import CHOICES, TypeSetup
 
 from bench_sim_policies import traces_dir  # noqa: E402 - where the traces are
 
@@ -120,7 +120,7 @@ def main() -> int:
                     help="aware fair share without moving running jobs to faster types (the rule before them)")
     a = ap.parse_args()
     if a.no_moves:
-        import slurm_dl.sim.engine_state as engine_state
+        import slurm_dl.sim.engine.cluster_state as engine_state
 
         engine_state.MOVE_GAIN = 0.0
     a.policy = a.policy or ["las", "fairshare"]

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from slurm_dl.core.config import TelemetryConfig
 from slurm_dl.sim.idle_replay import judge_all, what_if
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
-from slurm_dl.sim.utilisation import parse_synthetic, synthetic_profiles
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import parse_time, read_cluster_sizes, read_trace
+from slurm_dl.sim.workloads.utilisation import parse_synthetic, synthetic_profiles
 
 
 def traces_dir(arg: str | None) -> Path:

@@ -24,12 +24,12 @@ import threading
 import time
 from pathlib import Path
 
-from slurm_dl.sim.engine import ClusterResult
-from slurm_dl.sim.ranking import load_prior, make_ranker
+from slurm_dl.sim.engine.loop import ClusterResult
+from slurm_dl.sim.ranking.ranker import load_prior, make_ranker
 from slurm_dl.sim.runner import Task, run_tasks
-from slurm_dl.sim.metrics import summarize
+from slurm_dl.sim.reports.metrics import summarize
 from slurm_dl.sim.simulate import SimSetup, Summarized, merge, replays, run_replay
-from slurm_dl.sim.traces import parse_time, read_trace
+from slurm_dl.sim.workloads.traces import parse_time, read_trace
 
 from bench_sim_policies import POLICIES, traces_dir  # noqa: E402 - the same policies and traces
 

@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_dl.sim.ranking import load_prior, make_ranker
+from slurm_dl.sim.ranking.ranker import load_prior, make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.traces import read_trace
+from slurm_dl.sim.workloads.traces import read_trace
 
 POLICIES = ("fifo", "las", "gittins", "fairshare", "combined", "deadline-las")
 

@@ -1,6 +1,6 @@
 """Soft deadlines under overload: a Chronus-format trace built from MIX1's jobs with stepped soft
 deadlines (about 60 % soft, 30 % strict, 10 % best effort, seeded; see
-:mod:`slurm_dl.sim.soft_trace`) replayed at three loads, ``las`` against ``deadline-las``.
+:mod:`slurm_dl.sim.workloads.soft_trace`) replayed at three loads, ``las`` against ``deadline-las``.
 
 Prints one JSON line per load (each policy's strict deadlines met, utility earned as a share of
 the maximum, best-effort average JCT, and the ratios against LAS in the same run) and a human
@@ -17,11 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.soft_trace import write_soft_deadline_trace
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import read_trace
+from slurm_dl.sim.workloads.soft_trace import write_soft_deadline_trace
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import read_trace
 
 T = Path(os.environ.get("SLURM_DL_TRACES", "/work/shared/traces"))
 LAS = [100000.0, 3000000.0]

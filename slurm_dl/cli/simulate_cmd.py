@@ -210,9 +210,9 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
          quiet=False, from_slurm=False, report=None, dispatch=None, slurm_backfill=False,
          opt_in="recorded", node_types=None, fleet=None, throughputs=None, model_seed=None,
          type_choice=None, workers=None, via_slurm=False, partition=None, time_limit=None) -> None:
-    from ..sim.ranking import load_prior, make_ranker
-    from ..sim.traces import HISTORY_FORMATS, parse_time
-    from ..sim.speeds import TypesAsked
+    from ..sim.ranking.ranker import load_prior, make_ranker
+    from ..sim.workloads.traces import HISTORY_FORMATS, parse_time
+    from ..sim.whatif.speeds import TypesAsked
 
     configs = list(config or []) if not isinstance(config, Path) else [config]
     if opt_in not in OPT_IN:  # before a long trace is read, not after
@@ -264,7 +264,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
         typer.echo(f"wrote {idle_report}", err=as_json)
     prior_path = gittins_prior or _default_prior(trace)
     prior = load_prior(prior_path) if prior_path and "gittins" in policy else []
-    from ..sim.progress import Progress
+    from ..sim.whatif.progress import Progress
 
     planned = _plan(policy, variants, configs, several, make_ranker)
     via = None
@@ -276,7 +276,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
                parse_time_limit(time_limit) if time_limit else (sc.time_minutes if sc else parse_time_limit(None)))
     elif partition or time_limit:
         raise SlurmDLError("--partition, --time: only with --via-slurm")
-    from ..sim.metrics import recorded_figures
+    from ..sim.reports.metrics import recorded_figures
 
     recorded = recorded_figures(jobs) if fmt in HISTORY_FORMATS else None
     runs, interrupted, failed = _replay(planned, jobs, variants, trace, prior=prior, deadline_boost=deadline_boost,
@@ -287,7 +287,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
     ran = {r.planned for r in runs}
     not_run = [p[0] if not several else f"{p[0]} @ {p[3].label}" for k, p in enumerate(planned) if k not in ran]
     if plot and runs:
-        from ..sim.plots import write_plots
+        from ..sim.reports.plots import write_plots
         for written in write_plots(plot, [(r.name, r.results) for r in runs]) or []:
             typer.echo(f"wrote {written}", err=as_json)
     if report and runs:
@@ -314,7 +314,7 @@ def _run(trace, fmt, skip_bad, keep_cpu, group_by, policy, cluster_per_vc, nodes
 def _read_jobs(trace, fmt, t0, t1, *, keep_cpu, skip_bad, group_by, as_json) -> tuple[list, dict | None, str | None]:
     """The trace's jobs in ``[t0, t1)``; for a history also what the import found (a dict and
     a line, shown)."""
-    from ..sim.traces import HISTORY_FORMATS, read_history, read_trace
+    from ..sim.workloads.traces import HISTORY_FORMATS, read_history, read_trace
 
     if fmt not in HISTORY_FORMATS:
         return read_trace(trace, fmt, t0, t1), None, None
@@ -345,7 +345,7 @@ def _setup_lines(asked, variants, dispatch, fmt, jobs, as_json) -> dict | None:
 
 
 def _write_report(report: Path, runs, meta: dict, as_json: bool) -> None:
-    from ..sim.report import write_report
+    from ..sim.reports.report import write_report
 
     try:
         written = write_report(report, runs, meta)
@@ -389,9 +389,9 @@ def _replay(planned, jobs, variants, trace, *, prior, deadline_boost, slurm_back
     them; (runs, interrupted, failed replays). ``via_slurm``: (partition, time limit in minutes)
     to run them as one Slurm job array instead. ``keep_results``: keep each run's per-job results (plots, the
     report); otherwise only its summary, so memory stays flat as policies finish."""
-    from ..sim.report import ReportRun
+    from ..sim.reports.report import ReportRun
     from ..sim.runner import RankerRecipe, ReplayFailed, Task, run_tasks, workers_for
-    from ..sim.engine import ClusterResult
+    from ..sim.engine.loop import ClusterResult
     from ..sim.simulate import clusters_for, merge, replays, run_replay
 
     several = len(variants) > 1
@@ -539,9 +539,9 @@ def _doc(variants, runs, several, *, imported, overhead, slurm_backfill, interru
 
 def _dispatch(text, fmt, jobs, setup) -> dict | None:
     """--dispatch: the overheads to replay with, how they were found (a line, a JSON part)."""
-    from ..sim.overhead import estimate_dispatch
-    from ..sim.state import Dispatch
-    from ..sim.traces import HISTORY_FORMATS
+    from ..sim.engine.overhead import estimate_dispatch
+    from ..sim.engine.state import Dispatch
+    from ..sim.workloads.traces import HISTORY_FORMATS
 
     if text is None:
         return None
@@ -607,7 +607,7 @@ def preemption_cost(preempt_cost: str | None, checkpoint_interval: float | None,
     restart_delay_seconds; otherwise free (0 s). Work since the last checkpoint is lost only
     with --checkpoint-interval: the prioritizer signals a job to checkpoint before requeueing
     it, so by default a preempted job loses no work."""
-    from ..sim.state import PreemptionCost
+    from ..sim.engine.state import PreemptionCost
 
     try:
         if preempt_cost is not None:
@@ -621,9 +621,9 @@ def preemption_cost(preempt_cost: str | None, checkpoint_interval: float | None,
 def _variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt_cost, checkpoint_interval,
              las_thresholds, starvation, spread, model_info, no_fairness, idle, idle_action, utilisation,
              synthetic_idle, cluster_line, asked=None, live=None, recorded=False, cfg=None) -> _Variant:
-    from .config_file import load_config
+    from ..core.config import load_config
     from ..sim.simulate import SimSetup
-    from ..sim.traces import read_cluster_sizes
+    from ..sim.workloads.traces import read_cluster_sizes
 
     if cfg is None and path:
         cfg = load_config(path)
@@ -707,7 +707,7 @@ def _live_cluster(gpus_per_node: int | None) -> tuple[int, int, str, list]:
     from collections import Counter
 
     from ..core.errors import SlurmError
-    from ..sim.fleet import groups_from_nodes, several_types
+    from ..sim.engine.fleet import groups_from_nodes, several_types
     from ..slurm import get_backend
 
     try:
@@ -734,8 +734,8 @@ def _idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) -> dict:
     scheduling policy), and how the utilisation was obtained."""
     from ..core.config import TelemetryConfig
     from ..sim.idle_replay import judge_all
-    from ..sim.traces import attach_utilisation, read_utilisation
-    from ..sim.utilisation import parse_synthetic, profiles_of, synthetic_profiles
+    from ..sim.workloads.traces import attach_utilisation, read_utilisation
+    from ..sim.workloads.utilisation import parse_synthetic, profiles_of, synthetic_profiles
 
     tcfg = cfg.telemetry if cfg else TelemetryConfig()
     if idle_action is not None:

@@ -19,7 +19,7 @@ MEASURE = ("the trace's tasks arrive, each once in a random order, then drawn at
 def run_sharing(trace: Path, fmt: str, fleet: Path | None, placements: Sequence[str], seed: int,
                 as_json: bool) -> None:
     from ..sim import sharing
-    from ..sim.traces import read_text
+    from ..sim.workloads.traces import read_text
 
     bad = [p for p in placements if p not in sharing.PLACEMENTS]
     if bad:

@@ -72,8 +72,8 @@ def tune(
 def _tune(trace, fmt, param, config, policy, objective, constraint, split, trials, seed, start, end, nodes,
           gpus_per_node, cluster_per_vc, preempt_cost, no_fairness, workers, via_slurm, partition, time_limit,
           output, report, as_json) -> None:
-    from ..sim.ranking import make_ranker
-    from ..sim.traces import parse_time
+    from ..sim.ranking.ranker import make_ranker
+    from ..sim.workloads.traces import parse_time
 
     # everything checked before the first replay
     if not param:
@@ -136,7 +136,7 @@ def _tune(trace, fmt, param, config, policy, objective, constraint, split, trial
             output.write_text(proposed)
             doc["output"] = str(output)
     if report:
-        from ..sim.tune_report import write_report
+        from ..sim.reports.tune_report import write_report
         doc["report"] = str(write_report(report, doc))
     if as_json:
         typer.echo(json.dumps(_finite(doc)))
@@ -193,8 +193,8 @@ class _Runner:
         self.workers, self.via = workers, via
 
     def __call__(self, jobs, points) -> dict:
-        from ..sim.progress import Progress
-        from ..sim.ranking import load_prior, make_ranker
+        from ..sim.whatif.progress import Progress
+        from ..sim.ranking.ranker import load_prior, make_ranker
         from .simulate_cmd import _default_prior, _plan, _replay, _variant
 
         variants = []

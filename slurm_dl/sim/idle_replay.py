@@ -1,6 +1,6 @@
 """What the idle-allocation policy would have done to a trace, and what that does to the others (pure).
 
-Per job with a utilisation profile (:mod:`slurm_dl.sim.utilisation`), the daemon's own decision
+Per job with a utilisation profile (:mod:`slurm_dl.sim.workloads.utilisation`), the daemon's own decision
 code (:func:`slurm_dl.core.idle.decide`) is asked about the samples a gpu-agent would have published:
 one per GPU every ``sample_seconds`` of run time from the job's start. Within each idle stretch
 of the profile the verdict only grows with the idle time, so a binary search over the sample
@@ -26,11 +26,11 @@ from ..core.config import TelemetryConfig
 from ..core.idle import IdleDecision, Verdict, decide
 from ..core.model import Job
 from ..telemetry.samples import JobGpuSample
-from .engine import ClusterResult
-from .metrics import jct
-from .ranking import Ranker
+from .engine.loop import ClusterResult
+from .reports.metrics import jct
+from .ranking.ranker import Ranker
 from .simulate import SimSetup, clusters_for, simulate
-from .utilisation import Profile, idle_segments
+from .workloads.utilisation import Profile, idle_segments
 
 _RANK = {Verdict.OK: 0, Verdict.WARN: 1, Verdict.DEPRIORITIZE: 2, Verdict.CANCEL: 2}
 

@@ -51,7 +51,7 @@ class RankerRecipe:
     backfill: bool = False  # --slurm-backfill: the policy orders the queue, Slurm's backfill starts jobs
 
     def __call__(self):
-        from .ranking import make_ranker
+        from .ranking.ranker import make_ranker
 
         r = make_ranker(self.name, las_thresholds=self.thresholds, starvation=self.starvation, prior=self.prior,
                         boost_s=self.boost_s,

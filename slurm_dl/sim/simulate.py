@@ -5,7 +5,7 @@ Cluster layout:
   account missing from the file gets the fewest nodes that fit its largest job;
 * shared: one cluster of ``nodes`` × ``gpus_per_node`` for every job;
 * node groups (``groups``: several GPU types or node sizes): one shared cluster of them, the
-  type choice and speeds in ``types`` (:mod:`.typed`).
+  type choice and speeds in ``types`` (:mod:`.engine.typed`).
 
 Finish-time fairness ρ (shared layout only): each account is also simulated *alone* on its
 share of the cluster — ``max(fewest nodes for its largest job, round(nodes × share / Σ shares))``
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..core.model import Job
-from .engine import ClusterResult, ClusterSpec, fewest_nodes, run_cluster
-from .fleet import NodeGroupSpec
-from .typed import TypeSetup, accepted_types
-from .metrics import add_fairness, summarize
-from .ranking import Ranker
-from .state import Dispatch, PreemptionCost
+from .engine.loop import ClusterResult, ClusterSpec, fewest_nodes, run_cluster
+from .engine.fleet import NodeGroupSpec
+from .engine.typed import TypeSetup, accepted_types
+from .reports.metrics import add_fairness, summarize
+from .ranking.ranker import Ranker
+from .engine.state import Dispatch, PreemptionCost
 
 
 @dataclass
@@ -73,7 +73,7 @@ def runs_per_job(setup: SimSetup) -> int:
 def simulate(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup,
              progress=None) -> tuple[dict, list[ClusterResult]]:
     """Run one policy; returns (summary dict, per-cluster results). ``progress``: an object
-    with ``update(now, finished)`` and ``next_run(finished)`` (see :mod:`.progress`).
+    with ``update(now, finished)`` and ``next_run(finished)`` (see :mod:`.whatif.progress`).
 
     The policy's replays are independent :class:`Replay` tasks (:func:`replays`); this runs
     them one after the other here, :mod:`.runner` anywhere else, and :func:`merge` makes the

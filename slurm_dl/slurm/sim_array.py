@@ -180,7 +180,7 @@ def _task_key() -> bytes:
 def run_array_task(context: str, index: int) -> bytes:
     """In a Slurm array task: replay task ``index`` of the what-if written to ``context``; the
     output, pickled and signed."""
-    from ..sim.engine import ClusterResult
+    from ..sim.engine.loop import ClusterResult
     from ..sim.simulate import run_replay
 
     key = _task_key()

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.cli.config_file import load_config
+from slurm_dl.core.config import load_config
 from slurm_dl.core.policy import get_policy
-from slurm_dl.sim.history import SACCT_FIELDS
-from slurm_dl.sim.overhead import estimate_dispatch
-from slurm_dl.sim.ranking import PolicyRanker, make_ranker
+from slurm_dl.sim.workloads.history import SACCT_FIELDS
+from slurm_dl.sim.engine.overhead import estimate_dispatch
+from slurm_dl.sim.ranking.ranker import PolicyRanker, make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.traces import read_history
+from slurm_dl.sim.workloads.traces import read_history
 from slurm_dl.testbed import process, submit
 
 ROOT = Path(__file__).resolve().parents[2]

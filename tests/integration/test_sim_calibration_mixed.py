@@ -32,14 +32,14 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.cli.config_file import load_config
+from slurm_dl.core.config import load_config
 from slurm_dl.core.hostlist import expand_hostlist
-from slurm_dl.sim.overhead import estimate_dispatch
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.engine.overhead import estimate_dispatch
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.fleet import groups_from_config
-from slurm_dl.sim.speeds import typed_cluster
-from slurm_dl.sim.traces import read_history
+from slurm_dl.sim.engine.fleet import groups_from_config
+from slurm_dl.sim.whatif.speeds import typed_cluster
+from slurm_dl.sim.workloads.traces import read_history
 from slurm_dl.testbed import process, submit
 
 from test_filter import FilterProcess, install_filter

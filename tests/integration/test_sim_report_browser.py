@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.sim.svgchart import PALETTE
+from slurm_dl.sim.reports.svgchart import PALETTE
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(

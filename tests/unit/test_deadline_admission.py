@@ -10,10 +10,10 @@ from slurm_dl.core.model import Job, JobState
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.admission import DeadlineAdmission, demand_fits, demotion_message
 from slurm_dl.core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, DeadlinePolicy
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import read_trace
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import read_trace
 
 H = 3600.0
 

@@ -10,9 +10,9 @@ import pytest
 
 from slurm_dl.core.model import Job
 from slurm_dl.core.waiting import WaitingJobs
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.ranking import make_ranker
-from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.ranking.ranker import make_ranker
+from slurm_dl.sim.engine.state import PreemptionCost
 
 
 def naive_walk(self, keep, skip=()):

@@ -242,9 +242,9 @@ def test_sim_a_late_account_starts_within_a_decision_on_fragmented_nodes():
     """Replay: one account's 3-GPU jobs leave 2 GPUs free on each of two nodes; a second
     account's 4-GPU job of 10 s arrives after the lease. It starts at the next decision, not
     when one of the long jobs ends (counting GPUs alone, the 4 free ones looked enough)."""
-    from slurm_dl.sim.engine import ClusterSpec, run_cluster
-    from slurm_dl.sim.ranking import make_ranker
-    from slurm_dl.sim.state import PreemptionCost
+    from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+    from slurm_dl.sim.ranking.ranker import make_ranker
+    from slurm_dl.sim.engine.state import PreemptionCost
 
     jobs = [Job(job_id=100 + i, account="a", num_gpus=3, submit_time=float(i), duration=100_000.0)
             for i in range(5)]
@@ -304,7 +304,7 @@ def test_running_jobs_ranked_by_the_caller_give_the_same_plan():
 
 def test_held_jobs_do_not_inflate_an_accounts_standing() -> None:
     """A job held by its owner waits for nothing: it neither adds demand nor waiting time."""
-    from slurm_dl.cli.config_file import load_config
+    from slurm_dl.core.config import load_config
     from slurm_dl.core.model import Job, JobState
     from slurm_dl.core.policy import PolicyContext
     from slurm_dl.core.policy.fairshare_lease import FairShareLeasePolicy

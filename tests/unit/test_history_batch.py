@@ -20,10 +20,10 @@ from slurm_dl.core.policy.gittins import GittinsPolicy
 from slurm_dl.core.policy.history import (BATCH_TAG, Finished, HistoryLearner, features, has_batch,
                                           job_batch, job_features, split_batch, with_batch)
 from slurm_dl.core.policy.qssf import QssfPolicy
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.ranking import PolicyRanker
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import derive_batches
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.ranking.ranker import PolicyRanker
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import derive_batches
 
 LADDER = with_batch("account-gpus")
 

@@ -233,3 +233,27 @@ def test_the_daemon_never_reaches_into_the_filter_rules() -> None:
         if found:
             bad[str(path.relative_to(REPO))] = sorted(found)
     assert not bad, bad
+
+
+# The simulator's parts, bottom up (slurm_dl/sim/__init__.py): traces and the one-cluster engine;
+# the rankers and the reports; the replays at the package's top (simulate, runner, ...); the
+# what-if set-up. A module imports the simulator's modules of its own part or of a lower level.
+SIM_LEVELS = {"workloads": 0, "engine": 0, "ranking": 1, "reports": 1, "": 2, "whatif": 3}
+
+
+def _sim_part(module: str) -> str | None:
+    """The part of the simulator ``module`` is in ('' for the package's top), or None outside it."""
+    parts = module.split(".")
+    if parts[:2] != ["slurm_dl", "sim"]:
+        return None
+    return parts[2] if len(parts) > 2 and parts[2] in SIM_LEVELS else ""
+
+
+def test_the_simulator_imports_flow_up_its_parts() -> None:
+    graph = import_graph(_modules())
+    bad = [f"{a} imports {b}" for a in sorted(graph) for b in sorted(graph[a])
+           if _sim_part(a) is not None and _sim_part(b) is not None and _sim_part(a) != _sim_part(b)
+           and SIM_LEVELS[_sim_part(b)] >= SIM_LEVELS[_sim_part(a)]]
+    assert not bad, "the simulator's parts import sideways or upwards: " + "; ".join(bad)
+    assert {p for p in SIM_LEVELS if p} == {p.name for p in (CORE / "sim").iterdir()
+                                            if (p / "__init__.py").is_file()}

@@ -12,9 +12,9 @@ from slurm_dl.core.policy.history import (
     LADDERS, Finished, HistoryLearner, HistoryView, features, gittins_from_samples, job_features,
     normalise_name,
 )
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.ranking import PolicyRanker
-from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.ranking.ranker import PolicyRanker
+from slurm_dl.sim.engine.state import PreemptionCost
 
 
 @pytest.mark.parametrize("raw,norm", [

@@ -11,9 +11,9 @@ from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.history import (
     Finished, HistoryLearner, features, limit_ratio, per_gpu_seconds, without_limit,
 )
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.ranking import PolicyRanker
-from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.ranking.ranker import PolicyRanker
+from slurm_dl.sim.engine.state import PreemptionCost
 
 LADDER = (("user", "name"), ("user",), ())
 

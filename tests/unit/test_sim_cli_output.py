@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
 from slurm_dl.cli.simulate_cmd import finite
-from slurm_dl.sim.progress import Progress
+from slurm_dl.sim.whatif.progress import Progress
 
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(
     f"{i},{1 + i % 2},{i * 30},{200 + 37 * i},{'ab'[i % 2]}\n" for i in range(30))

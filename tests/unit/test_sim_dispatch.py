@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
 from slurm_dl.core.model import Job
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.overhead import dispatch_gaps, estimate_dispatch, median_gap
-from slurm_dl.sim.ranking import make_ranker
-from slurm_dl.sim.state import Dispatch, PreemptionCost
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.engine.overhead import dispatch_gaps, estimate_dispatch, median_gap
+from slurm_dl.sim.ranking.ranker import make_ranker
+from slurm_dl.sim.engine.state import Dispatch, PreemptionCost
 
 
 def job(i, gpus, submit, duration, start=None):

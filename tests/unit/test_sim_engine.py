@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from slurm_dl.core.model import Job
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.placement import place_consolidated, place_spread, slowdown
-from slurm_dl.sim.ranking import make_ranker
-from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.engine.placement import place_consolidated, place_spread, slowdown
+from slurm_dl.sim.ranking.ranker import make_ranker
+from slurm_dl.sim.engine.state import PreemptionCost
 
 
 def job(i: int, gpus: int, submit: float, duration: float, account: str = "a") -> Job:
@@ -137,7 +137,7 @@ def test_the_engine_copies_every_field_of_a_job_and_leaves_the_trace_alone() -> 
     import dataclasses
 
     from slurm_dl.core.model import Job, JobState
-    from slurm_dl.sim.state import SimJob
+    from slurm_dl.sim.engine.state import SimJob
 
     job = Job(7, user="u", account="a", name="n", num_gpus=4, gpus_per_node=4, num_nodes=1,
               submit_time=5.0, time_limit=60.0, deadline=90.0, soft_deadlines=((1.0, 2.0),),
@@ -177,7 +177,7 @@ def _place_reference(free: list[int], gpus: int, per_node: int):
 def test_consolidated_placement_matches_the_plain_rule_on_random_clusters() -> None:
     import random
 
-    from slurm_dl.sim.placement import place_consolidated
+    from slurm_dl.sim.engine.placement import place_consolidated
 
     rnd = random.Random(7)
     for _ in range(20000):
@@ -190,7 +190,7 @@ def test_consolidated_placement_matches_the_plain_rule_on_random_clusters() -> N
 
 def test_the_replay_ledger_builds_history_only_when_read_and_the_same_as_the_ledger() -> None:
     from slurm_dl.core.ledger import Ledger
-    from slurm_dl.sim.ranking import LazySimLedger as SimLedger
+    from slurm_dl.sim.ranking.ranker import LazySimLedger as SimLedger
 
     eager, lazy = Ledger(), SimLedger()
     for i in range(30):

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.cli.config_file import load_config
+from slurm_dl.core.config import load_config
 from slurm_dl.core.model import Job, JobClass
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.ranking import make_ranker
-from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.ranking.ranker import make_ranker
+from slurm_dl.sim.engine.state import PreemptionCost
 
 CONFIGS = Path(__file__).resolve().parents[2] / "site-configs"
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "sim"
@@ -96,7 +96,7 @@ def test_gittins_with_a_prior_off_the_grid_finishes(monkeypatch):
 def test_passes_left_out_after_key_changes_alone_change_no_schedule(name, pass_s):
     """The fast path passes over event times at which only running jobs' keys changed, each
     staying where it falls among the waiting jobs; the reference path passes at every event."""
-    from slurm_dl.sim.state import Dispatch
+    from slurm_dl.sim.engine.state import Dispatch
 
     kw = {"prior": [50.0, 500.0, 5000.0, 20000.0]} if name == "gittins" else {"las_thresholds": [200.0, 2000.0]}
     for seed in range(4):

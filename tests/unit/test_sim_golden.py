@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from slurm_dl.core.model import Job, JobClass
-from slurm_dl.sim.ranking import load_prior, make_ranker
+from slurm_dl.sim.ranking.ranker import load_prior, make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.traces import read_trace
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.workloads.traces import read_trace
 
 POLICIES = ("fifo", "las", "gittins", "fairshare", "fairshare-queue", "combined", "deadline-las")
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "sim"
@@ -104,8 +104,8 @@ def test_philly_head_replay_matches_golden(name, philly_head):
 def test_config_without_preemption_is_replayed_without_preemptions(name):
     """``[preemption] enabled = false``: the daemon only orders the queue, so the replay stops no
     running job; the same config with preemption on does preempt on this trace."""
-    from slurm_dl.cli.config_file import load_config
-    from slurm_dl.sim.ranking import replay_discipline
+    from slurm_dl.core.config import load_config
+    from slurm_dl.sim.ranking.ranker import replay_discipline
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
     off = cfg.model_copy(update={"preemption": cfg.preemption.model_copy(update={"enabled": False})})

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
 from slurm_dl.core.errors import TraceError
-from slurm_dl.sim.history import gpus_from_tres, read_helios, read_sacct_json, read_sacct_text
-from slurm_dl.sim.traces import read_history
+from slurm_dl.sim.workloads.history import gpus_from_tres, read_helios, read_sacct_json, read_sacct_text
+from slurm_dl.sim.workloads.traces import read_history
 
 
 def _job_2205(jid, state="COMPLETED", submit=1000, start=1010, end=1110, gpus=2, account="phys", **kw):

@@ -9,9 +9,9 @@ from slurm_dl.core.config import TelemetryConfig
 from slurm_dl.core.idle import Verdict
 from slurm_dl.core.model import Job, JobClass
 from slurm_dl.sim.idle_replay import apply_outcomes, counts, judge, judge_all, what_if
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.utilisation import idle_segments, parse_profile, parse_synthetic, synthetic_profiles
+from slurm_dl.sim.workloads.utilisation import idle_segments, parse_profile, parse_synthetic, synthetic_profiles
 
 H = 3600.0
 CANCEL = TelemetryConfig(idle_util_percent=2.0, idle_minutes=60, warn_grace_minutes=30, idle_action="cancel")

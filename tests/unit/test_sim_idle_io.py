@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
 from slurm_dl.core.errors import TraceError
-from slurm_dl.sim.traces import attach_utilisation, read_trace, read_utilisation
-from slurm_dl.sim.utilisation import UTIL_TAG, profiles_of
+from slurm_dl.sim.workloads.traces import attach_utilisation, read_trace, read_utilisation
+from slurm_dl.sim.workloads.utilisation import UTIL_TAG, profiles_of
 
 H = 3600
 

@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
 from slurm_dl.core.model import Job
-from slurm_dl.sim.metrics import add_fairness, jain, percentile
+from slurm_dl.sim.reports.metrics import add_fairness, jain, percentile
 from slurm_dl.core.policy.gittins import gittins_index
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
 
 

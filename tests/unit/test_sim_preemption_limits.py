@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.cli.config_file import load_config
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.core.config import load_config
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import SimSetup, simulate
-from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.engine.state import PreemptionCost
 
 from test_sim_golden import synthetic_trace
 
@@ -96,7 +96,7 @@ def test_a_replay_placed_by_backfill_has_no_pins():
     their wake-ups at the end of each minimum run) go, so the replay equals the policy's own
     non-preemptive order placed by backfill."""
     from slurm_dl.core.policy import get_policy
-    from slurm_dl.sim.ranking import PolicyRanker
+    from slurm_dl.sim.ranking.ranker import PolicyRanker
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
     setup = SimSetup(gpus_per_node=8, nodes=3, cost=PreemptionCost(30.0), fairness=False)

@@ -4,10 +4,10 @@ starts in the second it was submitted is counted after its submission."""
 from __future__ import annotations
 
 from slurm_dl.core.model import Job
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.metrics import queue_series
-from slurm_dl.sim.ranking import make_ranker
-from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.reports.metrics import queue_series
+from slurm_dl.sim.ranking.ranker import make_ranker
+from slurm_dl.sim.engine.state import PreemptionCost
 
 
 def test_same_second_starts_never_go_below_zero():

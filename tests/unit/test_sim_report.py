@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
 from slurm_dl.cli.simulate_cmd import preemption_cost
-from slurm_dl.cli.config_file import load_config
+from slurm_dl.core.config import load_config
 from slurm_dl.core.model import Job
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.metrics import summarize
-from slurm_dl.sim.ranking import make_ranker
-from slurm_dl.sim.report import jct_cdf, utilisation_series, wait_by_gpus
-from slurm_dl.sim.state import PreemptionCost
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.reports.metrics import summarize
+from slurm_dl.sim.ranking.ranker import make_ranker
+from slurm_dl.sim.reports.report import jct_cdf, utilisation_series, wait_by_gpus
+from slurm_dl.sim.engine.state import PreemptionCost
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(

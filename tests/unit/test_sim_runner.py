@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from slurm_dl.cli.main import app
 from slurm_dl.sim import runner
 from slurm_dl.sim.simulate import SimSetup, merge, replays, run_replay, simulate
-from slurm_dl.sim.ranking import make_ranker
-from slurm_dl.sim.traces import read_trace
+from slurm_dl.sim.ranking.ranker import make_ranker
+from slurm_dl.sim.workloads.traces import read_trace
 
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(
     f"{i},{1 + i % 3},{i * 40},{300 + 53 * (i % 17)},{'abc'[i % 3]}\n" for i in range(90))
@@ -87,7 +87,7 @@ def test_via_slurm_takes_its_partition_and_time_from_the_site_config(tmp_path, m
 
     from slurm_dl.cli import simulate_cmd
     from slurm_dl.core.errors import SlurmDLError
-    from slurm_dl.testbed.site_toml import with_setting
+    from slurm_dl.site_paths import with_setting
 
     seen = []
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slurm_dl.core.errors import TraceError
-from slurm_dl.sim.traces import parse_time, read_cluster_sizes, read_trace
+from slurm_dl.sim.workloads.traces import parse_time, read_cluster_sizes, read_trace
 
 
 def head(src: Path, dst: Path, n: int) -> Path:
@@ -44,7 +44,7 @@ def test_chronus_times_are_minutes_and_strict_jobs_get_deadlines(shared_traces, 
 
 
 def test_chronus_best_effort_jobs_have_no_deadline(shared_traces):
-    from slurm_dl.sim.traces import iter_trace
+    from slurm_dl.sim.workloads.traces import iter_trace
 
     best = next(j for j in iter_trace(shared_traces / "chronus" / "trace_job_Philly_MIX1.csv", "chronus")
                 if j.tags["job_type"] == "best")

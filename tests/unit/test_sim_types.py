@@ -10,14 +10,14 @@ import pytest
 
 from slurm_dl.core.model import Job
 from slurm_dl.core.throughput import ThroughputModel
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.fleet import NodeGroupSpec, parse_node_types, read_fleet, several_types
-from slurm_dl.sim.metrics import summarize
-from slurm_dl.sim.ranking import make_ranker
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.engine.fleet import NodeGroupSpec, parse_node_types, read_fleet, several_types
+from slurm_dl.sim.reports.metrics import summarize
+from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.simulate import share_of_groups
-from slurm_dl.sim.speeds import typed_cluster
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.typed import TypeSetup
+from slurm_dl.sim.whatif.speeds import typed_cluster
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.engine.typed import TypeSetup
 
 # kind "a" runs 10x faster on "fast"; "b" 1.2x; the site speeds: fast 1.0, slow 0.5
 MODEL = ThroughputModel({"fast": 1.0, "slow": 0.5}, {"a": {"fast": 10, "slow": 1}, "b": {"fast": 1.2, "slow": 1}})
@@ -223,7 +223,7 @@ def test_fair_share_moves_a_job_of_an_account_below_its_share_to_a_faster_type()
 
 def test_a_result_sent_from_a_worker_keeps_its_jobs_types_and_moves():
     # the pool sends results as plain tuples (ClusterResult.packed): what comes back is the same
-    from slurm_dl.sim.engine import ClusterResult
+    from slurm_dl.sim.engine.loop import ClusterResult
 
     groups = (NodeGroupSpec("fast", 1, 2), NodeGroupSpec("slow", 1, 1))
     jobs = [job(1, 0, 100, "a", account="big"), job(2, 0, 1000, "a", account="big"),

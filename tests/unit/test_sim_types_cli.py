@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.sim.history import gpus_from_tres, read_sacct_text
+from slurm_dl.sim.workloads.history import gpus_from_tres, read_sacct_text
 
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(
     f"{i},{1 + i % 2},{i * 30},{200 + 37 * i},{'ab'[i % 2]}\n" for i in range(30))

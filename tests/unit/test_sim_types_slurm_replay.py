@@ -11,12 +11,12 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
 from slurm_dl.core.model import Job
-from slurm_dl.sim.engine import ClusterSpec, run_cluster
-from slurm_dl.sim.fleet import NodeGroupSpec
-from slurm_dl.sim.overhead import dispatch_gaps, estimate_dispatch
-from slurm_dl.sim.ranking import make_ranker
-from slurm_dl.sim.state import PreemptionCost
-from slurm_dl.sim.typed import TypeSetup
+from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+from slurm_dl.sim.engine.fleet import NodeGroupSpec
+from slurm_dl.sim.engine.overhead import dispatch_gaps, estimate_dispatch
+from slurm_dl.sim.ranking.ranker import make_ranker
+from slurm_dl.sim.engine.state import PreemptionCost
+from slurm_dl.sim.engine.typed import TypeSetup
 
 GROUPS = (NodeGroupSpec("h100", 1, 4), NodeGroupSpec("v100", 1, 4))
 

@@ -5,8 +5,8 @@ import csv
 
 import pytest
 
-from slurm_dl.sim.soft_trace import soft_deadline_rows, write_soft_deadline_trace
-from slurm_dl.sim.traces import read_trace
+from slurm_dl.sim.workloads.soft_trace import soft_deadline_rows, write_soft_deadline_trace
+from slurm_dl.sim.workloads.traces import read_trace
 
 HEAD = "job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,expect_time_list,expect_value_list,best_effort,job_type\n"
 

@@ -46,7 +46,7 @@ job array a job belongs to, see :func:`job_batch`)."""
 
 BATCH_TAG = "batch"
 """The job tag that names a job's batch where it has no array job id (the simulator derives it
-for traces without arrays: :func:`slurm_dl.sim.traces.derive_batches`)."""
+for traces without arrays: :func:`slurm_dl.sim.workloads.traces.derive_batches`)."""
 
 DEFAULT_LADDER: tuple[tuple[str, ...], ...] = (
     ("user", "name", "gpus", "partition", "time_limit"),

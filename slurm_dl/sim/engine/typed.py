@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..core.steering import DECLINE, comparative_order
-from ..core.throughput import ThroughputModel
+from ...core.steering import DECLINE, comparative_order
+from ...core.throughput import ThroughputModel
 from .fleet import NodeGroupSpec
 from .placement import Allocation, place_consolidated
 from .typed_jobs import accepted_types, job_rates

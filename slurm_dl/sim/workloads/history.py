@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from ..core.errors import TraceError
-from ..core.model import Job
-from ..core.tags import parse_tag
+from ...core.errors import TraceError
+from ...core.model import Job
+from ...core.tags import parse_tag
 
 SACCT_FIELDS = ("JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "State", "Submit", "Start",
                 "End", "Elapsed", "Timelimit", "AllocTRES", "ReqTRES", "AdminComment")

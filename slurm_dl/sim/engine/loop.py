@@ -21,11 +21,11 @@ Disciplines:
                    pending jobs are placed in rank order (a placement failure leaves one waiting).
 
 Several GPU types (a :class:`ClusterSpec` with node groups): where GPUs are and how fast each
-job runs there is :class:`~slurm_dl.sim.typed.TypedPlacer`'s; with the ``aware`` type choice
-the preemptive discipline selects per type (:mod:`.engine_typed`). One type and node size
-keeps :class:`~slurm_dl.sim.placement.FlatPlacer` and the passes above, unchanged.
+job runs there is :class:`~slurm_dl.sim.engine.typed.TypedPlacer`'s; with the ``aware`` type choice
+the preemptive discipline selects per type (:mod:`.preempt_typed`). One type and node size
+keeps :class:`~slurm_dl.sim.engine.placement.FlatPlacer` and the passes above, unchanged.
 
-Dispatch overheads (:class:`~slurm_dl.sim.state.Dispatch`, off by default): a finished job's
+Dispatch overheads (:class:`~slurm_dl.sim.engine.state.Dispatch`, off by default): a finished job's
 GPUs come back ``release_s`` after its end (Slurm: the job completing, its epilog, the node
 reporting back), and scheduling passes run only every ``pass_s`` seconds (Slurm's
 ``sched_interval`` / ``bf_interval``) instead of at every event.
@@ -36,20 +36,27 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
-from .engine_fit import FitPasses
-from .engine_grouped import GroupedPasses
-from .engine_preempt import PreemptivePasses
-from .engine_typed import TypedPasses
-from .engine_state import _DONE, _TICK, _WAKE, EngineState, index_of
+from .fit import FitPasses
+from .grouped import GroupedPasses
+from .preempt import PreemptivePasses
+from .preempt_typed import TypedPasses
+from .cluster_state import _DONE, _TICK, _WAKE, EngineState, index_of
 from .fleet import NodeGroupSpec
 from .placement import FlatPlacer, min_nodes
-from .ranking import Ranker
 from .state import Dispatch, PreemptionCost, SimJob
 from .typed import TypedPlacer, TypeSetup
 
 INF = float("inf")
+
+
+class Ranker(Protocol):
+    """The engine's view of what orders its jobs (the policy's keys, wake-ups, discipline and
+    charging): :class:`~slurm_dl.sim.ranking.ranker.PolicyRanker`, which sits above the engine
+    (the engine never imports the ranking; it only calls what the ranker offers)."""
+
+    discipline: str
 
 
 @dataclass

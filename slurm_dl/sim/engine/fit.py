@@ -1,14 +1,14 @@
 """The disciplines that only start jobs on free GPUs (``strict``, ``firstfit``, ``backfill``)
-and the reference ``lease`` pass (see :mod:`.engine`)."""
+and the reference ``lease`` pass (see :mod:`.loop`)."""
 
 from __future__ import annotations
 
-from ..core.fairness import entitled
+from ...core.fairness import entitled
 from .state import SimJob
 
 
 class FitPasses:
-    """Mixin of :class:`~.engine.Engine`: passes over the waiting queue in key order."""
+    """Mixin of :class:`~.loop.Engine`: passes over the waiting queue in key order."""
 
     def pass_strict(self, now: float, skip: bool) -> None:
         if not self.sorted_pending:  # else kept in key order as jobs arrive, wake and re-key

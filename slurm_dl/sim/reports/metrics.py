@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from .engine import ClusterResult
-from .state import SimJob
+from ..engine.loop import ClusterResult
+from ..engine.state import SimJob
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:

@@ -1,21 +1,21 @@
 """The ranker's side of fair share with leases (the engine's ``lease`` discipline): the core
 decision (:mod:`slurm_dl.core.fairness`) on the engine's jobs, with the within-account keys
-cached. A mixin of :class:`~slurm_dl.sim.ranking.PolicyRanker`."""
+cached. A mixin of :class:`~slurm_dl.sim.ranking.ranker.PolicyRanker`."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 
-from ..core.fairness import NodeView, plan_fair_preemptions, standings, yield_from
-from .state import SimJob
+from ...core.fairness import NodeView, plan_fair_preemptions, standings, yield_from
+from ..engine.state import SimJob
 
 INF = math.inf
 _MARGIN = 1e-3  # far more than rounding to 6 decimals moves a value (see lease_moves)
 
 
 class LeaseRanking:
-    """What :class:`~slurm_dl.sim.ranking.PolicyRanker` does for the ``lease`` discipline."""
+    """What :class:`~slurm_dl.sim.ranking.ranker.PolicyRanker` does for the ``lease`` discipline."""
 
     # --- fair share with leases (discipline "lease"): the core decision, on the engine's jobs ---
     def _within(self, j) -> tuple:

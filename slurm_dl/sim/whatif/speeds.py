@@ -1,6 +1,6 @@
 """A replay's GPU types: where the node groups come from, the throughput model, and the model
 drawn for each job of a trace that names none (``simulate --node-types/--fleet/--throughputs
-/--model-seed/--type-choice``). File reading here; the parsing is in :mod:`.fleet` and
+/--model-seed/--type-choice``). File reading here; the parsing is in :mod:`slurm_dl.sim.engine.fleet` and
 :mod:`slurm_dl.core.throughput`. Every problem is one ValueError line naming the option."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..core.throughput import Matrix, ThroughputModel, kinds_of, matrix_from_gavel, parse_matrix_csv
-from .fleet import NodeGroupSpec, describe, groups_from_config, parse_node_types, read_fleet, several_types
-from .typed import CHOICES, TypeSetup
+from ...core.throughput import Matrix, ThroughputModel, kinds_of, matrix_from_gavel, parse_matrix_csv
+from ..engine.fleet import NodeGroupSpec, describe, groups_from_config, parse_node_types, read_fleet, several_types
+from ..engine.typed import CHOICES, TypeSetup
 
 
 @dataclass

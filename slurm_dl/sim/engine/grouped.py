@@ -1,6 +1,6 @@
 """Per-account queues (fair share, alone or in ``combined``): each account keeps its waiting
 (and, preemptive, running) jobs sorted by a per-job key; a pass merges the accounts' heads by
-the real key (see :mod:`.engine`).
+the real key (see :mod:`.loop`).
 
 The merge heaps hold (real key, account, index, account's list): the key ends with the job id,
 and (account, index) is unique, so the list itself is never compared. A pass reads keys through
@@ -99,7 +99,7 @@ class _Walk:
 
 
 class GroupedPasses:
-    """Mixin of :class:`~.engine.Engine`."""
+    """Mixin of :class:`~.loop.Engine`."""
 
     def pass_grouped_fit(self, now: float, skip: bool) -> None:
         placer = self.placer

@@ -16,7 +16,7 @@ import math
 import random
 from typing import Sequence
 
-from ..core.model import Job
+from ...core.model import Job
 
 UTIL_TAG = "gpu_util"
 SYNTHETIC_BUSY_PERCENT = 90.0

@@ -37,7 +37,7 @@ start, idle from one hour of run time on); an empty cell means unknown. The same
 from a join file (``--utilisation FILE``: CSV ``job_id,gpu_util``, keyed by the job ids read
 here — Philly's is its data row number, 1 for the first job). A bad value raises
 :class:`~slurm_dl.core.errors.TraceError` naming the file, line, column and value. See
-:mod:`slurm_dl.sim.utilisation`.
+:mod:`slurm_dl.sim.workloads.utilisation`.
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from ..core.errors import TraceError
-from ..core.model import Job, JobClass
-from ..core.policy.history import BATCH_TAG
+from ...core.errors import TraceError
+from ...core.model import Job, JobClass
+from ...core.policy.history import BATCH_TAG
 from .utilisation import UTIL_TAG, parse_profile
 
 FORMATS = ("philly", "chronus", "tiresias", "csv", "openb", "sacct-json", "sacct", "helios")
-HISTORY_FORMATS = ("sacct-json", "sacct", "helios")  # see slurm_dl.sim.history
+HISTORY_FORMATS = ("sacct-json", "sacct", "helios")  # see slurm_dl.sim.workloads.history
 _TS = "%Y-%m-%d %H:%M:%S"
 
 

@@ -1,21 +1,21 @@
 """The ranker on several GPU types: service charged at each type's speed (a mixin of
-:class:`~slurm_dl.sim.ranking.PolicyRanker`; see :meth:`ChargedRanking.use_charges`)."""
+:class:`~slurm_dl.sim.ranking.ranker.PolicyRanker`; see :meth:`ChargedRanking.use_charges`)."""
 
 from __future__ import annotations
 
 import math
 
-from ..core.policy.combined import CombinedPolicy
-from ..core.policy.fairshare import FairSharePolicy
-from ..core.policy.fairshare_lease import FairShareLeasePolicy
-from ..core.policy.fifo import FifoPolicy
-from ..core.policy.gittins import GittinsPolicy
-from ..core.policy.job_class import ClassPolicy
-from ..core.policy.las import LasPolicy
-from ..core.policy.oracle import SjfPolicy, SrtfPolicy
-from ..core.policy.qssf import QssfPolicy
-from .lease import held_milli
-from .state import SimJob
+from ...core.policy.combined import CombinedPolicy
+from ...core.policy.fairshare import FairSharePolicy
+from ...core.policy.fairshare_lease import FairShareLeasePolicy
+from ...core.policy.fifo import FifoPolicy
+from ...core.policy.gittins import GittinsPolicy
+from ...core.policy.job_class import ClassPolicy
+from ...core.policy.las import LasPolicy
+from ...core.policy.oracle import SjfPolicy, SrtfPolicy
+from ...core.policy.qssf import QssfPolicy
+from ..engine.lease import held_milli
+from ..engine.state import SimJob
 
 INF = math.inf
 # Policies whose running keys change only with attained service (with no starvation guard).
@@ -24,7 +24,7 @@ _SERVICE_ONLY = (LasPolicy, GittinsPolicy, QssfPolicy, FairSharePolicy, FairShar
 
 
 class ChargedRanking:
-    """What :class:`~slurm_dl.sim.ranking.PolicyRanker` does differently on GPU types."""
+    """What :class:`~slurm_dl.sim.ranking.ranker.PolicyRanker` does differently on GPU types."""
 
     _charged = False  # service charged at type speed (use_charges)
 

@@ -32,8 +32,8 @@ import heapq
 from types import SimpleNamespace
 from typing import Callable
 
-from ..core.fairness import EPS, INF, Standing, _may_yield, entitled, water_fill
-from ..core.waiting import WaitingJobs
+from ...core.fairness import EPS, INF, Standing, _may_yield, entitled, water_fill
+from ...core.waiting import WaitingJobs
 from .state import SimJob
 
 

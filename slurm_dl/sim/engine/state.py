@@ -7,7 +7,7 @@ import math
 import operator
 from dataclasses import dataclass
 
-from ..core.model import Job, JobState
+from ...core.model import Job, JobState
 
 
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job) if f.init)
@@ -67,7 +67,7 @@ class SimJob:
         self.static_key: tuple = ()
         self.pend_key: tuple = ()  # its key in the sorted pending queue
         self.charged_to = 0.0  # usage charged to the ledger up to this time (fair share)
-        # GPU types (see slurm_dl.sim.typed): ``charge`` is the speed of the type the job runs on
+        # GPU types (see slurm_dl.sim.engine.typed): ``charge`` is the speed of the type the job runs on
         # (1.0 on one type), ``served0`` the seconds of service charged before the current run
         # segment (run seconds × charge), ``width`` its GPUs × charge (what usage is charged at),
         # ``rates`` its speed on each node group (None on one type)
@@ -145,7 +145,7 @@ class Dispatch:
     job completing, its epilog, the node reporting back). ``pass_s``: scheduling passes run
     only every this many seconds (Slurm's ``sched_interval`` / ``bf_interval``); 0 = at every
     event. On a live Slurm the two add up, per start, to the gap between GPUs coming free in
-    the recorded history and the next job starting on them; :func:`~slurm_dl.sim.overhead.
+    the recorded history and the next job starting on them; :func:`~slurm_dl.sim.engine.overhead.
     estimate_dispatch` reads it off an imported history."""
 
     release_s: float = 0.0

@@ -1,4 +1,4 @@
-"""The ``preemptive`` discipline on several GPU types (see :mod:`.engine` and :mod:`.typed`).
+"""The ``preemptive`` discipline on several GPU types (see :mod:`.loop` and :mod:`.typed`).
 
 The selection walks pending and running jobs together in the policy's order, as on one type,
 but counts free capacity per node group: a running job keeps its group while the jobs ranked
@@ -11,8 +11,8 @@ that nobody else took are offered to it again at the end of the pass.
 
 from __future__ import annotations
 
-from ..core.config import PreemptionConfig
-from ..core.fairness import INF
+from ...core.config import PreemptionConfig
+from ...core.fairness import INF
 from .state import SimJob
 
 SKIP_LIMIT = 256  # waiting jobs passed over in one walk before it stops looking further
@@ -22,7 +22,7 @@ MOVE_GAIN: float = PreemptionConfig.model_fields["move_min_speedup"].default
 
 
 class TypedPasses:
-    """Mixin of :class:`~.engine.Engine`."""
+    """Mixin of :class:`~.loop.Engine`."""
 
     def pass_preemptive_typed(self, now: float) -> None:
         if not self.pending:

@@ -44,24 +44,24 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..core.config import PrioritizerConfig
-from ..core.preemption import RESUME_NEVER, resume_kind
-from ..core.policy import PolicyContext, get_policy, policy_names
-from ..core.policy.combined import CombinedPolicy
-from ..core.policy.admission import DeadlineAdmission
-from ..core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, DeadlinePolicy
-from ..core.policy.fairshare import FairSharePolicy
-from ..core.policy.fifo import FifoPolicy
-from ..core.policy.gittins import GittinsPolicy, history_checkpoint
-from ..core.policy.history import job_batch
-from ..core.policy.job_class import ClassPolicy
-from ..core.policy.las import LasPolicy
-from ..core.policy.oracle import SjfPolicy, SrtfPolicy
-from ..core.policy.qssf import QssfPolicy
-from .ranking_lease import LeaseRanking
-from .sim_ledger import LazySimLedger, SimLedger  # noqa: F401 - the ranker's ledgers
-from .ranking_types import ChargedRanking
-from .state import SimJob
+from ...core.config import PrioritizerConfig
+from ...core.preemption import RESUME_NEVER, resume_kind
+from ...core.policy import PolicyContext, get_policy, policy_names
+from ...core.policy.combined import CombinedPolicy
+from ...core.policy.admission import DeadlineAdmission
+from ...core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, DeadlinePolicy
+from ...core.policy.fairshare import FairSharePolicy
+from ...core.policy.fifo import FifoPolicy
+from ...core.policy.gittins import GittinsPolicy, history_checkpoint
+from ...core.policy.history import job_batch
+from ...core.policy.job_class import ClassPolicy
+from ...core.policy.las import LasPolicy
+from ...core.policy.oracle import SjfPolicy, SrtfPolicy
+from ...core.policy.qssf import QssfPolicy
+from .lease import LeaseRanking
+from .ledger import LazySimLedger, SimLedger  # noqa: F401 - the ranker's ledgers
+from .typed import ChargedRanking
+from ..engine.state import SimJob
 
 INF = math.inf
 

@@ -1,6 +1,6 @@
 """The ``preemptive`` discipline over one queue: pending and running jobs ranked together,
 selected greedily while their GPUs fit in the cluster, the running ones left out preempted
-(see :mod:`.engine`)."""
+(see :mod:`.loop`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .state import SimJob
 
 
 class PreemptivePasses:
-    """Mixin of :class:`~.engine.Engine`."""
+    """Mixin of :class:`~.loop.Engine`."""
 
     def pass_preemptive(self, now: float) -> None:
         pending, running, ranker = self.pending, self.running, self.ranker

@@ -1,5 +1,5 @@
 """The engine's state for one cluster and the moves every discipline shares: start, stop,
-preempt, queue, re-key (see :mod:`.engine` for the event loop and the disciplines).
+preempt, queue, re-key (see :mod:`.loop` for the event loop and the disciplines).
 
 Where GPUs are is the placer's (:class:`~.placement.FlatPlacer` for one node shape and type,
 :class:`~.typed.TypedPlacer` for node groups of several types); the engine only asks it to
@@ -14,8 +14,8 @@ import math
 from operator import attrgetter
 from typing import Any, Callable
 
-from ..core.model import JobState
-from .engine_typed import MOVE_GAIN
+from ...core.model import JobState
+from .preempt_typed import MOVE_GAIN
 from .lease import LeaseBook
 from .state import Dispatch, PreemptionCost, SimJob
 
@@ -100,7 +100,7 @@ class EngineState:
         self.idle_ver = -1
 
     def _flags(self, ranker, discipline: str, fast: bool) -> None:
-        """Which fast paths the ranker allows (see :mod:`.ranking`)."""
+        """Which fast paths the ranker allows (see :mod:`slurm_dl.sim.ranking.ranker`)."""
         self.static = ranker.static and discipline != "preemptive"
         # preemptive fast path: pending keys constant while waiting (kept sorted), running keys
         # constant between the ranker's next_change events (cached in ``static_key``); pending

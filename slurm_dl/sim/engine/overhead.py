@@ -10,7 +10,7 @@ to wait for GPUs, the time from the moment the recorded schedule had its GPUs fr
 last job end after which enough GPUs stayed free, cluster-wide) to its recorded start. On
 GPUs of several types, where each job's type is recorded, each type's GPUs count for its own
 jobs: a job that waited for an H100 while V100s were free waited for the H100s.
-:func:`estimate_dispatch` turns their median into a :class:`~slurm_dl.sim.state.Dispatch`
+:func:`estimate_dispatch` turns their median into a :class:`~slurm_dl.sim.engine.state.Dispatch`
 for the replay: with scheduling passes every ``pass_s`` seconds a start waits on average
 half a period for its pass, the rest is the release delay. Accounting keeps whole seconds, so
 a gap of 1 s is anything from 0.5 to 1.5 s: the median of whole-second gaps is interpolated
@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..core.model import Job
+from ...core.model import Job
 from .state import Dispatch
 
 

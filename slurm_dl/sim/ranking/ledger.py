@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..core.ledger import Ledger
+from ...core.ledger import Ledger
 
 
 class SimLedger(Ledger):
