@@ -621,7 +621,7 @@ def preemption_cost(preempt_cost: str | None, checkpoint_interval: float | None,
 def _variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt_cost, checkpoint_interval,
              las_thresholds, starvation, spread, model_info, no_fairness, idle, idle_action, utilisation,
              synthetic_idle, cluster_line, asked=None, live=None, recorded=False, cfg=None) -> _Variant:
-    from ..core.config import load_config
+    from .config_file import load_config
     from ..sim.simulate import SimSetup
     from ..sim.workloads.traces import read_cluster_sizes
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.policy import get_policy
 from slurm_dl.sim.workloads.history import SACCT_FIELDS
 from slurm_dl.sim.engine.overhead import estimate_dispatch

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.hostlist import expand_hostlist
 from slurm_dl.sim.engine.overhead import estimate_dispatch
 from slurm_dl.sim.ranking.ranker import make_ranker

@@ -304,7 +304,7 @@ def test_running_jobs_ranked_by_the_caller_give_the_same_plan():
 
 def test_held_jobs_do_not_inflate_an_accounts_standing() -> None:
     """A job held by its owner waits for nothing: it neither adds demand nor waiting time."""
-    from slurm_dl.core.config import load_config
+    from slurm_dl.cli.config_file import load_config
     from slurm_dl.core.model import Job, JobState
     from slurm_dl.core.policy import PolicyContext
     from slurm_dl.core.policy.fairshare_lease import FairShareLeasePolicy

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.model import Job, JobClass
 from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
 from slurm_dl.sim.ranking.ranker import make_ranker

@@ -104,7 +104,7 @@ def test_philly_head_replay_matches_golden(name, philly_head):
 def test_config_without_preemption_is_replayed_without_preemptions(name):
     """``[preemption] enabled = false``: the daemon only orders the queue, so the replay stops no
     running job; the same config with preemption on does preempt on this trace."""
-    from slurm_dl.core.config import load_config
+    from slurm_dl.cli.config_file import load_config
     from slurm_dl.sim.ranking.ranker import replay_discipline
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")

@@ -136,7 +136,7 @@ def test_splitting_a_job_into_pieces_buys_nothing_under_the_site_configs_las(pol
     # account B splits one 8-GPU job into eight 1-GPU pieces of the same run time; under the site
     # config (LAS by run time, fair share charging GPU-seconds) A and B finish exactly when they
     # would have without the split. Under Tiresias' 2D-LAS B would get ahead by splitting.
-    from slurm_dl.core.config import load_config
+    from slurm_dl.cli.config_file import load_config
     from slurm_dl.core.policy import get_policy
     from slurm_dl.sim.ranking.ranker import PolicyRanker
 
@@ -187,7 +187,7 @@ def _mixed_jobs(n=160):
 def test_per_account_queues_give_the_same_schedule_as_a_key_call_per_job(name, cfg_name):
     # the engine's per-account queues (and per-account usage charging) against the reference
     # path that ranks every waiting and running job by a policy key call at every event
-    from slurm_dl.core.config import load_config
+    from slurm_dl.cli.config_file import load_config
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / cfg_name) if cfg_name else None
     jobs = _mixed_jobs()

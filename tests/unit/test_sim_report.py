@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
 from slurm_dl.cli.simulate_cmd import preemption_cost
-from slurm_dl.core.config import load_config
+from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.model import Job
 from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
 from slurm_dl.sim.reports.metrics import summarize

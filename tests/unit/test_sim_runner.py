@@ -87,7 +87,7 @@ def test_via_slurm_takes_its_partition_and_time_from_the_site_config(tmp_path, m
 
     from slurm_dl.cli import simulate_cmd
     from slurm_dl.core.errors import SlurmDLError
-    from slurm_dl.site_paths import with_setting
+    from slurm_dl.testbed.site_toml import with_setting
 
     seen = []
 
