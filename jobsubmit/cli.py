@@ -16,7 +16,7 @@ from typing import Optional
 import typer
 
 from slurm_dl.core.config import SiteConfig
-from slurm_dl.cli.config_file import CONFIG_HELP, config_path, load_config
+from slurm_dl.cli.config_file import ConfigOpt, config_path, load_config
 from slurm_dl.core.rules import FilterContext, decide
 from slurm_dl.core.rules.sbatch_args import SbatchArgsError, SbatchJob, parse_sbatch_components
 from slurm_dl.cli.common import expected_errors, fail
@@ -29,13 +29,6 @@ app = typer.Typer(help="""The job_submit filter: serve, install, check.
     Example:
       slurm-dl filter check -- --gpus=16 -t 60
     """, no_args_is_help=True)
-
-ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
-
-
-def resolve_config_path(path: Optional[Path]) -> Path:
-    """--config, else $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml (see slurm_dl.cli.config_file)."""
-    return config_path(path)
 
 
 @app.command()
@@ -58,7 +51,7 @@ def serve(
     setup_logging("slurm-dl-filter", log_level, log_format)
     raise_open_files_limit()
     with expected_errors():
-        run_service(resolve_config_path(config), socket, owner, metrics_port)
+        run_service(config_path(config), socket, owner, metrics_port)
 
 
 @app.command()
@@ -83,7 +76,7 @@ def install(
     from jobsubmit.install import install as install_shim
 
     with expected_errors():
-        cfg = load_config(resolve_config_path(config))
+        cfg = load_config(config_path(config))
         result = install_shim(cfg, slurm_conf_dir, socket, edit_slurm_conf, force)
     out = {"shim": str(result.shim), "slurm_conf": str(result.slurm_conf), "slurm_conf_change": result.slurm_conf_change,
            "notes": list(result.notes)}
@@ -169,7 +162,7 @@ def check(
       slurm-dl filter check -- --gpus=16 -t 60 --signal=B:USR2@90 --requeue
     """
     with expected_errors():
-        cfg = load_config(resolve_config_path(config))
+        cfg = load_config(config_path(config))
         try:
             job, decisions = check_components(list(args or []), cfg, user=user or getpass.getuser(),
                                               now=time.time(), leaves=slurm_leaf_nodes(cfg),

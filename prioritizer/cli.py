@@ -17,7 +17,7 @@ from slurm_dl.cli.common import expected_errors, fail, job_id_of
 from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, raise_open_files_limit, setup_logging
 from slurm_dl.cli.daemon_opts import metrics_port as resolve_metrics_port
 from slurm_dl.core.jobid import parse_job_ref
-from slurm_dl.cli.config_file import CONFIG_HELP, config_path
+from slurm_dl.cli.config_file import ConfigOpt, DbOpt, config_path
 from slurm_dl.core.database_url import database_url
 
 app = typer.Typer(help="""The prioritizer daemon: scores, SiteFactor, preemption.
@@ -26,17 +26,6 @@ app = typer.Typer(help="""The prioritizer daemon: scores, SiteFactor, preemption
     Example:
       slurm-dl prioritizer once --dry-run
     """, no_args_is_help=True)
-
-ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
-
-
-def _config_path(path: Optional[Path]) -> Path:
-    """--config, else $SLURM_DL_CONFIG, else /etc/slurm-dl/site.toml (see slurm_dl.cli.config_file)."""
-    return config_path(path)
-
-
-DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store; overrides site.database_url")
-
 
 InitOpt = typer.Option(False, "--init", help="first start: create the store when the database is empty "
                                               "(else an empty or missing one is refused)")
@@ -52,7 +41,7 @@ def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = 
     from slurm_dl.slurm import CliBackend
     from slurm_dl.store import Store
 
-    cfg = load_config(_config_path(config))
+    cfg = load_config(config_path(config))
     # a database at another schema, an empty one (a wrong URL?) without init, stop here with the fix
     store = Store(database_url(cfg, db), create=init)
     backend = CliBackend(topology_ttl_s=TOPOLOGY_TTL_S)
@@ -181,7 +170,7 @@ def reset(
     from slurm_dl.store import Store
 
     with expected_errors():
-        cfg = load_config(_config_path(config))
+        cfg = load_config(config_path(config))
         store = Store(database_url(cfg, db), create=False)  # an empty or missing one is named, not made
         report = reset_site_factors(CliBackend(), store, all_pending=all_pending, dry_run=dry_run)
     if as_json:
@@ -248,7 +237,7 @@ def explain(
         named = f"job {jid}" if ref.plain else f"job {ref} (job {jid})"
         from slurm_dl.cli.config_file import load_config
 
-        cfg = load_config(_config_path(config))
+        cfg = load_config(config_path(config))
         try:
             doc = explanation(cfg, jid, db=db, via_prioritizer=via_prioritizer, live=live)
         except NoWayToAsk as e:

@@ -15,12 +15,25 @@ import tomllib
 from pathlib import Path
 from typing import Mapping
 
+import typer
+
 from ..core.config import SiteConfig, parse_config
 from ..core.errors import ConfigError
 
 CONFIG_ENV = "SLURM_DL_CONFIG"
 DEFAULT_CONFIG = Path("/etc/slurm-dl/site.toml")
 CONFIG_HELP = f"site config TOML (default: ${CONFIG_ENV}, else {DEFAULT_CONFIG})"
+
+# The --config and --db options of every command (but simulate's and tune's, whose --config is
+# another thing: configs to compare, the config to start a search from).
+ConfigOpt = typer.Option(None, "--config", "-c", metavar="FILE", help=CONFIG_HELP)
+"""--config FILE, -c FILE: the commands that need a site config (none found: an error naming the
+three places)."""
+ConfigOrBuiltinOpt = typer.Option(None, "--config", metavar="FILE",
+                                  help=CONFIG_HELP.removesuffix(")") + ", else built-in defaults)")
+"""--config FILE of the commands that run on built-in defaults without one (dlsubmit, gpu-agent).
+No -c: after a program's name a -c is the program's own, and dlsubmit names the missing -- instead."""
+DbOpt = typer.Option(None, "--db", metavar="URL", help="SQLAlchemy URL of the store (default: [site] database_url)")
 
 
 class NoSiteConfigError(ConfigError):

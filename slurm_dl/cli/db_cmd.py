@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .config_file import CONFIG_HELP
+from .config_file import ConfigOpt, DbOpt
 from ..core.database_url import database_url, hide_password, shown_url
 from .common import expected_errors, fail
 
@@ -19,9 +19,6 @@ app = typer.Typer(help="""The prioritizer's database: schema revision and upgrad
       slurm-dl db status
       slurm-dl db upgrade --db postgresql+psycopg://slurmdl@db/slurmdl
     """, no_args_is_help=True)
-
-ConfigOpt = typer.Option(None, "--config", "-c", help=CONFIG_HELP)
-DbOpt = typer.Option(None, "--db", help="SQLAlchemy URL of the store (default: [site] database_url)")
 
 
 def _url(config: Optional[Path], db: Optional[str]) -> str:

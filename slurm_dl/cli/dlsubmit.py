@@ -24,6 +24,7 @@ from ..core.model import JobState
 from ..core.tags import parse_tag
 from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
 from .common import expected_errors, fail, job_id_of
+from .config_file import ConfigOrBuiltinOpt
 from .dlsubmit_checks import (ClusterFacts, cluster_problems, command_problem, read_cluster, refusal_lines,
                               refusal_message, single_process_warning, too_many_gpus)
 from .dlsubmit_defaults import site_config, user_defaults
@@ -400,8 +401,7 @@ def status(
     show_all: bool = typer.Option(False, "--all", help="every job dlsubmit remembers, however old"),
     since: str = typer.Option("24h", "--since", metavar="AGE",
                               help="also list jobs that ended within AGE, e.g. 30m, 12h, 7d"),
-    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE",
-                                          help="site config (the prioritizer's store, the GPU agents' files)"),
+    config: Optional[Path] = ConfigOrBuiltinOpt,
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Your jobs: state, restarts, and why each waits or where it runs.

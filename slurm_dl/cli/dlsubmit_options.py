@@ -13,6 +13,8 @@ from typing import Any, Callable, Optional
 import typer
 from typer.core import TyperCommand
 
+from .config_file import ConfigOrBuiltinOpt
+
 ALL_KINDS = ("train", "infer", "serve", "sweep")
 _CKPT_KINDS = ("train", "infer", "sweep")
 
@@ -105,9 +107,7 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
         help="where 'host port' is written when the server is up (default: NAME.endpoint here)")),
     "preemptible": (Optional[bool], lambda k: typer.Option(
         None, "--preemptible/--no-preemptible", help="may the server be stopped and restarted? (default: site's)")),
-    "config": (Optional[Path], lambda k: typer.Option(
-        None, "--config", metavar="FILE",
-        help="site config (default: $SLURM_DL_CONFIG, /etc/slurm-dl/site.toml, else built-in)")),
+    "config": (Optional[Path], lambda k: ConfigOrBuiltinOpt),
     "dry_run": (bool, lambda k: typer.Option(
         False, "--dry-run",
         help="print the filter's verdict and what it changes, the cluster check and the sbatch "

@@ -16,7 +16,7 @@ from typing import Optional
 import typer
 
 from ..core.doctor import Facts, diagnose, diagnose_uninstalled, summary
-from .config_file import CONFIG_HELP, config_path
+from .config_file import ConfigOpt, DbOpt, config_path
 from ..core.database_url import database_url, shown_url
 
 HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
@@ -42,8 +42,8 @@ _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
 def doctor(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help=CONFIG_HELP),
-    db: Optional[str] = typer.Option(None, "--db", help="SQLAlchemy URL of the store (default: [site] database_url)"),
+    config: Optional[Path] = ConfigOpt,
+    db: Optional[str] = DbOpt,
     slurm_conf_dir: Optional[Path] = typer.Option(None, "--slurm-conf-dir",
                                                   help="directory of slurm.conf (default: from slurmctld)"),
     sock: Optional[str] = typer.Option(None, "--socket", help="filter socket (default: [filter] socket)"),

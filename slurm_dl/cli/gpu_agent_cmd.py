@@ -14,7 +14,7 @@ import typer
 from .config_file import load_config
 from ..core.errors import SlurmError, SlurmNotInstalledError
 from .daemon_opts import LogFormatOpt, LogLevelOpt, setup_logging
-from .config_file import CONFIG_HELP, find_config
+from .config_file import ConfigOrBuiltinOpt, find_config
 from .common import expected_errors
 
 HELP = ("Sample this node's GPUs through NVML (utilisation, memory, power, processes), attribute each GPU to "
@@ -30,7 +30,7 @@ def gpu_agent(
     output_dir: Path = typer.Option(Path("/var/lib/slurm-dl/gpu-agent"), "--output-dir",
                                     help="where <node>.prom is written"),
     node: Optional[str] = typer.Option(None, "--node", help="Slurm node name (default: SLURMD_NODENAME or hostname)"),
-    config: Optional[Path] = typer.Option(None, "--config", help=CONFIG_HELP + "; without one, built-in defaults"),
+    config: Optional[Path] = ConfigOrBuiltinOpt,
     idle_without_gpus: bool = typer.Option(False, "--idle-without-gpus",
                                            help="without GPUs/NVML, sleep instead of exiting (for a unit on mixed nodes)"),
     as_json: bool = typer.Option(False, "--json", help="print each sample as JSON"),
