@@ -41,7 +41,7 @@ step_testbed_up() {
     for _ in $(seq 1 50); do [ -z "$(squeue -h -o %i)" ] && break; sleep 0.2; done
   fi
   rm -rf "$OUT_DIR"  # and without its job output and its dlsubmit records for this cluster
-  rm -rf "$(python3 -c 'from slurm_dl.cli.dlsubmit_status import state_dir; print(state_dir())')"
+  rm -rf "$(python3 -c 'from slurm_dl.dlsubmit.status import state_dir; print(state_dir())')"
   sinfo -N -o "%.8N %.6T %.14G %.5c %.8m"
 }
 

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 SLURM_DL = [PY, "-m", "slurm_dl.cli.main"]
-DLSUBMIT = [PY, "-m", "slurm_dl.cli.dlsubmit"]
+DLSUBMIT = [PY, "-m", "slurm_dl.dlsubmit.cli"]
 # The "training": a step counter checkpointed every step and on USR2 (then it stops); resumed,
 # it starts from the checkpoint. Long enough to be preempted. With --launcher none it runs once
 # per node, so only rank 0 writes the checkpoint (four writers raced on one file and killed the

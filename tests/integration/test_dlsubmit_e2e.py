@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from slurm_dl.cli.dlsubmit import app
+from slurm_dl.dlsubmit.cli import app
 from slurm_dl.slurm import get_backend
 from slurm_dl.testbed import wait_for_job_state
 

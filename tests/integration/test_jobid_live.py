@@ -63,7 +63,7 @@ def _tasks(env: dict[str, str]) -> list[str]:
 
 
 def test_cancel_2_9_ends_task_9_of_array_2_and_never_job_29(collide) -> None:
-    from slurm_dl.cli.dlsubmit import app
+    from slurm_dl.dlsubmit.cli import app
 
     _, env = collide
     assert _tasks(env) == [str(t) for t in range(10)]
@@ -82,7 +82,7 @@ def test_cancel_2_9_ends_task_9_of_array_2_and_never_job_29(collide) -> None:
 
 
 def test_status_and_explain_of_an_array_task_never_show_another_job(collide, tmp_path: Path) -> None:
-    from slurm_dl.cli.dlsubmit import app as dlsubmit
+    from slurm_dl.dlsubmit.cli import app as dlsubmit
     from slurm_dl.cli.main import app as slurm_dl
 
     _, env = collide

@@ -27,7 +27,7 @@ import pytest
 from typer.testing import CliRunner
 
 from prioritizer import Prioritizer
-from slurm_dl.cli.dlsubmit import app as dlsubmit_app
+from slurm_dl.dlsubmit.cli import app as dlsubmit_app
 from slurm_dl.cli.config_file import load_config
 from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store

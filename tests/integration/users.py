@@ -56,7 +56,7 @@ def user_python(user: str = "nobody") -> Path:
     paths = [sysconfig.get_paths()["purelib"], str(Path(__file__).resolve().parents[2])]
     (site / "slurm_dl_checkout.pth").write_text(
         "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in paths) + "\n")
-    for name, module in (("slurm-dl", "slurm_dl.cli.main"), ("dlsubmit", "slurm_dl.cli.dlsubmit")):
+    for name, module in (("slurm-dl", "slurm_dl.cli.main"), ("dlsubmit", "slurm_dl.dlsubmit.cli")):
         script = venv / "bin" / name
         script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom {module} import app\napp()\n")
         script.chmod(0o755)

@@ -27,7 +27,7 @@ def test_explain_with_a_job_id_beyond_slurms_range(tmp_path) -> None:
 
 
 def test_non_utf8_params_file_names_the_line(tmp_path) -> None:
-    from slurm_dl.cli.dlsubmit import app as dlsubmit_app
+    from slurm_dl.dlsubmit.cli import app as dlsubmit_app
 
     bad = tmp_path / "params.txt"
     bad.write_bytes(b"lr=1\nlr=\xff\n")

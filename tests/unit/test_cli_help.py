@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from slurm_dl.cli.dlsubmit import app as dlsubmit_app
+from slurm_dl.dlsubmit.cli import app as dlsubmit_app
 from slurm_dl.cli.main import app as slurm_dl_app
 
 runner = CliRunner()

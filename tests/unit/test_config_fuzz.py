@@ -33,7 +33,7 @@ from slurm_dl.core.config import SiteConfig
 from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.errors import ConfigError
 from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node
-from slurm_dl.render import JobSpec, RenderError, render
+from slurm_dl.dlsubmit.render import JobSpec, RenderError, render
 from slurm_dl.core.rules import FilterContext, FilterDecision, decide
 from slurm_dl.store import Store
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from slurm_dl.cli.dlsubmit import app
-from slurm_dl.cli.dlsubmit_status import describe_jobs, newest_checkpoint, print_status, save_record
+from slurm_dl.dlsubmit.cli import app
+from slurm_dl.dlsubmit.status import describe_jobs, newest_checkpoint, print_status, save_record
 from slurm_dl.core.model import Job, JobState
-from slurm_dl.render import JobSpec, render
+from slurm_dl.dlsubmit.render import JobSpec, render
 from slurm_dl.cli.config_file import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,8 +192,8 @@ def test_status_ignores_records_of_a_reused_job_id(isolated: Path, monkeypatch: 
 
 
 def test_submitted_lines_fit_80_columns():
-    from slurm_dl.cli.dlsubmit import _submitted_lines
-    from slurm_dl.render import RenderedJob
+    from slurm_dl.dlsubmit.cli import _submitted_lines
+    from slurm_dl.dlsubmit.render import RenderedJob
 
     job = RenderedJob(kind="train", name="train-python3", script="", directives=(), sbatch_argv=(),
                       output="train-python3-%j.out", checkpoint_dir="checkpoints/train-python3-20261123-215358",

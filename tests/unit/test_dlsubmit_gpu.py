@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_telemetry import RECORDED, RecordedNvml  # the agent tests' recorded NVML readings (same directory)
 
-from slurm_dl.cli.dlsubmit_gpu import gpu_cell
-from slurm_dl.cli.dlsubmit_status import describe_jobs, print_status
+from slurm_dl.dlsubmit.gpu import gpu_cell
+from slurm_dl.dlsubmit.status import describe_jobs, print_status
 from slurm_dl.core.model import Job, JobState
 from slurm_dl.slurm.gpu_alloc import GpuAllocation
 from slurm_dl.telemetry import exposition

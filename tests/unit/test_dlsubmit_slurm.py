@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from slurm_dl.cli.dlsubmit import app
-from slurm_dl.cli.dlsubmit_checks import (ClusterFacts, cluster_problems, refusal_lines, refusal_message,
-                                          single_process_warning)
-from slurm_dl.cli.dlsubmit_status import parse_since, select_rows, status_table
+from slurm_dl.dlsubmit.cli import app
+from slurm_dl.dlsubmit.checks import (ClusterFacts, cluster_problems, refusal_lines, refusal_message,
+                                      single_process_warning)
+from slurm_dl.dlsubmit.status import parse_since, select_rows, status_table
 from slurm_dl.core.errors import SlurmError
 from slurm_dl.core.model import Partition
 from slurm_dl.core.units import UnitError, format_time, parse_memory_mb, parse_time_seconds

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from slurm_dl.cli.dlsubmit import app as dlsubmit_app
+from slurm_dl.dlsubmit.cli import app as dlsubmit_app
 from slurm_dl.cli.main import app as slurm_dl_app
 
 ROOT = Path(__file__).resolve().parents[2]

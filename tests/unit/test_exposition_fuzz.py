@@ -17,8 +17,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_dl.cli.dlsubmit_gpu import gpu_cell, gpu_status
-from slurm_dl.cli.dlsubmit_status import describe_jobs, print_status
+from slurm_dl.dlsubmit.gpu import gpu_cell, gpu_status
+from slurm_dl.dlsubmit.status import describe_jobs, print_status
 from slurm_dl.core.config import TelemetryConfig
 from slurm_dl.core.idle import decide, utilisation_entry
 from slurm_dl.core.model import Job, JobState

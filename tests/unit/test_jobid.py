@@ -190,7 +190,7 @@ def _calls(d: Path, command: str) -> list[str]:
 @pytest.mark.parametrize("given, slurm", [("2_9", "2_9"), ("02_09", "2_9"), ("27_[1-3,5]", "27_[1-3,5]"),
                                           ("27+0", "27+0"), ("29", "29")])
 def test_cancel_hands_scancel_slurms_own_form(fake_slurm: Path, given: str, slurm: str) -> None:
-    from slurm_dl.cli.dlsubmit import app
+    from slurm_dl.dlsubmit.cli import app
 
     r = runner.invoke(app, ["cancel", given])
     assert r.exit_code == 0, r.output
@@ -199,7 +199,7 @@ def test_cancel_hands_scancel_slurms_own_form(fake_slurm: Path, given: str, slur
 
 @pytest.mark.parametrize("given", ["2_9%1", "２９", "٢_٩", "2__9", "-29", "2_", "0"])
 def test_cancel_refuses_before_slurm_is_asked(fake_slurm: Path, given: str) -> None:
-    from slurm_dl.cli.dlsubmit import app
+    from slurm_dl.dlsubmit.cli import app
 
     r = runner.invoke(app, ["cancel", "--", given])
     assert r.exit_code != 0 and r.output.startswith("error: JOBID") and len(r.output.splitlines()) == 1, r.output
@@ -207,7 +207,7 @@ def test_cancel_refuses_before_slurm_is_asked(fake_slurm: Path, given: str) -> N
 
 
 def test_status_of_an_array_task_shows_that_task_never_the_concatenated_id(fake_slurm: Path) -> None:
-    from slurm_dl.cli.dlsubmit import app
+    from slurm_dl.dlsubmit.cli import app
 
     r = runner.invoke(app, ["status", "2_9", "--json"])
     assert r.exit_code == 0, r.output

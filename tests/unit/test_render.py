@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.cli.dlsubmit_defaults import builtin_site
+from slurm_dl.dlsubmit.defaults import builtin_site
 from slurm_dl.cli.config_file import load_config
-from slurm_dl.render import JobSpec, RenderError, UserDefaults, render, sbatch_directive, shell_words
+from slurm_dl.dlsubmit.render import JobSpec, RenderError, UserDefaults, render, sbatch_directive, shell_words
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "dlsubmit"

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 
-from slurm_dl.cli.dlsubmit_defaults import builtin_site
-from slurm_dl.render import JobSpec, render
+from slurm_dl.dlsubmit.defaults import builtin_site
+from slurm_dl.dlsubmit.render import JobSpec, render
 
 HOSTILE = [
     "$(touch pwned-subst)",

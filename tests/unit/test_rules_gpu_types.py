@@ -66,7 +66,7 @@ def test_features_that_name_no_type_constrain_nothing() -> None:
 
 def test_dlsubmit_writes_the_types_a_job_accepts_and_the_filter_reads_them(mixed) -> None:
     from slurm_dl.core.rules.sbatch_args import parse_sbatch_args
-    from slurm_dl.render import JobSpec, RenderError, render
+    from slurm_dl.dlsubmit.render import JobSpec, RenderError, render
 
     job = render(JobSpec(kind="train", command=("x",), gpus=2, gpu_type="h100,v100"), mixed)
     assert "--constraint=h100|v100" in job.directives and "--gpus-per-node=2" in job.directives

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prioritizer import Prioritizer
-from slurm_dl.cli.dlsubmit_status import describe_jobs, detail_lines, status_table
+from slurm_dl.dlsubmit.status import describe_jobs, detail_lines, status_table
 from slurm_dl.core.config import SharingConfig, SharingGroup
 from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.explain import utilisation_lines

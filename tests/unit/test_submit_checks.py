@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from slurm_dl.cli.dlsubmit import app
-from slurm_dl.cli.dlsubmit_checks import ClusterFacts, command_problem, too_many_gpus
+from slurm_dl.dlsubmit.cli import app
+from slurm_dl.dlsubmit.checks import ClusterFacts, command_problem, too_many_gpus
 from slurm_dl.cli.config_file import load_config
-from slurm_dl.render import JobSpec, RenderError, UserDefaults, render
+from slurm_dl.dlsubmit.render import JobSpec, RenderError, UserDefaults, render
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTBED = load_config(ROOT / "site-configs" / "testbed.toml")

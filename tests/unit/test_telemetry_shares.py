@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_dl.cli.dlsubmit_gpu import gpu_cell, gpu_status
+from slurm_dl.dlsubmit.gpu import gpu_cell, gpu_status
 from slurm_dl.core.explain import utilisation_lines
 from slurm_dl.core.idle import utilisation_entry
 from slurm_dl.core.model import Job

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from prioritizer import Prioritizer
-from slurm_dl.cli.dlsubmit_gpu import gpu_status
+from slurm_dl.dlsubmit.gpu import gpu_status
 from slurm_dl.cli.doctor_cmd import _telemetry as gather_telemetry
 from slurm_dl.core.config import TelemetryConfig
 from slurm_dl.core.doctor import Facts, diagnose

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from slurm_dl.cli.dlsubmit_status import (event_text, log_display, status_table, task_counts, tasks_words,
-                                          why_line)
+from slurm_dl.dlsubmit.status import (event_text, log_display, status_table, task_counts, tasks_words,
+                                      why_line)
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job, JobState
 from slurm_dl.explain_view import explain_text, explain_view, people_text
@@ -150,9 +150,9 @@ def test_two_cycles_with_the_same_inputs_explain_a_waiting_job_the_same() -> Non
 
 def test_finished_jobs_take_their_state_from_accounting_else_from_dlsubmits_records(
         tmp_path: Path, monkeypatch) -> None:
-    from slurm_dl.cli.dlsubmit_status import ended_rows, save_record
+    from slurm_dl.dlsubmit.status import ended_rows, save_record
     from slurm_dl.cli.config_file import load_config as load
-    from slurm_dl.render import JobSpec, UserDefaults, render
+    from slurm_dl.dlsubmit.render import JobSpec, UserDefaults, render
 
     monkeypatch.setenv("SLURM_DL_STATE_DIR", str(tmp_path))
     job = render(JobSpec(kind="train", command=("x",), name="mine"), load(ROOT / "site-configs" / "testbed.toml"),
@@ -173,7 +173,7 @@ def test_finished_jobs_take_their_state_from_accounting_else_from_dlsubmits_reco
 
 
 def test_status_says_in_one_note_when_the_prioritizer_cannot_be_asked(tmp_path: Path, capsys) -> None:
-    from slurm_dl.cli.dlsubmit_status import Explainer, describe_jobs, print_status
+    from slurm_dl.dlsubmit.status import Explainer, describe_jobs, print_status
     from slurm_dl.cli.config_file import load_config as load
     from slurm_dl.testbed.site_toml import with_database_url
 
@@ -192,7 +192,7 @@ def test_status_says_in_one_note_when_the_prioritizer_cannot_be_asked(tmp_path: 
 
 
 def test_a_jobs_events_are_its_own_when_runs_share_a_checkpoint_directory() -> None:
-    from slurm_dl.cli.dlsubmit_status import own_events
+    from slurm_dl.dlsubmit.status import own_events
 
     lines = [f"{int(NOW)} job=19 restart=0 event=exit rc=0", f"{int(NOW)} job=31 restart=0 event=start restart=0"]
     assert own_events(lines, 31) == [lines[1]]

@@ -1,6 +1,6 @@
 """``dlsubmit``: checkpoint-friendly sbatch scripts for training, inference, serving and sweeps.
 
-The script comes from slurm_dl.render (pure); Slurm is reached only through slurm_dl.slurm.
+The script comes from slurm_dl.dlsubmit.render (pure); Slurm is reached only through slurm_dl.slurm.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from ..core.errors import SlurmDLError, SlurmError
 from ..core.jobid import parse_job_ref
 from ..core.model import JobState
 from ..core.tags import parse_tag
-from ..render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
-from .common import expected_errors, fail, job_id_of
-from .config_file import ConfigOrBuiltinOpt
-from .dlsubmit_checks import (ClusterFacts, cluster_problems, command_problem, read_cluster, refusal_lines,
-                              refusal_message, single_process_warning, too_many_gpus)
-from .dlsubmit_defaults import site_config, user_defaults
-from .dlsubmit_options import HintingCommand, command_for
-from .dlsubmit_status import (Explainer, describe_jobs, ended_rows, forget_missing, load_record, log_display,
-                              output_path, parse_since, print_status, save_record, select_rows)
-from .version import VersionOpt, version_option
+from ..cli.common import expected_errors, fail, job_id_of
+from ..cli.config_file import ConfigOrBuiltinOpt
+from ..cli.version import VersionOpt, version_option
+from .checks import (ClusterFacts, cluster_problems, command_problem, read_cluster, refusal_lines, refusal_message,
+                     single_process_warning, too_many_gpus)
+from .defaults import site_config, user_defaults
+from .options import HintingCommand, command_for
+from .render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
+from .status import (Explainer, describe_jobs, ended_rows, forget_missing, load_record, log_display, output_path,
+                     parse_since, print_status, save_record, select_rows)
 
 app = typer.Typer(
     name="dlsubmit",

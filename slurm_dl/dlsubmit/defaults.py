@@ -25,8 +25,8 @@ from typing import Any
 
 from ..core.config import SiteConfig, parse_config
 from ..core.errors import ConfigError
-from ..render import BUILTIN_SITE_NAME, UserDefaults
-from .config_file import find_config, load_config
+from .render import BUILTIN_SITE_NAME, UserDefaults
+from ..cli.config_file import find_config, load_config
 
 _BUILTIN = {
     "site": {"name": BUILTIN_SITE_NAME},

@@ -21,11 +21,11 @@ from typing import Literal
 
 import jinja2
 
-from .core.config import SiteConfig
-from .core.errors import SlurmDLError
-from .core.hints import parse_deadline_steps, parse_when
-from .core.hints import soft_steps
-from .core.units import UnitError, format_time, parse_memory_mb, parse_time_seconds
+from ..core.config import SiteConfig
+from ..core.errors import SlurmDLError
+from ..core.hints import parse_deadline_steps, parse_when
+from ..core.hints import soft_steps
+from ..core.units import UnitError, format_time, parse_memory_mb, parse_time_seconds
 
 Kind = Literal["train", "infer", "serve", "sweep"]
 Launcher = Literal["auto", "torchrun", "none"]

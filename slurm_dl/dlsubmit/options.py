@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import typer
 from typer.core import TyperCommand
 
-from .config_file import ConfigOrBuiltinOpt
+from ..cli.config_file import ConfigOrBuiltinOpt
 
 ALL_KINDS = ("train", "infer", "serve", "sweep")
 _CKPT_KINDS = ("train", "infer", "sweep")

@@ -5,7 +5,7 @@ At submission dlsubmit keeps a small record per job (``$SLURM_DL_STATE_DIR``, el
 file and absolute checkpoint directory. Status joins it with the backend's jobs, the newest
 complete checkpoint and the last events the script logged in ``CKPT_DIR/.dlsubmit/events``,
 and asks the prioritizer why a pending job waits when the prioritizer is installed. A running
-job's GPU use comes from the gpu-agents' files when the site config names them (``dlsubmit_gpu``).
+job's GPU use comes from the gpu-agents' files when the site config names them (``gpu``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import typer
 
 from ..core.hostlist import compress_hostlist
 from ..core.model import Job
-from ..render import RenderedJob
+from .render import RenderedJob
 from ..core.database_url import sqlite_path
 from ..telemetry.samples import JobGpuSample
 from ..idle_notice import SHARE_HINT_MARK, share_tip
-from .dlsubmit_gpu import OVER_SHARE_HINT, gpu_cell, gpu_status
+from .gpu import OVER_SHARE_HINT, gpu_cell, gpu_status
 
 
 def state_dir() -> Path:
