@@ -1,4 +1,4 @@
-"""``slurm-dl config check FILE``."""
+"""``slurm-dl config check FILE`` and ``slurm-dl config defaults``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 
 from ..core.cluster_match import compare, parse_slurm_cluster
 from ..core.config import config_warnings
+from ..core.config.reference import REQUIRED, TableDoc, reference
 from .config_file import load_config
 from ..core.priority_weights import parse_slurm_conf, swamp_warnings
 from ..core.throughput import ThroughputModel
@@ -19,8 +20,9 @@ from .common import expected_errors, fail
 app = typer.Typer(help="""Site configuration files.
 
     \b
-    Example:
+    Examples:
       slurm-dl config check /etc/slurm-dl/site.toml
+      slurm-dl config defaults
     """, no_args_is_help=True)
 
 
@@ -104,3 +106,67 @@ def throughput_lines(cfg) -> list[str]:
         line = f"  {name[:14]:<14}{speed:>7.3g}  {evidence}"
         out.append(line if len(line) < 80 else line[:78] + "…")
     return out
+
+
+@app.command("defaults")
+def defaults() -> None:
+    """Print every setting of the site config: what it does, what it allows
+    and its default.
+
+    The output is itself a site config of the defaults (TOML), each key
+    with its meaning as a comment. Keys shown as comments are unset by
+    default, or belong to the entries of a [[list]] that has none. A
+    site's own file names only what it changes.
+
+    \b
+    Examples:
+      slurm-dl config defaults
+      slurm-dl config defaults | less
+    """
+    typer.echo(defaults_text(), nl=False)
+
+
+DEFAULTS_HEAD = """\
+# Every setting of a slurm-dl site config: what it does, what it allows and its
+# default. A site's file names only the settings it changes (an unknown key is
+# an error). Check a file with: slurm-dl config check FILE"""
+
+
+def defaults_text(width: int = 79) -> str:
+    """``config defaults``: the reference as commented TOML (itself a config of the defaults)."""
+    out = [DEFAULTS_HEAD]
+    shown_keys: set[str] = set()  # [classes.NAME]: each key explained once
+    for table in reference():
+        out.append("")
+        _table_lines(out, table, shown_keys, width)
+    return "\n".join(out) + "\n"
+
+
+def _table_lines(out: list[str], table: TableDoc, shown_keys: set[str], width: int) -> None:
+    family = table.path.rsplit(".", 1)[0] if table.path.startswith("classes.") else table.path
+    if table.array:
+        out.append(f"# [[{table.path}]]")
+        default = f" Default: {table.default}." if table.default else " Default: none."
+        out.extend(_comment(table.description + "." + default, width))
+    else:
+        out.append(f"[{table.path}]")
+        if table.description:
+            out.extend(_comment(table.description, width))
+        elif any(f"{family}.{k.key}" in shown_keys for k in table.keys):
+            out.extend(_comment("the keys above, with this class's defaults", width))
+    for key in table.keys:
+        name = f"{family}.{key.key}"
+        if name not in shown_keys:
+            out.append("")
+            if key.description:
+                out.extend(_comment(key.description, width))
+            out.extend(_comment(f"allowed: {key.allowed}", width))
+            shown_keys.add(name)
+        value = "(required)" if key.default is REQUIRED else "(unset)" if key.default is None else key.default
+        commented = table.array or key.default is None or key.default is REQUIRED
+        out.append(f"{'# ' if commented else ''}{key.key} = {value}")
+
+
+def _comment(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, initial_indent="# ", subsequent_indent="# ", break_long_words=False,
+                         break_on_hyphens=False)

@@ -49,7 +49,8 @@ class GittinsConfig(Strict):
                               description="weight of the prior against observed history (1 = the prior "
                                           "counts as its 1,001 jobs; the default 0.1, as 100, so a "
                                           "cluster's own finished jobs soon outweigh it)")
-    bins: int = num(32, ge=2, le=4096)
+    bins: int = num(32, ge=2, le=4096, description="service-time bins (quantiles of the prior and the "
+                    "history) the Gittins index is computed over: more bins, finer ranks")
     history_keys: HistoryKeys = Field(
         default="full", description="learn each job's service distribution from finished jobs like it: "
                                     "'full' (user, job name, GPUs, partition, time limit, then coarser), "
@@ -88,7 +89,8 @@ class QssfConfig(Strict):
     default_gpu_s: float = num(3600.0, gt=0, le=MAX_GPU_S, description="prediction when a job has no history")
     history_keys: Literal["full", "no-limit", "user-name", "account-gpus", "account", "global"] = Field(
         default="full", description="which finished jobs predict a job: 'full' (user, job name, GPUs, "
-                                    "partition, time limit, then coarser), 'user-name' (Helios), …")
+                                    "partition, time limit, then coarser), 'no-limit' (the same without the "
+                                    "time limit), 'user-name' (Helios), 'account-gpus', 'account', 'global'")
     min_jobs: int = num(3, ge=1, le=50, description="finished jobs a key needs before it is used")
     shrink_jobs: float = num(10.0, ge=0, le=1_000_000, description="a key's mean run time is blended "
                              "with the coarser keys' estimate as if that were this many jobs more "
@@ -101,9 +103,13 @@ class QssfConfig(Strict):
 
 
 class FairShareConfig(Strict):
-    half_life_hours: float = num(168.0, ge=0.01, le=87_600)
-    shares: dict[str, bounded(float, gt=0, le=MAX_WEIGHT)] = Field(default_factory=dict)  # type: ignore[valid-type]
-    default_share: float = num(1.0, gt=0, le=MAX_WEIGHT)
+    half_life_hours: float = num(168.0, ge=0.01, le=87_600, description="half-life of an account's recorded "
+                                 "GPU usage: usage this old counts half")
+    shares: dict[str, bounded(float, gt=0, le=MAX_WEIGHT)] = Field(  # type: ignore[valid-type]
+        default_factory=dict, description="each account's share of the cluster, relative to the others "
+        "(ACCOUNT = share); an account below its share of the decayed usage ranks first")
+    default_share: float = num(1.0, gt=0, le=MAX_WEIGHT, description="the share of an account that shares "
+                               "does not name")
     lease_seconds: float = num(3600.0, ge=0, le=SECONDS_PER_30_DAYS, description="policy 'fairshare': "
                                "useful run a job keeps its GPUs before it may yield them to an account "
                                "below its fair share (its restart delay not counted)")
@@ -115,7 +121,9 @@ class DeadlineConfig(Strict):
     boost_slack_minutes: float = num(60.0, gt=0, le=MINUTES_PER_YEAR,
                                      description="boost jobs whose slack falls below this")
     max_deadline_days: float = num(7.0, gt=0, le=366, description="deadline quota: furthest deadline allowed")
-    max_deadline_jobs_per_user: int = num(4, ge=0, le=1_000_000)
+    max_deadline_jobs_per_user: int = num(4, ge=0, le=1_000_000, description="deadline jobs one user may have "
+                                          "at once, waiting, held or running (each array task counts); the "
+                                          "filter refuses one more; 0: no deadlines")
     admission: bool = Field(default=True, description="admit a deadline only if the cluster can keep it "
                                                       "next to those already admitted; else best effort")
     admission_share: float = num(0.475, gt=0, le=1.0, description="part of the cluster's GPUs that "
@@ -136,10 +144,13 @@ class CombinedConfig(Strict):
     """Tiers are compared in order; within a tier, component scores are summed with weights."""
 
     tiers: list[list[ComponentName]] = Field(
-        default_factory=lambda: [["deadline"], ["class"], ["las", "fairshare"]]
+        default_factory=lambda: [["deadline"], ["class"], ["las", "fairshare"]],
+        description="the mix's components (fifo, las, gittins, qssf, fairshare, deadline, class) in tiers: "
+                    "jobs are ordered by the first tier, ties by the next; each component in one tier only"
     )
     weights: dict[ComponentName, bounded(float, ge=0, le=MAX_WEIGHT)] = Field(  # type: ignore[valid-type]
-        default_factory=dict)
+        default_factory=dict, description="COMPONENT = weight: within a tier, the scores are summed with "
+        "these weights; a component not named weighs 1")
 
     @field_validator("tiers")
     @classmethod
@@ -156,10 +167,18 @@ class CombinedConfig(Strict):
 
 
 class PolicyConfig(Strict):
-    mix: PolicyName = "combined"
-    las: LasConfig = Field(default_factory=LasConfig)
-    gittins: GittinsConfig = Field(default_factory=GittinsConfig)
-    qssf: QssfConfig = Field(default_factory=QssfConfig)
-    fairshare: FairShareConfig = Field(default_factory=FairShareConfig)
-    deadline: DeadlineConfig = Field(default_factory=DeadlineConfig)
-    combined: CombinedConfig = Field(default_factory=CombinedConfig)
+    mix: PolicyName = Field("combined", description="the policy that orders the queue: fifo (plus "
+                            "fifo-firstfit, fifo-backfill), las, gittins, qssf, fairshare (with leases that "
+                            "preempt), deadline, or combined (the tiers of [policy.combined])")
+    las: LasConfig = Field(default_factory=LasConfig, description="least attained service (Tiresias): jobs "
+                           "that have had the least service first")
+    gittins: GittinsConfig = Field(default_factory=GittinsConfig, description="Gittins index: the job most "
+                                   "likely to finish soon, learnt from finished jobs")
+    qssf: QssfConfig = Field(default_factory=QssfConfig, description="quasi-shortest-service-first "
+                             "(Helios): the job predicted to need the least GPU-time first")
+    fairshare: FairShareConfig = Field(default_factory=FairShareConfig, description="fair share between "
+                                       "accounts, by their decayed GPU usage against their shares")
+    deadline: DeadlineConfig = Field(default_factory=DeadlineConfig, description="jobs with a deadline "
+                                     "(dl:deadline): quotas, admission and the boost near the deadline")
+    combined: CombinedConfig = Field(default_factory=CombinedConfig, description="the combined mix: tiers "
+                                     "of components with weights")

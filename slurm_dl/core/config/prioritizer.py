@@ -8,12 +8,19 @@ from .base import SECONDS_PER_DAY, Strict, num
 
 
 class PrioritizerConfig(Strict):
-    interval_seconds: float = num(5.0, ge=0.1, le=SECONDS_PER_DAY)
-    site_factor_levels: int = num(64, ge=2, le=10000)
-    site_factor_max: int = num(1_000_000, ge=1, le=2_147_483_645)
+    interval_seconds: float = num(5.0, ge=0.1, le=SECONDS_PER_DAY, description="seconds between the daemon's "
+                                  "cycles (snapshot, ledger, scores, SiteFactor, preemption): two to three "
+                                  "times a steady cycle's length")
+    site_factor_levels: int = num(64, ge=2, le=10000, description="distinct SiteFactor values the scores are "
+                                  "rounded to: fewer values, fewer scontrol calls")
+    site_factor_max: int = num(1_000_000, ge=1, le=2_147_483_645, description="the top of the SiteFactor range "
+                               "the prioritizer sets: above a PriorityWeight* of slurm.conf, its order overrides "
+                               "that factor (config check --slurm-conf warns)")
     max_pushes_per_cycle: int = num(1000, ge=0, le=1_000_000, description="SiteFactor changes pushed per cycle, "
                                     "top of the queue first; the rest follow in later cycles (0: no limit)")
-    backoff_max_seconds: float = num(60.0, ge=1, le=SECONDS_PER_DAY)
+    backoff_max_seconds: float = num(60.0, ge=1, le=SECONDS_PER_DAY, description="when a cycle fails "
+                                     "(slurmctld or the database unreachable), the next ones wait 1, 2, 4 ... "
+                                     "seconds, at most this long")
     slow_slurm_seconds: float = num(5.0, ge=0, le=3600, description="a cycle whose Slurm calls take longer "
                                     "spaces the next cycles out and pushes fewer SiteFactor updates, until "
                                     "slurmctld answers in time again (0: never)")

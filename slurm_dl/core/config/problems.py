@@ -34,37 +34,38 @@ def _constraints_at(loc: tuple[Any, ...]) -> tuple[type | None, dict[str, float]
             if info is None:
                 return None, {}
             ann = info.annotation
-            bounds = _bounds(info.metadata)
+            bounds = bounds_of(info.metadata)
             continue
-        ann, bounds = _inner(ann)
+        ann, bounds = unwrap(ann)
         if get_origin(ann) in (list, dict):
             args = get_args(ann)
-            ann, bounds = _inner(args[-1])
-    ann, extra = _inner(ann)
+            ann, bounds = unwrap(args[-1])
+    ann, extra = unwrap(ann)
     bounds = bounds or extra
     return (ann if ann in (int, float) else None), bounds
 
 
-def _inner(ann: Any) -> tuple[Any, dict[str, float]]:
+def unwrap(ann: Any) -> tuple[Any, dict[str, float]]:
     """Strip ``Optional`` and ``Annotated``; collect the bounds found on the way."""
     bounds: dict[str, float] = {}
     if get_origin(ann) is Annotated:
         base, *meta = get_args(ann)
         for m in meta:
-            bounds.update(_bounds(getattr(m, "metadata", [m])))
+            bounds.update(bounds_of(getattr(m, "metadata", [m])))
         ann = base
     if get_origin(ann) in (Union, UnionType):
         args = [a for a in get_args(ann) if a is not type(None)]
         if len(args) == 1:
-            return _inner(args[0])[0], bounds
+            return unwrap(args[0])[0], bounds
     return ann, bounds
 
 
-def _bounds(metadata: list[Any]) -> dict[str, float]:
+def bounds_of(metadata: list[Any]) -> dict[str, float]:
+    """The ``ge``/``gt``/``le`` bounds among a field's metadata."""
     return {k: getattr(m, k) for m in metadata for k in ("ge", "gt", "le") if getattr(m, k, None) is not None}
 
 
-def _allowed(kind: type | None, bounds: dict[str, float]) -> str:
+def allowed_range(kind: type | None, bounds: dict[str, float]) -> str:
     """``allowed: a number from 0.01 to 87600`` for a number key, else an empty string."""
     if kind is None or "le" not in bounds:
         return ""
@@ -88,7 +89,7 @@ def _format_errors(err: ValidationError) -> list[str]:
         loc = _format_loc(raw_loc)
         value = e.get("input")
         msg = e["msg"].removeprefix("Value error, ")
-        allowed = _allowed(*_constraints_at(raw_loc)) if e["type"] != "value_error" else ""
+        allowed = allowed_range(*_constraints_at(raw_loc)) if e["type"] != "value_error" else ""
         if allowed:  # a number of the wrong type or out of range: say the whole range at once
             msg = allowed
         if not raw_loc and e["type"] == "value_error":  # the cross-checks: each names its key

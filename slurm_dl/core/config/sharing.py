@@ -29,7 +29,8 @@ class SharingGroup(Strict):
 class SharingConfig(Strict):
     """Small jobs share GPUs: which node groups offer parts of GPUs, and which jobs go there."""
 
-    groups: list[SharingGroup] = Field(default_factory=list, max_length=1000)
+    groups: list[SharingGroup] = Field(default_factory=list, max_length=1000, description="the node groups "
+                                       "whose GPUs are offered in parts; none: no sharing")
     classes: list[JobClass] = Field(default_factory=lambda: [JobClass.INFERENCE, JobClass.INTERACTIVE],
                                     max_length=16, description="classes whose 1-GPU jobs are routed to "
                                     "shards (training never is)")

@@ -11,8 +11,11 @@ from .base import Strict
 
 
 class SiteInfo(Strict):
-    name: str = "site"
-    database_url: str = Field(DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the prioritizer's store")
+    name: str = Field("site", description="a name for the site, shown by slurm-dl config check")
+    database_url: str = Field(DEFAULT_DATABASE_URL, description="SQLAlchemy URL of the prioritizer's store (its "
+                              "ledger, decisions and explanations): an absolute SQLite path, or PostgreSQL for a "
+                              "standby controller (keep the password out of it: the file is world-readable); "
+                              "every command's --db overrides it")
 
     @field_validator("database_url")
     @classmethod

@@ -24,21 +24,37 @@ from .throughput import ThroughputConfig
 
 
 class SiteConfig(Strict):
-    site: SiteInfo = Field(default_factory=SiteInfo)
-    gpu_types: list[GpuType] = Field(min_length=1)
-    node_groups: list[NodeGroup] = Field(min_length=1)
-    partitions: list[Partition] = Field(default_factory=lambda: [Partition(name="gpu", default=True)], min_length=1)
-    topology: TopologyConfig = Field(default_factory=TopologyConfig)
-    caps: Caps = Field(default_factory=Caps)
-    classes: dict[JobClass, JobClassConfig] = Field(default_factory=default_classes)
-    policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
-    filter: FilterConfig = Field(default_factory=FilterConfig)
-    prioritizer: PrioritizerConfig = Field(default_factory=PrioritizerConfig)
-    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
-    throughput: ThroughputConfig = Field(default_factory=ThroughputConfig)
-    simulate: SimulateConfig = Field(default_factory=SimulateConfig)
-    sharing: SharingConfig = Field(default_factory=SharingConfig)
+    site: SiteInfo = Field(default_factory=SiteInfo, description="the site's name and the prioritizer's "
+                           "database")
+    gpu_types: list[GpuType] = Field(min_length=1, description="the cluster's GPU types")
+    node_groups: list[NodeGroup] = Field(min_length=1, description="the GPU nodes, in groups of one shape and "
+                                         "GPU type")
+    partitions: list[Partition] = Field(default_factory=lambda: [Partition(name="gpu", default=True)], min_length=1,
+                                        description="the cluster's partitions, as in slurm.conf; unset: one, "
+                                                    "\"gpu\", the default")
+    topology: TopologyConfig = Field(default_factory=TopologyConfig, description="the switch tree the filter "
+                                     "and preemption place multi-node jobs in")
+    caps: Caps = Field(default_factory=Caps, description="CPUs, memory and GPUs a job may hold, and what "
+                       "becomes of jobs without GPUs")
+    classes: dict[JobClass, JobClassConfig] = Field(default_factory=default_classes, description="the job "
+                                                    "classes (train, inference, serve, sweep, interactive): "
+                                                    "a class named here overrides its defaults key by key")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="how the prioritizer orders the "
+                                 "queue")
+    preemption: PreemptionConfig = Field(default_factory=PreemptionConfig, description="when and how the "
+                                         "prioritizer stops an opted-in running job for a waiting one")
+    filter: FilterConfig = Field(default_factory=FilterConfig, description="the job_submit filter: its "
+                                 "service, the shim's failure mode and the rules it runs")
+    prioritizer: PrioritizerConfig = Field(default_factory=PrioritizerConfig, description="the daemon's "
+                                           "cycle, its SiteFactor range and its endpoints")
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig, description="GPU samples from the "
+                                       "gpu-agents and what becomes of jobs that hold idle GPUs")
+    throughput: ThroughputConfig = Field(default_factory=ThroughputConfig, description="what the throughput "
+                                         "model knows beyond each GPU type's speed")
+    simulate: SimulateConfig = Field(default_factory=SimulateConfig, description="defaults of slurm-dl "
+                                     "simulate --via-slurm (the replays as one Slurm job array)")
+    sharing: SharingConfig = Field(default_factory=SharingConfig, description="GPUs offered in parts "
+                                   "(Slurm shards, MPS) to small jobs")
 
     @field_validator("throughput")
     @classmethod

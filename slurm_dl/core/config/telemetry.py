@@ -10,9 +10,13 @@ from .base import MINUTES_PER_YEAR, SECONDS_PER_DAY, Strict, num
 
 
 class TelemetryConfig(Strict):
-    sample_seconds: float = num(30.0, ge=1, le=SECONDS_PER_DAY)
-    idle_util_percent: float = num(2.0, ge=0, le=100)
-    idle_minutes: float = num(60.0, gt=0, le=MINUTES_PER_YEAR)
+    sample_seconds: float = num(30.0, ge=1, le=SECONDS_PER_DAY, description="how often the gpu-agents "
+                                "sample the GPUs (their default --interval); the prioritizer sizes its window "
+                                "of samples and its gaps in the data from it")
+    idle_util_percent: float = num(2.0, ge=0, le=100, description="a GPU sample at or below this utilisation, "
+                                   "with no process on the GPU, is idle")
+    idle_minutes: float = num(60.0, gt=0, le=MINUTES_PER_YEAR, description="a job whose GPUs (all of them) "
+                              "have been idle this long is warned; idle_action follows after warn_grace_minutes")
     idle_action: Literal["report", "warn", "deprioritize", "cancel"] = Field(
         default="report", description="after the grace: report, warn, deprioritize (priority to the bottom; "
         "opted-in jobs are requeued first) or cancel (opted-in jobs only; any other job is deprioritized)")
