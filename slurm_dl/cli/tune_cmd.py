@@ -13,6 +13,7 @@ import typer
 
 from ..core.errors import SlurmDLError
 from ..sim import tune as T
+from . import whatif_options as W
 from .common import expected_errors
 
 HELP = """Search site-config settings on your own history.
@@ -39,8 +40,8 @@ _DEFAULTS = {"gpu_types": [{"name": "gpu", "memory_gb": 80}],
 
 
 def tune(
-    trace: Path = typer.Option(..., "--trace", help="trace file (as simulate)"),
-    fmt: str = typer.Option("philly", "--format", help="trace format (as simulate)"),
+    trace: Path = W.TraceOpt,
+    fmt: str = W.FormatOpt,
     param: List[str] = typer.Option([], "--param", help="KEY=V1:V2...; repeat for each setting"),
     config: Optional[Path] = typer.Option(None, "--config", help="the current site config (default: the defaults)"),
     policy: str = typer.Option("las", "--policy", help="the policy replayed"),
@@ -50,20 +51,20 @@ def tune(
     trials: Optional[int] = typer.Option(None, "--trials", min=1, help="at most this many candidates "
                                          "(default: the whole grid; fewer: Optuna's TPE search)"),
     seed: int = typer.Option(0, "--seed", help="seed of the search (--trials)"),
-    start: Optional[str] = typer.Option(None, "--start", help="keep jobs submitted at or after"),
-    end: Optional[str] = typer.Option(None, "--end", help="keep jobs submitted before"),
-    nodes: Optional[int] = typer.Option(None, "--nodes", min=1, help="one shared cluster of this many nodes"),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1, help="GPUs per node"),
-    cluster_per_vc: Optional[Path] = typer.Option(None, "--cluster-per-vc", help="CSV vc,nodes"),
-    preempt_cost: Optional[str] = typer.Option(None, "--preempt-cost", help="restart cost (s) or 'helios'"),
-    no_fairness: bool = typer.Option(False, "--no-fairness", help="skip the isolated runs that give rho"),
-    workers: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="replays at once (default: every core)"),
-    via_slurm: bool = typer.Option(False, "--via-slurm", help="run each batch of replays as a Slurm job array"),
-    partition: Optional[str] = typer.Option(None, "--partition", help="--via-slurm: the array's partition"),
-    time_limit: Optional[str] = typer.Option(None, "--time", help="--via-slurm: each task's time limit"),
+    start: Optional[str] = W.StartOpt,
+    end: Optional[str] = W.EndOpt,
+    nodes: Optional[int] = W.NodesOpt,
+    gpus_per_node: Optional[int] = W.GpusPerNodeOpt,
+    cluster_per_vc: Optional[Path] = W.ClusterPerVcOpt,
+    preempt_cost: Optional[str] = W.preempt_cost_opt("--config's [preemption]"),
+    no_fairness: bool = W.NoFairnessOpt,
+    workers: Optional[int] = W.jobs_opt("; --trials batches by it"),
+    via_slurm: bool = W.ViaSlurmOpt,
+    partition: Optional[str] = W.partition_opt("Slurm's default"),
+    time_limit: Optional[str] = W.time_opt("60"),
     output: Optional[Path] = typer.Option(None, "--output", help="write the proposed site config here"),
-    report: Optional[Path] = typer.Option(None, "--report", help="write an HTML report, DIR/index.html"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    report: Optional[Path] = W.ReportOpt,
+    as_json: bool = W.JsonOpt,
 ) -> None:
     with expected_errors():
         _tune(**locals())
@@ -100,10 +101,10 @@ def _tune(trace, fmt, param, config, policy, objective, constraint, split, trial
         t1 = parse_time(end) if end else None
     except ValueError as e:
         raise SlurmDLError(str(e)) from None
-    from .simulate_cmd import _read_jobs
+    from ..sim.whatif.run import read_jobs
 
-    jobs, _imported, _described = _read_jobs(trace, fmt, t0, t1, keep_cpu=False, skip_bad=False,
-                                             group_by="account", as_json=True)
+    jobs, _imported, _described = read_jobs(trace, fmt, t0, t1, keep_cpu=False, skip_bad=False,
+                                            group_by="account", say=lambda m: typer.echo(m, err=True))
     cut, n_in, n_out = T.split_time([j.submit_time for j in jobs], split)
     early = [j for j in jobs if j.submit_time < cut]
     late = [j for j in jobs if j.submit_time >= cut]
@@ -193,26 +194,28 @@ class _Runner:
         self.workers, self.via = workers, via
 
     def __call__(self, jobs, points) -> dict:
+        from ..sim.ranking.ranker import load_prior
+        from ..sim.whatif.plan import default_prior, plan, replay
         from ..sim.whatif.progress import Progress
-        from ..sim.ranking.ranker import load_prior, make_ranker
-        from .simulate_cmd import _default_prior, _plan, _replay, _variant
+        from ..sim.whatif.setup import variant
 
         variants = []
         for i, pt in enumerate(points):
             cfg = T.candidate_config(self.base, self.params[:len(pt.values)], pt.values, self.base_dir)
-            variants.append(_variant(None, f"#{i}", jobs, nodes=self.shape["nodes"],
-                                     gpus_per_node=self.shape["gpus_per_node"],
-                                     cluster_per_vc=self.shape["cluster_per_vc"],
-                                     preempt_cost=self.shape["preempt_cost"], checkpoint_interval=None,
-                                     las_thresholds=[], starvation=None, spread=False, model_info=None,
-                                     no_fairness=self.shape["no_fairness"], idle=False, idle_action=None,
-                                     utilisation=None, synthetic_idle=None, cluster_line=None, cfg=cfg))
-        planned = _plan([self.policy], variants, [], len(variants) > 1, make_ranker)
-        prior_path = _default_prior(self.trace)
+            variants.append(variant(None, f"#{i}", jobs, nodes=self.shape["nodes"],
+                                    gpus_per_node=self.shape["gpus_per_node"],
+                                    cluster_per_vc=self.shape["cluster_per_vc"],
+                                    preempt_cost=self.shape["preempt_cost"], checkpoint_interval=None,
+                                    las_thresholds=[], starvation=None, spread=False, model_info=None,
+                                    no_fairness=self.shape["no_fairness"], idle=False, idle_action=None,
+                                    utilisation=None, synthetic_idle=None, cluster_line=None, cfg=cfg))
+        planned = plan([self.policy], variants, [], len(variants) > 1)
+        prior_path = default_prior(self.trace)
         prior = load_prior(prior_path) if prior_path and "gittins" in self.policy else []
-        runs, interrupted, failed = _replay(planned, jobs, variants, self.trace, prior=prior, deadline_boost=None,
-                                            slurm_backfill=False, progress=Progress(enabled=False), as_json=True,
-                                            workers=self.workers, keep_results=False, via_slurm=self.via)
+        runs, interrupted, failed = replay(planned, jobs, variants, prior=prior, deadline_boost=None,
+                                           slurm_backfill=False, progress=Progress(enabled=False),
+                                           alert=lambda m: typer.echo(m, err=True),
+                                           workers=self.workers, keep_results=False, via_slurm=self.via)
         if interrupted:
             raise typer.Exit(130)
         if failed:

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.cli.simulate_cmd import preemption_cost
+from slurm_dl.sim.whatif.setup import preemption_cost
 from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.model import Job
 from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster

@@ -85,8 +85,8 @@ def test_via_slurm_takes_its_partition_and_time_from_the_site_config(tmp_path, m
     # the first --config's [simulate] gives --via-slurm its defaults; the flags override them
     from pathlib import Path
 
-    from slurm_dl.cli import simulate_cmd
     from slurm_dl.core.errors import SlurmDLError
+    from slurm_dl.sim.whatif import plan
     from slurm_dl.testbed.site_toml import with_setting
 
     seen = []
@@ -95,7 +95,7 @@ def test_via_slurm_takes_its_partition_and_time_from_the_site_config(tmp_path, m
         seen.append(via)
         raise SlurmDLError("stopped here")
 
-    monkeypatch.setattr(simulate_cmd, "_via_slurm", fake)
+    monkeypatch.setattr(plan, "via_slurm_array", fake)
     text = (Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml").read_text()
     site = tmp_path / "site.toml"
     site.write_text(with_setting(with_setting(text, "simulate", "partition", "cpu"), "simulate", "time_minutes", 20))
