@@ -35,7 +35,7 @@ import bench_prioritizer_scoring as base  # noqa: E402
 from prioritizer import Prioritizer  # noqa: E402
 from prioritizer import heap as heap_mod  # noqa: E402
 from prioritizer.heap import Heap  # noqa: E402
-from slurm_dl import process_memory  # noqa: E402
+from slurm_dl.daemon import process_memory  # noqa: E402
 from slurm_dl.cli.config_file import load_config  # noqa: E402
 from slurm_dl.core.model import JobState  # noqa: E402
 from slurm_dl.store import Store  # noqa: E402

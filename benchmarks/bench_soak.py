@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_live_scale as live  # noqa: E402
 
-from slurm_dl.process_memory import MEMORY_DIR_ENV, growth as memory_growth  # noqa: E402
+from slurm_dl.daemon.process_memory import MEMORY_DIR_ENV, growth as memory_growth  # noqa: E402
 
 
 def proc_figures(pid: int) -> dict:

@@ -364,7 +364,7 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
           metrics_port: int | None = None) -> None:
     """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config.
     ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port)."""
-    from slurm_dl.sd_notify import notify
+    from slurm_dl.daemon.sd_notify import notify
     from slurm_dl.slurm import CliBackend
 
     from slurm_dl.slurm.accounts import slurm_associations
@@ -377,7 +377,7 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
     path = Path(socket_path or service.config.filter.socket)
     port = metrics_port if metrics_port is not None else service.config.filter.metrics_port
     if port is not None:
-        from slurm_dl.metrics_http import serve_metrics
+        from slurm_dl.daemon.metrics_http import serve_metrics
 
         from .metrics import FilterMetrics
 
@@ -397,7 +397,7 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGHUP, lambda *_: service.reload())
-    from slurm_dl.process_memory import snapshot_on_signal
+    from slurm_dl.daemon.process_memory import snapshot_on_signal
 
     if (where := snapshot_on_signal("filter")) is not None:
         log.info("tracing allocations: SIGUSR1 writes a memory snapshot to %s", where)

@@ -109,7 +109,7 @@ def run(
         port = resolve_metrics_port(metrics_port, pc.metrics_port)
         if port is not None:
             from prioritizer.metrics import PrioritizerMetrics
-            from slurm_dl.metrics_http import serve_metrics
+            from slurm_dl.daemon.metrics_http import serve_metrics
 
             metrics = PrioritizerMetrics()
             server = serve_metrics(metrics.registry, port, pc.metrics_address)
@@ -135,7 +135,7 @@ def run(
             log.warning("first start (--init): created an empty store at %s", prio.store.shown)
         log.info("prioritizer started: Slurm %s, interval %.1f s, store %s", prio.backend.slurm_release(),
                  pc.interval_seconds, prio.store.shown)
-        from slurm_dl.process_memory import snapshot_on_signal
+        from slurm_dl.daemon.process_memory import snapshot_on_signal
 
         if (where := snapshot_on_signal("prioritizer")) is not None:
             log.info("tracing allocations: SIGUSR1 writes a memory snapshot to %s", where)
@@ -229,7 +229,7 @@ def explain(
       slurm-dl explain 1234 --json
       slurm-dl explain 1234_7
     """
-    from slurm_dl.explain_query import NoRecord, NoWayToAsk, explanation, render_text
+    from slurm_dl.explain.query import NoRecord, NoWayToAsk, explanation, render_text
 
     with expected_errors():
         ref = parse_job_ref(job_id)

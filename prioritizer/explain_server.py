@@ -19,11 +19,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from slurm_dl.bounded_http import BoundedHTTPServer, Request, Response
+from slurm_dl.daemon.bounded_http import BoundedHTTPServer, Request, Response
 from slurm_dl.core.errors import SlurmDLError
 from slurm_dl.slurm.munge import MungeError, MungeIdentity, decode
 
-from slurm_dl.explain_query import NoRecord, gather, payload
+from slurm_dl.explain.query import NoRecord, gather, payload
 
 log = logging.getLogger("slurm_dl.prioritizer.explain")
 PATH = re.compile(r"^/explain/(\d{1,10})(\?live=(0|1))?$", re.ASCII)  # ASCII digits only: int() reads ٢٧ too

@@ -1,5 +1,5 @@
 """The prioritizer's GPU-telemetry step: keep a window of the agents' samples, fold them into each
-job's stored utilisation summary, decide idle allocations (slurm_dl.core.idle) and act on them.
+job's stored utilisation summary, decide idle allocations (slurm_dl.core.idle.decide) and act on them.
 
 The summaries live in the store (saved with the cycle), so a restarted daemon carries each job's
 idle clock, its warning and the action taken: it neither resets the clock nor warns twice.
@@ -24,9 +24,9 @@ from typing import Any, Callable, Iterable
 
 from slurm_dl.core.config import TelemetryConfig
 from slurm_dl.core.errors import SlurmError
-from slurm_dl.core.idle import (IdleDecision, Verdict, carried_idle_since, decide, horizon_minutes, merge_window,
+from slurm_dl.core.idle.decide import (IdleDecision, Verdict, carried_idle_since, decide, horizon_minutes, merge_window,
                            on_job_nodes, utilisation_entry)
-from slurm_dl.idle_notice import action_note, comment_with_note, warning_note
+from slurm_dl.core.idle.notice import action_note, comment_with_note, warning_note
 from slurm_dl.core.model import Job
 from slurm_dl.core.share_hint import KIND as GPU_USE, RunUse, share_hint
 from slurm_dl.telemetry.attribution import summarize

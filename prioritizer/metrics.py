@@ -30,7 +30,7 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from slurm_dl import process_memory
+from slurm_dl.daemon import process_memory
 
 from .cycle import CycleReport, Prioritizer
 

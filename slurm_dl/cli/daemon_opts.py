@@ -79,7 +79,7 @@ def metrics_port(flag: Optional[int], configured: Optional[int]) -> Optional[int
 def raise_open_files_limit(target: int = OPEN_FILES) -> int:
     """Raise the soft RLIMIT_NOFILE toward the hard limit (systemd starts services at 1,024 soft),
     up to ``target``, and return the soft limit now in force. Defence in depth only: the HTTP
-    endpoints bound their own connections (slurm_dl.bounded_http), so the daemons do not rely on
+    endpoints bound their own connections (slurm_dl.daemon.bounded_http), so the daemons do not rely on
     this. Not all the way to a huge hard limit: the Slurm commands the daemons run inherit it, and
     programs that close every descriptor up to the limit slow down with it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

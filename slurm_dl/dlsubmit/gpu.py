@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..idle_notice import current_note, note_state
+from ..core.idle.notice import current_note, note_state
 from ..core.model import Job
 from ..telemetry.samples import JobGpuSample
 

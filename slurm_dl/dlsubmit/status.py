@@ -28,7 +28,7 @@ from ..core.model import Job
 from .render import RenderedJob
 from ..core.database_url import sqlite_path
 from ..telemetry.samples import JobGpuSample
-from ..idle_notice import SHARE_HINT_MARK, share_tip
+from ..core.idle.notice import SHARE_HINT_MARK, share_tip
 from .gpu import OVER_SHARE_HINT, gpu_cell, gpu_status
 
 
@@ -161,7 +161,7 @@ def prioritizer_explain(job_id: int, database_url: str | None,
     if path is not None and (not path or not Path(path).exists()):
         return None, None
     try:
-        from ..explain_query import NoRecord, gather, payload
+        from ..explain.query import NoRecord, gather, payload
         from ..store import Store
     except ImportError:
         return None, None
@@ -177,8 +177,8 @@ def prioritizer_explain(job_id: int, database_url: str | None,
 def _texts(doc: dict[str, Any], estimate: float | None, state: str) -> tuple[str | None, str | None]:
     """(explain's text, the one-line summary) of a :func:`~slurm_dl.explain_query.payload`
     document; (None, None) for one from before the job's current state (stale)."""
-    from ..explain_query import render_text
-    from ..explain_view import estimate_words, one_line
+    from ..explain.query import render_text
+    from ..explain.view import estimate_words, one_line
 
     if doc.get("state") != state or "tiers" not in doc:
         return None, None
@@ -202,7 +202,7 @@ class Explainer:
     def __call__(self, job_id: int, estimate: float | None = None, state: str = "PENDING",
                  detail: bool = False) -> tuple[str | None, str | None]:
         from ..core.errors import SlurmDLError
-        from ..explain_query import NoRecord, NoWayToAsk, explanation
+        from ..explain.query import NoRecord, NoWayToAsk, explanation
 
         if self.unavailable:
             return None, None

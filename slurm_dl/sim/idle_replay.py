@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..core.config import TelemetryConfig
-from ..core.idle import IdleDecision, Verdict, decide
+from ..core.idle.decide import IdleDecision, Verdict, decide
 from ..core.model import Job
 from ..telemetry.samples import JobGpuSample
 from .engine.loop import ClusterResult

@@ -17,7 +17,7 @@ import pytest
 
 from prioritizer import Prioritizer
 from slurm_dl.cli.config_file import load_config
-from slurm_dl.idle_notice import current_note, strip_note
+from slurm_dl.core.idle.notice import current_note, strip_note
 from slurm_dl.slurm import CliBackend
 from slurm_dl.store import Store
 from slurm_dl.telemetry import exposition

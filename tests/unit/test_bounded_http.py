@@ -19,10 +19,10 @@ from typing import Callable
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from slurm_dl.bounded_http import (MAX_CONNECTIONS, QUEUE, BoundedHTTPServer, Request, Response, _send_all,
+from slurm_dl.daemon.bounded_http import (MAX_CONNECTIONS, QUEUE, BoundedHTTPServer, Request, Response, _send_all,
                                    parse_head, Refused)
 from slurm_dl.cli.daemon_opts import OPEN_FILES, raise_open_files_limit
-from slurm_dl.metrics_http import serve_metrics
+from slurm_dl.daemon.metrics_http import serve_metrics
 
 
 def ok(request: Request) -> Response:
@@ -271,7 +271,7 @@ def test_the_soft_open_files_limit_is_raised_toward_the_hard_one() -> None:
 OUT_OF_FDS = r"""
 import logging, os, resource, sys
 logging.basicConfig(level=logging.WARNING)
-from slurm_dl.bounded_http import BoundedHTTPServer, Response
+from slurm_dl.daemon.bounded_http import BoundedHTTPServer, Response
 server = BoundedHTTPServer("127.0.0.1", 0, lambda r: Response(200, b"ok"), name="starved")
 hog = []
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))

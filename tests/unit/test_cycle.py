@@ -440,7 +440,7 @@ def test_held_deadline_jobs_keep_no_promise_and_are_tested_again_in_turn_on_rele
     admitted"; cancelling them admitted it. 8 GPUs for 5.5 h hold 44 GPU-hours: a's jobs ask 8
     each, b's 16. While held they owe nothing; released (after a restart of the daemon) each is
     tested again after b's, one after another: three fit, the fourth is told why it does not."""
-    from slurm_dl.explain_view import render_explanation
+    from slurm_dl.explain.view import render_explanation
 
     c = MemoryCluster()
     for i in range(1, 5):
@@ -602,7 +602,7 @@ def test_a_soft_deadline_job_is_boosted_only_near_its_promised_step(config, db):
     assert p.admission.admitted == {1: now + 1800.0, 2: now + 6 * 3600.0, 4: now + 3 * 3600.0}
     sf = {i: c.jobs[i].site_factor for i in (1, 2, 3, 4)}
     assert sf[1] > sf[3] > max(sf[2], sf[4]), sf
-    from slurm_dl.explain_view import factor_words
+    from slurm_dl.explain.view import factor_words
 
     words = {i: factor_words("deadline", p.store.explanation(i)["factors"]["deadline"], p.store.explanation(i))
              for i in (1, 4)}

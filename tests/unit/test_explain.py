@@ -6,7 +6,7 @@ from slurm_dl.cli.config_file import load_config
 import pytest
 
 from slurm_dl.core.explain import explain_job, tier_scores, waiting_reason
-from slurm_dl.explain_view import render_explanation
+from slurm_dl.explain.view import render_explanation
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job, JobState
 from slurm_dl.core.policy import PolicyContext, get_policy

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import slurm_dl.explain_query as q
+import slurm_dl.explain.query as q
 
 
 class Counting:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.explain import explain_job, waiting_reason
-from slurm_dl.explain_view import explain_text, explain_view, one_line, preemption_words
+from slurm_dl.explain.view import explain_text, explain_view, one_line, preemption_words
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job, JobClass, JobState
 from slurm_dl.core.policy import PolicyContext, get_policy
@@ -101,7 +101,7 @@ def test_levers_and_estimate() -> None:
 
 
 def test_earliest_fit_from_running_jobs_time_limits() -> None:
-    from slurm_dl.explain_view import earliest_fit
+    from slurm_dl.explain.view import earliest_fit
 
     releases = [(2, [(500.0, 4), (300.0, 2)]), (0, [(200.0, 8)])]
     assert earliest_fit(2, releases, 100.0) == 100.0  # free now on the first node

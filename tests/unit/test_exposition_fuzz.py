@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from slurm_dl.dlsubmit.gpu import gpu_cell, gpu_status
 from slurm_dl.dlsubmit.status import describe_jobs, print_status
 from slurm_dl.core.config import TelemetryConfig
-from slurm_dl.core.idle import decide, utilisation_entry
+from slurm_dl.core.idle.decide import decide, utilisation_entry
 from slurm_dl.core.model import Job, JobState
-from slurm_dl.idle_notice import action_note, warning_note
+from slurm_dl.core.idle.notice import action_note, warning_note
 from slurm_dl.telemetry import exposition
 from slurm_dl.telemetry.attribution import summarize
 from slurm_dl.telemetry.exposition import (MAX_BYTES, MAX_GPU_INDEX, MAX_JOB_ID, MAX_PROCESSES, MAX_TIME, MAX_WATTS,

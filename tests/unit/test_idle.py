@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 from slurm_dl.core.config import TelemetryConfig
-from slurm_dl.core.idle import Verdict, decide, idle_span
+from slurm_dl.core.idle.decide import Verdict, decide, idle_span
 from slurm_dl.core.model import Job, JobClass, JobState
 from slurm_dl.telemetry.samples import JobGpuSample
 
@@ -117,7 +117,7 @@ def test_cancel_applies_only_to_jobs_that_opted_in_to_preemption() -> None:
     no_requeue = job(9, 1)
     no_requeue.requeue = False  # declared a handler but asked --no-requeue
     assert verdict_of(idle, [no_requeue]).verdict is Verdict.DEPRIORITIZE
-    from slurm_dl.idle_notice import action_note, warning_note
+    from slurm_dl.core.idle.notice import action_note, warning_note
     warned = verdict_of(busy_then_idle(9, 0, 70), [plain])
     assert warned.verdict is Verdict.WARN and not warned.opted_in
     assert warning_note(warned, CFG).endswith("its priority will be lowered")
@@ -148,7 +148,7 @@ def test_decisions_are_deterministic_in_sample_order() -> None:
 
 
 def test_idle_module_is_pure() -> None:
-    src = (Path(__file__).resolve().parents[2] / "slurm_dl" / "core" / "idle.py").read_text()
+    src = (Path(__file__).resolve().parents[2] / "slurm_dl" / "core" / "idle" / "decide.py").read_text()
     imported = {a.name.split(".")[0] for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(ast.parse(src))
                  if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}

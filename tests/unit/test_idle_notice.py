@@ -8,8 +8,8 @@ import pytest
 from slurm_dl.core.config import TelemetryConfig
 from slurm_dl.core.errors import ConfigError
 from slurm_dl.core.config import parse_config
-from slurm_dl.core.idle import IdleDecision, Verdict
-from slurm_dl.idle_notice import COMMENT_MAX_CHARS, action_note, comment_with_note, current_note, strip_note, warning_note
+from slurm_dl.core.idle.decide import IdleDecision, Verdict
+from slurm_dl.core.idle.notice import COMMENT_MAX_CHARS, action_note, comment_with_note, current_note, strip_note, warning_note
 
 
 def test_note_is_appended_and_an_older_one_replaced() -> None:

@@ -22,7 +22,7 @@ from prioritizer.loop import Loop
 from prioritizer.metrics import PrioritizerMetrics
 from slurm_dl.cli.daemon_opts import JsonFormatter, setup_logging
 from slurm_dl.cli.config_file import load_config
-from slurm_dl.metrics_http import MetricsError, serve_metrics
+from slurm_dl.daemon.metrics_http import MetricsError, serve_metrics
 from slurm_dl.store import Store
 
 from test_cycle import MemoryCluster

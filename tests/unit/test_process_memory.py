@@ -9,11 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-from slurm_dl.process_memory import MEMORY_DIR_ENV, growth, main, snapshot_on_signal
+from slurm_dl.daemon.process_memory import MEMORY_DIR_ENV, growth, main, snapshot_on_signal
 
 CHILD = textwrap.dedent("""
     import os, signal, time
-    from slurm_dl.process_memory import snapshot_on_signal
+    from slurm_dl.daemon.process_memory import snapshot_on_signal
     print(snapshot_on_signal("daemon"), flush=True)
     os.kill(os.getpid(), signal.SIGUSR1)
     def grow():

@@ -12,7 +12,7 @@ from slurm_dl.core.config import SharingConfig, SharingGroup
 from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.explain import utilisation_lines
 from slurm_dl.core.share_hint import RunUse, share_hint, small_run
-from slurm_dl.idle_notice import share_tip
+from slurm_dl.core.idle.notice import share_tip
 from slurm_dl.slurm.gpu_alloc import GpuAllocation
 from slurm_dl.store import Store
 from slurm_dl.telemetry import exposition

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_dl.core.config import TelemetryConfig
-from slurm_dl.core.idle import Verdict
+from slurm_dl.core.idle.decide import Verdict
 from slurm_dl.core.model import Job, JobClass
 from slurm_dl.sim.idle_replay import apply_outcomes, counts, judge, judge_all, what_if
 from slurm_dl.sim.ranking.ranker import make_ranker

@@ -10,7 +10,7 @@ import pytest
 
 from prioritizer import Prioritizer
 from slurm_dl.cli.config_file import load_config
-from slurm_dl.explain_view import render_explanation
+from slurm_dl.explain.view import render_explanation
 from slurm_dl.slurm.gpu_alloc import GpuAllocation
 from slurm_dl.store import Store
 from slurm_dl.telemetry import exposition

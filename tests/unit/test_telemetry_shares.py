@@ -11,7 +11,7 @@ import pytest
 
 from slurm_dl.dlsubmit.gpu import gpu_cell, gpu_status
 from slurm_dl.core.explain import utilisation_lines
-from slurm_dl.core.idle import utilisation_entry
+from slurm_dl.core.idle.decide import utilisation_entry
 from slurm_dl.core.model import Job
 from slurm_dl.slurm.gpu_alloc import GpuAllocation, gpu_allocations, parse_idx, parse_shards
 from slurm_dl.telemetry import exposition

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from slurm_dl.core.config import TelemetryConfig
-from slurm_dl.core.idle import carried_idle_since, decide
+from slurm_dl.core.idle.decide import carried_idle_since, decide
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job, JobState
 from slurm_dl.store import CycleWrite, Store

@@ -15,7 +15,7 @@ from slurm_dl.dlsubmit.status import (event_text, log_display, status_table, tas
                                       why_line)
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job, JobState
-from slurm_dl.explain_view import explain_text, explain_view, people_text
+from slurm_dl.explain.view import explain_text, explain_view, people_text
 
 from test_explain_view import _queue
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 import time
 
-from .core.config import TelemetryConfig
-from .core.idle import IdleDecision, Verdict
+from ..config import TelemetryConfig
+from .decide import IdleDecision, Verdict
 
 COMMENT_MAX_CHARS = 1024
 """Slurm 22.05 refuses a job comment over 1024 bytes (checked on the testbed: 1025 gives "… too long")."""

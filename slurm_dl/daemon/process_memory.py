@@ -9,7 +9,7 @@ SQLite's counter needs the shared library), so callers need no platform checks.
 Where Python's objects come from: a daemon started with ``PYTHONTRACEMALLOC=N`` (Python then
 records where each block was allocated, N frames deep, at some cost in speed and memory) and
 ``SLURM_DL_MEMORY_DIR=DIR`` writes a snapshot of its allocations to DIR on each ``SIGUSR1``
-(:func:`snapshot_on_signal`); ``python -m slurm_dl.process_memory OLD NEW`` lists where the
+(:func:`snapshot_on_signal`); ``python -m slurm_dl.daemon.process_memory OLD NEW`` lists where the
 blocks grew between two of them.
 """
 
@@ -134,7 +134,7 @@ def growth(old: str | Path, new: str | Path, top: int = 15) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m slurm_dl.process_memory OLD.tracemalloc NEW.tracemalloc", file=sys.stderr)
+        print("usage: python -m slurm_dl.daemon.process_memory OLD.tracemalloc NEW.tracemalloc", file=sys.stderr)
         return 2
     try:
         print("\n".join(growth(*args)))

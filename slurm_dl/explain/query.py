@@ -64,7 +64,7 @@ def explanation(cfg, job_id: int, *, db: str | None = None, via_prioritizer: boo
             if stores is not None:
                 stores[where] = store
         return payload(gather(store, job_id), cfg.policy.fairshare.half_life_hours, live=live)
-    from slurm_dl.explain_client import NotKnown, ask
+    from slurm_dl.explain.client import NotKnown, ask
 
     pc = cfg.prioritizer
     try:
@@ -107,7 +107,7 @@ def payload(g: Gathered, half_life_hours: float, live: bool = True) -> dict[str,
     ``state: GONE`` for a job that no longer waits or runs."""
     if g.expl is None or "factors" not in g.expl:
         return {"job_id": g.job_id, "state": "GONE", "decisions": g.decisions, "preemptions": g.preemptions}
-    from slurm_dl.explain_view import explain_view
+    from slurm_dl.explain.view import explain_view
 
     estimate, free, releases, live_note = (live_facts(g.job_id, g.expl) if live
                                            else (None, None, None, "not asked (--no-live)"))
@@ -125,7 +125,7 @@ def render_text(doc: dict[str, Any], detail: bool = False) -> str:
         if detail:
             lines += [f"  {d['kind']}: {d['reason']}" for d in doc.get("decisions", [])]
         return "\n".join(lines)
-    from slurm_dl.explain_view import explain_text, people_text
+    from slurm_dl.explain.view import explain_text, people_text
 
     text = explain_text(doc, doc.get("decisions", [])) if detail else people_text(doc)
     if doc.get("live", "ok") != "ok":

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from .bounded_http import BoundedHTTPServer, Request, Response
-from .core.errors import SlurmDLError
+from ..core.errors import SlurmDLError
 
 PATHS = ("/metrics", "/")
 

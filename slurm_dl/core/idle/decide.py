@@ -24,10 +24,10 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from .config import TelemetryConfig
-from .model import Job, JobClass
-from .preemption import RESUME_NEVER, resume_kind
-from .samples import JobGpuSample
+from ..config import TelemetryConfig
+from ..model import Job, JobClass
+from ..preemption import RESUME_NEVER, resume_kind
+from ..samples import JobGpuSample
 
 
 class Verdict(str, enum.Enum):

@@ -16,8 +16,8 @@ import textwrap
 import time
 from typing import Any, Iterable, Mapping
 
-from .core.explain import utilisation_lines
-from .core.fairness import yielded_to
+from ..core.explain import utilisation_lines
+from ..core.fairness import yielded_to
 
 WIDTH = 80
 _STEP_WORDS = {"submit": "submit time", "job_id": "job id, as both came in the same second"}
@@ -456,7 +456,7 @@ def people_text(view: Mapping[str, Any]) -> str:
     if view.get("gpu_types"):
         say("GPU type:", view["gpu_types"])
     if view.get("gpu_utilisation"):
-        from .core.explain import utilisation_lines
+        from ..core.explain import utilisation_lines
 
         for line in utilisation_lines(view["gpu_utilisation"]):
             out.extend(_fit(line))
