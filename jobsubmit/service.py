@@ -365,13 +365,12 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
     """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config.
     ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port)."""
     from slurm_dl.daemon.sd_notify import notify
-    from slurm_dl.slurm import CliBackend
-
+    from slurm_dl.slurm import get_backend
     from slurm_dl.slurm.accounts import slurm_associations
 
     # one reader for the background thread: its memo keeps the queue's lines, the switch tree
     # is read at most once a minute
-    slurm = CliBackend(topology_ttl_s=60.0)
+    slurm = get_backend("cli", topology_ttl_s=60.0)
     service = FilterService(config_path, fetch=slurm.jobs, topology_fetch=slurm.topology,
                             associations_fetch=lambda: slurm_associations().pairs)
     path = Path(socket_path or service.config.filter.socket)

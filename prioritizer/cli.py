@@ -38,14 +38,14 @@ TOPOLOGY_TTL_S = 60.0
 def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = False):
     from prioritizer import Prioritizer
     from slurm_dl.cli.config_file import load_config
-    from slurm_dl.slurm import CliBackend
+    from slurm_dl.slurm import get_backend
     from slurm_dl.store import Store
 
     cfg = load_config(config_path(config))
     # a database at another schema, an empty one (a wrong URL?) without init, stop here with the fix
     store = Store(database_url(cfg, db), create=init)
-    backend = CliBackend(topology_ttl_s=TOPOLOGY_TTL_S)
-    backend.dialect()  # an unsupported Slurm release stops here, before any cycle
+    backend = get_backend("cli", topology_ttl_s=TOPOLOGY_TTL_S)
+    backend.slurm_release()  # an unsupported Slurm release stops here, before any cycle
     return Prioritizer(cfg, backend, store, dry_run=dry_run)
 
 
@@ -166,13 +166,13 @@ def reset(
     """
     from prioritizer.reset import reset_site_factors
     from slurm_dl.cli.config_file import load_config
-    from slurm_dl.slurm import CliBackend
+    from slurm_dl.slurm import get_backend
     from slurm_dl.store import Store
 
     with expected_errors():
         cfg = load_config(config_path(config))
         store = Store(database_url(cfg, db), create=False)  # an empty or missing one is named, not made
-        report = reset_site_factors(CliBackend(), store, all_pending=all_pending, dry_run=dry_run)
+        report = reset_site_factors(get_backend(), store, all_pending=all_pending, dry_run=dry_run)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
     else:

@@ -14,7 +14,7 @@ from collections import Counter
 from itertools import repeat
 from operator import attrgetter, is_, neg
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.errors import SlurmError, StoreError
@@ -29,6 +29,7 @@ from slurm_dl.core.policy.base import PriorityPolicy, in_order_of, rank_scores
 from slurm_dl.core.policy.admission import DeadlineAdmission, demotion_message, held_message
 from slurm_dl.core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, admit_deadlines
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
+from slurm_dl.slurm.protocol import SlurmBackend
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 
 from . import preempt
@@ -58,16 +59,6 @@ def _soon_eligible(job: Job, now: float) -> bool:
     ``cred_expire``): steered now, it starts on the right type when it may."""
     return (job.pending and job.state_reason == "BeginTime" and job.eligible_time is not None
             and job.eligible_time <= now + 60.0)
-
-
-class CycleBackend(Protocol):
-    def snapshot(self) -> ClusterSnapshot: ...
-    def set_site_factor(self, values: dict[int, int]) -> Any: ...
-    def signal_batch(self, job_id: int, signal: str) -> Any: ...
-    def signal_steps(self, job_id: int, signal: str) -> Any: ...
-    def requeue(self, job_id: int) -> Any: ...
-    def set_partition(self, job_id: int, partition: str) -> Any: ...
-    def set_features(self, job_id: int, features: str) -> Any: ...
 
 
 @dataclass(slots=True)
@@ -114,7 +105,7 @@ class CycleReport:
 class Prioritizer:
     """Holds the ledger between cycles; everything durable lives in the store."""
 
-    def __init__(self, config: SiteConfig, backend: CycleBackend, store: Store, *, dry_run: bool = False,
+    def __init__(self, config: SiteConfig, backend: SlurmBackend, store: Store, *, dry_run: bool = False,
                  planner=plan_intents) -> None:
         self.config = config
         self.backend = backend
@@ -223,7 +214,7 @@ class Prioritizer:
         t0 = time.perf_counter()
         self._changes.undo()  # the last cycle's own changes to its jobs (see CycleChanges)
         ledger = self._load()
-        waited = getattr(self.backend, "call_s", None)  # a backend that counts its waits on Slurm
+        waited = getattr(self.backend, "call_s", None)  # a test double may not count its waits on Slurm
         t_call = time.perf_counter()
         snap = self.backend.snapshot()
         t_snap = time.perf_counter()

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 from .cli_backend import CliBackend
 from .parse import parse_gpu_request, parse_partitions, parse_sinfo_json, parse_squeue_json, parse_topology
@@ -17,15 +17,16 @@ from .runner import classify_failure, run_slurm
 BACKENDS = ("cli", "pyslurm")
 
 
-def get_backend(name: str = "cli", env: Mapping[str, str] | None = None) -> SlurmBackend:
-    """A backend by name: ``cli`` (default) or ``pyslurm`` (optional extra, imported lazily)."""
+def get_backend(name: str = "cli", env: Mapping[str, str] | None = None, **options: Any) -> SlurmBackend:
+    """A backend by name: ``cli`` (default) or ``pyslurm`` (optional extra, imported lazily).
+    ``options``: the CLI reader's (``timeout``, ``topology_ttl_s``; pyslurm's CLI half takes them)."""
     key = name.strip().lower()
     if key == "cli":
-        return CliBackend(env)
+        return CliBackend(env, **options)
     if key == "pyslurm":
         from .pyslurm_backend import PyslurmBackend
 
-        return PyslurmBackend(env)
+        return PyslurmBackend(env, **options)
     raise ValueError(f"unknown Slurm backend {name!r}; allowed: {', '.join(BACKENDS)}")
 
 

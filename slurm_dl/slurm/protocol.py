@@ -12,6 +12,7 @@ from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ..core.jobid import JobRef
 from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
+from .gpu_alloc import GpuAllocation
 
 # Longest job id list one ``scontrol update jobid=…`` call carries (ARG_MAX is far above this).
 SITE_FACTOR_CHUNK = 2000
@@ -71,6 +72,13 @@ class SlurmBackend(Protocol):
     """Read and write a Slurm cluster. Times are Unix epoch seconds."""
 
     name: str
+    call_s: float
+    """Wall seconds spent waiting on Slurm so far (the prioritizer backs off when a cycle's share
+    grows)."""
+
+    def slurm_release(self) -> str:
+        """The release of the Slurm clients (``22.05``); an unsupported one is a SlurmError."""
+        ...
 
     # -- reading --------------------------------------------------------------------------
     def jobs(self, states: Iterable[JobState] | None = None) -> list[Job]:
@@ -87,6 +95,10 @@ class SlurmBackend(Protocol):
 
     def site_factors(self) -> dict[int, int]:
         """SiteFactor of jobs Slurm is prioritising now (eligible pending jobs)."""
+        ...
+
+    def gpu_allocations(self, node: str | None = None) -> list[GpuAllocation]:
+        """GPU indices Slurm assigned to each running job (on ``node`` only, when given)."""
         ...
 
     def snapshot(self, now: float | None = None) -> ClusterSnapshot:
@@ -129,6 +141,10 @@ class SlurmBackend(Protocol):
 
     def set_features(self, job_id: int, features: str) -> None:
         """Set a pending job's ``--constraint`` (``h100``): steering it to a GPU type."""
+        ...
+
+    def set_nodes(self, job_id: int, nodes: str) -> None:
+        """A pending job's required nodes (empty: any again): steering a shard job to a GPU."""
         ...
 
     def job_end(self, job_id: int) -> JobEnd:

@@ -25,6 +25,7 @@ from ..core.errors import (JobBusyError, JobNotFoundError, JobPendingError, Slur
 from ..core.jobid import JobRef
 from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 from .cli_backend import CliBackend, with_node_gpu_types, with_site_factors
+from .gpu_alloc import GpuAllocation
 from .parse import job_from_squeue
 from .protocol import JobEnd, SiteFactorResult, group_by_value
 
@@ -190,9 +191,11 @@ def job_record_from_pyslurm(job: Any) -> dict[str, Any]:
 class PyslurmBackend:
     name = "pyslurm"
 
-    def __init__(self, env: Mapping[str, str] | None = None):
+    def __init__(self, env: Mapping[str, str] | None = None, **cli_options: Any):
+        """``cli_options``: of the CLI backend that reads what pyslurm does not (CliBackend's
+        keywords: ``timeout``, ``topology_ttl_s``)."""
         self._pyslurm = _import_pyslurm(env)
-        self._cli = CliBackend(env)
+        self._cli = CliBackend(env, **cli_options)
         conf = str(reachable_slurm_conf(env))
         if _LOADED_CONF is not None and _LOADED_CONF != conf:
             # libslurm reads one slurm.conf per process; re-initialising it crashes 24.11.
@@ -246,6 +249,16 @@ class PyslurmBackend:
                 job.num_gpus, job.gpus_per_node, job.gpu_type = seen.num_gpus, seen.gpus_per_node, seen.gpu_type
                 job.num_nodes = job.num_nodes or seen.num_nodes
         return jobs
+
+    @property
+    def call_s(self) -> float:
+        return self._cli.call_s  # the waits on Slurm's commands; libslurm's calls are not counted
+
+    def slurm_release(self) -> str:
+        return self._cli.slurm_release()
+
+    def gpu_allocations(self, node: str | None = None) -> list[GpuAllocation]:
+        return self._cli.gpu_allocations(node)
 
     def nodes(self, topology: Topology | None = None) -> list[Node]:
         return self._cli.nodes(topology)
@@ -313,6 +326,9 @@ class PyslurmBackend:
 
     def set_features(self, job_id: int, features: str) -> None:
         self._cli.set_features(job_id, features)
+
+    def set_nodes(self, job_id: int, nodes: str) -> None:
+        self._cli.set_nodes(job_id, nodes)
 
     def job_end(self, job_id: int) -> JobEnd:
         return self._cli.job_end(job_id)  # the exit signal and end time as scontrol prints them
