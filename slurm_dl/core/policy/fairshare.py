@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+from ..config import FairShareConfig
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
 
@@ -30,10 +31,10 @@ class FairSharePolicy(PriorityPolicy):
         half_life_hours: float | None = None,
         default_share: float | None = None,
     ) -> None:
-        fs = config.policy.fairshare if config is not None else None
-        self.shares = dict(shares if shares is not None else (fs.shares if fs else {}))
-        self.half_life_s = 3600.0 * float(half_life_hours if half_life_hours is not None else (fs.half_life_hours if fs else 168.0))
-        self.default_share = float(default_share if default_share is not None else (fs.default_share if fs else 1.0))
+        fs = config.policy.fairshare if config is not None else FairShareConfig()  # the one default
+        self.shares = dict(shares if shares is not None else fs.shares)
+        self.half_life_s = 3600.0 * float(half_life_hours if half_life_hours is not None else fs.half_life_hours)
+        self.default_share = float(default_share if default_share is not None else fs.default_share)
         if not self.half_life_s > 0 or not self.default_share > 0 or any(not s > 0 for s in self.shares.values()):
             raise ValueError("fairshare: half-life, default_share and every share must be positive")
         self.config = config
