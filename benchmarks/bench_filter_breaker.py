@@ -109,7 +109,6 @@ def main() -> None:
         up.start()
         time.sleep(0.3)
         healthy, wall0, _ = burst()  # reference: the same burst with the service answering
-        n0 = len(stalls)
         longest0 = max(stalls)
         os.kill(svc.pid, signal.SIGSTOP)
         time.sleep(0.3)

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from bench_sim_policies import traces_dir  # noqa: E402 - where the traces are
 

@@ -99,6 +99,8 @@ def main() -> int:
         t0 = time.monotonic()
         again = run([*SLURM_DL, "testbed", "up", "--dir", str(tb)], base)
         results["testbed_up_again_s"] = round(time.monotonic() - t0, 2)
+        if again.returncode != 0:
+            return 1
         from slurm_dl.testbed import roots
         from slurm_dl.testbed.releases import release_for
         rel = release_for(args.slurm)

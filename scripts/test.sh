@@ -11,6 +11,10 @@ cd "$REPO"
 bash scripts/setup.sh --accounting
 . .venv/bin/activate
 
+# the formatter and the linter first (seconds): a tree they reject fails before the slow part
+ruff format --check --quiet . || { echo "test: ruff format would change the files above; run: ruff format ." >&2; exit 1; }
+ruff check --quiet . || { echo "test: ruff check found the problems above" >&2; exit 1; }
+
 set +e
 python -m pytest "$@"   # no paths given: pyproject testpaths = tests/
 rc=$?

@@ -112,7 +112,10 @@ def _tune(trace, fmt, param, config, policy, objective, constraint, split, trial
     run = _Runner(trace, policy, params, base, base_dir, dict(nodes=nodes, gpus_per_node=gpus_per_node,
                   cluster_per_vc=cluster_per_vc, preempt_cost=preempt_cost, no_fairness=no_fairness),
                   workers, via)
-    say = (lambda m: typer.echo(m, err=True))
+
+    def say(m: str) -> None:
+        typer.echo(m, err=True)
+
     say(f"{len(jobs)} jobs: tuning on {n_in} (before {_when(cut)}), judging on {n_out}; "
         f"{len(points)} candidate{'s' if len(points) != 1 else ''}")
     current = T.Point((), CURRENT, {})

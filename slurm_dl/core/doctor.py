@@ -207,7 +207,7 @@ def _socket(f: Facts, add) -> None:
                     "systemctl start slurm-dl-filter (or: slurm-dl filter serve)"))
         return
     if f.socket_kind != "socket":
-        add(Finding("filter socket", "fail", f"{what} is not a socket", f"remove it and restart the filter service"))
+        add(Finding("filter socket", "fail", f"{what} is not a socket", "remove it and restart the filter service"))
         return
     problems = []
     if f.socket_mode is not None and f.socket_mode & 0o077:

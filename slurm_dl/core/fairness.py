@@ -54,7 +54,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Hashable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Hashable, Mapping, Sequence
 
 from .model import Job
 from .preemption import RESUME_NEVER, resume_kind

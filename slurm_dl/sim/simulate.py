@@ -22,7 +22,8 @@ from typing import Callable, Sequence
 from ..core.model import Job
 from .engine.loop import ClusterResult, ClusterSpec, fewest_nodes, run_cluster
 from .engine.fleet import NodeGroupSpec
-from .engine.typed import TypeSetup, accepted_types
+from .engine.typed import TypeSetup
+from .engine.typed_jobs import accepted_types
 from .reports.metrics import add_fairness, summarize
 from .ranking.ranker import Ranker
 from .engine.state import Dispatch, PreemptionCost

@@ -131,7 +131,10 @@ def test_forged_agent_files_do_not_get_a_running_job_warned_or_cancelled(testbed
 
     def forge(at: float) -> None:
         gpus = [g for a in agents.allocs for g in a.gpus]
-        idle = lambda n: exposition.render([JobGpuSample(job_id, n, g, 0.0, 0, 60.0, 0, at) for g in gpus])
+
+        def idle(n: str) -> str:
+            return exposition.render([JobGpuSample(job_id, n, g, 0.0, 0, 60.0, 0, at) for g in gpus])
+
         # a node the job is not on, and a file not named for the node it names (both 0644)
         for name, n in (("gpu99", "gpu99"), ("zz-forged", node)):
             (d / f"{name}.prom").write_text(idle(n))

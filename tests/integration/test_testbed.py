@@ -9,12 +9,11 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from slurm_dl.core import errors
-from slurm_dl.testbed import Testbed, job_fields, submit, wait_for_job_state
+from slurm_dl.testbed import Testbed, submit, wait_for_job_state
 from slurm_dl.testbed import process
 from slurm_dl.testbed.client import node_states
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_dl.core.model import Job, JobState
-from slurm_dl.core.policy import PolicyContext, get_policy
+from slurm_dl.core.policy import PolicyContext
 from slurm_dl.core.policy.admission import DeadlineAdmission, demand_fits, demotion_message
 from slurm_dl.core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, DeadlinePolicy
 from slurm_dl.sim.ranking.ranker import make_ranker

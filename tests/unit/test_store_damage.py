@@ -14,7 +14,6 @@ from prioritizer import Prioritizer
 from prioritizer.loop import Loop
 from slurm_dl.cli.doctor_cmd import _database
 from slurm_dl.cli.config_file import load_config
-from slurm_dl.core.errors import StoreError
 from slurm_dl.core.doctor import Facts, diagnose, stale_after
 from slurm_dl.store import Store
 from test_cycle import MemoryCluster

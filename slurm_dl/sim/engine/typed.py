@@ -31,7 +31,7 @@ from ...core.steering import DECLINE, comparative_order
 from ...core.throughput import ThroughputModel
 from .fleet import NodeGroupSpec
 from .placement import Allocation, place_consolidated
-from .typed_jobs import accepted_types, job_rates
+from .typed_jobs import job_rates
 
 CHOICES = ("blind", "fastest", "aware")
 

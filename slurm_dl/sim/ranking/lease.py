@@ -123,7 +123,6 @@ class LeaseRanking:
         ``ranked``: per account, its running jobs in that order (kept by the book);
         ``may_yield``: the book's kept answer of which of them may yield now; ``node_sizes``:
         each node's GPUs where they differ (node groups)."""
-        pol = self.policy
         settings = self.lease_settings()
         within = self._within
         level = None
