@@ -38,9 +38,24 @@ from slurm_dl.sim.simulate import SimSetup, simulate
 from slurm_dl.sim.engine.state import PreemptionCost
 from slurm_dl.sim.workloads.traces import parse_time, read_cluster_sizes, read_trace
 
-KEYS = ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "preemptions",
-        "preemptions_per_job", "deadline_miss_rate", "best_effort_avg_jct_s", "max_rho", "jain_rho",
-        "utility_earned", "utility_max", "utility_fraction", "value_earned")
+KEYS = (
+    "avg_jct_s",
+    "median_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "makespan_s",
+    "utilization",
+    "preemptions",
+    "preemptions_per_job",
+    "deadline_miss_rate",
+    "best_effort_avg_jct_s",
+    "max_rho",
+    "jain_rho",
+    "utility_earned",
+    "utility_max",
+    "utility_fraction",
+    "value_earned",
+)
 
 
 def brief(s: dict) -> dict:
@@ -48,8 +63,12 @@ def brief(s: dict) -> dict:
     rhos = {a: r for a, r in (s.get("per_account") or {}).items() if r.get("rho") is not None}
     if rhos:  # who the worst rho is: a few short jobs of a small account weigh as much as any
         a, r = max(rhos.items(), key=lambda x: x[1]["rho"])
-        out["worst_rho_account"] = {"account": a, "jobs": r["jobs"], "avg_jct_s": round(r["avg_jct_s"], 1),
-                                    "isolated_avg_jct_s": round(r["isolated_avg_jct_s"], 1)}
+        out["worst_rho_account"] = {
+            "account": a,
+            "jobs": r["jobs"],
+            "avg_jct_s": round(r["avg_jct_s"], 1),
+            "isolated_avg_jct_s": round(r["isolated_avg_jct_s"], 1),
+        }
     return out
 
 
@@ -64,75 +83,151 @@ def run(jobs, name, setup, **kw) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--traces", default=os.environ.get("SLURM_DL_TRACES")
-                    or str(Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"))
-    ap.add_argument("--part", action="append", choices=["fidelity", "quality", "chronus", "fairness", "history"])
+    ap.add_argument(
+        "--traces",
+        default=os.environ.get("SLURM_DL_TRACES")
+        or str(Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"),
+    )
+    ap.add_argument(
+        "--part", action="append", choices=["fidelity", "quality", "chronus", "fairness", "history"]
+    )
     ap.add_argument("--las-thresholds", default="100000,3000000")
     ap.add_argument("--chronus-nodes", type=int, default=16)
     ap.add_argument("--deadline-boost", type=float, default=3600.0)
-    ap.add_argument("--admission-share", type=float, default=None,
-                    help="--part chronus: part of the cluster admitted deadlines may promise (default: the config's)")
-    ap.add_argument("--chronus-traces", default="SLO,MIX1", help="--part chronus: which Chronus traces")
-    ap.add_argument("--history-chronus-jobs", type=int, default=3000,
-                    help="--part history: the first N jobs of MIX1 and SLO (QSSF on all of it is very slow)")
-    ap.add_argument("--history-traces", default="philly,mix1,slo",
-                    help="--part history: which of philly, mix1, slo (comma-separated)")
-    ap.add_argument("--fairness-nodes", type=int, action="append", default=None,
-                    help="shared cluster size for --part fairness, repeatable (default: the quarter VC sizes "
-                         "summed, 88)")
-    ap.add_argument("--philly-end", default="2017-12-01",
-                    help="end of the Philly window (submit times before this day; a shorter window is a quick check)")
-    ap.add_argument("--lease", type=float, default=None,
-                    help="--part fairness: fairshare's lease in seconds (default: the config default)")
-    ap.add_argument("--fairness-policies", default="fairshare,fairshare-queue,las,srtf",
-                    help="--part fairness: the policies to run (comma-separated)")
+    ap.add_argument(
+        "--admission-share",
+        type=float,
+        default=None,
+        help="--part chronus: part of the cluster admitted deadlines may promise (default: the config's)",
+    )
+    ap.add_argument(
+        "--chronus-traces", default="SLO,MIX1", help="--part chronus: which Chronus traces"
+    )
+    ap.add_argument(
+        "--history-chronus-jobs",
+        type=int,
+        default=3000,
+        help="--part history: the first N jobs of MIX1 and SLO (QSSF on all of it is very slow)",
+    )
+    ap.add_argument(
+        "--history-traces",
+        default="philly,mix1,slo",
+        help="--part history: which of philly, mix1, slo (comma-separated)",
+    )
+    ap.add_argument(
+        "--fairness-nodes",
+        type=int,
+        action="append",
+        default=None,
+        help="shared cluster size for --part fairness, repeatable (default: the quarter VC sizes "
+        "summed, 88)",
+    )
+    ap.add_argument(
+        "--philly-end",
+        default="2017-12-01",
+        help="end of the Philly window (submit times before this day; a shorter window is a quick check)",
+    )
+    ap.add_argument(
+        "--lease",
+        type=float,
+        default=None,
+        help="--part fairness: fairshare's lease in seconds (default: the config default)",
+    )
+    ap.add_argument(
+        "--fairness-policies",
+        default="fairshare,fairshare-queue,las,srtf",
+        help="--part fairness: the policies to run (comma-separated)",
+    )
     a = ap.parse_args()
     parts = a.part or ["fidelity", "quality", "chronus", "fairness", "history"]
     T = Path(a.traces)
     thr = [float(x) for x in a.las_thresholds.split(",")]
     out: dict = {"las_thresholds_gpu_s": thr}
-    philly = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time(a.philly_end))
+    philly = read_trace(
+        T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time(a.philly_end)
+    )
     quarter = read_cluster_sizes(T / "philly" / "vc_sizes_quarter.csv")
     if "fidelity" in parts:
         fid = {}
         for sizes in ("vc_sizes.csv", "vc_sizes_quarter.csv"):
-            setup = SimSetup(cluster_sizes=read_cluster_sizes(T / "philly" / sizes), cost=PreemptionCost.parse("helios"))
+            setup = SimSetup(
+                cluster_sizes=read_cluster_sizes(T / "philly" / sizes),
+                cost=PreemptionCost.parse("helios"),
+            )
             fid[sizes] = {p: run(philly, p, setup) for p in ("fifo", "sjf", "srtf")}
         out["fidelity"] = fid
     if "quality" in parts:
         setup = SimSetup(cluster_sizes=quarter, cost=PreemptionCost(60.0))
         prior = load_prior(T / "tiresias" / "yarn-gput1000.csv")
         q = {
-            "srtf": run(philly, "srtf", setup), "fifo": run(philly, "fifo", setup),
-            "fifo-backfill": run(philly, "fifo-backfill", setup), "las-tiresias": run(philly, "las-tiresias", setup),
-            "las": run(philly, "las", setup, las_thresholds=thr), "gittins": run(philly, "gittins", setup, prior=prior),
+            "srtf": run(philly, "srtf", setup),
+            "fifo": run(philly, "fifo", setup),
+            "fifo-backfill": run(philly, "fifo-backfill", setup),
+            "las-tiresias": run(philly, "las-tiresias", setup),
+            "las": run(philly, "las", setup, las_thresholds=thr),
+            "gittins": run(philly, "gittins", setup, prior=prior),
         }
         best = min(("las", "gittins"), key=lambda k: q[k]["avg_jct_s"])
         b = q[best]["avg_jct_s"]
-        q["ratios"] = {"best": best, **{f"vs_{k}": round(b / q[k]["avg_jct_s"], 3)
-                                        for k in ("srtf", "fifo", "las-tiresias", "fifo-backfill")}}
+        q["ratios"] = {
+            "best": best,
+            **{
+                f"vs_{k}": round(b / q[k]["avg_jct_s"], 3)
+                for k in ("srtf", "fifo", "las-tiresias", "fifo-backfill")
+            },
+        }
         out["quality"] = q
     if "chronus" in parts:
         ch = {}
-        setup = SimSetup(nodes=a.chronus_nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
+        setup = SimSetup(
+            nodes=a.chronus_nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False
+        )
         for name in a.chronus_traces.split(","):
             jobs = read_trace(T / "chronus" / f"trace_job_Philly_{name}.csv", "chronus")
             las = run(jobs, "las", setup, las_thresholds=thr)
-            dl = run(jobs, "deadline-las", setup, las_thresholds=thr, boost_s=a.deadline_boost, admission=False)
-            adm = run(jobs, "deadline-las", setup, las_thresholds=thr, boost_s=a.deadline_boost, admission=True,
-                      admission_share=a.admission_share)
-            r = {"las": las, "deadline-las": dl, "deadline-las+admission": adm, "nodes": a.chronus_nodes,
-                 "admission_share": a.admission_share}
+            dl = run(
+                jobs,
+                "deadline-las",
+                setup,
+                las_thresholds=thr,
+                boost_s=a.deadline_boost,
+                admission=False,
+            )
+            adm = run(
+                jobs,
+                "deadline-las",
+                setup,
+                las_thresholds=thr,
+                boost_s=a.deadline_boost,
+                admission=True,
+                admission_share=a.admission_share,
+            )
+            r = {
+                "las": las,
+                "deadline-las": dl,
+                "deadline-las+admission": adm,
+                "nodes": a.chronus_nodes,
+                "admission_share": a.admission_share,
+            }
             for k in ("deadline-las", "deadline-las+admission"):
                 v = r[k]
-                row = {"miss_rate_cut": round(las["deadline_miss_rate"] / max(v["deadline_miss_rate"], 1e-9), 2)}
+                row = {
+                    "miss_rate_cut": round(
+                        las["deadline_miss_rate"] / max(v["deadline_miss_rate"], 1e-9), 2
+                    )
+                }
                 if "best_effort_avg_jct_s" in las:
-                    row["best_effort_jct_ratio"] = round(v["best_effort_avg_jct_s"] / las["best_effort_avg_jct_s"], 3)
+                    row["best_effort_jct_ratio"] = round(
+                        v["best_effort_avg_jct_s"] / las["best_effort_avg_jct_s"], 3
+                    )
                 r[f"{k} vs las"] = row
-                print(f"  {name} {k}: misses {las['deadline_miss_rate']:.2%} (las) -> {v['deadline_miss_rate']:.2%}"
-                      f" = {row['miss_rate_cut']}x fewer; best-effort JCT {row.get('best_effort_jct_ratio')}x las; "
-                      f"utility {v.get('utility_earned', 0):g} of {v.get('utility_max', 0):g} "
-                      f"(las {las.get('utility_earned', 0):g})", file=sys.stderr)
+                print(
+                    f"  {name} {k}: misses {las['deadline_miss_rate']:.2%} (las) -> {v['deadline_miss_rate']:.2%}"
+                    f" = {row['miss_rate_cut']}x fewer; best-effort JCT {row.get('best_effort_jct_ratio')}x las; "
+                    f"utility {v.get('utility_earned', 0):g} of {v.get('utility_max', 0):g} "
+                    f"(las {las.get('utility_earned', 0):g})",
+                    file=sys.stderr,
+                )
             ch[name] = r
         out["chronus"] = ch
     if "fairness" in parts:
@@ -146,11 +241,20 @@ def main() -> int:
                     kw["lease_s"] = a.lease
                 r[p] = run(philly, p, setup, **kw)
             if "las" in r:
-                r["jct_vs_las"] = {p: round(r[p]["avg_jct_s"] / r["las"]["avg_jct_s"], 3)
-                                   for p in r if isinstance(r[p], dict) and "avg_jct_s" in r[p]}
-            print(f"  fairness {nodes} nodes: " + "; ".join(
-                f"{p} max_rho {v['max_rho']:.2f} jct {v['avg_jct_s']:.0f} preempt/job {v['preemptions_per_job']:.3f}"
-                for p, v in r.items() if isinstance(v, dict) and "max_rho" in v), file=sys.stderr)
+                r["jct_vs_las"] = {
+                    p: round(r[p]["avg_jct_s"] / r["las"]["avg_jct_s"], 3)
+                    for p in r
+                    if isinstance(r[p], dict) and "avg_jct_s" in r[p]
+                }
+            print(
+                f"  fairness {nodes} nodes: "
+                + "; ".join(
+                    f"{p} max_rho {v['max_rho']:.2f} jct {v['avg_jct_s']:.0f} preempt/job {v['preemptions_per_job']:.3f}"
+                    for p, v in r.items()
+                    if isinstance(v, dict) and "max_rho" in v
+                ),
+                file=sys.stderr,
+            )
             fair[str(nodes)] = r
         out["fairness"] = fair
     if "history" in parts:
@@ -168,22 +272,38 @@ def main() -> int:
             return r
 
         d = LasConfig()
-        las_d = {"thresholds_gpu_s": list(d.thresholds_gpu_s), "service": d.service,
-                 "starvation_factor": d.starvation_factor}
+        las_d = {
+            "thresholds_gpu_s": list(d.thresholds_gpu_s),
+            "service": d.service,
+            "starvation_factor": d.starvation_factor,
+        }
         out["history"] = {}
         if "philly" in a.history_traces.split(","):
             setup = SimSetup(cluster_sizes=quarter, cost=PreemptionCost(60.0))
             prior = load_prior(T / "tiresias" / "yarn-gput1000.csv")
-            h = {"srtf": run(philly, "srtf", setup), "las_100k_3M": run(philly, "las", setup, las_thresholds=[1e5, 3e6]),
-                 "las": cfg_run(philly, "las", setup, **las_d),
-                 "gittins": cfg_run(philly, "gittins", setup, prior_samples=prior),
-                 "gittins_no_history": cfg_run(philly, "gittins", setup, prior_samples=prior, history_keys="none"),
-                 "qssf": cfg_run(philly, "qssf", setup)}
+            h = {
+                "srtf": run(philly, "srtf", setup),
+                "las_100k_3M": run(philly, "las", setup, las_thresholds=[1e5, 3e6]),
+                "las": cfg_run(philly, "las", setup, **las_d),
+                "gittins": cfg_run(philly, "gittins", setup, prior_samples=prior),
+                "gittins_no_history": cfg_run(
+                    philly, "gittins", setup, prior_samples=prior, history_keys="none"
+                ),
+                "qssf": cfg_run(philly, "qssf", setup),
+            }
             srtf, ref = h["srtf"]["avg_jct_s"], h["las_100k_3M"]["avg_jct_s"]
-            h["ratios"] = {k: {"vs_srtf": round(v["avg_jct_s"] / srtf, 3), "vs_las_100k_3M": round(v["avg_jct_s"] / ref, 3)}
-                           for k, v in h.items() if k != "srtf"}
+            h["ratios"] = {
+                k: {
+                    "vs_srtf": round(v["avg_jct_s"] / srtf, 3),
+                    "vs_las_100k_3M": round(v["avg_jct_s"] / ref, 3),
+                }
+                for k, v in h.items()
+                if k != "srtf"
+            }
             out["history"]["philly_heavy"] = h
-        chs = SimSetup(nodes=a.chronus_nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
+        chs = SimSetup(
+            nodes=a.chronus_nodes, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False
+        )
         # the previous default's settings: no time limit as predictor, the most specific key
         # alone, queue order only (it also learnt GPU-seconds, not run time per GPU)
         before = {"use_time_limit": False, "shrink_jobs": 0.0, "preemptive": False}
@@ -192,15 +312,24 @@ def main() -> int:
                 continue
             tj = read_trace(T / "chronus" / f"trace_job_Philly_{trace}.csv", "chronus")
             # the first jobs only: a heavily overloaded queue, long replays
-            tj = sorted(tj, key=lambda j: (j.submit_time, j.job_id))[:a.history_chronus_jobs]
-            m = {"nodes": a.chronus_nodes, "jobs": len(tj), "srtf": run(tj, "srtf", chs),
-                 "qssf": cfg_run(tj, "qssf", chs),
-                 "qssf_queue_order": cfg_run(tj, "qssf", chs, preemptive=False),
-                 "qssf_previous_settings": cfg_run(tj, "qssf", chs, **before),
-                 "las": cfg_run(tj, "las", chs, **las_d)}
-            m["ratios"] = {k: round(m[k]["avg_jct_s"] / m["srtf"]["avg_jct_s"], 3)
-                           for k in ("qssf", "qssf_queue_order", "qssf_previous_settings", "las")}
-            print(f"  history chronus {trace} first {len(tj)} jobs: x SRTF {m['ratios']}", file=sys.stderr)
+            tj = sorted(tj, key=lambda j: (j.submit_time, j.job_id))[: a.history_chronus_jobs]
+            m = {
+                "nodes": a.chronus_nodes,
+                "jobs": len(tj),
+                "srtf": run(tj, "srtf", chs),
+                "qssf": cfg_run(tj, "qssf", chs),
+                "qssf_queue_order": cfg_run(tj, "qssf", chs, preemptive=False),
+                "qssf_previous_settings": cfg_run(tj, "qssf", chs, **before),
+                "las": cfg_run(tj, "las", chs, **las_d),
+            }
+            m["ratios"] = {
+                k: round(m[k]["avg_jct_s"] / m["srtf"]["avg_jct_s"], 3)
+                for k in ("qssf", "qssf_queue_order", "qssf_previous_settings", "las")
+            }
+            print(
+                f"  history chronus {trace} first {len(tj)} jobs: x SRTF {m['ratios']}",
+                file=sys.stderr,
+            )
             out["history"][f"chronus_{trace.lower()}"] = m
     print(json.dumps(out))
     print("acceptance: " + "; ".join(f"{k} done" for k in parts))

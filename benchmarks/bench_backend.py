@@ -47,7 +47,9 @@ def per_job_scontrol(env: dict[str, str], factors: dict[int, int]) -> None:
     for job_id, value in factors.items():
         subprocess.run(
             ["scontrol", "update", f"jobid={job_id}", f"SiteFactor={value}"],
-            env=env, check=True, capture_output=True,
+            env=env,
+            check=True,
+            capture_output=True,
         )
 
 
@@ -63,9 +65,12 @@ def main() -> int:
     ap.add_argument("--values", type=int, default=64, help="distinct SiteFactor values (<= 64)")
     ap.add_argument("--reps", type=int, default=3, help="snapshot repetitions")
     ap.add_argument("--submitters", type=int, default=4, help="parallel sbatch threads")
-    ap.add_argument("--eligible", action="store_true",
-                    help="fill every GPU first and submit eligible jobs (Reason=Resources/Priority: sprio "
-                         "lists them and slurmctld schedules over them) instead of --begin=now+7days")
+    ap.add_argument(
+        "--eligible",
+        action="store_true",
+        help="fill every GPU first and submit eligible jobs (Reason=Resources/Priority: sprio "
+        "lists them and slurmctld schedules over them) instead of --begin=now+7days",
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-backend-") as d:
@@ -76,8 +81,13 @@ def main() -> int:
             backend = CliBackend(env, timeout=120)
 
             if args.eligible:
-                fillers = [backend.submit(SCRIPT.replace("60", "3600"), ["-N1", "--gpus-per-node=8", "-t", "120",
-                                                                          "-o", "/dev/null"]) for _ in range(4)]
+                fillers = [
+                    backend.submit(
+                        SCRIPT.replace("60", "3600"),
+                        ["-N1", "--gpus-per-node=8", "-t", "120", "-o", "/dev/null"],
+                    )
+                    for _ in range(4)
+                ]
                 while not all(j.state.active for j in backend.jobs() if j.job_id in fillers):
                     time.sleep(0.2)
             t0 = time.perf_counter()

@@ -40,15 +40,38 @@ from slurm_dl.testbed import Testbed, job_fields  # noqa: E402
 CONFIG = REPO / "site-configs" / "testbed.toml"
 SCRIPT = "#!/bin/sh\ntrue\n"
 ARGS = ["--parsable", "--hold", "--gpus=16", "-t", "10", "--output=/dev/null"]
-JOB = {"user_name": "bench", "user_id": 1000, "tres_per_job": "gres:gpu:16", "time_limit": NO_VAL,
-       "min_nodes": NO_VAL, "max_nodes": NO_VAL, "requeue": 65534, "req_switch": NO_VAL, "has_script": True}
+JOB = {
+    "user_name": "bench",
+    "user_id": 1000,
+    "tres_per_job": "gres:gpu:16",
+    "time_limit": NO_VAL,
+    "min_nodes": NO_VAL,
+    "max_nodes": NO_VAL,
+    "requeue": 65534,
+    "req_switch": NO_VAL,
+    "has_script": True,
+}
 
 
 def start_service(sock: Path, log: Path, cpu: int | None) -> subprocess.Popen:
     pre = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-    proc = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(CONFIG),
-                             "--socket", str(sock)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=log.open("w"),
-                            preexec_fn=pre)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "filter",
+            "serve",
+            "--config",
+            str(CONFIG),
+            "--socket",
+            str(sock),
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+        preexec_fn=pre,
+    )
     for _ in range(400):
         if sock.exists():
             return proc
@@ -74,7 +97,9 @@ def submit_timed(env: dict) -> tuple[float, int]:
 def bench_sbatch(n: int, work: Path, baseline: str = "none") -> dict:
     # "none": the baseline cluster loads no job_submit plugin; "passthrough": it loads the
     # testbed's accept-everything job_submit.lua (isolates the cost of Slurm's Lua plugin itself).
-    base = Testbed(work / "plain", nodes=4, gpus_per_node=8, job_submit_lua=(baseline == "passthrough"))
+    base = Testbed(
+        work / "plain", nodes=4, gpus_per_node=8, job_submit_lua=(baseline == "passthrough")
+    )
     filt = Testbed(work / "filtered", nodes=4, gpus_per_node=8)
     service = None
     try:
@@ -82,22 +107,45 @@ def bench_sbatch(n: int, work: Path, baseline: str = "none") -> dict:
         filt.up()
         sock = work / "filter.sock"
         service = start_service(sock, work / "filter.log", None)
-        subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(CONFIG),
-                        "--slurm-conf-dir", str(filt.conf_dir), "--socket", str(sock)], cwd=REPO, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "slurm_dl.cli.main",
+                "filter",
+                "install",
+                "--config",
+                str(CONFIG),
+                "--slurm-conf-dir",
+                str(filt.conf_dir),
+                "--socket",
+                str(sock),
+            ],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
         benv, fenv = base.env(), filt.env()
         for _ in range(20):  # warm up both (slurmctld loads the new shim on first use)
             submit_timed(benv)
             submit_timed(fenv)
         plain, filtered, ids = [], [], []
         for i in range(n):
-            order = [(benv, plain), (fenv, filtered)] if i % 2 == 0 else [(fenv, filtered), (benv, plain)]
+            order = (
+                [(benv, plain), (fenv, filtered)]
+                if i % 2 == 0
+                else [(fenv, filtered), (benv, plain)]
+            )
             for env, sink in order:
                 dt, job_id = submit_timed(env)
                 sink.append(dt)
                 if env is fenv:
                     ids.append(job_id)
-        reshaped = sum(1 for j in ids[:: max(1, n // 20)] if job_fields(j, fenv).get("TresPerNode") == "gres:gpu:8")
+        reshaped = sum(
+            1
+            for j in ids[:: max(1, n // 20)]
+            if job_fields(j, fenv).get("TresPerNode") == "gres:gpu:8"
+        )
         checked = len(ids[:: max(1, n // 20)])
     finally:
         if service is not None:
@@ -179,11 +227,20 @@ def main() -> None:
     ap.add_argument("--submissions", type=int, default=1000, help="sbatch submissions per cluster")
     ap.add_argument("--decisions", type=int, default=20000, help="service requests")
     ap.add_argument("--skip-sbatch", action="store_true", help="only the standalone service rate")
-    ap.add_argument("--baseline", choices=["none", "passthrough"], default="none",
-                    help="baseline cluster: no job_submit plugin, or an accept-everything job_submit.lua")
+    ap.add_argument(
+        "--baseline",
+        choices=["none", "passthrough"],
+        default="none",
+        help="baseline cluster: no job_submit plugin, or an accept-everything job_submit.lua",
+    )
     a = ap.parse_args()
-    result: dict = {"targets": {"added_ms_median_max": 1.0, "throughput_ratio_min": 0.85,
-                                "service_decisions_per_s_min": 2000}}
+    result: dict = {
+        "targets": {
+            "added_ms_median_max": 1.0,
+            "throughput_ratio_min": 0.85,
+            "service_decisions_per_s_min": 2000,
+        }
+    }
     with tempfile.TemporaryDirectory(prefix="bench-filter-") as tmp:
         work = Path(tmp)
         result.update(bench_service(a.decisions, work))
@@ -193,11 +250,13 @@ def main() -> None:
     print(json.dumps(result, indent=1))
     line = f"filter: service {result['service_decisions_per_s']:.0f} decisions/s on one core (target 2000)"
     if "added_ms_median" in result:
-        line += (f"; sbatch {result['median_ms_without_filter']:.2f} -> {result['median_ms_with_filter']:.2f} ms, "
-                 f"added {result['added_ms_median']:.2f} ms median (paired {result['added_ms_paired_median']:.2f}; "
-                 f"target <= 1), throughput ratio {result['throughput_ratio']:.3f} (target >= 0.85) over "
-                 f"{result['submissions_each']} submissions each (baseline: {result['baseline']} job_submit), "
-                 f"reshaped {result['reshaped_checked']}")
+        line += (
+            f"; sbatch {result['median_ms_without_filter']:.2f} -> {result['median_ms_with_filter']:.2f} ms, "
+            f"added {result['added_ms_median']:.2f} ms median (paired {result['added_ms_paired_median']:.2f}; "
+            f"target <= 1), throughput ratio {result['throughput_ratio']:.3f} (target >= 0.85) over "
+            f"{result['submissions_each']} submissions each (baseline: {result['baseline']} job_submit), "
+            f"reshaped {result['reshaped_checked']}"
+        )
     print(line)
 
 

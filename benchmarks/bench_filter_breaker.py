@@ -54,23 +54,54 @@ def main() -> None:
     try:
         tb.up()
         env = {**os.environ, **tb.env()}
-        svc = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config",
-                                str(CONFIG), "--socket", str(sock)], cwd=REPO, stdout=subprocess.DEVNULL,
-                               stderr=(root / "filter.log").open("w"))
+        svc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "slurm_dl.cli.main",
+                "filter",
+                "serve",
+                "--config",
+                str(CONFIG),
+                "--socket",
+                str(sock),
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=(root / "filter.log").open("w"),
+        )
         for _ in range(400):
             if sock.exists():
                 break
             time.sleep(0.05)
         f = cfg.filter
-        shim = render_shim(SHIM_TEMPLATE.read_text(), str(sock), f.timeout_ms, f.failure_mode,
-                           slurm_user_uids((tb.conf_dir / "slurm.conf").read_text()),
-                           class_max_minutes={c.value: cc.max_time_minutes for c, cc in cfg.classes.items()},
-                           breaker_failures=1000 if a.no_breaker else f.breaker_failures,
-                           breaker_cooldown_s=f.breaker_cooldown_seconds)
+        shim = render_shim(
+            SHIM_TEMPLATE.read_text(),
+            str(sock),
+            f.timeout_ms,
+            f.failure_mode,
+            slurm_user_uids((tb.conf_dir / "slurm.conf").read_text()),
+            class_max_minutes={c.value: cc.max_time_minutes for c, cc in cfg.classes.items()},
+            breaker_failures=1000 if a.no_breaker else f.breaker_failures,
+            breaker_cooldown_s=f.breaker_cooldown_seconds,
+        )
         (tb.conf_dir / "job_submit.lua").write_text(shim)
         time.sleep(1.1)  # a new mtime: slurmctld reloads the script on the next call
-        sb = ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "--gres=gpu:1", "-t", "5", "--wrap", "true"]
-        warm = subprocess.run(sb, env=env, capture_output=True, text=True, check=True)  # loads the new shim
+        sb = [
+            "sbatch",
+            "--parsable",
+            "--hold",
+            "-o",
+            "/dev/null",
+            "--gres=gpu:1",
+            "-t",
+            "5",
+            "--wrap",
+            "true",
+        ]
+        warm = subprocess.run(
+            sb, env=env, capture_output=True, text=True, check=True
+        )  # loads the new shim
         target = warm.stdout.strip().split(";")[0]
         stalls: list[float] = []
         stop = threading.Event()
@@ -79,8 +110,11 @@ def main() -> None:
             i = 0
             while not stop.is_set():
                 t0 = time.perf_counter()
-                subprocess.run(["scontrol", "update", f"JobId={target}", f"Comment=bench{i}"], env=env,
-                               capture_output=True)
+                subprocess.run(
+                    ["scontrol", "update", f"JobId={target}", f"Comment=bench{i}"],
+                    env=env,
+                    capture_output=True,
+                )
                 stalls.append(time.perf_counter() - t0)
                 i += 1
 
@@ -113,7 +147,9 @@ def main() -> None:
         os.kill(svc.pid, signal.SIGSTOP)
         time.sleep(0.3)
         n_stop = len(stalls)
-        first, wall1, cpu1 = burst()  # the breaker is closed when it starts; the first asks time out
+        first, wall1, cpu1 = (
+            burst()
+        )  # the breaker is closed when it starts; the first asks time out
         n1 = len(stalls)
         longest1 = max(stalls[n_stop:])
         second, wall2, cpu2 = burst()  # issued while the breaker is open (cool-down not over)
@@ -124,20 +160,33 @@ def main() -> None:
         os.kill(svc.pid, signal.SIGCONT)
         log = (tb.state_dir / "log" / "slurmctld.log").read_text()
         ms = lambda v: round(v * 1000, 1)  # noqa: E731
-        print(json.dumps({
-            "jobs_per_burst": a.jobs, "breaker": not a.no_breaker, "timeout_ms": f.timeout_ms,
-            "breaker_failures": f.breaker_failures, "cooldown_s": f.breaker_cooldown_seconds,
-            "healthy_median_ms": ms(statistics.median(healthy)), "healthy_max_ms": ms(max(healthy)),
-            "healthy_scontrol_longest_ms": ms(longest0),
-            "burst1_median_ms": ms(statistics.median(first)), "burst1_max_ms": ms(max(first)),
-            "burst1_wall_s": round(wall1, 3), "burst1_bench_cpu_s": round(cpu1, 3),
-            "burst1_scontrol_longest_ms": ms(longest1),
-            "burst2_median_ms": ms(statistics.median(second)), "burst2_max_ms": ms(max(second)),
-            "burst2_wall_s": round(wall2, 3), "burst2_bench_cpu_s": round(cpu2, 3),
-            "burst2_scontrol_longest_ms": ms(longest2) if longest2 is not None else None,
-            "scontrol_updates": len(stalls), "scontrol_median_ms": ms(statistics.median(stalls)),
-            "breaker_opened": "not asking the service" in log,
-        }))
+        print(
+            json.dumps(
+                {
+                    "jobs_per_burst": a.jobs,
+                    "breaker": not a.no_breaker,
+                    "timeout_ms": f.timeout_ms,
+                    "breaker_failures": f.breaker_failures,
+                    "cooldown_s": f.breaker_cooldown_seconds,
+                    "healthy_median_ms": ms(statistics.median(healthy)),
+                    "healthy_max_ms": ms(max(healthy)),
+                    "healthy_scontrol_longest_ms": ms(longest0),
+                    "burst1_median_ms": ms(statistics.median(first)),
+                    "burst1_max_ms": ms(max(first)),
+                    "burst1_wall_s": round(wall1, 3),
+                    "burst1_bench_cpu_s": round(cpu1, 3),
+                    "burst1_scontrol_longest_ms": ms(longest1),
+                    "burst2_median_ms": ms(statistics.median(second)),
+                    "burst2_max_ms": ms(max(second)),
+                    "burst2_wall_s": round(wall2, 3),
+                    "burst2_bench_cpu_s": round(cpu2, 3),
+                    "burst2_scontrol_longest_ms": ms(longest2) if longest2 is not None else None,
+                    "scontrol_updates": len(stalls),
+                    "scontrol_median_ms": ms(statistics.median(stalls)),
+                    "breaker_opened": "not asking the service" in log,
+                }
+            )
+        )
     finally:
         if svc is not None:
             try:

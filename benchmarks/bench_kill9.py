@@ -79,7 +79,9 @@ def record(path: Path, frames: int, tb_dir: str, seed: int) -> dict:
     env = tb.env()
     people = local_users(4)
     backend = RecordingBackend(env)
-    version = subprocess.run(["scontrol", "version"], env=env, capture_output=True, text=True).stdout
+    version = subprocess.run(
+        ["scontrol", "version"], env=env, capture_output=True, text=True
+    ).stdout
     texts: list[str] = []
     index: dict[str, int] = {}
     out: list[dict[str, Any]] = []
@@ -89,17 +91,30 @@ def record(path: Path, frames: int, tb_dir: str, seed: int) -> dict:
             for _ in range(rng.choice((0, 1, 1, 2, 3))):
                 user, group = rng.choice(people)
                 gpus = rng.choice((1, 2, 4, 8))
-                args = [f"--uid={user}", f"--gid={group}", "--output=/dev/null", f"--gres=gpu:{gpus}", "-t", "5",
-                        f"--comment=dl:ckpt={rng.choice((0, 1))}"]
-                jid = submit(f"#!/bin/sh\nsleep {rng.randint(3, 20)}\n", env, args, workdir=Path("/tmp"))
+                args = [
+                    f"--uid={user}",
+                    f"--gid={group}",
+                    "--output=/dev/null",
+                    f"--gres=gpu:{gpus}",
+                    "-t",
+                    "5",
+                    f"--comment=dl:ckpt={rng.choice((0, 1))}",
+                ]
+                jid = submit(
+                    f"#!/bin/sh\nsleep {rng.randint(3, 20)}\n", env, args, workdir=Path("/tmp")
+                )
                 submitted += 1
                 if rng.random() < 0.6:  # tagged as the filter tags: a class, some with a deadline
                     cls = rng.choice(("train", "train", "inference", "sweep", "interactive"))
                     tag = f"sdl1:class={cls};ckpt=1;gpus={gpus};shape=any"
                     if rng.random() < 0.5:
                         tag += f";deadline={int(time.time()) + rng.choice((5, 30, 120, 600))}"
-                    subprocess.run(["scontrol", "update", f"JobId={jid}", f"AdminComment={tag}"], env=env,
-                                   check=True, capture_output=True)
+                    subprocess.run(
+                        ["scontrol", "update", f"JobId={jid}", f"AdminComment={tag}"],
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                    )
             backend.frame = {}
             snap = backend.snapshot()
             frame = {}
@@ -116,8 +131,12 @@ def record(path: Path, frames: int, tb_dir: str, seed: int) -> dict:
     doc = {"version": version, "texts": texts, "frames": out, "jobs_submitted": submitted}
     with gzip.open(path, "wt") as f:
         json.dump(doc, f)
-    return {"frames": frames, "jobs_submitted": submitted, "distinct_outputs": len(texts),
-            "bytes": path.stat().st_size}
+    return {
+        "frames": frames,
+        "jobs_submitted": submitted,
+        "distinct_outputs": len(texts),
+        "bytes": path.stat().st_size,
+    }
 
 
 # --- replay ---------------------------------------------------------------------------------
@@ -138,13 +157,18 @@ class ReplayBackend(CliBackend):
         self.rec = recording
         self.state_path = state_path
         self.frame = 0
-        self.site_factor: dict[int, int] = ({int(k): v for k, v in json.loads(state_path.read_text()).items()}
-                                            if state_path.exists() else {})
+        self.site_factor: dict[int, int] = (
+            {int(k): v for k, v in json.loads(state_path.read_text()).items()}
+            if state_path.exists()
+            else {}
+        )
         self.writes_refused: list[str] = []
 
     def dialect(self):
         if self._dialect is None:
-            self._dialect = dialect_for_release(release_of_version(self.rec["version"]), "the recording")
+            self._dialect = dialect_for_release(
+                release_of_version(self.rec["version"]), "the recording"
+            )
         return self._dialect
 
     def snapshot(self, now: float | None = None):
@@ -169,7 +193,9 @@ class ReplayBackend(CliBackend):
             self.writes_refused.append(key(argv))
             raise SlurmError(f"{key(argv)}: not in the recording", command=list(argv), returncode=1)
         text = self.rec["texts"][text]
-        if argv[0] == "sprio":  # the pending jobs slurmctld knew then, with the SiteFactor set since
+        if (
+            argv[0] == "sprio"
+        ):  # the pending jobs slurmctld knew then, with the SiteFactor set since
             lines = []
             for line in text.splitlines():
                 jid = line.strip().partition("|")[0]
@@ -219,8 +245,12 @@ def child(rec_path: str, url: str, state: str, workdir: str) -> int:
 
 
 def _spawn(rec: Path, url: str, state: Path, workdir: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, "--child", str(rec), url, str(state), str(workdir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, __file__, "--child", str(rec), url, str(state), str(workdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def run_uninterrupted(rec: Path, url: str, workdir: Path) -> float:
@@ -236,8 +266,9 @@ def run_uninterrupted(rec: Path, url: str, workdir: Path) -> float:
     return time.monotonic() - started
 
 
-def run_with_kills(rec: Path, url: str, workdir: Path, kills: int, rng: random.Random, cycle_s: float,
-                   frames: int) -> list[dict]:
+def run_with_kills(
+    rec: Path, url: str, workdir: Path, kills: int, rng: random.Random, cycle_s: float, frames: int
+) -> list[dict]:
     """``kills`` runs, each SIGKILLed a random time after it started its cycles (uniform, up to
     its share of the cycles left: ``cycle_s`` each, the uninterrupted run's pace), then one to
     the end. Returns where each kill landed."""
@@ -271,13 +302,29 @@ def run_with_kills(rec: Path, url: str, workdir: Path, kills: int, rng: random.R
                 raise RuntimeError(f"the last replay failed:\n{err[-3000:]}")
             break
         last = lines[-1] if lines else "(nothing: still starting)"
-        phase = ("finished before the kill" if last == "done" else
-                 "mid-transaction (saving the cycle)" if last.startswith("save ") else
-                 "between cycles (just saved)" if last.startswith("saved") else
-                 "mid-cycle (before its save)" if last.startswith("cycle") else "at start")
-        landed.append({"kill": k + 1, "delay_s": round(delay, 3), "resumed_at_frame": int(lines[0].split()[1])
-                       if lines and lines[0].startswith("start") else None, "last_said": last, "phase": phase,
-                       "exit": p.returncode})
+        phase = (
+            "finished before the kill"
+            if last == "done"
+            else "mid-transaction (saving the cycle)"
+            if last.startswith("save ")
+            else "between cycles (just saved)"
+            if last.startswith("saved")
+            else "mid-cycle (before its save)"
+            if last.startswith("cycle")
+            else "at start"
+        )
+        landed.append(
+            {
+                "kill": k + 1,
+                "delay_s": round(delay, 3),
+                "resumed_at_frame": int(lines[0].split()[1])
+                if lines and lines[0].startswith("start")
+                else None,
+                "last_said": last,
+                "phase": phase,
+                "exit": p.returncode,
+            }
+        )
     return landed
 
 
@@ -290,9 +337,20 @@ def stored(url: str) -> dict:
 
         ledger = s.load_ledger()
         with s.engine.connect() as conn:
-            decisions = [tuple(r) for r in conn.execute(text("SELECT at, job_id, kind, value, reason FROM sdl_decision"))]
-        return {"decisions": decisions, "cycle": s.ledger_cycle(), "ledger": ledger.to_dict(), "admission": ledger.admission,
-                "site_factors": s.site_factors(), "counts": s.counts()}
+            decisions = [
+                tuple(r)
+                for r in conn.execute(
+                    text("SELECT at, job_id, kind, value, reason FROM sdl_decision")
+                )
+            ]
+        return {
+            "decisions": decisions,
+            "cycle": s.ledger_cycle(),
+            "ledger": ledger.to_dict(),
+            "admission": ledger.admission,
+            "site_factors": s.site_factors(),
+            "counts": s.counts(),
+        }
     finally:
         s.close()
 
@@ -323,30 +381,55 @@ def compare(rec: Path, urls: tuple[str, str], workdir: Path, kills: int, seed: i
     landed = run_with_kills(rec, urls[1], workdir, kills, rng, wall_a / frames, frames)
     wall_b = time.monotonic() - t
     a, b = stored(urls[0]), stored(urls[1])
-    slurm_a = json.loads((workdir / "slurm-a.json").read_text()) if (workdir / "slurm-a.json").exists() else {}
-    slurm_b = json.loads((workdir / "slurm-b.json").read_text()) if (workdir / "slurm-b.json").exists() else {}
+    slurm_a = (
+        json.loads((workdir / "slurm-a.json").read_text())
+        if (workdir / "slurm-a.json").exists()
+        else {}
+    )
+    slurm_b = (
+        json.loads((workdir / "slurm-b.json").read_text())
+        if (workdir / "slurm-b.json").exists()
+        else {}
+    )
     diffs = {
         "ledger": differences(a["ledger"], b["ledger"]),
         "admission": differences(a["admission"], b["admission"]),
-        "site_factor_rows": differences({str(k): v for k, v in a["site_factors"].items()},
-                                        {str(k): v for k, v in b["site_factors"].items()}),
+        "site_factor_rows": differences(
+            {str(k): v for k, v in a["site_factors"].items()},
+            {str(k): v for k, v in b["site_factors"].items()},
+        ),
         "slurm_site_factors": differences(slurm_a, slurm_b),
-        "cycle": [] if a["cycle"] == b["cycle"] == frames else [f"{a['cycle']} != {b['cycle']} (of {frames})"],
+        "cycle": []
+        if a["cycle"] == b["cycle"] == frames
+        else [f"{a['cycle']} != {b['cycle']} (of {frames})"],
     }
     ledger = a["ledger"]
     lost = sorted(set(a["decisions"]) - set(b["decisions"]))
     extra = sorted(set(b["decisions"]) - set(a["decisions"]))
     return {
-        "decision_records": {"uninterrupted": len(a["decisions"]), "killed": len(b["decisions"]),
-                             "lost": len(lost), "extra": len(extra), "lost_kinds": sorted({d[2] for d in lost}),
-                             "extra_kinds": sorted({d[2] for d in extra}),
-                             "lost_example": list(lost[0]) if lost else None,
-                             "extra_example": list(extra[0]) if extra else None},
-        "benchmark": "kill9", "seed": seed, "cycles": frames, "kills": kills,
-        "equal": not any(diffs.values()), "differences": {k: v for k, v in diffs.items() if v},
-        "landed": landed, "phases": sorted({x["phase"] for x in landed}),
-        "ledger_jobs": len(ledger.get("jobs", ())), "admission_promises": len((a["admission"] or {}).get("admitted", {})),
-        "site_factor_rows": len(a["site_factors"]), "counts_uninterrupted": a["counts"], "counts_killed": b["counts"],
+        "decision_records": {
+            "uninterrupted": len(a["decisions"]),
+            "killed": len(b["decisions"]),
+            "lost": len(lost),
+            "extra": len(extra),
+            "lost_kinds": sorted({d[2] for d in lost}),
+            "extra_kinds": sorted({d[2] for d in extra}),
+            "lost_example": list(lost[0]) if lost else None,
+            "extra_example": list(extra[0]) if extra else None,
+        },
+        "benchmark": "kill9",
+        "seed": seed,
+        "cycles": frames,
+        "kills": kills,
+        "equal": not any(diffs.values()),
+        "differences": {k: v for k, v in diffs.items() if v},
+        "landed": landed,
+        "phases": sorted({x["phase"] for x in landed}),
+        "ledger_jobs": len(ledger.get("jobs", ())),
+        "admission_promises": len((a["admission"] or {}).get("admitted", {})),
+        "site_factor_rows": len(a["site_factors"]),
+        "counts_uninterrupted": a["counts"],
+        "counts_killed": b["counts"],
         "wall_s": {"uninterrupted": round(wall_a, 2), "with_kills": round(wall_b, 2)},
     }
 
@@ -359,17 +442,30 @@ def main() -> int:
         return child(*sys.argv[2:6])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recording", nargs="?", default=str(RECORDING))
-    ap.add_argument("--record", metavar="PATH", help="record a new recording to PATH (needs root and Slurm)")
+    ap.add_argument(
+        "--record", metavar="PATH", help="record a new recording to PATH (needs root and Slurm)"
+    )
     ap.add_argument("--frames", type=int, default=60)
-    ap.add_argument("--dir", default="/tmp/slurm-dl-kill9-rec", help="the recording's testbed directory")
+    ap.add_argument(
+        "--dir", default="/tmp/slurm-dl-kill9-rec", help="the recording's testbed directory"
+    )
     ap.add_argument("--kills", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=None, help="the kills' random delays (default: a new one, printed)")
-    ap.add_argument("--postgres", action="store_true", help="also compare on a throwaway PostgreSQL server")
+    ap.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the kills' random delays (default: a new one, printed)",
+    )
+    ap.add_argument(
+        "--postgres", action="store_true", help="also compare on a throwaway PostgreSQL server"
+    )
     args = ap.parse_args()
     if args.record:
         r = record(Path(args.record), args.frames, args.dir, args.seed or 1)
         print(json.dumps(r))
-        print(f"recorded {r['frames']} frames, {r['jobs_submitted']} jobs, {r['bytes']} bytes: {args.record}")
+        print(
+            f"recorded {r['frames']} frames, {r['jobs_submitted']} jobs, {r['bytes']} bytes: {args.record}"
+        )
         return 0
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     print(f"seed {seed}", file=sys.stderr, flush=True)
@@ -377,7 +473,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kill9-") as tmp:
         w = Path(tmp) / "sqlite"
         w.mkdir()
-        r = compare(Path(args.recording), (f"sqlite:///{w}/a.db", f"sqlite:///{w}/b.db"), w, args.kills, seed)
+        r = compare(
+            Path(args.recording),
+            (f"sqlite:///{w}/a.db", f"sqlite:///{w}/b.db"),
+            w,
+            args.kills,
+            seed,
+        )
         results.append({"store": "sqlite", **r})
         if args.postgres:
             sys.path.insert(0, str(ROOT / "tests" / "integration"))
@@ -391,21 +493,28 @@ def main() -> int:
                 try:
                     w = Path(tmp) / "pg"
                     w.mkdir()
-                    r = compare(Path(args.recording), (server.create_db("a"), server.create_db("b")), w,
-                                args.kills, seed)
+                    r = compare(
+                        Path(args.recording),
+                        (server.create_db("a"), server.create_db("b")),
+                        w,
+                        args.kills,
+                        seed,
+                    )
                     results.append({"store": "postgresql", **r})
                 finally:
                     server.stop()
     for r in results:
         print(json.dumps(r))
     for r in results:
-        print(f"kill -9 ({r['store']}): {r['cycles']} cycles, {r['kills']} kills (seed {r['seed']}; "
-              f"{', '.join(r['phases'])}); ledger of {r['ledger_jobs']} jobs, {r['admission_promises']} deadline "
-              f"promises, {r['site_factor_rows']} SiteFactor rows: equal {str(r['equal']).lower()}"
-              + ("" if r["equal"] else f"; differences: {json.dumps(r['differences'])}")
-              + f"; decision records {r['decision_records']['uninterrupted']} uninterrupted, "
-                f"{r['decision_records']['killed']} killed ({r['decision_records']['lost']} lost, "
-                f"{r['decision_records']['extra']} extra)")
+        print(
+            f"kill -9 ({r['store']}): {r['cycles']} cycles, {r['kills']} kills (seed {r['seed']}; "
+            f"{', '.join(r['phases'])}); ledger of {r['ledger_jobs']} jobs, {r['admission_promises']} deadline "
+            f"promises, {r['site_factor_rows']} SiteFactor rows: equal {str(r['equal']).lower()}"
+            + ("" if r["equal"] else f"; differences: {json.dumps(r['differences'])}")
+            + f"; decision records {r['decision_records']['uninterrupted']} uninterrupted, "
+            f"{r['decision_records']['killed']} killed ({r['decision_records']['lost']} lost, "
+            f"{r['decision_records']['extra']} extra)"
+        )
     return 0 if all(r["equal"] for r in results) else 1
 
 

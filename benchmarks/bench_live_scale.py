@@ -46,7 +46,12 @@ from slurm_dl.testbed.process import MARKER  # noqa: E402
 
 CLI = [sys.executable, "-m", "slurm_dl.cli.main"]
 TEMPLATE = REPO / "site-configs" / "testbed.toml"
-GPU_SIZES = ((1, 0.6), (2, 0.25), (4, 0.1), (8, 0.05))  # GPUs per job, share of jobs: 2.0 on average
+GPU_SIZES = (
+    (1, 0.6),
+    (2, 0.25),
+    (4, 0.1),
+    (8, 0.05),
+)  # GPUs per job, share of jobs: 2.0 on average
 SUBMIT = "REQUEST_SUBMIT_BATCH_JOB"
 JOB_INFO = "REQUEST_JOB_INFO"
 USER_INFO = "REQUEST_JOB_USER_INFO"
@@ -66,10 +71,22 @@ class Submission:
     def argv(self) -> list[str]:
         array = [f"--array=0-{self.tasks - 1}"] if self.tasks > 1 else []
         ckpt = ["--requeue", "--comment=dl:ckpt=1"] if self.ckpt else []
-        return ["sbatch", "--parsable", f"--uid={self.user}", f"--gid={self.group}", "--chdir=/tmp",
-                "--output=/dev/null", f"--account={self.account}", f"--gres=gpu:{self.gpus}", "-t",
-                str(max(10, self.seconds // 60 + 2)),
-                *array, *ckpt, "--wrap", f"sleep {self.seconds}"]
+        return [
+            "sbatch",
+            "--parsable",
+            f"--uid={self.user}",
+            f"--gid={self.group}",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            f"--account={self.account}",
+            f"--gres=gpu:{self.gpus}",
+            "-t",
+            str(max(10, self.seconds // 60 + 2)),
+            *array,
+            *ckpt,
+            "--wrap",
+            f"sleep {self.seconds}",
+        ]
 
 
 def local_users(count: int) -> list[tuple[str, str]]:
@@ -90,8 +107,15 @@ def local_users(count: int) -> list[tuple[str, str]]:
     return [found[i % len(found)] for i in range(count)]
 
 
-def make_plan(jobs: int, users: int, accounts: int, seed: int, array_share: float,
-              seconds: tuple[int, int], gpus_scale: int = 1) -> list[Submission]:
+def make_plan(
+    jobs: int,
+    users: int,
+    accounts: int,
+    seed: int,
+    array_share: float,
+    seconds: tuple[int, int],
+    gpus_scale: int = 1,
+) -> list[Submission]:
     """Jobs as bursts: each user sends arrays (10 to 500 tasks) and single jobs. ``gpus_scale``
     multiplies every job's GPUs (at most 8): fewer jobs run at once on the same nodes."""
     rng = random.Random(seed)
@@ -102,9 +126,18 @@ def make_plan(jobs: int, users: int, accounts: int, seed: int, array_share: floa
 
     def one(tasks: int) -> Submission:
         user, group = rng.choice(people)
-        gpus = min(8, gpus_scale * rng.choices([g for g, _ in GPU_SIZES], [w for _, w in GPU_SIZES])[0])
-        return Submission(user, group, f"acct{people.index((user, group)) % accounts}", gpus,
-                          rng.randint(*seconds), tasks, rng.random() < 0.1)
+        gpus = min(
+            8, gpus_scale * rng.choices([g for g, _ in GPU_SIZES], [w for _, w in GPU_SIZES])[0]
+        )
+        return Submission(
+            user,
+            group,
+            f"acct{people.index((user, group)) % accounts}",
+            gpus,
+            rng.randint(*seconds),
+            tasks,
+            rng.random() < 0.1,
+        )
 
     while in_arrays - made >= 2:
         tasks = min(rng.randint(10, 500), in_arrays - made)
@@ -117,27 +150,43 @@ def make_plan(jobs: int, users: int, accounts: int, seed: int, array_share: floa
 
 # -- sdiag ---------------------------------------------------------------------------------------
 _RPC = re.compile(r"^\s+(\S+)\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:(\d+)\s+total_time:(\d+)", re.M)
-_NUMBER = {"server_threads": r"Server thread count:\s+(\d+)", "agent_queue": r"Agent queue size:\s+(\d+)",
-           "jobs_submitted": r"Jobs submitted:\s+(\d+)", "jobs_started": r"Jobs started:\s+(\d+)",
-           "jobs_completed": r"Jobs completed:\s+(\d+)", "jobs_canceled": r"Jobs canceled:\s+(\d+)",
-           "jobs_failed": r"Jobs failed:\s+(\d+)"}
+_NUMBER = {
+    "server_threads": r"Server thread count:\s+(\d+)",
+    "agent_queue": r"Agent queue size:\s+(\d+)",
+    "jobs_submitted": r"Jobs submitted:\s+(\d+)",
+    "jobs_started": r"Jobs started:\s+(\d+)",
+    "jobs_completed": r"Jobs completed:\s+(\d+)",
+    "jobs_canceled": r"Jobs canceled:\s+(\d+)",
+    "jobs_failed": r"Jobs failed:\s+(\d+)",
+}
 
 
 def parse_sdiag(text: str) -> dict:
     """Counters, and ``{count, total_us}`` per message type (``rpc``) and per user (``rpc_by_user``)."""
     by_type = text.split("statistics by message type", 1)[-1].split("statistics by user", 1)[0]
-    by_user = text.split("statistics by user", 1)[-1].split("Pending RPC", 1)[0] if "statistics by user" in text else ""
+    by_user = (
+        text.split("statistics by user", 1)[-1].split("Pending RPC", 1)[0]
+        if "statistics by user" in text
+        else ""
+    )
     out: dict = {k: int(m.group(1)) if (m := re.search(p, text)) else 0 for k, p in _NUMBER.items()}
-    out["rpc"] = {m.group(1): {"count": int(m.group(2)), "total_us": int(m.group(4))} for m in _RPC.finditer(by_type)}
-    out["rpc_by_user"] = {m.group(1): {"count": int(m.group(2)), "total_us": int(m.group(4))}
-                          for m in _RPC.finditer(by_user)}
+    out["rpc"] = {
+        m.group(1): {"count": int(m.group(2)), "total_us": int(m.group(4))}
+        for m in _RPC.finditer(by_type)
+    }
+    out["rpc_by_user"] = {
+        m.group(1): {"count": int(m.group(2)), "total_us": int(m.group(4))}
+        for m in _RPC.finditer(by_user)
+    }
     return out
 
 
 def sdiag(env: dict, reset: bool = False) -> dict:
     if reset:
         subprocess.run(["sdiag", "-r"], env=env, capture_output=True, timeout=60, check=True)
-    return parse_sdiag(subprocess.run(["sdiag"], env=env, capture_output=True, text=True, timeout=60).stdout)
+    return parse_sdiag(
+        subprocess.run(["sdiag"], env=env, capture_output=True, text=True, timeout=60).stdout
+    )
 
 
 # -- slurm-dl on ---------------------------------------------------------------------------------
@@ -149,14 +198,29 @@ class StandInNvml:
         self._util = SimpleNamespace(gpu=90, memory=40)
         self._mem = SimpleNamespace(used=40 << 30, total=80 << 30, free=40 << 30)
 
-    def nvmlDeviceGetCount(self): return self.n
-    def nvmlDeviceGetHandleByIndex(self, i): return i
-    def nvmlDeviceGetUtilizationRates(self, h): return self._util
-    def nvmlDeviceGetMemoryInfo(self, h): return self._mem
-    def nvmlDeviceGetPowerUsage(self, h): return 500_000
-    def nvmlDeviceGetMinorNumber(self, h): return h
-    def nvmlDeviceGetComputeRunningProcesses(self, h): return []
-    def nvmlDeviceGetGraphicsRunningProcesses(self, h): return []
+    def nvmlDeviceGetCount(self):
+        return self.n
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return self._util
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return self._mem
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 500_000
+
+    def nvmlDeviceGetMinorNumber(self, h):
+        return h
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return []
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h):
+        return []
 
 
 def free_port() -> int:
@@ -184,7 +248,9 @@ def scrape(port: int) -> dict[str, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        text = (
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        )
     except OSError:
         return {}
     out: dict[str, float] = {}
@@ -224,24 +290,58 @@ def start_services(tb: Testbed, env: dict, config: Path, logs: Path) -> Services
     marked = {**env, MARKER: str(tb.state_dir), "SLURM_DL_CONFIG": str(config)}
 
     def spawn(name: str, argv: list[str]) -> None:
-        sv.procs.append(subprocess.Popen([*CLI, *argv], env=marked, stdout=open(logs / f"{name}.log", "ab"),
-                                         stderr=subprocess.STDOUT, start_new_session=True))
+        sv.procs.append(
+            subprocess.Popen(
+                [*CLI, *argv],
+                env=marked,
+                stdout=open(logs / f"{name}.log", "ab"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     spawn("filter", ["filter", "serve", "--config", str(config), "--socket", str(sock)])
     wait("the filter socket", sock.exists, 60)
-    out = subprocess.run([*CLI, "filter", "install", "--config", str(config), "--slurm-conf-dir",
-                          str(tb.conf_dir), "--socket", str(sock)], env=marked, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [
+            *CLI,
+            "filter",
+            "install",
+            "--config",
+            str(config),
+            "--slurm-conf-dir",
+            str(tb.conf_dir),
+            "--socket",
+            str(sock),
+        ],
+        env=marked,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if out.returncode != 0:
         raise SystemExit(f"error: filter install failed: {out.stderr.strip()}")
     time.sleep(1.1)  # slurmctld re-reads job_submit.lua when its mtime changes
-    spawn("prioritizer", ["prioritizer", "run", "--init", "--config", str(config),
-                          "--metrics-port", str(sv.prio_port)])
+    spawn(
+        "prioritizer",
+        [
+            "prioritizer",
+            "run",
+            "--init",
+            "--config",
+            str(config),
+            "--metrics-port",
+            str(sv.prio_port),
+        ],
+    )
     cfg = load_config(config).prioritizer
     if getattr(cfg, "explain_port", None):
         sv.explain = (cfg.explain_host or "127.0.0.1", int(cfg.explain_port), str(cfg.munge_socket))
-    wait("the prioritizer's first cycle", lambda: scrape(sv.prio_port).get("slurm_dl_prioritizer_cycles_total{ok}", 0) >= 1,
-         300)
+    wait(
+        "the prioritizer's first cycle",
+        lambda: scrape(sv.prio_port).get("slurm_dl_prioritizer_cycles_total{ok}", 0) >= 1,
+        300,
+    )
     return sv
 
 
@@ -274,6 +374,7 @@ class Background:
                     why = f"{name}: {getattr(e, 'code', '') or type(e).__name__}"
                     self.failures[why] = self.failures.get(why, 0) + 1
                 self.stop.wait(max(0.0, period - (time.monotonic() - t0)))
+
         t = threading.Thread(target=loop, name=name, daemon=True)
         t.start()
         self.threads.append(t)
@@ -290,15 +391,22 @@ def user_squeue(env: dict, people: list[tuple[str, str]], rng: random.Random):
     this script's own reads)."""
     as_user = os.geteuid() == 0 and shutil.which("runuser") is not None
 
-    def poll() -> None:  # half ask for their own jobs (REQUEST_JOB_USER_INFO), half for all (REQUEST_JOB_INFO)
+    def poll() -> (
+        None
+    ):  # half ask for their own jobs (REQUEST_JOB_USER_INFO), half for all (REQUEST_JOB_INFO)
         user = rng.choice(people)[0]
         mine = ["-u", user] if rng.random() < 0.5 else []
         prefix = ["runuser", "-u", user, "--"] if as_user else []
-        subprocess.run([*prefix, "squeue", "-h", *mine], env=env, capture_output=True, timeout=60, check=True)
+        subprocess.run(
+            [*prefix, "squeue", "-h", *mine], env=env, capture_output=True, timeout=60, check=True
+        )
+
     return poll
 
 
-def explain_requests(sv: Services, jobs_of: dict[str, list[int]], rng: random.Random, latencies: list[float]):
+def explain_requests(
+    sv: Services, jobs_of: dict[str, list[int]], rng: random.Random, latencies: list[float]
+):
     host, port, munge_socket = sv.explain
 
     def ask() -> None:
@@ -307,13 +415,22 @@ def explain_requests(sv: Services, jobs_of: dict[str, list[int]], rng: random.Ra
             return "no job yet"
         user = rng.choice(users)
         job = rng.choice(jobs_of[user])
-        cred = subprocess.run(["runuser", "-u", user, "--", "munge", "--no-input", f"--socket={munge_socket}"],
-                              capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+        cred = subprocess.run(
+            ["runuser", "-u", user, "--", "munge", "--no-input", f"--socket={munge_socket}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
         t0 = time.perf_counter()
         try:
-            with urllib.request.urlopen(urllib.request.Request(
-                    f"http://{host}:{port}/explain/{job}?live=1", headers={"Authorization": f"MUNGE {cred}"}),
-                    timeout=30) as resp:
+            with urllib.request.urlopen(
+                urllib.request.Request(
+                    f"http://{host}:{port}/explain/{job}?live=1",
+                    headers={"Authorization": f"MUNGE {cred}"},
+                ),
+                timeout=30,
+            ) as resp:
                 resp.read()
         except urllib.error.HTTPError as e:
             if e.code == 404:  # a job the prioritizer has not seen yet: a fair answer
@@ -324,6 +441,7 @@ def explain_requests(sv: Services, jobs_of: dict[str, list[int]], rng: random.Ra
         finally:
             latencies.append(time.perf_counter() - t0)
         return None
+
     return ask
 
 
@@ -340,14 +458,16 @@ def agents(env: dict, nodes: list[str], out_dir: Path):
     def sample() -> None:
         for node in nodes:
             sample_once(nvml, node, readers[node], out_dir)
+
     sample.readers = readers  # type: ignore[attr-defined]
     return sample
 
 
 # -- one phase -------------------------------------------------------------------------------------
 def queue_counts(env: dict) -> dict[str, int]:
-    out = subprocess.run(["squeue", "-h", "-r", "-o", "%T"], env=env, capture_output=True, text=True,
-                         timeout=120).stdout.split()
+    out = subprocess.run(
+        ["squeue", "-h", "-r", "-o", "%T"], env=env, capture_output=True, text=True, timeout=120
+    ).stdout.split()
     counts: dict[str, int] = {}
     for state in out:
         counts[state] = counts.get(state, 0) + 1
@@ -372,14 +492,24 @@ def finished(tb: Testbed, active: set[str] = frozenset()) -> dict[str, int]:
     return out
 
 
-ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE",
-         "PREEMPTED")
+ENDED = (
+    "COMPLETED",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "OUT_OF_MEMORY",
+    "NODE_FAIL",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+)
 
 
 def accounted(tb: Testbed, env: dict) -> dict:
     """Every job once: still in the queue (array tasks one by one), else ended in the jobcomp log."""
-    rows = subprocess.run(["squeue", "-h", "-r", "-o", "%A %T"], env=env, capture_output=True, text=True,
-                          timeout=120).stdout.split("\n")
+    rows = subprocess.run(
+        ["squeue", "-h", "-r", "-o", "%A %T"], env=env, capture_output=True, text=True, timeout=120
+    ).stdout.split("\n")
     queued, active_ids = 0, set()
     for row in rows:
         job, _, state = row.strip().partition(" ")
@@ -393,9 +523,15 @@ def accounted(tb: Testbed, env: dict) -> dict:
 
 def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
     tb = Testbed(args.dir, nodes=args.nodes, gpus_per_node=8, job_submit_lua=on)
-    if not all(os.stat(p).st_mode & 0o001 for p in [*Path(tb.state_dir).parents, tb.state_dir] if p.exists()):
-        raise SystemExit(f"error: {tb.state_dir}: every directory above it must be open to other users "
-                         "(their jobs run from its spool); choose a --dir such as /tmp/live-scale")
+    if not all(
+        os.stat(p).st_mode & 0o001
+        for p in [*Path(tb.state_dir).parents, tb.state_dir]
+        if p.exists()
+    ):
+        raise SystemExit(
+            f"error: {tb.state_dir}: every directory above it must be open to other users "
+            "(their jobs run from its spool); choose a --dir such as /tmp/live-scale"
+        )
     tb.down()
     (tb.layout.log_dir / "jobcomp.txt").unlink(missing_ok=True)
     for db in tb.layout.root.glob("ledger.db*"):  # the prioritizer starts from an empty ledger
@@ -403,7 +539,9 @@ def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
     shutil.rmtree(tb.layout.state_save_dir, ignore_errors=True)  # a fresh controller each phase
     t0 = time.monotonic()
     tb.up()
-    say(f"{'on ' if on else 'off'}: testbed of {args.nodes} nodes up in {time.monotonic() - t0:.1f} s")
+    say(
+        f"{'on ' if on else 'off'}: testbed of {args.nodes} nodes up in {time.monotonic() - t0:.1f} s"
+    )
     env = tb.env()
     logs = Path(args.dir) / ("on" if on else "off")
     logs.mkdir(parents=True, exist_ok=True)
@@ -425,10 +563,12 @@ def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
         bg.every("sdiag", 5.0, lambda: bg.samples.append(sdiag(env)))
         agent_sample = None
         if on:
-            agent_sample = agents(env, nodes[:args.agent_nodes], agent_dir)
+            agent_sample = agents(env, nodes[: args.agent_nodes], agent_dir)
             bg.every("agent", args.agent_every, agent_sample)
             if sv.explain and shutil.which("runuser") and shutil.which("munge"):
-                bg.every("explain", args.explain_every, explain_requests(sv, jobs_of, rng, explain_lat))
+                bg.every(
+                    "explain", args.explain_every, explain_requests(sv, jobs_of, rng, explain_lat)
+                )
         walls: list[float] = []
         single_walls: list[float] = []
         failed: list[str] = []
@@ -454,8 +594,10 @@ def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
         with ThreadPoolExecutor(args.submitters) as pool:
             list(pool.map(submit, enumerate(plan)))
         submit_s = time.monotonic() - start
-        say(f"{'on ' if on else 'off'}: {len(plan)} sbatch calls ({sum(s.tasks for s in plan)} jobs) in {submit_s:.0f} s, "
-            f"{len(failed)} failed; steady window {args.window:.0f} s")
+        say(
+            f"{'on ' if on else 'off'}: {len(plan)} sbatch calls ({sum(s.tasks for s in plan)} jobs) in {submit_s:.0f} s, "
+            f"{len(failed)} failed; steady window {args.window:.0f} s"
+        )
         peak = queue_counts(env)
         time.sleep(args.window)
         bg.end()
@@ -470,42 +612,77 @@ def run_phase(on: bool, args, plan: list[Submission], say) -> dict:
     walls.sort()
     single_walls.sort()
     return {
-        "jobs": sum(s.tasks for s in plan), "sbatch_calls": len(plan), "sbatch_failed": len(failed),
-        "sbatch_errors": failed[:3], "submit_s": round(submit_s, 1),
-        "sbatch_ms": {"p50": round(1000 * pct(walls, 50), 2), "p99": round(1000 * pct(walls, 99), 2)},
-        "sbatch_single_ms": {"p50": round(1000 * pct(single_walls, 50), 2),
-                             "p99": round(1000 * pct(single_walls, 99), 2), "n": len(single_walls)},
-        "sdiag_before": {k: v for k, v in before.items() if k != "rpc"}, "sdiag": after,
+        "jobs": sum(s.tasks for s in plan),
+        "sbatch_calls": len(plan),
+        "sbatch_failed": len(failed),
+        "sbatch_errors": failed[:3],
+        "submit_s": round(submit_s, 1),
+        "sbatch_ms": {
+            "p50": round(1000 * pct(walls, 50), 2),
+            "p99": round(1000 * pct(walls, 99), 2),
+        },
+        "sbatch_single_ms": {
+            "p50": round(1000 * pct(single_walls, 50), 2),
+            "p99": round(1000 * pct(single_walls, 99), 2),
+            "n": len(single_walls),
+        },
+        "sdiag_before": {k: v for k, v in before.items() if k != "rpc"},
+        "sdiag": after,
         "server_threads_max": max([s["server_threads"] for s in bg.samples] or [0]),
         "agent_queue_max": max([s["agent_queue"] for s in bg.samples] or [0]),
-        "queue_after_submit": peak, "queue_end": during, "accounted": accounts,
+        "queue_after_submit": peak,
+        "queue_end": during,
+        "accounted": accounts,
         "background": {"ok": bg.counts, "failed": bg.failures},
-        "explain_ms": {"n": len(explain_lat), "p50": round(1000 * pct(sorted(explain_lat), 50), 1),
-                       "p99": round(1000 * pct(sorted(explain_lat), 99), 1)} if on else None,
+        "explain_ms": {
+            "n": len(explain_lat),
+            "p50": round(1000 * pct(sorted(explain_lat), 50), 1),
+            "p99": round(1000 * pct(sorted(explain_lat), 99), 1),
+        }
+        if on
+        else None,
         "prioritizer": prioritizer_figures(prio) if on else None,
-        "agent_reads": {"single_job": sum(r.job_reads for r in agent_sample.readers.values()),
-                        "whole_queue": sum(r.full_reads for r in agent_sample.readers.values()),
-                        "listpids_failed": sorted({r.local_error for r in agent_sample.readers.values()
-                                                   if r.local_error})}
-        if agent_sample else None,
+        "agent_reads": {
+            "single_job": sum(r.job_reads for r in agent_sample.readers.values()),
+            "whole_queue": sum(r.full_reads for r in agent_sample.readers.values()),
+            "listpids_failed": sorted(
+                {r.local_error for r in agent_sample.readers.values() if r.local_error}
+            ),
+        }
+        if agent_sample
+        else None,
     }
 
 
 def pct(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return float("nan")
-    return sorted_values[min(len(sorted_values) - 1, int(round(q / 100 * (len(sorted_values) - 1))))]
+    return sorted_values[
+        min(len(sorted_values) - 1, int(round(q / 100 * (len(sorted_values) - 1))))
+    ]
 
 
 def prioritizer_figures(m: dict[str, float]) -> dict:
     count = m.get("slurm_dl_prioritizer_cycle_duration_seconds_count", 0.0)
-    return {"cycles_ok": int(m.get("slurm_dl_prioritizer_cycles_total{ok}", 0)),
-            "cycles_failed": int(sum(v for k, v in m.items() if k.startswith("slurm_dl_prioritizer_cycles_total{")
-                                     and not k.endswith("{ok}"))),
-            "cycle_mean_s": round(m.get("slurm_dl_prioritizer_cycle_duration_seconds_sum", 0.0) / count, 3)
-            if count else None,
-            "site_factor_pushes": int(m.get("slurm_dl_prioritizer_site_factor_pushes_total", 0)),
-            "site_factor_push_calls": int(m.get("slurm_dl_prioritizer_site_factor_push_calls_total", 0))}
+    return {
+        "cycles_ok": int(m.get("slurm_dl_prioritizer_cycles_total{ok}", 0)),
+        "cycles_failed": int(
+            sum(
+                v
+                for k, v in m.items()
+                if k.startswith("slurm_dl_prioritizer_cycles_total{") and not k.endswith("{ok}")
+            )
+        ),
+        "cycle_mean_s": round(
+            m.get("slurm_dl_prioritizer_cycle_duration_seconds_sum", 0.0) / count, 3
+        )
+        if count
+        else None,
+        "site_factor_pushes": int(m.get("slurm_dl_prioritizer_site_factor_pushes_total", 0)),
+        "site_factor_push_calls": int(
+            m.get("slurm_dl_prioritizer_site_factor_push_calls_total", 0)
+        ),
+    }
 
 
 # -- comparison ------------------------------------------------------------------------------------
@@ -537,26 +714,44 @@ def compare(off: dict, on: dict) -> dict:
     r_off, r_on = off["sdiag"]["rpc"], on["sdiag"]["rpc"]
     u_off, u_on = off["sdiag"].get("rpc_by_user", {}), on["sdiag"].get("rpc_by_user", {})
     jobs_ratio = on["jobs"] / off["jobs"]
-    per_job = {t: ratio(r_on.get(t, {}).get("count", 0) / jobs_ratio, r_off[t]["count"]) if t in r_off else None
-               for t in sorted(set(r_on) | set(r_off))}
+    per_job = {
+        t: ratio(r_on.get(t, {}).get("count", 0) / jobs_ratio, r_off[t]["count"])
+        if t in r_off
+        else None
+        for t in sorted(set(r_on) | set(r_off))
+    }
     new_types = sorted(t for t in r_on if t not in r_off)
     return {
-        "rpc_time_ratio": {"submit": ratio(average_us(r_on, [SUBMIT]), average_us(r_off, [SUBMIT])),
-                           "job_info": ratio(average_us(r_on, [JOB_INFO]), average_us(r_off, [JOB_INFO])),
-                           "user_job_info": ratio(average_us(r_on, [USER_INFO]), average_us(r_off, [USER_INFO])),
-                           "users_squeue": ratio(users_average_us(u_on), users_average_us(u_off)),
-                           "overall": same_mix(r_on, r_off),
-                           "overall_raw": ratio(average_us(r_on), average_us(r_off))},
-        "rpc_avg_us": {name: {"submit": average_us(r, [SUBMIT]), "job_info": average_us(r, [JOB_INFO]),
-                              "user_job_info": average_us(r, [USER_INFO]), "overall": average_us(r),
-                              "users_squeue": users_average_us(u), "root": average_us(u, ["root"])}
-                       for name, r, u in (("off", r_off, u_off), ("on", r_on, u_on))},
-        "rpc_count_by_user": {name: {k: v["count"] for k, v in u.items()} for name, u in (("off", u_off), ("on", u_on))},
+        "rpc_time_ratio": {
+            "submit": ratio(average_us(r_on, [SUBMIT]), average_us(r_off, [SUBMIT])),
+            "job_info": ratio(average_us(r_on, [JOB_INFO]), average_us(r_off, [JOB_INFO])),
+            "user_job_info": ratio(average_us(r_on, [USER_INFO]), average_us(r_off, [USER_INFO])),
+            "users_squeue": ratio(users_average_us(u_on), users_average_us(u_off)),
+            "overall": same_mix(r_on, r_off),
+            "overall_raw": ratio(average_us(r_on), average_us(r_off)),
+        },
+        "rpc_avg_us": {
+            name: {
+                "submit": average_us(r, [SUBMIT]),
+                "job_info": average_us(r, [JOB_INFO]),
+                "user_job_info": average_us(r, [USER_INFO]),
+                "overall": average_us(r),
+                "users_squeue": users_average_us(u),
+                "root": average_us(u, ["root"]),
+            }
+            for name, r, u in (("off", r_off, u_off), ("on", r_on, u_on))
+        },
+        "rpc_count_by_user": {
+            name: {k: v["count"] for k, v in u.items()}
+            for name, u in (("off", u_off), ("on", u_on))
+        },
         "rpc_count_ratio_per_job": per_job,
         "rpc_types_only_on": {t: r_on[t]["count"] for t in new_types},
         # Single-job sbatch calls: an array's wall time grows with its tasks, not with the filter.
-        "filter_added_ms": {q: round(on["sbatch_single_ms"][q] - off["sbatch_single_ms"][q], 2)
-                            for q in ("p50", "p99")},
+        "filter_added_ms": {
+            q: round(on["sbatch_single_ms"][q] - off["sbatch_single_ms"][q], 2)
+            for q in ("p50", "p99")
+        },
     }
 
 
@@ -564,21 +759,43 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=32)
     ap.add_argument("--jobs", type=int, default=2000)
-    ap.add_argument("--dir", default="/tmp/slurm-dl-live-scale", help="testbed state directory (short path)")
+    ap.add_argument(
+        "--dir", default="/tmp/slurm-dl-live-scale", help="testbed state directory (short path)"
+    )
     ap.add_argument("--users", type=int, default=12)
     ap.add_argument("--accounts", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--array-share", type=float, default=0.9, help="share of the jobs submitted in arrays")
+    ap.add_argument(
+        "--array-share", type=float, default=0.9, help="share of the jobs submitted in arrays"
+    )
     ap.add_argument("--seconds", default="30-120", help="each job's sleep, MIN-MAX seconds")
-    ap.add_argument("--gpus-scale", type=int, default=1, help="multiply each job's GPUs (1, 2, 4 …, at most "
-                    "8 per job): fewer running jobs, for a machine that cannot start as many")
+    ap.add_argument(
+        "--gpus-scale",
+        type=int,
+        default=1,
+        help="multiply each job's GPUs (1, 2, 4 …, at most "
+        "8 per job): fewer running jobs, for a machine that cannot start as many",
+    )
     ap.add_argument("--rate", type=float, default=20.0, help="sbatch calls per second at most")
     ap.add_argument("--submitters", type=int, default=2, help="concurrent sbatch calls")
-    ap.add_argument("--window", type=float, default=60.0, help="seconds of steady load after the submissions")
-    ap.add_argument("--interval", type=float, default=5.0, help="the prioritizer's interval_seconds")
-    ap.add_argument("--squeue-every", type=float, default=2.0, help="a user's squeue every S seconds")
-    ap.add_argument("--explain-every", type=float, default=1.0, help="an explain request every S seconds")
-    ap.add_argument("--agent-nodes", type=int, default=2, help="nodes whose gpu-agent runs (each reads the queue)")
+    ap.add_argument(
+        "--window", type=float, default=60.0, help="seconds of steady load after the submissions"
+    )
+    ap.add_argument(
+        "--interval", type=float, default=5.0, help="the prioritizer's interval_seconds"
+    )
+    ap.add_argument(
+        "--squeue-every", type=float, default=2.0, help="a user's squeue every S seconds"
+    )
+    ap.add_argument(
+        "--explain-every", type=float, default=1.0, help="an explain request every S seconds"
+    )
+    ap.add_argument(
+        "--agent-nodes",
+        type=int,
+        default=2,
+        help="nodes whose gpu-agent runs (each reads the queue)",
+    )
     ap.add_argument("--agent-every", type=float, default=30.0, help="the agents' sample_seconds")
     ap.add_argument("--quiet", action="store_true")
     return ap
@@ -596,29 +813,51 @@ def main() -> int:
 def run(args, say=lambda *_: None) -> dict:
     """Both phases of the scenario ``args`` (from ``parser()``) on one testbed directory."""
     lo, _, hi = args.seconds.partition("-")
-    plan = make_plan(args.jobs, args.users, args.accounts, args.seed, args.array_share, (int(lo), int(hi or lo)),
-                     args.gpus_scale)
+    plan = make_plan(
+        args.jobs,
+        args.users,
+        args.accounts,
+        args.seed,
+        args.array_share,
+        (int(lo), int(hi or lo)),
+        args.gpus_scale,
+    )
     t0 = time.monotonic()
     off = run_phase(False, args, plan, say)
     on = run_phase(True, args, plan, say)
-    return {"benchmark": "live_scale", "nodes": args.nodes, "jobs": args.jobs, "users": args.users,
-            "accounts": args.accounts, "sbatch_calls": len(plan), "window_s": args.window,
-            "agent_nodes": args.agent_nodes, "wall_s": round(time.monotonic() - t0, 1),
-            **compare(off, on), "off": off, "on": on}
+    return {
+        "benchmark": "live_scale",
+        "nodes": args.nodes,
+        "jobs": args.jobs,
+        "users": args.users,
+        "accounts": args.accounts,
+        "sbatch_calls": len(plan),
+        "window_s": args.window,
+        "agent_nodes": args.agent_nodes,
+        "wall_s": round(time.monotonic() - t0, 1),
+        **compare(off, on),
+        "off": off,
+        "on": on,
+    }
 
 
 def human(r: dict) -> str:
     t, f, p = r["rpc_time_ratio"], r["filter_added_ms"], r["on"]["prioritizer"] or {}
-    worst = max(((k, v) for k, v in r["rpc_count_ratio_per_job"].items() if v is not None),
-                key=lambda kv: kv[1], default=("-", None))
-    return (f"live scale ({r['nodes']} nodes, {r['jobs']} jobs, peak {r['on']['queue_after_submit'].get('PENDING', 0)} "
-            f"pending / {r['on']['queue_after_submit'].get('RUNNING', 0)} running with slurm-dl on): "
-            f"RPC time on/off submit {t['submit']}x, job info {t['job_info']}x (own jobs {t['user_job_info']}x; "
-            f"users' squeue alone {t.get('users_squeue')}x), "
-            f"all {t['overall']}x; "
-            f"filter adds {f['p50']} ms p50 / {f['p99']} ms p99 per sbatch; busiest RPC type per job "
-            f"{worst[0]} {worst[1]}x; prioritizer cycle {p.get('cycle_mean_s')} s mean over "
-            f"{p.get('cycles_ok')} cycles, {p.get('cycles_failed')} failed")
+    worst = max(
+        ((k, v) for k, v in r["rpc_count_ratio_per_job"].items() if v is not None),
+        key=lambda kv: kv[1],
+        default=("-", None),
+    )
+    return (
+        f"live scale ({r['nodes']} nodes, {r['jobs']} jobs, peak {r['on']['queue_after_submit'].get('PENDING', 0)} "
+        f"pending / {r['on']['queue_after_submit'].get('RUNNING', 0)} running with slurm-dl on): "
+        f"RPC time on/off submit {t['submit']}x, job info {t['job_info']}x (own jobs {t['user_job_info']}x; "
+        f"users' squeue alone {t.get('users_squeue')}x), "
+        f"all {t['overall']}x; "
+        f"filter adds {f['p50']} ms p50 / {f['p99']} ms p99 per sbatch; busiest RPC type per job "
+        f"{worst[0]} {worst[1]}x; prioritizer cycle {p.get('cycle_mean_s')} s mean over "
+        f"{p.get('cycles_ok')} cycles, {p.get('cycles_failed')} failed"
+    )
 
 
 if __name__ == "__main__":

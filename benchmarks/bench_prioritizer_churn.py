@@ -63,14 +63,27 @@ class ChurningSlurm(base.MemorySlurm):
             if j.job_id in gone:
                 continue
             if j.job_id in starting:  # starts where an ending job ran
-                j = dataclasses.replace(j, state=JobState.RUNNING, state_reason="None", start_time=self.now,
-                                        nodes=template.nodes, gpu_type=template.gpu_type)
+                j = dataclasses.replace(
+                    j,
+                    state=JobState.RUNNING,
+                    state_reason="None",
+                    start_time=self.now,
+                    nodes=template.nodes,
+                    gpu_type=template.gpu_type,
+                )
                 changed.append(j)
             jobs.append(j)
         waiting = next(j for j in self.jobs if j.pending)
-        for _ in range(len(ending)):  # new jobs arrive (names repeat: the history's keys are bounded)
-            j = dataclasses.replace(waiting, job_id=self.next_id, submit_time=self.now, eligible_time=self.now,
-                                    name=f"n{self.next_id % 97}")
+        for _ in range(
+            len(ending)
+        ):  # new jobs arrive (names repeat: the history's keys are bounded)
+            j = dataclasses.replace(
+                waiting,
+                job_id=self.next_id,
+                submit_time=self.now,
+                eligible_time=self.now,
+                name=f"n{self.next_id % 97}",
+            )
             self.next_id += 1
             jobs.append(j)
             changed.append(j)
@@ -81,32 +94,45 @@ class ChurningSlurm(base.MemorySlurm):
             self.site_factor.pop(jid, None)
         for j in changed:
             head, tail = self.parts[j.job_id] = base.squeue_line(j)
-            self.lines[j.job_id] = f"{head}{base.BASE_PRIORITY + self.site_factor.get(j.job_id, 0)}{tail}"
+            self.lines[j.job_id] = (
+                f"{head}{base.BASE_PRIORITY + self.site_factor.get(j.job_id, 0)}{tail}"
+            )
         self.text = self.sprio = None
         return super().snapshot()
 
 
 def _rss_mib() -> float:
     with open("/proc/self/status") as f:
-        return round(next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024, 1)
+        return round(
+            next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024, 1
+        )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pending", type=int, default=5000)
     ap.add_argument("--running", type=int, default=1000)
-    ap.add_argument("--churn", type=int, default=200, help="jobs ending, starting and arriving per cycle")
+    ap.add_argument(
+        "--churn", type=int, default=200, help="jobs ending, starting and arriving per cycle"
+    )
     ap.add_argument("--cycles", type=int, default=1500)
-    ap.add_argument("--no-trim", action="store_true", help="keep glibc's free memory (the comparison)")
+    ap.add_argument(
+        "--no-trim", action="store_true", help="keep glibc's free memory (the comparison)"
+    )
     ap.add_argument("--config", default=str(ROOT / "site-configs" / "testbed.toml"))
-    ap.add_argument("--census", action="store_true",
-                    help="also count the objects Python's collector tracks, by type, after warm-up and at "
-                         "the end, and print the types that grew most")
+    ap.add_argument(
+        "--census",
+        action="store_true",
+        help="also count the objects Python's collector tracks, by type, after warm-up and at "
+        "the end, and print the types that grew most",
+    )
     a = ap.parse_args()
     if a.no_trim:
         heap_mod._TRIM = None
     cfg = load_config(a.config)
-    cfg = cfg.model_copy(update={"preemption": cfg.preemption.model_copy(update={"enabled": False})})
+    cfg = cfg.model_copy(
+        update={"preemption": cfg.preemption.model_copy(update={"enabled": False})}
+    )
     jobs, nodes, ledger, now = base.synthetic(a.pending, a.running)
     heap = Heap()
     heap.start()
@@ -126,32 +152,53 @@ def main() -> int:
             heap.after_cycle()
             if i % every == 0 or i == a.cycles:
                 led = prio.ledger
-                samples.append({"cycle": i, "rss_mib": _rss_mib(), "py_blocks": sys.getallocatedblocks(),
-                                **process_memory.figures(), "ledger_jobs": len(led.jobs), "history": len(led.history),
-                                "finished": len(led.finished), "runs": len(led.runs),
-                                "elapsed_s": round(time.monotonic() - t0, 1)})
+                samples.append(
+                    {
+                        "cycle": i,
+                        "rss_mib": _rss_mib(),
+                        "py_blocks": sys.getallocatedblocks(),
+                        **process_memory.figures(),
+                        "ledger_jobs": len(led.jobs),
+                        "history": len(led.history),
+                        "finished": len(led.finished),
+                        "runs": len(led.runs),
+                        "elapsed_s": round(time.monotonic() - t0, 1),
+                    }
+                )
                 if a.census and (len(samples) == 2 or i == a.cycles):
                     censuses.append(Counter(type(o).__qualname__ for o in gc.get_objects()))
         store.close()
     heap.release()
     warm, end = samples[min(1, len(samples) - 1)], samples[-1]
-    out = {"benchmark": "prioritizer_churn", "pending": a.pending, "running": a.running, "churn": a.churn,
-           "cycles": a.cycles, "trim": not a.no_trim, "failed_cycles": failed,
-           "jobs_ended": a.churn * a.cycles, "rss_growth_ratio": round(end["rss_mib"] / warm["rss_mib"], 3),
-           "samples": samples}
+    out = {
+        "benchmark": "prioritizer_churn",
+        "pending": a.pending,
+        "running": a.running,
+        "churn": a.churn,
+        "cycles": a.cycles,
+        "trim": not a.no_trim,
+        "failed_cycles": failed,
+        "jobs_ended": a.churn * a.cycles,
+        "rss_growth_ratio": round(end["rss_mib"] / warm["rss_mib"], 3),
+        "samples": samples,
+    }
     if len(censuses) == 2:
         grew = censuses[1].copy()
         grew.subtract(censuses[0])
         out["census_growth"] = dict(grew.most_common(12))
     print(json.dumps(out))
-    print(f"{a.cycles} cycles, {a.churn} jobs turning over each, {failed} failed; RSS "
-          f"{warm['rss_mib']} MiB at cycle {warm['cycle']} -> {end['rss_mib']} at {end['cycle']} "
-          f"(ratio {out['rss_growth_ratio']}); glibc free-but-kept {warm['malloc_free_mib']} -> "
-          f"{end['malloc_free_mib']} MiB; history {end['history']}, finished {end['finished']}"
-          + ("" if not a.no_trim else " (without giving free memory back)"))
+    print(
+        f"{a.cycles} cycles, {a.churn} jobs turning over each, {failed} failed; RSS "
+        f"{warm['rss_mib']} MiB at cycle {warm['cycle']} -> {end['rss_mib']} at {end['cycle']} "
+        f"(ratio {out['rss_growth_ratio']}); glibc free-but-kept {warm['malloc_free_mib']} -> "
+        f"{end['malloc_free_mib']} MiB; history {end['history']}, finished {end['finished']}"
+        + ("" if not a.no_trim else " (without giving free memory back)")
+    )
     if "census_growth" in out:
-        print("objects tracked, growth from warm-up to the end: "
-              + ", ".join(f"{k} {v:+d}" for k, v in out["census_growth"].items()))
+        print(
+            "objects tracked, growth from warm-up to the end: "
+            + ", ".join(f"{k} {v:+d}" for k, v in out["census_growth"].items())
+        )
     return 0 if failed == 0 else 1
 
 

@@ -58,14 +58,39 @@ def main() -> int:
         try:
             tb.up()
             env = {**os.environ, **tb.env()}
-            blocker = subprocess.run(["sbatch", "--parsable", "-N4", "--gres=gpu:8", "--time=60", "-o", "/dev/null",
-                                      "--wrap", "sleep 3600"], env=env, check=True, capture_output=True, text=True)
+            blocker = subprocess.run(
+                [
+                    "sbatch",
+                    "--parsable",
+                    "-N4",
+                    "--gres=gpu:8",
+                    "--time=60",
+                    "-o",
+                    "/dev/null",
+                    "--wrap",
+                    "sleep 3600",
+                ],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             bid = blocker.stdout.strip().split(";")[0]
-            subprocess.run(["scontrol", "update", f"jobid={bid}", "AdminComment=sdl1:class=serve;ckpt=0;gpus=32;shape=4x8"],
-                           env=env, check=True)
+            subprocess.run(
+                [
+                    "scontrol",
+                    "update",
+                    f"jobid={bid}",
+                    "AdminComment=sdl1:class=serve;ckpt=0;gpus=32;shape=4x8",
+                ],
+                env=env,
+                check=True,
+            )
             t = time.perf_counter()
-            script = (f"for i in $(seq {args.pending}); do sbatch -Q --gres=gpu:1 --time=10 -o /dev/null "
-                      f"--account=acct$((i % 7)) --wrap true || exit 1; done")
+            script = (
+                f"for i in $(seq {args.pending}); do sbatch -Q --gres=gpu:1 --time=10 -o /dev/null "
+                f"--account=acct$((i % 7)) --wrap true || exit 1; done"
+            )
             subprocess.run(["bash", "-c", script], env=env, check=True)
             submit_s = time.perf_counter() - t
             backend = CountingBackend(tb.env())
@@ -84,9 +109,17 @@ def main() -> int:
                 t = time.perf_counter()
                 r = prio.run_cycle()
                 wall = time.perf_counter() - t
-                cycles.append({"wall_s": round(wall, 3), "slurm_calls": len(backend.calls),
-                               "calls": sorted(set(backend.calls)), "pending": r.pending,
-                               "pushed_jobs": r.pushed_jobs, "push_calls": r.push_calls, "phases_s": r.seconds})
+                cycles.append(
+                    {
+                        "wall_s": round(wall, 3),
+                        "slurm_calls": len(backend.calls),
+                        "calls": sorted(set(backend.calls)),
+                        "pending": r.pending,
+                        "pushed_jobs": r.pushed_jobs,
+                        "push_calls": r.push_calls,
+                        "phases_s": r.seconds,
+                    }
+                )
                 time.sleep(1.0)
         finally:
             tb.down()

@@ -63,15 +63,30 @@ def main() -> int:
             env = {**os.environ, **tb.env()}
 
             def sbatch(*a: str) -> str:
-                out = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", *a], env=env, check=True,
-                                     capture_output=True, text=True).stdout
+                out = subprocess.run(
+                    ["sbatch", "--parsable", "-o", "/dev/null", *a],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
                 return out.strip().split(";")[0]
 
             blocker = sbatch("-N2", "--gres=gpu:8", "--time=60", "--wrap", "sleep 3600")
-            subprocess.run(["scontrol", "update", f"jobid={blocker}",
-                            "AdminComment=sdl1:class=serve;ckpt=0;gpus=16;shape=2x8"], env=env, check=True)
-            waiting = [sbatch("--gres=gpu:1", "--time=10", f"--account=acct{i % 5}", "--wrap", "true")
-                       for i in range(args.pending)]
+            subprocess.run(
+                [
+                    "scontrol",
+                    "update",
+                    f"jobid={blocker}",
+                    "AdminComment=sdl1:class=serve;ckpt=0;gpus=16;shape=2x8",
+                ],
+                env=env,
+                check=True,
+            )
+            waiting = [
+                sbatch("--gres=gpu:1", "--time=10", f"--account=acct{i % 5}", "--wrap", "true")
+                for i in range(args.pending)
+            ]
             prio = Prioritizer(cfg, CliBackend(tb.env()), Store(f"sqlite:///{Path(d) / 'prio.db'}"))
             tracemalloc.start()
             base = None
@@ -81,7 +96,11 @@ def main() -> int:
                 prio.run_cycle()
                 if c % 50 == 0:
                     subprocess.run(["scancel", waiting.pop(0)], env=env, check=True)
-                    waiting.append(sbatch("--gres=gpu:1", "--time=10", f"--account=acct{c % 5}", "--wrap", "true"))
+                    waiting.append(
+                        sbatch(
+                            "--gres=gpu:1", "--time=10", f"--account=acct{c % 5}", "--wrap", "true"
+                        )
+                    )
                 if c == BASELINE_CYCLE:
                     base = (rss_kib(), tracemalloc.get_traced_memory()[0])
                 if c % 100 == 0:

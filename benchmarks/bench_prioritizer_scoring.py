@@ -57,34 +57,63 @@ SETTLED = 2
 explanation, and the second reads back every line those updates changed (as after a restart)."""
 
 
-def synthetic(pending: int, running: int, seed: int = 7) -> tuple[list[Job], list[Node], Ledger, float]:
+def synthetic(
+    pending: int, running: int, seed: int = 7
+) -> tuple[list[Job], list[Node], Ledger, float]:
     rng = random.Random(seed)
     now = 1_000_000.0
     nodes_n = max(1, (running + 7) // 8 * 1)
     nodes = [Node(f"gpu{i:05d}", 8, "h100", gpus_used=8) for i in range(nodes_n)]
     accounts = [f"acct{i}" for i in range(20)]
-    classes = [JobClass.TRAIN] * 8 + [JobClass.INFERENCE, JobClass.SWEEP, JobClass.SERVE, JobClass.INTERACTIVE]
+    classes = [JobClass.TRAIN] * 8 + [
+        JobClass.INFERENCE,
+        JobClass.SWEEP,
+        JobClass.SERVE,
+        JobClass.INTERACTIVE,
+    ]
     jobs: list[Job] = []
     led = Ledger()
     for i in range(running):
         gpus = rng.choice((1, 2, 4, 8))
         start = now - rng.uniform(60, 86400)
-        j = Job(i + 1, user=f"u{i % 97}", account=rng.choice(accounts), name=f"n{i % 31}", job_class=rng.choice(classes),
-                num_gpus=gpus, submit_time=start - rng.uniform(0, 3600), start_time=start, time_limit=172800.0,
-                state=JobState.RUNNING, nodes=(nodes[i % nodes_n].name,))
+        j = Job(
+            i + 1,
+            user=f"u{i % 97}",
+            account=rng.choice(accounts),
+            name=f"n{i % 31}",
+            job_class=rng.choice(classes),
+            num_gpus=gpus,
+            submit_time=start - rng.uniform(0, 3600),
+            start_time=start,
+            time_limit=172800.0,
+            state=JobState.RUNNING,
+            nodes=(nodes[i % nodes_n].name,),
+        )
         jobs.append(j)
     for i in range(pending):
-        j = Job(running + i + 1, user=f"u{i % 97}", account=rng.choice(accounts), name=f"n{i % 31}",
-                job_class=rng.choice(classes), num_gpus=rng.choice((1, 1, 2, 4, 8, 16)),
-                submit_time=now - rng.uniform(0, 86400), time_limit=rng.choice((3600.0, 14400.0, 86400.0)),
-                attained_gpu_s=rng.choice((0.0, 0.0, rng.uniform(0, 50000))))
+        j = Job(
+            running + i + 1,
+            user=f"u{i % 97}",
+            account=rng.choice(accounts),
+            name=f"n{i % 31}",
+            job_class=rng.choice(classes),
+            num_gpus=rng.choice((1, 1, 2, 4, 8, 16)),
+            submit_time=now - rng.uniform(0, 86400),
+            time_limit=rng.choice((3600.0, 14400.0, 86400.0)),
+            attained_gpu_s=rng.choice((0.0, 0.0, rng.uniform(0, 50000))),
+        )
         if rng.random() < 0.05:
             j.deadline = now + rng.uniform(3600, 86400)
         jobs.append(j)
     led.observe(jobs, now - 60.0, 3600.0)
     led.observe(jobs, now, 3600.0)
     for _ in range(2000):
-        led.add_history(rng.lognormvariate(8, 2), f"u{rng.randrange(97)}", f"n{rng.randrange(31)}", rng.choice(accounts))
+        led.add_history(
+            rng.lognormvariate(8, 2),
+            f"u{rng.randrange(97)}",
+            f"n{rng.randrange(31)}",
+            rng.choice(accounts),
+        )
     for j in jobs:
         rec = led.jobs[j.job_id]
         j.attained_gpu_s = max(j.attained_gpu_s, rec.attained_gpu_s)
@@ -107,19 +136,46 @@ def squeue_line(j: Job) -> tuple[str, str]:
     the text before its priority and the text after it."""
     running = j.state is JobState.RUNNING
     days, rest = divmod(int(j.time_limit or 0), 86400)
-    tag = encode_tag(JobTag(job_class=j.job_class, checkpointable=j.checkpointable, gpus=j.num_gpus,
-                            deadline=int(j.deadline) if j.deadline is not None else None))
+    tag = encode_tag(
+        JobTag(
+            job_class=j.job_class,
+            checkpointable=j.checkpointable,
+            gpus=j.num_gpus,
+            deadline=int(j.deadline) if j.deadline is not None else None,
+        )
+    )
     values = {
-        "JobID": j.job_id, "UserName": j.user, "Account": j.account, "Name": j.name, "Partition": "gpu",
-        "State": j.state.value, "Reason": "None" if running else "Priority", "tres-per-node": "N/A",
-        "tres-per-job": f"gres:gpu:{j.num_gpus}", "NumNodes": 1,
+        "JobID": j.job_id,
+        "UserName": j.user,
+        "Account": j.account,
+        "Name": j.name,
+        "Partition": "gpu",
+        "State": j.state.value,
+        "Reason": "None" if running else "Priority",
+        "tres-per-node": "N/A",
+        "tres-per-job": f"gres:gpu:{j.num_gpus}",
+        "NumNodes": 1,
         "TimeLimit": f"{days}-{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}",
-        "SubmitTime": int(j.submit_time), "StartTime": int(j.start_time) if running else "N/A",
-        "EligibleTime": int(j.submit_time), "Deadline": int(j.deadline) if j.deadline is not None else "N/A",
-        "Nice": 0, "PriorityLong": "\0", "RestartCnt": 0, "NodeList": ",".join(j.nodes), "Comment": "(null)",
-        "admin_comment": tag, "tres-per-task": "", "tres-per-socket": "", "NumTasks": 1, "Sockets": "*",
+        "SubmitTime": int(j.submit_time),
+        "StartTime": int(j.start_time) if running else "N/A",
+        "EligibleTime": int(j.submit_time),
+        "Deadline": int(j.deadline) if j.deadline is not None else "N/A",
+        "Nice": 0,
+        "PriorityLong": "\0",
+        "RestartCnt": 0,
+        "NodeList": ",".join(j.nodes),
+        "Comment": "(null)",
+        "admin_comment": tag,
+        "tres-per-task": "",
+        "tres-per-socket": "",
+        "NumTasks": 1,
+        "Sockets": "*",
         "tres-alloc": f"cpu=1,mem=1G,node=1,billing=1,gres/gpu={j.num_gpus}" if running else "",
-        "Requeue": 1, "ArrayJobID": j.job_id, "ArrayTaskID": "N/A", "QOS": "normal", "Feature": "(null)",
+        "Requeue": 1,
+        "ArrayJobID": j.job_id,
+        "ArrayTaskID": "N/A",
+        "QOS": "normal",
+        "Feature": "(null)",
     }
     head, tail = "".join(f"{values[name]}{SEP}" for name, _ in FIELDS).split("\0")
     return head, tail
@@ -135,7 +191,9 @@ class MemorySlurm:
         self.jobs, self.nodes, self.now, self.step_s = jobs, nodes, now, step_s
         self.site_factor: dict[int, int] = {}
         self.parts = {j.job_id: squeue_line(j) for j in jobs}
-        self.lines = {jid: f"{head}{BASE_PRIORITY}{tail}" for jid, (head, tail) in self.parts.items()}
+        self.lines = {
+            jid: f"{head}{BASE_PRIORITY}{tail}" for jid, (head, tail) in self.parts.items()
+        }
         self.text: str | None = None
         self.sprio: str | None = None
         self.memo = LineMemo()
@@ -150,12 +208,17 @@ class MemorySlurm:
         self.parsed.append(self.memo.parsed)
         if self.sprio is None:  # sprio lists the waiting jobs' SiteFactor
             self.sprio = "".join(f"{jid}|{v}\n" for jid, v in self.site_factor.items())
-        jobs = with_node_gpu_types(with_site_factors(jobs, self.sprio_memo.parse(self.sprio)), self.nodes)
+        jobs = with_node_gpu_types(
+            with_site_factors(jobs, self.sprio_memo.parse(self.sprio)), self.nodes
+        )
         return ClusterSnapshot(taken_at=self.now, jobs=jobs, nodes=list(self.nodes))
 
     def set_site_factor(self, values):
         self.site_factor.update(values)
-        for jid, v in values.items():  # Slurm adds the SiteFactor to the job's priority: its line changes
+        for (
+            jid,
+            v,
+        ) in values.items():  # Slurm adds the SiteFactor to the job's priority: its line changes
             head, tail = self.parts[jid]
             self.lines[jid] = f"{head}{BASE_PRIORITY + v}{tail}"
         self.text = self.sprio = None
@@ -171,7 +234,9 @@ class MemorySlurm:
         return None
 
 
-def whole_cycles(cfg, jobs, nodes, led, now, cycles: int, gc_paced: bool = True, baseline=None) -> list[dict]:
+def whole_cycles(
+    cfg, jobs, nodes, led, now, cycles: int, gc_paced: bool = True, baseline=None
+) -> list[dict]:
     """``cycles`` whole cycles; ``baseline``: a function timed (CPU s) right after each cycle
     (``fifo_s``), so each cycle has the machine's speed of the same moment beside it."""
     from prioritizer import Prioritizer
@@ -181,8 +246,12 @@ def whole_cycles(cfg, jobs, nodes, led, now, cycles: int, gc_paced: bool = True,
     if heap is not None:
         heap.start()
 
-    cfg = cfg.model_copy(update={"preemption": cfg.preemption.model_copy(update={"enabled": False}),
-                                 "prioritizer": cfg.prioritizer.model_copy(update={"max_pushes_per_cycle": 0})})
+    cfg = cfg.model_copy(
+        update={
+            "preemption": cfg.preemption.model_copy(update={"enabled": False}),
+            "prioritizer": cfg.prioritizer.model_copy(update={"max_pushes_per_cycle": 0}),
+        }
+    )
     out = []
     with tempfile.TemporaryDirectory(prefix="bench-scoring-") as d:
         store = Store(f"sqlite:///{Path(d) / 'prio.db'}")
@@ -201,16 +270,24 @@ def whole_cycles(cfg, jobs, nodes, led, now, cycles: int, gc_paced: bool = True,
                     heap.after_cycle()  # as the daemon's loop does after each cycle
             finally:
                 cycle_mod.time = time
-            out.append({"wall_s": round(time.perf_counter() - w0, 3), "cpu_s": round(time.process_time() - c0, 3),
-                        "parts_cpu_s": r.seconds, "pushed_jobs": r.pushed_jobs,
-                        "parsed_lines": slurm.parsed[-1]})
+            out.append(
+                {
+                    "wall_s": round(time.perf_counter() - w0, 3),
+                    "cpu_s": round(time.process_time() - c0, 3),
+                    "parts_cpu_s": r.seconds,
+                    "pushed_jobs": r.pushed_jobs,
+                    "parsed_lines": slurm.parsed[-1],
+                }
+            )
             if baseline is not None:
                 c0 = time.process_time()
                 baseline()
                 out[-1]["fifo_s"] = round(time.process_time() - c0, 4)
         if heap is not None:  # the collection the daemon makes every FULL_EVERY_CYCLES cycles
             heap.collect()
-            out.append({"gc_full_s": round(heap.last_collection_s, 3), "every_cycles": heap.full_every})
+            out.append(
+                {"gc_full_s": round(heap.last_collection_s, 3), "every_cycles": heap.full_every}
+            )
         store.close()
     if heap is not None:
         heap.release()
@@ -224,8 +301,12 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--config", default=str(ROOT / "site-configs" / "testbed.toml"))
     ap.add_argument("--cycles", type=int, default=5, help="whole cycles to run (0: skip them)")
-    ap.add_argument("--no-gc-baseline", dest="gc_baseline", action="store_false",
-                    help="skip the same cycles under Python's automatic garbage collection")
+    ap.add_argument(
+        "--no-gc-baseline",
+        dest="gc_baseline",
+        action="store_false",
+        help="skip the same cycles under Python's automatic garbage collection",
+    )
     args = ap.parse_args()
     cfg = load_config(args.config)
     jobs, nodes, led, now = synthetic(args.pending, args.running)
@@ -242,23 +323,55 @@ def main() -> int:
     snap = ClusterSnapshot(taken_at=now, jobs=jobs, nodes=nodes)
     plan_s, intents = timed(lambda: plan_intents(snap, jobs, scores, cfg, ctx), args.reps)
     policy = get_policy(cfg.policy.mix, cfg)
-    explain_s, _ = timed(lambda: [explain_job(j, ctx, policy, score=scores[j.job_id], site_factor=None, rank=0,
-                                              ranked=len(jobs), half_life_s=3600.0) for j in jobs], 1)
+    explain_s, _ = timed(
+        lambda: [
+            explain_job(
+                j,
+                ctx,
+                policy,
+                score=scores[j.job_id],
+                site_factor=None,
+                rank=0,
+                ranked=len(jobs),
+                half_life_s=3600.0,
+            )
+            for j in jobs
+        ],
+        1,
+    )
     # Whole cycles with the daemon's collection (paced by cycles) and, as the baseline in the same
     # run, with Python's automatic one; a copy of the ledger each, so both start alike.
     fifo = get_policy("fifo", cfg)
-    cycles = whole_cycles(cfg, jobs, nodes, Ledger.from_dict(led.to_dict()), now, args.cycles,
-                          baseline=lambda: fifo.scores(jobs, ctx)) if args.cycles else []
+    cycles = (
+        whole_cycles(
+            cfg,
+            jobs,
+            nodes,
+            Ledger.from_dict(led.to_dict()),
+            now,
+            args.cycles,
+            baseline=lambda: fifo.scores(jobs, ctx),
+        )
+        if args.cycles
+        else []
+    )
     gc_full = cycles.pop() if cycles and "gc_full_s" in cycles[-1] else None
-    auto = (whole_cycles(cfg, jobs, nodes, Ledger.from_dict(led.to_dict()), now, args.cycles, gc_paced=False)
-            if args.cycles and args.gc_baseline else [])
+    auto = (
+        whole_cycles(
+            cfg, jobs, nodes, Ledger.from_dict(led.to_dict()), now, args.cycles, gc_paced=False
+        )
+        if args.cycles and args.gc_baseline
+        else []
+    )
     steady = cycles[SETTLED:] or cycles
     best = min(steady, key=lambda c: c["cpu_s"]) if steady else None
     spread = gc_full["gc_full_s"] / gc_full["every_cycles"] if gc_full else 0.0
     median = round(statistics.median(c["cpu_s"] for c in steady) + spread, 3) if steady else None
     # the machine's speed beside each steady cycle: its CPU time over FIFO scoring's right after it
     beside = [c["cpu_s"] / c["fifo_s"] for c in steady if c.get("fifo_s")]
-    auto_median = round(statistics.median(c["cpu_s"] for c in auto[SETTLED:] or auto), 3) if auto else None
+    auto_median = (
+        round(statistics.median(c["cpu_s"] for c in auto[SETTLED:] or auto), 3) if auto else None
+    )
     result = {
         "benchmark": "prioritizer_scoring",
         "pending": args.pending,
@@ -289,7 +402,9 @@ def main() -> int:
         "cycle_parts_s": best["parts_cpu_s"] if best else None,
         "first_cycle_s": cycles[0]["wall_s"] if cycles else None,
         "first_cycle_cpu_s": cycles[0]["cpu_s"] if cycles else None,
-        "second_cycle_cpu_s": cycles[1]["cpu_s"] if len(cycles) > 1 else None,  # reads back the updated lines
+        "second_cycle_cpu_s": cycles[1]["cpu_s"]
+        if len(cycles) > 1
+        else None,  # reads back the updated lines
         "cycles": cycles,
         "cycle_target_s": 2.0,
     }
@@ -301,16 +416,26 @@ def main() -> int:
         f"explanations {explain_s:.2f} s"
     )
     if best:
-        parts = ", ".join(f"{k} {v:.2f}" for k, v in best["parts_cpu_s"].items() if k not in ("total", "save"))
-        print(f"whole cycle (steady), CPU seconds: cycle_total_s {median:.2f} (median; best {best['cpu_s']:.2f}: "
-              f"{parts}); {result['cycle_ratio_to_fifo']}x FIFO's scoring timed beside each; "
-              f"wall {best['wall_s']:.2f} s; first cycle CPU {cycles[0]['cpu_s']:.2f} s"
-              + (f", second {cycles[1]['cpu_s']:.2f} s ({cycles[1]['parsed_lines']} lines parsed again)"
-                 if len(cycles) > 1 and SETTLED > 1 else "") + "; target 2 s")
+        parts = ", ".join(
+            f"{k} {v:.2f}" for k, v in best["parts_cpu_s"].items() if k not in ("total", "save")
+        )
+        print(
+            f"whole cycle (steady), CPU seconds: cycle_total_s {median:.2f} (median; best {best['cpu_s']:.2f}: "
+            f"{parts}); {result['cycle_ratio_to_fifo']}x FIFO's scoring timed beside each; "
+            f"wall {best['wall_s']:.2f} s; first cycle CPU {cycles[0]['cpu_s']:.2f} s"
+            + (
+                f", second {cycles[1]['cpu_s']:.2f} s ({cycles[1]['parsed_lines']} lines parsed again)"
+                if len(cycles) > 1 and SETTLED > 1
+                else ""
+            )
+            + "; target 2 s"
+        )
         if auto_median:
-            print(f"with Python's automatic garbage collection instead: median {auto_median:.2f} s "
-                  f"(ratio {median / auto_median:.2f}); the daemon's full collection {gc_full['gc_full_s']:.2f} s "
-                  f"every {gc_full['every_cycles']} cycles")
+            print(
+                f"with Python's automatic garbage collection instead: median {auto_median:.2f} s "
+                f"(ratio {median / auto_median:.2f}); the daemon's full collection {gc_full['gc_full_s']:.2f} s "
+                f"every {gc_full['every_cycles']} cycles"
+            )
     return 0
 
 

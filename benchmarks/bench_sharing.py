@@ -40,8 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_sim_policies import traces_dir  # noqa: E402 - where the traces are
 
-from slurm_dl.sim.sharing import (PLACEMENTS, colocation_factors, inflate, inference_like,  # noqa: E402
-                                  read_nodes, read_tasks, share_jobs)
+from slurm_dl.sim.sharing import (
+    PLACEMENTS,
+    colocation_factors,
+    inflate,
+    inference_like,  # noqa: E402
+    read_nodes,
+    read_tasks,
+    share_jobs,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,9 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--part", action="append", choices=["inflation", "colocation"])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--traces", default=None)
-    ap.add_argument("--tasks", default=None, help="task list (default hetero/openb_pod_list_default.csv)")
+    ap.add_argument(
+        "--tasks", default=None, help="task list (default hetero/openb_pod_list_default.csv)"
+    )
     ap.add_argument("--exact", action="store_true", help="also FGD and Best-fit scored as floats")
-    ap.add_argument("--factor", type=float, default=None, help="co-location speed (default: Gavel's V100 mean)")
+    ap.add_argument(
+        "--factor", type=float, default=None, help="co-location speed (default: Gavel's V100 mean)"
+    )
     ap.add_argument("--max-inference-s", type=float, default=3600.0)
     a = ap.parse_args(argv)
     parts = a.part or ["inflation", "colocation"]
@@ -72,15 +83,24 @@ def colocation(a) -> None:
     gavel = json.loads((T / "gavel" / "simulation_throughputs.json").read_text())
     fs = colocation_factors(gavel, "v100")
     factor = a.factor or statistics.fmean(fs)
-    jobs = read_trace(T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01"))
+    jobs = read_trace(
+        T / "philly" / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01")
+    )
     sizes = read_cluster_sizes(T / "philly" / "vc_sizes_quarter.csv")
     thr = [100000.0, 3000000.0]
     rule = lambda j: inference_like(j, a.max_inference_s)  # noqa: E731
 
     def replay(js, per_gpu):
         t0 = time.process_time()
-        setup = SimSetup(cluster_sizes=sizes, gpus_per_node=8 * per_gpu, cost=PreemptionCost(60.0), fairness=False)
-        s, _ = simulate(js, lambda: make_ranker("las", las_thresholds=[t * per_gpu for t in thr]), setup)
+        setup = SimSetup(
+            cluster_sizes=sizes,
+            gpus_per_node=8 * per_gpu,
+            cost=PreemptionCost(60.0),
+            fairness=False,
+        )
+        s, _ = simulate(
+            js, lambda: make_ranker("las", las_thresholds=[t * per_gpu for t in thr]), setup
+        )
         return s, round(time.process_time() - t0, 1)
 
     def gpu_hours(js, per_gpu):
@@ -91,32 +111,51 @@ def colocation(a) -> None:
     same, cpu_s0 = replay(slots, 2)
     shared_jobs, n_shared = share_jobs(jobs, 2, factor, rule=rule)
     shared, cpu_s = replay(shared_jobs, 2)
-    doc = {"part": "colocation", "jobs": len(jobs), "inference_like": n_shared,
-           "rule": f"1 GPU and run <= {a.max_inference_s:g} s", "per_gpu": 2,
-           "factor": round(factor, 4), "factor_source": "--factor" if a.factor else
-           f"Gavel V100 1-GPU pairs, mean of {len(fs)} (median {statistics.median(fs):.3f})",
-           "exclusive": {"avg_jct_s": round(excl["avg_jct_s"], 1), "avg_queue_s": round(excl["avg_queue_s"], 1),
-                         "gpu_hours": round(gpu_hours(jobs, 1), 1)},
-           "two_slot_replay_unshared_avg_jct_s": round(same["avg_jct_s"], 1),
-           "shared": {"avg_jct_s": round(shared["avg_jct_s"], 1), "avg_queue_s": round(shared["avg_queue_s"], 1),
-                      "gpu_hours": round(gpu_hours(shared_jobs, 2), 1)},
-           "cpu_s": {"exclusive": cpu_e, "two_slot_unshared": cpu_s0, "shared": cpu_s}}
+    doc = {
+        "part": "colocation",
+        "jobs": len(jobs),
+        "inference_like": n_shared,
+        "rule": f"1 GPU and run <= {a.max_inference_s:g} s",
+        "per_gpu": 2,
+        "factor": round(factor, 4),
+        "factor_source": "--factor"
+        if a.factor
+        else f"Gavel V100 1-GPU pairs, mean of {len(fs)} (median {statistics.median(fs):.3f})",
+        "exclusive": {
+            "avg_jct_s": round(excl["avg_jct_s"], 1),
+            "avg_queue_s": round(excl["avg_queue_s"], 1),
+            "gpu_hours": round(gpu_hours(jobs, 1), 1),
+        },
+        "two_slot_replay_unshared_avg_jct_s": round(same["avg_jct_s"], 1),
+        "shared": {
+            "avg_jct_s": round(shared["avg_jct_s"], 1),
+            "avg_queue_s": round(shared["avg_queue_s"], 1),
+            "gpu_hours": round(gpu_hours(shared_jobs, 2), 1),
+        },
+        "cpu_s": {"exclusive": cpu_e, "two_slot_unshared": cpu_s0, "shared": cpu_s},
+    }
     e, sh = doc["exclusive"], doc["shared"]
     doc["jct_ratio"] = round(sh["avg_jct_s"] / e["avg_jct_s"], 4)
     doc["gpu_hours_saved_pct"] = round(100 * (1 - sh["gpu_hours"] / e["gpu_hours"]), 2)
     print(json.dumps(doc))
-    print(f"heavy Philly, {n_shared} of {len(jobs)} jobs inference-like, 2 per GPU at speed {factor:.3f}: "
-          f"avg JCT {sh['avg_jct_s']:.0f} s vs exclusive {e['avg_jct_s']:.0f} s ({doc['jct_ratio']:.3f}x), "
-          f"queueing {sh['avg_queue_s']:.0f} vs {e['avg_queue_s']:.0f} s, GPU-hours {sh['gpu_hours']:.0f} vs "
-          f"{e['gpu_hours']:.0f} ({doc['gpu_hours_saved_pct']:.1f}% saved)")
+    print(
+        f"heavy Philly, {n_shared} of {len(jobs)} jobs inference-like, 2 per GPU at speed {factor:.3f}: "
+        f"avg JCT {sh['avg_jct_s']:.0f} s vs exclusive {e['avg_jct_s']:.0f} s ({doc['jct_ratio']:.3f}x), "
+        f"queueing {sh['avg_queue_s']:.0f} vs {e['avg_queue_s']:.0f} s, GPU-hours {sh['gpu_hours']:.0f} vs "
+        f"{e['gpu_hours']:.0f} ({doc['gpu_hours_saved_pct']:.1f}% saved)"
+    )
 
 
 def inflation(a) -> None:
     hetero = traces_dir(a.traces) / "hetero"
     tasks_path = Path(a.tasks) if a.tasks else hetero / "openb_pod_list_default.csv"
     tasks = read_tasks(tasks_path.read_text(), str(tasks_path))
-    nodes = read_nodes((hetero / "openb_node_list_gpu_node.csv").read_text(), "openb_node_list_gpu_node.csv")
-    variants = [(p, False) for p in PLACEMENTS] + ([("bestfit", True), ("fgd", True)] if a.exact else [])
+    nodes = read_nodes(
+        (hetero / "openb_node_list_gpu_node.csv").read_text(), "openb_node_list_gpu_node.csv"
+    )
+    variants = [(p, False) for p in PLACEMENTS] + (
+        [("bestfit", True), ("fgd", True)] if a.exact else []
+    )
     name = {v: v[0] + ("_exact" if v[1] else "") for v in variants}
     runs: dict[str, list[dict]] = {name[v]: [] for v in variants}
     cpu: dict[str, float] = {name[v]: 0.0 for v in variants}
@@ -125,40 +164,74 @@ def inflation(a) -> None:
             t0 = time.process_time()
             runs[name[v]].append(inflate(tasks, nodes, v[0], seed=seed, exact=v[1]).summary())
             cpu[name[v]] += time.process_time() - t0
-    mean = {p: {k: round(statistics.fmean(r[k] for r in rs), 4)
-                for k in ("scheduled_fraction", "unallocated_gpus", "idle_gpus", "first_failure_arrived_pct")}
-            for p, rs in runs.items()}
+    mean = {
+        p: {
+            k: round(statistics.fmean(r[k] for r in rs), 4)
+            for k in (
+                "scheduled_fraction",
+                "unallocated_gpus",
+                "idle_gpus",
+                "first_failure_arrived_pct",
+            )
+        }
+        for p, rs in runs.items()
+    }
 
     def ratio(x, y):
-        return (round(mean[x]["unallocated_gpus"] / mean[y]["unallocated_gpus"], 4),
-                [round(f["unallocated_gpus"] / b["unallocated_gpus"], 4) for f, b in zip(runs[x], runs[y])])
+        return (
+            round(mean[x]["unallocated_gpus"] / mean[y]["unallocated_gpus"], 4),
+            [
+                round(f["unallocated_gpus"] / b["unallocated_gpus"], 4)
+                for f, b in zip(runs[x], runs[y])
+            ],
+        )
 
     r_bf, per_seed = ratio("fgd", "bestfit")
     r_dp, per_seed_dp = ratio("fgd", "dotprod")
-    doc = {"bench": "sharing", "tasks": str(tasks_path.name), "task_count": len(tasks), "nodes": len(nodes),
-           "gpus": runs["fgd"][0]["gpus"], "seeds": a.seeds, "mean": mean,
-           "unallocated_gpus_per_seed": {p: [r["unallocated_gpus"] for r in rs] for p, rs in runs.items()},
-           "fgd_over_bestfit_unallocated": r_bf, "fgd_over_bestfit_per_seed": per_seed,
-           "fgd_reduction_vs_bestfit_pct": round(100 * (1 - r_bf), 1),
-           "fgd_over_dotprod_unallocated": r_dp, "fgd_over_dotprod_per_seed": per_seed_dp,
-           "fgd_reduction_vs_dotprod_pct": round(100 * (1 - r_dp), 1),
-           "goal_reduction_pct": 30, "cpu_s": {p: round(c, 1) for p, c in cpu.items()}}
+    doc = {
+        "bench": "sharing",
+        "tasks": str(tasks_path.name),
+        "task_count": len(tasks),
+        "nodes": len(nodes),
+        "gpus": runs["fgd"][0]["gpus"],
+        "seeds": a.seeds,
+        "mean": mean,
+        "unallocated_gpus_per_seed": {
+            p: [r["unallocated_gpus"] for r in rs] for p, rs in runs.items()
+        },
+        "fgd_over_bestfit_unallocated": r_bf,
+        "fgd_over_bestfit_per_seed": per_seed,
+        "fgd_reduction_vs_bestfit_pct": round(100 * (1 - r_bf), 1),
+        "fgd_over_dotprod_unallocated": r_dp,
+        "fgd_over_dotprod_per_seed": per_seed_dp,
+        "fgd_reduction_vs_dotprod_pct": round(100 * (1 - r_dp), 1),
+        "goal_reduction_pct": 30,
+        "cpu_s": {p: round(c, 1) for p, c in cpu.items()},
+    }
     if a.exact:
         r_ex, per_seed_ex = ratio("fgd_exact", "bestfit_exact")
-        doc.update(fgd_exact_over_bestfit_exact_unallocated=r_ex, fgd_exact_over_bestfit_exact_per_seed=per_seed_ex)
+        doc.update(
+            fgd_exact_over_bestfit_exact_unallocated=r_ex,
+            fgd_exact_over_bestfit_exact_per_seed=per_seed_ex,
+        )
     print(json.dumps(doc))
     m = mean
-    print(f"openb full ({a.seeds} seeds): scheduled exclusive {100 * m['exclusive']['scheduled_fraction']:.1f}% "
-          f"dotprod {100 * m['dotprod']['scheduled_fraction']:.1f}% "
-          f"bestfit {100 * m['bestfit']['scheduled_fraction']:.1f}% fgd {100 * m['fgd']['scheduled_fraction']:.1f}%; "
-          f"unallocated GPUs dotprod {m['dotprod']['unallocated_gpus']:.1f} "
-          f"bestfit {m['bestfit']['unallocated_gpus']:.1f} fgd {m['fgd']['unallocated_gpus']:.1f} "
-          f"(fgd/bestfit {r_bf:.3f}, {100 * (1 - r_bf):.1f}% fewer; goal 30%; "
-          f"fgd/dotprod {r_dp:.3f}, {100 * (1 - r_dp):.1f}% fewer); "
-          f"exclusive idle {m['exclusive']['idle_gpus']:.1f}"
-          + (f"; exact scores: bestfit {m['bestfit_exact']['unallocated_gpus']:.1f} "
-             f"fgd {m['fgd_exact']['unallocated_gpus']:.1f} (fgd/bestfit {doc['fgd_exact_over_bestfit_exact_unallocated']:.3f})"
-             if a.exact else ""))
+    print(
+        f"openb full ({a.seeds} seeds): scheduled exclusive {100 * m['exclusive']['scheduled_fraction']:.1f}% "
+        f"dotprod {100 * m['dotprod']['scheduled_fraction']:.1f}% "
+        f"bestfit {100 * m['bestfit']['scheduled_fraction']:.1f}% fgd {100 * m['fgd']['scheduled_fraction']:.1f}%; "
+        f"unallocated GPUs dotprod {m['dotprod']['unallocated_gpus']:.1f} "
+        f"bestfit {m['bestfit']['unallocated_gpus']:.1f} fgd {m['fgd']['unallocated_gpus']:.1f} "
+        f"(fgd/bestfit {r_bf:.3f}, {100 * (1 - r_bf):.1f}% fewer; goal 30%; "
+        f"fgd/dotprod {r_dp:.3f}, {100 * (1 - r_dp):.1f}% fewer); "
+        f"exclusive idle {m['exclusive']['idle_gpus']:.1f}"
+        + (
+            f"; exact scores: bestfit {m['bestfit_exact']['unallocated_gpus']:.1f} "
+            f"fgd {m['fgd_exact']['unallocated_gpus']:.1f} (fgd/bestfit {doc['fgd_exact_over_bestfit_exact_unallocated']:.3f})"
+            if a.exact
+            else ""
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -43,28 +43,48 @@ def main() -> int:
         print(json.dumps({"skipped": f"no trace at {tdir}"}))
         return 0
     t0 = time.process_time()
-    jobs = read_trace(tdir / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01"))
+    jobs = read_trace(
+        tdir / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01")
+    )
     read_s = time.process_time() - t0
-    setup = SimSetup(cluster_sizes=read_cluster_sizes(tdir / "vc_sizes_quarter.csv"), cost=PreemptionCost(60.0))
+    setup = SimSetup(
+        cluster_sizes=read_cluster_sizes(tdir / "vc_sizes_quarter.csv"), cost=PreemptionCost(60.0)
+    )
     fifo_s, _ = timed(jobs, "fifo", setup)
     las_s, las = timed(jobs, "las", setup)
     out = {
         "setup": "philly 2017-10-01..2017-12-01, vc_sizes_quarter.csv, preempt 60 s",
-        "jobs": len(jobs), "read_trace_cpu_s": round(read_s, 3),
-        "fifo_cpu_s": round(fifo_s, 3), "las_cpu_s": round(las_s, 3),
-        "las_jobs_per_s": round(len(jobs) / las_s, 1), "las_over_fifo": round(las_s / fifo_s, 2),
-        "las_avg_jct_s": round(las["avg_jct_s"], 1), "target_s": 10.0,
+        "jobs": len(jobs),
+        "read_trace_cpu_s": round(read_s, 3),
+        "fifo_cpu_s": round(fifo_s, 3),
+        "las_cpu_s": round(las_s, 3),
+        "las_jobs_per_s": round(len(jobs) / las_s, 1),
+        "las_over_fifo": round(las_s / fifo_s, 2),
+        "las_avg_jct_s": round(las["avg_jct_s"], 1),
+        "target_s": 10.0,
     }
     if not a.skip_full:
         full = read_trace(tdir / "philly.csv", "philly")
         fs, _ = timed(full, "fifo", setup)
         ls, _ = timed(full, "las", setup)
-        out.update({"full_jobs": len(full), "full_fifo_cpu_s": round(fs, 3), "full_las_cpu_s": round(ls, 3),
-                    "full_las_jobs_per_s": round(len(full) / ls, 1)})
+        out.update(
+            {
+                "full_jobs": len(full),
+                "full_fifo_cpu_s": round(fs, 3),
+                "full_las_cpu_s": round(ls, 3),
+                "full_las_jobs_per_s": round(len(full) / ls, 1),
+            }
+        )
     print(json.dumps(out))
-    print(f"heavy setup: LAS {out['las_cpu_s']} s CPU for {len(jobs)} jobs ({out['las_jobs_per_s']} jobs/s), "
-          f"{out['las_over_fifo']}x strict FIFO; target ≤ 10 s"
-          + (f"; full trace {out['full_jobs']} jobs: LAS {out['full_las_cpu_s']} s" if "full_jobs" in out else ""))
+    print(
+        f"heavy setup: LAS {out['las_cpu_s']} s CPU for {len(jobs)} jobs ({out['las_jobs_per_s']} jobs/s), "
+        f"{out['las_over_fifo']}x strict FIFO; target ≤ 10 s"
+        + (
+            f"; full trace {out['full_jobs']} jobs: LAS {out['full_las_cpu_s']} s"
+            if "full_jobs" in out
+            else ""
+        )
+    )
     return 0
 
 

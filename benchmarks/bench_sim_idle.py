@@ -43,8 +43,12 @@ def main() -> int:
     if not (tdir / "philly.csv").is_file():
         print(json.dumps({"skipped": f"no trace at {tdir}"}))
         return 0
-    jobs = read_trace(tdir / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01"))
-    setup = SimSetup(cluster_sizes=read_cluster_sizes(tdir / "vc_sizes_quarter.csv"), cost=PreemptionCost(60.0))
+    jobs = read_trace(
+        tdir / "philly.csv", "philly", parse_time("2017-10-01"), parse_time("2017-12-01")
+    )
+    setup = SimSetup(
+        cluster_sizes=read_cluster_sizes(tdir / "vc_sizes_quarter.csv"), cost=PreemptionCost(60.0)
+    )
     cfg = TelemetryConfig(idle_action="cancel")
     factory = lambda: make_ranker(a.policy)  # noqa: E731
 
@@ -60,17 +64,25 @@ def main() -> int:
     other = block["other_jobs"]
     out = {
         "setup": f"philly 2017-10-01..2017-12-01, vc_sizes_quarter.csv, preempt 60 s, {a.policy}",
-        "utilisation": f"SYNTHETIC --synthetic-idle {a.synthetic}", "idle_action": "cancel",
-        "jobs": len(jobs), "jobs_with_utilisation": block["jobs_with_utilisation"],
-        "plain_cpu_s": round(plain_s, 3), "judge_cpu_s": round(judge_s, 3), "whatif_replay_cpu_s": round(replay_s, 3),
+        "utilisation": f"SYNTHETIC --synthetic-idle {a.synthetic}",
+        "idle_action": "cancel",
+        "jobs": len(jobs),
+        "jobs_with_utilisation": block["jobs_with_utilisation"],
+        "plain_cpu_s": round(plain_s, 3),
+        "judge_cpu_s": round(judge_s, 3),
+        "whatif_replay_cpu_s": round(replay_s, 3),
         "idle_over_plain": round((judge_s + replay_s) / plain_s, 2),
-        "idle_gpu_hours": round(block["idle_gpu_hours"], 1), "reclaimed_gpu_hours": round(block["reclaimed_gpu_hours"], 1),
-        "jobs_cancelled": block["jobs_cancelled"], "other_avg_jct_change": other.get("avg_jct_change"),
+        "idle_gpu_hours": round(block["idle_gpu_hours"], 1),
+        "reclaimed_gpu_hours": round(block["reclaimed_gpu_hours"], 1),
+        "jobs_cancelled": block["jobs_cancelled"],
+        "other_avg_jct_change": other.get("avg_jct_change"),
     }
     print(json.dumps(out))
-    print(f"{a.policy}, heavy setup, SYNTHETIC utilisation: the idle what-if costs {out['idle_over_plain']}x a plain "
-          f"replay ({out['judge_cpu_s']} s verdicts + {out['whatif_replay_cpu_s']} s replay vs {out['plain_cpu_s']} s); "
-          f"reclaims {out['reclaimed_gpu_hours']} of {out['idle_gpu_hours']} idle GPU-h")
+    print(
+        f"{a.policy}, heavy setup, SYNTHETIC utilisation: the idle what-if costs {out['idle_over_plain']}x a plain "
+        f"replay ({out['judge_cpu_s']} s verdicts + {out['whatif_replay_cpu_s']} s replay vs {out['plain_cpu_s']} s); "
+        f"reclaims {out['reclaimed_gpu_hours']} of {out['idle_gpu_hours']} idle GPU-h"
+    )
     return 0
 
 

@@ -69,7 +69,9 @@ class MemoryWatch:
         while not self._stop.is_set():
             pids = self._pids()
             self.peak_rss = max(self.peak_rss, sum(_kb(p, "VmRSS", "status") for p in pids) / 1024)
-            self.peak_pss = max(self.peak_pss, sum(_kb(p, "Pss", "smaps_rollup") for p in pids) / 1024)
+            self.peak_pss = max(
+                self.peak_pss, sum(_kb(p, "Pss", "smaps_rollup") for p in pids) / 1024
+            )
             self._stop.wait(self.every_s)
 
     def __enter__(self):
@@ -121,9 +123,14 @@ def run(jobs, setup, names, prior, total_gpus, workers: int):
         h.update("".join(hashes[i] for i in range(len(tasks)) if tasks[i].run == k).encode())
     wall = time.perf_counter() - w0
     longest = max(took, key=took.get)
-    return {"wall_s": round(wall, 2), "tasks": len(tasks), "longest_task_s": round(took[longest], 2),
-            "longest_task": f"{names[tasks[longest].run]}: {tasks[longest].replay.kind} {tasks[longest].replay.name}",
-            "sum_task_s": round(sum(took.values()), 2), "hash": h.hexdigest()}
+    return {
+        "wall_s": round(wall, 2),
+        "tasks": len(tasks),
+        "longest_task_s": round(took[longest], 2),
+        "longest_task": f"{names[tasks[longest].run]}: {tasks[longest].replay.kind} {tasks[longest].replay.name}",
+        "sum_task_s": round(sum(took.values()), 2),
+        "hash": h.hexdigest(),
+    }
 
 
 def main() -> int:
@@ -140,7 +147,12 @@ def main() -> int:
     if not trace.is_file():
         print(json.dumps({"skipped": f"no trace at {trace}"}))
         return 0
-    jobs = read_trace(trace, "philly", parse_time(a.start) if a.start else None, parse_time(a.end) if a.end else None)
+    jobs = read_trace(
+        trace,
+        "philly",
+        parse_time(a.start) if a.start else None,
+        parse_time(a.end) if a.end else None,
+    )
     prior_path = tdir / "tiresias" / "yarn-gput1000.csv"
     prior = load_prior(prior_path) if prior_path.is_file() else []
     setup = SimSetup(gpus_per_node=8, nodes=a.nodes, fairness=True)
@@ -152,22 +164,41 @@ def main() -> int:
     with MemoryWatch() as pool_mem:
         pooled = run(jobs, setup, names, prior, 8 * a.nodes, workers=a.workers)
     load1 = os.getloadavg()
-    serial["peak_rss_mb"], serial["peak_pss_mb"] = round(serial_mem.peak_rss), round(serial_mem.peak_pss)
-    pooled["peak_rss_mb"], pooled["peak_pss_mb"] = round(pool_mem.peak_rss), round(pool_mem.peak_pss)
+    serial["peak_rss_mb"], serial["peak_pss_mb"] = (
+        round(serial_mem.peak_rss),
+        round(serial_mem.peak_pss),
+    )
+    pooled["peak_rss_mb"], pooled["peak_pss_mb"] = (
+        round(pool_mem.peak_rss),
+        round(pool_mem.peak_pss),
+    )
     ratio = round(pooled["wall_s"] / serial["wall_s"], 3)
     share = round(serial["longest_task_s"] / serial["sum_task_s"], 3)
-    out = {"trace": str(trace), "jobs": len(jobs), "nodes": a.nodes, "policies": names, "workers": a.workers,
-           "cores": os.cpu_count(), "serial": serial, "pool": pooled, "identical": serial["hash"] == pooled["hash"],
-           "wall_ratio": ratio, "longest_task_share": share,
-           "load_average_before": [round(x, 2) for x in load0], "load_average_after": [round(x, 2) for x in load1],
-           "goal": {"wall_ratio": 0.55, "longest_task_share": 0.15, "peak_mb": 1536},
-           "note": "wall times on a shared machine: see the load averages"}
+    out = {
+        "trace": str(trace),
+        "jobs": len(jobs),
+        "nodes": a.nodes,
+        "policies": names,
+        "workers": a.workers,
+        "cores": os.cpu_count(),
+        "serial": serial,
+        "pool": pooled,
+        "identical": serial["hash"] == pooled["hash"],
+        "wall_ratio": ratio,
+        "longest_task_share": share,
+        "load_average_before": [round(x, 2) for x in load0],
+        "load_average_after": [round(x, 2) for x in load1],
+        "goal": {"wall_ratio": 0.55, "longest_task_share": 0.15, "peak_mb": 1536},
+        "note": "wall times on a shared machine: see the load averages",
+    }
     print(json.dumps(out))
-    print(f"{len(jobs)} jobs, {len(names)} policies, {serial['tasks']} replays: serial {serial['wall_s']:.1f} s, "
-          f"{a.workers} workers {pooled['wall_s']:.1f} s ({ratio}x, goal 0.55); results "
-          f"{'identical' if out['identical'] else 'DIFFER'}; longest task {serial['longest_task']} "
-          f"{share:.0%} of serial (goal 15%); peak memory, all processes: {pooled['peak_rss_mb']} MB RSS / "
-          f"{pooled['peak_pss_mb']} MB PSS (goal 1536); load average {load0[0]:.2f} -> {load1[0]:.2f}")
+    print(
+        f"{len(jobs)} jobs, {len(names)} policies, {serial['tasks']} replays: serial {serial['wall_s']:.1f} s, "
+        f"{a.workers} workers {pooled['wall_s']:.1f} s ({ratio}x, goal 0.55); results "
+        f"{'identical' if out['identical'] else 'DIFFER'}; longest task {serial['longest_task']} "
+        f"{share:.0%} of serial (goal 15%); peak memory, all processes: {pooled['peak_rss_mb']} MB RSS / "
+        f"{pooled['peak_pss_mb']} MB PSS (goal 1536); load average {load0[0]:.2f} -> {load1[0]:.2f}"
+    )
     return 0
 
 

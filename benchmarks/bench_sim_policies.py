@@ -58,26 +58,42 @@ def main() -> int:
     rows: dict[str, dict] = {}
     for name in a.policy or POLICIES:
         c0, w0 = time.process_time(), time.perf_counter()
-        summary, _ = simulate(jobs, lambda name=name: make_ranker(name, prior=prior, total_gpus=8 * a.nodes), setup)
-        rows[name] = {"cpu_s": round(time.process_time() - c0, 2), "wall_s": round(time.perf_counter() - w0, 2),
-                      "avg_jct_h": round(summary["avg_jct_s"] / 3600, 3), "preemptions": summary["preemptions"],
-                      "max_rho": None if summary.get("max_rho") is None else round(summary["max_rho"], 3)}
+        summary, _ = simulate(
+            jobs, lambda name=name: make_ranker(name, prior=prior, total_gpus=8 * a.nodes), setup
+        )
+        rows[name] = {
+            "cpu_s": round(time.process_time() - c0, 2),
+            "wall_s": round(time.perf_counter() - w0, 2),
+            "avg_jct_h": round(summary["avg_jct_s"] / 3600, 3),
+            "preemptions": summary["preemptions"],
+            "max_rho": None if summary.get("max_rho") is None else round(summary["max_rho"], 3),
+        }
         print(f"  {name}: {rows[name]['cpu_s']} s CPU", file=sys.stderr, flush=True)
     base = rows.get("fifo", {}).get("cpu_s")
     for r in rows.values():
         r["x_fifo"] = round(r["cpu_s"] / base, 2) if base else None
     total_cpu = round(read_cpu + sum(r["cpu_s"] for r in rows.values()), 2)
     total_wall = round(read_wall + sum(r["wall_s"] for r in rows.values()), 2)
-    out = {"trace": str(trace), "jobs": len(jobs), "nodes": a.nodes, "fairness": not a.no_fairness,
-           "read_cpu_s": round(read_cpu, 2), "policies": rows, "total_cpu_s": total_cpu,
-           "total_wall_s": total_wall, "peak_rss_mb": round(peak_rss_mb(), 1),
-           "goal": {"total_cpu_s": 60, "peak_rss_mb": 1024},
-           "note": "CPU time on one core; wall time on a shared machine"}
+    out = {
+        "trace": str(trace),
+        "jobs": len(jobs),
+        "nodes": a.nodes,
+        "fairness": not a.no_fairness,
+        "read_cpu_s": round(read_cpu, 2),
+        "policies": rows,
+        "total_cpu_s": total_cpu,
+        "total_wall_s": total_wall,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "goal": {"total_cpu_s": 60, "peak_rss_mb": 1024},
+        "note": "CPU time on one core; wall time on a shared machine",
+    }
     print(json.dumps(out))
     parts = ", ".join(f"{k} {v['cpu_s']:.1f} s ({v['x_fifo']}x fifo)" for k, v in rows.items())
-    print(f"{len(jobs)} jobs on {a.nodes} nodes{' with fairness runs' if out['fairness'] else ''}: {parts}; "
-          f"total {total_cpu:.1f} s CPU / {total_wall:.1f} s wall (goal 60 s), peak RSS {out['peak_rss_mb']:.0f} MB "
-          f"(goal 1024)")
+    print(
+        f"{len(jobs)} jobs on {a.nodes} nodes{' with fairness runs' if out['fairness'] else ''}: {parts}; "
+        f"total {total_cpu:.1f} s CPU / {total_wall:.1f} s wall (goal 60 s), peak RSS {out['peak_rss_mb']:.0f} MB "
+        f"(goal 1024)"
+    )
     return 0
 
 

@@ -35,7 +35,10 @@ def proc_figures(pid: int) -> dict:
     """RSS (MiB) and open file descriptors of a process."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-        rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")) / 1024
+        rss = (
+            next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+            / 1024
+        )
         fds = len(os.listdir(f"/proc/{pid}/fd"))
     except (OSError, StopIteration):
         return {"rss_mib": None, "fds": None}
@@ -45,13 +48,18 @@ def proc_figures(pid: int) -> dict:
 def memory_figures(m: dict) -> dict:
     """Where the prioritizer's memory sits, from its metrics: Python's allocated blocks, the C
     heap in use and freed-but-kept, SQLite's (MiB; None where the daemon has no such figure)."""
+
     def mib(name: str) -> float | None:
         v = m.get("slurm_dl_prioritizer_" + name)
         return None if v is None else round(v / 2**20, 1)
 
     blocks = m.get("slurm_dl_prioritizer_python_allocated_blocks")
-    return {"python_blocks": None if blocks is None else int(blocks), "malloc_used_mib": mib("malloc_used_bytes"),
-            "malloc_free_mib": mib("malloc_free_bytes"), "sqlite_mib": mib("sqlite_memory_bytes")}
+    return {
+        "python_blocks": None if blocks is None else int(blocks),
+        "malloc_used_mib": mib("malloc_used_bytes"),
+        "malloc_free_mib": mib("malloc_free_bytes"),
+        "sqlite_mib": mib("sqlite_memory_bytes"),
+    }
 
 
 def db_bytes(root: Path) -> int:
@@ -67,20 +75,26 @@ def db_rows(root: Path) -> dict:
     out: dict = {}
     try:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)) as conn:
-            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            tables = [
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            ]
             for t in sorted(tables):
                 out[t] = conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
             row = conn.execute("SELECT length(data) FROM sdl_ledger WHERE id = 1").fetchone()
             out["ledger_json_bytes"] = row[0] if row else 0  # the document, then its rows
             for t in ("sdl_ledger_job", "sdl_ledger_entry"):
                 if t in tables:
-                    out["ledger_json_bytes"] += conn.execute(f"SELECT sum(length(data)) FROM {t}").fetchone()[0] or 0
+                    out["ledger_json_bytes"] += (
+                        conn.execute(f"SELECT sum(length(data)) FROM {t}").fetchone()[0] or 0
+                    )
     except sqlite3.Error as e:
         out["error"] = str(e)
     return out
 
 
-def snapshot(directory: Path, pids: dict[str, int], n: int, timeout_s: float = 300.0) -> dict[str, str | None]:
+def snapshot(
+    directory: Path, pids: dict[str, int], n: int, timeout_s: float = 300.0
+) -> dict[str, str | None]:
     """Ask each traced process for its ``n``-th memory snapshot (SIGUSR1) and wait for the files."""
     for pid in pids.values():
         os.kill(pid, signal.SIGUSR1)
@@ -100,15 +114,26 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--cycles", type=int, default=2000)
-    ap.add_argument("--interval", type=float, default=0.2, help="the prioritizer's interval_seconds")
+    ap.add_argument(
+        "--interval", type=float, default=0.2, help="the prioritizer's interval_seconds"
+    )
     ap.add_argument("--dir", default="/tmp/slurm-dl-soak")
     ap.add_argument("--queue", type=int, default=100, help="keep about this many jobs queued")
     ap.add_argument("--sample-every", type=float, default=20.0)
-    ap.add_argument("--minutes", type=float, default=None,
-                    help="stop after this many minutes even if --cycles is not reached")
-    ap.add_argument("--trace-memory", type=int, default=0, metavar="FRAMES",
-                    help="run the prioritizer and the filter with Python's allocation tracing (FRAMES deep) "
-                         "and compare their snapshots from --snapshot-at minutes to the end")
+    ap.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="stop after this many minutes even if --cycles is not reached",
+    )
+    ap.add_argument(
+        "--trace-memory",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="run the prioritizer and the filter with Python's allocation tracing (FRAMES deep) "
+        "and compare their snapshots from --snapshot-at minutes to the end",
+    )
     ap.add_argument("--snapshot-at", type=float, default=10.0, metavar="MINUTES")
     args = ap.parse_args()
 
@@ -119,7 +144,9 @@ def main() -> int:
     tb.down()
     for db in tb.layout.root.glob("ledger.db*"):
         db.unlink()
-    shutil.rmtree(tb.layout.state_save_dir, ignore_errors=True)  # a fresh controller: no jobs of a last run
+    shutil.rmtree(
+        tb.layout.state_save_dir, ignore_errors=True
+    )  # a fresh controller: no jobs of a last run
     tb.up()
     env = tb.env()
     logs = Path(args.dir) / "soak"
@@ -136,7 +163,11 @@ def main() -> int:
         config = live.site_config(tb, nodes, args.interval, agent_dir)
         snaps = logs / "memory"
         shutil.rmtree(snaps, ignore_errors=True)
-        traced = {"PYTHONTRACEMALLOC": str(args.trace_memory), MEMORY_DIR_ENV: str(snaps)} if args.trace_memory else {}
+        traced = (
+            {"PYTHONTRACEMALLOC": str(args.trace_memory), MEMORY_DIR_ENV: str(snaps)}
+            if args.trace_memory
+            else {}
+        )
         sv = live.start_services(tb, {**env, **traced}, config, logs)
         prio_pid, filter_pid = sv.procs[1].pid, sv.procs[0].pid
         people = live.local_users(6)
@@ -144,13 +175,32 @@ def main() -> int:
 
         def feed() -> None:  # a steady stream of short jobs through the filter
             while not stop.is_set():
-                queued = len(subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True,
-                                            text=True, timeout=60).stdout.split())
+                queued = len(
+                    subprocess.run(
+                        ["squeue", "-h", "-o", "%i"],
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=60,
+                    ).stdout.split()
+                )
                 if queued < args.queue:
                     user, group = rng.choice(people)
-                    s = live.Submission(user, group, f"acct{rng.randrange(3)}", rng.choice((1, 2, 4)),
-                                        rng.randint(2, 8), 10, rng.random() < 0.2)
-                    if subprocess.run(s.argv(), env=env, capture_output=True, timeout=60).returncode == 0:
+                    s = live.Submission(
+                        user,
+                        group,
+                        f"acct{rng.randrange(3)}",
+                        rng.choice((1, 2, 4)),
+                        rng.randint(2, 8),
+                        10,
+                        rng.random() < 0.2,
+                    )
+                    if (
+                        subprocess.run(
+                            s.argv(), env=env, capture_output=True, timeout=60
+                        ).returncode
+                        == 0
+                    ):
                         submitted[0] += 10
                 stop.wait(1.0)
 
@@ -167,20 +217,42 @@ def main() -> int:
             seg = (dsum - last[0]) / (dcount - last[1]) if dcount > last[1] else None
             last = (dsum, dcount)
             cycles = int(m.get("slurm_dl_prioritizer_cycles_total{ok}", 0))
-            failed = int(sum(v for k, v in m.items() if k.startswith("slurm_dl_prioritizer_cycles_total{")
-                             and not k.endswith("{ok}")))
-            samples.append({"t_s": round(time.monotonic() - t0, 1), "cycles_ok": cycles, "cycles_failed": failed,
-                            "cycle_mean_s": round(seg, 4) if seg is not None else None,
-                            "prioritizer": {**proc_figures(prio_pid), **memory_figures(m)},
-                            "filter": proc_figures(filter_pid),
-                            "db_bytes": db_bytes(tb.layout.root), "db_rows": db_rows(tb.layout.root),
-                            "jobs_submitted": submitted[0]})
+            failed = int(
+                sum(
+                    v
+                    for k, v in m.items()
+                    if k.startswith("slurm_dl_prioritizer_cycles_total{") and not k.endswith("{ok}")
+                )
+            )
+            samples.append(
+                {
+                    "t_s": round(time.monotonic() - t0, 1),
+                    "cycles_ok": cycles,
+                    "cycles_failed": failed,
+                    "cycle_mean_s": round(seg, 4) if seg is not None else None,
+                    "prioritizer": {**proc_figures(prio_pid), **memory_figures(m)},
+                    "filter": proc_figures(filter_pid),
+                    "db_bytes": db_bytes(tb.layout.root),
+                    "db_rows": db_rows(tb.layout.root),
+                    "jobs_submitted": submitted[0],
+                }
+            )
             say(json.dumps(samples[-1]))
             out_of_time = args.minutes is not None and time.monotonic() - t0 >= args.minutes * 60
-            done = cycles >= args.cycles or out_of_time or any(p.poll() is not None for p in sv.procs)
-            if traced and (len(snapped) == 0 and time.monotonic() - t0 >= args.snapshot_at * 60 or
-                           len(snapped) == 1 and done):
-                snapped.append(snapshot(snaps, {"prioritizer": prio_pid, "filter": filter_pid}, len(snapped) + 1))
+            done = (
+                cycles >= args.cycles or out_of_time or any(p.poll() is not None for p in sv.procs)
+            )
+            if traced and (
+                len(snapped) == 0
+                and time.monotonic() - t0 >= args.snapshot_at * 60
+                or len(snapped) == 1
+                and done
+            ):
+                snapped.append(
+                    snapshot(
+                        snaps, {"prioritizer": prio_pid, "filter": filter_pid}, len(snapped) + 1
+                    )
+                )
                 say(f"memory snapshot {len(snapped)}: {snapped[-1]}")
             if done:
                 break
@@ -191,37 +263,55 @@ def main() -> int:
         sv.stop()
         tb.down()
 
-    first, mid, end = samples[1] if len(samples) > 1 else samples[0], samples[len(samples) // 2], samples[-1]
+    first, mid, end = (
+        samples[1] if len(samples) > 1 else samples[0],
+        samples[len(samples) // 2],
+        samples[-1],
+    )
 
     def growth(get) -> float | None:
         a, b = get(first), get(end)
         return round(b / a, 3) if a and b is not None else None
 
     result = {
-        "benchmark": "soak", "nodes": args.nodes, "interval_s": args.interval, "cycles_ok": end["cycles_ok"],
-        "cycles_failed": end["cycles_failed"], "equivalent_hours_at_5s": round(end["cycles_ok"] * 5 / 3600, 1),
-        "wall_s": end["t_s"], "jobs_submitted": end["jobs_submitted"],
-        "start": first, "middle": mid, "end": end,
-        "growth": {"prioritizer_rss": growth(lambda s: s["prioritizer"]["rss_mib"]),
-                   "prioritizer_fds": growth(lambda s: s["prioritizer"]["fds"]),
-                   "prioritizer_python_blocks": growth(lambda s: s["prioritizer"]["python_blocks"]),
-                   "prioritizer_malloc_used": growth(lambda s: s["prioritizer"]["malloc_used_mib"]),
-                   "filter_rss": growth(lambda s: s["filter"]["rss_mib"]),
-                   "filter_fds": growth(lambda s: s["filter"]["fds"]),
-                   "db_bytes": growth(lambda s: s["db_bytes"]),
-                   "cycle_mean_s": growth(lambda s: s["cycle_mean_s"])},
+        "benchmark": "soak",
+        "nodes": args.nodes,
+        "interval_s": args.interval,
+        "cycles_ok": end["cycles_ok"],
+        "cycles_failed": end["cycles_failed"],
+        "equivalent_hours_at_5s": round(end["cycles_ok"] * 5 / 3600, 1),
+        "wall_s": end["t_s"],
+        "jobs_submitted": end["jobs_submitted"],
+        "start": first,
+        "middle": mid,
+        "end": end,
+        "growth": {
+            "prioritizer_rss": growth(lambda s: s["prioritizer"]["rss_mib"]),
+            "prioritizer_fds": growth(lambda s: s["prioritizer"]["fds"]),
+            "prioritizer_python_blocks": growth(lambda s: s["prioritizer"]["python_blocks"]),
+            "prioritizer_malloc_used": growth(lambda s: s["prioritizer"]["malloc_used_mib"]),
+            "filter_rss": growth(lambda s: s["filter"]["rss_mib"]),
+            "filter_fds": growth(lambda s: s["filter"]["fds"]),
+            "db_bytes": growth(lambda s: s["db_bytes"]),
+            "cycle_mean_s": growth(lambda s: s["cycle_mean_s"]),
+        },
         "samples": samples,
     }
     if args.trace_memory and len(snapped) == 2:  # where Python's blocks grew, per process
-        result["memory_growth"] = {name: memory_growth(snapped[0][name], snapped[1][name], top=12)
-                                   for name in snapped[0] if snapped[0][name] and snapped[1].get(name)}
+        result["memory_growth"] = {
+            name: memory_growth(snapped[0][name], snapped[1][name], top=12)
+            for name in snapped[0]
+            if snapped[0][name] and snapped[1].get(name)
+        }
     print(json.dumps(result))
     g = result["growth"]
-    print(f"soak ({args.nodes} nodes, {result['cycles_ok']} cycles at {args.interval} s = "
-          f"{result['equivalent_hours_at_5s']} h at 5 s, {result['jobs_submitted']} jobs): "
-          f"{result['cycles_failed']} failed cycles; end/start prioritizer RSS {g['prioritizer_rss']}x, fds "
-          f"{g['prioritizer_fds']}x; filter RSS {g['filter_rss']}x, fds {g['filter_fds']}x; database "
-          f"{g['db_bytes']}x; cycle time {g['cycle_mean_s']}x")
+    print(
+        f"soak ({args.nodes} nodes, {result['cycles_ok']} cycles at {args.interval} s = "
+        f"{result['equivalent_hours_at_5s']} h at 5 s, {result['jobs_submitted']} jobs): "
+        f"{result['cycles_failed']} failed cycles; end/start prioritizer RSS {g['prioritizer_rss']}x, fds "
+        f"{g['prioritizer_fds']}x; filter RSS {g['filter_rss']}x, fds {g['filter_fds']}x; database "
+        f"{g['db_bytes']}x; cycle time {g['cycle_mean_s']}x"
+    )
     for name, lines in result.get("memory_growth", {}).items():
         print(f"where {name}'s Python blocks grew from minute {args.snapshot_at:g} to the end:")
         print("\n".join(f"  {line}" for line in lines))

@@ -43,20 +43,39 @@ class StandInNvml:
         self._mem = SimpleNamespace(used=40 << 30, total=80 << 30, free=40 << 30)
         self._procs = [SimpleNamespace(pid=4242, usedGpuMemory=40 << 30)]
 
-    def nvmlDeviceGetCount(self): return self.n
-    def nvmlDeviceGetHandleByIndex(self, i): return i
-    def nvmlDeviceGetUtilizationRates(self, h): return self._util
-    def nvmlDeviceGetMemoryInfo(self, h): return self._mem
-    def nvmlDeviceGetPowerUsage(self, h): return 612_000
-    def nvmlDeviceGetMinorNumber(self, h): return h
-    def nvmlDeviceGetComputeRunningProcesses(self, h): return self._procs
-    def nvmlDeviceGetGraphicsRunningProcesses(self, h): return []
+    def nvmlDeviceGetCount(self):
+        return self.n
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return self._util
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return self._mem
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 612_000
+
+    def nvmlDeviceGetMinorNumber(self, h):
+        return h
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return self._procs
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h):
+        return []
 
 
 def bare_calls(nvml, node: str, now: float) -> None:
     for i in range(nvml.nvmlDeviceGetCount()):
         h = nvml.nvmlDeviceGetHandleByIndex(i)
-        nvml.nvmlDeviceGetUtilizationRates(h), nvml.nvmlDeviceGetMemoryInfo(h), nvml.nvmlDeviceGetPowerUsage(h)
+        (
+            nvml.nvmlDeviceGetUtilizationRates(h),
+            nvml.nvmlDeviceGetMemoryInfo(h),
+            nvml.nvmlDeviceGetPowerUsage(h),
+        )
         nvml.nvmlDeviceGetMinorNumber(h), nvml.nvmlDeviceGetComputeRunningProcesses(h)
         nvml.nvmlDeviceGetGraphicsRunningProcesses(h)
 
@@ -76,7 +95,9 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--nvml", action="store_true", help="the machine's real NVML and GPUs (--gpus ignored)")
+    ap.add_argument(
+        "--nvml", action="store_true", help="the machine's real NVML and GPUs (--gpus ignored)"
+    )
     a = ap.parse_args()
     if a.nvml:
         try:
@@ -93,8 +114,10 @@ def main() -> None:
     else:
         nvml = StandInNvml(a.gpus)
     what = "real NVML" if a.nvml else "stand-in NVML, not a real GPU"
-    allocs = [GpuAllocation(101, "ann", "gpu01", tuple(range(a.gpus // 2))),
-              GpuAllocation(102, "bob", "gpu01", tuple(range(a.gpus // 2, a.gpus)))]
+    allocs = [
+        GpuAllocation(101, "ann", "gpu01", tuple(range(a.gpus // 2))),
+        GpuAllocation(102, "bob", "gpu01", tuple(range(a.gpus // 2, a.gpus))),
+    ]
     with tempfile.TemporaryDirectory(prefix="bench-telemetry-") as tmp:
         out = Path(tmp)
         paths = {
@@ -107,16 +130,22 @@ def main() -> None:
     result = {
         "what": f"CPU time per sample per GPU of slurm-dl's sampling path ({what})",
         "nvml": "real" if a.nvml else "stand-in",
-        "gpus": a.gpus, "samples": a.samples, "repeats": a.repeats,
+        "gpus": a.gpus,
+        "samples": a.samples,
+        "repeats": a.repeats,
         "cpu_us_per_gpu": {k: round(v, 2) for k, v in us_per_gpu.items()},
-        "ratio_vs_bare_calls": {k: round(v / us_per_gpu["bare_calls"], 2) for k, v in us_per_gpu.items()},
+        "ratio_vs_bare_calls": {
+            k: round(v / us_per_gpu["bare_calls"], 2) for k, v in us_per_gpu.items()
+        },
         "full_path_cpu_percent_at_30s_interval": round(per_sample["full_path"] / 30.0 * 100, 5),
     }
     print(json.dumps(result, indent=1))
-    print(f"telemetry ({what}): {us_per_gpu['full_path']:.1f} us CPU per GPU per sample "
-          f"for the full path ({result['ratio_vs_bare_calls']['full_path']:.1f}x the bare NVML calls at "
-          f"{us_per_gpu['bare_calls']:.2f} us), sampler alone {us_per_gpu['sampler']:.1f} us; "
-          f"{a.gpus} GPUs every 30 s = {result['full_path_cpu_percent_at_30s_interval']:.4f}% of one core")
+    print(
+        f"telemetry ({what}): {us_per_gpu['full_path']:.1f} us CPU per GPU per sample "
+        f"for the full path ({result['ratio_vs_bare_calls']['full_path']:.1f}x the bare NVML calls at "
+        f"{us_per_gpu['bare_calls']:.2f} us), sampler alone {us_per_gpu['sampler']:.1f} us; "
+        f"{a.gpus} GPUs every 30 s = {result['full_path_cpu_percent_at_30s_interval']:.4f}% of one core"
+    )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,12 @@ def main() -> int:
     try:
         for _ in range(args.reps):
             with tempfile.TemporaryDirectory(prefix="bench-tb-") as d:
-                tb = Testbed(Path(d), nodes=args.nodes, gpus_per_node=args.gpus_per_node, accounting=args.accounting)
+                tb = Testbed(
+                    Path(d),
+                    nodes=args.nodes,
+                    gpus_per_node=args.gpus_per_node,
+                    accounting=args.accounting,
+                )
                 try:
                     t0 = time.perf_counter()
                     tb.up()
@@ -59,8 +64,12 @@ def main() -> int:
         "gpus_per_node": args.gpus_per_node,
         "accounting": args.accounting,
         "reps": args.reps,
-        "cold_up_s": {"median": round(median, 3), "min": round(min(cold), 3), "max": round(max(cold), 3),
-                      "runs": [round(x, 3) for x in cold]},
+        "cold_up_s": {
+            "median": round(median, 3),
+            "min": round(min(cold), 3),
+            "max": round(max(cold), 3),
+            "runs": [round(x, 3) for x in cold],
+        },
         "idempotent_up_s": {"median": round(statistics.median(warm), 4)},
         "down_s": {"median": round(statistics.median(down), 3)},
         "target_s": TARGET_S,

@@ -20,8 +20,14 @@ import time
 
 from bench_sim_policies import traces_dir  # noqa: E402 - where the traces are
 
-THRESHOLDS = ("30000,300000,3000000", "3600,36000", "100000,3000000", "10000,100000,1000000",
-              "36000,360000", "300000,3000000")
+THRESHOLDS = (
+    "30000,300000,3000000",
+    "3600,36000",
+    "100000,3000000",
+    "10000,100000,1000000",
+    "36000,360000",
+    "300000,3000000",
+)
 STARVATION = ("none", "2", "4", "8")
 
 
@@ -34,12 +40,33 @@ def main() -> int:
     a = ap.parse_args()
     t = traces_dir(a.traces)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "slurm_dl.cli.main", "tune", "--trace", str(t / "philly" / "philly.csv"),
-               "--start", a.start, "--end", a.end, "--cluster-per-vc", str(t / "philly" / "vc_sizes_quarter.csv"),
-               "--preempt-cost", "60", "--policy", "las",
-               "--param", "policy.las.thresholds_gpu_s=" + ":".join(THRESHOLDS),
-               "--param", "policy.las.starvation_factor=" + ":".join(STARVATION),
-               "--output", f"{tmp}/proposed.toml", "--report", f"{tmp}/report", "--json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "tune",
+            "--trace",
+            str(t / "philly" / "philly.csv"),
+            "--start",
+            a.start,
+            "--end",
+            a.end,
+            "--cluster-per-vc",
+            str(t / "philly" / "vc_sizes_quarter.csv"),
+            "--preempt-cost",
+            "60",
+            "--policy",
+            "las",
+            "--param",
+            "policy.las.thresholds_gpu_s=" + ":".join(THRESHOLDS),
+            "--param",
+            "policy.las.starvation_factor=" + ":".join(STARVATION),
+            "--output",
+            f"{tmp}/proposed.toml",
+            "--report",
+            f"{tmp}/report",
+            "--json",
+        ]
         if a.jobs:
             cmd += ["--jobs", str(a.jobs)]
         w0 = time.perf_counter()
@@ -50,18 +77,29 @@ def main() -> int:
         return p.returncode
     doc = json.loads(p.stdout)
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = {"window": [a.start, a.end], "jobs": doc["jobs"], "tuned_on": doc["n_in"], "judged_on": doc["n_out"],
-           "candidates": len(doc["candidates"]), "proposal": doc["proposal"]["label"],
-           "current_out_s": doc["current"]["out_of_sample"], "proposal_out_s": doc["proposal"]["out_of_sample"],
-           "best_out": doc["best_out_of_sample"]["label"], "best_out_s": doc["best_out_of_sample"]["out_of_sample"],
-           "proposal_vs_current_out": round(doc["proposal_vs_current_out"], 4),
-           "proposal_vs_best_out": round(doc["proposal_vs_best_out"], 4),
-           "wall_s": round(wall, 1), "cpu_s": round(ru.ru_utime + ru.ru_stime, 1)}
+    out = {
+        "window": [a.start, a.end],
+        "jobs": doc["jobs"],
+        "tuned_on": doc["n_in"],
+        "judged_on": doc["n_out"],
+        "candidates": len(doc["candidates"]),
+        "proposal": doc["proposal"]["label"],
+        "current_out_s": doc["current"]["out_of_sample"],
+        "proposal_out_s": doc["proposal"]["out_of_sample"],
+        "best_out": doc["best_out_of_sample"]["label"],
+        "best_out_s": doc["best_out_of_sample"]["out_of_sample"],
+        "proposal_vs_current_out": round(doc["proposal_vs_current_out"], 4),
+        "proposal_vs_best_out": round(doc["proposal_vs_best_out"], 4),
+        "wall_s": round(wall, 1),
+        "cpu_s": round(ru.ru_utime + ru.ru_stime, 1),
+    }
     print(json.dumps(out))
-    print(f"tune on heavy Philly ({out['candidates']} candidates, {out['tuned_on']} jobs tuned on, "
-          f"{out['judged_on']} judged on): proposal {out['proposal']}; on the unseen half "
-          f"{out['proposal_vs_current_out']:.3f}x the defaults, {out['proposal_vs_best_out']:.3f}x the best "
-          f"candidate ({out['best_out']}); {out['wall_s']} s wall")
+    print(
+        f"tune on heavy Philly ({out['candidates']} candidates, {out['tuned_on']} jobs tuned on, "
+        f"{out['judged_on']} judged on): proposal {out['proposal']}; on the unseen half "
+        f"{out['proposal_vs_current_out']:.3f}x the defaults, {out['proposal_vs_best_out']:.3f}x the best "
+        f"candidate ({out['best_out']}); {out['wall_s']} s wall"
+    )
     return 0
 
 

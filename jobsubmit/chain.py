@@ -68,12 +68,16 @@ def chain_problems(data: bytes) -> list[str]:
     if not re.search(r"\bslurm_job_submit\b", code):
         problems.append("it defines no slurm_job_submit function")
     if re.search(r"\b(setfenv|getfenv)\b", code):
-        problems.append("it changes function environments (setfenv/getfenv), which chaining needs for itself")
+        problems.append(
+            "it changes function environments (setfenv/getfenv), which chaining needs for itself"
+        )
     luac = shutil.which("luac5.1")
     if luac is not None:
         out = subprocess.run([luac, "-p", "-"], input=data, capture_output=True, timeout=30)
         if out.returncode != 0:
-            problems.append("Lua 5.1 cannot parse it: " + out.stderr.decode(errors="replace").strip()[:200])
+            problems.append(
+                "Lua 5.1 cannot parse it: " + out.stderr.decode(errors="replace").strip()[:200]
+            )
     return problems
 
 
@@ -102,13 +106,23 @@ def plan_chain(conf_dir: Path, force: bool) -> ChainPlan:
         raise ChainError(
             f"{target}: the site's job_submit.lua cannot be chained: {'; '.join(problems)}. "
             f"Fix it, or run with --force to install slurm-dl's shim alone (the site script is "
-            f"kept as {BACKUP} and comes back with `slurm-dl filter uninstall`)")
+            f"kept as {BACKUP} and comes back with `slurm-dl filter uninstall`)"
+        )
     if problems:
-        return ChainPlan(backup=True, notes=[f"--force: the site script is NOT chained ({'; '.join(problems)}); "
-                                             f"kept as {BACKUP}"])
-    return ChainPlan(backup=True, site_script=str((conf_dir / SITE_COPY).resolve()),
-                     notes=[f"chained the site's job_submit.lua (copied to {SITE_COPY}, backup {BACKUP}); "
-                            "both decide, a rejection by either stands"])
+        return ChainPlan(
+            backup=True,
+            notes=[
+                f"--force: the site script is NOT chained ({'; '.join(problems)}); kept as {BACKUP}"
+            ],
+        )
+    return ChainPlan(
+        backup=True,
+        site_script=str((conf_dir / SITE_COPY).resolve()),
+        notes=[
+            f"chained the site's job_submit.lua (copied to {SITE_COPY}, backup {BACKUP}); "
+            "both decide, a rejection by either stands"
+        ],
+    )
 
 
 def apply_chain(conf_dir: Path, plan: ChainPlan) -> None:
@@ -125,7 +139,9 @@ class UninstallResult:
     actions: list[str]
 
 
-def uninstall(conf_dir: str | Path, *, force: bool = False, lua_plugin_conf=None) -> UninstallResult:
+def uninstall(
+    conf_dir: str | Path, *, force: bool = False, lua_plugin_conf=None
+) -> UninstallResult:
     """Undo ``install``: the site's job_submit.lua and slurm.conf come back byte for byte.
 
     ``lua_plugin_conf`` maps the original slurm.conf text to what install wrote (to tell whether
@@ -149,13 +165,15 @@ def uninstall(conf_dir: str | Path, *, force: bool = False, lua_plugin_conf=None
     if restore_conf and _conf_edited(conf, conf_backup, lua_plugin_conf) and not force:
         problems.append(
             f"{conf}: changed since slurm-dl's install; not restoring {CONF_BACKUP} over those edits. "
-            "Remove lua from JobSubmitPlugins by hand, or run with --force to restore the backup.")
+            "Remove lua from JobSubmitPlugins by hand, or run with --force to restore the backup."
+        )
     site_edited = _site_copy_edited(copy, backup)
     if site_edited and not force:
         problems.append(
             f"{copy}: the site's script was edited since slurm-dl's install; restoring {BACKUP} would lose "
             f"those edits. Run with --force to make the edited copy job_submit.lua (the older one stays as "
-            f"{BACKUP}), or copy it over {BACKUP} first.")
+            f"{BACKUP}), or copy it over {BACKUP} first."
+        )
     if problems:
         raise ChainError(" ".join(problems).removesuffix("."))
     actions = []

@@ -31,7 +31,9 @@ class FilterInstallError(SlurmDLError, OSError):
 
 def _lua_string(text: str, what: str = "socket path") -> str:
     if any(c in text for c in '"\\\n\r\0'):
-        raise FilterInstallError(f"{what} {text!r} has characters a Lua string literal cannot hold here")
+        raise FilterInstallError(
+            f"{what} {text!r} has characters a Lua string literal cannot hold here"
+        )
     return text
 
 
@@ -50,10 +52,20 @@ def slurm_user_uids(slurm_conf: str) -> tuple[int, ...]:
     return tuple(uids)
 
 
-def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: str,
-                admin_uids: tuple[int, ...] = (0,), *, class_max_minutes: dict[str, int] | None = None,
-                time_guard: str = "class_max", breaker_failures: int = 3, breaker_cooldown_s: float = 5.0,
-                site_script: str = "", partition_max_minutes: dict[str, int] | None = None) -> str:
+def render_shim(
+    template: str,
+    socket_path: str,
+    timeout_ms: int,
+    failure_mode: str,
+    admin_uids: tuple[int, ...] = (0,),
+    *,
+    class_max_minutes: dict[str, int] | None = None,
+    time_guard: str = "class_max",
+    breaker_failures: int = 3,
+    breaker_cooldown_s: float = 5.0,
+    site_script: str = "",
+    partition_max_minutes: dict[str, int] | None = None,
+) -> str:
     """The shim with the socket path, timeout (seconds), failure mode, admin uids, the classes'
     time maximums, the time-limit guard and the circuit breaker's settings filled in."""
     if failure_mode not in ("accept", "reject"):
@@ -61,13 +73,20 @@ def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: 
     if not 1 <= timeout_ms <= 200:
         raise FilterInstallError(f"timeout must be 1..200 ms, got {timeout_ms}")
     if time_guard not in ("class_max", "any", "off"):
-        raise FilterInstallError(f"time-limit guard must be class_max, any or off, got {time_guard!r}")
+        raise FilterInstallError(
+            f"time-limit guard must be class_max, any or off, got {time_guard!r}"
+        )
     if not 1 <= int(breaker_failures) <= 1000 or not 0.0 < float(breaker_cooldown_s) <= 3600.0:
         raise FilterInstallError("circuit breaker: 1..1000 failures and a cool-down of 0..3600 s")
-    maxima = ", ".join(f'["{name}"] = {int(m)}' for name, m in sorted((class_max_minutes or {}).items())
-                       if re.match(r"^[a-z_]+$", name))
-    part_maxima = ", ".join(f'["{_lua_string(name, "partition name")}"] = {int(m)}'
-                            for name, m in sorted((partition_max_minutes or {}).items()))
+    maxima = ", ".join(
+        f'["{name}"] = {int(m)}'
+        for name, m in sorted((class_max_minutes or {}).items())
+        if re.match(r"^[a-z_]+$", name)
+    )
+    part_maxima = ", ".join(
+        f'["{_lua_string(name, "partition name")}"] = {int(m)}'
+        for name, m in sorted((partition_max_minutes or {}).items())
+    )
     return (
         template.replace("@SOCKET_PATH@", _lua_string(socket_path))
         .replace("@TIMEOUT_S@", f"{timeout_ms / 1000:.3f}")
@@ -78,7 +97,9 @@ def render_shim(template: str, socket_path: str, timeout_ms: int, failure_mode: 
         .replace("@TIME_GUARD@", time_guard)
         .replace("@CLASS_MAX_MIN@", maxima)
         .replace("@PART_MAX_MIN@", part_maxima)
-        .replace("@SITE_SCRIPT@", _lua_string(site_script, "site script path") if site_script else "")
+        .replace(
+            "@SITE_SCRIPT@", _lua_string(site_script, "site script path") if site_script else ""
+        )
     )
 
 
@@ -93,7 +114,9 @@ def with_lua_plugin(slurm_conf: str) -> tuple[str, str | None]:
     if any(p.strip().lower() in ("lua", "job_submit/lua") for p in plugins):
         return slurm_conf, None
     new_line = m.group(1) + ",".join([*plugins, "lua"]) + m.group(3)
-    return slurm_conf[: m.start()] + new_line + slurm_conf[m.end():], f"added lua to JobSubmitPlugins ({m.group(2)})"
+    return slurm_conf[: m.start()] + new_line + slurm_conf[
+        m.end() :
+    ], f"added lua to JobSubmitPlugins ({m.group(2)})"
 
 
 def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
@@ -111,24 +134,41 @@ class InstallResult:
     notes: tuple[str, ...] = ()
 
 
-def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = None, edit_slurm_conf: bool = True,
-            force: bool = False) -> InstallResult:
+def install(
+    config: SiteConfig,
+    conf_dir: str | Path,
+    socket_path: str | None = None,
+    edit_slurm_conf: bool = True,
+    force: bool = False,
+) -> InstallResult:
     conf_dir = Path(conf_dir)
     slurm_conf = conf_dir / "slurm.conf"
     try:
         conf_bytes = slurm_conf.read_bytes()
         conf_text = conf_bytes.decode("utf-8")
     except OSError as e:
-        raise FilterInstallError(f"{slurm_conf}: cannot read slurm.conf: {e.strerror or e}") from None
+        raise FilterInstallError(
+            f"{slurm_conf}: cannot read slurm.conf: {e.strerror or e}"
+        ) from None
     except UnicodeDecodeError as e:
-        raise FilterInstallError(f"{slurm_conf}: not UTF-8 text (byte {e.start}); cannot edit it safely") from None
+        raise FilterInstallError(
+            f"{slurm_conf}: not UTF-8 text (byte {e.start}); cannot edit it safely"
+        ) from None
     plan = plan_chain(conf_dir, force)
     shim = render_shim(
-        SHIM_TEMPLATE.read_text(), socket_path or config.filter.socket, config.filter.timeout_ms, config.filter.failure_mode,
-        slurm_user_uids(conf_text), class_max_minutes={c.value: cc.max_time_minutes for c, cc in config.classes.items()},
-        time_guard=config.filter.time_limit_guard, breaker_failures=config.filter.breaker_failures,
-        breaker_cooldown_s=config.filter.breaker_cooldown_seconds, site_script=plan.site_script,
-        partition_max_minutes={p.name: p.max_time_minutes for p in config.partitions if p.max_time_minutes},
+        SHIM_TEMPLATE.read_text(),
+        socket_path or config.filter.socket,
+        config.filter.timeout_ms,
+        config.filter.failure_mode,
+        slurm_user_uids(conf_text),
+        class_max_minutes={c.value: cc.max_time_minutes for c, cc in config.classes.items()},
+        time_guard=config.filter.time_limit_guard,
+        breaker_failures=config.filter.breaker_failures,
+        breaker_cooldown_s=config.filter.breaker_cooldown_seconds,
+        site_script=plan.site_script,
+        partition_max_minutes={
+            p.name: p.max_time_minutes for p in config.partitions if p.max_time_minutes
+        },
     )
     new_conf, change = with_lua_plugin(conf_text)
     if change and not edit_slurm_conf:
@@ -152,4 +192,6 @@ def install(config: SiteConfig, conf_dir: str | Path, socket_path: str | None = 
 
 def uninstall(conf_dir: str | Path, force: bool = False) -> UninstallResult:
     """Put the site's job_submit.lua and slurm.conf back as they were before ``install``."""
-    return chain_uninstall(conf_dir, force=force, lua_plugin_conf=lambda text: with_lua_plugin(text)[0])
+    return chain_uninstall(
+        conf_dir, force=force, lua_plugin_conf=lambda text: with_lua_plugin(text)[0]
+    )

@@ -28,15 +28,32 @@ class FilterMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r, p = self.registry, PREFIX
-        self.decisions = Counter(p + "decisions", "Filter answers by outcome and job class", ["outcome", "class"],
-                                 registry=r)
+        self.decisions = Counter(
+            p + "decisions",
+            "Filter answers by outcome and job class",
+            ["outcome", "class"],
+            registry=r,
+        )
         self.rejections = Counter(p + "rejections", "Rejected jobs by rule", ["rule"], registry=r)
-        self.latency = Histogram(p + "decision_seconds", "Seconds to decide one job", buckets=_LATENCY_BUCKETS,
-                                 registry=r)
-        self.shim_failures = Counter(p + "shim_failures", "Submissions the shim could not get an answer for, "
-                                     "by its failure mode (accept: let in unchanged)", ["failure_mode"], registry=r)
-        self.reloads = Counter(p + "config_reloads", "SIGHUP config reloads by outcome", ["outcome"], registry=r)
-        self.started = Gauge(p + "start_timestamp_seconds", "Unix time the service started", registry=r)
+        self.latency = Histogram(
+            p + "decision_seconds",
+            "Seconds to decide one job",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.shim_failures = Counter(
+            p + "shim_failures",
+            "Submissions the shim could not get an answer for, "
+            "by its failure mode (accept: let in unchanged)",
+            ["failure_mode"],
+            registry=r,
+        )
+        self.reloads = Counter(
+            p + "config_reloads", "SIGHUP config reloads by outcome", ["outcome"], registry=r
+        )
+        self.started = Gauge(
+            p + "start_timestamp_seconds", "Unix time the service started", registry=r
+        )
         self.started.set(time.time())
         for mode in ("accept", "reject"):
             self.shim_failures.labels(mode)

@@ -47,9 +47,15 @@ def _parse(raw: bytes) -> tuple[Mapping[str, Any], int | None, Mapping[str, Any]
     except (ValueError, RecursionError) as e:
         raise BadRequest(f"not JSON: {e}") from None
     if isinstance(msg, dict) and "v" in msg and msg.get("v") != PROTOCOL_VERSION:
-        raise VersionMismatch(f"protocol version {str(msg.get('v'))[:20]!r}; this service speaks {PROTOCOL_VERSION}")
-    if not isinstance(msg, dict) or msg.get("v") != PROTOCOL_VERSION or not isinstance(msg.get("job"), dict):
-        raise BadRequest("expected an object {\"v\": 1, \"job\": {...}}")
+        raise VersionMismatch(
+            f"protocol version {str(msg.get('v'))[:20]!r}; this service speaks {PROTOCOL_VERSION}"
+        )
+    if (
+        not isinstance(msg, dict)
+        or msg.get("v") != PROTOCOL_VERSION
+        or not isinstance(msg.get("job"), dict)
+    ):
+        raise BadRequest('expected an object {"v": 1, "job": {...}}')
     uid = msg.get("submit_uid")
     return msg["job"], uid if isinstance(uid, int) and not isinstance(uid, bool) else None, msg
 
@@ -63,7 +69,8 @@ def error_answer(message: str) -> bytes:
 
 
 def answer_line(
-    raw: bytes, decide: Callable[[Mapping[str, Any], int | None], FilterDecision],
+    raw: bytes,
+    decide: Callable[[Mapping[str, Any], int | None], FilterDecision],
     on_message: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> tuple[bytes, FilterDecision | None, str | None]:
     """(answer line, the decision or None, the error text or None: what went wrong, for the
@@ -86,7 +93,11 @@ def answer_line(
         return encode_answer(decision.to_wire()), decision, None
     except Exception as e:  # noqa: BLE001 - one bad job must never take the service down
         decision = unreadable(f"internal error: {type(e).__name__}")
-        return encode_answer(decision.to_wire()), decision, f"internal error: {type(e).__name__}: {str(e)[:200]}"
+        return (
+            encode_answer(decision.to_wire()),
+            decision,
+            f"internal error: {type(e).__name__}: {str(e)[:200]}",
+        )
 
 
 def reject_answer(why: str) -> bytes:

@@ -56,7 +56,9 @@ class FilterServiceError(SlurmDLError, OSError):
 class LiveView:
     """Per-user counts of live jobs (see the module text). Thread-safe."""
 
-    def __init__(self, fetch: Callable[[], list[Job]] | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, fetch: Callable[[], list[Job]] | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self._fetch = fetch
         self._clock = clock
         self._lock = threading.Lock()
@@ -76,7 +78,9 @@ class LiveView:
             self._recent = [r for r in self._recent if r[0] >= started]
             self.refreshed_at = started
 
-    def add(self, user: str, job_class: str, gpus: int, deadline: float | None, tasks: int = 1) -> None:
+    def add(
+        self, user: str, job_class: str, gpus: int, deadline: float | None, tasks: int = 1
+    ) -> None:
         with self._lock:
             self._recent.append((self._clock(), user, job_class, gpus, deadline, tasks))
 
@@ -100,10 +104,16 @@ def _user_key(job: Mapping[str, Any], uid: int | None) -> str:
 class FilterService:
     """Decides jobs with the current config; ``decide_job`` is what each request runs."""
 
-    def __init__(self, config_path: str | Path, *, clock: Callable[[], float] = time.time, metrics=None,
-                 fetch: Callable[[], list[Job]] | None = None,
-                 topology_fetch: Callable[[], Topology] | None = None,
-                 associations_fetch: Callable[[], frozenset[tuple[str, str]] | None] | None = None) -> None:
+    def __init__(
+        self,
+        config_path: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        metrics=None,
+        fetch: Callable[[], list[Job]] | None = None,
+        topology_fetch: Callable[[], Topology] | None = None,
+        associations_fetch: Callable[[], frozenset[tuple[str, str]] | None] | None = None,
+    ) -> None:
         self.config_path = Path(config_path)
         self.metrics = metrics  # jobsubmit.metrics.FilterMetrics, or None
         self.config: SiteConfig = load_config(self.config_path)
@@ -113,7 +123,9 @@ class FilterService:
         self._associations_fetch = associations_fetch
         # user -> the accounts Slurm's associations let them name; None: no slurmdbd, unchecked
         self.accounts_by_user: dict[str, frozenset[str]] | None = None
-        self.leaf_nodes: tuple[tuple[str, ...], ...] | None = None  # Slurm's leaf switches, once read
+        self.leaf_nodes: tuple[tuple[str, ...], ...] | None = (
+            None  # Slurm's leaf switches, once read
+        )
         self.slots = threading.BoundedSemaphore(self.config.filter.max_concurrent)
         self.decisions = 0
 
@@ -121,7 +133,9 @@ class FilterService:
         try:
             self.config = load_config(self.config_path)
         except ConfigError as e:
-            log.error("config reload failed, keeping the previous config: %s", str(e).replace("\n", " "))
+            log.error(
+                "config reload failed, keeping the previous config: %s", str(e).replace("\n", " ")
+            )
             if self.metrics is not None:
                 self.metrics.reloads.labels("failed").inc()
             return False
@@ -138,14 +152,23 @@ class FilterService:
         held = self.live.of(user, now)
         by_user = self.accounts_by_user
         accounts = None if by_user is None else by_user.get(user, frozenset())
-        ctx = FilterContext(now=now, user_deadline_jobs=held.deadline_jobs, user_class_gpus=held.class_gpus,
-                            leaf_nodes=self.leaf_nodes, user_accounts=accounts)
+        ctx = FilterContext(
+            now=now,
+            user_deadline_jobs=held.deadline_jobs,
+            user_class_gpus=held.class_gpus,
+            leaf_nodes=self.leaf_nodes,
+            user_accounts=accounts,
+        )
         decision = decide(job, config, ctx)
         if decision.accepted:
             tag = parse_tag(decision.changes.get("admin_comment"))
             if tag is not None:
-                spec = parse_array(job.get("array_inx") if isinstance(job.get("array_inx"), str) else None)
-                ends = tag.soft_deadlines[-1][0] if tag.soft_deadlines else tag.deadline  # a soft one: its last step
+                spec = parse_array(
+                    job.get("array_inx") if isinstance(job.get("array_inx"), str) else None
+                )
+                ends = (
+                    tag.soft_deadlines[-1][0] if tag.soft_deadlines else tag.deadline
+                )  # a soft one: its last step
                 self.live.add(user, tag.job_class.value, tag.gpus, ends, spec.tasks if spec else 1)
         self.decisions += 1
         took = time.perf_counter() - started
@@ -176,8 +199,11 @@ class FilterService:
         the last ones stay; one log line when reading fails and one when it works again)."""
         failing: set[str] = set()
         while not stop.is_set():
-            for what, step in (("live jobs", self.live.refresh), ("the switch tree", self.refresh_topology),
-                               ("the accounts", self.refresh_associations)):
+            for what, step in (
+                ("live jobs", self.live.refresh),
+                ("the switch tree", self.refresh_topology),
+                ("the accounts", self.refresh_associations),
+            ):
                 try:
                     step()
                     if what in failing:
@@ -192,13 +218,16 @@ class FilterService:
     def handle_line(self, raw: bytes) -> bytes:
         """The answer to one request line (never raises); bounded by the concurrency slots."""
         if not self.slots.acquire(timeout=self.config.filter.timeout_ms / 1000):
-            log.warning("busy: %d decisions in flight, answered error", self.config.filter.max_concurrent)
+            log.warning(
+                "busy: %d decisions in flight, answered error", self.config.filter.max_concurrent
+            )
             if self.metrics is not None:
                 self.metrics.failed("busy")
             return error_answer("busy")
         try:
-            answer, _, error = answer_line(raw, self.decide_job,
-                                           self._shim_report if self.metrics is not None else None)
+            answer, _, error = answer_line(
+                raw, self.decide_job, self._shim_report if self.metrics is not None else None
+            )
         finally:
             self.slots.release()
         if error is not None:
@@ -207,12 +236,14 @@ class FilterService:
                 self.metrics.failed("error")
         return answer
 
-
     def _shim_report(self, message: Mapping[str, Any]) -> None:
         n = message.get("shim_failures")
         if n:
-            log.warning("the shim could not reach the service for %s submission(s) (failure mode %s)",
-                        n, message.get("failure_mode", "?"))
+            log.warning(
+                "the shim could not reach the service for %s submission(s) (failure mode %s)",
+                n,
+                message.get("failure_mode", "?"),
+            )
         self.metrics.shim_report(message)
 
 
@@ -248,7 +279,10 @@ class _Server(socketserver.UnixStreamServer):
     def __init__(self, path: str, pool: int):
         super().__init__(path, _Handler)
         self._queue: queue.Queue = queue.Queue(maxsize=pool)
-        self._workers = [threading.Thread(target=self._work, daemon=True, name=f"filter-{i}") for i in range(pool)]
+        self._workers = [
+            threading.Thread(target=self._work, daemon=True, name=f"filter-{i}")
+            for i in range(pool)
+        ]
         for w in self._workers:
             w.start()
 
@@ -335,7 +369,9 @@ def _prepare_socket_path(path: Path) -> None:
     path.unlink()
 
 
-def open_server(service: FilterService, socket_path: str | Path, owner: str | None = None) -> _Server:
+def open_server(
+    service: FilterService, socket_path: str | Path, owner: str | None = None
+) -> _Server:
     """Bind the socket (mode 0600, owned by ``owner`` when given) and return the server, not yet serving."""
     path = Path(socket_path)
     if len(os.fsencode(path)) >= 108:
@@ -354,14 +390,20 @@ def open_server(service: FilterService, socket_path: str | Path, owner: str | No
             pw = pwd.getpwnam(owner)
         except KeyError:
             server.server_close()
-            raise FilterServiceError(f"socket owner {owner!r} is not a user on this machine") from None
+            raise FilterServiceError(
+                f"socket owner {owner!r} is not a user on this machine"
+            ) from None
         os.chown(path, pw.pw_uid, pw.pw_gid)
     server.service = service  # type: ignore[attr-defined]
     return server
 
 
-def serve(config_path: str | Path, socket_path: str | Path | None = None, owner: str | None = None,
-          metrics_port: int | None = None) -> None:
+def serve(
+    config_path: str | Path,
+    socket_path: str | Path | None = None,
+    owner: str | None = None,
+    metrics_port: int | None = None,
+) -> None:
     """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config.
     ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port)."""
     from slurm_dl.daemon.sd_notify import notify
@@ -371,8 +413,12 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
     # one reader for the background thread: its memo keeps the queue's lines, the switch tree
     # is read at most once a minute
     slurm = get_backend("cli", topology_ttl_s=60.0)
-    service = FilterService(config_path, fetch=slurm.jobs, topology_fetch=slurm.topology,
-                            associations_fetch=lambda: slurm_associations().pairs)
+    service = FilterService(
+        config_path,
+        fetch=slurm.jobs,
+        topology_fetch=slurm.topology,
+        associations_fetch=lambda: slurm_associations().pairs,
+    )
     path = Path(socket_path or service.config.filter.socket)
     port = metrics_port if metrics_port is not None else service.config.filter.metrics_port
     if port is not None:
@@ -381,7 +427,9 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
         from .metrics import FilterMetrics
 
         service.metrics = FilterMetrics()
-        endpoint = serve_metrics(service.metrics.registry, port, service.config.filter.metrics_address)
+        endpoint = serve_metrics(
+            service.metrics.registry, port, service.config.filter.metrics_address
+        )
         log.info("metrics on http://%s:%d/metrics", endpoint.address, endpoint.port)
     # Handlers go in before the socket exists: a SIGTERM right after start must still remove it
     # (a stale socket file would make the shim connect to nothing until the next start).
@@ -405,7 +453,9 @@ def serve(config_path: str | Path, socket_path: str | Path | None = None, owner:
         server.server_close()
         path.unlink(missing_ok=True)
         return
-    threading.Thread(target=service.run_background, args=(stop_requested,), daemon=True, name="live-view").start()
+    threading.Thread(
+        target=service.run_background, args=(stop_requested,), daemon=True, name="live-view"
+    ).start()
     log.info("filter service listening on %s (config %s, pid %d)", path, config_path, os.getpid())
     notify(f"READY=1\nSTATUS=listening on {path}")  # Type=notify: slurmctld may start now
     try:

@@ -14,21 +14,34 @@ from typing import Optional
 import typer
 
 from slurm_dl.cli.common import expected_errors, fail, job_id_of
-from slurm_dl.cli.daemon_opts import LogFormatOpt, LogLevelOpt, MetricsPortOpt, raise_open_files_limit, setup_logging
+from slurm_dl.cli.daemon_opts import (
+    LogFormatOpt,
+    LogLevelOpt,
+    MetricsPortOpt,
+    raise_open_files_limit,
+    setup_logging,
+)
 from slurm_dl.cli.daemon_opts import metrics_port as resolve_metrics_port
 from slurm_dl.core.jobid import parse_job_ref
 from slurm_dl.cli.config_file import ConfigOpt, DbOpt, config_path
 from slurm_dl.core.database_url import database_url
 
-app = typer.Typer(help="""The prioritizer daemon: scores, SiteFactor, preemption.
+app = typer.Typer(
+    help="""The prioritizer daemon: scores, SiteFactor, preemption.
 
     \b
     Example:
       slurm-dl prioritizer once --dry-run
-    """, no_args_is_help=True)
+    """,
+    no_args_is_help=True,
+)
 
-InitOpt = typer.Option(False, "--init", help="first start: create the store when the database is empty "
-                                              "(else an empty or missing one is refused)")
+InitOpt = typer.Option(
+    False,
+    "--init",
+    help="first start: create the store when the database is empty "
+    "(else an empty or missing one is refused)",
+)
 
 
 TOPOLOGY_TTL_S = 60.0
@@ -80,8 +93,12 @@ def run(
     config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
     init: bool = InitOpt,
-    max_cycles: Optional[int] = typer.Option(None, "--max-cycles", min=1, help="stop after N cycles (tests)"),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="log every cycle, not only actions"),
+    max_cycles: Optional[int] = typer.Option(
+        None, "--max-cycles", min=1, help="stop after N cycles (tests)"
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="log every cycle, not only actions"
+    ),
     metrics_port: Optional[int] = MetricsPortOpt,
     log_level: str = LogLevelOpt,
     log_format: str = LogFormatOpt,
@@ -120,10 +137,18 @@ def run(
             from slurm_dl.store import Store
 
             url = database_url(prio.config, db)
-            explainer = ExplainServer(lambda: Store(url, create=False), pc.explain_address, pc.explain_port,
-                                      prio.config.policy.fairshare.half_life_hours, pc.munge_socket)
-            log.info("explain endpoint on %s:%d (MUNGE; users see their own jobs)", explainer.address,
-                     explainer.port)
+            explainer = ExplainServer(
+                lambda: Store(url, create=False),
+                pc.explain_address,
+                pc.explain_port,
+                prio.config.policy.fairshare.half_life_hours,
+                pc.munge_socket,
+            )
+            log.info(
+                "explain endpoint on %s:%d (MUNGE; users see their own jobs)",
+                explainer.address,
+                explainer.port,
+            )
 
         def on_report(r) -> None:
             if verbose or r.pushed_jobs or r.signalled or r.requeued:
@@ -133,8 +158,12 @@ def run(
 
         if prio.store.created:
             log.warning("first start (--init): created an empty store at %s", prio.store.shown)
-        log.info("prioritizer started: Slurm %s, interval %.1f s, store %s", prio.backend.slurm_release(),
-                 pc.interval_seconds, prio.store.shown)
+        log.info(
+            "prioritizer started: Slurm %s, interval %.1f s, store %s",
+            prio.backend.slurm_release(),
+            pc.interval_seconds,
+            prio.store.shown,
+        )
         from slurm_dl.daemon.process_memory import snapshot_on_signal
 
         if (where := snapshot_on_signal("prioritizer")) is not None:
@@ -149,9 +178,12 @@ def run(
 def reset(
     config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
-    all_pending: bool = typer.Option(False, "--all-pending",
-                                     help="also every pending job with a non-zero SiteFactor the store "
-                                          "does not know (a lost or replaced store)"),
+    all_pending: bool = typer.Option(
+        False,
+        "--all-pending",
+        help="also every pending job with a non-zero SiteFactor the store "
+        "does not know (a lost or replaced store)",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the jobs, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
@@ -171,22 +203,29 @@ def reset(
 
     with expected_errors():
         cfg = load_config(config_path(config))
-        store = Store(database_url(cfg, db), create=False)  # an empty or missing one is named, not made
+        store = Store(
+            database_url(cfg, db), create=False
+        )  # an empty or missing one is named, not made
         report = reset_site_factors(get_backend(), store, all_pending=all_pending, dry_run=dry_run)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
     else:
         verb = "would reset" if dry_run else "reset"
-        typer.echo(f"{verb} SiteFactor to 0 on {len(report.reset)} job(s)"
-                   f"{': ' + _ids(report.reset) if report.reset else ''}")
+        typer.echo(
+            f"{verb} SiteFactor to 0 on {len(report.reset)} job(s)"
+            f"{': ' + _ids(report.reset) if report.reset else ''}"
+        )
         if report.gone:
             typer.echo(f"forgot {len(report.gone)} job(s) Slurm no longer has: {_ids(report.gone)}")
         for j, why in sorted(report.failed.items()):
             typer.echo(f"job {j}: not reset: {why}", err=True)
         if report.unknown:
-            typer.echo(f"note: {len(report.unknown)} pending job(s) still carry a SiteFactor this store does "
-                       f"not know\n  (set by a lost or replaced store, or by hand): {_ids(report.unknown)};\n"
-                       "  to reset them too: slurm-dl prioritizer reset --all-pending", err=True)
+            typer.echo(
+                f"note: {len(report.unknown)} pending job(s) still carry a SiteFactor this store does "
+                f"not know\n  (set by a lost or replaced store, or by hand): {_ids(report.unknown)};\n"
+                "  to reset them too: slurm-dl prioritizer reset --all-pending",
+                err=True,
+            )
     if report.failed:
         raise typer.Exit(1)
 
@@ -197,19 +236,32 @@ def _ids(ids: list[int], shown: int = 10) -> str:
 
 
 def explain(
-    job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
-                                 help="Slurm job id: 1234, an array task 1234_7 or a hetjob part 1234+0"),
+    job_id: str = typer.Argument(
+        ...,
+        metavar="JOBID",
+        show_default=False,
+        help="Slurm job id: 1234, an array task 1234_7 or a hetjob part 1234+0",
+    ),
     config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
-    live: bool = typer.Option(True, "--live/--no-live",
-                              help="also ask Slurm for its start estimate and the free GPUs"),
-    as_json: bool = typer.Option(False, "--json", help="print the same numbers as JSON (ranks 1-based)"),
-    detail: bool = typer.Option(False, "--detail", help="also the tiers, each factor's score, the SiteFactor "
-                                "and the prioritizer's recent decisions about the job"),
+    live: bool = typer.Option(
+        True, "--live/--no-live", help="also ask Slurm for its start estimate and the free GPUs"
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="print the same numbers as JSON (ranks 1-based)"
+    ),
+    detail: bool = typer.Option(
+        False,
+        "--detail",
+        help="also the tiers, each factor's score, the SiteFactor "
+        "and the prioritizer's recent decisions about the job",
+    ),
     via_prioritizer: bool = typer.Option(
-        False, "--via-prioritizer",
+        False,
+        "--via-prioritizer",
         help="ask the prioritizer's explain endpoint (a user sees only their own jobs); "
-             "the default when the store cannot be read here"),
+        "the default when the store cannot be read here",
+    ),
 ) -> None:
     """Why a job has its place in the queue, and what would move it.
 
@@ -246,10 +298,14 @@ def explain(
             from slurm_dl.slurm.job_lookup import known_to_slurm
 
             if known_to_slurm(jid) is False:
-                raise fail(f"{named}: no such job (Slurm does not know it: ended a while ago,\n"
-                           "  or never submitted)") from None
-            raise fail(f"{named}: the prioritizer has not seen it yet (it looks at the queue\n"
-                       f"  every {cfg.prioritizer.interval_seconds:g} s); try again in a moment") from None
+                raise fail(
+                    f"{named}: no such job (Slurm does not know it: ended a while ago,\n"
+                    "  or never submitted)"
+                ) from None
+            raise fail(
+                f"{named}: the prioritizer has not seen it yet (it looks at the queue\n"
+                f"  every {cfg.prioritizer.interval_seconds:g} s); try again in a moment"
+            ) from None
     if as_json:
         typer.echo(json.dumps(doc, sort_keys=True))
     else:

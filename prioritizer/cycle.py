@@ -35,8 +35,16 @@ from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
 from . import preempt
 from .explain_cache import ExplanationCache
 from .idle_watch import IdleWatcher
-from .jobs import (STEPS_SET_ASIDE, CycleChanges, apply_ledger, apply_tags, class_demotions, reopen_returned,
-                   seed_unknown_running, steps_set_aside)
+from .jobs import (
+    STEPS_SET_ASIDE,
+    CycleChanges,
+    apply_ledger,
+    apply_tags,
+    class_demotions,
+    reopen_returned,
+    seed_unknown_running,
+    steps_set_aside,
+)
 from .planning import plan_intents
 from .steer import ShardSteering, SteerReport, Steering, gpu_type_entry, steer
 
@@ -57,8 +65,12 @@ of one snapshot) comes back with its attained service."""
 def _soon_eligible(job: Job, now: float) -> bool:
     """A pending job whose begin time comes within a minute (one just requeued waits
     ``cred_expire``): steered now, it starts on the right type when it may."""
-    return (job.pending and job.state_reason == "BeginTime" and job.eligible_time is not None
-            and job.eligible_time <= now + 60.0)
+    return (
+        job.pending
+        and job.state_reason == "BeginTime"
+        and job.eligible_time is not None
+        and job.eligible_time <= now + 60.0
+    )
 
 
 @dataclass(slots=True)
@@ -80,9 +92,13 @@ class CycleReport:
     refused: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     jobs_by_class: dict[str, dict[str, int]] = field(default_factory=dict)  # state -> class -> jobs
-    closed: list[tuple[int, str]] = field(default_factory=list)  # preemptions closed: (victim, state)
+    closed: list[tuple[int, str]] = field(
+        default_factory=list
+    )  # preemptions closed: (victim, state)
     steered: dict[int, str] = field(default_factory=dict)  # waiting jobs moved to a GPU type
-    slurm_s: float = 0.0  # wall seconds in the snapshot and the SiteFactor updates (slurmctld's pace)
+    slurm_s: float = (
+        0.0  # wall seconds in the snapshot and the SiteFactor updates (slurmctld's pace)
+    )
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -97,7 +113,11 @@ class CycleReport:
             f"{f', {self.deferred} deferred to the next cycle' if self.deferred else ''}; "
             f"signalled {self.signalled or '-'}, requeued {self.requeued or '-'}"
             + (f", refused {[r['job'] for r in self.refused]}" if self.refused else "")
-            + (f"; {len(self.errors)} Slurm call(s) failed, retried next cycle" if self.errors else "")
+            + (
+                f"; {len(self.errors)} Slurm call(s) failed, retried next cycle"
+                if self.errors
+                else ""
+            )
             + f"; took {self.seconds.get('total', 0.0):.2f} s"
         )
 
@@ -105,8 +125,15 @@ class CycleReport:
 class Prioritizer:
     """Holds the ledger between cycles; everything durable lives in the store."""
 
-    def __init__(self, config: SiteConfig, backend: SlurmBackend, store: Store, *, dry_run: bool = False,
-                 planner=plan_intents) -> None:
+    def __init__(
+        self,
+        config: SiteConfig,
+        backend: SlurmBackend,
+        store: Store,
+        *,
+        dry_run: bool = False,
+        planner=plan_intents,
+    ) -> None:
         self.config = config
         self.backend = backend
         self.store = store
@@ -118,18 +145,24 @@ class Prioritizer:
         self.ledger: Ledger | None = None
         self.known_site_factors: dict[int, int] | None = None
         self.cycle_no = 0
-        self._deadline_notes: dict[int, str] = {}  # job -> why its deadline is ignored (logged once)
+        self._deadline_notes: dict[
+            int, str
+        ] = {}  # job -> why its deadline is ignored (logged once)
         self._class_notes: dict[int, str] = {}  # job -> why its class was demoted (logged once)
         dc = config.policy.deadline
         self.admission = DeadlineAdmission(dc.admission_share) if dc.admission else None
         """Deadlines promised so far; kept in the ledger, so a restart neither breaks a promise
         nor decides a job's deadline twice."""
         self._admission_restored = False
-        self.idle = IdleWatcher(config.telemetry, site=config) if config.telemetry.exposition_dir else None
+        self.idle = (
+            IdleWatcher(config.telemetry, site=config) if config.telemetry.exposition_dir else None
+        )
         self.explain_cache = ExplanationCache()  # which explanations a cycle rebuilds
         self._ranked_ids: list[int] = []  # the last cycle's ranking (see _rank)
         self._changes = CycleChanges()  # the cycle's own changes to its jobs, undone by the next
-        self.shard_steering = ShardSteering(config) if any(g.shards_per_gpu for g in config.sharing.groups) else None
+        self.shard_steering = (
+            ShardSteering(config) if any(g.shards_per_gpu for g in config.sharing.groups) else None
+        )
         """GPU sharing: waiting shard jobs packed onto GPUs already shared."""
         self.steering = Steering(config) if len(config.gpu_types) > 1 else None
         """Several GPU types: charges at each type's speed, waiting jobs steered between types."""
@@ -144,29 +177,57 @@ class Prioritizer:
             self.cycle_no = self.store.ledger_cycle()
         return self.ledger
 
-    def _steer(self, snap: ClusterSnapshot, jobs: list[Job], scores: dict[int, float], work: Ledger,
-               report: "CycleReport", decisions: list) -> SteerReport:
+    def _steer(
+        self,
+        snap: ClusterSnapshot,
+        jobs: list[Job],
+        scores: dict[int, float],
+        work: Ledger,
+        report: "CycleReport",
+        decisions: list,
+    ) -> SteerReport:
         """Several GPU types: each waiting job that accepts several goes where it runs best.
         GPU sharing: each waiting shard job to the node whose shared GPUs it fills."""
         if self.shard_steering is not None:
             now = snap.taken_at
-            order = sorted((j for j in jobs if j.shards > 0 and j.pending and waits_only_for_gpus(j, now)),
-                           key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
-            changed, errors = self.shard_steering.step(self.backend, snap, order, dry_run=self.dry_run)
+            order = sorted(
+                (j for j in jobs if j.shards > 0 and j.pending and waits_only_for_gpus(j, now)),
+                key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id),
+            )
+            changed, errors = self.shard_steering.step(
+                self.backend, snap, order, dry_run=self.dry_run
+            )
             for jid, choice in changed.items():
-                decisions.append((jid, "shard_node", None, f"steered to {choice.node}: {choice.why}"))
+                decisions.append(
+                    (jid, "shard_node", None, f"steered to {choice.node}: {choice.why}")
+                )
             report.errors.extend(errors)
         if self.steering is None:
             return SteerReport()
         self.steering.learn(work.runs)
         now = snap.taken_at
-        order = sorted((j for j in jobs if j.num_gpus > 0 and not j.shards
-                        and (waits_only_for_gpus(j, now) or _soon_eligible(j, now))),
-                       key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
-        st = steer(self.steering, self.backend, snap, order, dry_run=self.dry_run,
-                   running=[j for j in jobs if j.running])
+        order = sorted(
+            (
+                j
+                for j in jobs
+                if j.num_gpus > 0
+                and not j.shards
+                and (waits_only_for_gpus(j, now) or _soon_eligible(j, now))
+            ),
+            key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id),
+        )
+        st = steer(
+            self.steering,
+            self.backend,
+            snap,
+            order,
+            dry_run=self.dry_run,
+            running=[j for j in jobs if j.running],
+        )
         for jid, gpu_type in st.moved.items():
-            decisions.append((jid, "gpu_type", None, f"steered to {gpu_type}: {st.choices[jid].why}"))
+            decisions.append(
+                (jid, "gpu_type", None, f"steered to {gpu_type}: {st.choices[jid].why}")
+            )
         report.steered = dict(st.moved)
         report.errors.extend(st.errors)
         return st
@@ -186,21 +247,39 @@ class Prioritizer:
 
         def can_move(j: Job) -> bool:
             ran = now - j.start_time if j.start_time is not None else 0.0
-            return (resume_kind(j, self.config)[0] == RESUME_CHECKPOINT and ran >= pc.min_runtime_seconds
-                    and moves_of.get(j.job_id, 0) < len(j.accepted_types) - 1 and j.job_id not in busy
-                    and (j.job_id, j.restarts) not in excluded
-                    and max(j.restarts, j.preemptions) < pc.max_restarts)
+            return (
+                resume_kind(j, self.config)[0] == RESUME_CHECKPOINT
+                and ran >= pc.min_runtime_seconds
+                and moves_of.get(j.job_id, 0) < len(j.accepted_types) - 1
+                and j.job_id not in busy
+                and (j.job_id, j.restarts) not in excluded
+                and max(j.restarts, j.preemptions) < pc.max_restarts
+            )
 
-        waiting = [j for j in jobs if waits_only_for_gpus(j, now) and j.num_gpus > 0 and not j.shards]
+        waiting = [
+            j for j in jobs if waits_only_for_gpus(j, now) and j.num_gpus > 0 and not j.shards
+        ]
         running = [j for j in jobs if j.state is JobState.RUNNING]
         behind: set[str] = set()
         standings_of = getattr(self.policy, "standings_of", None)
         if getattr(self.policy, "leases", False) and standings_of is not None:
             behind = {a for a, s in standings_of(jobs, ctx).items() if entitled(s)}
-        moves = plan_moves(running, waiting, snap.nodes, self.steering.model, min_speedup=pc.move_min_speedup,
-                           can_move=can_move, behind=behind, restart_s=pc.restart_delay_seconds)
-        return [preempt.PreemptionIntent(m.job_id, (m.job_id,), f"move from {m.from_type} to {m.to_type}: {m.why}")
-                for m in moves]
+        moves = plan_moves(
+            running,
+            waiting,
+            snap.nodes,
+            self.steering.model,
+            min_speedup=pc.move_min_speedup,
+            can_move=can_move,
+            behind=behind,
+            restart_s=pc.restart_delay_seconds,
+        )
+        return [
+            preempt.PreemptionIntent(
+                m.job_id, (m.job_id,), f"move from {m.from_type} to {m.to_type}: {m.why}"
+            )
+            for m in moves
+        ]
 
     def _said_before(self, job_id: int, kind: str, why: str) -> bool:
         """Whether the store's latest ``kind`` decision for the job already says ``why``."""
@@ -214,7 +293,9 @@ class Prioritizer:
         t0 = time.perf_counter()
         self._changes.undo()  # the last cycle's own changes to its jobs (see CycleChanges)
         ledger = self._load()
-        waited = getattr(self.backend, "call_s", None)  # a test double may not count its waits on Slurm
+        waited = getattr(
+            self.backend, "call_s", None
+        )  # a test double may not count its waits on Slurm
         t_call = time.perf_counter()
         snap = self.backend.snapshot()
         t_snap = time.perf_counter()
@@ -232,8 +313,13 @@ class Prioritizer:
         t_score = time.perf_counter()
 
         pending = [j for j in jobs if j.state is _PENDING]
-        report = CycleReport(cycle=self.cycle_no + 1, now=now, dry_run=self.dry_run,
-                             pending=len(pending), running=len(jobs) - len(pending))
+        report = CycleReport(
+            cycle=self.cycle_no + 1,
+            now=now,
+            dry_run=self.dry_run,
+            pending=len(pending),
+            running=len(jobs) - len(pending),
+        )
         decisions: list[tuple[int, str, int | None, str]] = self._notes(demoted, ignored_deadlines)
         push = self._push(jobs, pending, scores, report, decisions)
         if isinstance(waited, float):  # only the waits on Slurm, not the parsing of what it said
@@ -245,25 +331,36 @@ class Prioritizer:
         t_push = time.perf_counter()
 
         prep = self._preempt(snap, jobs, scores, ctx, ledger, push.idle_low, report)
-        waiting_class = zip(map(is_, map(_STATE, jobs), repeat(_PENDING)), map(_JOB_CLASS, jobs))  # C-level
+        waiting_class = zip(
+            map(is_, map(_STATE, jobs), repeat(_PENDING)), map(_JOB_CLASS, jobs)
+        )  # C-level
         for (state, job_class), n in Counter(waiting_class).items():
             by_class = report.jobs_by_class.setdefault("pending" if state else "running", {})
             by_class[job_class.value] = by_class.get(job_class.value, 0) + n
         t_pre = time.perf_counter()
 
-        explanations, idle_changed = self._explain(snap, jobs, ranked, scores, ctx, push, prep, steered, decisions)
+        explanations, idle_changed = self._explain(
+            snap, jobs, ranked, scores, ctx, push, prep, steered, decisions
+        )
         t_explain = time.perf_counter()
         if not self.dry_run:
             self._save(now, jobs, ledger, push, decisions, explanations, idle_changed)
         t_end = time.perf_counter()
         report.seconds = {
-            "snapshot": round(t_snap - t0, 4), "score": round(t_score - t_snap, 4), "push": round(t_push - t_score, 4),
-            "preempt": round(t_pre - t_push, 4), "save": round(t_end - t_pre, 4), "total": round(t_end - t0, 4),
-            "explain": round(t_explain - t_pre, 4), "store": round(t_end - t_explain, 4),  # the parts of "save"
+            "snapshot": round(t_snap - t0, 4),
+            "score": round(t_score - t_snap, 4),
+            "push": round(t_push - t_score, 4),
+            "preempt": round(t_pre - t_push, 4),
+            "save": round(t_end - t_pre, 4),
+            "total": round(t_end - t0, 4),
+            "explain": round(t_explain - t_pre, 4),
+            "store": round(t_end - t_explain, 4),  # the parts of "save"
         }
         return report
 
-    def _rank(self, jobs: list[Job], ctx: PolicyContext) -> tuple[list[Job] | None, dict[int, float]]:
+    def _rank(
+        self, jobs: list[Job], ctx: PolicyContext
+    ) -> tuple[list[Job] | None, dict[int, float]]:
         """The policy's scores, and its order when the scores are its ranks (the inherited
         ``scores``): that order is the ranking explanations show, not sorted again."""
         if type(self.policy).scores is PriorityPolicy.scores:
@@ -297,12 +394,16 @@ class Prioritizer:
             apply_ledger(j, rec)
         return work
 
-    def _admit(self, jobs: list[Job], now: float, total_gpus: int, ledger: Ledger) -> dict[int, str]:
+    def _admit(
+        self, jobs: list[Job], now: float, total_gpus: int, ledger: Ledger
+    ) -> dict[int, str]:
         """Deadlines the prioritizer honours (quota, horizon; admission when configured): the
         others are dropped from their jobs (until the next cycle: CycleChanges). Returns
         ``{job_id: why}`` for each one dropped."""
         ignored_deadlines = admit_deadlines(jobs, self.config)
-        for j in jobs:  # Slurm's own deadline and the filter's steps (22.05 hides --deadline from it)
+        for (
+            j
+        ) in jobs:  # Slurm's own deadline and the filter's steps (22.05 hides --deadline from it)
             if j.deadline is not None and j.job_id not in ignored_deadlines and steps_set_aside(j):
                 ignored_deadlines[j.job_id] = STEPS_SET_ASIDE
         change = self._changes.set
@@ -365,8 +466,14 @@ class Prioritizer:
             del self._deadline_notes[j]
         return decisions
 
-    def _push(self, jobs: list[Job], pending: list[Job], scores: dict[int, float], report: CycleReport,
-              decisions: list) -> "_Pushed":
+    def _push(
+        self,
+        jobs: list[Job],
+        pending: list[Job],
+        scores: dict[int, float],
+        report: CycleReport,
+        decisions: list,
+    ) -> "_Pushed":
         """Map waiting jobs' scores to SiteFactor and update those that changed (bounded per cycle)."""
         pending_ids = list(map(_JOB_ID, pending))
         pending_scores = dict(zip(pending_ids, map(scores.__getitem__, pending_ids)))
@@ -377,9 +484,13 @@ class Prioritizer:
         current = {j.job_id: (j.site_factor or stored.get(j.job_id, 0)) for j in pending}
         # Slurm's SiteFactor that the store does not hold (a kill -9 after the update, before the
         # save): recorded as Slurm has it, so the rows stay what a reset must undo
-        adopted = {j.job_id: sf for j in pending if (sf := j.site_factor) and stored.get(j.job_id) != sf}
+        adopted = {
+            j.job_id: sf for j in pending if (sf := j.site_factor) and stored.get(j.job_id) != sf
+        }
         idle_low: set[int] = set()
-        if self.idle is not None:  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
+        if (
+            self.idle is not None
+        ):  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
             if not self.idle.loaded:
                 self.idle.load(self.store.utilisation_summaries([j.job_id for j in jobs]))
                 self.idle.load_runs(self.store.decisions_of_kind("gpu-use"))
@@ -391,14 +502,20 @@ class Prioritizer:
         if self.push_limit is not None:
             limit = min(limit, self.push_limit) if limit is not None else self.push_limit
         pushes = plan_pushes(desired, current, limit)
-        report.pushes, report.unchanged, report.deferred = pushes.by_value, pushes.unchanged, pushes.deferred
+        report.pushes, report.unchanged, report.deferred = (
+            pushes.by_value,
+            pushes.unchanged,
+            pushes.deferred,
+        )
         pushed: dict[int, int] = {}
         slurm_s = 0.0
         if pushes.by_value and not self.dry_run:
             wanted = pushes.assignments()
             t_call = time.perf_counter()
             try:
-                result = self.backend.set_site_factor(wanted)  # one Slurm call per value (backend groups)
+                result = self.backend.set_site_factor(
+                    wanted
+                )  # one Slurm call per value (backend groups)
             except SlurmError as e:  # nothing known to be pushed; the next cycle tries again
                 log.warning("SiteFactor update failed, retried next cycle: %s", e)
                 report.errors.append(f"SiteFactor update: {e}")
@@ -410,15 +527,37 @@ class Prioritizer:
                 slurm_s = time.perf_counter() - t_call
         for j, v in pushed.items():
             if j in idle_low:
-                decisions.append((j, "priority", v, f"idle GPUs: SiteFactor {v} (bottom; was {current.get(j, 0)})"))
+                decisions.append(
+                    (
+                        j,
+                        "priority",
+                        v,
+                        f"idle GPUs: SiteFactor {v} (bottom; was {current.get(j, 0)})",
+                    )
+                )
                 continue
-            decisions.append((j, "priority", v, f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
-                                                f"(was {current.get(j, 0)}) under {self.policy.name}"))
+            decisions.append(
+                (
+                    j,
+                    "priority",
+                    v,
+                    f"score {pending_scores[j]:.4f} -> SiteFactor {v} "
+                    f"(was {current.get(j, 0)}) under {self.policy.name}",
+                )
+            )
         report.pushed_jobs = len(pushed) if not self.dry_run else pushes.jobs
         return _Pushed(pushed, current, idle_low, slurm_s, adopted)
 
-    def _preempt(self, snap: ClusterSnapshot, jobs: list[Job], scores: dict[int, float], ctx: PolicyContext,
-                 ledger: Ledger, idle_low: set[int], report: CycleReport) -> preempt.PreemptionReport:
+    def _preempt(
+        self,
+        snap: ClusterSnapshot,
+        jobs: list[Job],
+        scores: dict[int, float],
+        ctx: PolicyContext,
+        ledger: Ledger,
+        idle_low: set[int],
+        report: CycleReport,
+    ) -> preempt.PreemptionReport:
         """Advance open preemptions and start those the planner finds worth it (when enabled)."""
         prep = preempt.PreemptionReport()
         pc = self.config.preemption
@@ -428,38 +567,69 @@ class Prioritizer:
                 preempt.advance_open(self.store, self.backend, snap, pc, prep, dry_run=self.dry_run)
                 rows = self.store.preemptions()
                 settle = max(SETTLE_MIN_S, 3 * self.config.prioritizer.interval_seconds)
-                busy = frozenset(r.need_job_id for r in rows
-                                 if r.state in PREEMPTION_OPEN_STATES or now - r.updated_at < settle)
+                busy = frozenset(
+                    r.need_job_id
+                    for r in rows
+                    if r.state in PREEMPTION_OPEN_STATES or now - r.updated_at < settle
+                )
                 extra = {"prefer_victims": frozenset(idle_low)} if idle_low else {}
                 if getattr(self.policy, "leases", False):  # fair share: the shared lease decision
                     extra["policy"] = self.policy
-                    extra["in_flight"] = frozenset(r.victim_job_id for r in rows if r.state in PREEMPTION_OPEN_STATES)
-                excluded = preempt.excluded_runs(rows)  # refused, or signalled/requeued in their current run
-                intents = self.planner(snap, jobs, scores, self.config, ctx, busy_needs=busy,
-                                       refused=excluded, **extra)
+                    extra["in_flight"] = frozenset(
+                        r.victim_job_id for r in rows if r.state in PREEMPTION_OPEN_STATES
+                    )
+                excluded = preempt.excluded_runs(
+                    rows
+                )  # refused, or signalled/requeued in their current run
+                intents = self.planner(
+                    snap, jobs, scores, self.config, ctx, busy_needs=busy, refused=excluded, **extra
+                )
                 intents += self._moves(snap, jobs, rows, excluded, busy, ctx)
-                preempt.start(self.store, self.backend, snap, intents, self.config, prep, dry_run=self.dry_run,
-                              excluded=excluded)
-            except SlurmError as e:  # each call's refusals are handled in place; this is the safety net
+                preempt.start(
+                    self.store,
+                    self.backend,
+                    snap,
+                    intents,
+                    self.config,
+                    prep,
+                    dry_run=self.dry_run,
+                    excluded=excluded,
+                )
+            except (
+                SlurmError
+            ) as e:  # each call's refusals are handled in place; this is the safety net
                 log.warning("preemption step stopped this cycle: %s", e)
                 report.errors.append(f"preemption: {e}")
             if not self.dry_run:
                 for v in [*prep.signalled, *prep.requeued_unsignalled]:
                     rec = ledger.jobs.get(v)
-                    if rec is not None:  # a preemption costs its victim a restart whichever way it goes
+                    if (
+                        rec is not None
+                    ):  # a preemption costs its victim a restart whichever way it goes
                         rec.preemptions += 1
                         if v in prep.signalled:
                             rec.last_checkpoint_signal = now
                         ledger.revision += 1
         report.signalled, report.requeued = prep.signalled, prep.requeued
         report.refused = [{"job": v, "why": why} for v, why in prep.refused]
-        report.planned = [{"need": i.need, "victims": list(i.victims), "reason": i.reason} for i in prep.planned]
+        report.planned = [
+            {"need": i.need, "victims": list(i.victims), "reason": i.reason} for i in prep.planned
+        ]
         report.closed = list(prep.closed)
         return prep
 
-    def _explain(self, snap: ClusterSnapshot, jobs: list[Job], ranked: list[Job] | None, scores: dict[int, float],
-                 ctx: PolicyContext, push: "_Pushed", prep: preempt.PreemptionReport, steered: SteerReport,
-                 decisions: list):
+    def _explain(
+        self,
+        snap: ClusterSnapshot,
+        jobs: list[Job],
+        ranked: list[Job] | None,
+        scores: dict[int, float],
+        ctx: PolicyContext,
+        push: "_Pushed",
+        prep: preempt.PreemptionReport,
+        steered: SteerReport,
+        decisions: list,
+    ):
         """The cycle's explanations (see ``explain_cache``) and the GPU telemetry step's changes.
         ``ranked``: the jobs highest score first when the policy's order gave the scores."""
         now = snap.taken_at
@@ -468,11 +638,25 @@ class Prioritizer:
         for i in prep.planned:
             victims_of.setdefault(i.need, []).extend(i.victims)
         # ranked: highest score first, then submission, then job id (a C-level key per job)
-        order = ranked if ranked is not None else [
-            jobs[t[3]] for t in sorted(zip(map(neg, map(scores.__getitem__, map(_JOB_ID, jobs))),
-                                           map(_SUBMIT_TIME, jobs), map(_JOB_ID, jobs), range(len(jobs))))]
+        order = (
+            ranked
+            if ranked is not None
+            else [
+                jobs[t[3]]
+                for t in sorted(
+                    zip(
+                        map(neg, map(scores.__getitem__, map(_JOB_ID, jobs))),
+                        map(_SUBMIT_TIME, jobs),
+                        map(_JOB_ID, jobs),
+                        range(len(jobs)),
+                    )
+                )
+            ]
+        )
         idle_changed, gpu_notes = {}, {}
-        if self.idle is not None:  # GPU telemetry: utilisation in the explanations, idle-allocation policy
+        if (
+            self.idle is not None
+        ):  # GPU telemetry: utilisation in the explanations, idle-allocation policy
             step = self.idle.step(jobs, now, self.backend, dry_run=self.dry_run)
             gpu_notes = dict(step.entries)
             for jid in push.idle_low:
@@ -482,36 +666,75 @@ class Prioritizer:
             idle_changed = step.changed
         cache = self.explain_cache
         noted = cache.noted
-        held = push.current if not push.pushed else {**push.current, **push.pushed}  # waiting jobs' SiteFactor now
+        held = (
+            push.current if not push.pushed else {**push.current, **push.pushed}
+        )  # waiting jobs' SiteFactor now
 
         def build(j, rank):
-            e = explain_job(j, ctx, self.policy, score=scores[j.job_id],
-                            site_factor=held.get(j.job_id) if j.state is _PENDING else None, rank=rank,
-                            ranked=len(order), half_life_s=self.half_life_s)
+            e = explain_job(
+                j,
+                ctx,
+                self.policy,
+                score=scores[j.job_id],
+                site_factor=held.get(j.job_id) if j.state is _PENDING else None,
+                rank=rank,
+                ranked=len(order),
+                half_life_s=self.half_life_s,
+            )
             if j.job_id in gpu_notes:
                 e["gpu_utilisation"] = gpu_notes[j.job_id]
             if self.steering is not None and j.accepted_types:
-                e["gpu_types"] = gpu_type_entry(j, self.steering.model, steered.choices.get(j.job_id))
+                e["gpu_types"] = gpu_type_entry(
+                    j, self.steering.model, steered.choices.get(j.job_id)
+                )
             return e
 
-        explanations = cache.step(order, ctx, scores, held, free, victims_of, self.cycle_no + 1,
-                                  self.half_life_s, build, always=set(gpu_notes) | noted | set(steered.choices))
+        explanations = cache.step(
+            order,
+            ctx,
+            scores,
+            held,
+            free,
+            victims_of,
+            self.cycle_no + 1,
+            self.half_life_s,
+            build,
+            always=set(gpu_notes) | noted | set(steered.choices),
+        )
         return explanations, idle_changed
 
-    def _save(self, now: float, jobs: list[Job], ledger: Ledger, push: "_Pushed", decisions: list,
-              explanations, idle_changed) -> None:
+    def _save(
+        self,
+        now: float,
+        jobs: list[Job],
+        ledger: Ledger,
+        push: "_Pushed",
+        decisions: list,
+        explanations,
+        idle_changed,
+    ) -> None:
         """Write the cycle in one transaction; forget SiteFactors of jobs that left; prune now and then."""
         self.cycle_no += 1
         stored = self.known_site_factors
         live = set(map(_JOB_ID, jobs))
         gone = [j for j in stored if j not in live]
         try:
-            self.store.save_cycle(CycleWrite(now=now, cycle=self.cycle_no, ledger=ledger,
-                                             pushed={**push.adopted, **push.pushed}, decisions=decisions,
-                                             explanation_parts=explanations, forget_jobs=gone,
-                                             utilisation=idle_changed))
+            self.store.save_cycle(
+                CycleWrite(
+                    now=now,
+                    cycle=self.cycle_no,
+                    ledger=ledger,
+                    pushed={**push.adopted, **push.pushed},
+                    decisions=decisions,
+                    explanation_parts=explanations,
+                    forget_jobs=gone,
+                    utilisation=idle_changed,
+                )
+            )
         except StoreError:
-            self.explain_cache = ExplanationCache()  # nothing was written: the next cycle writes all
+            self.explain_cache = (
+                ExplanationCache()
+            )  # nothing was written: the next cycle writes all
             raise
         stored.update(push.adopted)
         stored.update(push.pushed)
@@ -530,4 +753,6 @@ class _Pushed:
     current: dict[int, int]
     idle_low: set[int]
     slurm_s: float
-    adopted: dict[int, int]  # Slurm's SiteFactor of jobs whose stored row is stale (recorded with the cycle)
+    adopted: dict[
+        int, int
+    ]  # Slurm's SiteFactor of jobs whose stored row is stale (recorded with the cycle)

@@ -43,26 +43,54 @@ rebuilt and wrote 2,200 parts per cycle (2,688 parts with the others, 54 MB writ
 773 and 39 MB with this bound), for factors deep in the queue whose ranking's numbers are
 current anyway."""
 
-PER_JOB_KEYS = ("state", "state_reason", "score", "rank", "site_factor", "attained_gpu_s", "executed_s",
-                "restarts", "deadline_slack_s", "account_usage_gpu_s", "waiting_for")
-STORED_KEYS = ("state", "state_reason", "score", "site_factor", "attained_gpu_s", "executed_s", "restarts",
-               "deadline_slack_s")
+PER_JOB_KEYS = (
+    "state",
+    "state_reason",
+    "score",
+    "rank",
+    "site_factor",
+    "attained_gpu_s",
+    "executed_s",
+    "restarts",
+    "deadline_slack_s",
+    "account_usage_gpu_s",
+    "waiting_for",
+)
+STORED_KEYS = (
+    "state",
+    "state_reason",
+    "score",
+    "site_factor",
+    "attained_gpu_s",
+    "executed_s",
+    "restarts",
+    "deadline_slack_s",
+)
 """The numbers stored per job; a job's rank is its place in the ranked list, and its account's
 usage and what it waits for are derived from figures of the cycle (``derive``) on reading."""
 PER_CYCLE_KEYS = ("at", "ranked")  # the same for every job of a cycle: stored once
 NUMBER_KEYS = PER_CYCLE_KEYS + PER_JOB_KEYS
 _STATE_TEXT = {s: s.value for s in JobState}  # an enum's .value is a slow property, read per job
-_RECORD = attrgetter("state", "num_gpus", "job_class", "restarts", "deadline", "account", "nodes", "checkpointable")
+_RECORD = attrgetter(
+    "state", "num_gpus", "job_class", "restarts", "deadline", "account", "nodes", "checkpointable"
+)
 """What a job's slow part depends on, with its attained service on a doubling scale."""
 _EXPONENT = itemgetter(1)
 _JOB_ID, _STATE, _STATE_REASON, _DEADLINE, _ACCOUNT = (
-    attrgetter(a) for a in ("job_id", "state", "state_reason", "deadline", "account"))
-_ATTAINED, _EXECUTED, _RESTARTS = (attrgetter(a) for a in ("attained_gpu_s", "executed_s", "restarts"))
+    attrgetter(a) for a in ("job_id", "state", "state_reason", "deadline", "account")
+)
+_ATTAINED, _EXECUTED, _RESTARTS = (
+    attrgetter(a) for a in ("attained_gpu_s", "executed_s", "restarts")
+)
 
 
 class ExplanationCache:
-    def __init__(self, top_pending: int = TOP_PENDING, refresh_cycles: int = REFRESH_CYCLES,
-                 rotate_at_most: int = ROTATE_AT_MOST) -> None:
+    def __init__(
+        self,
+        top_pending: int = TOP_PENDING,
+        refresh_cycles: int = REFRESH_CYCLES,
+        rotate_at_most: int = ROTATE_AT_MOST,
+    ) -> None:
         self.top_pending = top_pending
         self.refresh_cycles = max(1, refresh_cycles)
         self.rotate_at_most = max(1, rotate_at_most)
@@ -80,9 +108,19 @@ class ExplanationCache:
             period *= 2
         return period
 
-    def step(self, order: list[Job], ctx: PolicyContext, scores: dict[int, float], site_factors: Mapping[int, Any],
-             free_gpus: int, victims_of: dict[int, list[int]], cycle_no: int, half_life_s: float,
-             build: Callable[[Job, int], dict[str, Any]], always: Iterable[int] = ()) -> ExplanationParts:
+    def step(
+        self,
+        order: list[Job],
+        ctx: PolicyContext,
+        scores: dict[int, float],
+        site_factors: Mapping[int, Any],
+        free_gpus: int,
+        victims_of: dict[int, list[int]],
+        cycle_no: int,
+        half_life_s: float,
+        build: Callable[[Job, int], dict[str, Any]],
+        always: Iterable[int] = (),
+    ) -> ExplanationParts:
         """The cycle's explanations: numbers for every job in ``order`` (ranked; ``site_factors``
         holds waiting jobs' SiteFactor), the slow part rebuilt with ``build(job, rank)`` where
         needed (see the module docstring).
@@ -116,8 +154,10 @@ class ExplanationCache:
             slack_s,
         ]
         derive = {  # what completes the numbers: ledger usage per account, free GPUs, victims
-            "usage": {a: (round(led.usage(a, now, half_life_s), 3) if led is not None else None)
-                      for a in set(map(_ACCOUNT, order))},
+            "usage": {
+                a: (round(led.usage(a, now, half_life_s), 3) if led is not None else None)
+                for a in set(map(_ACCOUNT, order))
+            },
             "free_gpus": free_gpus,
             "victims": {str(need): sorted(vs) for need, vs in victims_of.items()},
         }
@@ -126,13 +166,19 @@ class ExplanationCache:
         refresh, records, parts = self.refresh_period(n), self.records, self.parts
         # a job's record (_RECORD) and its attained service on a doubling scale (the binary
         # exponent of 1 + attained): a running job's LAS factor is rebuilt as it grows
-        recs = list(zip(map(_RECORD, order), map(_EXPONENT, map(frexp, map(add, columns[4], repeat(1.0))))))
+        recs = list(
+            zip(map(_RECORD, order), map(_EXPONENT, map(frexp, map(add, columns[4], repeat(1.0)))))
+        )
         if first:
             todo: Iterable[int] = range(n)
         else:
             wanted = set(compress(range(n), map(ne, recs, map(records.get, ids))))  # new or changed
             wanted.update(islice(compress(range(n), pending), self.top_pending))
-            wanted.update(compress(range(n), map(eq, map(mod, ids, repeat(refresh)), repeat(-cycle_no % refresh))))
+            wanted.update(
+                compress(
+                    range(n), map(eq, map(mod, ids, repeat(refresh)), repeat(-cycle_no % refresh))
+                )
+            )
             if always:
                 rank_of = dict(zip(ids, range(n)))
                 wanted.update(rank_of[j] for j in always if j in rank_of)
@@ -154,5 +200,13 @@ class ExplanationCache:
             del records[j]
             parts.pop(j, None)
             self.noted.discard(j)
-        return ExplanationParts(keys=STORED_KEYS, ids=ids, columns=columns, rebuilt=rebuilt, gone=gone,
-                                replace_all=first, per_cycle={"at": now, "ranked": len(order)}, derive=derive)
+        return ExplanationParts(
+            keys=STORED_KEYS,
+            ids=ids,
+            columns=columns,
+            rebuilt=rebuilt,
+            gone=gone,
+            replace_all=first,
+            per_cycle={"at": now, "ranked": len(order)},
+            derive=derive,
+        )

@@ -26,7 +26,9 @@ from slurm_dl.slurm.munge import MungeError, MungeIdentity, decode
 from slurm_dl.explain.query import NoRecord, gather, payload
 
 log = logging.getLogger("slurm_dl.prioritizer.explain")
-PATH = re.compile(r"^/explain/(\d{1,10})(\?live=(0|1))?$", re.ASCII)  # ASCII digits only: int() reads ٢٧ too
+PATH = re.compile(
+    r"^/explain/(\d{1,10})(\?live=(0|1))?$", re.ASCII
+)  # ASCII digits only: int() reads ٢٧ too
 
 
 class ExplainServerError(SlurmDLError, OSError):
@@ -46,22 +48,43 @@ class Answer:
     doc: dict[str, Any]
 
 
-def answer(job_id: int, who: MungeIdentity, store, half_life_hours: float, live: bool,
-           admin_uids: frozenset[int]) -> Answer:
+def answer(
+    job_id: int,
+    who: MungeIdentity,
+    store,
+    half_life_hours: float,
+    live: bool,
+    admin_uids: frozenset[int],
+) -> Answer:
     """What the endpoint replies to ``who`` asking about ``job_id``."""
     try:
         g = gather(store, job_id, with_queue=False)
     except NoRecord:
-        return Answer(404, {"error": f"job {job_id}: the prioritizer has no record of it (not seen by a "
-                                     "cycle yet?)"})
+        return Answer(
+            404,
+            {
+                "error": f"job {job_id}: the prioritizer has no record of it (not seen by a "
+                "cycle yet?)"
+            },
+        )
     if who.uid not in admin_uids:
         name = user_name(who.uid)
         if g.owner is None:  # only decisions are left (the job finished and was forgotten)
-            return Answer(404, {"error": f"job {job_id}: the prioritizer no longer knows whose job it "
-                                         "was (finished a while ago?); an admin can still explain it"})
+            return Answer(
+                404,
+                {
+                    "error": f"job {job_id}: the prioritizer no longer knows whose job it "
+                    "was (finished a while ago?); an admin can still explain it"
+                },
+            )
         if name is None or g.owner != name:
-            return Answer(403, {"error": f"job {job_id} is not yours (you are {name or f'uid {who.uid}'}); "
-                                         "you can explain your own jobs"})
+            return Answer(
+                403,
+                {
+                    "error": f"job {job_id} is not yours (you are {name or f'uid {who.uid}'}); "
+                    "you can explain your own jobs"
+                },
+            )
     g.queue = store.explanations() if g.expl is not None else {}
     return Answer(200, payload(g, half_life_hours, live=live))
 
@@ -70,8 +93,15 @@ class ExplainServer:
     """A :class:`~slurm_dl.bounded_http.BoundedHTTPServer` (a cap on open connections, a deadline
     for the request head, no bodies) in daemon threads; ``close()`` stops it."""
 
-    def __init__(self, store_factory: Callable[[], Any], address: str, port: int, half_life_hours: float,
-                 munge_socket: str | None = None, admin_uids: frozenset[int] | None = None) -> None:
+    def __init__(
+        self,
+        store_factory: Callable[[], Any],
+        address: str,
+        port: int,
+        half_life_hours: float,
+        munge_socket: str | None = None,
+        admin_uids: frozenset[int] | None = None,
+    ) -> None:
         self._store = store_factory()
         self._lock = threading.Lock()  # one store session at a time
         self.half_life_hours = half_life_hours
@@ -80,7 +110,9 @@ class ExplainServer:
         try:
             self._http = BoundedHTTPServer(address, port, self._serve, name="explain")
         except OSError as e:
-            raise ExplainServerError(f"explain endpoint {address}:{port}: cannot listen: {e.strerror or e}") from None
+            raise ExplainServerError(
+                f"explain endpoint {address}:{port}: cannot listen: {e.strerror or e}"
+            ) from None
         self.address, self.port = address, self._http.port
 
     def _serve(self, request: Request) -> Response:
@@ -100,10 +132,18 @@ class ExplainServer:
             return Answer(401, {"error": str(e)})
         try:
             with self._lock:
-                a = answer(int(m.group(1)), who, self._store, self.half_life_hours, m.group(3) != "0",
-                           self.admin_uids)
+                a = answer(
+                    int(m.group(1)),
+                    who,
+                    self._store,
+                    self.half_life_hours,
+                    m.group(3) != "0",
+                    self.admin_uids,
+                )
         except SlurmDLError as e:
-            return Answer(503, {"error": f"the prioritizer's store cannot answer: {str(e).splitlines()[0]}"})
+            return Answer(
+                503, {"error": f"the prioritizer's store cannot answer: {str(e).splitlines()[0]}"}
+            )
         log.info("explain %s for uid %d: %d", m.group(1), who.uid, a.status)
         return a
 

@@ -29,7 +29,9 @@ GROWTH_LIMIT = 1_000_000  # objects tracked by the collector, net, since the las
 
 
 class Heap:
-    def __init__(self, full_every: int = FULL_EVERY_CYCLES, growth_limit: int = GROWTH_LIMIT) -> None:
+    def __init__(
+        self, full_every: int = FULL_EVERY_CYCLES, growth_limit: int = GROWTH_LIMIT
+    ) -> None:
         self.full_every = max(1, full_every)
         self.growth_limit = growth_limit
         self.cycles = 0

@@ -24,8 +24,16 @@ from typing import Any, Callable, Iterable
 
 from slurm_dl.core.config import TelemetryConfig
 from slurm_dl.core.errors import SlurmError
-from slurm_dl.core.idle.decide import (IdleDecision, Verdict, carried_idle_since, decide, horizon_minutes, merge_window,
-                           on_job_nodes, utilisation_entry)
+from slurm_dl.core.idle.decide import (
+    IdleDecision,
+    Verdict,
+    carried_idle_since,
+    decide,
+    horizon_minutes,
+    merge_window,
+    on_job_nodes,
+    utilisation_entry,
+)
 from slurm_dl.core.idle.notice import action_note, comment_with_note, warning_note
 from slurm_dl.core.model import Job
 from slurm_dl.core.share_hint import KIND as GPU_USE, RunUse, share_hint
@@ -50,8 +58,12 @@ class IdleStep:
 
 
 class IdleWatcher:
-    def __init__(self, cfg: TelemetryConfig, read: Callable[[], list[JobGpuSample]] | None = None,
-                 site: Any = None) -> None:
+    def __init__(
+        self,
+        cfg: TelemetryConfig,
+        read: Callable[[], list[JobGpuSample]] | None = None,
+        site: Any = None,
+    ) -> None:
         self.cfg = cfg
         self.site = site  # the SiteConfig: which jobs opted in to preemption
         self.read = read or (lambda: read_exposition_dir(cfg.exposition_dir or "", cfg.agent_user))
@@ -87,8 +99,13 @@ class IdleWatcher:
 
     def deprioritized(self, live: Iterable[int]) -> set[int]:
         """Live jobs held at the bottom: deprioritized and not busy again since."""
-        return {j for j in live if (s := self.summaries.get(j)) is not None
-                and s.verdict == Verdict.DEPRIORITIZE.value and s.action == Verdict.DEPRIORITIZE.value}
+        return {
+            j
+            for j in live
+            if (s := self.summaries.get(j)) is not None
+            and s.verdict == Verdict.DEPRIORITIZE.value
+            and s.action == Verdict.DEPRIORITIZE.value
+        }
 
     def step(self, jobs: Iterable[Job], now: float, backend: Any, *, dry_run: bool) -> IdleStep:
         """Per running job: its utilisation entry, the decision rows to store and its updated summary."""
@@ -97,8 +114,12 @@ class IdleWatcher:
         running = {j.job_id: j for j in jobs if j.running}
         self.window = merge_window(self.window, self.read(), now - horizon_minutes(self.cfg) * 60.0)
         mine = on_job_nodes(self.window, running)  # each job's samples from its own nodes only
-        carried = carried_idle_since(self.summaries, mine, self.cfg)  # before this window is folded in
-        decisions = {d.job_id: d for d in decide(mine, running, self.cfg, carried=carried, site=self.site)}
+        carried = carried_idle_since(
+            self.summaries, mine, self.cfg
+        )  # before this window is folded in
+        decisions = {
+            d.job_id: d for d in decide(mine, running, self.cfg, carried=carried, site=self.site)
+        }
         out = IdleStep()
         by_job: dict[int, list[JobGpuSample]] = {}
         for s in mine:
@@ -111,11 +132,15 @@ class IdleWatcher:
             if d is not None:
                 self._advance(summary, d, running[jid], backend, now, dry_run, out.rows)
             self.summaries[jid] = summary
-            if _state(summary) != before:  # saved only when something changed (agents sample slower than cycles)
+            if (
+                _state(summary) != before
+            ):  # saved only when something changed (agents sample slower than cycles)
                 summary.updated_at = now
                 out.changed[jid] = summary
             out.entries[jid] = {**utilisation_entry(util, d), **summary.explained()}
-        for jid in set(running) - set(out.entries):  # no samples this window: what is stored, if anything
+        for jid in set(running) - set(
+            out.entries
+        ):  # no samples this window: what is stored, if anything
             if jid in self.summaries:
                 out.entries[jid] = self.summaries[jid].explained()
         shared = {s.job_id for s in mine if s.share_bytes is not None}
@@ -135,9 +160,17 @@ class IdleWatcher:
         job, shared = self.running.get(summary.job_id, (None, False))
         if job is None or not summary.samples:
             return
-        run = RunUse(job.job_id, job.user, job.name, job.num_gpus, shared or not job.num_gpus,
-                     summary.peak_gpu_mem_bytes, round(summary.mean_util_percent, 2), summary.samples,
-                     summary.last_sample_at or now)
+        run = RunUse(
+            job.job_id,
+            job.user,
+            job.name,
+            job.num_gpus,
+            shared or not job.num_gpus,
+            summary.peak_gpu_mem_bytes,
+            round(summary.mean_util_percent, 2),
+            summary.samples,
+            summary.last_sample_at or now,
+        )
         self._remember(run)
         rows.append((job.job_id, GPU_USE, None, run.to_reason()))
 
@@ -149,21 +182,40 @@ class IdleWatcher:
         for jid, job in running.items():
             if job.num_gpus != 1 or self.running.get(jid, (job, False))[1]:
                 continue
-            hint = share_hint(self.runs.get((job.user, job.name), ()), job.user, job.name, runs=sharing.suggest_after_runs,
-                              gpu_mem_bytes=_gpu_memory_bytes(self.site, job.gpu_type),
-                              max_fraction=sharing.suggest_max_fraction)
+            hint = share_hint(
+                self.runs.get((job.user, job.name), ()),
+                job.user,
+                job.name,
+                runs=sharing.suggest_after_runs,
+                gpu_mem_bytes=_gpu_memory_bytes(self.site, job.gpu_type),
+                max_fraction=sharing.suggest_max_fraction,
+            )
             if hint is None:
                 continue
             out.entries.setdefault(jid, {})["share_hint"] = hint
-            if jid not in self.hinted and not dry_run and "[slurm-dl: " not in self._comment_of(job):
+            if (
+                jid not in self.hinted
+                and not dry_run
+                and "[slurm-dl: " not in self._comment_of(job)
+            ):
                 self.hinted.add(jid)  # once; never over an idle warning
                 out.rows.append((jid, "share-hint", None, hint))
                 self._comment(job, hint, backend)
 
-    def _advance(self, s: JobUtilisationSummary, d: IdleDecision, job: Job, backend: Any, now: float,
-                 dry_run: bool, rows: list[Decision]) -> None:
+    def _advance(
+        self,
+        s: JobUtilisationSummary,
+        d: IdleDecision,
+        job: Job,
+        backend: Any,
+        now: float,
+        dry_run: bool,
+        rows: list[Decision],
+    ) -> None:
         s.idle_since = d.idle_since
-        if d.verdict is Verdict.OK:  # in use again, or a new spell under the limit: the next warning is a new one
+        if (
+            d.verdict is Verdict.OK
+        ):  # in use again, or a new spell under the limit: the next warning is a new one
             s.warned_at = None
         enforce = d.enforce and not dry_run
         verdict = d.verdict
@@ -171,7 +223,9 @@ class IdleWatcher:
             verdict = Verdict.WARN  # never act on a job that was not warned first
         done = s.warned_at is not None if verdict is Verdict.WARN else s.action == verdict.value
         if verdict is Verdict.OK or (s.verdict == verdict.value and (done or not enforce)):
-            s.verdict = verdict.value  # nothing new (a step only reported before is taken once enforced)
+            s.verdict = (
+                verdict.value
+            )  # nothing new (a step only reported before is taken once enforced)
             return
         note = d.reason if enforce else d.reason + " (report only)"
         rows.append((d.job_id, f"idle-{verdict.value}", None, note))
@@ -187,7 +241,9 @@ class IdleWatcher:
             return
         s.action, s.action_at = verdict.value, now
         self._comment(job, action_note(d), backend)
-        if verdict is Verdict.CANCEL and d.opted_in:  # decide() never cancels a job that did not opt in
+        if (
+            verdict is Verdict.CANCEL and d.opted_in
+        ):  # decide() never cancels a job that did not opt in
             try:
                 backend.cancel(d.job_id)
             except SlurmError as e:  # the job may have ended meanwhile; the next cycle sees it gone
@@ -202,7 +258,10 @@ class IdleWatcher:
             return
         text = comment_with_note(self._comment_of(job), note)
         if text is None:
-            log.warning("idle GPUs: job %d: its comment leaves no room for a note; warned in the log only", job.job_id)
+            log.warning(
+                "idle GPUs: job %d: its comment leaves no room for a note; warned in the log only",
+                job.job_id,
+            )
             return
         setter = getattr(backend, "set_comment", None)
         if setter is None:

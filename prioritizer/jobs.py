@@ -48,8 +48,10 @@ def apply_tags(job: Job) -> None:
         job.soft_deadlines = tuple((float(t), v) for t, v in tag.soft_deadlines)
 
 
-STEPS_SET_ASIDE = ("deadline steps set aside: the job also has a deadline of its own (sbatch --deadline), "
-                   "which counts; a job has one or the other")
+STEPS_SET_ASIDE = (
+    "deadline steps set aside: the job also has a deadline of its own (sbatch --deadline), "
+    "which counts; a job has one or the other"
+)
 
 
 def steps_set_aside(job: Job) -> bool:
@@ -120,7 +122,12 @@ def apply_ledger(job: Job, rec: JobRecord | None) -> None:
 def seed_unknown_running(job: Job, ledger: Ledger, now: float) -> None:
     """A running job the ledger has never seen (the daemon started after it) has at least
     attained ``GPUs × (now - start)`` in its current run; earlier runs are unknown."""
-    if job.job_id in ledger.jobs or not job.running or job.start_time is None or now <= job.start_time:
+    if (
+        job.job_id in ledger.jobs
+        or not job.running
+        or job.start_time is None
+        or now <= job.start_time
+    ):
         return
     ran = now - job.start_time
     job.executed_s = max(job.executed_s, ran)
@@ -153,8 +160,11 @@ def class_violation(job: Job, config: SiteConfig, *, privileged: bool | None = N
     ``privileged``: whether the job's class is privileged, when the caller knows it already."""
     if not (is_privileged(job.job_class, config) if privileged is None else privileged):
         return None
-    return _limits_violation(job, config.class_config(job.job_class).max_time_minutes,
-                             site_shape(config).max_gpus_per_node)
+    return _limits_violation(
+        job,
+        config.class_config(job.job_class).max_time_minutes,
+        site_shape(config).max_gpus_per_node,
+    )
 
 
 def _limits_violation(job: Job, max_time_minutes: int, most: int) -> str | None:
@@ -162,10 +172,16 @@ def _limits_violation(job: Job, max_time_minutes: int, most: int) -> str | None:
     per node."""
     name = job.job_class.value
     if job.time_limit is None or job.time_limit > max_time_minutes * 60:
-        limit = "no time limit" if job.time_limit is None else f"time limit {job.time_limit / 60:.0f} min"
+        limit = (
+            "no time limit"
+            if job.time_limit is None
+            else f"time limit {job.time_limit / 60:.0f} min"
+        )
         return f"{limit} exceeds class {name}'s maximum {max_time_minutes} min"
     if (job.num_nodes or 1) > 1 or job.num_gpus > most:
-        return f"{job.num_gpus} GPU(s) on {job.num_nodes or 1} node(s) exceed class {name}'s one node"
+        return (
+            f"{job.num_gpus} GPU(s) on {job.num_nodes or 1} node(s) exceed class {name}'s one node"
+        )
     return None
 
 
@@ -188,7 +204,9 @@ def class_demotions(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
     (Checkpointability stays as tagged: a demoted job is not made preemptible.)"""
     demoted: dict[int, str] = {}
     held: dict[tuple[str, JobClass], int] = {}
-    high = {c for c in set(map(_JOB_CLASS, jobs)) if is_privileged(c, config)}  # per class: most are train
+    high = {
+        c for c in set(map(_JOB_CLASS, jobs)) if is_privileged(c, config)
+    }  # per class: most are train
     if not high:
         return demoted
     most = site_shape(config).max_gpus_per_node
@@ -197,8 +215,9 @@ def class_demotions(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
     admitted: dict[tuple, str | None] = {}  # (class, account, QOS, user) -> not_admitted's answer
     mine = [j for j in jobs if j.job_class in high]
     # running jobs first (they hold the quota), then by submission and job id
-    mine = sorted((j for j in mine if j.running), key=_BY_SUBMISSION) + \
-        sorted((j for j in mine if not j.running), key=_BY_SUBMISSION)
+    mine = sorted((j for j in mine if j.running), key=_BY_SUBMISSION) + sorted(
+        (j for j in mine if not j.running), key=_BY_SUBMISSION
+    )
     for job in mine:
         cls = job.job_class
         why = _limits_violation(job, max_minutes[cls], most)
@@ -210,7 +229,9 @@ def class_demotions(jobs: list[Job], config: SiteConfig) -> dict[int, str]:
                 why = admitted[who] = not_admitted(*who[:3], config, who[3])
             if why is None and quota[cls] is not None:
                 key = (job.user, cls)
-                why = over_quota(cls, job.num_gpus, held.get(key, 0), config, who=f"user {job.user!r} holds")
+                why = over_quota(
+                    cls, job.num_gpus, held.get(key, 0), config, who=f"user {job.user!r} holds"
+                )
                 if why is None:
                     held[key] = held.get(key, 0) + job.num_gpus
         if why is not None:

@@ -54,8 +54,14 @@ class Backoff:
 
 
 class Loop:
-    def __init__(self, prio: Prioritizer, *, on_report: Callable[[CycleReport], None] | None = None,
-                 max_cycles: int | None = None, metrics=None) -> None:
+    def __init__(
+        self,
+        prio: Prioritizer,
+        *,
+        on_report: Callable[[CycleReport], None] | None = None,
+        max_cycles: int | None = None,
+        metrics=None,
+    ) -> None:
         self.prio = prio
         self.metrics = metrics  # prioritizer.metrics.PrioritizerMetrics, or None
         self.interval_s = prio.config.prioritizer.interval_seconds
@@ -90,14 +96,24 @@ class Loop:
                 self.metrics.failed("failed")
             self.store_failures += 1
             if self.store_failures >= self.store_failures_max:
-                log.error("the database failed %d cycles in a row: %s; stopping (exit 1) so the service "
-                          "manager restarts the daemon and the alert fires", self.store_failures, _one_line(e))
+                log.error(
+                    "the database failed %d cycles in a row: %s; stopping (exit 1) so the service "
+                    "manager restarts the daemon and the alert fires",
+                    self.store_failures,
+                    _one_line(e),
+                )
                 self.exit_code = 1
                 self.stop()
                 return None
             delay = self.backoff.failed(now)
-            log.error("cycle failed: %s; retrying in %.0f s (%d of %d failures in a row before the daemon "
-                      "exits)", _one_line(e), delay, self.store_failures, self.store_failures_max)
+            log.error(
+                "cycle failed: %s; retrying in %.0f s (%d of %d failures in a row before the daemon "
+                "exits)",
+                _one_line(e),
+                delay,
+                self.store_failures,
+                self.store_failures_max,
+            )
             return None
         except SlurmError as e:
             if self.metrics is not None:
@@ -131,8 +147,15 @@ class Loop:
     def run(self) -> None:
         """Block until SIGTERM/SIGINT (or ``max_cycles``)."""
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
-        self.scheduler.add_job(self.tick, "interval", seconds=self.interval_s, max_instances=1, coalesce=True,
-                               next_run_time=_now_dt(), id="prioritizer-cycle")
+        self.scheduler.add_job(
+            self.tick,
+            "interval",
+            seconds=self.interval_s,
+            max_instances=1,
+            coalesce=True,
+            next_run_time=_now_dt(),
+            id="prioritizer-cycle",
+        )
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.stop)
         self.heap.start()

@@ -48,34 +48,75 @@ def preemption_reason(text: str) -> str:
 
 
 class PrioritizerMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.clock = clock
         r, p = self.registry, PREFIX
         self.cycles = Counter(p + "cycles", "Cycles run, by outcome", ["outcome"], registry=r)
-        self.duration = Histogram(p + "cycle_duration_seconds", "Duration of a completed cycle",
-                                  buckets=_CYCLE_BUCKETS, registry=r)
-        self.phase = Gauge(p + "cycle_phase_seconds", "Seconds each phase of the last cycle took", ["phase"],
-                           registry=r)
-        self.save = Histogram(p + "ledger_save_seconds", "Seconds the store's per-cycle transaction took",
-                              buckets=_SAVE_BUCKETS, registry=r)
-        self.last_success = Gauge(p + "last_success_timestamp_seconds",
-                                  "Unix time the last cycle completed", registry=r)
-        self.started = Gauge(p + "start_timestamp_seconds", "Unix time the daemon started", registry=r)
+        self.duration = Histogram(
+            p + "cycle_duration_seconds",
+            "Duration of a completed cycle",
+            buckets=_CYCLE_BUCKETS,
+            registry=r,
+        )
+        self.phase = Gauge(
+            p + "cycle_phase_seconds",
+            "Seconds each phase of the last cycle took",
+            ["phase"],
+            registry=r,
+        )
+        self.save = Histogram(
+            p + "ledger_save_seconds",
+            "Seconds the store's per-cycle transaction took",
+            buckets=_SAVE_BUCKETS,
+            registry=r,
+        )
+        self.last_success = Gauge(
+            p + "last_success_timestamp_seconds", "Unix time the last cycle completed", registry=r
+        )
+        self.started = Gauge(
+            p + "start_timestamp_seconds", "Unix time the daemon started", registry=r
+        )
         self.cycle_no = Gauge(p + "cycle", "Cycle number of the last completed cycle", registry=r)
-        self.jobs = Gauge(p + "jobs", "Jobs the last cycle saw, by state and class", ["state", "class"], registry=r)
+        self.jobs = Gauge(
+            p + "jobs",
+            "Jobs the last cycle saw, by state and class",
+            ["state", "class"],
+            registry=r,
+        )
         self.pushes = Counter(p + "site_factor_pushes", "Jobs whose SiteFactor was set", registry=r)
-        self.push_calls = Counter(p + "site_factor_push_calls", "Slurm calls that set SiteFactor", registry=r)
-        self.step_errors = Counter(p + "step_errors", "Cycle steps Slurm refused (the cycle went on)",
-                                   registry=r)
-        self.preemptions = Counter(p + "preemptions", "Preemption steps by outcome and reason",
-                                   ["outcome", "reason"], registry=r)
-        self.usage = Gauge(p + "account_usage_gpu_seconds", "Decayed GPU-seconds used per account", ["account"],
-                           registry=r)
-        self.usage_fraction = Gauge(p + "account_usage_fraction", "Account's fraction of all decayed usage",
-                                    ["account"], registry=r)
-        self.share_fraction = Gauge(p + "account_share_fraction", "Account's fraction of the fair-share shares",
-                                    ["account"], registry=r)
+        self.push_calls = Counter(
+            p + "site_factor_push_calls", "Slurm calls that set SiteFactor", registry=r
+        )
+        self.step_errors = Counter(
+            p + "step_errors", "Cycle steps Slurm refused (the cycle went on)", registry=r
+        )
+        self.preemptions = Counter(
+            p + "preemptions",
+            "Preemption steps by outcome and reason",
+            ["outcome", "reason"],
+            registry=r,
+        )
+        self.usage = Gauge(
+            p + "account_usage_gpu_seconds",
+            "Decayed GPU-seconds used per account",
+            ["account"],
+            registry=r,
+        )
+        self.usage_fraction = Gauge(
+            p + "account_usage_fraction",
+            "Account's fraction of all decayed usage",
+            ["account"],
+            registry=r,
+        )
+        self.share_fraction = Gauge(
+            p + "account_share_fraction",
+            "Account's fraction of the fair-share shares",
+            ["account"],
+            registry=r,
+        )
         for outcome in ("ok", "slurm_unreachable", "failed"):
             self.cycles.labels(outcome)
         self._memory_gauges(r)
@@ -84,16 +125,22 @@ class PrioritizerMetrics:
 
     @staticmethod
     def _memory_gauges(r: CollectorRegistry) -> None:
-        Gauge(PREFIX + "python_allocated_blocks", "Memory blocks Python has allocated and not freed",
-              registry=r).set_function(process_memory.python_blocks)
+        Gauge(
+            PREFIX + "python_allocated_blocks",
+            "Memory blocks Python has allocated and not freed",
+            registry=r,
+        ).set_function(process_memory.python_blocks)
         if process_memory.malloc_bytes() is not None:
-            Gauge(PREFIX + "malloc_used_bytes", "C heap in use (glibc mallinfo2)",
-                  registry=r).set_function(lambda: process_memory.malloc_bytes()[0])
-            Gauge(PREFIX + "malloc_free_bytes", "C heap freed but kept by the allocator",
-                  registry=r).set_function(lambda: process_memory.malloc_bytes()[1])
+            Gauge(
+                PREFIX + "malloc_used_bytes", "C heap in use (glibc mallinfo2)", registry=r
+            ).set_function(lambda: process_memory.malloc_bytes()[0])
+            Gauge(
+                PREFIX + "malloc_free_bytes", "C heap freed but kept by the allocator", registry=r
+            ).set_function(lambda: process_memory.malloc_bytes()[1])
         if process_memory.sqlite_bytes() is not None:
-            Gauge(PREFIX + "sqlite_memory_bytes", "Memory SQLite holds in this process",
-                  registry=r).set_function(process_memory.sqlite_bytes)
+            Gauge(
+                PREFIX + "sqlite_memory_bytes", "Memory SQLite holds in this process", registry=r
+            ).set_function(process_memory.sqlite_bytes)
 
     def failed(self, outcome: str) -> None:
         self.cycles.labels(outcome).inc()
@@ -115,7 +162,9 @@ class PrioritizerMetrics:
         self.pushes.inc(report.pushed_jobs)
         self.push_calls.inc(report.push_calls)
         reasons = self._victim_reason
-        for p in report.planned:  # re-planned while open, so not counted; only remembered for the reason
+        for p in (
+            report.planned
+        ):  # re-planned while open, so not counted; only remembered for the reason
             for v in p.get("victims", ()):
                 reasons.pop(v, None)  # the latest plans last: the oldest go first below
                 reasons[v] = preemption_reason(p.get("reason", ""))
@@ -128,7 +177,9 @@ class PrioritizerMetrics:
         for v, state in report.closed:  # finished, abandoned, or requeued by the job itself
             self.preemptions.labels(state, self._victim_reason.pop(v, "unknown")).inc()
         for r in getattr(report, "refused", ()):  # Slurm refused the signal or the requeue
-            self.preemptions.labels("refused", self._victim_reason.pop(r.get("job"), "unknown")).inc()
+            self.preemptions.labels(
+                "refused", self._victim_reason.pop(r.get("job"), "unknown")
+            ).inc()
         for _ in getattr(report, "errors", ()):  # a step Slurm refused; the cycle went on
             self.step_errors.inc()
         if prio is not None and prio.ledger is not None:

@@ -37,7 +37,11 @@ class Pacing:
         was = self.slow
         if self.threshold_s > 0 and slurm_s > self.threshold_s:
             self.skip = min(self.max_skip, self.skip + 1)
-            start = self.limit if self.limit is not None else (self.batch or pushed or self.min_batch * 2)
+            start = (
+                self.limit
+                if self.limit is not None
+                else (self.batch or pushed or self.min_batch * 2)
+            )
             floor = min(self.min_batch, self.batch) if self.batch else self.min_batch
             self.limit = max(floor, start // 2)
         elif slurm_s <= self.threshold_s / 2 and was:
@@ -48,9 +52,11 @@ class Pacing:
                     self.limit = None
         self.resume_at = now + self.skip * self.interval_s
         if self.slow and not was:
-            return (f"slurmctld answers slowly ({slurm_s:.1f} s of Slurm calls in one cycle, over "
-                    f"{self.threshold_s:g} s): cycles spaced out, at most {self.limit} SiteFactor "
-                    f"updates each, until it recovers")
+            return (
+                f"slurmctld answers slowly ({slurm_s:.1f} s of Slurm calls in one cycle, over "
+                f"{self.threshold_s:g} s): cycles spaced out, at most {self.limit} SiteFactor "
+                f"updates each, until it recovers"
+            )
         if was and not self.slow:
             return "slurmctld answers in time again; cycles back to their configured pace"
         return None

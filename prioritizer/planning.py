@@ -60,19 +60,44 @@ def plan_intents(
     ``in_flight``: victims of preemptions under way (their GPUs count as leaving)."""
     jobs = whole_gpu_jobs(jobs)
     if policy is not None and getattr(policy, "leases", False):
-        return plan_fair_intents(snap, jobs, scores, config, ctx, policy, busy_needs=busy_needs,
-                                 refused=refused, in_flight=in_flight)
+        return plan_fair_intents(
+            snap,
+            jobs,
+            scores,
+            config,
+            ctx,
+            policy,
+            busy_needs=busy_needs,
+            refused=refused,
+            in_flight=in_flight,
+        )
     pending = sorted(
-        (j for j in jobs if waits_only_for_gpus(j, snap.taken_at) and j.num_gpus > 0 and j.job_id not in busy_needs),
+        (
+            j
+            for j in jobs
+            if waits_only_for_gpus(j, snap.taken_at)
+            and j.num_gpus > 0
+            and j.job_id not in busy_needs
+        ),
         key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id),
     )
-    running = [j for j in jobs if j.state is JobState.RUNNING and (j.job_id, j.restarts) not in refused]
+    running = [
+        j for j in jobs if j.state is JobState.RUNNING and (j.job_id, j.restarts) not in refused
+    ]
     taken: set[int] = set()
     intents: list[PreemptionIntent] = []
     for need in pending[:MAX_NEEDS_PER_CYCLE]:
         offer = [j for j in running if j.job_id not in taken]
-        plan = plan_preemption(need, offer, snap.nodes, snap.topology, ctx, config, scores=scores,
-                               prefer_victims=prefer_victims)
+        plan = plan_preemption(
+            need,
+            offer,
+            snap.nodes,
+            snap.topology,
+            ctx,
+            config,
+            scores=scores,
+            prefer_victims=prefer_victims,
+        )
         if plan is None or not plan.victims:
             continue
         taken.update(plan.victim_ids)
@@ -103,23 +128,38 @@ def plan_fair_intents(
     under way count as gone."""
     now = ctx.now
     jobs = whole_gpu_jobs(jobs)
-    pending = [j for j in jobs if waits_only_for_gpus(j, snap.taken_at) and j.num_gpus > 0
-               and j.job_id not in busy_needs]
-    coming = [dataclasses.replace(j, state=JobState.RUNNING, start_time=now)
-              for j in jobs if j.pending and j.job_id in busy_needs]
+    pending = [
+        j
+        for j in jobs
+        if waits_only_for_gpus(j, snap.taken_at) and j.num_gpus > 0 and j.job_id not in busy_needs
+    ]
+    coming = [
+        dataclasses.replace(j, state=JobState.RUNNING, start_time=now)
+        for j in jobs
+        if j.pending and j.job_id in busy_needs
+    ]
     running = [j for j in jobs if j.state is JobState.RUNNING and j.job_id not in in_flight]
     eligible = [j for j in running if (j.job_id, j.restarts) not in refused]
     by_id = {j.job_id: j for j in jobs}
     free = sum(n.gpus_free for n in snap.nodes)
     # where the GPUs are: free GPUs in pieces on many nodes do not start a one-node job
-    where = NodeView(size={n.name: n.gpus if n.available else 0 for n in snap.nodes},
-                     free={n.name: n.gpus_free for n in snap.nodes},
-                     alloc={j.job_id: tuple(job_allocation(j).items()) for j in running})
+    where = NodeView(
+        size={n.name: n.gpus if n.available else 0 for n in snap.nodes},
+        free={n.name: n.gpus_free for n in snap.nodes},
+        alloc={j.job_id: tuple(job_allocation(j).items()) for j in running},
+    )
     plan = plan_fair_preemptions(
-        pending, [*eligible, *coming, *(j for j in running if (j.job_id, j.restarts) in refused)],
-        snap.total_gpus(), now, LeaseSettings.from_config(config), config,
-        order=lambda j: policy.within_key(j, ctx), level=lambda j: policy.level(j, ctx), free_gpus=free,
-        nodes=where)
+        pending,
+        [*eligible, *coming, *(j for j in running if (j.job_id, j.restarts) in refused)],
+        snap.total_gpus(),
+        now,
+        LeaseSettings.from_config(config),
+        config,
+        order=lambda j: policy.within_key(j, ctx),
+        level=lambda j: policy.level(j, ctx),
+        free_gpus=free,
+        nodes=where,
+    )
     intents: list[PreemptionIntent] = []
     taken: set[int] = set()
     for move in plan.moves[:MAX_NEEDS_PER_CYCLE]:
@@ -129,8 +169,16 @@ def plan_fair_intents(
         placed = None
         for offer_ids in (move.victims, move.candidates):
             offer = [by_id[v] for v in offer_ids if v not in taken]
-            placed = plan_preemption(need, offer, snap.nodes, snap.topology, ctx, config, scores=scores,
-                                     prefer_victims=frozenset(v.job_id for v in offer))
+            placed = plan_preemption(
+                need,
+                offer,
+                snap.nodes,
+                snap.topology,
+                ctx,
+                config,
+                scores=scores,
+                prefer_victims=frozenset(v.job_id for v in offer),
+            )
             if placed is not None and placed.victims:
                 break
         if placed is None or not placed.victims:

@@ -44,7 +44,13 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from slurm_dl.core.config import PreemptionConfig, SiteConfig
-from slurm_dl.core.errors import JobBusyError, JobNotFoundError, JobPendingError, SlurmError, SlurmUnavailableError
+from slurm_dl.core.errors import (
+    JobBusyError,
+    JobNotFoundError,
+    JobPendingError,
+    SlurmError,
+    SlurmUnavailableError,
+)
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState
 from slurm_dl.core.preemption import RESUME_CHECKPOINT, RESUME_REQUEUE, resume_kind
 from slurm_dl.slurm.protocol import JobEnd
@@ -81,7 +87,9 @@ class PreemptionReport:
     waiting: list[int] = field(default_factory=list)
     planned: list[PreemptionIntent] = field(default_factory=list)
     refused: list[tuple[int, str]] = field(default_factory=list)
-    requeued_unsignalled: list[int] = field(default_factory=list)  # new victims requeued without a signal
+    requeued_unsignalled: list[int] = field(
+        default_factory=list
+    )  # new victims requeued without a signal
 
 
 def refused_runs(rows) -> frozenset[tuple[int, int]]:
@@ -94,7 +102,9 @@ def excluded_runs(rows) -> frozenset[tuple[int, int]]:
     they were signalled or requeued (a later snapshot shows a requeued job's next run with a
     higher restart count, and that run may be a victim again). A run let go after its lead
     time (``abandoned``) may be picked again for another job."""
-    return frozenset((r.victim_job_id, r.restarts_at_signal) for r in rows if r.state != "abandoned")
+    return frozenset(
+        (r.victim_job_id, r.restarts_at_signal) for r in rows if r.state != "abandoned"
+    )
 
 
 def lead_time(victim: Job | None, pc: PreemptionConfig) -> float:
@@ -106,20 +116,46 @@ def lead_time(victim: Job | None, pc: PreemptionConfig) -> float:
 
 
 def advance_open(
-    store: Store, backend: PreemptionBackend, snap: ClusterSnapshot, pc: PreemptionConfig, report: PreemptionReport,
-    *, dry_run: bool = False,
+    store: Store,
+    backend: PreemptionBackend,
+    snap: ClusterSnapshot,
+    pc: PreemptionConfig,
+    report: PreemptionReport,
+    *,
+    dry_run: bool = False,
 ) -> None:
     """Move every open preemption one step on, from what the snapshot shows."""
     now = snap.taken_at
     for row in store.preemptions(open_only=True):
         victim = snap.job(row.victim_job_id)
         need = snap.job(row.need_job_id)
-        if victim is not None and (victim.state is JobState.PENDING or victim.restarts > row.restarts_at_signal):
-            if row.state == "requeueing":  # our requeue went through (its commit may have been lost)
-                _close(store, row.id, "requeued", now, "requeued by slurm-dl", report, row.victim_job_id, dry_run)
+        if victim is not None and (
+            victim.state is JobState.PENDING or victim.restarts > row.restarts_at_signal
+        ):
+            if (
+                row.state == "requeueing"
+            ):  # our requeue went through (its commit may have been lost)
+                _close(
+                    store,
+                    row.id,
+                    "requeued",
+                    now,
+                    "requeued by slurm-dl",
+                    report,
+                    row.victim_job_id,
+                    dry_run,
+                )
             else:
-                _close(store, row.id, "requeued-self", now, "the job requeued itself after the signal", report,
-                       row.victim_job_id, dry_run)
+                _close(
+                    store,
+                    row.id,
+                    "requeued-self",
+                    now,
+                    "the job requeued itself after the signal",
+                    report,
+                    row.victim_job_id,
+                    dry_run,
+                )
             continue
         lead = lead_time(victim, pc)
         give_up_at = row.signalled_at + lead + pc.requeue_timeout_seconds
@@ -134,49 +170,120 @@ def advance_open(
             continue
         is_move = row.need_job_id == row.victim_job_id  # to a faster GPU type: nothing else waits
         if row.state != "requeueing" and not is_move and (need is None or not need.pending):
-            why = "the waiting job left the queue" if need is None or need.state.finished else "the waiting job started"
-            _close(store, row.id, "abandoned", now, f"{why}; the victim kept running after its {lead:g} s lead time, "
-                   "not requeued", report, row.victim_job_id, dry_run)
+            why = (
+                "the waiting job left the queue"
+                if need is None or need.state.finished
+                else "the waiting job started"
+            )
+            _close(
+                store,
+                row.id,
+                "abandoned",
+                now,
+                f"{why}; the victim kept running after its {lead:g} s lead time, not requeued",
+                report,
+                row.victim_job_id,
+                dry_run,
+            )
             continue
         if dry_run:
             report.requeued.append(row.victim_job_id)
             continue
         if row.state != "requeueing":
-            store.set_preemption_state(row.id, "requeueing", now, f"lead time {lead:g} s over, still running; "
-                                                                  "requeueing")
-        _requeue(store, backend, row.id, row.victim_job_id, row.need_job_id, now, give_up_at=give_up_at,
-                 report=report)
+            store.set_preemption_state(
+                row.id, "requeueing", now, f"lead time {lead:g} s over, still running; requeueing"
+            )
+        _requeue(
+            store,
+            backend,
+            row.id,
+            row.victim_job_id,
+            row.need_job_id,
+            now,
+            give_up_at=give_up_at,
+            report=report,
+        )
 
 
-def _ended(store: Store, backend: PreemptionBackend, row, now: float, give_up_at: float,
-           report: PreemptionReport, dry_run: bool) -> None:
+def _ended(
+    store: Store,
+    backend: PreemptionBackend,
+    row,
+    now: float,
+    give_up_at: float,
+    report: PreemptionReport,
+    dry_run: bool,
+) -> None:
     """The victim left the queue after the signal: what became of it, from Slurm's record."""
     victim = row.victim_job_id
     try:
         end = backend.job_end(victim)
     except JobNotFoundError:
-        _close(store, row.id, "finished", now, "the victim left Slurm before its end was seen", report, victim, dry_run)
+        _close(
+            store,
+            row.id,
+            "finished",
+            now,
+            "the victim left Slurm before its end was seen",
+            report,
+            victim,
+            dry_run,
+        )
         return
     except SlurmError as e:  # unreachable, or its record unreadable for now: look again next cycle
         if now < give_up_at:
             report.waiting.append(victim)
             return
-        _close(store, row.id, "finished", now, f"the victim's end could not be read: {e}", report, victim, dry_run)
+        _close(
+            store,
+            row.id,
+            "finished",
+            now,
+            f"the victim's end could not be read: {e}",
+            report,
+            victim,
+            dry_run,
+        )
         return
     if end.state is JobState.PENDING or end.restarts > row.restarts_at_signal:
-        _close(store, row.id, "requeued-self", now, "the job requeued itself after the signal", report, victim,
-               dry_run)
+        _close(
+            store,
+            row.id,
+            "requeued-self",
+            now,
+            "the job requeued itself after the signal",
+            report,
+            victim,
+            dry_run,
+        )
         return
     if not end.state.finished:
         report.waiting.append(victim)  # running or ending: the snapshot passed it by
         return
     if end.state is JobState.CANCELLED or end.state is JobState.TIMEOUT:
         how = "cancelled" if end.state is JobState.CANCELLED else "at its time limit"
-        _close(store, row.id, "finished", now, f"it ended {how} after the signal; not requeued", report, victim,
-               dry_run)
+        _close(
+            store,
+            row.id,
+            "finished",
+            now,
+            f"it ended {how} after the signal; not requeued",
+            report,
+            victim,
+            dry_run,
+        )
         return
     if end.end_time is not None and end.end_time < row.signalled_at - 1.0:
-        _close(store, row.id, "finished", now, "it ended before the signal reached it", report, victim, dry_run)
+        _close(
+            store,
+            row.id,
+            "finished",
+            now,
+            "it ended before the signal reached it",
+            report,
+            victim,
+            dry_run,
+        )
         return
     outcome = "died" if end.died else "requeued"
     sig = f", signal {end.exit_signal}" if end.exit_signal else f", exit {end.exit_code}"
@@ -186,14 +293,36 @@ def _ended(store: Store, backend: PreemptionBackend, row, now: float, give_up_at
         report.requeued.append(victim)
         return
     if row.state != "requeueing":
-        store.set_preemption_state(row.id, "requeueing", now, f"it {how} ({end.state.value}{sig}); requeueing")
-    _requeue(store, backend, row.id, victim, row.need_job_id, now, give_up_at=give_up_at, report=report,
-             done=(outcome, note), refused_state=outcome if end.died else "finished")
+        store.set_preemption_state(
+            row.id, "requeueing", now, f"it {how} ({end.state.value}{sig}); requeueing"
+        )
+    _requeue(
+        store,
+        backend,
+        row.id,
+        victim,
+        row.need_job_id,
+        now,
+        give_up_at=give_up_at,
+        report=report,
+        done=(outcome, note),
+        refused_state=outcome if end.died else "finished",
+    )
 
 
-def _requeue(store: Store, backend: PreemptionBackend, row_id: int, victim: int, need: int, now: float, *,
-             give_up_at: float, report: PreemptionReport, done: tuple[str, str] | None = None,
-             refused_state: str = REFUSED) -> None:
+def _requeue(
+    store: Store,
+    backend: PreemptionBackend,
+    row_id: int,
+    victim: int,
+    need: int,
+    now: float,
+    *,
+    give_up_at: float,
+    report: PreemptionReport,
+    done: tuple[str, str] | None = None,
+    refused_state: str = REFUSED,
+) -> None:
     """``scontrol requeue`` one victim; every Slurm answer ends in a recorded state (or, for an
     answer that means "not now", in another try next cycle)."""
     try:
@@ -203,18 +332,35 @@ def _requeue(store: Store, backend: PreemptionBackend, row_id: int, victim: int,
         report.closed.append((victim, "finished"))
         return
     except JobPendingError:  # it requeued itself between the snapshot and the call
-        store.set_preemption_state(row_id, "requeued-self", now, "the job had requeued itself (Slurm: pending)")
+        store.set_preemption_state(
+            row_id, "requeued-self", now, "the job had requeued itself (Slurm: pending)"
+        )
         report.closed.append((victim, "requeued-self"))
         return
     except (JobBusyError, SlurmUnavailableError) as e:
         if now < give_up_at:
-            log.info("requeue of job %d for job %d not possible now, tried again next cycle: %s", victim, need, e)
+            log.info(
+                "requeue of job %d for job %d not possible now, tried again next cycle: %s",
+                victim,
+                need,
+                e,
+            )
             report.waiting.append(victim)
             return
-        _refuse(store, row_id, victim, now, f"requeue not possible until the timeout: {e}", report, refused_state)
+        _refuse(
+            store,
+            row_id,
+            victim,
+            now,
+            f"requeue not possible until the timeout: {e}",
+            report,
+            refused_state,
+        )
         return
     except SlurmError as e:
-        _refuse(store, row_id, victim, now, f"Slurm refused the requeue: {e}", report, refused_state)
+        _refuse(
+            store, row_id, victim, now, f"Slurm refused the requeue: {e}", report, refused_state
+        )
         return
     state, note = done or ("requeued", f"requeued by slurm-dl for job {need}")
     store.set_preemption_state(row_id, state, now, note)
@@ -222,8 +368,15 @@ def _requeue(store: Store, backend: PreemptionBackend, row_id: int, victim: int,
     log.info("requeued job %d for job %d (%s)", victim, need, note)
 
 
-def _refuse(store: Store, row_id: int, victim: int, now: float, note: str, report: PreemptionReport,
-            state: str = REFUSED) -> None:
+def _refuse(
+    store: Store,
+    row_id: int,
+    victim: int,
+    now: float,
+    note: str,
+    report: PreemptionReport,
+    state: str = REFUSED,
+) -> None:
     suffix = "; not preempted again in this run" if state == REFUSED else ""
     store.set_preemption_state(row_id, state, now, note + suffix)
     if state == REFUSED:
@@ -248,8 +401,14 @@ def _signal(backend: PreemptionBackend, victim: Job, signal: str) -> str:
 
 
 def start(
-    store: Store, backend: PreemptionBackend, snap: ClusterSnapshot, intents: Sequence[PreemptionIntent],
-    config: SiteConfig, report: PreemptionReport, *, dry_run: bool = False,
+    store: Store,
+    backend: PreemptionBackend,
+    snap: ClusterSnapshot,
+    intents: Sequence[PreemptionIntent],
+    config: SiteConfig,
+    report: PreemptionReport,
+    *,
+    dry_run: bool = False,
     excluded: frozenset[tuple[int, int]] = frozenset(),
 ) -> None:
     """Signal (or, without a handler where allowed, requeue) the victims of new intents, each
@@ -271,26 +430,46 @@ def start(
             if kind not in (RESUME_CHECKPOINT, RESUME_REQUEUE):
                 continue  # the planner offers none of these; never touch a job that did not opt in
             if dry_run:
-                (report.signalled if kind == RESUME_CHECKPOINT else report.requeued).append(victim_id)
+                (report.signalled if kind == RESUME_CHECKPOINT else report.requeued).append(
+                    victim_id
+                )
                 continue
-            row_id = store.begin_preemption(victim_id, intent.need, now, victim.restarts, intent.reason)
+            row_id = store.begin_preemption(
+                victim_id, intent.need, now, victim.restarts, intent.reason
+            )
             busy.add(victim_id)
             if kind == RESUME_REQUEUE:
-                store.set_preemption_state(row_id, "requeueing", now, "no checkpoint handler declared: "
-                                                                    "requeued without a signal")
+                store.set_preemption_state(
+                    row_id,
+                    "requeueing",
+                    now,
+                    "no checkpoint handler declared: requeued without a signal",
+                )
                 report.requeued_unsignalled.append(victim_id)
-                _requeue(store, backend, row_id, victim_id, intent.need, now,
-                         give_up_at=now + pc.requeue_timeout_seconds, report=report)
+                _requeue(
+                    store,
+                    backend,
+                    row_id,
+                    victim_id,
+                    intent.need,
+                    now,
+                    give_up_at=now + pc.requeue_timeout_seconds,
+                    report=report,
+                )
                 continue
             signal = victim.preempt_signal or pc.signal
             try:
                 where = _signal(backend, victim, signal)
             except JobNotFoundError:
-                store.set_preemption_state(row_id, "finished", now, "the victim was gone at signal time")
+                store.set_preemption_state(
+                    row_id, "finished", now, "the victim was gone at signal time"
+                )
                 report.closed.append((victim_id, "finished"))
                 continue
             except JobBusyError as e:  # between states (ending, or a requeue under way): not now
-                store.set_preemption_state(row_id, "skipped", now, f"not signalled, the job was between states: {e}")
+                store.set_preemption_state(
+                    row_id, "skipped", now, f"not signalled, the job was between states: {e}"
+                )
                 report.closed.append((victim_id, "skipped"))
                 continue
             except SlurmUnavailableError as e:
@@ -303,12 +482,32 @@ def start(
                 _refuse(store, row_id, victim_id, now, f"Slurm refused the signal: {e}", report)
                 continue
             lead = lead_time(victim, pc)
-            store.set_preemption_state(row_id, "signalled", now, f"{signal} sent to {where}; requeued after "
-                                                                 f"{lead:g} s unless it requeues itself")
+            store.set_preemption_state(
+                row_id,
+                "signalled",
+                now,
+                f"{signal} sent to {where}; requeued after {lead:g} s unless it requeues itself",
+            )
             report.signalled.append(victim_id)
-            log.info("signalled job %d (%s to %s, lead %g s) for job %d: %s", victim_id, signal, where, lead,
-                     intent.need, intent.reason)
+            log.info(
+                "signalled job %d (%s to %s, lead %g s) for job %d: %s",
+                victim_id,
+                signal,
+                where,
+                lead,
+                intent.need,
+                intent.reason,
+            )
 
 
-__all__ = ["PREEMPTION_OPEN_STATES", "REFUSED", "PreemptionIntent", "PreemptionReport", "advance_open",
-           "excluded_runs", "lead_time", "refused_runs", "start"]
+__all__ = [
+    "PREEMPTION_OPEN_STATES",
+    "REFUSED",
+    "PreemptionIntent",
+    "PreemptionReport",
+    "advance_open",
+    "excluded_runs",
+    "lead_time",
+    "refused_runs",
+    "start",
+]

@@ -31,24 +31,38 @@ class ResetReport:
     gone: list[int] = field(default_factory=list)  # recorded, but Slurm no longer has the job
     failed: dict[int, str] = field(default_factory=dict)
     dry_run: bool = False
-    unknown: list[int] = field(default_factory=list)  # pending, a SiteFactor the store does not know: left
+    unknown: list[int] = field(
+        default_factory=list
+    )  # pending, a SiteFactor the store does not know: left
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reset": self.reset, "gone": self.gone, "failed": {str(k): v for k, v in self.failed.items()},
-                "dry_run": self.dry_run, "unknown": self.unknown}
+        return {
+            "reset": self.reset,
+            "gone": self.gone,
+            "failed": {str(k): v for k, v in self.failed.items()},
+            "dry_run": self.dry_run,
+            "unknown": self.unknown,
+        }
 
 
-def reset_site_factors(backend: ResetBackend, store: Store, *, all_pending: bool = False,
-                       dry_run: bool = False) -> ResetReport:
+def reset_site_factors(
+    backend: ResetBackend, store: Store, *, all_pending: bool = False, dry_run: bool = False
+) -> ResetReport:
     recorded = store.site_factors()
     snap = backend.snapshot()
     active = {j.job_id: j for j in snap.jobs if j.pending or j.running}
     targets = {j for j in recorded if j in active}
     if all_pending:
         targets |= {j.job_id for j in active.values() if j.pending and j.site_factor}
-    report = ResetReport(gone=sorted(j for j in recorded if j not in active), dry_run=dry_run,
-                         unknown=sorted(j.job_id for j in active.values()
-                                        if j.pending and j.site_factor and j.job_id not in targets))
+    report = ResetReport(
+        gone=sorted(j for j in recorded if j not in active),
+        dry_run=dry_run,
+        unknown=sorted(
+            j.job_id
+            for j in active.values()
+            if j.pending and j.site_factor and j.job_id not in targets
+        ),
+    )
     if dry_run:
         report.reset = sorted(targets)
         return report

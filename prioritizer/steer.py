@@ -16,7 +16,14 @@ from typing import Mapping, Protocol, Sequence
 from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.errors import SlurmError
 from slurm_dl.core.model import ClusterSnapshot, Job
-from slurm_dl.core.steering import Lever, ShardChoice, TypeChoice, choose_shard_nodes, choose_types, type_levers
+from slurm_dl.core.steering import (
+    Lever,
+    ShardChoice,
+    TypeChoice,
+    choose_shard_nodes,
+    choose_types,
+    type_levers,
+)
 from slurm_dl.core.throughput import RunRecord, ThroughputModel
 
 log = logging.getLogger("slurm_dl.prioritizer")
@@ -40,7 +47,9 @@ class Steering:
     def __init__(self, config: SiteConfig) -> None:
         self.base = ThroughputModel.from_config(config)
         self.model = self.base
-        self.levers: dict[str, Lever] = type_levers(config.node_groups, [p.name for p in config.partitions])
+        self.levers: dict[str, Lever] = type_levers(
+            config.node_groups, [p.name for p in config.partitions]
+        )
         self._runs_seen = -1
 
     @property
@@ -65,12 +74,21 @@ class Steering:
         return None if job.features == feature else ("features", feature)
 
 
-def steer(steering: Steering, backend: SteerBackend, snap: ClusterSnapshot, order: Sequence[Job],
-          *, dry_run: bool = False, running: Sequence[Job] = ()) -> SteerReport:
+def steer(
+    steering: Steering,
+    backend: SteerBackend,
+    snap: ClusterSnapshot,
+    order: Sequence[Job],
+    *,
+    dry_run: bool = False,
+    running: Sequence[Job] = (),
+) -> SteerReport:
     """Decide and apply the type of every waiting job that accepts several (``order``: the
     pending jobs, most urgent first; ``running``: whose rates count in the means)."""
     report = SteerReport()
-    accepted: Mapping[int, tuple[str, ...]] = {j.job_id: j.accepted_types for j in order if j.accepted_types}
+    accepted: Mapping[int, tuple[str, ...]] = {
+        j.job_id: j.accepted_types for j in order if j.accepted_types
+    }
     if not any(len(t) > 1 for t in accepted.values()):
         return report
     report.choices = choose_types(order, snap.nodes, steering.model, accepted, running)
@@ -114,8 +132,9 @@ class ShardSteering:
                     self.shards_per_gpu[name] = sg.shards_per_gpu
         self.pinned: dict[int, str] = {}
 
-    def step(self, backend, snap: ClusterSnapshot, order: Sequence[Job], *,
-             dry_run: bool = False) -> tuple[dict[int, ShardChoice], list[str]]:
+    def step(
+        self, backend, snap: ClusterSnapshot, order: Sequence[Job], *, dry_run: bool = False
+    ) -> tuple[dict[int, ShardChoice], list[str]]:
         """Decide and apply; returns the choices that changed a pin, and errors."""
         waiting = [j for j in order if j.shards > 0]
         live = {j.job_id for j in waiting}
@@ -126,7 +145,9 @@ class ShardSteering:
         for a in backend.gpu_allocations():
             if a.shards and a.node in self.shards_per_gpu:
                 for g in a.gpus:
-                    used.setdefault(a.node, {})[g] = used.get(a.node, {}).get(g, 0) + a.shards // len(a.gpus)
+                    used.setdefault(a.node, {})[g] = used.get(a.node, {}).get(
+                        g, 0
+                    ) + a.shards // len(a.gpus)
         choices = choose_shard_nodes(waiting, snap.nodes, self.shards_per_gpu, used)
         changed: dict[int, ShardChoice] = {}
         errors: list[str] = []
@@ -140,7 +161,9 @@ class ShardSteering:
             if not dry_run:
                 try:
                     backend.set_nodes(job.job_id, target)
-                except SlurmError as e:  # it started meanwhile, or Slurm refused: decided again next cycle
+                except (
+                    SlurmError
+                ) as e:  # it started meanwhile, or Slurm refused: decided again next cycle
                     errors.append(f"steering shard job {job.job_id} to {target or 'any node'}: {e}")
                     continue
             if choice is None:
@@ -158,8 +181,15 @@ def gpu_type_entry(job: Job, model: ThroughputModel, choice: TypeChoice | None) 
     speeds = model.speeds(job)
     entry: dict = {
         "accepted": list(job.accepted_types),
-        "speeds": {t: {"speed": round(speeds[t].value, 4), "source": speeds[t].source,
-                       "samples": speeds[t].samples} for t in job.accepted_types if t in speeds},
+        "speeds": {
+            t: {
+                "speed": round(speeds[t].value, 4),
+                "source": speeds[t].source,
+                "samples": speeds[t].samples,
+            }
+            for t in job.accepted_types
+            if t in speeds
+        },
     }
     if job.gpu_type and job.running:
         entry["running_on"] = job.gpu_type

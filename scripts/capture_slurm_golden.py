@@ -39,16 +39,28 @@ def main() -> int:
     args = ap.parse_args()
     out = args.out or REPO / "tests" / "data" / f"slurm-{args.slurm}"
     work = Path(tempfile.mkdtemp(prefix="golden-", dir="/tmp"))
-    tb = Testbed(work / "tb", nodes=4, gpus_per_node=8, gpu_type="h100", accounting=True, slurm=args.slurm)
+    tb = Testbed(
+        work / "tb", nodes=4, gpus_per_node=8, gpu_type="h100", accounting=True, slurm=args.slurm
+    )
     try:
         tb.up()
         env = tb.env()
         logs = [f"--output={work}/%j.out", "--chdir=/tmp"]
-        run3 = submit(SLEEP, env, [*logs, "--gpus=3", "-t", "30", "-J", "contract-run3", "--comment=hello contract"])
-        held = submit(SLEEP, env, [*logs, "-N", "4", "--gres=gpu:h100:8", "-t", "10", "--hold", "-J", "contract-held"])
+        run3 = submit(
+            SLEEP,
+            env,
+            [*logs, "--gpus=3", "-t", "30", "-J", "contract-run3", "--comment=hello contract"],
+        )
+        held = submit(
+            SLEEP,
+            env,
+            [*logs, "-N", "4", "--gres=gpu:h100:8", "-t", "10", "--hold", "-J", "contract-held"],
+        )
         done = submit(DONE, env, [*logs, "--gres=gpu:h100:2", "-t", "5", "-J", "contract-done"])
         wait_for_job_state(done, env, ("COMPLETED",), timeout=60)
-        requeued = submit(SLEEP, env, [*logs, "--gpus-per-node=2", "-t", "20", "-J", "contract-requeued"])
+        requeued = submit(
+            SLEEP, env, [*logs, "--gpus-per-node=2", "-t", "20", "-J", "contract-requeued"]
+        )
         wait_for_job_state(run3, env, ("RUNNING",), timeout=60)
         wait_for_job_state(requeued, env, ("RUNNING",), timeout=60)
         run_slurm(["scontrol", "requeue", str(requeued)], env=env)
@@ -71,8 +83,10 @@ def main() -> int:
         save("scontrol_show_job.txt", ["scontrol", "-o", "show", "job"])
         time.sleep(3)  # slurmdbd gets the finished job's record
         save("sacct.json", ["sacct", "--json", "-j", str(done)])
-        (out / "scenario.json").write_text(json.dumps(
-            {"run3": run3, "held": held, "done": done, "requeued": requeued}, indent=1) + "\n")
+        (out / "scenario.json").write_text(
+            json.dumps({"run3": run3, "held": held, "done": done, "requeued": requeued}, indent=1)
+            + "\n"
+        )
         print(f"wrote {out}")
         return 0
     finally:

@@ -35,7 +35,7 @@ DLSUBMIT = [PY, "-m", "slurm_dl.dlsubmit.cli"]
 # it starts from the checkpoint. Long enough to be preempted. With --launcher none it runs once
 # per node, so only rank 0 writes the checkpoint (four writers raced on one file and killed the
 # job at random).
-TRAIN = r'''
+TRAIN = r"""
 import json, os, signal, sys, time
 stop = []
 signal.signal(signal.SIGUSR2, lambda *a: stop.append(1))
@@ -49,11 +49,13 @@ while state["step"] < int(sys.argv[1]):
         json.dump(state, open(ckpt + ".tmp", "w")); os.replace(ckpt + ".tmp", ckpt)
     time.sleep(0.5)
 print("finished", state["step"], flush=True)
-'''
+"""
 
 
 def run(argv, env, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=kw.pop("timeout", 120), **kw)
+    return subprocess.run(
+        argv, env=env, capture_output=True, text=True, timeout=kw.pop("timeout", 120), **kw
+    )
 
 
 def fields(job_id: int, env) -> dict[str, str]:
@@ -91,9 +93,15 @@ def main() -> int:
 
     try:
         t0 = time.monotonic()
-        up = run([*SLURM_DL, "testbed", "up", "--slurm", args.slurm, "--dir", str(tb)], base, timeout=900)
+        up = run(
+            [*SLURM_DL, "testbed", "up", "--slurm", args.slurm, "--dir", str(tb)], base, timeout=900
+        )
         results["testbed_up_s"] = round(time.monotonic() - t0, 1)
-        check("testbed up", up.returncode == 0, f"{results['testbed_up_s']} s " + up.stderr.strip()[-300:])
+        check(
+            "testbed up",
+            up.returncode == 0,
+            f"{results['testbed_up_s']} s " + up.stderr.strip()[-300:],
+        )
         if up.returncode != 0:
             return 1
         t0 = time.monotonic()
@@ -103,6 +111,7 @@ def main() -> int:
             return 1
         from slurm_dl.testbed import roots
         from slurm_dl.testbed.releases import release_for
+
         rel = release_for(args.slurm)
         info = roots.root_info(rel) if not rel.host else None
         results["root_first_bootstrap_s"] = info.get("build_seconds") if info else None
@@ -112,29 +121,64 @@ def main() -> int:
             value = value.strip("'")
             env[key] = value.replace('"$PATH"', base.get("PATH", "")) if key == "PATH" else value
         status = run([*SLURM_DL, "testbed", "status", "--dir", str(tb), "--json"], env)
-        check("status names the release", json.loads(status.stdout).get("slurm") == rel.name
-              and f"SLURM_DL_TESTBED_SLURM={rel.name}" in exports, status.stdout.strip()[:120])
+        check(
+            "status names the release",
+            json.loads(status.stdout).get("slurm") == rel.name
+            and f"SLURM_DL_TESTBED_SLURM={rel.name}" in exports,
+            status.stdout.strip()[:120],
+        )
         ver = run(["scontrol", "version"], env).stdout.strip()
-        check("clients are the release's", rel.name.replace(".0", ".") in ver or rel.name in ver, ver)
+        check(
+            "clients are the release's", rel.name.replace(".0", ".") in ver or rel.name in ver, ver
+        )
         config = env.get("SLURM_DL_CONFIG") or str(REPO / "site-configs" / "testbed.toml")
 
         # -- the filter --------------------------------------------------------------------
         sock = work / "filter.sock"
-        procs.append(subprocess.Popen([*SLURM_DL, "filter", "serve", "--config", config, "--socket", str(sock)],
-                                      env=env, stdout=subprocess.DEVNULL, stderr=open(work / "filter.log", "w")))
+        procs.append(
+            subprocess.Popen(
+                [*SLURM_DL, "filter", "serve", "--config", config, "--socket", str(sock)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=open(work / "filter.log", "w"),
+            )
+        )
         wait("the filter socket", sock.exists, 30)
-        inst = run([*SLURM_DL, "filter", "install", "--config", config, "--slurm-conf-dir", str(tb / "etc"),
-                    "--socket", str(sock)], env)
+        inst = run(
+            [
+                *SLURM_DL,
+                "filter",
+                "install",
+                "--config",
+                config,
+                "--slurm-conf-dir",
+                str(tb / "etc"),
+                "--socket",
+                str(sock),
+            ],
+            env,
+        )
         check("filter install", inst.returncode == 0, inst.stderr.strip()[-200:])
         time.sleep(1)
         bad = run(["sbatch", "--parsable", "--hold", "--gpus=nosuchgpu:1", "--wrap", "true"], env)
-        check("filter rejects --gpus=nosuchgpu:1", bad.returncode != 0 and "nosuchgpu" in bad.stderr,
-              next((ln for ln in bad.stderr.splitlines() if "nosuchgpu" in ln), bad.stderr.strip() or "accepted"))
-        big = run(["sbatch", "--parsable", "--hold", "--gpus=16", "-o", "/dev/null", "--wrap", "true"], env)
+        check(
+            "filter rejects --gpus=nosuchgpu:1",
+            bad.returncode != 0 and "nosuchgpu" in bad.stderr,
+            next(
+                (ln for ln in bad.stderr.splitlines() if "nosuchgpu" in ln),
+                bad.stderr.strip() or "accepted",
+            ),
+        )
+        big = run(
+            ["sbatch", "--parsable", "--hold", "--gpus=16", "-o", "/dev/null", "--wrap", "true"],
+            env,
+        )
         f16 = fields(int(big.stdout.strip().split(";")[0]), env) if big.returncode == 0 else {}
-        check("filter reshapes --gpus=16 onto two nodes",
-              f16.get("NumNodes") in ("2", "2-2") and f16.get("TresPerNode", "").endswith("gpu:8"),
-              f"NumNodes={f16.get('NumNodes')} TresPerNode={f16.get('TresPerNode')} {big.stderr.strip()[-120:]}")
+        check(
+            "filter reshapes --gpus=16 onto two nodes",
+            f16.get("NumNodes") in ("2", "2-2") and f16.get("TresPerNode", "").endswith("gpu:8"),
+            f"NumNodes={f16.get('NumNodes')} TresPerNode={f16.get('TresPerNode')} {big.stderr.strip()[-120:]}",
+        )
         if f16:
             run(["scancel", f16["JobId"]], env)
 
@@ -142,10 +186,25 @@ def main() -> int:
         prog = work / "train.py"
         prog.write_text(TRAIN)
         os.chdir(work)
-        common = ["--gpus", "32", "--nodes", "4", "--time", "30", "--name", "long", "--launcher", "none"]
+        common = [
+            "--gpus",
+            "32",
+            "--nodes",
+            "4",
+            "--time",
+            "30",
+            "--name",
+            "long",
+            "--launcher",
+            "none",
+        ]
         cmd = ["--", PY, str(prog), "2000"]
         dry = run([*DLSUBMIT, "train", "--dry-run", *common, *cmd], env, cwd=work)
-        check("dlsubmit train --dry-run", dry.returncode == 0 and "#SBATCH" in dry.stdout, dry.stderr.strip()[-200:])
+        check(
+            "dlsubmit train --dry-run",
+            dry.returncode == 0 and "#SBATCH" in dry.stdout,
+            dry.stderr.strip()[-200:],
+        )
         sub = run([*DLSUBMIT, "train", "--json", *common, *cmd], env, cwd=work)
         doc = json.loads(sub.stdout) if sub.returncode == 0 else {}
         check("dlsubmit train submits", bool(doc.get("job_id")), sub.stderr.strip()[-200:])
@@ -153,27 +212,72 @@ def main() -> int:
         wait("the long job to run", lambda: fields(long_id, env).get("JobState") == "RUNNING", 90)
         ckpt = work / doc["checkpoint_dir"] / "state.json"
         wait("the long job's first checkpoint", ckpt.exists, 60)
-        short = run(["sbatch", "--parsable", "--gpus=1", "--time=5", "-o", str(work / "short.out"),
-                     "--wrap", "echo short ran; sleep 3"], env)
+        short = run(
+            [
+                "sbatch",
+                "--parsable",
+                "--gpus=1",
+                "--time=5",
+                "-o",
+                str(work / "short.out"),
+                "--wrap",
+                "echo short ran; sleep 3",
+            ],
+            env,
+        )
         short_id = int(short.stdout.strip().split(";")[0])
         daemon_log = work / "prioritizer.log"
-        procs.append(subprocess.Popen([*SLURM_DL, "prioritizer", "run", "--init", "--config", config, "--db",
-                                       f"sqlite:///{work / 'prio.db'}", "--verbose"], env=env,
-                                      stdout=open(daemon_log, "w"), stderr=subprocess.STDOUT))
+        procs.append(
+            subprocess.Popen(
+                [
+                    *SLURM_DL,
+                    "prioritizer",
+                    "run",
+                    "--init",
+                    "--config",
+                    config,
+                    "--db",
+                    f"sqlite:///{work / 'prio.db'}",
+                    "--verbose",
+                ],
+                env=env,
+                stdout=open(daemon_log, "w"),
+                stderr=subprocess.STDOUT,
+            )
+        )
         t0 = time.monotonic()
         events = work / doc["checkpoint_dir"] / ".dlsubmit" / "events"
         try:
-            wait("USR2 to reach the long job", lambda: events.exists() and "preempt" in events.read_text(), 150)
-            check("long job got USR2", True, f"{time.monotonic() - t0:.0f} s after the daemon started")
-            restarts = wait("the long job to be requeued", lambda: int(fields(long_id, env).get("Restarts", 0) or 0), 150)
+            wait(
+                "USR2 to reach the long job",
+                lambda: events.exists() and "preempt" in events.read_text(),
+                150,
+            )
+            check(
+                "long job got USR2", True, f"{time.monotonic() - t0:.0f} s after the daemon started"
+            )
+            restarts = wait(
+                "the long job to be requeued",
+                lambda: int(fields(long_id, env).get("Restarts", 0) or 0),
+                150,
+            )
             check("long job requeued (Restarts >= 1)", restarts >= 1, f"Restarts={restarts}")
-            wait("the short job to run", lambda: fields(short_id, env).get("JobState") in
-                 ("RUNNING", "COMPLETING", "COMPLETED"), 120)
+            wait(
+                "the short job to run",
+                lambda: (
+                    fields(short_id, env).get("JobState") in ("RUNNING", "COMPLETING", "COMPLETED")
+                ),
+                120,
+            )
             check("short job ran", True, f"{time.monotonic() - t0:.0f} s after the daemon started")
         except AssertionError as e:
             text = daemon_log.read_text()
-            check("preemption", False, f"{e}; long job: {fields(long_id, env).get('JobState')}, short job: "
-                  f"{fields(short_id, env).get('JobState')}; daemon log: {text[:1500]} … {text[-600:]}")
+            check(
+                "preemption",
+                False,
+                f"{e}; long job: {fields(long_id, env).get('JobState')}, short job: "
+                f"{fields(short_id, env).get('JobState')}; daemon log: {text[:1500]} … {text[-600:]}",
+            )
         log = daemon_log.read_text()
         check("prioritizer names the release", f"Slurm {rel.name}" in log, "")
         run(["scancel", str(long_id), str(short_id)], env)

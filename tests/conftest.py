@@ -21,7 +21,9 @@ def traces_dir() -> Path | None:
 def shared_traces() -> Path:
     d = traces_dir()
     if d is None:
-        pytest.skip("shared traces not found (set SLURM_DL_TRACES or place them at ../shared/traces)")
+        pytest.skip(
+            "shared traces not found (set SLURM_DL_TRACES or place them at ../shared/traces)"
+        )
     return d
 
 

@@ -17,22 +17,28 @@ from ..core.priority_weights import parse_slurm_conf, swamp_warnings
 from ..core.throughput import ThroughputModel
 from .common import expected_errors, fail
 
-app = typer.Typer(help="""Site configuration files.
+app = typer.Typer(
+    help="""Site configuration files.
 
     \b
     Examples:
       slurm-dl config check /etc/slurm-dl/site.toml
       slurm-dl config defaults
-    """, no_args_is_help=True)
+    """,
+    no_args_is_help=True,
+)
 
 
 @app.command("check")
 def check(
     file: Path = typer.Argument(..., help="site config TOML file"),
     slurm_conf: Optional[Path] = typer.Option(
-        None, "--slurm-conf", help="also compare the nodes, GPUs, partitions and time limits "
+        None,
+        "--slurm-conf",
+        help="also compare the nodes, GPUs, partitions and time limits "
         "with this slurm.conf (and the gres.conf beside it), and SiteFactor's range with its "
-        "PriorityWeight* (default: $SLURM_CONF when set)"),
+        "PriorityWeight* (default: $SLURM_CONF when set)",
+    ),
 ) -> None:
     """Validate a site config; print a summary or every problem with its key path.
 
@@ -48,7 +54,9 @@ def check(
     """
     with expected_errors():
         cfg = load_config(file)
-        conf_path = slurm_conf or (Path(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else None)
+        conf_path = slurm_conf or (
+            Path(os.environ["SLURM_CONF"]) if os.environ.get("SLURM_CONF") else None
+        )
         slurm_settings = None
         diffs: list = []
         cluster = None
@@ -66,20 +74,35 @@ def check(
                 raise fail(f"{conf_path}: {e}") from None
             if cluster.nodes:
                 diffs = compare(cfg, cluster)
-    summary = (f"site {cfg.site.name!r}, {len(cfg.node_groups)} node group(s), {cfg.total_gpus} GPUs "
-               f"({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}")
+    summary = (
+        f"site {cfg.site.name!r}, {len(cfg.node_groups)} node group(s), {cfg.total_gpus} GPUs "
+        f"({', '.join(cfg.gpu_type_names)}), policy {cfg.policy.mix}"
+    )
     if diffs:
         typer.echo(f"{file}: valid — {summary}")
         typer.echo(f"but it does not describe the cluster: {len(diffs)} difference(s) from")
         typer.echo(f"  {conf_path}:")
         for d in diffs:
-            typer.echo(textwrap.fill(f"- {d.line()}", width=79, subsequent_indent="  ", break_on_hyphens=False))
-            typer.echo(textwrap.fill(f"fix: {d.fix}", width=79, initial_indent="  ", subsequent_indent="    ",
-                                     break_on_hyphens=False))
+            typer.echo(
+                textwrap.fill(
+                    f"- {d.line()}", width=79, subsequent_indent="  ", break_on_hyphens=False
+                )
+            )
+            typer.echo(
+                textwrap.fill(
+                    f"fix: {d.fix}",
+                    width=79,
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_on_hyphens=False,
+                )
+            )
     else:
         typer.echo(f"{file}: OK — {summary}")
         if cluster is not None and cluster.nodes:
-            typer.echo(f"matches {conf_path}: {len(cluster.nodes)} node(s), {len(cluster.partitions)} partition(s)")
+            typer.echo(
+                f"matches {conf_path}: {len(cluster.nodes)} node(s), {len(cluster.partitions)} partition(s)"
+            )
         elif cluster is not None:
             typer.echo(f"note: {conf_path} has no NodeName lines (an Include?): nodes not compared")
     for line in throughput_lines(cfg):
@@ -89,7 +112,10 @@ def check(
     if slurm_settings is not None:
         pc = cfg.prioritizer
         for line in swamp_warnings(pc.site_factor_max, pc.site_factor_levels, slurm_settings):
-            typer.echo(textwrap.fill(f"warning: {conf_path}: {line}", width=79, subsequent_indent="  "), err=True)
+            typer.echo(
+                textwrap.fill(f"warning: {conf_path}: {line}", width=79, subsequent_indent="  "),
+                err=True,
+            )
     if diffs:
         raise typer.Exit(1)
 
@@ -100,8 +126,10 @@ def throughput_lines(cfg) -> list[str]:
     model = ThroughputModel.from_config(cfg)
     tp = cfg.throughput
     src = f"matrix {tp.matrix}" if tp.matrix else "no matrix"
-    out = [f"throughput model ({src}; learnt speedups need {tp.min_samples} runs per type):",
-           f"  {'type':<14}{'speed':>7}  evidence"]
+    out = [
+        f"throughput model ({src}; learnt speedups need {tp.min_samples} runs per type):",
+        f"  {'type':<14}{'speed':>7}  evidence",
+    ]
     for name, speed, evidence in model.describe():
         line = f"  {name[:14]:<14}{speed:>7.3g}  {evidence}"
         out.append(line if len(line) < 80 else line[:78] + "…")
@@ -162,11 +190,23 @@ def _table_lines(out: list[str], table: TableDoc, shown_keys: set[str], width: i
                 out.extend(_comment(key.description, width))
             out.extend(_comment(f"allowed: {key.allowed}", width))
             shown_keys.add(name)
-        value = "(required)" if key.default is REQUIRED else "(unset)" if key.default is None else key.default
+        value = (
+            "(required)"
+            if key.default is REQUIRED
+            else "(unset)"
+            if key.default is None
+            else key.default
+        )
         commented = table.array or key.default is None or key.default is REQUIRED
         out.append(f"{'# ' if commented else ''}{key.key} = {value}")
 
 
 def _comment(text: str, width: int) -> list[str]:
-    return textwrap.wrap(text, width, initial_indent="# ", subsequent_indent="# ", break_long_words=False,
-                         break_on_hyphens=False)
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent="# ",
+        subsequent_indent="# ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )

@@ -29,11 +29,17 @@ CONFIG_HELP = f"site config TOML (default: ${CONFIG_ENV}, else {DEFAULT_CONFIG})
 ConfigOpt = typer.Option(None, "--config", "-c", metavar="FILE", help=CONFIG_HELP)
 """--config FILE, -c FILE: the commands that need a site config (none found: an error naming the
 three places)."""
-ConfigOrBuiltinOpt = typer.Option(None, "--config", metavar="FILE",
-                                  help=CONFIG_HELP.removesuffix(")") + ", else built-in defaults)")
+ConfigOrBuiltinOpt = typer.Option(
+    None,
+    "--config",
+    metavar="FILE",
+    help=CONFIG_HELP.removesuffix(")") + ", else built-in defaults)",
+)
 """--config FILE of the commands that run on built-in defaults without one (dlsubmit, gpu-agent).
 No -c: after a program's name a -c is the program's own, and dlsubmit names the missing -- instead."""
-DbOpt = typer.Option(None, "--db", metavar="URL", help="SQLAlchemy URL of the store (default: [site] database_url)")
+DbOpt = typer.Option(
+    None, "--db", metavar="URL", help="SQLAlchemy URL of the store (default: [site] database_url)"
+)
 
 
 class NoSiteConfigError(ConfigError):
@@ -42,12 +48,16 @@ class NoSiteConfigError(ConfigError):
     def __init__(self, default: Path) -> None:
         self.source = "site config"
         self.problems = [f"no --config, ${CONFIG_ENV} unset, {default} missing"]
-        Exception.__init__(self, f"no site config: none given with --config or ${CONFIG_ENV},\n"
-                                 f"  and {default} does not exist (examples: site-configs/)")
+        Exception.__init__(
+            self,
+            f"no site config: none given with --config or ${CONFIG_ENV},\n"
+            f"  and {default} does not exist (examples: site-configs/)",
+        )
 
 
-def find_config(given: Path | str | None, env: Mapping[str, str] | None = None,
-                default: Path | None = None) -> Path | None:
+def find_config(
+    given: Path | str | None, env: Mapping[str, str] | None = None, default: Path | None = None
+) -> Path | None:
     """The config file to use, or None when none of the three places names one."""
     if given is not None and str(given) != "":
         return Path(given)
@@ -58,8 +68,9 @@ def find_config(given: Path | str | None, env: Mapping[str, str] | None = None,
     return default if default.is_file() else None
 
 
-def config_path(given: Path | str | None, env: Mapping[str, str] | None = None,
-                default: Path | None = None) -> Path:
+def config_path(
+    given: Path | str | None, env: Mapping[str, str] | None = None, default: Path | None = None
+) -> Path:
     """Like :func:`find_config`, but a :class:`ConfigError` naming all three places when none."""
     found = find_config(given, env, default)
     if found is None:

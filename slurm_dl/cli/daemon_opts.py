@@ -18,16 +18,25 @@ from typing import Optional
 import typer
 
 LEVELS = ("debug", "info", "warning", "error")
-OPEN_FILES = 8192  # the soft open-files limit a daemon raises itself to, where the hard limit allows
+OPEN_FILES = (
+    8192  # the soft open-files limit a daemon raises itself to, where the hard limit allows
+)
 FORMATS = ("text", "json")
 
-LogLevelOpt = typer.Option("info", "--log-level", help="debug, info, warning or error",
-                           case_sensitive=False)
-LogFormatOpt = typer.Option("text", "--log-format", help="text, or json (one object per line)",
-                            case_sensitive=False)
-MetricsPortOpt = typer.Option(None, "--metrics-port", min=0, max=65535,
-                              help="serve Prometheus metrics on this port (0: any free port; "
-                                   "default: metrics_port in the site config, else none)")
+LogLevelOpt = typer.Option(
+    "info", "--log-level", help="debug, info, warning or error", case_sensitive=False
+)
+LogFormatOpt = typer.Option(
+    "text", "--log-format", help="text, or json (one object per line)", case_sensitive=False
+)
+MetricsPortOpt = typer.Option(
+    None,
+    "--metrics-port",
+    min=0,
+    max=65535,
+    help="serve Prometheus metrics on this port (0: any free port; "
+    "default: metrics_port in the site config, else none)",
+)
 
 
 class JsonFormatter(logging.Formatter):
@@ -37,7 +46,9 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         out = {
-            "ts": datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat(timespec="milliseconds"),
+            "ts": datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat(
+                timespec="milliseconds"
+            ),
             "level": record.levelname.lower(),
             "logger": record.name,
             "daemon": self.daemon,
@@ -52,9 +63,13 @@ def setup_logging(daemon: str, level: str = "info", fmt: str = "text") -> None:
     """Configure the root logger for a daemon (stderr; journald adds its own timestamps)."""
     level, fmt = level.lower(), fmt.lower()
     if level not in LEVELS:
-        raise typer.BadParameter(f"{level!r}; allowed: {', '.join(LEVELS)}", param_hint="--log-level")
+        raise typer.BadParameter(
+            f"{level!r}; allowed: {', '.join(LEVELS)}", param_hint="--log-level"
+        )
     if fmt not in FORMATS:
-        raise typer.BadParameter(f"{fmt!r}; allowed: {', '.join(FORMATS)}", param_hint="--log-format")
+        raise typer.BadParameter(
+            f"{fmt!r}; allowed: {', '.join(FORMATS)}", param_hint="--log-format"
+        )
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter(daemon))

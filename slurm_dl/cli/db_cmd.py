@@ -12,13 +12,16 @@ from .config_file import ConfigOpt, DbOpt
 from ..core.database_url import database_url, hide_password, shown_url
 from .common import expected_errors, fail
 
-app = typer.Typer(help="""The prioritizer's database: schema revision and upgrades.
+app = typer.Typer(
+    help="""The prioritizer's database: schema revision and upgrades.
 
     \b
     Examples:
       slurm-dl db status
       slurm-dl db upgrade --db postgresql+psycopg://slurmdl@db/slurmdl
-    """, no_args_is_help=True)
+    """,
+    no_args_is_help=True,
+)
 
 
 def _url(config: Optional[Path], db: Optional[str]) -> str:
@@ -30,8 +33,11 @@ def _url(config: Optional[Path], db: Optional[str]) -> str:
 
 
 @app.command()
-def upgrade(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt,
-            as_json: bool = typer.Option(False, "--json", help="print the result as JSON")) -> None:
+def upgrade(
+    config: Optional[Path] = ConfigOpt,
+    db: Optional[str] = DbOpt,
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
     """Migrate the database to this release's schema.
 
     Stop the prioritizer and back the database up first. A database made
@@ -56,8 +62,10 @@ def upgrade(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt,
 
             if isinstance(e, SlurmDLError):
                 raise
-            raise fail(f"database {shown_url(url)}: upgrade failed and was rolled back: {type(e).__name__}: "
-                       f"{hide_password(str(e).splitlines()[0], url) if str(e) else ''}") from None
+            raise fail(
+                f"database {shown_url(url)}: upgrade failed and was rolled back: {type(e).__name__}: "
+                f"{hide_password(str(e).splitlines()[0], url) if str(e) else ''}"
+            ) from None
         finally:
             store.close()
     shown = shown_url(url)
@@ -94,9 +102,12 @@ def status(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt) -> Non
         typer.echo(f"database {shown}: schema {rev} (current)")
         return
     if rev is None:
-        typer.echo(f"database {shown}: empty: it holds none of the prioritizer's tables\n"
-                   "  (a wrong URL? check [site] database_url or --db;\n"
-                   "  on a first install, slurm-dl db upgrade creates them)", err=True)
+        typer.echo(
+            f"database {shown}: empty: it holds none of the prioritizer's tables\n"
+            "  (a wrong URL? check [site] database_url or --db;\n"
+            "  on a first install, slurm-dl db upgrade creates them)",
+            err=True,
+        )
         raise typer.Exit(1)
     typer.echo(f"database {shown}: schema {rev}, this release uses {HEAD}: run slurm-dl db upgrade")
     raise typer.Exit(1)

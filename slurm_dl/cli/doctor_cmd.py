@@ -44,13 +44,19 @@ _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 def doctor(
     config: Optional[Path] = ConfigOpt,
     db: Optional[str] = DbOpt,
-    slurm_conf_dir: Optional[Path] = typer.Option(None, "--slurm-conf-dir",
-                                                  help="directory of slurm.conf (default: from slurmctld)"),
-    sock: Optional[str] = typer.Option(None, "--socket", help="filter socket (default: [filter] socket)"),
+    slurm_conf_dir: Optional[Path] = typer.Option(
+        None, "--slurm-conf-dir", help="directory of slurm.conf (default: from slurmctld)"
+    ),
+    sock: Optional[str] = typer.Option(
+        None, "--socket", help="filter socket (default: [filter] socket)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the findings as JSON"),
-    uninstalled: bool = typer.Option(False, "--uninstalled",
-                                     help="check a host slurm-dl was removed from: nothing of it still "
-                                          "acts (shim, services, SiteFactors)"),
+    uninstalled: bool = typer.Option(
+        False,
+        "--uninstalled",
+        help="check a host slurm-dl was removed from: nothing of it still "
+        "acts (shim, services, SiteFactors)",
+    ),
 ) -> None:
     if uninstalled:
         facts = gather_uninstalled(config, db, slurm_conf_dir, sock)
@@ -63,18 +69,35 @@ def doctor(
         typer.echo(json.dumps(result, sort_keys=True))
     else:
         for x in findings:
-            typer.echo(textwrap.fill(f"{_MARK[x.status]}  {x.check}: {x.detail}", 80, subsequent_indent="      ",
-                                     break_on_hyphens=False, break_long_words=False))
+            typer.echo(
+                textwrap.fill(
+                    f"{_MARK[x.status]}  {x.check}: {x.detail}",
+                    80,
+                    subsequent_indent="      ",
+                    break_on_hyphens=False,
+                    break_long_words=False,
+                )
+            )
             if x.fix and x.status in ("fail", "warn"):
-                typer.echo(textwrap.fill(f"fix: {x.fix}", 80, initial_indent="      ", subsequent_indent="        ",
-                                         break_on_hyphens=False, break_long_words=False))
+                typer.echo(
+                    textwrap.fill(
+                        f"fix: {x.fix}",
+                        80,
+                        initial_indent="      ",
+                        subsequent_indent="        ",
+                        break_on_hyphens=False,
+                        break_long_words=False,
+                    )
+                )
         c = result["counts"]
         typer.echo(f"{c['fail']} problem(s), {c['warn']} warning(s), {c['ok']} check(s) passed")
     if not result["ok"]:
         raise typer.Exit(1)
 
 
-def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path], sock: Optional[str]) -> Facts:
+def gather(
+    config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path], sock: Optional[str]
+) -> Facts:
     from .config_file import load_config
     from ..core.enforcement import account_reliance, qos_reliance
     from ..core.errors import SlurmDLError
@@ -89,7 +112,11 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
         f.config_error = str(e).replace("\n", " ")
         return f
     pc = cfg.prioritizer
-    f.interval_s, f.site_factor_max, f.site_factor_levels = pc.interval_seconds, pc.site_factor_max, pc.site_factor_levels
+    f.interval_s, f.site_factor_max, f.site_factor_levels = (
+        pc.interval_seconds,
+        pc.site_factor_max,
+        pc.site_factor_levels,
+    )
     f.failure_mode = cfg.filter.failure_mode
     f.account_uses, f.qos_uses = account_reliance(cfg), qos_reliance(cfg)
     _slurm(f)
@@ -101,8 +128,13 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
     if f.slurm_conf_dir:
         shim = Path(f.slurm_conf_dir) / "job_submit.lua"
         f.shim_text = shim.read_text(errors="replace") if shim.is_file() else None
-        _cluster(f, cfg, Path(conf_file) if conf_file and slurm_conf_dir is None
-                 else Path(f.slurm_conf_dir) / "slurm.conf")
+        _cluster(
+            f,
+            cfg,
+            Path(conf_file)
+            if conf_file and slurm_conf_dir is None
+            else Path(f.slurm_conf_dir) / "slurm.conf",
+        )
     f.slurm_user = ((f.controller or {}).get("SlurmUser") or "").split("(")[0] or None
     f.socket_path = sock or cfg.filter.socket
     _socket(f)
@@ -110,7 +142,10 @@ def gather(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[P
     f.database_url = shown_url(url)  # what doctor prints: never the password
     _database(f, url)
     for daemon, section in (("prioritizer", cfg.prioritizer), ("filter", cfg.filter)):
-        f.metrics[daemon] = (section.metrics_port, _scrape(section.metrics_address, section.metrics_port))
+        f.metrics[daemon] = (
+            section.metrics_port,
+            _scrape(section.metrics_address, section.metrics_port),
+        )
     _telemetry(f, cfg.telemetry)
     return f
 
@@ -123,13 +158,18 @@ def _telemetry(f: Facts, telemetry) -> None:
         return
     f.telemetry_dir = telemetry.exposition_dir
     scan = scan_exposition_dir(telemetry.exposition_dir, telemetry.agent_user)
-    f.telemetry_error, f.telemetry_read, f.telemetry_trusted = scan.error, len(scan.read), scan.trusted
+    f.telemetry_error, f.telemetry_read, f.telemetry_trusted = (
+        scan.error,
+        len(scan.read),
+        scan.trusted,
+    )
     f.telemetry_ignored = [(x.path, x.why, x.fix) for x in scan.ignored]
     f.telemetry_problems, f.telemetry_bad_lines = list(scan.problems), dict(scan.bad_lines)
 
 
-def gather_uninstalled(config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path],
-                       sock: Optional[str]) -> Facts:
+def gather_uninstalled(
+    config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path], sock: Optional[str]
+) -> Facts:
     """What may be left of slurm-dl; its site config may be gone too (then the defaults)."""
     from ..core.config import FilterConfig, PrioritizerConfig
     from .config_file import load_config
@@ -146,7 +186,11 @@ def gather_uninstalled(config: Optional[Path], db: Optional[str], slurm_conf_dir
     f.interval_s = pc.interval_seconds
     _slurm(f)
     conf_file = (f.controller or {}).get("SLURM_CONF") or os.environ.get("SLURM_CONF")
-    f.slurm_conf_dir = str(slurm_conf_dir) if slurm_conf_dir else (str(Path(conf_file).parent) if conf_file else None)
+    f.slurm_conf_dir = (
+        str(slurm_conf_dir)
+        if slurm_conf_dir
+        else (str(Path(conf_file).parent) if conf_file else None)
+    )
     if f.slurm_conf_dir:
         shim = Path(f.slurm_conf_dir) / "job_submit.lua"
         f.shim_text = shim.read_text(errors="replace") if shim.is_file() else None
@@ -169,7 +213,10 @@ def gather_uninstalled(config: Optional[Path], db: Optional[str], slurm_conf_dir
         except SlurmError as e:
             f.controller_error = str(e).splitlines()[0]
     for daemon, section in (("prioritizer", pc), ("filter", fc)):
-        f.metrics[daemon] = (section.metrics_port, _scrape(section.metrics_address, section.metrics_port))
+        f.metrics[daemon] = (
+            section.metrics_port,
+            _scrape(section.metrics_address, section.metrics_port),
+        )
     f.unit_files = sorted(p.name for p in Path("/etc/systemd/system").glob("slurm-dl-*.service"))
     return f
 
@@ -209,7 +256,9 @@ def _cluster(f: Facts, cfg, conf: Path) -> None:
     try:
         text = conf.read_text(errors="replace")
         gres = conf.with_name("gres.conf")
-        cluster = parse_slurm_cluster(text, gres.read_text(errors="replace") if gres.is_file() else "")
+        cluster = parse_slurm_cluster(
+            text, gres.read_text(errors="replace") if gres.is_file() else ""
+        )
     except (OSError, ValueError) as e:
         f.cluster_error = f"{conf}: cannot read it: {getattr(e, 'strerror', None) or e}"
         return
@@ -260,8 +309,10 @@ def _database(f: Facts, url: str) -> None:
     try:
         f.db_revision = store.revision
         if store.revision is None:
-            f.db_error = (f"{f.database_url}: empty: it holds none of the prioritizer's tables "
-                          "(a wrong URL, or never created)")
+            f.db_error = (
+                f"{f.database_url}: empty: it holds none of the prioritizer's tables "
+                "(a wrong URL, or never created)"
+            )
             return
         f.db_error = store.integrity_problem(BUSY_TIMEOUT_S)
         if f.db_error:

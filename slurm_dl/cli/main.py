@@ -39,6 +39,7 @@ app = typer.Typer(
 def _root(version: VersionOpt = version_option("slurm-dl")) -> None:
     pass
 
+
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(testbed_cmd.app, name="testbed")
 app.add_typer(db_cmd.app, name="db")

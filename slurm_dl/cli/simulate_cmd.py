@@ -111,53 +111,154 @@ Example (Philly, each virtual cluster on its own):
 def simulate(
     trace: Path = W.TraceOpt,
     fmt: str = W.FormatOpt,
-    skip_bad: bool = typer.Option(False, "--skip-bad", help="skip and count records that cannot be read"),
-    keep_cpu: bool = typer.Option(False, "--keep-cpu-jobs", help="sacct/helios: replay CPU-only jobs (0 GPUs)"),
-    group_by: str = typer.Option("account", "--group-by", help="sacct/helios: account | partition as the groups"),
-    policy: List[str] = typer.Option(["fifo"], "--policy", help="policy name; repeat to compare side by side"),
+    skip_bad: bool = typer.Option(
+        False, "--skip-bad", help="skip and count records that cannot be read"
+    ),
+    keep_cpu: bool = typer.Option(
+        False, "--keep-cpu-jobs", help="sacct/helios: replay CPU-only jobs (0 GPUs)"
+    ),
+    group_by: str = typer.Option(
+        "account", "--group-by", help="sacct/helios: account | partition as the groups"
+    ),
+    policy: List[str] = typer.Option(
+        ["fifo"], "--policy", help="policy name; repeat to compare side by side"
+    ),
     cluster_per_vc: Optional[Path] = W.ClusterPerVcOpt,
     nodes: Optional[int] = W.NodesOpt,
     gpus_per_node: Optional[int] = W.GpusPerNodeOpt,
-    config: List[Path] = typer.Option([], "--config", help="site config TOML: cluster shape, LAS thresholds, preemption; twice: side by side"),
+    config: List[Path] = typer.Option(
+        [],
+        "--config",
+        help="site config TOML: cluster shape, LAS thresholds, preemption; twice: side by side",
+    ),
     start: Optional[str] = W.StartOpt,
     end: Optional[str] = W.EndOpt,
     preempt_cost: Optional[str] = W.preempt_cost_opt("--config's [preemption], else 0"),
-    checkpoint_interval: Optional[float] = typer.Option(None, "--checkpoint-interval", min=1, help="lose work since the last periodic checkpoint (s)"),
-    las_thresholds: List[str] = typer.Option([], "--las-thresholds", help="LAS thresholds in GPU-s, comma-separated; repeat to sweep"),
-    starvation: Optional[float] = typer.Option(None, "--starvation", min=0.0, help="LAS starvation guard S (promote after S x executed time)"),
-    gittins_prior: Optional[Path] = typer.Option(None, "--gittins-prior", help="CSV with a 'duration' column of GPU-seconds"),
-    deadline_boost: Optional[float] = typer.Option(None, "--deadline-boost", min=1.0, help="deadline, deadline-las: boost when slack < this (s); default from --config, else 3600"),
-    spread: bool = typer.Option(False, "--spread", help="let jobs spread over extra nodes when they do not fit consolidated (slower, chronus/model_info.json)"),
-    model_info: Optional[Path] = typer.Option(None, "--model-info", help="placement-sensitivity table (chronus/model_info.json)"),
+    checkpoint_interval: Optional[float] = typer.Option(
+        None,
+        "--checkpoint-interval",
+        min=1,
+        help="lose work since the last periodic checkpoint (s)",
+    ),
+    las_thresholds: List[str] = typer.Option(
+        [], "--las-thresholds", help="LAS thresholds in GPU-s, comma-separated; repeat to sweep"
+    ),
+    starvation: Optional[float] = typer.Option(
+        None,
+        "--starvation",
+        min=0.0,
+        help="LAS starvation guard S (promote after S x executed time)",
+    ),
+    gittins_prior: Optional[Path] = typer.Option(
+        None, "--gittins-prior", help="CSV with a 'duration' column of GPU-seconds"
+    ),
+    deadline_boost: Optional[float] = typer.Option(
+        None,
+        "--deadline-boost",
+        min=1.0,
+        help="deadline, deadline-las: boost when slack < this (s); default from --config, else 3600",
+    ),
+    spread: bool = typer.Option(
+        False,
+        "--spread",
+        help="let jobs spread over extra nodes when they do not fit consolidated (slower, chronus/model_info.json)",
+    ),
+    model_info: Optional[Path] = typer.Option(
+        None, "--model-info", help="placement-sensitivity table (chronus/model_info.json)"
+    ),
     no_fairness: bool = W.NoFairnessOpt,
-    idle_policy: bool = typer.Option(False, "--idle-policy", help="what the [telemetry] idle policy would reclaim (needs utilisation)"),
-    idle_action: Optional[str] = typer.Option(None, "--idle-action", help="override [telemetry] idle_action: report | warn | deprioritize | cancel"),
-    utilisation: Optional[Path] = typer.Option(None, "--utilisation", help="CSV job_id,gpu_util: per-job GPU utilisation (implies --idle-policy)"),
-    synthetic_idle: Optional[str] = typer.Option(None, "--synthetic-idle", help="SYNTHETIC utilisation FRACTION[:SEED] for jobs without any (implies --idle-policy)"),
-    idle_report: Optional[Path] = typer.Option(None, "--idle-report", help="write the idle policy's per-job verdicts (CSV) to FILE"),
+    idle_policy: bool = typer.Option(
+        False,
+        "--idle-policy",
+        help="what the [telemetry] idle policy would reclaim (needs utilisation)",
+    ),
+    idle_action: Optional[str] = typer.Option(
+        None,
+        "--idle-action",
+        help="override [telemetry] idle_action: report | warn | deprioritize | cancel",
+    ),
+    utilisation: Optional[Path] = typer.Option(
+        None,
+        "--utilisation",
+        help="CSV job_id,gpu_util: per-job GPU utilisation (implies --idle-policy)",
+    ),
+    synthetic_idle: Optional[str] = typer.Option(
+        None,
+        "--synthetic-idle",
+        help="SYNTHETIC utilisation FRACTION[:SEED] for jobs without any (implies --idle-policy)",
+    ),
+    idle_report: Optional[Path] = typer.Option(
+        None, "--idle-report", help="write the idle policy's per-job verdicts (CSV) to FILE"
+    ),
     as_json: bool = W.JsonOpt,
-    plot: Optional[Path] = typer.Option(None, "--plot", help="write JCT CDF and queue-length plots into DIR"),
+    plot: Optional[Path] = typer.Option(
+        None, "--plot", help="write JCT CDF and queue-length plots into DIR"
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar on stderr"),
-    from_slurm: bool = typer.Option(False, "--cluster-from-slurm", help="nodes and GPUs per node of the live cluster (sinfo)"),
+    from_slurm: bool = typer.Option(
+        False, "--cluster-from-slurm", help="nodes and GPUs per node of the live cluster (sinfo)"
+    ),
     report: Optional[Path] = W.ReportOpt,
-    dispatch: Optional[str] = typer.Option(None, "--dispatch", help="scheduler overheads: auto[:PASS] (from the history) or RELEASE[:PASS] seconds"),
-    slurm_backfill: bool = typer.Option(False, "--slurm-backfill", help="no preemption: Slurm's backfill starts jobs in each policy's order"),
-    opt_in: str = typer.Option("recorded", "--opt-in", help="jobs that may be preempted: recorded (sacct: the filter's tag; other traces: all) | all | none"),
-    node_types: Optional[str] = typer.Option(None, "--node-types", help="node groups of GPU types in node order, TYPE:NODES,... e.g. v100:15,p100:15,k80:15 (--gpus-per-node each, default 8)"),
-    fleet: Optional[Path] = typer.Option(None, "--fleet", help="fleet CSV, one row per node with gpu and model (openb_node_list_gpu_node.csv)"),
-    throughputs: Optional[Path] = typer.Option(None, "--throughputs", help="speed of each model on each GPU type: Gavel's simulation_throughputs.json or a CSV kind,TYPE1,TYPE2,..."),
-    model_seed: Optional[int] = typer.Option(None, "--model-seed", help="seed of the model drawn from --throughputs for each job that names none (default 0)"),
-    type_choice: Optional[str] = typer.Option(None, "--type-choice", help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | aware (default)"),
+    dispatch: Optional[str] = typer.Option(
+        None,
+        "--dispatch",
+        help="scheduler overheads: auto[:PASS] (from the history) or RELEASE[:PASS] seconds",
+    ),
+    slurm_backfill: bool = typer.Option(
+        False,
+        "--slurm-backfill",
+        help="no preemption: Slurm's backfill starts jobs in each policy's order",
+    ),
+    opt_in: str = typer.Option(
+        "recorded",
+        "--opt-in",
+        help="jobs that may be preempted: recorded (sacct: the filter's tag; other traces: all) | all | none",
+    ),
+    node_types: Optional[str] = typer.Option(
+        None,
+        "--node-types",
+        help="node groups of GPU types in node order, TYPE:NODES,... e.g. v100:15,p100:15,k80:15 (--gpus-per-node each, default 8)",
+    ),
+    fleet: Optional[Path] = typer.Option(
+        None,
+        "--fleet",
+        help="fleet CSV, one row per node with gpu and model (openb_node_list_gpu_node.csv)",
+    ),
+    throughputs: Optional[Path] = typer.Option(
+        None,
+        "--throughputs",
+        help="speed of each model on each GPU type: Gavel's simulation_throughputs.json or a CSV kind,TYPE1,TYPE2,...",
+    ),
+    model_seed: Optional[int] = typer.Option(
+        None,
+        "--model-seed",
+        help="seed of the model drawn from --throughputs for each job that names none (default 0)",
+    ),
+    type_choice: Optional[str] = typer.Option(
+        None,
+        "--type-choice",
+        help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | aware (default)",
+    ),
     workers: Optional[int] = W.jobs_opt("; the output is the same"),
     via_slurm: bool = W.ViaSlurmOpt,
-    partition: Optional[str] = W.partition_opt("the site config's [simulate] partition, else Slurm's "
-                                                             "default"),
+    partition: Optional[str] = W.partition_opt(
+        "the site config's [simulate] partition, else Slurm's default"
+    ),
     time_limit: Optional[str] = W.time_opt("[simulate] time_minutes, 60"),
-    placement: List[str] = typer.Option([], "--placement", help="GPU sharing (openb, with --fleet): exclusive | dotprod | bestfit | fgd; repeat to compare; fills the fleet with the trace's tasks"),
-    seed: int = typer.Option(0, "--seed", help="--placement: seed of the tasks' order and draws and of the nodes' order for ties"),
+    placement: List[str] = typer.Option(
+        [],
+        "--placement",
+        help="GPU sharing (openb, with --fleet): exclusive | dotprod | bestfit | fgd; repeat to compare; fills the fleet with the trace's tasks",
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="--placement: seed of the tasks' order and draws and of the nodes' order for ties",
+    ),
 ) -> None:
     if placement:
         from .simulate_sharing import run_sharing
+
         with expected_errors():
             run_sharing(trace, fmt, fleet, placement, seed, as_json)
         return
@@ -205,11 +306,18 @@ class _Printer:
         label, _name, _thr, v, group = w.planned[run.planned]
         several = w.several
         if len(w.runs) == 1:
-            out.table_head(w.trace, len(w.jobs), [(x.label, x.cluster, x.cost.describe()) for x in w.variants])
+            out.table_head(
+                w.trace, len(w.jobs), [(x.label, x.cluster, x.cost.describe()) for x in w.variants]
+            )
             if w.recorded is not None:  # what the history itself says, beside the replays
-                out.table_row("recorded", {**w.recorded, "utilization": None, "preemptions_per_job": None})
+                out.table_row(
+                    "recorded", {**w.recorded, "utilization": None, "preemptions_per_job": None}
+                )
         if several and (len(w.runs) == 1 or w.planned[w.runs[-2].planned][4] != group):
-            out.group_line(group if group != SITE_GROUP else "site: " + ", ".join(
-                f"{x.label} = {x.cfg.policy.mix}" for x in w.variants))
+            out.group_line(
+                group
+                if group != SITE_GROUP
+                else "site: " + ", ".join(f"{x.label} = {x.cfg.policy.mix}" for x in w.variants)
+            )
         out.table_row(v.label if several else label, run.summary, indent=several)
         out.type_line(run.summary, indent=several)

@@ -14,44 +14,74 @@ from ..testbed.conf import render_env_exports
 from ..testbed.shape import MAX_NODES, describe, parse_gpus
 from .common import expected_errors, fail
 
-app = typer.Typer(help="""A real local Slurm test cluster with fake GPUs.
+app = typer.Typer(
+    help="""A real local Slurm test cluster with fake GPUs.
 
     \b
     Example:
       slurm-dl testbed up --dir /tmp/tb
       eval "$(slurm-dl testbed env --dir /tmp/tb)"
       slurm-dl testbed down --dir /tmp/tb
-    """, no_args_is_help=True)
+    """,
+    no_args_is_help=True,
+)
 
 # site-configs/ of a source checkout (an editable install); absent from a wheel.
 _TESTBED_TOML = Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml"
 
-DirOption = typer.Option(Path(".testbed"), "--dir", help="state directory (conf, logs, spool, pids, devices)")
+DirOption = typer.Option(
+    Path(".testbed"), "--dir", help="state directory (conf, logs, spool, pids, devices)"
+)
 
 
 @app.command("up")
 def up(
     dir: Path = DirOption,
-    nodes: Optional[int] = typer.Option(None, "--nodes", min=1, max=MAX_NODES, help="number of slurmd nodes [default: 4]"),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=0, max=64,
-                                                help="fake GPUs per node [default: 8]"),
-    gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="GPU type name in Gres (gpu:TYPE:N) [default: h100]"),
+    nodes: Optional[int] = typer.Option(
+        None, "--nodes", min=1, max=MAX_NODES, help="number of slurmd nodes [default: 4]"
+    ),
+    gpus_per_node: Optional[int] = typer.Option(
+        None, "--gpus-per-node", min=0, max=64, help="fake GPUs per node [default: 8]"
+    ),
+    gpu_type: Optional[str] = typer.Option(
+        None, "--gpu-type", help="GPU type name in Gres (gpu:TYPE:N) [default: h100]"
+    ),
     gpus: Optional[str] = typer.Option(
-        None, "--gpus", help="node groups of several GPU types, TYPE:NODESxGPUS comma-"
+        None,
+        "--gpus",
+        help="node groups of several GPU types, TYPE:NODESxGPUS comma-"
         "separated (e.g. h100:2x8,v100:2x8), instead of --nodes/--gpus-per-node/--gpu-type: typed GRES, "
-        "a feature and a partition per type, and the default partition gpu over all nodes"),
-    accounting: bool = typer.Option(False, "--accounting", help="add slurmdbd with a private MariaDB (sacct, sshare, fair-share)"),
+        "a feature and a partition per type, and the default partition gpu over all nodes",
+    ),
+    accounting: bool = typer.Option(
+        False,
+        "--accounting",
+        help="add slurmdbd with a private MariaDB (sacct, sshare, fair-share)",
+    ),
     site_config: Optional[Path] = typer.Option(
-        None, "--site-config", help="slurm-dl config to copy to DIR/site.toml with its database in DIR "
+        None,
+        "--site-config",
+        help="slurm-dl config to copy to DIR/site.toml with its database in DIR "
         "(default: site-configs/testbed.toml of this checkout, with the GPU types, partitions and node groups of "
-        "--gpus; written once unless given or the GPU types change)"),
-    slurm: str = typer.Option(None, "--slurm", help="Slurm release: 22.05 (this machine's), 24.11 or 26.05 "
-                              "(run from a Debian root built once); default: the directory's last, else 22.05"),
+        "--gpus; written once unless given or the GPU types change)",
+    ),
+    slurm: str = typer.Option(
+        None,
+        "--slurm",
+        help="Slurm release: 22.05 (this machine's), 24.11 or 26.05 "
+        "(run from a Debian root built once); default: the directory's last, else 22.05",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the status as JSON"),
-    shard_nodes: int = typer.Option(0, "--shard-nodes", min=0, help="the first N nodes also offer their "
-                                    "GPUs as Slurm shards (GPU sharing; with --shards-per-gpu)"),
-    shards_per_gpu: int = typer.Option(0, "--shards-per-gpu", min=0, help="shards each GPU of a shard "
-                                       "node offers (1 to 128)"),
+    shard_nodes: int = typer.Option(
+        0,
+        "--shard-nodes",
+        min=0,
+        help="the first N nodes also offer their "
+        "GPUs as Slurm shards (GPU sharing; with --shards-per-gpu)",
+    ),
+    shards_per_gpu: int = typer.Option(
+        0, "--shards-per-gpu", min=0, help="shards each GPU of a shard node offers (1 to 128)"
+    ),
 ) -> None:
     """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle.
 
@@ -64,24 +94,39 @@ def up(
         groups = None
         if gpus is not None:
             if (nodes, gpus_per_node, gpu_type) != (None, None, None):
-                raise fail("--gpus gives the whole shape: leave out --nodes, --gpus-per-node and --gpu-type")
+                raise fail(
+                    "--gpus gives the whole shape: leave out --nodes, --gpus-per-node and --gpu-type"
+                )
             try:
                 groups = parse_gpus(gpus)
             except ValueError as e:
                 raise fail(f"--gpus: {e}") from None
-        tb = Testbed(dir, nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type, gpus=groups,
-                     accounting=accounting, slurm=slurm, shard_nodes=shard_nodes,
-                     shards_per_gpu=shards_per_gpu)
+        tb = Testbed(
+            dir,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            gpu_type=gpu_type,
+            gpus=groups,
+            accounting=accounting,
+            slurm=slurm,
+            shard_nodes=shard_nodes,
+            shards_per_gpu=shards_per_gpu,
+        )
         t0 = time.monotonic()
         status = tb.up()
         took = time.monotonic() - t0
         template = site_config or (_TESTBED_TOML if _TESTBED_TOML.is_file() else None)
         if template is not None:
-            tb.write_site_config(template, replace=site_config is not None or tb.reshaped,
-                                 own_shape=site_config is None)
+            tb.write_site_config(
+                template,
+                replace=site_config is not None or tb.reshaped,
+                own_shape=site_config is None,
+            )
     recovery = tb.recovery.to_dict() if tb.recovery else None
     if as_json:
-        typer.echo(json.dumps({**status.to_dict(), "seconds": round(took, 3), "recovered": recovery}))
+        typer.echo(
+            json.dumps({**status.to_dict(), "seconds": round(took, 3), "recovered": recovery})
+        )
         return
     if tb.recovery is not None:
         typer.echo(tb.recovery.message())
@@ -89,7 +134,9 @@ def up(
         f"testbed up in {took:.1f} s: Slurm {status.slurm}, {describe(tb.groups)} "
         f"{'with accounting (slurmdbd + MariaDB) ' if accounting else ''}under {tb.state_dir}"
     )
-    typer.echo(f"use it:  eval \"$(slurm-dl testbed env --dir {dir})\"; sinfo; sbatch --gpus=2 --wrap 'echo $CUDA_VISIBLE_DEVICES'")
+    typer.echo(
+        f"use it:  eval \"$(slurm-dl testbed env --dir {dir})\"; sinfo; sbatch --gpus=2 --wrap 'echo $CUDA_VISIBLE_DEVICES'"
+    )
     typer.echo(f"stop it: slurm-dl testbed down --dir {dir}")
 
 
@@ -103,11 +150,19 @@ def down(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json")) -
     """
     with expected_errors():
         tb = Testbed(dir)
-        running = {n: p for n, p in services.find(tb.state_dir).items() if p} if tb.state_dir.is_dir() else {}
+        running = (
+            {n: p for n, p in services.find(tb.state_dir).items() if p}
+            if tb.state_dir.is_dir()
+            else {}
+        )
         stopped = tb.down()
     gone = {n: p for n, p in running.items() if p in stopped}
     if as_json:
-        typer.echo(json.dumps({"state_dir": str(tb.state_dir), "stopped_pids": stopped, "stopped_services": gone}))
+        typer.echo(
+            json.dumps(
+                {"state_dir": str(tb.state_dir), "stopped_pids": stopped, "stopped_services": gone}
+            )
+        )
     else:
         also = f", among them {services.describe(gone)}" if gone else ""
         typer.echo(f"testbed {tb.state_dir}: stopped {len(stopped)} process(es){also}")
@@ -154,5 +209,7 @@ def env(dir: Path = DirOption) -> None:
     with expected_errors():
         tb = Testbed(dir)
         if not tb.slurm_conf.exists():
-            raise fail(f"no testbed at {tb.state_dir} (run `slurm-dl testbed up --dir {dir}` first)")
+            raise fail(
+                f"no testbed at {tb.state_dir} (run `slurm-dl testbed up --dir {dir}` first)"
+            )
     typer.echo(render_env_exports(tb.exports()), nl=False)

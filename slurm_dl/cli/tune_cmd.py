@@ -35,21 +35,31 @@ Example:
     --output proposed.toml --report tune-report"""
 
 CURRENT = "current"
-_DEFAULTS = {"gpu_types": [{"name": "gpu", "memory_gb": 80}],
-             "node_groups": [{"name": "gpu", "nodes": "n[1-8]", "gpus_per_node": 8, "gpu_type": "gpu"}]}
+_DEFAULTS = {
+    "gpu_types": [{"name": "gpu", "memory_gb": 80}],
+    "node_groups": [{"name": "gpu", "nodes": "n[1-8]", "gpus_per_node": 8, "gpu_type": "gpu"}],
+}
 
 
 def tune(
     trace: Path = W.TraceOpt,
     fmt: str = W.FormatOpt,
     param: List[str] = typer.Option([], "--param", help="KEY=V1:V2...; repeat for each setting"),
-    config: Optional[Path] = typer.Option(None, "--config", help="the current site config (default: the defaults)"),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="the current site config (default: the defaults)"
+    ),
     policy: str = typer.Option("las", "--policy", help="the policy replayed"),
     objective: str = typer.Option("avg_jct", "--objective", help=", ".join(T.OBJECTIVES)),
     constraint: List[str] = typer.Option([], "--constraint", help="e.g. 'worst_rho<=1.2'; repeat"),
-    split: float = typer.Option(0.5, "--split", help="the part of the window tuned on (the rest judges)"),
-    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="at most this many candidates "
-                                         "(default: the whole grid; fewer: Optuna's TPE search)"),
+    split: float = typer.Option(
+        0.5, "--split", help="the part of the window tuned on (the rest judges)"
+    ),
+    trials: Optional[int] = typer.Option(
+        None,
+        "--trials",
+        min=1,
+        help="at most this many candidates (default: the whole grid; fewer: Optuna's TPE search)",
+    ),
     seed: int = typer.Option(0, "--seed", help="seed of the search (--trials)"),
     start: Optional[str] = W.StartOpt,
     end: Optional[str] = W.EndOpt,
@@ -62,7 +72,9 @@ def tune(
     via_slurm: bool = W.ViaSlurmOpt,
     partition: Optional[str] = W.partition_opt("Slurm's default"),
     time_limit: Optional[str] = W.time_opt("60"),
-    output: Optional[Path] = typer.Option(None, "--output", help="write the proposed site config here"),
+    output: Optional[Path] = typer.Option(
+        None, "--output", help="write the proposed site config here"
+    ),
     report: Optional[Path] = W.ReportOpt,
     as_json: bool = W.JsonOpt,
 ) -> None:
@@ -70,9 +82,32 @@ def tune(
         _tune(**locals())
 
 
-def _tune(trace, fmt, param, config, policy, objective, constraint, split, trials, seed, start, end, nodes,
-          gpus_per_node, cluster_per_vc, preempt_cost, no_fairness, workers, via_slurm, partition, time_limit,
-          output, report, as_json) -> None:
+def _tune(
+    trace,
+    fmt,
+    param,
+    config,
+    policy,
+    objective,
+    constraint,
+    split,
+    trials,
+    seed,
+    start,
+    end,
+    nodes,
+    gpus_per_node,
+    cluster_per_vc,
+    preempt_cost,
+    no_fairness,
+    workers,
+    via_slurm,
+    partition,
+    time_limit,
+    output,
+    report,
+    as_json,
+) -> None:
     from ..sim.ranking.ranker import make_ranker
     from ..sim.workloads.traces import parse_time
 
@@ -93,7 +128,9 @@ def _tune(trace, fmt, param, config, policy, objective, constraint, split, trial
         raise T.TuneError(f"--param {dup[0]}: given twice; give every value in one --param")
     points = T.check_candidates(base, params, base_dir)
     if nodes is None and cluster_per_vc is None and config is None:
-        raise T.TuneError("give the cluster: --nodes N, --cluster-per-vc FILE or --config SITE.toml")
+        raise T.TuneError(
+            "give the cluster: --nodes N, --cluster-per-vc FILE or --config SITE.toml"
+        )
     for target in (output, report):
         _writable(target)
     try:
@@ -103,33 +140,74 @@ def _tune(trace, fmt, param, config, policy, objective, constraint, split, trial
         raise SlurmDLError(str(e)) from None
     from ..sim.whatif.run import read_jobs
 
-    jobs, _imported, _described = read_jobs(trace, fmt, t0, t1, keep_cpu=False, skip_bad=False,
-                                            group_by="account", say=lambda m: typer.echo(m, err=True))
+    jobs, _imported, _described = read_jobs(
+        trace,
+        fmt,
+        t0,
+        t1,
+        keep_cpu=False,
+        skip_bad=False,
+        group_by="account",
+        say=lambda m: typer.echo(m, err=True),
+    )
     cut, n_in, n_out = T.split_time([j.submit_time for j in jobs], split)
     early = [j for j in jobs if j.submit_time < cut]
     late = [j for j in jobs if j.submit_time >= cut]
     via = _via(via_slurm, partition, time_limit)
-    run = _Runner(trace, policy, params, base, base_dir, dict(nodes=nodes, gpus_per_node=gpus_per_node,
-                  cluster_per_vc=cluster_per_vc, preempt_cost=preempt_cost, no_fairness=no_fairness),
-                  workers, via)
+    run = _Runner(
+        trace,
+        policy,
+        params,
+        base,
+        base_dir,
+        dict(
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            cluster_per_vc=cluster_per_vc,
+            preempt_cost=preempt_cost,
+            no_fairness=no_fairness,
+        ),
+        workers,
+        via,
+    )
 
     def say(m: str) -> None:
         typer.echo(m, err=True)
 
-    say(f"{len(jobs)} jobs: tuning on {n_in} (before {_when(cut)}), judging on {n_out}; "
-        f"{len(points)} candidate{'s' if len(points) != 1 else ''}")
+    say(
+        f"{len(jobs)} jobs: tuning on {n_in} (before {_when(cut)}), judging on {n_out}; "
+        f"{len(points)} candidate{'s' if len(points) != 1 else ''}"
+    )
     current = T.Point((), CURRENT, {})
     inside = _search(run, early, points, trials, seed, key, sign, say)
     inside.update(run(early, [current]))
-    best, ranked = T.choose({p: s for p, s in inside.items() if p is not current}, key, sign, limits,
-                            current=known)
-    if best is not None and all(c.holds(inside[current]) for c in limits) \
-            and T.score(inside[current], key, sign) <= T.score(inside[best], key, sign):
+    best, ranked = T.choose(
+        {p: s for p, s in inside.items() if p is not current}, key, sign, limits, current=known
+    )
+    if (
+        best is not None
+        and all(c.holds(inside[current]) for c in limits)
+        and T.score(inside[current], key, sign) <= T.score(inside[best], key, sign)
+    ):
         best = current  # no candidate beats the current settings where the search looked
     outside = run(late, [current] + list(dict.fromkeys(ranked)))
     say(f"judged on the later part: {len(outside)} replays")
-    doc = _doc(params, what, key, sign, limits, inside, outside, current, best, jobs=len(jobs), n_in=n_in,
-               n_out=n_out, cut=cut, policy=policy)
+    doc = _doc(
+        params,
+        what,
+        key,
+        sign,
+        limits,
+        inside,
+        outside,
+        current,
+        best,
+        jobs=len(jobs),
+        n_in=n_in,
+        n_out=n_out,
+        cut=cut,
+        policy=policy,
+    )
     proposed = None
     if best is not None:
         changed = T.changed(best.settings, known)
@@ -141,6 +219,7 @@ def _tune(trace, fmt, param, config, policy, objective, constraint, split, trial
             doc["output"] = str(output)
     if report:
         from ..sim.reports.tune_report import write_report
+
         doc["report"] = str(write_report(report, doc))
     if as_json:
         typer.echo(json.dumps(_finite(doc)))
@@ -179,11 +258,13 @@ def _via(via_slurm, partition, time_limit):
             raise SlurmDLError("--partition, --time: only with --via-slurm")
         return None
     from ..slurm.sim_array import parse_time_limit
+
     return partition, parse_time_limit(time_limit)
 
 
 def _when(t: float) -> str:
     from datetime import datetime, timezone
+
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
@@ -204,21 +285,48 @@ class _Runner:
 
         variants = []
         for i, pt in enumerate(points):
-            cfg = T.candidate_config(self.base, self.params[:len(pt.values)], pt.values, self.base_dir)
-            variants.append(variant(None, f"#{i}", jobs, nodes=self.shape["nodes"],
-                                    gpus_per_node=self.shape["gpus_per_node"],
-                                    cluster_per_vc=self.shape["cluster_per_vc"],
-                                    preempt_cost=self.shape["preempt_cost"], checkpoint_interval=None,
-                                    las_thresholds=[], starvation=None, spread=False, model_info=None,
-                                    no_fairness=self.shape["no_fairness"], idle=False, idle_action=None,
-                                    utilisation=None, synthetic_idle=None, cluster_line=None, cfg=cfg))
+            cfg = T.candidate_config(
+                self.base, self.params[: len(pt.values)], pt.values, self.base_dir
+            )
+            variants.append(
+                variant(
+                    None,
+                    f"#{i}",
+                    jobs,
+                    nodes=self.shape["nodes"],
+                    gpus_per_node=self.shape["gpus_per_node"],
+                    cluster_per_vc=self.shape["cluster_per_vc"],
+                    preempt_cost=self.shape["preempt_cost"],
+                    checkpoint_interval=None,
+                    las_thresholds=[],
+                    starvation=None,
+                    spread=False,
+                    model_info=None,
+                    no_fairness=self.shape["no_fairness"],
+                    idle=False,
+                    idle_action=None,
+                    utilisation=None,
+                    synthetic_idle=None,
+                    cluster_line=None,
+                    cfg=cfg,
+                )
+            )
         planned = plan([self.policy], variants, [], len(variants) > 1)
         prior_path = default_prior(self.trace)
         prior = load_prior(prior_path) if prior_path and "gittins" in self.policy else []
-        runs, interrupted, failed = replay(planned, jobs, variants, prior=prior, deadline_boost=None,
-                                           slurm_backfill=False, progress=Progress(enabled=False),
-                                           alert=lambda m: typer.echo(m, err=True),
-                                           workers=self.workers, keep_results=False, via_slurm=self.via)
+        runs, interrupted, failed = replay(
+            planned,
+            jobs,
+            variants,
+            prior=prior,
+            deadline_boost=None,
+            slurm_backfill=False,
+            progress=Progress(enabled=False),
+            alert=lambda m: typer.echo(m, err=True),
+            workers=self.workers,
+            keep_results=False,
+            via_slurm=self.via,
+        )
         if interrupted:
             raise typer.Exit(130)
         if failed:
@@ -261,31 +369,57 @@ def _search(run, jobs, points, trials, seed, key, sign, say) -> dict:
 
 
 def _row(pt, s_in, s_out, key, limits) -> dict:
-    return {"label": pt.label, "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in pt.settings.items()},
-            "in_sample": s_in.get(key) if s_in else None, "out_of_sample": s_out.get(key) if s_out else None,
-            "meets": all(c.holds(s_in) for c in limits) if s_in else None,
-            "out_meets": all(c.holds(s_out) for c in limits) if s_out else None,
-            "in": {k: s_in.get(k) for k in _FIGS} if s_in else None,
-            "out": {k: s_out.get(k) for k in _FIGS} if s_out else None}
+    return {
+        "label": pt.label,
+        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in pt.settings.items()},
+        "in_sample": s_in.get(key) if s_in else None,
+        "out_of_sample": s_out.get(key) if s_out else None,
+        "meets": all(c.holds(s_in) for c in limits) if s_in else None,
+        "out_meets": all(c.holds(s_out) for c in limits) if s_out else None,
+        "in": {k: s_in.get(k) for k in _FIGS} if s_in else None,
+        "out": {k: s_out.get(k) for k in _FIGS} if s_out else None,
+    }
 
 
-_FIGS = ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "max_rho", "preemptions_per_job",
-         "deadline_miss_rate", "utility_fraction", "best_effort_avg_jct_s")
+_FIGS = (
+    "avg_jct_s",
+    "median_jct_s",
+    "p99_jct_s",
+    "avg_queue_s",
+    "max_rho",
+    "preemptions_per_job",
+    "deadline_miss_rate",
+    "utility_fraction",
+    "best_effort_avg_jct_s",
+)
 
 
 def _doc(params, what, key, sign, limits, inside, outside, current, best, **meta) -> dict:
     rows = [_row(p, inside.get(p), outside.get(p), key, limits) for p in inside if p is not current]
     cur = _row(current, inside[current], outside[current], key, limits)
-    doc = {"objective": what, "objective_key": key, "minimise": sign > 0, "constraints": [str(c) for c in limits],
-           **meta, "params": [{"key": p.key, "values": list(p.raw)} for p in params],
-           "current": cur, "candidates": rows, "proposal": None}
-    doc["sensitivity"] = {k: [[r, v] for r, v in vs] for k, vs in
-                          T.sensitivity(params, {p: s for p, s in inside.items() if p is not current}, key,
-                                        sign).items()}
+    doc = {
+        "objective": what,
+        "objective_key": key,
+        "minimise": sign > 0,
+        "constraints": [str(c) for c in limits],
+        **meta,
+        "params": [{"key": p.key, "values": list(p.raw)} for p in params],
+        "current": cur,
+        "candidates": rows,
+        "proposal": None,
+    }
+    doc["sensitivity"] = {
+        k: [[r, v] for r, v in vs]
+        for k, vs in T.sensitivity(
+            params, {p: s for p, s in inside.items() if p is not current}, key, sign
+        ).items()
+    }
     outs = {p: s for p, s in outside.items() if p is not current}
     best_out, _ = T.choose(outs, key, sign, limits)
     if best_out is not None:
-        doc["best_out_of_sample"] = _row(best_out, inside.get(best_out), outs[best_out], key, limits)
+        doc["best_out_of_sample"] = _row(
+            best_out, inside.get(best_out), outs[best_out], key, limits
+        )
     if best is not None:
         prop = _row(best, inside[best], outside[best], key, limits)
         doc["proposal"] = prop
@@ -303,9 +437,17 @@ def _accounts(cur: dict, prop: dict) -> list:
     rows = []
     for acct in sorted(set(a) & set(b)):
         x, y = a[acct].get("avg_jct_s"), b[acct].get("avg_jct_s")
-        rows.append({"account": acct, "jobs": a[acct].get("jobs"), "current_avg_jct_s": x, "proposed_avg_jct_s": y,
-                     "ratio": (y / x) if x else None, "current_rho": a[acct].get("rho"),
-                     "proposed_rho": b[acct].get("rho")})
+        rows.append(
+            {
+                "account": acct,
+                "jobs": a[acct].get("jobs"),
+                "current_avg_jct_s": x,
+                "proposed_avg_jct_s": y,
+                "ratio": (y / x) if x else None,
+                "current_rho": a[acct].get("rho"),
+                "proposed_rho": b[acct].get("rho"),
+            }
+        )
     return rows
 
 
@@ -329,8 +471,14 @@ def _print(doc, say) -> None:
     echo(f"{'settings':<54} {'tuned on':>11} {'judged on':>11}")
     cur = doc["current"]
     echo(f"{'current':<54} {_num(cur['in_sample']):>11} {_num(cur['out_of_sample']):>11}")
-    for r in sorted(doc["candidates"], key=lambda r: (r["in_sample"] is None, r["in_sample"] or 0)
-                    if doc["minimise"] else (r["in_sample"] is None, -(r["in_sample"] or 0))):
+    for r in sorted(
+        doc["candidates"],
+        key=lambda r: (
+            (r["in_sample"] is None, r["in_sample"] or 0)
+            if doc["minimise"]
+            else (r["in_sample"] is None, -(r["in_sample"] or 0))
+        ),
+    ):
         mark = " *" if doc["proposal"] and r["label"] == doc["proposal"]["label"] else ""
         flag = "" if r["meets"] in (None, True) else " (fails a constraint)"
         label = r["label"] + flag
@@ -344,8 +492,10 @@ def _print(doc, say) -> None:
     p = doc["proposal"]
     echo(f"proposed (*): {p['label']}")
     if doc.get("proposal_vs_current_out") is not None:
-        echo(f"on the part the search never saw: {doc['proposal_vs_current_out']:.3f}x the current "
-             f"settings, {doc.get('proposal_vs_best_out') or math.nan:.3f}x the best candidate there")
+        echo(
+            f"on the part the search never saw: {doc['proposal_vs_current_out']:.3f}x the current "
+            f"settings, {doc.get('proposal_vs_best_out') or math.nan:.3f}x the best candidate there"
+        )
     ratio = doc.get("proposal_vs_current_out")
     if ratio is not None and (ratio > 1.0 if doc["minimise"] else ratio < 1.0):
         echo("note: on the later part the proposal does worse than the current settings;")

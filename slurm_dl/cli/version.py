@@ -44,8 +44,13 @@ def version_option(command: str):
                 typer.echo(line)
             raise typer.Exit()
 
-    return typer.Option(None, "--version", callback=show, is_eager=True,
-                        help="print the versions of slurm-dl, its store schema and filter protocol")
+    return typer.Option(
+        None,
+        "--version",
+        callback=show,
+        is_eager=True,
+        help="print the versions of slurm-dl, its store schema and filter protocol",
+    )
 
 
 VersionOpt = Optional[bool]

@@ -47,13 +47,16 @@ def database_url(config: Any, override: str | None = None) -> str:
 
 # SQLAlchemy's URL syntax (sqlalchemy.engine.url._parse_url), so that a URL is read here as the
 # store reads it: name://user:password@host:port/database?query
-_URL = re.compile(r"""
+_URL = re.compile(
+    r"""
     (?P<name>[\w\+]+)://
     (?:(?P<username>[^:/]*)(?::(?P<password>[^@]*))?@)?
     (?:(?:\[(?P<ipv6host>[^/\?]+)\]|(?P<ipv4host>[^/:\?]+))?(?::(?P<port>[^/\?]*))?)?
     (?:/(?P<database>[^\?]*))?
     (?:\?(?P<query>.*))?
-    """, re.X)
+    """,
+    re.X,
+)
 _USERINFO = re.compile(r"^(?P<head>[\w+.-]+://[^:/@?#]*):(?P<pw>[^@/?#]*)@")
 
 
@@ -93,7 +96,9 @@ def _render(p: dict[str, Any]) -> str:
     if p["database"] is not None:
         s += "/" + quote(p["database"], safe=" +/")
     if p["query"]:
-        s += "?" + "&".join(f"{quote_plus(k)}={quote_plus(v)}" for k in sorted(p["query"]) for v in p["query"][k])
+        s += "?" + "&".join(
+            f"{quote_plus(k)}={quote_plus(v)}" for k in sorted(p["query"]) for v in p["query"][k]
+        )
     return s
 
 

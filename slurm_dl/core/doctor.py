@@ -12,7 +12,13 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from .enforcement import ENFORCE_LINE, controller_accounting, enforces_associations, enforces_qos, uses_slurmdbd
+from .enforcement import (
+    ENFORCE_LINE,
+    controller_accounting,
+    enforces_associations,
+    enforces_qos,
+    uses_slurmdbd,
+)
 from .priority_weights import swamp_warnings
 
 SHIM_MARKER = "slurm-dl job_submit shim"
@@ -57,14 +63,22 @@ class Facts:
     interval_s: float = 5.0
     site_factor_max: int = 1
     site_factor_levels: int = 2
-    metrics: dict[str, tuple[int | None, str | None]] = field(default_factory=dict)  # daemon -> (port, error)
+    metrics: dict[str, tuple[int | None, str | None]] = field(
+        default_factory=dict
+    )  # daemon -> (port, error)
     cluster_diffs: list[Any] | None = None  # cluster_match.Difference; None: slurm.conf not read
     cluster_error: str | None = None
     site_factors: dict[int, int] | None = None  # job -> SiteFactor (sprio), for --uninstalled
     db_present: bool = False  # a store exists at the database URL (--uninstalled)
-    unit_files: list[str] = field(default_factory=list)  # slurm-dl units left in /etc/systemd/system
-    account_uses: list[str] = field(default_factory=list)  # what in the site config trusts a job's account
-    qos_uses: list[str] = field(default_factory=list)  # ... and its QOS (enforcement.account_reliance)
+    unit_files: list[str] = field(
+        default_factory=list
+    )  # slurm-dl units left in /etc/systemd/system
+    account_uses: list[str] = field(
+        default_factory=list
+    )  # what in the site config trusts a job's account
+    qos_uses: list[str] = field(
+        default_factory=list
+    )  # ... and its QOS (enforcement.account_reliance)
     telemetry_dir: str | None = None  # [telemetry] exposition_dir (None: no telemetry)
     telemetry_error: str | None = None  # the directory cannot be read
     telemetry_read: int = 0  # agent files used
@@ -78,9 +92,15 @@ def diagnose(f: Facts) -> list[Finding]:
     out: list[Finding] = []
     add = out.append
     if f.config_error:
-        add(Finding("site config", "fail", f.config_error,
-                    "write /etc/slurm-dl/site.toml (see site-configs/) or pass --config; "
-                    "check it with: slurm-dl config check FILE"))
+        add(
+            Finding(
+                "site config",
+                "fail",
+                f.config_error,
+                "write /etc/slurm-dl/site.toml (see site-configs/) or pass --config; "
+                "check it with: slurm-dl config check FILE",
+            )
+        )
         return out
     add(Finding("site config", "ok", f"{f.config_path}"))
     _slurm(f, add)
@@ -95,13 +115,27 @@ def diagnose(f: Facts) -> list[Finding]:
 
 def _slurm(f: Facts, add) -> None:
     if f.slurm_release is None:
-        add(Finding("Slurm release", "fail", f.controller_error or "scontrol not found",
-                    f"install the Slurm clients of a supported release ({f.supported_releases}) and set SLURM_CONF"))
+        add(
+            Finding(
+                "Slurm release",
+                "fail",
+                f.controller_error or "scontrol not found",
+                f"install the Slurm clients of a supported release ({f.supported_releases}) and set SLURM_CONF",
+            )
+        )
     else:
-        add(Finding("Slurm release", "ok", f"{f.slurm_release} (supported: {f.supported_releases})"))
+        add(
+            Finding("Slurm release", "ok", f"{f.slurm_release} (supported: {f.supported_releases})")
+        )
     if f.controller is None:
-        add(Finding("slurmctld", "fail", f.controller_error or "no answer to scontrol show config",
-                    "start slurmctld (systemctl start slurmctld) and check SLURM_CONF"))
+        add(
+            Finding(
+                "slurmctld",
+                "fail",
+                f.controller_error or "no answer to scontrol show config",
+                "start slurmctld (systemctl start slurmctld) and check SLURM_CONF",
+            )
+        )
         return
     conf = {k.lower(): v for k, v in f.controller.items()}
     add(Finding("slurmctld", "ok", f"answers; SLURM_CONF={f.controller.get('SLURM_CONF', '?')}"))
@@ -109,28 +143,58 @@ def _slurm(f: Facts, add) -> None:
     if "multifactor" in ptype:
         add(Finding("PriorityType", "ok", ptype))
     else:
-        add(Finding("PriorityType", "fail", f"PriorityType={ptype or '?'}: SiteFactor has no effect",
-                    "slurm.conf: PriorityType=priority/multifactor, then scontrol reconfigure"))
-    plugins = [p.strip() for p in conf.get("jobsubmitplugins", "").replace("(null)", "").split(",") if p.strip()]
+        add(
+            Finding(
+                "PriorityType",
+                "fail",
+                f"PriorityType={ptype or '?'}: SiteFactor has no effect",
+                "slurm.conf: PriorityType=priority/multifactor, then scontrol reconfigure",
+            )
+        )
+    plugins = [
+        p.strip()
+        for p in conf.get("jobsubmitplugins", "").replace("(null)", "").split(",")
+        if p.strip()
+    ]
     if any(p in ("lua", "job_submit/lua") for p in plugins):
         add(Finding("JobSubmitPlugins", "ok", ",".join(plugins)))
     else:
-        add(Finding("JobSubmitPlugins", "fail", f"JobSubmitPlugins={','.join(plugins) or '(none)'}: the filter "
-                    "never runs", "slurm-dl filter install --slurm-conf-dir DIR (adds lua), then restart slurmctld"))
+        add(
+            Finding(
+                "JobSubmitPlugins",
+                "fail",
+                f"JobSubmitPlugins={','.join(plugins) or '(none)'}: the filter never runs",
+                "slurm-dl filter install --slurm-conf-dir DIR (adds lua), then restart slurmctld",
+            )
+        )
     topo = conf.get("topologyplugin", "")
     if "tree" in topo:
         add(Finding("TopologyPlugin", "ok", topo))
     else:
-        add(Finding("TopologyPlugin", "warn", f"TopologyPlugin={topo or '(none)'}: multi-node jobs are not "
-                    "kept under one switch", "slurm.conf: TopologyPlugin=topology/tree with a topology.conf"))
+        add(
+            Finding(
+                "TopologyPlugin",
+                "warn",
+                f"TopologyPlugin={topo or '(none)'}: multi-node jobs are not kept under one switch",
+                "slurm.conf: TopologyPlugin=topology/tree with a topology.conf",
+            )
+        )
     for line in swamp_warnings(f.site_factor_max, f.site_factor_levels, f.controller):
-        add(Finding("SiteFactor vs PriorityWeight*", "warn", line, "see the admin guide, 'SiteFactor and "
-                    "the site's weights'"))
+        add(
+            Finding(
+                "SiteFactor vs PriorityWeight*",
+                "warn",
+                line,
+                "see the admin guide, 'SiteFactor and the site's weights'",
+            )
+        )
     _accounts(f, add)
 
 
-_SACCTMGR = ("create every account and user with sacctmgr (sacctmgr add account NAME; sacctmgr add user "
-             "NAME account=NAME)")
+_SACCTMGR = (
+    "create every account and user with sacctmgr (sacctmgr add account NAME; sacctmgr add user "
+    "NAME account=NAME)"
+)
 
 
 def _accounts(f: Facts, add) -> None:
@@ -141,32 +205,65 @@ def _accounts(f: Facts, add) -> None:
     if not f.account_uses:
         add(Finding(check, "ok", "the site config ranks and admits no job by its account"))
     elif not uses_slurmdbd(storage):
-        add(Finding(check, "warn", f"AccountingStorageType={storage or '(none)'}: without slurmdbd Slurm has no "
-                    f"associations, so accounts cannot be checked at all and any --account is accepted; {uses} "
-                    "take it on trust (a made-up account gets a fresh fair share, naming an allowed account "
-                    "opens a restricted class)",
-                    f"run slurmdbd (AccountingStorageType=accounting_storage/slurmdbd), {_SACCTMGR}, then "
-                    f"slurm.conf: {ENFORCE_LINE} and restart slurmctld"))
+        add(
+            Finding(
+                check,
+                "warn",
+                f"AccountingStorageType={storage or '(none)'}: without slurmdbd Slurm has no "
+                f"associations, so accounts cannot be checked at all and any --account is accepted; {uses} "
+                "take it on trust (a made-up account gets a fresh fair share, naming an allowed account "
+                "opens a restricted class)",
+                f"run slurmdbd (AccountingStorageType=accounting_storage/slurmdbd), {_SACCTMGR}, then "
+                f"slurm.conf: {ENFORCE_LINE} and restart slurmctld",
+            )
+        )
     elif not enforces_associations(enforce):
-        add(Finding(check, "warn", f"AccountingStorageEnforce={enforce or 'none'}: Slurm accepts any --account, "
-                    f"even one the user is not in or that does not exist; {uses} take it on trust (a made-up "
-                    "account gets a fresh fair share, naming an allowed account opens a restricted class)",
-                    f"slurm.conf: {ENFORCE_LINE} ({_SACCTMGR} first, or their jobs are refused), then restart "
-                    "slurmctld"))
+        add(
+            Finding(
+                check,
+                "warn",
+                f"AccountingStorageEnforce={enforce or 'none'}: Slurm accepts any --account, "
+                f"even one the user is not in or that does not exist; {uses} take it on trust (a made-up "
+                "account gets a fresh fair share, naming an allowed account opens a restricted class)",
+                f"slurm.conf: {ENFORCE_LINE} ({_SACCTMGR} first, or their jobs are refused), then restart "
+                "slurmctld",
+            )
+        )
     else:
-        add(Finding(check, "ok", f"AccountingStorageEnforce={enforce}: Slurm refuses accounts a user is not in"))
+        add(
+            Finding(
+                check,
+                "ok",
+                f"AccountingStorageEnforce={enforce}: Slurm refuses accounts a user is not in",
+            )
+        )
     if not f.qos_uses:
         return
     check = "QOS (AccountingStorageEnforce)"
     if uses_slurmdbd(storage) and enforces_qos(enforce):
-        add(Finding(check, "ok", f"AccountingStorageEnforce={enforce}: Slurm refuses a QOS the user may not use"))
+        add(
+            Finding(
+                check,
+                "ok",
+                f"AccountingStorageEnforce={enforce}: Slurm refuses a QOS the user may not use",
+            )
+        )
         return
-    setting = (f"AccountingStorageEnforce={enforce or 'none'}" if uses_slurmdbd(storage)
-               else f"AccountingStorageType={storage or '(none)'}")
-    add(Finding(check, "warn", f"{setting}: Slurm does not check that a user may use the QOS a job names; "
-                f"{'; '.join(f.qos_uses)} take it on trust",
-                f"slurm.conf: {ENFORCE_LINE},qos (with slurmdbd; each user's QOS given with sacctmgr modify "
-                "user NAME set qos=...), then restart slurmctld"))
+    setting = (
+        f"AccountingStorageEnforce={enforce or 'none'}"
+        if uses_slurmdbd(storage)
+        else f"AccountingStorageType={storage or '(none)'}"
+    )
+    add(
+        Finding(
+            check,
+            "warn",
+            f"{setting}: Slurm does not check that a user may use the QOS a job names; "
+            f"{'; '.join(f.qos_uses)} take it on trust",
+            f"slurm.conf: {ENFORCE_LINE},qos (with slurmdbd; each user's QOS given with sacctmgr modify "
+            "user NAME set qos=...), then restart slurmctld",
+        )
+    )
 
 
 def _cluster(f: Facts, add) -> None:
@@ -176,7 +273,11 @@ def _cluster(f: Facts, add) -> None:
     elif f.cluster_diffs is None:
         return
     elif not f.cluster_diffs:
-        add(Finding(check, "ok", "node groups, GPU types and counts, partitions and time limits match"))
+        add(
+            Finding(
+                check, "ok", "node groups, GPU types and counts, partitions and time limits match"
+            )
+        )
     for d in f.cluster_diffs or []:
         add(Finding(check, "fail", d.line(), d.fix))
 
@@ -184,17 +285,41 @@ def _cluster(f: Facts, add) -> None:
 def _shim(f: Facts, add) -> None:
     where = f"{f.slurm_conf_dir}/job_submit.lua" if f.slurm_conf_dir else "job_submit.lua"
     if f.slurm_conf_dir is None:
-        add(Finding("job_submit.lua", "skip", "slurm.conf's directory is unknown (slurmctld did not answer)"))
+        add(
+            Finding(
+                "job_submit.lua",
+                "skip",
+                "slurm.conf's directory is unknown (slurmctld did not answer)",
+            )
+        )
     elif f.shim_text is None:
-        add(Finding("job_submit.lua", "fail", f"{where} is missing",
-                    f"slurm-dl filter install --slurm-conf-dir {f.slurm_conf_dir}"))
+        add(
+            Finding(
+                "job_submit.lua",
+                "fail",
+                f"{where} is missing",
+                f"slurm-dl filter install --slurm-conf-dir {f.slurm_conf_dir}",
+            )
+        )
     elif SHIM_MARKER not in f.shim_text:
-        add(Finding("job_submit.lua", "fail", f"{where} is not slurm-dl's shim (another script is installed)",
-                    "chain it: call the other script's slurm_job_submit from slurm-dl's, or reinstall with "
-                    f"slurm-dl filter install --slurm-conf-dir {f.slurm_conf_dir}"))
+        add(
+            Finding(
+                "job_submit.lua",
+                "fail",
+                f"{where} is not slurm-dl's shim (another script is installed)",
+                "chain it: call the other script's slurm_job_submit from slurm-dl's, or reinstall with "
+                f"slurm-dl filter install --slurm-conf-dir {f.slurm_conf_dir}",
+            )
+        )
     elif f.socket_path and f'"{f.socket_path}"' not in f.shim_text:
-        add(Finding("job_submit.lua", "fail", f"{where} talks to another socket than {f.socket_path}",
-                    f"slurm-dl filter install --slurm-conf-dir {f.slurm_conf_dir} --socket {f.socket_path}"))
+        add(
+            Finding(
+                "job_submit.lua",
+                "fail",
+                f"{where} talks to another socket than {f.socket_path}",
+                f"slurm-dl filter install --slurm-conf-dir {f.slurm_conf_dir} --socket {f.socket_path}",
+            )
+        )
     else:
         add(Finding("job_submit.lua", "ok", f"{where} (socket {f.socket_path})"))
 
@@ -202,50 +327,113 @@ def _shim(f: Facts, add) -> None:
 def _socket(f: Facts, add) -> None:
     what = f"filter socket {f.socket_path}"
     if f.socket_kind == "missing":
-        add(Finding("filter socket", "fail", f"{what} does not exist: the filter service is not running; "
-                    f"submissions {'go in unfiltered' if f.failure_mode == 'accept' else 'are refused'}",
-                    "systemctl start slurm-dl-filter (or: slurm-dl filter serve)"))
+        add(
+            Finding(
+                "filter socket",
+                "fail",
+                f"{what} does not exist: the filter service is not running; "
+                f"submissions {'go in unfiltered' if f.failure_mode == 'accept' else 'are refused'}",
+                "systemctl start slurm-dl-filter (or: slurm-dl filter serve)",
+            )
+        )
         return
     if f.socket_kind != "socket":
-        add(Finding("filter socket", "fail", f"{what} is not a socket", "remove it and restart the filter service"))
+        add(
+            Finding(
+                "filter socket",
+                "fail",
+                f"{what} is not a socket",
+                "remove it and restart the filter service",
+            )
+        )
         return
     problems = []
     if f.socket_mode is not None and f.socket_mode & 0o077:
         problems.append(f"mode {f.socket_mode:o} lets other users submit decisions")
-    if f.slurm_user and f.socket_owner and f.socket_owner not in (f.slurm_user, "root") and f.slurm_user != "root":
+    if (
+        f.slurm_user
+        and f.socket_owner
+        and f.socket_owner not in (f.slurm_user, "root")
+        and f.slurm_user != "root"
+    ):
         problems.append(f"owned by {f.socket_owner}, but slurmctld runs as {f.slurm_user}")
     if f.socket_connect_error:
-        add(Finding("filter socket", "fail", f"{what}: cannot connect: {f.socket_connect_error}",
-                    "restart the filter service: systemctl restart slurm-dl-filter"))
+        add(
+            Finding(
+                "filter socket",
+                "fail",
+                f"{what}: cannot connect: {f.socket_connect_error}",
+                "restart the filter service: systemctl restart slurm-dl-filter",
+            )
+        )
     elif problems:
-        add(Finding("filter socket", "fail", f"{what}: " + "; ".join(problems),
-                    f"run the filter service as {f.slurm_user} (the unit's User=) or with --owner {f.slurm_user}"))
+        add(
+            Finding(
+                "filter socket",
+                "fail",
+                f"{what}: " + "; ".join(problems),
+                f"run the filter service as {f.slurm_user} (the unit's User=) or with --owner {f.slurm_user}",
+            )
+        )
     else:
-        add(Finding("filter socket", "ok", f"{what} answers (mode {f.socket_mode or 0:o}, owner {f.socket_owner})"))
+        add(
+            Finding(
+                "filter socket",
+                "ok",
+                f"{what} answers (mode {f.socket_mode or 0:o}, owner {f.socket_owner})",
+            )
+        )
 
 
 def _database(f: Facts, add) -> None:
     if f.db_error:
-        add(Finding("database", "fail", f.db_error,
-                    "check [site] database_url (or --db) and that the database server is up; "
-                    "a first install: slurm-dl db upgrade creates the store"))
+        add(
+            Finding(
+                "database",
+                "fail",
+                f.db_error,
+                "check [site] database_url (or --db) and that the database server is up; "
+                "a first install: slurm-dl db upgrade creates the store",
+            )
+        )
         return
     if f.db_revision != f.db_head:
-        add(Finding("database", "fail", f"{f.database_url}: schema {f.db_revision}, this release uses {f.db_head}",
-                    "stop the prioritizer, back up, then: slurm-dl db upgrade " + (
-                        "(same --config or --db)" if ":***@" in (f.database_url or "")
-                        else f"--db '{f.database_url}'")))
+        add(
+            Finding(
+                "database",
+                "fail",
+                f"{f.database_url}: schema {f.db_revision}, this release uses {f.db_head}",
+                "stop the prioritizer, back up, then: slurm-dl db upgrade "
+                + (
+                    "(same --config or --db)"
+                    if ":***@" in (f.database_url or "")
+                    else f"--db '{f.database_url}'"
+                ),
+            )
+        )
     else:
         add(Finding("database", "ok", f"{f.database_url} (schema {f.db_revision})"))
     if f.last_cycle_at is None:
-        add(Finding("prioritizer", "fail", "no cycle saved in the database yet",
-                    "systemctl start slurm-dl-prioritizer (or: slurm-dl prioritizer run)"))
+        add(
+            Finding(
+                "prioritizer",
+                "fail",
+                "no cycle saved in the database yet",
+                "systemctl start slurm-dl-prioritizer (or: slurm-dl prioritizer run)",
+            )
+        )
         return
     age = f.now - f.last_cycle_at
     if age > stale_after(f.interval_s):
-        add(Finding("prioritizer", "fail", f"last cycle {age:.0f} s ago, interval {f.interval_s:g} s: the daemon "
-                    "is down or its cycles fail",
-                    "systemctl status slurm-dl-prioritizer; journalctl -u slurm-dl-prioritizer"))
+        add(
+            Finding(
+                "prioritizer",
+                "fail",
+                f"last cycle {age:.0f} s ago, interval {f.interval_s:g} s: the daemon "
+                "is down or its cycles fail",
+                "systemctl status slurm-dl-prioritizer; journalctl -u slurm-dl-prioritizer",
+            )
+        )
     else:
         add(Finding("prioritizer", "ok", f"last cycle {age:.0f} s ago"))
 
@@ -259,11 +447,23 @@ def stale_after(interval_s: float) -> float:
 def _metrics(f: Facts, add) -> None:
     for daemon, (port, error) in sorted(f.metrics.items()):
         if port is None:
-            add(Finding(f"{daemon} metrics", "warn", "no metrics port configured: a dead daemon goes unnoticed",
-                        f"set [{daemon}] metrics_port in the site config (and scrape it)"))
+            add(
+                Finding(
+                    f"{daemon} metrics",
+                    "warn",
+                    "no metrics port configured: a dead daemon goes unnoticed",
+                    f"set [{daemon}] metrics_port in the site config (and scrape it)",
+                )
+            )
         elif error:
-            add(Finding(f"{daemon} metrics", "fail", f"port {port}: {error}",
-                        f"is slurm-dl-{daemon} running with this site config?"))
+            add(
+                Finding(
+                    f"{daemon} metrics",
+                    "fail",
+                    f"port {port}: {error}",
+                    f"is slurm-dl-{daemon} running with this site config?",
+                )
+            )
         else:
             add(Finding(f"{daemon} metrics", "ok", f"http://127.0.0.1:{port}/metrics answers"))
 
@@ -279,27 +479,58 @@ def _telemetry(f: Facts, add) -> None:
         return
     where = f.telemetry_dir
     if f.telemetry_error:
-        add(Finding(check, "warn", f"{where} {f.telemetry_error}: no job's GPU use is known",
-                    "start the gpu-agents (systemctl enable --now slurm-dl-gpu-agent) and make the "
-                    "directory readable by the prioritizer"))
+        add(
+            Finding(
+                check,
+                "warn",
+                f"{where} {f.telemetry_error}: no job's GPU use is known",
+                "start the gpu-agents (systemctl enable --now slurm-dl-gpu-agent) and make the "
+                "directory readable by the prioritizer",
+            )
+        )
         return
     for path, why, fix in f.telemetry_ignored[:IGNORED_SHOWN]:
         add(Finding(check, "fail", f"{path}: {why}; ignored: its samples are not used", fix))
     if len(f.telemetry_ignored) > IGNORED_SHOWN:
-        add(Finding(check, "fail", f"{len(f.telemetry_ignored) - IGNORED_SHOWN} more file(s) in {where} ignored",
-                    "the prioritizer's log names each ignored file once"))
+        add(
+            Finding(
+                check,
+                "fail",
+                f"{len(f.telemetry_ignored) - IGNORED_SHOWN} more file(s) in {where} ignored",
+                "the prioritizer's log names each ignored file once",
+            )
+        )
     for problem in f.telemetry_problems:
-        add(Finding(check, "warn", f"{where}: {problem}",
-                    f"chmod go-w {shlex.quote(where)} (or chmod +t: then only a file's owner may remove it)"
-                    if "writable" in problem
-                    else "set [telemetry] agent_user to a user of this host, or remove it"))
+        add(
+            Finding(
+                check,
+                "warn",
+                f"{where}: {problem}",
+                f"chmod go-w {shlex.quote(where)} (or chmod +t: then only a file's owner may remove it)"
+                if "writable" in problem
+                else "set [telemetry] agent_user to a user of this host, or remove it",
+            )
+        )
     for path, n in sorted(f.telemetry_bad_lines.items()):
-        add(Finding(check, "warn", f"{path}: {n} line(s) skipped: not a sane reading (NaN, infinite, out "
-                    "of range or malformed)", "check that node's agent: slurm-dl gpu-agent --once --json"))
+        add(
+            Finding(
+                check,
+                "warn",
+                f"{path}: {n} line(s) skipped: not a sane reading (NaN, infinite, out "
+                "of range or malformed)",
+                "check that node's agent: slurm-dl gpu-agent --once --json",
+            )
+        )
     if not (f.telemetry_ignored or f.telemetry_problems or f.telemetry_bad_lines):
         owners = ", ".join(f.telemetry_trusted) or "root"
-        add(Finding(check, "ok", f"{f.telemetry_read} file(s) in {where}, each owned by one of {owners} "
-                    "and writable by its owner alone"))
+        add(
+            Finding(
+                check,
+                "ok",
+                f"{f.telemetry_read} file(s) in {where}, each owned by one of {owners} "
+                "and writable by its owner alone",
+            )
+        )
 
 
 def diagnose_uninstalled(f: Facts) -> list[Finding]:
@@ -307,47 +538,111 @@ def diagnose_uninstalled(f: Facts) -> list[Finding]:
     out: list[Finding] = []
     add = out.append
     if f.controller is None:
-        add(Finding("slurmctld", "fail", f.controller_error or "no answer to scontrol show config",
-                    "start slurmctld: the checks below need it"))
+        add(
+            Finding(
+                "slurmctld",
+                "fail",
+                f.controller_error or "no answer to scontrol show config",
+                "start slurmctld: the checks below need it",
+            )
+        )
     where = f"{f.slurm_conf_dir}/job_submit.lua" if f.slurm_conf_dir else "job_submit.lua"
     if f.slurm_conf_dir is None:
-        add(Finding("job_submit.lua", "skip", "slurm.conf's directory is unknown (slurmctld did not answer)"))
+        add(
+            Finding(
+                "job_submit.lua",
+                "skip",
+                "slurm.conf's directory is unknown (slurmctld did not answer)",
+            )
+        )
     elif f.shim_text is not None and SHIM_MARKER in f.shim_text:
-        add(Finding("job_submit.lua", "fail", f"{where} is still slurm-dl's shim",
-                    f"slurm-dl filter uninstall --slurm-conf-dir {f.slurm_conf_dir}"))
+        add(
+            Finding(
+                "job_submit.lua",
+                "fail",
+                f"{where} is still slurm-dl's shim",
+                f"slurm-dl filter uninstall --slurm-conf-dir {f.slurm_conf_dir}",
+            )
+        )
     else:
-        add(Finding("job_submit.lua", "ok", f"{where} is {'the site' + chr(39) + 's own' if f.shim_text else 'absent'}"))
+        add(
+            Finding(
+                "job_submit.lua",
+                "ok",
+                f"{where} is {'the site' + chr(39) + 's own' if f.shim_text else 'absent'}",
+            )
+        )
     if f.socket_kind in (None, "missing"):
         add(Finding("filter service", "ok", f"no socket {f.socket_path}"))
     else:
-        add(Finding("filter service", "fail", f"{f.socket_path} still exists: the filter service may run",
-                    "systemctl disable --now slurm-dl-filter"))
+        add(
+            Finding(
+                "filter service",
+                "fail",
+                f"{f.socket_path} still exists: the filter service may run",
+                "systemctl disable --now slurm-dl-filter",
+            )
+        )
     if f.last_cycle_at is not None and f.now - f.last_cycle_at <= stale_after(f.interval_s):
-        add(Finding("prioritizer", "warn", f"a cycle was saved {f.now - f.last_cycle_at:.0f} s ago: does it "
-                    "still run?", "systemctl disable --now slurm-dl-prioritizer, then slurm-dl prioritizer reset"))
+        add(
+            Finding(
+                "prioritizer",
+                "warn",
+                f"a cycle was saved {f.now - f.last_cycle_at:.0f} s ago: does it still run?",
+                "systemctl disable --now slurm-dl-prioritizer, then slurm-dl prioritizer reset",
+            )
+        )
     else:
         add(Finding("prioritizer", "ok", "no recent cycle"))
     if f.site_factors is not None:
         carrying = sorted(j for j, v in f.site_factors.items() if v)
         if carrying:
             shown = ", ".join(map(str, carrying[:10])) + (" …" if len(carrying) > 10 else "")
-            add(Finding("SiteFactor", "fail", f"{len(carrying)} job(s) still carry a SiteFactor: {shown}",
-                        "slurm-dl prioritizer reset --all-pending (after the prioritizer is stopped)"))
+            add(
+                Finding(
+                    "SiteFactor",
+                    "fail",
+                    f"{len(carrying)} job(s) still carry a SiteFactor: {shown}",
+                    "slurm-dl prioritizer reset --all-pending (after the prioritizer is stopped)",
+                )
+            )
         else:
             add(Finding("SiteFactor", "ok", "no job carries one"))
     for daemon, (port, error) in sorted(f.metrics.items()):
         if port is not None and error is None:
-            add(Finding(f"{daemon} metrics", "fail", f"port {port} still answers: slurm-dl-{daemon} runs",
-                        f"systemctl disable --now slurm-dl-{daemon}"))
+            add(
+                Finding(
+                    f"{daemon} metrics",
+                    "fail",
+                    f"port {port} still answers: slurm-dl-{daemon} runs",
+                    f"systemctl disable --now slurm-dl-{daemon}",
+                )
+            )
     if f.unit_files:
-        add(Finding("units", "warn", f"still installed: {', '.join(f.unit_files)}",
-                    "rm /etc/systemd/system/slurm-dl-*.service && systemctl daemon-reload"))
+        add(
+            Finding(
+                "units",
+                "warn",
+                f"still installed: {', '.join(f.unit_files)}",
+                "rm /etc/systemd/system/slurm-dl-*.service && systemctl daemon-reload",
+            )
+        )
     if f.db_present:
-        add(Finding("database", "warn", f"{f.database_url} still holds the ledger",
-                    "remove it once not needed (PostgreSQL: DROP DATABASE and DROP ROLE)"))
+        add(
+            Finding(
+                "database",
+                "warn",
+                f"{f.database_url} still holds the ledger",
+                "remove it once not needed (PostgreSQL: DROP DATABASE and DROP ROLE)",
+            )
+        )
     return out
 
 
 def summary(findings: list[Finding]) -> dict[str, Any]:
     counts = {s: sum(1 for x in findings if x.status == s) for s in ("ok", "warn", "fail", "skip")}
-    return {"ok": counts["fail"] == 0, "counts": counts, "findings": [x.to_dict() for x in findings]}
+    return {
+        "ok": counts["fail"] == 0,
+        "counts": counts,
+        "findings": [x.to_dict() for x in findings],
+    }

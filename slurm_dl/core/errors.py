@@ -31,8 +31,14 @@ class TraceError(SlurmDLError, ValueError):
 class SlurmError(SlurmDLError, RuntimeError):
     """A Slurm command or library call failed; carries Slurm's own message."""
 
-    def __init__(self, message: str, *, command: list[str] | None = None, returncode: int | None = None,
-                 stderr: str = ""):
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: list[str] | None = None,
+        returncode: int | None = None,
+        stderr: str = "",
+    ):
         self.command = command
         self.returncode = returncode
         self.stderr = stderr

@@ -92,9 +92,13 @@ def explain_job(
             entry["factor"] = round(comp.factor(job.account, ctx), 6)
         if name == "class" and hasattr(comp, "weight"):
             entry["class_weight"] = comp.weight(job)
-            entry["class_weight_max"] = max(getattr(comp, "weights", {None: comp.weight(job)}).values())
+            entry["class_weight_max"] = max(
+                getattr(comp, "weights", {None: comp.weight(job)}).values()
+            )
         factors[name] = entry
-    tiers = [list(t) for t in policy.tiers] if hasattr(policy, "tiers") else None  # scores: tier_scores()
+    tiers = (
+        [list(t) for t in policy.tiers] if hasattr(policy, "tiers") else None
+    )  # scores: tier_scores()
     s = slack(job, ctx.now)
     led = ctx.ledger
     return {
@@ -128,10 +132,13 @@ def explain_job(
         "deadline": job.deadline,
         "deadline_slack_s": None if s is None else round(s, 3),
         "deadline_demoted": (job.tags or {}).get(DEMOTED_TAG),
-        "deadline_steps": [[t, v] for t, v in job.soft_deadlines] if job.deadline is None and job.soft_deadlines
+        "deadline_steps": [[t, v] for t, v in job.soft_deadlines]
+        if job.deadline is None and job.soft_deadlines
         else None,
         "deadline_step_promised": _float_or_none((job.tags or {}).get(SOFT_FROM_TAG)),
-        "account_usage_gpu_s": round(led.usage(job.account, ctx.now, half_life_s), 3) if led is not None else None,
+        "account_usage_gpu_s": round(led.usage(job.account, ctx.now, half_life_s), 3)
+        if led is not None
+        else None,
         "waiting_for": waiting_for,
     }
 
@@ -155,8 +162,12 @@ def waiting_reason(job: Job, free_gpus: int, preempting_for: Iterable[int] = ())
     return _waiting_text(job.state_reason, job.num_gpus, free_gpus, preempting_for)
 
 
-def _waiting_text(state_reason: str | None, num_gpus: int | None, free_gpus: int,
-                  preempting_for: Iterable[int] = ()) -> str:
+def _waiting_text(
+    state_reason: str | None,
+    num_gpus: int | None,
+    free_gpus: int,
+    preempting_for: Iterable[int] = (),
+) -> str:
     victims = sorted(preempting_for)
     if victims:
         return f"preemption of job(s) {', '.join(map(str, victims))} to free GPUs"
@@ -186,8 +197,9 @@ def finish_numbers(e: dict[str, Any], derive: Mapping[str, Any]) -> dict[str, An
         e["waiting_for"] = ""
     else:
         victims = (derive.get("victims") or {}).get(str(e.get("job_id")), ())
-        e["waiting_for"] = _waiting_text(e.get("state_reason"), e.get("num_gpus"), int(derive.get("free_gpus", 0)),
-                                         victims)
+        e["waiting_for"] = _waiting_text(
+            e.get("state_reason"), e.get("num_gpus"), int(derive.get("free_gpus", 0)), victims
+        )
     return e
 
 
@@ -208,18 +220,30 @@ def utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:
     """The GPU-telemetry lines: the recent window, then the job's stored summary (idle clock, warning, action)."""
     lines = []
     if "gpus" in gpu:
-        idle = f"; idle {gpu['idle_minutes']} min -> {gpu['idle_verdict']}" if "idle_verdict" in gpu else ""
-        lines.append(f"  GPU utilisation: {gpu['gpus']} GPU(s), mean {gpu['mean_util_percent']}% max "
-                     f"{gpu['max_util_percent']}%, {gpu['processes']} process(es), {gpu['power_watts']} W{idle}")
+        idle = (
+            f"; idle {gpu['idle_minutes']} min -> {gpu['idle_verdict']}"
+            if "idle_verdict" in gpu
+            else ""
+        )
+        lines.append(
+            f"  GPU utilisation: {gpu['gpus']} GPU(s), mean {gpu['mean_util_percent']}% max "
+            f"{gpu['max_util_percent']}%, {gpu['processes']} process(es), {gpu['power_watts']} W{idle}"
+        )
         if gpu.get("share_bytes") is not None:
             lines.extend(share_lines(gpu["mem_used_bytes"], gpu["share_bytes"]))
     if gpu.get("samples_seen"):
         peak_gib = (gpu.get("peak_gpu_mem_bytes") or 0) / 2**30
-        lines.append(f"  GPU lifetime: {gpu['samples_seen']} sample(s), mean {gpu['lifetime_mean_util_percent']}%, "
-                     f"peak {gpu['peak_util_percent']}%, peak memory {peak_gib:.1f} GiB per GPU, "
-                     f"last busy {_t(gpu.get('last_busy_at'))}, idle since {_t(gpu.get('idle_since'))}")
+        lines.append(
+            f"  GPU lifetime: {gpu['samples_seen']} sample(s), mean {gpu['lifetime_mean_util_percent']}%, "
+            f"peak {gpu['peak_util_percent']}%, peak memory {peak_gib:.1f} GiB per GPU, "
+            f"last busy {_t(gpu.get('last_busy_at'))}, idle since {_t(gpu.get('idle_since'))}"
+        )
     if gpu.get("share_hint"):
-        lines.extend(textwrap.wrap(gpu["share_hint"], 80, initial_indent="  GPU share tip: ", subsequent_indent="    "))
+        lines.extend(
+            textwrap.wrap(
+                gpu["share_hint"], 80, initial_indent="  GPU share tip: ", subsequent_indent="    "
+            )
+        )
     if gpu.get("warned_at") is not None or gpu.get("action"):
         action = f"; {gpu['action']} at {_t(gpu.get('action_at'))}" if gpu.get("action") else ""
         lines.append(f"  idle GPUs: warned {_t(gpu.get('warned_at'))}{action}")
@@ -231,8 +255,11 @@ def share_lines(used: int, share: int) -> list[str]:
     head = f"  GPU share: {used / 2**30:.1f} GiB used of the {share / 2**30:.1f} GiB its shards guarantee"
     if used <= share:
         return [head + " (within)"]
-    return [head, "    OVER its share: its neighbours on the GPU may run out of memory;",
-            "    ask for more shards or a whole GPU (--comment=dl:share=0)"]
+    return [
+        head,
+        "    OVER its share: its neighbours on the GPU may run out of memory;",
+        "    ask for more shards or a whole GPU (--comment=dl:share=0)",
+    ]
 
 
 def _t(at: Any) -> str:

@@ -31,8 +31,12 @@ class Standing(NamedTuple):
         return f"account {self.account} holds {self.held} of its fair {self.fair:.1f} GPUs (rho {self.rho:.1f})"
 
 
-def fit(free: Mapping[Hashable, int], size: Mapping[Hashable, int], gpus: int,
-        largest: int | None = None) -> tuple[tuple[Hashable, int], ...] | None:
+def fit(
+    free: Mapping[Hashable, int],
+    size: Mapping[Hashable, int],
+    gpus: int,
+    largest: int | None = None,
+) -> tuple[tuple[Hashable, int], ...] | None:
     """Where ``gpus`` GPUs start on these free GPUs per node (``None``: nowhere): one node when
     some node is that large (the fullest node that still fits), else wholly free nodes (largest
     first) and the rest on the free-most other node; the simulator's consolidated rule.
@@ -49,7 +53,9 @@ def fit(free: Mapping[Hashable, int], size: Mapping[Hashable, int], gpus: int,
         return None if best is None else ((best, gpus),)
     out: list[tuple[Hashable, int]] = []
     left = gpus
-    for n in sorted((n for n, f in free.items() if f > 0 and f == size.get(n)), key=lambda n: -size[n]):
+    for n in sorted(
+        (n for n, f in free.items() if f > 0 and f == size.get(n)), key=lambda n: -size[n]
+    ):
         if size[n] <= left:
             out.append((n, size[n]))
             left -= size[n]
@@ -62,8 +68,9 @@ def fit(free: Mapping[Hashable, int], size: Mapping[Hashable, int], gpus: int,
     return tuple(out)
 
 
-def allowed(v: Job, trial: Mapping[str, float], st: Mapping[str, Standing], h: float,
-             floor: float = INF) -> bool:
+def allowed(
+    v: Job, trial: Mapping[str, float], st: Mapping[str, Standing], h: float, floor: float = INF
+) -> bool:
     """Whether ``v`` may yield: its account stays above its fair share by more than the
     hysteresis and ends closer to it than it was, or (max-min) it ends holding more of its
     fair share than ``floor`` (see :func:`_floor`)."""
@@ -80,7 +87,9 @@ def _allowed(g: int, held: float, fair_a: float, h: float, floor: float) -> bool
     return fair_a > EPS and after / fair_a > floor + EPS
 
 
-def _floor(b: str, g: int, held: Mapping[str, float], st: Mapping[str, Standing], h: float) -> float:
+def _floor(
+    b: str, g: int, held: Mapping[str, float], st: Mapping[str, Standing], h: float
+) -> float:
     """The max-min bar for a move of ``g`` GPUs to account ``b``: the part of its fair share
     ``b`` holds before the move plus the hysteresis. A victim account must end above it
     (:func:`allowed`); infinite (no such moves) when ``b`` itself would not end above it."""
@@ -112,7 +121,9 @@ def gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h):
     return chosen, cands, freed, trial
 
 
-def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h, largest=None):
+def node_victims(
+    need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h, largest=None
+):
     """Victims that make ``need`` fit on nodes: node by node, the node that the fewest
     preempted GPUs (then victims) open for it first, victims in the usual order on each node.
     Returns (chosen, candidates, held after, free GPUs per node after), or ``None``.
@@ -198,8 +209,12 @@ def node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, 
         return None
     ns = {n for v in chosen for n, _ in alloc.get(v.job_id, ())}
     base = dict(held)
-    cands = list(chosen) + [v for n in ns for v in on_node.get(n, ())
-                            if v.job_id not in picked and allowed(v, base, st, h, bar)]
+    cands = list(chosen) + [
+        v
+        for n in ns
+        for v in on_node.get(n, ())
+        if v.job_id not in picked and allowed(v, base, st, h, bar)
+    ]
     seen: set[int] = set()
     cands = [v for v in cands if not (v.job_id in seen or seen.add(v.job_id))]
     return chosen, cands, trial, tf

@@ -97,8 +97,14 @@ class LeaseSettings:
         if config is None:
             return cls(**overrides)
         fs, pc = config.policy.fairshare, config.preemption
-        base = dict(lease_s=fs.lease_seconds, restart_s=pc.restart_delay_seconds, hysteresis=fs.lease_hysteresis,
-                    shares=dict(fs.shares), default_share=fs.default_share, max_restarts=pc.max_restarts)
+        base = dict(
+            lease_s=fs.lease_seconds,
+            restart_s=pc.restart_delay_seconds,
+            hysteresis=fs.lease_hysteresis,
+            shares=dict(fs.shares),
+            default_share=fs.default_share,
+            max_restarts=pc.max_restarts,
+        )
         base.update(overrides)
         # a lease is never shorter than the minimum run before any preemption
         base["lease_s"] = max(float(base["lease_s"]), pc.min_runtime_seconds)
@@ -140,7 +146,9 @@ class NodeView:
     alloc: Mapping[int, Sequence[tuple[Hashable, int]]]
 
 
-def water_fill(demand: Mapping[str, float], weights: Mapping[str, float], total: float) -> dict[str, float]:
+def water_fill(
+    demand: Mapping[str, float], weights: Mapping[str, float], total: float
+) -> dict[str, float]:
     """Max-min fair shares: each account gets ``total × weight / Σ weights`` but never more than
     its demand; what an account does not need is shared among the others by weight."""
     fair = {a: 0.0 for a in demand}
@@ -168,8 +176,13 @@ def entitled(s: Standing) -> bool:
     return s.held < s.fair or s.demand <= s.fair + EPS
 
 
-def standings(pending: Sequence[Job], running: Sequence[Job], total_gpus: int, now: float,
-              settings: LeaseSettings) -> dict[str, Standing]:
+def standings(
+    pending: Sequence[Job],
+    running: Sequence[Job],
+    total_gpus: int,
+    now: float,
+    settings: LeaseSettings,
+) -> dict[str, Standing]:
     held: dict[str, int] = {}
     acc: dict[str, list] = {}  # account -> [demand, Σ time in system, Σ time run (floored)]
     floor = settings.rho_floor_s
@@ -191,8 +204,10 @@ def standings(pending: Sequence[Job], running: Sequence[Job], total_gpus: int, n
     ran = {a: r[2] for a, r in acc.items()}
     weights = {a: settings.share(a) for a in demand}
     fair = water_fill(demand, weights, total_gpus)
-    return {a: Standing(a, weights[a], held.get(a, 0), demand[a], fair[a], max(1.0, waited[a] / ran[a]))
-            for a in sorted(demand)}
+    return {
+        a: Standing(a, weights[a], held.get(a, 0), demand[a], fair[a], max(1.0, waited[a] / ran[a]))
+        for a in sorted(demand)
+    }
 
 
 def lease_end(job: Job, settings: LeaseSettings) -> float | None:
@@ -207,7 +222,9 @@ def yield_from(job: Job, settings: LeaseSettings, config: "SiteConfig | None") -
     in this run (it cannot resume, or reached the restart cap). Constant while it runs:
     :func:`victim_block` is ``None`` exactly from ``yield_from(...) - EPS`` on."""
     kind, _ = resume_kind(job, config)
-    if kind == RESUME_NEVER or (settings.max_restarts is not None and job.restarts >= settings.max_restarts):
+    if kind == RESUME_NEVER or (
+        settings.max_restarts is not None and job.restarts >= settings.max_restarts
+    ):
         return INF
     end = lease_end(job, settings)
     return -INF if end is None else end
@@ -221,13 +238,19 @@ def _yield_end(job: Job, now: float, settings: LeaseSettings, config: "SiteConfi
     if block is None:
         return -INF
     end = lease_end(job, settings)
-    if end is not None and end > now + EPS and block.startswith("its lease") \
-            and victim_block(job, end, settings, config) is None:
+    if (
+        end is not None
+        and end > now + EPS
+        and block.startswith("its lease")
+        and victim_block(job, end, settings, config) is None
+    ):
         return end
     return INF
 
 
-def victim_block(job: Job, now: float, settings: LeaseSettings, config: "SiteConfig | None") -> str | None:
+def victim_block(
+    job: Job, now: float, settings: LeaseSettings, config: "SiteConfig | None"
+) -> str | None:
     """Why ``job`` cannot yield its GPUs now (``None``: it can)."""
     end = lease_end(job, settings)
     if end is not None and now < end - EPS:
@@ -279,7 +302,9 @@ def plan_fair_preemptions(
     caller keeps it (it changes only with the account's ranked jobs and when ``now`` reaches
     the lease end it returns)."""
     key = order or (lambda j: (j.submit_time, j.job_id))
-    st = standing if standing is not None else standings(pending, running, total_gpus, now, settings)
+    st = (
+        standing if standing is not None else standings(pending, running, total_gpus, now, settings)
+    )
     held = {a: s.held for a, s in st.items()}
     free = total_gpus - sum(held.values()) if free_gpus is None else free_gpus
     h = settings.hysteresis
@@ -289,8 +314,10 @@ def plan_fair_preemptions(
             if j.num_gpus > 0:
                 lists.setdefault(j.account, []).append(j)
         waiting = {a: WaitingJobs.of(js, key) for a, js in lists.items()}
-    beneficiaries = sorted((a for a in waiting if held[a] < st[a].fair * (1 - h) - EPS),
-                           key=lambda a: (-st[a].rho, held[a] / max(st[a].fair, EPS), a))
+    beneficiaries = sorted(
+        (a for a in waiting if held[a] < st[a].fair * (1 - h) - EPS),
+        key=lambda a: (-st[a].rho, held[a] / max(st[a].fair, EPS), a),
+    )
     if not beneficiaries and level is None:
         return FairPlan(st, (), None)
     # accounts that may give: the first rule of :func:`slurm_dl.core.fair_victims.allowed` asks them to be above their
@@ -307,7 +334,9 @@ def plan_fair_preemptions(
         for j in sorted((j for j in running if gives(j.account)), key=lambda j: (key(j), j.job_id)):
             ranked.setdefault(j.account, []).append(j)
     if yields is None:  # the rules read at ``now`` order the jobs as their yield_from would
-        yields = {j.job_id: _yield_end(j, now, settings, config) for js in ranked.values() for j in js}
+        yields = {
+            j.job_id: _yield_end(j, now, settings, config) for js in ranked.values() for j in js
+        }
     # per account that may give, the jobs that may yield now, least urgent first; ``wake``: the
     # first lease end among the jobs only their lease protects (the within-account moves
     # read theirs in :func:`_within`, only as far as they need)
@@ -318,8 +347,11 @@ def plan_fair_preemptions(
     if beneficiaries:
         for a, js in ranked.items():
             if a in over:
-                out, gpus, end = may_yield(a, js, yields, now) if may_yield is not None \
+                out, gpus, end = (
+                    may_yield(a, js, yields, now)
+                    if may_yield is not None
                     else _may_yield(js, yields, now)
+                )
                 if out:
                     by_acct[a] = out
                     freeable += gpus
@@ -374,8 +406,9 @@ def plan_fair_preemptions(
                 if reach < g:
                     failed = g if failed is None else min(failed, g)
                     continue
-                found = node_victims(need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h,
-                                     largest)
+                found = node_victims(
+                    need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h, largest
+                )
                 if found is None:
                     failed = g if failed is None else min(failed, g)
                     continue
@@ -386,13 +419,23 @@ def plan_fair_preemptions(
                 for n, k in fit(node_free, nodes.size, g, largest) or ():
                     node_free[n] -= k
             else:
-                chosen, cands, freed, trial = gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h)
+                chosen, cands, freed, trial = gpu_victims(
+                    g, b, victim_order, by_acct, taken, held, free, st, h
+                )
                 if free + freed < g:
                     failed = g if failed is None else min(failed, g)
                     continue
             reasons = {v.job_id: _reason(v, need, st, now, settings) for v in cands}
-            moves.append(FairMove(need.job_id, b, g, tuple(v.job_id for v in chosen),
-                                  tuple(v.job_id for v in cands), reasons))
+            moves.append(
+                FairMove(
+                    need.job_id,
+                    b,
+                    g,
+                    tuple(v.job_id for v in chosen),
+                    tuple(v.job_id for v in cands),
+                    reasons,
+                )
+            )
             taken.update(v.job_id for v in chosen)
             for v in chosen:
                 avail[v.account] -= v.num_gpus
@@ -402,12 +445,27 @@ def plan_fair_preemptions(
             free = free + freed - g
             freeable -= freed
     if level is not None:
-        free, wake = _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, level,
-                             order is not None, now, settings)
+        free, wake = _within(
+            waiting,
+            ranked,
+            yields,
+            taken,
+            placed,
+            moves,
+            free,
+            wake,
+            key,
+            level,
+            order is not None,
+            now,
+            settings,
+        )
     return FairPlan(st, tuple(moves), wake)
 
 
-def _may_yield(js: Sequence[Job], yields: Mapping[int, float], now: float) -> tuple[list[Job], int, float | None]:
+def _may_yield(
+    js: Sequence[Job], yields: Mapping[int, float], now: float
+) -> tuple[list[Job], int, float | None]:
     """The jobs of ``js`` (most urgent first) that may yield now, least urgent first, their
     GPUs, and the first lease end among those only their lease protects (``None``: none).
     The same answer at a later ``now`` while ``now < end - EPS`` for that first end (every
@@ -425,7 +483,9 @@ def _may_yield(js: Sequence[Job], yields: Mapping[int, float], now: float) -> tu
     return out, gpus, wake
 
 
-def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, level, by_level, now, settings):
+def _within(
+    waiting, ranked, yields, taken, placed, moves, free, wake, key, level, by_level, now, settings
+):
     """Moves inside one account: a waiting job in a lower level takes a higher-level job's GPUs.
 
     ``ranked``: each account's running jobs, most urgent first; ``by_level``: the key's first
@@ -433,9 +493,14 @@ def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, leve
     above the account's lowest waiting level can matter, so the walk over an account's
     running jobs stops at that level."""
     for a in sorted(a for a in ranked if a in waiting):
-        asc = ranked[a] if by_level else sorted(ranked[a], key=lambda v: (level(v), key(v), v.job_id))
+        asc = (
+            ranked[a] if by_level else sorted(ranked[a], key=lambda v: (level(v), key(v), v.job_id))
+        )
         # the highest level among the jobs that may yield now or when their lease ends
-        top = next((level(v) for v in reversed(asc) if yields[v.job_id] != INF and v.job_id not in taken), 0)
+        top = next(
+            (level(v) for v in reversed(asc) if yields[v.job_id] != INF and v.job_id not in taken),
+            0,
+        )
         if top <= 0:
             continue
         low = waiting[a].lowest(level, placed)
@@ -466,7 +531,9 @@ def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, leve
             if mine:
                 return True
             if lower is None:
-                lower = any(not now < yields[v.job_id] - EPS and v.job_id not in taken for v in asc[:rest])
+                lower = any(
+                    not now < yields[v.job_id] - EPS and v.job_id not in taken for v in asc[:rest]
+                )
             return lower
 
         failed: dict[int, int] = {}  # level -> smallest job of that level no move could serve
@@ -502,8 +569,16 @@ def _within(waiting, ranked, yields, taken, placed, moves, free, wake, key, leve
                 failed[lv] = min(failed.get(lv, g), g)
                 continue
             reasons = {v.job_id: _within_reason(v, need, level, now, settings) for v in chosen}
-            moves.append(FairMove(need.job_id, a, g, tuple(v.job_id for v in chosen),
-                                  tuple(v.job_id for v in chosen), reasons))
+            moves.append(
+                FairMove(
+                    need.job_id,
+                    a,
+                    g,
+                    tuple(v.job_id for v in chosen),
+                    tuple(v.job_id for v in chosen),
+                    reasons,
+                )
+            )
             taken.update(v.job_id for v in chosen)
             free = free + freed - g
             mine = [v for v in mine if v.job_id not in taken]
@@ -524,7 +599,9 @@ def _prefix(jobs: Sequence[Job], level) -> tuple[list[int], list[int]]:
     return levels, gpus
 
 
-def _reason(victim: Job, need: Job, st: Mapping[str, Standing], now: float, settings: LeaseSettings) -> str:
+def _reason(
+    victim: Job, need: Job, st: Mapping[str, Standing], now: float, settings: LeaseSettings
+) -> str:
     ran = now - victim.start_time if victim.start_time is not None else victim.executed_s
     return (
         f"{FAIR_PREFIX}job {victim.job_id} of account {victim.account} yields {victim.num_gpus} GPU(s) "

@@ -44,9 +44,16 @@ CKPT_BATCH = "batch"
 CKPT_STEPS = "steps"
 CKPT_OFF = "off"
 _CKPT_VALUES = {
-    "1": CKPT_BATCH, "yes": CKPT_BATCH, "true": CKPT_BATCH, "batch": CKPT_BATCH,
-    "steps": CKPT_STEPS, "step": CKPT_STEPS,
-    "0": CKPT_OFF, "no": CKPT_OFF, "false": CKPT_OFF, "off": CKPT_OFF,
+    "1": CKPT_BATCH,
+    "yes": CKPT_BATCH,
+    "true": CKPT_BATCH,
+    "batch": CKPT_BATCH,
+    "steps": CKPT_STEPS,
+    "step": CKPT_STEPS,
+    "0": CKPT_OFF,
+    "no": CKPT_OFF,
+    "false": CKPT_OFF,
+    "off": CKPT_OFF,
 }
 
 
@@ -104,7 +111,9 @@ def parse_deadline_steps(text: str, now: float) -> list[tuple[int, float]]:
             raise ValueError(f"{item.strip()[:40]!r} is not WHEN=VALUE with VALUE a number")
         at = parse_when(when, now)
         if at is None:
-            raise ValueError(f"cannot read the time {when[:30]!r} (4h, 90m, 2d, or YYYY-MM-DDTHH:MM)")
+            raise ValueError(
+                f"cannot read the time {when[:30]!r} (4h, 90m, 2d, or YYYY-MM-DDTHH:MM)"
+            )
         steps.append((at, float(value)))
     return steps
 
@@ -115,6 +124,7 @@ def when_text(ts: float) -> str:
         return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (OverflowError, OSError, ValueError):
         return str(int(ts))
+
 
 def soft_steps(text: str, now: float) -> list[tuple[int, float]]:
     """The filter's reading of a ``dl:deadline_steps=`` hint: times rising, values falling and

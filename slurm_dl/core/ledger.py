@@ -179,15 +179,25 @@ class JobRecord:
     last_seen: float = 0.0
     running: bool = False
     last_checkpoint_signal: float | None = None
-    preemptions: int = 0  # times slurm-dl preempted it, however each went (requeued by itself or not)
+    preemptions: int = (
+        0  # times slurm-dl preempted it, however each went (requeued by itself or not)
+    )
     finished: bool = False
     closed_gone: bool = False  # closed because it left the snapshot (may come back: requeue)
-    waited_before_s: float | None = None  # seconds waited before the current stretch (None: not counted yet)
-    wait_from: float | None = None  # when the current stretch of waiting began to count (None: not waiting)
+    waited_before_s: float | None = (
+        None  # seconds waited before the current stretch (None: not counted yet)
+    )
+    wait_from: float | None = (
+        None  # when the current stretch of waiting began to count (None: not waiting)
+    )
     gpu_type: str = ""  # the GPU type it last ran on
     norm_executed_base_s: float = 0.0  # run time × the speed of the type it ran on, before it
-    run_from: float | None = None  # when the current stretch of running began to count (None: none open)
-    run_rate: float = 0.0  # GPU-seconds of service per second in that stretch (GPUs × the type's speed)
+    run_from: float | None = (
+        None  # when the current stretch of running began to count (None: none open)
+    )
+    run_rate: float = (
+        0.0  # GPU-seconds of service per second in that stretch (GPUs × the type's speed)
+    )
     run_speed: float = 1.0  # the speed of the type it runs on in that stretch
 
     # Service and run time up to ``last_seen``: what came before the stretch it runs in now plus
@@ -207,7 +217,11 @@ class JobRecord:
     @property
     def executed_s(self) -> float:
         start = self.run_from
-        return self.executed_base_s if start is None else self.executed_base_s + (self.last_seen - start)
+        return (
+            self.executed_base_s
+            if start is None
+            else self.executed_base_s + (self.last_seen - start)
+        )
 
     @executed_s.setter
     def executed_s(self, value: float) -> None:
@@ -272,13 +286,18 @@ _values_but_last_seen = attrgetter(*(f for f in _JOB_FIELDS if f != "last_seen")
 def _row(values: Any, width: int) -> Any:
     """A saved job record's row of values, checked to hold one value per field name."""
     if not isinstance(values, (list, tuple)) or len(values) != width:
-        raise TypeError(f"a job record has {len(values) if isinstance(values, (list, tuple)) else 'no'} values "
-                        f"for {width} field names")
+        raise TypeError(
+            f"a job record has {len(values) if isinstance(values, (list, tuple)) else 'no'} values "
+            f"for {width} field names"
+        )
     return values
 
 
-_SUMS_KEPT_BEFORE = (("attained_gpu_s", "attained_base_gpu_s"), ("executed_s", "executed_base_s"),
-                     ("norm_executed_s", "norm_executed_base_s"))
+_SUMS_KEPT_BEFORE = (
+    ("attained_gpu_s", "attained_base_gpu_s"),
+    ("executed_s", "executed_base_s"),
+    ("norm_executed_s", "norm_executed_base_s"),
+)
 
 
 def _by_name(values: dict[str, Any]) -> JobRecord:
@@ -305,7 +324,9 @@ MAX_RUNS = 20_000  # finished runs kept for the speedups the throughput model le
 def _waiting(job: Job, now: float) -> bool:
     """Whether ``job`` waits to run now: pending, not held, past its eligible time (Slurm gives
     none while a dependency or a hold keeps it back)."""
-    return job.pending and not job.held and job.eligible_time is not None and job.eligible_time <= now
+    return (
+        job.pending and not job.held and job.eligible_time is not None and job.eligible_time <= now
+    )
 
 
 def _count_wait(rec: JobRecord, job: Job, now: float) -> None:
@@ -318,7 +339,9 @@ def _count_wait(rec: JobRecord, job: Job, now: float) -> None:
         if rec.waited_before_s is None:  # first seen (or counted by an older ledger)
             rec.waited_before_s = 0.0
             rec.wait_from = min(now, max(job.submit_time, eligible))
-        elif start is not None:  # waiting then and now; a hold and release between reset the eligible time
+        elif (
+            start is not None
+        ):  # waiting then and now; a hold and release between reset the eligible time
             if eligible > rec.last_seen:
                 rec.waited_before_s += rec.last_seen - start
                 rec.wait_from = eligible
@@ -363,7 +386,9 @@ class Ledger:
             acc = self.accounts[account] = AccountUsage(account, 0.0, now)
         dt = now - acc.updated_at
         # decay() inlined (the simulator charges every account at every event)
-        acc.usage_gpu_s = (acc.usage_gpu_s * math.pow(2.0, -dt / half_life_s) if dt > 0.0 else acc.usage_gpu_s) + gpu_s
+        acc.usage_gpu_s = (
+            acc.usage_gpu_s * math.pow(2.0, -dt / half_life_s) if dt > 0.0 else acc.usage_gpu_s
+        ) + gpu_s
         if dt < 0.0:  # max(updated_at, now)
             return
         acc.updated_at = now
@@ -395,8 +420,13 @@ class Ledger:
                     acc.updated_at = now
         return n
 
-    def observe(self, snapshot_jobs: Iterable[Job], now: float, half_life_s: float,
-                speeds: Mapping[str, float] | None = None) -> None:
+    def observe(
+        self,
+        snapshot_jobs: Iterable[Job],
+        now: float,
+        half_life_s: float,
+        speeds: Mapping[str, float] | None = None,
+    ) -> None:
         """Account service up to ``now`` from a snapshot of pending and running jobs.
         ``speeds``: GPU type -> speed (a cluster of several types): a GPU-second is charged at
         the speed of the type it ran on, so an H100-hour costs what the work it did is worth."""
@@ -410,11 +440,18 @@ class Ledger:
             jid = job.job_id
             seen.add(jid)
             rec = records.get(jid)
-            if (rec is not None and (start := rec.wait_from) is not None and not rec.running
-                    and rec.run_from is None
-                    and not rec.finished and job.state is PENDING and job.state_reason not in HELD_REASONS
-                    and (eligible := job.eligible_time) is not None and eligible <= now
-                    and rec.waited_before_s is not None):
+            if (
+                rec is not None
+                and (start := rec.wait_from) is not None
+                and not rec.running
+                and rec.run_from is None
+                and not rec.finished
+                and job.state is PENDING
+                and job.state_reason not in HELD_REASONS
+                and (eligible := job.eligible_time) is not None
+                and eligible <= now
+                and rec.waited_before_s is not None
+            ):
                 # most of a large queue: a job that waited when last seen and still waits (what
                 # _count_wait and the lines below do for it, without the branches that cannot apply)
                 last = rec.last_seen
@@ -434,8 +471,14 @@ class Ledger:
                 continue
             if rec is None:
                 rec = self.jobs[job.job_id] = JobRecord(
-                    job.job_id, job.user, job.account, job.name, job.num_gpus, job.partition,
-                    job.time_limit, last_seen=now,
+                    job.job_id,
+                    job.user,
+                    job.account,
+                    job.name,
+                    job.num_gpus,
+                    job.partition,
+                    job.time_limit,
+                    last_seen=now,
                 )
                 # A snapshot may already know service from earlier runs (e.g. after a restart).
                 rec.attained_base_gpu_s = max(0.0, job.attained_gpu_s)
@@ -451,7 +494,9 @@ class Ledger:
                 rate = rec.num_gpus * speed
                 if rec.run_from is None or rec.run_rate != rate or rec.run_speed != speed:
                     rec.fold(keep_open=False)
-                    if rec.norm_executed_base_s == 0.0 and rec.executed_base_s > 0.0:  # kept before speeds were
+                    if (
+                        rec.norm_executed_base_s == 0.0 and rec.executed_base_s > 0.0
+                    ):  # kept before speeds were
                         rec.norm_executed_base_s = rec.executed_base_s * speed
                     rec.run_from, rec.run_rate, rec.run_speed = rec.last_seen, rate, speed
                 self._charge(rec.account, rate * (now - rec.last_seen), now, half_life_s)
@@ -472,8 +517,12 @@ class Ledger:
             if job.state.finished:
                 self._close(rec)
         records = self.jobs
-        gone = [job_id for job_id, rec in records.items() if job_id not in seen and not rec.finished]
-        for job_id in sorted(gone):  # in id order: the ledger never depends on the order of its records
+        gone = [
+            job_id for job_id, rec in records.items() if job_id not in seen and not rec.finished
+        ]
+        for job_id in sorted(
+            gone
+        ):  # in id order: the ledger never depends on the order of its records
             rec = records[job_id]
             # It ended some time after it was last seen; charge nothing we cannot know.
             self._close(rec)
@@ -484,8 +533,15 @@ class Ledger:
         rec.fold(keep_open=False)
         rec.finished = True
         rec.running = False
-        self.add_history(rec.attained_gpu_s, rec.user, rec.name, rec.account, rec.num_gpus,
-                         rec.partition, rec.time_limit)
+        self.add_history(
+            rec.attained_gpu_s,
+            rec.user,
+            rec.name,
+            rec.account,
+            rec.num_gpus,
+            rec.partition,
+            rec.time_limit,
+        )
         if rec.gpu_type and rec.executed_s > 0:
             self.runs.append((rec.user, rec.name, rec.gpu_type, rec.executed_s))
             if len(self.runs) > MAX_RUNS:
@@ -513,16 +569,34 @@ class Ledger:
         self.revision += 1
         return True
 
-    def add_history(self, gpu_s: float, user: str = "", name: str = "", account: str = "",
-                    num_gpus: int = 0, partition: str = "", time_limit: float | None = None,
-                    batch: str = "") -> None:
+    def add_history(
+        self,
+        gpu_s: float,
+        user: str = "",
+        name: str = "",
+        account: str = "",
+        num_gpus: int = 0,
+        partition: str = "",
+        time_limit: float | None = None,
+        batch: str = "",
+    ) -> None:
         """Record one finished job's total GPU-seconds (also used by the simulator directly).
         ``batch``: the burst or job array it belonged to (see the history learner)."""
         self.history.append(gpu_s)
         if len(self.history) > HISTORY_KEPT + HISTORY_KEPT // 10:
-            del self.history[:len(self.history) - HISTORY_KEPT]
-        self.finished.append(Finished(user, account, name, int(num_gpus or 0), partition or "",
-                                      time_limit, float(gpu_s), batch or ""))
+            del self.history[: len(self.history) - HISTORY_KEPT]
+        self.finished.append(
+            Finished(
+                user,
+                account,
+                name,
+                int(num_gpus or 0),
+                partition or "",
+                time_limit,
+                float(gpu_s),
+                batch or "",
+            )
+        )
         if len(self.finished) > FINISHED_KEPT:
             cut = len(self.finished) - FINISHED_KEPT
             del self.finished[:cut]
@@ -533,7 +607,11 @@ class Ledger:
         """Drop finished job records (their history stays) last seen more than ``keep_s`` before
         ``now``; returns how many were dropped. Kept a while, a job that comes back (a victim
         requeued after it ended, one out of a snapshot) keeps its attained service."""
-        gone = [k for k, r in self.jobs.items() if r.finished and (now is None or now - r.last_seen > keep_s)]
+        gone = [
+            k
+            for k, r in self.jobs.items()
+            if r.finished and (now is None or now - r.last_seen > keep_s)
+        ]
         for k in gone:
             del self.jobs[k]
         if gone:
@@ -597,7 +675,9 @@ class Ledger:
         values, last = encoded
         return [*values[:_LAST_SEEN], last, *values[_LAST_SEEN:]]
 
-    def to_dict(self, *, compact: bool = False, jobs: bool = True, logs: bool = True) -> dict[str, Any]:
+    def to_dict(
+        self, *, compact: bool = False, jobs: bool = True, logs: bool = True
+    ) -> dict[str, Any]:
         """The ledger as plain data. ``compact``: each job record a row of values in the order of
         ``job_fields`` instead of a table. ``jobs=False``: without the job records (the store
         keeps one row per record, see :meth:`changed_rows`; ``from_dict`` takes them as
@@ -640,14 +720,18 @@ class Ledger:
             elif list(names) == list(_JOB_FIELDS):  # rows, in this version's order
                 records = (JobRecord(*_row(r, len(names))) for r in d.get("jobs", []))
             else:  # rows of a version with other or fewer fields: by name
-                records = (_by_name(dict(zip(names, _row(r, len(names))))) for r in d.get("jobs", []))
+                records = (
+                    _by_name(dict(zip(names, _row(r, len(names))))) for r in d.get("jobs", [])
+                )
             seen = d.get("seen_at")
             led.seen_at = None if seen is None else float(seen)
             for rec in records:
                 if rec.last_seen is None:  # a saved row's "seen at the last snapshot"
                     if led.seen_at is None:
-                        raise TypeError(f"job {rec.job_id} was last seen at the last snapshot, "
-                                        "which has no time")
+                        raise TypeError(
+                            f"job {rec.job_id} was last seen at the last snapshot, "
+                            "which has no time"
+                        )
                     rec.last_seen = led.seen_at
                 led.jobs[rec.job_id] = rec
             for a in d.get("accounts", []):
@@ -658,14 +742,25 @@ class Ledger:
         led.history = EntryLog(map(float, d.get("history", [])))
         # "history_by_key" (per-key lists no policy reads any more) of earlier releases: ignored
         try:
-            led.finished = EntryLog(Finished(str(f[0]), str(f[1]), str(f[2]), int(f[3]), str(f[4]),
-                                     None if f[5] is None else float(f[5]), float(f[6]),
-                                     str(f[7]) if len(f) > 7 else "")
-                            for f in d.get("finished", []))
+            led.finished = EntryLog(
+                Finished(
+                    str(f[0]),
+                    str(f[1]),
+                    str(f[2]),
+                    int(f[3]),
+                    str(f[4]),
+                    None if f[5] is None else float(f[5]),
+                    float(f[6]),
+                    str(f[7]) if len(f) > 7 else "",
+                )
+                for f in d.get("finished", [])
+            )
         except (TypeError, ValueError, IndexError) as e:
             raise ValueError(f"ledger data does not match its format: finished: {e}") from None
         try:
-            led.runs = EntryLog((str(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in d.get("runs", []))
+            led.runs = EntryLog(
+                (str(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in d.get("runs", [])
+            )
         except (TypeError, ValueError, IndexError) as e:
             raise ValueError(f"ledger data does not match its format: runs: {e}") from None
         led.finished_dropped = int(d.get("finished_dropped", 0))

@@ -39,9 +39,12 @@ def live_counts(jobs: Iterable[Job]) -> dict[str, UserLive]:
         gpus = job.num_gpus if job.running and job.num_gpus else tag.gpus
         if job.shards > 0:
             gpus = max(gpus, shard_gpus(job, tag.gpus))
-        out.setdefault(job.user, UserLive()).add(tag.job_class.value, gpus,
-                                                 tag.deadline is not None or bool(tag.soft_deadlines),
-                                                 job.array_tasks)
+        out.setdefault(job.user, UserLive()).add(
+            tag.job_class.value,
+            gpus,
+            tag.deadline is not None or bool(tag.soft_deadlines),
+            job.array_tasks,
+        )
     return out
 
 

@@ -74,7 +74,9 @@ def job_parts(job: Job, nodes: Sequence[Node]) -> tuple[int, ...]:
     return request_shape(job.num_gpus, [n.gpus for n in nodes] or [1]).per_node
 
 
-def _place_parts(parts: Sequence[int], cands: list[tuple[int, Node]], leaf: dict[str, str]) -> list[tuple[int, Node, int]] | None:
+def _place_parts(
+    parts: Sequence[int], cands: list[tuple[int, Node]], leaf: dict[str, str]
+) -> list[tuple[int, Node, int]] | None:
     """Parts largest first; each on an unused node: already-used switches first, then the
     fewest free GPUs that fit, then the lowest index."""
     used: set[int] = set()
@@ -118,7 +120,11 @@ def pack(
     else:
         parts = request_shape(int(job), [n.gpus for n in nodes] or [1]).per_node
     total = sum(parts)
-    cands = [(i, n) for i, n in enumerate(nodes) if n.gpus_free > 0 and (gpu_type is None or n.gpu_type == gpu_type)]
+    cands = [
+        (i, n)
+        for i, n in enumerate(nodes)
+        if n.gpus_free > 0 and (gpu_type is None or n.gpu_type == gpu_type)
+    ]
     leaf = topology.leaf_of() if topology is not None and not topology.empty else {}
     placed = None
     if leaf and len(parts) > 1:

@@ -42,7 +42,13 @@ if TYPE_CHECKING:
     from .config import SiteConfig
     from .policy.base import PolicyContext, PriorityPolicy
 
-_DEFAULT_PREEMPTIBLE = {"train": True, "inference": True, "sweep": True, "serve": False, "interactive": False}
+_DEFAULT_PREEMPTIBLE = {
+    "train": True,
+    "inference": True,
+    "sweep": True,
+    "serve": False,
+    "interactive": False,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +107,10 @@ def resume_kind(job: Job, config: "SiteConfig | None" = None) -> tuple[str, str]
         where = "its steps" if job.signal_target == "steps" else "its batch script"
         return RESUME_CHECKPOINT, f"it declared a checkpoint handler in {where} (dl:ckpt)"
     if job.requeue and _settings(config).requeue_without_signal:
-        return RESUME_REQUEUE, ("it declared no checkpoint handler but is requeueable, and the site "
-                                "requeues such jobs (they restart from the beginning)")
+        return RESUME_REQUEUE, (
+            "it declared no checkpoint handler but is requeueable, and the site "
+            "requeues such jobs (they restart from the beginning)"
+        )
     return RESUME_NEVER, "it declared no checkpoint handler (dl:ckpt=1 with --requeue)"
 
 
@@ -125,8 +133,16 @@ def same_array(a: Job, b: Job) -> bool:
     return a.array_job_id is not None and a.array_job_id == b.array_job_id
 
 
-def _ineligible(job: Job, waiting_score: float, score: float, now: float, config, pc,
-                preferred: bool = False, waiting_job: Job | None = None) -> str | None:
+def _ineligible(
+    job: Job,
+    waiting_score: float,
+    score: float,
+    now: float,
+    config,
+    pc,
+    preferred: bool = False,
+    waiting_job: Job | None = None,
+) -> str | None:
     if not job.nodes:
         return "holds no known nodes"
     kind, why = resume_kind(job, config)
@@ -139,7 +155,9 @@ def _ineligible(job: Job, waiting_score: float, score: float, now: float, config
         return f"ran {ran:.0f} s < minimum runtime {pc.min_runtime_seconds:.0f} s"
     if max(job.restarts, job.preemptions) >= pc.max_restarts:
         return f"restarted {max(job.restarts, job.preemptions)} times (cap {pc.max_restarts})"
-    if not preferred and not (waiting_score > score and waiting_score - score >= pc.hysteresis - 1e-12):
+    if not preferred and not (
+        waiting_score > score and waiting_score - score >= pc.hysteresis - 1e-12
+    ):
         return f"score {score:.3f} not beaten by {waiting_score:.3f} with hysteresis {pc.hysteresis:.3f}"
     return None
 
@@ -185,7 +203,16 @@ def plan_preemption(
     eligible: dict[int, Job] = {}
     skipped: list[tuple[int, str]] = []
     for j in sorted(running_jobs, key=lambda j: j.job_id):
-        why = _ineligible(j, ws, scores.get(j.job_id, 0.0), now, config, pc, j.job_id in prefer_victims, waiting_job)
+        why = _ineligible(
+            j,
+            ws,
+            scores.get(j.job_id, 0.0),
+            now,
+            config,
+            pc,
+            j.job_id in prefer_victims,
+            waiting_job,
+        )
         if why is None:
             eligible[j.job_id] = j
         else:
@@ -195,11 +222,21 @@ def plan_preemption(
     alloc = {jid: job_allocation(j) for jid, j in eligible.items()}
     prefer = frozenset(prefer_victims)
 
-    def unpreferred(jid: int, gpus: int) -> int:  # GPUs that count against a plan when some are preferred
+    def unpreferred(
+        jid: int, gpus: int
+    ) -> int:  # GPUs that count against a plan when some are preferred
         return 0 if not prefer or jid in prefer else gpus
 
-    pref = {jid: (0 if jid in prefer else 1, 0 if recent(j) else 1, scores.get(jid, 0.0), j.num_gpus, jid)
-            for jid, j in eligible.items()}
+    pref = {
+        jid: (
+            0 if jid in prefer else 1,
+            0 if recent(j) else 1,
+            scores.get(jid, 0.0),
+            j.num_gpus,
+            jid,
+        )
+        for jid, j in eligible.items()
+    }
     on_node: dict[str, list[int]] = {}
     for jid in sorted(eligible, key=pref.__getitem__):
         for n in alloc[jid]:
@@ -219,8 +256,18 @@ def plan_preemption(
 
     best: tuple | None = None
     for group in groups:
-        chosen = _free_parts(parts, group, waiting_job.gpu_type, on_node, alloc, eligible, pref, recent, index,
-                             unpreferred)
+        chosen = _free_parts(
+            parts,
+            group,
+            waiting_job.gpu_type,
+            on_node,
+            alloc,
+            eligible,
+            pref,
+            recent,
+            index,
+            unpreferred,
+        )
         if chosen is None:
             continue
         plan = _finish(waiting_job, chosen, nodes, topology, alloc, eligible, pref)
@@ -245,15 +292,34 @@ def plan_preemption(
             v,
             eligible[v].num_gpus,
             tuple(alloc[v]),
-            _reason(eligible[v], waiting_job, ws, scores.get(v, 0.0), now, recent(eligible[v]), pc, v in prefer),
+            _reason(
+                eligible[v],
+                waiting_job,
+                ws,
+                scores.get(v, 0.0),
+                now,
+                recent(eligible[v]),
+                pc,
+                v in prefer,
+            ),
         )
         for v in victims_ids
     )
     return PreemptionPlan(waiting_job.job_id, victims, placement, freed, wasted, tuple(skipped))
 
 
-def _free_parts(parts, group, gpu_type, on_node, alloc, eligible, pref, recent, index,
-                unpreferred=lambda jid, gpus: 0) -> set[int] | None:
+def _free_parts(
+    parts,
+    group,
+    gpu_type,
+    on_node,
+    alloc,
+    eligible,
+    pref,
+    recent,
+    index,
+    unpreferred=lambda jid, gpus: 0,
+) -> set[int] | None:
     """Greedy, part by part (largest first): the node whose freeing costs least."""
     free = {n.name: n.gpus_free for n in group}
     victims: set[int] = set()
@@ -299,7 +365,10 @@ def _apply(nodes: Sequence[Node], victims, alloc) -> list[Node]:
     for v in victims:
         for n, g in alloc[v].items():
             freed[n] = freed.get(n, 0) + g
-    return [replace(n, gpus_used=max(0, n.gpus_used - freed[n.name])) if n.name in freed else n for n in nodes]
+    return [
+        replace(n, gpus_used=max(0, n.gpus_used - freed[n.name])) if n.name in freed else n
+        for n in nodes
+    ]
 
 
 def _finish(waiting_job, victims: set[int], nodes, topology, alloc, eligible, pref):
@@ -318,12 +387,23 @@ def _finish(waiting_job, victims: set[int], nodes, topology, alloc, eligible, pr
     return tuple(sorted(kept, key=pref.__getitem__)), placement, max(0, freed - from_victims), freed
 
 
-def _reason(victim: Job, waiting: Job, ws: float, vs: float, now: float, recent: bool, pc,
-            preferred: bool = False) -> str:
+def _reason(
+    victim: Job,
+    waiting: Job,
+    ws: float,
+    vs: float,
+    now: float,
+    recent: bool,
+    pc,
+    preferred: bool = False,
+) -> str:
     ran = now - victim.start_time if victim.start_time is not None else victim.executed_s
     ck = "checkpointed recently" if recent else "no recent checkpoint"
-    why = (f"its GPUs sit idle (deprioritized), score {vs:.3f} vs {ws:.3f}" if preferred
-           else f"score {vs:.3f} < {ws:.3f} by >= {pc.hysteresis:.3f}")
+    why = (
+        f"its GPUs sit idle (deprioritized), score {vs:.3f} vs {ws:.3f}"
+        if preferred
+        else f"score {vs:.3f} < {ws:.3f} by >= {pc.hysteresis:.3f}"
+    )
     return (
         f"job {victim.job_id} ({victim.job_class.value}, {victim.num_gpus} GPUs on {','.join(victim.nodes)}) "
         f"yields to job {waiting.job_id}: {why}; "

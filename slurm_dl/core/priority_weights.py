@@ -13,8 +13,14 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-WEIGHT_KEYS = ("PriorityWeightAge", "PriorityWeightAssoc", "PriorityWeightFairshare", "PriorityWeightJobSize",
-               "PriorityWeightPartition", "PriorityWeightQOS")
+WEIGHT_KEYS = (
+    "PriorityWeightAge",
+    "PriorityWeightAssoc",
+    "PriorityWeightFairshare",
+    "PriorityWeightJobSize",
+    "PriorityWeightPartition",
+    "PriorityWeightQOS",
+)
 
 
 def parse_slurm_conf(text: str) -> dict[str, str]:
@@ -44,20 +50,26 @@ def priority_weights(conf: Mapping[str, str]) -> dict[str, int]:
     return out
 
 
-def swamp_warnings(site_factor_max: int, site_factor_levels: int, conf: Mapping[str, str]) -> list[str]:
+def swamp_warnings(
+    site_factor_max: int, site_factor_levels: int, conf: Mapping[str, str]
+) -> list[str]:
     """One line per site weight that SiteFactor's range overrides, with what to change."""
     lower = {k.lower(): v for k, v in conf.items()}
     ptype = lower.get("prioritytype", "")
     if ptype and "multifactor" not in ptype:
-        return [f"PriorityType={ptype}: SiteFactor only counts under priority/multifactor; "
-                "set PriorityType=priority/multifactor"]
+        return [
+            f"PriorityType={ptype}: SiteFactor only counts under priority/multifactor; "
+            "set PriorityType=priority/multifactor"
+        ]
     weights = priority_weights(conf)
     step = site_factor_max / max(1, site_factor_levels - 1)
     out = []
     for key, w in sorted(weights.items()):
         if site_factor_max > w:
-            out.append(f"[prioritizer] site_factor_max = {site_factor_max} exceeds {key}={w}: slurm-dl's "
-                       f"order overrides that factor (one SiteFactor level is {step:.0f}, "
-                       f"{step / w:.2g} times its whole range); to keep it, set site_factor_max below {w} "
-                       f"or raise {key}")
+            out.append(
+                f"[prioritizer] site_factor_max = {site_factor_max} exceeds {key}={w}: slurm-dl's "
+                f"order overrides that factor (one SiteFactor level is {step:.0f}, "
+                f"{step / w:.2g} times its whole range); to keep it, set site_factor_max below {w} "
+                f"or raise {key}"
+            )
     return out

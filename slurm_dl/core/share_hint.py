@@ -43,31 +43,55 @@ class RunUse:
         the rows are the daemon's own, and a row of an older shape is simply not used)."""
         try:
             d = json.loads(text)
-            return cls(int(d["job_id"]), str(d["user"]), str(d["name"]), int(d["gpus"]), bool(d["shared"]),
-                       int(d["peak_mem_bytes"]), float(d["mean_util_percent"]), int(d["samples"]),
-                       float(d["ended_at"]))
+            return cls(
+                int(d["job_id"]),
+                str(d["user"]),
+                str(d["name"]),
+                int(d["gpus"]),
+                bool(d["shared"]),
+                int(d["peak_mem_bytes"]),
+                float(d["mean_util_percent"]),
+                int(d["samples"]),
+                float(d["ended_at"]),
+            )
         except (ValueError, TypeError, KeyError):
             return None
 
 
 def small_run(run: RunUse, gpu_mem_bytes: int, max_fraction: float) -> bool:
     """One whole GPU, seen often enough, and at most ``max_fraction`` of its compute and memory used."""
-    return (run.gpus == 1 and not run.shared and run.samples >= MIN_SAMPLES
-            and run.mean_util_percent <= 100.0 * max_fraction
-            and run.peak_mem_bytes <= gpu_mem_bytes * max_fraction)
+    return (
+        run.gpus == 1
+        and not run.shared
+        and run.samples >= MIN_SAMPLES
+        and run.mean_util_percent <= 100.0 * max_fraction
+        and run.peak_mem_bytes <= gpu_mem_bytes * max_fraction
+    )
 
 
-def share_hint(history: Iterable[RunUse], user: str, name: str, *, runs: int, gpu_mem_bytes: int,
-               max_fraction: float) -> str | None:
+def share_hint(
+    history: Iterable[RunUse],
+    user: str,
+    name: str,
+    *,
+    runs: int,
+    gpu_mem_bytes: int,
+    max_fraction: float,
+) -> str | None:
     """The suggestion for a new job of ``user`` named ``name``: when the last ``runs`` ended runs
     of that user and name were all :func:`small_run`, a sentence for the user; else None."""
     if runs <= 0 or gpu_mem_bytes <= 0:
         return None
-    mine = sorted((r for r in history if r.user == user and r.name == name), key=lambda r: (r.ended_at, r.job_id))
+    mine = sorted(
+        (r for r in history if r.user == user and r.name == name),
+        key=lambda r: (r.ended_at, r.job_id),
+    )
     last = mine[-runs:]
     if len(last) < runs or not all(small_run(r, gpu_mem_bytes, max_fraction) for r in last):
         return None
     util = max(r.mean_util_percent for r in last)
     mem = max(r.peak_mem_bytes for r in last) / 2**30
-    return (f"its last {runs} runs used at most {util:.0f}% of their GPU and {mem:.1f} GiB: "
-            "a GPU shard would do (dlsubmit --share)")
+    return (
+        f"its last {runs} runs used at most {util:.0f}% of their GPU and {mem:.1f} GiB: "
+        "a GPU shard would do (dlsubmit --share)"
+    )

@@ -12,11 +12,15 @@ from .config import SiteConfig
 class SiteShape:
     gpus_per_node_by_type: dict[str, int]
     gpus_total_by_type: dict[str, int]
-    nodes_with_most_gpus: dict[str | None, tuple[int, int]]  # type (None: any) -> (GPUs per node, nodes)
+    nodes_with_most_gpus: dict[
+        str | None, tuple[int, int]
+    ]  # type (None: any) -> (GPUs per node, nodes)
     max_gpus_per_node: int
     total_gpus: int
     node_count: int
-    node_cpus_mem: dict[str | None, tuple[int, int]]  # type (None: any) -> (fewest CPUs, least memory MB) of its nodes
+    node_cpus_mem: dict[
+        str | None, tuple[int, int]
+    ]  # type (None: any) -> (fewest CPUs, least memory MB) of its nodes
 
 
 def _build(config: SiteConfig) -> SiteShape:
@@ -31,14 +35,23 @@ def _build(config: SiteConfig) -> SiteShape:
         None: (top, sum(counts[g.name] for g in config.node_groups if g.gpus_per_node == top))
     }
     for t, most in per_node.items():
-        widest[t] = (most, sum(counts[g.name] for g in config.node_groups if g.gpu_type == t and g.gpus_per_node == most))
+        widest[t] = (
+            most,
+            sum(
+                counts[g.name]
+                for g in config.node_groups
+                if g.gpu_type == t and g.gpus_per_node == most
+            ),
+        )
     cpus_mem: dict[str | None, tuple[int, int]] = {}
     for g in config.node_groups:
         for key in (None, g.gpu_type):
             have = cpus_mem.get(key)
             mine = (g.cpus, int(g.memory_gb * 1024))
             cpus_mem[key] = mine if have is None else (min(have[0], mine[0]), min(have[1], mine[1]))
-    return SiteShape(per_node, total, widest, top, sum(total.values()), sum(counts.values()), cpus_mem)
+    return SiteShape(
+        per_node, total, widest, top, sum(total.values()), sum(counts.values()), cpus_mem
+    )
 
 
 _CACHE: dict[int, tuple[SiteConfig, SiteShape]] = {}

@@ -77,7 +77,9 @@ class SiteFactorPushes:
         return {j: v for v, ids in self.by_value.items() for j in ids}
 
 
-def plan_pushes(desired: Mapping[int, int], current: Mapping[int, int], limit: int | None = None) -> SiteFactorPushes:
+def plan_pushes(
+    desired: Mapping[int, int], current: Mapping[int, int], limit: int | None = None
+) -> SiteFactorPushes:
     """Only jobs whose desired value differs from the current one, grouped by value.
 
     ``current`` is what Slurm holds (or what was last pushed); a job missing from it is taken
@@ -88,8 +90,9 @@ def plan_pushes(desired: Mapping[int, int], current: Mapping[int, int], limit: i
     Output is deterministic: values ascending, ids sorted.
     """
     ids, values = list(desired), list(desired.values())  # C-level maps: run over every waiting job
-    changed: list[tuple[int, int]] = list(compress(zip(ids, values),
-                                                   map(ne, map(current.get, ids, repeat(0)), values)))
+    changed: list[tuple[int, int]] = list(
+        compress(zip(ids, values), map(ne, map(current.get, ids, repeat(0)), values))
+    )
     unchanged = len(ids) - len(changed)
     deferred = 0
     if limit is not None and len(changed) > limit:

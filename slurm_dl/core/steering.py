@@ -83,7 +83,9 @@ class _Room:
         if not free or gpus <= 0 or size <= 0:
             return False
         if gpus <= size:  # one node: the fullest node that still fits (leave room whole)
-            best = min((i for i, f in enumerate(free) if f >= gpus), key=lambda i: free[i], default=None)
+            best = min(
+                (i for i, f in enumerate(free) if f >= gpus), key=lambda i: free[i], default=None
+            )
             if best is None or (in_use_only and free[best] == self.gpus[gpu_type][best]):
                 return False
             if take:
@@ -123,16 +125,24 @@ def mean_rates(rates: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return {t: (sums[t] / counts[t]) or 1.0 for t in sums}
 
 
-def comparative_order(rates: Mapping[str, float], means: Mapping[str, float],
-                      type_order: Sequence[str]) -> list[str]:
+def comparative_order(
+    rates: Mapping[str, float], means: Mapping[str, float], type_order: Sequence[str]
+) -> list[str]:
     """A job's types by its comparative advantage: its rate there over the mean rate there
     (ties: faster for the job, then the site's type order)."""
     index = {t: i for i, t in enumerate(type_order)}
-    return sorted(rates, key=lambda t: (-rates[t] / means.get(t, 1.0), -rates[t], index.get(t, len(index))))
+    return sorted(
+        rates, key=lambda t: (-rates[t] / means.get(t, 1.0), -rates[t], index.get(t, len(index)))
+    )
 
 
-def choose_types(pending: Sequence[Job], nodes: Sequence[Node], model: ThroughputModel,
-                 accepted: Mapping[int, tuple[str, ...]], others: Sequence[Job] = ()) -> dict[int, TypeChoice]:
+def choose_types(
+    pending: Sequence[Job],
+    nodes: Sequence[Node],
+    model: ThroughputModel,
+    accepted: Mapping[int, tuple[str, ...]],
+    others: Sequence[Job] = (),
+) -> dict[int, TypeChoice]:
     """The type each waiting job in ``pending`` (the policy's order) should get, for the jobs
     with more than one accepted type (``accepted``: job id -> types); ``others``: the running
     jobs, whose rates count in the means. See the module text."""
@@ -154,7 +164,9 @@ def choose_types(pending: Sequence[Job], nodes: Sequence[Node], model: Throughpu
                 room.fits(types[0], job.num_gpus, take=True)  # starts on its one type: room gone
             continue
         r = rates[job.job_id]
-        fastest = sorted(types, key=lambda t: (-r[t], model.types.index(t) if t in model.types else 0))
+        fastest = sorted(
+            types, key=lambda t: (-r[t], model.types.index(t) if t in model.types else 0)
+        )
         order = comparative_order(r, means, model.types) if crowded else fastest
         chosen = None
         for t in order:
@@ -164,16 +176,22 @@ def choose_types(pending: Sequence[Job], nodes: Sequence[Node], model: Throughpu
                 chosen = t
                 break
         if chosen is None:
-            out[job.job_id] = TypeChoice(job.job_id, fastest[0], False,
-                                         f"no room it should take now: waits for {fastest[0]}, its fastest")
+            out[job.job_id] = TypeChoice(
+                job.job_id,
+                fastest[0],
+                False,
+                f"no room it should take now: waits for {fastest[0]}, its fastest",
+            )
             continue
         room.fits(chosen, job.num_gpus, take=True)
         sp = model.speeds(job)[chosen]
         if chosen == fastest[0]:
             why = f"{chosen} ({sp.value:g}x, {sp.source}): its fastest type with room"
         else:
-            why = (f"{chosen} ({sp.value:g}x, {sp.source}): {fastest[0]} is full or goes to jobs that gain more "
-                   "from it")
+            why = (
+                f"{chosen} ({sp.value:g}x, {sp.source}): {fastest[0]} is full or goes to jobs that gain more "
+                "from it"
+            )
         out[job.job_id] = TypeChoice(job.job_id, chosen, True, why)
     return out
 
@@ -189,9 +207,17 @@ class Move:
     why: str
 
 
-def plan_moves(running: Sequence[Job], waiting: Sequence[Job], nodes: Sequence[Node], model: ThroughputModel,
-               *, min_speedup: float, can_move, behind: Collection[str] = (),
-               restart_s: float = 0.0) -> list[Move]:
+def plan_moves(
+    running: Sequence[Job],
+    waiting: Sequence[Job],
+    nodes: Sequence[Node],
+    model: ThroughputModel,
+    *,
+    min_speedup: float,
+    can_move,
+    behind: Collection[str] = (),
+    restart_s: float = 0.0,
+) -> list[Move]:
     """Running jobs to move to a faster type that has room nobody waiting could use.
 
     A job moves only to a type it accepts, at least ``min_speedup`` times faster for it than
@@ -222,7 +248,9 @@ def plan_moves(running: Sequence[Job], waiting: Sequence[Job], nodes: Sequence[N
             if t in wanted and not first:
                 continue
             gain = speeds[t].value / speeds[here].value if speeds[here].value > 0 else 1.0
-            if gain >= min_speedup and (not first or job.executed_s * (1.0 - 1.0 / gain) > restart_s):
+            if gain >= min_speedup and (
+                not first or job.executed_s * (1.0 - 1.0 / gain) > restart_s
+            ):
                 cands.append((not first, gain, job, t))
             if not first:
                 break  # only its fastest free-of-demand type is worth a restart
@@ -230,11 +258,20 @@ def plan_moves(running: Sequence[Job], waiting: Sequence[Job], nodes: Sequence[N
         if any(m.job_id == job.job_id for m in out) or not can_move(job):
             continue
         if room.fits(t, job.num_gpus, take=True, in_use_only=not later and t in wanted):
-            why = (f"its account is within its fair share and {t} has room" if not later
-                   else f"{t} frees with nobody waiting for it")
-            out.append(Move(job.job_id, job.gpu_type, t,
-                            f"{why}; it runs {gain:.2g}x faster there than on "
-                            f"{job.gpu_type} (moves at {min_speedup:g}x or more)"))
+            why = (
+                f"its account is within its fair share and {t} has room"
+                if not later
+                else f"{t} frees with nobody waiting for it"
+            )
+            out.append(
+                Move(
+                    job.job_id,
+                    job.gpu_type,
+                    t,
+                    f"{why}; it runs {gain:.2g}x faster there than on "
+                    f"{job.gpu_type} (moves at {min_speedup:g}x or more)",
+                )
+            )
     return out
 
 
@@ -248,8 +285,12 @@ class ShardChoice:
     why: str
 
 
-def choose_shard_nodes(pending: Sequence[Job], nodes: Sequence[Node], shards_per_gpu: Mapping[str, int],
-                       used: Mapping[str, Mapping[int, int]]) -> dict[int, ShardChoice]:
+def choose_shard_nodes(
+    pending: Sequence[Job],
+    nodes: Sequence[Node],
+    shards_per_gpu: Mapping[str, int],
+    used: Mapping[str, Mapping[int, int]],
+) -> dict[int, ShardChoice]:
     """Where each waiting shard job in ``pending`` (the policy's order) should start, packing
     shards onto GPUs already shared before opening another, so whole GPUs stay free for the jobs
     that need them (fragmentation-aware placement in the spirit of FGD, as the simulator's
@@ -279,25 +320,38 @@ def choose_shard_nodes(pending: Sequence[Job], nodes: Sequence[Node], shards_per
         k = job.shards
         if k <= 0:
             continue
-        shared = [(shards_per_gpu[name] - u - k, whole[name], name, g, u)
-                  for name, gpus in state.items() for g, u in gpus.items()
-                  if u < shards_per_gpu[name] and shards_per_gpu[name] - u >= k]
+        shared = [
+            (shards_per_gpu[name] - u - k, whole[name], name, g, u)
+            for name, gpus in state.items()
+            for g, u in gpus.items()
+            if u < shards_per_gpu[name] and shards_per_gpu[name] - u >= k
+        ]
         if shared:
             left, _, name, g, u = min(shared)
             state[name][g] = u + k
             gpu = f"GPU {g} of {name}" if g >= 0 else f"a GPU of {name} opened this cycle"
-            out[job.job_id] = ShardChoice(job.job_id, name, True,
-                                          f"joins {gpu}, already shared ({u} of {shards_per_gpu[name]} shards "
-                                          "in use): whole GPUs stay free")
+            out[job.job_id] = ShardChoice(
+                job.job_id,
+                name,
+                True,
+                f"joins {gpu}, already shared ({u} of {shards_per_gpu[name]} shards "
+                "in use): whole GPUs stay free",
+            )
             continue
-        fresh = [(whole[name], name) for name in state if whole[name] > 0 and shards_per_gpu[name] >= k]
+        fresh = [
+            (whole[name], name) for name in state if whole[name] > 0 and shards_per_gpu[name] >= k
+        ]
         if not fresh:
             continue
         free, name = min(fresh)
         opened += 1
         state[name][-opened] = k  # a GPU Slurm will pick on that node: its index is not known yet
         whole[name] -= 1
-        out[job.job_id] = ShardChoice(job.job_id, name, False,
-                                      f"no shared GPU has {k} shard(s) free: opens a GPU on {name}, the shard "
-                                      f"node with the fewest whole GPUs free ({free}), so others stay whole")
+        out[job.job_id] = ShardChoice(
+            job.job_id,
+            name,
+            False,
+            f"no shared GPU has {k} shard(s) free: opens a GPU on {name}, the shard "
+            f"node with the fewest whole GPUs free ({free}), so others stay whole",
+        )
     return out

@@ -59,7 +59,9 @@ def soft_steps_valid(steps) -> bool:
 def encode_soft(steps) -> str:
     """The ``soft`` value for steps (see :func:`soft_steps_valid`); ValueError outside the format."""
     if not soft_steps_valid(steps):
-        raise ValueError(f"tag soft steps must rise in time and fall in value from 1, got {steps!r}")
+        raise ValueError(
+            f"tag soft steps must rise in time and fall in value from 1, got {steps!r}"
+        )
     return "+".join(f"{int(t)}:{'1' if v >= 1.0 else f'{v:.4f}'.rstrip('0')}" for t, v in steps)
 
 
@@ -157,7 +159,9 @@ def encode_tag(tag: JobTag) -> str:
     if tag.shards is not None:
         k, per_gpu = tag.shards
         if not 1 <= k <= per_gpu <= MAX_SHARDS_PER_GPU:
-            raise ValueError(f"tag shards must be K:S with 1 <= K <= S <= {MAX_SHARDS_PER_GPU}, got {k}:{per_gpu}")
+            raise ValueError(
+                f"tag shards must be K:S with 1 <= K <= S <= {MAX_SHARDS_PER_GPU}, got {k}:{per_gpu}"
+            )
         parts.append(f"shards={int(k)}:{int(per_gpu)}")
     if tag.soft_deadlines:
         parts.append(f"soft={encode_soft(tag.soft_deadlines)}")
@@ -180,9 +184,14 @@ def parse_tag(text: object) -> JobTag | None:
     if not isinstance(text, str) or len(text) > MAX_TAG_LENGTH or not text.startswith(TAG_PREFIX):
         return None
     fields: dict[str, str] = {}
-    for pair in text[len(TAG_PREFIX):].split(";"):
+    for pair in text[len(TAG_PREFIX) :].split(";"):
         key, sep, value = pair.partition("=")
-        if not sep or key in fields or key not in _KEYS_REQUIRED + _KEYS_OPTIONAL or not _VALUE.match(value):
+        if (
+            not sep
+            or key in fields
+            or key not in _KEYS_REQUIRED + _KEYS_OPTIONAL
+            or not _VALUE.match(value)
+        ):
             return None
         fields[key] = value
     if any(k not in fields for k in _KEYS_REQUIRED):
@@ -224,5 +233,17 @@ def parse_tag(text: object) -> JobTag | None:
         soft = parse_soft(fields["soft"])
         if soft is None:
             return None
-    return JobTag(job_class, ckpt[0], gpus, fields["shape"], deadline, fields.get("orig"), ckpt[1], signal, lead,
-                  types, shards, soft)
+    return JobTag(
+        job_class,
+        ckpt[0],
+        gpus,
+        fields["shape"],
+        deadline,
+        fields.get("orig"),
+        ckpt[1],
+        signal,
+        lead,
+        types,
+        shards,
+        soft,
+    )

@@ -75,14 +75,18 @@ def parse_matrix_csv(text: str, source: str = "matrix") -> Matrix:
     Every cell must hold a number; a ValueError names the line and the bad cell."""
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or not any(c.strip() for c in rows[0]):
-        raise ValueError(f"{source}: empty; allowed: a header kind,TYPE1,TYPE2,... and one row per kind")
+        raise ValueError(
+            f"{source}: empty; allowed: a header kind,TYPE1,TYPE2,... and one row per kind"
+        )
     head = [c.strip() for c in rows[0]]
     types = head[1:]
     if not types:
         raise ValueError(f"{source}, line 1: no GPU type columns; allowed: kind,TYPE1,TYPE2,...")
     for t in types:
         if not _TYPE_NAME.match(t):
-            raise ValueError(f"{source}, line 1: GPU type {t!r} is not a type name (letters, digits, _ . -)")
+            raise ValueError(
+                f"{source}, line 1: GPU type {t!r} is not a type name (letters, digits, _ . -)"
+            )
     if len(set(types)) != len(types):
         raise ValueError(f"{source}, line 1: a GPU type is named twice: {types}")
     out: Matrix = {}
@@ -103,8 +107,10 @@ def parse_matrix_csv(text: str, source: str = "matrix") -> Matrix:
             except ValueError:
                 x = math.nan
             if not _valid_speed(x):
-                raise ValueError(f"{source}, line {line}: {kind} on {t}: {cell.strip()[:40]!r}; "
-                                 f"allowed: a throughput above 0 and at most {MAX_SPEED:g}")
+                raise ValueError(
+                    f"{source}, line {line}: {kind} on {t}: {cell.strip()[:40]!r}; "
+                    f"allowed: a throughput above 0 and at most {MAX_SPEED:g}"
+                )
             vals[t] = x
         out[kind] = vals
     if not out:
@@ -112,8 +118,9 @@ def parse_matrix_csv(text: str, source: str = "matrix") -> Matrix:
     return out
 
 
-def matrix_from_gavel(data: Mapping[str, Any], types: Sequence[str] | None = None,
-                      source: str = "throughputs") -> Matrix:
+def matrix_from_gavel(
+    data: Mapping[str, Any], types: Sequence[str] | None = None, source: str = "throughputs"
+) -> Matrix:
     """Gavel's ``simulation_throughputs.json`` (``d[type]["('MODEL', N)"]["null"]`` = steps/s of
     an N-GPU job alone) → rows ``MODEL@N`` over ``types`` (default: every type without
     ``_unconsolidated``). An entry of 0 (the model does not fit those GPUs: ResNet-50 at batch
@@ -133,14 +140,23 @@ def matrix_from_gavel(data: Mapping[str, Any], types: Sequence[str] | None = Non
             model, n = ast.literal_eval(key)
             n = int(n)
         except (ValueError, SyntaxError, TypeError):
-            raise ValueError(f"{source}: {names[0]}: key {key[:60]!r} is not ('MODEL', N)") from None
+            raise ValueError(
+                f"{source}: {names[0]}: key {key[:60]!r} is not ('MODEL', N)"
+            ) from None
         row = {}
         for t in names:
             try:
                 x = data[t][key]["null"]
             except (KeyError, TypeError):
-                raise ValueError(f"{source}: {t}: no entry {key!r} with a 'null' throughput") from None
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+                raise ValueError(
+                    f"{source}: {t}: no entry {key!r} with a 'null' throughput"
+                ) from None
+            if (
+                isinstance(x, bool)
+                or not isinstance(x, (int, float))
+                or not math.isfinite(x)
+                or x < 0
+            ):
                 raise ValueError(f"{source}: {t}: {key}: throughput {x!r} is not a number ≥ 0")
             row[t] = float(x)
         if all(v > 0 for v in row.values()):
@@ -178,13 +194,21 @@ class ThroughputModel:
     ties); ``matrix``: {kind: {type: throughput}}; ``min_samples``: learnt runs per type
     needed. Immutable: :meth:`learn` returns a new model."""
 
-    def __init__(self, type_speeds: Mapping[str, float], matrix: Mapping[str, Mapping[str, float]] | None = None,
-                 *, min_samples: int = 3, _learnt: Mapping | None = None) -> None:
+    def __init__(
+        self,
+        type_speeds: Mapping[str, float],
+        matrix: Mapping[str, Mapping[str, float]] | None = None,
+        *,
+        min_samples: int = 3,
+        _learnt: Mapping | None = None,
+    ) -> None:
         if not type_speeds:
             raise ValueError("a throughput model needs at least one GPU type")
         for t, v in type_speeds.items():
             if not _valid_speed(v):
-                raise ValueError(f"GPU type {t}: speed {v!r}; allowed: above 0 and at most {MAX_SPEED:g}")
+                raise ValueError(
+                    f"GPU type {t}: speed {v!r}; allowed: above 0 and at most {MAX_SPEED:g}"
+                )
         if min_samples < 1:
             raise ValueError(f"min_samples: got {min_samples}; allowed: 1 or more")
         self._defaults = {str(t): float(v) for t, v in type_speeds.items()}
@@ -208,26 +232,43 @@ class ThroughputModel:
 
     # --- construction ---------------------------------------------------------------------
     @classmethod
-    def from_config(cls, config: Any, matrix: Mapping[str, Mapping[str, float]] | None = None) -> "ThroughputModel":
+    def from_config(
+        cls, config: Any, matrix: Mapping[str, Mapping[str, float]] | None = None
+    ) -> "ThroughputModel":
         """The site config's ``[[gpu_types]] speed`` and ``[throughput]`` (its matrix, read at
         load, unless ``matrix`` is given)."""
         tp = getattr(config, "throughput", None)
         rows = matrix if matrix is not None else (tp.matrix_rows if tp is not None else None)
-        return cls({g.name: g.speed for g in config.gpu_types}, rows,
-                   min_samples=tp.min_samples if tp is not None else 3)
+        return cls(
+            {g.name: g.speed for g in config.gpu_types},
+            rows,
+            min_samples=tp.min_samples if tp is not None else 3,
+        )
 
     @classmethod
-    def from_matrix(cls, matrix: Mapping[str, Mapping[str, float]], types: Sequence[str] | None = None,
-                    *, min_samples: int = 3) -> "ThroughputModel":
+    def from_matrix(
+        cls,
+        matrix: Mapping[str, Mapping[str, float]],
+        types: Sequence[str] | None = None,
+        *,
+        min_samples: int = 3,
+    ) -> "ThroughputModel":
         """Without site speeds: each type's default is the geometric mean over the rows of its
         throughput over the row's fastest (1.0: fastest for every kind)."""
-        names = list(types) if types is not None else list(dict.fromkeys(t for r in matrix.values() for t in r))
+        names = (
+            list(types)
+            if types is not None
+            else list(dict.fromkeys(t for r in matrix.values() for t in r))
+        )
         rows = [r for r in matrix.values() if all(t in r for t in names)]
         if not rows:
             raise ValueError(f"matrix: no row covers every type of {names}")
         defaults = {t: _geo_mean(r[t] / max(r[u] for u in names) for r in rows) for t in names}
-        return cls(defaults, {k: {t: v for t, v in r.items() if t in defaults} for k, r in matrix.items()},
-                   min_samples=min_samples)
+        return cls(
+            defaults,
+            {k: {t: v for t, v in r.items() if t in defaults} for k, r in matrix.items()},
+            min_samples=min_samples,
+        )
 
     def learn(self, history: Iterable[RunRecord | tuple]) -> "ThroughputModel":
         """A model that also knows the speedups in ``history`` (records or ``(user, name,
@@ -235,15 +276,28 @@ class ThroughputModel:
         not positive and finite are left out)."""
         runs: dict[tuple[str, str], dict[str, list[float]]] = {}
         for r in history:
-            user, name, gtype, rt = (r.user, r.name, r.gpu_type, r.run_time_s) if isinstance(r, RunRecord) else r
-            if gtype in self._defaults and isinstance(rt, (int, float)) and math.isfinite(rt) and rt > 0:
+            user, name, gtype, rt = (
+                (r.user, r.name, r.gpu_type, r.run_time_s) if isinstance(r, RunRecord) else r
+            )
+            if (
+                gtype in self._defaults
+                and isinstance(rt, (int, float))
+                and math.isfinite(rt)
+                and rt > 0
+            ):
                 runs.setdefault((user, name), {}).setdefault(gtype, []).append(float(rt))
         learnt = dict(self._learnt)
         for key, by_type in runs.items():
-            enough = {t: (statistics.median(v), len(v)) for t, v in by_type.items() if len(v) >= self.min_samples}
+            enough = {
+                t: (statistics.median(v), len(v))
+                for t, v in by_type.items()
+                if len(v) >= self.min_samples
+            }
             if len(enough) >= 2:
                 learnt[key] = enough
-        return ThroughputModel(self._defaults, self._matrix, min_samples=self.min_samples, _learnt=learnt)
+        return ThroughputModel(
+            self._defaults, self._matrix, min_samples=self.min_samples, _learnt=learnt
+        )
 
     # --- questions ------------------------------------------------------------------------
     def type_speed(self, gpu_type: str) -> float:
@@ -251,7 +305,9 @@ class ThroughputModel:
         try:
             return self._defaults[gpu_type]
         except KeyError:
-            raise ValueError(f"unknown GPU type {gpu_type!r}; allowed: {', '.join(self.types)}") from None
+            raise ValueError(
+                f"unknown GPU type {gpu_type!r}; allowed: {', '.join(self.types)}"
+            ) from None
 
     def row_of(self, job: Any) -> str | None:
         """The matrix row that describes ``job`` (see the module docstring), or None."""
@@ -273,15 +329,24 @@ class ThroughputModel:
     def speeds(self, job: Any) -> dict[str, Speed]:
         """``job``'s :class:`Speed` on every type, in the site's type order."""
         row_key = self.row_of(job)
-        learnt = self._learnt.get((getattr(job, "user", ""), getattr(job, "name", ""))) if self._learnt else None
+        learnt = (
+            self._learnt.get((getattr(job, "user", ""), getattr(job, "name", "")))
+            if self._learnt
+            else None
+        )
         ck = (row_key, id(learnt) if learnt else None)
         got = self._cache.get(ck)
         if got is not None:
             return dict(got)
         row = self._rows.get(row_key, {}) if row_key is not None else {}
-        base = {t: Speed(row[t], MATRIX) if t in row else Speed(v, DEFAULT) for t, v in self._defaults.items()}
+        base = {
+            t: Speed(row[t], MATRIX) if t in row else Speed(v, DEFAULT)
+            for t, v in self._defaults.items()
+        }
         if learnt:
-            inv = _scaled({t: 1.0 / m for t, (m, _) in learnt.items()}, {t: base[t].value for t in learnt})
+            inv = _scaled(
+                {t: 1.0 / m for t, (m, _) in learnt.items()}, {t: base[t].value for t in learnt}
+            )
             for t, v in inv.items():
                 base[t] = Speed(v, LEARNT, learnt[t][1])
         if len(self._cache) < 100_000:

@@ -42,7 +42,9 @@ def parse_time_seconds(text: str, option: str = "--time") -> int:
     t = str(text).strip()
     seconds = time_seconds(t)
     if seconds is None:
-        raise UnitError(f"{option} {text!r}: expected {TIME_FORMATS} (e.g. 90, 2:00:00, 1-00:00:00)")
+        raise UnitError(
+            f"{option} {text!r}: expected {TIME_FORMATS} (e.g. 90, 2:00:00, 1-00:00:00)"
+        )
     if seconds <= 0:
         raise UnitError(f"{option} {t}: must be more than zero (to Slurm, 0 means no limit)")
     return seconds
@@ -70,7 +72,9 @@ def parse_memory_mb(text: str, option: str = "--mem-per-gpu") -> tuple[int, str]
         raise UnitError(f"{option} {t}: give a unit, e.g. {t}G or {t}M (Slurm reads {t} as MB)")
     m = _MEM.match(t)
     if not m:
-        raise UnitError(f"{option} {text!r}: expected a whole number with a unit K, M, G or T (e.g. 80G, 512M)")
+        raise UnitError(
+            f"{option} {text!r}: expected a whole number with a unit K, M, G or T (e.g. 80G, 512M)"
+        )
     number, unit = int(m.group(1)), m.group(2).upper()
     if number <= 0:
         raise UnitError(f"{option} {text!r}: must be more than zero")

@@ -70,7 +70,11 @@ class WaitingJobs:
                 back = []
                 for i in parked:
                     lst = streams[i]
-                    p = pos[i] if last is None else bisect.bisect_right(lst, last, pos[i], key=_first)
+                    p = (
+                        pos[i]
+                        if last is None
+                        else bisect.bisect_right(lst, last, pos[i], key=_first)
+                    )
                     pos[i] = p
                     if p < len(lst) and keep(lst[p][1]):
                         heapq.heappush(heap, (lst[p][0], i))

@@ -69,7 +69,9 @@ class Response:
 class Refused(Exception):
     """A request head this server does not serve: answered with ``response`` and closed."""
 
-    def __init__(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(
+        self, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.response = Response(status, (message + "\n").encode(), headers=headers)
 
@@ -79,8 +81,12 @@ def encode_response(r: Response, head_only: bool = False) -> bytes:
         reason = http.HTTPStatus(r.status).phrase
     except ValueError:
         reason = ""
-    lines = [f"HTTP/1.1 {r.status} {reason}", f"Content-Type: {r.content_type}",
-             f"Content-Length: {len(r.body)}", "Connection: close"]
+    lines = [
+        f"HTTP/1.1 {r.status} {reason}",
+        f"Content-Type: {r.content_type}",
+        f"Content-Length: {len(r.body)}",
+        "Connection: close",
+    ]
     lines += [f"{k}: {v}" for k, v in r.headers]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else r.body)
 
@@ -130,12 +136,13 @@ def _send_all(sock: socket.socket, data: bytes, timeout_s: float) -> None:
         if left <= 0:
             raise TimeoutError("answer not taken in time")
         sock.settimeout(left)
-        view = view[sock.send(view):]
+        view = view[sock.send(view) :]
 
 
 def _listen(address: str, port: int) -> socket.socket:
-    family, _, _, _, where = socket.getaddrinfo(address or None, port, type=socket.SOCK_STREAM,
-                                                flags=socket.AI_PASSIVE)[0]
+    family, _, _, _, where = socket.getaddrinfo(
+        address or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -158,10 +165,19 @@ class BoundedHTTPServer:
     """Serves ``handler(Request) -> Response`` on ``address:port`` with the bounds above, in its
     own threads, from construction until ``close()``. Raises OSError when it cannot listen."""
 
-    def __init__(self, address: str, port: int, handler: Callable[[Request], Response], *, name: str = "http",
-                 max_connections: int = MAX_CONNECTIONS, head_timeout_s: float = HEAD_TIMEOUT_S,
-                 max_head_bytes: int = MAX_HEAD_BYTES, write_timeout_s: float = WRITE_TIMEOUT_S,
-                 workers: int = WORKERS) -> None:
+    def __init__(
+        self,
+        address: str,
+        port: int,
+        handler: Callable[[Request], Response],
+        *,
+        name: str = "http",
+        max_connections: int = MAX_CONNECTIONS,
+        head_timeout_s: float = HEAD_TIMEOUT_S,
+        max_head_bytes: int = MAX_HEAD_BYTES,
+        write_timeout_s: float = WRITE_TIMEOUT_S,
+        workers: int = WORKERS,
+    ) -> None:
         self.handler, self.name = handler, name
         self.max_connections, self.head_timeout_s = max_connections, head_timeout_s
         self.max_head_bytes, self.write_timeout_s = max_head_bytes, write_timeout_s
@@ -170,7 +186,9 @@ class BoundedHTTPServer:
         self._reported = dict(self.closed_early)
         self._listener = _listen(address, port)
         self.address, self.port = address, self._listener.getsockname()[1]
-        self._waiting: dict[socket.socket, _Waiting] = {}  # in accept order: the first is the oldest
+        self._waiting: dict[
+            socket.socket, _Waiting
+        ] = {}  # in accept order: the first is the oldest
         self._busy = 0  # handed to the workers (queued or being answered)
         self._lock = threading.Lock()
         self._jobs: queue.Queue = queue.Queue(maxsize=QUEUE)
@@ -182,8 +200,10 @@ class BoundedHTTPServer:
         self._paused_until = 0.0
         self._pause_logged_at = -60.0
         self._reported_at = time.monotonic()
-        self._workers = [threading.Thread(target=self._work, name=f"{name}-worker-{i}", daemon=True)
-                         for i in range(workers)]
+        self._workers = [
+            threading.Thread(target=self._work, name=f"{name}-worker-{i}", daemon=True)
+            for i in range(workers)
+        ]
         self._loop = threading.Thread(target=self._run, name=f"{name}-accept", daemon=True)
         for t in (*self._workers, self._loop):
             t.start()
@@ -239,10 +259,16 @@ class BoundedHTTPServer:
             except OSError as e:
                 if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                     now = time.monotonic()
-                    if now - self._pause_logged_at >= 60.0:  # the process is short of them: say so, not often
+                    if (
+                        now - self._pause_logged_at >= 60.0
+                    ):  # the process is short of them: say so, not often
                         self._pause_logged_at = now
-                        log.warning("%s endpoint: cannot accept (%s); pausing accepts %.1f s at a time",
-                                    self.name, e.strerror, ACCEPT_PAUSE_S)
+                        log.warning(
+                            "%s endpoint: cannot accept (%s); pausing accepts %.1f s at a time",
+                            self.name,
+                            e.strerror,
+                            ACCEPT_PAUSE_S,
+                        )
                     self._sel.unregister(self._listener)
                     self._paused_until = now + ACCEPT_PAUSE_S
                     return
@@ -307,7 +333,7 @@ class BoundedHTTPServer:
             _refuse(sock, Response(431, b"request head too large\n"))
             return
         try:
-            request = parse_head(bytes(w.buf[:end.start()]))
+            request = parse_head(bytes(w.buf[: end.start()]))
         except Refused as e:
             self.closed_early["refused"] += 1
             _refuse(sock, e.response)
@@ -330,10 +356,14 @@ class BoundedHTTPServer:
         new = {k: n - self._reported.get(k, 0) for k, n in self.closed_early.items()}
         self._reported = dict(self.closed_early)
         if any(new.values()):
-            log.warning("%s endpoint: closed connections unanswered in the last minute: %s (at most %d open, "
-                        "%.0f s for a request head)", self.name,
-                        ", ".join(f"{n} {k}" for k, n in new.items() if n), self.max_connections,
-                        self.head_timeout_s)
+            log.warning(
+                "%s endpoint: closed connections unanswered in the last minute: %s (at most %d open, "
+                "%.0f s for a request head)",
+                self.name,
+                ", ".join(f"{n} {k}" for k, n in new.items() if n),
+                self.max_connections,
+                self.head_timeout_s,
+            )
 
     # -- the workers -----------------------------------------------------------------------------
 
@@ -347,10 +377,15 @@ class BoundedHTTPServer:
                 try:
                     response = self.handler(request)
                 except Exception:  # noqa: BLE001 - one failed answer, not a dead endpoint
-                    log.exception("%s endpoint: %s %s failed", self.name, request.method, request.target[:200])
+                    log.exception(
+                        "%s endpoint: %s %s failed", self.name, request.method, request.target[:200]
+                    )
                     response = Response(500, b"internal error\n")
-                _send_all(sock, encode_response(response, head_only=request.method == "HEAD"),
-                          self.write_timeout_s)
+                _send_all(
+                    sock,
+                    encode_response(response, head_only=request.method == "HEAD"),
+                    self.write_timeout_s,
+                )
             except OSError:
                 pass  # the client went away or did not read in time
             finally:

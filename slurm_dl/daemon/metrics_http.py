@@ -52,10 +52,14 @@ class MetricsServer:
         self._server.close()
 
 
-def serve_metrics(registry: CollectorRegistry, port: int, address: str = "0.0.0.0") -> MetricsServer:
+def serve_metrics(
+    registry: CollectorRegistry, port: int, address: str = "0.0.0.0"
+) -> MetricsServer:
     """Start serving ``registry`` on ``address:port`` in daemon threads."""
     try:
         server = BoundedHTTPServer(address, port, metrics_handler(registry), name="metrics")
     except OSError as e:
-        raise MetricsError(f"metrics endpoint {address}:{port}: cannot listen: {e.strerror or e}") from None
+        raise MetricsError(
+            f"metrics endpoint {address}:{port}: cannot listen: {e.strerror or e}"
+        ) from None
     return MetricsServer(address, server.port, server)

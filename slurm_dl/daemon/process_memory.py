@@ -32,8 +32,21 @@ MEMORY_DIR_ENV = "SLURM_DL_MEMORY_DIR"
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (n, ctypes.c_size_t)
+        for n in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 @lru_cache(maxsize=1)
@@ -81,10 +94,12 @@ def figures() -> dict[str, float | None]:
     """All of the above, in MiB (Python's in blocks)."""
     m = malloc_bytes()
     s = sqlite_bytes()
-    return {"python_blocks": python_blocks(),
-            "malloc_used_mib": None if m is None else round(m[0] / 2**20, 1),
-            "malloc_free_mib": None if m is None else round(m[1] / 2**20, 1),
-            "sqlite_mib": None if s is None else round(s / 2**20, 1)}
+    return {
+        "python_blocks": python_blocks(),
+        "malloc_used_mib": None if m is None else round(m[0] / 2**20, 1),
+        "malloc_free_mib": None if m is None else round(m[1] / 2**20, 1),
+        "sqlite_mib": None if s is None else round(s / 2**20, 1),
+    }
 
 
 def snapshot_on_signal(name: str, signum: int = signal.SIGUSR1) -> Path | None:
@@ -92,7 +107,11 @@ def snapshot_on_signal(name: str, signum: int = signal.SIGUSR1) -> Path | None:
     ``signum`` writes ``<name>-<pid>-<n>.tracemalloc`` there (written whole, then renamed) and
     logs its path. Returns the directory, or None when either is missing (nothing installed)."""
     where = os.environ.get(MEMORY_DIR_ENV)
-    if not where or not tracemalloc.is_tracing() or threading.current_thread() is not threading.main_thread():
+    if (
+        not where
+        or not tracemalloc.is_tracing()
+        or threading.current_thread() is not threading.main_thread()
+    ):
         return None
     directory = Path(where)
     count = itertools.count(1)
@@ -126,19 +145,31 @@ def growth(old: str | Path, new: str | Path, top: int = 15) -> list[str]:
     blocks = sum(d.count_diff for d in diffs)
     lines.append(f"total {total / 2**20:+.2f} MiB, {blocks:+,d} blocks")
     for d in diffs[:top]:
-        frames = [f"{Path(f.filename).name}:{f.lineno}" for f in reversed(d.traceback)]  # (oldest first)
-        lines.append(f"{d.size_diff / 2**10:+9.1f} KiB {d.count_diff:+8,d}  {' < '.join(frames)}"[:80])
+        frames = [
+            f"{Path(f.filename).name}:{f.lineno}" for f in reversed(d.traceback)
+        ]  # (oldest first)
+        lines.append(
+            f"{d.size_diff / 2**10:+9.1f} KiB {d.count_diff:+8,d}  {' < '.join(frames)}"[:80]
+        )
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m slurm_dl.daemon.process_memory OLD.tracemalloc NEW.tracemalloc", file=sys.stderr)
+        print(
+            "usage: python -m slurm_dl.daemon.process_memory OLD.tracemalloc NEW.tracemalloc",
+            file=sys.stderr,
+        )
         return 2
     try:
         print("\n".join(growth(*args)))
-    except (OSError, EOFError, ValueError, pickle.UnpicklingError) as e:  # missing, or not a snapshot
+    except (
+        OSError,
+        EOFError,
+        ValueError,
+        pickle.UnpicklingError,
+    ) as e:  # missing, or not a snapshot
         print(f"error: cannot compare {args[0]} and {args[1]}: {e}", file=sys.stderr)
         return 1
     return 0

@@ -41,15 +41,21 @@ def read_cluster(backend: Any) -> ClusterFacts:
     except SlurmDLError as e:
         text = str(e)
         if any(s in text for s in _NO_CONFIG):
-            return ClusterFacts(checked=False, why="no Slurm configuration here; is SLURM_CONF set?")
-        return ClusterFacts(checked=False, why=_short(refusal_lines(e)[0] if isinstance(e, SlurmError) else text))
+            return ClusterFacts(
+                checked=False, why="no Slurm configuration here; is SLURM_CONF set?"
+            )
+        return ClusterFacts(
+            checked=False, why=_short(refusal_lines(e)[0] if isinstance(e, SlurmError) else text)
+        )
     try:
         nodes: list[Node] = backend.nodes()
         types = sorted({n.gpu_type for n in nodes if n.gpu_type})
         per_node = [n.gpus for n in nodes]
     except SlurmDLError:
         types, per_node = [], []
-    return ClusterFacts(checked=True, partitions=list(partitions), gpu_types=types, gpus_per_node=per_node)
+    return ClusterFacts(
+        checked=True, partitions=list(partitions), gpu_types=types, gpus_per_node=per_node
+    )
 
 
 def too_many_gpus(gpus: int, facts: ClusterFacts) -> str | None:
@@ -58,20 +64,33 @@ def too_many_gpus(gpus: int, facts: ClusterFacts) -> str | None:
     if not facts.checked or not facts.gpus_per_node or gpus <= total:
         return None
     nodes = len(facts.gpus_per_node)
-    shape = (f"{nodes} nodes x {facts.gpus_per_node[0]}" if len(set(facts.gpus_per_node)) == 1
-             else f"{nodes} nodes")
-    return f"--gpus {gpus}: this cluster has {total} GPUs in all ({shape}); ask for {total} or fewer"
+    shape = (
+        f"{nodes} nodes x {facts.gpus_per_node[0]}"
+        if len(set(facts.gpus_per_node)) == 1
+        else f"{nodes} nodes"
+    )
+    return (
+        f"--gpus {gpus}: this cluster has {total} GPUs in all ({shape}); ask for {total} or fewer"
+    )
 
 
 def command_problem(command: Sequence[str], found: bool) -> str | None:
     """A warning when the program is not found here (it may still be on the compute nodes). Pure."""
     if not command or found:
         return None
-    return (f"{command[0]!r} is not a program here (not on PATH, not a file); unless the compute "
-            "nodes have it, the job fails at once (exit code 127)")
+    return (
+        f"{command[0]!r} is not a program here (not on PATH, not a file); unless the compute "
+        "nodes have it, the job fails at once (exit code 127)"
+    )
 
 
-_NO_CONFIG = ("configuration source", "resolve_ctls", "fetch_config", "configuration file", "ClusterName")
+_NO_CONFIG = (
+    "configuration source",
+    "resolve_ctls",
+    "fetch_config",
+    "configuration file",
+    "ClusterName",
+)
 
 
 def cluster_problems(facts: ClusterFacts, directives: Sequence[str]) -> list[str]:
@@ -85,14 +104,18 @@ def cluster_problems(facts: ClusterFacts, directives: Sequence[str]) -> list[str
     if part:
         chosen = next((p for p in facts.partitions if p.name == part), None)
         if chosen is None:
-            problems.append(f"partition {part!r} does not exist; valid: {', '.join(facts.partition_names) or 'none'}")
+            problems.append(
+                f"partition {part!r} does not exist; valid: {', '.join(facts.partition_names) or 'none'}"
+            )
     else:
         chosen = next((p for p in facts.partitions if p.default), None)
     gpn = values.get("--gpus-per-node", "")
     if ":" in gpn and facts.gpu_types:
         gtype = gpn.rsplit(":", 1)[0]
         if gtype not in facts.gpu_types:
-            problems.append(f"GPU type {gtype!r} is not on this cluster; valid: {', '.join(facts.gpu_types)}")
+            problems.append(
+                f"GPU type {gtype!r} is not on this cluster; valid: {', '.join(facts.gpu_types)}"
+            )
     if chosen is not None and chosen.max_time_s and "--time" in values:
         from ..core.units import parse_time_seconds
 
@@ -101,12 +124,16 @@ def cluster_problems(facts: ClusterFacts, directives: Sequence[str]) -> list[str
         except SlurmDLError:
             asked = 0
         if asked > chosen.max_time_s:
-            problems.append(f"--time {values['--time']} is over partition {chosen.name}'s limit of "
-                            f"{format_time(int(chosen.max_time_s))}")
+            problems.append(
+                f"--time {values['--time']} is over partition {chosen.name}'s limit of "
+                f"{format_time(int(chosen.max_time_s))}"
+            )
     return problems
 
 
-_PREFIX = re.compile(r"^(?:(?:sbatch|scancel|scontrol|squeue)(?: -v)?:\s*|error:\s*)+", re.IGNORECASE)
+_PREFIX = re.compile(
+    r"^(?:(?:sbatch|scancel|scontrol|squeue)(?: -v)?:\s*|error:\s*)+", re.IGNORECASE
+)
 
 
 def refusal_lines(error: SlurmError) -> list[str]:
@@ -134,11 +161,25 @@ def refusal_message(error: SlurmError, facts: ClusterFacts | None) -> list[str]:
     return [f"Slurm refused the job: {first}", *lines[1:]]
 
 
-_LAUNCHERS = ("torchrun", "accelerate", "deepspeed", "mpirun", "srun", "horovodrun", "python -m torch.distributed")
+_LAUNCHERS = (
+    "torchrun",
+    "accelerate",
+    "deepspeed",
+    "mpirun",
+    "srun",
+    "horovodrun",
+    "python -m torch.distributed",
+)
 
 
-def single_process_warning(kind: str, gpus_per_node: int, launcher: str, command: Sequence[str],
-                           torchrun_here: bool | None = None, nodes: int = 1) -> str | None:
+def single_process_warning(
+    kind: str,
+    gpus_per_node: int,
+    launcher: str,
+    command: Sequence[str],
+    torchrun_here: bool | None = None,
+    nodes: int = 1,
+) -> str | None:
     """A multi-GPU job that will start one process on each of its nodes: say so at submit time."""
     if kind != "train" or gpus_per_node < 2 or not command:
         return None
@@ -146,17 +187,23 @@ def single_process_warning(kind: str, gpus_per_node: int, launcher: str, command
     if any(word in head for word in _LAUNCHERS):
         return None  # the command starts its own processes
     if launcher == "none":
-        return (f"--launcher none: your command runs once per node and must use all "
-                f"{gpus_per_node} GPUs itself")
+        return (
+            f"--launcher none: your command runs once per node and must use all "
+            f"{gpus_per_node} GPUs itself"
+        )
     if launcher == "auto":
         if torchrun_here is None:
             torchrun_here = shutil.which("torchrun") is not None
         if not torchrun_here:
             if nodes > 1:
-                return (f"no torchrun here: unless the compute nodes have it, this {gpus_per_node * nodes}-GPU "
-                        f"job on {nodes} nodes runs ONE process per node; --launcher torchrun requires it")
-            return (f"no torchrun here: unless the compute node has it, this {gpus_per_node}-GPU job "
-                    "runs ONE process; --launcher torchrun requires it")
+                return (
+                    f"no torchrun here: unless the compute nodes have it, this {gpus_per_node * nodes}-GPU "
+                    f"job on {nodes} nodes runs ONE process per node; --launcher torchrun requires it"
+                )
+            return (
+                f"no torchrun here: unless the compute node has it, this {gpus_per_node}-GPU job "
+                "runs ONE process; --launcher torchrun requires it"
+            )
     return None
 
 

@@ -25,13 +25,32 @@ from ..core.tags import parse_tag
 from ..cli.common import expected_errors, fail, job_id_of
 from ..cli.config_file import ConfigOrBuiltinOpt
 from ..cli.version import VersionOpt, version_option
-from .checks import (ClusterFacts, cluster_problems, command_problem, read_cluster, refusal_lines, refusal_message,
-                     single_process_warning, too_many_gpus)
+from .checks import (
+    ClusterFacts,
+    cluster_problems,
+    command_problem,
+    read_cluster,
+    refusal_lines,
+    refusal_message,
+    single_process_warning,
+    too_many_gpus,
+)
 from .defaults import site_config, user_defaults
 from .options import HintingCommand, command_for
 from .render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
-from .status import (Explainer, describe_jobs, ended_rows, forget_missing, load_record, log_display, output_path,
-                     parse_since, print_status, save_record, select_rows)
+from .status import (
+    Explainer,
+    describe_jobs,
+    ended_rows,
+    forget_missing,
+    load_record,
+    log_display,
+    output_path,
+    parse_since,
+    print_status,
+    save_record,
+    select_rows,
+)
 
 app = typer.Typer(
     name="dlsubmit",
@@ -73,8 +92,12 @@ def _params(values: list[str] | None, params_file: Optional[Path]) -> tuple[str,
             raise fail(f"--params-file {params_file}: cannot read it: {e.strerror or e}") from None
         except UnicodeDecodeError as e:
             line = params_file.read_bytes()[: e.start].count(b"\n") + 1
-            raise fail(f"--params-file {params_file}: line {line} is not UTF-8 text (byte {e.start})") from None
-        params += [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+            raise fail(
+                f"--params-file {params_file}: line {line} is not UTF-8 text (byte {e.start})"
+            ) from None
+        params += [
+            line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+        ]
     return tuple(params)
 
 
@@ -87,12 +110,16 @@ def _filter_verdict(job: RenderedJob, config: Any) -> dict[str, Any] | None:
         return None
     try:
         desc = parse_sbatch_args(job.filter_args(), user_name=getpass.getuser(), now=time.time())
-        desc["script_head"] = job.script  # as the shim sends it: the filter reads its --signal and traps
+        desc["script_head"] = (
+            job.script
+        )  # as the shim sends it: the filter reads its --signal and traps
     except SbatchArgsError as e:
         return {"action": "unknown", "message": f"the filter cannot read these options: {e}"}
     from ..slurm.topology_view import slurm_leaf_nodes
 
-    decision = decide(desc, config, FilterContext(now=time.time(), leaf_nodes=slurm_leaf_nodes(config)))
+    decision = decide(
+        desc, config, FilterContext(now=time.time(), leaf_nodes=slurm_leaf_nodes(config))
+    )
     verdict = decision.to_wire()
     verdict["class"] = decision.job_class.value if decision.job_class else None
     return verdict
@@ -122,15 +149,19 @@ def verdict_lines(verdict: dict[str, Any] | None) -> list[str]:
     if verdict is None:
         return ["filter: not installed here; no verdict"]
     if verdict["action"] != "accept":
-        return textwrap.wrap(f"filter: REFUSES it: {verdict.get('message', '')}", 80, subsequent_indent="  ")
+        return textwrap.wrap(
+            f"filter: REFUSES it: {verdict.get('message', '')}", 80, subsequent_indent="  "
+        )
     lines = [f"filter: accepts it as a {verdict.get('class') or '-'} job"]
     changes = dict(verdict.get("set", {}))
     tag = str(changes.pop("admin_comment", "") or "")
     changes.pop("comment", None)
     fields = dict(part.split("=", 1) for part in tag.split(":", 1)[-1].split(";") if "=" in part)
     if fields.get("ckpt") == "1":
-        lines.append(f"  preemptible: asked to checkpoint ({fields.get('sig', 'USR2')}, {fields.get('lead', '?')} s "
-                     "ahead), then requeued")
+        lines.append(
+            f"  preemptible: asked to checkpoint ({fields.get('sig', 'USR2')}, {fields.get('lead', '?')} s "
+            "ahead), then requeued"
+        )
     elif fields.get("ckpt") == "0":
         lines.append("  not preemptible (no checkpoint handler): never signalled or requeued")
     parsed = parse_tag(tag)
@@ -138,17 +169,27 @@ def verdict_lines(verdict: dict[str, Any] | None) -> list[str]:
         lines.append(f"  deadline: {_utc(parsed.deadline)}")
     if parsed is not None and parsed.soft_deadlines:
         steps = ", ".join(f"{_utc(t)} {round(100 * v)} %" for t, v in parsed.soft_deadlines)
-        lines.extend(textwrap.wrap(f"deadline steps (worth by then): {steps}", 78, initial_indent="  ",
-                                   subsequent_indent="    "))
+        lines.extend(
+            textwrap.wrap(
+                f"deadline steps (worth by then): {steps}",
+                78,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
+        )
     if "req_switch" in changes:
         n, wait = changes.pop("req_switch"), changes.pop("wait4switch", None)
-        lines.append(f"  placed under {n} leaf switch{'es' if str(n) != '1' else ''}"
-                     + (f" (it waits up to {int(wait) // 60} min for that)" if wait else ""))
+        lines.append(
+            f"  placed under {n} leaf switch{'es' if str(n) != '1' else ''}"
+            + (f" (it waits up to {int(wait) // 60} min for that)" if wait else "")
+        )
     for key, value in sorted(changes.items()):
         words = _SET_WORDS.get(key, key.replace("_", " "))
         lines.append(f"  it sets {words}: {value}")
     for note in verdict.get("notices", []):
-        lines.extend(textwrap.wrap(f"note: {note}", 80, initial_indent="  ", subsequent_indent="    "))
+        lines.extend(
+            textwrap.wrap(f"note: {note}", 80, initial_indent="  ", subsequent_indent="    ")
+        )
     return lines
 
 
@@ -185,7 +226,11 @@ def _run_tag(root: str) -> str:
 def _check_resume(resume: str, root: str) -> None:
     d = Path(root) / resume
     if not d.is_dir():
-        runs = sorted(p.name for p in Path(root).iterdir() if p.is_dir()) if Path(root).is_dir() else []
+        runs = (
+            sorted(p.name for p in Path(root).iterdir() if p.is_dir())
+            if Path(root).is_dir()
+            else []
+        )
         known = f"; runs in {root}/: {', '.join(runs[-8:])}" if runs else f"; {root}/ has no runs"
         raise fail(f"--resume {resume}: no checkpoint directory {d}{known}")
 
@@ -198,12 +243,15 @@ def _print_cluster(facts: ClusterFacts, problems: list[str]) -> None:
             for line in textwrap.wrap(f"cluster: REFUSES it: {p}", 80, subsequent_indent="  "):
                 typer.echo(line)
     else:
-        typer.echo(f"cluster: ok (partitions {', '.join(facts.partition_names) or '-'}"
-                   f"{'; GPU types ' + ', '.join(facts.gpu_types) if facts.gpu_types else ''})")
+        typer.echo(
+            f"cluster: ok (partitions {', '.join(facts.partition_names) or '-'}"
+            f"{'; GPU types ' + ', '.join(facts.gpu_types) if facts.gpu_types else ''})"
+        )
 
 
-def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str | None,
-                     tasks: int | None = None) -> list[str]:
+def _submitted_lines(
+    kind: str, job_id: int, job: RenderedJob, resume_hint: str | None, tasks: int | None = None
+) -> list[str]:
     log = log_display(output_path(job.output, job_id), tasks)
     lines = [f"submitted {kind} job {job_id} ({job.name})", f"  log:         {log}"]
     if kind == "serve":
@@ -220,10 +268,21 @@ def _submitted_lines(kind: str, job_id: int, job: RenderedJob, resume_hint: str 
     return lines
 
 
-def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dry_run: bool, as_json: bool,
-             show_script: bool = False,
-             print_only: bool = False, env: list[str] | None = None, param: list[str] | None = None,
-             params_file: Optional[Path] = None, resume: str | None = None, **fields: Any) -> None:
+def _run_job(
+    kind: str,
+    *,
+    command: list[str] | None,
+    config: Optional[Path],
+    dry_run: bool,
+    as_json: bool,
+    show_script: bool = False,
+    print_only: bool = False,
+    env: list[str] | None = None,
+    param: list[str] | None = None,
+    params_file: Optional[Path] = None,
+    resume: str | None = None,
+    **fields: Any,
+) -> None:
     fields = {k: v for k, v in fields.items() if v is not None}
     launcher = fields.get("launcher")
     if launcher is not None and launcher not in ("auto", "torchrun", "none"):
@@ -239,10 +298,21 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
         if resume is not None:
             fields["checkpoint_dir"] = f"{root}/{resume}"
         run_tag = None
-        if kind != "serve" and fields.get("name") is None and not fields.get("checkpoint_dir") and not print_only:
+        if (
+            kind != "serve"
+            and fields.get("name") is None
+            and not fields.get("checkpoint_dir")
+            and not print_only
+        ):
             run_tag = _run_tag(root)
-        spec = JobSpec(kind=kind, command=tuple(command or ()), env=_env_pairs(env),  # type: ignore[arg-type]
-                       params=_params(param, params_file), run_tag=run_tag, **fields)
+        spec = JobSpec(
+            kind=kind,
+            command=tuple(command or ()),
+            env=_env_pairs(env),  # type: ignore[arg-type]
+            params=_params(param, params_file),
+            run_tag=run_tag,
+            **fields,
+        )
         if not print_only:
             facts = _cluster()
             big = too_many_gpus(spec.gpus, facts)
@@ -255,22 +325,45 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
             typer.echo(job.script, nl=False)
             return
         program = spec.command[0] if spec.command else ""
-        missing = command_problem(spec.command, bool(shutil.which(program)) or Path(program).exists()
-                                  or "{" in program or "$" in program)
-        warning = single_process_warning(kind, spec.gpus // max(1, spec.nodes), launcher or user.launcher or "auto",
-                                         spec.command, nodes=max(1, spec.nodes))
+        missing = command_problem(
+            spec.command,
+            bool(shutil.which(program))
+            or Path(program).exists()
+            or "{" in program
+            or "$" in program,
+        )
+        warning = single_process_warning(
+            kind,
+            spec.gpus // max(1, spec.nodes),
+            launcher or user.launcher or "auto",
+            spec.command,
+            nodes=max(1, spec.nodes),
+        )
         if dry_run:
             builtin = site.site.name == BUILTIN_SITE_NAME
             verdict = None if builtin else _filter_verdict(job, site)
             problems = cluster_problems(facts, job.directives)
             if as_json:
-                typer.echo(json.dumps({"script": job.script, "sbatch": [*job.sbatch_argv, "<script on stdin>"],
-                                       "directives": list(job.directives), "output": job.output,
-                                       "checkpoint_dir": job.checkpoint_dir, "filter": verdict,
-                                       "cluster": {"checked": facts.checked, "why": facts.why or None,
-                                                   "partitions": facts.partition_names,
-                                                   "gpu_types": facts.gpu_types, "problems": problems},
-                                       "warnings": [w for w in (warning, missing) if w]}))
+                typer.echo(
+                    json.dumps(
+                        {
+                            "script": job.script,
+                            "sbatch": [*job.sbatch_argv, "<script on stdin>"],
+                            "directives": list(job.directives),
+                            "output": job.output,
+                            "checkpoint_dir": job.checkpoint_dir,
+                            "filter": verdict,
+                            "cluster": {
+                                "checked": facts.checked,
+                                "why": facts.why or None,
+                                "partitions": facts.partition_names,
+                                "gpu_types": facts.gpu_types,
+                                "problems": problems,
+                            },
+                            "warnings": [w for w in (warning, missing) if w],
+                        }
+                    )
+                )
             else:
                 if builtin:
                     typer.echo("filter: not checked: no site config here (see --config)")
@@ -287,15 +380,21 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
                     typer.echo("")
                     typer.echo(job.script, nl=False)
                 else:
-                    typer.echo(f"the script: {len(job.script.splitlines())} lines; --show-script prints it")
+                    typer.echo(
+                        f"the script: {len(job.script.splitlines())} lines; --show-script prints it"
+                    )
             if problems or (verdict is not None and verdict["action"] == "reject"):
-                raise typer.Exit(2)  # as `slurm-dl filter check`: scripts can tell a refused job apart
+                raise typer.Exit(
+                    2
+                )  # as `slurm-dl filter check`: scripts can tell a refused job apart
             return
         if resume is not None:
             _check_resume(resume, root)
         for w in (warning, missing):
             if w:
-                typer.echo("\n".join(textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  ")), err=True)
+                typer.echo(
+                    "\n".join(textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  ")), err=True
+                )
         backend = _backend()
         try:
             job_id = backend.submit(job.script)
@@ -306,15 +405,26 @@ def _run_job(kind: str, *, command: list[str] | None, config: Optional[Path], dr
                 typer.echo(f"  {extra}", err=True)
             raise typer.Exit(1) from None
         save_record(job_id, job, Path.cwd())
-        for note in getattr(backend, "submit_notices", ()):  # what the site's job filter told the user
+        for note in getattr(
+            backend, "submit_notices", ()
+        ):  # what the site's job filter told the user
             typer.echo("\n".join(textwrap.wrap(note, 80, subsequent_indent="  ")), err=True)
     leaf = Path(job.checkpoint_dir).name if run_tag or resume else None
     if as_json:
-        typer.echo(json.dumps({"job_id": job_id, "name": job.name, "kind": kind,
-                               "output": output_path(job.output, job_id),
-                               "checkpoint_dir": None if kind == "serve" else job.checkpoint_dir,
-                               "endpoint_file": job.endpoint_file if kind == "serve" else None,
-                               "resume": leaf, "warnings": [warning] if warning else []}))
+        typer.echo(
+            json.dumps(
+                {
+                    "job_id": job_id,
+                    "name": job.name,
+                    "kind": kind,
+                    "output": output_path(job.output, job_id),
+                    "checkpoint_dir": None if kind == "serve" else job.checkpoint_dir,
+                    "endpoint_file": job.endpoint_file if kind == "serve" else None,
+                    "resume": leaf,
+                    "warnings": [warning] if warning else [],
+                }
+            )
+        )
     else:
         for line in _submitted_lines(kind, job_id, job, leaf, len(spec.params) or None):
             typer.echo(line)
@@ -386,21 +496,36 @@ def _render_only(kind: str, **values: Any) -> None:
 
 
 for _kind in KINDS:
-    app.command(name=_kind, cls=HintingCommand, no_args_is_help=True)(command_for(_kind, _submit, _DOCS[_kind]))
+    app.command(name=_kind, cls=HintingCommand, no_args_is_help=True)(
+        command_for(_kind, _submit, _DOCS[_kind])
+    )
     render_app.command(name=_kind, cls=HintingCommand)(
-        command_for(_kind, _render_only, _DOCS[_kind].split("\n")[0].replace("Submit", "Print the script of")
-                    + f"\n\n    \b\n    Example:\n      dlsubmit render {_kind} -- python3 train.py\n"))
+        command_for(
+            _kind,
+            _render_only,
+            _DOCS[_kind].split("\n")[0].replace("Submit", "Print the script of")
+            + f"\n\n    \b\n    Example:\n      dlsubmit render {_kind} -- python3 train.py\n",
+        )
+    )
 app.add_typer(render_app, name="render")
 
 
 @app.command()
 def status(
-    job_id: Optional[str] = typer.Argument(None, metavar="JOBID", show_default=False,
-                                           help="one job in detail: 1234, an array task 1234_7 or a hetjob "
-                                                "part 1234+0 (default: a table of your jobs)"),
+    job_id: Optional[str] = typer.Argument(
+        None,
+        metavar="JOBID",
+        show_default=False,
+        help="one job in detail: 1234, an array task 1234_7 or a hetjob "
+        "part 1234+0 (default: a table of your jobs)",
+    ),
     show_all: bool = typer.Option(False, "--all", help="every job dlsubmit remembers, however old"),
-    since: str = typer.Option("24h", "--since", metavar="AGE",
-                              help="also list jobs that ended within AGE, e.g. 30m, 12h, 7d"),
+    since: str = typer.Option(
+        "24h",
+        "--since",
+        metavar="AGE",
+        help="also list jobs that ended within AGE, e.g. 30m, 12h, 7d",
+    ),
     config: Optional[Path] = ConfigOrBuiltinOpt,
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
@@ -432,30 +557,43 @@ def status(
         if site.telemetry.exposition_dir:
             from ..telemetry.reader import read_exposition_dir
 
-            samples = read_exposition_dir(site.telemetry.exposition_dir, site.telemetry.agent_user,
-                                          warn=False)  # ignored files: the admin's (doctor lists them)
+            samples = read_exposition_dir(
+                site.telemetry.exposition_dir, site.telemetry.agent_user, warn=False
+            )  # ignored files: the admin's (doctor lists them)
         rows = describe_jobs(jobs, one, explainer, samples, _estimates(jobs, one))
         from ..slurm.sacct import finished_jobs
 
         if one is None:
             listed = {r["job_id"] for r in rows}
             forget_missing(listed)
-            rows = sorted(rows + ended_rows(listed, accounting=finished_jobs), key=lambda r: r["job_id"])
+            rows = sorted(
+                rows + ended_rows(listed, accounting=finished_jobs), key=lambda r: r["job_id"]
+            )
             rows = select_rows(rows, show_all=show_all, since_s=since_s, now=time.time())
         elif not rows:
-            rows = ended_rows(set(), only=one, accounting=finished_jobs)  # ended, and dlsubmit remembers it
+            rows = ended_rows(
+                set(), only=one, accounting=finished_jobs
+            )  # ended, and dlsubmit remembers it
             if not rows:
-                raise fail(f"job {ref}: Slurm does not know it (ended a while ago, or never submitted)")
+                raise fail(
+                    f"job {ref}: Slurm does not know it (ended a while ago, or never submitted)"
+                )
     if as_json:
         typer.echo(json.dumps(rows))
     else:
-        print_status(rows, detail=one is not None, note=explainer.unavailable if explainer else None)
+        print_status(
+            rows, detail=one is not None, note=explainer.unavailable if explainer else None
+        )
 
 
 def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:
     """Slurm's expected start of the pending jobs shown (none when Slurm has not planned them)."""
-    pending = [j.job_id for j in jobs if j.pending and (j.job_id == job_id if job_id is not None
-                                                         else load_record(j.job_id) is not None)]
+    pending = [
+        j.job_id
+        for j in jobs
+        if j.pending
+        and (j.job_id == job_id if job_id is not None else load_record(j.job_id) is not None)
+    ]
     if not pending:
         return {}
     try:
@@ -467,11 +605,15 @@ def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:
 
 
 @app.command()
-def logs(job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
-                                      help="the job: 1234, a sweep's task 1234_7"),
-         lines: int = typer.Option(40, "-n", "--lines", min=1, help="how many lines from its end"),
-         follow: bool = typer.Option(False, "-f", "--follow", help="keep printing what it writes (Ctrl-C stops)")
-         ) -> None:
+def logs(
+    job_id: str = typer.Argument(
+        ..., metavar="JOBID", show_default=False, help="the job: 1234, a sweep's task 1234_7"
+    ),
+    lines: int = typer.Option(40, "-n", "--lines", min=1, help="how many lines from its end"),
+    follow: bool = typer.Option(
+        False, "-f", "--follow", help="keep printing what it writes (Ctrl-C stops)"
+    ),
+) -> None:
     """Print the end of a job's log (its output file).
 
     \b
@@ -488,8 +630,10 @@ def logs(job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
             path = record["output"]
             if "%a" in path:
                 if ref.task is None:
-                    raise fail(f"job {ref} is a sweep with one log per task: dlsubmit logs {ref.job_id}_0 "
-                               "(task 0), and so on")
+                    raise fail(
+                        f"job {ref} is a sweep with one log per task: dlsubmit logs {ref.job_id}_0 "
+                        "(task 0), and so on"
+                    )
                 path = path.replace("%a", str(ref.task))
         else:
             from ..slurm.job_lookup import output_file
@@ -497,10 +641,14 @@ def logs(job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
             jid = job_id_of(ref) if not ref.plain else ref.job_id
             path = output_file(jid)
             if path is None:
-                raise fail(f"job {ref}: no log known (dlsubmit did not submit it here, and Slurm does not\n"
-                           "  list it any more)")
+                raise fail(
+                    f"job {ref}: no log known (dlsubmit did not submit it here, and Slurm does not\n"
+                    "  list it any more)"
+                )
         if not Path(path).exists():
-            raise fail(f"job {ref}: its log {path} does not exist (yet): a job writes it once it starts")
+            raise fail(
+                f"job {ref}: its log {path} does not exist (yet): a job writes it once it starts"
+            )
     tail = ["tail", "-n", str(lines), *(["-F"] if follow else []), "--", path]
     typer.echo(f"==> {path} <==", err=True)
     try:
@@ -510,9 +658,14 @@ def logs(job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
 
 
 @app.command()
-def cancel(job_id: str = typer.Argument(..., metavar="JOBID", show_default=False,
-                                        help="the job: 1234, array tasks 1234_7 or 1234_[0-3,7], "
-                                             "a hetjob part 1234+0")) -> None:
+def cancel(
+    job_id: str = typer.Argument(
+        ...,
+        metavar="JOBID",
+        show_default=False,
+        help="the job: 1234, array tasks 1234_7 or 1234_[0-3,7], a hetjob part 1234+0",
+    ),
+) -> None:
     """Cancel a job (all of a sweep's array tasks when given the sweep's id).
 
     \b

@@ -31,12 +31,23 @@ from ..cli.config_file import find_config, load_config
 _BUILTIN = {
     "site": {"name": BUILTIN_SITE_NAME},
     "gpu_types": [{"name": "gpu"}],
-    "node_groups": [{"name": "any", "nodes": "node[001-999]", "gpus_per_node": 8, "gpu_type": "gpu"}],
+    "node_groups": [
+        {"name": "any", "nodes": "node[001-999]", "gpus_per_node": 8, "gpu_type": "gpu"}
+    ],
 }
 _USER_KEYS = {
-    "partition": str, "account": str, "gpu_type": str, "time_minutes": int, "output_dir": str,
-    "checkpoint_root": str, "launcher": str, "max_restarts": int, "cpus_per_gpu": int, "mem_per_gpu_gb": int,
-    "time": str, "mem_per_gpu": str,
+    "partition": str,
+    "account": str,
+    "gpu_type": str,
+    "time_minutes": int,
+    "output_dir": str,
+    "checkpoint_root": str,
+    "launcher": str,
+    "max_restarts": int,
+    "cpus_per_gpu": int,
+    "mem_per_gpu_gb": int,
+    "time": str,
+    "mem_per_gpu": str,
 }
 
 
@@ -64,7 +75,7 @@ def parse_user_defaults(data: dict[str, Any], source: str) -> UserDefaults:
     for key, value in data.items():
         if key == "env":
             if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-                problems.append("env: must be a table of NAME = \"value\" strings")
+                problems.append('env: must be a table of NAME = "value" strings')
             else:
                 values["env"] = tuple(sorted(value.items()))
             continue

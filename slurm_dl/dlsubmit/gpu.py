@@ -31,7 +31,9 @@ def gpu_status(job: Job, samples: Iterable[JobGpuSample]) -> dict[str, Any] | No
     rows = list(latest.values())
     idle_minutes = None
     if all(r.idle_since is not None for r in rows):
-        idle_minutes = round(max(0.0, min(r.time for r in rows) - max(r.idle_since for r in rows)) / 60.0, 1)
+        idle_minutes = round(
+            max(0.0, min(r.time for r in rows) - max(r.idle_since for r in rows)) / 60.0, 1
+        )
     shares = [r.share_bytes for r in rows if r.share_bytes is not None]
     share = sum(shares) if shares else None
     used = sum(r.mem_used_bytes for r in rows)
@@ -48,8 +50,10 @@ def gpu_status(job: Job, samples: Iterable[JobGpuSample]) -> dict[str, Any] | No
     }
 
 
-OVER_SHARE_HINT = ("  (neighbours on its GPU may run out of memory: ask for more shards, or a whole\n"
-                   "  GPU with --comment=dl:share=0)")
+OVER_SHARE_HINT = (
+    "  (neighbours on its GPU may run out of memory: ask for more shards, or a whole\n"
+    "  GPU with --comment=dl:share=0)"
+)
 
 
 def gpu_cell(row: dict[str, Any]) -> str:
@@ -66,8 +70,11 @@ def gpu_cell(row: dict[str, Any]) -> str:
         text = f"{g['mean_util_percent']:g}% of {g['gpus']} GPU(s), {g['mem_used_bytes'] / 2**30:.1f} GiB"
     else:
         mem = f"{g['mem_used_bytes'] / 2**30:.1f} GiB of its {share / 2**30:.1f} GiB share"
-        text = (f"OVER its share: {mem}, {g['mean_util_percent']:g}% of a GPU" if g.get("over_share")
-                else f"{g['mean_util_percent']:g}% of a GPU, {mem}")
+        text = (
+            f"OVER its share: {mem}, {g['mean_util_percent']:g}% of a GPU"
+            if g.get("over_share")
+            else f"{g['mean_util_percent']:g}% of a GPU, {mem}"
+        )
     if g["idle_minutes"] is not None:
         text += f", idle {g['idle_minutes']:.0f} min"
     state = note_state(g.get("note"))

@@ -27,100 +27,298 @@ _CMD_HELP = {
 
 # name -> (annotation, default Option/Argument factory, kinds that take it)
 _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
-    "gpus": (int, lambda k: typer.Option(1, "--gpus", "-g", metavar="N",
-                                         help="GPUs in total" + (", split evenly over --nodes" if k == "train" else ""))),
+    "gpus": (
+        int,
+        lambda k: typer.Option(
+            1,
+            "--gpus",
+            "-g",
+            metavar="N",
+            help="GPUs in total" + (", split evenly over --nodes" if k == "train" else ""),
+        ),
+    ),
     "nodes": (int, lambda k: typer.Option(1, "--nodes", "-N", metavar="N", help="nodes to span")),
-    "time": (Optional[str], lambda k: typer.Option(
-        None, "--time", "-t", metavar="TIME",
-        help="time limit as Slurm takes it: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
-             "(default: the site's for this kind of job)")),
-    "name": (Optional[str], lambda k: typer.Option(
-        None, "--name", "-J", metavar="NAME",
-        help="job name" + ("; runs with the same name share checkpoints (resume each other)"
-                           if k in _CKPT_KINDS else ""))),
-    "resume": (Optional[str], lambda k: typer.Option(
-        None, "--resume", metavar="RUN",
-        help="continue an earlier run: use its checkpoint directory (the RUN printed at submission)")),
-    "partition": (Optional[str], lambda k: typer.Option(None, "--partition", "-p", metavar="NAME",
-                                                        help="Slurm partition (default: the site's)")),
-    "account": (Optional[str], lambda k: typer.Option(None, "--account", "-A", metavar="NAME",
-                                                      help="Slurm account to charge")),
-    "gpu_type": (Optional[str], lambda k: typer.Option(None, "--gpu-type", metavar="TYPES",
-                                                       help="GPU type, or types the job accepts, e.g. h100 or "
-                                                            "a100,h100 (default: any)")),
-    "gpu_mem": (Optional[str], lambda k: typer.Option(None, "--gpu-mem", metavar="SIZE",
-                                                      help="GPU memory the job needs, e.g. 40G: smaller GPUs "
-                                                           "are ruled out")),
-    "deadline": (Optional[str], lambda k: typer.Option(
-        None, "--deadline", metavar="WHEN",
-        help="finish by then (YYYY-MM-DDTHH:MM UTC, Unix seconds, or 6h after "
-             "submission); the job's --time must fit before it")),
-    "deadline_steps": (Optional[str], lambda k: typer.Option(
-        None, "--deadline-steps", metavar="STEPS",
-        help="what the result is worth by when, e.g. 4h=10,6h=5,10h=2 (after submission); "
-             "--time must fit before the last")),
-    "share": (bool, lambda k: typer.Option(
-        False, "--share", help="run on part of a GPU (a Slurm shard) where the site offers them; "
-        "1 GPU only")),
-    "cpus_per_gpu": (Optional[int], lambda k: typer.Option(None, "--cpus-per-gpu", metavar="N",
-                                                           help="CPU cores per GPU")),
-    "mem_per_gpu": (Optional[str], lambda k: typer.Option(None, "--mem-per-gpu", metavar="SIZE",
-                                                          help="memory per GPU with a unit, e.g. 80G or 512M")),
-    "qos": (Optional[str], lambda k: typer.Option(None, "--qos", "-q", metavar="QOS", help="Slurm QOS, as sbatch --qos")),
-    "constraint": (Optional[str], lambda k: typer.Option(
-        None, "--constraint", "-C", metavar="FEATURES", help="node features, as sbatch --constraint")),
-    "dependency": (Optional[str], lambda k: typer.Option(
-        None, "--dependency", "-d", metavar="DEPS", help="start after other jobs, as sbatch --dependency, "
-        "e.g. afterok:1234")),
-    "mail_type": (Optional[str], lambda k: typer.Option(
-        None, "--mail-type", metavar="TYPES", help="mail on these events, as sbatch --mail-type, e.g. END,FAIL")),
-    "mail_user": (Optional[str], lambda k: typer.Option(None, "--mail-user", metavar="ADDRESS",
-                                                        help="where the mail goes (default: you)")),
-    "output": (Optional[str], lambda k: typer.Option(
-        None, "--output", "-o", metavar="FILE",
-        help="log file; %j is the job id (default: NAME-%j.out in this directory)")),
-    "checkpoint_dir": (Optional[str], lambda k: typer.Option(
-        None, "--checkpoint-dir", metavar="DIR",
-        help="checkpoint directory (default: checkpoints/NAME with --name, else a new one per run)")),
-    "max_restarts": (Optional[int], lambda k: typer.Option(None, "--max-restarts", metavar="N",
-                                                           help="most restarts after preemption (default: site's)")),
-    "grace_seconds": (Optional[int], lambda k: typer.Option(
-        None, "--grace", metavar="SECONDS",
-        help="seconds between the checkpoint signal (USR2) and the end")),
-    "launcher": (Optional[str], lambda k: typer.Option(
-        None, "--launcher", metavar="WHICH",
-        help="auto (torchrun if installed), torchrun, or none (run the command once per node)")),
-    "requeue_on_timeout": (bool, lambda k: typer.Option(
-        False, "--requeue-on-timeout", help="at the time limit, checkpoint and queue again to continue")),
-    "env": (Optional[list[str]], lambda k: typer.Option(None, "--env", "-e", metavar="NAME=VALUE",
-                                                        help="environment variable for the job (repeat)")),
-    "inputs": (Optional[str], lambda k: typer.Option(None, "--inputs", metavar="FILE",
-                                                     help="file with one item per line (required)")),
-    "param": (Optional[list[str]], lambda k: typer.Option(None, "--param", metavar="VALUE",
-                                                          help="one parameter set (repeat)")),
-    "params_file": (Optional[Path], lambda k: typer.Option(None, "--params-file", metavar="FILE",
-                                                           help="one parameter set per line")),
-    "parallel": (Optional[int], lambda k: typer.Option(None, "--parallel", metavar="N",
-                                                       help="array tasks running at once (default: all)")),
-    "endpoint_file": (Optional[str], lambda k: typer.Option(
-        None, "--endpoint-file", metavar="FILE",
-        help="where 'host port' is written when the server is up (default: NAME.endpoint here)")),
-    "preemptible": (Optional[bool], lambda k: typer.Option(
-        None, "--preemptible/--no-preemptible", help="may the server be stopped and restarted? (default: site's)")),
+    "time": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--time",
+            "-t",
+            metavar="TIME",
+            help="time limit as Slurm takes it: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS "
+            "(default: the site's for this kind of job)",
+        ),
+    ),
+    "name": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--name",
+            "-J",
+            metavar="NAME",
+            help="job name"
+            + (
+                "; runs with the same name share checkpoints (resume each other)"
+                if k in _CKPT_KINDS
+                else ""
+            ),
+        ),
+    ),
+    "resume": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--resume",
+            metavar="RUN",
+            help="continue an earlier run: use its checkpoint directory (the RUN printed at submission)",
+        ),
+    ),
+    "partition": (
+        Optional[str],
+        lambda k: typer.Option(
+            None, "--partition", "-p", metavar="NAME", help="Slurm partition (default: the site's)"
+        ),
+    ),
+    "account": (
+        Optional[str],
+        lambda k: typer.Option(
+            None, "--account", "-A", metavar="NAME", help="Slurm account to charge"
+        ),
+    ),
+    "gpu_type": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--gpu-type",
+            metavar="TYPES",
+            help="GPU type, or types the job accepts, e.g. h100 or a100,h100 (default: any)",
+        ),
+    ),
+    "gpu_mem": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--gpu-mem",
+            metavar="SIZE",
+            help="GPU memory the job needs, e.g. 40G: smaller GPUs are ruled out",
+        ),
+    ),
+    "deadline": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--deadline",
+            metavar="WHEN",
+            help="finish by then (YYYY-MM-DDTHH:MM UTC, Unix seconds, or 6h after "
+            "submission); the job's --time must fit before it",
+        ),
+    ),
+    "deadline_steps": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--deadline-steps",
+            metavar="STEPS",
+            help="what the result is worth by when, e.g. 4h=10,6h=5,10h=2 (after submission); "
+            "--time must fit before the last",
+        ),
+    ),
+    "share": (
+        bool,
+        lambda k: typer.Option(
+            False,
+            "--share",
+            help="run on part of a GPU (a Slurm shard) where the site offers them; 1 GPU only",
+        ),
+    ),
+    "cpus_per_gpu": (
+        Optional[int],
+        lambda k: typer.Option(None, "--cpus-per-gpu", metavar="N", help="CPU cores per GPU"),
+    ),
+    "mem_per_gpu": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--mem-per-gpu",
+            metavar="SIZE",
+            help="memory per GPU with a unit, e.g. 80G or 512M",
+        ),
+    ),
+    "qos": (
+        Optional[str],
+        lambda k: typer.Option(
+            None, "--qos", "-q", metavar="QOS", help="Slurm QOS, as sbatch --qos"
+        ),
+    ),
+    "constraint": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--constraint",
+            "-C",
+            metavar="FEATURES",
+            help="node features, as sbatch --constraint",
+        ),
+    ),
+    "dependency": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--dependency",
+            "-d",
+            metavar="DEPS",
+            help="start after other jobs, as sbatch --dependency, e.g. afterok:1234",
+        ),
+    ),
+    "mail_type": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--mail-type",
+            metavar="TYPES",
+            help="mail on these events, as sbatch --mail-type, e.g. END,FAIL",
+        ),
+    ),
+    "mail_user": (
+        Optional[str],
+        lambda k: typer.Option(
+            None, "--mail-user", metavar="ADDRESS", help="where the mail goes (default: you)"
+        ),
+    ),
+    "output": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="log file; %j is the job id (default: NAME-%j.out in this directory)",
+        ),
+    ),
+    "checkpoint_dir": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--checkpoint-dir",
+            metavar="DIR",
+            help="checkpoint directory (default: checkpoints/NAME with --name, else a new one per run)",
+        ),
+    ),
+    "max_restarts": (
+        Optional[int],
+        lambda k: typer.Option(
+            None,
+            "--max-restarts",
+            metavar="N",
+            help="most restarts after preemption (default: site's)",
+        ),
+    ),
+    "grace_seconds": (
+        Optional[int],
+        lambda k: typer.Option(
+            None,
+            "--grace",
+            metavar="SECONDS",
+            help="seconds between the checkpoint signal (USR2) and the end",
+        ),
+    ),
+    "launcher": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--launcher",
+            metavar="WHICH",
+            help="auto (torchrun if installed), torchrun, or none (run the command once per node)",
+        ),
+    ),
+    "requeue_on_timeout": (
+        bool,
+        lambda k: typer.Option(
+            False,
+            "--requeue-on-timeout",
+            help="at the time limit, checkpoint and queue again to continue",
+        ),
+    ),
+    "env": (
+        Optional[list[str]],
+        lambda k: typer.Option(
+            None,
+            "--env",
+            "-e",
+            metavar="NAME=VALUE",
+            help="environment variable for the job (repeat)",
+        ),
+    ),
+    "inputs": (
+        Optional[str],
+        lambda k: typer.Option(
+            None, "--inputs", metavar="FILE", help="file with one item per line (required)"
+        ),
+    ),
+    "param": (
+        Optional[list[str]],
+        lambda k: typer.Option(None, "--param", metavar="VALUE", help="one parameter set (repeat)"),
+    ),
+    "params_file": (
+        Optional[Path],
+        lambda k: typer.Option(
+            None, "--params-file", metavar="FILE", help="one parameter set per line"
+        ),
+    ),
+    "parallel": (
+        Optional[int],
+        lambda k: typer.Option(
+            None, "--parallel", metavar="N", help="array tasks running at once (default: all)"
+        ),
+    ),
+    "endpoint_file": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--endpoint-file",
+            metavar="FILE",
+            help="where 'host port' is written when the server is up (default: NAME.endpoint here)",
+        ),
+    ),
+    "preemptible": (
+        Optional[bool],
+        lambda k: typer.Option(
+            None,
+            "--preemptible/--no-preemptible",
+            help="may the server be stopped and restarted? (default: site's)",
+        ),
+    ),
     "config": (Optional[Path], lambda k: ConfigOrBuiltinOpt),
-    "dry_run": (bool, lambda k: typer.Option(
-        False, "--dry-run",
-        help="print the filter's verdict and what it changes, the cluster check and the sbatch "
-             "command; submit nothing (exit 2 when the job would be refused)")),
-    "show_script": (bool, lambda k: typer.Option(
-        False, "--show-script", help="with --dry-run: also print the whole script")),
+    "dry_run": (
+        bool,
+        lambda k: typer.Option(
+            False,
+            "--dry-run",
+            help="print the filter's verdict and what it changes, the cluster check and the sbatch "
+            "command; submit nothing (exit 2 when the job would be refused)",
+        ),
+    ),
+    "show_script": (
+        bool,
+        lambda k: typer.Option(
+            False, "--show-script", help="with --dry-run: also print the whole script"
+        ),
+    ),
     "as_json": (bool, lambda k: typer.Option(False, "--json", help="machine-readable output")),
 }
 
 _KINDS_OF = {
-    "nodes": ("train",), "launcher": ("train",), "resume": _CKPT_KINDS, "checkpoint_dir": _CKPT_KINDS,
-    "requeue_on_timeout": _CKPT_KINDS, "inputs": ("infer",), "param": ("sweep",), "params_file": ("sweep",),
-    "parallel": ("sweep",), "endpoint_file": ("serve",), "preemptible": ("serve",),
+    "nodes": ("train",),
+    "launcher": ("train",),
+    "resume": _CKPT_KINDS,
+    "checkpoint_dir": _CKPT_KINDS,
+    "requeue_on_timeout": _CKPT_KINDS,
+    "inputs": ("infer",),
+    "param": ("sweep",),
+    "params_file": ("sweep",),
+    "parallel": ("sweep",),
+    "endpoint_file": ("serve",),
+    "preemptible": ("serve",),
     "share": ("infer", "serve", "sweep"),
 }
 
@@ -132,15 +330,24 @@ def options_for(kind: str) -> list[str]:
 def command_for(kind: str, run: Callable[..., None], doc: str) -> Callable[..., None]:
     """A function Typer can read: ``command`` (after --) then this kind's options; calls
     ``run(kind, **values)`` with every option name present (absent ones as None/False)."""
-    params = [inspect.Parameter("command", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                default=typer.Argument(None, metavar="-- COMMAND", help=_CMD_HELP[kind],
-                                                       show_default=False, hidden=True),
-                                annotation=Optional[list[str]])]
+    params = [
+        inspect.Parameter(
+            "command",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=typer.Argument(
+                None, metavar="-- COMMAND", help=_CMD_HELP[kind], show_default=False, hidden=True
+            ),
+            annotation=Optional[list[str]],
+        )
+    ]
     annotations: dict[str, Any] = {"command": Optional[list[str]], "return": None}
     for name in options_for(kind):
         annotation, make, *_ = _OPTIONS[name]
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=make(kind),
-                                        annotation=annotation))
+        params.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=make(kind), annotation=annotation
+            )
+        )
         annotations[name] = annotation
 
     def command(**values: Any) -> None:
@@ -166,14 +373,20 @@ class HintingCommand(TyperCommand):
             return super().parse_args(ctx, args)
         except NoSuchOption as e:
             opt = e.option_name
-            owners = [k for n, kinds in _KINDS_OF.items() for k in kinds
-                      if "--" + n.replace("_", "-") == opt or (n == "grace_seconds" and opt == "--grace")]
+            owners = [
+                k
+                for n, kinds in _KINDS_OF.items()
+                for k in kinds
+                if "--" + n.replace("_", "-") == opt or (n == "grace_seconds" and opt == "--grace")
+            ]
             if owners:
                 e.message = f"{opt} applies to {' and '.join(owners)} jobs, not {self.name}"
                 e.possibilities = []
             elif "--" not in args:
-                e.message = (f"No such option: {opt}\n"
-                             f"If {opt} is your program's, put -- before the program:\n"
-                             f"  {ctx.command_path} [OPTIONS] -- python3 train.py {opt} ...")
+                e.message = (
+                    f"No such option: {opt}\n"
+                    f"If {opt} is your program's, put -- before the program:\n"
+                    f"  {ctx.command_path} [OPTIONS] -- python3 train.py {opt} ..."
+                )
                 e.possibilities = []
             raise

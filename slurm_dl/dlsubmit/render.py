@@ -31,7 +31,11 @@ Kind = Literal["train", "infer", "serve", "sweep"]
 Launcher = Literal["auto", "torchrun", "none"]
 KINDS: tuple[str, ...] = ("train", "infer", "serve", "sweep")
 CLASS_OF_KIND = {"train": "train", "infer": "inference", "serve": "serve", "sweep": "sweep"}
-PLACEHOLDERS = {"infer": {"{item}": "DL_ITEM"}, "serve": {"{port}": "PORT"}, "sweep": {"{param}": "DL_PARAM"}}
+PLACEHOLDERS = {
+    "infer": {"{item}": "DL_ITEM"},
+    "serve": {"{port}": "PORT"},
+    "sweep": {"{param}": "DL_PARAM"},
+}
 
 BUILTIN_SITE_NAME = "dlsubmit-builtin"  # the built-in site knows no GPU types: any name passes
 
@@ -79,8 +83,12 @@ class JobSpec:
     cpus_per_gpu: int | None = None
     mem_per_gpu_gb: int | None = None
     time: str | None = None  # Slurm's spelling (90, 2:00:00, 1-00:00:00); wins over time_minutes
-    mem_per_gpu: str | None = None  # Slurm's spelling with a unit (80G, 512M); wins over mem_per_gpu_gb
-    run_tag: str | None = None  # makes the default checkpoint directory unique when no name is given
+    mem_per_gpu: str | None = (
+        None  # Slurm's spelling with a unit (80G, 512M); wins over mem_per_gpu_gb
+    )
+    run_tag: str | None = (
+        None  # makes the default checkpoint directory unique when no name is given
+    )
     output: str | None = None
     checkpoint_dir: str | None = None
     max_restarts: int | None = None
@@ -97,7 +105,9 @@ class JobSpec:
     share: bool = False  # ask for part of a GPU (the filter routes it to a shard)
     deadline: str | None = None  # as dl:deadline (ISO, UTC, or Unix seconds)
     deadline_steps: str | None = None  # as dl:deadline_steps (4h=10,6h=5,10h=2)
-    qos: str | None = None  # sbatch options passed through as they are (the filter checks them as any job's)
+    qos: str | None = (
+        None  # sbatch options passed through as they are (the filter checks them as any job's)
+    )
     constraint: str | None = None
     dependency: str | None = None
     mail_type: str | None = None
@@ -127,9 +137,13 @@ class RenderedJob:
 def _check_sbatch_value(what: str, value: str) -> str:
     bad = [c for c in value if ord(c) < 32 or ord(c) == 127]
     if bad:
-        raise RenderError(f"{what} {value!r}: control characters (such as newlines) cannot go into an #SBATCH line")
+        raise RenderError(
+            f"{what} {value!r}: control characters (such as newlines) cannot go into an #SBATCH line"
+        )
     if '"' in value or "\\" in value:
-        raise RenderError(f"{what} {value!r}: '\"' and '\\' cannot be written safely in an #SBATCH line")
+        raise RenderError(
+            f"{what} {value!r}: '\"' and '\\' cannot be written safely in an #SBATCH line"
+        )
     if not value.strip():
         raise RenderError(f"{what} is empty")
     return value
@@ -153,7 +167,11 @@ def sbatch_directive(option: str, value: str | int | None = None) -> str:
     if value is None:
         return option
     text = str(value)
-    return f"{option}={text}" if _SLURM_WORD.match(text) or re.match(r"^[A-Za-z0-9_.:%/+@=-]+$", text) else f'{option}="{text}"'
+    return (
+        f"{option}={text}"
+        if _SLURM_WORD.match(text) or re.match(r"^[A-Za-z0-9_.:%/+@=-]+$", text)
+        else f'{option}="{text}"'
+    )
 
 
 def shell_words(command: tuple[str, ...], kind: str) -> str:
@@ -166,7 +184,11 @@ def shell_words(command: tuple[str, ...], kind: str) -> str:
             out.append(shlex.quote(word))
             continue
         pieces = re.split("(" + "|".join(re.escape(m) for m in marks) + ")", word)
-        out.append("".join(f'"${{{marks[p]}}}"' if p in marks else shlex.quote(p) for p in pieces if p != ""))
+        out.append(
+            "".join(
+                f'"${{{marks[p]}}}"' if p in marks else shlex.quote(p) for p in pieces if p != ""
+            )
+        )
     return " ".join(out)
 
 
@@ -179,24 +201,36 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     if spec.kind not in KINDS:
         raise RenderError(f"job kind {spec.kind!r}: allowed: {', '.join(KINDS)}")
     if not spec.command:
-        raise RenderError("no command: put it after '--', e.g. dlsubmit train --gpus 2 -- python3 train.py")
+        raise RenderError(
+            "no command: put it after '--', e.g. dlsubmit train --gpus 2 -- python3 train.py"
+        )
     cls = site.class_config(CLASS_OF_KIND[spec.kind])
     if spec.gpus < 0:
         raise RenderError(f"--gpus {spec.gpus}: must be 0 or more")
     if spec.gpus == 0 and spec.kind in ("train", "sweep"):
-        raise RenderError(f"--gpus 0: a {spec.kind} job needs at least one GPU (--gpus 1 or more);\n"
-                          "  for CPU-only work use sbatch directly")
-    if len(spec.command) == 1 and " " in spec.command[0].strip() and not _looks_like_a_path(spec.command[0]):
+        raise RenderError(
+            f"--gpus 0: a {spec.kind} job needs at least one GPU (--gpus 1 or more);\n"
+            "  for CPU-only work use sbatch directly"
+        )
+    if (
+        len(spec.command) == 1
+        and " " in spec.command[0].strip()
+        and not _looks_like_a_path(spec.command[0])
+    ):
         words = spec.command[0].split()
-        raise RenderError(f"the command is one quoted word, {spec.command[0]!r}:\n"
-                          f"  give its words after '--' without quotes: -- {' '.join(words[:4])}"
-                          f"{' ...' if len(words) > 4 else ''}")
+        raise RenderError(
+            f"the command is one quoted word, {spec.command[0]!r}:\n"
+            f"  give its words after '--' without quotes: -- {' '.join(words[:4])}"
+            f"{' ...' if len(words) > 4 else ''}"
+        )
     if spec.nodes < 1:
         raise RenderError(f"--nodes {spec.nodes}: must be 1 or more")
     if spec.nodes > 1 and spec.kind != "train":
         raise RenderError(f"--nodes {spec.nodes}: only train jobs span nodes")
     if spec.gpus % spec.nodes:
-        raise RenderError(f"--gpus {spec.gpus} over --nodes {spec.nodes}: the GPUs must split evenly across nodes")
+        raise RenderError(
+            f"--gpus {spec.gpus} over --nodes {spec.nodes}: the GPUs must split evenly across nodes"
+        )
     gpn = spec.gpus // spec.nodes
     if gpn > site.max_gpus_per_node:
         raise RenderError(
@@ -218,9 +252,15 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         raise RenderError(str(e)) from None
     minutes = -(-seconds // 60)
     if minutes > cls.max_time_minutes:
-        raise RenderError(f"--time {time_text}: {CLASS_OF_KIND[spec.kind]} jobs allow at most "
-                          f"{format_time(cls.max_time_minutes * 60)} ({cls.max_time_minutes} minutes) here")
-    name = spec.name if spec.name is not None else f"{spec.kind}-{_SAFE_FILE.sub('_', spec.command[0].rsplit('/', 1)[-1])}"
+        raise RenderError(
+            f"--time {time_text}: {CLASS_OF_KIND[spec.kind]} jobs allow at most "
+            f"{format_time(cls.max_time_minutes * 60)} ({cls.max_time_minutes} minutes) here"
+        )
+    name = (
+        spec.name
+        if spec.name is not None
+        else f"{spec.kind}-{_SAFE_FILE.sub('_', spec.command[0].rsplit('/', 1)[-1])}"
+    )
     if spec.name is not None and not spec.name.strip():
         raise RenderError("--name is empty")
     _check_sbatch_value("job name", name)
@@ -234,30 +274,49 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     file_name = _SAFE_FILE.sub("_", name).strip("._") or spec.kind
     out_dir = user.output_dir
     suffix = "%A_%a" if spec.kind == "sweep" else "%j"
-    output = spec.output or (f"{out_dir.rstrip('/')}/{file_name}-{suffix}.out" if out_dir else f"{file_name}-{suffix}.out")
+    output = spec.output or (
+        f"{out_dir.rstrip('/')}/{file_name}-{suffix}.out"
+        if out_dir
+        else f"{file_name}-{suffix}.out"
+    )
     _check_sbatch_value("output path", output)
     ckpt_root = user.checkpoint_root or "checkpoints"
-    ckpt_leaf = file_name if spec.name is not None or not spec.run_tag else f"{file_name}-{spec.run_tag}"
+    ckpt_leaf = (
+        file_name if spec.name is not None or not spec.run_tag else f"{file_name}-{spec.run_tag}"
+    )
     ckpt = spec.checkpoint_dir or f"{ckpt_root.rstrip('/')}/{ckpt_leaf}"
     _check_shell_value("checkpoint directory", ckpt)
     preemptible = cls.preemptible if spec.preemptible is None else spec.preemptible
-    grace = spec.grace_seconds if spec.grace_seconds is not None else int(round(site.preemption.grace_seconds))
+    grace = (
+        spec.grace_seconds
+        if spec.grace_seconds is not None
+        else int(round(site.preemption.grace_seconds))
+    )
     if grace < 0 or grace >= seconds:
-        raise RenderError(f"--grace {grace}: must be at least 0 and shorter than the time limit ({seconds} s)")
-    restarts = spec.max_restarts if spec.max_restarts is not None else (
-        user.max_restarts if user.max_restarts is not None else site.preemption.max_restarts)
+        raise RenderError(
+            f"--grace {grace}: must be at least 0 and shorter than the time limit ({seconds} s)"
+        )
+    restarts = (
+        spec.max_restarts
+        if spec.max_restarts is not None
+        else (user.max_restarts if user.max_restarts is not None else site.preemption.max_restarts)
+    )
     if restarts < 0:
         raise RenderError(f"--max-restarts {restarts}: must be 0 or more")
     env = tuple(user.env) + tuple(spec.env)
     for k, v in env:
         if not _ENV_NAME.match(k):
-            raise RenderError(f"environment variable name {k!r}: must be letters, digits and _, not starting with a digit")
+            raise RenderError(
+                f"environment variable name {k!r}: must be letters, digits and _, not starting with a digit"
+            )
         _check_shell_value(f"value of {k}", v)
     params = spec.params
     parallel = spec.parallel
     if spec.kind == "sweep":
         if not params:
-            raise RenderError("a sweep needs parameter sets: --param VALUE (repeat) or --params-file FILE")
+            raise RenderError(
+                "a sweep needs parameter sets: --param VALUE (repeat) or --params-file FILE"
+            )
         for p in params:
             _check_shell_value("sweep parameter", p)
         if parallel is None:
@@ -274,12 +333,17 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     if cpg is not None and cpg < 1:
         raise RenderError(f"--cpus-per-gpu {cpg}: must be 1 or more")
     if cpg is not None and cpg > site.caps.max_cpus_per_gpu:
-        raise RenderError(f"--cpus-per-gpu {cpg}: this site allows at most {site.caps.max_cpus_per_gpu}")
+        raise RenderError(
+            f"--cpus-per-gpu {cpg}: this site allows at most {site.caps.max_cpus_per_gpu}"
+        )
     mem_text = None
     try:
-        if spec.mem_per_gpu is not None or (spec.mem_per_gpu_gb is None and user.mem_per_gpu is not None):
-            mem_mb, mem_text = parse_memory_mb(spec.mem_per_gpu if spec.mem_per_gpu is not None
-                                               else str(user.mem_per_gpu))
+        if spec.mem_per_gpu is not None or (
+            spec.mem_per_gpu_gb is None and user.mem_per_gpu is not None
+        ):
+            mem_mb, mem_text = parse_memory_mb(
+                spec.mem_per_gpu if spec.mem_per_gpu is not None else str(user.mem_per_gpu)
+            )
         else:
             gb = spec.mem_per_gpu_gb if spec.mem_per_gpu_gb is not None else user.mem_per_gpu_gb
             if gb is not None:
@@ -287,27 +351,61 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
     except UnitError as e:
         raise RenderError(str(e)) from None
     if mem_text is not None and mem_mb > site.caps.max_mem_per_gpu_gb * 1024:
-        raise RenderError(f"--mem-per-gpu {mem_text}: this site allows at most {site.caps.max_mem_per_gpu_gb:g}G")
+        raise RenderError(
+            f"--mem-per-gpu {mem_text}: this site allows at most {site.caps.max_mem_per_gpu_gb:g}G"
+        )
     _check_deadlines(spec)
     if spec.share and spec.gpus != 1:
-        raise RenderError(f"--share: only a 1-GPU job can share a GPU (this one asks {spec.gpus}); "
-                          "leave out --share or use --gpus 1")
+        raise RenderError(
+            f"--share: only a 1-GPU job can share a GPU (this one asks {spec.gpus}); "
+            "leave out --share or use --gpus 1"
+        )
     return dict(
-        kind=spec.kind, job_class=CLASS_OF_KIND[spec.kind], name=name, minutes=minutes, seconds=seconds,
-        time_text=time_text, partition=partition,
-        account=account, gpu_type=gpu_types[0] if len(gpu_types) == 1 else None,
-        gpu_types=gpu_types if len(gpu_types) > 1 else (), gpu_mem=spec.gpu_mem, share=spec.share, deadline=spec.deadline,
-        deadline_steps=spec.deadline_steps, gpus=spec.gpus, nodes=spec.nodes, gpus_per_node=gpn, output=output,
-        checkpoint_dir=ckpt, preemptible=preemptible, checkpointable=cls.checkpointable, grace=grace,
-        max_restarts=restarts, env=env, params=params, parallel=parallel, inputs=spec.inputs, endpoint=endpoint,
-        launcher=spec.launcher or user.launcher or "auto", requeue_on_timeout=spec.requeue_on_timeout,
-        cpus_per_gpu=cpg, mem_per_gpu=mem_text, signal=site.preemption.signal,
-        command=shell_words(spec.command, spec.kind), passed=_passed_through(spec, gpu_types),
+        kind=spec.kind,
+        job_class=CLASS_OF_KIND[spec.kind],
+        name=name,
+        minutes=minutes,
+        seconds=seconds,
+        time_text=time_text,
+        partition=partition,
+        account=account,
+        gpu_type=gpu_types[0] if len(gpu_types) == 1 else None,
+        gpu_types=gpu_types if len(gpu_types) > 1 else (),
+        gpu_mem=spec.gpu_mem,
+        share=spec.share,
+        deadline=spec.deadline,
+        deadline_steps=spec.deadline_steps,
+        gpus=spec.gpus,
+        nodes=spec.nodes,
+        gpus_per_node=gpn,
+        output=output,
+        checkpoint_dir=ckpt,
+        preemptible=preemptible,
+        checkpointable=cls.checkpointable,
+        grace=grace,
+        max_restarts=restarts,
+        env=env,
+        params=params,
+        parallel=parallel,
+        inputs=spec.inputs,
+        endpoint=endpoint,
+        launcher=spec.launcher or user.launcher or "auto",
+        requeue_on_timeout=spec.requeue_on_timeout,
+        cpus_per_gpu=cpg,
+        mem_per_gpu=mem_text,
+        signal=site.preemption.signal,
+        command=shell_words(spec.command, spec.kind),
+        passed=_passed_through(spec, gpu_types),
     )
 
 
-_PASSED = (("qos", "--qos"), ("constraint", "--constraint"), ("dependency", "--dependency"),
-           ("mail_type", "--mail-type"), ("mail_user", "--mail-user"))
+_PASSED = (
+    ("qos", "--qos"),
+    ("constraint", "--constraint"),
+    ("dependency", "--dependency"),
+    ("mail_type", "--mail-type"),
+    ("mail_user", "--mail-user"),
+)
 
 
 def _passed_through(spec: JobSpec, gpu_types: tuple[str, ...]) -> list[str]:
@@ -321,22 +419,30 @@ def _passed_through(spec: JobSpec, gpu_types: tuple[str, ...]) -> list[str]:
         if any(c.isspace() for c in value):
             raise RenderError(f"{option} {value!r}: no spaces (sbatch reads one word)")
         if field_name == "constraint" and len(gpu_types) > 1:
-            raise RenderError(f"--constraint {value} and --gpu-type {','.join(gpu_types)} both choose node "
-                              "features: give one")
+            raise RenderError(
+                f"--constraint {value} and --gpu-type {','.join(gpu_types)} both choose node "
+                "features: give one"
+            )
         out.append(f"{option}={value}")
     return out
 
 
 def _directives(j: dict) -> list[str]:
-    d = [sbatch_directive("--job-name", j["name"]), sbatch_directive("--output", j["output"]),
-         "--open-mode=append", "--requeue"]
+    d = [
+        sbatch_directive("--job-name", j["name"]),
+        sbatch_directive("--output", j["output"]),
+        "--open-mode=append",
+        "--requeue",
+    ]
     if j["kind"] != "serve" or j["preemptible"]:
         d.append(f"--signal=B:{j['signal']}@{j['grace']}")
     d.append(f"--time={j['time_text']}")
     d.append(f"--nodes={j['nodes']}")
     d.append("--ntasks-per-node=1")
     if j["gpus"]:
-        d.append(f"--gpus-per-node={j['gpu_type'] + ':' if j['gpu_type'] else ''}{j['gpus_per_node']}")
+        d.append(
+            f"--gpus-per-node={j['gpu_type'] + ':' if j['gpu_type'] else ''}{j['gpus_per_node']}"
+        )
         if j["gpu_types"]:  # any of these: nodes whose feature is the type name
             d.append(f"--constraint={'|'.join(j['gpu_types'])}")
         if j["cpus_per_gpu"]:
@@ -366,17 +472,24 @@ def _check_deadlines(spec: JobSpec) -> None:
         raise RenderError("--deadline and --deadline-steps: a job has one or the other")
     if spec.deadline is None and spec.deadline_steps is None:
         return
-    if spec.deadline is not None and (parse_when(spec.deadline, 0.0) is None or ";" in spec.deadline):
-        raise RenderError(f"--deadline {spec.deadline}: expected YYYY-MM-DDTHH:MM (UTC), Unix seconds "
-                          "or a time after submission (6h, 90m, 2d)")
+    if spec.deadline is not None and (
+        parse_when(spec.deadline, 0.0) is None or ";" in spec.deadline
+    ):
+        raise RenderError(
+            f"--deadline {spec.deadline}: expected YYYY-MM-DDTHH:MM (UTC), Unix seconds "
+            "or a time after submission (6h, 90m, 2d)"
+        )
     if spec.deadline_steps is not None:
         if any(c.isspace() or c == ";" for c in spec.deadline_steps):
-            raise RenderError(f"--deadline-steps {spec.deadline_steps!r}: no spaces; steps like 4h=10,6h=5")
+            raise RenderError(
+                f"--deadline-steps {spec.deadline_steps!r}: no spaces; steps like 4h=10,6h=5"
+            )
         try:  # times after submission read from 0: the order of absolute and relative ones mixed
             soft_steps(spec.deadline_steps, 0.0)  # is left to the filter, which knows the time
         except ValueError as e:
             mixed = "times must increase" in str(e) and any(
-                t >= 10**8 for t, _ in parse_deadline_steps(spec.deadline_steps, 0.0))
+                t >= 10**8 for t, _ in parse_deadline_steps(spec.deadline_steps, 0.0)
+            )
             if not mixed:
                 raise RenderError(f"--deadline-steps {spec.deadline_steps}: {e}") from None
 
@@ -392,7 +505,9 @@ def _gpu_types(text: str | None, gpu_mem: str | None, site: SiteConfig) -> tuple
     asked = [by_lower.get(t.lower(), t) if real else t for t in asked]  # H100 is the site's h100
     unknown = [t for t in asked if real and t not in site.gpu_type_names]
     if unknown:
-        raise RenderError(f"GPU type {unknown[0]!r}: this site has {', '.join(site.gpu_type_names)}")
+        raise RenderError(
+            f"GPU type {unknown[0]!r}: this site has {', '.join(site.gpu_type_names)}"
+        )
     if not gpu_mem:
         return tuple(dict.fromkeys(asked))
     try:
@@ -431,7 +546,13 @@ def render(spec: JobSpec, site: SiteConfig, user: UserDefaults | None = None) ->
     directives = _directives(j)
     script = _environment().get_template(f"{j['kind']}.sh.j2").render(job=j, directives=directives)
     return RenderedJob(
-        kind=j["kind"], name=j["name"], script=script, directives=tuple(directives),
-        sbatch_argv=("sbatch", "--parsable"), output=j["output"], checkpoint_dir=j["checkpoint_dir"],
-        job_class=j["job_class"], endpoint_file=j["endpoint"],
+        kind=j["kind"],
+        name=j["name"],
+        script=script,
+        directives=tuple(directives),
+        sbatch_argv=("sbatch", "--parsable"),
+        output=j["output"],
+        checkpoint_dir=j["checkpoint_dir"],
+        job_class=j["job_class"],
+        endpoint_file=j["endpoint"],
     )

@@ -37,7 +37,11 @@ def state_dir() -> Path:
     if os.environ.get("SLURM_DL_STATE_DIR"):
         base = Path(os.environ["SLURM_DL_STATE_DIR"])
     else:
-        base = Path(os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")) / "slurm-dl" / "jobs"
+        base = (
+            Path(os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state"))
+            / "slurm-dl"
+            / "jobs"
+        )
     conf = os.environ.get("SLURM_CONF", "")
     return base / (hashlib.sha256(conf.encode()).hexdigest()[:12] if conf else "default")
 
@@ -51,8 +55,12 @@ def save_record(job_id: int, job: RenderedJob, cwd: Path) -> None:
     """Remember where this job's output and checkpoints are (best effort: status works without it)."""
     ckpt = Path(job.checkpoint_dir)
     record = {
-        "job_id": job_id, "kind": job.kind, "name": job.name, "workdir": str(cwd),
-        "output": str(cwd / output_path(job.output, job_id)), "checkpoint_dir": str(ckpt if ckpt.is_absolute() else cwd / ckpt),
+        "job_id": job_id,
+        "kind": job.kind,
+        "name": job.name,
+        "workdir": str(cwd),
+        "output": str(cwd / output_path(job.output, job_id)),
+        "checkpoint_dir": str(ckpt if ckpt.is_absolute() else cwd / ckpt),
         "submitted_at": time.time(),
     }
     try:
@@ -73,14 +81,21 @@ def load_record(job_id: int) -> dict[str, Any] | None:
 RECORD_KEEP_S = 30 * 86400
 
 
-def ended_rows(listed: set[int], only: int | None = None,
-               accounting: "Callable[[list[int]], dict[int, Job] | None] | None" = None) -> list[dict[str, Any]]:
+def ended_rows(
+    listed: set[int],
+    only: int | None = None,
+    accounting: "Callable[[list[int]], dict[int, Job] | None] | None" = None,
+) -> list[dict[str, Any]]:
     """Rows for remembered jobs that Slurm no longer lists (they ended a while ago): their final
     state from ``accounting`` (sacct) where the site keeps it, else ``ENDED`` from the record."""
     d = state_dir()
     rows = []
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
-        if not p.stem.isdigit() or int(p.stem) in listed or (only is not None and int(p.stem) != only):
+        if (
+            not p.stem.isdigit()
+            or int(p.stem) in listed
+            or (only is not None and int(p.stem) != only)
+        ):
             continue
         rec = load_record(int(p.stem))
         if rec is None:
@@ -90,21 +105,39 @@ def ended_rows(listed: set[int], only: int | None = None,
         except OSError:
             continue
         ckpt = Path(rec["checkpoint_dir"]) if rec.get("checkpoint_dir") else None
-        rows.append({
-            "job_id": int(p.stem), "name": rec.get("name") or "-", "state": "ENDED", "reason": "",
-            "restarts": 0, "nodes": [], "kind": rec.get("kind"), "output": rec.get("output"),
-            "checkpoint_dir": rec.get("checkpoint_dir"),
-            "last_checkpoint": newest_checkpoint(ckpt) if ckpt else None,
-            "events": last_events(ckpt) if ckpt else [], "explain": None, "why": None,
-            "submitted_at": submitted, "started_at": None, "telemetry": False, "gpu": None,
-        })
+        rows.append(
+            {
+                "job_id": int(p.stem),
+                "name": rec.get("name") or "-",
+                "state": "ENDED",
+                "reason": "",
+                "restarts": 0,
+                "nodes": [],
+                "kind": rec.get("kind"),
+                "output": rec.get("output"),
+                "checkpoint_dir": rec.get("checkpoint_dir"),
+                "last_checkpoint": newest_checkpoint(ckpt) if ckpt else None,
+                "events": last_events(ckpt) if ckpt else [],
+                "explain": None,
+                "why": None,
+                "submitted_at": submitted,
+                "started_at": None,
+                "telemetry": False,
+                "gpu": None,
+            }
+        )
     known = accounting([r["job_id"] for r in rows]) if accounting is not None and rows else None
     for r in rows:
         job = (known or {}).get(r["job_id"])
         if job is not None and job.name == r["name"]:  # the same job, not a reused id
-            r.update(state=job.state.value, restarts=job.restarts, nodes=list(job.nodes),
-                     started_at=job.start_time, submitted_at=job.submit_time or r["submitted_at"],
-                     source="sacct")
+            r.update(
+                state=job.state.value,
+                restarts=job.restarts,
+                nodes=list(job.nodes),
+                started_at=job.start_time,
+                submitted_at=job.submit_time or r["submitted_at"],
+                source="sacct",
+            )
     return rows
 
 
@@ -115,7 +148,11 @@ def forget_missing(known: set[int]) -> None:
         return
     for p in d.glob("*.json"):
         try:
-            if p.stem.isdigit() and int(p.stem) not in known and time.time() - p.stat().st_mtime > RECORD_KEEP_S:
+            if (
+                p.stem.isdigit()
+                and int(p.stem) not in known
+                and time.time() - p.stat().st_mtime > RECORD_KEEP_S
+            ):
                 p.unlink()
         except OSError:
             pass
@@ -124,8 +161,12 @@ def forget_missing(known: set[int]) -> None:
 def newest_checkpoint(ckpt_dir: Path) -> str | None:
     """Same rule as the scripts: newest entry that is not hidden and not *.tmp/*.partial/*.incomplete."""
     try:
-        entries = [p for p in ckpt_dir.iterdir()
-                   if not p.name.startswith(".") and not p.name.endswith((".tmp", ".partial", ".incomplete"))]
+        entries = [
+            p
+            for p in ckpt_dir.iterdir()
+            if not p.name.startswith(".")
+            and not p.name.endswith((".tmp", ".partial", ".incomplete"))
+        ]
     except OSError:
         return None
     if not entries:
@@ -150,8 +191,9 @@ def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
     return lines[-n:]
 
 
-def prioritizer_explain(job_id: int, database_url: str | None,
-                        estimate: float | None = None, state: str = "PENDING") -> tuple[str | None, str | None]:
+def prioritizer_explain(
+    job_id: int, database_url: str | None, estimate: float | None = None, state: str = "PENDING"
+) -> tuple[str | None, str | None]:
     """The prioritizer's explanation of a job (``slurm-dl explain``'s text) and its one-line
     summary, read from the store at ``database_url``; (None, None) when there is no data: the
     prioritizer is not installed, its store does not exist, or it has not seen the job yet."""
@@ -174,7 +216,9 @@ def prioritizer_explain(job_id: int, database_url: str | None,
     return _texts(doc, estimate, state)
 
 
-def _texts(doc: dict[str, Any], estimate: float | None, state: str) -> tuple[str | None, str | None]:
+def _texts(
+    doc: dict[str, Any], estimate: float | None, state: str
+) -> tuple[str | None, str | None]:
     """(explain's text, the one-line summary) of a :func:`~slurm_dl.explain_query.payload`
     document; (None, None) for one from before the job's current state (stale)."""
     from ..explain.query import render_text
@@ -185,7 +229,10 @@ def _texts(doc: dict[str, Any], estimate: float | None, state: str) -> tuple[str
     if str(doc.get("live", "")).startswith("not asked"):
         doc = {**doc, "live": "ok"}  # Slurm's estimate comes from the caller
     if estimate and not (doc.get("estimated_start") or {}).get("at"):
-        doc = {**doc, "estimated_start": estimate_words({"at": estimate, "source": "slurm"}, time.time())}
+        doc = {
+            **doc,
+            "estimated_start": estimate_words({"at": estimate, "source": "slurm"}, time.time()),
+        }
     return render_text(doc), one_line(doc)
 
 
@@ -199,8 +246,13 @@ class Explainer:
         self.unavailable: str | None = None
         self.stores: dict = {}
 
-    def __call__(self, job_id: int, estimate: float | None = None, state: str = "PENDING",
-                 detail: bool = False) -> tuple[str | None, str | None]:
+    def __call__(
+        self,
+        job_id: int,
+        estimate: float | None = None,
+        state: str = "PENDING",
+        detail: bool = False,
+    ) -> tuple[str | None, str | None]:
         from ..core.errors import SlurmDLError
         from ..explain.query import NoRecord, NoWayToAsk, explanation
 
@@ -211,8 +263,10 @@ class Explainer:
         except NoRecord:
             return None, None
         except NoWayToAsk:
-            self.unavailable = ("the prioritizer's view is not available here (its database cannot be read "
-                                "and the site has no explain endpoint): Slurm's reason is shown")
+            self.unavailable = (
+                "the prioritizer's view is not available here (its database cannot be read "
+                "and the site has no explain endpoint): Slurm's reason is shown"
+            )
             return None, None
         except SlurmDLError as e:
             self.unavailable = f"the prioritizer could not be asked: {str(e).splitlines()[0]}"
@@ -222,9 +276,13 @@ class Explainer:
         return _texts(doc, estimate, state)
 
 
-def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer | str | None" = None,
-                  gpu_samples: list[JobGpuSample] | None = None,
-                  estimates: dict[int, float] | None = None) -> list[dict[str, Any]]:
+def describe_jobs(
+    jobs: Iterable[Job],
+    job_id: int | None,
+    explainer: "Explainer | str | None" = None,
+    gpu_samples: list[JobGpuSample] | None = None,
+    estimates: dict[int, float] | None = None,
+) -> list[dict[str, Any]]:
     """One row per job; ``explainer`` asks the prioritizer (an :class:`Explainer`, or a store's
     URL); ``gpu_samples`` (the agents' files; None: telemetry not configured) give running jobs
     their ``gpu`` entry; ``estimates`` are Slurm's expected starts of pending jobs."""
@@ -237,7 +295,9 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer
     shown_arrays: set[int] = set()
     for job in jobs:
         tasks = None
-        if job.array_job_id is not None and (job_id is None or job_id == job.array_job_id == job.job_id):
+        if job.array_job_id is not None and (
+            job_id is None or job_id == job.array_job_id == job.job_id
+        ):
             # A sweep: one row for all its tasks, under the array's id, summarised by their states.
             if job.array_job_id in shown_arrays:
                 continue
@@ -256,14 +316,25 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer
         elif record is None:
             continue
         row: dict[str, Any] = {
-            "job_id": job.job_id, "name": job.name, "state": job.state.value, "reason": job.state_reason,
-            "restarts": job.restarts, "nodes": list(job.nodes), "kind": record and record.get("kind"),
-            "output": record and record.get("output"), "checkpoint_dir": record and record.get("checkpoint_dir"),
-            "last_checkpoint": None, "events": [], "explain": None, "why": None,
+            "job_id": job.job_id,
+            "name": job.name,
+            "state": job.state.value,
+            "reason": job.state_reason,
+            "restarts": job.restarts,
+            "nodes": list(job.nodes),
+            "kind": record and record.get("kind"),
+            "output": record and record.get("output"),
+            "checkpoint_dir": record and record.get("checkpoint_dir"),
+            "last_checkpoint": None,
+            "events": [],
+            "explain": None,
+            "why": None,
             "submitted_at": job.submit_time or (record and record.get("submitted_at")) or None,
             "started_at": job.start_time if job.running else None,
             "telemetry": gpu_samples is not None,
-            "gpu": gpu_status(job, gpu_samples) if gpu_samples is not None and job.running else None,
+            "gpu": gpu_status(job, gpu_samples)
+            if gpu_samples is not None and job.running
+            else None,
             "tip": share_tip(job.comment),
         }
         if record and record.get("checkpoint_dir"):
@@ -272,8 +343,12 @@ def describe_jobs(jobs: Iterable[Job], job_id: int | None, explainer: "Explainer
             row["events"] = own_events(last_events(d, 50), job.job_id, sweep=tasks is not None)
         if tasks is not None and (tasks["total"] > 1 or tasks["waiting"]):
             row["tasks"] = tasks
-            row["state"] = "RUNNING" if tasks["running"] else "PENDING" if tasks["waiting"] else row["state"]
-            row["nodes"] = sorted({n for j in arrays[job.array_job_id] if j.running for n in j.nodes})
+            row["state"] = (
+                "RUNNING" if tasks["running"] else "PENDING" if tasks["waiting"] else row["state"]
+            )
+            row["nodes"] = sorted(
+                {n for j in arrays[job.array_job_id] if j.running for n in j.nodes}
+            )
             starts = [j.start_time for j in arrays[job.array_job_id] if j.running and j.start_time]
             row["started_at"] = min(starts) if starts else None
         if job.pending:
@@ -293,8 +368,13 @@ def task_counts(members: list[Job]) -> dict[str, int]:
     waiting = sum(j.array_tasks for j in members if j.pending)
     ended = len(members) - running - sum(1 for j in members if j.pending)
     throttle = next((j.array_throttle for j in members if j.array_throttle), 0)
-    return {"total": running + waiting + ended, "running": running, "waiting": waiting, "ended": ended,
-            "throttle": throttle or 0}
+    return {
+        "total": running + waiting + ended,
+        "running": running,
+        "waiting": waiting,
+        "ended": ended,
+        "throttle": throttle or 0,
+    }
 
 
 ACTIVE = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "REQUEUED"}
@@ -340,11 +420,15 @@ def parse_since(text: str) -> float:
     return value
 
 
-def select_rows(rows: list[dict[str, Any]], *, show_all: bool, since_s: float, now: float) -> list[dict[str, Any]]:
+def select_rows(
+    rows: list[dict[str, Any]], *, show_all: bool, since_s: float, now: float
+) -> list[dict[str, Any]]:
     """Running and waiting jobs, and those that ended within ``since_s``; everything with ``show_all``."""
     if show_all:
         return rows
-    return [r for r in rows if r["state"] in ACTIVE or (r.get("submitted_at") or now) >= now - since_s]
+    return [
+        r for r in rows if r["state"] in ACTIVE or (r.get("submitted_at") or now) >= now - since_s
+    ]
 
 
 def why_line(row: dict[str, Any], with_start: bool = True) -> str:
@@ -422,16 +506,22 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def status_table(rows: list[dict[str, Any]], width: int = 80, now: float | None = None) -> list[str]:
+def status_table(
+    rows: list[dict[str, Any]], width: int = 80, now: float | None = None
+) -> list[str]:
     """The table as lines no wider than ``width``: job, name, state, submitted, start (Slurm's
     estimate for a waiting job), then where it runs or why it waits."""
-    head = f"{'JOB':>8} {'NAME':<12} {'STATE':<9} {'SUBMITTED':<9} {'START':<6} WHERE / WHY IT WAITS"
+    head = (
+        f"{'JOB':>8} {'NAME':<12} {'STATE':<9} {'SUBMITTED':<9} {'START':<6} WHERE / WHY IT WAITS"
+    )
     lines = [_cut(head, width)]
     fixed = 8 + 1 + 12 + 1 + 9 + 1 + 9 + 1 + 6 + 1
     for r in rows:
-        lines.append(f"{r['job_id']:>8} {_cut(r['name'], 12):<12} {_cut(r['state'], 9):<9} "
-                     f"{local_time(r.get('submitted_at'), now, short=True):<9} {start_cell(r, now):<6} "
-                     f"{_cut(why_line(r, with_start=False), max(10, width - fixed))}")
+        lines.append(
+            f"{r['job_id']:>8} {_cut(r['name'], 12):<12} {_cut(r['state'], 9):<9} "
+            f"{local_time(r.get('submitted_at'), now, short=True):<9} {start_cell(r, now):<6} "
+            f"{_cut(why_line(r, with_start=False), max(10, width - fixed))}"
+        )
         gpu = gpu_cell(r)
         if r["state"] == "RUNNING" and gpu not in ("-", "–"):
             lines.append(_cut(f"{'':>9}GPU use: {gpu}", width))
@@ -440,27 +530,42 @@ def status_table(rows: list[dict[str, Any]], width: int = 80, now: float | None 
     return lines
 
 
-_FINAL = {"COMPLETED": "completed", "FAILED": "failed", "CANCELLED": "cancelled", "TIMEOUT": "hit its time limit",
-          "OUT_OF_MEMORY": "ran out of memory", "NODE_FAIL": "its node failed", "PREEMPTED": "preempted"}
+_FINAL = {
+    "COMPLETED": "completed",
+    "FAILED": "failed",
+    "CANCELLED": "cancelled",
+    "TIMEOUT": "hit its time limit",
+    "OUT_OF_MEMORY": "ran out of memory",
+    "NODE_FAIL": "its node failed",
+    "PREEMPTED": "preempted",
+}
 _LABELS = {"RUNNING": "where:", "PENDING": "waiting:", "REQUEUED": "waiting:"}
 
 
 def detail_lines(r: dict[str, Any]) -> list[str]:
     """``dlsubmit status JOBID``: everything known about one job."""
-    lines = [f"job {r['job_id']} ({r['name']}): {r['state']}, {r['kind'] or 'not submitted by dlsubmit'}",
-             f"  {_LABELS.get(r['state'], 'state:'):<12} {why_line(r, with_start=r['state'] != 'PENDING')}"]
+    lines = [
+        f"job {r['job_id']} ({r['name']}): {r['state']}, {r['kind'] or 'not submitted by dlsubmit'}",
+        f"  {_LABELS.get(r['state'], 'state:'):<12} {why_line(r, with_start=r['state'] != 'PENDING')}",
+    ]
     if r["state"] == "PENDING" and not r.get("tasks"):
         est = r.get("estimated_start")
-        lines.append(f"  {'start:':<12} " + (f"Slurm expects {local_time(est)}" if est else
-                                            "Slurm has not estimated it yet"))
+        lines.append(
+            f"  {'start:':<12} "
+            + (f"Slurm expects {local_time(est)}" if est else "Slurm has not estimated it yet")
+        )
     if r.get("submitted_at"):
         lines.append(f"  submitted:   {local_time(r['submitted_at'])}")
     lines.append(f"  restarts:    {r['restarts']}")
     if r.get("output"):
-        lines.append(f"  log:         {log_display(r['output'], (r.get('tasks') or {}).get('total'))}")
+        lines.append(
+            f"  log:         {log_display(r['output'], (r.get('tasks') or {}).get('total'))}"
+        )
     if r.get("checkpoint_dir") and r.get("kind") != "serve":
         lines.append(f"  checkpoints: {r['checkpoint_dir']}")
-        lines.append(f"  newest:      {Path(r['last_checkpoint']).name if r['last_checkpoint'] else 'none yet'}")
+        lines.append(
+            f"  newest:      {Path(r['last_checkpoint']).name if r['last_checkpoint'] else 'none yet'}"
+        )
     if r.get("telemetry"):
         lines.append(f"  GPU use:     {gpu_cell(r)}")
         if r["state"] == "RUNNING" and (r.get("gpu") or {}).get("over_share"):

@@ -40,16 +40,27 @@ def source_of(cfg, db: str | None = None, via_prioritizer: bool = False) -> tupl
     if db is None and pc.explain_port:
         return "endpoint", f"{pc.explain_host}:{pc.explain_port}"
     if via_prioritizer and readable:
-        raise NoWayToAsk("--via-prioritizer: the site config has no [prioritizer] explain_port,\n"
-                         "  so there is no prioritizer to ask")
-    raise NoWayToAsk(f"the prioritizer's database cannot be read here:\n  {shown_url(url)}\n"
-                     "  and the site config has no [prioritizer] explain_port to ask the\n"
-                     "  prioritizer instead. Ask your admins to turn on its explain endpoint,\n"
-                     "  or run this where the database is readable (see --db).")
+        raise NoWayToAsk(
+            "--via-prioritizer: the site config has no [prioritizer] explain_port,\n"
+            "  so there is no prioritizer to ask"
+        )
+    raise NoWayToAsk(
+        f"the prioritizer's database cannot be read here:\n  {shown_url(url)}\n"
+        "  and the site config has no [prioritizer] explain_port to ask the\n"
+        "  prioritizer instead. Ask your admins to turn on its explain endpoint,\n"
+        "  or run this where the database is readable (see --db)."
+    )
 
 
-def explanation(cfg, job_id: int, *, db: str | None = None, via_prioritizer: bool = False,
-                live: bool = True, stores: dict | None = None) -> dict[str, Any]:
+def explanation(
+    cfg,
+    job_id: int,
+    *,
+    db: str | None = None,
+    via_prioritizer: bool = False,
+    live: bool = True,
+    stores: dict | None = None,
+) -> dict[str, Any]:
     """The :func:`payload` document for ``job_id``, from the store or the explain endpoint.
     NoRecord when the prioritizer knows nothing of it; NoWayToAsk, or the endpoint's
     ExplainAskError/MungeError (SlurmDLError both) when it cannot be asked. ``stores``: opened
@@ -60,7 +71,9 @@ def explanation(cfg, job_id: int, *, db: str | None = None, via_prioritizer: boo
 
         store = (stores if stores is not None else {}).get(where)
         if store is None:
-            store = Store(where, create=False)  # a reader: a missing or empty store is named, not made
+            store = Store(
+                where, create=False
+            )  # a reader: a missing or empty store is named, not made
             if stores is not None:
                 stores[where] = store
         return payload(gather(store, job_id), cfg.policy.fairshare.half_life_hours, live=live)
@@ -68,7 +81,9 @@ def explanation(cfg, job_id: int, *, db: str | None = None, via_prioritizer: boo
 
     pc = cfg.prioritizer
     try:
-        return ask(pc.explain_host, pc.explain_port, job_id, live=live, munge_socket=pc.munge_socket)
+        return ask(
+            pc.explain_host, pc.explain_port, job_id, live=live, munge_socket=pc.munge_socket
+        )
     except NotKnown:
         raise NoRecord(job_id) from None
 
@@ -91,10 +106,18 @@ def gather(store, job_id: int, *, with_queue: bool = True) -> Gathered:
     """What the store holds about ``job_id``; NoRecord when it holds nothing."""
     expl = store.explanation(job_id)
     queue = store.explanations() if expl is not None and with_queue else {}
-    decisions = [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in store.decisions(job_id)]
+    decisions = [
+        {"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason}
+        for d in store.decisions(job_id)
+    ]
     preemptions = [
-        {"victim": p.victim_job_id, "need": p.need_job_id, "state": p.state, "signalled_at": p.signalled_at,
-         "reason": p.reason}
+        {
+            "victim": p.victim_job_id,
+            "need": p.need_job_id,
+            "state": p.state,
+            "signalled_at": p.signalled_at,
+            "reason": p.reason,
+        }
         for p in store.preemptions(victim=job_id)
     ]
     if expl is None and not decisions and not preemptions:
@@ -106,13 +129,27 @@ def payload(g: Gathered, half_life_hours: float, live: bool = True) -> dict[str,
     """The document ``explain --json`` prints: the view plus decisions and preemptions, or
     ``state: GONE`` for a job that no longer waits or runs."""
     if g.expl is None or "factors" not in g.expl:
-        return {"job_id": g.job_id, "state": "GONE", "decisions": g.decisions, "preemptions": g.preemptions}
+        return {
+            "job_id": g.job_id,
+            "state": "GONE",
+            "decisions": g.decisions,
+            "preemptions": g.preemptions,
+        }
     from slurm_dl.explain.view import explain_view
 
-    estimate, free, releases, live_note = (live_facts(g.job_id, g.expl) if live
-                                           else (None, None, None, "not asked (--no-live)"))
-    view = explain_view(g.expl, g.queue, estimate=estimate, preemptions=g.preemptions, free_gpus_per_node=free,
-                        half_life_hours=half_life_hours, now=time.time(), releases=releases)
+    estimate, free, releases, live_note = (
+        live_facts(g.job_id, g.expl) if live else (None, None, None, "not asked (--no-live)")
+    )
+    view = explain_view(
+        g.expl,
+        g.queue,
+        estimate=estimate,
+        preemptions=g.preemptions,
+        free_gpus_per_node=free,
+        half_life_hours=half_life_hours,
+        now=time.time(),
+        releases=releases,
+    )
     view["live"] = live_note
     return {**view, "decisions": g.decisions, "preemptions": g.preemptions}
 
@@ -129,11 +166,15 @@ def render_text(doc: dict[str, Any], detail: bool = False) -> str:
 
     text = explain_text(doc, doc.get("decisions", [])) if detail else people_text(doc)
     if doc.get("live", "ok") != "ok":
-        text += "\n" + "\n".join(textwrap.wrap(f"(Slurm: {doc['live']})", 80, subsequent_indent="  "))
+        text += "\n" + "\n".join(
+            textwrap.wrap(f"(Slurm: {doc['live']})", 80, subsequent_indent="  ")
+        )
     return text
 
 
-LIVE_VIEW_SECONDS = 15.0  # how long the explain endpoint reuses one read of the nodes and running jobs
+LIVE_VIEW_SECONDS = (
+    15.0  # how long the explain endpoint reuses one read of the nodes and running jobs
+)
 _view_lock = threading.Lock()
 _view: dict[tuple[str | None, bool], tuple[float, list, list]] = {}
 

@@ -65,8 +65,15 @@ def contributions(expl: Mapping[str, Any]) -> list[dict[str, Any]]:
             weight = float(f.get("weight", 1.0))
             score = f.get("score")
             contribution = round(weight * (score or 0.0), 4)
-            parts.append({"factor": name, "weight": weight, "score": score, "contribution": contribution,
-                          "words": factor_words(name, f, expl)})
+            parts.append(
+                {
+                    "factor": name,
+                    "weight": weight,
+                    "score": score,
+                    "contribution": contribution,
+                    "words": factor_words(name, f, expl),
+                }
+            )
         total = round(sum(p["contribution"] for p in parts), 4)
         out.append({"tier": i, "factors": parts, "total": total})
     return out
@@ -96,12 +103,19 @@ def factor_words(name: str, f: Mapping[str, Any], expl: Mapping[str, Any]) -> st
         if expl.get("deadline_demoted"):
             return f"deadline {_clock(expl['deadline'])} not admitted, best effort: {expl['deadline_demoted']}"
         slack = expl.get("deadline_slack_s")
-        left = "" if slack is None else (f", {_duration(slack)} to spare" if slack >= 0 else ", cannot make it")
+        left = (
+            ""
+            if slack is None
+            else (f", {_duration(slack)} to spare" if slack >= 0 else ", cannot make it")
+        )
         return f"deadline {_clock(expl['deadline'])}{left}"
     if name == "class":
         w, top = f.get("class_weight"), f.get("class_weight_max")
-        return f"class {expl.get('class')}: weight {w:g} of {top:g}" if w is not None and top else \
-            f"class {expl.get('class')}"
+        return (
+            f"class {expl.get('class')}: weight {w:g} of {top:g}"
+            if w is not None and top
+            else f"class {expl.get('class')}"
+        )
     if name == "las":
         th = list(f.get("thresholds") or f.get("thresholds_gpu_s") or [])
         q = f.get("queue")
@@ -119,7 +133,11 @@ def factor_words(name: str, f: Mapping[str, Any], expl: Mapping[str, Any]) -> st
         return text
     if name == "fairshare":
         usage = expl.get("account_usage_gpu_s")
-        whose = f"account {expl['account']}" if expl.get("account") else "no account (shared by all jobs without one)"
+        whose = (
+            f"account {expl['account']}"
+            if expl.get("account")
+            else "no account (shared by all jobs without one)"
+        )
         return f"{whose}: factor {f.get('factor', 0):.2f}, used {_gpu_h(usage)}"
     if name == "fifo":
         return "first come, first served"
@@ -144,24 +162,43 @@ def _step_words(label: str, mine: Any, theirs: Any) -> str:
     return f"{_STEP_WORDS.get(label, label)} ({mine} vs {theirs})"
 
 
-def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]] | None = None, *,
-                 estimate: Mapping[str, Any] | None = None, preemptions: Iterable[Mapping[str, Any]] = (),
-                 free_gpus_per_node: Iterable[int] | None = None, half_life_hours: float | None = None,
-                 now: float | None = None, releases: Iterable[tuple[int, Iterable[tuple[float, int]]]] | None = None,
-                 ) -> dict[str, Any]:
+def explain_view(
+    expl: Mapping[str, Any],
+    queue: Mapping[Any, Mapping[str, Any]] | None = None,
+    *,
+    estimate: Mapping[str, Any] | None = None,
+    preemptions: Iterable[Mapping[str, Any]] = (),
+    free_gpus_per_node: Iterable[int] | None = None,
+    half_life_hours: float | None = None,
+    now: float | None = None,
+    releases: Iterable[tuple[int, Iterable[tuple[float, int]]]] | None = None,
+) -> dict[str, Any]:
     """Everything the text shows, as data."""
     queue = {int(k): v for k, v in (queue or {}).items()}
     jid = int(expl["job_id"])
     queue.setdefault(jid, expl)
     rank = expl.get("rank")
-    ranked = sorted((e for e in queue.values() if e.get("rank") is not None), key=lambda e: e["rank"])
+    ranked = sorted(
+        (e for e in queue.values() if e.get("rank") is not None), key=lambda e: e["rank"]
+    )
     view: dict[str, Any] = {
-        "job_id": jid, "name": expl.get("name"), "user": expl.get("user"), "account": expl.get("account"),
-        "state": expl.get("state"), "class": expl.get("class"), "num_gpus": expl.get("num_gpus"),
-        "num_nodes": expl.get("num_nodes"), "time_limit": expl.get("time_limit"),
-        "policy": expl.get("policy"), "rank": None if rank is None else rank + 1,
-        "ranked": expl.get("ranked"), "score": expl.get("score"), "site_factor": expl.get("site_factor"),
-        "tiers": contributions(expl), "waiting_for": expl.get("waiting_for") or None, "at": expl.get("at"),
+        "job_id": jid,
+        "name": expl.get("name"),
+        "user": expl.get("user"),
+        "account": expl.get("account"),
+        "state": expl.get("state"),
+        "class": expl.get("class"),
+        "num_gpus": expl.get("num_gpus"),
+        "num_nodes": expl.get("num_nodes"),
+        "time_limit": expl.get("time_limit"),
+        "policy": expl.get("policy"),
+        "rank": None if rank is None else rank + 1,
+        "ranked": expl.get("ranked"),
+        "score": expl.get("score"),
+        "site_factor": expl.get("site_factor"),
+        "tiers": contributions(expl),
+        "waiting_for": expl.get("waiting_for") or None,
+        "at": expl.get("at"),
         "gpu_utilisation": expl.get("gpu_utilisation"),
         "factors_at": expl.get("factors_at", expl.get("at")),
         "gpu_types": gpu_type_words(expl.get("gpu_types")),
@@ -170,7 +207,9 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
         pending = [e for e in ranked if e.get("state") == "PENDING"]
         ahead = [e for e in pending if e["rank"] < rank]
         view["queue"] = {
-            "position": len(ahead) + 1, "waiting": len(pending), "jobs_ahead": len(ahead),
+            "position": len(ahead) + 1,
+            "waiting": len(pending),
+            "jobs_ahead": len(ahead),
             "gpus_ahead": sum(int(e.get("num_gpus") or 0) for e in ahead),
             "accounts_ahead": len({e.get("account") for e in ahead}),
         }
@@ -180,11 +219,17 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
         # A waiting job's neighbours are the waiting jobs next to it, compared only when both keys
         # were built in the same cycle: a running job's key, or one deep in the queue, is rebuilt
         # less often, and comparing keys of two moments would say a different step each time.
-        peers = [e for e in ranked if e.get("state") == expl.get("state")] if expl.get("state") == "PENDING" \
+        peers = (
+            [e for e in ranked if e.get("state") == expl.get("state")]
+            if expl.get("state") == "PENDING"
             else ranked
+        )
         ids = [int(e["job_id"]) for e in peers]
         at = ids.index(jid) if jid in ids else None
-        for side, i in (("after", None if at is None else at - 1), ("before", None if at is None else at + 1)):
+        for side, i in (
+            ("after", None if at is None else at - 1),
+            ("before", None if at is None else at + 1),
+        ):
             other = peers[i] if i is not None and 0 <= i < len(peers) else None
             if other is None or not other.get("order_key"):
                 continue
@@ -194,17 +239,28 @@ def explain_view(expl: Mapping[str, Any], queue: Mapping[Any, Mapping[str, Any]]
             if step is None:
                 continue
             label, va, vb = step
-            neighbours[side] = {"job_id": other["job_id"], "step": label, "this": va, "other": vb,
-                                "tied_on_every_factor": not label.startswith(("tier:", "key:")),
-                                "words": _step_words(label, va, vb)}
+            neighbours[side] = {
+                "job_id": other["job_id"],
+                "step": label,
+                "this": va,
+                "other": vb,
+                "tied_on_every_factor": not label.startswith(("tier:", "key:")),
+                "words": _step_words(label, va, vb),
+            }
     view["ordering"] = neighbours
     view["preemption"] = preemption_words(expl, list(preemptions))
     view["estimated_start"] = estimate_words(estimate, now)
     view["levers"] = levers(expl, view, free_gpus_per_node, half_life_hours)
-    fit = earliest_fit(int(expl.get("num_gpus") or 0), releases, now) if expl.get("state") == "PENDING" else None
+    fit = (
+        earliest_fit(int(expl.get("num_gpus") or 0), releases, now)
+        if expl.get("state") == "PENDING"
+        else None
+    )
     if fit is not None and now is not None and fit > now:
-        view["levers"].append(f"{expl.get('num_gpus')} GPUs free up on one node by {_clock(fit)[11:]} (in "
-                              f"{_duration(fit - now)}) if the running jobs use their whole time limit")
+        view["levers"].append(
+            f"{expl.get('num_gpus')} GPUs free up on one node by {_clock(fit)[11:]} (in "
+            f"{_duration(fit - now)}) if the running jobs use their whole time limit"
+        )
     return view
 
 
@@ -222,7 +278,7 @@ OUTCOMES = {
 
 
 def _for_fairness(row: Mapping[str, Any]) -> str:
-    """", for fair share: it yielded to account B" when the preemption was for fairness."""
+    """ ", for fair share: it yielded to account B" when the preemption was for fairness."""
     to = yielded_to(str(row.get("reason") or ""))
     return f" for fair share (it yielded to account {to[1]}, below its fair share)" if to else ""
 
@@ -256,8 +312,10 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
         when = f" at {_clock(at)[11:]}" if at else ""
         if r.get("state") == "requeueing" and not expl.get("checkpointable", True):
             return f"being requeued{when} for job {r.get('need')}{_for_fairness(r)} (no checkpoint handler declared)"
-        return (f"signalled{when} to checkpoint for job {r.get('need')}{_for_fairness(r)}; requeued after "
-                "its lead time unless it requeues itself")
+        return (
+            f"signalled{when} to checkpoint for job {r.get('need')}{_for_fairness(r)}; requeued after "
+            "its lead time unless it requeues itself"
+        )
     kind = expl.get("preemption") or {}
     if kind.get("kind") == "never":
         return f"never preempted by slurm-dl: {kind.get('why')}"
@@ -265,18 +323,25 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
         return "never preempted by slurm-dl (it declared no checkpoint handler)"
     refused = [r for r in rows if r.get("state") == "refused"]
     if refused and expl.get("state") == "RUNNING":
-        return (f"Slurm refused its preemption {_clock(refused[-1].get('updated_at'))}; "
-                "left alone for the rest of this run")
-    how = ("may be requeued without a signal (restarts from the beginning)" if kind.get("kind") == "requeue"
-           else "may be signalled to checkpoint, then requeued")
+        return (
+            f"Slurm refused its preemption {_clock(refused[-1].get('updated_at'))}; "
+            "left alone for the rest of this run"
+        )
+    how = (
+        "may be requeued without a signal (restarts from the beginning)"
+        if kind.get("kind") == "requeue"
+        else "may be signalled to checkpoint, then requeued"
+    )
     why = f" ({kind['why']})" if kind.get("why") else ""
     done = [r for r in rows if r.get("signalled_at")]
     if done:
         r = done[-1]
         outcome = OUTCOMES.get(str(r.get("state")))
         outcome = f" ({outcome})" if outcome else ""
-        return (f"{how}{why}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}"
-                f"{_for_fairness(r)}{outcome}")
+        return (
+            f"{how}{why}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}"
+            f"{_for_fairness(r)}{outcome}"
+        )
     if expl.get("state") == "RUNNING":
         return f"{how}{why}; not signalled recently"
     return f"{how}{why} once it runs"
@@ -284,18 +349,27 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
 
 def estimate_words(estimate: Mapping[str, Any] | None, now: float | None) -> dict[str, Any]:
     if not estimate or not estimate.get("at"):
-        return {"at": None, "source": None,
-                "words": "none: Slurm has not estimated it yet (its backfill pass does, for jobs near the front)"}
+        return {
+            "at": None,
+            "source": None,
+            "words": "none: Slurm has not estimated it yet (its backfill pass does, for jobs near the front)",
+        }
     at = float(estimate["at"])
     in_s = None if now is None else at - now
     words = f"{_clock(at)}" + ("" if in_s is None else f" (in {_duration(max(0.0, in_s))})")
-    words += "; Slurm's estimate from running jobs' time limits: sooner if they end early, later if " \
-             "higher-priority jobs arrive"
+    words += (
+        "; Slurm's estimate from running jobs' time limits: sooner if they end early, later if "
+        "higher-priority jobs arrive"
+    )
     return {"at": at, "in_s": in_s, "source": estimate.get("source", "slurm"), "words": words}
 
 
-def levers(expl: Mapping[str, Any], view: Mapping[str, Any], free_gpus_per_node: Iterable[int] | None,
-           half_life_hours: float | None) -> list[str]:
+def levers(
+    expl: Mapping[str, Any],
+    view: Mapping[str, Any],
+    free_gpus_per_node: Iterable[int] | None,
+    half_life_hours: float | None,
+) -> list[str]:
     """What the user could change, where the numbers allow saying it concretely."""
     out = []
     if expl.get("state") != "PENDING":
@@ -308,19 +382,31 @@ def levers(expl: Mapping[str, Any], view: Mapping[str, Any], free_gpus_per_node:
         if 0 < best < n:
             out.append(f"with {best} GPUs instead of {n} it would fit on a node that is free now")
         elif best >= n:
-            out.append(f"{best} GPUs are free on one node: it starts once the jobs ahead are placed")
+            out.append(
+                f"{best} GPUs are free on one node: it starts once the jobs ahead are placed"
+            )
     usage = expl.get("account_usage_gpu_s")
-    if half_life_hours and usage and expl.get("account") and "fairshare" in (expl.get("factors") or {}):
+    if (
+        half_life_hours
+        and usage
+        and expl.get("account")
+        and "fairshare" in (expl.get("factors") or {})
+    ):
         # (without an account, the usage is that of every job without one: nothing the user controls)
-        out.append(f"account {expl['account']}'s usage ({_gpu_h(usage)}) halves in {half_life_hours:g} h, "
-                   "raising its fair-share factor")
+        out.append(
+            f"account {expl['account']}'s usage ({_gpu_h(usage)}) halves in {half_life_hours:g} h, "
+            "raising its fair-share factor"
+        )
     if expl.get("state_reason") in ("Priority", "Resources"):
-        out.append("a shorter --time lets Slurm start it sooner in a gap between other jobs (backfill)")
+        out.append(
+            "a shorter --time lets Slurm start it sooner in a gap between other jobs (backfill)"
+        )
     return out
 
 
-def earliest_fit(gpus: int, releases: Iterable[tuple[int, Iterable[tuple[float, int]]]] | None,
-                 now: float | None) -> float | None:
+def earliest_fit(
+    gpus: int, releases: Iterable[tuple[int, Iterable[tuple[float, int]]]] | None, now: float | None
+) -> float | None:
     """When one node first has ``gpus`` free, from each node's free GPUs now and the (end time,
     GPUs) of its running jobs at their time limits; None if no node ever has that many."""
     if not releases or gpus <= 0 or now is None:
@@ -353,7 +439,9 @@ def one_line(view: Mapping[str, Any]) -> str:
     elif waiting.startswith("preemption"):
         text += ", preempting for it"
     elif "free now" in waiting and not q["jobs_ahead"]:
-        text += ", needs " + waiting.split(" (")[0].replace("GPU(s); ", "GPUs, ").replace(" free now", " free")
+        text += ", needs " + waiting.split(" (")[0].replace("GPU(s); ", "GPUs, ").replace(
+            " free now", " free"
+        )
     return text
 
 
@@ -387,7 +475,9 @@ def _ahead_words(step: Mapping[str, Any]) -> str:
     if label.startswith("tier:"):
         names = label[5:].split("+")
         if len(names) == 1:
-            return _AHEAD_WORDS.get(names[0], f"its {names[0]} score is higher").format(other_class="higher")
+            return _AHEAD_WORDS.get(names[0], f"its {names[0]} score is higher").format(
+                other_class="higher"
+            )
         said = [_AHEAD_WORDS[n].split(" (")[0] for n in names if n in _AHEAD_WORDS]
         return " or ".join(said) if said else "its priority score is higher"
     if label == "submit":
@@ -411,8 +501,10 @@ def _estimate_for_people(view: Mapping[str, Any]) -> str:
     at, in_s = est["at"], est.get("in_s")
     when = _clock(at)[11:] if in_s is not None and in_s < 20 * 3600 else _clock(at)
     soon = "" if in_s is None else f" (in {_duration(max(0.0, in_s))})"
-    return (f"Slurm expects {when}{soon}, going by the running jobs' time limits: sooner if "
-            "they end early, later if higher-priority jobs arrive")
+    return (
+        f"Slurm expects {when}{soon}, going by the running jobs' time limits: sooner if "
+        "they end early, later if higher-priority jobs arrive"
+    )
 
 
 def people_text(view: Mapping[str, Any]) -> str:
@@ -421,28 +513,50 @@ def people_text(view: Mapping[str, Any]) -> str:
     out: list[str] = []
 
     def say(label: str, text: str) -> None:
-        out.extend(textwrap.wrap(text, WIDTH, initial_indent=f"{label:<12}", subsequent_indent=" " * 12,
-                                 break_on_hyphens=False))
+        out.extend(
+            textwrap.wrap(
+                text,
+                WIDTH,
+                initial_indent=f"{label:<12}",
+                subsequent_indent=" " * 12,
+                break_on_hyphens=False,
+            )
+        )
 
     n, nodes = view.get("num_gpus"), view.get("num_nodes") or 1
     shape = f"{n} GPU{'s' if n != 1 else ''}" + (f" on {nodes} nodes" if nodes > 1 else "")
-    state = {"PENDING": "waiting", "RUNNING": "running"}.get(view.get("state") or "", (view.get("state") or "").lower())
+    state = {"PENDING": "waiting", "RUNNING": "running"}.get(
+        view.get("state") or "", (view.get("state") or "").lower()
+    )
     out.extend(_fit(f"job {view['job_id']} ({view.get('name') or '-'}): {state}, {shape}"))
     q = view.get("queue")
     if q:
         if q["jobs_ahead"]:
             jobs = f"{q['jobs_ahead']} job{'s' if q['jobs_ahead'] != 1 else ''}"
-            say("place:", f"{_ordinal(q['position'])} of {q['waiting']} waiting jobs; {q['gpus_ahead']} GPUs "
-                f"ahead of it ({jobs})")
+            say(
+                "place:",
+                f"{_ordinal(q['position'])} of {q['waiting']} waiting jobs; {q['gpus_ahead']} GPUs "
+                f"ahead of it ({jobs})",
+            )
         else:
-            say("place:", f"first of {q['waiting']} waiting job{'s' if q['waiting'] != 1 else ''}; "
-                "no GPUs ahead of it")
+            say(
+                "place:",
+                f"first of {q['waiting']} waiting job{'s' if q['waiting'] != 1 else ''}; "
+                "no GPUs ahead of it",
+            )
     if view.get("waiting_for"):
         say("waits for:", view["waiting_for"])
     if view.get("state") == "PENDING":
         say("start:", _estimate_for_people(view))
-    deadline = next((p["words"] for t in view.get("tiers") or [] for p in t["factors"]
-                     if p["factor"] == "deadline"), None)
+    deadline = next(
+        (
+            p["words"]
+            for t in view.get("tiers") or []
+            for p in t["factors"]
+            if p["factor"] == "deadline"
+        ),
+        None,
+    )
     if deadline and not deadline.startswith("no deadline"):
         say("deadline:", deadline)
     ahead = (view.get("ordering") or {}).get("after")
@@ -461,7 +575,11 @@ def people_text(view: Mapping[str, Any]) -> str:
         for line in utilisation_lines(view["gpu_utilisation"]):
             out.extend(_fit(line))
     say("preemption:", _plain(str(view.get("preemption") or "")))
-    out.extend(_fit(f"(slurm-dl explain {view['job_id']} --detail: the scores, tiers and recent decisions)"))
+    out.extend(
+        _fit(
+            f"(slurm-dl explain {view['job_id']} --detail: the scores, tiers and recent decisions)"
+        )
+    )
     return "\n".join(out)
 
 
@@ -475,35 +593,47 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
 
     state = (view.get("state") or "").lower()
     account = f", account {view['account']}" if view.get("account") else ""
-    say(f"job {view['job_id']} ({view.get('name') or '-'}) of {view.get('user') or '-'}{account}: {state}, "
-        f"{view.get('num_gpus')} GPU(s), class {view.get('class')}")
+    say(
+        f"job {view['job_id']} ({view.get('name') or '-'}) of {view.get('user') or '-'}{account}: {state}, "
+        f"{view.get('num_gpus')} GPU(s), class {view.get('class')}"
+    )
     q = view.get("queue")
     if q and q["jobs_ahead"]:
-        say(f"place: {_ordinal(q['position'])} of {q['waiting']} waiting jobs; ahead of it: {q['jobs_ahead']} "
-            f"job(s) with {q['gpus_ahead']} GPU(s) from {q['accounts_ahead']} account(s)")
+        say(
+            f"place: {_ordinal(q['position'])} of {q['waiting']} waiting jobs; ahead of it: {q['jobs_ahead']} "
+            f"job(s) with {q['gpus_ahead']} GPU(s) from {q['accounts_ahead']} account(s)"
+        )
     elif q:
         say(f"place: first of {q['waiting']} waiting job(s); nothing waits ahead of it")
     if view.get("rank") is not None:
         sf = view.get("site_factor")
-        say(f"  rank {view['rank']} of {view['ranked']} counting running jobs (policy {view.get('policy')}); "
+        say(
+            f"  rank {view['rank']} of {view['ranked']} counting running jobs (policy {view.get('policy')}); "
             f"score {view.get('score')} is that place (1 first, 0 last)"
-            + (f" -> SiteFactor {sf}" if sf is not None else ""))
+            + (f" -> SiteFactor {sf}" if sf is not None else "")
+        )
     out.append("why this place (tiers are compared in order; the first difference decides):")
     fat, at = view.get("factors_at"), view.get("at")
     if fat is not None and at is not None and at - fat >= 1:
-        say(f"  (factors as of {_hms(fat)}, {_duration(at - fat)} before this ranking: the prioritizer "
-            "refreshes them less often for jobs deep in the queue)")
+        say(
+            f"  (factors as of {_hms(fat)}, {_duration(at - fat)} before this ranking: the prioritizer "
+            "refreshes them less often for jobs deep in the queue)"
+        )
     for t in view.get("tiers") or []:
         names = " + ".join(p["factor"] for p in t["factors"])
         if len(t["factors"]) == 1:
             p = t["factors"][0]
             say(f"  tier {t['tier']} {names:<15} {t['total']:>7.4f}  {p['words']}")
             continue
-        say(f"  tier {t['tier']} {names:<15} {t['total']:>7.4f} = "
-            + " + ".join(f"{p['contribution']:.4f}" for p in t["factors"]))
+        say(
+            f"  tier {t['tier']} {names:<15} {t['total']:>7.4f} = "
+            + " + ".join(f"{p['contribution']:.4f}" for p in t["factors"])
+        )
         for p in t["factors"]:
-            say(f"    {p['factor']:<10} {p['weight']:g} x {p['score'] or 0:.4f} = {p['contribution']:.4f}  "
-                f"{p['words']}")
+            say(
+                f"    {p['factor']:<10} {p['weight']:g} x {p['score'] or 0:.4f} = {p['contribution']:.4f}  "
+                f"{p['words']}"
+            )
     order = view.get("ordering") or {}
     for side in ("after", "before"):
         n = order.get(side)
@@ -518,7 +648,6 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
     if view.get("gpu_types"):
         say(f"GPU type: {view['gpu_types']}")
     if view.get("gpu_utilisation"):
-
         for line in utilisation_lines(view["gpu_utilisation"]):
             say(line)
     for lever in view.get("levers") or []:
@@ -532,7 +661,10 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
     return "\n".join(out)
 
 
-def render_explanation(expl: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]] = (),
-                       queue: Mapping[Any, Mapping[str, Any]] | None = None) -> str:
+def render_explanation(
+    expl: Mapping[str, Any],
+    decisions: Iterable[Mapping[str, Any]] = (),
+    queue: Mapping[Any, Mapping[str, Any]] | None = None,
+) -> str:
     """Human text for ``slurm-dl explain``: the view of the core's explanation dict, in words."""
     return explain_text(explain_view(expl, queue), decisions)

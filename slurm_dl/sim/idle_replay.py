@@ -53,8 +53,11 @@ class IdleOutcome:
 
 def _decision(job: Job, since: float, t: float, cfg: TelemetryConfig) -> IdleDecision:
     """``decide`` on every GPU of the job idle from run time ``since`` through the sample at ``t``."""
-    samples = [JobGpuSample(job.job_id, "sim", g, 0.0, 0, None, 0, at)
-               for g in range(max(1, job.num_gpus)) for at in ((since, t) if t > since else (since,))]
+    samples = [
+        JobGpuSample(job.job_id, "sim", g, 0.0, 0, None, 0, at)
+        for g in range(max(1, job.num_gpus))
+        for at in ((since, t) if t > since else (since,))
+    ]
     return decide(samples, {job.job_id: job}, cfg)[0]
 
 
@@ -99,7 +102,9 @@ def judge(job: Job, profile: Profile, cfg: TelemetryConfig) -> IdleOutcome:
             out = dataclasses.replace(out, flagged_at=warn_k * step)
         if _RANK[last.verdict] > _RANK[out.verdict]:
             out = dataclasses.replace(out, verdict=last.verdict)
-        out = dataclasses.replace(out, enforce=last.enforce)  # the same for every decision under one cfg
+        out = dataclasses.replace(
+            out, enforce=last.enforce
+        )  # the same for every decision under one cfg
         if _RANK[last.verdict] < 2:
             continue
         act_k = _first(warn_k, k1, lambda k: _RANK[at(k).verdict] >= 2)
@@ -110,14 +115,18 @@ def judge(job: Job, profile: Profile, cfg: TelemetryConfig) -> IdleOutcome:
     return out
 
 
-def judge_all(jobs: Sequence[Job], profiles: Sequence[Profile | None], cfg: TelemetryConfig) -> list[IdleOutcome | None]:
+def judge_all(
+    jobs: Sequence[Job], profiles: Sequence[Profile | None], cfg: TelemetryConfig
+) -> list[IdleOutcome | None]:
     return [judge(j, p, cfg) if p is not None else None for j, p in zip(jobs, profiles)]
 
 
 def apply_outcomes(jobs: Sequence[Job], outcomes: Sequence[IdleOutcome | None]) -> list[Job]:
     """The what-if trace: every job the policy cancels ends at that run time; the rest unchanged."""
-    return [dataclasses.replace(j, duration=o.acted_at) if o is not None and o.cancelled else j
-            for j, o in zip(jobs, outcomes)]
+    return [
+        dataclasses.replace(j, duration=o.acted_at) if o is not None and o.cancelled else j
+        for j, o in zip(jobs, outcomes)
+    ]
 
 
 def counts(outcomes: Sequence[IdleOutcome | None]) -> dict:
@@ -131,7 +140,9 @@ def counts(outcomes: Sequence[IdleOutcome | None]) -> dict:
         "idle_gpu_hours": idle / 3600.0,
         "jobs_flagged": len(flagged),
         "jobs_warned": sum(1 for o in flagged if o.enforce),
-        "jobs_deprioritized": sum(1 for o in flagged if o.verdict is Verdict.DEPRIORITIZE and o.enforce),
+        "jobs_deprioritized": sum(
+            1 for o in flagged if o.verdict is Verdict.DEPRIORITIZE and o.enforce
+        ),
         "jobs_cancelled": sum(1 for o in flagged if o.cancelled),
         "jobs_report_only": sum(1 for o in flagged if not o.enforce),
         "reclaimed_gpu_hours": reclaimed / 3600.0,
@@ -139,20 +150,45 @@ def counts(outcomes: Sequence[IdleOutcome | None]) -> dict:
     }
 
 
-OUTCOME_COLUMNS = ("job_id", "account", "num_gpus", "duration_s", "verdict", "enforced", "warned_at_s",
-                   "acted_at_s", "idle_gpu_h", "reclaimed_gpu_h")
+OUTCOME_COLUMNS = (
+    "job_id",
+    "account",
+    "num_gpus",
+    "duration_s",
+    "verdict",
+    "enforced",
+    "warned_at_s",
+    "acted_at_s",
+    "idle_gpu_h",
+    "reclaimed_gpu_h",
+)
 
 
 def outcome_rows(jobs: Sequence[Job], outcomes: Sequence[IdleOutcome | None]) -> list[tuple]:
     """One row per job with utilisation (``OUTCOME_COLUMNS``; times in seconds of the job's run time)."""
-    return [(j.job_id, j.account, j.num_gpus, float(j.duration or 0.0), o.verdict.value, int(o.enforce),
-             "" if o.flagged_at is None else o.flagged_at, "" if o.acted_at is None else o.acted_at,
-             round(o.idle_gpu_s / 3600.0, 4), round(o.reclaimed_gpu_s / 3600.0, 4))
-            for j, o in zip(jobs, outcomes) if o is not None]
+    return [
+        (
+            j.job_id,
+            j.account,
+            j.num_gpus,
+            float(j.duration or 0.0),
+            o.verdict.value,
+            int(o.enforce),
+            "" if o.flagged_at is None else o.flagged_at,
+            "" if o.acted_at is None else o.acted_at,
+            round(o.idle_gpu_s / 3600.0, 4),
+            round(o.reclaimed_gpu_s / 3600.0, 4),
+        )
+        for j, o in zip(jobs, outcomes)
+        if o is not None
+    ]
 
 
-def _per_job(jobs: Sequence[Job], results: Sequence[ClusterResult],
-             clusters: Sequence[tuple[object, list[Job]]]) -> dict[int, tuple[float, float]]:
+def _per_job(
+    jobs: Sequence[Job],
+    results: Sequence[ClusterResult],
+    clusters: Sequence[tuple[object, list[Job]]],
+) -> dict[int, tuple[float, float]]:
     """Trace position → (JCT, queueing delay) of one replay."""
     pos = {id(j): i for i, j in enumerate(jobs)}
     out = {}
@@ -166,14 +202,23 @@ def _change(before: float, after: float) -> float | None:
     return (after - before) / before if before else None
 
 
-def others_change(jobs: Sequence[Job], whatif: Sequence[Job], outcomes: Sequence[IdleOutcome | None],
-                  base: tuple[Sequence[ClusterResult], Sequence], replay: tuple[Sequence[ClusterResult], Sequence]) -> dict:
+def others_change(
+    jobs: Sequence[Job],
+    whatif: Sequence[Job],
+    outcomes: Sequence[IdleOutcome | None],
+    base: tuple[Sequence[ClusterResult], Sequence],
+    replay: tuple[Sequence[ClusterResult], Sequence],
+) -> dict:
     """JCT and queueing of the jobs the policy does NOT cancel, in the original vs the what-if replay.
 
     ``base``/``replay``: (cluster results, the ``clusters_for`` list they were run on)."""
     a = _per_job(jobs, *base)
     b = _per_job(whatif, *replay)
-    keep = [i for i, o in enumerate(outcomes) if not (o is not None and o.cancelled) and i in a and i in b]
+    keep = [
+        i
+        for i, o in enumerate(outcomes)
+        if not (o is not None and o.cancelled) and i in a and i in b
+    ]
     n = len(keep)
     if not n:
         return {"jobs": 0}
@@ -181,19 +226,37 @@ def others_change(jobs: Sequence[Job], whatif: Sequence[Job], outcomes: Sequence
     jct1 = sum(b[i][0] for i in keep) / n
     q0 = sum(a[i][1] for i in keep) / n
     q1 = sum(b[i][1] for i in keep) / n
-    return {"jobs": n, "avg_jct_s_before": jct0, "avg_jct_s_after": jct1, "avg_jct_change": _change(jct0, jct1),
-            "avg_queue_s_before": q0, "avg_queue_s_after": q1, "avg_queue_change": _change(q0, q1)}
+    return {
+        "jobs": n,
+        "avg_jct_s_before": jct0,
+        "avg_jct_s_after": jct1,
+        "avg_jct_change": _change(jct0, jct1),
+        "avg_queue_s_before": q0,
+        "avg_queue_s_after": q1,
+        "avg_queue_change": _change(q0, q1),
+    }
 
 
 def policy_block(cfg: TelemetryConfig) -> dict:
-    return {"idle_util_percent": cfg.idle_util_percent, "idle_minutes": cfg.idle_minutes,
-            "warn_grace_minutes": cfg.warn_grace_minutes, "idle_action": cfg.idle_action,
-            "interactive_idle_minutes": cfg.interactive_idle_minutes, "dry_run": cfg.dry_run,
-            "sample_seconds": cfg.sample_seconds}
+    return {
+        "idle_util_percent": cfg.idle_util_percent,
+        "idle_minutes": cfg.idle_minutes,
+        "warn_grace_minutes": cfg.warn_grace_minutes,
+        "idle_action": cfg.idle_action,
+        "interactive_idle_minutes": cfg.interactive_idle_minutes,
+        "dry_run": cfg.dry_run,
+        "sample_seconds": cfg.sample_seconds,
+    }
 
 
-def what_if(jobs: Sequence[Job], outcomes: Sequence[IdleOutcome | None], cfg: TelemetryConfig,
-            make_ranker: Callable[[], Ranker], setup: SimSetup, base_results: Sequence[ClusterResult]) -> dict:
+def what_if(
+    jobs: Sequence[Job],
+    outcomes: Sequence[IdleOutcome | None],
+    cfg: TelemetryConfig,
+    make_ranker: Callable[[], Ranker],
+    setup: SimSetup,
+    base_results: Sequence[ClusterResult],
+) -> dict:
     """The ``idle`` block of one policy: trace figures, and the what-if replay against ``base_results``
     (the same policy on the unchanged trace). The replay is skipped when nothing is cancelled."""
     block = {"policy": policy_block(cfg), **counts(outcomes)}
@@ -206,5 +269,7 @@ def what_if(jobs: Sequence[Job], outcomes: Sequence[IdleOutcome | None], cfg: Te
         summary, replay = None, base
     block["other_jobs"] = others_change(jobs, whatif, outcomes, base, replay)
     if summary is not None:
-        block["with_idle_policy"] = {k: summary[k] for k in ("avg_jct_s", "avg_queue_s", "makespan_s", "utilization")}
+        block["with_idle_policy"] = {
+            k: summary[k] for k in ("avg_jct_s", "avg_queue_s", "makespan_s", "utilization")
+        }
     return block

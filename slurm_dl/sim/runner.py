@@ -48,14 +48,22 @@ class RankerRecipe:
     boost_s: float | None = None
     shares: dict | None = None
     config: object = None
-    backfill: bool = False  # --slurm-backfill: the policy orders the queue, Slurm's backfill starts jobs
+    backfill: bool = (
+        False  # --slurm-backfill: the policy orders the queue, Slurm's backfill starts jobs
+    )
 
     def __call__(self):
         from .ranking.ranker import make_ranker
 
-        r = make_ranker(self.name, las_thresholds=self.thresholds, starvation=self.starvation, prior=self.prior,
-                        boost_s=self.boost_s,
-                        shares=self.shares, config=self.config)
+        r = make_ranker(
+            self.name,
+            las_thresholds=self.thresholds,
+            starvation=self.starvation,
+            prior=self.prior,
+            boost_s=self.boost_s,
+            shares=self.shares,
+            config=self.config,
+        )
         if self.backfill:
             r.discipline = "backfill"
         return r
@@ -77,7 +85,9 @@ def cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def workers_for(asked: int | None, tasks: Sequence, jobs_of: Callable[[object], int], small: int | None = None) -> int:
+def workers_for(
+    asked: int | None, tasks: Sequence, jobs_of: Callable[[object], int], small: int | None = None
+) -> int:
     """How many processes to use: ``asked`` (None: every core), no more than there are tasks,
     and one for a small what-if."""
     n = cores() if asked is None else asked
@@ -86,11 +96,18 @@ def workers_for(asked: int | None, tasks: Sequence, jobs_of: Callable[[object], 
     return max(1, min(n, len(tasks)))
 
 
-def run_tasks(tasks: Sequence, execute: Callable, on_done: Callable[[int, object], None], *,
-              workers: int = 1, order: Sequence[int] | None = None,
-              tick: Callable[[int, int], None] | None = None, poll_s: float = 0.25,
-              pack: Callable[[object], object] | None = None,
-              unpack: Callable[[int, object], object] | None = None) -> None:
+def run_tasks(
+    tasks: Sequence,
+    execute: Callable,
+    on_done: Callable[[int, object], None],
+    *,
+    workers: int = 1,
+    order: Sequence[int] | None = None,
+    tick: Callable[[int, int], None] | None = None,
+    poll_s: float = 0.25,
+    pack: Callable[[object], object] | None = None,
+    unpack: Callable[[int, object], object] | None = None,
+) -> None:
     """Run every task; ``on_done(index, output)`` as each finishes. ``order``: the order to
     start them in (e.g. largest first within a policy); outputs may arrive in any order.
     Raises :class:`ReplayFailed` for a task that raised ValueError (the others stop).
@@ -129,9 +146,11 @@ def run_tasks(tasks: Sequence, execute: Callable, on_done: Callable[[int, object
 def _serial(tasks, execute, on_done, order, tick) -> None:
     finished = 0
     for done, i in enumerate(order):
+
         def on_finish(_now: float, n: int, base=finished) -> None:
             if tick is not None:
                 tick(done, base + n)
+
         try:
             out = execute(tasks[i], on_finish)
         except ValueError as e:

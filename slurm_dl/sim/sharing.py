@@ -62,10 +62,10 @@ FULL = 1000  # milli-GPUs in one GPU
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    cpu: int            # milli-CPUs
-    mem: int            # MiB
-    gpus: int           # whole GPUs (1 for a fraction)
-    milli: int          # per GPU: 1000, or 1..999 for a part of one GPU; 0 for a CPU task
+    cpu: int  # milli-CPUs
+    mem: int  # MiB
+    gpus: int  # whole GPUs (1 for a fraction)
+    milli: int  # per GPU: 1000, or 1..999 for a part of one GPU; 0 for a CPU task
     types: tuple[str, ...] = ()  # accepted GPU types (empty: any)
 
     @property
@@ -106,7 +106,9 @@ def _columns(rows: csv.DictReader, need: Sequence[str], source: str, what: str) 
 def read_tasks(text: str, source: str) -> list[Task]:
     """The openb pod list: ``cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec`` per task."""
     rows = csv.DictReader(io.StringIO(text))
-    _columns(rows, ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli"), source, "an openb task list")
+    _columns(
+        rows, ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli"), source, "an openb task list"
+    )
     out = []
     for row in rows:
         line = rows.line_num
@@ -115,11 +117,22 @@ def read_tasks(text: str, source: str) -> list[Task]:
         if gpus and milli == 0:
             raise ValueError(f"{source}:{line}: column 'gpu_milli': 0 with num_gpu {gpus}")
         if gpus > 1 and milli != FULL:
-            raise ValueError(f"{source}:{line}: column 'gpu_milli': {milli} with num_gpu {gpus} "
-                             "(only a one-GPU task may ask part of a GPU)")
-        spec = tuple(dict.fromkeys(t.strip() for t in (row.get("gpu_spec") or "").split("|") if t.strip()))
-        out.append(Task(_int(row, "cpu_milli", source, line), _int(row, "memory_mib", source, line),
-                        gpus, milli, spec))
+            raise ValueError(
+                f"{source}:{line}: column 'gpu_milli': {milli} with num_gpu {gpus} "
+                "(only a one-GPU task may ask part of a GPU)"
+            )
+        spec = tuple(
+            dict.fromkeys(t.strip() for t in (row.get("gpu_spec") or "").split("|") if t.strip())
+        )
+        out.append(
+            Task(
+                _int(row, "cpu_milli", source, line),
+                _int(row, "memory_mib", source, line),
+                gpus,
+                milli,
+                spec,
+            )
+        )
     if not out:
         raise ValueError(f"{source}: no tasks")
     return out
@@ -128,13 +141,24 @@ def read_tasks(text: str, source: str) -> list[Task]:
 def read_nodes(text: str, source: str) -> list[Node]:
     """The openb node list: ``cpu_milli, memory_mib, gpu, model`` per node."""
     rows = csv.DictReader(io.StringIO(text))
-    _columns(rows, ("cpu_milli", "memory_mib", "gpu", "model"), source, "a fleet file with CPUs and memory")
+    _columns(
+        rows,
+        ("cpu_milli", "memory_mib", "gpu", "model"),
+        source,
+        "a fleet file with CPUs and memory",
+    )
     out = []
     for row in rows:
         line = rows.line_num
         g = _int(row, "gpu", source, line)
-        out.append(Node((row.get("model") or "").strip(), _int(row, "cpu_milli", source, line),
-                        _int(row, "memory_mib", source, line), [FULL] * g))
+        out.append(
+            Node(
+                (row.get("model") or "").strip(),
+                _int(row, "cpu_milli", source, line),
+                _int(row, "memory_mib", source, line),
+                [FULL] * g,
+            )
+        )
     if not any(n.free for n in out):
         raise ValueError(f"{source}: no node has a GPU")
     return out
@@ -149,7 +173,9 @@ class Shapes:
     def __init__(self, tasks: Sequence[Task], popularity: float = 0.95):
         counts = Counter((t.cpu, t.milli, t.gpus, t.types) for t in tasks)
         # the most frequent first; equal counts: the larger shape first (FGD's order)
-        ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0][:3], "|".join(kv[0][3])), reverse=True)
+        ranked = sorted(
+            counts.items(), key=lambda kv: (kv[1], kv[0][:3], "|".join(kv[0][3])), reverse=True
+        )
         kept, acc = [], 0
         for shape, c in ranked:
             if acc >= popularity * len(tasks):
@@ -234,7 +260,7 @@ class InflationResult:
     scheduled: int = 0
     arrived_gpu: float = 0.0
     allocated_gpu: float = 0.0
-    used_gpu: float = 0.0      # GPUs the placed tasks asked (fractions as fractions)
+    used_gpu: float = 0.0  # GPUs the placed tasks asked (fractions as fractions)
     first_failure_arrived_pct: float | None = None
     unallocated_at_first_failure: float | None = None
 
@@ -261,8 +287,14 @@ class Fleet:
     ``rank`` is taken (FGD's simulator: the node names' random prefixes). ``exact``: scores as
     floats instead of the scheduler's integer 0..100 (to see what the rounding does)."""
 
-    def __init__(self, nodes: Sequence[Node], placement: str, tasks: Sequence[Task] = (),
-                 rank: Sequence[int] | None = None, exact: bool = False):
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        placement: str,
+        tasks: Sequence[Task] = (),
+        rank: Sequence[int] | None = None,
+        exact: bool = False,
+    ):
         if placement not in PLACEMENTS:
             raise ValueError(f"--placement: got {placement!r}; allowed: {', '.join(PLACEMENTS)}")
         self.placement = placement
@@ -331,7 +363,7 @@ class Fleet:
         if not t.gpus:
             return []
         if milli == FULL:
-            return [d for d, f in enumerate(n.free) if f == FULL][:t.gpus]
+            return [d for d, f in enumerate(n.free) if f == FULL][: t.gpus]
         fits = [d for d, f in enumerate(n.free) if f >= milli]
         if self.shapes is None:
             return [min(fits, key=lambda d: n.free[d])]
@@ -388,8 +420,15 @@ def arrivals(tasks: Sequence[Task], rng: random.Random) -> Iterator[Task]:
         yield rng.choice(tasks)
 
 
-def inflate(tasks: Sequence[Task], nodes: Sequence[Node], placement: str, *, seed: int = 0,
-            fill: float = 1.0, exact: bool = False) -> InflationResult:
+def inflate(
+    tasks: Sequence[Task],
+    nodes: Sequence[Node],
+    placement: str,
+    *,
+    seed: int = 0,
+    fill: float = 1.0,
+    exact: bool = False,
+) -> InflationResult:
     """Tasks arrive (seeded; see ``arrivals``) until the GPUs they ask reach ``fill`` x the
     fleet's GPUs; each is placed by ``placement``; see the module's docstring for what is
     measured. The seed also orders the nodes for ties."""
@@ -418,20 +457,29 @@ def inflate(tasks: Sequence[Task], nodes: Sequence[Node], placement: str, *, see
 
 # --- co-location on a replay: jobs that share a GPU, slowed by measured interference --------
 
+
 def colocation_factors(throughputs: dict, gpu_type: str = "v100") -> list[float]:
     """Each 1-GPU model's speed when it shares its GPU with another 1-GPU model, over its speed
     alone, for every measured pair on ``gpu_type`` (Gavel's ``simulation_throughputs.json``:
     ``d[type]["('MODEL', 1)"]`` has ``null`` alone and ``"('OTHER', 1)": [this, other]``)."""
     table = throughputs.get(gpu_type)
     if not isinstance(table, dict):
-        raise ValueError(f"throughputs: no GPU type {gpu_type!r} (has {', '.join(sorted(throughputs))})")
+        raise ValueError(
+            f"throughputs: no GPU type {gpu_type!r} (has {', '.join(sorted(throughputs))})"
+        )
     out = []
     for key, row in table.items():
         if not key.endswith(", 1)") or not isinstance(row, dict) or not row.get("null"):
             continue
         alone = float(row["null"])
         for other, pair in row.items():
-            if other != "null" and other.endswith(", 1)") and isinstance(pair, list) and pair and pair[0] > 0:
+            if (
+                other != "null"
+                and other.endswith(", 1)")
+                and isinstance(pair, list)
+                and pair
+                and pair[0] > 0
+            ):
                 out.append(float(pair[0]) / alone)  # 0: the pair does not fit one GPU
     if not out:
         raise ValueError(f"throughputs: no 1-GPU pairs measured on {gpu_type}")
@@ -444,7 +492,9 @@ def inference_like(job, max_s: float = 3600.0) -> bool:
     return job.num_gpus == 1 and job.duration is not None and job.duration <= max_s
 
 
-def share_jobs(jobs: Sequence, per_gpu: int, factor: float, rule=inference_like) -> tuple[list, int]:
+def share_jobs(
+    jobs: Sequence, per_gpu: int, factor: float, rule=inference_like
+) -> tuple[list, int]:
     """The jobs as a replay on GPUs cut into ``per_gpu`` slots: a job ``rule`` picks takes one
     slot and runs ``1/factor`` times as long (as if it always had a neighbour); every other job
     takes ``per_gpu`` slots per GPU. Returns (jobs, how many share); the caller multiplies the
@@ -459,6 +509,11 @@ def share_jobs(jobs: Sequence, per_gpu: int, factor: float, rule=inference_like)
             out.append(replace(j, num_gpus=1, duration=j.duration / factor))
             shared += 1
         else:
-            out.append(replace(j, num_gpus=j.num_gpus * per_gpu,
-                               gpus_per_node=None if j.gpus_per_node is None else j.gpus_per_node * per_gpu))
+            out.append(
+                replace(
+                    j,
+                    num_gpus=j.num_gpus * per_gpu,
+                    gpus_per_node=None if j.gpus_per_node is None else j.gpus_per_node * per_gpu,
+                )
+            )
     return out, shared

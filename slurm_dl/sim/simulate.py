@@ -40,7 +40,9 @@ class SimSetup:
     shares: dict[str, float] | None = None
     fairness: bool = True
     dispatch: Dispatch = field(default_factory=Dispatch)  # the scheduler's overheads (none)
-    groups: tuple[NodeGroupSpec, ...] | None = None  # node groups of several GPU types (shared layout)
+    groups: tuple[NodeGroupSpec, ...] | None = (
+        None  # node groups of several GPU types (shared layout)
+    )
     types: TypeSetup | None = None  # with groups: the type choice and the throughput model
 
 
@@ -71,8 +73,9 @@ def runs_per_job(setup: SimSetup) -> int:
     return 2 if setup.cluster_sizes is None and setup.fairness else 1
 
 
-def simulate(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup,
-             progress=None) -> tuple[dict, list[ClusterResult]]:
+def simulate(
+    jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup, progress=None
+) -> tuple[dict, list[ClusterResult]]:
     """Run one policy; returns (summary dict, per-cluster results). ``progress``: an object
     with ``update(now, finished)`` and ``next_run(finished)`` (see :mod:`.whatif.progress`).
 
@@ -103,9 +106,15 @@ class Replay:
 
 def replays(jobs: Sequence[Job], setup: SimSetup) -> list[Replay]:
     """The replays one policy is made of, in the order :func:`merge` expects their outputs."""
-    out = [Replay("cluster", i, spec.name, len(js)) for i, (spec, js) in enumerate(clusters_for(jobs, setup))]
+    out = [
+        Replay("cluster", i, spec.name, len(js))
+        for i, (spec, js) in enumerate(clusters_for(jobs, setup))
+    ]
     if setup.cluster_sizes is None and setup.fairness:
-        out += [Replay("alone", i, acct, len(js)) for i, (acct, js) in enumerate(by_account(jobs).items())]
+        out += [
+            Replay("alone", i, acct, len(js))
+            for i, (acct, js) in enumerate(by_account(jobs).items())
+        ]
     return out
 
 
@@ -117,22 +126,44 @@ class Summarized:
     summary: dict
 
 
-def run_replay(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup, task: Replay,
-               on_finish=None, summary_only: bool = False) -> ClusterResult | Summarized | tuple[str, float]:
+def run_replay(
+    jobs: Sequence[Job],
+    make_ranker: Callable[[], Ranker],
+    setup: SimSetup,
+    task: Replay,
+    on_finish=None,
+    summary_only: bool = False,
+) -> ClusterResult | Summarized | tuple[str, float]:
     """One replay's output: a cluster run's :class:`ClusterResult` (with ``summary_only``,
     for a layout of one cluster, its :class:`Summarized`), or for an "alone" run (account,
     its mean JCT alone)."""
     if task.kind == "cluster":
         clusters = clusters_for(jobs, setup)
         spec, js = clusters[task.part]
-        r = run_cluster(js, spec, make_ranker(), setup.cost, spread=setup.spread,
-                        model_info=setup.model_info, on_finish=on_finish,
-                        dispatch=setup.dispatch, types=setup.types)
+        r = run_cluster(
+            js,
+            spec,
+            make_ranker(),
+            setup.cost,
+            spread=setup.spread,
+            model_info=setup.model_info,
+            on_finish=on_finish,
+            dispatch=setup.dispatch,
+            types=setup.types,
+        )
         return Summarized(summarize([r])) if summary_only and len(clusters) == 1 else r
     acct, spec, js = alone_clusters(jobs, setup)[task.part]
-    r = run_cluster(js, spec, make_ranker().isolated_copy(), setup.cost,
-                    spread=setup.spread, model_info=setup.model_info, dispatch=setup.dispatch,
-                    on_finish=on_finish, types=setup.types)
+    r = run_cluster(
+        js,
+        spec,
+        make_ranker().isolated_copy(),
+        setup.cost,
+        spread=setup.spread,
+        model_info=setup.model_info,
+        dispatch=setup.dispatch,
+        on_finish=on_finish,
+        types=setup.types,
+    )
     return acct, summarize([r])["avg_jct_s"]
 
 
@@ -151,38 +182,59 @@ def merge(setup: SimSetup, outputs: Sequence) -> tuple[dict, list[ClusterResult]
     return summary, results
 
 
-def alone_clusters(jobs: Sequence[Job], setup: SimSetup) -> list[tuple[str, ClusterSpec, list[Job]]]:
+def alone_clusters(
+    jobs: Sequence[Job], setup: SimSetup
+) -> list[tuple[str, ClusterSpec, list[Job]]]:
     """Each account alone on its share of the cluster: (account, cluster, its jobs)."""
     groups = by_account(jobs)
     shares = {a: (setup.shares or {}).get(a, 1.0) for a in groups}
     model = setup.types.model if setup.types is not None else None
-    speeds = {g.gpu_type: model.type_speed(g.gpu_type) for g in setup.groups} if setup.groups and model else None
+    speeds = (
+        {g.gpu_type: model.type_speed(g.gpu_type) for g in setup.groups}
+        if setup.groups and model
+        else None
+    )
     total_share = sum(shares.values())
     out = []
     for acct, js in groups.items():
         if setup.groups:
-            spec = ClusterSpec.of_groups(acct, share_of_groups(setup.groups, shares[acct] / total_share, js, speeds))
+            spec = ClusterSpec.of_groups(
+                acct, share_of_groups(setup.groups, shares[acct] / total_share, js, speeds)
+            )
         else:
-            n = max(fewest_nodes(js, setup.gpus_per_node), round((setup.nodes or 0) * shares[acct] / total_share))
+            n = max(
+                fewest_nodes(js, setup.gpus_per_node),
+                round((setup.nodes or 0) * shares[acct] / total_share),
+            )
             spec = ClusterSpec(acct, n, setup.gpus_per_node)
         out.append((acct, spec, js))
     return out
 
 
-def isolated_jcts(jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup,
-                  progress=None) -> dict[str, float]:
+def isolated_jcts(
+    jobs: Sequence[Job], make_ranker: Callable[[], Ranker], setup: SimSetup, progress=None
+) -> dict[str, float]:
     """Each account's mean JCT alone on its share of the cluster."""
     out = {}
     for i, (acct, _spec, js) in enumerate(alone_clusters(jobs, setup)):
-        out[acct] = run_replay(jobs, make_ranker, setup, Replay("alone", i, acct, len(js)),
-                               on_finish=progress.update if progress is not None else None)[1]
+        out[acct] = run_replay(
+            jobs,
+            make_ranker,
+            setup,
+            Replay("alone", i, acct, len(js)),
+            on_finish=progress.update if progress is not None else None,
+        )[1]
         if progress is not None:
             progress.next_run(len(js))
     return out
 
 
-def share_of_groups(groups: Sequence[NodeGroupSpec], frac: float, jobs: Sequence[Job],
-                    speeds: dict[str, float] | None = None) -> list[NodeGroupSpec]:
+def share_of_groups(
+    groups: Sequence[NodeGroupSpec],
+    frac: float,
+    jobs: Sequence[Job],
+    speeds: dict[str, float] | None = None,
+) -> list[NodeGroupSpec]:
     """An account's share ``frac`` of every node group (rounded). When its largest job fits no
     group of that share (a multi-node job on a small share), as on one type it gets instead
     the fewest nodes that fit it, or its share if that is more nodes: all of one group, the
@@ -192,7 +244,9 @@ def share_of_groups(groups: Sequence[NodeGroupSpec], frac: float, jobs: Sequence
     nodes = [round(g.nodes * frac) for g in groups]
     big = max(jobs, key=lambda j: j.num_gpus)
     acc = set(accepted_types(big))
-    ok = [i for i, g in enumerate(groups) if (not acc or g.gpu_type in acc) and g.gpus >= big.num_gpus]
+    ok = [
+        i for i, g in enumerate(groups) if (not acc or g.gpu_type in acc) and g.gpus >= big.num_gpus
+    ]
     if ok and not any(nodes[i] * groups[i].gpus_per_node >= big.num_gpus for i in ok):
         sp = speeds or {}
         mean = sum(g.gpus * sp.get(g.gpu_type, 1.0) for g in groups) / sum(g.gpus for g in groups)
@@ -207,4 +261,6 @@ def share_of_groups(groups: Sequence[NodeGroupSpec], frac: float, jobs: Sequence
             nodes[k] = min(groups[k].nodes, int(budget * nodes[k] / share)) if share else 0
     if not any(nodes):
         nodes[0] = 1
-    return [NodeGroupSpec(g.gpu_type, n, g.gpus_per_node, g.name) for g, n in zip(groups, nodes) if n]
+    return [
+        NodeGroupSpec(g.gpu_type, n, g.gpus_per_node, g.name) for g, n in zip(groups, nodes) if n
+    ]

@@ -62,7 +62,12 @@ class Constraint:
         v = summary.get(self.key)
         if v is None or not isinstance(v, (int, float)) or math.isnan(v):
             return False
-        return {"<=": v <= self.bound, ">=": v >= self.bound, "<": v < self.bound, ">": v > self.bound}[self.op]
+        return {
+            "<=": v <= self.bound,
+            ">=": v >= self.bound,
+            "<": v < self.bound,
+            ">": v > self.bound,
+        }[self.op]
 
     def __str__(self) -> str:
         return f"{self.name} {self.op} {self.bound:g}"
@@ -103,8 +108,9 @@ def parse_param(text: str, known: Mapping[str, Any]) -> Param:
     key, eq, rest = text.partition("=")
     key = key.strip()
     if not eq or not key:
-        raise TuneError(f"--param {text!r}: write KEY=VALUE[:VALUE...], e.g. "
-                        "policy.las.starvation_factor=0:4")
+        raise TuneError(
+            f"--param {text!r}: write KEY=VALUE[:VALUE...], e.g. policy.las.starvation_factor=0:4"
+        )
     if key not in known:
         close = difflib.get_close_matches(key, list(known), n=1)
         hint = f"did you mean {close[0]}?" if close else "keys are the site config's dotted paths"
@@ -115,7 +121,9 @@ def parse_param(text: str, known: Mapping[str, Any]) -> Param:
     if len(set(raw)) < len(raw):
         raise TuneError(f"--param {key}: a value is given twice in {rest!r}")
     is_list = isinstance(known[key], (list, tuple))
-    values = tuple([_scalar(x) for x in p.split(",")] if is_list or "," in p else _scalar(p) for p in raw)
+    values = tuple(
+        [_scalar(x) for x in p.split(",")] if is_list or "," in p else _scalar(p) for p in raw
+    )
     return Param(key, raw, values)
 
 
@@ -131,11 +139,15 @@ def parse_constraint(text: str) -> Constraint:
         if found:
             name = name.strip()
             if name not in OBJECTIVES:
-                raise TuneError(f"--constraint {text!r}: {name!r} is not a figure; allowed: {', '.join(OBJECTIVES)}")
+                raise TuneError(
+                    f"--constraint {text!r}: {name!r} is not a figure; allowed: {', '.join(OBJECTIVES)}"
+                )
             try:
                 b = float(bound)
             except ValueError:
-                raise TuneError(f"--constraint {text!r}: {bound.strip()!r} is not a number") from None
+                raise TuneError(
+                    f"--constraint {text!r}: {bound.strip()!r} is not a number"
+                ) from None
             return Constraint(OBJECTIVES[name][0], name, op, b)
     raise TuneError(f"--constraint {text!r}: write FIGURE<=NUMBER, e.g. worst_rho<=1.2")
 
@@ -161,12 +173,20 @@ def label_of(params: Sequence[Param], values: Sequence[Any]) -> str:
     def show(v):
         if isinstance(v, list):
             return ",".join(f"{x:.12g}" if isinstance(x, (int, float)) else str(x) for x in v)
-        return "none" if v is None else (f"{v:.12g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v))
+        return (
+            "none"
+            if v is None
+            else (
+                f"{v:.12g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+            )
+        )
+
     return " ".join(f"{p.key.rsplit('.', 1)[-1]}={show(v)}" for p, v in zip(params, values))
 
 
-def candidate_config(base: Mapping[str, Any], params: Sequence[Param], values: Sequence[Any],
-                     base_dir=None) -> SiteConfig:
+def candidate_config(
+    base: Mapping[str, Any], params: Sequence[Param], values: Sequence[Any], base_dir=None
+) -> SiteConfig:
     """The site config ``base`` (its TOML data) with each parameter set to its value, validated;
     a value the config refuses is a :class:`TuneError` naming the parameter."""
     data = copy.deepcopy(dict(base))
@@ -175,13 +195,21 @@ def candidate_config(base: Mapping[str, Any], params: Sequence[Param], values: S
     try:
         return parse_config(data, "tune", base_dir)
     except ConfigError as e:
-        shown = ", ".join(f"{p.key}={r}" for p, v in zip(params, values)
-                          for r, pv in zip(p.raw, p.values) if pv == v)
-        raise TuneError(f"--param {shown}: the site config refuses it:\n"
-                        + "\n".join(f"  {p}" for p in e.problems)) from None
+        shown = ", ".join(
+            f"{p.key}={r}"
+            for p, v in zip(params, values)
+            for r, pv in zip(p.raw, p.values)
+            if pv == v
+        )
+        raise TuneError(
+            f"--param {shown}: the site config refuses it:\n"
+            + "\n".join(f"  {p}" for p in e.problems)
+        ) from None
 
 
-def check_candidates(base: Mapping[str, Any], params: Sequence[Param], base_dir=None) -> list[Point]:
+def check_candidates(
+    base: Mapping[str, Any], params: Sequence[Param], base_dir=None
+) -> list[Point]:
     """Every point of the grid (the product of the parameters' values), each validated; one
     value at a time first, so a refused value is named on its own."""
     for i, p in enumerate(params):
@@ -189,9 +217,16 @@ def check_candidates(base: Mapping[str, Any], params: Sequence[Param], base_dir=
             candidate_config(base, [p], [v], base_dir)
     points = []
     for combo in itertools.product(*(p.values for p in params)):
-        candidate_config(base, params, combo, base_dir)  # combinations too (e.g. two lists that must agree)
-        points.append(Point(tuple(map(_freeze, combo)), label_of(params, combo),
-                            {p.key: v for p, v in zip(params, combo)}))
+        candidate_config(
+            base, params, combo, base_dir
+        )  # combinations too (e.g. two lists that must agree)
+        points.append(
+            Point(
+                tuple(map(_freeze, combo)),
+                label_of(params, combo),
+                {p.key: v for p, v in zip(params, combo)},
+            )
+        )
     return points
 
 
@@ -211,8 +246,10 @@ def split_time(submits: Sequence[float], fraction: float) -> tuple[float, int, i
     before = sum(1 for t in submits if t < cut)
     after = len(submits) - before
     if before < MIN_JOBS_PER_PART or after < MIN_JOBS_PER_PART:
-        raise TuneError(f"the history is too short to split: {before} jobs before the split, {after} "
-                        f"after;\n  each part needs {MIN_JOBS_PER_PART} (a longer window, or another --split)")
+        raise TuneError(
+            f"the history is too short to split: {before} jobs before the split, {after} "
+            f"after;\n  each part needs {MIN_JOBS_PER_PART} (a longer window, or another --split)"
+        )
     return cut, before, after
 
 
@@ -235,28 +272,43 @@ def changed(settings: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str
     return {k: v for k, v in settings.items() if _num_list(v) != _num_list(current.get(k))}
 
 
-def choose(results: Mapping[Point, Mapping[str, Any]], key: str, sign: int,
-           constraints: Sequence[Constraint] = (), current: Mapping[str, Any] | None = None,
-           ) -> tuple[Point | None, list[Point]]:
+def choose(
+    results: Mapping[Point, Mapping[str, Any]],
+    key: str,
+    sign: int,
+    constraints: Sequence[Constraint] = (),
+    current: Mapping[str, Any] | None = None,
+) -> tuple[Point | None, list[Point]]:
     """The best point (lowest signed objective among those meeting every constraint; ties: the
     one changing fewest of the ``current`` settings, then the first in grid order) and every
     point ranked. ``None`` when no point meets them."""
     order = list(results)
-    ranked = sorted(order, key=lambda p: (score(results[p], key, sign),
-                                          len(changed(p.settings, current)) if current else 0, order.index(p)))
+    ranked = sorted(
+        order,
+        key=lambda p: (
+            score(results[p], key, sign),
+            len(changed(p.settings, current)) if current else 0,
+            order.index(p),
+        ),
+    )
     ok = [p for p in ranked if all(c.holds(results[p]) for c in constraints)]
     return (ok[0] if ok else None), ranked
 
 
-def sensitivity(params: Sequence[Param], results: Mapping[Point, Mapping[str, Any]], key: str,
-                sign: int) -> dict[str, list[tuple[str, float]]]:
+def sensitivity(
+    params: Sequence[Param], results: Mapping[Point, Mapping[str, Any]], key: str, sign: int
+) -> dict[str, list[tuple[str, float]]]:
     """Per parameter, per value: the mean objective over every point with that value (the
     marginal over the other parameters); its spread says how much the setting matters."""
     out: dict[str, list[tuple[str, float]]] = {}
     for i, p in enumerate(params):
         rows = []
         for raw, v in zip(p.raw, p.values):
-            vs = [sign * score(s, key, sign) for pt, s in results.items() if pt.values[i] == _freeze(v)]
+            vs = [
+                sign * score(s, key, sign)
+                for pt, s in results.items()
+                if pt.values[i] == _freeze(v)
+            ]
             vs = [x for x in vs if math.isfinite(x)]
             rows.append((raw, sum(vs) / len(vs) if vs else math.nan))
         out[p.key] = rows
@@ -284,8 +336,14 @@ def proposed_text(current_text: str, settings: Mapping[str, Any]) -> str:
 
 
 def unified_diff(before: str, after: str, name: str) -> str:
-    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                        f"{name} (current)", f"{name} (proposed)"))
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(True),
+            after.splitlines(True),
+            f"{name} (current)",
+            f"{name} (proposed)",
+        )
+    )
 
 
 def known_settings(base: Mapping[str, Any], base_dir=None) -> dict[str, Any]:

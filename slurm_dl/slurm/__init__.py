@@ -1,8 +1,8 @@
 """The only place slurm-dl talks to Slurm: backends behind one protocol.
 
-    backend = get_backend()          # CliBackend (Slurm's own commands), the default
-    snap = backend.snapshot()
-    backend.set_site_factor({123: 500, 124: 500})   # one scontrol call per distinct value
+backend = get_backend()          # CliBackend (Slurm's own commands), the default
+snap = backend.snapshot()
+backend.set_site_factor({123: 500, 124: 500})   # one scontrol call per distinct value
 """
 
 from __future__ import annotations
@@ -10,14 +10,22 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .cli_backend import CliBackend
-from .parse import parse_gpu_request, parse_partitions, parse_sinfo_json, parse_squeue_json, parse_topology
+from .parse import (
+    parse_gpu_request,
+    parse_partitions,
+    parse_sinfo_json,
+    parse_squeue_json,
+    parse_topology,
+)
 from .protocol import SiteFactorResult, SlurmBackend
 from .runner import classify_failure, run_slurm
 
 BACKENDS = ("cli", "pyslurm")
 
 
-def get_backend(name: str = "cli", env: Mapping[str, str] | None = None, **options: Any) -> SlurmBackend:
+def get_backend(
+    name: str = "cli", env: Mapping[str, str] | None = None, **options: Any
+) -> SlurmBackend:
     """A backend by name: ``cli`` (default) or ``pyslurm`` (optional extra, imported lazily).
     ``options``: the CLI reader's (``timeout``, ``topology_ttl_s``; pyslurm's CLI half takes them)."""
     key = name.strip().lower()

@@ -58,8 +58,12 @@ def parse_associations(text: str) -> frozenset[tuple[str, str]]:
     return frozenset(out)
 
 
-def slurm_associations(env: Mapping[str, str] | None = None, *, controller: Mapping[str, str] | None = None,
-                       timeout: float = 10.0) -> Associations:
+def slurm_associations(
+    env: Mapping[str, str] | None = None,
+    *,
+    controller: Mapping[str, str] | None = None,
+    timeout: float = 10.0,
+) -> Associations:
     """This cluster's associations and whether they are enforced. ``controller``: ``scontrol show
     config`` already read (``controller.controller_config``); read here when not given. Raises
     SlurmError / SlurmUnavailableError (slurmctld or slurmdbd unreachable)."""

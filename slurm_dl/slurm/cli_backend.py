@@ -20,9 +20,21 @@ from ..core.jobid import JobRef
 from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 from .dialects import Dialect, dialect_for_release, release_of_version
 from .gpu_alloc import GpuAllocation, gpu_allocations
-from .parse import (job_end_from_scontrol, json_errors_text, parse_partitions, parse_sinfo_json, parse_squeue_json,
-                    parse_topology)
-from .squeue_format import ACTIVE_STATES, TIME_FORMAT_ENV, LineMemo, parse_squeue_format, squeue_format_argv
+from .parse import (
+    job_end_from_scontrol,
+    json_errors_text,
+    parse_partitions,
+    parse_sinfo_json,
+    parse_squeue_json,
+    parse_topology,
+)
+from .squeue_format import (
+    ACTIVE_STATES,
+    TIME_FORMAT_ENV,
+    LineMemo,
+    parse_squeue_format,
+    squeue_format_argv,
+)
 from .protocol import SITE_FACTOR_CHUNK, JobEnd, SiteFactorResult, chunked, group_by_value
 from .runner import DEFAULT_TIMEOUT_S, SlurmResult, one_line, run_slurm
 
@@ -125,22 +137,32 @@ class CliBackend:
 
     JOB_READERS = ("format", "json")
 
-    def __init__(self, env: Mapping[str, str] | None = None, *, timeout: float = DEFAULT_TIMEOUT_S,
-                 site_factor_chunk: int = SITE_FACTOR_CHUNK, job_reader: str = "format",
-                 topology_ttl_s: float = 0.0):
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        site_factor_chunk: int = SITE_FACTOR_CHUNK,
+        job_reader: str = "format",
+        topology_ttl_s: float = 0.0,
+    ):
         """``job_reader``: ``format`` (``squeue -O``, default, ~20x faster on 5,000 jobs) or
         ``json`` (``squeue --json``); both give the same Job objects. ``topology_ttl_s``: the
         switch tree read once is reused for that long (a long-running reader: it changes only
         when slurmctld reconfigures, and slurmctld answers it under its node lock, behind
         every job update); 0: read each time."""
         if job_reader not in self.JOB_READERS:
-            raise ValueError(f"unknown job_reader {job_reader!r}; allowed: {', '.join(self.JOB_READERS)}")
+            raise ValueError(
+                f"unknown job_reader {job_reader!r}; allowed: {', '.join(self.JOB_READERS)}"
+            )
         self._env = dict(env) if env is not None else None
         self.timeout = timeout
         self.site_factor_chunk = site_factor_chunk
         self.job_reader = job_reader
         self._dialect: Dialect | None = None
-        self._lines = LineMemo()  # each distinct squeue line parsed once (the daemon reads every cycle)
+        self._lines = (
+            LineMemo()
+        )  # each distinct squeue line parsed once (the daemon reads every cycle)
         self._sprio = SprioMemo()
         self.topology_ttl_s = topology_ttl_s
         self._topology: tuple[float, Topology] | None = None  # (monotonic time read, the tree)
@@ -153,18 +175,30 @@ class CliBackend:
         needed), checked once: an unsupported release is a SlurmError naming the supported ones."""
         if self._dialect is None:
             out = run_slurm(["scontrol", "version"], env=self._env, timeout=self.timeout).stdout
-            self._dialect = dialect_for_release(release_of_version(out), f"scontrol version ({out.strip()})")
+            self._dialect = dialect_for_release(
+                release_of_version(out), f"scontrol version ({out.strip()})"
+            )
         return self._dialect
 
     def slurm_release(self) -> str:
         return self.dialect().release
 
-    def _run(self, argv: Sequence[str], *, input: str | None = None, env: Mapping[str, str] | None = None,
-             timeout: float | None = None) -> SlurmResult:
+    def _run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> SlurmResult:
         started = time.perf_counter()
         try:
-            return run_slurm(argv, env=env if env is not None else self._env, input=input,
-                             timeout=min(timeout, self.timeout) if timeout else self.timeout)
+            return run_slurm(
+                argv,
+                env=env if env is not None else self._env,
+                input=input,
+                timeout=min(timeout, self.timeout) if timeout else self.timeout,
+            )
         except SlurmError as e:
             # Some commands hide "controller down" behind a vague message (scontrol update says
             # "Unexpected message received"); a plain failure gets a cheap ping to tell them apart.
@@ -179,7 +213,9 @@ class CliBackend:
         try:
             doc = json.loads(out)
         except json.JSONDecodeError as e:
-            raise SlurmError(f"{' '.join(argv)}: output is not JSON ({e}): {out[:200]!r}", command=list(argv)) from None
+            raise SlurmError(
+                f"{' '.join(argv)}: output is not JSON ({e}): {out[:200]!r}", command=list(argv)
+            ) from None
         if doc.get("errors"):
             # 22.05's --json exits 0 with {"errors": [{"error": "Unspecified error"}]} when slurmctld
             # is down; ask the controller directly so callers get the retryable error type.
@@ -195,11 +231,15 @@ class CliBackend:
             if isinstance(e, SlurmUnavailableError) or "DOWN" in str(e):
                 raise SlurmUnavailableError(
                     f"slurmctld does not answer `scontrol ping` ({one_line(str(e))}); is it running, and does "
-                    "SLURM_CONF point at the right cluster?", command=e.command, returncode=e.returncode
+                    "SLURM_CONF point at the right cluster?",
+                    command=e.command,
+                    returncode=e.returncode,
                 ) from None
             raise
         if "DOWN" in out:
-            raise SlurmUnavailableError(f"slurmctld is down: {one_line(out)}", command=["scontrol", "ping"])
+            raise SlurmUnavailableError(
+                f"slurmctld is down: {one_line(out)}", command=["scontrol", "ping"]
+            )
 
     # -- reading --------------------------------------------------------------------------
     def jobs(self, states: Iterable[JobState] | None = None) -> list[Job]:
@@ -226,7 +266,10 @@ class CliBackend:
         return parse_partitions(self._run(["scontrol", "-o", "show", "partition"]).stdout)
 
     def topology(self) -> Topology:
-        if self._topology is not None and time.monotonic() - self._topology[0] < self.topology_ttl_s:
+        if (
+            self._topology is not None
+            and time.monotonic() - self._topology[0] < self.topology_ttl_s
+        ):
             return self._topology[1]
         topo = parse_topology(self._run(["scontrol", "show", "topology"]).stdout)
         if self.topology_ttl_s > 0:
@@ -250,7 +293,9 @@ class CliBackend:
         )
 
     # -- writing --------------------------------------------------------------------------
-    def submit(self, script: str | Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> int:
+    def submit(
+        self, script: str | Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> int:
         """A ``Path`` is submitted as a file; a ``str`` is the script text (fed on stdin)."""
         argv = ["sbatch", "--parsable", *[str(a) for a in args]]
         text = None
@@ -266,8 +311,11 @@ class CliBackend:
             run_env.update(env)
         done = self._run(argv, input=text, env=run_env)
         out = done.stdout.strip()
-        self.submit_notices = [line.strip().removeprefix("sbatch: ") for line in (done.stderr or "").splitlines()
-                               if line.strip()]
+        self.submit_notices = [
+            line.strip().removeprefix("sbatch: ")
+            for line in (done.stderr or "").splitlines()
+            if line.strip()
+        ]
         try:
             return int(out.splitlines()[-1].split(";")[0])
         except (ValueError, IndexError):
@@ -283,7 +331,12 @@ class CliBackend:
         calls, missing = 0, []
         for value, ids in group_by_value(factors).items():
             for chunk in chunked(ids, self.site_factor_chunk):
-                argv = ["scontrol", "update", "jobid=" + ",".join(map(str, chunk)), f"SiteFactor={value}"]
+                argv = [
+                    "scontrol",
+                    "update",
+                    "jobid=" + ",".join(map(str, chunk)),
+                    f"SiteFactor={value}",
+                ]
                 calls += 1
                 try:
                     self._run(argv)
@@ -294,14 +347,18 @@ class CliBackend:
                     if other or not (e.stderr or gone):
                         raise
                     missing.extend(gone)
-        return SiteFactorResult(updated=len(factors) - len(missing), calls=calls, missing=tuple(sorted(missing)))
+        return SiteFactorResult(
+            updated=len(factors) - len(missing), calls=calls, missing=tuple(sorted(missing))
+        )
 
     def signal_batch(self, job_id: int, signal: str = "USR2") -> None:
         sig = signal.upper()
         if not _SIGNAL.match(sig):
             raise SlurmError(f"bad signal name {signal!r}")
-        self._run(["scancel", "-v", "--batch", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)],
-                  timeout=SIGNAL_TIMEOUT_S)
+        self._run(
+            ["scancel", "-v", "--batch", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)],
+            timeout=SIGNAL_TIMEOUT_S,
+        )
 
     def signal_steps(self, job_id: int, signal: str = "USR2") -> None:
         """Signal every step of the job but its batch shell (what ``--signal=USR2@N`` without
@@ -309,7 +366,10 @@ class CliBackend:
         sig = signal.upper()
         if not _SIGNAL.match(sig):
             raise SlurmError(f"bad signal name {signal!r}")
-        self._run(["scancel", "-v", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)], timeout=SIGNAL_TIMEOUT_S)
+        self._run(
+            ["scancel", "-v", f"--signal={sig.removeprefix('SIG')}", _job_id(job_id)],
+            timeout=SIGNAL_TIMEOUT_S,
+        )
 
     def set_comment(self, job_id: int, text: str) -> None:
         """Replace the job's comment (``scontrol update JobId=N Comment=…``; one argument, so spaces are kept)."""
@@ -345,7 +405,10 @@ class CliBackend:
                 self._run(["scontrol", "update", f"JobId={_job_id(job_id)}", change])
                 return
             except SlurmError as e:
-                if "Resource temporarily unavailable" not in (e.stderr or str(e)) or attempt == EAGAIN_TRIES - 1:
+                if (
+                    "Resource temporarily unavailable" not in (e.stderr or str(e))
+                    or attempt == EAGAIN_TRIES - 1
+                ):
                     raise
 
     def job_end(self, job_id: int) -> JobEnd:

@@ -20,6 +20,10 @@ def parse_show_config(text: str) -> dict[str, str]:
     return out
 
 
-def controller_config(env: Mapping[str, str] | None = None, timeout: float = 10.0) -> dict[str, str]:
+def controller_config(
+    env: Mapping[str, str] | None = None, timeout: float = 10.0
+) -> dict[str, str]:
     """The running controller's configuration (raises SlurmError / SlurmUnavailableError)."""
-    return parse_show_config(run_slurm(["scontrol", "show", "config"], env=env, timeout=timeout).stdout)
+    return parse_show_config(
+        run_slurm(["scontrol", "show", "config"], env=env, timeout=timeout).stdout
+    )

@@ -35,7 +35,11 @@ class Dialect:
     @property
     def node_command(self) -> tuple[str, ...]:
         """The command that lists one record per node in this dialect."""
-        return ("sinfo", "--json") if self.data_parser == "v0.0.38" else ("scontrol", "show", "nodes", "--json")
+        return (
+            ("sinfo", "--json")
+            if self.data_parser == "v0.0.38"
+            else ("scontrol", "show", "nodes", "--json")
+        )
 
 
 # Release -> data_parser version of its squeue/sinfo/scontrol --json (checked on each release).
@@ -48,7 +52,9 @@ def supported_text() -> str:
 
 
 def unsupported(release: str | None, parser: str | None, what: str) -> SlurmError:
-    seen = f"Slurm {release or 'of an unknown release'}" + (f" with data_parser {parser}" if parser else "")
+    seen = f"Slurm {release or 'of an unknown release'}" + (
+        f" with data_parser {parser}" if parser else ""
+    )
     return SlurmError(f"{what}: {seen} is not supported; supported: {supported_text()}")
 
 
@@ -91,8 +97,10 @@ def dialect_of(doc: Mapping[str, Any], what: str = "Slurm's JSON") -> Dialect:
     """The dialect named by a document's ``meta``; SlurmError naming the supported ones otherwise."""
     meta = doc.get("meta")
     if not isinstance(meta, Mapping):
-        raise SlurmError(f"{what}: no 'meta' in the document, cannot tell the Slurm release; "
-                         f"supported: {supported_text()}")
+        raise SlurmError(
+            f"{what}: no 'meta' in the document, cannot tell the Slurm release; "
+            f"supported: {supported_text()}"
+        )
     release, parser = _meta_release(meta), _meta_parser(meta)
     if parser is not None and release in DIALECTS and DIALECTS[release].data_parser == parser:
         return DIALECTS[release]
@@ -103,8 +111,20 @@ def dialect_of(doc: Mapping[str, Any], what: str = "Slurm's JSON") -> Dialect:
 
 
 # What 22.05's job_state_string() printed for a state with these flags (first match wins).
-_FLAG_STATES = ("COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
-                "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING", "STAGE_OUT")
+_FLAG_STATES = (
+    "COMPLETING",
+    "CONFIGURING",
+    "RESIZING",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "SPECIAL_EXIT",
+    "STOPPED",
+    "REVOKED",
+    "RESV_DEL_HOLD",
+    "SIGNALING",
+    "STAGE_OUT",
+)
 
 
 def state_text(value: Any) -> str:
@@ -132,6 +152,9 @@ def node_record(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     state = raw.get("state")
     if isinstance(state, (list, tuple)):
         words = [str(s) for s in state]
-        return {**raw, "state": (words[0] if words else "unknown").lower(),
-                "state_flags": [*words[1:], *(raw.get("state_flags") or [])]}
+        return {
+            **raw,
+            "state": (words[0] if words else "unknown").lower(),
+            "state_flags": [*words[1:], *(raw.get("state_flags") or [])],
+        }
     return raw

@@ -27,7 +27,9 @@ def parse_start_lines(text: str) -> dict[int, float]:
     return out
 
 
-def expected_starts(job_ids: Iterable[int], env: Mapping[str, str] | None = None) -> dict[int, float]:
+def expected_starts(
+    job_ids: Iterable[int], env: Mapping[str, str] | None = None
+) -> dict[int, float]:
     """Slurm's expected start time of each pending job that has one."""
     ids = ",".join(str(int(j)) for j in job_ids)
     if not ids:

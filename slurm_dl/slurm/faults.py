@@ -33,8 +33,16 @@ FAULT_KINDS = ("refuse", "timeout", "vanish", "partial", "garbage", "crash")
 
 READ_CALLS = ("snapshot", "jobs", "nodes", "partitions", "topology", "site_factors")
 LOOKUP_CALLS = ("job_end",)  # reads inside a step: a failure there must stay local to it
-WRITE_CALLS = ("set_site_factor", "signal_batch", "signal_steps", "requeue", "set_comment", "cancel", "hold",
-               "release")
+WRITE_CALLS = (
+    "set_site_factor",
+    "signal_batch",
+    "signal_steps",
+    "requeue",
+    "set_comment",
+    "cancel",
+    "hold",
+    "release",
+)
 
 # Which faults make sense for which call (a read cannot half-succeed; a write can).
 _KINDS_FOR = {
@@ -61,8 +69,15 @@ class Injected:
 class FaultyBackend:
     """A Slurm backend whose calls fail by rule or at random (seeded); see the module docstring."""
 
-    def __init__(self, inner: Any, *, rules: Mapping[str, Rule] | None = None, rate: float = 0.0,
-                 seed: int = 0, kinds: Sequence[str] = FAULT_KINDS) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        *,
+        rules: Mapping[str, Rule] | None = None,
+        rate: float = 0.0,
+        seed: int = 0,
+        kinds: Sequence[str] = FAULT_KINDS,
+    ) -> None:
         unknown = [k for k in kinds if k not in FAULT_KINDS]
         if unknown:
             raise ValueError(f"unknown fault kind(s) {unknown}; known: {', '.join(FAULT_KINDS)}")
@@ -109,7 +124,12 @@ class FaultyBackend:
             effect = self.dice.random() < 0.5
         if kind == "partial":
             effect = True
-            if call == "set_site_factor" and args and isinstance(args[0], Mapping) and len(args[0]) > 1:
+            if (
+                call == "set_site_factor"
+                and args
+                and isinstance(args[0], Mapping)
+                and len(args[0]) > 1
+            ):
                 items = sorted(args[0].items())
                 keep = dict(items[: self.dice.randrange(1, len(items))])
                 fn(keep, *args[1:], **kwargs)

@@ -53,7 +53,9 @@ def parse_shards(entry: str) -> tuple[tuple[int, ...], int]:
             continue
         m = _SHARD_COUNTS.match(part)
         if m:
-            mine = [i for i, pair in enumerate(m.group(2).split(",")) if int(pair.partition("/")[0]) > 0]
+            mine = [
+                i for i, pair in enumerate(m.group(2).split(",")) if int(pair.partition("/")[0]) > 0
+            ]
             if mine:
                 gpus.extend(mine)
                 count += int(m.group(1))
@@ -101,5 +103,9 @@ def gpu_allocations(doc: Mapping[str, Any], node: str | None = None) -> list[Gpu
             if not gpus:
                 gpus, shards = parse_shards(entry)
             if gpus:
-                out.append(GpuAllocation(int(raw["job_id"]), str(raw.get("user_name") or ""), name, gpus, shards))
+                out.append(
+                    GpuAllocation(
+                        int(raw["job_id"]), str(raw.get("user_name") or ""), name, gpus, shards
+                    )
+                )
     return out

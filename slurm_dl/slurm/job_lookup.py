@@ -55,9 +55,13 @@ def pick_job(ref: JobRef, text: str) -> FoundJob:
         elif ref.het_offset is not None and (het_job, offset) == (ref.job_id, ref.het_offset):
             found[job] = parts[5]
     if not found:
-        raise JobNotFoundError(f"job {ref}: Slurm does not know it (ended a while ago, or never submitted)")
+        raise JobNotFoundError(
+            f"job {ref}: Slurm does not know it (ended a while ago, or never submitted)"
+        )
     if len(found) > 1:
-        raise SlurmError(f"job {ref}: Slurm lists it as several jobs ({', '.join(map(str, sorted(found)))})")
+        raise SlurmError(
+            f"job {ref}: Slurm lists it as several jobs ({', '.join(map(str, sorted(found)))})"
+        )
     job_id, state = found.popitem()
     note = None
     if ref.task is not None and job_id == ref.job_id and state == "PENDING":
@@ -65,7 +69,9 @@ def pick_job(ref: JobRef, text: str) -> FoundJob:
     return FoundJob(job_id, note)
 
 
-def find_job(ref: JobRef, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> FoundJob:
+def find_job(
+    ref: JobRef, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S
+) -> FoundJob:
     """The job id of ``ref`` in Slurm: a plain job id as it is; an array task or hetjob
     component as Slurm lists it (``squeue``)."""
     if ref.plain:
@@ -80,24 +86,35 @@ def find_job(ref: JobRef, env: Mapping[str, str] | None = None, timeout: float =
     return pick_job(ref, out)
 
 
-def known_to_slurm(job_id: int, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> bool | None:
+def known_to_slurm(
+    job_id: int, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S
+) -> bool | None:
     """Whether Slurm lists job ``job_id`` (waiting, running, or ended within MinJobAge);
     None when Slurm cannot be asked."""
     try:
-        out = run_slurm(["squeue", "-h", "-r", "-t", "all", "-j", str(job_id), "-o", "%i"], env=env,
-                        timeout=timeout).stdout
+        out = run_slurm(
+            ["squeue", "-h", "-r", "-t", "all", "-j", str(job_id), "-o", "%i"],
+            env=env,
+            timeout=timeout,
+        ).stdout
     except JobNotFoundError:
         return False
-    except SlurmError as e:  # squeue refuses an id beyond those it has handed out: "Invalid job id: N"
+    except (
+        SlurmError
+    ) as e:  # squeue refuses an id beyond those it has handed out: "Invalid job id: N"
         return False if "Invalid job id" in str(e) else None
     return any(line.strip() for line in out.splitlines())
 
 
-def output_file(job_id: int, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> str | None:
+def output_file(
+    job_id: int, env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT_S
+) -> str | None:
     """The job's output file as Slurm recorded it (``scontrol show job``'s ``StdOut``), None when
     Slurm does not list the job or recorded none."""
     try:
-        out = run_slurm(["scontrol", "-o", "show", "job", str(job_id)], env=env, timeout=timeout).stdout
+        out = run_slurm(
+            ["scontrol", "-o", "show", "job", str(job_id)], env=env, timeout=timeout
+        ).stdout
     except SlurmError:
         return None
     for word in out.split():

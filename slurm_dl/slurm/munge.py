@@ -68,10 +68,15 @@ def decode(credential: str, socket: str | None = None, timeout: float = 5.0) -> 
     """Who made ``credential``; MungeError when munged does not vouch for it."""
     if not credential or len(credential) > 4096 or not credential.isprintable():
         raise MungeError("not a MUNGE credential")
-    out = _run(["unmunge", "--output=/dev/null", "--keys=STATUS,UID,GID", *_socket_args(socket)],
-               credential + "\n", timeout)
+    out = _run(
+        ["unmunge", "--output=/dev/null", "--keys=STATUS,UID,GID", *_socket_args(socket)],
+        credential + "\n",
+        timeout,
+    )
     if out.returncode != 0:
         status = _STATUS.search(out.stdout)
-        why = status.group(1) if status else _first_line(out.stderr).removeprefix("unmunge: Error: ")
+        why = (
+            status.group(1) if status else _first_line(out.stderr).removeprefix("unmunge: Error: ")
+        )
         raise MungeError(f"MUNGE credential refused: {why}")
     return parse_unmunge(out.stdout)

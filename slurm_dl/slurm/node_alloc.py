@@ -31,7 +31,12 @@ import subprocess
 import time
 from typing import Callable, Mapping, Sequence
 
-from ..core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from ..core.errors import (
+    JobNotFoundError,
+    SlurmError,
+    SlurmNotInstalledError,
+    SlurmUnavailableError,
+)
 from ..core.hostlist import expand_hostlist
 from .gpu_alloc import GpuAllocation, parse_idx, parse_shards
 from .runner import DEFAULT_TIMEOUT_S, INSTALL_HINT, one_line, run_slurm
@@ -67,7 +72,10 @@ def job_allocations(text: str, node: str, job_id: int) -> list[GpuAllocation]:
     """``scontrol -d -o show job ID`` -> job ``job_id``'s GPUs on ``node`` (none when it holds
     none there, or is not running). An array's first task shares its id with the array, and
     Slurm then lists every task: only the line of ``job_id`` itself counts."""
-    line = next((ln for ln in text.splitlines() if (m := _JOB_ID.search(ln)) and int(m.group(1)) == job_id), "")
+    line = next(
+        (ln for ln in text.splitlines() if (m := _JOB_ID.search(ln)) and int(m.group(1)) == job_id),
+        "",
+    )
     user = _USER.search(line)
     if not line or "JobState=RUNNING" not in line:
         return []
@@ -98,9 +106,14 @@ class NodeAllocations:
     """``allocations(node)`` for the GPU agent: the node's running jobs' GPUs, read locally and
     job by job (see the module's text); ``full(node)`` is the fallback that reads the queue."""
 
-    def __init__(self, full: Callable[[str], Sequence[GpuAllocation]], env: Mapping[str, str] | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S, grace_s: float = GRACE_S,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        full: Callable[[str], Sequence[GpuAllocation]],
+        env: Mapping[str, str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        grace_s: float = GRACE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.full = full
         self.env = env
         self.timeout = timeout
@@ -112,7 +125,9 @@ class NodeAllocations:
         self.grace_s = grace_s
         self.clock = clock
         self.unexplained: dict[int, float] = {}  # GPU in use with no local job -> since when
-        self.quiet: set[int] = set()  # jobs holding GPUs here without a process (found by a queue read)
+        self.quiet: set[int] = (
+            set()
+        )  # jobs holding GPUs here without a process (found by a queue read)
 
     def _run(self, argv: list[str]) -> str:
         return run_slurm(argv, env=self.env, timeout=self.timeout).stdout
@@ -135,7 +150,9 @@ class NodeAllocations:
             known[key] = allocs
         self.known = known
         found = [a for allocs in known.values() for a in allocs]
-        missing = gpus_in_use(self._run(["scontrol", "-d", "-o", "show", "node", node])) - _held(found)
+        missing = gpus_in_use(self._run(["scontrol", "-d", "-o", "show", "node", node])) - _held(
+            found
+        )
         if not missing:
             self.quiet.clear()  # the local jobs explain every GPU in use: the quiet ones left
         elif self.quiet:  # jobs found before with no process here: read alone again
@@ -159,13 +176,22 @@ class NodeAllocations:
 
     def _run_listpids(self, argv: list[str]) -> tuple[int, str, str]:
         try:
-            p = subprocess.run(argv, env=dict(self.env) if self.env is not None else None, capture_output=True,
-                               text=True, timeout=self.timeout, check=False)
+            p = subprocess.run(
+                argv,
+                env=dict(self.env) if self.env is not None else None,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                check=False,
+            )
         except FileNotFoundError:
-            raise SlurmNotInstalledError(f"{argv[0]}: command not found; {INSTALL_HINT}", command=argv) from None
+            raise SlurmNotInstalledError(
+                f"{argv[0]}: command not found; {INSTALL_HINT}", command=argv
+            ) from None
         except subprocess.TimeoutExpired:
-            raise SlurmUnavailableError(f"scontrol listpids: no answer within {self.timeout:g} s",
-                                        command=argv) from None
+            raise SlurmUnavailableError(
+                f"scontrol listpids: no answer within {self.timeout:g} s", command=argv
+            ) from None
         return p.returncode, p.stdout, p.stderr
 
     def _listpids(self, node: str) -> dict[int, int]:
@@ -174,16 +200,26 @@ class NodeAllocations:
         the rows it printed for the others still hold."""
         argv = ["scontrol", "listpids", "*", node]
         rc, out, err = self._run_listpids(argv)
-        if rc == 0 or NO_STEPS in out + err or (out.lstrip().startswith("PID") and STALE_STEP in err):
+        if (
+            rc == 0
+            or NO_STEPS in out + err
+            or (out.lstrip().startswith("PID") and STALE_STEP in err)
+        ):
             self.pids = parse_listpid_jobs(out)
             return parse_listpids(out)
-        raise SlurmError(f"scontrol listpids: {one_line(err) or f'exit status {rc}'}", command=argv,
-                         returncode=rc, stderr=err)
+        raise SlurmError(
+            f"scontrol listpids: {one_line(err) or f'exit status {rc}'}",
+            command=argv,
+            returncode=rc,
+            stderr=err,
+        )
 
     def _job(self, job_id: int, node: str) -> list[GpuAllocation]:
         self.job_reads += 1
         try:
-            return job_allocations(self._run(["scontrol", "-d", "-o", "show", "job", str(job_id)]), node, job_id)
+            return job_allocations(
+                self._run(["scontrol", "-d", "-o", "show", "job", str(job_id)]), node, job_id
+            )
         except JobNotFoundError:  # ended since it was seen
             return []
 

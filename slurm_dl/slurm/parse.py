@@ -168,8 +168,10 @@ def job_from_squeue(raw: Mapping[str, Any]) -> Job:
     else:
         num_gpus = 0
     tasks = _num(raw.get("tasks")) or 1
-    for text, times in ((raw.get("tres_per_task"), tasks),
-                        (raw.get("tres_per_socket"), (_num(raw.get("sockets_per_node")) or 1) * (num_nodes or 1))):
+    for text, times in (
+        (raw.get("tres_per_task"), tasks),
+        (raw.get("tres_per_socket"), (_num(raw.get("sockets_per_node")) or 1) * (num_nodes or 1)),
+    ):
         asked = parse_gpu_request(text)  # --gpus-per-task × tasks, --gpus-per-socket × sockets
         if asked is not None:
             num_gpus += asked.count * times
@@ -216,7 +218,6 @@ def job_from_squeue(raw: Mapping[str, Any]) -> Job:
     )
 
 
-
 def _array_tasks(raw: Mapping[str, Any], state: JobState) -> dict[str, Any]:
     """A pending array record's task count and throttle: ``array_task_string`` ``0-49%4`` in
     ``--json``, the task id column in ``squeue -O``."""
@@ -253,7 +254,9 @@ def _array_job_id(raw: Mapping[str, Any], job_id: int) -> int | None:
     return None
 
 
-def parse_squeue_json(doc: Mapping[str, Any], states: Iterable[JobState] | None = None) -> list[Job]:
+def parse_squeue_json(
+    doc: Mapping[str, Any], states: Iterable[JobState] | None = None
+) -> list[Job]:
     """Jobs of a ``squeue --json`` document, filtered client-side (22.05 ignores ``-t``/``-j``).
 
     By default only pending and active jobs; pass ``states`` to choose others.

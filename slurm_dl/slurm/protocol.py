@@ -64,7 +64,11 @@ class JobEnd:
     @property
     def died(self) -> bool:
         """Ended by a signal, or failed (a handler that was missing or crashed)."""
-        return self.exit_signal != 0 or self.state in (JobState.FAILED, JobState.NODE_FAIL, JobState.OUT_OF_MEMORY)
+        return self.exit_signal != 0 or self.state in (
+            JobState.FAILED,
+            JobState.NODE_FAIL,
+            JobState.OUT_OF_MEMORY,
+        )
 
 
 @runtime_checkable

@@ -20,8 +20,14 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..core.errors import (JobBusyError, JobNotFoundError, JobPendingError, SlurmError, SlurmNotInstalledError,
-                           SlurmUnavailableError)
+from ..core.errors import (
+    JobBusyError,
+    JobNotFoundError,
+    JobPendingError,
+    SlurmError,
+    SlurmNotInstalledError,
+    SlurmUnavailableError,
+)
 from ..core.jobid import JobRef
 from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topology
 from .cli_backend import CliBackend, with_node_gpu_types, with_site_factors
@@ -45,14 +51,18 @@ def slurm_release_of_pyslurm(version: str) -> str | None:
 def release_mismatch(pyslurm_version: str | None, slurm_release: str) -> str | None:
     """Why the installed pyslurm cannot serve a cluster of ``slurm_release``, or None. Pure."""
     if slurm_release not in PYSLURM_TAGS:
-        return (f"no pyslurm release exists for Slurm {slurm_release}; use the cli backend "
-                f"(the default), which supports it")
+        return (
+            f"no pyslurm release exists for Slurm {slurm_release}; use the cli backend "
+            f"(the default), which supports it"
+        )
     if pyslurm_version is None:
         return None
     built_for = slurm_release_of_pyslurm(pyslurm_version)
     if built_for != slurm_release:
-        return (f"the installed pyslurm {pyslurm_version} is for Slurm {built_for or '?'}, this cluster runs "
-                f"{slurm_release}: install pyslurm's {slurm_release} tag built against this Slurm")
+        return (
+            f"the installed pyslurm {pyslurm_version} is for Slurm {built_for or '?'}, this cluster runs "
+            f"{slurm_release}: install pyslurm's {slurm_release} tag built against this Slurm"
+        )
     return None
 
 
@@ -105,14 +115,20 @@ def _import_pyslurm(env: Mapping[str, str] | None) -> Any:
     if reason:
         raise SlurmNotInstalledError(f"pyslurm backend: {reason}")
     if env is not None and env.get("SLURM_CONF"):
-        os.environ["SLURM_CONF"] = env["SLURM_CONF"]  # libslurm reads it from the process environment
+        os.environ["SLURM_CONF"] = env[
+            "SLURM_CONF"
+        ]  # libslurm reads it from the process environment
     global _LOADED_CONF
     first = "pyslurm" not in sys.modules
     try:
         mod = importlib.import_module("pyslurm")
     except ImportError as e:
-        raise SlurmNotInstalledError(f"pyslurm backend: import failed ({e}); its version must match Slurm's") from None
-    version = tuple(int(x) for x in str(getattr(mod, "__version__", "0.0")).split(".")[:2] if x.isdigit())
+        raise SlurmNotInstalledError(
+            f"pyslurm backend: import failed ({e}); its version must match Slurm's"
+        ) from None
+    version = tuple(
+        int(x) for x in str(getattr(mod, "__version__", "0.0")).split(".")[:2] if x.isdigit()
+    )
     if version < MIN_PYSLURM or not hasattr(mod, "Jobs"):
         raise SlurmNotInstalledError(
             f"pyslurm backend: pyslurm {getattr(mod, '__version__', '?')} lacks the 22.5+ API (pyslurm.Jobs)"
@@ -138,7 +154,9 @@ def _gres_string(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return ",".join(f"gres:{str(k).removeprefix('gres/')}:{_gres_count(v)}" for k, v in dict(value).items())
+    return ",".join(
+        f"gres:{str(k).removeprefix('gres/')}:{_gres_count(v)}" for k, v in dict(value).items()
+    )
 
 
 def _allocated_gres(job: Any) -> list[str]:
@@ -150,7 +168,11 @@ def _allocated_gres(job: Any) -> list[str]:
         layout = layout_fn() or {}
     except Exception:  # pending jobs have no layout
         return []
-    return [_gres_string(node.get("gres")).replace("gres:", "") for node in layout.values() if node.get("gres")]
+    return [
+        _gres_string(node.get("gres")).replace("gres:", "")
+        for node in layout.values()
+        if node.get("gres")
+    ]
 
 
 def job_record_from_pyslurm(job: Any) -> dict[str, Any]:
@@ -230,7 +252,11 @@ class PyslurmBackend:
         for pj in loaded.values():
             record = job_record_from_pyslurm(pj)
             job = job_from_squeue(record)
-            keep = (not job.state.finished and job.state is not JobState.OTHER) if wanted is None else job.state in wanted
+            keep = (
+                (not job.state.finished and job.state is not JobState.OTHER)
+                if wanted is None
+                else job.state in wanted
+            )
             if keep:
                 out.append(job)
                 if not record["tres_per_node"] and not record["gres_detail"]:
@@ -246,7 +272,11 @@ class PyslurmBackend:
         for job in unknown:
             seen = by_id.get(job.job_id)
             if seen is not None:
-                job.num_gpus, job.gpus_per_node, job.gpu_type = seen.num_gpus, seen.gpus_per_node, seen.gpu_type
+                job.num_gpus, job.gpus_per_node, job.gpu_type = (
+                    seen.num_gpus,
+                    seen.gpus_per_node,
+                    seen.gpu_type,
+                )
                 job.num_nodes = job.num_nodes or seen.num_nodes
         return jobs
 
@@ -280,7 +310,9 @@ class PyslurmBackend:
         return ClusterSnapshot(taken_at, jobs, nodes, self.partitions(), topo)
 
     # -- writing --------------------------------------------------------------------------
-    def submit(self, script: str | Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> int:
+    def submit(
+        self, script: str | Path, args: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> int:
         return self._cli.submit(script, args, env)
 
     def cancel(self, job_id: int | JobRef) -> None:

@@ -12,8 +12,14 @@ import subprocess
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..core.errors import (JobBusyError, JobNotFoundError, JobPendingError, SlurmError, SlurmNotInstalledError,
-                           SlurmUnavailableError)
+from ..core.errors import (
+    JobBusyError,
+    JobNotFoundError,
+    JobPendingError,
+    SlurmError,
+    SlurmNotInstalledError,
+    SlurmUnavailableError,
+)
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -51,12 +57,16 @@ class SlurmResult:
 
 def one_line(text: str) -> str:
     """Slurm's stderr as one line: its error lines if it has any (drops scancel -v chatter)."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("**")]
+    lines = [
+        ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("**")
+    ]
     errors = [ln for ln in lines if _STDERR_ERROR.search(ln)]
     return "; ".join(errors or lines)
 
 
-def classify_failure(argv: Sequence[str], returncode: int, stderr: str, stdout: str = "") -> SlurmError | None:
+def classify_failure(
+    argv: Sequence[str], returncode: int, stderr: str, stdout: str = ""
+) -> SlurmError | None:
     """The error a finished command stands for, or None when it succeeded.
 
     For scancel, a zero exit with ``error:`` on stderr (its habit) counts as a failure too.
@@ -107,12 +117,19 @@ def run_slurm(
             check=False,
         )
     except FileNotFoundError:
-        raise SlurmNotInstalledError(f"{args[0]}: command not found; {INSTALL_HINT}", command=args) from None
+        raise SlurmNotInstalledError(
+            f"{args[0]}: command not found; {INSTALL_HINT}", command=args
+        ) from None
     except subprocess.TimeoutExpired as e:
-        said = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        said = (
+            e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        )
         if any(s in said for s in _BUSY):  # scancel -v retrying a job between states
-            raise JobBusyError(f"{' '.join(args[:2])}: the job is between states ({one_line(said)})",
-                               command=args, stderr=said) from None
+            raise JobBusyError(
+                f"{' '.join(args[:2])}: the job is between states ({one_line(said)})",
+                command=args,
+                stderr=said,
+            ) from None
         raise SlurmUnavailableError(
             f"{' '.join(args[:2])}: no answer from Slurm within {timeout:g} s", command=args
         ) from None

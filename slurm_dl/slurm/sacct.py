@@ -25,7 +25,9 @@ def _tres_gpus(items: Iterable[Mapping[str, Any]] | None) -> int:
 
 def job_from_sacct(raw: Mapping[str, Any]) -> Job:
     state_field = raw.get("state") or {}
-    state = JobState.parse(state_text(state_field.get("current") if isinstance(state_field, Mapping) else state_field))
+    state = JobState.parse(
+        state_text(state_field.get("current") if isinstance(state_field, Mapping) else state_field)
+    )
     times = raw.get("time") or {}
     tres = raw.get("tres") or {}
     gpus = _tres_gpus(tres.get("allocated")) or _tres_gpus(tres.get("requested"))
@@ -48,10 +50,14 @@ def job_from_sacct(raw: Mapping[str, Any]) -> Job:
         start_time=float(start) if start else None,
         time_limit=float(limit * 60) if limit else None,
         state=state,
-        state_reason="" if state_field.get("reason") in (None, "None") else str(state_field.get("reason")),
+        state_reason=""
+        if state_field.get("reason") in (None, "None")
+        else str(state_field.get("reason")),
         restarts=_num(raw.get("restart_cnt")) or 0,
         nodes=_nodes(raw.get("nodes")),
-        executed_s=float(elapsed if elapsed else (end - start if start and end and end > start else 0)),
+        executed_s=float(
+            elapsed if elapsed else (end - start if start and end and end > start else 0)
+        ),
         attained_gpu_s=float(gpus * elapsed),
         comment=str(comment.get("job") or ""),
         admin_comment=str(comment.get("administrator") or ""),
@@ -66,8 +72,9 @@ def parse_sacct_json(doc: Mapping[str, Any]) -> list[Job]:
     return [job_from_sacct(raw) for raw in doc.get("jobs") or []]
 
 
-def finished_jobs(job_ids: Iterable[int], env: Mapping[str, str] | None = None,
-                  timeout: float = 5.0) -> dict[int, Job] | None:
+def finished_jobs(
+    job_ids: Iterable[int], env: Mapping[str, str] | None = None, timeout: float = 5.0
+) -> dict[int, Job] | None:
     """Slurm's accounting records of ``job_ids`` (finished ones included), by job id; None where
     the site keeps no accounting (no slurmdbd) or sacct cannot be asked."""
     import json
@@ -79,8 +86,11 @@ def finished_jobs(job_ids: Iterable[int], env: Mapping[str, str] | None = None,
     if not ids:
         return {}
     try:
-        out = run_slurm(["sacct", "--json", "-X", "-S", "now-30days", "-j", ",".join(map(str, ids))], env=env,
-                        timeout=timeout).stdout
+        out = run_slurm(
+            ["sacct", "--json", "-X", "-S", "now-30days", "-j", ",".join(map(str, ids))],
+            env=env,
+            timeout=timeout,
+        ).stdout
         jobs = parse_sacct_json(json.loads(out))
     except (SlurmDLError, ValueError):
         return None

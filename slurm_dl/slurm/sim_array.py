@@ -66,7 +66,9 @@ def parse_time_limit(text: str | None) -> int:
     except ValueError:
         minutes = 0
     if minutes < 1:
-        raise SlurmDLError(f"--time: got {text!r}; allowed: minutes (90) or H:MM[:SS] (1:30:00), at least 1 minute")
+        raise SlurmDLError(
+            f"--time: got {text!r}; allowed: minutes (90) or H:MM[:SS] (1:30:00), at least 1 minute"
+        )
     return minutes
 
 
@@ -86,8 +88,10 @@ class WorkFolder:
         parent = Path(os.path.realpath(parent))
         unsafe = unsafe_parent(parent)
         if unsafe is not None:
-            raise SlurmDLError(f"--via-slurm: the work folder cannot go in {parent}: {unsafe}. Fix: run "
-                               "from a directory only you can write (e.g. one in your home).")
+            raise SlurmDLError(
+                f"--via-slurm: the work folder cannot go in {parent}: {unsafe}. Fix: run "
+                "from a directory only you can write (e.g. one in your home)."
+            )
         try:
             if name is None:
                 path = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=parent))
@@ -95,10 +99,14 @@ class WorkFolder:
                 path = parent / name
                 os.mkdir(path, 0o700)
         except FileExistsError:
-            raise SlurmDLError(f"--via-slurm: the work folder {path} exists already (made by someone "
-                               "else?); it is not used. Fix: remove it, or run again.") from None
+            raise SlurmDLError(
+                f"--via-slurm: the work folder {path} exists already (made by someone "
+                "else?); it is not used. Fix: remove it, or run again."
+            ) from None
         except OSError as e:
-            raise SlurmDLError(f"--via-slurm: cannot make a work folder in {parent}: {e.strerror or e}") from None
+            raise SlurmDLError(
+                f"--via-slurm: cannot make a work folder in {parent}: {e.strerror or e}"
+            ) from None
         return cls(path)
 
     def check(self) -> None:
@@ -106,7 +114,9 @@ class WorkFolder:
         try:
             st = os.lstat(self.path)
         except OSError as e:
-            raise SlurmDLError(f"--via-slurm: the work folder {self.path} is gone: {e.strerror or e}") from None
+            raise SlurmDLError(
+                f"--via-slurm: the work folder {self.path} is gone: {e.strerror or e}"
+            ) from None
         why = None
         if not stat.S_ISDIR(st.st_mode):
             why = "it is no longer a folder"
@@ -117,8 +127,10 @@ class WorkFolder:
         elif stat.S_IMODE(st.st_mode) & 0o077:
             why = f"others may enter it (mode {stat.S_IMODE(st.st_mode):04o})"
         if why is not None:
-            raise SlurmDLError(f"--via-slurm: the work folder {self.path} is not safe to use: {why}; "
-                               "nothing in it was read. Fix: run from a directory only you can write.")
+            raise SlurmDLError(
+                f"--via-slurm: the work folder {self.path} is not safe to use: {why}; "
+                "nothing in it was read. Fix: run from a directory only you can write."
+            )
 
     def write_private(self, name: str, data: bytes) -> Path:
         """A new file of the folder, readable by this user only (never an existing one)."""
@@ -157,11 +169,17 @@ def sign(key: bytes, payload: bytes) -> bytes:
 def verified(key: bytes, data: bytes, what: str) -> bytes:
     """The payload of ``data`` if ``key`` signed it; raises SlurmDLError (nothing unpickled) if not."""
     if not isinstance(data, bytes):
-        raise SlurmDLError(f"--via-slurm: {what} does not carry this what-if's signature; it was not read")
+        raise SlurmDLError(
+            f"--via-slurm: {what} does not carry this what-if's signature; it was not read"
+        )
     n = len(_MAGIC)
-    mac, payload = data[n:n + 32], data[n + 32:]
-    if not data.startswith(_MAGIC) or not hmac.compare_digest(mac, hmac.new(key, payload, hashlib.sha256).digest()):
-        raise SlurmDLError(f"--via-slurm: {what} does not carry this what-if's signature; it was not read")
+    mac, payload = data[n : n + 32], data[n + 32 :]
+    if not data.startswith(_MAGIC) or not hmac.compare_digest(
+        mac, hmac.new(key, payload, hashlib.sha256).digest()
+    ):
+        raise SlurmDLError(
+            f"--via-slurm: {what} does not carry this what-if's signature; it was not read"
+        )
     return payload
 
 
@@ -172,8 +190,10 @@ def _task_key() -> bytes:
     except ValueError:
         key = b""
     if len(key) < 16:
-        raise SlurmDLError(f"--via-slurm: the what-if's key ({KEY_ENV}) did not reach this task; "
-                           "its inputs were not read. Fix: let sbatch export the environment.")
+        raise SlurmDLError(
+            f"--via-slurm: the what-if's key ({KEY_ENV}) did not reach this task; "
+            "its inputs were not read. Fix: let sbatch export the environment."
+        )
     return key
 
 
@@ -187,18 +207,34 @@ def run_array_task(context: str, index: int) -> bytes:
     ctx = _CONTEXT.get(context)
     if ctx is None:
         with open(context, "rb") as fh:
-            ctx = _CONTEXT[context] = pickle.loads(verified(key, fh.read(), f"the inputs file {context}"))
+            ctx = _CONTEXT[context] = pickle.loads(
+                verified(key, fh.read(), f"the inputs file {context}")
+            )
     task = ctx["tasks"][index]
-    out = run_replay(ctx["jobs"], ctx["recipes"][task.run], ctx["setups"][task.run], task.replay,
-                     summary_only=ctx["summary_only"][task.run])
+    out = run_replay(
+        ctx["jobs"],
+        ctx["recipes"][task.run],
+        ctx["setups"][task.run],
+        task.replay,
+        summary_only=ctx["summary_only"][task.run],
+    )
     out = out.packed() if isinstance(out, ClusterResult) else out
     return sign(key, pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def run_array(tasks: Sequence, inputs: dict, on_done: Callable[[int, object], None], *, work: WorkFolder,
-              partition: str | None, time_min: int, name_of: Callable[[int], str],
-              tick: Callable[[int, int], None] | None = None, say: Callable[[str], None] = print,
-              poll_s: float = 2.0) -> list[FailedTask]:
+def run_array(
+    tasks: Sequence,
+    inputs: dict,
+    on_done: Callable[[int, object], None],
+    *,
+    work: WorkFolder,
+    partition: str | None,
+    time_min: int,
+    name_of: Callable[[int], str],
+    tick: Callable[[int, int], None] | None = None,
+    say: Callable[[str], None] = print,
+    poll_s: float = 2.0,
+) -> list[FailedTask]:
     """Submit ``tasks`` as one array, hand each result to ``on_done(index, output)`` as it
     arrives, and return the tasks that failed. ``inputs``: what :func:`run_array_task` reads
     (``jobs``, ``recipes``, ``setups``, ``summary_only``: per planned run; ``tasks`` is added).
@@ -212,10 +248,18 @@ def run_array(tasks: Sequence, inputs: dict, on_done: Callable[[int, object], No
         payload = pickle.dumps({**inputs, "tasks": list(tasks)}, protocol=pickle.HIGHEST_PROTOCOL)
         context = work.write_private("inputs.pickle", sign(key, payload))
     except OSError as e:
-        raise SlurmDLError(f"--via-slurm: cannot write the work folder {folder}: {e.strerror or e}") from None
+        raise SlurmDLError(
+            f"--via-slurm: cannot write the work folder {folder}: {e.strerror or e}"
+        ) from None
     ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")  # an array task: ARRAY_N
-    params = dict(timeout_min=time_min, cpus_per_task=1, nodes=1, tasks_per_node=1, name="slurm-dl-whatif",
-                  slurm_array_parallelism=len(tasks))
+    params = dict(
+        timeout_min=time_min,
+        cpus_per_task=1,
+        nodes=1,
+        tasks_per_node=1,
+        name="slurm-dl-whatif",
+        slurm_array_parallelism=len(tasks),
+    )
     if partition:
         params["slurm_partition"] = partition
     ex.update_parameters(**params)
@@ -224,7 +268,9 @@ def run_array(tasks: Sequence, inputs: dict, on_done: Callable[[int, object], No
     try:
         jobs = ex.map_array(run_array_task, [str(context)] * len(tasks), list(range(len(tasks))))
     except Exception as e:  # submitit raises its own errors for sbatch's refusals
-        raise SlurmDLError(f"--via-slurm: Slurm refused the job array: {str(e).strip().splitlines()[-1]}") from None
+        raise SlurmDLError(
+            f"--via-slurm: Slurm refused the job array: {str(e).strip().splitlines()[-1]}"
+        ) from None
     finally:
         if old is None:
             os.environ.pop(KEY_ENV, None)
@@ -256,8 +302,14 @@ def run_array(tasks: Sequence, inputs: dict, on_done: Callable[[int, object], No
             elif queued is not None and job.job_id not in queued:
                 if i in gone_once:  # gone from the queue twice without a result: it died
                     pending.discard(i)
-                    failed.append(FailedTask(i, job.job_id, "ended without a result (killed, cancelled or out of "
-                                             "time)", job.paths.stderr))
+                    failed.append(
+                        FailedTask(
+                            i,
+                            job.job_id,
+                            "ended without a result (killed, cancelled or out of time)",
+                            job.paths.stderr,
+                        )
+                    )
                 else:
                     gone_once.add(i)
         if tick is not None:
@@ -272,7 +324,9 @@ def run_array(tasks: Sequence, inputs: dict, on_done: Callable[[int, object], No
 def _queued(array_id: str) -> set[str] | None:
     """The array's tasks still in the queue (``ID_N``), or None when squeue cannot say."""
     try:
-        out = run_slurm(["squeue", "-h", "-r", "-j", array_id, "-o", "%i"], env=dict(os.environ)).stdout
+        out = run_slurm(
+            ["squeue", "-h", "-r", "-j", array_id, "-o", "%i"], env=dict(os.environ)
+        ).stdout
     except JobNotFoundError:  # the whole array has left the queue
         return set()
     except SlurmError:

@@ -73,8 +73,20 @@ def squeue_format_argv(states: str = ACTIVE_STATES) -> list[str]:
 
 
 _EMPTY = {"", "(null)", "N/A", "n/a", "None assigned"}
-_INT_KEYS = {"job_id", "node_count", "nice", "priority", "restart_cnt", "submit_time", "start_time",
-             "eligible_time", "deadline", "tasks", "sockets_per_node", "array_job_id"}
+_INT_KEYS = {
+    "job_id",
+    "node_count",
+    "nice",
+    "priority",
+    "restart_cnt",
+    "submit_time",
+    "start_time",
+    "eligible_time",
+    "deadline",
+    "tasks",
+    "sockets_per_node",
+    "array_job_id",
+}
 
 
 def _value(key: str, text: str) -> Any:
@@ -107,8 +119,9 @@ def record_from_format_line(line: str) -> dict[str, Any] | None:
     return rec
 
 
-def parse_squeue_format(text: str, states: Iterable[JobState] | None = None,
-                        memo: "LineMemo | None" = None) -> list[Job]:
+def parse_squeue_format(
+    text: str, states: Iterable[JobState] | None = None, memo: "LineMemo | None" = None
+) -> list[Job]:
     """Jobs from ``squeue -O`` output made with ``format_argument()`` (pending and active by
     default). ``memo``: lines parsed by an earlier call are not parsed again (see LineMemo)."""
     if memo is not None:

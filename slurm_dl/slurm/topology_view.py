@@ -6,7 +6,9 @@ from ..core.config import SiteConfig
 from ..core.errors import SlurmDLError
 
 
-def slurm_leaf_nodes(config: SiteConfig, timeout: float = 5.0) -> tuple[tuple[str, ...], ...] | None:
+def slurm_leaf_nodes(
+    config: SiteConfig, timeout: float = 5.0
+) -> tuple[tuple[str, ...], ...] | None:
     """The leaf switches' nodes from ``scontrol show topology`` when the site takes its tree from
     Slurm and Slurm answers; else None (the rules then ask for no switches, as the live filter
     does until it has read the tree)."""

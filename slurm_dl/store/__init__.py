@@ -4,7 +4,14 @@
 >>> ledger = store.load_ledger()
 """
 
-from .models import DecisionRow, ExplanationSnapshot, JobUtilisationRow, LedgerState, PreemptionRow, SiteFactorRow
+from .models import (
+    DecisionRow,
+    ExplanationSnapshot,
+    JobUtilisationRow,
+    LedgerState,
+    PreemptionRow,
+    SiteFactorRow,
+)
 from .repository import PREEMPTION_OPEN_STATES, CycleWrite, ExplanationParts, Store
 from .schema import HEAD as SCHEMA_VERSION
 

@@ -130,6 +130,15 @@ class JobUtilisationRow(SQLModel, table=True):
     gpu_seen: str = "{}"
 
 
-TABLES = (LedgerState, SiteFactorRow, PreemptionRow, DecisionRow, ExplanationSnapshot, JobUtilisationRow,
-          ExplanationPart, LedgerJobRow, LedgerEntryRow)
+TABLES = (
+    LedgerState,
+    SiteFactorRow,
+    PreemptionRow,
+    DecisionRow,
+    ExplanationSnapshot,
+    JobUtilisationRow,
+    ExplanationPart,
+    LedgerJobRow,
+    LedgerEntryRow,
+)
 metadata = SQLModel.metadata

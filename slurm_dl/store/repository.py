@@ -64,11 +64,17 @@ class CycleWrite:
     cycle: int
     ledger: Ledger
     pushed: dict[int, int] = field(default_factory=dict)  # job_id -> SiteFactor now held
-    decisions: list[tuple[int, str, int | None, str]] = field(default_factory=list)  # job, kind, value, reason
+    decisions: list[tuple[int, str, int | None, str]] = field(
+        default_factory=list
+    )  # job, kind, value, reason
     explanations: dict[int, dict[str, Any]] | None = None  # None: keep the previous cycle's
-    explanation_parts: "ExplanationParts | None" = None  # instead of explanations: rebuilt parts only
+    explanation_parts: "ExplanationParts | None" = (
+        None  # instead of explanations: rebuilt parts only
+    )
     forget_jobs: list[int] = field(default_factory=list)  # SiteFactor rows of jobs that left
-    utilisation: dict[int, JobUtilisationSummary] = field(default_factory=dict)  # upserted summaries
+    utilisation: dict[int, JobUtilisationSummary] = field(
+        default_factory=dict
+    )  # upserted summaries
 
 
 @dataclass(slots=True)
@@ -85,8 +91,12 @@ class ExplanationParts:
     rebuilt: dict[int, dict[str, Any]]
     gone: list[int] = field(default_factory=list)
     replace_all: bool = False
-    per_cycle: dict[str, Any] = field(default_factory=dict)  # values shared by every job (at, ranked)
-    derive: dict[str, Any] | None = None  # what completes the numbers on reading (core.explain.finish_numbers)
+    per_cycle: dict[str, Any] = field(
+        default_factory=dict
+    )  # values shared by every job (at, ranked)
+    derive: dict[str, Any] | None = (
+        None  # what completes the numbers on reading (core.explain.finish_numbers)
+    )
 
 
 def private_sqlite_file(url: str) -> None:
@@ -113,8 +123,14 @@ class EmptyStoreError(StoreError):
 class Store:
     """The prioritizer's database. ``url`` is any SQLAlchemy URL (``sqlite:///path`` by default)."""
 
-    def __init__(self, url: str, *, check_schema: bool = True, create: bool = True,
-                 busy_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        check_schema: bool = True,
+        create: bool = True,
+        busy_timeout_s: float = 30.0,
+    ) -> None:
         """Open the store. ``create``: a database without the store's tables is created at the
         current schema; without it such a database (and a missing SQLite file) is left untouched:
         ``revision`` is None, and with ``check_schema`` :class:`EmptyStoreError` says so.
@@ -128,10 +144,14 @@ class Store:
         path = sqlite_path(url)
         if not create and path and not Path(path).exists():
             if not Path(path).parent.is_dir():
-                raise StoreError(f"database {self.shown}: no such file, and no directory {Path(path).parent}\n"
-                                 "  (check [site] database_url or --db)")
-            raise EmptyStoreError(f"database {self.shown}: no such file\n  (a mistyped path? check [site] "
-                                  "database_url or --db;\n  on a first install, slurm-dl db upgrade creates it)")
+                raise StoreError(
+                    f"database {self.shown}: no such file, and no directory {Path(path).parent}\n"
+                    "  (check [site] database_url or --db)"
+                )
+            raise EmptyStoreError(
+                f"database {self.shown}: no such file\n  (a mistyped path? check [site] "
+                "database_url or --db;\n  on a first install, slurm-dl db upgrade creates it)"
+            )
         if create:
             private_sqlite_file(url)
         empty = not create and bool(path) and _sqlite_is_empty(path, self.shown, busy_timeout_s)
@@ -154,15 +174,19 @@ class Store:
                         self.created = True
         except (SQLAlchemyError, ImportError, ValueError) as e:
             if path and not Path(path).parent.is_dir():
-                raise StoreError(f"database {self.shown}: cannot open it: no directory {Path(path).parent}\n"
-                                 "  (create it, or set [site] database_url or --db)") from None
+                raise StoreError(
+                    f"database {self.shown}: cannot open it: no directory {Path(path).parent}\n"
+                    "  (create it, or set [site] database_url or --db)"
+                ) from None
             raise StoreError(f"database {self.shown}: cannot open it: {_short(e, url)}") from None
         if self.revision is None:
             if check_schema:
                 self.engine.dispose()
-                raise EmptyStoreError(f"database {self.shown}: empty: it holds none of the prioritizer's "
-                                      "tables\n  (a wrong URL? check [site] database_url or --db;\n  on a first "
-                                      "install, slurm-dl db upgrade creates them)")
+                raise EmptyStoreError(
+                    f"database {self.shown}: empty: it holds none of the prioritizer's "
+                    "tables\n  (a wrong URL? check [site] database_url or --db;\n  on a first "
+                    "install, slurm-dl db upgrade creates them)"
+                )
         elif check_schema:
             schema.require_head(url, self.revision)
 
@@ -189,7 +213,9 @@ class Store:
         if not path:
             return None
         try:
-            with closing(sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=timeout_s)) as conn:
+            with closing(
+                sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=timeout_s)
+            ) as conn:
                 rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
         except sqlite3.Error as e:
             return f"{path}: {_short(e)}"
@@ -228,13 +254,17 @@ class Store:
                 for name, first in firsts.items():
                     getattr(led, name).dropped = first
             except (ValueError, TypeError) as e:
-                raise StoreError(f"database {self.shown}: the saved ledger is unreadable: {e}") from None
+                raise StoreError(
+                    f"database {self.shown}: the saved ledger is unreadable: {e}"
+                ) from None
             token = (row.cycle, row.saved_at)
             if not (in_rows or logs_in_rows) or self._ledger_token() == token:
                 break
         else:
-            raise StoreError(f"database {self.shown}: the ledger changed during each of 5 reads:\n"
-                             "  another process saves cycles into it (a second prioritizer?)")
+            raise StoreError(
+                f"database {self.shown}: the ledger changed during each of 5 reads:\n"
+                "  another process saves cycles into it (a second prioritizer?)"
+            )
         # what the rows hold; a document saved whole by an earlier release: unknown (rewritten)
         self._rows = led.changed_rows({})[0] if in_rows else None
         self._logs = {name: _log_mark(getattr(led, name)) for name in logs_in_rows}
@@ -275,7 +305,9 @@ class Store:
     def _ledger_token(self) -> tuple[int, float] | None:
         try:
             with self._session() as s:
-                got = s.exec(select(LedgerState.cycle, LedgerState.saved_at).where(LedgerState.id == 1)).first()
+                got = s.exec(
+                    select(LedgerState.cycle, LedgerState.saved_at).where(LedgerState.id == 1)
+                ).first()
         except SQLAlchemyError as e:
             raise self._fail("reading the ledger", e) from None
         return None if got is None else (got[0], got[1])
@@ -283,7 +315,9 @@ class Store:
     def _job_rows(self) -> list[Any]:
         try:
             with self._session() as s:
-                rows = s.exec(select(LedgerJobRow.job_id, LedgerJobRow.data).order_by(LedgerJobRow.job_id)).all()
+                rows = s.exec(
+                    select(LedgerJobRow.job_id, LedgerJobRow.data).order_by(LedgerJobRow.job_id)
+                ).all()
         except SQLAlchemyError as e:
             raise self._fail("reading the ledger", e) from None
         loads = orjson.loads
@@ -316,7 +350,11 @@ class Store:
             with self._session() as s, s.begin():
                 conn = s.connection()
                 row = s.get(LedgerState, 1)
-                known = self._rows if row is not None and (row.cycle, row.saved_at) == self._rows_token else None
+                known = (
+                    self._rows
+                    if row is not None and (row.cycle, row.saved_at) == self._rows_token
+                    else None
+                )
                 changed, gone = w.ledger.changed_rows(known or {})
                 if known is None:
                     conn.execute(delete(LedgerJobRow))
@@ -324,11 +362,24 @@ class Store:
                     for chunk in _chunks(gone):
                         conn.execute(delete(LedgerJobRow).where(LedgerJobRow.job_id.in_(chunk)))
                 if changed:
-                    rows = [{"job_id": j, "data": _dumps(Ledger.row(e))} for j, e in changed.items()]
-                    _upsert(conn, LedgerJobRow, rows, [j for j in changed if j in known] if known else [])
-                marks = {name: _write_log(conn, name, getattr(w.ledger, name),
-                                          (self._logs or {}).get(name) if known is not None else None)
-                         for name in LOGS}
+                    rows = [
+                        {"job_id": j, "data": _dumps(Ledger.row(e))} for j, e in changed.items()
+                    ]
+                    _upsert(
+                        conn,
+                        LedgerJobRow,
+                        rows,
+                        [j for j in changed if j in known] if known else [],
+                    )
+                marks = {
+                    name: _write_log(
+                        conn,
+                        name,
+                        getattr(w.ledger, name),
+                        (self._logs or {}).get(name) if known is not None else None,
+                    )
+                    for name in LOGS
+                }
                 if row is None:
                     s.add(LedgerState(id=1, data=data, saved_at=w.now, cycle=w.cycle))
                 else:
@@ -353,8 +404,16 @@ class Store:
                 if w.explanation_parts is not None:
                     _write_parts(conn, w.explanation_parts, w.now)
                     p = w.explanation_parts
-                    blob = _dumps({"v": 3, "keys": list(p.keys), "per_cycle": p.per_cycle, "ids": p.ids,
-                                   "columns": p.columns, "derive": p.derive or {}})
+                    blob = _dumps(
+                        {
+                            "v": 3,
+                            "keys": list(p.keys),
+                            "per_cycle": p.per_cycle,
+                            "ids": p.ids,
+                            "columns": p.columns,
+                            "derive": p.derive or {},
+                        }
+                    )
                 elif w.explanations is not None:
                     conn.execute(delete(ExplanationPart))
                     blob = _dumps(w.explanations)
@@ -370,8 +429,12 @@ class Store:
                 if w.utilisation:
                     ids = sorted(w.utilisation)
                     for chunk in _chunks(ids):
-                        conn.execute(delete(JobUtilisationRow).where(JobUtilisationRow.job_id.in_(chunk)))
-                    conn.execute(insert(JobUtilisationRow), [_utilisation_row(w.utilisation[j]) for j in ids])
+                        conn.execute(
+                            delete(JobUtilisationRow).where(JobUtilisationRow.job_id.in_(chunk))
+                        )
+                    conn.execute(
+                        insert(JobUtilisationRow), [_utilisation_row(w.utilisation[j]) for j in ids]
+                    )
         except SQLAlchemyError as e:
             self._rows = self._rows_token = self._logs = None
             raise self._fail("saving the cycle", e) from None
@@ -389,16 +452,29 @@ class Store:
         try:
             with self._session() as s, s.begin():
                 conn = s.connection()
-                n = conn.execute(delete(DecisionRow).where(DecisionRow.at < keep_decisions_after)).rowcount or 0
-                n += conn.execute(
-                    delete(PreemptionRow).where(
-                        PreemptionRow.updated_at < keep_decisions_after,
-                        PreemptionRow.state.not_in(PREEMPTION_OPEN_STATES),
-                    )
-                ).rowcount or 0
-                n += conn.execute(
-                    delete(JobUtilisationRow).where(JobUtilisationRow.updated_at < keep_decisions_after)
-                ).rowcount or 0
+                n = (
+                    conn.execute(
+                        delete(DecisionRow).where(DecisionRow.at < keep_decisions_after)
+                    ).rowcount
+                    or 0
+                )
+                n += (
+                    conn.execute(
+                        delete(PreemptionRow).where(
+                            PreemptionRow.updated_at < keep_decisions_after,
+                            PreemptionRow.state.not_in(PREEMPTION_OPEN_STATES),
+                        )
+                    ).rowcount
+                    or 0
+                )
+                n += (
+                    conn.execute(
+                        delete(JobUtilisationRow).where(
+                            JobUtilisationRow.updated_at < keep_decisions_after
+                        )
+                    ).rowcount
+                    or 0
+                )
         except SQLAlchemyError as e:
             raise self._fail("pruning old rows", e) from None
         return n
@@ -419,13 +495,26 @@ class Store:
                 for chunk in _chunks(sorted(job_ids)):
                     conn.execute(delete(SiteFactorRow).where(SiteFactorRow.job_id.in_(chunk)))
                 if job_ids:
-                    conn.execute(insert(DecisionRow), [{"at": now, "job_id": j, "kind": "priority", "value": 0,
-                                                        "reason": reason} for j in sorted(job_ids)])
+                    conn.execute(
+                        insert(DecisionRow),
+                        [
+                            {
+                                "at": now,
+                                "job_id": j,
+                                "kind": "priority",
+                                "value": 0,
+                                "reason": reason,
+                            }
+                            for j in sorted(job_ids)
+                        ],
+                    )
         except SQLAlchemyError as e:
             raise self._fail("forgetting SiteFactors", e) from None
 
     # --- GPU utilisation summaries --------------------------------------------------------
-    def utilisation_summaries(self, job_ids: list[int] | None = None) -> dict[int, JobUtilisationSummary]:
+    def utilisation_summaries(
+        self, job_ids: list[int] | None = None
+    ) -> dict[int, JobUtilisationSummary]:
         """Stored summaries (all, or those of ``job_ids``), by job id."""
         q = select(JobUtilisationRow)
         try:
@@ -442,14 +531,18 @@ class Store:
         for r in rows:
             d = r.model_dump()
             try:
-                d["gpu_seen"] = {str(k): float(v) for k, v in json.loads(r.gpu_seen or "{}").items()}
+                d["gpu_seen"] = {
+                    str(k): float(v) for k, v in json.loads(r.gpu_seen or "{}").items()
+                }
             except (ValueError, TypeError, AttributeError):
                 d["gpu_seen"] = {}
             out[r.job_id] = JobUtilisationSummary.from_dict(d)
         return out
 
     # --- preemptions (write-ahead) -------------------------------------------------------
-    def begin_preemption(self, victim: int, need: int, now: float, restarts: int, reason: str) -> int:
+    def begin_preemption(
+        self, victim: int, need: int, now: float, restarts: int, reason: str
+    ) -> int:
         """Commit a ``signalling`` row BEFORE the signal is sent; returns its id."""
         try:
             with self._session() as s, s.begin():
@@ -476,12 +569,21 @@ class Store:
                 if row is None:
                     raise StoreError(f"database {self.shown}: preemption {row_id} does not exist")
                 row.state, row.updated_at = state, now
-                s.add(DecisionRow(at=now, job_id=row.victim_job_id, kind=f"preempt-{state}", value=row.need_job_id,
-                                  reason=note or row.reason))
+                s.add(
+                    DecisionRow(
+                        at=now,
+                        job_id=row.victim_job_id,
+                        kind=f"preempt-{state}",
+                        value=row.need_job_id,
+                        reason=note or row.reason,
+                    )
+                )
         except SQLAlchemyError as e:
             raise self._fail("updating a preemption", e) from None
 
-    def preemptions(self, *, open_only: bool = False, victim: int | None = None) -> list[PreemptionRow]:
+    def preemptions(
+        self, *, open_only: bool = False, victim: int | None = None
+    ) -> list[PreemptionRow]:
         q = select(PreemptionRow).order_by(PreemptionRow.id)
         if open_only:
             q = q.where(PreemptionRow.state.in_(PREEMPTION_OPEN_STATES))
@@ -498,14 +600,23 @@ class Store:
         out: dict[tuple[int, int], float] = {}
         with self._session() as s:
             for v, n, t in s.exec(
-                select(PreemptionRow.victim_job_id, PreemptionRow.need_job_id, PreemptionRow.signalled_at)
+                select(
+                    PreemptionRow.victim_job_id,
+                    PreemptionRow.need_job_id,
+                    PreemptionRow.signalled_at,
+                )
             ):
                 out[(v, n)] = max(t, out.get((v, n), t))
         return out
 
     # --- explain -------------------------------------------------------------------------
     def decisions(self, job_id: int, limit: int = 20) -> list[DecisionRow]:
-        q = select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id.desc()).limit(limit)
+        q = (
+            select(DecisionRow)
+            .where(DecisionRow.job_id == job_id)
+            .order_by(DecisionRow.id.desc())
+            .limit(limit)
+        )
         try:
             with self._session() as s:
                 return list(reversed(list(s.exec(q).scalars())))
@@ -514,7 +625,12 @@ class Store:
 
     def decisions_of_kind(self, kind: str, limit: int = 10_000) -> list[DecisionRow]:
         """The newest ``limit`` decisions of one kind, oldest first (e.g. finished runs' GPU use)."""
-        q = select(DecisionRow).where(DecisionRow.kind == kind).order_by(DecisionRow.id.desc()).limit(limit)
+        q = (
+            select(DecisionRow)
+            .where(DecisionRow.kind == kind)
+            .order_by(DecisionRow.id.desc())
+            .limit(limit)
+        )
         try:
             with self._session() as s:
                 return list(reversed(list(s.exec(q).scalars())))
@@ -536,8 +652,15 @@ class Store:
                 if row is None:
                     return {}
                 doc = json.loads(row.data)
-                if doc.get("v") not in (2, 3):  # one document of whole explanations (an older store)
-                    wanted = doc if job_ids is None else {str(j): doc[str(j)] for j in job_ids if str(j) in doc}
+                if doc.get("v") not in (
+                    2,
+                    3,
+                ):  # one document of whole explanations (an older store)
+                    wanted = (
+                        doc
+                        if job_ids is None
+                        else {str(j): doc[str(j)] for j in job_ids if str(j) in doc}
+                    )
                     return {int(k): v for k, v in wanted.items()}
                 keys, numbers = _numbers(doc, job_ids)
                 ids = list(numbers)
@@ -555,7 +678,9 @@ class Store:
             raise self._fail("reading explanations", e) from None
         shared = doc.get("per_cycle") or {}
         derive = doc.get("derive")
-        out = {j: {**parts.get(j, {"job_id": j}), **shared, **dict(zip(keys, numbers[j]))} for j in ids}
+        out = {
+            j: {**parts.get(j, {"job_id": j}), **shared, **dict(zip(keys, numbers[j]))} for j in ids
+        }
         if derive is not None:
             for e in out.values():
                 finish_numbers(e, derive)
@@ -575,7 +700,9 @@ class Store:
         return out
 
 
-def _numbers(doc: dict[str, Any], job_ids: list[int] | None) -> tuple[list[str], dict[int, list[Any]]]:
+def _numbers(
+    doc: dict[str, Any], job_ids: list[int] | None
+) -> tuple[list[str], dict[int, list[Any]]]:
     """The keys, and each wanted job's numbers in their order (all jobs for None), from a cycle's
     document: columns aligned with the ranked ids (v3; a job's rank is its place; the rest is
     completed by ``finish_numbers``), or a list per job (v2, written by earlier releases)."""
@@ -585,8 +712,9 @@ def _numbers(doc: dict[str, Any], job_ids: list[int] | None) -> tuple[list[str],
         return doc["keys"], {int(k): numbers[k] for k in wanted}
     ids, columns = doc["ids"], doc["columns"]
     wanted = None if job_ids is None else set(job_ids)
-    return [*doc["keys"], "rank"], {j: [*(c[i] for c in columns), i] for i, j in enumerate(ids)
-                                    if wanted is None or j in wanted}
+    return [*doc["keys"], "rank"], {
+        j: [*(c[i] for c in columns), i] for i, j in enumerate(ids) if wanted is None or j in wanted
+    }
 
 
 def _dumps(obj: Any, option: int = 0) -> str:
@@ -607,7 +735,9 @@ def _upsert(conn, model, rows: list[dict[str, Any]], existing: list[int]) -> Non
         else:
             from sqlalchemy.dialects.postgresql import insert as upsert
         stmt = upsert(model)
-        others = {c.name: stmt.excluded[c.name] for c in model.__table__.columns if c.name != "job_id"}
+        others = {
+            c.name: stmt.excluded[c.name] for c in model.__table__.columns if c.name != "job_id"
+        }
         conn.execute(stmt.on_conflict_do_update(index_elements=["job_id"], set_=others), rows)
         return
     for chunk in _chunks(sorted(existing)):
@@ -632,7 +762,7 @@ def _write_log(conn, name: str, entries: Any, mark: tuple | None) -> tuple | Non
     rows = LedgerEntryRow
     new_edits = entries.edits - mark[1] if mark is not None and mark[0]() is entries else -1
     if 0 <= new_edits <= len(entries.edited):
-        start = min([mark[3], *entries.edited[len(entries.edited) - new_edits:]])
+        start = min([mark[3], *entries.edited[len(entries.edited) - new_edits :]])
         if dropped > mark[2]:
             conn.execute(delete(rows).where(rows.log == name, rows.idx < dropped))
         start = max(start, dropped)
@@ -643,8 +773,13 @@ def _write_log(conn, name: str, entries: Any, mark: tuple | None) -> tuple | Non
         start = dropped
     if start < end:
         entry = Ledger.log_entry
-        conn.execute(insert(rows), [{"log": name, "idx": i, "data": _dumps(entry(name, entries[i - dropped]))}
-                                    for i in range(start, end)])
+        conn.execute(
+            insert(rows),
+            [
+                {"log": name, "idx": i, "data": _dumps(entry(name, entries[i - dropped]))}
+                for i in range(start, end)
+            ],
+        )
     return _log_mark(entries)
 
 
@@ -655,8 +790,12 @@ def _write_parts(conn, p: ExplanationParts, now: float) -> None:
         for chunk in _chunks(sorted(set(p.gone) - set(p.rebuilt))):
             conn.execute(delete(ExplanationPart).where(ExplanationPart.job_id.in_(chunk)))
     if p.rebuilt:
-        _upsert(conn, ExplanationPart, [{"job_id": j, "at": now, "data": _dumps(d)} for j, d in p.rebuilt.items()],
-                [] if p.replace_all else list(p.rebuilt))
+        _upsert(
+            conn,
+            ExplanationPart,
+            [{"job_id": j, "at": now, "data": _dumps(d)} for j, d in p.rebuilt.items()],
+            [] if p.replace_all else list(p.rebuilt),
+        )
 
 
 def _utilisation_row(u: JobUtilisationSummary) -> dict[str, Any]:
@@ -670,7 +809,9 @@ def _sqlite_is_empty(path: str, shown: str, timeout_s: float) -> bool:
     import sqlite3
 
     try:
-        with closing(sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=timeout_s)) as conn:
+        with closing(
+            sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=timeout_s)
+        ) as conn:
             return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
     except sqlite3.Error as e:
         raise StoreError(f"database {shown}: cannot open it: {_short(e)}") from None
@@ -683,7 +824,9 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - trivial
     cur.close()
 
 
-LOCKED_HINT = "another process holds a lock on it (a second prioritizer, a backup, an sqlite3 shell?)"
+LOCKED_HINT = (
+    "another process holds a lock on it (a second prioritizer, a backup, an sqlite3 shell?)"
+)
 DAMAGED_HINT = "the file is damaged: restore it from a backup (stop the prioritizer first)"
 
 
@@ -696,5 +839,7 @@ def _short(e: Exception, url: str = "") -> str:
     if "malformed" in low or "not a database" in low:
         return f"{line}: {DAMAGED_HINT}"
     if "unable to open database file" in low:
-        return f"{line} (can this user read it and its directory? a ledger is its owner's alone, 0600)"
+        return (
+            f"{line} (can this user read it and its directory? a ledger is its owner's alone, 0600)"
+        )
     return line

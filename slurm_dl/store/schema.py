@@ -21,8 +21,14 @@ KNOWN = ("0001", "0002", "0003", "0004", "0005")
 """Every revision this release can upgrade from, oldest first."""
 BASELINE = "0001"
 VERSION_TABLE = "alembic_version"
-_STORE_TABLES = ("sdl_ledger", "sdl_site_factor", "sdl_preemption", "sdl_decision", "sdl_explanations",
-                 "sdl_job_utilisation")
+_STORE_TABLES = (
+    "sdl_ledger",
+    "sdl_site_factor",
+    "sdl_preemption",
+    "sdl_decision",
+    "sdl_explanations",
+    "sdl_job_utilisation",
+)
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
@@ -43,8 +49,12 @@ def current(conn: Connection) -> str | None:
 
 
 def stamp(conn: Connection, revision: str) -> None:
-    conn.execute(text(f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL, "
-                      f"CONSTRAINT {VERSION_TABLE}_pkc PRIMARY KEY (version_num))"))
+    conn.execute(
+        text(
+            f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL, "
+            f"CONSTRAINT {VERSION_TABLE}_pkc PRIMARY KEY (version_num))"
+        )
+    )
     conn.execute(text(f"DELETE FROM {VERSION_TABLE}"))
     conn.execute(text(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES (:v)"), {"v": revision})
 
@@ -62,12 +72,16 @@ def require_head(url: str, revision: str | None) -> None:
     command = upgrade_command(url)
     url = shown_url(url)
     if revision in KNOWN:
-        raise SchemaError(f"database {url}: schema revision {revision} is older than this slurm-dl's "
-                          f"{HEAD}\n  (stop the prioritizer, back the database up, then run: "
-                          f"{command})")
-    raise SchemaError(f"database {url}: schema revision {revision!r} is unknown to this slurm-dl "
-                      f"(which knows {', '.join(KNOWN)});\n  it was made by a newer release: install that "
-                      "release again, or restore a backup made before it")
+        raise SchemaError(
+            f"database {url}: schema revision {revision} is older than this slurm-dl's "
+            f"{HEAD}\n  (stop the prioritizer, back the database up, then run: "
+            f"{command})"
+        )
+    raise SchemaError(
+        f"database {url}: schema revision {revision!r} is unknown to this slurm-dl "
+        f"(which knows {', '.join(KNOWN)});\n  it was made by a newer release: install that "
+        "release again, or restore a backup made before it"
+    )
 
 
 def upgrade(engine: Engine, url: str) -> tuple[str | None, str]:

@@ -62,8 +62,9 @@ def previous_samples(path: Path) -> list[JobGpuSample]:
     return read_node_file(path)
 
 
-def pid_jobs(pids: Iterable[int], proc: Path = Path("/proc"),
-             slurm_pids: Mapping[int, int] | None = None) -> dict[int, int]:
+def pid_jobs(
+    pids: Iterable[int], proc: Path = Path("/proc"), slurm_pids: Mapping[int, int] | None = None
+) -> dict[int, int]:
     """The Slurm job of each process whose job Slurm itself vouches for: its cgroup in Slurm's
     own hierarchy (``job_<id>``, cgroup proctrack), else ``slurm_pids`` (pid -> job, what the
     node's slurmstepd processes list: ``scontrol listpids``). A process's ``SLURM_JOB_ID`` is
@@ -97,9 +98,16 @@ def share_rules(site: Any, node: str) -> dict[str, ShareRule]:
     return {}
 
 
-def sample_once(nvml: Any, node: str, allocations: AllocationsFn, output_dir: Path | None,
-                now: float | None = None, idle_util_percent: float = 2.0,
-                jobs_of_pids: PidJobsFn = pid_jobs, shares: Mapping[str, ShareRule] | None = None) -> AgentSample:
+def sample_once(
+    nvml: Any,
+    node: str,
+    allocations: AllocationsFn,
+    output_dir: Path | None,
+    now: float | None = None,
+    idle_util_percent: float = 2.0,
+    jobs_of_pids: PidJobsFn = pid_jobs,
+    shares: Mapping[str, ShareRule] | None = None,
+) -> AgentSample:
     """One sample of every GPU, attributed and (when ``output_dir``) written to ``<dir>/<node>.prom``.
 
     Each idle GPU's ``idle_since`` is carried from the previous file, so readers of one file

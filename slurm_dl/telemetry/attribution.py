@@ -60,7 +60,11 @@ def job_of_cgroup(text: str) -> int | None:
             if m is None or i == 0:
                 continue
             v2 = dirs[i - 1].endswith("slurmstepd.scope")
-            v1 = i >= 2 and _UID_DIR.fullmatch(dirs[i - 1]) is not None and dirs[i - 2].startswith("slurm")
+            v1 = (
+                i >= 2
+                and _UID_DIR.fullmatch(dirs[i - 1]) is not None
+                and dirs[i - 2].startswith("slurm")
+            )
             if v1 or v2:
                 return int(m.group(1))
     return None
@@ -71,9 +75,12 @@ def gpu_owners(allocations: Iterable[GpuAllocation], node: str) -> dict[int, int
     return {gpu: a.job_id for a in allocations if a.node == node for gpu in a.gpus}
 
 
-def attribute(samples: Iterable[GpuSample], allocations: Iterable[GpuAllocation],
-              pid_jobs: Mapping[int, int] | None = None,
-              shares: Mapping[str, ShareRule] | None = None) -> list[JobGpuSample]:
+def attribute(
+    samples: Iterable[GpuSample],
+    allocations: Iterable[GpuAllocation],
+    pid_jobs: Mapping[int, int] | None = None,
+    shares: Mapping[str, ShareRule] | None = None,
+) -> list[JobGpuSample]:
     """Each sample tagged with the job holding its GPU (0 when Slurm gave the GPU to nobody).
 
     A GPU whose holders have shards gives one row per holding job: the memory, processes and
@@ -88,16 +95,18 @@ def attribute(samples: Iterable[GpuSample], allocations: Iterable[GpuAllocation]
         if any(a.shards for a in here):
             out.extend(_split(s, here, pid_jobs or {}, (shares or {}).get(s.node)))
             continue
-        out.append(JobGpuSample(
-            job_id=here[0].job_id if here else 0,
-            node=s.node,
-            gpu=s.slurm_index,
-            util_percent=s.util_percent,
-            mem_used_bytes=s.mem_used_bytes,
-            power_watts=s.power_watts,
-            processes=len(s.pids),
-            time=s.time,
-        ))
+        out.append(
+            JobGpuSample(
+                job_id=here[0].job_id if here else 0,
+                node=s.node,
+                gpu=s.slurm_index,
+                util_percent=s.util_percent,
+                mem_used_bytes=s.mem_used_bytes,
+                power_watts=s.power_watts,
+                processes=len(s.pids),
+                time=s.time,
+            )
+        )
     return out
 
 
@@ -110,8 +119,9 @@ def _holders(allocations: Iterable[GpuAllocation], node: str) -> dict[int, list[
     return out
 
 
-def _split(s: GpuSample, holders: list[GpuAllocation], pid_jobs: Mapping[int, int],
-           rule: ShareRule | None) -> list[JobGpuSample]:
+def _split(
+    s: GpuSample, holders: list[GpuAllocation], pid_jobs: Mapping[int, int], rule: ShareRule | None
+) -> list[JobGpuSample]:
     """One shared GPU's sample split among the jobs holding shards of it.
 
     A process of no holding job (a job's shards ended, or a process escaped its job) is left
@@ -130,13 +140,24 @@ def _split(s: GpuSample, holders: list[GpuAllocation], pid_jobs: Mapping[int, in
         if any(p.sm_util_percent is None for p in mine):
             util += unexplained
         util = min(100.0, util)
-        share = rule.share_bytes(a.shards, s.mem_total_bytes) if rule is not None and a.shards else None
+        share = (
+            rule.share_bytes(a.shards, s.mem_total_bytes) if rule is not None and a.shards else None
+        )
         if share is not None and len(a.gpus) > 1:
             share //= len(a.gpus)  # Slurm does not say how a job's shards split among GPUs
-        rows.append(JobGpuSample(
-            job_id=a.job_id, node=s.node, gpu=s.slurm_index, util_percent=util,
-            mem_used_bytes=sum(p.mem_bytes or 0 for p in mine), power_watts=None,
-            processes=len(mine) + unknown, time=s.time, share_bytes=share))
+        rows.append(
+            JobGpuSample(
+                job_id=a.job_id,
+                node=s.node,
+                gpu=s.slurm_index,
+                util_percent=util,
+                mem_used_bytes=sum(p.mem_bytes or 0 for p in mine),
+                power_watts=None,
+                processes=len(mine) + unknown,
+                time=s.time,
+                share_bytes=share,
+            )
+        )
     return rows
 
 
@@ -146,7 +167,11 @@ def over_share(samples: Iterable[JobGpuSample]) -> dict[int, tuple[int, int]]:
     latest: dict[tuple[int, str, int], JobGpuSample] = {}
     for s in samples:
         key = (s.job_id, s.node, s.gpu)
-        if s.job_id and s.share_bytes is not None and (key not in latest or s.time > latest[key].time):
+        if (
+            s.job_id
+            and s.share_bytes is not None
+            and (key not in latest or s.time > latest[key].time)
+        ):
             latest[key] = s
     used: dict[int, list[int]] = {}
     for s in latest.values():

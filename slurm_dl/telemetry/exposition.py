@@ -14,14 +14,22 @@ from typing import Iterable
 from .samples import JobGpuSample
 
 METRICS = {
-    "slurm_dl_gpu_utilization_percent": ("GPU utilisation over the last NVML sample period", "util_percent"),
+    "slurm_dl_gpu_utilization_percent": (
+        "GPU utilisation over the last NVML sample period",
+        "util_percent",
+    ),
     "slurm_dl_gpu_memory_used_bytes": ("GPU memory in use", "mem_used_bytes"),
     "slurm_dl_gpu_power_watts": ("GPU power draw", "power_watts"),
     "slurm_dl_gpu_processes": ("processes holding a GPU context", "processes"),
-    "slurm_dl_gpu_idle_since_seconds": ("start of the GPU's current idle spell for its job (Unix time); "
-                                        "absent while busy", "idle_since"),
-    "slurm_dl_gpu_share_bytes": ("GPU memory the job's shards guarantee on this shared GPU; absent on a "
-                                 "whole GPU (memory used above it: the job is over its share)", "share_bytes"),
+    "slurm_dl_gpu_idle_since_seconds": (
+        "start of the GPU's current idle spell for its job (Unix time); absent while busy",
+        "idle_since",
+    ),
+    "slurm_dl_gpu_share_bytes": (
+        "GPU memory the job's shards guarantee on this shared GPU; absent on a "
+        "whole GPU (memory used above it: the job is over its share)",
+        "share_bytes",
+    ),
 }
 
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}", re.ASCII)
@@ -35,8 +43,10 @@ MAX_PROCESSES = 1_000_000
 MAX_TIME = 4_102_444_800.0  # 2100-01-01 UTC: a sample time (or idle start) past it is not a reading
 MAX_LINE_CHARS = 4096
 
-_LINE = re.compile(r'^(\w+)\{job="([0-9]{1,10})",node="([^"]*)",gpu="([0-9]{1,5})"\} (\S{1,64}) ([0-9]{1,16})$',
-                   re.ASCII)
+_LINE = re.compile(
+    r'^(\w+)\{job="([0-9]{1,10})",node="([^"]*)",gpu="([0-9]{1,5})"\} (\S{1,64}) ([0-9]{1,16})$',
+    re.ASCII,
+)
 _RANGE = {  # field -> (lowest, highest, whole numbers only)
     "util_percent": (0.0, 100.0, False),
     "mem_used_bytes": (0, MAX_BYTES, True),
@@ -58,7 +68,9 @@ def render(samples: Iterable[JobGpuSample]) -> str:
             value = getattr(s, attr)
             if value is None:
                 continue
-            lines.append(f'{name}{{job="{s.job_id}",node="{s.node}",gpu="{s.gpu}"}} {_number(value)} {round(s.time * 1000)}')
+            lines.append(
+                f'{name}{{job="{s.job_id}",node="{s.node}",gpu="{s.gpu}"}} {_number(value)} {round(s.time * 1000)}'
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -112,26 +124,37 @@ def parse_counted(text: str) -> tuple[list[JobGpuSample], int]:
         attr = METRICS[m.group(1)][1]
         job_id, node, gpu, ms = int(m.group(2)), m.group(3), int(m.group(4)), int(m.group(6))
         value = _value(attr, m.group(5))
-        if (value is None or job_id > MAX_JOB_ID or gpu > MAX_GPU_INDEX or not NODE_NAME.fullmatch(node)
-                or ms > MAX_TIME * 1000):
+        if (
+            value is None
+            or job_id > MAX_JOB_ID
+            or gpu > MAX_GPU_INDEX
+            or not NODE_NAME.fullmatch(node)
+            or ms > MAX_TIME * 1000
+        ):
             bad += 1
             continue
         fields.setdefault((job_id, node, gpu, ms), {})[attr] = value
     out = []
-    for (job_id, node, gpu, ms), f in sorted(fields.items(), key=lambda kv: (kv[0][3], kv[0][1], kv[0][2])):
+    for (job_id, node, gpu, ms), f in sorted(
+        fields.items(), key=lambda kv: (kv[0][3], kv[0][1], kv[0][2])
+    ):
         if any(k not in f for k in _REQUIRED):
             bad += len(f)
             continue
         time = ms / 1000.0
         since = f.get("idle_since")
-        out.append(JobGpuSample(
-            job_id=job_id, node=node, gpu=gpu,
-            util_percent=f["util_percent"],
-            mem_used_bytes=int(f.get("mem_used_bytes", 0)),
-            power_watts=f.get("power_watts"),
-            processes=int(f["processes"]),
-            time=time,
-            idle_since=since if since is not None and since <= time else None,
-            share_bytes=int(f["share_bytes"]) if "share_bytes" in f else None,
-        ))
+        out.append(
+            JobGpuSample(
+                job_id=job_id,
+                node=node,
+                gpu=gpu,
+                util_percent=f["util_percent"],
+                mem_used_bytes=int(f.get("mem_used_bytes", 0)),
+                power_watts=f.get("power_watts"),
+                processes=int(f["processes"]),
+                time=time,
+                idle_since=since if since is not None and since <= time else None,
+                share_bytes=int(f["share_bytes"]) if "share_bytes" in f else None,
+            )
+        )
     return out, bad

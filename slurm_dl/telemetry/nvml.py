@@ -22,11 +22,15 @@ def load_nvml() -> Any:
     try:
         nvml = importlib.import_module("pynvml")
     except ImportError as e:
-        raise NvmlUnavailableError(f"no NVML: the pynvml module (package nvidia-ml-py) is not installed ({e})") from None
+        raise NvmlUnavailableError(
+            f"no NVML: the pynvml module (package nvidia-ml-py) is not installed ({e})"
+        ) from None
     try:
         nvml.nvmlInit()
     except Exception as e:  # pynvml raises NVMLError subclasses; the library may also be absent
-        raise NvmlUnavailableError(f"no NVML: nvmlInit failed ({e}; is the NVIDIA driver installed?)") from None
+        raise NvmlUnavailableError(
+            f"no NVML: nvmlInit failed ({e}; is the NVIDIA driver installed?)"
+        ) from None
     return nvml
 
 
@@ -55,8 +59,10 @@ def _procs(nvml: Any, handle: Any, now: float) -> tuple[ProcessSample, ...]:
         since_us = max(0, int((now - PROCESS_UTIL_WINDOW_S) * 1_000_000))
         for u in _optional(nvml.nvmlDeviceGetProcessUtilization, handle, since_us) or ():
             util.setdefault(int(u.pid), []).append(float(u.smUtil))
-    return tuple(ProcessSample(pid, mem[pid], sum(util[pid]) / len(util[pid]) if util.get(pid) else None)
-                 for pid in sorted(mem))
+    return tuple(
+        ProcessSample(pid, mem[pid], sum(util[pid]) / len(util[pid]) if util.get(pid) else None)
+        for pid in sorted(mem)
+    )
 
 
 PROCESS_UTIL_WINDOW_S = 30.0
@@ -71,16 +77,18 @@ def sample_gpus(nvml: Any, node: str, now: float) -> list[GpuSample]:
         mem = _optional(nvml.nvmlDeviceGetMemoryInfo, handle)
         power_mw = _optional(nvml.nvmlDeviceGetPowerUsage, handle)
         procs = _procs(nvml, handle, now)
-        out.append(GpuSample(
-            node=node,
-            index=index,
-            minor=_optional(nvml.nvmlDeviceGetMinorNumber, handle),
-            util_percent=float(util.gpu) if util is not None else 0.0,
-            mem_used_bytes=int(mem.used) if mem is not None else 0,
-            mem_total_bytes=int(mem.total) if mem is not None else 0,
-            power_watts=power_mw / 1000.0 if power_mw is not None else None,
-            pids=tuple(p.pid for p in procs),
-            time=now,
-            procs=procs,
-        ))
+        out.append(
+            GpuSample(
+                node=node,
+                index=index,
+                minor=_optional(nvml.nvmlDeviceGetMinorNumber, handle),
+                util_percent=float(util.gpu) if util is not None else 0.0,
+                mem_used_bytes=int(mem.used) if mem is not None else 0,
+                mem_total_bytes=int(mem.total) if mem is not None else 0,
+                power_watts=power_mw / 1000.0 if power_mw is not None else None,
+                pids=tuple(p.pid for p in procs),
+                time=now,
+                procs=procs,
+            )
+        )
     return out

@@ -56,8 +56,12 @@ class DirectoryScan:
     ignored: list[IgnoredFile] = field(default_factory=list)
     bad_lines: dict[str, int] = field(default_factory=dict)  # used file -> lines skipped in it
     error: str | None = None  # the directory cannot be read (nothing was)
-    problems: list[str] = field(default_factory=list)  # about the directory (its files are still read)
-    trusted: tuple[str, ...] = ()  # who may own a file read: root, the directory's owner, the agent user
+    problems: list[str] = field(
+        default_factory=list
+    )  # about the directory (its files are still read)
+    trusted: tuple[
+        str, ...
+    ] = ()  # who may own a file read: root, the directory's owner, the agent user
 
 
 def trusted_uids(dir_uid: int, agent_user: str | None) -> tuple[frozenset[int], str | None]:
@@ -73,27 +77,38 @@ def trusted_uids(dir_uid: int, agent_user: str | None) -> tuple[frozenset[int], 
     return frozenset(uids), None
 
 
-def file_problem(st: os.stat_result, trusted: frozenset[int], path: str = "FILE") -> tuple[str, str] | None:
+def file_problem(
+    st: os.stat_result, trusted: frozenset[int], path: str = "FILE"
+) -> tuple[str, str] | None:
     """Why a file with this stat is not trusted, and the fix; None when it is (pure)."""
     q = shlex.quote(path)
     if not stat.S_ISREG(st.st_mode):
         return "not a plain file", f"rm {q}: the agent writes plain files"
     if st.st_uid not in trusted:
-        return (f"owned by {_user(st.st_uid)}, not by root, the directory's owner or the agent user",
-                f"rm {q} if the agent did not write it; else chown root {q}, or name the "
-                "agent's user in [telemetry] agent_user")
+        return (
+            f"owned by {_user(st.st_uid)}, not by root, the directory's owner or the agent user",
+            f"rm {q} if the agent did not write it; else chown root {q}, or name the "
+            "agent's user in [telemetry] agent_user",
+        )
     mode = stat.S_IMODE(st.st_mode)
     if mode & 0o022:
-        who = " and ".join(w for w, bit in (("its group", 0o020), ("every user", 0o002)) if mode & bit)
-        return (f"writable by {who} (mode {mode:04o})",
-                f"chmod go-w {q} (the agent writes 0644), once its content is known to be the agent's")
+        who = " and ".join(
+            w for w, bit in (("its group", 0o020), ("every user", 0o002)) if mode & bit
+        )
+        return (
+            f"writable by {who} (mode {mode:04o})",
+            f"chmod go-w {q} (the agent writes 0644), once its content is known to be the agent's",
+        )
     if st.st_size > MAX_FILE_BYTES:
         return _too_big(path)
     return None
 
 
 def _too_big(path: str) -> tuple[str, str]:
-    return f"larger than an agent writes ({MAX_FILE_BYTES >> 20} MiB at most)", f"rm {shlex.quote(path)}"
+    return (
+        f"larger than an agent writes ({MAX_FILE_BYTES >> 20} MiB at most)",
+        f"rm {shlex.quote(path)}",
+    )
 
 
 def scan_exposition_dir(directory: str | Path, agent_user: str | None = None) -> DirectoryScan:
@@ -104,7 +119,9 @@ def scan_exposition_dir(directory: str | Path, agent_user: str | None = None) ->
         dir_st = d.stat()
         names = sorted(p.name for p in d.iterdir() if p.name.endswith(SUFFIX))
     except OSError as e:  # missing or unreadable: no telemetry
-        out.error = "does not exist" if e.errno == errno.ENOENT else f"cannot be read: {e.strerror or e}"
+        out.error = (
+            "does not exist" if e.errno == errno.ENOENT else f"cannot be read: {e.strerror or e}"
+        )
         return out
     trusted, unknown = trusted_uids(dir_st.st_uid, agent_user)
     out.trusted = tuple(_user(u) for u in sorted(trusted))
@@ -112,14 +129,21 @@ def scan_exposition_dir(directory: str | Path, agent_user: str | None = None) ->
         out.problems.append(unknown)
     dir_mode = stat.S_IMODE(dir_st.st_mode)
     if dir_mode & 0o022 and not dir_mode & stat.S_ISVTX:
-        out.problems.append(f"the directory is writable by others (mode {dir_mode:04o}) without the sticky "
-                            "bit: they can remove or rename the agents' files")
+        out.problems.append(
+            f"the directory is writable by others (mode {dir_mode:04o}) without the sticky "
+            "bit: they can remove or rename the agents' files"
+        )
     for name in names:
         path = d / name
         node = name[: -len(SUFFIX)]
         if not NODE_NAME.fullmatch(node):
-            out.ignored.append(IgnoredFile(str(path), "its name is not <node>.prom for a node name",
-                                           f"rm {shlex.quote(str(path))}: each agent writes <node>.prom"))
+            out.ignored.append(
+                IgnoredFile(
+                    str(path),
+                    "its name is not <node>.prom for a node name",
+                    f"rm {shlex.quote(str(path))}: each agent writes <node>.prom",
+                )
+            )
             continue
         text, why = _read_trusted(path, trusted)
         if why is not None:
@@ -129,9 +153,13 @@ def scan_exposition_dir(directory: str | Path, agent_user: str | None = None) ->
         others = sorted({s.node for s in samples if s.node != node})
         if others:
             shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-            out.ignored.append(IgnoredFile(str(path), f"holds samples of {shown}, not only of {node}",
-                                           f"rm {shlex.quote(str(path))}: an agent writes only its own "
-                                           "node's file"))
+            out.ignored.append(
+                IgnoredFile(
+                    str(path),
+                    f"holds samples of {shown}, not only of {node}",
+                    f"rm {shlex.quote(str(path))}: an agent writes only its own node's file",
+                )
+            )
             continue
         out.samples.extend(samples)
         out.read.append(str(path))
@@ -147,10 +175,14 @@ def _read_trusted(path: Path, trusted: frozenset[int]) -> tuple[str, tuple[str, 
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            return "", ("a symbolic link", f"rm {shlex.quote(str(path))}; point the agent's --output-dir "
-                        "at this directory")
-        return "", (f"cannot be read: {e.strerror or e}", f"chmod a+r {shlex.quote(str(path))} (the agent "
-                    "writes 0644)")
+            return "", (
+                "a symbolic link",
+                f"rm {shlex.quote(str(path))}; point the agent's --output-dir at this directory",
+            )
+        return "", (
+            f"cannot be read: {e.strerror or e}",
+            f"chmod a+r {shlex.quote(str(path))} (the agent writes 0644)",
+        )
     try:
         st = os.fstat(fd)
         why = file_problem(st, trusted, str(path))
@@ -163,8 +195,10 @@ def _read_trusted(path: Path, trusted: frozenset[int]) -> tuple[str, tuple[str, 
             chunks.append(data)
         raw = b"".join(chunks)
     except OSError as e:
-        return "", (f"cannot be read: {e.strerror or e}", f"chmod a+r {shlex.quote(str(path))} (the agent "
-                    "writes 0644)")
+        return "", (
+            f"cannot be read: {e.strerror or e}",
+            f"chmod a+r {shlex.quote(str(path))} (the agent writes 0644)",
+        )
     finally:
         os.close(fd)
     if len(raw) > MAX_FILE_BYTES:
@@ -195,8 +229,9 @@ def _user(uid: int) -> str:
 _said: dict[str, dict[str, str]] = {}  # directory -> file -> what was last logged about it
 
 
-def read_exposition_dir(directory: str | Path, agent_user: str | None = None,
-                        warn: bool = True) -> list[JobGpuSample]:
+def read_exposition_dir(
+    directory: str | Path, agent_user: str | None = None, warn: bool = True
+) -> list[JobGpuSample]:
     """The samples of the trusted files in ``directory`` (see the module's rule). Each file
     ignored, and each file with lines skipped, is logged once per problem (``warn``; ``False``:
     at debug level, for users' commands that cannot fix it); ``slurm-dl doctor`` lists them."""

@@ -56,16 +56,31 @@ class RecordedNvml:
             if not isinstance(gpu, dict):
                 raise ReplayError(f"{where}: expected an object, not {gpu!r}")
             procs = gpu.get("processes") or []
-            if not isinstance(procs, list) or not all(isinstance(p, dict) and "pid" in p for p in procs):
+            if not isinstance(procs, list) or not all(
+                isinstance(p, dict) and "pid" in p for p in procs
+            ):
                 raise ReplayError(f"{where}: processes must be a list of objects with a pid")
-            parsed = [SimpleNamespace(pid=_int(p, "pid", where), usedGpuMemory=_int(p, "mem", where),
-                                      sm_util=_num(p, "sm_util", where)) for p in procs]
+            parsed = [
+                SimpleNamespace(
+                    pid=_int(p, "pid", where),
+                    usedGpuMemory=_int(p, "mem", where),
+                    sm_util=_num(p, "sm_util", where),
+                )
+                for p in procs
+            ]
             total = _int(gpu, "mem_total", where)
             if total is None:
                 raise ReplayError(f"{where}: mem_total (the GPU's memory in bytes) is required")
             used = _int(gpu, "mem_used", where, sum(p.usedGpuMemory or 0 for p in parsed))
-            self.gpus.append({"minor": _int(gpu, "minor", where, i), "util": float(_num(gpu, "util", where, 0) or 0),
-                              "mem": (used, total), "power_w": _num(gpu, "power_w", where), "procs": parsed})
+            self.gpus.append(
+                {
+                    "minor": _int(gpu, "minor", where, i),
+                    "util": float(_num(gpu, "util", where, 0) or 0),
+                    "mem": (used, total),
+                    "power_w": _num(gpu, "power_w", where),
+                    "procs": parsed,
+                }
+            )
 
     @classmethod
     def from_file(cls, path: Path) -> "RecordedNvml":
@@ -102,5 +117,8 @@ class RecordedNvml:
         return list(self.gpus[h]["procs"])
 
     def nvmlDeviceGetProcessUtilization(self, h: int, since_us: int) -> list[Any]:
-        return [SimpleNamespace(pid=p.pid, smUtil=float(p.sm_util), memUtil=0, timeStamp=since_us)
-                for p in self.gpus[h]["procs"] if p.sm_util is not None]
+        return [
+            SimpleNamespace(pid=p.pid, smUtil=float(p.sm_util), memUtil=0, timeStamp=since_us)
+            for p in self.gpus[h]["procs"]
+            if p.sm_util is not None
+        ]

@@ -71,11 +71,14 @@ class JobUtilisationSummary:
         }
 
 
-def fold_samples(summary: JobUtilisationSummary, samples: Iterable[JobGpuSample],
-                 idle_threshold_percent: float) -> int:
+def fold_samples(
+    summary: JobUtilisationSummary, samples: Iterable[JobGpuSample], idle_threshold_percent: float
+) -> int:
     """Count every sample of ``summary.job_id`` newer than its GPU's last counted one; returns how many."""
     added = 0
-    for s in sorted((s for s in samples if s.job_id == summary.job_id), key=lambda s: (s.time, s.node, s.gpu)):
+    for s in sorted(
+        (s for s in samples if s.job_id == summary.job_id), key=lambda s: (s.time, s.node, s.gpu)
+    ):
         key = gpu_key(s)
         if s.time <= summary.gpu_seen.get(key, float("-inf")):
             continue
@@ -89,13 +92,16 @@ def fold_samples(summary: JobUtilisationSummary, samples: Iterable[JobGpuSample]
         if summary.last_sample_at is None or s.time > summary.last_sample_at:
             summary.last_sample_at = s.time
         if not sample_is_idle(s, idle_threshold_percent):
-            summary.last_busy_at = s.time if summary.last_busy_at is None else max(summary.last_busy_at, s.time)
+            summary.last_busy_at = (
+                s.time if summary.last_busy_at is None else max(summary.last_busy_at, s.time)
+            )
         added += 1
     return added
 
 
-def carry_idle_since(samples: Iterable[JobGpuSample], previous: Iterable[JobGpuSample],
-                     idle_threshold_percent: float) -> list[JobGpuSample]:
+def carry_idle_since(
+    samples: Iterable[JobGpuSample], previous: Iterable[JobGpuSample], idle_threshold_percent: float
+) -> list[JobGpuSample]:
     """``samples`` with ``idle_since`` set: an idle sample continues the idle spell of the same
     job's same GPU in ``previous`` (the agent's last file), or starts one at its own time; a busy
     sample, or one of a GPU no job holds, has none."""
@@ -105,6 +111,10 @@ def carry_idle_since(samples: Iterable[JobGpuSample], previous: Iterable[JobGpuS
         since = None
         if s.job_id and sample_is_idle(s, idle_threshold_percent):
             prev = before.get((s.job_id, s.node, s.gpu))
-            since = prev.idle_since if prev is not None and prev.idle_since is not None and prev.time <= s.time else s.time
+            since = (
+                prev.idle_since
+                if prev is not None and prev.idle_since is not None and prev.time <= s.time
+                else s.time
+            )
         out.append(replace(s, idle_since=since))
     return out

@@ -26,7 +26,9 @@ ACCOUNT = "dl"
 def find_accounting_binaries(host_slurmdbd: bool = True) -> dict[str, str]:
     """MariaDB's programs (always this machine's) and, for the host's Slurm, slurmdbd and
     sacctmgr (another release's come from its Debian root)."""
-    names = ("mariadbd", "mariadb-install-db", "mariadb") + (("slurmdbd", "sacctmgr") if host_slurmdbd else ())
+    names = ("mariadbd", "mariadb-install-db", "mariadb") + (
+        ("slurmdbd", "sacctmgr") if host_slurmdbd else ()
+    )
     found = {n: _find(n) for n in names}
     missing = [n for n, path in found.items() if path is None]
     if missing:
@@ -77,20 +79,38 @@ def init_datadir(layout: TestbedLayout, binaries: Mapping[str, str]) -> None:
     log = layout.daemon_log("mariadb-install")
     with open(log, "wb") as out:
         proc = subprocess.run(
-            [binaries["mariadb-install-db"], "--no-defaults", f"--datadir={datadir}", "--user=root",
-             "--auth-root-authentication-method=socket", "--skip-test-db"],
-            stdout=out, stderr=subprocess.STDOUT, check=False,
+            [
+                binaries["mariadb-install-db"],
+                "--no-defaults",
+                f"--datadir={datadir}",
+                "--user=root",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
         )
     if proc.returncode != 0:
-        raise TestbedError(f"mariadb-install-db failed in {datadir}; {log} ends:\n{process.log_tail(log)}")
+        raise TestbedError(
+            f"mariadb-install-db failed in {datadir}; {log} ends:\n{process.log_tail(log)}"
+        )
 
 
-def mariadb_argv(layout: TestbedLayout, params: ClusterParams, binaries: Mapping[str, str]) -> tuple[str, ...]:
+def mariadb_argv(
+    layout: TestbedLayout, params: ClusterParams, binaries: Mapping[str, str]
+) -> tuple[str, ...]:
     return (
-        binaries["mariadbd"], "--no-defaults", f"--datadir={mariadb_datadir(layout)}",
-        f"--socket={mariadb_socket(layout)}", f"--port={params.mysql_port}", "--bind-address=127.0.0.1",
-        "--user=root", f"--pid-file={layout.pid_dir}/mariadb.own-pid",
-        f"--log-error={layout.daemon_log('mariadb')}", "--skip-name-resolve",
+        binaries["mariadbd"],
+        "--no-defaults",
+        f"--datadir={mariadb_datadir(layout)}",
+        f"--socket={mariadb_socket(layout)}",
+        f"--port={params.mysql_port}",
+        "--bind-address=127.0.0.1",
+        "--user=root",
+        f"--pid-file={layout.pid_dir}/mariadb.own-pid",
+        f"--log-error={layout.daemon_log('mariadb')}",
+        "--skip-name-resolve",
     )
 
 
@@ -110,11 +130,24 @@ def create_db_user(layout: TestbedLayout, binaries: Mapping[str, str]) -> None:
         f"GRANT ALL ON *.* TO '{DB_USER}'@'127.0.0.1';"
     )
     proc = subprocess.run(
-        [binaries["mariadb"], "--no-defaults", "-S", str(mariadb_socket(layout)), "-u", "root", "-e", sql],
-        capture_output=True, text=True, check=False,
+        [
+            binaries["mariadb"],
+            "--no-defaults",
+            "-S",
+            str(mariadb_socket(layout)),
+            "-u",
+            "root",
+            "-e",
+            sql,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
-        raise TestbedError(f"cannot create the slurmdbd user in the testbed MariaDB: {proc.stderr.strip()}")
+        raise TestbedError(
+            f"cannot create the slurmdbd user in the testbed MariaDB: {proc.stderr.strip()}"
+        )
 
 
 def register_cluster(layout: TestbedLayout, env: Mapping[str, str]) -> None:
@@ -133,4 +166,6 @@ def register_cluster(layout: TestbedLayout, env: Mapping[str, str]) -> None:
             raise TestbedError(f"testbed accounting: {e}") from None
     out = run_client(["sacctmgr", "-n", "-P", "show", "cluster", "format=cluster"], env, timeout=30)
     if name not in out.split():
-        raise TestbedError(f"testbed accounting: cluster {name} is not registered in slurmdbd (sacctmgr shows {out.split()})")
+        raise TestbedError(
+            f"testbed accounting: cluster {name} is not registered in slurmdbd (sacctmgr shows {out.split()})"
+        )

@@ -15,7 +15,10 @@ from typing import Iterable, Mapping
 from ..core.errors import SlurmError, TestbedError
 from ..slurm.runner import run_slurm
 
-def run_client(argv: list[str], env: Mapping[str, str], *, timeout: float = 30.0, input: str | None = None) -> str:
+
+def run_client(
+    argv: list[str], env: Mapping[str, str], *, timeout: float = 30.0, input: str | None = None
+) -> str:
     """Run a Slurm client command through the backend's runner (one error mapping for all)."""
     return run_slurm(argv, env=env, timeout=timeout, input=input).stdout
 
@@ -69,7 +72,17 @@ def wait_for_job_state(
     """Poll until the job is in one of ``states``; returns its fields. A job that ends in another
     final state, or does not get there in ``timeout`` seconds, raises TestbedError with its fields."""
     wanted = {s.upper() for s in states}
-    final = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+    final = {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+    }
     deadline = time.monotonic() + timeout
     fields: dict[str, str] = {}
     while True:

@@ -42,6 +42,8 @@ READY_S_PER_NODE = 0.1  # and this much more per node: 256 slurmd register one b
 def munge_installed() -> bool:
     """munged and mungekey (Debian package munge): the testbed then runs a munged of its own."""
     return bool(shutil.which("munged") and shutil.which("mungekey"))
+
+
 # slurmd puts Unix sockets (<node>_<jobid>.<stepid>) under spool/<node>/; Linux caps socket paths
 # at 107 bytes, so the state directory itself must stay short.
 MAX_STATE_DIR_LEN = 69  # root + "/spool/gpu01" + "/gpu01_<8-digit job>.<10-digit step>" <= 107
@@ -96,13 +98,21 @@ class Recovery:
 
     def message(self) -> str:
         running = {n: p for n, p in self.kept.items() if p}
-        services_line = (f"left running: {services.describe(running)}" if running
-                         else "no slurm-dl service (filter, prioritizer) was running")
-        return (f"{', '.join(self.dead) or 'a daemon'} had stopped: restarted the Slurm daemons\n"
-                f"(jobs that were running on the testbed were stopped)\n{services_line}")
+        services_line = (
+            f"left running: {services.describe(running)}"
+            if running
+            else "no slurm-dl service (filter, prioritizer) was running"
+        )
+        return (
+            f"{', '.join(self.dead) or 'a daemon'} had stopped: restarted the Slurm daemons\n"
+            f"(jobs that were running on the testbed were stopped)\n{services_line}"
+        )
 
     def to_dict(self) -> dict:
-        return {"dead": list(self.dead), "services_left_running": {n: p for n, p in self.kept.items() if p}}
+        return {
+            "dead": list(self.dead),
+            "services_left_running": {n: p for n, p in self.kept.items() if p},
+        }
 
 
 class Testbed:
@@ -150,13 +160,25 @@ class Testbed:
         try:
             if gpus is not None:
                 if (nodes, gpus_per_node, gpu_type) != (None, None, None):
-                    raise ValueError("give the shape either as gpus or as nodes/gpus_per_node/gpu_type, not both")
+                    raise ValueError(
+                        "give the shape either as gpus or as nodes/gpus_per_node/gpu_type, not both"
+                    )
                 self.groups = as_groups(gpus)
             else:
-                self.groups = (GpuGroup("h100" if gpu_type is None else gpu_type, 4 if nodes is None else nodes,
-                                        8 if gpus_per_node is None else gpus_per_node),)
-            ClusterParams(self.groups, 1, tuple(range(2, total_nodes(self.groups) + 2)),
-                          shard_nodes=shard_nodes, shards_per_gpu=shards_per_gpu)
+                self.groups = (
+                    GpuGroup(
+                        "h100" if gpu_type is None else gpu_type,
+                        4 if nodes is None else nodes,
+                        8 if gpus_per_node is None else gpus_per_node,
+                    ),
+                )
+            ClusterParams(
+                self.groups,
+                1,
+                tuple(range(2, total_nodes(self.groups) + 2)),
+                shard_nodes=shard_nodes,
+                shards_per_gpu=shards_per_gpu,
+            )
         except ValueError as e:
             raise TestbedError(f"testbed {self.layout.root}: {e}") from None
         # Three-digit node names (over 99 nodes) take two characters more, twice, in a socket path.
@@ -204,8 +226,11 @@ class Testbed:
         env.update(exports)
         # Another testbed's release wrappers (an `eval "$(slurm-dl testbed env …)"` of this shell)
         # must not serve this one.
-        path = [d for d in env.get("PATH", os.defpath).split(os.pathsep)
-                if not (d and os.path.exists(os.path.join(d, inroot.runner_path(Path("x")).name)))]
+        path = [
+            d
+            for d in env.get("PATH", os.defpath).split(os.pathsep)
+            if not (d and os.path.exists(os.path.join(d, inroot.runner_path(Path("x")).name)))
+        ]
         env["PATH"] = os.pathsep.join(([prefix] if prefix else []) + path)
         return env
 
@@ -213,7 +238,9 @@ class Testbed:
         """Only the variables a shell must export to talk to this cluster."""
         return render_env(self.layout, self.release.name, self.bin_dir)
 
-    def write_site_config(self, template: Path, *, replace: bool = False, own_shape: bool = False) -> Path:
+    def write_site_config(
+        self, template: Path, *, replace: bool = False, own_shape: bool = False
+    ) -> Path:
         """Write DIR/site.toml: ``template`` with its database and the filter's socket inside
         the state directory (so that ``slurm-dl doctor`` and ``filter serve`` agree with what
         the testbed runs). ``own_shape``: on a testbed of several GPU types, the template's GPU
@@ -226,9 +253,18 @@ class Testbed:
         try:
             text = template.read_text(encoding="utf-8")
             if own_shape and is_mixed(self.groups):
-                source = f"site-configs/{template.name}" if template.parent.name == "site-configs" else str(template)
-                text = with_shape(text, self.groups, source=source, cpus=DEFAULT_CPUS_PER_NODE,
-                                  memory_gb=DEFAULT_MEMORY_MB_PER_NODE // 1024)
+                source = (
+                    f"site-configs/{template.name}"
+                    if template.parent.name == "site-configs"
+                    else str(template)
+                )
+                text = with_shape(
+                    text,
+                    self.groups,
+                    source=source,
+                    cpus=DEFAULT_CPUS_PER_NODE,
+                    memory_gb=DEFAULT_MEMORY_MB_PER_NODE // 1024,
+                )
             self.layout.root.mkdir(parents=True, exist_ok=True)
             text = with_database_url(text, self.layout.ledger_url)
             text = with_setting(text, "filter", "socket", str(self.layout.filter_socket))
@@ -236,13 +272,19 @@ class Testbed:
             if params is not None and params.munge:
                 # The explain endpoint, as a site turns it on for its login nodes: users who cannot
                 # read the ledger ask the prioritizer, proving who they are with the testbed's munged.
-                text = with_setting(text, "prioritizer", "explain_port", process.pick_free_ports(1)[0])
+                text = with_setting(
+                    text, "prioritizer", "explain_port", process.pick_free_ports(1)[0]
+                )
                 text = with_setting(text, "prioritizer", "explain_address", "127.0.0.1")
                 text = with_setting(text, "prioritizer", "explain_host", "127.0.0.1")
-                text = with_setting(text, "prioritizer", "munge_socket", str(self.layout.munge_socket))
+                text = with_setting(
+                    text, "prioritizer", "munge_socket", str(self.layout.munge_socket)
+                )
             target.write_text(text, encoding="utf-8")
         except OSError as e:
-            raise TestbedError(f"cannot write {target} from {template}: {e.strerror or e}") from None
+            raise TestbedError(
+                f"cannot write {target} from {template}: {e.strerror or e}"
+            ) from None
         return target
 
     def params(self) -> ClusterParams | None:
@@ -276,7 +318,9 @@ class Testbed:
                 nodes = node_states(self.env())
             except SlurmError:
                 nodes = {}
-        return TestbedStatus(self.layout.root, daemons, nodes, params.slurm, found, spec_of(params.groups))
+        return TestbedStatus(
+            self.layout.root, daemons, nodes, params.slurm, found, spec_of(params.groups)
+        )
 
     @contextlib.contextmanager
     def _locked(self):
@@ -285,7 +329,9 @@ class Testbed:
             self.layout.root.mkdir(parents=True, exist_ok=True)
             handle = open(self.layout.root / ".lock", "w")
         except OSError as e:
-            raise TestbedError(f"cannot use the testbed state directory {self.layout.root}: {e}") from None
+            raise TestbedError(
+                f"cannot use the testbed state directory {self.layout.root}: {e}"
+            ) from None
         with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
@@ -299,7 +345,9 @@ class Testbed:
         release = self.release
         if release.host:
             find_slurm()
-        acct_binaries = acct.find_accounting_binaries(host_slurmdbd=release.host) if self.accounting else {}
+        acct_binaries = (
+            acct.find_accounting_binaries(host_slurmdbd=release.host) if self.accounting else {}
+        )
         require_root()
         with self._locked():
             return self._up(acct_binaries, timeout)
@@ -324,7 +372,9 @@ class Testbed:
         try:
             inroot.write_wrappers(root, release.name, self.layout.root)
         except OSError as e:
-            raise TestbedError(f"cannot write the Slurm {release.name} wrappers under {self.layout.root}: {e}") from None
+            raise TestbedError(
+                f"cannot write the Slurm {release.name} wrappers under {self.layout.root}: {e}"
+            ) from None
 
     def _up(self, acct_binaries: dict[str, str], timeout: float) -> TestbedStatus:
         current = self.status()
@@ -341,7 +391,9 @@ class Testbed:
         before = self.params()
         params = self._choose_params()
         # One type to several, several to one, or other types: the site config must follow.
-        self.reshaped = before is not None and before.groups != params.groups and (before.mixed or params.mixed)
+        self.reshaped = (
+            before is not None and before.groups != params.groups and (before.mixed or params.mixed)
+        )
         self._write_files(params)
         env = self.env()
         started: dict[str, int] = {}
@@ -354,16 +406,31 @@ class Testbed:
             self._down()
             raise
         ctld_argv = (*self._daemon_argv("slurmctld"), "-D", "-f", str(self.layout.slurm_conf))
-        started |= {"slurmctld": process.start(
-            process.Daemon("slurmctld", ctld_argv), self.layout.root,
-            self.layout.daemon_log("slurmctld.stdout"), self.layout.daemon_pid("slurmctld"), env,
-        )}
+        started |= {
+            "slurmctld": process.start(
+                process.Daemon("slurmctld", ctld_argv),
+                self.layout.root,
+                self.layout.daemon_log("slurmctld.stdout"),
+                self.layout.daemon_pid("slurmctld"),
+                env,
+            )
+        }
         for name in params.node_names:
-            argv = (*self._daemon_argv("slurmd"), "-D", "-N", name, "-f", str(self.layout.slurm_conf))
+            argv = (
+                *self._daemon_argv("slurmd"),
+                "-D",
+                "-N",
+                name,
+                "-f",
+                str(self.layout.slurm_conf),
+            )
             daemon = f"slurmd-{name}"
             started[daemon] = process.start(
-                process.Daemon(daemon, argv), self.layout.root,
-                self.layout.daemon_log(f"{daemon}.stdout"), self.layout.daemon_pid(daemon), env,
+                process.Daemon(daemon, argv),
+                self.layout.root,
+                self.layout.daemon_log(f"{daemon}.stdout"),
+                self.layout.daemon_pid(daemon),
+                env,
             )
         try:
             self._wait_ready(params, started, timeout)
@@ -385,38 +452,77 @@ class Testbed:
             sock.parent.chmod(0o755)
             sock.unlink(missing_ok=True)  # a dead munged's socket would look ready
             if not key.exists():
-                made = subprocess.run([shutil.which("mungekey") or "mungekey", "--create", f"--keyfile={key}",
-                                       "--bits=1024"], capture_output=True, text=True, timeout=30)
+                made = subprocess.run(
+                    [
+                        shutil.which("mungekey") or "mungekey",
+                        "--create",
+                        f"--keyfile={key}",
+                        "--bits=1024",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
                 if made.returncode != 0:
                     raise TestbedError(f"mungekey could not make {key}: {made.stderr.strip()}")
         except OSError as e:
-            raise TestbedError(f"cannot prepare the testbed's munged under {private}: {e}") from None
-        argv = (shutil.which("munged") or "munged", "--foreground", "--force", f"--socket={sock}",
-                f"--key-file={key}", f"--log-file={private / 'munged.log'}",
-                f"--pid-file={private / 'munged.pid'}", f"--seed-file={private / 'munged.seed'}")
-        pid = process.start(process.Daemon("munged", argv), layout.root, layout.daemon_log("munged.stdout"),
-                            layout.daemon_pid("munged"), env)
+            raise TestbedError(
+                f"cannot prepare the testbed's munged under {private}: {e}"
+            ) from None
+        argv = (
+            shutil.which("munged") or "munged",
+            "--foreground",
+            "--force",
+            f"--socket={sock}",
+            f"--key-file={key}",
+            f"--log-file={private / 'munged.log'}",
+            f"--pid-file={private / 'munged.pid'}",
+            f"--seed-file={private / 'munged.seed'}",
+        )
+        pid = process.start(
+            process.Daemon("munged", argv),
+            layout.root,
+            layout.daemon_log("munged.stdout"),
+            layout.daemon_pid("munged"),
+            env,
+        )
         acct.wait_until(sock.exists, "munged", pid, self._died_message("munged"))
         return pid
 
-    def _start_accounting(self, params: ClusterParams, binaries: dict[str, str], env: dict[str, str]) -> dict[str, int]:
+    def _start_accounting(
+        self, params: ClusterParams, binaries: dict[str, str], env: dict[str, str]
+    ) -> dict[str, int]:
         """MariaDB, then slurmdbd, then the cluster/account/user records slurmctld needs."""
         layout = self.layout
         acct.init_datadir(layout, binaries)
         mariadb = process.start(
-            process.Daemon("mariadb", acct.mariadb_argv(layout, params, binaries)), layout.root,
-            layout.daemon_log("mariadb.stdout"), layout.daemon_pid("mariadb"), env,
+            process.Daemon("mariadb", acct.mariadb_argv(layout, params, binaries)),
+            layout.root,
+            layout.daemon_log("mariadb.stdout"),
+            layout.daemon_pid("mariadb"),
+            env,
         )
         sock = acct.mariadb_socket(layout)
-        acct.wait_until(lambda: sock.exists() and process.port_listening(params.mysql_port), "MariaDB", mariadb,
-                        self._died_message("mariadb"))
+        acct.wait_until(
+            lambda: sock.exists() and process.port_listening(params.mysql_port),
+            "MariaDB",
+            mariadb,
+            self._died_message("mariadb"),
+        )
         acct.create_db_user(layout, binaries)
         slurmdbd = process.start(
-            process.Daemon("slurmdbd", (*self._daemon_argv("slurmdbd"), "-D")), layout.root,
-            layout.daemon_log("slurmdbd.stdout"), layout.daemon_pid("slurmdbd"), env,
+            process.Daemon("slurmdbd", (*self._daemon_argv("slurmdbd"), "-D")),
+            layout.root,
+            layout.daemon_log("slurmdbd.stdout"),
+            layout.daemon_pid("slurmdbd"),
+            env,
         )
-        acct.wait_until(lambda: process.port_listening(params.dbd_port), "slurmdbd", slurmdbd,
-                        self._died_message("slurmdbd"))
+        acct.wait_until(
+            lambda: process.port_listening(params.dbd_port),
+            "slurmdbd",
+            slurmdbd,
+            self._died_message("slurmdbd"),
+        )
         acct.register_cluster(layout, env)
         return {"mariadb": mariadb, "slurmdbd": slurmdbd}
 
@@ -429,7 +535,8 @@ class Testbed:
             raise TestbedError(
                 f"testbed {self.layout.root} is already up with {params.shard_nodes} shard nodes of "
                 f"{params.shards_per_gpu} shards per GPU; run `slurm-dl testbed down --dir {self.layout.root}` "
-                f"before asking for {self.shards[0]} of {self.shards[1]}")
+                f"before asking for {self.shards[0]} of {self.shards[1]}"
+            )
         if wanted != have:
             raise TestbedError(
                 f"testbed {self.layout.root} is already up with Slurm {have[2]}, {describe(have[0])}"
@@ -444,7 +551,9 @@ class Testbed:
         extra = process.pick_free_ports(2) if self.accounting else []
         if self.ctld_port is not None or self.node_ports is not None:
             ctld = self.ctld_port if self.ctld_port is not None else process.pick_free_ports(1)[0]
-            nports = self.node_ports if self.node_ports is not None else process.pick_free_ports(nodes)
+            nports = (
+                self.node_ports if self.node_ports is not None else process.pick_free_ports(nodes)
+            )
             ports = [ctld, *nports]
             taken = [p for p in ports if not process.port_free(p)]
             if taken:
@@ -564,9 +673,16 @@ class Testbed:
         root = self.layout.root
         keep = set(process.with_descendants(list(spare))) if spare else set()
         daemons: list[int] = []
-        for pid_file in sorted(self.layout.pid_dir.glob("*.pid")) if self.layout.pid_dir.is_dir() else []:
+        for pid_file in (
+            sorted(self.layout.pid_dir.glob("*.pid")) if self.layout.pid_dir.is_dir() else []
+        ):
             pid = process.read_pid(pid_file)
-            if pid is not None and pid not in daemons and pid not in keep and process.belongs_to(pid, root):
+            if (
+                pid is not None
+                and pid not in daemons
+                and pid not in keep
+                and process.belongs_to(pid, root)
+            ):
                 daemons.append(pid)
         # Find slurmstepd and the job steps below it before the daemons go (they get reparented).
         marked = set(process.marked_processes(root)) - keep
@@ -574,7 +690,9 @@ class Testbed:
             host_ns = process.mount_namespace(os.getpid())
             spaces = {ns for ns in map(process.mount_namespace, daemons) if ns and ns != host_ns}
             marked |= set(process.in_mount_namespaces(spaces)) - keep
-        everything = [p for p in process.with_descendants(sorted(set(daemons) | marked)) if p not in keep]
+        everything = [
+            p for p in process.with_descendants(sorted(set(daemons) | marked)) if p not in keep
+        ]
         process.stop(daemons)
         leftovers = [p for p in everything if p not in daemons and process.alive(p)]
         process.stop(leftovers, term_wait_s=2.0)

@@ -13,8 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.hostlist import compress_hostlist
-from .shape import (GpuGroup, check_groups, feature, group_node_names, halves, is_mixed, leaves, partitions,
-                    total_nodes)
+from .shape import (
+    GpuGroup,
+    check_groups,
+    feature,
+    group_node_names,
+    halves,
+    is_mixed,
+    leaves,
+    partitions,
+    total_nodes,
+)
 
 # Per-node shape the fake cluster claims (SlurmdParameters=config_overrides lets slurmd claim more
 # than the machine has). Matches site-configs/testbed.toml.
@@ -116,7 +125,14 @@ class TestbedLayout:
         return self.dev_dir / f"nvidia{index}"
 
     def all_dirs(self) -> list[Path]:
-        return [self.conf_dir, self.log_dir, self.pid_dir, self.spool_dir, self.state_save_dir, self.dev_dir]
+        return [
+            self.conf_dir,
+            self.log_dir,
+            self.pid_dir,
+            self.spool_dir,
+            self.state_save_dir,
+            self.dev_dir,
+        ]
 
 
 @dataclass(frozen=True)
@@ -146,11 +162,17 @@ class ClusterParams:
         object.__setattr__(self, "groups", tuple(self.groups))
         check_groups(self.groups)
         if len(self.node_ports) != self.nodes:
-            raise ValueError(f"need one port per node: {self.nodes} nodes, {len(self.node_ports)} ports")
+            raise ValueError(
+                f"need one port per node: {self.nodes} nodes, {len(self.node_ports)} ports"
+            )
         if (self.dbd_port is None) != (self.mysql_port is None):
             raise ValueError("accounting needs both dbd_port and mysql_port")
         check_shards(self.groups, self.shard_nodes, self.shards_per_gpu)
-        ports = (self.ctld_port, *self.node_ports, *((self.dbd_port, self.mysql_port) if self.accounting else ()))
+        ports = (
+            self.ctld_port,
+            *self.node_ports,
+            *((self.dbd_port, self.mysql_port) if self.accounting else ()),
+        )
         if len(set(ports)) != len(ports):
             raise ValueError(f"ports must be distinct, got {ports}")
 
@@ -198,7 +220,11 @@ class ClusterParams:
             "mysql_port": self.mysql_port,
             "slurm": self.slurm,
             "munge": self.munge,
-            **({"shard_nodes": self.shard_nodes, "shards_per_gpu": self.shards_per_gpu} if self.shard_nodes else {}),
+            **(
+                {"shard_nodes": self.shard_nodes, "shards_per_gpu": self.shards_per_gpu}
+                if self.shard_nodes
+                else {}
+            ),
         }
 
     @classmethod
@@ -239,13 +265,19 @@ def check_shards(groups, shard_nodes: int, shards_per_gpu: int) -> None:
     if not shard_nodes or not shards_per_gpu:
         raise ValueError("shards need both --shard-nodes N and --shards-per-gpu K")
     if not 1 <= shards_per_gpu <= MAX_SHARDS_PER_GPU:
-        raise ValueError(f"--shards-per-gpu: got {shards_per_gpu}; allowed: 1 to {MAX_SHARDS_PER_GPU}")
+        raise ValueError(
+            f"--shards-per-gpu: got {shards_per_gpu}; allowed: 1 to {MAX_SHARDS_PER_GPU}"
+        )
     order = [g for g in groups for _ in range(g.nodes)]
     if not 1 <= shard_nodes <= len(order):
-        raise ValueError(f"--shard-nodes: got {shard_nodes}; allowed: 1 to {len(order)} (the testbed's nodes)")
+        raise ValueError(
+            f"--shard-nodes: got {shard_nodes}; allowed: 1 to {len(order)} (the testbed's nodes)"
+        )
     if any(g.gpus_per_node == 0 for g in order[:shard_nodes]):
-        raise ValueError(f"--shard-nodes: got {shard_nodes}; the first {shard_nodes} nodes must have GPUs to "
-                         "offer shards of")
+        raise ValueError(
+            f"--shard-nodes: got {shard_nodes}; the first {shard_nodes} nodes must have GPUs to "
+            "offer shards of"
+        )
 
 
 leaf_switches = halves  # the one-type split, under its old name
@@ -355,19 +387,25 @@ def render_slurm_conf(layout: TestbedLayout, params: ClusterParams) -> str:
             lines.append(
                 f"NodeName={name} NodeHostname={name} NodeAddr=127.0.0.1 Port={next(ports)} "
                 f"CPUs={params.cpus_per_node} RealMemory={params.memory_mb_per_node} {features} "
-                f"{gres}{f',shard:{shards}' if shards else ''} State=UNKNOWN".replace("   ", " ").replace("  ", " ")
+                f"{gres}{f',shard:{shards}' if shards else ''} State=UNKNOWN".replace(
+                    "   ", " "
+                ).replace("  ", " ")
             )
     for name, members, default in partitions(params.groups):
-        lines.append(f"PartitionName={name} Nodes={compress_hostlist(members)}{' Default=YES' if default else ''} "
-                     f"MaxTime=INFINITE State=UP")
+        lines.append(
+            f"PartitionName={name} Nodes={compress_hostlist(members)}{' Default=YES' if default else ''} "
+            f"MaxTime=INFINITE State=UP"
+        )
     return "\n".join(lines) + "\n"
 
 
 def render_gres_conf(layout: TestbedLayout, params: ClusterParams) -> str:
     """Every node's fake GPUs are the same character devices DIR/dev/nvidia0…; a mixed testbed
     names each group's nodes and type on a line of its own."""
-    lines = ["# Fake GPUs: character devices (major 1, minor 3, like /dev/null) so Slurm sets CUDA_VISIBLE_DEVICES.",
-             "AutoDetect=off"]
+    lines = [
+        "# Fake GPUs: character devices (major 1, minor 3, like /dev/null) so Slurm sets CUDA_VISIBLE_DEVICES.",
+        "AutoDetect=off",
+    ]
     for group, names in zip(params.groups, group_node_names(params.groups)):
         if not group.gpus_per_node:
             continue
@@ -381,19 +419,29 @@ def render_gres_conf(layout: TestbedLayout, params: ClusterParams) -> str:
             shards = params.shards_on(index, group)
             index += 1
             for gpu in range(group.gpus_per_node if shards else 0):
-                lines.append(f"NodeName={name} Name=shard Count={params.shards_per_gpu} "
-                             f"File={layout.dev_dir}/nvidia{gpu}")
+                lines.append(
+                    f"NodeName={name} Name=shard Count={params.shards_per_gpu} "
+                    f"File={layout.dev_dir}/nvidia{gpu}"
+                )
     return "\n".join(lines) + "\n"
 
 
 def render_topology_conf(params: ClusterParams) -> str:
     """Two leaf switches under one spine; a mixed testbed has one leaf per GPU type."""
     members_of = leaves(params.groups)
-    lines = ["# One leaf switch per GPU type under one spine." if params.mixed else "# Two leaf switches under one spine."]
+    lines = [
+        "# One leaf switch per GPU type under one spine."
+        if params.mixed
+        else "# Two leaf switches under one spine."
+    ]
     for i, members in enumerate(members_of, start=1):
         lines.append(f"SwitchName=leaf{i} Nodes={compress_hostlist(members)}")
     count = len(members_of)
-    lines.append(f"SwitchName=spine Switches=leaf[1-{count}]" if count > 1 else "SwitchName=spine Switches=leaf1")
+    lines.append(
+        f"SwitchName=spine Switches=leaf[1-{count}]"
+        if count > 1
+        else "SwitchName=spine Switches=leaf1"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -410,7 +458,9 @@ end
 """
 
 
-def render_env(layout: TestbedLayout, slurm: str = "22.05", bin_dir: Path | None = None) -> dict[str, str]:
+def render_env(
+    layout: TestbedLayout, slurm: str = "22.05", bin_dir: Path | None = None
+) -> dict[str, str]:
     """What a shell needs to talk to this cluster (and to its slurm-dl site config, once written).
     ``bin_dir``: the wrappers of another release's clients, to put first on PATH (as ``PATH_PREFIX``;
     ``render_env_exports`` writes the PATH line)."""

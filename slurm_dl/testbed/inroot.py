@@ -22,12 +22,38 @@ from pathlib import Path
 from .roots import STAMP
 
 CLIENTS = (
-    "sbatch", "squeue", "scontrol", "sinfo", "sacct", "srun", "scancel", "salloc", "sprio",
-    "sshare", "sacctmgr", "sstat", "sreport", "sdiag",
+    "sbatch",
+    "squeue",
+    "scontrol",
+    "sinfo",
+    "sacct",
+    "srun",
+    "scancel",
+    "salloc",
+    "sprio",
+    "sshare",
+    "sacctmgr",
+    "sstat",
+    "sreport",
+    "sdiag",
 )
 # Top-level directories that belong to the root itself (never replaced by the host's).
-_SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
-                "/sbin", "/sys", "/usr", "/var", "/lost+found")
+_SYSTEM_DIRS = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var",
+    "/lost+found",
+)
 
 
 def runner_path(state_dir: Path) -> Path:
@@ -62,12 +88,12 @@ exec unshare --root="$R" --wd="$PWD" "$@"
         "#!/bin/sh\n"
         f"# Written by slurm-dl testbed: runs a command of the Slurm {release} root {root}\n"
         "# with this machine's directories at the same paths (private mounts, gone with the command).\n"
-        f"if [ -e /{STAMP} ]; then exec \"$@\"; fi  # already inside the root\n"
-        "if [ \"$(id -u)\" != 0 ]; then\n"
-        f"    echo \"error: the testbed's Slurm {release} commands run as root only\" >&2; exit 1\n"
+        f'if [ -e /{STAMP} ]; then exec "$@"; fi  # already inside the root\n'
+        'if [ "$(id -u)" != 0 ]; then\n'
+        f'    echo "error: the testbed\'s Slurm {release} commands run as root only" >&2; exit 1\n'
         "fi\n"
         f"exec unshare --mount --propagation private -- /bin/sh -eu -c {shlex.quote(body)} "
-        f"in-slurm-root {shlex.quote(str(root))} \"$@\"\n"
+        f'in-slurm-root {shlex.quote(str(root))} "$@"\n'
     )
 
 
@@ -75,7 +101,7 @@ def render_client(state_dir: Path, client: str) -> str:
     return (
         "#!/bin/sh\n"
         f"# Written by slurm-dl testbed: {client} of the testbed's Slurm release.\n"
-        f"exec {shlex.quote(str(runner_path(state_dir)))} /usr/bin/{client} \"$@\"\n"
+        f'exec {shlex.quote(str(runner_path(state_dir)))} /usr/bin/{client} "$@"\n'
     )
 
 

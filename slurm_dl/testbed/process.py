@@ -98,7 +98,11 @@ def in_mount_namespaces(namespaces: set[str]) -> list[int]:
     me = os.getpid()
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != me and mount_namespace(int(entry.name)) in namespaces:
+        if (
+            entry.name.isdigit()
+            and int(entry.name) != me
+            and mount_namespace(int(entry.name)) in namespaces
+        ):
             if alive(int(entry.name)):
                 found.append(int(entry.name))
     return found
@@ -139,7 +143,9 @@ def read_pid(pid_file: Path) -> int | None:
         return None
 
 
-def start(daemon: Daemon, root: Path, log_file: Path, pid_file: Path, base_env: dict[str, str]) -> int:
+def start(
+    daemon: Daemon, root: Path, log_file: Path, pid_file: Path, base_env: dict[str, str]
+) -> int:
     """Start ``daemon`` in the foreground mode of Slurm (``-D``) in its own session; record its pid."""
     env = dict(base_env)
     env[MARKER] = str(root)

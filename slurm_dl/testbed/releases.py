@@ -38,8 +38,17 @@ RELEASES: dict[str, Release] = {
 # itself is the host's), libslurm's headers for pyslurm, Lua 5.1 for job_submit.lua, and Python
 # for job scripts that run Python (jobs run inside the root).
 ROOT_PACKAGES = (
-    "slurmctld", "slurmd", "slurm-client", "slurmdbd", "slurm-wlm-mysql-plugin", "libslurm-dev",
-    "lua5.1", "lua-socket", "lua-cjson", "python3", "procps",
+    "slurmctld",
+    "slurmd",
+    "slurm-client",
+    "slurmdbd",
+    "slurm-wlm-mysql-plugin",
+    "libslurm-dev",
+    "lua5.1",
+    "lua-socket",
+    "lua-cjson",
+    "python3",
+    "procps",
 )
 
 
@@ -86,8 +95,14 @@ def mirror_from_sources(text: str) -> str | None:
 
 
 def debootstrap_argv(release: Release, target: str, mirror: str) -> list[str]:
-    argv = ["debootstrap", "--variant=minbase", f"--include={','.join(ROOT_PACKAGES)}",
-            release.suite, target, mirror]
+    argv = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(ROOT_PACKAGES)}",
+        release.suite,
+        target,
+        mirror,
+    ]
     if release.script:
         argv.append(release.script)
     return argv

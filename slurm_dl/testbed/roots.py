@@ -98,12 +98,15 @@ def _build(release: Release, final: Path, progress: Progress) -> None:
         _remove(final)
     mirror = host_mirror()
     argv = debootstrap_argv(release, str(tmp), mirror)
-    progress(f"building the Slurm {release.name} root (Debian {release.suite} from {mirror}) "
-             f"in {final}; this happens once")
+    progress(
+        f"building the Slurm {release.name} root (Debian {release.suite} from {mirror}) "
+        f"in {final}; this happens once"
+    )
     t0 = time.monotonic()
     try:
-        code = _run_logged(argv, log, lambda phase: progress(
-            f"  {time.monotonic() - t0:5.0f} s  {phase}"))
+        code = _run_logged(
+            argv, log, lambda phase: progress(f"  {time.monotonic() - t0:5.0f} s  {phase}")
+        )
         if code != 0:
             raise TestbedError(
                 f"building the Slurm {release.name} root failed: debootstrap exit {code} "
@@ -113,10 +116,18 @@ def _build(release: Release, final: Path, progress: Progress) -> None:
         for name in ("etc/hosts",):  # bind-mount targets the host's files go onto
             (tmp / name).touch(exist_ok=True)
         seconds = round(time.monotonic() - t0, 1)
-        (tmp / STAMP).write_text(json.dumps({
-            "release": release.name, "suite": release.suite, "version": version,
-            "mirror": mirror, "build_seconds": seconds,
-        }) + "\n")
+        (tmp / STAMP).write_text(
+            json.dumps(
+                {
+                    "release": release.name,
+                    "suite": release.suite,
+                    "version": version,
+                    "mirror": mirror,
+                    "build_seconds": seconds,
+                }
+            )
+            + "\n"
+        )
         tmp.rename(final)
     except BaseException:
         _remove(tmp)
@@ -128,8 +139,13 @@ def _run_logged(argv: list[str], log: Path, on_phase: Callable[[str], None]) -> 
     last = None
     with open(log, "w") as out:
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+            )
         except OSError as e:
             raise TestbedError(f"cannot run debootstrap: {e.strerror}") from None
         assert proc.stdout is not None
@@ -158,10 +174,17 @@ def _last_error(log: Path) -> str:
 
 def _check_version(release: Release, root: Path) -> str:
     try:
-        out = subprocess.run(["chroot", str(root), "/usr/sbin/slurmctld", "-V"], capture_output=True,
-                             text=True, timeout=60, check=False).stdout
+        out = subprocess.run(
+            ["chroot", str(root), "/usr/sbin/slurmctld", "-V"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        ).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise TestbedError(f"the new Slurm {release.name} root does not run slurmctld: {e}") from None
+        raise TestbedError(
+            f"the new Slurm {release.name} root does not run slurmctld: {e}"
+        ) from None
     if major_of(out) != release.name:
         raise TestbedError(
             f"the Debian {release.suite} archive gives Slurm {out.strip() or 'nothing'}, "
@@ -177,7 +200,9 @@ def _mounts_under(path: Path) -> list[str]:
         return []
     prefix = str(path) + "/"
     points = [ln.split()[1] for ln in lines if len(ln.split()) > 1]
-    return sorted((p for p in points if p == str(path) or p.startswith(prefix)), key=len, reverse=True)
+    return sorted(
+        (p for p in points if p == str(path) or p.startswith(prefix)), key=len, reverse=True
+    )
 
 
 def _remove(path: Path) -> None:

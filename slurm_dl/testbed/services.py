@@ -32,7 +32,7 @@ def service_name(argv: list[str]) -> str | None:
     """Which service a command line runs, or None (Slurm daemons, job steps, clients)."""
     for i, arg in enumerate(argv):
         if Path(arg).name == "slurm-dl" or arg == "slurm_dl.cli.main":
-            words = tuple(argv[i + 1:i + 3])
+            words = tuple(argv[i + 1 : i + 3])
             for name, (_, sub) in SERVICES.items():
                 if words == sub:
                     return name
@@ -52,4 +52,6 @@ def find(root: Path) -> dict[str, int | None]:
 
 def describe(pids: dict[str, int | None]) -> str:
     """``filter service pid 12, prioritizer not running`` for a message."""
-    return ", ".join(f"{SERVICES[n][0]} {'pid ' + str(p) if p else 'not running'}" for n, p in pids.items())
+    return ", ".join(
+        f"{SERVICES[n][0]} {'pid ' + str(p) if p else 'not running'}" for n, p in pids.items()
+    )

@@ -47,11 +47,31 @@ SPEC_EXAMPLE = "h100:2x8,v100:2x8"
 # Relative throughput per GPU type written into a mixed testbed's site.toml (``[[gpu_types]]
 # speed``, v100 = 1.0). PLACEHOLDERS, roughly the ratios of published mixed-precision training
 # benchmarks; a site measures its own. Unknown types get 1.0.
-DEFAULT_SPEEDS = {"b200": 5.0, "h200": 3.5, "h100": 3.0, "a100": 2.0, "l40s": 1.5, "a40": 1.2,
-                  "a10": 0.8, "l4": 0.7, "v100": 1.0, "t4": 0.4}
+DEFAULT_SPEEDS = {
+    "b200": 5.0,
+    "h200": 3.5,
+    "h100": 3.0,
+    "a100": 2.0,
+    "l40s": 1.5,
+    "a40": 1.2,
+    "a10": 0.8,
+    "l4": 0.7,
+    "v100": 1.0,
+    "t4": 0.4,
+}
 # GPU memory per type (GB), where the type name says it.
-DEFAULT_MEMORY_GB = {"b200": 192, "h200": 141, "h100": 80, "a100": 80, "l40s": 48, "a40": 48,
-                     "a10": 24, "l4": 24, "v100": 32, "t4": 16}
+DEFAULT_MEMORY_GB = {
+    "b200": 192,
+    "h200": 141,
+    "h100": 80,
+    "a100": 80,
+    "l40s": 48,
+    "a40": 48,
+    "a10": 24,
+    "l4": 24,
+    "v100": 32,
+    "t4": 16,
+}
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GROUP = re.compile(r"^(?P<type>[^:\s]+):(?P<nodes>\d+)[xX](?P<gpus>\d+)$")
@@ -85,7 +105,9 @@ def parse_gpus(spec: str) -> tuple[GpuGroup, ...]:
         m = _GROUP.match(item)
         if m is None:
             what = f"bad GPU group {item!r}" if item else f"empty GPU group in {spec!r}"
-            raise ValueError(f"{what}: expected TYPE:NODESxGPUS, comma-separated, e.g. {SPEC_EXAMPLE}")
+            raise ValueError(
+                f"{what}: expected TYPE:NODESxGPUS, comma-separated, e.g. {SPEC_EXAMPLE}"
+            )
         groups.append(GpuGroup(m["type"], int(m["nodes"]), int(m["gpus"])))
     check_groups(groups, zero_gpus_ok=False)
     return tuple(groups)
@@ -101,24 +123,34 @@ def check_groups(groups: Sequence[GpuGroup], *, zero_gpus_ok: bool = True) -> No
         if not isinstance(g, GpuGroup):
             raise ValueError(f"a node group must be a GpuGroup, got {g!r}")
         if not (isinstance(g.gpu_type, str) and _NAME.match(g.gpu_type)):
-            raise ValueError(f"GPU type {g.gpu_type!r} is not a plain name (letters, digits and _, like h100)")
+            raise ValueError(
+                f"GPU type {g.gpu_type!r} is not a plain name (letters, digits and _, like h100)"
+            )
         if g.nodes < 1:
             raise ValueError(f"GPU group {g.spec()}: needs at least 1 node")
         floor = 0 if zero_gpus_ok and len(groups) == 1 else 1
         if not floor <= g.gpus_per_node <= MAX_GPUS_PER_NODE:
-            raise ValueError(f"GPU group {g.spec()}: GPUs per node must be {floor}..{MAX_GPUS_PER_NODE}, "
-                             f"got {g.gpus_per_node}")
+            raise ValueError(
+                f"GPU group {g.spec()}: GPUs per node must be {floor}..{MAX_GPUS_PER_NODE}, "
+                f"got {g.gpus_per_node}"
+            )
         key = g.gpu_type.lower()
         if key in seen:
-            raise ValueError(f"GPU type {g.gpu_type} appears twice ({seen[key]}, {g.spec()}): one group per type")
+            raise ValueError(
+                f"GPU type {g.gpu_type} appears twice ({seen[key]}, {g.spec()}): one group per type"
+            )
         seen[key] = g.spec()
         if len(groups) > 1 and key == DEFAULT_PARTITION:
-            raise ValueError(f"GPU type {g.gpu_type!r} would clash with the default partition "
-                             f"{DEFAULT_PARTITION!r}: choose another name")
+            raise ValueError(
+                f"GPU type {g.gpu_type!r} would clash with the default partition "
+                f"{DEFAULT_PARTITION!r}: choose another name"
+            )
     total = total_nodes(groups)
     if total > MAX_NODES:
-        raise ValueError(f"{total} nodes in all ({', '.join(g.spec() for g in groups)}); "
-                         f"a testbed has at most {MAX_NODES}")
+        raise ValueError(
+            f"{total} nodes in all ({', '.join(g.spec() for g in groups)}); "
+            f"a testbed has at most {MAX_NODES}"
+        )
 
 
 def as_groups(gpus: str | Iterable[GpuGroup]) -> tuple[GpuGroup, ...]:

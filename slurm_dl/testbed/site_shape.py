@@ -15,18 +15,30 @@ import tomllib
 from typing import Sequence
 
 from ..core.hostlist import compress_hostlist
-from .shape import DEFAULT_MEMORY_GB, DEFAULT_SPEEDS, GpuGroup, group_node_names, partitions, spec_of
+from .shape import (
+    DEFAULT_MEMORY_GB,
+    DEFAULT_SPEEDS,
+    GpuGroup,
+    group_node_names,
+    partitions,
+    spec_of,
+)
 
 SHAPE_TABLES = ("gpu_types", "partitions", "node_groups")
 _HEADER = re.compile(r"^[ \t]*\[\[?([^\[\]]+)\]\]?[ \t]*(#.*)?$")
 
 
-def render_shape_tables(groups: Sequence[GpuGroup], *, cpus: int, memory_gb: float,
-                        max_time_minutes: int | None = None) -> str:
+def render_shape_tables(
+    groups: Sequence[GpuGroup], *, cpus: int, memory_gb: float, max_time_minutes: int | None = None
+) -> str:
     """``[[gpu_types]]``, ``[[partitions]]`` and ``[[node_groups]]`` of a testbed's groups."""
-    out = [_comment(f"GPU types, partitions and node groups of `slurm-dl testbed up --gpus {spec_of(groups)}`. "
-                    "speed: relative throughput, v100 = 1.0; PLACEHOLDERS (rough ratios of public training "
-                    "benchmarks): a site puts what it measures on its own jobs.")]
+    out = [
+        _comment(
+            f"GPU types, partitions and node groups of `slurm-dl testbed up --gpus {spec_of(groups)}`. "
+            "speed: relative throughput, v100 = 1.0; PLACEHOLDERS (rough ratios of public training "
+            "benchmarks): a site puts what it measures on its own jobs."
+        )
+    ]
     for g in groups:
         out += ["[[gpu_types]]", f'name = "{g.gpu_type}"']
         memory = DEFAULT_MEMORY_GB.get(g.gpu_type.lower())
@@ -43,10 +55,17 @@ def render_shape_tables(groups: Sequence[GpuGroup], *, cpus: int, memory_gb: flo
     layout = partitions(groups)
     for g, names in zip(groups, group_node_names(groups)):
         member_of = [name for name, nodes, _d in layout if set(names) <= set(nodes)]
-        out += ["[[node_groups]]", f'name = "{g.gpu_type}"', f'nodes = "{compress_hostlist(names)}"',
-                f"gpus_per_node = {g.gpus_per_node}", f'gpu_type = "{g.gpu_type}"', f"cpus = {cpus}",
-                f"memory_gb = {memory_gb:g}", f"partitions = {json.dumps(member_of)}",
-                ""]
+        out += [
+            "[[node_groups]]",
+            f'name = "{g.gpu_type}"',
+            f'nodes = "{compress_hostlist(names)}"',
+            f"gpus_per_node = {g.gpus_per_node}",
+            f'gpu_type = "{g.gpu_type}"',
+            f"cpus = {cpus}",
+            f"memory_gb = {memory_gb:g}",
+            f"partitions = {json.dumps(member_of)}",
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -60,7 +79,9 @@ def _default_max_time(template: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def with_shape(template: str, groups: Sequence[GpuGroup], *, source: str, cpus: int, memory_gb: float) -> str:
+def with_shape(
+    template: str, groups: Sequence[GpuGroup], *, source: str, cpus: int, memory_gb: float
+) -> str:
     """``template`` with its leading comment saying what this file is and its GPU types,
     partitions and node groups replaced by ``groups``' own (where its first such table was)."""
     lines = template.splitlines(keepends=True)
@@ -78,14 +99,17 @@ def with_shape(template: str, groups: Sequence[GpuGroup], *, source: str, cpus: 
                 insert_at = len(kept)
         if not dropping:
             kept.append(line)
-    tables = render_shape_tables(groups, cpus=cpus, memory_gb=memory_gb,
-                                 max_time_minutes=_default_max_time(template))
+    tables = render_shape_tables(
+        groups, cpus=cpus, memory_gb=memory_gb, max_time_minutes=_default_max_time(template)
+    )
     if insert_at is None:
         insert_at = len(kept)
-    intro = _comment(f"The local test cluster of `slurm-dl testbed up --gpus {spec_of(groups)}` (TYPE:NODESxGPUS): "
-                     f"{sum(g.nodes for g in groups)} nodes of {len(groups)} GPU types, one partition and one leaf "
-                     f"switch per type, and the default partition `gpu` over all of them. Written from {source} (its classes and policy, with thresholds and grace periods "
-                     f"short enough to watch LAS demotion and preemption within a minute).")
+    intro = _comment(
+        f"The local test cluster of `slurm-dl testbed up --gpus {spec_of(groups)}` (TYPE:NODESxGPUS): "
+        f"{sum(g.nodes for g in groups)} nodes of {len(groups)} GPU types, one partition and one leaf "
+        f"switch per type, and the default partition `gpu` over all of them. Written from {source} (its classes and policy, with thresholds and grace periods "
+        f"short enough to watch LAS demotion and preemption within a minute)."
+    )
     return "".join([intro] + kept[:insert_at] + [tables + "\n"] + kept[insert_at:])
 
 

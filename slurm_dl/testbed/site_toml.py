@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 
-_HEADER = re.compile(r"^[ \t]*\[\[?([^\[\]]+)\]\]?[ \t]*(#.*)?$", re.MULTILINE)  # [table], [[array]]
+_HEADER = re.compile(
+    r"^[ \t]*\[\[?([^\[\]]+)\]\]?[ \t]*(#.*)?$", re.MULTILINE
+)  # [table], [[array]]
 
 
 def with_setting(config_text: str, section: str, key: str, value: str | int) -> str:
@@ -19,11 +21,11 @@ def with_setting(config_text: str, section: str, key: str, value: str | int) -> 
         if m.group(1).strip() != section:
             continue
         end = headers[i + 1].start() if i + 1 < len(headers) else len(config_text)
-        body = config_text[m.end():end]
+        body = config_text[m.end() : end]
         body, n = re.subn(rf"(?m)^[ \t]*{re.escape(key)}[ \t]*=.*$", lambda _m: line, body, count=1)
         if not n:
             body = "\n" + line + body
-        return config_text[:m.end()] + body + config_text[end:]
+        return config_text[: m.end()] + body + config_text[end:]
     sep = "" if not config_text or config_text.endswith("\n") else "\n"
     return f"{config_text}{sep}\n[{section}]\n{line}\n"
 

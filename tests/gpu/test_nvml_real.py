@@ -74,7 +74,9 @@ def gpu_load():
     if not _has_cuda_library():
         pytest.skip("neither PyTorch nor CuPy is installed to put load on the GPU")
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="0", CUDA_DEVICE_ORDER="PCI_BUS_ID")
-    proc = subprocess.Popen([sys.executable, "-c", LOAD, "90"], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOAD, "90"], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert proc.stdout.readline().strip() == "ready", "the GPU load did not start"
         yield proc
@@ -97,7 +99,9 @@ def test_every_gpu_answers_and_minors_match_device_files(nvml) -> None:
     samples = sample_gpus(nvml, NODE, time.time())
     assert len(samples) == nvml.nvmlDeviceGetCount() >= 1
     if shutil.which("nvidia-smi"):
-        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=True).stdout
+        listed = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, check=True
+        ).stdout
         assert len([ln for ln in listed.splitlines() if ln.startswith("GPU ")]) == len(samples)
     for s in samples:
         assert s.mem_total_bytes > GIB, s
@@ -105,14 +109,21 @@ def test_every_gpu_answers_and_minors_match_device_files(nvml) -> None:
         assert s.minor is not None, f"NVML gave no minor number for GPU {s.index}"
         assert Path(f"/dev/nvidia{s.minor}").exists(), f"no /dev/nvidia{s.minor} for GPU {s.index}"
         assert s.power_watts is None or 0.0 < s.power_watts < 2000.0, s
-    print("\nreal NVML:", [(s.index, s.minor, s.util_percent, s.mem_used_bytes >> 20, s.power_watts, s.pids)
-                          for s in samples])
+    print(
+        "\nreal NVML:",
+        [
+            (s.index, s.minor, s.util_percent, s.mem_used_bytes >> 20, s.power_watts, s.pids)
+            for s in samples
+        ],
+    )
 
 
 def test_a_computing_process_is_a_busy_job_with_a_process(nvml, gpu_load, tmp_path: Path) -> None:
     s = _gpu0_when(nvml, lambda s: s.util_percent >= 50 and s.mem_used_bytes >= 2 * GIB)
-    print(f"\nunder load: util {s.util_percent}%, {s.mem_used_bytes >> 20} MiB, "
-          f"{s.power_watts} W, pids {s.pids} (load pid {gpu_load.pid})")
+    print(
+        f"\nunder load: util {s.util_percent}%, {s.mem_used_bytes >> 20} MiB, "
+        f"{s.power_watts} W, pids {s.pids} (load pid {gpu_load.pid})"
+    )
     assert s.util_percent >= 50, s
     assert s.mem_used_bytes >= 2 * GIB, s
 
@@ -126,7 +137,8 @@ def test_a_computing_process_is_a_busy_job_with_a_process(nvml, gpu_load, tmp_pa
     assert mine[0].idle_since is None, "a computing GPU was written as idle"
     assert result.jobs[job].processes >= 1, (
         "NVML listed no process on a GPU a process computes on: the idle rule (no process and "
-        "low utilisation) would rely on utilisation alone here")
+        "low utilisation) would rely on utilisation alone here"
+    )
 
 
 def test_a_shared_gpu_is_split_by_the_real_process_list(nvml, gpu_load, tmp_path: Path) -> None:
@@ -134,15 +146,29 @@ def test_a_shared_gpu_is_split_by_the_real_process_list(nvml, gpu_load, tmp_path
     the cgroup or SLURM_JOB_ID lookup would give it), the other has none. NVML's process list
     must carry the load's pid and its memory, so the split names the load's job, and only it,
     over a 1 GiB share."""
-    s = _gpu0_when(nvml, lambda s: any(p.pid == gpu_load.pid and (p.mem_bytes or 0) >= GIB for p in s.procs))
-    print(f"\nprocesses on GPU 0: {[(p.pid, (p.mem_bytes or 0) >> 20, p.sm_util_percent) for p in s.procs]} "
-          f"(load pid {gpu_load.pid})")
+    s = _gpu0_when(
+        nvml, lambda s: any(p.pid == gpu_load.pid and (p.mem_bytes or 0) >= GIB for p in s.procs)
+    )
+    print(
+        f"\nprocesses on GPU 0: {[(p.pid, (p.mem_bytes or 0) >> 20, p.sm_util_percent) for p in s.procs]} "
+        f"(load pid {gpu_load.pid})"
+    )
     [load] = [p for p in s.procs if p.pid == gpu_load.pid]
     assert load.mem_bytes is not None and load.mem_bytes >= GIB, (
-        "NVML gave no per-process memory: a job over its share could not be named on this driver")
-    alloc = [GpuAllocation(4242, "ann", NODE, (s.slurm_index,), 1), GpuAllocation(4343, "bob", NODE, (s.slurm_index,), 1)]
-    result = sample_once(nvml, NODE, lambda node: alloc, tmp_path, jobs_of_pids=lambda pids: {gpu_load.pid: 4242},
-                         shares={NODE: ShareRule(80, GIB)})
+        "NVML gave no per-process memory: a job over its share could not be named on this driver"
+    )
+    alloc = [
+        GpuAllocation(4242, "ann", NODE, (s.slurm_index,), 1),
+        GpuAllocation(4343, "bob", NODE, (s.slurm_index,), 1),
+    ]
+    result = sample_once(
+        nvml,
+        NODE,
+        lambda node: alloc,
+        tmp_path,
+        jobs_of_pids=lambda pids: {gpu_load.pid: 4242},
+        shares={NODE: ShareRule(80, GIB)},
+    )
     rows = {r.job_id: r for r in parse(result.written.read_text()) if r.gpu == s.slurm_index}
     assert rows[4242].mem_used_bytes >= GIB and rows[4242].over_share, rows
     assert rows[4343].mem_used_bytes == 0 and not rows[4343].over_share, rows
@@ -150,12 +176,28 @@ def test_a_shared_gpu_is_split_by_the_real_process_list(nvml, gpu_load, tmp_path
 
 def test_gpu_agent_once_on_a_gpu_node_without_slurm_says_what_failed(nvml, tmp_path: Path) -> None:
     repo = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PATH="/usr/bin:/bin",
-               PYTHONPATH=os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p))
+    env = dict(
+        os.environ,
+        PATH="/usr/bin:/bin",
+        PYTHONPATH=os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p),
+    )
     if shutil.which("squeue", path=env["PATH"]):
         pytest.skip("Slurm commands are installed here; this checks a node without them")
-    res = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "gpu-agent", "--once",
-                          "--output-dir", str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "gpu-agent",
+            "--once",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     out = res.stdout + res.stderr
     print("\n" + out)
     assert res.returncode == 1 and "Traceback" not in out

@@ -34,8 +34,17 @@ from typing import Iterator, Mapping
 import submitit
 
 HERE = Path(__file__).resolve().parent
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-                "BOOT_FAIL", "DEADLINE"}
+FINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 
 
 def _record(log: str, text: str) -> None:
@@ -108,7 +117,11 @@ class StepLog:
 
     def checkpoints(self) -> list[int]:
         """``done`` at every completed checkpoint."""
-        return [int(line.split()[1].split("=")[1]) for line in self.lines() if line.startswith("checkpoint-end ")]
+        return [
+            int(line.split()[1].split("=")[1])
+            for line in self.lines()
+            if line.startswith("checkpoint-end ")
+        ]
 
     def signals(self) -> list[str]:
         return [line.split()[1] for line in self.lines() if line.startswith("signal ")]
@@ -139,7 +152,11 @@ class SubmititRun:
 
     def submitit_log(self) -> str:
         """submitit's stdout and stderr of every run (it opens them in append mode)."""
-        parts = [p.read_text() for p in (Path(self.job.paths.stdout), Path(self.job.paths.stderr)) if p.exists()]
+        parts = [
+            p.read_text()
+            for p in (Path(self.job.paths.stdout), Path(self.job.paths.stderr))
+            if p.exists()
+        ]
         return "\n".join(parts)
 
     def caught(self, name: str = "SIGUSR2") -> int:
@@ -159,9 +176,20 @@ class SubmititRun:
                 self.outcome = ("raised", e)
 
 
-def submit_submitit(env: Mapping[str, str], folder: Path, *, steps: int, dt: float = 1.0, ckpt_sleep: float = 0.0,
-                    gpus: int = 8, comment: str | None = "dl:ckpt=steps", signal_delay_s: int = 90,
-                    timeout_min: int = 60, python: str | None = None, **more) -> SubmititRun:
+def submit_submitit(
+    env: Mapping[str, str],
+    folder: Path,
+    *,
+    steps: int,
+    dt: float = 1.0,
+    ckpt_sleep: float = 0.0,
+    gpus: int = 8,
+    comment: str | None = "dl:ckpt=steps",
+    signal_delay_s: int = 90,
+    timeout_min: int = 60,
+    python: str | None = None,
+    **more,
+) -> SubmititRun:
     """Submit a :class:`StepCounter` with submitit's AutoExecutor to the testbed ``env`` (``tb.env()``).
 
     ``timeout_min`` stays >= 50: submitit counts a USR2 as a *timeout* (and spends one of its
@@ -172,9 +200,15 @@ def submit_submitit(env: Mapping[str, str], folder: Path, *, steps: int, dt: flo
     """
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "steps.log"
-    params = dict(timeout_min=timeout_min, gpus_per_node=gpus, nodes=1, tasks_per_node=1,
-                  slurm_signal_delay_s=signal_delay_s, slurm_setup=[f"export PYTHONPATH={shlex.quote(str(HERE))}"],
-                  name=folder.name)
+    params = dict(
+        timeout_min=timeout_min,
+        gpus_per_node=gpus,
+        nodes=1,
+        tasks_per_node=1,
+        slurm_signal_delay_s=signal_delay_s,
+        slurm_setup=[f"export PYTHONPATH={shlex.quote(str(HERE))}"],
+        name=folder.name,
+    )
     if comment is not None:
         params["slurm_comment"] = comment
     params.update(more)
@@ -215,9 +249,17 @@ class BashRun:
     out: Path
 
 
-def submit_bash(env: Mapping[str, str], folder: Path, *, steps: int, dt: float = 1.0,
-                directives: tuple[str, ...] = ("--requeue", "--signal=B:USR2@60", "--comment=dl:ckpt=1"),
-                sbatch_args: tuple[str, ...] = (), self_requeue: bool = True, ckpt_signal: str = "USR2") -> BashRun:
+def submit_bash(
+    env: Mapping[str, str],
+    folder: Path,
+    *,
+    steps: int,
+    dt: float = 1.0,
+    directives: tuple[str, ...] = ("--requeue", "--signal=B:USR2@60", "--comment=dl:ckpt=1"),
+    sbatch_args: tuple[str, ...] = (),
+    self_requeue: bool = True,
+    ckpt_signal: str = "USR2",
+) -> BashRun:
     """Submit the bash step counter. Its batch shell traps USR1, USR2, TERM, INT and HUP and logs
     each as ``signal NAME``; on ``ckpt_signal`` (between two steps) it saves ``done`` and then
     requeues itself (``self_requeue``) or waits for someone else's requeue. ``directives`` become
@@ -225,11 +267,23 @@ def submit_bash(env: Mapping[str, str], folder: Path, *, steps: int, dt: float =
     did not opt in."""
     folder.mkdir(parents=True, exist_ok=True)
     log, out = folder / "steps.log", folder / "slurm-%j.out"
-    script = BASH.format(directives="\n".join(f"#SBATCH {d}" for d in directives), log=shlex.quote(str(log)),
-                         ckpt=shlex.quote(str(folder / "ckpt")), steps=steps, dt=dt, ckpt_signal=ckpt_signal,
-                         after_checkpoint=SELF_REQUEUE if self_requeue else WAIT_FOR_REQUEUE)
-    res = subprocess.run(["sbatch", "--parsable", f"--output={out}", "--open-mode=append", *sbatch_args],
-                         input=script, env={**os.environ, **env}, capture_output=True, text=True, timeout=30)
+    script = BASH.format(
+        directives="\n".join(f"#SBATCH {d}" for d in directives),
+        log=shlex.quote(str(log)),
+        ckpt=shlex.quote(str(folder / "ckpt")),
+        steps=steps,
+        dt=dt,
+        ckpt_signal=ckpt_signal,
+        after_checkpoint=SELF_REQUEUE if self_requeue else WAIT_FOR_REQUEUE,
+    )
+    res = subprocess.run(
+        ["sbatch", "--parsable", f"--output={out}", "--open-mode=append", *sbatch_args],
+        input=script,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if res.returncode != 0:
         raise AssertionError(f"sbatch refused the bash counter: {res.stderr.strip()}")
     job_id = int(res.stdout.strip().split(";")[0])
@@ -246,8 +300,15 @@ def fields(env: Mapping[str, str], job_id: int) -> dict[str, str]:
         return {}
 
 
-def wait_finished(env: Mapping[str, str], job_id: int, *, timeout: float = 120.0, settle: float = 20.0,
-                  poll: float = 1.0, on_poll=None) -> dict[str, str]:
+def wait_finished(
+    env: Mapping[str, str],
+    job_id: int,
+    *,
+    timeout: float = 120.0,
+    settle: float = 20.0,
+    poll: float = 1.0,
+    on_poll=None,
+) -> dict[str, str]:
     """Wait until the job is COMPLETED, or has sat in another final state for ``settle`` seconds
     with the same restart count (a victim that died may still be requeued by the prioritizer);
     returns its last fields (the caller asserts). ``on_poll`` runs every poll (e.g.
@@ -270,12 +331,16 @@ def wait_finished(env: Mapping[str, str], job_id: int, *, timeout: float = 120.0
         else:
             since = None
         if time.monotonic() > end:
-            raise AssertionError(f"job {job_id} not finished after {timeout:.0f} s: "
-                                 f"{state or '?'} restarts={restarts or '?'} reason={last.get('Reason')}")
+            raise AssertionError(
+                f"job {job_id} not finished after {timeout:.0f} s: "
+                f"{state or '?'} restarts={restarts or '?'} reason={last.get('Reason')}"
+            )
         time.sleep(poll)
 
 
-def wait_result(run: SubmititRun, *, timeout: float = 120.0, settle: float = 20.0) -> tuple[dict[str, str], tuple]:
+def wait_result(
+    run: SubmititRun, *, timeout: float = 120.0, settle: float = 20.0
+) -> tuple[dict[str, str], tuple]:
     """:func:`wait_finished` for a submitit job, then what ``job.result()`` gave a client that was
     waiting all along: ``(fields, ("result", value) | ("raised", exc) | ("none", reason))``.
     Never blocks in ``job.result()`` without a result pickle (without slurmdbd, submitit's sacct

@@ -63,7 +63,13 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     if given:
         tb = Testbed(given, nodes=4, gpus_per_node=8, gpu_type="h100")
     else:
-        tb = Testbed(tmp_path_factory.mktemp("testbed"), nodes=4, gpus_per_node=8, gpu_type="h100", slurm=TEST_SLURM)
+        tb = Testbed(
+            tmp_path_factory.mktemp("testbed"),
+            nodes=4,
+            gpus_per_node=8,
+            gpu_type="h100",
+            slurm=TEST_SLURM,
+        )
     old = {k: os.environ.get(k) for k in ("SLURM_CONF", "PATH")}
     try:
         if not given or not tb.status().up:
@@ -88,7 +94,10 @@ def make_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     made: list[Testbed] = []
 
     def make(**kwargs) -> Testbed:
-        tb = Testbed(tmp_path_factory.mktemp("tb"), **{"nodes": 1, "gpus_per_node": 2, "slurm": TEST_SLURM, **kwargs})
+        tb = Testbed(
+            tmp_path_factory.mktemp("tb"),
+            **{"nodes": 1, "gpus_per_node": 2, "slurm": TEST_SLURM, **kwargs},
+        )
         made.append(tb)
         return tb
 

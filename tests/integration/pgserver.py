@@ -43,19 +43,45 @@ class PgServer:
         self._n = 0
 
     def _as_postgres(self, *argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["runuser", "-u", "postgres", "--", *argv], capture_output=True, text=True,
-                              timeout=120, cwd=self.root)
+        return subprocess.run(
+            ["runuser", "-u", "postgres", "--", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=self.root,
+        )
 
     def start(self) -> "PgServer":
         pw = pwd.getpwnam("postgres")
         os.chown(self.root, pw.pw_uid, pw.pw_gid)
         self.root.chmod(0o755)
-        out = self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                                "--no-sync", "-E", "UTF8")
+        out = self._as_postgres(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        )
         if out.returncode != 0:
             raise RuntimeError(f"initdb failed: {out.stderr[-2000:]}")
-        out = self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
-                                "-o", f"-k {self.root} -c listen_addresses='' -c fsync=off", "start")
+        out = self._as_postgres(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-k {self.root} -c listen_addresses='' -c fsync=off",
+            "start",
+        )
         if out.returncode != 0:
             log = self.log.read_text() if self.log.exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {out.stderr[-1000:]} {log[-2000:]}")
@@ -70,11 +96,15 @@ class PgServer:
 
         self._n += 1
         name = f"{prefix}{self._n}"
-        with psycopg.connect(host=str(self.root), user="postgres", dbname="postgres", autocommit=True) as conn:
+        with psycopg.connect(
+            host=str(self.root), user="postgres", dbname="postgres", autocommit=True
+        ) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
     def stop(self) -> None:
         if self.data.exists():
-            self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            self._as_postgres(
+                str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
+            )
         shutil.rmtree(self.root, ignore_errors=True)

@@ -6,8 +6,13 @@ import time
 from typing import Callable
 
 
-def wait_until(what: str, check: Callable[[], object], timeout: float = 90.0, poll: float = 0.5,
-               between: Callable[[], object] | None = None):
+def wait_until(
+    what: str,
+    check: Callable[[], object],
+    timeout: float = 90.0,
+    poll: float = 0.5,
+    between: Callable[[], object] | None = None,
+):
     """Poll ``check`` until it returns something truthy (returned); raise AssertionError naming
     ``what`` past ``timeout`` seconds. ``between`` runs after each miss (e.g. a prioritizer cycle)."""
     end = time.monotonic() + timeout

@@ -16,7 +16,12 @@ from typing import Callable, TypeVar
 
 import pytest
 
-from slurm_dl.core.errors import JobNotFoundError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
+from slurm_dl.core.errors import (
+    JobNotFoundError,
+    SlurmError,
+    SlurmNotInstalledError,
+    SlurmUnavailableError,
+)
 from slurm_dl.core.model import Job, JobState
 from slurm_dl.slurm import CliBackend, SlurmBackend, get_backend
 from slurm_dl.slurm.pyslurm_backend import pyslurm_unavailable_reason
@@ -75,13 +80,22 @@ def job_of(backend: SlurmBackend, job_id: int, states=None) -> Job | None:
 
 
 def running(backend: SlurmBackend, job_id: int) -> Job:
-    return wait_for(f"job {job_id} to run", lambda: (j := job_of(backend, job_id)) and j.state is JobState.RUNNING and j)
+    return wait_for(
+        f"job {job_id} to run",
+        lambda: (j := job_of(backend, job_id)) and j.state is JobState.RUNNING and j,
+    )
 
 
-def test_snapshot_reads_jobs_nodes_partitions_topology(backend: SlurmBackend, cleanup: list[int]) -> None:
-    run3 = backend.submit(SLEEPER, ["--gpus=3", "-t", "30", "-J", "contract-run3", "--comment=hello contract"])
+def test_snapshot_reads_jobs_nodes_partitions_topology(
+    backend: SlurmBackend, cleanup: list[int]
+) -> None:
+    run3 = backend.submit(
+        SLEEPER, ["--gpus=3", "-t", "30", "-J", "contract-run3", "--comment=hello contract"]
+    )
     cleanup.append(run3)
-    held = backend.submit(SLEEPER, ["--gres=gpu:h100:2", "-t", "10", "-H", "--nice=50", "-J", "contract-held"])
+    held = backend.submit(
+        SLEEPER, ["--gres=gpu:h100:2", "-t", "10", "-H", "--nice=50", "-J", "contract-held"]
+    )
     cleanup.append(held)
     later = backend.submit(
         SLEEPER, ["-N1", "--gpus-per-node=8", "-t", "10", "--begin=now+3600", "--deadline=now+7200"]
@@ -95,8 +109,12 @@ def test_snapshot_reads_jobs_nodes_partitions_topology(backend: SlurmBackend, cl
 
     r = jobs[run3]
     assert r.state is JobState.RUNNING and r.num_gpus == 3 and r.gpu_type == "h100"
-    assert r.comment == "hello contract" and r.time_limit == 1800 and r.user and r.partition == "gpu"
-    assert r.start_time and r.start_time >= r.submit_time > 0 and len(r.nodes) == 1 and r.restarts == 0
+    assert (
+        r.comment == "hello contract" and r.time_limit == 1800 and r.user and r.partition == "gpu"
+    )
+    assert (
+        r.start_time and r.start_time >= r.submit_time > 0 and len(r.nodes) == 1 and r.restarts == 0
+    )
 
     h = jobs[held]
     assert h.state is JobState.PENDING and h.state_reason.startswith("JobHeld")
@@ -130,7 +148,9 @@ def test_submit_path_with_env(backend: SlurmBackend, tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
     script.write_text('#!/bin/bash\necho "var=$SLURMDL_CONTRACT_VAR"\n')
     out = tmp_path / "out.txt"
-    job_id = backend.submit(script, [f"--output={out}", "-t", "1"], env={"SLURMDL_CONTRACT_VAR": "forty-two"})
+    job_id = backend.submit(
+        script, [f"--output={out}", "-t", "1"], env={"SLURMDL_CONTRACT_VAR": "forty-two"}
+    )
     assert job_id > 0
     wait_for(f"job {job_id} to finish", lambda: job_of(backend, job_id, [JobState.COMPLETED]))
     assert out.read_text().strip() == "var=forty-two"
@@ -159,7 +179,10 @@ def test_site_factor_visible_in_snapshot(backend: SlurmBackend, cleanup: list[in
     # in sprio, which is where the snapshot reads SiteFactor from, so it would read 0.
     running(backend, filler)
     backend.set_site_factor({waiter: 4321})
-    assert wait_for("sprio to list the waiting job", lambda: backend.site_factors().get(waiter)) == 4321
+    assert (
+        wait_for("sprio to list the waiting job", lambda: backend.site_factors().get(waiter))
+        == 4321
+    )
     assert backend.snapshot().job(waiter).site_factor == 4321
 
 
@@ -195,17 +218,24 @@ def test_requeue_counts_a_restart(backend: SlurmBackend, cleanup: list[int]) -> 
     cleanup.append(job_id)
     running(backend, job_id)
     backend.requeue(job_id)
-    job = wait_for("the requeued job", lambda: (j := job_of(backend, job_id)) and j.restarts == 1 and j)
+    job = wait_for(
+        "the requeued job", lambda: (j := job_of(backend, job_id)) and j.restarts == 1 and j
+    )
     assert job.state in (JobState.PENDING, JobState.RUNNING, JobState.REQUEUED, JobState.COMPLETING)
 
 
-def test_job_end_tells_how_a_job_ended_and_a_finished_job_can_be_requeued(backend: SlurmBackend, tmp_path: Path,
-                                                                          cleanup: list[int]) -> None:
+def test_job_end_tells_how_a_job_ended_and_a_finished_job_can_be_requeued(
+    backend: SlurmBackend, tmp_path: Path, cleanup: list[int]
+) -> None:
     """What the preemption path reads of a victim that left the queue, and what it does then."""
-    died = backend.submit("#!/bin/bash\necho up\nsleep 300\n", ["--gpus=1", "-t", "5", "--requeue",
-                                                                 f"--output={tmp_path / 'died.out'}"])
-    saved = backend.submit("#!/bin/bash\ntrap 'exit 0' USR2\nsleep 300 & wait $!\n",
-                           ["--gpus=1", "-t", "5", "--requeue", "-o", "/dev/null"])
+    died = backend.submit(
+        "#!/bin/bash\necho up\nsleep 300\n",
+        ["--gpus=1", "-t", "5", "--requeue", f"--output={tmp_path / 'died.out'}"],
+    )
+    saved = backend.submit(
+        "#!/bin/bash\ntrap 'exit 0' USR2\nsleep 300 & wait $!\n",
+        ["--gpus=1", "-t", "5", "--requeue", "-o", "/dev/null"],
+    )
     cleanup.extend([died, saved])
     running(backend, died)
     running(backend, saved)
@@ -213,18 +243,31 @@ def test_job_end_tells_how_a_job_ended_and_a_finished_job_can_be_requeued(backen
     time.sleep(1)  # the trap is set right after the shell starts
     backend.signal_batch(died, "USR2")  # no trap: the shell dies of it
     backend.signal_batch(saved, "USR2")  # a trap: it exits 0
-    end = wait_for("the first job to end", lambda: (e := backend.job_end(died)).state.finished and e)
-    assert end.state is JobState.FAILED and end.exit_signal == 12 and end.died and end.end_time is not None
-    end = wait_for("the second job to end", lambda: (e := backend.job_end(saved)).state.finished and e)
+    end = wait_for(
+        "the first job to end", lambda: (e := backend.job_end(died)).state.finished and e
+    )
+    assert (
+        end.state is JobState.FAILED
+        and end.exit_signal == 12
+        and end.died
+        and end.end_time is not None
+    )
+    end = wait_for(
+        "the second job to end", lambda: (e := backend.job_end(saved)).state.finished and e
+    )
     assert end.state is JobState.COMPLETED and end.exit_signal == 0 and not end.died
     backend.requeue(saved)  # a finished batch job may be requeued while Slurm still holds it
-    job = wait_for("the job back in the queue", lambda: (j := job_of(backend, saved)) and j.restarts == 1 and j)
+    job = wait_for(
+        "the job back in the queue", lambda: (j := job_of(backend, saved)) and j.restarts == 1 and j
+    )
     assert job.state in (JobState.PENDING, JobState.RUNNING, JobState.COMPLETING)
     with pytest.raises(JobNotFoundError):
         backend.job_end(NO_SUCH_JOB)
 
 
-def test_set_comment_replaces_the_comment_as_one_line(backend: SlurmBackend, cleanup: list[int]) -> None:
+def test_set_comment_replaces_the_comment_as_one_line(
+    backend: SlurmBackend, cleanup: list[int]
+) -> None:
     job_id = backend.submit(SLEEPER, ["--gpus=1", "-t", "5", "--comment=dl:class=train run 7"])
     cleanup.append(job_id)
     running(backend, job_id)
@@ -252,7 +295,9 @@ def test_unknown_job_id_is_job_not_found(backend: SlurmBackend, action: str) -> 
     assert str(NO_SUCH_JOB) in str(info.value) or "Invalid job id" in str(info.value)
 
 
-def test_slurmctld_down_is_unavailable(backend: SlurmBackend, make_testbed: Callable[..., Testbed]) -> None:
+def test_slurmctld_down_is_unavailable(
+    backend: SlurmBackend, make_testbed: Callable[..., Testbed]
+) -> None:
     """A private 1-node testbed, stopped under the backend: reads and writes raise the retryable type."""
     tb = make_testbed()
     tb.up()
@@ -286,14 +331,22 @@ for call in (b.snapshot, lambda: b.set_site_factor({1: 5})):
 
 def _pyslurm_cluster_down_in_new_process(tb: Testbed) -> None:
     """libslurm keeps the first slurm.conf of a process: the private cluster gets its own."""
-    proc = subprocess.Popen([sys.executable, "-c", PYSLURM_DOWN], env=tb.env(), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PYSLURM_DOWN],
+        env=tb.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdin is not None
     assert proc.stdout.readline().strip() == "gpu01"
     tb.down()
     out, err = proc.communicate("down\n", timeout=120)
     lines = out.splitlines()
-    assert len(lines) == 2 and lines[0] == "unavailable True" and lines[1].startswith("unavailable"), (out, err)
+    assert (
+        len(lines) == 2 and lines[0] == "unavailable True" and lines[1].startswith("unavailable")
+    ), (out, err)
 
 
 def test_missing_slurm_commands_are_not_installed(tmp_path: Path) -> None:

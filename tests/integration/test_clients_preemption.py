@@ -52,9 +52,18 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
 
 def _cancel_all(tb: Testbed) -> None:
     subprocess.run(["scancel", "-u", "root"], env={**os.environ, **tb.env()}, check=False)
-    wait_until("the node to empty", lambda: not subprocess.run(
-        ["squeue", "-h", "-t", "R,CG"], env={**os.environ, **tb.env()}, capture_output=True, text=True).stdout.strip(),
-        60)
+    wait_until(
+        "the node to empty",
+        lambda: (
+            not subprocess.run(
+                ["squeue", "-h", "-t", "R,CG"],
+                env={**os.environ, **tb.env()},
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        ),
+        60,
+    )
 
 
 CASES = [
@@ -65,30 +74,48 @@ CASES = [
 
 
 @pytest.mark.parametrize("comment,lead,ckpt_sleep", CASES)
-def test_submitit_job_checkpoints_requeues_itself_and_resumes(node, tmp_path, comment, lead, ckpt_sleep) -> None:
+def test_submitit_job_checkpoints_requeues_itself_and_resumes(
+    node, tmp_path, comment, lead, ckpt_sleep
+) -> None:
     tb = node
     env = tb.env()
-    plain = submit_bash(env, tmp_path / "plain", steps=600, directives=(), sbatch_args=("--gres=gpu:0", "-t", "10"))
-    run = submit_submitit(env, tmp_path / "victim", steps=STEPS, comment=comment, signal_delay_s=lead,
-                          ckpt_sleep=ckpt_sleep)
+    plain = submit_bash(
+        env, tmp_path / "plain", steps=600, directives=(), sbatch_args=("--gres=gpu:0", "-t", "10")
+    )
+    run = submit_submitit(
+        env,
+        tmp_path / "victim",
+        steps=STEPS,
+        comment=comment,
+        signal_delay_s=lead,
+        ckpt_sleep=ckpt_sleep,
+    )
     victim = run.job_id
     daemon = Daemon(env, f"sqlite:///{tmp_path / 'prio.db'}", tmp_path / "daemon.log")
     try:
         wait_until("the counter to start", lambda: run.log.starts(), 60)
         tag = parse_tag(fields(env, victim).get("AdminComment"))
-        assert tag is not None and tag.checkpointable and tag.signal_target == "steps", (tag, run.script())
+        assert tag is not None and tag.checkpointable and tag.signal_target == "steps", (
+            tag,
+            run.script(),
+        )
         assert (tag.signal, tag.lead_s) == ("USR2", lead), tag
         daemon.start()
         need = submit("#!/bin/bash\nsleep 3\n", env, ["--gpus=1", "-t", "5", "-o", "/dev/null"])
         final, outcome = wait_result(run, timeout=110 + ckpt_sleep, settle=20)
-        plain_fields, plain_signals = fields(env, plain.job_id), plain.log.signals()  # before the cancel's TERM
+        plain_fields, plain_signals = (
+            fields(env, plain.job_id),
+            plain.log.signals(),
+        )  # before the cancel's TERM
     finally:
         daemon.stop()
         _cancel_all(tb)
     daemon_log = daemon.text()
     rows = Store(f"sqlite:///{tmp_path / 'prio.db'}").preemptions()
-    context = f"\n--- steps.log\n{chr(10).join(run.log.lines())}\n--- submitit\n{run.submitit_log()[-3000:]}" \
-              f"\n--- daemon\n{daemon_log[-3000:]}"
+    context = (
+        f"\n--- steps.log\n{chr(10).join(run.log.lines())}\n--- submitit\n{run.submitit_log()[-3000:]}"
+        f"\n--- daemon\n{daemon_log[-3000:]}"
+    )
 
     # the victim: signalled once, checkpointed once, requeued by itself, resumed, complete
     assert run.caught("SIGUSR2") == 1, context
@@ -97,13 +124,21 @@ def test_submitit_job_checkpoints_requeues_itself_and_resumes(node, tmp_path, co
     assert run.log.starts() == [(0, 0), (k, 1)], context
     assert run.log.steps() == list(range(STEPS)), "a step lost or counted twice" + context
     assert final.get("JobState") == "COMPLETED" and final.get("Restarts") == "1", (final, context)
-    assert "triggered an exception" not in run.submitit_log(), "submitit's own requeue failed" + context
+    assert "triggered an exception" not in run.submitit_log(), (
+        "submitit's own requeue failed" + context
+    )
     assert outcome == ("result", {"done": STEPS, "restarts": 1}), (outcome, context)
-    assert [(r.victim_job_id, r.need_job_id, r.state) for r in rows] == [(victim, need, "requeued-self")], (rows, context)
-    assert f"requeued job {victim} " not in daemon_log, "the prioritizer requeued a job that requeued itself" + context
+    assert [(r.victim_job_id, r.need_job_id, r.state) for r in rows] == [
+        (victim, need, "requeued-self")
+    ], (rows, context)
+    assert f"requeued job {victim} " not in daemon_log, (
+        "the prioritizer requeued a job that requeued itself" + context
+    )
     assert fields(env, need).get("JobState") in ("COMPLETED", None), fields(env, need)
 
     # the job that did not opt in: never signalled, never requeued, still running
     assert plain_signals == [], plain.log.lines()
-    assert plain_fields.get("JobState") == "RUNNING" and plain_fields.get("Restarts") == "0", plain_fields
+    assert plain_fields.get("JobState") == "RUNNING" and plain_fields.get("Restarts") == "0", (
+        plain_fields
+    )
     assert all(r.victim_job_id != plain.job_id for r in rows)

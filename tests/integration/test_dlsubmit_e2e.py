@@ -25,7 +25,7 @@ runner = CliRunner()
 
 # A deterministic "training" loop: the model state is a float vector updated step by step; the
 # state is checkpointed (write then rename) every step and on USR2, then the loop stops.
-TRAIN = r'''
+TRAIN = r"""
 import hashlib, json, os, signal, sys, time
 STEPS = int(sys.argv[1]); DELAY = float(sys.argv[2]); OUT = sys.argv[3]
 stop = []
@@ -47,14 +47,14 @@ while state["step"] < STEPS:
     save()
     time.sleep(DELAY)
 json.dump(state, open(OUT, "w"))
-'''
+"""
 
-INFER = r'''
+INFER = r"""
 import os, sys, time
 with open(sys.argv[2], "a") as f:
     f.write(sys.argv[1] + "\n")
 time.sleep(float(sys.argv[3]))
-'''
+"""
 
 
 @pytest.fixture
@@ -103,26 +103,56 @@ def test_train_preempted_resumes_to_the_same_final_state(workdir: Path, testbed)
     ref_ckpt = workdir / "ref-ckpt"
     ref_ckpt.mkdir()
     env = {**os.environ, "CKPT_DIR": str(ref_ckpt), "RESUME_FROM": ""}
-    subprocess.run([sys.executable, str(prog), str(steps), "0", str(workdir / "reference.json")], env=env, check=True)
+    subprocess.run(
+        [sys.executable, str(prog), str(steps), "0", str(workdir / "reference.json")],
+        env=env,
+        check=True,
+    )
 
     name = "tr $(touch pwned); `touch pwned2` 'q' #h 50% ü"
-    sub = _submit("train", "--gpus", "2", "--time", "10", "--name", name, "--launcher", "none", "--",
-                  sys.executable, str(prog), str(steps), str(delay), str(workdir / "final.json"))
+    sub = _submit(
+        "train",
+        "--gpus",
+        "2",
+        "--time",
+        "10",
+        "--name",
+        name,
+        "--launcher",
+        "none",
+        "--",
+        sys.executable,
+        str(prog),
+        str(steps),
+        str(delay),
+        str(workdir / "final.json"),
+    )
     job_id, ckpt = sub["job_id"], workdir / sub["checkpoint_dir"]
-    _wait_for(lambda: (ckpt / "state.json").exists() and json.loads((ckpt / "state.json").read_text())["step"] >= 5,
-              "training progress")
-    assert next(j for j in get_backend().jobs() if j.job_id == job_id).name == name  # the #SBATCH line kept it whole
+    _wait_for(
+        lambda: (
+            (ckpt / "state.json").exists()
+            and json.loads((ckpt / "state.json").read_text())["step"] >= 5
+        ),
+        "training progress",
+    )
+    assert (
+        next(j for j in get_backend().jobs() if j.job_id == job_id).name == name
+    )  # the #SBATCH line kept it whole
     _preempt(job_id, ckpt)
     wait_for_job_state(job_id, testbed.env(), ("COMPLETED",), timeout=120)
 
-    assert json.loads((workdir / "final.json").read_text()) == json.loads((workdir / "reference.json").read_text())
+    assert json.loads((workdir / "final.json").read_text()) == json.loads(
+        (workdir / "reference.json").read_text()
+    )
     events = _events(ckpt)
     assert "event=preempt" in events and "event=resume restart=1 from=" in events
     out = workdir / sub["output"]
     assert sub["output"] == f"tr_touch_pwned_touch_pwned2_q_h_50-{job_id}.out"
     assert out.exists(), f"output file {out} not in the submit directory"
     assert "event=resume" in out.read_text()  # --open-mode=append kept both runs
-    assert "preempted on purpose" in out.read_text()  # our line, before Slurm's CANCELLED/REQUEUE one
+    assert (
+        "preempted on purpose" in out.read_text()
+    )  # our line, before Slurm's CANCELLED/REQUEUE one
     assert not list(workdir.rglob("pwned*"))
 
     status = runner.invoke(app, ["status", str(job_id), "--json"])
@@ -137,8 +167,23 @@ def test_infer_preempted_processes_every_item_exactly_once(workdir: Path, testbe
     items = [f"item-{i:02d} $(touch pwned) ;`x`" for i in range(30)]
     (workdir / "items.txt").write_text("".join(i + "\n" for i in items))
     log = workdir / "processed.log"
-    sub = _submit("infer", "--gpus", "1", "--time", "10", "--name", "inf", "--inputs", "items.txt", "--",
-                  sys.executable, str(prog), "{item}", str(log), "0.3")
+    sub = _submit(
+        "infer",
+        "--gpus",
+        "1",
+        "--time",
+        "10",
+        "--name",
+        "inf",
+        "--inputs",
+        "items.txt",
+        "--",
+        sys.executable,
+        str(prog),
+        "{item}",
+        str(log),
+        "0.3",
+    )
     job_id, ckpt = sub["job_id"], workdir / sub["checkpoint_dir"]
     _wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 5, "inference progress")
     _preempt(job_id, ckpt)
@@ -150,11 +195,27 @@ def test_infer_preempted_processes_every_item_exactly_once(workdir: Path, testbe
 
 def test_sweep_runs_every_array_task(workdir: Path, testbed) -> None:
     params = ["lr=0.1", "lr=0.01", "lr=0.001", "lr=0.0001 $(touch pwned)"]
-    sub = _submit("sweep", "--gpus", "1", "--time", "5", "--name", "hpo", "--parallel", "2",
-                  *[a for p in params for a in ("--param", p)], "--",
-                  sys.executable, "-c", "import os,sys; open('result-' + os.environ['SLURM_ARRAY_TASK_ID'], 'w').write(sys.argv[1])",
-                  "{param}")
-    _wait_for(lambda: all((workdir / f"result-{i}").exists() for i in range(len(params))), "all sweep tasks")
+    sub = _submit(
+        "sweep",
+        "--gpus",
+        "1",
+        "--time",
+        "5",
+        "--name",
+        "hpo",
+        "--parallel",
+        "2",
+        *[a for p in params for a in ("--param", p)],
+        "--",
+        sys.executable,
+        "-c",
+        "import os,sys; open('result-' + os.environ['SLURM_ARRAY_TASK_ID'], 'w').write(sys.argv[1])",
+        "{param}",
+    )
+    _wait_for(
+        lambda: all((workdir / f"result-{i}").exists() for i in range(len(params))),
+        "all sweep tasks",
+    )
     assert [(workdir / f"result-{i}").read_text() for i in range(len(params))] == params
     assert not list(workdir.rglob("pwned*"))
     assert sub["job_id"] > 0
@@ -162,10 +223,26 @@ def test_sweep_runs_every_array_task(workdir: Path, testbed) -> None:
 
 def test_serve_publishes_its_port_and_answers(workdir: Path, testbed) -> None:
     (workdir / "hello.txt").write_text("hello from dlsubmit serve")
-    sub = _submit("serve", "--gpus", "1", "--time", "5", "--name", "api", "--",
-                  sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "{port}")
+    sub = _submit(
+        "serve",
+        "--gpus",
+        "1",
+        "--time",
+        "5",
+        "--name",
+        "api",
+        "--",
+        sys.executable,
+        "-m",
+        "http.server",
+        "--bind",
+        "127.0.0.1",
+        "{port}",
+    )
     endpoint = workdir / "api.endpoint"
-    text = _wait_for(lambda: endpoint.exists() and endpoint.read_text().strip(), "the endpoint file")
+    text = _wait_for(
+        lambda: endpoint.exists() and endpoint.read_text().strip(), "the endpoint file"
+    )
     port = int(text.split()[1])
 
     def answer():
@@ -181,7 +258,7 @@ def test_serve_publishes_its_port_and_answers(workdir: Path, testbed) -> None:
     _wait_for(lambda: not endpoint.exists(), "the endpoint file to be removed", 30)
 
 
-MULTI = r'''
+MULTI = r"""
 import json, os, signal, sys, time
 node = os.environ.get("SLURM_NODEID", "?")
 ckpt = os.path.join(os.environ["CKPT_DIR"], f"node{node}")
@@ -199,23 +276,50 @@ for _ in range(1200):
         sys.exit(0)
     time.sleep(0.05)
 sys.exit(1)
-'''
+"""
 
 
-def test_multinode_train_forwards_usr2_through_srun_and_requeues_itself(workdir: Path, testbed) -> None:
+def test_multinode_train_forwards_usr2_through_srun_and_requeues_itself(
+    workdir: Path, testbed
+) -> None:
     """Two nodes, one srun task each; USR2 to the batch shell reaches both tasks; with no requeue
     from outside, the script requeues itself after its grace period and the rerun resumes."""
     prog = workdir / "multi.py"
     prog.write_text(MULTI)
-    sub = _submit("train", "--gpus", "16", "--nodes", "2", "--time", "10", "--name", "mn", "--launcher", "none",
-                  "--", sys.executable, str(prog), str(workdir))
+    sub = _submit(
+        "train",
+        "--gpus",
+        "16",
+        "--nodes",
+        "2",
+        "--time",
+        "10",
+        "--name",
+        "mn",
+        "--launcher",
+        "none",
+        "--",
+        sys.executable,
+        str(prog),
+        str(workdir),
+    )
     job_id, ckpt = sub["job_id"], workdir / sub["checkpoint_dir"]
-    _wait_for(lambda: all((workdir / f"run-0-node{n}.json").exists() for n in (0, 1)), "both nodes to start")
+    _wait_for(
+        lambda: all((workdir / f"run-0-node{n}.json").exists() for n in (0, 1)),
+        "both nodes to start",
+    )
     first = [json.loads((workdir / f"run-0-node{n}.json").read_text()) for n in (0, 1)]
-    assert first[0]["MASTER_ADDR"] == first[1]["MASTER_ADDR"] and first[0]["MASTER_PORT"] == first[1]["MASTER_PORT"]
+    assert (
+        first[0]["MASTER_ADDR"] == first[1]["MASTER_ADDR"]
+        and first[0]["MASTER_PORT"] == first[1]["MASTER_PORT"]
+    )
     assert first[0]["WORLD_SIZE"] == "2" and first[0]["DL_NNODES"] == "2"
     get_backend().signal_batch(job_id, "USR2")
-    _wait_for(lambda: (ckpt / "node0").exists() and (ckpt / "node1").exists(), "both nodes to checkpoint", 30)
+    _wait_for(
+        lambda: (ckpt / "node0").exists() and (ckpt / "node1").exists(),
+        "both nodes to checkpoint",
+        30,
+    )
     wait_for_job_state(job_id, testbed.env(), ("COMPLETED",), timeout=150)
     events = _events(ckpt)
     assert "event=requeue-self" in events and "event=resume restart=1" in events
@@ -225,15 +329,36 @@ def test_multinode_train_forwards_usr2_through_srun_and_requeues_itself(workdir:
 
 def test_dry_run_and_refusals_name_the_clusters_valid_choices(workdir: Path, testbed) -> None:
     partitions = [p.name for p in get_backend().partitions()]
-    dry = runner.invoke(app, ["train", "-p", "nosuch", "-t", "1-00:00:00", "--mem-per-gpu", "8G", "--dry-run",
-                              "--show-script", "--", "python3", "t.py"])
+    dry = runner.invoke(
+        app,
+        [
+            "train",
+            "-p",
+            "nosuch",
+            "-t",
+            "1-00:00:00",
+            "--mem-per-gpu",
+            "8G",
+            "--dry-run",
+            "--show-script",
+            "--",
+            "python3",
+            "t.py",
+        ],
+    )
     assert dry.exit_code == 2, dry.output
     assert "#SBATCH --time=1-00:00:00" in dry.output and "#SBATCH --mem-per-gpu=8G" in dry.output
-    assert f"cluster: REFUSES it: partition 'nosuch' does not exist; valid: {', '.join(partitions)}" in dry.output
+    assert (
+        f"cluster: REFUSES it: partition 'nosuch' does not exist; valid: {', '.join(partitions)}"
+        in dry.output
+    )
     ok = runner.invoke(app, ["train", "--gpus", "1", "--dry-run", "--", "python3", "t.py"])
     assert ok.exit_code == 0 and "cluster: ok (partitions" in ok.output and "h100" in ok.output
     refused = runner.invoke(app, ["train", "-p", "nosuch", "--", "python3", "t.py"])
     assert refused.exit_code == 1
     first = refused.output.strip().splitlines()[0]
-    assert first.startswith("error: Slurm refused the job: ") and f"(valid partitions: {', '.join(partitions)})" in first
+    assert (
+        first.startswith("error: Slurm refused the job: ")
+        and f"(valid partitions: {', '.join(partitions)})" in first
+    )
     assert "sbatch: error" not in refused.output and "error: sbatch" not in refused.output

@@ -43,7 +43,9 @@ def test_the_users_guide_lists_examples_of_every_kind() -> None:
 
 def test_every_example_in_the_users_guide_runs_as_written(testbed) -> None:
     if testbed.bin_dir is not None:
-        pytest.skip("another release's clients run inside its Debian root; this runs on the host's Slurm")
+        pytest.skip(
+            "another release's clients run inside its Debian root; this runs on the host's Slurm"
+        )
     run, public = as_user(testbed)
     bin_dir = user_python()
     work = public / "work"
@@ -56,18 +58,25 @@ def test_every_example_in_the_users_guide_runs_as_written(testbed) -> None:
     cfg = public / "site.toml"
     cfg.write_text((ROOT / "site-configs" / "testbed.toml").read_text())
     cfg.chmod(0o644)
-    env = ["env", f"PATH={bin_dir}:/usr/bin:/bin", f"SLURM_DL_CONFIG={cfg}", f"HOME={work}", "COLUMNS=80"]
+    env = [
+        "env",
+        f"PATH={bin_dir}:/usr/bin:/bin",
+        f"SLURM_DL_CONFIG={cfg}",
+        f"HOME={work}",
+        "COLUMNS=80",
+    ]
     jobs: list[str] = []
     try:
         for line in examples():
             argv = shlex.split(line)
             if argv[0] == "cat":  # reads what a running job wrote: not a submission
                 continue
-            out = run("bash", "-c", f"cd {work} && exec \"$@\"", "-", *env, *argv)
+            out = run("bash", "-c", f'cd {work} && exec "$@"', "-", *env, *argv)
             assert out.returncode == 0, f"{line}\n{out.stdout}{out.stderr}"
             assert "Traceback" not in out.stderr, out.stderr
-            ids = re.findall(r"^submitted \w+ job (\d+)", out.stdout, re.M) or re.findall(r"Submitted batch job (\d+)",
-                                                                                        out.stdout)
+            ids = re.findall(r"^submitted \w+ job (\d+)", out.stdout, re.M) or re.findall(
+                r"Submitted batch job (\d+)", out.stdout
+            )
             assert ids, f"{line}: no job id in\n{out.stdout}"
             jobs += ids
     finally:
@@ -75,4 +84,3 @@ def test_every_example_in_the_users_guide_runs_as_written(testbed) -> None:
             subprocess.run(["scancel", *jobs], env=testbed.env(), capture_output=True)
         shutil.rmtree(public, ignore_errors=True)
         shutil.rmtree(bin_dir.parent.parent, ignore_errors=True)
-

@@ -30,30 +30,49 @@ CLI = [sys.executable, "-m", "slurm_dl.cli.main"]
 
 
 def site_config(tmp_path: Path, sock: Path, fport: int, pport: int) -> Path:
-    text = with_database_url((ROOT / "site-configs" / "testbed.toml").read_text(), f"sqlite:///{tmp_path}/ledger.db")
+    text = with_database_url(
+        (ROOT / "site-configs" / "testbed.toml").read_text(), f"sqlite:///{tmp_path}/ledger.db"
+    )
     text = re.sub(r'(?m)^socket = ".*"$', f'socket = "{sock}"', text)
     text = text.replace('nodes = "gpu[01-04]"', 'nodes = "gpu01"')  # the one-node testbed below
-    text = text.replace("[filter]\n", f"[filter]\nmetrics_port = {fport}\nmetrics_address = \"127.0.0.1\"\n", 1)
-    text = text.replace("[prioritizer]\n", f"[prioritizer]\nmetrics_port = {pport}\n"
-                        "metrics_address = \"127.0.0.1\"\n", 1)
+    text = text.replace(
+        "[filter]\n", f'[filter]\nmetrics_port = {fport}\nmetrics_address = "127.0.0.1"\n', 1
+    )
+    text = text.replace(
+        "[prioritizer]\n",
+        f'[prioritizer]\nmetrics_port = {pport}\nmetrics_address = "127.0.0.1"\n',
+        1,
+    )
     path = tmp_path / "site.toml"
     path.write_text(text)
     return path
 
 
 def doctor(env) -> tuple[int, dict, str]:
-    text = subprocess.run([*CLI, "doctor"], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    js = subprocess.run([*CLI, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    text = subprocess.run(
+        [*CLI, "doctor"], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    js = subprocess.run(
+        [*CLI, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     return js.returncode, json.loads(js.stdout), text.stdout + text.stderr
 
 
 def uninstalled(env) -> tuple[int, str]:
-    out = subprocess.run([*CLI, "doctor", "--uninstalled"], env=env, capture_output=True, text=True, timeout=120,
-                         cwd=ROOT)
+    out = subprocess.run(
+        [*CLI, "doctor", "--uninstalled"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     return out.returncode, out.stdout + out.stderr
 
 
-def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_factors(make_testbed, tmp_path) -> None:
+def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_factors(
+    make_testbed, tmp_path
+) -> None:
     tb = make_testbed(nodes=1, gpus_per_node=8)
     tb.up()
     sock = tmp_path / "filter.sock"
@@ -65,43 +84,88 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
     jobs: list[int] = []
     try:
         wait_until("the filter socket", sock.exists, 30, 0.1)
-        out = subprocess.run([*CLI, "filter", "install", "--slurm-conf-dir", str(tb.conf_dir)], env=env,
-                             capture_output=True, text=True, cwd=ROOT, timeout=60)
+        out = subprocess.run(
+            [*CLI, "filter", "install", "--slurm-conf-dir", str(tb.conf_dir)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         time.sleep(1.1)  # slurmctld re-reads job_submit.lua when its mtime changes
-        busy = submit("#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-t", "10", "--comment=dl:ckpt=0"])
+        busy = submit(
+            "#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-t", "10", "--comment=dl:ckpt=0"]
+        )
         jobs.append(busy)
-        wait_until("the full-node job to run", lambda: job_fields(busy, env).get("JobState") == "RUNNING", 60)
+        wait_until(
+            "the full-node job to run",
+            lambda: job_fields(busy, env).get("JobState") == "RUNNING",
+            60,
+        )
         for _ in range(3):  # pending jobs for the prioritizer to rank
             jobs.append(submit("#!/bin/bash\nsleep 5\n", env, ["--gres=gpu:2", "-t", "5"]))
         # nothing made yet: db status and the daemon say so and create nothing (a mistyped path
         # must not pass for the ledger); db upgrade makes the store, as the admin guide says
         ledger = tmp_path / "ledger.db"
-        out = subprocess.run([*CLI, "db", "status"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
-        assert out.returncode == 1 and "no such file" in out.stderr and "db upgrade" in out.stderr, out.stderr
-        out = subprocess.run([*CLI, "prioritizer", "run", "--max-cycles", "1"], env=env, capture_output=True,
-                             text=True, cwd=ROOT, timeout=60)
-        assert out.returncode == 1 and "no such file" in out.stderr and "db upgrade" in out.stderr, out.stderr
+        out = subprocess.run(
+            [*CLI, "db", "status"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60
+        )
+        assert (
+            out.returncode == 1 and "no such file" in out.stderr and "db upgrade" in out.stderr
+        ), out.stderr
+        out = subprocess.run(
+            [*CLI, "prioritizer", "run", "--max-cycles", "1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+        assert (
+            out.returncode == 1 and "no such file" in out.stderr and "db upgrade" in out.stderr
+        ), out.stderr
         assert not ledger.exists()
-        out = subprocess.run([*CLI, "db", "upgrade"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
+        out = subprocess.run(
+            [*CLI, "db", "upgrade"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60
+        )
         assert out.returncode == 0 and ledger.exists(), out.stderr
         prio.start()
-        wait_until("a prioritizer cycle", lambda: total(scrape(pport), "slurm_dl_prioritizer_cycles_total",
-                                                        outcome="ok") >= 1, 60)
+        wait_until(
+            "a prioritizer cycle",
+            lambda: total(scrape(pport), "slurm_dl_prioritizer_cycles_total", outcome="ok") >= 1,
+            60,
+        )
 
         rc, result, text = doctor(env)
         assert rc == 0, text
         checks = {x["check"]: x["status"] for x in result["findings"]}
-        for name in ("Slurm release", "slurmctld", "PriorityType", "JobSubmitPlugins", "job_submit.lua",
-                     "filter socket", "database", "prioritizer", "prioritizer metrics", "filter metrics",
-                     "site config vs Slurm"):
+        for name in (
+            "Slurm release",
+            "slurmctld",
+            "PriorityType",
+            "JobSubmitPlugins",
+            "job_submit.lua",
+            "filter socket",
+            "database",
+            "prioritizer",
+            "prioritizer metrics",
+            "filter metrics",
+            "site config vs Slurm",
+        ):
             assert checks.get(name) == "ok", (name, text)
         assert "0 problem(s)" in text, text
         # fair share trusts the account a job names, and this testbed has no slurmdbd to check it
-        accounts = next(x for x in result["findings"] if x["check"] == "accounts (AccountingStorageEnforce)")
-        assert accounts["status"] == "warn" and "cannot be checked at all" in accounts["detail"], accounts
+        accounts = next(
+            x for x in result["findings"] if x["check"] == "accounts (AccountingStorageEnforce)"
+        )
+        assert accounts["status"] == "warn" and "cannot be checked at all" in accounts["detail"], (
+            accounts
+        )
         assert "AccountingStorageEnforce=associations,limits" in accounts["fix"], accounts
-        assert all(len(line) <= 80 or " " not in line.strip() for line in text.splitlines()), text  # a long path
+        assert all(len(line) <= 80 or " " not in line.strip() for line in text.splitlines()), (
+            text
+        )  # a long path
 
         sock.unlink()  # the fault: the service keeps running, but nothing can reach it
         rc, result, text = doctor(env)
@@ -113,20 +177,47 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
 
         pending = jobs[1:]
         slurm = CliBackend(env=env)
-        wait_until("SiteFactors on the pending jobs (sprio)",
-                   lambda: all(slurm.site_factors().get(j) for j in pending), 60)
+        wait_until(
+            "SiteFactors on the pending jobs (sprio)",
+            lambda: all(slurm.site_factors().get(j) for j in pending),
+            60,
+        )
         prio.stop()
         # a store that knows none of them (replaced): reset names what it leaves, changes nothing
         other = f"sqlite:///{tmp_path / 'other.db'}"
-        assert subprocess.run([*CLI, "db", "upgrade", "--db", other], env=env, capture_output=True,
-                              cwd=ROOT, timeout=60).returncode == 0
-        out = subprocess.run([*CLI, "prioritizer", "reset", "--db", other], env=env, capture_output=True, text=True,
-                             cwd=ROOT, timeout=120)
-        assert out.returncode == 0 and "reset SiteFactor to 0 on 0 job(s)" in out.stdout, out.stdout + out.stderr
-        assert f"note: {len(pending)} pending job(s) still carry a SiteFactor" in out.stderr, out.stderr
+        assert (
+            subprocess.run(
+                [*CLI, "db", "upgrade", "--db", other],
+                env=env,
+                capture_output=True,
+                cwd=ROOT,
+                timeout=60,
+            ).returncode
+            == 0
+        )
+        out = subprocess.run(
+            [*CLI, "prioritizer", "reset", "--db", other],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert out.returncode == 0 and "reset SiteFactor to 0 on 0 job(s)" in out.stdout, (
+            out.stdout + out.stderr
+        )
+        assert f"note: {len(pending)} pending job(s) still carry a SiteFactor" in out.stderr, (
+            out.stderr
+        )
         assert "--all-pending" in out.stderr and all(slurm.site_factors().get(j) for j in pending)
-        out = subprocess.run([*CLI, "prioritizer", "reset", "--json"], env=env, capture_output=True, text=True,
-                             cwd=ROOT, timeout=120)
+        out = subprocess.run(
+            [*CLI, "prioritizer", "reset", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         report = json.loads(out.stdout)
         assert set(pending) <= set(report["reset"])
@@ -134,14 +225,26 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
 
         # uninstalling: doctor --uninstalled names what still acts, then passes
         rc, text = uninstalled(env)
-        assert rc == 1 and "FAIL  job_submit.lua" in text and "FAIL  filter metrics" in text, text  # socket gone
+        assert rc == 1 and "FAIL  job_submit.lua" in text and "FAIL  filter metrics" in text, (
+            text
+        )  # socket gone
         assert "fix: slurm-dl filter uninstall" in text and "FAIL  SiteFactor" not in text, text
         filt.stop()
-        out = subprocess.run([*CLI, "filter", "uninstall", "--slurm-conf-dir", str(tb.conf_dir)], env=env,
-                             capture_output=True, text=True, cwd=ROOT, timeout=60)
+        out = subprocess.run(
+            [*CLI, "filter", "uninstall", "--slurm-conf-dir", str(tb.conf_dir)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         rc, text = uninstalled(env)
-        assert rc == 0 and "ok    job_submit.lua" in text and "ok    SiteFactor: no job carries one" in text, text
+        assert (
+            rc == 0
+            and "ok    job_submit.lua" in text
+            and "ok    SiteFactor: no job carries one" in text
+        ), text
         assert "WARN  database" in text and "DROP ROLE" in text.replace("\n", " "), text
     finally:
         prio.stop()

@@ -56,12 +56,16 @@ def _room_for(n: int) -> None:
         return
     if hard != resource.RLIM_INFINITY and hard < want and os.geteuid() == 0:
         hard = want
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard) if hard != resource.RLIM_INFINITY else want, hard))
+    resource.setrlimit(
+        resource.RLIMIT_NOFILE, (min(want, hard) if hard != resource.RLIM_INFINITY else want, hard)
+    )
 
 
 def _connect(port: int) -> socket.socket | None:
     s = socket.socket()
-    s.settimeout(3.0)  # past the kernel's first SYN retry (1 s); a server that stops accepting times out
+    s.settimeout(
+        3.0
+    )  # past the kernel's first SYN retry (1 s); a server that stops accepting times out
     try:
         s.connect(("127.0.0.1", port))
     except OSError:
@@ -149,8 +153,12 @@ def _window(port: int, procs: dict[str, Proc]) -> dict:
     assert before and after, "the prioritizer's metrics endpoint did not answer"
     n = total(after, CYCLES, outcome="ok") - total(before, CYCLES, outcome="ok")
     spent = total(after, DURATION + "_sum") - total(before, DURATION + "_sum")
-    return {"cycles": n, "mean_s": spent / n if n else float("nan"),
-            "failed": total(after, CYCLES) - total(before, CYCLES) - n, "max_fds": fds}
+    return {
+        "cycles": n,
+        "mean_s": spent / n if n else float("nan"),
+        "failed": total(after, CYCLES) - total(before, CYCLES) - n,
+        "max_fds": fds,
+    }
 
 
 def _fds(proc: Proc) -> int:
@@ -165,8 +173,14 @@ def _optional_munged(request: pytest.FixtureRequest) -> str | None:
 
 
 def _sbatch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["sbatch", "--parsable", "--hold", *args], input="#!/bin/sh\nsleep 0\n", env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["sbatch", "--parsable", "--hold", *args],
+        input="#!/bin/sh\nsleep 0\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _check_filter_decides(env: dict[str, str], jobs: list[int]) -> None:
@@ -182,15 +196,20 @@ def _check_filter_decides(env: dict[str, str], jobs: list[int]) -> None:
     assert refused.returncode != 0 and "--time=5000" in refused.stderr, refused.stderr
 
 
-def _check_endpoints_answer(ports: dict[str, int], job: int, munge_socket: str | None) -> dict[str, float]:
+def _check_endpoints_answer(
+    ports: dict[str, int], job: int, munge_socket: str | None
+) -> dict[str, float]:
     """(c): every endpoint answers a normal request; returns how long each took."""
     took = {}
     for name in ("filter metrics", "prioritizer metrics"):
         status, body, took[name] = _get(ports[name], "/metrics")
         assert status == 200 and b"# TYPE" in body, (name, status)
     if munge_socket is not None:
-        status, body, took["explain"] = _get(ports["explain"], f"/explain/{job}?live=0",
-                                             {"Authorization": f"MUNGE {encode(munge_socket)}"})
+        status, body, took["explain"] = _get(
+            ports["explain"],
+            f"/explain/{job}?live=0",
+            {"Authorization": f"MUNGE {encode(munge_socket)}"},
+        )
         assert status == 200 and json.loads(body)["job_id"] == job, body[:300]
     else:  # no munged here: the endpoint still answers, refusing the missing credential
         status, body, took["explain"] = _get(ports["explain"], f"/explain/{job}?live=0")
@@ -198,29 +217,78 @@ def _check_endpoints_answer(ports: dict[str, int], job: int, munge_socket: str |
     return took
 
 
-def test_a_thousand_idle_connections_per_endpoint_stall_nothing(make_testbed, tmp_path: Path,
-                                                                request: pytest.FixtureRequest) -> None:
+def test_a_thousand_idle_connections_per_endpoint_stall_nothing(
+    make_testbed, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     munge_socket = _optional_munged(request)
     tb = make_testbed(nodes=4, gpus_per_node=8, gpu_type="h100")
     tb.up()
     env = {**os.environ, **tb.env()}
-    ports = {"explain": free_port(), "filter metrics": free_port(), "prioritizer metrics": free_port()}
+    ports = {
+        "explain": free_port(),
+        "filter metrics": free_port(),
+        "prioritizer metrics": free_port(),
+    }
     cfg = _config(tmp_path, ports["explain"], munge_socket or "/nonexistent/munge.socket")
     sock = tmp_path / "filter.sock"
-    filt = Proc([*CLI, "filter", "serve", "--config", str(cfg), "--socket", str(sock), "--metrics-port",
-                 str(ports["filter metrics"])], env, tmp_path / "filter.log")
-    prio = Proc([*CLI, "prioritizer", "run", "--init", "--config", str(cfg), "--db", f"sqlite:///{tmp_path / 'p.db'}",
-                 "--metrics-port", str(ports["prioritizer metrics"]), "--verbose"], env, tmp_path / "prio.log")
+    filt = Proc(
+        [
+            *CLI,
+            "filter",
+            "serve",
+            "--config",
+            str(cfg),
+            "--socket",
+            str(sock),
+            "--metrics-port",
+            str(ports["filter metrics"]),
+        ],
+        env,
+        tmp_path / "filter.log",
+    )
+    prio = Proc(
+        [
+            *CLI,
+            "prioritizer",
+            "run",
+            "--init",
+            "--config",
+            str(cfg),
+            "--db",
+            f"sqlite:///{tmp_path / 'p.db'}",
+            "--metrics-port",
+            str(ports["prioritizer metrics"]),
+            "--verbose",
+        ],
+        env,
+        tmp_path / "prio.log",
+    )
     jobs: list[int] = []
     flood: Flood | None = None
     try:
         for p in (filt, prio):
-            p.proc = subprocess.Popen(p.argv, env=p.env, stdout=open(p.log, "a"), stderr=subprocess.STDOUT,
-                                      cwd=ROOT, preexec_fn=_limited)
+            p.proc = subprocess.Popen(
+                p.argv,
+                env=p.env,
+                stdout=open(p.log, "a"),
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                preexec_fn=_limited,
+            )
         install_shim(cfg, tb, sock, env)
         _check_filter_decides(env, jobs)
-        wait_until("a cycle that saw the job", lambda: total(scrape(ports["prioritizer metrics"]),
-                                                             "slurm_dl_prioritizer_jobs", state="pending") >= 1, 60)
+        wait_until(
+            "a cycle that saw the job",
+            lambda: (
+                total(
+                    scrape(ports["prioritizer metrics"]),
+                    "slurm_dl_prioritizer_jobs",
+                    state="pending",
+                )
+                >= 1
+            ),
+            60,
+        )
         procs = {"filter": filt, "prioritizer": prio}
         quiet = _window(ports["prioritizer metrics"], procs)
 
@@ -235,13 +303,15 @@ def test_a_thousand_idle_connections_per_endpoint_stall_nothing(make_testbed, tm
         flood.stop()
         after = _check_endpoints_answer(ports, jobs[0], munge_socket)
 
-        print(f"\nflood: {len(ports)} x {FLOOD} idle connections opened in {opened_s:.2f} s, kept open "
-              f"({flood.opened} connections made in all); daemons' open files: before {quiet['max_fds']}, "
-              f"right after {fds}, at most {flooded['max_fds']} during the window (limit {NOFILE})\n"
-              f"cycles in {WINDOW_S:.0f} s: {quiet['cycles']:.0f} before, {flooded['cycles']:.0f} during; "
-              f"mean cycle {quiet['mean_s'] * 1000:.1f} ms before, {flooded['mean_s'] * 1000:.1f} ms during\n"
-              f"answer times during the flood (s): {during}; after: {after}; explain "
-              f"{'with' if munge_socket else 'without'} a MUNGE credential")
+        print(
+            f"\nflood: {len(ports)} x {FLOOD} idle connections opened in {opened_s:.2f} s, kept open "
+            f"({flood.opened} connections made in all); daemons' open files: before {quiet['max_fds']}, "
+            f"right after {fds}, at most {flooded['max_fds']} during the window (limit {NOFILE})\n"
+            f"cycles in {WINDOW_S:.0f} s: {quiet['cycles']:.0f} before, {flooded['cycles']:.0f} during; "
+            f"mean cycle {quiet['mean_s'] * 1000:.1f} ms before, {flooded['mean_s'] * 1000:.1f} ms during\n"
+            f"answer times during the flood (s): {during}; after: {after}; explain "
+            f"{'with' if munge_socket else 'without'} a MUNGE credential"
+        )
         interval = 3.0
         assert flooded["cycles"] >= WINDOW_S / interval - 1 and flooded["failed"] == 0, flooded
         assert max(fds.values()) < 200 and max(flooded["max_fds"].values()) < 200, (fds, flooded)

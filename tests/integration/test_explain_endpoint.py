@@ -50,10 +50,20 @@ def munged(tmp_path_factory: pytest.TempPathFactory):
     key = private / "munge.key"
     subprocess.run(["mungekey", "--create", f"--keyfile={key}", "--bits=1024"], check=True)
     sock = public / "munge.socket"
-    proc = subprocess.Popen(["munged", "--foreground", "--force", f"--socket={sock}", f"--key-file={key}",
-                             f"--log-file={private / 'munged.log'}", f"--pid-file={private / 'munged.pid'}",
-                             f"--seed-file={private / 'munged.seed'}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            "munged",
+            "--foreground",
+            "--force",
+            f"--socket={sock}",
+            f"--key-file={key}",
+            f"--log-file={private / 'munged.log'}",
+            f"--pid-file={private / 'munged.pid'}",
+            f"--seed-file={private / 'munged.seed'}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_until("munged's socket", sock.exists, 30, 0.1)
         yield str(sock)
@@ -64,9 +74,15 @@ def munged(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _config(tmp_path: Path, port: int, sock: str) -> Path:
-    text = TESTBED_TOML.read_text().replace("[preemption]\nenabled = true", "[preemption]\nenabled = false")
-    text = text.replace("[prioritizer]\n", f'[prioritizer]\nexplain_port = {port}\nexplain_address = "127.0.0.1"\n'
-                                           f'explain_host = "127.0.0.1"\nmunge_socket = "{sock}"\n', 1)
+    text = TESTBED_TOML.read_text().replace(
+        "[preemption]\nenabled = true", "[preemption]\nenabled = false"
+    )
+    text = text.replace(
+        "[prioritizer]\n",
+        f'[prioritizer]\nexplain_port = {port}\nexplain_address = "127.0.0.1"\n'
+        f'explain_host = "127.0.0.1"\nmunge_socket = "{sock}"\n',
+        1,
+    )
     assert f"explain_port = {port}" in text and "enabled = false" in text
     p = tmp_path / "site.toml"
     p.write_text(text)
@@ -84,42 +100,102 @@ def _get(port: int, path: str, authorization: str | None) -> tuple[int, dict]:
 
 
 def _credential_of(user: str, sock: str) -> str:
-    out = subprocess.run(["runuser", "-u", user, "--", "munge", "--no-input", f"--socket={sock}"],
-                         capture_output=True, text=True, timeout=30, check=True)
+    out = subprocess.run(
+        ["runuser", "-u", user, "--", "munge", "--no-input", f"--socket={sock}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     return out.stdout.strip()
 
 
-def test_users_see_their_own_jobs_through_the_endpoint_and_nothing_else(testbed, munged, tmp_path) -> None:
+def test_users_see_their_own_jobs_through_the_endpoint_and_nothing_else(
+    testbed, munged, tmp_path
+) -> None:
     env = {**os.environ, **testbed.env()}
     port = free_port()
     cfg = _config(tmp_path, port, munged)
     db = f"sqlite:///{tmp_path / 'prio.db'}"
     log = tmp_path / "prio.log"
-    job = submit("#!/bin/bash\ntrue\n", testbed.env(), ["--gres=gpu:1", "--time=5", "--begin=now+3600",
-                                                        "-o", "/dev/null"])
-    prio = subprocess.Popen([*CLI, "prioritizer", "run", "--init", "--config", str(cfg), "--db", db],
-                            env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT)
+    job = submit(
+        "#!/bin/bash\ntrue\n",
+        testbed.env(),
+        ["--gres=gpu:1", "--time=5", "--begin=now+3600", "-o", "/dev/null"],
+    )
+    prio = subprocess.Popen(
+        [*CLI, "prioritizer", "run", "--init", "--config", str(cfg), "--db", db],
+        env=env,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
     try:
         wait_until("the explain endpoint", lambda: "explain endpoint on" in log.read_text(), 60)
         store = Store(db)
         wait_until("the job's explanation", lambda: store.explanation(job) is not None, 60)
 
         # root, away from the store (no --db, and the config's store is not this one)
-        out = subprocess.run([*CLI, "explain", str(job), "--config", str(cfg), "--via-prioritizer", "--json",
-                              "--no-live"], env=env, capture_output=True, text=True, timeout=60, cwd="/tmp")
+        out = subprocess.run(
+            [
+                *CLI,
+                "explain",
+                str(job),
+                "--config",
+                str(cfg),
+                "--via-prioritizer",
+                "--json",
+                "--no-live",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/tmp",
+        )
         assert out.returncode == 0, out.stderr
         remote = json.loads(out.stdout)
-        local = json.loads(subprocess.run([*CLI, "explain", str(job), "--config", str(cfg), "--db", db, "--json",
-                                           "--no-live"], env=env, capture_output=True, text=True, timeout=60,
-                                          cwd="/tmp", check=True).stdout)
+        local = json.loads(
+            subprocess.run(
+                [
+                    *CLI,
+                    "explain",
+                    str(job),
+                    "--config",
+                    str(cfg),
+                    "--db",
+                    db,
+                    "--json",
+                    "--no-live",
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd="/tmp",
+                check=True,
+            ).stdout
+        )
         assert remote["job_id"] == local["job_id"] == job
-        assert remote["rank"] == local["rank"] and remote["tiers"] == local["tiers"] and remote["queue"] == local["queue"]
-        text = subprocess.run([*CLI, "explain", str(job), "--config", str(cfg), "--via-prioritizer", "--no-live"],
-                              env=env, capture_output=True, text=True, timeout=60, cwd="/tmp")
+        assert (
+            remote["rank"] == local["rank"]
+            and remote["tiers"] == local["tiers"]
+            and remote["queue"] == local["queue"]
+        )
+        text = subprocess.run(
+            [*CLI, "explain", str(job), "--config", str(cfg), "--via-prioritizer", "--no-live"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/tmp",
+        )
         assert text.returncode == 0 and f"job {job}" in text.stdout, text.stderr
 
         # another user: refused for root's job, with a message that says why
-        status, doc = _get(port, f"/explain/{job}?live=0", f"MUNGE {_credential_of('nobody', munged)}")
+        status, doc = _get(
+            port, f"/explain/{job}?live=0", f"MUNGE {_credential_of('nobody', munged)}"
+        )
         assert status == 403 and "not yours" in doc["error"] and "nobody" in doc["error"]
         # a replayed credential, a forged one, none at all
         cred = encode(munged)
@@ -132,11 +208,15 @@ def test_users_see_their_own_jobs_through_the_endpoint_and_nothing_else(testbed,
         assert _get(port, "/explain/../../etc/passwd", f"MUNGE {encode(munged)}")[0] == 404
 
         # the owner without admin rights sees their own job (the same store, no admin uids)
-        server = ExplainServer(lambda: Store(db), "127.0.0.1", 0, 24.0, munged, admin_uids=frozenset())
+        server = ExplainServer(
+            lambda: Store(db), "127.0.0.1", 0, 24.0, munged, admin_uids=frozenset()
+        )
         try:
             status, doc = _get(server.port, f"/explain/{job}?live=0", f"MUNGE {encode(munged)}")
             assert status == 200 and doc["job_id"] == job
-            status, doc = _get(server.port, f"/explain/{job}?live=0", f"MUNGE {_credential_of('nobody', munged)}")
+            status, doc = _get(
+                server.port, f"/explain/{job}?live=0", f"MUNGE {_credential_of('nobody', munged)}"
+            )
             assert status == 403
         finally:
             server.close()

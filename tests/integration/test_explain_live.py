@@ -29,7 +29,9 @@ TIER = re.compile(r"^  tier (\d+) (.+?)\s+(-?\d+\.\d{4})(?: = (.+))?$")
 
 
 def _config(tmp_path: Path) -> Path:
-    text = TESTBED_TOML.read_text().replace("[preemption]\nenabled = true", "[preemption]\nenabled = false")
+    text = TESTBED_TOML.read_text().replace(
+        "[preemption]\nenabled = true", "[preemption]\nenabled = false"
+    )
     assert "enabled = false" in text
     p = tmp_path / "no-preemption.toml"
     p.write_text(text)
@@ -37,20 +39,38 @@ def _config(tmp_path: Path) -> Path:
 
 
 def _cycle(cfg: Path, db: str, env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--config", str(cfg),
-                    "--db", db], env={**os.environ, **env}, check=True, capture_output=True, cwd=ROOT)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "prioritizer",
+            "once",
+            "--init",
+            "--config",
+            str(cfg),
+            "--db",
+            db,
+        ],
+        env={**os.environ, **env},
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+    )
 
 
 def _explain(job_id: int, cfg: Path, db: str, *extra: str) -> tuple[int, str]:
-    r = runner.invoke(app, ["explain", str(job_id), "--config", str(cfg), "--db", db, *extra],
-                      env={"COLUMNS": "80"})
+    r = runner.invoke(
+        app,
+        ["explain", str(job_id), "--config", str(cfg), "--db", db, *extra],
+        env={"COLUMNS": "80"},
+    )
     return r.exit_code, r.stdout
 
 
 def _cancel(env, ids) -> None:
     if ids:
         subprocess.run(["scancel", *map(str, ids)], env={**os.environ, **env}, capture_output=True)
-
 
 
 def test_200_job_queue_contributions_add_up_and_tied_jobs_show_the_ordering_step(testbed, tmp_path):
@@ -60,14 +80,38 @@ def test_200_job_queue_contributions_add_up_and_tied_jobs_show_the_ordering_step
     nodes = len(testbed.status().nodes)
     ids: list[int] = []
     try:
-        ids.append(submit("#!/bin/bash\nsleep 600\n", env, [f"-N{nodes}", "--gres=gpu:8", "--time=15",
-                                                             "-o", "/dev/null"]))
-        _wait("the blocker to run", lambda: job_fields(ids[0], env).get("JobState") == "RUNNING", 60)
+        ids.append(
+            submit(
+                "#!/bin/bash\nsleep 600\n",
+                env,
+                [f"-N{nodes}", "--gres=gpu:8", "--time=15", "-o", "/dev/null"],
+            )
+        )
+        _wait(
+            "the blocker to run", lambda: job_fields(ids[0], env).get("JobState") == "RUNNING", 60
+        )
         for i in range(198):
-            ids.append(submit("#!/bin/bash\ntrue\n", env, [f"--gres=gpu:{1 + i % 4}", f"--time={5 + i % 7}",
-                                                           f"--account=acct{i % 5}", "-o", "/dev/null"]))
-        twins = [submit("#!/bin/bash\ntrue\n", env, ["--gres=gpu:2", "--time=9", "--account=twin", "-o",
-                                                      "/dev/null"]) for _ in range(2)]
+            ids.append(
+                submit(
+                    "#!/bin/bash\ntrue\n",
+                    env,
+                    [
+                        f"--gres=gpu:{1 + i % 4}",
+                        f"--time={5 + i % 7}",
+                        f"--account=acct{i % 5}",
+                        "-o",
+                        "/dev/null",
+                    ],
+                )
+            )
+        twins = [
+            submit(
+                "#!/bin/bash\ntrue\n",
+                env,
+                ["--gres=gpu:2", "--time=9", "--account=twin", "-o", "/dev/null"],
+            )
+            for _ in range(2)
+        ]
         ids += twins
         _cycle(cfg, db, env)
         _cycle(cfg, db, env)
@@ -80,7 +124,9 @@ def test_200_job_queue_contributions_add_up_and_tied_jobs_show_the_ordering_step
             view = json.loads(out)
             assert view["rank"] >= 1 and view["queue"]["position"] >= 1  # 1-based
             for tier in view["tiers"]:
-                assert abs(sum(p["contribution"] for p in tier["factors"]) - tier["total"]) < 1e-9, (job_id, tier)
+                assert (
+                    abs(sum(p["contribution"] for p in tier["factors"]) - tier["total"]) < 1e-9
+                ), (job_id, tier)
             checked += 1
         assert checked == 200
 
@@ -99,8 +145,12 @@ def test_200_job_queue_contributions_add_up_and_tied_jobs_show_the_ordering_step
         first, second = sorted(twins)
         code, out = _explain(second, cfg, db, "--json", "--no-live")
         view = json.loads(out)
-        tier_totals = [[t["total"] for t in explain["tiers"]] for explain in
-                       (json.loads(_explain(j, cfg, db, "--json", "--no-live")[1]) for j in twins)]
+        tier_totals = [
+            [t["total"] for t in explain["tiers"]]
+            for explain in (
+                json.loads(_explain(j, cfg, db, "--json", "--no-live")[1]) for j in twins
+            )
+        ]
         assert tier_totals[0] == tier_totals[1]  # tied on every factor
         after = view["ordering"]["after"]
         assert after["job_id"] == first and after["tied_on_every_factor"]
@@ -122,23 +172,48 @@ def test_estimated_start_next_to_the_real_start(testbed, tmp_path):
     ids: list[int] = []
     try:
         # A blocker with a 2-minute limit that ends after 40 s; then jobs whose starts chain on it.
-        blocker = submit("#!/bin/bash\nsleep 40\n", env, [f"-N{nodes}", "--gres=gpu:8", "--time=2", "-o", "/dev/null"])
+        blocker = submit(
+            "#!/bin/bash\nsleep 40\n",
+            env,
+            [f"-N{nodes}", "--gres=gpu:8", "--time=2", "-o", "/dev/null"],
+        )
         ids.append(blocker)
-        _wait("the blocker to run", lambda: job_fields(blocker, env).get("JobState") == "RUNNING", 60)
-        waiting = [submit("#!/bin/bash\nsleep 20\n", env, ["-N1", "--gres=gpu:8", "--time=1", "-o", "/dev/null"])
-                   for _ in range(nodes)]
-        waiting += [submit("#!/bin/bash\nsleep 10\n", env, [f"-N{nodes}", "--gres=gpu:8", "--time=1",
-                                                             "-o", "/dev/null"]) for _ in range(2)]
+        _wait(
+            "the blocker to run", lambda: job_fields(blocker, env).get("JobState") == "RUNNING", 60
+        )
+        waiting = [
+            submit(
+                "#!/bin/bash\nsleep 20\n",
+                env,
+                ["-N1", "--gres=gpu:8", "--time=1", "-o", "/dev/null"],
+            )
+            for _ in range(nodes)
+        ]
+        waiting += [
+            submit(
+                "#!/bin/bash\nsleep 10\n",
+                env,
+                [f"-N{nodes}", "--gres=gpu:8", "--time=1", "-o", "/dev/null"],
+            )
+            for _ in range(2)
+        ]
         ids += waiting
         _cycle(cfg, db, env)
-        estimates = _wait("Slurm's start estimates", lambda: (lambda e: e if len(e) == len(waiting) else None)(
-            expected_starts(waiting, env)), 60)
+        estimates = _wait(
+            "Slurm's start estimates",
+            lambda: (lambda e: e if len(e) == len(waiting) else None)(
+                expected_starts(waiting, env)
+            ),
+            60,
+        )
         shown = {}
         for job_id in waiting:
             code, out = _explain(job_id, cfg, db, "--json")
             assert code == 0, out
             shown[job_id] = json.loads(out)["estimated_start"]
-            assert shown[job_id]["at"] is not None and shown[job_id]["source"] == "slurm", shown[job_id]
+            assert shown[job_id]["at"] is not None and shown[job_id]["source"] == "slurm", shown[
+                job_id
+            ]
         asked_at = time.time()
 
         def started(job_id: int) -> float | None:
@@ -151,9 +226,11 @@ def test_estimated_start_next_to_the_real_start(testbed, tmp_path):
         print(f"\nestimate asked at {time.strftime('%H:%M:%S', time.localtime(asked_at))}")
         print("job     estimated  (explain)  real       real - estimated")
         for j in waiting:
-            print(f"{j:<7} {time.strftime('%H:%M:%S', time.localtime(estimates[j]))}   "
-                  f"{time.strftime('%H:%M:%S', time.localtime(shown[j]['at']))}   "
-                  f"{time.strftime('%H:%M:%S', time.localtime(real[j]))}   {real[j] - estimates[j]:+.0f} s")
+            print(
+                f"{j:<7} {time.strftime('%H:%M:%S', time.localtime(estimates[j]))}   "
+                f"{time.strftime('%H:%M:%S', time.localtime(shown[j]['at']))}   "
+                f"{time.strftime('%H:%M:%S', time.localtime(real[j]))}   {real[j] - estimates[j]:+.0f} s"
+            )
         assert all(real[j] > 0 for j in waiting)
     finally:
         _cancel(env, ids)

@@ -31,13 +31,17 @@ FLOOD = "#!/bin/bash\ntrap 'echo USR2' USR2\nwhile true; do sleep 1 & wait $!; d
 def _config(tmp_path: Path) -> Path:
     text = (REPO / "site-configs" / "testbed.toml").read_text()
     text = text.replace('mix = "combined"', 'mix = "fairshare"', 1)
-    text = text.replace("[policy.fairshare]\n", f"[policy.fairshare]\nlease_seconds = {LEASE_S}\n", 1)
+    text = text.replace(
+        "[policy.fairshare]\n", f"[policy.fairshare]\nlease_seconds = {LEASE_S}\n", 1
+    )
     path = tmp_path / "site.toml"
     path.write_text(text)
     return path
 
 
-def test_late_account_gets_its_share_within_a_lease_and_the_flood_resumes(make_testbed, tmp_path) -> None:
+def test_late_account_gets_its_share_within_a_lease_and_the_flood_resumes(
+    make_testbed, tmp_path
+) -> None:
     tb = make_testbed(nodes=1, gpus_per_node=8, gpu_type="h100")
     tb.up()
     env = tb.env()
@@ -56,39 +60,86 @@ def test_late_account_gets_its_share_within_a_lease_and_the_flood_resumes(make_t
     def restarts(job: int) -> int:
         return int(job_fields(job, env).get("Restarts", "0") or 0)
 
-    flood = [submit(FLOOD, env, ["-A", "flood", "--gpus=1", "-t", "30", "--requeue", "--comment=dl:ckpt=1",
-                                 "--open-mode=append", "-o", str(tmp_path / f"flood-{i}.out")])
-             for i in range(8)]
+    flood = [
+        submit(
+            FLOOD,
+            env,
+            [
+                "-A",
+                "flood",
+                "--gpus=1",
+                "-t",
+                "30",
+                "--requeue",
+                "--comment=dl:ckpt=1",
+                "--open-mode=append",
+                "-o",
+                str(tmp_path / f"flood-{i}.out"),
+            ],
+        )
+        for i in range(8)
+    ]
     try:
-        wait_until("the flood to fill the node", lambda: all(state(j) == "RUNNING" for j in flood), 90)
-        starts = {j: datetime.fromisoformat(job_fields(j, env)["StartTime"]).timestamp() for j in flood}
-        late = [submit("#!/bin/bash\nsleep 20\n", env, ["-A", "late", "--gpus=1", "-t", "5", "-o", "/dev/null"])
-                for _ in range(4)]
-        wait_until("late's jobs to start", lambda: all(state(j) in ("RUNNING", "COMPLETING", "COMPLETED")
-                                                       for j in late), 240, poll=2.0, between=cycle)
+        wait_until(
+            "the flood to fill the node", lambda: all(state(j) == "RUNNING" for j in flood), 90
+        )
+        starts = {
+            j: datetime.fromisoformat(job_fields(j, env)["StartTime"]).timestamp() for j in flood
+        }
+        late = [
+            submit(
+                "#!/bin/bash\nsleep 20\n",
+                env,
+                ["-A", "late", "--gpus=1", "-t", "5", "-o", "/dev/null"],
+            )
+            for _ in range(4)
+        ]
+        wait_until(
+            "late's jobs to start",
+            lambda: all(state(j) in ("RUNNING", "COMPLETING", "COMPLETED") for j in late),
+            240,
+            poll=2.0,
+            between=cycle,
+        )
         # they started on the flood's GPUs, not when the flood ended (it runs for 30 minutes)
         rows = store.preemptions()
         victims = {r.victim_job_id for r in rows}
-        assert len(victims) == 4 and victims <= set(flood), [(r.victim_job_id, r.reason) for r in rows]
+        assert len(victims) == 4 and victims <= set(flood), [
+            (r.victim_job_id, r.reason) for r in rows
+        ]
         assert {r.need_job_id for r in rows} == set(late)
         for r in rows:
             assert yielded_to(r.reason) == (r.need_job_id, "late"), r.reason
         # the lease held: nobody was signalled before its job had run LEASE_S seconds
-        early = [(r.victim_job_id, r.signalled_at - starts[r.victim_job_id]) for r in rows
-                 if r.signalled_at < starts[r.victim_job_id] + LEASE_S - 1]
+        early = [
+            (r.victim_job_id, r.signalled_at - starts[r.victim_job_id])
+            for r in rows
+            if r.signalled_at < starts[r.victim_job_id] + LEASE_S - 1
+        ]
         assert not early, early
         # the victims were signalled (USR2 reached their trap) and requeued
-        wait_until("the victims to be requeued", lambda: all(restarts(j) >= 1 for j in victims), 120, poll=2.0,
-                   between=cycle)
-        assert all("USR2" in (tmp_path / f"flood-{flood.index(j)}.out").read_text() for j in victims)
+        wait_until(
+            "the victims to be requeued",
+            lambda: all(restarts(j) >= 1 for j in victims),
+            120,
+            poll=2.0,
+            between=cycle,
+        )
+        assert all(
+            "USR2" in (tmp_path / f"flood-{flood.index(j)}.out").read_text() for j in victims
+        )
         assert all(restarts(j) == 0 and state(j) == "RUNNING" for j in set(flood) - victims)
         # late's jobs end; the requeued flood jobs resume
-        wait_until("the flood to resume", lambda: all(state(j) == "RUNNING" for j in flood), 240, poll=2.0,
-                   between=cycle)
+        wait_until(
+            "the flood to resume",
+            lambda: all(state(j) == "RUNNING" for j in flood),
+            240,
+            poll=2.0,
+            between=cycle,
+        )
         assert all(state(j) == "COMPLETED" for j in late)
         assert not any(r.errors for r in reports)
         assert {r.state for r in store.preemptions()} == {"requeued"}
     finally:
         subprocess.run(["scancel", *map(str, flood)], env=env, check=False)
         subprocess.run(["scancel", "-u", "root"], env=env, check=False)
-

@@ -53,18 +53,35 @@ def require_testbed_support() -> None:
 class FilterProcess:
     """`slurm-dl filter serve` as a child process of the test."""
 
-    def __init__(self, sock: Path, log: Path, env: dict[str, str] | None = None, config: Path = CONFIG):
+    def __init__(
+        self, sock: Path, log: Path, env: dict[str, str] | None = None, config: Path = CONFIG
+    ):
         self.sock, self.log, self.config = sock, log, config
-        self.env = {**os.environ, **(env or {})}  # SLURM_CONF: it reads live jobs and the switch tree
+        self.env = {
+            **os.environ,
+            **(env or {}),
+        }  # SLURM_CONF: it reads live jobs and the switch tree
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             return
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(self.config),
-             "--socket", str(self.sock)],
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=self.log.open("a"), env=self.env,
+            [
+                sys.executable,
+                "-m",
+                "slurm_dl.cli.main",
+                "filter",
+                "serve",
+                "--config",
+                str(self.config),
+                "--socket",
+                str(self.sock),
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log.open("a"),
+            env=self.env,
         )
         for _ in range(300):
             if self.sock.exists():
@@ -110,9 +127,23 @@ class HungPeer:
 def install_filter(tb: Testbed, sock: Path, config: Path = CONFIG) -> None:
     """`slurm-dl filter install` of the shim for the service on ``sock`` into ``tb``'s slurm.conf dir."""
     out = subprocess.run(
-        [sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(config),
-         "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(sock)],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "filter",
+            "install",
+            "--config",
+            str(config),
+            "--slurm-conf-dir",
+            str(tb.conf_dir),
+            "--socket",
+            str(sock),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
 
@@ -122,8 +153,13 @@ def filtered_testbed(root: Path, nodes: int) -> Iterator[tuple[Testbed, FilterPr
     """A testbed of ``nodes`` x 8 H100 (the release SLURM_DL_TEST_SLURM names) with the filter
     service installed in front of slurmctld, torn down on leaving."""
     require_testbed_support()
-    tb = Testbed(root / "tb", nodes=nodes, gpus_per_node=8, gpu_type="h100",
-                 slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None)
+    tb = Testbed(
+        root / "tb",
+        nodes=nodes,
+        gpus_per_node=8,
+        gpu_type="h100",
+        slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None,
+    )
     service = FilterProcess(root / "filter.sock", root / "filter.log", tb.env())
     try:
         tb.up()
@@ -147,8 +183,14 @@ def gres(tres: str) -> str:
 
 
 def sbatch(tb: Testbed, *args: str, script: str = SCRIPT) -> subprocess.CompletedProcess:
-    return subprocess.run(["sbatch", "--parsable", "--hold", *args], input=script, env=tb.env(),
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["sbatch", "--parsable", "--hold", *args],
+        input=script,
+        env=tb.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def accepted_job(tb: Testbed, *args: str, script: str = SCRIPT) -> tuple[dict[str, str], str]:
@@ -188,7 +230,9 @@ def test_tags_land_in_admin_comment_and_user_text_does_not_survive(filtered) -> 
     tb, service = filtered
     service.start()
     forged = "sdl1:class=serve;ckpt=1;gpus=8;shape=any"
-    help_text = subprocess.run(["sbatch", "--help"], env=tb.env(), capture_output=True, text=True).stdout
+    help_text = subprocess.run(
+        ["sbatch", "--help"], env=tb.env(), capture_output=True, text=True
+    ).stdout
     if "--admin-comment" in help_text:
         fields, _ = accepted_job(tb, "--gres=gpu:1", f"--admin-comment={forged}")
     else:
@@ -215,14 +259,29 @@ def test_only_a_job_that_declares_a_handler_is_tagged_checkpointable(filtered) -
     # a batch shell that traps nothing would die of the signal: never a victim, and told so
     untrapped, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1")
     assert not parse_tag(untrapped["AdminComment"]).checkpointable and "does not trap USR2" in told
-    steps, _ = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=steps", "--signal=USR2@30",
-                            script="#!/bin/sh\nsrun true\n")
+    steps, _ = accepted_job(
+        tb,
+        "--gpus=1",
+        "--comment=dl:ckpt=steps",
+        "--signal=USR2@30",
+        script="#!/bin/sh\nsrun true\n",
+    )
     assert parse_tag(steps["AdminComment"]).signal_target == "steps"
     # submitit's script says --signal=USR2@90 (its steps) whatever dl:ckpt says
-    submitit, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1", "--requeue",
-                                  script="#!/bin/bash\n#SBATCH --signal=USR2@90\nsrun true\n")
+    submitit, told = accepted_job(
+        tb,
+        "--gpus=1",
+        "--comment=dl:ckpt=1",
+        "--requeue",
+        script="#!/bin/bash\n#SBATCH --signal=USR2@90\nsrun true\n",
+    )
     tag = parse_tag(submitit["AdminComment"])
-    assert tag.checkpointable and tag.signal_target == "steps" and tag.lead_s == 90 and "--signal=USR2@90" in told
+    assert (
+        tag.checkpointable
+        and tag.signal_target == "steps"
+        and tag.lead_s == 90
+        and "--signal=USR2@90" in told
+    )
     fields, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1", "--no-requeue")
     assert not parse_tag(fields["AdminComment"]).checkpointable and "will not be preempted" in told
 
@@ -240,9 +299,19 @@ def test_a_user_declares_soft_deadline_steps_and_the_prioritizer_reads_them(filt
     as_nobody, public = as_user(tb)
     job_id = None
     try:
+
         def submit_as_nobody(*args: str) -> subprocess.CompletedProcess:
-            return as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "--gpus=1",
-                             *args, stdin=SCRIPT)
+            return as_nobody(
+                "sbatch",
+                "--parsable",
+                "--hold",
+                "--chdir=/tmp",
+                "-o",
+                "/dev/null",
+                "--gpus=1",
+                *args,
+                stdin=SCRIPT,
+            )
 
         out = submit_as_nobody("-t", "60", "--comment=dl:deadline_steps=2h=10,4h=5,8h=1")
         assert out.returncode == 0, out.stderr
@@ -251,16 +320,22 @@ def test_a_user_declares_soft_deadline_steps_and_the_prioritizer_reads_them(filt
         tag = parse_tag(job_fields(job_id, env)["AdminComment"])
         assert tag is not None and tag.deadline is None
         assert [v for _, v in tag.soft_deadlines] == [1.0, 0.5, 0.1]
-        assert [round(t - submitted) // 60 for t, _ in tag.soft_deadlines] in ([120, 240, 480], [119, 239, 479])
+        assert [round(t - submitted) // 60 for t, _ in tag.soft_deadlines] in (
+            [120, 240, 480],
+            [119, 239, 479],
+        )
         [job] = [j for j in CliBackend(env).jobs() if j.job_id == job_id]
         apply_tags(job)
         assert job.soft_deadlines == tuple((float(t), v) for t, v in tag.soft_deadlines)
         rising = submit_as_nobody("-t", "60", "--comment=dl:deadline_steps=2h=5,4h=10")
         assert rising.returncode != 0 and "values must fall" in rising.stderr, rising.stderr
         too_long = submit_as_nobody("-t", "300", "--comment=dl:deadline_steps=2h=10,4h=5")
-        assert too_long.returncode != 0 and "runs past the deadline" in too_long.stderr, too_long.stderr
-        forged = submit_as_nobody("-t", "60", "--comment=sdl1:class=train;ckpt=0;gpus=1;shape=any;"
-                                              "soft=1999999999:1")
+        assert too_long.returncode != 0 and "runs past the deadline" in too_long.stderr, (
+            too_long.stderr
+        )
+        forged = submit_as_nobody(
+            "-t", "60", "--comment=sdl1:class=train;ckpt=0;gpus=1;shape=any;soft=1999999999:1"
+        )
         assert forged.returncode == 0, forged.stderr
         forged_id = forged.stdout.strip().split(";")[0]
         forged_tag = parse_tag(job_fields(int(forged_id), env)["AdminComment"])
@@ -291,9 +366,11 @@ def test_serve_hint_without_constraints_is_downgraded_and_told(filtered) -> None
 
 @pytest.mark.parametrize(
     "args, words",
-    [(["--gres=gpu:1", "--cpus-per-gpu=8"], ["--cpus-per-gpu=8", "at most 4"]),
-     (["--gres=gpu:1", "-t", "3000"], ["--time=3000", "at most 1440"]),
-     (["--gpus=1", "-t", "60", "--comment=dl:deadline=2000-01-01T00:00"], ["deadline", "Fix:"])],
+    [
+        (["--gres=gpu:1", "--cpus-per-gpu=8"], ["--cpus-per-gpu=8", "at most 4"]),
+        (["--gres=gpu:1", "-t", "3000"], ["--time=3000", "at most 1440"]),
+        (["--gpus=1", "-t", "60", "--comment=dl:deadline=2000-01-01T00:00"], ["deadline", "Fix:"]),
+    ],
 )
 def test_rejections_reach_the_sbatch_user(filtered, args, words) -> None:
     tb, service = filtered
@@ -307,7 +384,9 @@ def test_service_stopped_job_is_accepted_and_scheduling_goes_on(filtered, tmp_pa
     service.stop()
     try:
         fields, _ = accepted_job(tb, "--gpus=16")
-        assert parse_tag(fields.get("AdminComment", "")) is None  # the shim let it through untouched
+        assert (
+            parse_tag(fields.get("AdminComment", "")) is None
+        )  # the shim let it through untouched
         assert "TresPerJob" in fields  # unchanged: no reshape without the service
         scheduling_works(tb, tmp_path)
     finally:
@@ -354,8 +433,19 @@ def test_a_user_cannot_change_the_gpu_request_after_the_filter_saw_it(filtered) 
     env = tb.env()
     as_nobody, public = as_user(tb)
 
-    out = as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "--gpus=1", "-t", "5",
-                    "--wrap", "sleep 60")
+    out = as_nobody(
+        "sbatch",
+        "--parsable",
+        "--hold",
+        "--chdir=/tmp",
+        "-o",
+        "/dev/null",
+        "--gpus=1",
+        "-t",
+        "5",
+        "--wrap",
+        "sleep 60",
+    )
     assert out.returncode == 0, out.stderr
     job_id = out.stdout.strip().split(";")[0]
     try:
@@ -363,14 +453,22 @@ def test_a_user_cannot_change_the_gpu_request_after_the_filter_saw_it(filtered) 
         gpu_field = "TresPerNode" if before.get("TresPerNode", "N/A") != "N/A" else "TresPerJob"
         for change in (f"{gpu_field}=gres:gpu:8", "NumNodes=2", "Partition=gpu"):
             refused = as_nobody("scontrol", "update", f"JobId={job_id}", change)
-            assert refused.returncode != 0 and "denied" in refused.stderr.lower(), (change, refused.stderr)
+            assert refused.returncode != 0 and "denied" in refused.stderr.lower(), (
+                change,
+                refused.stderr,
+            )
         assert as_nobody("scontrol", "update", f"JobId={job_id}", "TimeLimit=3").returncode == 0
         assert as_nobody("scontrol", "update", f"JobId={job_id}", "Name=renamed").returncode == 0
         fields = job_fields(int(job_id), env)
         assert fields[gpu_field] == before[gpu_field] and fields["NumNodes"] == before["NumNodes"]
         assert fields["TimeLimit"] == "00:03:00" and fields["JobName"] == "renamed"
-        admin = subprocess.run(["scontrol", "update", f"JobId={job_id}", f"{gpu_field}=gres:gpu:2"], env=env,
-                               capture_output=True, text=True, timeout=60)
+        admin = subprocess.run(
+            ["scontrol", "update", f"JobId={job_id}", f"{gpu_field}=gres:gpu:2"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert admin.returncode == 0, admin.stderr
         assert gres(job_fields(int(job_id), env)[gpu_field]) == "gpu:2"
     finally:

@@ -30,12 +30,19 @@ def levers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, 
     require_testbed_support()
     root = tmp_path_factory.mktemp("levers-tb")
     config = root / "site.toml"
-    text = CONFIG.read_text().replace('[classes.serve]\nallow_users = ["root"]\nmax_gpus_per_user = 8\n',
-                                      '[classes.serve]\nallow_accounts = ["serving"]\nmax_gpus_per_user = 4\n')
+    text = CONFIG.read_text().replace(
+        '[classes.serve]\nallow_users = ["root"]\nmax_gpus_per_user = 8\n',
+        '[classes.serve]\nallow_accounts = ["serving"]\nmax_gpus_per_user = 4\n',
+    )
     assert 'allow_accounts = ["serving"]' in text
     config.write_text(text)
-    tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100",
-                 slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None)
+    tb = Testbed(
+        root / "tb",
+        nodes=4,
+        gpus_per_node=8,
+        gpu_type="h100",
+        slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None,
+    )
     service = FilterProcess(root / "filter.sock", root / "filter.log", tb.env(), config=config)
     try:
         tb.up()
@@ -47,9 +54,17 @@ def levers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Testbed, 
         tb.down()
 
 
-def sbatch(tb: Testbed, *args: str, script: str = "#!/bin/sh\nsleep 0\n") -> subprocess.CompletedProcess:
-    return subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", *args], input=script, env=tb.env(),
-                          capture_output=True, text=True, timeout=60)
+def sbatch(
+    tb: Testbed, *args: str, script: str = "#!/bin/sh\nsleep 0\n"
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["sbatch", "--parsable", "-o", "/dev/null", *args],
+        input=script,
+        env=tb.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def wait_state(tb: Testbed, job_id: int, state: str, timeout: float = 60) -> None:
@@ -70,15 +85,42 @@ def test_gpus_per_task_job_is_counted_by_filter_ledger_and_explain(levers, tmp_p
         wait_state(tb, job_id, "RUNNING")
         db = f"sqlite:///{tmp_path / 'prio.db'}"
         env = {**os.environ, **tb.env()}
-        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--json", "--config", str(CONFIG),
-                "--db", db]
+        once = [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "prioritizer",
+            "once",
+            "--init",
+            "--json",
+            "--config",
+            str(CONFIG),
+            "--db",
+            db,
+        ]
         subprocess.run(once, env=env, check=True, capture_output=True, cwd=REPO)
         time.sleep(2)
         subprocess.run(once, env=env, check=True, capture_output=True, cwd=REPO)
         rec = Store(db).load_ledger().jobs[job_id]
         assert rec.attained_gpu_s > 0
-        res = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "explain", str(job_id), "--json",
-                              "--config", str(CONFIG), "--db", db], env=env, capture_output=True, text=True, cwd=REPO)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "slurm_dl.cli.main",
+                "explain",
+                str(job_id),
+                "--json",
+                "--config",
+                str(CONFIG),
+                "--db",
+                db,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
         assert res.returncode == 0, res.stderr
         doc = json.loads(res.stdout)
         assert doc["num_gpus"] == 8, doc
@@ -88,12 +130,15 @@ def test_gpus_per_task_job_is_counted_by_filter_ledger_and_explain(levers, tmp_p
         subprocess.run(["scancel", str(job_id)], env=tb.env(), check=False)
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--gpus=1", "--cpus-per-task=32"], ["32 CPUs", "at most 4", "Fix:"]),
-    (["--gpus=1", "--exclusive"], ["--exclusive", "Fix:"]),
-    (["--gpus=1", "--mem=240G"], ["31744M", "Fix:"]),
-    (["-n", "4", "--ntasks-per-node=4", "--gpus-per-task=4"], ["16 GPUs per node", "Fix:"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--gpus=1", "--cpus-per-task=32"], ["32 CPUs", "at most 4", "Fix:"]),
+        (["--gpus=1", "--exclusive"], ["--exclusive", "Fix:"]),
+        (["--gpus=1", "--mem=240G"], ["31744M", "Fix:"]),
+        (["-n", "4", "--ntasks-per-node=4", "--gpus-per-task=4"], ["16 GPUs per node", "Fix:"]),
+    ],
+)
 def test_cpu_memory_and_per_node_levers_are_refused_with_a_fix(levers, args, words) -> None:
     tb, _ = levers
     out = sbatch(tb, "--hold", "-t", "5", *args)
@@ -109,14 +154,29 @@ def as_nobody(levers):
     shutil.rmtree(public, ignore_errors=True)
 
 
-def test_user_cannot_raise_time_past_the_class_max_or_grow_cpus_after_submission(levers, as_nobody) -> None:
+def test_user_cannot_raise_time_past_the_class_max_or_grow_cpus_after_submission(
+    levers, as_nobody
+) -> None:
     tb, _ = levers
-    out = as_nobody("sbatch", "--parsable", "--hold", "-o", "/dev/null", "--gres=gpu:1", "-t", "30",
-                    "--comment=dl:class=interactive", "--wrap", "sleep 60")
+    out = as_nobody(
+        "sbatch",
+        "--parsable",
+        "--hold",
+        "-o",
+        "/dev/null",
+        "--gres=gpu:1",
+        "-t",
+        "30",
+        "--comment=dl:class=interactive",
+        "--wrap",
+        "sleep 60",
+    )
     assert out.returncode == 0, out.stderr
     job_id = int(out.stdout.strip().split(";")[0])
     try:
-        assert parse_tag(job_fields(job_id, tb.env())["AdminComment"]).job_class.value == "interactive"
+        assert (
+            parse_tag(job_fields(job_id, tb.env())["AdminComment"]).job_class.value == "interactive"
+        )
         refused = as_nobody("scontrol", "update", f"JobId={job_id}", "TimeLimit=2000")
         assert refused.returncode != 0, refused.stdout
         for change in ("NumCPUs=32", "MinMemoryNode=200000", "Comment=dl:class=serve"):
@@ -132,14 +192,29 @@ def test_user_cannot_raise_time_past_the_class_max_or_grow_cpus_after_submission
         subprocess.run(["scancel", str(job_id)], env=tb.env(), check=False)
 
 
-def test_serve_from_an_account_not_on_the_list_is_refused_and_the_quota_counts_live_jobs(levers, as_nobody) -> None:
+def test_serve_from_an_account_not_on_the_list_is_refused_and_the_quota_counts_live_jobs(
+    levers, as_nobody
+) -> None:
     tb, service = levers
     service.start()
-    serve = ["sbatch", "--parsable", "--hold", "-o", "/dev/null", "-t", "60", "--comment=dl:class=serve",
-             "--wrap", "sleep 60"]
+    serve = [
+        "sbatch",
+        "--parsable",
+        "--hold",
+        "-o",
+        "/dev/null",
+        "-t",
+        "60",
+        "--comment=dl:class=serve",
+        "--wrap",
+        "sleep 60",
+    ]
     out = as_nobody(*serve, "-A", "physics", "--gres=gpu:2")
     assert out.returncode != 0
-    assert "class serve is open to accounts serving, not to account 'physics'" in out.stderr and "Fix:" in out.stderr
+    assert (
+        "class serve is open to accounts serving, not to account 'physics'" in out.stderr
+        and "Fix:" in out.stderr
+    )
     ok = as_nobody(*serve, "-A", "serving", "--gres=gpu:3")
     assert ok.returncode == 0, ok.stderr
     first = int(ok.stdout.strip().split(";")[0])
@@ -171,15 +246,19 @@ def test_breaker_opens_on_a_hung_service_and_closes_when_it_answers_again(levers
     ids = []
     try:
         outs: list[subprocess.CompletedProcess] = []
-        threads = [threading.Thread(target=lambda: outs.append(sbatch(tb, "--hold", "--gres=gpu:1", "-t", "5")))
-                   for _ in range(8)]
+        threads = [
+            threading.Thread(
+                target=lambda: outs.append(sbatch(tb, "--hold", "--gres=gpu:1", "-t", "5"))
+            )
+            for _ in range(8)
+        ]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         assert all(o.returncode == 0 for o in outs), [o.stderr for o in outs]
         ids = [int(o.stdout.strip().split(";")[0]) for o in outs]
-        new = log_path.read_text()[len(before):]
+        new = log_path.read_text()[len(before) :]
         assert new.count("no answer within") == 3, new  # breaker_failures = 3 in the testbed config
         assert "3 failures in a row; not asking the service for 5.0 s" in new
         assert all(parse_tag(job_fields(j, tb.env()).get("AdminComment", "")) is None for j in ids)
@@ -220,8 +299,19 @@ def test_switch_requests_are_ones_the_tree_can_satisfy(levers) -> None:
 def test_user_cannot_clear_requeue_of_a_checkpointable_job(levers, as_nobody) -> None:
     tb, service = levers
     service.start()
-    out = as_nobody("sbatch", "--parsable", "--hold", "-o", "/dev/null", "--gres=gpu:1", "-t", "30",
-                    "--comment=dl:ckpt=1", "--wrap", "trap 'exit 0' USR2; sleep 60")
+    out = as_nobody(
+        "sbatch",
+        "--parsable",
+        "--hold",
+        "-o",
+        "/dev/null",
+        "--gres=gpu:1",
+        "-t",
+        "30",
+        "--comment=dl:ckpt=1",
+        "--wrap",
+        "trap 'exit 0' USR2; sleep 60",
+    )
     assert out.returncode == 0, out.stderr
     job_id = int(out.stdout.strip().split(";")[0])
     try:

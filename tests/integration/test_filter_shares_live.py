@@ -27,8 +27,15 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     root = tmp_path_factory.mktemp("shares")
     config = root / "site.toml"
     config.write_text(CONFIG.read_text() + SHARING)
-    tb = Testbed(root / "tb", nodes=4, gpus_per_node=8, gpu_type="h100", shard_nodes=1, shards_per_gpu=8,
-                 slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None)
+    tb = Testbed(
+        root / "tb",
+        nodes=4,
+        gpus_per_node=8,
+        gpu_type="h100",
+        shard_nodes=1,
+        shards_per_gpu=8,
+        slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None,
+    )
     service = FilterProcess(root / "filter.sock", root / "filter.log", tb.env(), config=config)
     try:
         tb.up()
@@ -40,11 +47,19 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
         tb.down()
 
 
-def test_eight_small_jobs_share_one_node_while_training_keeps_whole_gpus(shared: Testbed, tmp_path: Path) -> None:
+def test_eight_small_jobs_share_one_node_while_training_keeps_whole_gpus(
+    shared: Testbed, tmp_path: Path
+) -> None:
     gate = tmp_path / "go"
     script = f"#!/bin/bash\nwhile [ ! -e {gate} ]; do sleep 0.2; done\n"
-    ids = [submit(script, shared.env(), ["--gpus=1", "-t", "10", "--comment=dl:class=inference",
-                                         "--output=/dev/null"]) for _ in range(8)]
+    ids = [
+        submit(
+            script,
+            shared.env(),
+            ["--gpus=1", "-t", "10", "--comment=dl:class=inference", "--output=/dev/null"],
+        )
+        for _ in range(8)
+    ]
     ids.append(submit(script, shared.env(), ["--gpus=4", "-t", "10", "--output=/dev/null"]))
     try:
         for j in ids:  # all at once: none can end before the gate opens
@@ -62,20 +77,47 @@ def test_eight_small_jobs_share_one_node_while_training_keeps_whole_gpus(shared:
 def test_a_user_is_told_of_the_shard_and_a_training_job_cannot_ask_for_one(shared: Testbed) -> None:
     as_nobody, public = as_user(shared)  # (--hold: the testbed's spool is private to root)
     try:
-        out = as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "--gpus=1", "-t", "10",
-                        "--comment=dl:class=inference", "--wrap", "true")
+        out = as_nobody(
+            "sbatch",
+            "--parsable",
+            "--hold",
+            "--chdir=/tmp",
+            "-o",
+            "/dev/null",
+            "--gpus=1",
+            "-t",
+            "10",
+            "--comment=dl:class=inference",
+            "--wrap",
+            "true",
+        )
         assert out.returncode == 0, out.stderr
         assert "runs on a GPU shard" in out.stderr and "dl:share=0" in out.stderr
         job = int(out.stdout.strip().split(";")[0])
         assert job_fields(job, shared.env())["TresPerNode"].endswith("shard:1")
-        refused = as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "--gres=shard:1",
-                            "-t", "10", "--wrap", "true")
-        assert refused.returncode != 0 and "training job cannot run on a GPU shard" in refused.stderr
+        refused = as_nobody(
+            "sbatch",
+            "--parsable",
+            "--hold",
+            "--chdir=/tmp",
+            "-o",
+            "/dev/null",
+            "--gres=shard:1",
+            "-t",
+            "10",
+            "--wrap",
+            "true",
+        )
+        assert (
+            refused.returncode != 0 and "training job cannot run on a GPU shard" in refused.stderr
+        )
     finally:
         shutil.rmtree(public, ignore_errors=True)
 
 
-def test_shards_count_as_gpus_against_the_caps_and_a_gpus_worth_of_them_is_refused(shared: Testbed) -> None:
+def test_shards_count_as_gpus_against_the_caps_and_a_gpus_worth_of_them_is_refused(
+    shared: Testbed,
+) -> None:
     """As user nobody: a shard job is tagged as the GPU it counts as; a whole GPU's shards or
     more, or an impossible GPU memory need, is refused with the fix; interactive shard jobs
     stop at the class's 4-GPU quota (testbed.toml) instead of holding 12 GPUs."""
@@ -83,19 +125,37 @@ def test_shards_count_as_gpus_against_the_caps_and_a_gpus_worth_of_them_is_refus
     held: list[int] = []
 
     def sbatch(*opts: str):
-        out = as_nobody("sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "-t", "10", *opts,
-                        "--wrap", "true")
+        out = as_nobody(
+            "sbatch",
+            "--parsable",
+            "--hold",
+            "--chdir=/tmp",
+            "-o",
+            "/dev/null",
+            "-t",
+            "10",
+            *opts,
+            "--wrap",
+            "true",
+        )
         if out.returncode == 0:
             held.append(int(out.stdout.strip().split(";")[0]))
         return out
 
     try:
-        for k, words in ((8, "all the shards of one GPU"), (32, "more shards than one GPU's 8"),
-                         (99999, "more shards than one GPU's 8")):
+        for k, words in (
+            (8, "all the shards of one GPU"),
+            (32, "more shards than one GPU's 8"),
+            (99999, "more shards than one GPU's 8"),
+        ):
             out = sbatch(f"--gres=shard:{k}", "--comment=dl:class=inference")
-            assert out.returncode != 0 and words in out.stderr and f"--gpus={-(-k // 8)}" in out.stderr, out.stderr
+            assert (
+                out.returncode != 0 and words in out.stderr and f"--gpus={-(-k // 8)}" in out.stderr
+            ), out.stderr
         out = sbatch("--gpus=1", "--comment=dl:class=inference;gpu_mem=500G")
-        assert out.returncode != 0 and "needs more memory than any GPU here has" in out.stderr, out.stderr
+        assert out.returncode != 0 and "needs more memory than any GPU here has" in out.stderr, (
+            out.stderr
+        )
         out = sbatch("--gres=shard:2", "--comment=dl:class=inference")
         assert out.returncode == 0, out.stderr
         assert ";gpus=1;" in job_fields(held[-1], shared.env())["AdminComment"]
@@ -103,7 +163,9 @@ def test_shards_count_as_gpus_against_the_caps_and_a_gpus_worth_of_them_is_refus
             out = sbatch("--gres=shard:7", "--comment=dl:class=interactive")
             assert out.returncode == 0, out.stderr
         out = sbatch("--gres=shard:1", "--comment=dl:class=interactive")
-        assert out.returncode != 0 and "allows 4 GPU(s) per user at once; you hold 4" in out.stderr, out.stderr
+        assert (
+            out.returncode != 0 and "allows 4 GPU(s) per user at once; you hold 4" in out.stderr
+        ), out.stderr
     finally:
         if held:
             subprocess.run(["scancel", *map(str, held)], env=shared.env(), check=False)

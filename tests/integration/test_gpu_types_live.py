@@ -50,9 +50,23 @@ def test_jobs_are_steered_to_the_type_where_they_run_best(tmp_path: Path) -> Non
     require_testbed_support()
     root = Path(tempfile.mkdtemp(prefix="slurm-dl-types-"))
     root.chmod(0o755)
-    up = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "testbed", "up", "--dir", str(root / "tb"),
-                         "--gpus", SPEC, *(["--slurm", TEST_SLURM] if TEST_SLURM else [])],
-                        capture_output=True, text=True, timeout=300)
+    up = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "testbed",
+            "up",
+            "--dir",
+            str(root / "tb"),
+            "--gpus",
+            SPEC,
+            *(["--slurm", TEST_SLURM] if TEST_SLURM else []),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tb = Testbed(root / "tb")
     config = tb.layout.site_config
     env = tb.env()
@@ -65,9 +79,25 @@ def test_jobs_are_steered_to_the_type_where_they_run_best(tmp_path: Path) -> Non
         service.start()
         install_filter(tb, service.sock, config)
         db = f"sqlite:///{root / 'prio.db'}"
-        daemon = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--init", "--config",
-                                   str(config), "--db", db, "--verbose"], env={**os.environ, **env},
-                                  stdout=open(root / "prio.log", "a"), stderr=subprocess.STDOUT, cwd=REPO)
+        daemon = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "slurm_dl.cli.main",
+                "prioritizer",
+                "run",
+                "--init",
+                "--config",
+                str(config),
+                "--db",
+                db,
+                "--verbose",
+            ],
+            env={**os.environ, **env},
+            stdout=open(root / "prio.log", "a"),
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
 
         def sub(*args: str, script: str = "#!/bin/bash\nsleep 600\n") -> int:
             ids.append(submit(script, env, ["-o", "/dev/null", "-t", "20", *args]))
@@ -86,15 +116,26 @@ def test_jobs_are_steered_to_the_type_where_they_run_best(tmp_path: Path) -> Non
         # accepts both starts on V100; when the hog ends it moves to H100 once, and not back
         hog = sub("--gres=gpu:h100:8", "-N1")
         hog2 = sub("--gres=gpu:h100:7", "-N1")
-        wait_until("the H100s to fill", lambda: state(tb, hog) == "RUNNING" and state(tb, hog2) == "RUNNING", 60)
-        mover = sub("--gpus=8", "--requeue", "--comment=dl:ckpt=1",
-                    script="#!/bin/bash\n#SBATCH --signal=B:USR2@10\n" + TRAP.split("\n", 1)[1])
+        wait_until(
+            "the H100s to fill",
+            lambda: state(tb, hog) == "RUNNING" and state(tb, hog2) == "RUNNING",
+            60,
+        )
+        mover = sub(
+            "--gpus=8",
+            "--requeue",
+            "--comment=dl:ckpt=1",
+            script="#!/bin/bash\n#SBATCH --signal=B:USR2@10\n" + TRAP.split("\n", 1)[1],
+        )
         wait_until("the opted-in job to run on V100", lambda: state(tb, mover) == "RUNNING", 90)
         assert nodes_of(tb, mover) <= V100
         time.sleep(load_config(config).preemption.min_runtime_seconds + 1)
         subprocess.run(["scancel", str(hog), str(hog2)], env=env, check=True)
-        wait_until("the opted-in job to be requeued", lambda: int(job_fields(mover, env).get("Restarts", 0)) >= 1,
-                   120)
+        wait_until(
+            "the opted-in job to be requeued",
+            lambda: int(job_fields(mover, env).get("Restarts", 0)) >= 1,
+            120,
+        )
         wait_until("it to run again", lambda: state(tb, mover) == "RUNNING", 120)
         assert nodes_of(tb, mover) <= H100, nodes_of(tb, mover)
         time.sleep(12)  # several cycles: no move back
@@ -104,13 +145,36 @@ def test_jobs_are_steered_to_the_type_where_they_run_best(tmp_path: Path) -> Non
         store = Store(db)
         ledger = store.load_ledger()
         rec = ledger.jobs[both]
-        assert rec.gpu_type == "h100" and rec.attained_gpu_s > 2.5 * rec.executed_s, rec  # 1 GPU at 3.0
+        assert rec.gpu_type == "h100" and rec.attained_gpu_s > 2.5 * rec.executed_s, (
+            rec
+        )  # 1 GPU at 3.0
         rows = [r for r in store.preemptions() if r.victim_job_id == mover]
-        assert len(rows) == 1 and rows[0].need_job_id == mover and "move from v100 to h100" in rows[0].reason
-        out = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "explain", str(mover), "--config",
-                              str(config), "--db", db], capture_output=True, text=True, cwd=REPO, env={**os.environ, **env})
+        assert (
+            len(rows) == 1
+            and rows[0].need_job_id == mover
+            and "move from v100 to h100" in rows[0].reason
+        )
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "slurm_dl.cli.main",
+                "explain",
+                str(mover),
+                "--config",
+                str(config),
+                "--db",
+                db,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, **env},
+        )
         assert out.returncode == 0, out.stderr
-        assert re.search(r"GPU type: +accepts v100 1x", out.stdout) and "h100 3x" in out.stdout, out.stdout
+        assert re.search(r"GPU type: +accepts v100 1x", out.stdout) and "h100 3x" in out.stdout, (
+            out.stdout
+        )
     finally:
         if ids:
             subprocess.run(["scancel", *map(str, ids)], env=env, check=False)

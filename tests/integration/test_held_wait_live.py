@@ -26,6 +26,7 @@ def test_a_job_held_then_released_waits_from_its_release(make_testbed) -> None:
     busy = submit("#!/bin/bash\nsleep 120\n", env, ["--gpus=2", "-t", "5", "-o", "/dev/null"])
     held = submit("#!/bin/bash\ntrue\n", env, ["--hold", "--gpus=2", "-t", "5", "-o", "/dev/null"])
     try:
+
         def job():
             snap = slurm.snapshot()
             led.observe(snap.jobs, snap.taken_at, H)
@@ -38,7 +39,12 @@ def test_a_job_held_then_released_waits_from_its_release(make_testbed) -> None:
         assert j.held and led.waited(held) == 0.0
         subprocess.run(["scontrol", "release", str(held)], env=env, check=True, capture_output=True)
         released = time.time()
-        wait_until("Slurm to set the eligible time", lambda: job()[0].eligible_time is not None, 30, poll=0.5)
+        wait_until(
+            "Slurm to set the eligible time",
+            lambda: job()[0].eligible_time is not None,
+            30,
+            poll=0.5,
+        )
         time.sleep(2)
         j, now = job()
         assert not j.held and j.pending and j.eligible_time >= int(released) - 1, (j, released)

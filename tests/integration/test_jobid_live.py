@@ -27,7 +27,9 @@ runner = CliRunner()
 
 
 def _squeue(env: dict[str, str], *args: str) -> list[str]:
-    out = subprocess.run(["squeue", "-h", *args], env=env, capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        ["squeue", "-h", *args], env=env, capture_output=True, text=True, timeout=30
+    )
     return out.stdout.split()
 
 
@@ -37,18 +39,36 @@ def collide(make_testbed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     job 29 (nobody's, held); the ids between were submitted and cancelled."""
     tb = make_testbed(extra_conf=("FirstJobId=2",))
     if tb.bin_dir:
-        pytest.skip("checked on the host's own Slurm (sbatch --uid; the CLI runs here, not in a release's root)")
+        pytest.skip(
+            "checked on the host's own Slurm (sbatch --uid; the CLI runs here, not in a release's root)"
+        )
     tb.up()
     env = tb.env()
-    array = submit("#!/bin/bash\nsleep 60\n", env, ["--hold", "--array=0-9", "--gres=gpu:1", "-t", "5",
-                                                     "-o", "/dev/null"])
+    array = submit(
+        "#!/bin/bash\nsleep 60\n",
+        env,
+        ["--hold", "--array=0-9", "--gres=gpu:1", "-t", "5", "-o", "/dev/null"],
+    )
     assert array == 2
     filler: list[int] = []
     while not filler or filler[-1] < 28:
         filler.append(submit("#!/bin/bash\ntrue\n", env, ["--hold", "-t", "1", "-o", "/dev/null"]))
     subprocess.run(["scancel", *map(str, filler)], env=env, check=True, timeout=30)
-    other = submit("#!/bin/bash\nsleep 60\n", env, ["--uid=nobody", "--gid=nogroup", "--hold", "--chdir=/tmp",
-                                                     "--gres=gpu:1", "-t", "5", "-o", "/dev/null"])
+    other = submit(
+        "#!/bin/bash\nsleep 60\n",
+        env,
+        [
+            "--uid=nobody",
+            "--gid=nogroup",
+            "--hold",
+            "--chdir=/tmp",
+            "--gres=gpu:1",
+            "-t",
+            "5",
+            "-o",
+            "/dev/null",
+        ],
+    )
     assert other == 29 and job_fields(29, env)["UserId"].startswith("nobody")
     monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
     monkeypatch.setenv("PATH", env["PATH"])
@@ -81,15 +101,22 @@ def test_cancel_2_9_ends_task_9_of_array_2_and_never_job_29(collide) -> None:
     assert _tasks(env) == ["0", "3", "4", "6", "7", "8"]
 
 
-def test_status_and_explain_of_an_array_task_never_show_another_job(collide, tmp_path: Path) -> None:
+def test_status_and_explain_of_an_array_task_never_show_another_job(
+    collide, tmp_path: Path
+) -> None:
     from slurm_dl.dlsubmit.cli import app as dlsubmit
     from slurm_dl.cli.main import app as slurm_dl
 
     _, env = collide
     subprocess.run(["scontrol", "release", "2"], env=env, check=True, timeout=30)
-    wait_until("two tasks of array 2 to run", lambda: len(_squeue(env, "-r", "-t", "R", "-j", "2", "-o", "%i")) == 2,
-               60)
-    running = dict(line.split("|") for line in _squeue(env, "-r", "-t", "R", "-j", "2", "-o", "%K|%A"))
+    wait_until(
+        "two tasks of array 2 to run",
+        lambda: len(_squeue(env, "-r", "-t", "R", "-j", "2", "-o", "%i")) == 2,
+        60,
+    )
+    running = dict(
+        line.split("|") for line in _squeue(env, "-r", "-t", "R", "-j", "2", "-o", "%K|%A")
+    )
     task, own_id = sorted(running.items())[0]
     assert int(own_id) not in (2, 29) and own_id != f"2{task}"
     waiting = next(t for t in map(str, range(10)) if t not in running)
@@ -105,11 +132,30 @@ def test_status_and_explain_of_an_array_task_never_show_another_job(collide, tmp
     assert status("29")[0] == [29]
 
     cfg, db = TESTBED_TOML, f"sqlite:///{tmp_path / 'prio.db'}"  # preempts only jobs that opted in
-    subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--config", str(cfg),
-                    "--db", db], env={**os.environ, **env}, check=True, capture_output=True, cwd=ROOT, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "prioritizer",
+            "once",
+            "--init",
+            "--config",
+            str(cfg),
+            "--db",
+            db,
+        ],
+        env={**os.environ, **env},
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
     def explain(ref: str):
-        return runner.invoke(slurm_dl, ["explain", ref, "--config", str(cfg), "--db", db, "--no-live", "--json"])
+        return runner.invoke(
+            slurm_dl, ["explain", ref, "--config", str(cfg), "--db", db, "--no-live", "--json"]
+        )
 
     assert json.loads(explain("29").stdout)["job_id"] == 29
     for t in range(10):

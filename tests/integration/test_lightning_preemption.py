@@ -103,22 +103,35 @@ def _lightning_python() -> str | None:
 
 LIGHTNING_PYTHON = _lightning_python()
 pytestmark = pytest.mark.skipif(
-    LIGHTNING_PYTHON is None, reason="lightning is not importable (not a CI dependency): set "
-    "SLURM_DL_LIGHTNING_PYTHON to a Python with `pip install torch==2.13.0 lightning`")
+    LIGHTNING_PYTHON is None,
+    reason="lightning is not importable (not a CI dependency): set "
+    "SLURM_DL_LIGHTNING_PYTHON to a Python with `pip install torch==2.13.0 lightning`",
+)
 
 
 def test_lightning_run_checkpoints_requeues_itself_and_resumes(node, tmp_path) -> None:  # noqa: F811
     python = LIGHTNING_PYTHON
-    check = subprocess.run([python, "-c", "import lightning, torch"], capture_output=True, text=True, timeout=120)
-    assert check.returncode == 0, f"{python} cannot import lightning and torch: {check.stderr[-500:]}"
+    check = subprocess.run(
+        [python, "-c", "import lightning, torch"], capture_output=True, text=True, timeout=120
+    )
+    assert check.returncode == 0, (
+        f"{python} cannot import lightning and torch: {check.stderr[-500:]}"
+    )
     tb = node
     env = tb.env()
     (tmp_path / "train.py").write_text(TRAIN)
     log = StepLog(tmp_path / "steps.log")
     out = tmp_path / "lightning.out"
-    plain = submit_bash(env, tmp_path / "plain", steps=600, directives=(), sbatch_args=("--gres=gpu:0", "-t", "10"))
-    victim = submit(SCRIPT.format(python=python, train=tmp_path / "train.py", root=tmp_path, steps=STEPS,
-                                  log=log.path), env, [f"--output={out}", "--open-mode=append"])
+    plain = submit_bash(
+        env, tmp_path / "plain", steps=600, directives=(), sbatch_args=("--gres=gpu:0", "-t", "10")
+    )
+    victim = submit(
+        SCRIPT.format(
+            python=python, train=tmp_path / "train.py", root=tmp_path, steps=STEPS, log=log.path
+        ),
+        env,
+        [f"--output={out}", "--open-mode=append"],
+    )
     daemon = Daemon(env, f"sqlite:///{tmp_path / 'prio.db'}", tmp_path / "daemon.log")
     try:
         wait_until("training to start", lambda: log.starts(), 90)
@@ -146,14 +159,22 @@ def test_lightning_run_checkpoints_requeues_itself_and_resumes(node, tmp_path) -
     run1 = [s for s, r in _steps_by_run(log) if r == 1]
     # the step in flight when the handler saved is done again after the resume (at most one)
     assert run0[:k] == list(range(k)) and len(run0) - k <= 1, context
-    assert run1 == list(range(k, STEPS)), "the resumed run did not continue from its checkpoint" + context
+    assert run1 == list(range(k, STEPS)), (
+        "the resumed run did not continue from its checkpoint" + context
+    )
     assert f"finished global_step={STEPS} run=1" in "\n".join(log.lines()), context
     assert final.get("JobState") == "COMPLETED" and final.get("Restarts") == "1", (final, context)
-    assert [(r.victim_job_id, r.need_job_id, r.state) for r in rows] == [(victim, need, "requeued-self")], (rows, context)
-    assert f"requeued job {victim} " not in daemon_log, "the prioritizer requeued a job that requeued itself" + context
+    assert [(r.victim_job_id, r.need_job_id, r.state) for r in rows] == [
+        (victim, need, "requeued-self")
+    ], (rows, context)
+    assert f"requeued job {victim} " not in daemon_log, (
+        "the prioritizer requeued a job that requeued itself" + context
+    )
 
     assert plain_signals == [], plain.log.lines()
-    assert plain_fields.get("JobState") == "RUNNING" and plain_fields.get("Restarts") == "0", plain_fields
+    assert plain_fields.get("JobState") == "RUNNING" and plain_fields.get("Restarts") == "0", (
+        plain_fields
+    )
 
 
 def _steps_by_run(log: StepLog) -> list[tuple[int, int]]:

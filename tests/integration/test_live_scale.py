@@ -28,15 +28,30 @@ JOBS = 2000
 JOBS_PER_RPC = 2
 
 
-@pytest.mark.skipif(TEST_SLURM is not None, reason="run on the host's own Slurm (sbatch --uid, runuser)")
+@pytest.mark.skipif(
+    TEST_SLURM is not None, reason="run on the host's own Slurm (sbatch --uid, runuser)"
+)
 def test_the_same_load_with_slurm_dl_on_and_off() -> None:
     require_testbed_support()
     # The jobs run as other users from the testbed's spool: a directory they can enter, unlike
     # pytest's own temporary one.
     state = Path(tempfile.mkdtemp(prefix="sdl-ls-", dir="/tmp"))
     state.chmod(0o755)
-    args = scenario.parser().parse_args(["--nodes", "32", "--jobs", str(JOBS), "--window", "20",
-                                         "--seconds", "5-20", "--dir", str(state), "--quiet"])
+    args = scenario.parser().parse_args(
+        [
+            "--nodes",
+            "32",
+            "--jobs",
+            str(JOBS),
+            "--window",
+            "20",
+            "--seconds",
+            "5-20",
+            "--dir",
+            str(state),
+            "--quiet",
+        ]
+    )
     try:
         r = scenario.run(args)
     finally:
@@ -46,7 +61,9 @@ def test_the_same_load_with_slurm_dl_on_and_off() -> None:
     for phase in (off, on):
         assert phase["jobs"] == JOBS and phase["sbatch_failed"] == 0, phase["sbatch_errors"]
         # every job submitted is still queued or has finished, exactly once
-        assert phase["accounted"]["in_queue"] + phase["accounted"]["finished"] == JOBS, phase["accounted"]
+        assert phase["accounted"]["in_queue"] + phase["accounted"]["finished"] == JOBS, phase[
+            "accounted"
+        ]
         assert set(phase["accounted"]["finished_by_state"]) <= {"COMPLETED"}, phase["accounted"]
         assert phase["sdiag"]["rpc"]["REQUEST_SUBMIT_BATCH_JOB"]["count"] == r["sbatch_calls"]
         assert not phase["background"]["failed"], phase["background"]
@@ -57,7 +74,9 @@ def test_the_same_load_with_slurm_dl_on_and_off() -> None:
     assert prio["cycles_ok"] >= 2 and prio["cycles_failed"] == 0, prio
     assert prio["site_factor_pushes"] > 0
     assert on["background"]["ok"]["agent"] >= 1
-    if munge_installed() and shutil.which("runuser"):  # the explain endpoint needs the testbed's munged
+    if munge_installed() and shutil.which(
+        "runuser"
+    ):  # the explain endpoint needs the testbed's munged
         assert on["background"]["ok"].get("explain", 0) > 0, on["background"]
     assert on["sdiag"]["rpc"]["REQUEST_UPDATE_JOB"]["count"] > 0
 

@@ -56,15 +56,15 @@ def total(samples, name: str, **labels) -> float:
     return sum(v for (n, lab), v in samples.items() if n == name and want <= set(lab))
 
 
-
 class Proc:
     def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
         self.argv, self.env, self.log = argv, env, log
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Proc":
-        self.proc = subprocess.Popen(self.argv, env=self.env, stdout=open(self.log, "a"),
-                                     stderr=subprocess.STDOUT, cwd=ROOT)
+        self.proc = subprocess.Popen(
+            self.argv, env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT, cwd=ROOT
+        )
         return self
 
     def stop(self) -> None:
@@ -86,16 +86,39 @@ def stop(proc: subprocess.Popen) -> None:
 def install_shim(config: Path, tb, sock: Path, env: dict[str, str]) -> None:
     """Once the filter service listens on ``sock``, install its shim on testbed ``tb``."""
     wait_until("the filter socket", sock.exists, 30, 0.1)
-    out = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "filter", "install", "--config", str(config),
-                          "--slurm-conf-dir", str(tb.conf_dir), "--socket", str(sock)], env=env,
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "filter",
+            "install",
+            "--config",
+            str(config),
+            "--slurm-conf-dir",
+            str(tb.conf_dir),
+            "--socket",
+            str(sock),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     time.sleep(1.1)  # slurmctld re-reads job_submit.lua when its mtime changes
 
 
 def sbatch(env, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["sbatch", "--parsable", *args], input="#!/bin/bash\nsleep 2\n", env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["sbatch", "--parsable", *args],
+        input="#!/bin/bash\nsleep 2\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_both_endpoints_move_while_jobs_run(make_testbed, tmp_path: Path) -> None:
@@ -105,10 +128,40 @@ def test_both_endpoints_move_while_jobs_run(make_testbed, tmp_path: Path) -> Non
     sock = tmp_path / "filter.sock"
     fport, pport = free_port(), free_port()
     cli = [sys.executable, "-m", "slurm_dl.cli.main"]
-    filt = Proc([*cli, "filter", "serve", "--config", str(CONFIG), "--socket", str(sock),
-                 "--metrics-port", str(fport), "--log-format", "json"], env, tmp_path / "filter.log").start()
-    prio = Proc([*cli, "prioritizer", "run", "--init", "--config", str(CONFIG), "--db", f"sqlite:///{tmp_path / 'p.db'}",
-                 "--metrics-port", str(pport), "--verbose"], env, tmp_path / "prio.log")
+    filt = Proc(
+        [
+            *cli,
+            "filter",
+            "serve",
+            "--config",
+            str(CONFIG),
+            "--socket",
+            str(sock),
+            "--metrics-port",
+            str(fport),
+            "--log-format",
+            "json",
+        ],
+        env,
+        tmp_path / "filter.log",
+    ).start()
+    prio = Proc(
+        [
+            *cli,
+            "prioritizer",
+            "run",
+            "--init",
+            "--config",
+            str(CONFIG),
+            "--db",
+            f"sqlite:///{tmp_path / 'p.db'}",
+            "--metrics-port",
+            str(pport),
+            "--verbose",
+        ],
+        env,
+        tmp_path / "prio.log",
+    )
     jobs: list[int] = []
     try:
         install_shim(CONFIG, tb, sock, env)
@@ -116,8 +169,17 @@ def test_both_endpoints_move_while_jobs_run(make_testbed, tmp_path: Path) -> Non
         assert total(before, "slurm_dl_filter_decisions_total") == 0
         refused = sbatch(env, "--gres=gpu:nosuchgpu:1", "-t", "5")
         assert refused.returncode != 0 and "nosuchgpu" in refused.stderr
-        victim = submit(VICTIM, env, ["--requeue", "--comment=dl:ckpt=1", "--gres=gpu:8", "--time=20",
-                                      f"--output={tmp_path / 'victim.out'}"])
+        victim = submit(
+            VICTIM,
+            env,
+            [
+                "--requeue",
+                "--comment=dl:ckpt=1",
+                "--gres=gpu:8",
+                "--time=20",
+                f"--output={tmp_path / 'victim.out'}",
+            ],
+        )
         jobs.append(victim)
         after = scrape(fport)
         assert total(after, "slurm_dl_filter_decisions_total", outcome="reject") == 1
@@ -125,27 +187,47 @@ def test_both_endpoints_move_while_jobs_run(make_testbed, tmp_path: Path) -> Non
         assert total(after, "slurm_dl_filter_decision_seconds_count") == 2
         assert total(after, "slurm_dl_filter_rejections_total") == 1
 
-        wait_until("the full-node job to run", lambda: job_fields(victim, env).get("JobState") == "RUNNING", 60)
+        wait_until(
+            "the full-node job to run",
+            lambda: job_fields(victim, env).get("JobState") == "RUNNING",
+            60,
+        )
         prio.start()
-        first = wait_until("the prioritizer's first cycle",
-                           lambda: (s := scrape(pport)) and total(s, "slurm_dl_prioritizer_cycles_total",
-                                                                  outcome="ok") >= 1 and s, 60)
+        first = wait_until(
+            "the prioritizer's first cycle",
+            lambda: (
+                (s := scrape(pport))
+                and total(s, "slurm_dl_prioritizer_cycles_total", outcome="ok") >= 1
+                and s
+            ),
+            60,
+        )
         assert total(first, "slurm_dl_prioritizer_jobs", state="running") == 1
         assert total(first, "slurm_dl_prioritizer_last_success_timestamp_seconds") > 0
         time.sleep(16)  # past the testbed config's 15 s minimum runtime
-        short = submit("#!/bin/bash\nsleep 2\n", env, ["--gres=gpu:1", "--time=5",
-                                                      f"--output={tmp_path / 'short.out'}"])
+        short = submit(
+            "#!/bin/bash\nsleep 2\n",
+            env,
+            ["--gres=gpu:1", "--time=5", f"--output={tmp_path / 'short.out'}"],
+        )
         jobs.append(short)
         moved = wait_until(
             "a preemption in the prioritizer's metrics",
-            lambda: (s := scrape(pport)) and total(s, "slurm_dl_prioritizer_preemptions_total",
-                                                   outcome="requeued") >= 1 and s, 120)
+            lambda: (
+                (s := scrape(pport))
+                and total(s, "slurm_dl_prioritizer_preemptions_total", outcome="requeued") >= 1
+                and s
+            ),
+            120,
+        )
         assert total(moved, "slurm_dl_prioritizer_preemptions_total", outcome="signalled") >= 1
         assert total(moved, "slurm_dl_prioritizer_site_factor_pushes_total") >= 1
-        assert total(moved, "slurm_dl_prioritizer_cycles_total", outcome="ok") > \
-            total(first, "slurm_dl_prioritizer_cycles_total", outcome="ok")
-        assert total(moved, "slurm_dl_prioritizer_last_success_timestamp_seconds") > \
-            total(first, "slurm_dl_prioritizer_last_success_timestamp_seconds")
+        assert total(moved, "slurm_dl_prioritizer_cycles_total", outcome="ok") > total(
+            first, "slurm_dl_prioritizer_cycles_total", outcome="ok"
+        )
+        assert total(moved, "slurm_dl_prioritizer_last_success_timestamp_seconds") > total(
+            first, "slurm_dl_prioritizer_last_success_timestamp_seconds"
+        )
         assert total(moved, "slurm_dl_prioritizer_cycle_duration_seconds_count") >= 2
         assert total(moved, "slurm_dl_prioritizer_account_usage_gpu_seconds") > 0
 

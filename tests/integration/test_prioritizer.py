@@ -41,20 +41,33 @@ while true; do sleep 1 & wait $!; done
 """
 
 
-
 class Daemon:
     """`slurm-dl prioritizer run` as a subprocess, logging to a file."""
 
-    def __init__(self, env: dict[str, str], db: str, log: Path, config: Path = TESTBED_TOML) -> None:
+    def __init__(
+        self, env: dict[str, str], db: str, log: Path, config: Path = TESTBED_TOML
+    ) -> None:
         self.log = log
-        self.argv = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--init", "--config", str(config),
-                     "--db", db, "--verbose"]
+        self.argv = [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "prioritizer",
+            "run",
+            "--init",
+            "--config",
+            str(config),
+            "--db",
+            db,
+            "--verbose",
+        ]
         self.env = {**os.environ, **env}
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Daemon":
-        self.proc = subprocess.Popen(self.argv, env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT,
-                                     cwd=ROOT)
+        self.proc = subprocess.Popen(
+            self.argv, env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT, cwd=ROOT
+        )
         return self
 
     def text(self) -> str:
@@ -89,7 +102,9 @@ def _cancel(env, *ids: int) -> None:
 
 
 def _config_without_preemption(tmp_path: Path) -> Path:
-    text = TESTBED_TOML.read_text().replace("[preemption]\nenabled = true", "[preemption]\nenabled = false")
+    text = TESTBED_TOML.read_text().replace(
+        "[preemption]\nenabled = true", "[preemption]\nenabled = false"
+    )
     assert "enabled = false" in text
     p = tmp_path / "no-preemption.toml"
     p.write_text(text)
@@ -102,20 +117,45 @@ def test_preemption_end_to_end_with_plain_requeue_jobs(testbed, tmp_path):
     out = tmp_path / "victim.out"
     ckpt = tmp_path / "victim.ckpt"
     nodes = len(testbed.status().nodes)
-    victim = submit(VICTIM.format(ckpt=ckpt), env, ["--requeue", "--comment=dl:ckpt=1", f"-N{nodes}", "--gres=gpu:8", "--time=20",
-                                                    f"--output={out}", "--open-mode=append"])
+    victim = submit(
+        VICTIM.format(ckpt=ckpt),
+        env,
+        [
+            "--requeue",
+            "--comment=dl:ckpt=1",
+            f"-N{nodes}",
+            "--gres=gpu:8",
+            "--time=20",
+            f"--output={out}",
+            "--open-mode=append",
+        ],
+    )
     wait_until("the long job to run", lambda: _state(victim, env) == "RUNNING", 60)
-    short = submit("#!/bin/bash\necho short ran\nsleep 3\n", env,
-                   ["--gres=gpu:1", "--time=5", f"--output={tmp_path / 'short.out'}"])
+    short = submit(
+        "#!/bin/bash\necho short ran\nsleep 3\n",
+        env,
+        ["--gres=gpu:1", "--time=5", f"--output={tmp_path / 'short.out'}"],
+    )
     db = f"sqlite:///{tmp_path / 'prio.db'}"
     daemon = Daemon(env, db, tmp_path / "daemon.log").start()
     try:
-        wait_until("USR2 in the long job's output", lambda: "USR2" in (out.read_text() if out.exists() else ""), 90)
+        wait_until(
+            "USR2 in the long job's output",
+            lambda: "USR2" in (out.read_text() if out.exists() else ""),
+            90,
+        )
         wait_until("the long job to be requeued", lambda: _restarts(victim, env) >= 1, 90)
         assert ckpt.exists(), "the victim wrote no checkpoint within the grace period"
-        wait_until("the short job to run", lambda: _state(short, env) in ("RUNNING", "COMPLETING", "COMPLETED"), 60)
-        wait_until("the victim to resume from its checkpoint and finish",
-                   lambda: _state(victim, env) == "COMPLETED", 90)
+        wait_until(
+            "the short job to run",
+            lambda: _state(short, env) in ("RUNNING", "COMPLETING", "COMPLETED"),
+            60,
+        )
+        wait_until(
+            "the victim to resume from its checkpoint and finish",
+            lambda: _state(victim, env) == "COMPLETED",
+            90,
+        )
     finally:
         daemon.stop()
         _cancel(env, victim, short)
@@ -125,8 +165,23 @@ def test_preemption_end_to_end_with_plain_requeue_jobs(testbed, tmp_path):
     store = Store(db)
     rows = store.preemptions(victim=victim)
     assert [(r.need_job_id, r.state) for r in rows] == [(short, "requeued")]
-    res = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "explain", str(victim), "--json",
-                          "--config", str(TESTBED_TOML), "--db", db], capture_output=True, text=True, cwd=ROOT)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "explain",
+            str(victim),
+            "--json",
+            "--config",
+            str(TESTBED_TOML),
+            "--db",
+            db,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert any(d["kind"] == "preempt" for d in doc["decisions"])
@@ -140,18 +195,38 @@ def test_two_jobs_behind_one_victim_get_it_signalled_once_and_requeued_once(test
     env = testbed.env()
     out, ckpt = tmp_path / "victim.out", tmp_path / "victim.ckpt"
     nodes = len(testbed.status().nodes)
-    victim = submit(VICTIM.format(ckpt=ckpt), env, ["--requeue", "--comment=dl:ckpt=1", f"-N{nodes}", "--gres=gpu:8",
-                                                    "--time=20", f"--output={out}", "--open-mode=append"])
+    victim = submit(
+        VICTIM.format(ckpt=ckpt),
+        env,
+        [
+            "--requeue",
+            "--comment=dl:ckpt=1",
+            f"-N{nodes}",
+            "--gres=gpu:8",
+            "--time=20",
+            f"--output={out}",
+            "--open-mode=append",
+        ],
+    )
     wait_until("the long job to run", lambda: _state(victim, env) == "RUNNING", 60)
-    needs = [submit("#!/bin/bash\nsleep 3\n", env, [f"--gres=gpu:{g}", "--time=5", "-o", "/dev/null"]) for g in (1, 2)]
+    needs = [
+        submit("#!/bin/bash\nsleep 3\n", env, [f"--gres=gpu:{g}", "--time=5", "-o", "/dev/null"])
+        for g in (1, 2)
+    ]
     db = f"sqlite:///{tmp_path / 'prio.db'}"
     log = tmp_path / "daemon.log"
     daemon = Daemon(env, db, log).start()
     try:
         wait_until("the long job to be requeued", lambda: _restarts(victim, env) >= 1, 120)
         for need in needs:
-            wait_until(f"job {need} to run", lambda: _state(need, env) in ("RUNNING", "COMPLETING", "COMPLETED"), 90)
-        wait_until("the victim to resume and finish", lambda: _state(victim, env) == "COMPLETED", 120)
+            wait_until(
+                f"job {need} to run",
+                lambda: _state(need, env) in ("RUNNING", "COMPLETING", "COMPLETED"),
+                90,
+            )
+        wait_until(
+            "the victim to resume and finish", lambda: _state(victim, env) == "COMPLETED", 120
+        )
     finally:
         daemon.stop()
         _cancel(env, victim, *needs)
@@ -161,7 +236,10 @@ def test_two_jobs_behind_one_victim_get_it_signalled_once_and_requeued_once(test
     took = [float(t) for t in re.findall(r"; took (\d+\.\d+) s", log.read_text())]
     interval = load_config(TESTBED_TOML).prioritizer.interval_seconds
     print(f"cycles: {len(took)}, longest {max(took):.2f} s, interval {interval:g} s")
-    assert took and max(took) <= interval + 2.0, (max(took), len(took))  # the issue's bound, not a benchmark
+    assert took and max(took) <= interval + 2.0, (
+        max(took),
+        len(took),
+    )  # the issue's bound, not a benchmark
 
 
 def test_site_factor_ranks_deadline_new_short_and_light_accounts_first(testbed, tmp_path):
@@ -169,33 +247,76 @@ def test_site_factor_ranks_deadline_new_short_and_light_accounts_first(testbed, 
     env = testbed.env()
     cfg = _config_without_preemption(tmp_path)
     nodes = len(testbed.status().nodes)
-    heavy = submit("#!/bin/bash\nsleep 120\n", env, ["--requeue", f"-N{nodes}", "--gres=gpu:8", "--time=10",
-                                                      "--account=heavy", "-o", "/dev/null"])
+    heavy = submit(
+        "#!/bin/bash\nsleep 120\n",
+        env,
+        [
+            "--requeue",
+            f"-N{nodes}",
+            "--gres=gpu:8",
+            "--time=10",
+            "--account=heavy",
+            "-o",
+            "/dev/null",
+        ],
+    )
     ids = [heavy]
     try:
         wait_until("the heavy job to run", lambda: _state(heavy, env) == "RUNNING", 60)
         db = f"sqlite:///{tmp_path / 'prio.db'}"
         backend = CliBackend(env)
-        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--json", "--config",
-                str(cfg), "--db", db]
+        once = [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "prioritizer",
+            "once",
+            "--init",
+            "--json",
+            "--config",
+            str(cfg),
+            "--db",
+            db,
+        ]
         run_env = {**os.environ, **env}
         subprocess.run(once, env=run_env, check=True, capture_output=True, cwd=ROOT)
         time.sleep(2)  # the heavy account accrues usage between the two cycles
-        old_best_effort = submit("#!/bin/bash\ntrue\n", env, ["--gres=gpu:1", "--time=5", "--account=heavy",
-                                                               "-o", "/dev/null"])
-        light = submit("#!/bin/bash\ntrue\n", env, ["--gres=gpu:1", "--time=5", "--account=light", "-o", "/dev/null"])
-        deadline = submit("#!/bin/bash\ntrue\n", env, ["--gres=gpu:1", "--time=5", "--account=heavy",
-                                                        "--deadline=now+20minutes", "-o", "/dev/null"])
+        old_best_effort = submit(
+            "#!/bin/bash\ntrue\n",
+            env,
+            ["--gres=gpu:1", "--time=5", "--account=heavy", "-o", "/dev/null"],
+        )
+        light = submit(
+            "#!/bin/bash\ntrue\n",
+            env,
+            ["--gres=gpu:1", "--time=5", "--account=light", "-o", "/dev/null"],
+        )
+        deadline = submit(
+            "#!/bin/bash\ntrue\n",
+            env,
+            [
+                "--gres=gpu:1",
+                "--time=5",
+                "--account=heavy",
+                "--deadline=now+20minutes",
+                "-o",
+                "/dev/null",
+            ],
+        )
         ids += [old_best_effort, light, deadline]
-        res = subprocess.run(once, env=run_env, check=True, capture_output=True, text=True, cwd=ROOT)
+        res = subprocess.run(
+            once, env=run_env, check=True, capture_output=True, text=True, cwd=ROOT
+        )
         report = json.loads(res.stdout)
         assert report["pushed_jobs"] >= 1
         sf = backend.site_factors()
         assert sf[deadline] > sf[light] > sf[old_best_effort], sf
         expl = Store(db).explanation(deadline)
         assert expl["deadline_slack_s"] is not None and expl["deadline_slack_s"] < 30 * 60
-        assert Store(db).explanation(light)["factors"]["fairshare"]["score"] > \
-            Store(db).explanation(old_best_effort)["factors"]["fairshare"]["score"]
+        assert (
+            Store(db).explanation(light)["factors"]["fairshare"]["score"]
+            > Store(db).explanation(old_best_effort)["factors"]["fairshare"]["score"]
+        )
     finally:
         _cancel(env, *ids)
 
@@ -213,22 +334,45 @@ def test_a_deadline_the_cluster_cannot_keep_is_demoted_and_explain_says_why(test
     cfg = _config_without_preemption(tmp_path)
     ids = []
     try:
-        ids.append(submit("#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-N3", "--time=10", "-o", "/dev/null"]))
-        kept = submit("#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-N1", "--time=10",
-                                                         "--deadline=now+15minutes", "-o", "/dev/null"])
+        ids.append(
+            submit(
+                "#!/bin/bash\nsleep 300\n",
+                env,
+                ["--gres=gpu:8", "-N3", "--time=10", "-o", "/dev/null"],
+            )
+        )
+        kept = submit(
+            "#!/bin/bash\nsleep 300\n",
+            env,
+            ["--gres=gpu:8", "-N1", "--time=10", "--deadline=now+15minutes", "-o", "/dev/null"],
+        )
         ids.append(kept)
-        demoted = submit("#!/bin/bash\nsleep 300\n", env, ["--gres=gpu:8", "-N2", "--time=10",
-                                                            "--deadline=now+15minutes", "-o", "/dev/null"])
+        demoted = submit(
+            "#!/bin/bash\nsleep 300\n",
+            env,
+            ["--gres=gpu:8", "-N2", "--time=10", "--deadline=now+15minutes", "-o", "/dev/null"],
+        )
         ids.append(demoted)
         db = f"sqlite:///{tmp_path / 'prio.db'}"
-        once = [sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "once", "--init", "--config", str(cfg),
-                "--db", db]
+        once = [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "prioritizer",
+            "once",
+            "--init",
+            "--config",
+            str(cfg),
+            "--db",
+            db,
+        ]
         subprocess.run(once, env={**os.environ, **env}, check=True, capture_output=True, cwd=ROOT)
         notes = [d.reason for d in Store(db).decisions(demoted) if d.kind == "deadline"]
         assert len(notes) == 1 and "deadline not admitted" in notes[0], notes
         assert not [d for d in Store(db).decisions(kept) if d.kind == "deadline"]
-        r = CliRunner().invoke(app, ["explain", str(demoted), "--config", str(cfg), "--db", db],
-                               env={"COLUMNS": "80"})
+        r = CliRunner().invoke(
+            app, ["explain", str(demoted), "--config", str(cfg), "--db", db], env={"COLUMNS": "80"}
+        )
         assert r.exit_code == 0, r.stdout
         assert "not admitted" in r.stdout and "best effort" in r.stdout, r.stdout
         assert all(len(line) <= 80 for line in r.stdout.splitlines()), r.stdout
@@ -243,9 +387,18 @@ def test_kill9_mid_preemption_then_restart(make_testbed, tmp_path):
     tb.up()
     env = tb.env()
     out = tmp_path / "victim.out"
-    victim = submit(VICTIM.format(ckpt=tmp_path / "ckpt"), env,
-                    ["--requeue", "--comment=dl:ckpt=1", "--gres=gpu:2", "--time=10", f"--output={out}",
-                     "--open-mode=append"])
+    victim = submit(
+        VICTIM.format(ckpt=tmp_path / "ckpt"),
+        env,
+        [
+            "--requeue",
+            "--comment=dl:ckpt=1",
+            "--gres=gpu:2",
+            "--time=10",
+            f"--output={out}",
+            "--open-mode=append",
+        ],
+    )
     wait_until("the victim to run", lambda: _state(victim, env) == "RUNNING", 60)
     need = submit("#!/bin/bash\nsleep 2\n", env, ["--gres=gpu:1", "--time=5", "-o", "/dev/null"])
     db = f"sqlite:///{tmp_path / 'prio.db'}"
@@ -286,7 +439,9 @@ def test_daemon_survives_slurmctld_restart(make_testbed, tmp_path):
         os.kill(pid, signal.SIGTERM)
         wait_until("slurmctld to stop", lambda: tb.status().daemons.get("slurmctld") is None, 30)
         wait_until("the daemon to notice", lambda: "slurmctld unreachable" in daemon.text(), 60)
-        wait_until("a second backoff", lambda: daemon.text().count("slurmctld unreachable") >= 2, 60)
+        wait_until(
+            "a second backoff", lambda: daemon.text().count("slurmctld unreachable") >= 2, 60
+        )
         assert daemon.proc.poll() is None, "the daemon exited while slurmctld was down"
         tb.up()
         wait_until("the daemon to recover", lambda: "reachable again" in daemon.text(), 90)
@@ -308,24 +463,62 @@ def test_the_daemon_exits_non_zero_on_a_damaged_ledger(testbed, tmp_path):
     url = f"sqlite:///{path}"
     store = Store(url)
     for cycle in range(1, 6):  # a history of several hundred pages
-        store.save_cycle(CycleWrite(now=1000.0 + cycle, cycle=cycle, ledger=Ledger(),
-                                    decisions=[(j, "sitefactor", j, "rank " + "x" * 200) for j in range(400)]))
+        store.save_cycle(
+            CycleWrite(
+                now=1000.0 + cycle,
+                cycle=cycle,
+                ledger=Ledger(),
+                decisions=[(j, "sitefactor", j, "rank " + "x" * 200) for j in range(400)],
+            )
+        )
     store.close()
     with sqlite3.connect(path) as c:  # garbage over the page the ledger lives on, mid-file
-        page = c.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sdl_ledger'").fetchone()[0]
+        page = c.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sdl_ledger'").fetchone()[
+            0
+        ]
         size = c.execute("PRAGMA page_size").fetchone()[0]
     with open(path, "r+b") as f:
         f.seek((page - 1) * size)
         f.write(b"\xde\xad\xbe\xef" * (size // 4))
     conf = tmp_path / "site.toml"
-    conf.write_text(TESTBED_TOML.read_text().replace("[prioritizer]\n", "[prioritizer]\nstore_failures_max = 2\n", 1))
-    out = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(conf),
-                          "--db", url], env={**os.environ, **testbed.env()}, capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+    conf.write_text(
+        TESTBED_TOML.read_text().replace(
+            "[prioritizer]\n", "[prioritizer]\nstore_failures_max = 2\n", 1
+        )
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "prioritizer",
+            "run",
+            "--config",
+            str(conf),
+            "--db",
+            url,
+        ],
+        env={**os.environ, **testbed.env()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert out.returncode == 1, out.stderr
-    assert str(path) in out.stderr and "malformed" in out.stderr and "restore it from a backup" in out.stderr, \
-        out.stderr
+    assert (
+        str(path) in out.stderr
+        and "malformed" in out.stderr
+        and "restore it from a backup" in out.stderr
+    ), out.stderr
     assert "Traceback" not in out.stderr, out.stderr
-    doctor = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "doctor", "--config", str(conf), "--db", url],
-                            env={**os.environ, **testbed.env()}, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert doctor.returncode == 1 and "FAIL  database" in doctor.stdout and "damaged" in doctor.stdout, doctor.stdout
+    doctor = subprocess.run(
+        [sys.executable, "-m", "slurm_dl.cli.main", "doctor", "--config", str(conf), "--db", url],
+        env={**os.environ, **testbed.env()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert (
+        doctor.returncode == 1 and "FAIL  database" in doctor.stdout and "damaged" in doctor.stdout
+    ), doctor.stdout

@@ -27,16 +27,21 @@ def site_config(tmp_path: Path) -> Path:
     text = (ROOT / "site-configs" / "testbed.toml").read_text()
     group = 'name = "h100"\nnodes = "gpu[01-04]"\ngpus_per_node = 8\n'
     assert group in text, "the testbed config changed: update this test's node groups"
-    text = text.replace(group, 'name = "shared"\nnodes = "gpu[01-02]"\ngpus_per_node = 4\ngpu_type = "h100"\n'
-                        'cpus = 32\nmemory_gb = 250\npartitions = ["gpu"]\n\n[[node_groups]]\n'
-                        'name = "h100"\nnodes = "gpu03"\ngpus_per_node = 4\n')
+    text = text.replace(
+        group,
+        'name = "shared"\nnodes = "gpu[01-02]"\ngpus_per_node = 4\ngpu_type = "h100"\n'
+        'cpus = 32\nmemory_gb = 250\npartitions = ["gpu"]\n\n[[node_groups]]\n'
+        'name = "h100"\nnodes = "gpu03"\ngpus_per_node = 4\n',
+    )
     text += '\n[sharing]\n[[sharing.groups]]\nnode_group = "shared"\nshards_per_gpu = 8\n'
     path = tmp_path / "site.toml"
     path.write_text(text)
     return path
 
 
-def test_a_waiting_shard_job_joins_the_shared_gpu_instead_of_opening_one(make_testbed, tmp_path: Path) -> None:
+def test_a_waiting_shard_job_joins_the_shared_gpu_instead_of_opening_one(
+    make_testbed, tmp_path: Path
+) -> None:
     tb = make_testbed(nodes=3, gpus_per_node=4, shard_nodes=2, shards_per_gpu=8)
     tb.up()
     env = tb.env()
@@ -50,14 +55,20 @@ def test_a_waiting_shard_job_joins_the_shared_gpu_instead_of_opening_one(make_te
 
         def waiting_shard_job() -> tuple[int, list[int]]:
             """CPU hogs fill both shard nodes; a 2-shard job then waits for resources."""
-            hogs = [submit(SLEEP, env, ["-w", node, "-c", str(cpus), "--mem=1000", "-o", "/dev/null"])
-                    for node, cpus in (("gpu01", 32), ("gpu02", 31))]
+            hogs = [
+                submit(SLEEP, env, ["-w", node, "-c", str(cpus), "--mem=1000", "-o", "/dev/null"])
+                for node, cpus in (("gpu01", 32), ("gpu02", 31))
+            ]
             ids.extend(hogs)
             for h in hogs:
                 wait_for_job_state(h, env, ("RUNNING",), timeout=60)
             job = submit(SLEEP, env, ["--gres=shard:2", "-c", "1", "-o", "/dev/null"])
             ids.append(job)
-            wait_until("the shard job waiting for resources", lambda: job_fields(job, env).get("Reason") == "Resources", 60)
+            wait_until(
+                "the shard job waiting for resources",
+                lambda: job_fields(job, env).get("Reason") == "Resources",
+                60,
+            )
             return job, hogs
 
         def free(hog: int) -> None:
@@ -78,7 +89,9 @@ def test_a_waiting_shard_job_joins_the_shared_gpu_instead_of_opening_one(make_te
         store = Store(f"sqlite:///{tmp_path / 'prio.db'}")
         Prioritizer(config, backend, store).run_cycle()
         [steered] = [d for d in store.decisions(small) if d.kind == "shard_node"]
-        assert steered.reason.startswith("steered to gpu02: joins GPU 0 of gpu02, already shared (3 of 8"), steered
+        assert steered.reason.startswith(
+            "steered to gpu02: joins GPU 0 of gpu02, already shared (3 of 8"
+        ), steered
         assert job_fields(small, env)["ReqNodeList"] == "gpu02"
         free(hogs[0])
         probe = submit("#!/bin/bash\ntrue\n", env, ["-w", "gpu01", "-c", "1", "-o", "/dev/null"])
@@ -88,7 +101,11 @@ def test_a_waiting_shard_job_joins_the_shared_gpu_instead_of_opening_one(make_te
         free(hogs[1])
         wait_for_job_state(small, env, ("RUNNING",), timeout=60)
         mine = {a.job_id: a for a in backend.gpu_allocations()}
-        assert (mine[small].node, mine[small].gpus, mine[small].shards) == ("gpu02", mine[shared].gpus, 2)
+        assert (mine[small].node, mine[small].gpus, mine[small].shards) == (
+            "gpu02",
+            mine[shared].gpus,
+            2,
+        )
     finally:
         for j in ids:
             try:

@@ -69,9 +69,11 @@ def work_s(i: int) -> float:
 def script(work: float, speeds: dict[str, float]) -> str:
     """Sleep ``work`` over the speed of the GPU type of the node the job got (its GRES)."""
     cases = "".join(f"  {t}) sleep {work / s:.3f} ;;\n" for t, s in speeds.items())
-    return ("#!/bin/bash\n"
-            "t=$(scontrol -o show node \"$SLURMD_NODENAME\" | grep -o 'Gres=gpu:[A-Za-z0-9_]*' | cut -d: -f2)\n"
-            f"case \"$t\" in\n{cases}  *) echo \"no GPU type on $SLURMD_NODENAME: '$t'\" >&2; exit 3 ;;\nesac\n")
+    return (
+        "#!/bin/bash\n"
+        "t=$(scontrol -o show node \"$SLURMD_NODENAME\" | grep -o 'Gres=gpu:[A-Za-z0-9_]*' | cut -d: -f2)\n"
+        f'case "$t" in\n{cases}  *) echo "no GPU type on $SLURMD_NODENAME: \'$t\'" >&2; exit 3 ;;\nesac\n'
+    )
 
 
 def history(env: dict, ids: list[int], out: Path) -> bool:
@@ -93,7 +95,9 @@ def test_a_mixed_type_history_replays_each_job_on_its_type(make_testbed, tmp_pat
         find_accounting_binaries()
     except SlurmNotInstalledError as e:
         pytest.skip(str(e))
-    tb = make_testbed(nodes=None, gpus_per_node=None, gpus=SPEC, accounting=True, extra_conf=(TYPED_TRES,))
+    tb = make_testbed(
+        nodes=None, gpus_per_node=None, gpus=SPEC, accounting=True, extra_conf=(TYPED_TRES,)
+    )
     tb.up()
     env = tb.env()
     site = tb.write_site_config(ROOT / "site-configs" / "testbed.toml", own_shape=True)
@@ -102,14 +106,21 @@ def test_a_mixed_type_history_replays_each_job_on_its_type(make_testbed, tmp_pat
     assert speeds == {"h100": 3.0, "v100": 1.0}
     node_type = {n: g.gpu_type for g in cfg.node_groups for n in expand_hostlist(g.nodes)}
     user = _run(["id", "-un"], env).stdout.strip()
-    for argv in ([["sacctmgr", "-i", "add", "account", a] for a in ACCOUNTS]
-                 + [["sacctmgr", "-i", "add", "user", user, f"account={','.join(ACCOUNTS)}"]]):
+    for argv in [["sacctmgr", "-i", "add", "account", a] for a in ACCOUNTS] + [
+        ["sacctmgr", "-i", "add", "user", user, f"account={','.join(ACCOUNTS)}"]
+    ]:
         _run(argv, env)
-    service = FilterProcess(tb.state_dir / "filter.sock", tb.state_dir / "filter.log", env, config=site)
+    service = FilterProcess(
+        tb.state_dir / "filter.sock", tb.state_dir / "filter.log", env, config=site
+    )
     with open(tb.state_dir / "prioritizer.log", "wb") as log:
-        daemon = subprocess.Popen([*CLI, "prioritizer", "run", "--init", "--config", str(site)], stdout=log,
-                                  stderr=subprocess.STDOUT, start_new_session=True,
-                                  env={**env, process.MARKER: str(tb.state_dir)})
+        daemon = subprocess.Popen(
+            [*CLI, "prioritizer", "run", "--init", "--config", str(site)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**env, process.MARKER: str(tb.state_dir)},
+        )
         out = tmp_path / "history.json"
         try:
             service.start()
@@ -118,14 +129,27 @@ def test_a_mixed_type_history_replays_each_job_on_its_type(make_testbed, tmp_pat
             for i in range(N_JOBS):
                 named = NAMED.get(i % 8)
                 gpus = f"{named}:{WIDTHS[i % 6]}" if named else str(WIDTHS[i % 6])
-                ids.append(submit(script(work_s(i), speeds), env, [f"--gpus={gpus}", f"--account={ACCOUNTS[i % 3]}",
-                                                                   f"--job-name=w{work_s(i):g}", "--time=2",
-                                                                   "--output=/dev/null"]))
+                ids.append(
+                    submit(
+                        script(work_s(i), speeds),
+                        env,
+                        [
+                            f"--gpus={gpus}",
+                            f"--account={ACCOUNTS[i % 3]}",
+                            f"--job-name=w{work_s(i):g}",
+                            "--time=2",
+                            "--output=/dev/null",
+                        ],
+                    )
+                )
                 asked[ids[-1]] = (i, named)
                 if i % 8 == 7:
                     time.sleep(WAVE_S)
-            _wait("every job finished", lambda: not _run(["squeue", "-h", "-o", "%i"], env).stdout.strip(),
-                  max(240.0, 3.0 * N_JOBS))
+            _wait(
+                "every job finished",
+                lambda: not _run(["squeue", "-h", "-o", "%i"], env).stdout.strip(),
+                max(240.0, 3.0 * N_JOBS),
+            )
             _wait("the accounting records", lambda: history(env, ids, out), 120)
         finally:
             daemon.terminate()
@@ -149,18 +173,24 @@ def test_a_mixed_type_history_replays_each_job_on_its_type(make_testbed, tmp_pat
         else:
             ran_on[job.gpu_type] += 1
         # its run time is its work at its type's speed (sacct keeps whole seconds)
-        assert abs(job.duration - work_s(i) / speeds[job.gpu_type]) <= 1.6, (job.job_id, job.duration)
+        assert abs(job.duration - work_s(i) / speeds[job.gpu_type]) <= 1.6, (
+            job.job_id,
+            job.duration,
+        )
     # the filter and the prioritizer chose the type of every job that accepts both (its partition;
     # Slurm alone leaves it in gpu, the partition over both types, as it does the jobs that name one)
-    assert all(j.partition == (j.gpu_type if len(j.accepted_types) > 1 else "gpu") for j in jobs), \
-        [(j.job_id, j.partition, j.gpu_type) for j in jobs]
+    assert all(j.partition == (j.gpu_type if len(j.accepted_types) > 1 else "gpu") for j in jobs), [
+        (j.job_id, j.partition, j.gpu_type) for j in jobs
+    ]
     # the replay, as the single-type test makes it: the mix's order, Slurm's backfill, the
     # overheads measured in the history; here on the site config's node groups, each job on
     # the type it ran on
     conf = tb.slurm_conf.read_text()
     pass_s = float(re.search(r"sched_interval=(\d+)", conf).group(1))
     est = estimate_dispatch(jobs, 8, pass_s, {"h100": 4, "v100": 4})  # each type's jobs on its GPUs
-    assert est.gaps >= N_JOBS // 4 and est.median_gap_s is not None and 0 <= est.median_gap_s <= 30, est
+    assert (
+        est.gaps >= N_JOBS // 4 and est.median_gap_s is not None and 0 <= est.median_gap_s <= 30
+    ), est
     typed = typed_cluster(groups_from_config(cfg), None, None, cfg, recorded=True)
     assert typed is not None and [g.gpu_type for g in typed.groups] == ["h100", "v100"]
 
@@ -172,20 +202,47 @@ def test_a_mixed_type_history_replays_each_job_on_its_type(make_testbed, tmp_pat
     setup = SimSetup(groups=typed.groups, types=typed.types, fairness=False, dispatch=est.dispatch)
     summary, results = simulate(jobs, ranker, setup)
     assert (summary["jobs"], summary["preemptions"]) == (N_JOBS, 0)
-    for sj in (s for r in results for s in r.jobs):  # on its recorded type, at its recorded run time
+    for sj in (
+        s for r in results for s in r.jobs
+    ):  # on its recorded type, at its recorded run time
         assert sj.charge == speeds[sj.job.gpu_type], (sj.job.job_id, sj.charge, sj.job.gpu_type)
         assert sj.end_time - sj.first_start == pytest.approx(sj.job.duration), sj.job.job_id
     median, p90, bias = _errors(results)
     # the same replay as an admin runs it
-    r = _run([*CLI, "simulate", "--trace", str(out), "--format", "sacct-json", "--config", str(site), "--policy",
-              "site", "--slurm-backfill", "--dispatch", f"auto:{pass_s:g}", "--no-fairness", "--json"], env)
+    r = _run(
+        [
+            *CLI,
+            "simulate",
+            "--trace",
+            str(out),
+            "--format",
+            "sacct-json",
+            "--config",
+            str(site),
+            "--policy",
+            "site",
+            "--slurm-backfill",
+            "--dispatch",
+            f"auto:{pass_s:g}",
+            "--no-fairness",
+            "--json",
+        ],
+        env,
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["dispatch"]["release_s"] == est.dispatch.release_s and doc["placement"] == "slurm-backfill"
+    assert (
+        doc["dispatch"]["release_s"] == est.dispatch.release_s
+        and doc["placement"] == "slurm-backfill"
+    )
     cli = doc["policies"][f"site: {cfg.policy.mix}"]
     assert cli["preemptions"] == 0 and cli["avg_queue_s"] == pytest.approx(summary["avg_queue_s"])
-    recorded_hours = {t: sum(j.num_gpus * j.duration for j in jobs if j.gpu_type == t) / 3600.0 for t in speeds}
-    assert {t: row["gpu_hours"] for t, row in cli["per_type"].items()} == pytest.approx(recorded_hours)
+    recorded_hours = {
+        t: sum(j.num_gpus * j.duration for j in jobs if j.gpu_type == t) / 3600.0 for t in speeds
+    }
+    assert {t: row["gpu_hours"] for t, row in cli["per_type"].items()} == pytest.approx(
+        recorded_hours
+    )
     # for the record: the history without its types (what the testbed's default gres/gpu
     # accounting gives): the aware choice places each job, and the run time of one that accepts
     # both is taken as its run time on an H100 (the overheads as measured on each type)
@@ -193,12 +250,25 @@ def test_a_mixed_type_history_replays_each_job_on_its_type(make_testbed, tmp_pat
         job.gpu_type = None
     _, blind = simulate(jobs, ranker, setup)
     blind_median, blind_p90, blind_bias = _errors(blind)
-    report = {"jobs": N_JOBS, "gpus": SPEC, "policy": cfg.policy.mix, "median_abs_start_error_s": median,
-              "p90_abs_start_error_s": p90, "bias_by_quarter_s": bias, "dispatch": est.describe(),
-              "accepting_both_ran_on": ran_on, "per_type_gpu_hours": recorded_hours,
-              "without_recorded_types": {"median": blind_median, "p90": blind_p90, "bias_by_quarter_s": blind_bias},
-              "recorded_span_s": max(float(j.tags["recorded_start"]) + j.duration for j in jobs)
-              - min(float(j.tags["recorded_start"]) for j in jobs), "load_average": os.getloadavg()}
+    report = {
+        "jobs": N_JOBS,
+        "gpus": SPEC,
+        "policy": cfg.policy.mix,
+        "median_abs_start_error_s": median,
+        "p90_abs_start_error_s": p90,
+        "bias_by_quarter_s": bias,
+        "dispatch": est.describe(),
+        "accepting_both_ran_on": ran_on,
+        "per_type_gpu_hours": recorded_hours,
+        "without_recorded_types": {
+            "median": blind_median,
+            "p90": blind_p90,
+            "bias_by_quarter_s": blind_bias,
+        },
+        "recorded_span_s": max(float(j.tags["recorded_start"]) + j.duration for j in jobs)
+        - min(float(j.tags["recorded_start"]) for j in jobs),
+        "load_average": os.getloadavg(),
+    }
     if KEEP_DIR:
         (Path(KEEP_DIR) / "mixed" / "calibration.json").write_text(json.dumps(report))
     print("calibration (mixed):", json.dumps(report))

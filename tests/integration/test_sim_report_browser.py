@@ -21,7 +21,8 @@ from slurm_dl.sim.reports.svgchart import PALETTE
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(
-    f"{i},{1 + i % 2},{i * 30},{200 + 37 * i},{'abc'[i % 3]}\n" for i in range(30))
+    f"{i},{1 + i % 2},{i * 30},{200 + 37 * i},{'abc'[i % 3]}\n" for i in range(30)
+)
 FIGURES = ("fig-jct-cdf", "fig-wait-gpus", "fig-queue", "fig-util", "fig-rho")
 
 
@@ -36,14 +37,27 @@ def _chromium() -> str:
 
 
 def _browse(exe: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage", "--hide-scrollbars",
-             "--disable-crash-reporter", f"--user-data-dir={tmp_path / 'profile'}",
-             "--host-resolver-rules=MAP * ~NOTFOUND",  # nothing outside the file can load
-             "--enable-logging=stderr", "--v=0"]
+    flags = [
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--disable-crash-reporter",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # nothing outside the file can load
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     if os.geteuid() == 0:
         flags.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
-    return subprocess.run([exe, *flags, *args], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "HOME": str(tmp_path)})
+    return subprocess.run(
+        [exe, *flags, *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
 
 
 def _report(tmp_path: Path) -> Path:
@@ -51,11 +65,33 @@ def _report(tmp_path: Path) -> Path:
     trace.write_text(TRACE)
     text = (ROOT / "site-configs" / "testbed.toml").read_text()
     (tmp_path / "current.toml").write_text(text)
-    (tmp_path / "proposed.toml").write_text(text.replace("[preemption]\n", "[preemption]\nrestart_delay_seconds = 600\n"))
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--format", "csv", "--nodes", "1",
-                                 "--gpus-per-node", "2", "--config", str(tmp_path / "current.toml"),
-                                 "--config", str(tmp_path / "proposed.toml"), "--policy", "fifo", "--policy", "las",
-                                 "--report", str(tmp_path / "report")])
+    (tmp_path / "proposed.toml").write_text(
+        text.replace("[preemption]\n", "[preemption]\nrestart_delay_seconds = 600\n")
+    )
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(trace),
+            "--format",
+            "csv",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "2",
+            "--config",
+            str(tmp_path / "current.toml"),
+            "--config",
+            str(tmp_path / "proposed.toml"),
+            "--policy",
+            "fifo",
+            "--policy",
+            "las",
+            "--report",
+            str(tmp_path / "report"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     return tmp_path / "report" / "index.html"
 
@@ -116,7 +152,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert background < 0.97 * 1280 * 3000
     counts = {c: n for n, c in colours}
     for hexcol in PALETTE[:4]:  # each run's colour is on screen (lines and bars)
-        want = tuple(int(hexcol[i:i + 2], 16) for i in (1, 3, 5))
+        want = tuple(int(hexcol[i : i + 2], 16) for i in (1, 3, 5))
         assert counts.get(want, 0) > 100, f"colour {hexcol} hardly drawn"
     print(f"screenshot: {shot}")
 
@@ -126,12 +162,34 @@ def test_tune_report_renders_every_figure_in_headless_chromium(tmp_path):
 
     exe = _chromium()
     trace = tmp_path / "t.csv"
-    trace.write_text("job_id,num_gpus,submit_time,duration,account\n" + "".join(
-        f"{i},{1 + i % 4},{i * 60},{300 + 97 * (i % 17)},{'abc'[i % 3]}\n" for i in range(120)))
-    r = CliRunner().invoke(app, ["tune", "--trace", str(trace), "--format", "csv", "--nodes", "2",
-                                 "--gpus-per-node", "4", "--param", "policy.las.thresholds_gpu_s=600:3600,36000",
-                                 "--param", "policy.las.starvation_factor=none:2", "--jobs", "1",
-                                 "--report", str(tmp_path / "report")])
+    trace.write_text(
+        "job_id,num_gpus,submit_time,duration,account\n"
+        + "".join(
+            f"{i},{1 + i % 4},{i * 60},{300 + 97 * (i % 17)},{'abc'[i % 3]}\n" for i in range(120)
+        )
+    )
+    r = CliRunner().invoke(
+        app,
+        [
+            "tune",
+            "--trace",
+            str(trace),
+            "--format",
+            "csv",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "4",
+            "--param",
+            "policy.las.thresholds_gpu_s=600:3600,36000",
+            "--param",
+            "policy.las.starvation_factor=none:2",
+            "--jobs",
+            "1",
+            "--report",
+            str(tmp_path / "report"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     url = (tmp_path / "report" / "index.html").resolve().as_uri()
     dom = _browse(exe, tmp_path, "--dump-dom", url)

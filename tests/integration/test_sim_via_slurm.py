@@ -24,27 +24,60 @@ pytest.importorskip("submitit")
 
 CLI = [sys.executable, "-m", "slurm_dl.cli.main"]
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(
-    f"{i},{1 + i % 4},{i * 60},{400 + 71 * (i % 13)},{'ab'[i % 2]}\n" for i in range(60))
+    f"{i},{1 + i % 4},{i * 60},{400 + 71 * (i % 13)},{'ab'[i % 2]}\n" for i in range(60)
+)
 
 
 def _args(tmp_path: Path) -> list[str]:
     trace = tmp_path / "t.csv"
     trace.write_text(TRACE)
     # two policies: each its shared run and one run per account (a, b): 6 array tasks
-    return [*CLI, "simulate", "--trace", str(trace), "--format", "csv", "--nodes", "2", "--gpus-per-node", "4",
-            "--policy", "fifo", "--policy", "las", "--json"]
+    return [
+        *CLI,
+        "simulate",
+        "--trace",
+        str(trace),
+        "--format",
+        "csv",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--policy",
+        "fifo",
+        "--policy",
+        "las",
+        "--json",
+    ]
 
 
 def _squeue(*more: str) -> str:
-    return subprocess.run(["squeue", "-h", *more], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["squeue", "-h", *more], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def _block_nodes(tmp_path: Path) -> str:
     """A job holding every node exclusively, so that the array waits in the queue."""
-    out = subprocess.run(["sbatch", "--parsable", "-N4", "--exclusive", "-o", str(tmp_path / "blocker.out"),
-                          "--wrap", "sleep 600"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "-N4",
+            "--exclusive",
+            "-o",
+            str(tmp_path / "blocker.out"),
+            "--wrap",
+            "sleep 600",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     job = out.strip().split(";")[0]
-    wait_until("the blocker to run", lambda: _squeue("-j", job, "-o", "%T").strip() == "RUNNING", 60)
+    wait_until(
+        "the blocker to run", lambda: _squeue("-j", job, "-o", "%T").strip() == "RUNNING", 60
+    )
     return job
 
 
@@ -76,8 +109,12 @@ def _plant(shared: Path, marker: Path, seconds: int = 8, pids: int = 40) -> set[
     return names
 
 
-def test_via_slurm_runs_one_array_with_the_local_result_and_names_a_killed_task(testbed, tmp_path) -> None:
-    local = subprocess.run([*_args(tmp_path), "--jobs", "1"], capture_output=True, text=True, cwd=tmp_path)
+def test_via_slurm_runs_one_array_with_the_local_result_and_names_a_killed_task(
+    testbed, tmp_path
+) -> None:
+    local = subprocess.run(
+        [*_args(tmp_path), "--jobs", "1"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert local.returncode == 0, local.stderr
 
     shared = tmp_path / "shared"  # like /tmp: everyone may write, the sticky bit on
@@ -87,18 +124,31 @@ def test_via_slurm_runs_one_array_with_the_local_result_and_names_a_killed_task(
     planted = _plant(shared, marker)
     blocker = _block_nodes(tmp_path)
     try:
-        proc = subprocess.Popen([*_args(tmp_path), "--via-slurm", "--time", "5"], cwd=shared,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [*_args(tmp_path), "--via-slurm", "--time", "5"],
+            cwd=shared,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         # the array, pending behind the blocker: six tasks of one array job
-        wait_until("the array in squeue", lambda: len(_squeue("-r", "-n", "slurm-dl-whatif", "-o", "%i").split()) == 6,
-                   60)
+        wait_until(
+            "the array in squeue",
+            lambda: len(_squeue("-r", "-n", "slurm-dl-whatif", "-o", "%i").split()) == 6,
+            60,
+        )
         mine = [p for p in shared.iterdir() if p.name not in planted]
         assert len(mine) == 1 and mine[0].name.startswith("slurm-dl-whatif-"), mine
         st = os.lstat(mine[0])
         assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
         assert stat.S_IMODE(os.lstat(mine[0] / "inputs.pickle").st_mode) == 0o600
-        rows = [ln.split() for ln in _squeue("-r", "-n", "slurm-dl-whatif", "-o", "%i %F %K").splitlines()]
-        assert len({r[1] for r in rows}) == 1 and sorted(r[2] for r in rows) == [str(i) for i in range(6)], rows
+        rows = [
+            ln.split()
+            for ln in _squeue("-r", "-n", "slurm-dl-whatif", "-o", "%i %F %K").splitlines()
+        ]
+        assert len({r[1] for r in rows}) == 1 and sorted(r[2] for r in rows) == [
+            str(i) for i in range(6)
+        ], rows
         array = rows[0][1]
         # kill las's shared run (planned: fifo's 3 tasks, then las's), then free the nodes
         subprocess.run(["scancel", f"{array}_3"], check=True)
@@ -120,9 +170,12 @@ def test_via_slurm_runs_one_array_with_the_local_result_and_names_a_killed_task(
 
 
 def test_via_slurm_gives_the_local_result(testbed, tmp_path) -> None:
-    local = subprocess.run([*_args(tmp_path), "--jobs", "1"], capture_output=True, text=True, cwd=tmp_path)
-    remote = subprocess.run([*_args(tmp_path), "--via-slurm"], capture_output=True, text=True, cwd=tmp_path,
-                            timeout=240)
+    local = subprocess.run(
+        [*_args(tmp_path), "--jobs", "1"], capture_output=True, text=True, cwd=tmp_path
+    )
+    remote = subprocess.run(
+        [*_args(tmp_path), "--via-slurm"], capture_output=True, text=True, cwd=tmp_path, timeout=240
+    )
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout == local.stdout
     assert "submitted 6 replays as Slurm job array" in remote.stderr
@@ -132,15 +185,41 @@ def test_via_slurm_gives_the_local_result(testbed, tmp_path) -> None:
 
 def test_tune_via_slurm_gives_the_local_proposal(testbed, tmp_path) -> None:
     trace = tmp_path / "tune.csv"
-    trace.write_text("job_id,num_gpus,submit_time,duration,account\n" + "".join(
-        f"{i},{1 + i % 4},{i * 60},{300 + 97 * (i % 17)},{'abc'[i % 3]}\n" for i in range(120)))
-    args = [*CLI, "tune", "--trace", str(trace), "--format", "csv", "--nodes", "2", "--gpus-per-node", "4",
-            "--policy", "las", "--no-fairness", "--param", "policy.las.thresholds_gpu_s=600:3600,36000",
-            "--param", "policy.las.starvation_factor=none:2", "--json"]
+    trace.write_text(
+        "job_id,num_gpus,submit_time,duration,account\n"
+        + "".join(
+            f"{i},{1 + i % 4},{i * 60},{300 + 97 * (i % 17)},{'abc'[i % 3]}\n" for i in range(120)
+        )
+    )
+    args = [
+        *CLI,
+        "tune",
+        "--trace",
+        str(trace),
+        "--format",
+        "csv",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--policy",
+        "las",
+        "--no-fairness",
+        "--param",
+        "policy.las.thresholds_gpu_s=600:3600,36000",
+        "--param",
+        "policy.las.starvation_factor=none:2",
+        "--json",
+    ]
     local = subprocess.run([*args, "--jobs", "1"], capture_output=True, text=True, cwd=tmp_path)
     assert local.returncode == 0, local.stderr
-    remote = subprocess.run([*args, "--via-slurm", "--time", "5"], capture_output=True, text=True, cwd=tmp_path,
-                            timeout=300)
+    remote = subprocess.run(
+        [*args, "--via-slurm", "--time", "5"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert remote.returncode == 0, remote.stderr
     # the search (4 candidates), the current settings, then the judging (5): three arrays
     assert remote.stderr.count("as Slurm job array") == 3, remote.stderr

@@ -100,8 +100,24 @@ def test_an_empty_postgres_database_is_reported_and_left_empty(pg) -> None:
     runner = CliRunner()
     r = runner.invoke(app, ["db", "status", "--db", url])
     assert r.exit_code == 1 and "empty" in r.output and "db upgrade" in r.output, r.output
-    r2 = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--config", str(conf),
-                         "--db", url, "--max-cycles", "1"], capture_output=True, text=True, timeout=120)
+    r2 = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "prioritizer",
+            "run",
+            "--config",
+            str(conf),
+            "--db",
+            url,
+            "--max-cycles",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r2.returncode == 1 and "empty" in r2.stderr and "db upgrade" in r2.stderr, r2.stderr
     eng = sa.create_engine(url)
     with eng.connect() as c:
@@ -119,19 +135,39 @@ def test_prioritizer_on_postgres_runs_the_preemption_scenario(pg, testbed, tmp_p
     env = testbed.env()
     out, ckpt = tmp_path / "victim.out", tmp_path / "victim.ckpt"
     nodes = len(testbed.status().nodes)
-    victim = submit(tp.VICTIM.format(ckpt=ckpt), env, ["--requeue", "--comment=dl:ckpt=1", f"-N{nodes}",
-                                                       "--gres=gpu:8", "--time=20", f"--output={out}",
-                                                       "--open-mode=append"])
+    victim = submit(
+        tp.VICTIM.format(ckpt=ckpt),
+        env,
+        [
+            "--requeue",
+            "--comment=dl:ckpt=1",
+            f"-N{nodes}",
+            "--gres=gpu:8",
+            "--time=20",
+            f"--output={out}",
+            "--open-mode=append",
+        ],
+    )
     tp.wait_until("the long job to run", lambda: tp._state(victim, env) == "RUNNING", 60)
-    short = submit("#!/bin/bash\necho short ran\nsleep 3\n", env,
-                   ["--gres=gpu:1", "--time=5", f"--output={tmp_path / 'short.out'}"])
+    short = submit(
+        "#!/bin/bash\necho short ran\nsleep 3\n",
+        env,
+        ["--gres=gpu:1", "--time=5", f"--output={tmp_path / 'short.out'}"],
+    )
     url = _with_password(pg.create_db("prio"))
     daemon = tp.Daemon(env, url, tmp_path / "daemon.log").start()
     try:
-        tp.wait_until("USR2 in the long job's output", lambda: "USR2" in (out.read_text() if out.exists() else ""), 90)
+        tp.wait_until(
+            "USR2 in the long job's output",
+            lambda: "USR2" in (out.read_text() if out.exists() else ""),
+            90,
+        )
         tp.wait_until("the long job to be requeued", lambda: tp._restarts(victim, env) >= 1, 90)
-        tp.wait_until("the short job to run",
-                      lambda: tp._state(short, env) in ("RUNNING", "COMPLETING", "COMPLETED"), 60)
+        tp.wait_until(
+            "the short job to run",
+            lambda: tp._state(short, env) in ("RUNNING", "COMPLETING", "COMPLETED"),
+            60,
+        )
         time.sleep(1)
     finally:
         daemon.stop()
@@ -143,9 +179,21 @@ def test_prioritizer_on_postgres_runs_the_preemption_scenario(pg, testbed, tmp_p
     assert store.ledger_cycle() >= 2 and store.load_ledger().attained(victim) > 0
     assert any(d.kind == "preempt" for d in store.decisions(victim))
     shown = [daemon.text()]
-    for argv in (["doctor", "--db", url], ["db", "status", "--db", url], ["db", "upgrade", "--db", url]):
-        r = subprocess.run([sys.executable, "-m", "slurm_dl.cli.main", *argv], env={**env, "SLURM_DL_CONFIG": str(tp.TESTBED_TOML)},
-                           capture_output=True, text=True, timeout=120)
+    for argv in (
+        ["doctor", "--db", url],
+        ["db", "status", "--db", url],
+        ["db", "upgrade", "--db", url],
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "slurm_dl.cli.main", *argv],
+            env={**env, "SLURM_DL_CONFIG": str(tp.TESTBED_TOML)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         shown.append(r.stdout + r.stderr)
     assert "postgres:***@" in shown[0] and all(PASSWORD not in text for text in shown), shown
-    assert "first start (--init): created an empty store at postgresql+psycopg://postgres:***@" in shown[0]
+    assert (
+        "first start (--init): created an empty store at postgresql+psycopg://postgres:***@"
+        in shown[0]
+    )

@@ -40,11 +40,19 @@ def test_two_nodes_eight_gpus_each_run_an_srun_step_on_both(run_job) -> None:
 
 def test_topology_has_two_leaf_switches_and_gres_on_every_node(testbed: Testbed) -> None:
     out = subprocess.run(
-        ["scontrol", "show", "topology"], env=testbed.env(), capture_output=True, text=True, check=True
+        ["scontrol", "show", "topology"],
+        env=testbed.env(),
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert "SwitchName=leaf1" in out and "SwitchName=leaf2" in out and "SwitchName=spine" in out
     nodes = subprocess.run(
-        ["sinfo", "-h", "-N", "-o", "%N %G"], env=testbed.env(), capture_output=True, text=True, check=True
+        ["sinfo", "-h", "-N", "-o", "%N %G"],
+        env=testbed.env(),
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split("\n")
     gres = {ln.split()[0]: ln.split()[1] for ln in nodes if ln.strip()}
     assert gres == {f"gpu0{i}": "gpu:h100:8" for i in range(1, 5)}
@@ -69,7 +77,11 @@ def test_down_leaves_no_process_even_with_a_running_job(make_testbed) -> None:
     tb = make_testbed()
     tb.up()
     pid_file = tb.state_dir / "job.pid"
-    job = submit(f"#!/bin/bash\necho $$ > {pid_file}\nsleep 300\n", tb.env(), ["--gpus=1", "--output=/dev/null"])
+    job = submit(
+        f"#!/bin/bash\necho $$ > {pid_file}\nsleep 300\n",
+        tb.env(),
+        ["--gpus=1", "--output=/dev/null"],
+    )
     wait_for_job_state(job, tb.env(), ["RUNNING"])
     for _ in range(100):
         if pid_file.exists() and pid_file.read_text().strip():
@@ -77,7 +89,9 @@ def test_down_leaves_no_process_even_with_a_running_job(make_testbed) -> None:
         time.sleep(0.1)
     job_shell = int(pid_file.read_text())
     daemons = [p for p in tb.status().daemons.values() if p]
-    assert len(daemons) == (3 if tb.params().munge else 2)  # slurmctld, slurmd (and munged): down stops all
+    assert len(daemons) == (
+        3 if tb.params().munge else 2
+    )  # slurmctld, slurmd (and munged): down stops all
     stopped = tb.down()
     assert set(daemons) <= set(stopped)
     assert job_shell in stopped
@@ -141,16 +155,37 @@ def test_cli_up_env_status_down(tmp_path_factory: pytest.TempPathFactory, make_t
     tmp_path = tmp_path_factory.mktemp("cli")  # short: slurmd's socket paths live under it
     state = tmp_path / "tb"
     cli = [sys.executable, "-m", "slurm_dl.cli.main", "testbed"]
-    release = os.environ.get("SLURM_DL_TEST_SLURM")  # this run's release (its clients may be on PATH)
-    up = subprocess.run([*cli, "up", "--dir", str(state), "--nodes", "1", "--gpus-per-node", "2",
-                         *(["--slurm", release] if release else [])], capture_output=True, text=True)
+    release = os.environ.get(
+        "SLURM_DL_TEST_SLURM"
+    )  # this run's release (its clients may be on PATH)
+    up = subprocess.run(
+        [
+            *cli,
+            "up",
+            "--dir",
+            str(state),
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "2",
+            *(["--slurm", release] if release else []),
+        ],
+        capture_output=True,
+        text=True,
+    )
     try:
         assert up.returncode == 0, up.stderr
-        env = subprocess.run([*cli, "env", "--dir", str(state)], capture_output=True, text=True, check=True).stdout
+        env = subprocess.run(
+            [*cli, "env", "--dir", str(state)], capture_output=True, text=True, check=True
+        ).stdout
         assert f"export SLURM_CONF={state.resolve()}/etc/slurm.conf" in env
-        shell = subprocess.run(["bash", "-c", f'{env}\nsinfo -h -N -o "%N %T %G"'], capture_output=True, text=True)
+        shell = subprocess.run(
+            ["bash", "-c", f'{env}\nsinfo -h -N -o "%N %T %G"'], capture_output=True, text=True
+        )
         assert shell.stdout.split() == ["gpu01", "idle", "gpu:h100:2"], shell.stderr
-        status = subprocess.run([*cli, "status", "--dir", str(state)], capture_output=True, text=True)
+        status = subprocess.run(
+            [*cli, "status", "--dir", str(state)], capture_output=True, text=True
+        )
         assert status.returncode == 0 and "running pid" in status.stdout
     finally:
         down = subprocess.run([*cli, "down", "--dir", str(state)], capture_output=True, text=True)
@@ -158,7 +193,9 @@ def test_cli_up_env_status_down(tmp_path_factory: pytest.TempPathFactory, make_t
     assert process.marked_processes(state.resolve()) == []
     status = subprocess.run([*cli, "status", "--dir", str(state)], capture_output=True, text=True)
     assert status.returncode == 1
-    missing = subprocess.run([*cli, "env", "--dir", str(tmp_path / "nothing")], capture_output=True, text=True)
+    missing = subprocess.run(
+        [*cli, "env", "--dir", str(tmp_path / "nothing")], capture_output=True, text=True
+    )
     assert missing.returncode != 0 and missing.stderr.startswith("error: no testbed at")
 
 
@@ -178,8 +215,23 @@ def test_accounting_gives_sacct_with_gpu_tres(make_testbed) -> None:
     out = ""
     for _ in range(50):  # the job record reaches slurmdbd asynchronously
         out = subprocess.run(
-            ["sacct", "-a", "-X", "-n", "-P", "-S", "2000-01-01", "-j", str(job), "-o", "JobID,State,AllocTRES"],
-            env=tb.env(), capture_output=True, text=True, check=True,
+            [
+                "sacct",
+                "-a",
+                "-X",
+                "-n",
+                "-P",
+                "-S",
+                "2000-01-01",
+                "-j",
+                str(job),
+                "-o",
+                "JobID,State,AllocTRES",
+            ],
+            env=tb.env(),
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         if "COMPLETED" in out:
             break

@@ -33,7 +33,15 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """The mixed testbed, started the way users start it: the command line."""
     require_testbed_support()
     state = tmp_path_factory.mktemp("mixed") / "tb"
-    up = cli("testbed", "up", "--dir", str(state), "--gpus", SPEC, *(["--slurm", TEST_SLURM] if TEST_SLURM else []))
+    up = cli(
+        "testbed",
+        "up",
+        "--dir",
+        str(state),
+        "--gpus",
+        SPEC,
+        *(["--slurm", TEST_SLURM] if TEST_SLURM else []),
+    )
     tb = Testbed(state)
     try:
         assert up.returncode == 0, up.stderr
@@ -71,17 +79,29 @@ def test_cli_status_env_and_site_config(mixed: Testbed) -> None:
     assert status.returncode == 0, status.stderr
     assert sorted(json.loads(status.stdout)["nodes"]) == ["gpu01", "gpu02", "gpu03", "gpu04"]
     assert json.loads(status.stdout)["gpus"] == SPEC
-    assert f"gpus             {SPEC}" in cli("testbed", "status", "--dir", str(mixed.state_dir)).stdout
+    assert (
+        f"gpus             {SPEC}" in cli("testbed", "status", "--dir", str(mixed.state_dir)).stdout
+    )
     env = cli("testbed", "env", "--dir", str(mixed.state_dir)).stdout
     assert f"export SLURM_CONF={mixed.slurm_conf}" in env and "SLURM_DL_CONFIG=" in env
-    check = cli("config", "check", str(mixed.layout.site_config), "--slurm-conf", str(mixed.slurm_conf))
-    assert check.returncode == 0 and "2 node group(s), 32 GPUs (h100, v100)" in check.stdout, check.stdout
-    assert f"matches {mixed.slurm_conf}: 4 node(s)" in check.stdout, check.stdout  # its own site.toml
+    check = cli(
+        "config", "check", str(mixed.layout.site_config), "--slurm-conf", str(mixed.slurm_conf)
+    )
+    assert check.returncode == 0 and "2 node group(s), 32 GPUs (h100, v100)" in check.stdout, (
+        check.stdout
+    )
+    assert f"matches {mixed.slurm_conf}: 4 node(s)" in check.stdout, (
+        check.stdout
+    )  # its own site.toml
     # up again: the same shape is a no-op, another shape is refused while it runs
     again = cli("testbed", "up", "--dir", str(mixed.state_dir), "--gpus", SPEC)
     assert again.returncode == 0, again.stderr
     other = cli("testbed", "up", "--dir", str(mixed.state_dir), "--gpus", "h100:2x8,v100:2x4")
-    assert other.returncode == 1 and "already up with" in other.stderr and "testbed down" in other.stderr
+    assert (
+        other.returncode == 1
+        and "already up with" in other.stderr
+        and "testbed down" in other.stderr
+    )
 
 
 def test_sinfo_shows_both_types_with_their_counts_features_and_partitions(mixed: Testbed) -> None:
@@ -121,7 +141,9 @@ def test_each_way_of_choosing_a_type_lands_on_it(mixed: Testbed) -> None:
 
 
 def test_typed_gres_waits_for_its_type_while_others_take_the_free_one(mixed: Testbed) -> None:
-    blocker = job(mixed, "-p", "h100", "-N2", "--gpus-per-node=8", script="#!/bin/bash\nsleep 300\n")
+    blocker = job(
+        mixed, "-p", "h100", "-N2", "--gpus-per-node=8", script="#!/bin/bash\nsleep 300\n"
+    )
     try:
         wait_for_job_state(blocker, mixed.env(), ["RUNNING"], timeout=30)
         typed = job(mixed, "--gres=gpu:h100:1")

@@ -38,7 +38,9 @@ def wait_for(what: str, check, timeout: float = 60.0) -> None:
 
 
 def run_testbed_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, "testbed", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [*CLI, "testbed", *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
 
 
 def test_up_on_a_half_dead_cluster_keeps_the_filter_and_the_prioritizer(make_testbed) -> None:
@@ -48,10 +50,20 @@ def test_up_on_a_half_dead_cluster_keeps_the_filter_and_the_prioritizer(make_tes
     sock = tb.state_dir / "filter.sock"
     env = {**tb.env(), process.MARKER: str(tb.state_dir)}  # as scripts/quickstart.sh starts them
     logs = {n: open(tb.state_dir / f"{n}.log", "wb") for n in ("filter", "prioritizer")}
-    filt = subprocess.Popen([*CLI, "filter", "serve", "--config", str(site), "--socket", str(sock)], env=env,
-                            stdout=logs["filter"], stderr=subprocess.STDOUT, start_new_session=True)
-    prio = subprocess.Popen([*CLI, "prioritizer", "run", "--init", "--config", str(site)], env=env,
-                            stdout=logs["prioritizer"], stderr=subprocess.STDOUT, start_new_session=True)
+    filt = subprocess.Popen(
+        [*CLI, "filter", "serve", "--config", str(site), "--socket", str(sock)],
+        env=env,
+        stdout=logs["filter"],
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    prio = subprocess.Popen(
+        [*CLI, "prioritizer", "run", "--init", "--config", str(site)],
+        env=env,
+        stdout=logs["prioritizer"],
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_for("the filter socket", sock.exists)
         assert ask_filter(sock)["action"] == "accept"
@@ -66,11 +78,19 @@ def test_up_on_a_half_dead_cluster_keeps_the_filter_and_the_prioritizer(make_tes
         os.kill(ctld, signal.SIGKILL)
         wait_for("slurmctld to die", lambda: not process.alive(ctld))
 
-        shape = ["--nodes", "1", "--gpus-per-node", "2", *(["--slurm", TEST_SLURM] if TEST_SLURM else [])]
+        shape = [
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "2",
+            *(["--slurm", TEST_SLURM] if TEST_SLURM else []),
+        ]
         up = run_testbed_cli("up", "--dir", str(tb.state_dir), *shape)
         assert up.returncode == 0, up.stderr
         assert "slurmctld had stopped: restarted the Slurm daemons" in up.stdout
-        assert f"left running: filter service pid {filt.pid}, prioritizer pid {prio.pid}" in up.stdout
+        assert (
+            f"left running: filter service pid {filt.pid}, prioritizer pid {prio.pid}" in up.stdout
+        )
 
         assert filt.poll() is None and prio.poll() is None
         assert ask_filter(sock)["action"] == "accept"  # the same service answers after the restart
@@ -80,8 +100,12 @@ def test_up_on_a_half_dead_cluster_keeps_the_filter_and_the_prioritizer(make_tes
 
         down = run_testbed_cli("down", "--dir", str(tb.state_dir))
         assert down.returncode == 0, down.stderr
-        assert f"among them filter service pid {filt.pid}, prioritizer pid {prio.pid}" in down.stdout
-        wait_for("the services to stop", lambda: filt.poll() is not None and prio.poll() is not None, 30)
+        assert (
+            f"among them filter service pid {filt.pid}, prioritizer pid {prio.pid}" in down.stdout
+        )
+        wait_for(
+            "the services to stop", lambda: filt.poll() is not None and prio.poll() is not None, 30
+        )
         assert process.marked_processes(tb.state_dir) == []
         gone = json.loads(run_testbed_cli("status", "--dir", str(tb.state_dir), "--json").stdout)
         assert gone["services"] == {"filter": None, "prioritizer": None}

@@ -23,10 +23,27 @@ CLI = [sys.executable, "-m", "slurm_dl.cli.main"]
 def sharing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     require_testbed_support()
     state = tmp_path_factory.mktemp("shards") / "tb"
-    up = subprocess.run([*CLI, "testbed", "up", "--dir", str(state), "--nodes", "2", "--gpus-per-node", "4",
-                         "--shard-nodes", "1", "--shards-per-gpu", "8",
-                         *(["--slurm", TEST_SLURM] if TEST_SLURM else [])],
-                        capture_output=True, text=True, timeout=300)
+    up = subprocess.run(
+        [
+            *CLI,
+            "testbed",
+            "up",
+            "--dir",
+            str(state),
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "4",
+            "--shard-nodes",
+            "1",
+            "--shards-per-gpu",
+            "8",
+            *(["--slurm", TEST_SLURM] if TEST_SLURM else []),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tb = Testbed(state)
     try:
         assert up.returncode == 0, up.stderr
@@ -35,9 +52,13 @@ def sharing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
         tb.down()
 
 
-def test_eight_one_shard_jobs_run_at_once_on_the_shard_node(sharing: Testbed, tmp_path: Path) -> None:
+def test_eight_one_shard_jobs_run_at_once_on_the_shard_node(
+    sharing: Testbed, tmp_path: Path
+) -> None:
     go = tmp_path / "go"
-    script = (f"#!/bin/bash\necho shards=$SLURM_SHARDS_ON_NODE\nwhile [ ! -e {go} ]; do sleep 0.2; done\n")
+    script = (
+        f"#!/bin/bash\necho shards=$SLURM_SHARDS_ON_NODE\nwhile [ ! -e {go} ]; do sleep 0.2; done\n"
+    )
     outs = [tmp_path / f"n{i}.out" for i in range(8)]
     ids = [submit(script, sharing.env(), ["--gres=shard:1", f"--output={o}"]) for o in outs]
     try:
@@ -52,6 +73,8 @@ def test_eight_one_shard_jobs_run_at_once_on_the_shard_node(sharing: Testbed, tm
 
 
 @pytest.mark.parametrize("args", [["--gres=shard:33"], ["--gres=shard:1", "--nodelist=gpu02"]])
-def test_more_shards_than_a_node_has_or_a_node_without_shards_is_refused(sharing: Testbed, args) -> None:
+def test_more_shards_than_a_node_has_or_a_node_without_shards_is_refused(
+    sharing: Testbed, args
+) -> None:
     with pytest.raises(SlurmError, match="Requested node configuration is not available"):
         submit("#!/bin/bash\ntrue\n", sharing.env(), ["--output=/dev/null", *args])

@@ -38,9 +38,13 @@ def _lines_fit(text: str) -> bool:
     return all(len(line) <= 80 for line in text.splitlines())
 
 
-def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_columns(testbed, tmp_path) -> None:
+def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_columns(
+    testbed, tmp_path
+) -> None:
     if testbed.bin_dir is not None:
-        pytest.skip("another release's clients run inside its Debian root; this runs on the host's Slurm")
+        pytest.skip(
+            "another release's clients run inside its Debian root; this runs on the host's Slurm"
+        )
     params = testbed.params()
     if params is None or not params.munge:
         pytest.skip("the testbed runs no munged (Debian package munge not installed)")
@@ -49,10 +53,16 @@ def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_colum
     private = tmp_path / "private"  # root's alone, as on a controller
     private.mkdir(mode=0o700)
     port = _free_port()
-    text = TESTBED_TOML.read_text().replace("[preemption]\nenabled = true", "[preemption]\nenabled = false")
+    text = TESTBED_TOML.read_text().replace(
+        "[preemption]\nenabled = true", "[preemption]\nenabled = false"
+    )
     text = with_database_url(text, f"sqlite:///{private / 'ledger.db'}")
-    for key, value in (("explain_port", port), ("explain_address", "127.0.0.1"), ("explain_host", "127.0.0.1"),
-                       ("munge_socket", str(testbed.layout.munge_socket))):
+    for key, value in (
+        ("explain_port", port),
+        ("explain_address", "127.0.0.1"),
+        ("explain_host", "127.0.0.1"),
+        ("munge_socket", str(testbed.layout.munge_socket)),
+    ):
         text = with_setting(text, "prioritizer", key, value)
     cfg = public / "site.toml"
     cfg.write_text(text)
@@ -62,12 +72,32 @@ def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_colum
     shutil.chown(work, "nobody")
     env = {**os.environ, **testbed.env()}
     log = tmp_path / "prio.log"
-    prio = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "prioritizer", "run", "--init", "--config", str(cfg)],
-                            env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=ROOT)
-    user_env = ["env", f"PATH={bin_dir}:/usr/bin:/bin", f"SLURM_DL_CONFIG={cfg}", f"HOME={work}", "COLUMNS=80"]
+    prio = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "prioritizer",
+            "run",
+            "--init",
+            "--config",
+            str(cfg),
+        ],
+        env=env,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
+    user_env = [
+        "env",
+        f"PATH={bin_dir}:/usr/bin:/bin",
+        f"SLURM_DL_CONFIG={cfg}",
+        f"HOME={work}",
+        "COLUMNS=80",
+    ]
 
     def as_nobody(*argv: str) -> subprocess.CompletedProcess:
-        return run("bash", "-c", f"cd {work} && exec \"$@\"", "-", *user_env, *argv)
+        return run("bash", "-c", f'cd {work} && exec "$@"', "-", *user_env, *argv)
 
     jobs: list[int] = []
     try:
@@ -75,14 +105,34 @@ def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_colum
         # Root fills the 4 x 8 GPUs and queues one job; the user's job waits behind it. (Jobs of the
         # user would not run here: the testbed's spool lies in pytest's root-only directory.)
         for gpus in (8, 8, 8, 8, 8):
-            jobs.append(submit("#!/bin/bash\nsleep 120\n", testbed.env(),
-                               [f"--gpus={gpus}", "--time=5", "-o", "/dev/null", "--job-name=root-fill"]))
-        out = as_nobody("dlsubmit", "train", "--gpus", "8", "--time", "5", "--name", "mine", "--launcher", "none",
-                        "--", "sleep", "120")
+            jobs.append(
+                submit(
+                    "#!/bin/bash\nsleep 120\n",
+                    testbed.env(),
+                    [f"--gpus={gpus}", "--time=5", "-o", "/dev/null", "--job-name=root-fill"],
+                )
+            )
+        out = as_nobody(
+            "dlsubmit",
+            "train",
+            "--gpus",
+            "8",
+            "--time",
+            "5",
+            "--name",
+            "mine",
+            "--launcher",
+            "none",
+            "--",
+            "sleep",
+            "120",
+        )
         assert out.returncode == 0, out.stderr
         waiting = int(re.search(r"submitted train job (\d+)", out.stdout).group(1))
         jobs.append(waiting)
-        assert as_nobody("test", "-r", str(private / "ledger.db")).returncode != 0  # unreadable to the user
+        assert (
+            as_nobody("test", "-r", str(private / "ledger.db")).returncode != 0
+        )  # unreadable to the user
 
         last: list[str] = []
 
@@ -92,7 +142,9 @@ def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_colum
             return out.stdout if out.returncode == 0 and "Slurm expects" in out.stdout else None
 
         try:
-            explain = wait_until("an explanation with Slurm's estimate, through the endpoint", explained, 60, 1.0)
+            explain = wait_until(
+                "an explanation with Slurm's estimate, through the endpoint", explained, 60, 1.0
+            )
         except AssertionError as e:
             raise AssertionError(f"{e}; explain said:\n{last[0] if last else ''}") from None
         status = as_nobody("dlsubmit", "status")
@@ -101,12 +153,18 @@ def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_colum
         for shown in (explain, status.stdout, detail.stdout):
             assert _lines_fit(shown), shown
             assert not [t for t in INTERNAL if t in shown], shown
-        assert re.search(r"place: +\d+\w\w of \d+ waiting jobs; \d+ GPUs ahead of it", explain), explain
+        assert re.search(r"place: +\d+\w\w of \d+ waiting jobs; \d+ GPUs ahead of it", explain), (
+            explain
+        )
         assert "start:      Slurm expects" in explain, explain
         line = next(ln for ln in status.stdout.splitlines() if ln.split()[:1] == [str(waiting)])
-        assert re.search(r"PENDING .* ~\d\d:\d\d +\d+\w\w of \d+, \d+ GPUs ahead$", line), status.stdout
+        assert re.search(r"PENDING .* ~\d\d:\d\d +\d+\w\w of \d+, \d+ GPUs ahead$", line), (
+            status.stdout
+        )
         assert "note:" not in status.stdout, status.stdout  # the endpoint answered
-        assert "start:       Slurm expects" in detail.stdout and "place:" in detail.stdout, detail.stdout
+        assert "start:       Slurm expects" in detail.stdout and "place:" in detail.stdout, (
+            detail.stdout
+        )
         # a job id Slurm does not know
         none = as_nobody("slurm-dl", "explain", "4000000000")
         assert none.returncode == 1 and "no such job" in none.stderr, none.stderr

@@ -18,7 +18,9 @@ import pytest
 from slurm_dl.testbed import Testbed
 
 
-def as_user(tb: Testbed, user: str = "nobody") -> tuple[Callable[..., subprocess.CompletedProcess], Path]:
+def as_user(
+    tb: Testbed, user: str = "nobody"
+) -> tuple[Callable[..., subprocess.CompletedProcess], Path]:
     """(run ARGV as ``user`` against ``tb``, the public config dir to remove after)."""
     if shutil.which("runuser") is None:
         pytest.skip("runuser (util-linux) is needed to act as another user")
@@ -31,9 +33,18 @@ def as_user(tb: Testbed, user: str = "nobody") -> tuple[Callable[..., subprocess
     env = {**tb.env(), "SLURM_CONF": str(public / "slurm.conf")}
     inside = [str(tb.bin_dir / "in-slurm-root")] if tb.bin_dir else []
 
-    def run(*argv: str, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([*inside, "runuser", "-u", user, "--", *argv], env=env, input=stdin,
-                              capture_output=True, text=True, timeout=timeout, cwd="/tmp")
+    def run(
+        *argv: str, stdin: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*inside, "runuser", "-u", user, "--", *argv],
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd="/tmp",
+        )
 
     return run, public
 
@@ -55,14 +66,21 @@ def user_python(user: str = "nobody") -> Path:
     site = next(venv.glob("lib/python3*/site-packages"))
     paths = [sysconfig.get_paths()["purelib"], str(Path(__file__).resolve().parents[2])]
     (site / "slurm_dl_checkout.pth").write_text(
-        "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in paths) + "\n")
+        "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in paths) + "\n"
+    )
     for name, module in (("slurm-dl", "slurm_dl.cli.main"), ("dlsubmit", "slurm_dl.dlsubmit.cli")):
         script = venv / "bin" / name
         script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom {module} import app\napp()\n")
         script.chmod(0o755)
-    probe = subprocess.run(["runuser", "-u", user, "--", str(venv / "bin" / "python"), "-c", "import slurm_dl, typer"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        ["runuser", "-u", user, "--", str(venv / "bin" / "python"), "-c", "import slurm_dl, typer"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if probe.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"{user} cannot import this checkout ({sys.executable}): {probe.stderr.strip()[-200:]}")
+        pytest.skip(
+            f"{user} cannot import this checkout ({sys.executable}): {probe.stderr.strip()[-200:]}"
+        )
     return venv / "bin"

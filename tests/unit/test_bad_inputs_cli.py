@@ -21,8 +21,18 @@ def one_error(result, *words: str) -> None:
 
 
 def test_explain_with_a_job_id_beyond_slurms_range(tmp_path) -> None:
-    r = runner.invoke(app, ["explain", "99999999999999999999", "--config", str(CONFIG), "--db",
-                            f"sqlite:///{tmp_path / 'x.db'}", "--no-live"])
+    r = runner.invoke(
+        app,
+        [
+            "explain",
+            "99999999999999999999",
+            "--config",
+            str(CONFIG),
+            "--db",
+            f"sqlite:///{tmp_path / 'x.db'}",
+            "--no-live",
+        ],
+    )
     one_error(r, "JOBID", "4294967293")
 
 
@@ -31,11 +41,29 @@ def test_non_utf8_params_file_names_the_line(tmp_path) -> None:
 
     bad = tmp_path / "params.txt"
     bad.write_bytes(b"lr=1\nlr=\xff\n")
-    r = runner.invoke(dlsubmit_app, ["sweep", "--config", str(CONFIG), "--dry-run", "--params-file", str(bad),
-                                     "--", "python", "x.py"])
+    r = runner.invoke(
+        dlsubmit_app,
+        [
+            "sweep",
+            "--config",
+            str(CONFIG),
+            "--dry-run",
+            "--params-file",
+            str(bad),
+            "--",
+            "python",
+            "x.py",
+        ],
+    )
     one_error(r, "--params-file", "line 2", "not UTF-8")
 
 
 def test_filter_check_refuses_what_sbatch_refuses() -> None:
-    for args, word in ((["-n", "0"], "-n"), (["--gpus-per-socket=2"], "--sockets-per-node"), (["-c", "0"], "-c")):
-        one_error(runner.invoke(app, ["filter", "check", "--config", str(CONFIG), "--", *args]), word)
+    for args, word in (
+        (["-n", "0"], "-n"),
+        (["--gpus-per-socket=2"], "--sockets-per-node"),
+        (["-c", "0"], "-c"),
+    ):
+        one_error(
+            runner.invoke(app, ["filter", "check", "--config", str(CONFIG), "--", *args]), word
+        )

@@ -10,9 +10,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_queue_turns_over_and_every_ended_job_reaches_the_history(tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_prioritizer_churn.py"), "--pending", "300",
-                          "--running", "60", "--churn", "10", "--cycles", "20"],
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_prioritizer_churn.py"),
+            "--pending",
+            "300",
+            "--running",
+            "60",
+            "--churn",
+            "10",
+            "--cycles",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout.splitlines()[0])
     assert r["failed_cycles"] == 0 and r["jobs_ended"] == 200

@@ -19,8 +19,16 @@ from typing import Callable
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from slurm_dl.daemon.bounded_http import (MAX_CONNECTIONS, QUEUE, BoundedHTTPServer, Request, Response, _send_all,
-                                   parse_head, Refused)
+from slurm_dl.daemon.bounded_http import (
+    MAX_CONNECTIONS,
+    QUEUE,
+    BoundedHTTPServer,
+    Request,
+    Response,
+    _send_all,
+    parse_head,
+    Refused,
+)
 from slurm_dl.cli.daemon_opts import OPEN_FILES, raise_open_files_limit
 from slurm_dl.daemon.metrics_http import serve_metrics
 
@@ -103,7 +111,11 @@ def test_a_normal_request_is_answered_once_and_closed(server) -> None:
     assert out.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" in out
     assert out.endswith(b"\r\n\r\nGET /x?y=1")
     head = exchange(s.port, b"HEAD / HTTP/1.0\n\n")  # bare newlines, HEAD: no body
-    assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n") and b"Content-Length: 6" in head
+    assert (
+        head.startswith(b"HTTP/1.1 200")
+        and head.endswith(b"\r\n\r\n")
+        and b"Content-Length: 6" in head
+    )
 
 
 def test_a_silent_or_trickling_client_is_dropped_at_the_head_deadline(server) -> None:
@@ -125,20 +137,25 @@ def test_a_silent_or_trickling_client_is_dropped_at_the_head_deadline(server) ->
     assert s.closed_early["idle"] == 2 and s.open_connections() == 0
 
 
-@pytest.mark.parametrize("data, status", [
-    (b"GET / HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n", b"431"),  # head over 8 KiB
-    (b"GET / HTTP/1.1\r\nX: " + b"a" * 9000, b"431"),  # ... and never ending
-    (b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
-    (b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", b"413"),
-    (b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", b"413"),
-    (b"GET /\r\n\r\n", b"400"),
-    (b"GET / HTTP/1.1\r\n folded\r\n\r\n", b"400"),
-])
+@pytest.mark.parametrize(
+    "data, status",
+    [
+        (b"GET / HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n", b"431"),  # head over 8 KiB
+        (b"GET / HTTP/1.1\r\nX: " + b"a" * 9000, b"431"),  # ... and never ending
+        (b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
+        (b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", b"413"),
+        (b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", b"413"),
+        (b"GET /\r\n\r\n", b"400"),
+        (b"GET / HTTP/1.1\r\n folded\r\n\r\n", b"400"),
+    ],
+)
 def test_oversized_heads_bodies_and_bad_requests_are_refused(server, data, status) -> None:
     s = server()
     try:
         out = exchange(s.port, data)
-    except ConnectionResetError:  # the server closed with the client's bytes unread: refused all the same
+    except (
+        ConnectionResetError
+    ):  # the server closed with the client's bytes unread: refused all the same
         out = b"HTTP/1.1 " + status
     assert out.startswith(b"HTTP/1.1 " + status)
     assert s.closed_early["refused"] == 1
@@ -146,7 +163,12 @@ def test_oversized_heads_bodies_and_bad_requests_are_refused(server, data, statu
 
 def test_parse_head_names_in_lower_case_and_last_wins() -> None:
     r = parse_head(b"GET /a HTTP/1.1\r\nAuthorization: MUNGE x\r\nX-A: 1\r\nx-a: 2")
-    assert (r.method, r.target, r.headers["authorization"], r.headers["x-a"]) == ("GET", "/a", "MUNGE x", "2")
+    assert (r.method, r.target, r.headers["authorization"], r.headers["x-a"]) == (
+        "GET",
+        "/a",
+        "MUNGE x",
+        "2",
+    )
     with pytest.raises(Refused):
         parse_head(b"")
 
@@ -156,7 +178,9 @@ def test_connections_are_capped_and_a_real_request_still_gets_in(server) -> None
     idle = [connect(s.port) for _ in range(10)]
     wait_for(lambda: s.closed_early["cap"] == 6)
     assert s.open_connections() == 4
-    assert [closed_within(c, 0.5) is not None for c in idle] == [True] * 6 + [False] * 4  # the oldest went
+    assert [closed_within(c, 0.5) is not None for c in idle] == [True] * 6 + [
+        False
+    ] * 4  # the oldest went
     assert exchange(s.port, b"GET /real HTTP/1.1\r\n\r\n").endswith(b"GET /real")
     for c in idle:
         c.close()
@@ -227,9 +251,13 @@ def test_idle_connections_do_not_take_the_metrics_endpoints_descriptors() -> Non
         assert open_fds() <= before + len(idle) + MAX_CONNECTIONS
         text = urllib.request.urlopen(f"http://127.0.0.1:{m.port}/metrics", timeout=5).read()
         assert b"slurm_dl_test_things_total 1.0" in text
-        req = urllib.request.Request(f"http://127.0.0.1:{m.port}/metrics", headers={"Accept-Encoding": "gzip"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{m.port}/metrics", headers={"Accept-Encoding": "gzip"}
+        )
         with urllib.request.urlopen(req, timeout=5) as r:
-            assert r.headers["Content-Encoding"] == "gzip" and b"slurm_dl_test_things" in gzip.decompress(r.read())
+            assert r.headers[
+                "Content-Encoding"
+            ] == "gzip" and b"slurm_dl_test_things" in gzip.decompress(r.read())
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(f"http://127.0.0.1:{m.port}/elsewhere", timeout=5)
         assert e.value.code == 404
@@ -289,8 +317,14 @@ sys.stdin.readline()
 
 
 def test_out_of_descriptors_the_endpoint_pauses_accepting_and_recovers(tmp_path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", OUT_OF_FDS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    child = subprocess.Popen(
+        [sys.executable, "-c", OUT_OF_FDS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     try:
         port = int(child.stdout.readline())
         c = connect(port)  # the kernel completes it; the server cannot take it yet

@@ -16,7 +16,9 @@ from slurm_dl.cli.main import app as slurm_dl_app
 runner = CliRunner()
 ENV = {"COLUMNS": "80", "TERMINAL_WIDTH": "80", "NO_COLOR": "1"}
 # The project's own files (examples may name the user's train.py).
-SOURCE_PATH = re.compile(r"\b(slurm_dl|prioritizer|jobsubmit|benchmarks|tests)[/.]\w|/work/|\w+_cmd\.py|…/")
+SOURCE_PATH = re.compile(
+    r"\b(slurm_dl|prioritizer|jobsubmit|benchmarks|tests)[/.]\w|/work/|\w+_cmd\.py|…/"
+)
 
 
 def _paths(app: typer.Typer, name: str) -> list[list[str]]:
@@ -37,8 +39,9 @@ def _case(app: typer.Typer, name: str, path: list[str]):
     return (app, name, path)
 
 
-CASES = [(dlsubmit_app, "dlsubmit", p) for p in _paths(dlsubmit_app, "dlsubmit")] + \
-        [(slurm_dl_app, "slurm-dl", p) for p in _paths(slurm_dl_app, "slurm-dl")]
+CASES = [(dlsubmit_app, "dlsubmit", p) for p in _paths(dlsubmit_app, "dlsubmit")] + [
+    (slurm_dl_app, "slurm-dl", p) for p in _paths(slurm_dl_app, "slurm-dl")
+]
 IDS = [" ".join([n, *p]) for _, n, p in CASES]
 
 
@@ -49,7 +52,9 @@ def _help(app: typer.Typer, path: list[str]) -> str:
 
 
 @pytest.mark.parametrize("app, name, path", [_case(*c) for c in CASES], ids=IDS)
-def test_help_fits_80_columns_and_speaks_to_users(app: typer.Typer, name: str, path: list[str]) -> None:
+def test_help_fits_80_columns_and_speaks_to_users(
+    app: typer.Typer, name: str, path: list[str]
+) -> None:
     text = _help(app, path)
     long = [line for line in text.splitlines() if len(line) > 80]
     assert not long, f"{name} {' '.join(path)} --help has lines over 80 columns: {long}"
@@ -59,8 +64,11 @@ def test_help_fits_80_columns_and_speaks_to_users(app: typer.Typer, name: str, p
     assert "…" not in text, "something was cut off"
 
 
-@pytest.mark.parametrize("app, name, path", [_case(*c) for c in CASES if c[2]],
-                         ids=[i for i, c in zip(IDS, CASES) if c[2]])
+@pytest.mark.parametrize(
+    "app, name, path",
+    [_case(*c) for c in CASES if c[2]],
+    ids=[i for i, c in zip(IDS, CASES) if c[2]],
+)
 def test_every_command_has_an_example(app: typer.Typer, name: str, path: list[str]) -> None:
     text = _help(app, path)
     assert re.search(r"^\s*Examples?\b", text, re.MULTILINE), f"{name} {' '.join(path)}: no example"

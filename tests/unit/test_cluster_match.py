@@ -34,17 +34,29 @@ def parse_config(text: str):
 
 def rendered_testbed(groups) -> tuple[str, str]:
     n = sum(g.nodes for g in groups)
-    p = ClusterParams(groups=tuple(groups), ctld_port=20001, node_ports=tuple(range(20011, 20011 + n)))
+    p = ClusterParams(
+        groups=tuple(groups), ctld_port=20001, node_ports=tuple(range(20011, 20011 + n))
+    )
     return render_slurm_conf(LAYOUT, p), render_gres_conf(LAYOUT, p)
 
 
 def test_the_testbeds_own_site_configs_match_its_slurm_conf() -> None:
     conf, gres = rendered_testbed([GpuGroup("h100", 4, 8)])
-    assert compare(load_config(ROOT / "site-configs" / "testbed.toml"), parse_slurm_cluster(conf, gres)) == []
+    assert (
+        compare(
+            load_config(ROOT / "site-configs" / "testbed.toml"), parse_slurm_cluster(conf, gres)
+        )
+        == []
+    )
     groups = [GpuGroup("h100", 2, 8), GpuGroup("v100", 2, 8)]
     conf, gres = rendered_testbed(groups)
-    site = with_shape((ROOT / "site-configs" / "testbed.toml").read_text(), groups, source="testbed.toml",
-                      cpus=DEFAULT_CPUS_PER_NODE, memory_gb=DEFAULT_MEMORY_MB_PER_NODE // 1024)
+    site = with_shape(
+        (ROOT / "site-configs" / "testbed.toml").read_text(),
+        groups,
+        source="testbed.toml",
+        cpus=DEFAULT_CPUS_PER_NODE,
+        memory_gb=DEFAULT_MEMORY_MB_PER_NODE // 1024,
+    )
     assert compare(parse_config(site), parse_slurm_cluster(conf, gres)) == []
 
 
@@ -52,21 +64,41 @@ def test_university_small_against_the_testbed_names_each_difference(tmp_path: Pa
     conf, gres = rendered_testbed([GpuGroup("h100", 4, 8)])
     (tmp_path / "slurm.conf").write_text(conf)
     (tmp_path / "gres.conf").write_text(gres)
-    r = CliRunner().invoke(app, ["config", "check", str(ROOT / "site-configs" / "university-small.toml"),
-                                 "--slurm-conf", str(tmp_path / "slurm.conf")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "config",
+            "check",
+            str(ROOT / "site-configs" / "university-small.toml"),
+            "--slurm-conf",
+            str(tmp_path / "slurm.conf"),
+        ],
+    )
     assert r.exit_code == 1, r.output
     out = r.stdout
     assert "7 difference(s)" in out, out
-    for expected in ("node group 'a100-4': nodes a100n[01-16] are not in slurm.conf",
-                     "node group 'v100-8': nodes v100n[01-08] are not in slurm.conf",
-                     "GPU nodes gpu[01-04] (8 x h100 each) are in no node group",
-                     'nodes = "gpu[01-04]", gpus_per_node = 8,', "GPU type 'a100': no node in slurm.conf",
-                     "GPU type 'v100'", "GPUs in all: 128 here, 32 in slurm.conf",
-                     "partition 'debug': not in slurm.conf (it has: gpu)"):
+    for expected in (
+        "node group 'a100-4': nodes a100n[01-16] are not in slurm.conf",
+        "node group 'v100-8': nodes v100n[01-08] are not in slurm.conf",
+        "GPU nodes gpu[01-04] (8 x h100 each) are in no node group",
+        'nodes = "gpu[01-04]", gpus_per_node = 8,',
+        "GPU type 'a100': no node in slurm.conf",
+        "GPU type 'v100'",
+        "GPUs in all: 128 here, 32 in slurm.conf",
+        "partition 'debug': not in slurm.conf (it has: gpu)",
+    ):
         assert expected in out.replace("\n  ", " ").replace("\n    ", " "), (expected, out)
     assert all(len(line) < 80 for line in out.splitlines() if "/" not in line), out  # but paths
-    ok = CliRunner().invoke(app, ["config", "check", str(ROOT / "site-configs" / "testbed.toml"),
-                                  "--slurm-conf", str(tmp_path / "slurm.conf")])
+    ok = CliRunner().invoke(
+        app,
+        [
+            "config",
+            "check",
+            str(ROOT / "site-configs" / "testbed.toml"),
+            "--slurm-conf",
+            str(tmp_path / "slurm.conf"),
+        ],
+    )
     assert ok.exit_code == 0 and ": OK" in ok.stdout and "matches" in ok.stdout, ok.output
 
 
@@ -127,7 +159,9 @@ memory_gb = 64
 
 def test_each_kind_of_difference_with_its_fix() -> None:
     cluster = parse_slurm_cluster(SLURM_CONF, GRES_CONF)
-    assert cluster.nodes["b01"].gpu_type == "v100" and cluster.nodes["b02"].cpus == 40  # gres.conf, DEFAULT
+    assert (
+        cluster.nodes["b01"].gpu_type == "v100" and cluster.nodes["b02"].cpus == 40
+    )  # gres.conf, DEFAULT
     assert cluster.nodes["a03"].cpus == 32 and cluster.nodes["a01"].memory_mb == 515000
     assert cluster.partitions["all"].nodes == ["a01", "a02", "a03", "b01", "b02", "cpu01"]
     diffs = {d.line(): d.fix for d in compare(parse_config(SITE), cluster)}
@@ -155,27 +189,51 @@ def test_doctor_reports_each_difference_as_a_problem() -> None:
     from slurm_dl.core.doctor import Facts, diagnose
 
     diffs = compare(parse_config(SITE), parse_slurm_cluster(SLURM_CONF, GRES_CONF))
-    findings = [x for x in diagnose(Facts(config_path="x", cluster_diffs=diffs)) if x.check == "site config vs Slurm"]
-    assert [(x.status, x.detail, x.fix) for x in findings] == [("fail", d.line(), d.fix) for d in diffs]
-    ok = [x for x in diagnose(Facts(config_path="x", cluster_diffs=[])) if x.check == "site config vs Slurm"]
+    findings = [
+        x
+        for x in diagnose(Facts(config_path="x", cluster_diffs=diffs))
+        if x.check == "site config vs Slurm"
+    ]
+    assert [(x.status, x.detail, x.fix) for x in findings] == [
+        ("fail", d.line(), d.fix) for d in diffs
+    ]
+    ok = [
+        x
+        for x in diagnose(Facts(config_path="x", cluster_diffs=[]))
+        if x.check == "site config vs Slurm"
+    ]
     assert [x.status for x in ok] == ["ok"]
 
 
 # what the backend reads of the live cluster (sinfo / scontrol): its nodes and partitions
-LIVE_NODES = [Node("gpu01", 8, "h100", cpus=32, memory_mb=256000, partitions=("h100", "gpu")),
-              Node("gpu05", 4, "v100", cpus=32, memory_mb=256000, partitions=("v100", "gpu")),
-              Node("cpu01", 0, None, cpus=64, memory_mb=128000, partitions=("cpu",))]
-LIVE_PARTITIONS = [Partition("h100", ("gpu01",)), Partition("gpu", ("gpu01", "gpu05"), max_time_s=172800.0, default=True),
-                   Partition("v100", ("gpu05",)), Partition("cpu", ("cpu01",))]
+LIVE_NODES = [
+    Node("gpu01", 8, "h100", cpus=32, memory_mb=256000, partitions=("h100", "gpu")),
+    Node("gpu05", 4, "v100", cpus=32, memory_mb=256000, partitions=("v100", "gpu")),
+    Node("cpu01", 0, None, cpus=64, memory_mb=128000, partitions=("cpu",)),
+]
+LIVE_PARTITIONS = [
+    Partition("h100", ("gpu01",)),
+    Partition("gpu", ("gpu01", "gpu05"), max_time_s=172800.0, default=True),
+    Partition("v100", ("gpu05",)),
+    Partition("cpu", ("cpu01",)),
+]
 
 
 def test_the_live_cluster_from_sinfo() -> None:
     live = cluster_of(LIVE_NODES, LIVE_PARTITIONS)
     assert (live.nodes["gpu01"].gpus, live.nodes["gpu01"].gpu_type) == (8, "h100")
     assert live.nodes["cpu01"].gpus == 0 and live.partitions["gpu"].default
-    assert live.partitions["gpu"].max_time_minutes == 2880 and live.partitions["h100"].max_time_minutes is None
+    assert (
+        live.partitions["gpu"].max_time_minutes == 2880
+        and live.partitions["h100"].max_time_minutes is None
+    )
     assert sorted(live.nodes["gpu05"].partitions) == ["gpu", "v100"]
-    diffs = [d.line() for d in compare(load_config(ROOT / "site-configs" / "testbed.toml"), live, "sinfo")]
+    diffs = [
+        d.line()
+        for d in compare(load_config(ROOT / "site-configs" / "testbed.toml"), live, "sinfo")
+    ]
     assert "node group 'h100': nodes gpu[02-04] are not in sinfo" in diffs, diffs
-    assert "sinfo: GPU nodes gpu05 (4 x v100 each) are in no node group: jobs there are not ranked as they run" \
-        in diffs, diffs
+    assert (
+        "sinfo: GPU nodes gpu05 (4 x v100 each) are in no node group: jobs there are not ranked as they run"
+        in diffs
+    ), diffs

@@ -163,7 +163,11 @@ def test_config_check_cli(tmp_path: Path) -> None:
     ok = runner.invoke(app, ["config", "check", str(REPO / "site-configs" / "testbed.toml")])
     assert ok.exit_code == 0 and "OK" in ok.output and "32 GPUs" in ok.output
     bad = tmp_path / "bad.toml"
-    d = (REPO / "site-configs" / "testbed.toml").read_text().replace("half_life_hours = 1.0", "half_life_hours = 0")
+    d = (
+        (REPO / "site-configs" / "testbed.toml")
+        .read_text()
+        .replace("half_life_hours = 1.0", "half_life_hours = 0")
+    )
     bad.write_text(d)
     res = runner.invoke(app, ["config", "check", str(bad)])
     assert res.exit_code == 1
@@ -180,13 +184,20 @@ def test_gittins_prior_file_is_read_at_load_time_relative_to_the_config(tmp_path
     with pytest.raises(ConfigError) as ei:
         load_config(site)
     (p,) = ei.value.problems
-    assert p.startswith("policy.gittins.prior: got 'prior.csv'; cannot read") and "allowed: 'tiresias'" in p
+    assert (
+        p.startswith("policy.gittins.prior: got 'prior.csv'; cannot read")
+        and "allowed: 'tiresias'" in p
+    )
     (tmp_path / "prior.csv").write_text("duration,x\n30,a\n600,b\n\n7200,c\n")
     cfg = load_config(site)
     assert cfg.policy.gittins.prior_samples == (30.0, 600.0, 7200.0)
-    assert get_policy("gittins", cfg) and get_policy("combined", cfg)  # the prioritizer's policies build
+    assert get_policy("gittins", cfg) and get_policy(
+        "combined", cfg
+    )  # the prioritizer's policies build
     (tmp_path / "prior.csv").write_text("duration\n30\ninf\n")
-    with pytest.raises(ConfigError, match=r"policy.gittins.prior: .*line 3: duration 'inf' is outside"):
+    with pytest.raises(
+        ConfigError, match=r"policy.gittins.prior: .*line 3: duration 'inf' is outside"
+    ):
         load_config(site)
 
 
@@ -196,13 +207,19 @@ def test_config_check_warns_when_jobs_without_a_handler_may_be_requeued(tmp_path
     text = (REPO / "site-configs" / "testbed.toml").read_text()
     assert "[preemption]\nenabled = true\n" in text
     f = tmp_path / "site.toml"
-    f.write_text(text.replace("[preemption]\nenabled = true\n", "[preemption]\nenabled = true\n"
-                              "requeue_without_signal = true\n"))
+    f.write_text(
+        text.replace(
+            "[preemption]\nenabled = true\n",
+            "[preemption]\nenabled = true\nrequeue_without_signal = true\n",
+        )
+    )
     result = CliRunner().invoke(app, ["config", "check", str(f)])
     assert result.exit_code == 0
     assert "warning: preemption.requeue_without_signal = true" in result.output
     assert all(len(line) <= 80 for line in result.output.splitlines() if "OK" not in line)
-    plain = CliRunner().invoke(app, ["config", "check", str(REPO / "site-configs" / "testbed.toml")])
+    plain = CliRunner().invoke(
+        app, ["config", "check", str(REPO / "site-configs" / "testbed.toml")]
+    )
     assert plain.exit_code == 0 and "requeue_without_signal" not in plain.output
 
 
@@ -222,7 +239,9 @@ def test_sharing_on_a_node_group_that_has_no_gpus_is_one_clear_error() -> None:
 @pytest.mark.parametrize("count", [0, 10_000])
 def test_a_share_count_of_0_or_10000_is_one_clear_error(count: int) -> None:
     (p,) = _problems(_sharing(_testbed(), shards_per_gpu=count))
-    assert p == f"sharing.groups[0].shards_per_gpu: got {count}; allowed: a whole number from 1 to 128"
+    assert (
+        p == f"sharing.groups[0].shards_per_gpu: got {count}; allowed: a whole number from 1 to 128"
+    )
 
 
 def test_an_mps_share_over_100_percent_is_one_clear_error() -> None:
@@ -244,7 +263,9 @@ def test_sharing_needs_shards_or_mps_names_each_group_once_and_never_training() 
 
 
 def test_a_valid_sharing_section_loads() -> None:
-    cfg = parse_config(_sharing(_testbed(), shards_per_gpu=8, mps_percent=50, shard_memory_gb=1), "site.toml")
+    cfg = parse_config(
+        _sharing(_testbed(), shards_per_gpu=8, mps_percent=50, shard_memory_gb=1), "site.toml"
+    )
     g = cfg.sharing.groups[0]
     assert (g.shards_per_gpu, g.mps_percent, g.shard_memory_gb) == (8, 50, 1)
     assert cfg.sharing.classes == [JobClass.INFERENCE, JobClass.INTERACTIVE]

@@ -49,14 +49,17 @@ def test_default_database_is_absolute_under_the_state_dir() -> None:
     assert database_url(None) == DEFAULT_DATABASE_URL
 
 
-@pytest.mark.parametrize("url,path", [
-    ("sqlite:////var/lib/x.db", "/var/lib/x.db"),
-    ("sqlite+pysqlite:////a/b.db?timeout=3", "/a/b.db"),
-    ("sqlite:///rel.db", "rel.db"),
-    ("sqlite://", ""),
-    ("sqlite:///:memory:", ""),
-    ("postgresql+psycopg://u@h/db", None),
-])
+@pytest.mark.parametrize(
+    "url,path",
+    [
+        ("sqlite:////var/lib/x.db", "/var/lib/x.db"),
+        ("sqlite+pysqlite:////a/b.db?timeout=3", "/a/b.db"),
+        ("sqlite:///rel.db", "rel.db"),
+        ("sqlite://", ""),
+        ("sqlite:///:memory:", ""),
+        ("postgresql+psycopg://u@h/db", None),
+    ],
+)
 def test_sqlite_path(url: str, path: str | None) -> None:
     assert sqlite_path(url) == path
 
@@ -66,17 +69,25 @@ def test_config_refuses_a_relative_sqlite_path() -> None:
     with pytest.raises(ConfigError) as e:
         parse_config({**base, "site": {"name": "x", "database_url": "sqlite:///ledger.db"}})
     assert "site.database_url" in str(e.value) and "absolute" in str(e.value)
-    ok = parse_config({**base, "site": {"name": "x", "database_url": "postgresql+psycopg://u@h/db"}})
+    ok = parse_config(
+        {**base, "site": {"name": "x", "database_url": "postgresql+psycopg://u@h/db"}}
+    )
     assert ok.site.database_url.startswith("postgresql")
 
 
 def test_with_database_url_sets_or_adds_the_key(tmp_path: Path) -> None:
     text = TESTBED.read_text()
     out = with_database_url(text, "sqlite:////tb/ledger.db")
-    assert tomllib.loads(out)["site"] == {"name": "testbed", "database_url": "sqlite:////tb/ledger.db"}
+    assert tomllib.loads(out)["site"] == {
+        "name": "testbed",
+        "database_url": "sqlite:////tb/ledger.db",
+    }
     again = with_database_url(out, "sqlite:////other/l.db")
     assert tomllib.loads(again)["site"]["database_url"] == "sqlite:////other/l.db"
-    assert tomllib.loads(with_database_url("x = 1\n", "sqlite://"))["site"]["database_url"] == "sqlite://"
+    assert (
+        tomllib.loads(with_database_url("x = 1\n", "sqlite://"))["site"]["database_url"]
+        == "sqlite://"
+    )
 
 
 def test_with_setting_touches_only_its_own_section() -> None:
@@ -84,10 +95,17 @@ def test_with_setting_touches_only_its_own_section() -> None:
     out = with_setting(text, "filter", "socket", "/tb/filter.sock")
     doc, before = tomllib.loads(out), tomllib.loads(text)
     assert doc["filter"] == {**before["filter"], "socket": "/tb/filter.sock"}
-    assert {k: v for k, v in doc.items() if k != "filter"} == {k: v for k, v in before.items() if k != "filter"}
+    assert {k: v for k, v in doc.items() if k != "filter"} == {
+        k: v for k, v in before.items() if k != "filter"
+    }
     two = '[a]\nx = "1"\n\n[[node_groups]]\nx = "2"\n# x = "3"\n'
-    assert tomllib.loads(with_setting(two, "node_groups", "y", "4"))["node_groups"] == [{"x": "2", "y": "4"}]
-    assert tomllib.loads(with_setting(two, "a", "x", "5")) == {"a": {"x": "5"}, "node_groups": [{"x": "2"}]}
+    assert tomllib.loads(with_setting(two, "node_groups", "y", "4"))["node_groups"] == [
+        {"x": "2", "y": "4"}
+    ]
+    assert tomllib.loads(with_setting(two, "a", "x", "5")) == {
+        "a": {"x": "5"},
+        "node_groups": [{"x": "2"}],
+    }
     assert tomllib.loads(with_setting(two, "b", "x", "6"))["b"] == {"x": "6"}
 
 
@@ -98,9 +116,16 @@ def test_commands_use_the_default_path(tmp_path: Path, monkeypatch: pytest.Monke
     missing = tmp_path / "etc-site.toml"
     monkeypatch.setattr(config_file, "DEFAULT_CONFIG", missing)
     runner = CliRunner()
-    for argv in (["filter", "check", "--", "--gpus=1", "-t", "10"], ["explain", "1"], ["prioritizer", "once"]):
+    for argv in (
+        ["filter", "check", "--", "--gpus=1", "-t", "10"],
+        ["explain", "1"],
+        ["prioritizer", "once"],
+    ):
         r = runner.invoke(app, argv)
-        assert r.exit_code != 0 and str(missing) in r.output and "$SLURM_DL_CONFIG" in r.output, (argv, r.output)
+        assert r.exit_code != 0 and str(missing) in r.output and "$SLURM_DL_CONFIG" in r.output, (
+            argv,
+            r.output,
+        )
         assert "Traceback" not in r.output
     missing.write_text(TESTBED.read_text())
     r = runner.invoke(app, ["filter", "check", "--", "--gpus=1", "-t", "10"])

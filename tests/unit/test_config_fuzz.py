@@ -38,7 +38,9 @@ from slurm_dl.core.rules import FilterContext, FilterDecision, decide
 from slurm_dl.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = {p.stem: tomllib.loads(p.read_text()) for p in sorted((REPO / "site-configs").glob("*.toml"))}
+EXAMPLES = {
+    p.stem: tomllib.loads(p.read_text()) for p in sorted((REPO / "site-configs").glob("*.toml"))
+}
 NOW = 1_800_000_000.0
 EXAMPLES_RUN = int(os.environ.get("SLURM_DL_CONFIG_FUZZ_EXAMPLES", "200"))
 
@@ -72,7 +74,9 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{_toml_str(str(k))} = {_toml_value(x)}" for k, x in v.items()) + "}"
+        return (
+            "{" + ", ".join(f"{_toml_str(str(k))} = {_toml_value(x)}" for k, x in v.items()) + "}"
+        )
     raise TypeError(type(v))
 
 
@@ -98,8 +102,32 @@ def leaf_paths(node: Any, prefix: tuple = ()) -> list[tuple]:
     return out
 
 
-SPECIAL = [math.inf, -math.inf, math.nan, 0, -1, 0.0, -0.0, 1e-300, 1e308, 2**63 - 1, -(2**63), 10**30,
-           "", "tiresias", "inf", "gpu[01-04]", "h100", "gpu", "USR2", "cancel", True, False, [], {}]
+SPECIAL = [
+    math.inf,
+    -math.inf,
+    math.nan,
+    0,
+    -1,
+    0.0,
+    -0.0,
+    1e-300,
+    1e308,
+    2**63 - 1,
+    -(2**63),
+    10**30,
+    "",
+    "tiresias",
+    "inf",
+    "gpu[01-04]",
+    "h100",
+    "gpu",
+    "USR2",
+    "cancel",
+    True,
+    False,
+    [],
+    {},
+]
 scalars = st.one_of(
     st.sampled_from(SPECIAL),
     st.floats(allow_nan=True, allow_infinity=True),
@@ -111,8 +139,10 @@ scalars = st.one_of(
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.sampled_from(["name", "x", "weight", "las", "a"]), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["name", "x", "weight", "las", "a"]), inner, max_size=3),
+    ),
     max_leaves=6,
 )
 
@@ -121,14 +151,26 @@ def same_type(old: Any) -> st.SearchStrategy:
     if isinstance(old, bool):
         return st.booleans()
     if isinstance(old, int):
-        return st.one_of(st.integers(1, 64), st.integers(1, 64), st.integers(0, 10**6),
-                         st.integers(-(2**63), 2**63 - 1), st.sampled_from([old * 1000, -old]))
+        return st.one_of(
+            st.integers(1, 64),
+            st.integers(1, 64),
+            st.integers(0, 10**6),
+            st.integers(-(2**63), 2**63 - 1),
+            st.sampled_from([old * 1000, -old]),
+        )
     if isinstance(old, float):
-        return st.one_of(st.floats(0.5, 100), st.floats(0.5, 100), st.floats(0, 1e7), st.floats(1e-9, 1e13),
-                         st.sampled_from([math.inf, math.nan, old * 1e6]))
+        return st.one_of(
+            st.floats(0.5, 100),
+            st.floats(0.5, 100),
+            st.floats(0, 1e7),
+            st.floats(1e-9, 1e13),
+            st.sampled_from([math.inf, math.nan, old * 1e6]),
+        )
     if isinstance(old, str):
-        return st.one_of(st.sampled_from(["gpu", "h100", "a100", "train", "gpu[01-02]", "", old + "x"]),
-                         st.text(max_size=8))
+        return st.one_of(
+            st.sampled_from(["gpu", "h100", "a100", "train", "gpu[01-02]", "", old + "x"]),
+            st.text(max_size=8),
+        )
     return values
 
 
@@ -149,7 +191,9 @@ def mutated_configs(draw) -> tuple[str, dict[str, Any], list[str]]:
         elif action == "delete":
             del parent[path[-1]]
         elif action == "add" and isinstance(parent[path[-1]], dict):
-            key = draw(st.sampled_from(["enabled", "weight", "grace_seconds", "bogus", "interval_seconds"]))
+            key = draw(
+                st.sampled_from(["enabled", "weight", "grace_seconds", "bogus", "interval_seconds"])
+            )
             parent[path[-1]][key] = draw(values)
         else:
             parent[path[-1]] = draw(values)
@@ -171,27 +215,70 @@ class SmallCluster:
     def __init__(self, cfg: SiteConfig) -> None:
         g = cfg.node_groups[0]
         names = g.node_names[:2]
-        self.nodes = [Node(n, g.gpus_per_node, g.gpu_type, partitions=tuple(g.partitions)) for n in names]
+        self.nodes = [
+            Node(n, g.gpus_per_node, g.gpu_type, partitions=tuple(g.partitions)) for n in names
+        ]
         part = g.partitions[0] if g.partitions else cfg.default_partition
         full = g.gpus_per_node
         self.jobs = [
-            Job(1, user="u1", account="nlp", num_gpus=full, partition=part, submit_time=NOW - 4000,
-                state=JobState.RUNNING, start_time=NOW - 3000, nodes=(names[0],), time_limit=7200.0),
-            Job(2, user="u2", account="vision", num_gpus=1, partition=part, submit_time=NOW - 100,
-                job_class=JobClass.INTERACTIVE, deadline=NOW + 900.0),
-            Job(3, user="u3", account="students", num_gpus=full, partition=part, submit_time=NOW - 50,
-                job_class=JobClass.SWEEP, time_limit=3600.0),
+            Job(
+                1,
+                user="u1",
+                account="nlp",
+                num_gpus=full,
+                partition=part,
+                submit_time=NOW - 4000,
+                state=JobState.RUNNING,
+                start_time=NOW - 3000,
+                nodes=(names[0],),
+                time_limit=7200.0,
+            ),
+            Job(
+                2,
+                user="u2",
+                account="vision",
+                num_gpus=1,
+                partition=part,
+                submit_time=NOW - 100,
+                job_class=JobClass.INTERACTIVE,
+                deadline=NOW + 900.0,
+            ),
+            Job(
+                3,
+                user="u3",
+                account="students",
+                num_gpus=full,
+                partition=part,
+                submit_time=NOW - 50,
+                job_class=JobClass.SWEEP,
+                time_limit=3600.0,
+            ),
         ]
         if len(names) > 1:
-            self.jobs.append(Job(4, user="u2", account="vision", num_gpus=full, partition=part, submit_time=NOW - 900,
-                                 state=JobState.RUNNING, start_time=NOW - 800, nodes=(names[1],)))
+            self.jobs.append(
+                Job(
+                    4,
+                    user="u2",
+                    account="vision",
+                    num_gpus=full,
+                    partition=part,
+                    submit_time=NOW - 900,
+                    state=JobState.RUNNING,
+                    start_time=NOW - 800,
+                    nodes=(names[1],),
+                )
+            )
         self.now = NOW
 
     def snapshot(self) -> ClusterSnapshot:
-        used = {n: sum(j.num_gpus for j in self.jobs if j.state.active and n in j.nodes) for n in
-                (x.name for x in self.nodes)}
+        used = {
+            n: sum(j.num_gpus for j in self.jobs if j.state.active and n in j.nodes)
+            for n in (x.name for x in self.nodes)
+        }
         nodes = [dataclasses.replace(n, gpus_used=min(n.gpus, used[n.name])) for n in self.nodes]
-        return ClusterSnapshot(taken_at=self.now, jobs=[dataclasses.replace(j) for j in self.jobs], nodes=nodes)
+        return ClusterSnapshot(
+            taken_at=self.now, jobs=[dataclasses.replace(j) for j in self.jobs], nodes=nodes
+        )
 
     def set_site_factor(self, values: dict[int, int]) -> PushResult:
         return PushResult(updated=len(values), calls=len(set(values.values())))
@@ -205,8 +292,17 @@ class SmallCluster:
 
 JOB_DESCS = [
     {"tres_per_job": "gres:gpu:1", "time_limit": 60, "user_name": "u1"},
-    {"tres_per_node": "gres:gpu:h100:8", "min_nodes": 2, "comment": "dl:class=train dl:ckpt=1", "user_name": "u2"},
-    {"tres_per_job": "gres:gpu:2", "comment": f"dl:class=train dl:deadline={int(NOW) + 7200}", "user_name": "u3"},
+    {
+        "tres_per_node": "gres:gpu:h100:8",
+        "min_nodes": 2,
+        "comment": "dl:class=train dl:ckpt=1",
+        "user_name": "u2",
+    },
+    {
+        "tres_per_job": "gres:gpu:2",
+        "comment": f"dl:class=train dl:deadline={int(NOW) + 7200}",
+        "user_name": "u3",
+    },
     {"tres_per_job": "gres:gpu:1", "comment": "dl:class=interactive", "partition": "gpu"},
     {"time_limit": 30},
 ]
@@ -224,10 +320,14 @@ def exercise(path: Path, cfg: SiteConfig) -> None:
         IntervalTrigger(seconds=loop.interval_s)  # what Loop.run schedules the cycle with
         loop.backoff.failed(0.0)
         loop.backoff.failed(1.0)
-    service = FilterService(path, clock=lambda: NOW)  # reads the file itself, as `filter serve` does
+    service = FilterService(
+        path, clock=lambda: NOW
+    )  # reads the file itself, as `filter serve` does
     for job in JOB_DESCS:
         assert isinstance(decide(job, service.config, FilterContext(now=NOW)), FilterDecision)
-        assert service.handle_line(json.dumps({"v": 1, "submit_uid": 1000, "job": job}).encode()).endswith(b"\n")
+        assert service.handle_line(
+            json.dumps({"v": 1, "submit_uid": 1000, "job": job}).encode()
+        ).endswith(b"\n")
     try:
         render(JobSpec(kind="train", command=("python3", "train.py"), gpus=1), cfg)
     except RenderError:
@@ -252,16 +352,29 @@ def test_any_config_loads_cleanly_or_is_refused_and_every_reader_agrees(case) ->
             exercise(path, cfg)
         res = CliRunner().invoke(app, ["config", "check", str(path)])
         assert res.exit_code == (0 if cfg is not None else 1), (done, res.output)
-        assert "Traceback" not in res.output and res.exception is None or isinstance(res.exception, SystemExit)
+        assert (
+            "Traceback" not in res.output
+            and res.exception is None
+            or isinstance(res.exception, SystemExit)
+        )
 
 
-@pytest.mark.parametrize("key", [
-    ("prioritizer", "interval_seconds"), ("policy", "deadline", "boost_slack_minutes"),
-    ("preemption", "grace_seconds"), ("policy", "fairshare", "half_life_hours"),
-    ("preemption", "min_runtime_seconds"), ("telemetry", "sample_seconds"), ("policy", "qssf", "default_gpu_s"),
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        ("prioritizer", "interval_seconds"),
+        ("policy", "deadline", "boost_slack_minutes"),
+        ("preemption", "grace_seconds"),
+        ("policy", "fairshare", "half_life_hours"),
+        ("preemption", "min_runtime_seconds"),
+        ("telemetry", "sample_seconds"),
+        ("policy", "qssf", "default_gpu_s"),
+    ],
+)
 @pytest.mark.parametrize("value", [math.inf, math.nan, -math.inf, 1e300])
-def test_non_finite_and_huge_numbers_are_refused_with_key_value_and_range(tmp_path, key, value) -> None:
+def test_non_finite_and_huge_numbers_are_refused_with_key_value_and_range(
+    tmp_path, key, value
+) -> None:
     data = json.loads(json.dumps(EXAMPLES["testbed"]))
     table = data
     for part in key[:-1]:
@@ -300,10 +413,22 @@ def test_every_number_of_every_example_swept_through_bad_values(tmp_path, exampl
                 cfg = load_config(path_file)
             except ConfigError as e:
                 leaf, table = _loc(path), _loc(path[:-1])
-                if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                    assert [p for p in e.problems if p.startswith(f"{leaf}: got ")], (path, value, e.problems)
+                if (
+                    not isinstance(value, (int, float))
+                    or isinstance(value, bool)
+                    or not math.isfinite(value)
+                ):
+                    assert [p for p in e.problems if p.startswith(f"{leaf}: got ")], (
+                        path,
+                        value,
+                        e.problems,
+                    )
                 else:  # in range for the key alone, yet refused by a rule on its table or list
-                    assert [p for p in e.problems if p.startswith((leaf, table))], (path, value, e.problems)
+                    assert [p for p in e.problems if p.startswith((leaf, table))], (
+                        path,
+                        value,
+                        e.problems,
+                    )
                 continue
             loaded += 1
             exercise(path_file, cfg)
@@ -325,18 +450,30 @@ READERS = [
     ["config", "check", "{f}"],
     ["filter", "serve", "--config", "{f}", "--socket", "{d}/filter.sock"],
     ["filter", "check", "--config", "{f}", "--", "--gpus=1"],
-    ["prioritizer", "once", "--init", "--dry-run", "--config", "{f}", "--db", "sqlite:///{d}/ledger.db"],
+    [
+        "prioritizer",
+        "once",
+        "--init",
+        "--dry-run",
+        "--config",
+        "{f}",
+        "--db",
+        "sqlite:///{d}/ledger.db",
+    ],
     ["explain", "1", "--config", "{f}", "--db", "sqlite:///{d}/ledger.db"],
 ]
 
 
-@pytest.mark.parametrize("edit", [
-    ("[prioritizer]\ninterval_seconds = 3", "[prioritizer]\ninterval_seconds = inf"),
-    ("boost_slack_minutes = 30", "boost_slack_minutes = inf"),
-    ("grace_seconds = 10", "grace_seconds = nan"),
-    ("half_life_hours = 1.0", "half_life_hours = inf"),
-    ('timeout_ms = 200', 'timeout_ms = "200"'),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("[prioritizer]\ninterval_seconds = 3", "[prioritizer]\ninterval_seconds = inf"),
+        ("boost_slack_minutes = 30", "boost_slack_minutes = inf"),
+        ("grace_seconds = 10", "grace_seconds = nan"),
+        ("half_life_hours = 1.0", "half_life_hours = inf"),
+        ("timeout_ms = 200", 'timeout_ms = "200"'),
+    ],
+)
 def test_every_reader_refuses_a_bad_file_with_the_same_message(tmp_path, edit) -> None:
     """config check, the filter service and the prioritizer read through one function: the same
     one-line problem, exit 1, no traceback; the file given through $SLURM_DL_CONFIG as well."""
@@ -355,7 +492,10 @@ def test_every_reader_refuses_a_bad_file_with_the_same_message(tmp_path, edit) -
                 args.pop(i)
             res = CliRunner().invoke(app, args, env=env)
             assert res.exit_code == 1, (args, res.output)
-            assert "Traceback" not in res.output and isinstance(res.exception, SystemExit), (args, res.output)
+            assert "Traceback" not in res.output and isinstance(res.exception, SystemExit), (
+                args,
+                res.output,
+            )
             messages.add(res.output.strip().splitlines()[-1])
     assert len(messages) == 1, messages
     (line,) = messages
@@ -406,6 +546,10 @@ def test_every_number_in_the_config_has_a_finite_range_and_no_coercion() -> None
     assert len(fields) >= 45
     for key, meta in fields:
         kinds = {type(m).__name__ for m in meta}
-        assert "Le" in kinds and kinds & {"Ge", "Gt"}, f"{key}: declare both ends of its range with num()"
-        assert any(getattr(m, "strict", False) for m in meta), f"{key}: declare it with num() (strict)"
+        assert "Le" in kinds and kinds & {"Ge", "Gt"}, (
+            f"{key}: declare both ends of its range with num()"
+        )
+        assert any(getattr(m, "strict", False) for m in meta), (
+            f"{key}: declare it with num() (strict)"
+        )
     assert SiteConfig.model_config.get("allow_inf_nan") is False

@@ -14,8 +14,10 @@ from typer.testing import CliRunner
 from slurm_dl.cli.main import app
 from slurm_dl.core.config import SiteConfig, parse_config
 
-REQUIRED_PART = {"gpu_types": [{"name": "h100"}],
-                 "node_groups": [{"name": "g", "nodes": "gpu[01-02]", "gpus_per_node": 8, "gpu_type": "h100"}]}
+REQUIRED_PART = {
+    "gpu_types": [{"name": "h100"}],
+    "node_groups": [{"name": "g", "nodes": "gpu[01-02]", "gpus_per_node": 8, "gpu_type": "h100"}],
+}
 
 
 def _models(ann: Any) -> list[type[BaseModel]]:
@@ -87,7 +89,9 @@ def test_config_defaults_prints_every_key_with_its_description() -> None:
     assert not missing, f"config defaults does not print {missing}"
     comments = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
     for model, name, info in _fields():
-        assert " ".join(info.description.split()) in comments, f"{model.__name__}.{name}: description not printed"
+        assert " ".join(info.description.split()) in comments, (
+            f"{model.__name__}.{name}: description not printed"
+        )
 
 
 def test_config_defaults_is_a_config_of_the_defaults_in_80_columns() -> None:

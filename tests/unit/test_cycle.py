@@ -45,16 +45,28 @@ class MemoryCluster:
         self.signals: list[tuple[int, str]] = []
         self.requeues: list[int] = []
         self.down = False
-        self.hidden: set[int] = set()  # out of the snapshot (squeue -t PD,R,CG,S), known to scontrol
+        self.hidden: set[int] = (
+            set()
+        )  # out of the snapshot (squeue -t PD,R,CG,S), known to scontrol
         self.steers: list[tuple[int, str]] = []
         self.refuse_requeue: Exception | None = None
         self.refuse_signal: Exception | None = None
 
-    def add(self, job_id: int, gpus: int, *, running_on: str | None = None, account: str = "a", **kw) -> Job:
+    def add(
+        self, job_id: int, gpus: int, *, running_on: str | None = None, account: str = "a", **kw
+    ) -> Job:
         """A job that declared a checkpoint handler (``dl:ckpt=1``) unless ``comment`` says otherwise."""
         kw.setdefault("comment", "dl:ckpt=1")
         kw.setdefault("requeue", True)
-        j = Job(job_id, user="u", account=account, name=f"j{job_id}", num_gpus=gpus, submit_time=self.now, **kw)
+        j = Job(
+            job_id,
+            user="u",
+            account=account,
+            name=f"j{job_id}",
+            num_gpus=gpus,
+            submit_time=self.now,
+            **kw,
+        )
         if running_on:
             j.state, j.start_time, j.nodes = JobState.RUNNING, self.now, (running_on,)
         self.jobs[job_id] = j
@@ -79,7 +91,9 @@ class MemoryCluster:
             self.site_factor_calls.append(dict.fromkeys(ids, value))
             for j in ids:
                 self.jobs[j].site_factor = value
-        return SiteFactorResult(updated=len(values) - len(missing), calls=len(groups), missing=missing)
+        return SiteFactorResult(
+            updated=len(values) - len(missing), calls=len(groups), missing=missing
+        )
 
     def signal_batch(self, job_id: int, signal: str) -> None:
         if self.refuse_signal is not None:
@@ -110,7 +124,12 @@ class MemoryCluster:
         j = self.jobs.get(job_id)
         if j is None:
             raise JobNotFoundError(f"scontrol show job {job_id}: Invalid job id specified")
-        return JobEnd(j.state, exit_signal=self.exit_signal.get(job_id, 0), end_time=self.now, restarts=j.restarts)
+        return JobEnd(
+            j.state,
+            exit_signal=self.exit_signal.get(job_id, 0),
+            end_time=self.now,
+            restarts=j.restarts,
+        )
 
     exit_signal: dict[int, int] = {}
 
@@ -231,11 +250,14 @@ def test_victim_that_saves_and_exits_on_the_signal_is_requeued(config, db):
     assert row.state == "requeued" and "saved and exited" in p.store.decisions(1)[-1].reason
 
 
-@pytest.mark.parametrize("state, outcome, requeued", [
-    (JobState.FAILED, "died", True),        # no handler where the signal went: it died of it
-    (JobState.CANCELLED, "finished", False),  # its owner (or an admin) ended it
-    (JobState.TIMEOUT, "finished", False),
-])
+@pytest.mark.parametrize(
+    "state, outcome, requeued",
+    [
+        (JobState.FAILED, "died", True),  # no handler where the signal went: it died of it
+        (JobState.CANCELLED, "finished", False),  # its owner (or an admin) ended it
+        (JobState.TIMEOUT, "finished", False),
+    ],
+)
 def test_how_a_victim_ended_decides_its_outcome(config, db, state, outcome, requeued):
     c, p = _preemption_scene(config, db)
     p.run_cycle()
@@ -372,7 +394,9 @@ def test_deadlines_beyond_a_users_quota_buy_no_priority(config, db):
 
 
 def test_a_cycle_pushes_at_most_the_configured_number_and_the_next_the_rest(config, db):
-    cfg = config.model_copy(update={"prioritizer": config.prioritizer.model_copy(update={"max_pushes_per_cycle": 3})})
+    cfg = config.model_copy(
+        update={"prioritizer": config.prioritizer.model_copy(update={"max_pushes_per_cycle": 3})}
+    )
     c = MemoryCluster()
     c.add(99, 8, running_on="gpu01")
     for i in range(1, 6):
@@ -399,7 +423,11 @@ def test_a_deadline_the_cluster_cannot_keep_is_demoted_once_with_a_message(confi
     p = Prioritizer(config, c, Store(db))
     p.run_cycle()
     notes = [d for d in p.store.decisions(2) if d.kind == "deadline"]
-    assert len(notes) == 1 and "deadline not admitted" in notes[0].reason and "best effort" in notes[0].reason
+    assert (
+        len(notes) == 1
+        and "deadline not admitted" in notes[0].reason
+        and "best effort" in notes[0].reason
+    )
     assert not [d for d in p.store.decisions(1) if d.kind == "deadline"]
     c.now += 60.0
     for _ in range(2):
@@ -423,16 +451,22 @@ def test_deadline_promises_and_demotions_survive_a_restart(config, db, tmp_path)
     p.run_cycle()
     assert p.admission.admitted.keys() == {1} and p.admission.demoted.keys() == {2}
     del c.jobs[3]  # the best-effort job is gone: the whole cluster may be promised
-    for n, (later, forgot_admits, forgot_demotes) in enumerate([(1500.0, {1, 2}, set()), (1500.0, set(), {1, 2})]):
+    for n, (later, forgot_admits, forgot_demotes) in enumerate(
+        [(1500.0, {1, 2}, set()), (1500.0, set(), {1, 2})]
+    ):
         c.now += later
         again = Prioritizer(config, c, Store(db))  # a restart
         again.run_cycle()
         assert again.admission.admitted.keys() == {1} and again.admission.demoted.keys() == {2}
         forgot = Prioritizer(config, c, Store(f"sqlite:///{tmp_path / f'forgot{n}.db'}"))
         forgot.run_cycle()
-        assert forgot.admission.admitted.keys() == forgot_admits and forgot.admission.demoted.keys() == forgot_demotes
-    assert len([d for d in again.store.decisions(2) if d.kind == "deadline"]) == 1  # said once, across restarts
-
+        assert (
+            forgot.admission.admitted.keys() == forgot_admits
+            and forgot.admission.demoted.keys() == forgot_demotes
+        )
+    assert (
+        len([d for d in again.store.decisions(2) if d.kind == "deadline"]) == 1
+    )  # said once, across restarts
 
 
 def test_held_deadline_jobs_keep_no_promise_and_are_tested_again_in_turn_on_release(config, db):
@@ -444,7 +478,9 @@ def test_held_deadline_jobs_keep_no_promise_and_are_tested_again_in_turn_on_rele
 
     c = MemoryCluster()
     for i in range(1, 5):
-        j = c.add(i, 8, time_limit=3600.0, deadline=c.now + 5.5 * 3600.0, state_reason="JobHeldUser")
+        j = c.add(
+            i, 8, time_limit=3600.0, deadline=c.now + 5.5 * 3600.0, state_reason="JobHeldUser"
+        )
         j.user = "a"
         j.submit_time -= 100 - i
     b = c.add(10, 8, time_limit=7200.0, deadline=c.now + 5.5 * 3600.0)
@@ -453,23 +489,35 @@ def test_held_deadline_jobs_keep_no_promise_and_are_tested_again_in_turn_on_rele
     p.run_cycle()
     assert p.admission.admitted.keys() == {10} and p.admission.demoted == {}
     held = [d.reason for d in p.store.decisions(1) if d.kind == "deadline"]
-    assert held == ["deadline set aside while the job is held: it takes no room from other deadlines, "
-                    "and is tested again when the hold is released"]
+    assert held == [
+        "deadline set aside while the job is held: it takes no room from other deadlines, "
+        "and is tested again when the hold is released"
+    ]
     c.now += 60.0
     for i in range(1, 5):
         c.jobs[i].state_reason = "Priority"  # scontrol release, all at once
     again = Prioritizer(config, c, Store(db))  # a restart: the holds were kept with the answers
     again.run_cycle()
-    assert again.admission.admitted.keys() == {10, 1, 2, 3} and again.admission.demoted.keys() == {4}
+    assert again.admission.admitted.keys() == {10, 1, 2, 3} and again.admission.demoted.keys() == {
+        4
+    }
     notes = [d for d in again.store.decisions(4) if d.kind == "deadline"]
-    assert notes[-1].reason.startswith("deadline not admitted: after its hold was released, deadlines already")
-    text = render_explanation(again.store.explanation(4),
-                              [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in notes])
-    assert "after its hold was released" in text and all(len(line) <= 80 for line in text.splitlines()), text
+    assert notes[-1].reason.startswith(
+        "deadline not admitted: after its hold was released, deadlines already"
+    )
+    text = render_explanation(
+        again.store.explanation(4),
+        [{"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason} for d in notes],
+    )
+    assert "after its hold was released" in text and all(
+        len(line) <= 80 for line in text.splitlines()
+    ), text
     c.now += 60.0
     third = Prioritizer(config, c, Store(db))  # another restart changes no answer
     third.run_cycle()
-    assert third.admission.admitted.keys() == {10, 1, 2, 3} and third.admission.demoted.keys() == {4}
+    assert third.admission.admitted.keys() == {10, 1, 2, 3} and third.admission.demoted.keys() == {
+        4
+    }
 
 
 def test_steps_a_deadline_of_slurm_overrides_are_set_aside_with_a_note(config, db):
@@ -483,8 +531,10 @@ def test_steps_a_deadline_of_slurm_overrides_are_set_aside_with_a_note(config, d
     p = Prioritizer(config, c, Store(db))
     p.run_cycle()
     notes = [d.reason for d in p.store.decisions(1) if d.kind == "deadline"]
-    assert notes == ["deadline steps set aside: the job also has a deadline of its own (sbatch --deadline), "
-                     "which counts; a job has one or the other"]
+    assert notes == [
+        "deadline steps set aside: the job also has a deadline of its own (sbatch --deadline), "
+        "which counts; a job has one or the other"
+    ]
     assert not [d for d in p.store.decisions(2) if d.kind == "deadline"]
 
 
@@ -588,12 +638,16 @@ def test_a_soft_deadline_job_is_boosted_only_near_its_promised_step(config, db):
     c.add(99, 8, running_on="gpu01", time_limit=3600.0)
     now = int(c.now)
     tag = "sdl1:class=train;ckpt=1;gpus=1;shape=any;soft={}"
-    near = c.add(1, 1, time_limit=1200.0, admin_comment=tag.format(f"{now + 1800}:1+{now + 7200}:0.5"))
+    near = c.add(
+        1, 1, time_limit=1200.0, admin_comment=tag.format(f"{now + 1800}:1+{now + 7200}:0.5")
+    )
     far = c.add(2, 1, time_limit=600.0, admin_comment=tag.format(f"{now + 6 * 3600}:1"))
     c.add(3, 1, time_limit=600.0)
     # 5 GPUs for 20 min by 25 min from now do not fit next to the best-effort reserve (3.8 GPUs
     # may be promised): its second step is promised, and the first, near, buys it nothing
-    given_up = c.add(4, 5, time_limit=1200.0, admin_comment=tag.format(f"{now + 1500}:1+{now + 3 * 3600}:0.5"))
+    given_up = c.add(
+        4, 5, time_limit=1200.0, admin_comment=tag.format(f"{now + 1500}:1+{now + 3 * 3600}:0.5")
+    )
     near.submit_time += 2
     far.submit_time += 1
     given_up.submit_time += 3
@@ -604,7 +658,11 @@ def test_a_soft_deadline_job_is_boosted_only_near_its_promised_step(config, db):
     assert sf[1] > sf[3] > max(sf[2], sf[4]), sf
     from slurm_dl.explain.view import factor_words
 
-    words = {i: factor_words("deadline", p.store.explanation(i)["factors"]["deadline"], p.store.explanation(i))
-             for i in (1, 4)}
+    words = {
+        i: factor_words(
+            "deadline", p.store.explanation(i)["factors"]["deadline"], p.store.explanation(i)
+        )
+        for i in (1, 4)
+    }
     assert words[1].startswith("deadline steps: boosted for its promised step"), words
     assert "waits behind best effort until its promised step" in words[4], words

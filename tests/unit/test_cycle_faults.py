@@ -73,11 +73,23 @@ class SlurmModel:
             self.next_id += 1
             opted = d.random() < 0.5
             gpus = d.choice([1, 2, 4, 8])
-            comment = d.choice(["dl:ckpt=1", "dl:ckpt=steps"]) if opted else d.choice(["", "my run"])
-            self.jobs[jid] = Job(jid, user=d.choice(["ann", "bob"]), account=d.choice(["a", "b"]),
-                                 num_gpus=gpus, submit_time=self.now, time_limit=3600.0, comment=comment,
-                                 requeue=opted or d.random() < 0.5, array_job_id=array)
-            self.hidden[jid] = Hidden(duration=d.choice([20.0, 60.0, 300.0, 1200.0]), opted_in=opted)
+            comment = (
+                d.choice(["dl:ckpt=1", "dl:ckpt=steps"]) if opted else d.choice(["", "my run"])
+            )
+            self.jobs[jid] = Job(
+                jid,
+                user=d.choice(["ann", "bob"]),
+                account=d.choice(["a", "b"]),
+                num_gpus=gpus,
+                submit_time=self.now,
+                time_limit=3600.0,
+                comment=comment,
+                requeue=opted or d.random() < 0.5,
+                array_job_id=array,
+            )
+            self.hidden[jid] = Hidden(
+                duration=d.choice([20.0, 60.0, 300.0, 1200.0]), opted_in=opted
+            )
 
     def used(self) -> dict[str, int]:
         used: dict[str, int] = {}
@@ -90,7 +102,10 @@ class SlurmModel:
         self.now += dt
         for jid, j in list(self.jobs.items()):
             h = self.hidden[jid]
-            if j.state is JobState.RUNNING and h.progress + (self.now - h.run_started) >= h.duration:
+            if (
+                j.state is JobState.RUNNING
+                and h.progress + (self.now - h.run_started) >= h.duration
+            ):
                 j.state = JobState.COMPLETED
                 self.finished_at[jid] = self.now
             elif j.state.finished and self.now - self.finished_at.get(jid, self.now) > 30:
@@ -101,7 +116,9 @@ class SlurmModel:
             if j.state is JobState.RUNNING and j.requeue and self.dice.random() < 0.03:
                 j.requeue = False
         used = self.used()
-        for j in sorted((j for j in self.jobs.values() if j.pending), key=lambda j: (-j.site_factor, j.job_id)):
+        for j in sorted(
+            (j for j in self.jobs.values() if j.pending), key=lambda j: (-j.site_factor, j.job_id)
+        ):
             for n in self.nodes:
                 if n.gpus - used.get(n.name, 0) >= j.num_gpus:
                     j.state, j.start_time, j.nodes = JobState.RUNNING, self.now, (n.name,)
@@ -113,11 +130,16 @@ class SlurmModel:
     def snapshot(self) -> ClusterSnapshot:
         used = self.used()
         nodes = [dataclasses.replace(n, gpus_used=used.get(n.name, 0)) for n in self.nodes]
-        return ClusterSnapshot(taken_at=self.now, jobs=[dataclasses.replace(j) for j in self.jobs.values()],
-                               nodes=nodes)
+        return ClusterSnapshot(
+            taken_at=self.now,
+            jobs=[dataclasses.replace(j) for j in self.jobs.values()],
+            nodes=nodes,
+        )
 
     def set_site_factor(self, values: dict[int, int]) -> SiteFactorResult:
-        missing = tuple(sorted(j for j in values if j not in self.jobs or self.jobs[j].state.finished))
+        missing = tuple(
+            sorted(j for j in values if j not in self.jobs or self.jobs[j].state.finished)
+        )
         for jid, v in values.items():
             if jid not in missing:
                 self.jobs[jid].site_factor = v
@@ -144,8 +166,12 @@ class SlurmModel:
         if j is None:
             raise JobNotFoundError(f"scontrol show job: Invalid job id specified for job {job_id}")
         died = j.state is JobState.FAILED
-        return JobEnd(j.state, exit_signal=12 if died else 0, end_time=self.finished_at.get(job_id),
-                      restarts=j.restarts)
+        return JobEnd(
+            j.state,
+            exit_signal=12 if died else 0,
+            end_time=self.finished_at.get(job_id),
+            restarts=j.restarts,
+        )
 
     def signal_batch(self, job_id: int, signal: str) -> None:
         self._signal(job_id)
@@ -158,7 +184,9 @@ class SlurmModel:
         if j is None or j.state is JobState.CANCELLED:
             raise JobNotFoundError(f"Invalid job id specified for job {job_id}")
         if not j.requeue:
-            raise SlurmError(f"scontrol requeue: Requested operation is presently disabled for job {job_id}")
+            raise SlurmError(
+                f"scontrol requeue: Requested operation is presently disabled for job {job_id}"
+            )
         if j.state is JobState.PENDING:
             raise JobPendingError(f"scontrol requeue: Job is pending execution for job {job_id}")
         self.requeues.append(job_id)
@@ -186,12 +214,15 @@ def run_seed(seed: int, rate: float, tmp: Path) -> int:
         try:
             prio.run_cycle()
         except Crash:
-            prio = Prioritizer(config, backend, Store(db))  # killed mid-cycle: a new daemon, same store
+            prio = Prioritizer(
+                config, backend, Store(db)
+            )  # killed mid-cycle: a new daemon, same store
             continue
         except SlurmError:
             faults = backend.injected[injected_before:]
-            assert faults and faults[0].call in READ_CALLS, \
+            assert faults and faults[0].call in READ_CALLS, (
                 f"a cycle failed on a write fault (it must be local): {faults}"
+            )
             continue
         # 1. Slurm could be read: the cycle was saved
         assert store.ledger_cycle() == before + 1
@@ -218,8 +249,12 @@ def run_seed(seed: int, rate: float, tmp: Path) -> int:
     return CYCLES_PER_EXAMPLE
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(seed=st.integers(0, 2**31 - 1), rate=st.sampled_from([0.05, 0.2, 0.5]))
 def test_invariants_hold_under_random_slurm_faults(tmp_path, seed, rate):
     assert run_seed(seed, rate, tmp_path) == CYCLES_PER_EXAMPLE
@@ -246,8 +281,15 @@ def test_a_refused_requeue_closes_its_row_and_the_cycle_is_saved(tmp_path, kind)
     config = load_config(ROOT / "site-configs" / "testbed.toml")
     cluster = SlurmModel(random.Random(1))
     cluster.nodes = [Node("gpu01", 8, "h100")]
-    cluster.jobs[1] = Job(1, account="a", num_gpus=8, submit_time=cluster.now, time_limit=3600.0,
-                          comment="dl:ckpt=1", requeue=True)
+    cluster.jobs[1] = Job(
+        1,
+        account="a",
+        num_gpus=8,
+        submit_time=cluster.now,
+        time_limit=3600.0,
+        comment="dl:ckpt=1",
+        requeue=True,
+    )
     cluster.hidden[1] = Hidden(duration=10**6, opted_in=True)
     cluster.arrive = lambda: None  # type: ignore[method-assign]
     cluster.step(0)
@@ -262,5 +304,13 @@ def test_a_refused_requeue_closes_its_row_and_the_cycle_is_saved(tmp_path, kind)
         cluster.step(config.prioritizer.interval_seconds)
     rows = store.preemptions(victim=1)
     assert rows and store.ledger_cycle() == 12
-    assert rows[0].state in {"refuse": ("refused",), "timeout": ("requeueing", "requeued"), "vanish": ("finished",),
-                             "partial": ("refused",), "garbage": ("refused",)}[kind], rows[0].state
+    assert (
+        rows[0].state
+        in {
+            "refuse": ("refused",),
+            "timeout": ("requeueing", "requeued"),
+            "vanish": ("finished",),
+            "partial": ("refused",),
+            "garbage": ("refused",),
+        }[kind]
+    ), rows[0].state

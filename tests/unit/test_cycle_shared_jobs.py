@@ -25,17 +25,39 @@ def squeue_line(j: Job, site_factor: int) -> str:
     running = j.state is JobState.RUNNING
     limit = int(j.time_limit or 0)
     values = {
-        "JobID": j.job_id, "UserName": j.user, "Account": j.account, "Name": j.name, "Partition": "gpu",
-        "State": j.state.value, "Reason": "None" if running else (j.state_reason or "Priority"),
-        "tres-per-node": "N/A", "tres-per-job": f"gres:gpu:{j.num_gpus}", "NumNodes": 1,
-        "TimeLimit": f"0-{limit // 3600:02d}:{limit % 3600 // 60:02d}:{limit % 60:02d}" if limit else "UNLIMITED",
-        "SubmitTime": int(j.submit_time), "StartTime": int(j.start_time) if running else "N/A",
-        "EligibleTime": int(j.submit_time), "Deadline": int(j.deadline) if j.deadline is not None else "N/A",
-        "Nice": 0, "PriorityLong": BASE_PRIORITY + site_factor, "RestartCnt": 0, "NodeList": ",".join(j.nodes),
-        "Comment": j.comment or "(null)", "admin_comment": j.admin_comment or "(null)", "tres-per-task": "",
-        "tres-per-socket": "", "NumTasks": 1, "Sockets": "*",
+        "JobID": j.job_id,
+        "UserName": j.user,
+        "Account": j.account,
+        "Name": j.name,
+        "Partition": "gpu",
+        "State": j.state.value,
+        "Reason": "None" if running else (j.state_reason or "Priority"),
+        "tres-per-node": "N/A",
+        "tres-per-job": f"gres:gpu:{j.num_gpus}",
+        "NumNodes": 1,
+        "TimeLimit": f"0-{limit // 3600:02d}:{limit % 3600 // 60:02d}:{limit % 60:02d}"
+        if limit
+        else "UNLIMITED",
+        "SubmitTime": int(j.submit_time),
+        "StartTime": int(j.start_time) if running else "N/A",
+        "EligibleTime": int(j.submit_time),
+        "Deadline": int(j.deadline) if j.deadline is not None else "N/A",
+        "Nice": 0,
+        "PriorityLong": BASE_PRIORITY + site_factor,
+        "RestartCnt": 0,
+        "NodeList": ",".join(j.nodes),
+        "Comment": j.comment or "(null)",
+        "admin_comment": j.admin_comment or "(null)",
+        "tres-per-task": "",
+        "tres-per-socket": "",
+        "NumTasks": 1,
+        "Sockets": "*",
         "tres-alloc": f"cpu=1,mem=1G,node=1,billing=1,gres/gpu={j.num_gpus}" if running else "",
-        "Requeue": 1, "ArrayJobID": j.job_id, "ArrayTaskID": "N/A", "QOS": "normal", "Feature": "(null)",
+        "Requeue": 1,
+        "ArrayJobID": j.job_id,
+        "ArrayTaskID": "N/A",
+        "QOS": "normal",
+        "Feature": "(null)",
     }
     return "".join(f"{values[name]}{SEP}" for name, _ in FIELDS)
 
@@ -52,11 +74,15 @@ class TextCluster:
         self.calls: list[tuple] = []
 
     def snapshot(self) -> ClusterSnapshot:
-        text = "".join(squeue_line(j, self.site_factor.get(j.job_id, 0)) + "\n" for j in self.jobs.values())
+        text = "".join(
+            squeue_line(j, self.site_factor.get(j.job_id, 0)) + "\n" for j in self.jobs.values()
+        )
         jobs = parse_squeue_format(text, memo=self.memo)
         pending = {j.job_id for j in self.jobs.values() if j.state is JobState.PENDING}
-        jobs = with_node_gpu_types(with_site_factors(jobs, {k: v for k, v in self.site_factor.items()
-                                                            if k in pending}), self.nodes)
+        jobs = with_node_gpu_types(
+            with_site_factors(jobs, {k: v for k, v in self.site_factor.items() if k in pending}),
+            self.nodes,
+        )
         return ClusterSnapshot(taken_at=self.now, jobs=jobs, nodes=list(self.nodes))
 
     def set_site_factor(self, values):
@@ -81,23 +107,57 @@ class TextCluster:
 
 
 def tag(job_class: JobClass, gpus: int, deadline: float | None = None) -> str:
-    return encode_tag(JobTag(job_class=job_class, checkpointable=True, gpus=gpus,
-                             deadline=int(deadline) if deadline is not None else None))
+    return encode_tag(
+        JobTag(
+            job_class=job_class,
+            checkpointable=True,
+            gpus=gpus,
+            deadline=int(deadline) if deadline is not None else None,
+        )
+    )
 
 
 def scene(now: float) -> list[Job]:
-    def job(jid, user, gpus, cls=JobClass.TRAIN, deadline=None, tag_gpus=None, limit=3600.0, tagged=True, **kw):
+    def job(
+        jid,
+        user,
+        gpus,
+        cls=JobClass.TRAIN,
+        deadline=None,
+        tag_gpus=None,
+        limit=3600.0,
+        tagged=True,
+        **kw,
+    ):
         # a deadline in the tag, or (``tagged=False``) only in squeue's line: sbatch --deadline
         text = tag(cls, tag_gpus or gpus, deadline if tagged else None)
-        return Job(jid, user=user, account="a", name=f"j{jid}", num_gpus=gpus, submit_time=now - 1000 + jid,
-                   time_limit=limit, admin_comment=text, comment="dl:ckpt=1", deadline=deadline, **kw)
+        return Job(
+            jid,
+            user=user,
+            account="a",
+            name=f"j{jid}",
+            num_gpus=gpus,
+            submit_time=now - 1000 + jid,
+            time_limit=limit,
+            admin_comment=text,
+            comment="dl:ckpt=1",
+            deadline=deadline,
+            **kw,
+        )
 
     return [
-        job(1, "u1", 2, JobClass.INTERACTIVE, limit=1800.0),  # holds u1's interactive quota (4) with job 2
+        job(
+            1, "u1", 2, JobClass.INTERACTIVE, limit=1800.0
+        ),  # holds u1's interactive quota (4) with job 2
         job(2, "u1", 2, JobClass.INTERACTIVE, limit=1800.0),
-        job(3, "u1", 2, JobClass.INTERACTIVE, limit=1800.0),  # over the quota: demoted while 1 and 2 live
+        job(
+            3, "u1", 2, JobClass.INTERACTIVE, limit=1800.0
+        ),  # over the quota: demoted while 1 and 2 live
         # six tight deadlines of one user: the last two are ignored while the first four live
-        *(job(10 + i, "u2", 1, deadline=now + 900.0 + 60 * i, limit=600.0, tagged=False) for i in range(6)),
+        *(
+            job(10 + i, "u2", 1, deadline=now + 900.0 + 60 * i, limit=600.0, tagged=False)
+            for i in range(6)
+        ),
         job(20, "u3", 1, tag_gpus=4),  # the filter counted 4 GPUs; squeue shows 1
         job(21, "u3", 6, deadline=now + 5400.0),  # admission: the first is promised,
         job(22, "u3", 6, deadline=now + 5400.0),  # the second cannot be kept next to it
@@ -107,10 +167,17 @@ def scene(now: float) -> list[Job]:
 
 def outcome(p: Prioritizer, report) -> dict:
     r = {k: v for k, v in report.to_dict().items() if k not in ("seconds", "slurm_s")}
-    return {"report": r, "ledger": p.ledger.to_dict(), "site_factors": p.store.site_factors(),
-            "explanations": p.store.explanations(), "records": dict(p.explain_cache.records),
-            "decisions": {jid: [(d.kind, d.value, d.reason) for d in p.store.decisions(jid, 100)]
-                          for jid in p.ledger.jobs}}
+    return {
+        "report": r,
+        "ledger": p.ledger.to_dict(),
+        "site_factors": p.store.site_factors(),
+        "explanations": p.store.explanations(),
+        "records": dict(p.explain_cache.records),
+        "decisions": {
+            jid: [(d.kind, d.value, d.reason) for d in p.store.decisions(jid, 100)]
+            for jid in p.ledger.jobs
+        },
+    }
 
 
 def test_a_cycle_over_jobs_handed_out_again_decides_as_over_fresh_ones(tmp_path):
@@ -143,8 +210,14 @@ def test_a_cycle_over_jobs_handed_out_again_decides_as_over_fresh_ones(tmp_path)
     first, last = fresh[0][0]["report"], fresh[0][-1]["report"]
     assert first["jobs_by_class"]["pending"].get("interactive") == 2
     assert last["jobs_by_class"]["pending"].get("interactive") == 1  # job 3 (2 runs)
-    ignored = [jid for jid in range(14, 16) if any(k == "deadline" for k, _, _ in fresh[0][2]["decisions"][jid])]
+    ignored = [
+        jid
+        for jid in range(14, 16)
+        if any(k == "deadline" for k, _, _ in fresh[0][2]["decisions"][jid])
+    ]
     assert ignored == [14, 15]
-    assert any("not admitted" in why for k, _, why in fresh[0][0]["decisions"][22] if k == "deadline")
+    assert any(
+        "not admitted" in why for k, _, why in fresh[0][0]["decisions"][22] if k == "deadline"
+    )
     slack = [run["explanations"][14]["deadline_slack_s"] for run in fresh[0]]
     assert slack[1] is None and slack[-1] is not None  # dropped, then honoured once 10 and 11 ended

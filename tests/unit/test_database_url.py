@@ -20,14 +20,23 @@ def _sqlalchemy_shown(url: str) -> str | None:
     return url if parsed.password is None else parsed.render_as_string(hide_password=True)
 
 
-@pytest.mark.parametrize("url,shown", [
-    ("postgresql+psycopg://slurmdl:SECRET@db.example.org/slurmdl", "postgresql+psycopg://slurmdl:***@db.example.org/slurmdl"),
-    ("postgresql://u:p%40ss@h:5432/db?b=2&a=1", "postgresql://u:***@h:5432/db?a=1&b=2"),
-    ("mysql://u:pw@[::1]:3306/d", "mysql://u:***@[::1]:3306/d"),
-    ("postgresql+psycopg://slurmdl@db/slurmdl", "postgresql+psycopg://slurmdl@db/slurmdl"),
-    ("sqlite:////var/lib/slurm-dl/ledger.db", "sqlite:////var/lib/slurm-dl/ledger.db"),
-    ("pg://u:pw@h:notaport/d", "pg://u:***@h:notaport/d"),  # SQLAlchemy refuses it: masked by pattern
-])
+@pytest.mark.parametrize(
+    "url,shown",
+    [
+        (
+            "postgresql+psycopg://slurmdl:SECRET@db.example.org/slurmdl",
+            "postgresql+psycopg://slurmdl:***@db.example.org/slurmdl",
+        ),
+        ("postgresql://u:p%40ss@h:5432/db?b=2&a=1", "postgresql://u:***@h:5432/db?a=1&b=2"),
+        ("mysql://u:pw@[::1]:3306/d", "mysql://u:***@[::1]:3306/d"),
+        ("postgresql+psycopg://slurmdl@db/slurmdl", "postgresql+psycopg://slurmdl@db/slurmdl"),
+        ("sqlite:////var/lib/slurm-dl/ledger.db", "sqlite:////var/lib/slurm-dl/ledger.db"),
+        (
+            "pg://u:pw@h:notaport/d",
+            "pg://u:***@h:notaport/d",
+        ),  # SQLAlchemy refuses it: masked by pattern
+    ],
+)
 def test_shown_url_masks_the_password(url: str, shown: str) -> None:
     assert shown_url(url) == shown
     assert "pw" not in shown_url(url) and "SECRET" not in shown_url(url)
@@ -37,7 +46,12 @@ _PART = st.text(alphabet="ab:/@?#[]%&=+ 1é.", max_size=12)
 
 
 @settings(max_examples=3000, deadline=None)
-@given(st.sampled_from(["postgresql://", "postgresql+psycopg://", "a_b://", "x:/", ""]), _PART, _PART, _PART)
+@given(
+    st.sampled_from(["postgresql://", "postgresql+psycopg://", "a_b://", "x:/", ""]),
+    _PART,
+    _PART,
+    _PART,
+)
 def test_shown_url_is_sqlalchemys_rendering(head: str, a: str, b: str, c: str) -> None:
     url = f"{head}{a}:{b}@{c}" if b else f"{head}{a}{c}"
     expected = _sqlalchemy_shown(url)
@@ -47,6 +61,11 @@ def test_shown_url_is_sqlalchemys_rendering(head: str, a: str, b: str, c: str) -
 
 def test_hide_password_in_a_driver_message() -> None:
     url = "postgresql+psycopg://slurmdl:SECRET@db/slurmdl"
-    assert hide_password('password authentication failed: "SECRET"', url) == 'password authentication failed: "***"'
+    assert (
+        hide_password('password authentication failed: "SECRET"', url)
+        == 'password authentication failed: "***"'
+    )
     assert hide_password("no password here", "sqlite:////x.db") == "no password here"
-    assert hide_password("x:pw here", "pg://x:pw@h:bad/d") == "x:*** here"  # unparsable: the pattern's password
+    assert (
+        hide_password("x:pw here", "pg://x:pw@h:bad/d") == "x:*** here"
+    )  # unparsable: the pattern's password

@@ -19,7 +19,9 @@ H = 3600.0
 
 
 def _dl(job_id: int, gpus: int, limit: float, deadline: float, **kw) -> Job:
-    return Job(job_id, user="u", account="a", num_gpus=gpus, time_limit=limit, deadline=deadline, **kw)
+    return Job(
+        job_id, user="u", account="a", num_gpus=gpus, time_limit=limit, deadline=deadline, **kw
+    )
 
 
 def test_demand_test_counts_the_work_due_before_each_deadline() -> None:
@@ -61,7 +63,9 @@ def test_the_time_limit_is_the_promised_work_not_the_real_run_time() -> None:
     adm = DeadlineAdmission()
     liar = _dl(1, 8, 2 * H, 1.5 * H, duration=600.0)
     assert "ends after the deadline" in adm.decide(liar, 0.0, 8)
-    assert DeadlineAdmission().decide(Job(2, num_gpus=1, deadline=H), 0.0, 8) is not None  # no limit
+    assert (
+        DeadlineAdmission().decide(Job(2, num_gpus=1, deadline=H), 0.0, 8) is not None
+    )  # no limit
     # a running promised job owes only what is left of its limit
     adm = DeadlineAdmission()
     run = _dl(3, 8, 2 * H, 3 * H, state=JobState.RUNNING, start_time=0.0)
@@ -121,14 +125,18 @@ def test_a_soft_job_is_boosted_only_for_the_step_admission_promised() -> None:
     assert pol.score(job, PolicyContext(now=1.5 * H)) == 0.25
     assert pol.next_key_change(job, PolicyContext(now=0.5 * H)) == pytest.approx(H)
     demoted = Job(2, num_gpus=1, time_limit=H, soft_deadlines=steps, tags={DEMOTED_TAG: "no room"})
-    assert pol.level(demoted, 0.5 * H) == pol.WAITING and pol.level(demoted, 4.5 * H) == pol.HOPELESS
+    assert (
+        pol.level(demoted, 0.5 * H) == pol.WAITING and pol.level(demoted, 4.5 * H) == pol.HOPELESS
+    )
     assert pol.next_key_change(demoted, PolicyContext(now=0.0)) == pytest.approx(4 * H)
     strict = Job(3, num_gpus=1, time_limit=H, deadline=3 * H)
     assert pol.level(strict, 0.0) == pol.NEUTRAL  # a strict one with time to spare is best effort
 
 
-@pytest.mark.parametrize("mode, soft_top, cheap_above_dear", [
-    ("utility", 1.0, False), ("strict-first", 0.99, False), ("value-rate", None, True)])
+@pytest.mark.parametrize(
+    "mode, soft_top, cheap_above_dear",
+    [("utility", 1.0, False), ("strict-first", 0.99, False), ("value-rate", None, True)],
+)
 def test_soft_boost_modes(mode, soft_top, cheap_above_dear) -> None:
     pol = DeadlinePolicy(boost_slack_s=H, soft_boost=mode)
     ctx = PolicyContext(now=0.5 * H)
@@ -150,7 +158,9 @@ def test_soft_boost_modes(mode, soft_top, cheap_above_dear) -> None:
 def test_soft_job_is_admitted_at_its_first_step_that_fits() -> None:
     adm = DeadlineAdmission()
     assert adm.decide(_dl(1, 8, H, 1.5 * H), 0.0, 8) is None
-    soft = Job(2, num_gpus=8, time_limit=H, soft_deadlines=((1.5 * H, 10.0), (3 * H, 5.0), (4 * H, 0.0)))
+    soft = Job(
+        2, num_gpus=8, time_limit=H, soft_deadlines=((1.5 * H, 10.0), (3 * H, 5.0), (4 * H, 0.0))
+    )
     assert adm.decide(soft, 0.0, 8) is None and adm.admitted[2] == 3 * H
     late = Job(3, num_gpus=8, time_limit=H, soft_deadlines=((1.5 * H, 10.0), (1.75 * H, 5.0)))
     assert adm.decide(late, 0.0, 8) is not None
@@ -171,8 +181,11 @@ def test_chronus_utility_steps_and_the_admission_in_the_simulator(tmp_path) -> N
     assert jobs[2].soft_deadlines == ((90 * 60.0, 10.0), (150 * 60.0, 6.0), (240 * 60.0, 2.0))
     assert jobs[0].soft_deadlines == ((90 * 60.0, 10.0),)
     setup = SimSetup(nodes=1, gpus_per_node=8, cost=PreemptionCost(60.0), fairness=False)
-    on, _ = simulate(jobs, lambda: make_ranker("deadline-las", boost_s=H, admission=True,
-                                                          admission_share=1.0), setup)
+    on, _ = simulate(
+        jobs,
+        lambda: make_ranker("deadline-las", boost_s=H, admission=True, admission_share=1.0),
+        setup,
+    )
     off, _ = simulate(jobs, lambda: make_ranker("deadline-las", boost_s=H, admission=False), setup)
     # one 8-GPU hour fits before 90 min: job 0 is promised, job 1 demoted, the soft job gets its
     # 150-min step; without admission both strict jobs are boosted and the best-effort job waits
@@ -190,7 +203,10 @@ def test_the_best_effort_reserve_is_only_what_best_effort_work_wants() -> None:
     assert adm.capacity(8, 100) == 4.0
     # two 8-GPU hours due in 1 h fit only while nobody else wants GPUs
     assert adm.decide(_dl(1, 8, 3000.0, H), 0.0, 8, best_effort_gpus=0) is None
-    assert DeadlineAdmission(share=0.5).decide(_dl(2, 8, 3000.0, H), 0.0, 8, best_effort_gpus=8) is not None
+    assert (
+        DeadlineAdmission(share=0.5).decide(_dl(2, 8, 3000.0, H), 0.0, 8, best_effort_gpus=8)
+        is not None
+    )
     # the prioritizer counts the live jobs that asked for no deadline
     adm = DeadlineAdmission(share=0.5)
     plain = Job(3, num_gpus=4, submit_time=-1.0)
@@ -205,8 +221,22 @@ def test_simulate_prints_the_utility_earned(tmp_path) -> None:
 
     path = tmp_path / "mix.csv"
     path.write_text(CHRONUS)
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(path), "--format", "chronus", "--policy", "deadline-las",
-                                 "--nodes", "1", "--no-fairness"], env={"COLUMNS": "80"})
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(path),
+            "--format",
+            "chronus",
+            "--policy",
+            "deadline-las",
+            "--nodes",
+            "1",
+            "--no-fairness",
+        ],
+        env={"COLUMNS": "80"},
+    )
     assert r.exit_code == 0, r.stdout
     line = next(x for x in r.stdout.splitlines() if x.startswith("deadline-las: utility "))
     assert " of 30 (" in line and line.endswith("%)")
@@ -217,9 +247,19 @@ def test_simulate_prints_the_utility_earned(tmp_path) -> None:
 HELD = {"state_reason": "JobHeldUser"}
 
 
-def _user(job_id: int, user: str, gpus: int, limit: float, deadline: float, submit: float = 0.0, **kw) -> Job:
-    return Job(job_id, user=user, account=user, num_gpus=gpus, time_limit=limit, deadline=deadline,
-               submit_time=submit, **kw)
+def _user(
+    job_id: int, user: str, gpus: int, limit: float, deadline: float, submit: float = 0.0, **kw
+) -> Job:
+    return Job(
+        job_id,
+        user=user,
+        account=user,
+        num_gpus=gpus,
+        time_limit=limit,
+        deadline=deadline,
+        submit_time=submit,
+        **kw,
+    )
 
 
 def test_held_deadline_jobs_take_no_room_and_are_tested_again_in_turn_when_released() -> None:
@@ -227,7 +267,11 @@ def test_held_deadline_jobs_take_no_room_and_are_tested_again_in_turn_when_relea
     "not admitted". 8 GPUs, due in 5.5 h: 44 GPU-hours; a's jobs ask 8 each, b's 16."""
     adm = DeadlineAdmission()
     a = [_user(i, "a", 8, H, 5.5 * H, **HELD) for i in range(1, 5)]
-    assert adm.step(a, 0.0, 8) == {} and adm.admitted == {} and adm.held == dict.fromkeys(range(1, 5), "hold")
+    assert (
+        adm.step(a, 0.0, 8) == {}
+        and adm.admitted == {}
+        and adm.held == dict.fromkeys(range(1, 5), "hold")
+    )
     b = _user(10, "b", 8, 2 * H, 5.5 * H, submit=60.0)
     assert adm.step([*a, b], 60.0, 8) == {} and adm.admitted == {10: 5.5 * H}
     # all four released at once: a newcomer each, after b, one after another (16 + 3 × 8 fit)

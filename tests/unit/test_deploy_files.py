@@ -29,8 +29,11 @@ def unit(path: Path) -> configparser.ConfigParser:
 
 
 def test_one_unit_per_daemon() -> None:
-    assert [u.name for u in UNITS] == ["slurm-dl-filter.service", "slurm-dl-gpu-agent.service",
-                                       "slurm-dl-prioritizer.service"]
+    assert [u.name for u in UNITS] == [
+        "slurm-dl-filter.service",
+        "slurm-dl-gpu-agent.service",
+        "slurm-dl-prioritizer.service",
+    ]
 
 
 def test_filter_unit_owns_its_socket_dir_and_starts_before_slurmctld() -> None:
@@ -57,13 +60,23 @@ def test_unit_commands_are_ones_the_cli_accepts(path: Path) -> None:
     assert u["Service"]["EnvironmentFile"] == "-/etc/default/slurm-dl"
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed"
+)
 @pytest.mark.parametrize("path", UNITS, ids=lambda p: p.name)
 def test_systemd_parses_the_unit(path: Path, tmp_path: Path) -> None:
-    out = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True,
-                         timeout=60)
-    bad = [line for line in out.stderr.splitlines()
-           if path.name in line and ("Unknown" in line or "Invalid" in line or "Failed to parse" in line)]
+    out = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    bad = [
+        line
+        for line in out.stderr.splitlines()
+        if path.name in line
+        and ("Unknown" in line or "Invalid" in line or "Failed to parse" in line)
+    ]
     assert not bad, out.stderr
 
 
@@ -76,7 +89,9 @@ def _exported_names() -> set[str]:
         for fam in m.registry.collect():
             names.update(s.name for s in fam.samples)
             names.add(fam.name)
-            suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(fam.type, ())
+            suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(
+                fam.type, ()
+            )
             names.update(fam.name + s for s in suffixes)
     return names
 
@@ -106,13 +121,19 @@ def test_dashboard_names_exported_series() -> None:
         assert not (_referenced(e) - exported), e
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed"
+)
 @pytest.mark.parametrize("path", UNITS, ids=lambda p: p.name)
 def test_units_are_hardened(path: Path) -> None:
     """systemd's own measure of what a unit may do (0 locked down … 10 unrestricted); before the
     hardening: filter and prioritizer 8.6, gpu-agent 9.2. The gpu-agent keeps its devices."""
-    out = subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager", str(path)],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--no-pager", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out.stdout + out.stderr)
     if m is None and "offline" in out.stderr:
         pytest.skip("this systemd-analyze cannot judge a unit file offline (systemd < 250)")
@@ -127,7 +148,10 @@ def test_units_documentation_is_installed_where_they_point() -> None:
     for path in UNITS:
         for target in unit(path)["Unit"]["Documentation"].split():
             assert target.startswith("file:///usr/share/doc/slurm-dl/"), (path.name, target)
-            assert (DEPLOY.parent / "docs" / target.rsplit("/", 1)[1]).is_file(), (path.name, target)
+            assert (DEPLOY.parent / "docs" / target.rsplit("/", 1)[1]).is_file(), (
+                path.name,
+                target,
+            )
 
 
 def test_filter_unit_is_ready_when_its_socket_listens() -> None:

@@ -35,52 +35,165 @@ def test_no_args_shows_help() -> None:
 
 
 def test_dry_run_prints_script_sbatch_command_and_filter_verdict() -> None:
-    result = runner.invoke(app, ["train", "--gpus", "2", "--time", "30", "--config", str(TESTBED_CONFIG),
-                                 "--dry-run", "--", "python3", "train.py"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--gpus",
+            "2",
+            "--time",
+            "30",
+            "--config",
+            str(TESTBED_CONFIG),
+            "--dry-run",
+            "--",
+            "python3",
+            "train.py",
+        ],
+    )
     assert result.exit_code == 0, result.output
     # the verdict and what the filter changes first, in words; no internal tag; the script on request
     lines = result.output.splitlines()
     assert lines[0] == "filter: accepts it as a train job"
     assert "  preemptible: asked to checkpoint (USR2, 10 s ahead), then requeued" in lines
     assert "sbatch command: sbatch --parsable < script" in lines
-    assert "sdl1:" not in result.output and "admin_comment" not in result.output and "#!/bin/bash" not in result.output
+    assert (
+        "sdl1:" not in result.output
+        and "admin_comment" not in result.output
+        and "#!/bin/bash" not in result.output
+    )
     assert all(len(line) <= 80 for line in lines), result.output
-    shown = runner.invoke(app, ["train", "--gpus", "2", "--time", "30", "--config", str(TESTBED_CONFIG),
-                                "--dry-run", "--show-script", "--", "python3", "train.py"])
-    assert shown.exit_code == 0 and shown.output.index("filter: accepts") < shown.output.index("#!/bin/bash")
+    shown = runner.invoke(
+        app,
+        [
+            "train",
+            "--gpus",
+            "2",
+            "--time",
+            "30",
+            "--config",
+            str(TESTBED_CONFIG),
+            "--dry-run",
+            "--show-script",
+            "--",
+            "python3",
+            "train.py",
+        ],
+    )
+    assert shown.exit_code == 0 and shown.output.index("filter: accepts") < shown.output.index(
+        "#!/bin/bash"
+    )
     assert "#SBATCH --gpus-per-node=2" in shown.output and "#SBATCH --time=30" in shown.output
 
 
 def test_dry_run_shows_the_deadline_steps_the_filter_accepted_or_why_it_refuses() -> None:
-    result = runner.invoke(app, ["train", "--gpus", "1", "--time", "60", "--deadline-steps", "4h=10,6h=5,10h=2",
-                                 "--config", str(TESTBED_CONFIG), "--dry-run", "--", "python3", "train.py"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--gpus",
+            "1",
+            "--time",
+            "60",
+            "--deadline-steps",
+            "4h=10,6h=5,10h=2",
+            "--config",
+            str(TESTBED_CONFIG),
+            "--dry-run",
+            "--",
+            "python3",
+            "train.py",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    assert "deadline steps (worth by then):" in result.output and "100 %" in result.output, result.output
+    assert "deadline steps (worth by then):" in result.output and "100 %" in result.output, (
+        result.output
+    )
     assert "50 %" in result.output and "20 %" in result.output
     assert all(len(line) <= 80 for line in result.output.splitlines()), result.output
-    late = runner.invoke(app, ["train", "--gpus", "1", "--time", "600", "--deadline-steps", "2h=10",
-                               "--config", str(TESTBED_CONFIG), "--dry-run", "--", "python3", "train.py"])
-    assert late.exit_code == 2 and "REFUSES" in late.output and "runs past the deadline" in late.output
+    late = runner.invoke(
+        app,
+        [
+            "train",
+            "--gpus",
+            "1",
+            "--time",
+            "600",
+            "--deadline-steps",
+            "2h=10",
+            "--config",
+            str(TESTBED_CONFIG),
+            "--dry-run",
+            "--",
+            "python3",
+            "train.py",
+        ],
+    )
+    assert (
+        late.exit_code == 2 and "REFUSES" in late.output and "runs past the deadline" in late.output
+    )
 
 
 def test_dry_run_json_shows_a_filter_rejection() -> None:
     # 40 GPUs fit the node shape (5 x 8) but the testbed has 32 in all: the renderer lets it
     # through, the filter's rules reject it, and --dry-run says so.
-    result = runner.invoke(app, ["train", "--gpus", "40", "--nodes", "5", "--config", str(TESTBED_CONFIG),
-                                 "--dry-run", "--json", "--", "x"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--gpus",
+            "40",
+            "--nodes",
+            "5",
+            "--config",
+            str(TESTBED_CONFIG),
+            "--dry-run",
+            "--json",
+            "--",
+            "x",
+        ],
+    )
     assert result.exit_code == 2, result.output
     doc = json.loads(result.stdout)
     assert doc["sbatch"][:2] == ["sbatch", "--parsable"]
     assert doc["script"].startswith("#!/bin/bash") and "--nodes=5" in doc["directives"]
     assert doc["filter"]["action"] == "reject" and "32" in doc["filter"]["message"]
-    human = runner.invoke(app, ["train", "--gpus", "40", "--nodes", "5", "--config", str(TESTBED_CONFIG),
-                                "--dry-run", "--", "x"])
+    human = runner.invoke(
+        app,
+        [
+            "train",
+            "--gpus",
+            "40",
+            "--nodes",
+            "5",
+            "--config",
+            str(TESTBED_CONFIG),
+            "--dry-run",
+            "--",
+            "x",
+        ],
+    )
     assert human.output.startswith("filter: REFUSES it:") and human.exit_code == 2
 
 
 def test_render_prints_only_the_script() -> None:
-    result = runner.invoke(app, ["render", "sweep", "--param", "a=1", "--param", "a=2", "--parallel", "1", "--",
-                                 "python3", "t.py", "{param}"])
+    result = runner.invoke(
+        app,
+        [
+            "render",
+            "sweep",
+            "--param",
+            "a=1",
+            "--param",
+            "a=2",
+            "--parallel",
+            "1",
+            "--",
+            "python3",
+            "t.py",
+            "{param}",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert result.output.startswith("#!/bin/bash") and "#SBATCH --array=0-1%1" in result.output
     assert "# filter" not in result.output
@@ -88,13 +201,17 @@ def test_render_prints_only_the_script() -> None:
 
 def test_params_file_feeds_the_sweep(isolated: Path) -> None:
     (isolated / "grid.txt").write_text("# comment\nlr=0.1\n\nlr=0.2\nlr=0.3\n")
-    result = runner.invoke(app, ["render", "sweep", "--params-file", "grid.txt", "--", "x", "{param}"])
+    result = runner.invoke(
+        app, ["render", "sweep", "--params-file", "grid.txt", "--", "x", "{param}"]
+    )
     assert result.exit_code == 0, result.output
     assert "#SBATCH --array=0-2%3" in result.output
 
 
 def test_user_defaults_file_applies_and_a_bad_key_is_named(isolated: Path) -> None:
-    (isolated / "user.toml").write_text('partition = "gpu"\naccount = "vision"\ntime_minutes = 33\n[env]\nHF_HOME = "/x y"\n')
+    (isolated / "user.toml").write_text(
+        'partition = "gpu"\naccount = "vision"\ntime_minutes = 33\n[env]\nHF_HOME = "/x y"\n'
+    )
     result = runner.invoke(app, ["render", "train", "--", "x"])
     assert result.exit_code == 0, result.output
     assert "#SBATCH --account=vision" in result.output and "#SBATCH --time=33" in result.output
@@ -108,9 +225,13 @@ def test_user_defaults_file_applies_and_a_bad_key_is_named(isolated: Path) -> No
 def test_site_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_DL_CONFIG", str(TESTBED_CONFIG))
     result = runner.invoke(app, ["render", "train", "--", "x"])
-    assert "#SBATCH --signal=B:USR2@10" in result.output  # testbed grace; the built-in default is 120
+    assert (
+        "#SBATCH --signal=B:USR2@10" in result.output
+    )  # testbed grace; the built-in default is 120
     monkeypatch.delenv("SLURM_DL_CONFIG")
-    assert "#SBATCH --signal=B:USR2@120" in runner.invoke(app, ["render", "train", "--", "x"]).output
+    assert (
+        "#SBATCH --signal=B:USR2@120" in runner.invoke(app, ["render", "train", "--", "x"]).output
+    )
 
 
 @pytest.mark.parametrize(
@@ -140,8 +261,10 @@ def test_status_joins_slurm_jobs_with_the_submit_record(isolated: Path) -> None:
     (ckpt / "step-9").write_text("x")
     (ckpt / "step-10.tmp").write_text("x")
     (ckpt / ".dlsubmit" / "events").write_text("1 job=77 restart=1 event=resume\n")
-    jobs = [Job(job_id=77, name="r", state=JobState.PENDING, state_reason="Priority", restarts=1),
-            Job(job_id=78, name="other", state=JobState.RUNNING)]
+    jobs = [
+        Job(job_id=77, name="r", state=JobState.PENDING, state_reason="Priority", restarts=1),
+        Job(job_id=78, name="other", state=JobState.RUNNING),
+    ]
     rows = describe_jobs(jobs, None)
     assert [r["job_id"] for r in rows] == [77]  # only jobs dlsubmit submitted, unless asked by id
     (row,) = rows
@@ -165,10 +288,28 @@ def test_status_shows_the_prioritizers_explanation_when_its_store_has_one(tmp_pa
     from slurm_dl.store.repository import CycleWrite, Store
 
     url = f"sqlite:///{tmp_path / 'prio.db'}"
-    expl = {"job_id": 77, "name": "r", "user": "u", "account": "a", "state": "PENDING", "class": "train",
-            "num_gpus": 2, "rank": 0, "score": 5.0, "ranked": 3, "policy": "las", "site_factor": 900, "tiers": [],
-            "factors": {"las": {"score": 5.0, "queue": 0}}, "attained_gpu_s": 0.0, "executed_s": 0.0, "restarts": 0,
-            "deadline": None, "account_usage_gpu_s": 0.0, "waiting_for": "4 GPUs free, needs 2"}
+    expl = {
+        "job_id": 77,
+        "name": "r",
+        "user": "u",
+        "account": "a",
+        "state": "PENDING",
+        "class": "train",
+        "num_gpus": 2,
+        "rank": 0,
+        "score": 5.0,
+        "ranked": 3,
+        "policy": "las",
+        "site_factor": 900,
+        "tiers": [],
+        "factors": {"las": {"score": 5.0, "queue": 0}},
+        "attained_gpu_s": 0.0,
+        "executed_s": 0.0,
+        "restarts": 0,
+        "deadline": None,
+        "account_usage_gpu_s": 0.0,
+        "waiting_for": "4 GPUs free, needs 2",
+    }
     store = Store(url)
     store.save_cycle(CycleWrite(now=1.0, cycle=1, ledger=Ledger(), explanations={77: expl}))
     store.close()
@@ -182,12 +323,18 @@ def test_status_shows_the_prioritizers_explanation_when_its_store_has_one(tmp_pa
     assert row["explain"] is None and not (tmp_path / "absent.db").exists()
 
 
-def test_status_ignores_records_of_a_reused_job_id(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_ignores_records_of_a_reused_job_id(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job = render(JobSpec(kind="train", command=("x",), name="mine"), load_config(TESTBED_CONFIG))
     save_record(5, job, isolated)
     assert describe_jobs([Job(job_id=5, name="someone-else", state=JobState.RUNNING)], None) == []
-    assert [r["kind"] for r in describe_jobs([Job(job_id=5, name="mine", state=JobState.RUNNING)], None)] == ["train"]
-    monkeypatch.setenv("SLURM_CONF", "/other/cluster/slurm.conf")  # another cluster: its own records
+    assert [
+        r["kind"] for r in describe_jobs([Job(job_id=5, name="mine", state=JobState.RUNNING)], None)
+    ] == ["train"]
+    monkeypatch.setenv(
+        "SLURM_CONF", "/other/cluster/slurm.conf"
+    )  # another cluster: its own records
     assert describe_jobs([Job(job_id=5, name="mine", state=JobState.RUNNING)], None) == []
 
 
@@ -195,9 +342,16 @@ def test_submitted_lines_fit_80_columns():
     from slurm_dl.dlsubmit.cli import _submitted_lines
     from slurm_dl.dlsubmit.render import RenderedJob
 
-    job = RenderedJob(kind="train", name="train-python3", script="", directives=(), sbatch_argv=(),
-                      output="train-python3-%j.out", checkpoint_dir="checkpoints/train-python3-20261123-215358",
-                      job_class="train")
+    job = RenderedJob(
+        kind="train",
+        name="train-python3",
+        script="",
+        directives=(),
+        sbatch_argv=(),
+        output="train-python3-%j.out",
+        checkpoint_dir="checkpoints/train-python3-20261123-215358",
+        job_class="train",
+    )
     lines = _submitted_lines("train", 123456, job, "train-python3-20261123-215358")
     assert all(len(line) <= 80 for line in lines), lines
     assert "    dlsubmit train --resume train-python3-20261123-215358 ..." in lines

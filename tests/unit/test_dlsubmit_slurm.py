@@ -11,8 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.dlsubmit.cli import app
-from slurm_dl.dlsubmit.checks import (ClusterFacts, cluster_problems, refusal_lines, refusal_message,
-                                      single_process_warning)
+from slurm_dl.dlsubmit.checks import (
+    ClusterFacts,
+    cluster_problems,
+    refusal_lines,
+    refusal_message,
+    single_process_warning,
+)
 from slurm_dl.dlsubmit.status import parse_since, select_rows, status_table
 from slurm_dl.core.errors import SlurmError
 from slurm_dl.core.model import Partition
@@ -28,14 +33,24 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SLURM_DL_USER_DEFAULTS", str(tmp_path / "user.toml"))
     monkeypatch.setenv("SLURM_DL_STATE_DIR", str(tmp_path / "state"))
     (tmp_path / "empty-slurm.conf").write_text("")
-    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "empty-slurm.conf"))  # no cluster reachable, at once
+    monkeypatch.setenv(
+        "SLURM_CONF", str(tmp_path / "empty-slurm.conf")
+    )  # no cluster reachable, at once
     return tmp_path
 
 
-@pytest.mark.parametrize("text, seconds", [
-    ("90", 5400), ("5:30", 330), ("2:00:00", 7200), ("1-00", 86400), ("1-02:30", 95400),
-    ("1-00:00:00", 86400), ("0:30", 30),
-])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("90", 5400),
+        ("5:30", 330),
+        ("2:00:00", 7200),
+        ("1-00", 86400),
+        ("1-02:30", 95400),
+        ("1-00:00:00", 86400),
+        ("0:30", 30),
+    ],
+)
 def test_every_slurm_time_format(text: str, seconds: int) -> None:
     assert parse_time_seconds(text) == seconds
 
@@ -56,24 +71,46 @@ def test_memory_needs_a_unit() -> None:
 
 
 def test_dry_run_renders_slurm_time_and_memory() -> None:
-    r = runner.invoke(app, ["train", "-t", "1-00:00:00", "--mem-per-gpu", "80G", "--dry-run", "--show-script", "--",
-                            "python3", "t.py"])
+    r = runner.invoke(
+        app,
+        [
+            "train",
+            "-t",
+            "1-00:00:00",
+            "--mem-per-gpu",
+            "80G",
+            "--dry-run",
+            "--show-script",
+            "--",
+            "python3",
+            "t.py",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "#SBATCH --time=1-00:00:00" in r.output and "#SBATCH --mem-per-gpu=80G" in r.output
     assert "DL_TIME_LIMIT_S=86400" in r.output
     assert "cluster: not checked (" in r.output  # says when it could not check
 
 
-@pytest.mark.parametrize("args, message", [
-    (["train", "--time", "0", "--", "x"], "--time 0: must be more than zero"),
-    (["sweep", "--parallel", "0", "--param", "a", "--", "x"], "--parallel 0: must be 1 or more"),
-    (["train", "--mem-per-gpu", "-4", "--", "x"], "--mem-per-gpu -4: must be more than zero"),
-    (["train", "--mem-per-gpu", "80", "--", "x"], "give a unit, e.g. 80G"),
-    (["train", "--cpus-per-gpu", "0", "--", "x"], "--cpus-per-gpu 0: must be 1 or more"),
-    (["train", "--time", "99-00", "--", "x"], "train jobs allow at most"),
-    (["infer", "--nodes", "2", "--inputs", "f", "--", "x"], "--nodes applies to train jobs, not infer"),
-    (["train", "python3", "train.py", "--lr", "0.1"], "put -- before the program"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--time", "0", "--", "x"], "--time 0: must be more than zero"),
+        (
+            ["sweep", "--parallel", "0", "--param", "a", "--", "x"],
+            "--parallel 0: must be 1 or more",
+        ),
+        (["train", "--mem-per-gpu", "-4", "--", "x"], "--mem-per-gpu -4: must be more than zero"),
+        (["train", "--mem-per-gpu", "80", "--", "x"], "give a unit, e.g. 80G"),
+        (["train", "--cpus-per-gpu", "0", "--", "x"], "--cpus-per-gpu 0: must be 1 or more"),
+        (["train", "--time", "99-00", "--", "x"], "train jobs allow at most"),
+        (
+            ["infer", "--nodes", "2", "--inputs", "f", "--", "x"],
+            "--nodes applies to train jobs, not infer",
+        ),
+        (["train", "python3", "train.py", "--lr", "0.1"], "put -- before the program"),
+    ],
+)
 def test_bad_values_are_errors_not_defaults(args: list[str], message: str) -> None:
     r = runner.invoke(app, args)
     assert r.exit_code != 0
@@ -82,12 +119,19 @@ def test_bad_values_are_errors_not_defaults(args: list[str], message: str) -> No
 
 
 def test_default_checkpoint_directory_is_per_run_unless_named() -> None:
-    one = json.loads(runner.invoke(app, ["train", "--dry-run", "--json", "--", "python3", "t.py"]).stdout)
+    one = json.loads(
+        runner.invoke(app, ["train", "--dry-run", "--json", "--", "python3", "t.py"]).stdout
+    )
     assert one["checkpoint_dir"].startswith("checkpoints/train-python3-")
-    named = json.loads(runner.invoke(app, ["train", "--name", "llm", "--dry-run", "--json", "--", "x"]).stdout)
+    named = json.loads(
+        runner.invoke(app, ["train", "--name", "llm", "--dry-run", "--json", "--", "x"]).stdout
+    )
     assert named["checkpoint_dir"] == "checkpoints/llm"
-    resumed = json.loads(runner.invoke(app, ["train", "--resume", "train-x-1", "--dry-run", "--json", "--",
-                                             "x"]).stdout)
+    resumed = json.loads(
+        runner.invoke(
+            app, ["train", "--resume", "train-x-1", "--dry-run", "--json", "--", "x"]
+        ).stdout
+    )
     assert resumed["checkpoint_dir"] == "checkpoints/train-x-1"
     r = runner.invoke(app, ["train", "--resume", "a", "--checkpoint-dir", "b", "--", "x"])
     assert r.exit_code == 1 and "give one" in r.output
@@ -98,12 +142,17 @@ def test_infer_help_lists_no_train_options() -> None:
     assert "--inputs" in text and "--nodes" not in text and "train only" not in text
 
 
-FACTS = ClusterFacts(checked=True, partitions=[Partition("gpu", default=True, max_time_s=7200.0),
-                                               Partition("debug")], gpu_types=["a100", "h100"])
+FACTS = ClusterFacts(
+    checked=True,
+    partitions=[Partition("gpu", default=True, max_time_s=7200.0), Partition("debug")],
+    gpu_types=["a100", "h100"],
+)
 
 
 def test_cluster_check_names_the_valid_choices() -> None:
-    assert cluster_problems(FACTS, ["--partition=nosuch"]) == ["partition 'nosuch' does not exist; valid: gpu, debug"]
+    assert cluster_problems(FACTS, ["--partition=nosuch"]) == [
+        "partition 'nosuch' does not exist; valid: gpu, debug"
+    ]
     assert "valid: a100, h100" in cluster_problems(FACTS, ["--gpus-per-node=v100:2"])[0]
     assert "over partition gpu's limit of 2:00:00" in cluster_problems(FACTS, ["--time=3:00:00"])[0]
     assert cluster_problems(FACTS, ["--partition=debug", "--time=3:00:00"]) == []
@@ -111,36 +160,67 @@ def test_cluster_check_names_the_valid_choices() -> None:
 
 
 def test_refusals_read_as_one_line_with_details_kept() -> None:
-    e = SlurmError("sbatch: sbatch: error: Batch job submission failed: Invalid partition name specified")
+    e = SlurmError(
+        "sbatch: sbatch: error: Batch job submission failed: Invalid partition name specified"
+    )
     assert refusal_lines(e) == ["Batch job submission failed: Invalid partition name specified"]
     msg = refusal_message(e, FACTS)
-    assert msg == ["Slurm refused the job: Batch job submission failed: Invalid partition name specified "
-                   "(valid partitions: gpu, debug)"]
+    assert msg == [
+        "Slurm refused the job: Batch job submission failed: Invalid partition name specified "
+        "(valid partitions: gpu, debug)"
+    ]
     multi = SlurmError("sbatch: sbatch: error: first problem; sbatch: error: second problem")
-    assert refusal_message(multi, None) == ["Slurm refused the job: first problem", "second problem"]
+    assert refusal_message(multi, None) == [
+        "Slurm refused the job: first problem",
+        "second problem",
+    ]
 
 
 def test_single_process_warning() -> None:
-    assert "ONE process" in single_process_warning("train", 2, "auto", ["python3", "t.py"], torchrun_here=False)
-    assert single_process_warning("train", 2, "auto", ["python3", "t.py"], torchrun_here=True) is None
-    assert single_process_warning("train", 2, "auto", ["torchrun", "t.py"], torchrun_here=False) is None
+    assert "ONE process" in single_process_warning(
+        "train", 2, "auto", ["python3", "t.py"], torchrun_here=False
+    )
+    assert (
+        single_process_warning("train", 2, "auto", ["python3", "t.py"], torchrun_here=True) is None
+    )
+    assert (
+        single_process_warning("train", 2, "auto", ["torchrun", "t.py"], torchrun_here=False)
+        is None
+    )
     assert "must use all 4 GPUs" in single_process_warning("train", 4, "none", ["python3", "t.py"])
     assert single_process_warning("train", 1, "none", ["python3", "t.py"]) is None
     # a 2 x 8 job: the whole job's GPUs, and one process per node
-    two = single_process_warning("train", 8, "auto", ["python3", "t.py"], torchrun_here=False, nodes=2)
+    two = single_process_warning(
+        "train", 8, "auto", ["python3", "t.py"], torchrun_here=False, nodes=2
+    )
     assert "this 16-GPU job on 2 nodes runs ONE process per node" in two and "8-GPU" not in two
 
 
 def _row(job_id: int, state: str, submitted: float, why: str | None = None) -> dict:
-    return {"job_id": job_id, "name": "a-very-long-job-name-indeed", "state": state, "reason": "Priority",
-            "restarts": 1, "nodes": ["node001", "node002"], "kind": "train", "submitted_at": submitted,
-            "started_at": submitted + 60, "why": why, "telemetry": False, "gpu": None}
+    return {
+        "job_id": job_id,
+        "name": "a-very-long-job-name-indeed",
+        "state": state,
+        "reason": "Priority",
+        "restarts": 1,
+        "nodes": ["node001", "node002"],
+        "kind": "train",
+        "submitted_at": submitted,
+        "started_at": submitted + 60,
+        "why": why,
+        "telemetry": False,
+        "gpu": None,
+    }
 
 
 def test_status_table_fits_80_columns_and_lists_recent_jobs() -> None:
     now = 1_800_000_000.0
-    rows = [_row(1, "RUNNING", now - 10 * 86400), _row(2, "PENDING", now - 60, "3rd of 9 waiting; " + "x" * 90),
-            _row(3, "COMPLETED", now - 3600), _row(4, "COMPLETED", now - 3 * 86400)]
+    rows = [
+        _row(1, "RUNNING", now - 10 * 86400),
+        _row(2, "PENDING", now - 60, "3rd of 9 waiting; " + "x" * 90),
+        _row(3, "COMPLETED", now - 3600),
+        _row(4, "COMPLETED", now - 3 * 86400),
+    ]
     shown = select_rows(rows, show_all=False, since_s=parse_since("24h"), now=now)
     assert [r["job_id"] for r in shown] == [1, 2, 3]
     assert len(select_rows(rows, show_all=True, since_s=1, now=now)) == 4

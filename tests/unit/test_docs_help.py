@@ -23,8 +23,13 @@ APPS = {"dlsubmit": dlsubmit_app, "slurm-dl": slurm_dl_app}
 
 def help_text(cmd: str) -> str:
     prog, *path = cmd.split()
-    result = CliRunner().invoke(APPS[prog], [*path, "--help"], prog_name=prog,
-                                env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"}, terminal_width=80)
+    result = CliRunner().invoke(
+        APPS[prog],
+        [*path, "--help"],
+        prog_name=prog,
+        env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"},
+        terminal_width=80,
+    )
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -41,4 +46,6 @@ def test_help_in_docs_matches_the_commands(doc: Path) -> None:
     fresh = BLOCK.sub(lambda m: render_block(m.group("cmd")), text)
     if os.environ.get("UPDATE_DOCS"):
         doc.write_text(fresh)
-    assert fresh == text, f"{doc.name}: the quoted help differs from --help; run UPDATE_DOCS=1 pytest {__file__}"
+    assert fresh == text, (
+        f"{doc.name}: the quoted help differs from --help; run UPDATE_DOCS=1 pytest {__file__}"
+    )

@@ -11,8 +11,15 @@ import pytest
 from slurm_dl.core.config import parse_config
 from slurm_dl.cli.config_file import load_config
 from slurm_dl.core.doctor import diagnose, summary
-from slurm_dl.core.enforcement import (ENFORCE_LINE, account_reliance, enforces_associations, enforces_qos,
-                                       fairshare_weight, qos_reliance, uses_slurmdbd)
+from slurm_dl.core.enforcement import (
+    ENFORCE_LINE,
+    account_reliance,
+    enforces_associations,
+    enforces_qos,
+    fairshare_weight,
+    qos_reliance,
+    uses_slurmdbd,
+)
 from slurm_dl.slurm.controller import parse_show_config
 from test_doctor import SHOW_CONFIG, good
 
@@ -20,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CHECK = "accounts (AccountingStorageEnforce)"
 
 
-def controller(storage: str = "accounting_storage/slurmdbd", enforce: str = "associations,limits") -> dict:
+def controller(
+    storage: str = "accounting_storage/slurmdbd", enforce: str = "associations,limits"
+) -> dict:
     text = SHOW_CONFIG.replace("accounting_storage/none", storage)
     return parse_show_config(text + f"AccountingStorageEnforce = {enforce}\n")
 
@@ -37,13 +46,26 @@ def finding(f, check: str = CHECK):
     return next(x for x in diagnose(f) if x.check == check)
 
 
-@pytest.mark.parametrize("value, assocs, qos", [
-    ("associations", True, False), ("limits", True, False), ("associations,limits", True, False),
-    ("safe", True, False), ("qos", True, True), ("wckeys", True, False), ("all", True, True),
-    ("1", True, False), ("2", True, False), ("Associations,Limits,QOS", True, True),
-    ("associations,limits,qos,safe,wckeys", True, True),  # how scontrol prints 'all'
-    ("none", False, False), ("", False, False), (None, False, False), ("nojobs,nosteps", False, False),
-])
+@pytest.mark.parametrize(
+    "value, assocs, qos",
+    [
+        ("associations", True, False),
+        ("limits", True, False),
+        ("associations,limits", True, False),
+        ("safe", True, False),
+        ("qos", True, True),
+        ("wckeys", True, False),
+        ("all", True, True),
+        ("1", True, False),
+        ("2", True, False),
+        ("Associations,Limits,QOS", True, True),
+        ("associations,limits,qos,safe,wckeys", True, True),  # how scontrol prints 'all'
+        ("none", False, False),
+        ("", False, False),
+        (None, False, False),
+        ("nojobs,nosteps", False, False),
+    ],
+)
 def test_which_enforce_settings_check_associations_and_qos(value, assocs, qos) -> None:
     assert enforces_associations(value) is assocs and enforces_qos(value) is qos
 
@@ -68,7 +90,8 @@ def test_what_trusts_the_account_in_a_site_config() -> None:
     assert fairshare_weight(site({"combined": {"tiers": [["fairshare"]]}})) == 1.0  # unweighted: 1
     assert account_reliance(site({"mix": "las"}, {"serve": {"allow_accounts": ["*"]}})) == []
     assert account_reliance(site({"mix": "las"}, {"serve": {"allow_accounts": ["ml"]}})) == [
-        "allow_accounts on class serve"]
+        "allow_accounts on class serve"
+    ]
 
 
 def test_nothing_trusts_accounts_nothing_to_enforce() -> None:
@@ -81,8 +104,14 @@ def test_without_slurmdbd_accounts_cannot_be_checked_at_all() -> None:
     f = good()  # accounting_storage/none
     f.account_uses = ["fair share in the combined mix (weight 0.5)"]
     x = finding(f)
-    assert x.status == "warn" and "cannot be checked at all" in x.detail and "fair share" in x.detail
-    assert "accounting_storage/slurmdbd" in x.fix and ENFORCE_LINE in x.fix and "sacctmgr add user" in x.fix
+    assert (
+        x.status == "warn" and "cannot be checked at all" in x.detail and "fair share" in x.detail
+    )
+    assert (
+        "accounting_storage/slurmdbd" in x.fix
+        and ENFORCE_LINE in x.fix
+        and "sacctmgr add user" in x.fix
+    )
     assert summary(diagnose(f))["ok"]  # a warning, as doctor's other degradations
 
 
@@ -109,10 +138,17 @@ def test_a_class_admitted_by_qos_needs_qos_enforced() -> None:
     f = good()
     f.qos_uses = ["allow_qos on class serve"]
     q = "QOS (AccountingStorageEnforce)"
-    assert finding(f, q).status == "warn" and "AccountingStorageType=accounting_storage/none" in finding(f, q).detail
+    assert (
+        finding(f, q).status == "warn"
+        and "AccountingStorageType=accounting_storage/none" in finding(f, q).detail
+    )
     f.controller = controller(enforce="associations,limits")
     x = finding(f, q)
-    assert x.status == "warn" and "allow_qos on class serve" in x.detail and f"{ENFORCE_LINE},qos" in x.fix
+    assert (
+        x.status == "warn"
+        and "allow_qos on class serve" in x.detail
+        and f"{ENFORCE_LINE},qos" in x.fix
+    )
     f.controller = controller(enforce="associations,limits,qos")
     assert finding(f, q).status == "ok"
 
@@ -150,7 +186,9 @@ def test_associations_of_this_cluster_and_their_enforcement(monkeypatch) -> None
     monkeypatch.setattr(accounts, "run_slurm", fake)
     conf = {**controller(enforce="associations,limits"), "ClusterName": "gpu-a"}
     view = accounts.slurm_associations(controller=conf)
-    assert asked == [["sacctmgr", "-nP", "show", "assoc", "format=user,account", "where", "cluster=gpu-a"]]
+    assert asked == [
+        ["sacctmgr", "-nP", "show", "assoc", "format=user,account", "where", "cluster=gpu-a"]
+    ]
     assert view.enforced and view.cluster == "gpu-a"
     assert view.allows("ann", "NLP") is True and view.allows("ann", "made-up") is False
     assert view.accounts_of("root") == {"root", "dl"}

@@ -27,10 +27,29 @@ def test_explanation_names_each_factor_queue_usage_and_slack():
     cfg, led = _setup()
     policy = get_policy("combined", cfg)
     ctx = PolicyContext(now=100.0, ledger=led, config=cfg, total_gpus=32)
-    job = Job(2, user="v", account="busy", num_gpus=1, submit_time=50.0, time_limit=600.0, deadline=1000.0,
-              attained_gpu_s=30.0, executed_s=30.0, state_reason="Resources")
-    e = explain_job(job, ctx, policy, score=0.75, site_factor=750000, rank=0, ranked=2, half_life_s=3600.0,
-                    waiting_for=waiting_reason(job, free_gpus=0))
+    job = Job(
+        2,
+        user="v",
+        account="busy",
+        num_gpus=1,
+        submit_time=50.0,
+        time_limit=600.0,
+        deadline=1000.0,
+        attained_gpu_s=30.0,
+        executed_s=30.0,
+        state_reason="Resources",
+    )
+    e = explain_job(
+        job,
+        ctx,
+        policy,
+        score=0.75,
+        site_factor=750000,
+        rank=0,
+        ranked=2,
+        half_life_s=3600.0,
+        waiting_for=waiting_reason(job, free_gpus=0),
+    )
     assert set(e["factors"]) == {"deadline", "class", "las", "fairshare"}
     assert e["factors"]["las"]["queue"] == 1  # 30 s of run time is past the 20 s threshold
     assert e["factors"]["las"]["service"] == "seconds"
@@ -41,8 +60,14 @@ def test_explanation_names_each_factor_queue_usage_and_slack():
     assert e["tiers"] == [["deadline"], ["class"], ["las", "fairshare"]]
     assert tier_scores(e) == pytest.approx(policy.tier_scores(job, ctx), abs=1e-5)
     assert "1 GPU(s); 0 free now" in e["waiting_for"]
-    text = render_explanation(e, [{"at": 90.0, "kind": "priority", "value": 750000, "reason": "score 0.75"}])
-    assert "SiteFactor 750000" in text and "las 1 x 0.6667 = 0.6667" in text and "6 min to spare" in text
+    text = render_explanation(
+        e, [{"at": 90.0, "kind": "priority", "value": 750000, "reason": "score 0.75"}]
+    )
+    assert (
+        "SiteFactor 750000" in text
+        and "las 1 x 0.6667 = 0.6667" in text
+        and "6 min to spare" in text
+    )
     assert "waiting for:" in text and "priority 750000: score 0.75" in text
     assert all(len(line) <= 80 for line in text.splitlines())
 
@@ -66,10 +91,19 @@ def test_explain_cli_reads_the_store(tmp_path):
     policy = get_policy("combined", cfg)
     ctx = PolicyContext(now=100.0, ledger=led, config=cfg, total_gpus=32)
     job = Job(2, account="busy", num_gpus=1, submit_time=50.0)
-    e = explain_job(job, ctx, policy, score=0.5, site_factor=500, rank=0, ranked=1, half_life_s=3600.0)
+    e = explain_job(
+        job, ctx, policy, score=0.5, site_factor=500, rank=0, ranked=1, half_life_s=3600.0
+    )
     url = f"sqlite:///{tmp_path / 'p.db'}"
-    Store(url).save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led, explanations={2: e},
-                                     decisions=[(2, "priority", 500, "score 0.5000 -> SiteFactor 500")]))
+    Store(url).save_cycle(
+        CycleWrite(
+            now=100.0,
+            cycle=1,
+            ledger=led,
+            explanations={2: e},
+            decisions=[(2, "priority", 500, "score 0.5000 -> SiteFactor 500")],
+        )
+    )
     conf = str(ROOT / "site-configs" / "testbed.toml")
     runner = CliRunner()
     r = runner.invoke(app, ["explain", "2", "--json", "--config", conf, "--db", url])
@@ -85,7 +119,9 @@ def test_explain_cli_reads_the_store(tmp_path):
     assert r.exit_code == 0 and "SiteFactor 500" in r.stdout and "recent decisions" in r.stdout
     r = runner.invoke(app, ["explain", "99", "--config", conf, "--db", url])
     assert r.exit_code == 1 and "job 99" in r.output
-    r = runner.invoke(app, ["explain", "2", "--config", conf, "--db", f"sqlite:///{tmp_path / 'none.db'}"])
+    r = runner.invoke(
+        app, ["explain", "2", "--config", conf, "--db", f"sqlite:///{tmp_path / 'none.db'}"]
+    )
     assert r.exit_code == 1 and "database cannot be read here" in r.output
     assert all(len(line) <= 80 for line in r.output.splitlines() if "none.db" not in line), r.output
 
@@ -93,22 +129,42 @@ def test_explain_cli_reads_the_store(tmp_path):
 @pytest.mark.parametrize(
     "job, requeue_without_signal, kind, why",
     [
-        (Job(5, checkpointable=False, requeue=True), False, "never", "declared no checkpoint handler"),
+        (
+            Job(5, checkpointable=False, requeue=True),
+            False,
+            "never",
+            "declared no checkpoint handler",
+        ),
         (Job(5, checkpointable=True, requeue=True), False, "checkpoint", "in its batch script"),
-        (Job(5, checkpointable=True, requeue=True, signal_target="steps"), False, "checkpoint", "in its steps"),
+        (
+            Job(5, checkpointable=True, requeue=True, signal_target="steps"),
+            False,
+            "checkpoint",
+            "in its steps",
+        ),
         (Job(5, checkpointable=True, requeue=False), False, "never", "not requeueable (Requeue=0)"),
         (Job(5, checkpointable=False, requeue=True), True, "requeue", "restart from the beginning"),
         (Job(5, checkpointable=False, requeue=False), True, "never", "not requeueable"),
     ],
 )
-def test_explain_says_whether_and_how_a_job_may_be_preempted(job, requeue_without_signal, kind, why):
+def test_explain_says_whether_and_how_a_job_may_be_preempted(
+    job, requeue_without_signal, kind, why
+):
     cfg, led = _setup()
     data = cfg.model_dump(mode="json")
     data["preemption"]["requeue_without_signal"] = requeue_without_signal
     cfg = type(cfg).model_validate(data)
     ctx = PolicyContext(now=100.0, ledger=led, config=cfg, total_gpus=32)
-    e = explain_job(job, ctx, get_policy("combined", cfg), score=0.5, site_factor=None, rank=0, ranked=1,
-                    half_life_s=3600.0)
+    e = explain_job(
+        job,
+        ctx,
+        get_policy("combined", cfg),
+        score=0.5,
+        site_factor=None,
+        rank=0,
+        ranked=1,
+        half_life_s=3600.0,
+    )
     assert e["preemption"]["kind"] == kind and why in e["preemption"]["why"]
     text = render_explanation(e)
     assert "preemption: " in text and why in text
@@ -118,12 +174,18 @@ def test_munge_metadata_and_the_endpoint_refuse_what_they_cannot_vouch_for() -> 
     from prioritizer.explain_server import PATH, ExplainServer
     from slurm_dl.slurm.munge import MungeError, parse_unmunge
 
-    ident = parse_unmunge("STATUS:          Success (0)\nUID:             alice (1001)\nGID:             "
-                          "users (100)\n")
+    ident = parse_unmunge(
+        "STATUS:          Success (0)\nUID:             alice (1001)\nGID:             "
+        "users (100)\n"
+    )
     assert (ident.uid, ident.gid) == (1001, 100)
     with pytest.raises(MungeError):
         parse_unmunge("STATUS:          Success (0)\n")
-    assert PATH.match("/explain/42?live=0") and not PATH.match("/explain/42/../1") and not PATH.match("/x")
+    assert (
+        PATH.match("/explain/42?live=0")
+        and not PATH.match("/explain/42/../1")
+        and not PATH.match("/x")
+    )
     server = ExplainServer(lambda: None, "127.0.0.1", 0, 24.0, "/nonexistent/munge.socket")
     try:
         assert server.handle("/explain/1", "").status == 401  # no credential

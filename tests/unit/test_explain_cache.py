@@ -42,7 +42,9 @@ def test_second_cycle_rebuilds_few_but_reads_back_whole(tmp_path: Path) -> None:
     parts = written[0].explanation_parts
     assert not parts.replace_all and len(parts.ids) == 42
     assert all(len(c) == 42 for c in parts.columns) and len(parts.columns) == len(parts.keys)
-    assert len(parts.rebuilt) < 42 // 2, sorted(parts.rebuilt)  # running ones, the top 5, the rotation
+    assert len(parts.rebuilt) < 42 // 2, sorted(
+        parts.rebuilt
+    )  # running ones, the top 5, the rotation
     for jid in (1, 2):  # running jobs' attained service grew from 0 to 40 GPU-s: rebuilt
         assert jid in parts.rebuilt
     second = p.store.explanations()
@@ -82,11 +84,14 @@ def test_numbers_match_a_full_rebuild(tmp_path: Path) -> None:
         ref_numbers = {k: ref.get(k) for k in NUMBER_KEYS}
         got_numbers = {k: got.get(k) for k in NUMBER_KEYS}
         ref_numbers["waiting_for"] = got_numbers["waiting_for"]  # built by the cache itself
-        assert json.dumps(ref_numbers, sort_keys=True) == json.dumps(got_numbers, sort_keys=True), jid
+        assert json.dumps(ref_numbers, sort_keys=True) == json.dumps(got_numbers, sort_keys=True), (
+            jid
+        )
         slow = {k: v for k, v in ref.items() if k not in NUMBER_KEYS}
-        assert json.dumps(slow, sort_keys=True) == json.dumps({k: v for k, v in got.items()
-                                                               if k not in NUMBER_KEYS and k != "gpu_utilisation"},
-                                                              sort_keys=True), jid
+        assert json.dumps(slow, sort_keys=True) == json.dumps(
+            {k: v for k, v in got.items() if k not in NUMBER_KEYS and k != "gpu_utilisation"},
+            sort_keys=True,
+        ), jid
 
 
 def test_gone_jobs_leave_and_a_new_daemon_rewrites_all(tmp_path: Path) -> None:
@@ -111,10 +116,25 @@ def test_a_store_written_by_an_earlier_release_still_reads(tmp_path: Path) -> No
     c, p = _scene(tmp_path, pending=6)
     p.run_cycle()
     now_doc = p.store.explanations()
-    keys = ["state", "state_reason", "score", "rank", "site_factor", "attained_gpu_s", "executed_s", "restarts",
-            "deadline_slack_s", "account_usage_gpu_s", "waiting_for"]
-    v2 = {"v": 2, "keys": keys, "per_cycle": {"at": c.now, "ranked": len(now_doc)},
-          "numbers": {str(j): [e[k] for k in keys] for j, e in now_doc.items()}}
+    keys = [
+        "state",
+        "state_reason",
+        "score",
+        "rank",
+        "site_factor",
+        "attained_gpu_s",
+        "executed_s",
+        "restarts",
+        "deadline_slack_s",
+        "account_usage_gpu_s",
+        "waiting_for",
+    ]
+    v2 = {
+        "v": 2,
+        "keys": keys,
+        "per_cycle": {"at": c.now, "ranked": len(now_doc)},
+        "numbers": {str(j): [e[k] for k in keys] for j, e in now_doc.items()},
+    }
     path = tmp_path / "p.db"
     with closing(sqlite3.connect(path)) as con, con:
         con.execute("UPDATE sdl_explanations SET data = ? WHERE id = 1", (json.dumps(v2),))
@@ -126,11 +146,19 @@ def test_rotation_period_doubles_so_each_period_divides_the_next() -> None:
     from prioritizer.explain_cache import ExplanationCache
 
     cache = ExplanationCache(refresh_cycles=50, rotate_at_most=500)
-    assert [cache.refresh_period(n) for n in (0, 11_000, 25_000, 25_001, 50_001, 110_000)] == \
-        [50, 50, 50, 100, 200, 400]
+    assert [cache.refresh_period(n) for n in (0, 11_000, 25_000, 25_001, 50_001, 110_000)] == [
+        50,
+        50,
+        50,
+        100,
+        200,
+        400,
+    ]
     for n in range(0, 300_000, 997):
         period = cache.refresh_period(n)
-        assert -(-n // period) <= 500 and period % 50 == 0 and (period // 50) & (period // 50 - 1) == 0
+        assert (
+            -(-n // period) <= 500 and period % 50 == 0 and (period // 50) & (period // 50 - 1) == 0
+        )
 
 
 def test_a_big_queue_rotates_a_bounded_share_and_still_refreshes_every_job(tmp_path: Path) -> None:
@@ -149,7 +177,7 @@ def test_a_big_queue_rotates_a_bounded_share_and_still_refreshes_every_job(tmp_p
     rebuilt = [set(w.explanation_parts.rebuilt) for w in written[1:]]  # the first cycle builds all
     assert max(map(len, rebuilt)) <= 5 + 2 + 4, [sorted(r) for r in rebuilt]
     for start in range(len(rebuilt) - 16 + 1):
-        seen = set().union(*rebuilt[start:start + 16])
+        seen = set().union(*rebuilt[start : start + 16])
         assert seen == set(c.jobs), (start, sorted(set(c.jobs) - seen))
     stored = p.store.explanations()
     oldest = min(e["factors_at"] for e in stored.values())

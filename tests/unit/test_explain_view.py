@@ -15,28 +15,51 @@ from slurm_dl.core.policy import PolicyContext, get_policy
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _queue(jobs: list[Job], now: float = 1000.0, cfg=None, led: Ledger | None = None) -> dict[int, dict]:
+def _queue(
+    jobs: list[Job], now: float = 1000.0, cfg=None, led: Ledger | None = None
+) -> dict[int, dict]:
     """What the prioritizer's cycle stores: one explanation per job, ranked by the policy
     (the testbed's config, an empty ledger unless given)."""
     cfg = cfg or load_config(ROOT / "site-configs" / "testbed.toml")
     policy = get_policy("combined", cfg)
-    ctx = PolicyContext(now=now, ledger=led if led is not None else Ledger(), config=cfg, total_gpus=32)
+    ctx = PolicyContext(
+        now=now, ledger=led if led is not None else Ledger(), config=cfg, total_gpus=32
+    )
     scores = policy.scores(jobs, ctx)
     order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
-    return {j.job_id: explain_job(j, ctx, policy, score=scores[j.job_id], site_factor=None, rank=r,
-                                  ranked=len(order), half_life_s=3600.0, waiting_for=waiting_reason(j, 0))
-            for r, j in enumerate(order)}
+    return {
+        j.job_id: explain_job(
+            j,
+            ctx,
+            policy,
+            score=scores[j.job_id],
+            site_factor=None,
+            rank=r,
+            ranked=len(order),
+            half_life_s=3600.0,
+            waiting_for=waiting_reason(j, 0),
+        )
+        for r, j in enumerate(order)
+    }
 
 
 def test_two_jobs_tied_on_every_factor_show_the_ordering_step() -> None:
     a = Job(1, user="u", account="a", num_gpus=2, submit_time=100.0, state_reason="Priority")
     b = Job(2, user="u", account="a", num_gpus=2, submit_time=200.0, state_reason="Priority")
     q = _queue([b, a])
-    assert [t["total"] for t in explain_view(q[1], q)["tiers"]] == [t["total"] for t in explain_view(q[2], q)["tiers"]]
+    assert [t["total"] for t in explain_view(q[1], q)["tiers"]] == [
+        t["total"] for t in explain_view(q[2], q)["tiers"]
+    ]
     view = explain_view(q[2], q)
     after = view["ordering"]["after"]
     assert after["job_id"] == 1 and after["step"] == "submit" and after["tied_on_every_factor"]
-    assert view["queue"] == {"position": 2, "waiting": 2, "jobs_ahead": 1, "gpus_ahead": 2, "accounts_ahead": 1}
+    assert view["queue"] == {
+        "position": 2,
+        "waiting": 2,
+        "jobs_ahead": 1,
+        "gpus_ahead": 2,
+        "accounts_ahead": 1,
+    }
     assert view["rank"] == 2  # 1-based, as the text says
     text = explain_text(view)
     assert "after job 1: tied on every factor; decided by submit time" in text
@@ -46,10 +69,20 @@ def test_two_jobs_tied_on_every_factor_show_the_ordering_step() -> None:
 
 
 def test_a_tier_decides_and_the_shown_contributions_add_up() -> None:
-    jobs = [Job(i, user="u", account=f"acct{i % 3}", num_gpus=1 + i % 4, submit_time=float(i),
-                job_class=JobClass.SERVE if i % 5 == 0 else JobClass.TRAIN, executed_s=float(i * 7 % 50),
-                state=JobState.RUNNING if i % 4 == 0 else JobState.PENDING, state_reason="Resources")
-            for i in range(1, 60)]
+    jobs = [
+        Job(
+            i,
+            user="u",
+            account=f"acct{i % 3}",
+            num_gpus=1 + i % 4,
+            submit_time=float(i),
+            job_class=JobClass.SERVE if i % 5 == 0 else JobClass.TRAIN,
+            executed_s=float(i * 7 % 50),
+            state=JobState.RUNNING if i % 4 == 0 else JobState.PENDING,
+            state_reason="Resources",
+        )
+        for i in range(1, 60)
+    ]
     q = _queue(jobs)
     for e in q.values():
         view = explain_view(e, q)
@@ -58,30 +91,60 @@ def test_a_tier_decides_and_the_shown_contributions_add_up() -> None:
     serve = explain_view(q[5], q)  # a serving job, class weight 4 of 4: ahead of train jobs
     before = serve["ordering"].get("before")
     assert before is None or before["step"].startswith(("tier:", "tiebreak:", "submit", "job_id"))
-    assert any(v["ordering"].get("after", {}).get("step") == "tier:class" for v in
-               (explain_view(e, q) for e in q.values()))
+    assert any(
+        v["ordering"].get("after", {}).get("step") == "tier:class"
+        for v in (explain_view(e, q) for e in q.values())
+    )
 
 
 def test_preemption_words_mean_what_they_say() -> None:
-    running = {"state": "RUNNING", "checkpointable": True,
-               "preemption": {"kind": "checkpoint", "why": "it declared a checkpoint handler"}}
+    running = {
+        "state": "RUNNING",
+        "checkpointable": True,
+        "preemption": {"kind": "checkpoint", "why": "it declared a checkpoint handler"},
+    }
     assert preemption_words(running, []).endswith("not signalled recently")
-    assert "signalled at" in preemption_words(running, [{"state": "signalled", "signalled_at": 5.0, "need": 9}])
-    plain = {"state": "RUNNING", "checkpointable": False,
-             "preemption": {"kind": "never", "why": "it declared no checkpoint handler"}}
-    assert preemption_words(plain, []) == "never preempted by slurm-dl: it declared no checkpoint handler"
-    assert "refused" in preemption_words(running, [{"state": "refused", "signalled_at": 5.0, "updated_at": 6.0}])
+    assert "signalled at" in preemption_words(
+        running, [{"state": "signalled", "signalled_at": 5.0, "need": 9}]
+    )
+    plain = {
+        "state": "RUNNING",
+        "checkpointable": False,
+        "preemption": {"kind": "never", "why": "it declared no checkpoint handler"},
+    }
+    assert (
+        preemption_words(plain, [])
+        == "never preempted by slurm-dl: it declared no checkpoint handler"
+    )
+    assert "refused" in preemption_words(
+        running, [{"state": "refused", "signalled_at": 5.0, "updated_at": 6.0}]
+    )
 
 
 def test_preemption_for_fair_share_names_the_account_it_yielded_to() -> None:
     from slurm_dl.core.fairness import LeaseSettings, plan_fair_preemptions
     from slurm_dl.core.model import JobState
 
-    hog = [Job(100 + i, account="hog", num_gpus=8, state=JobState.RUNNING, start_time=0.0, executed_s=9000.0)
-           for i in range(4)]
-    move = plan_fair_preemptions([Job(1, account="late", num_gpus=8)], hog, 32, 9000.0,
-                                 LeaseSettings(lease_s=60.0)).moves[0]
-    row = {"state": "requeued", "signalled_at": 9000.0, "need": 1, "reason": move.reasons[move.victims[0]]}
+    hog = [
+        Job(
+            100 + i,
+            account="hog",
+            num_gpus=8,
+            state=JobState.RUNNING,
+            start_time=0.0,
+            executed_s=9000.0,
+        )
+        for i in range(4)
+    ]
+    move = plan_fair_preemptions(
+        [Job(1, account="late", num_gpus=8)], hog, 32, 9000.0, LeaseSettings(lease_s=60.0)
+    ).moves[0]
+    row = {
+        "state": "requeued",
+        "signalled_at": 9000.0,
+        "need": 1,
+        "reason": move.reasons[move.victims[0]],
+    }
     running = {"state": "RUNNING", "checkpointable": True, "preemption": {"kind": "checkpoint"}}
     words = preemption_words(running, [row])
     assert "for job 1 for fair share (it yielded to account late" in words
@@ -92,12 +155,23 @@ def test_preemption_for_fair_share_names_the_account_it_yielded_to() -> None:
 def test_levers_and_estimate() -> None:
     a = Job(1, user="u", account="a", num_gpus=8, submit_time=100.0, state_reason="Resources")
     q = _queue([a])
-    view = explain_view(q[1], q, estimate={"at": 4600.0}, free_gpus_per_node=[4, 2], half_life_hours=24.0,
-                        now=1000.0)
+    view = explain_view(
+        q[1],
+        q,
+        estimate={"at": 4600.0},
+        free_gpus_per_node=[4, 2],
+        half_life_hours=24.0,
+        now=1000.0,
+    )
     assert "with 4 GPUs instead of 8" in view["levers"][0]
-    assert view["estimated_start"]["in_s"] == 3600.0 and "(in 60 min)" in view["estimated_start"]["words"]
+    assert (
+        view["estimated_start"]["in_s"] == 3600.0
+        and "(in 60 min)" in view["estimated_start"]["words"]
+    )
     none = explain_view(q[1], q)
-    assert none["estimated_start"]["at"] is None and none["estimated_start"]["words"].startswith("none")
+    assert none["estimated_start"]["at"] is None and none["estimated_start"]["words"].startswith(
+        "none"
+    )
 
 
 def test_earliest_fit_from_running_jobs_time_limits() -> None:

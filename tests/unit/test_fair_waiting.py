@@ -21,7 +21,10 @@ def naive_walk(self, keep, skip=()):
 
 
 def naive_lowest(self, level, skip):
-    return min((level(j) for lst in self.lists.values() for _, j in lst if j.job_id not in skip), default=None)
+    return min(
+        (level(j) for lst in self.lists.values() for _, j in lst if j.job_id not in skip),
+        default=None,
+    )
 
 
 def jobs(seed: int, n: int = 120) -> list[Job]:
@@ -30,13 +33,24 @@ def jobs(seed: int, n: int = 120) -> list[Job]:
     for i in range(n):
         t += rng.choice((0.0, 0.0, 10.0, 60.0, 300.0))
         dur = float(rng.choice((30, 300, 1200, 5000, 20000))) + rng.randint(0, 50)
-        out.append(Job(job_id=i, user=f"u{i % 5}", account=f"a{rng.randint(0, 3)}", name="n",
-                       num_gpus=rng.choice((1, 1, 1, 2, 4, 8, 12, 16)), submit_time=t, duration=dur))
+        out.append(
+            Job(
+                job_id=i,
+                user=f"u{i % 5}",
+                account=f"a{rng.randint(0, 3)}",
+                name="n",
+                num_gpus=rng.choice((1, 1, 1, 2, 4, 8, 12, 16)),
+                submit_time=t,
+                duration=dur,
+            )
+        )
     return out
 
 
 def schedule(nodes: int, seed: int, lease_s: float) -> list:
-    ranker = make_ranker("fairshare", total_gpus=8 * nodes, las_thresholds=[500.0, 5000.0], lease_s=lease_s)
+    ranker = make_ranker(
+        "fairshare", total_gpus=8 * nodes, las_thresholds=[500.0, 5000.0], lease_s=lease_s
+    )
     r = run_cluster(jobs(seed), ClusterSpec("c", nodes, 8), ranker, PreemptionCost(None))
     return [(sj.first_start, sj.end_time, sj.preemptions) for sj in r.jobs]
 
@@ -52,8 +66,18 @@ def test_the_walk_gives_the_schedules_of_a_walk_over_every_job(monkeypatch, node
 
 
 def test_walk_merges_in_key_order_and_brings_back_a_list_when_keep_turns():
-    js = [Job(job_id=i, user="u", account="a", name="n", num_gpus=g, submit_time=float(i), duration=1.0)
-          for i, g in enumerate((1, 4, 1, 4, 1, 4))]
+    js = [
+        Job(
+            job_id=i,
+            user="u",
+            account="a",
+            name="n",
+            num_gpus=g,
+            submit_time=float(i),
+            duration=1.0,
+        )
+        for i, g in enumerate((1, 4, 1, 4, 1, 4))
+    ]
     w = WaitingJobs.of(js, lambda j: (j.submit_time, j.job_id))
     assert [j.job_id for j in w.walk(lambda j: True)] == [0, 1, 2, 3, 4, 5]
     assert [j.job_id for j in w.walk(lambda j: True, skip={2})] == [0, 1, 3, 4, 5]

@@ -49,7 +49,9 @@ def site_dir(tmp_path):
     return d
 
 
-def test_install_chains_keeps_a_byte_exact_backup_and_uninstall_restores_everything(site_dir) -> None:
+def test_install_chains_keeps_a_byte_exact_backup_and_uninstall_restores_everything(
+    site_dir,
+) -> None:
     result = install(load_config(CONFIG), site_dir, "/run/x.sock")
     assert (site_dir / BACKUP).read_bytes() == SITE and (site_dir / SITE_COPY).read_bytes() == SITE
     assert oct((site_dir / BACKUP).stat().st_mode & 0o777) == "0o640"
@@ -57,8 +59,12 @@ def test_install_chains_keeps_a_byte_exact_backup_and_uninstall_restores_everyth
     assert f'SITE_SCRIPT = "{(site_dir / SITE_COPY).resolve()}"' in shim
     assert any("chained" in n for n in result.notes)
     assert b"require_timelimit,lua" in (site_dir / "slurm.conf").read_bytes()
-    install(load_config(CONFIG), site_dir, "/run/x.sock")  # a re-install keeps the chain and the backup
-    assert (site_dir / BACKUP).read_bytes() == SITE and "job_submit_site.lua" in (site_dir / "job_submit.lua").read_text()
+    install(
+        load_config(CONFIG), site_dir, "/run/x.sock"
+    )  # a re-install keeps the chain and the backup
+    assert (site_dir / BACKUP).read_bytes() == SITE and "job_submit_site.lua" in (
+        site_dir / "job_submit.lua"
+    ).read_text()
     actions = uninstall(site_dir).actions
     assert (site_dir / "job_submit.lua").read_bytes() == SITE
     assert (site_dir / "slurm.conf").read_bytes() == CONF
@@ -71,14 +77,20 @@ def test_install_without_a_site_script_and_uninstall_removes_the_shim(tmp_path) 
     install(load_config(CONFIG), tmp_path, "/run/x.sock")
     assert 'SITE_SCRIPT = ""' in (tmp_path / "job_submit.lua").read_text()
     uninstall(tmp_path)
-    assert not (tmp_path / "job_submit.lua").exists() and (tmp_path / "slurm.conf").read_bytes() == CONF
+    assert (
+        not (tmp_path / "job_submit.lua").exists()
+        and (tmp_path / "slurm.conf").read_bytes() == CONF
+    )
 
 
-@pytest.mark.parametrize("script, why", [
-    (b"function other() end\n", "no slurm_job_submit"),
-    (b"function slurm_job_submit() setfenv(1, {}) end\n", "setfenv"),
-    (b"function slurm_job_submit( oops\n", "cannot parse"),
-])
+@pytest.mark.parametrize(
+    "script, why",
+    [
+        (b"function other() end\n", "no slurm_job_submit"),
+        (b"function slurm_job_submit() setfenv(1, {}) end\n", "setfenv"),
+        (b"function slurm_job_submit( oops\n", "cannot parse"),
+    ],
+)
 def test_unchainable_site_script_is_refused_without_force(tmp_path, script, why) -> None:
     (tmp_path / "slurm.conf").write_bytes(CONF)
     (tmp_path / "job_submit.lua").write_bytes(script)
@@ -86,7 +98,9 @@ def test_unchainable_site_script_is_refused_without_force(tmp_path, script, why)
         pytest.skip("luac5.1 is not installed")
     with pytest.raises(ChainError, match=why):
         install(load_config(CONFIG), tmp_path, "/run/x.sock")
-    assert (tmp_path / "job_submit.lua").read_bytes() == script and (tmp_path / "slurm.conf").read_bytes() == CONF
+    assert (tmp_path / "job_submit.lua").read_bytes() == script and (
+        tmp_path / "slurm.conf"
+    ).read_bytes() == CONF
     result = install(load_config(CONFIG), tmp_path, "/run/x.sock", force=True)
     assert any("NOT chained" in n for n in result.notes)
     assert (tmp_path / BACKUP).read_bytes() == script and not (tmp_path / SITE_COPY).exists()
@@ -102,13 +116,17 @@ def test_uninstall_leaves_a_slurm_conf_edited_since_unless_forced(site_dir) -> N
         uninstall(site_dir)
     assert (site_dir / "job_submit.lua").read_bytes() != SITE  # nothing was touched
     uninstall(site_dir, force=True)
-    assert (site_dir / "slurm.conf").read_bytes() == CONF and (site_dir / "job_submit.lua").read_bytes() == SITE
+    assert (site_dir / "slurm.conf").read_bytes() == CONF and (
+        site_dir / "job_submit.lua"
+    ).read_bytes() == SITE
 
 
 EDITED = SITE.replace(b'"routed"', b'"routed-v2"')
 
 
-def test_uninstall_refuses_over_an_edited_site_script_and_says_which_and_what_to_do(site_dir) -> None:
+def test_uninstall_refuses_over_an_edited_site_script_and_says_which_and_what_to_do(
+    site_dir,
+) -> None:
     install(load_config(CONFIG), site_dir, "/run/x.sock")
     shim = (site_dir / "job_submit.lua").read_bytes()
     (site_dir / SITE_COPY).write_bytes(EDITED)  # the site keeps working on its chained script
@@ -118,12 +136,16 @@ def test_uninstall_refuses_over_an_edited_site_script_and_says_which_and_what_to
     assert SITE_COPY in msg and "edited since" in msg and "--force" in msg and BACKUP in msg
     assert "slurm.conf:" not in msg and "\n" not in msg
     # nothing was touched
-    assert (site_dir / "job_submit.lua").read_bytes() == shim and (site_dir / SITE_COPY).read_bytes() == EDITED
+    assert (site_dir / "job_submit.lua").read_bytes() == shim and (
+        site_dir / SITE_COPY
+    ).read_bytes() == EDITED
     assert (site_dir / BACKUP).read_bytes() == SITE and (site_dir / CONF_BACKUP).exists()
     shim_mtime = int((site_dir / "job_submit.lua").stat().st_mtime)
     actions = uninstall(site_dir, force=True).actions
     # the site's edits win; the older copy stays for whoever wants it; slurm.conf comes back too
-    assert (site_dir / "job_submit.lua").read_bytes() == EDITED and (site_dir / BACKUP).read_bytes() == SITE
+    assert (site_dir / "job_submit.lua").read_bytes() == EDITED and (
+        site_dir / BACKUP
+    ).read_bytes() == SITE
     assert oct((site_dir / "job_submit.lua").stat().st_mode & 0o777) == "0o640"
     assert int((site_dir / "job_submit.lua").stat().st_mtime) > shim_mtime  # slurmctld re-reads it
     assert not (site_dir / SITE_COPY).exists() and (site_dir / "slurm.conf").read_bytes() == CONF
@@ -136,7 +158,9 @@ def test_uninstall_refuses_when_the_backup_of_a_chained_script_is_gone(site_dir)
     with pytest.raises(ChainError, match=SITE_COPY):
         uninstall(site_dir)  # it would remove the shim and drop the site's script altogether
     uninstall(site_dir, force=True)
-    assert (site_dir / "job_submit.lua").read_bytes() == SITE and not (site_dir / SITE_COPY).exists()
+    assert (site_dir / "job_submit.lua").read_bytes() == SITE and not (
+        site_dir / SITE_COPY
+    ).exists()
 
 
 def test_uninstall_names_both_edited_files_at_once(site_dir) -> None:
@@ -146,10 +170,14 @@ def test_uninstall_names_both_edited_files_at_once(site_dir) -> None:
         f.write(b"MaxJobCount=5000\n")
     with pytest.raises(ChainError) as e:
         uninstall(site_dir)
-    assert "slurm.conf: changed since" in str(e.value) and f"{SITE_COPY}: the site's script" in str(e.value)
+    assert "slurm.conf: changed since" in str(e.value) and f"{SITE_COPY}: the site's script" in str(
+        e.value
+    )
 
 
-def test_cli_uninstall_over_an_edited_site_script_is_one_error_line_and_force_says_what_it_did(site_dir) -> None:
+def test_cli_uninstall_over_an_edited_site_script_is_one_error_line_and_force_says_what_it_did(
+    site_dir,
+) -> None:
     install(load_config(CONFIG), site_dir, "/run/x.sock")
     (site_dir / SITE_COPY).write_bytes(EDITED)
     r = runner.invoke(app, ["filter", "uninstall", "--slurm-conf-dir", str(site_dir)])
@@ -168,9 +196,25 @@ def test_uninstall_refuses_a_script_that_is_not_ours(site_dir) -> None:
 def test_cli_install_and_uninstall_speak_in_one_error_line(site_dir, tmp_path) -> None:
     (tmp_path / "bad.conf").mkdir()
     r = runner.invoke(app, ["filter", "uninstall", "--slurm-conf-dir", str(site_dir)])
-    assert r.exit_code != 0 and r.output.strip().startswith("error:") and len(r.output.strip().splitlines()) == 1
-    r = runner.invoke(app, ["filter", "install", "--config", str(CONFIG), "--slurm-conf-dir", str(site_dir),
-                            "--socket", "/run/x.sock", "--json"])
+    assert (
+        r.exit_code != 0
+        and r.output.strip().startswith("error:")
+        and len(r.output.strip().splitlines()) == 1
+    )
+    r = runner.invoke(
+        app,
+        [
+            "filter",
+            "install",
+            "--config",
+            str(CONFIG),
+            "--slurm-conf-dir",
+            str(site_dir),
+            "--socket",
+            "/run/x.sock",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0 and any("chained" in n for n in json.loads(r.output)["notes"])
     r = runner.invoke(app, ["filter", "uninstall", "--slurm-conf-dir", str(site_dir)])
     assert r.exit_code == 0 and "restored" in r.output
@@ -178,7 +222,9 @@ def test_cli_install_and_uninstall_speak_in_one_error_line(site_dir, tmp_path) -
 
 def test_non_utf8_slurm_conf_is_one_error(tmp_path) -> None:
     (tmp_path / "slurm.conf").write_bytes(b"ClusterName=\xff\n")
-    r = runner.invoke(app, ["filter", "install", "--config", str(CONFIG), "--slurm-conf-dir", str(tmp_path)])
+    r = runner.invoke(
+        app, ["filter", "install", "--config", str(CONFIG), "--slurm-conf-dir", str(tmp_path)]
+    )
     assert r.exit_code != 0 and "not UTF-8" in r.output and "Traceback" not in r.output
 
 
@@ -208,12 +254,23 @@ print(cjson.encode({ submits = out, modify = m, user = user, info = info, counte
 def test_both_scripts_decide_under_lua(site_dir, tmp_path, service_socket) -> None:
     install(load_config(CONFIG), site_dir, str(service_socket))
     (tmp_path / "h.lua").write_text(HARNESS)
-    jobs = [desc(account="banned", tres_per_node="gres:gpu:1"),               # the site refuses
-            desc(tres_per_node="gres:gpu:nosuchgpu:1", partition="gpu"),      # slurm-dl refuses
-            desc(tres_per_node="gres:gpu:1")]                                 # both accept; site routes
+    jobs = [
+        desc(account="banned", tres_per_node="gres:gpu:1"),  # the site refuses
+        desc(tres_per_node="gres:gpu:nosuchgpu:1", partition="gpu"),  # slurm-dl refuses
+        desc(tres_per_node="gres:gpu:1"),
+    ]  # both accept; site routes
     (tmp_path / "jobs.json").write_text(json.dumps({"jobs": jobs}))
-    out = subprocess.run(["lua5.1", str(tmp_path / "h.lua"), str(site_dir / "job_submit.lua"),
-                          str(tmp_path / "jobs.json")], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            "lua5.1",
+            str(tmp_path / "h.lua"),
+            str(site_dir / "job_submit.lua"),
+            str(tmp_path / "jobs.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)
     assert [s["rc"] for s in r["submits"]] == [2045, 2072, 0]

@@ -19,19 +19,44 @@ def check(*args: str):
     return runner.invoke(app, ["filter", "check", "--config", str(CONFIG), *args])
 
 
-def test_the_signal_the_preemption_guide_gives_is_accepted_and_ignored_options_go_to_stderr() -> None:
-    r = check("--", "--gpus=8", "-t", "60", "--signal=B:USR2@90", "--requeue", "--hold", "-o", "out.log",
-              "--mail-type=END")
+def test_the_signal_the_preemption_guide_gives_is_accepted_and_ignored_options_go_to_stderr() -> (
+    None
+):
+    r = check(
+        "--",
+        "--gpus=8",
+        "-t",
+        "60",
+        "--signal=B:USR2@90",
+        "--requeue",
+        "--hold",
+        "-o",
+        "out.log",
+        "--mail-type=END",
+    )
     assert r.exit_code == 0 and "accept (class train)" in r.stdout, r.output
     lines = r.stderr.splitlines()
-    assert lines == ["ignored --hold: the filter's decision does not depend on it",
-                     "ignored --output: the filter's decision does not depend on it",
-                     "ignored --mail-type: the filter's decision does not depend on it"]
+    assert lines == [
+        "ignored --hold: the filter's decision does not depend on it",
+        "ignored --output: the filter's decision does not depend on it",
+        "ignored --mail-type: the filter's decision does not depend on it",
+    ]
     assert all(len(line) <= 80 for line in lines) and "ignored" not in r.stdout
 
 
 def test_json_lists_the_ignored_options_and_the_new_fields() -> None:
-    r = check("--json", "--", "-G", "1", "-t", "5", "-H", "--ntasks-per-gpu=2", "--exclusive=user", "--signal=USR2@90")
+    r = check(
+        "--json",
+        "--",
+        "-G",
+        "1",
+        "-t",
+        "5",
+        "-H",
+        "--ntasks-per-gpu=2",
+        "--exclusive=user",
+        "--signal=USR2@90",
+    )
     out = json.loads(r.stdout)
     assert out["ignored"] == ["--hold"] and r.stderr == ""
     job = out["job"]
@@ -41,11 +66,19 @@ def test_json_lists_the_ignored_options_and_the_new_fields() -> None:
 def test_a_heterogeneous_job_is_checked_per_component_and_any_rejection_exits_2() -> None:
     r = check("--", "-G", "1", "-t", "5", ":", "--gres=gpu:nosuchgpu:1", "-t", "5")
     assert r.exit_code == 2, r.output
-    assert "component 0: accept" in r.stdout and "component 1: reject" in r.stdout and "nosuchgpu" in r.stdout
+    assert (
+        "component 0: accept" in r.stdout
+        and "component 1: reject" in r.stdout
+        and "nosuchgpu" in r.stdout
+    )
     r = check("--json", "--", "-G", "1", "-t", "5", ":", "-G", "2", "-t", "5")
     out = json.loads(r.stdout)
     first, second = out["components"]
-    assert r.exit_code == 0 and first["job"]["het_job_offset"] == 0 and second["job"]["het_job_offset"] == 1
+    assert (
+        r.exit_code == 0
+        and first["job"]["het_job_offset"] == 0
+        and second["job"]["het_job_offset"] == 1
+    )
     assert second["job"]["has_script"] is False and out["ignored"] == []
     # the shim hands later components the tag the filter gave the first
     assert second["job"]["het_leader_tag"] == first["decision"]["set"]["admin_comment"]
@@ -57,7 +90,13 @@ def test_a_deadline_given_by_a_shortened_option_still_gets_the_live_filter_note(
 
 
 def test_refusals_stay_one_line() -> None:
-    for args, word in ((["--gpu=1"], "ambiguous"), (["--exclusive=all"], "--exclusive"), (["--signal=NOPE"], "--signal"),
-                       (["--het-group=1"], "unknown sbatch option")):
+    for args, word in (
+        (["--gpu=1"], "ambiguous"),
+        (["--exclusive=all"], "--exclusive"),
+        (["--signal=NOPE"], "--signal"),
+        (["--het-group=1"], "unknown sbatch option"),
+    ):
         r = check("--", *args)
-        assert r.exit_code == 1 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+        assert r.exit_code == 1 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, (
+            r.output
+        )

@@ -20,11 +20,43 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "site-configs" / "testbed.toml"
 
 NASTY = [
-    "9" * 4400, "-" + "9" * 4400, 10**4000, -(10**4000), -1, -2**63, 2**64, 4294967294, 65534, 0, 1e308, -1e308,
-    float("nan"), float("inf"), "nan", "inf", True, None, "", " ", "\x00", "\u2603" * 1000, "x" * 200_000,
-    ["gres:gpu:1"], {"a": {"b": {"c": 1}}}, [[[[[[[[[[[]]]]]]]]]]], "gres:gpu:" + "9" * 30, "gres:gpu:-1",
-    "gres:gpu:h100:", "gres:gpu::", "gres/gpu=٣", "٣", "0-" + "9" * 20, "1-3%" + "9" * 20, "dl:class=serve;" * 1000,
-    "dl:deadline=" + "9" * 400, "gres:gpu:1," * 5000,
+    "9" * 4400,
+    "-" + "9" * 4400,
+    10**4000,
+    -(10**4000),
+    -1,
+    -(2**63),
+    2**64,
+    4294967294,
+    65534,
+    0,
+    1e308,
+    -1e308,
+    float("nan"),
+    float("inf"),
+    "nan",
+    "inf",
+    True,
+    None,
+    "",
+    " ",
+    "\x00",
+    "\u2603" * 1000,
+    "x" * 200_000,
+    ["gres:gpu:1"],
+    {"a": {"b": {"c": 1}}},
+    [[[[[[[[[[[]]]]]]]]]]],
+    "gres:gpu:" + "9" * 30,
+    "gres:gpu:-1",
+    "gres:gpu:h100:",
+    "gres:gpu::",
+    "gres/gpu=٣",
+    "٣",
+    "0-" + "9" * 20,
+    "1-3%" + "9" * 20,
+    "dl:class=serve;" * 1000,
+    "dl:deadline=" + "9" * 400,
+    "gres:gpu:1," * 5000,
 ]
 
 
@@ -46,7 +78,11 @@ def wire(job) -> bytes:
 def decided(answer: dict) -> bool:
     if answer["action"] == "accept":
         return isinstance(answer["set"], dict)
-    return answer["action"] == "reject" and answer["message"].startswith("slurm-dl") and len(answer["message"]) < 600
+    return (
+        answer["action"] == "reject"
+        and answer["message"].startswith("slurm-dl")
+        and len(answer["message"]) < 600
+    )
 
 
 @pytest.mark.parametrize("field", sorted(JOB_DESC_FIELDS))
@@ -58,8 +94,10 @@ def test_every_field_with_every_nasty_value_gets_a_decision(service, field) -> N
 
 
 def test_non_utf8_bytes_in_fields_get_a_decision(service) -> None:
-    raw = b'{"v": 1, "submit_uid": 1000, "job": {"user_name": "\xff\xfe", "comment": "dl:class=\xc3\x28",' \
-          b' "tres_per_job": "gres:gpu:\xe2\x82"}}\n'
+    raw = (
+        b'{"v": 1, "submit_uid": 1000, "job": {"user_name": "\xff\xfe", "comment": "dl:class=\xc3\x28",'
+        b' "tres_per_job": "gres:gpu:\xe2\x82"}}\n'
+    )
     assert decided(ask(service, raw))
 
 
@@ -71,19 +109,27 @@ def test_deeply_nested_values_get_a_decision(service) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=60),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.dictionaries(st.sampled_from(sorted(JOB_DESC_FIELDS)), json_values, max_size=12))
 def test_random_job_descriptions_get_a_decision(service, job) -> None:
     assert decided(ask(service, wire(job)))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.binary(max_size=400))
 def test_random_bytes_get_a_refusal_or_a_version_error_never_a_crash(service, raw) -> None:
     answer = ask(service, raw)
-    assert decided(answer) or (answer["action"] == "error" and "protocol version" in answer["message"])
+    assert decided(answer) or (
+        answer["action"] == "error" and "protocol version" in answer["message"]
+    )

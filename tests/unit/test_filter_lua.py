@@ -43,7 +43,9 @@ print(cjson.encode({ rc = rc, job = job_desc, user = user, info = info }))
 def lua_ready() -> str | None:
     if shutil.which("lua5.1") is None:
         return "lua5.1 is not installed"
-    probe = subprocess.run(["lua5.1", "-e", 'require "socket.unix"; require "cjson"'], capture_output=True)
+    probe = subprocess.run(
+        ["lua5.1", "-e", 'require "socket.unix"; require "cjson"'], capture_output=True
+    )
     return None if probe.returncode == 0 else "lua-socket or lua-cjson is missing for lua5.1"
 
 
@@ -54,31 +56,51 @@ pytestmark = pytest.mark.skipif(lua_ready() is not None, reason=str(lua_ready())
 def service_socket(tmp_path):
     sock = tmp_path / "f.sock"
     service = FilterService(CONFIG)
-    service.leaf_nodes = (("gpu01", "gpu02"), ("gpu03", "gpu04"))  # as read from the testbed's Slurm
+    service.leaf_nodes = (
+        ("gpu01", "gpu02"),
+        ("gpu03", "gpu04"),
+    )  # as read from the testbed's Slurm
     server = open_server(service, sock)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield sock
     server.shutdown()
     server.server_close()
 
 
-def run_shim(tmp_path: Path, sock: Path, job: dict, failure_mode: str = "accept", timeout_ms: int = 200) -> dict:
+def run_shim(
+    tmp_path: Path, sock: Path, job: dict, failure_mode: str = "accept", timeout_ms: int = 200
+) -> dict:
     shim = tmp_path / "job_submit.lua"
     shim.write_text(render_shim(SHIM_TEMPLATE.read_text(), str(sock), timeout_ms, failure_mode))
     harness = tmp_path / "harness.lua"
     harness.write_text(HARNESS)
     job_file = tmp_path / "job.json"
     job_file.write_text(json.dumps(job))
-    out = subprocess.run(["lua5.1", str(harness), str(shim), str(job_file)], capture_output=True, text=True,
-                         timeout=30)
+    out = subprocess.run(
+        ["lua5.1", str(harness), str(shim), str(job_file)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
 def desc(**fields) -> dict:
-    base = {"user_name": "alice", "user_id": 1000, "time_limit": NO_VAL, "min_nodes": NO_VAL, "max_nodes": NO_VAL,
-            "requeue": NO_VAL16, "req_switch": NO_VAL, "wait4switch": NO_VAL, "script": "#!/bin/sh\ntrue\n"}
+    base = {
+        "user_name": "alice",
+        "user_id": 1000,
+        "time_limit": NO_VAL,
+        "min_nodes": NO_VAL,
+        "max_nodes": NO_VAL,
+        "requeue": NO_VAL16,
+        "req_switch": NO_VAL,
+        "wait4switch": NO_VAL,
+        "script": "#!/bin/sh\ntrue\n",
+    }
     base.update(fields)
     return base
 
@@ -95,7 +117,9 @@ def test_named_code_is_looked_up_in_the_slurm_table(tmp_path, service_socket) ->
 
 
 def test_accepted_changes_are_written_into_job_desc(tmp_path, service_socket) -> None:
-    r = run_shim(tmp_path, service_socket, desc(tres_per_job="gres:gpu:16", admin_comment="sdl1:forged"))
+    r = run_shim(
+        tmp_path, service_socket, desc(tres_per_job="gres:gpu:16", admin_comment="sdl1:forged")
+    )
     job = r["job"]
     assert r["rc"] == 0
     assert job["min_nodes"] == 2 and job["max_nodes"] == 2 and job["tres_per_node"] == "gres:gpu:8"
@@ -104,7 +128,9 @@ def test_accepted_changes_are_written_into_job_desc(tmp_path, service_socket) ->
 
 
 def test_notices_reach_the_user_and_percent_signs_are_safe(tmp_path, service_socket) -> None:
-    r = run_shim(tmp_path, service_socket, desc(tres_per_node="gres:gpu:1", comment="dl:class=100%s"))
+    r = run_shim(
+        tmp_path, service_socket, desc(tres_per_node="gres:gpu:1", comment="dl:class=100%s")
+    )
     assert r["rc"] == 0 and any("ignored dl:class=100%s" in u for u in r["user"])
 
 
@@ -112,7 +138,11 @@ def test_service_down_accepts_unchanged_and_logs_one_line(tmp_path) -> None:
     job = desc(tres_per_job="gres:gpu:16", admin_comment="x")
     r = run_shim(tmp_path, tmp_path / "nobody-listens.sock", job)
     assert r["rc"] == 0 and r["job"] == job and not r["user"]  # cjson writes an empty table as {}
-    assert len(r["info"]) == 1 and "cannot connect" in r["info"][0] and "failure mode accept" in r["info"][0]
+    assert (
+        len(r["info"]) == 1
+        and "cannot connect" in r["info"][0]
+        and "failure mode accept" in r["info"][0]
+    )
 
 
 def test_service_down_with_failure_mode_reject(tmp_path) -> None:
@@ -166,9 +196,13 @@ def test_hung_service_hits_the_timeout_and_accepts(tmp_path, fake_peer) -> None:
 
 @pytest.mark.parametrize(
     "reply, why",
-    [(b"garbage\n", "unreadable answer"), (b'{"v":1,"action":"launch"}\n', "without a known action"),
-     (b'"just a string"\n', "unreadable answer"), (b'{"v":1,"action":"error","message":"bad request"}\n', "known action"),
-         (b'{"v":1,"action":"error","message":"busy"}\n', "the service is busy")],
+    [
+        (b"garbage\n", "unreadable answer"),
+        (b'{"v":1,"action":"launch"}\n', "without a known action"),
+        (b'"just a string"\n', "unreadable answer"),
+        (b'{"v":1,"action":"error","message":"bad request"}\n', "known action"),
+        (b'{"v":1,"action":"error","message":"busy"}\n', "the service is busy"),
+    ],
 )
 def test_garbage_answers_follow_the_failure_mode(tmp_path, fake_peer, reply, why) -> None:
     sock, state = fake_peer
@@ -180,7 +214,9 @@ def test_garbage_answers_follow_the_failure_mode(tmp_path, fake_peer, reply, why
 
 def test_only_writable_fields_of_the_right_type_are_applied(tmp_path, fake_peer) -> None:
     sock, state = fake_peer
-    state["reply"] = b'{"v":1,"action":"accept","set":{"user_name":"root","priority":1,"min_nodes":"9","time_limit":30}}\n'
+    state["reply"] = (
+        b'{"v":1,"action":"accept","set":{"user_name":"root","priority":1,"min_nodes":"9","time_limit":30}}\n'
+    )
     r = run_shim(tmp_path, sock, desc())
     assert r["job"]["user_name"] == "alice" and "priority" not in r["job"]
     assert r["job"]["min_nodes"] == NO_VAL and r["job"]["time_limit"] == 30

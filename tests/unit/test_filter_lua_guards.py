@@ -27,7 +27,9 @@ slurm = {
 }
 """
 
-SUBMIT_MANY = STUB + r"""
+SUBMIT_MANY = (
+    STUB
+    + r"""
 local socket = require "socket"
 dofile(arg[1])
 local f = assert(io.open(arg[2])); local calls = cjson.decode(f:read("*a")); f:close()
@@ -40,12 +42,16 @@ for i, call in ipairs(calls) do
 end
 print(cjson.encode({ calls = out, info = info }))
 """
+)
 
-MODIFY = STUB + r"""
+MODIFY = (
+    STUB
+    + r"""
 dofile(arg[1])
 local f = assert(io.open(arg[2])); local c = cjson.decode(f:read("*a")); f:close()
 print(cjson.encode({ rc = slurm_job_modify(c.desc, c.rec, {}, c.uid), info = info }))
 """
+)
 
 
 def shim(tmp_path: Path, sock: Path, failure_mode: str = "accept", **kw) -> Path:
@@ -58,13 +64,19 @@ def shim(tmp_path: Path, sock: Path, failure_mode: str = "accept", **kw) -> Path
 def lua(tmp_path: Path, script: str, shim_path: Path, data) -> dict:
     (tmp_path / "run.lua").write_text(script)
     (tmp_path / "data.json").write_text(json.dumps(data))
-    out = subprocess.run(["lua5.1", str(tmp_path / "run.lua"), str(shim_path), str(tmp_path / "data.json")],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["lua5.1", str(tmp_path / "run.lua"), str(shim_path), str(tmp_path / "data.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-def test_breaker_opens_after_failures_skips_fast_then_probes_and_closes(tmp_path, fake_peer) -> None:
+def test_breaker_opens_after_failures_skips_fast_then_probes_and_closes(
+    tmp_path, fake_peer
+) -> None:
     sock, state = fake_peer  # accepts and never answers: every ask runs into the 50 ms timeout
     path = shim(tmp_path, sock, breaker_failures=3, breaker_cooldown_s=0.3)
     job = desc(tres_per_job="gres:gpu:1")
@@ -72,21 +84,39 @@ def test_breaker_opens_after_failures_skips_fast_then_probes_and_closes(tmp_path
     r = lua(tmp_path, SUBMIT_MANY, path, calls)["calls"]
     assert all(c["rc"] == 0 for c in r)  # failure mode accept
     assert len(state["conns"]) == 3  # three asks timed out, then the socket was not touched
-    assert [c["info"] for c in r] == [1, 2, 4] + [4] * 7  # the third also logged the breaker opening
+    assert [c["info"] for c in r] == [1, 2, 4] + [
+        4
+    ] * 7  # the third also logged the breaker opening
     info = lua(tmp_path, SUBMIT_MANY, path, calls)["info"]
-    assert "no answer within 0.05 s" in info[0] and "no answer within 0.005 s" in info[1]  # suspect: shorter
+    assert (
+        "no answer within 0.05 s" in info[0] and "no answer within 0.005 s" in info[1]
+    )  # suspect: shorter
 
 
-def test_breaker_probes_after_the_cool_down_and_closes_when_the_service_answers(tmp_path, fake_peer) -> None:
+def test_breaker_probes_after_the_cool_down_and_closes_when_the_service_answers(
+    tmp_path, fake_peer
+) -> None:
     sock, state = fake_peer
     path = shim(tmp_path, sock, breaker_failures=2, breaker_cooldown_s=0.2)
     job = desc(tres_per_job="gres:gpu:1")
     reply = b'{"v":1,"action":"accept","set":{"time_limit":7}}\n'
     threading.Timer(0.35, lambda: state.update(reply=reply)).start()  # the service comes back
-    calls = [{"job": job}, {"job": job}, {"job": job}, {"job": job}, {"job": job, "sleep": 0.6}, {"job": job}]
+    calls = [
+        {"job": job},
+        {"job": job},
+        {"job": job},
+        {"job": job},
+        {"job": job, "sleep": 0.6},
+        {"job": job},
+    ]
     out = lua(tmp_path, SUBMIT_MANY, path, calls)
     r = out["calls"]
-    assert [c["info"] for c in r[:4]] == [1, 3, 3, 3]  # two timeouts (the second opens it), two skipped
+    assert [c["info"] for c in r[:4]] == [
+        1,
+        3,
+        3,
+        3,
+    ]  # two timeouts (the second opens it), two skipped
     assert len(state["conns"]) == 4  # two failures, the probe, and the job after the closed breaker
     text = "\n".join(out["info"])
     assert "2 failures in a row" in text and "answers again; 2 job(s) went by it" in text
@@ -96,7 +126,12 @@ def test_breaker_fails_closed_when_the_site_says_reject(tmp_path, fake_peer) -> 
     sock, _ = fake_peer
     path = shim(tmp_path, sock, breaker_failures=1, breaker_cooldown_s=30, failure_mode="reject")
     r = lua(tmp_path, SUBMIT_MANY, path, [{"job": desc()} for _ in range(4)])["calls"]
-    assert all(c["rc"] == -1 for c in r) and [c["info"] for c in r] == [2, 2, 2, 2]  # one ask, then none
+    assert all(c["rc"] == -1 for c in r) and [c["info"] for c in r] == [
+        2,
+        2,
+        2,
+        2,
+    ]  # one ask, then none
 
 
 def test_service_error_text_reaches_the_log(tmp_path, fake_peer) -> None:
@@ -111,62 +146,104 @@ CKPT = "sdl1:class=train;ckpt=1;gpus=1;shape=1x1"
 
 
 def unset(**fields):
-    base = {"time_limit": NO_VAL, "min_nodes": NO_VAL, "max_nodes": NO_VAL, "requeue": NO_VAL16,
-            "num_tasks": NO_VAL, "cpus_per_task": NO_VAL16, "pn_min_cpus": NO_VAL16, "min_cpus": NO_VAL,
-            "shared": NO_VAL16, "ntasks_per_node": NO_VAL16, "sockets_per_node": NO_VAL16}
+    base = {
+        "time_limit": NO_VAL,
+        "min_nodes": NO_VAL,
+        "max_nodes": NO_VAL,
+        "requeue": NO_VAL16,
+        "num_tasks": NO_VAL,
+        "cpus_per_task": NO_VAL16,
+        "pn_min_cpus": NO_VAL16,
+        "min_cpus": NO_VAL,
+        "shared": NO_VAL16,
+        "ntasks_per_node": NO_VAL16,
+        "sockets_per_node": NO_VAL16,
+    }
     base.update(fields)
     return base
 
 
-@pytest.mark.parametrize("change, rec, guard, allowed", [
-    ({"time_limit": 2000}, {"time_limit": 30, "admin_comment": TAGGED}, "class_max", False),
-    ({"time_limit": 4294967295}, {"time_limit": 30, "admin_comment": TAGGED}, "class_max", False),
-    ({"time_limit": 100}, {"time_limit": 30, "admin_comment": TAGGED}, "class_max", True),
-    ({"time_limit": 100}, {"time_limit": 30, "admin_comment": TAGGED}, "any", False),
-    ({"time_limit": 20}, {"time_limit": 30, "admin_comment": TAGGED}, "any", True),
-    ({"time_limit": 2000}, {"time_limit": 30, "admin_comment": TAGGED}, "off", True),
-    ({"time_limit": 2000}, {"time_limit": 30}, "class_max", True),  # untagged: Slurm's own rules
-    ({"requeue": 0}, {"admin_comment": CKPT}, "class_max", False),
-    ({"requeue": 0}, {"admin_comment": TAGGED}, "class_max", True),
-    ({"min_cpus": 32}, {"min_cpus": 1, "admin_comment": CKPT}, "class_max", False),
-    ({"min_cpus": 1}, {"min_cpus": 4, "admin_comment": CKPT}, "class_max", True),
-    ({"pn_min_cpus": 16}, {"admin_comment": CKPT}, "class_max", False),
-    ({"cpus_per_task": 8}, {"admin_comment": CKPT}, "class_max", False),
-    ({"min_mem_per_node": 100000}, {"admin_comment": CKPT}, "class_max", False),
-    ({"min_mem_per_cpu": 2000}, {"admin_comment": CKPT}, "class_max", False),
-    ({"shared": 0}, {"admin_comment": CKPT}, "class_max", False),
-    ({"num_tasks": 4}, {"admin_comment": CKPT}, "class_max", False),
-    ({"comment": "dl:class=serve"}, {"comment": "", "admin_comment": CKPT}, "class_max", False),
-    ({"comment": "dl:deadline=2030-01-01T00:00"}, {"comment": "x", "admin_comment": CKPT}, "class_max", False),
-    ({"comment": "dl:class=train note"}, {"comment": "dl:class=train", "admin_comment": CKPT}, "class_max", True),
-    ({"comment": "just words"}, {"comment": "", "admin_comment": CKPT}, "class_max", True),
-    ({"comment": "dl:ckpt=1"}, {"comment": "", "admin_comment": TAGGED}, "class_max", False),
-    ({"account": "serving"}, {"admin_comment": TAGGED}, "class_max", False),
-    ({"qos": "prod"}, {"admin_comment": TAGGED}, "class_max", False),
-])
+@pytest.mark.parametrize(
+    "change, rec, guard, allowed",
+    [
+        ({"time_limit": 2000}, {"time_limit": 30, "admin_comment": TAGGED}, "class_max", False),
+        (
+            {"time_limit": 4294967295},
+            {"time_limit": 30, "admin_comment": TAGGED},
+            "class_max",
+            False,
+        ),
+        ({"time_limit": 100}, {"time_limit": 30, "admin_comment": TAGGED}, "class_max", True),
+        ({"time_limit": 100}, {"time_limit": 30, "admin_comment": TAGGED}, "any", False),
+        ({"time_limit": 20}, {"time_limit": 30, "admin_comment": TAGGED}, "any", True),
+        ({"time_limit": 2000}, {"time_limit": 30, "admin_comment": TAGGED}, "off", True),
+        (
+            {"time_limit": 2000},
+            {"time_limit": 30},
+            "class_max",
+            True,
+        ),  # untagged: Slurm's own rules
+        ({"requeue": 0}, {"admin_comment": CKPT}, "class_max", False),
+        ({"requeue": 0}, {"admin_comment": TAGGED}, "class_max", True),
+        ({"min_cpus": 32}, {"min_cpus": 1, "admin_comment": CKPT}, "class_max", False),
+        ({"min_cpus": 1}, {"min_cpus": 4, "admin_comment": CKPT}, "class_max", True),
+        ({"pn_min_cpus": 16}, {"admin_comment": CKPT}, "class_max", False),
+        ({"cpus_per_task": 8}, {"admin_comment": CKPT}, "class_max", False),
+        ({"min_mem_per_node": 100000}, {"admin_comment": CKPT}, "class_max", False),
+        ({"min_mem_per_cpu": 2000}, {"admin_comment": CKPT}, "class_max", False),
+        ({"shared": 0}, {"admin_comment": CKPT}, "class_max", False),
+        ({"num_tasks": 4}, {"admin_comment": CKPT}, "class_max", False),
+        ({"comment": "dl:class=serve"}, {"comment": "", "admin_comment": CKPT}, "class_max", False),
+        (
+            {"comment": "dl:deadline=2030-01-01T00:00"},
+            {"comment": "x", "admin_comment": CKPT},
+            "class_max",
+            False,
+        ),
+        (
+            {"comment": "dl:class=train note"},
+            {"comment": "dl:class=train", "admin_comment": CKPT},
+            "class_max",
+            True,
+        ),
+        ({"comment": "just words"}, {"comment": "", "admin_comment": CKPT}, "class_max", True),
+        ({"comment": "dl:ckpt=1"}, {"comment": "", "admin_comment": TAGGED}, "class_max", False),
+        ({"account": "serving"}, {"admin_comment": TAGGED}, "class_max", False),
+        ({"qos": "prod"}, {"admin_comment": TAGGED}, "class_max", False),
+    ],
+)
 def test_modify_guards(tmp_path, change, rec, guard, allowed) -> None:
     path = shim(tmp_path, tmp_path / "x.sock", time_guard=guard)
-    out = lua(tmp_path, MODIFY, path, {"desc": unset(**change), "rec": {"job_id": 9, **rec}, "uid": 1000})
+    out = lua(
+        tmp_path, MODIFY, path, {"desc": unset(**change), "rec": {"job_id": 9, **rec}, "uid": 1000}
+    )
     assert (out["rc"] == 0) == allowed, out
     if not allowed:
         assert "may not change" in out["info"][0]
-    admin = lua(tmp_path, MODIFY, path, {"desc": unset(**change), "rec": {"job_id": 9, **rec}, "uid": 0})
+    admin = lua(
+        tmp_path, MODIFY, path, {"desc": unset(**change), "rec": {"job_id": 9, **rec}, "uid": 0}
+    )
     assert admin["rc"] == 0
 
 
 SERVE = "sdl1:class=serve;ckpt=0;gpus=1;shape=1x1"
 
 
-@pytest.mark.parametrize("change, part, allowed", [
-    ({"time_limit": 3000}, "gpu", False),   # under serve's 10080, over the partition's 2880
-    ({"time_limit": 2800}, "gpu", True),
-    ({"time_limit": 3000}, "long", True),   # a partition without a maximum in the site config
-    ({"time_limit": 3000}, "long,gpu", False),
-    ({"shared": 2}, "gpu", False),           # --exclusive=user after submission
-    ({"shared": 3}, "gpu", False),
-    ({"shared": 1}, "gpu", True),
-])
-def test_time_limit_and_exclusive_guards_follow_the_partition(tmp_path, change, part, allowed) -> None:
+@pytest.mark.parametrize(
+    "change, part, allowed",
+    [
+        ({"time_limit": 3000}, "gpu", False),  # under serve's 10080, over the partition's 2880
+        ({"time_limit": 2800}, "gpu", True),
+        ({"time_limit": 3000}, "long", True),  # a partition without a maximum in the site config
+        ({"time_limit": 3000}, "long,gpu", False),
+        ({"shared": 2}, "gpu", False),  # --exclusive=user after submission
+        ({"shared": 3}, "gpu", False),
+        ({"shared": 1}, "gpu", True),
+    ],
+)
+def test_time_limit_and_exclusive_guards_follow_the_partition(
+    tmp_path, change, part, allowed
+) -> None:
     path = shim(tmp_path, tmp_path / "x.sock", partition_max_minutes={"gpu": 2880})
     rec = {"job_id": 9, "time_limit": 60, "admin_comment": SERVE, "partition": part}
     out = lua(tmp_path, MODIFY, path, {"desc": unset(**change), "rec": rec, "uid": 1000})

@@ -49,7 +49,9 @@ def running(tmp_path):
     service = FilterService(CONFIG, clock=lambda: 1_800_000_000.0)
     sock = tmp_path / "f.sock"
     server = open_server(service, sock)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield service, sock
     server.shutdown()
@@ -64,7 +66,11 @@ def test_socket_is_private(running) -> None:
 def test_accept_with_changes(running) -> None:
     _, sock = running
     a = ask(sock, request({"user_name": "u", "tres_per_job": "gres:gpu:16", "time_limit": NO_VAL}))
-    assert a["action"] == "accept" and a["set"]["min_nodes"] == 2 and a["set"]["tres_per_node"] == "gres:gpu:8"
+    assert (
+        a["action"] == "accept"
+        and a["set"]["min_nodes"] == 2
+        and a["set"]["tres_per_node"] == "gres:gpu:8"
+    )
 
 
 def test_reject_with_message_and_code(running) -> None:
@@ -75,8 +81,15 @@ def test_reject_with_message_and_code(running) -> None:
 
 @pytest.mark.parametrize(
     "payload",
-    [b"not json\n", b"[1,2,3]\n", b'{"v": 1, "job": "x"}\n', b"\xff\xfe\n", b"\n",
-     b"[" * 5000 + b"\n", b'{"v": 1, "job": {"min_nodes": ' + b"9" * 4400 + b"}}\n"],
+    [
+        b"not json\n",
+        b"[1,2,3]\n",
+        b'{"v": 1, "job": "x"}\n',
+        b"\xff\xfe\n",
+        b"\n",
+        b"[" * 5000 + b"\n",
+        b'{"v": 1, "job": {"min_nodes": ' + b"9" * 4400 + b"}}\n",
+    ],
 )
 def test_malformed_request_is_refused_and_the_service_stays_up(running, payload) -> None:
     """A request that is no readable job is refused with a message: an ``error`` answer would
@@ -148,14 +161,21 @@ def test_rule_that_raises_refuses_that_job_only() -> None:
 
 def test_deadline_quota_counts_accepted_deadline_jobs(running) -> None:
     service, sock = running
-    job = {"user_name": "dora", "tres_per_node": "gres:gpu:1", "time_limit": 60, "comment": "dl:deadline=1800036000"}
+    job = {
+        "user_name": "dora",
+        "tres_per_node": "gres:gpu:1",
+        "time_limit": 60,
+        "comment": "dl:deadline=1800036000",
+    }
     limit = service.config.policy.deadline.max_deadline_jobs_per_user
     actions = [ask(sock, request(job))["action"] for _ in range(limit + 1)]
     assert actions == ["accept"] * limit + ["reject"]
     assert ask(sock, request({**job, "user_name": "eve"}))["action"] == "accept"
 
 
-def _live_job(job_id: int, user: str, tag: str, state: JobState = JobState.PENDING, gpus: int = 1) -> Job:
+def _live_job(
+    job_id: int, user: str, tag: str, state: JobState = JobState.PENDING, gpus: int = 1
+) -> Job:
     return Job(job_id, user=user, num_gpus=gpus, state=state, admin_comment=tag)
 
 
@@ -164,9 +184,13 @@ DL = "sdl1:class=train;ckpt=0;gpus=1;shape=1x1;deadline=1800036000"
 
 def test_live_view_counts_only_live_jobs_and_recent_accepts_until_the_next_read() -> None:
     clock = [1000.0]
-    jobs = [_live_job(1, "u", DL), _live_job(2, "u", DL, JobState.RUNNING),
-            _live_job(3, "u", DL, JobState.CANCELLED), _live_job(4, "u", "not a tag"),
-            _live_job(5, "u", "sdl1:class=serve;ckpt=0;gpus=2;shape=1x2", JobState.RUNNING, gpus=2)]
+    jobs = [
+        _live_job(1, "u", DL),
+        _live_job(2, "u", DL, JobState.RUNNING),
+        _live_job(3, "u", DL, JobState.CANCELLED),
+        _live_job(4, "u", "not a tag"),
+        _live_job(5, "u", "sdl1:class=serve;ckpt=0;gpus=2;shape=1x2", JobState.RUNNING, gpus=2),
+    ]
     view = LiveView(lambda: list(jobs), clock=lambda: clock[0])
     view.refresh()
     held = view.of("u", 1000.0)
@@ -200,7 +224,12 @@ def test_live_view_keeps_the_last_counts_when_slurm_cannot_be_read() -> None:
 def test_cancelled_deadline_jobs_free_the_quota(tmp_path) -> None:
     jobs: list[Job] = []
     service = FilterService(CONFIG, clock=lambda: 1_800_000_000.0, fetch=lambda: list(jobs))
-    job = {"user_name": "dora", "tres_per_node": "gres:gpu:1", "time_limit": 60, "comment": "dl:deadline=1800036000"}
+    job = {
+        "user_name": "dora",
+        "tres_per_node": "gres:gpu:1",
+        "time_limit": 60,
+        "comment": "dl:deadline=1800036000",
+    }
     limit = service.config.policy.deadline.max_deadline_jobs_per_user
     accepted = []
     for i in range(limit):
@@ -241,11 +270,20 @@ def test_parse_request_reads_uid() -> None:
         parse_request(b'{"v":1}')
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(st.binary(max_size=300), st.text(max_size=200).map(str.encode),
-                 st.dictionaries(st.text(max_size=10), st.one_of(st.none(), st.integers(), st.text(max_size=20),
-                                                                 st.floats(allow_nan=False)), max_size=8)
-                 .map(lambda j: json.dumps({"v": 1, "job": j}).encode())))
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.text(max_size=200).map(str.encode),
+        st.dictionaries(
+            st.text(max_size=10),
+            st.one_of(st.none(), st.integers(), st.text(max_size=20), st.floats(allow_nan=False)),
+            max_size=8,
+        ).map(lambda j: json.dumps({"v": 1, "job": j}).encode()),
+    )
+)
 def test_wire_format_any_bytes_get_one_answer_and_service_stays_up(running, payload) -> None:
     _, sock = running
     payload = payload.replace(b"\n", b" ") + b"\n"
@@ -257,14 +295,32 @@ def test_sighup_reloads_a_running_service_process(tmp_path) -> None:
     cfg = tmp_path / "site.toml"
     cfg.write_text(CONFIG.read_text())
     sock = tmp_path / "s.sock"
-    proc = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config", str(cfg),
-                             "--socket", str(sock)], stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "slurm_dl.cli.main",
+            "filter",
+            "serve",
+            "--config",
+            str(cfg),
+            "--socket",
+            str(sock),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
-        for _ in range(1200):  # start-up is slow on a loaded machine; wait for the socket, not a time
+        for _ in range(
+            1200
+        ):  # start-up is slow on a loaded machine; wait for the socket, not a time
             if sock.exists() or proc.poll() is not None:
                 break
             time.sleep(0.05)
-        assert sock.exists(), f"filter serve did not start: rc={proc.poll()}: {proc.stderr.read() if proc.poll() is not None else ''}"
+        assert sock.exists(), (
+            f"filter serve did not start: rc={proc.poll()}: {proc.stderr.read() if proc.poll() is not None else ''}"
+        )
         job = {"tres_per_node": "gres:gpu:1", "cpus_per_tres": "gres:gpu:8", "time_limit": 10}
         assert ask(sock, request(job))["action"] == "reject"
         cfg.write_text(CONFIG.read_text().replace("max_cpus_per_gpu = 4", "max_cpus_per_gpu = 8"))
@@ -288,9 +344,23 @@ def test_the_service_tells_systemd_it_is_ready_once_its_socket_listens(tmp_path)
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
         listener.bind(str(notify_path))
         listener.settimeout(60)
-        proc = subprocess.Popen([sys.executable, "-m", "slurm_dl.cli.main", "filter", "serve", "--config",
-                                 str(CONFIG), "--socket", str(sock)], stderr=subprocess.PIPE, text=True, cwd=REPO,
-                                env={**os.environ, "NOTIFY_SOCKET": str(notify_path)})
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "slurm_dl.cli.main",
+                "filter",
+                "serve",
+                "--config",
+                str(CONFIG),
+                "--socket",
+                str(sock),
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "NOTIFY_SOCKET": str(notify_path)},
+        )
         try:
             first = listener.recv(4096).decode()
             answered = ask(sock, request({}))["action"]  # at that moment, before anything else
@@ -324,12 +394,16 @@ def test_all_workers_taken_means_busy(tmp_path, monkeypatch) -> None:
     service = FilterService(CONFIG)
     sock = tmp_path / "b.sock"
     server = open_server(service, sock)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     slow = []
     try:
         pool = service.config.filter.max_concurrent
-        for _ in range(2 * pool + 3):  # every worker busy with a partial line, the queue full, and more
+        for _ in range(
+            2 * pool + 3
+        ):  # every worker busy with a partial line, the queue full, and more
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(str(sock))
             s.sendall(b'{"v":1,')
@@ -338,7 +412,11 @@ def test_all_workers_taken_means_busy(tmp_path, monkeypatch) -> None:
         late.settimeout(30)  # a loaded machine answers late; "busy" is what matters
         late.connect(str(sock))
         late.sendall(b'{"v":1,')
-        assert json.loads(late.makefile("rb").readline()) == {"v": 1, "action": "error", "message": "busy"}
+        assert json.loads(late.makefile("rb").readline()) == {
+            "v": 1,
+            "action": "error",
+            "message": "busy",
+        }
         late.close()
         for s in slow:
             s.close()
@@ -353,7 +431,9 @@ def test_close_waits_for_the_workers_to_answer_what_they_hold(tmp_path, caplog) 
     service = FilterService(CONFIG)
     sock = tmp_path / "c.sock"
     server = open_server(service, sock)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     clients = []
     for _ in range(service.config.filter.max_concurrent):
@@ -369,6 +449,10 @@ def test_close_waits_for_the_workers_to_answer_what_they_hold(tmp_path, caplog) 
             s.close()  # the workers now read a truncated request and answer an error
         server.shutdown()
         server.server_close()
-        workers = [t for t in threading.enumerate() if t.name.startswith("filter-") and t in server._workers]
+        workers = [
+            t
+            for t in threading.enumerate()
+            if t.name.startswith("filter-") and t in server._workers
+        ]
         assert workers == []
     assert sum("bad request" in r.getMessage() for r in caplog.records) == len(clients)

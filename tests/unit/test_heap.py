@@ -33,6 +33,7 @@ def test_collects_every_n_cycles_and_frees_reference_cycles(heap):
         pass
 
     import weakref
+
     a, b = Node(), Node()
     a.other, b.other = b, a  # a cycle: reference counting alone never frees it
     ref = weakref.ref(a)
@@ -64,7 +65,9 @@ def test_each_cycle_gives_the_c_heaps_free_pages_back():
     libc = ctypes.CDLL(None)
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    blocks = [libc.malloc(64 * 1024) for _ in range(800)]  # 50 MB in the heap, then free all but the last
+    blocks = [
+        libc.malloc(64 * 1024) for _ in range(800)
+    ]  # 50 MB in the heap, then free all but the last
     for b in blocks[:-1]:
         ctypes.memset(b, 1, 64 * 1024)
         libc.free(b)

@@ -30,8 +30,17 @@ H = 3600.0
 
 
 def job(state=P, *, reason="", eligible=None, submit=0.0, **kw) -> Job:
-    return Job(1, user="ann", account="nlp", num_gpus=1, state=state, state_reason=reason,
-               submit_time=submit, eligible_time=eligible, **kw)
+    return Job(
+        1,
+        user="ann",
+        account="nlp",
+        num_gpus=1,
+        state=state,
+        state_reason=reason,
+        submit_time=submit,
+        eligible_time=eligible,
+        **kw,
+    )
 
 
 def held(reason="JobHeldUser", **kw) -> Job:
@@ -46,21 +55,30 @@ def seen(led: Ledger, *pairs: tuple[float, Job]) -> float | None:
 
 # --- the ledger's count -------------------------------------------------------------------
 
+
 def test_a_waiting_job_counts_from_its_submission_and_every_second_after():
-    assert seen(Ledger(), (30.0, job(eligible=0.5, submit=0.5)), (90.0, job(eligible=0.5, submit=0.5))) == 89.5
+    assert (
+        seen(Ledger(), (30.0, job(eligible=0.5, submit=0.5)), (90.0, job(eligible=0.5, submit=0.5)))
+        == 89.5
+    )
 
 
 def test_held_from_submission_counts_nothing_until_released_then_from_the_release():
     led = Ledger()
     assert seen(led, (10.0, held()), (500.0, held())) == 0.0  # sbatch --hold, 500 s
-    assert seen(led, (501.0, job(reason=""))) == 0.0  # released; Slurm has not set the eligible time yet
+    assert (
+        seen(led, (501.0, job(reason=""))) == 0.0
+    )  # released; Slurm has not set the eligible time yet
     assert seen(led, (520.0, job(reason="Priority", eligible=502.0))) == 18.0  # from the release
 
 
 def test_time_held_between_two_waits_is_left_out():
     led = Ledger()
     seen(led, (0.0, job(eligible=0.0)), (100.0, job(eligible=0.0)))
-    assert seen(led, (150.0, held(reason="JobHeldAdmin")), (900.0, held(reason="JobHeldAdmin"))) == 100.0
+    assert (
+        seen(led, (150.0, held(reason="JobHeldAdmin")), (900.0, held(reason="JobHeldAdmin")))
+        == 100.0
+    )
     assert seen(led, (1000.0, job(eligible=950.0))) == 150.0  # released at 950
 
 
@@ -74,7 +92,11 @@ def test_a_job_held_since_it_was_last_seen_counts_nothing_even_if_its_eligible_t
     # requeuehold keeps an eligible time still ahead; should a release keep an old one, the
     # interval the job was held in is not counted
     led = Ledger()
-    seen(led, (0.0, held(reason="JobHeldAdmin", eligible=5.0)), (100.0, held(reason="JobHeldAdmin", eligible=5.0)))
+    seen(
+        led,
+        (0.0, held(reason="JobHeldAdmin", eligible=5.0)),
+        (100.0, held(reason="JobHeldAdmin", eligible=5.0)),
+    )
     assert seen(led, (200.0, job(eligible=5.0))) == 0.0
     assert seen(led, (230.0, job(eligible=5.0))) == 30.0
 
@@ -122,15 +144,22 @@ def test_a_ledger_that_kept_the_wait_as_a_sum_counts_on_from_it():
     assert back.waited(1) == 40.0 and back.jobs[1].waiting
     assert seen(back, (70.0, job(eligible=0.0))) == 70.0
     rows = led.to_dict(compact=True)
-    names = [n for n in rows["job_fields"] if n not in ("waited_before_s", "wait_from")] + ["waited_s", "waiting"]
-    rows["jobs"] = [[v for n, v in zip(rows["job_fields"], r) if n not in ("waited_before_s", "wait_from")]
-                    + [40.0, False] for r in rows["jobs"]]
+    names = [n for n in rows["job_fields"] if n not in ("waited_before_s", "wait_from")] + [
+        "waited_s",
+        "waiting",
+    ]
+    rows["jobs"] = [
+        [v for n, v in zip(rows["job_fields"], r) if n not in ("waited_before_s", "wait_from")]
+        + [40.0, False]
+        for r in rows["jobs"]
+    ]
     rows["job_fields"] = names
     stopped = Ledger.from_dict(rows)  # not waiting when saved: its 40 s stay, nothing counts on
     assert stopped.waited(1) == 40.0 and not stopped.jobs[1].waiting
 
 
 # --- the guard ----------------------------------------------------------------------------
+
 
 def las() -> LasPolicy:
     return LasPolicy(thresholds_gpu_s=[20.0, 600.0], starvation_factor=10.0, service="seconds")
@@ -151,7 +180,9 @@ def test_the_counted_wait_replaces_the_submit_time_and_without_it_nothing_change
     p = las()
     j = job(submit=0.0, executed_s=30.0, attained_gpu_s=30.0)
     assert p.promoted(j, 400.0)  # the simulator's count: 400 - 0 - 30 = 370 > 300
-    assert p.next_key_change(dataclasses.replace(j), PolicyContext(now=100.0)) == pytest.approx(330.0)
+    assert p.next_key_change(dataclasses.replace(j), PolicyContext(now=100.0)) == pytest.approx(
+        330.0
+    )
     j.waited_s = 290.0  # the ledger's count: held for a while
     assert not p.promoted(j, 400.0)
     assert p.next_key_change(j, PolicyContext(now=400.0)) == pytest.approx(410.0)
@@ -160,6 +191,7 @@ def test_the_counted_wait_replaces_the_submit_time_and_without_it_nothing_change
 
 
 # --- the prioritizer's cycle --------------------------------------------------------------
+
 
 def test_a_job_held_by_its_owner_gains_no_promotion_from_the_hold(tmp_path):
     """A preempted job (30 s run, testbed config: S = 10, so 300 s of waiting promote it) is held
@@ -186,7 +218,10 @@ def test_a_job_held_by_its_owner_gains_no_promotion_from_the_hold(tmp_path):
         p.run_cycle()
         assert not promoted()
     c.now += 10
-    j.state_reason, j.eligible_time = "", c.now  # scontrol release (Slurm sets the eligible time anew)
+    j.state_reason, j.eligible_time = (
+        "",
+        c.now,
+    )  # scontrol release (Slurm sets the eligible time anew)
     for _ in range(6):
         c.now += 50
         p.run_cycle()

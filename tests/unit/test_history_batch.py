@@ -17,8 +17,17 @@ from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.gittins import GittinsPolicy
-from slurm_dl.core.policy.history import (BATCH_TAG, Finished, HistoryLearner, features, has_batch,
-                                          job_batch, job_features, split_batch, with_batch)
+from slurm_dl.core.policy.history import (
+    BATCH_TAG,
+    Finished,
+    HistoryLearner,
+    features,
+    has_batch,
+    job_batch,
+    job_features,
+    split_batch,
+    with_batch,
+)
 from slurm_dl.core.policy.qssf import QssfPolicy
 from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
 from slurm_dl.sim.ranking.ranker import PolicyRanker
@@ -67,7 +76,9 @@ def test_batch_min_jobs_applies_to_the_batch_levels_only():
     assert lr.match(features(account="vc", gpus=1, batch="b")).level == 1
     lr.add(rec(110.0, "b"))
     assert lr.match(features(account="vc", gpus=1, batch="b")).level == 0
-    assert lr.gittins(features(account="vc", gpus=1, batch="b"), 0.0)[0] == pytest.approx(1 / 105.0)  # mean size
+    assert lr.gittins(features(account="vc", gpus=1, batch="b"), 0.0)[0] == pytest.approx(
+        1 / 105.0
+    )  # mean size
     with pytest.raises(ValueError, match="batch_min_jobs"):
         HistoryLearner(LADDER, batch_min_jobs=0)
 
@@ -81,9 +92,20 @@ def test_a_job_array_names_the_batch_before_a_derived_tag():
 
 
 def test_derive_batches_from_submit_times_alone():
-    jobs = [Job(job_id=i, account=a, num_gpus=g, submit_time=t, duration=1.0)
-            for i, (a, g, t) in enumerate([("a", 1, 0), ("a", 1, 50), ("b", 1, 60), ("a", 2, 70),
-                                           ("a", 1, 140), ("a", 1, 300), ("a", 1, 390)])]
+    jobs = [
+        Job(job_id=i, account=a, num_gpus=g, submit_time=t, duration=1.0)
+        for i, (a, g, t) in enumerate(
+            [
+                ("a", 1, 0),
+                ("a", 1, 50),
+                ("b", 1, 60),
+                ("a", 2, 70),
+                ("a", 1, 140),
+                ("a", 1, 300),
+                ("a", 1, 390),
+            ]
+        )
+    ]
     jobs.append(Job(job_id=9, account="a", num_gpus=1, submit_time=100, array_job_id=5))
     assert derive_batches(jobs, 90.0) == 4
     b = [job_batch(j) for j in jobs]
@@ -127,15 +149,25 @@ def _burst_jobs(seed: int, n: int = 90, dur_of: dict | None = None) -> list[Job]
         dur = float(rng.choice((60, 300, 900, 4000))) + rng.randint(0, 30)
         if dur_of and i in dur_of:
             dur = dur_of[i]
-        out.append(Job(job_id=i, user=acct, account=acct, num_gpus=rng.choice((1, 1, 2, 4)), submit_time=t,
-                       duration=dur))
+        out.append(
+            Job(
+                job_id=i,
+                user=acct,
+                account=acct,
+                num_gpus=rng.choice((1, 1, 2, 4)),
+                submit_time=t,
+                duration=dur,
+            )
+        )
     derive_batches(out, 60.0)
     return out
 
 
 def _policies():
     return {
-        "gittins": lambda: GittinsPolicy(history_keys=LADDER, batch_min_jobs=1, prior_samples=[50.0, 5000.0]),
+        "gittins": lambda: GittinsPolicy(
+            history_keys=LADDER, batch_min_jobs=1, prior_samples=[50.0, 5000.0]
+        ),
         "qssf": lambda: QssfPolicy(history_keys=LADDER, batch_min_jobs=1),
         "qssf-queue": lambda: QssfPolicy(history_keys=LADDER, batch_min_jobs=1, preemptive=False),
     }
@@ -166,8 +198,11 @@ def test_a_jobs_own_duration_never_reaches_its_prediction(name):
                 out = _inner(job, ctx)
                 _log.append((ctx.now, job.job_id, out[0]))
                 return out
+
             pol.key_and_next_change = spy_kn
-        res = run_cluster(jobs, ClusterSpec("c", 1, 8), PolicyRanker(pol, name), PreemptionCost(60.0))
+        res = run_cluster(
+            jobs, ClusterSpec("c", 1, 8), PolicyRanker(pol, name), PreemptionCost(60.0)
+        )
         if k == 0:
             end = next(sj.end_time for sj in res.jobs if sj.job.job_id == 40)
     a = [e for e in seen[0] if e[0] < end]
@@ -186,7 +221,9 @@ def test_targeted_rekeying_gives_the_schedule_of_keying_every_pass(seed):
             ranker.pending_static = ranker.running_key_cached = False
             ranker.pending_wakes = True
             ranker.touched = None
-        res = run_cluster(_burst_jobs(seed, 120), ClusterSpec("c", 1, 8), ranker, PreemptionCost(60.0))
+        res = run_cluster(
+            _burst_jobs(seed, 120), ClusterSpec("c", 1, 8), ranker, PreemptionCost(60.0)
+        )
         return [(sj.first_start, sj.end_time, sj.preemptions) for sj in res.jobs]
 
     assert replay(False) == replay(True)

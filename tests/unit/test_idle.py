@@ -11,10 +11,14 @@ from slurm_dl.core.model import Job, JobClass, JobState
 from slurm_dl.telemetry.samples import JobGpuSample
 
 MIN = 60.0
-CFG = TelemetryConfig(idle_util_percent=2.0, idle_minutes=60, warn_grace_minutes=30, idle_action="cancel")
+CFG = TelemetryConfig(
+    idle_util_percent=2.0, idle_minutes=60, warn_grace_minutes=30, idle_action="cancel"
+)
 
 
-def series(job: int, node: str, gpu: int, readings: list[tuple[float, float, int]]) -> list[JobGpuSample]:
+def series(
+    job: int, node: str, gpu: int, readings: list[tuple[float, float, int]]
+) -> list[JobGpuSample]:
     """(minute, util %, processes) readings of one GPU."""
     return [JobGpuSample(job, node, gpu, u, 1 << 30, 80.0, p, m * MIN) for m, u, p in readings]
 
@@ -23,9 +27,18 @@ def job(job_id: int, gpus: int, cls: JobClass = JobClass.TRAIN) -> Job:
     return Job(job_id=job_id, num_gpus=gpus, job_class=cls, state=JobState.RUNNING)
 
 
-def busy_then_idle(job_id: int, idle_from: int, until: int, gpu: int = 0, node: str = "gpu01") -> list[JobGpuSample]:
-    return series(job_id, node, gpu, [(m, 95.0 if m < idle_from else 0.0, 1 if m < idle_from else 0)
-                                      for m in range(0, until + 1, 5)])
+def busy_then_idle(
+    job_id: int, idle_from: int, until: int, gpu: int = 0, node: str = "gpu01"
+) -> list[JobGpuSample]:
+    return series(
+        job_id,
+        node,
+        gpu,
+        [
+            (m, 95.0 if m < idle_from else 0.0, 1 if m < idle_from else 0)
+            for m in range(0, until + 1, 5)
+        ],
+    )
 
 
 def verdict_of(samples, jobs, cfg=CFG):
@@ -35,10 +48,10 @@ def verdict_of(samples, jobs, cfg=CFG):
 
 def test_busy_then_idle_escalates_warn_then_action() -> None:
     j = job(1, 1)
-    assert verdict_of(busy_then_idle(1, 100, 130), [j]).verdict is Verdict.OK       # idle 30 min
-    d = verdict_of(busy_then_idle(1, 100, 170), [j])                                   # idle 70 min
+    assert verdict_of(busy_then_idle(1, 100, 130), [j]).verdict is Verdict.OK  # idle 30 min
+    d = verdict_of(busy_then_idle(1, 100, 170), [j])  # idle 70 min
     assert d.verdict is Verdict.WARN and d.enforce and round(d.idle_minutes) == 70
-    d = verdict_of(busy_then_idle(1, 100, 200), [j])                                   # idle 100 min
+    d = verdict_of(busy_then_idle(1, 100, 200), [j])  # idle 100 min
     assert d.verdict is Verdict.CANCEL and "60 min" in d.reason
     depri = CFG.model_copy(update={"idle_action": "deprioritize"})
     assert verdict_of(busy_then_idle(1, 100, 200), [j], depri).verdict is Verdict.DEPRIORITIZE
@@ -66,7 +79,9 @@ def test_gpu_allocated_with_no_process_at_all_is_idle() -> None:
 
 
 def test_multi_node_job_is_idle_only_when_every_gpu_on_every_node_is() -> None:
-    idle_a = busy_then_idle(5, 0, 120, gpu=0, node="gpu01") + busy_then_idle(5, 0, 120, gpu=1, node="gpu01")
+    idle_a = busy_then_idle(5, 0, 120, gpu=0, node="gpu01") + busy_then_idle(
+        5, 0, 120, gpu=1, node="gpu01"
+    )
     idle_b = busy_then_idle(5, 0, 120, gpu=0, node="gpu02")
     busy_b = busy_then_idle(5, 200, 120, gpu=1, node="gpu02")  # still busy
     j = job(5, 4)
@@ -96,7 +111,9 @@ def test_interactive_jobs_use_their_own_limit() -> None:
     assert d.verdict is Verdict.OK and "interactive" in d.reason
     own = CFG.model_copy(update={"interactive_idle_minutes": 280.0})  # idle 300: warned, in grace
     assert verdict_of(s, [j], own).verdict is Verdict.WARN
-    d = verdict_of(busy_then_idle(8, 0, 280), [j], own.model_copy(update={"interactive_idle_minutes": 20.0}))
+    d = verdict_of(
+        busy_then_idle(8, 0, 280), [j], own.model_copy(update={"interactive_idle_minutes": 20.0})
+    )
     # interactive jobs are not preemptible by default: past the limit they are deprioritized, never cancelled
     assert d.verdict is Verdict.DEPRIORITIZE and not d.opted_in and "did not opt in" in d.reason
 
@@ -118,6 +135,7 @@ def test_cancel_applies_only_to_jobs_that_opted_in_to_preemption() -> None:
     no_requeue.requeue = False  # declared a handler but asked --no-requeue
     assert verdict_of(idle, [no_requeue]).verdict is Verdict.DEPRIORITIZE
     from slurm_dl.core.idle.notice import action_note, warning_note
+
     warned = verdict_of(busy_then_idle(9, 0, 70), [plain])
     assert warned.verdict is Verdict.WARN and not warned.opted_in
     assert warning_note(warned, CFG).endswith("its priority will be lowered")
@@ -148,9 +166,19 @@ def test_decisions_are_deterministic_in_sample_order() -> None:
 
 
 def test_idle_module_is_pure() -> None:
-    src = (Path(__file__).resolve().parents[2] / "slurm_dl" / "core" / "idle" / "decide.py").read_text()
-    imported = {a.name.split(".")[0] for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module.split(".")[0] for n in ast.walk(ast.parse(src))
-                 if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
+    src = (
+        Path(__file__).resolve().parents[2] / "slurm_dl" / "core" / "idle" / "decide.py"
+    ).read_text()
+    imported = {
+        a.name.split(".")[0]
+        for n in ast.walk(ast.parse(src))
+        if isinstance(n, ast.Import)
+        for a in n.names
+    }
+    imported |= {
+        n.module.split(".")[0]
+        for n in ast.walk(ast.parse(src))
+        if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module
+    }
     assert not imported & {"subprocess", "socket", "time", "os", "pynvml", "sqlmodel"}
     assert "time.time(" not in src and "datetime.now(" not in src

@@ -63,8 +63,16 @@ def test_the_cycle_reads_no_wall_clock(tmp_path, monkeypatch):
 def test_the_ledger_after_kill9_at_random_points_equals_the_uninterrupted_one(tmp_path):
     seed = int(os.environ.get("SLURM_DL_KILL9_SEED") or random.SystemRandom().randrange(2**31))
     print(f"kill -9 seed {seed} (SLURM_DL_KILL9_SEED={seed} replays it)")
-    r = k9.compare(k9.RECORDING, (f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"), tmp_path, 3, seed)
-    assert len(r["landed"]) == 3 and sum(x["exit"] == -9 for x in r["landed"]) >= 2  # a slow run may end first
+    r = k9.compare(
+        k9.RECORDING,
+        (f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"),
+        tmp_path,
+        3,
+        seed,
+    )
+    assert (
+        len(r["landed"]) == 3 and sum(x["exit"] == -9 for x in r["landed"]) >= 2
+    )  # a slow run may end first
     assert r["equal"], f"seed {seed}: {r['differences']}; kills landed {r['landed']}"
     assert r["ledger_jobs"] >= 50 and r["admission_promises"] >= 1
 
@@ -104,7 +112,9 @@ def _replay_killed_at_save(tmp: Path, frames: int, die_at: int) -> None:
         store.close()
 
 
-def test_a_kill_between_the_site_factor_update_and_the_save_leaves_the_stored_rows_as_slurm_has_them(tmp_path):
+def test_a_kill_between_the_site_factor_update_and_the_save_leaves_the_stored_rows_as_slurm_has_them(
+    tmp_path,
+):
     """Slurm took the cycle's SiteFactors but the store never saved them: the restarted daemon
     sees Slurm already at the values it wants and pushes nothing, so the store's rows (what
     ``slurm-dl prioritizer reset`` undoes) must be taken from Slurm, not left as they were."""

@@ -15,7 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 CORE = REPO / "slurm_dl"
 EDGE_PACKAGES = {"jobsubmit", "prioritizer"}
 PURE_CORE = CORE / "core"
-PURE_MODULES = [str(p.relative_to(CORE)) for p in sorted(PURE_CORE.rglob("*.py"))] + ["dlsubmit/render.py"]
+PURE_MODULES = [str(p.relative_to(CORE)) for p in sorted(PURE_CORE.rglob("*.py"))] + [
+    "dlsubmit/render.py"
+]
 # What the core may import from outside itself: nothing (the default database URL, the GPU
 # sample record live in the core; the text layout of an explanation lives outside and calls it).
 CORE_MAY_IMPORT: set[str] = set()
@@ -49,10 +51,14 @@ def test_pure_modules_do_no_io(rel: str) -> None:
         if not path.exists():
             pytest.skip(f"{rel} not present")
         bad = _imports(path) & IMPURE
-        assert not bad, f"{path.relative_to(REPO)} imports {bad}: I/O belongs in slurm_dl/slurm, store or telemetry"
+        assert not bad, (
+            f"{path.relative_to(REPO)} imports {bad}: I/O belongs in slurm_dl/slurm, store or telemetry"
+        )
         src = path.read_text()
         for call in ("time.time(", "datetime.now(", "time.monotonic("):
-            assert call not in src, f"{path.relative_to(REPO)} reads the clock ({call}); take `now` as an argument"
+            assert call not in src, (
+                f"{path.relative_to(REPO)} reads the clock ({call}); take `now` as an argument"
+            )
 
 
 def _slurm_dl_imports(path: Path) -> set[str]:
@@ -75,14 +81,20 @@ def _slurm_dl_imports(path: Path) -> set[str]:
 def test_the_core_package_holds_the_pure_modules() -> None:
     loose = sorted(p.stem for p in CORE.glob("*.py"))
     for name in ("model", "config", "packing", "preemption", "ledger", "tags", "explain", "idle"):
-        held = (PURE_CORE / f"{name}.py").exists() or (PURE_CORE / name / "__init__.py").exists()  # module or package
+        held = (PURE_CORE / f"{name}.py").exists() or (
+            PURE_CORE / name / "__init__.py"
+        ).exists()  # module or package
         assert name not in loose and held, name
     assert (PURE_CORE / "policy").is_dir() and (PURE_CORE / "rules").is_dir()
 
 
-@pytest.mark.parametrize("path", sorted(PURE_CORE.rglob("*.py")), ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "path", sorted(PURE_CORE.rglob("*.py")), ids=lambda p: str(p.relative_to(REPO))
+)
 def test_core_imports_only_core(path: Path) -> None:
-    outside = {m for m in _slurm_dl_imports(path) if not m.startswith("slurm_dl.core")} - CORE_MAY_IMPORT
+    outside = {
+        m for m in _slurm_dl_imports(path) if not m.startswith("slurm_dl.core")
+    } - CORE_MAY_IMPORT
     assert not outside, f"{path.relative_to(REPO)} imports {outside} from outside the core"
 
 
@@ -123,8 +135,13 @@ def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
         out: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.ImportFrom):
-                base = ".".join(pkg[: len(pkg) - (node.level - 1)] + ([node.module] if node.module else [])) \
-                    if node.level else (node.module or "")
+                base = (
+                    ".".join(
+                        pkg[: len(pkg) - (node.level - 1)] + ([node.module] if node.module else [])
+                    )
+                    if node.level
+                    else (node.module or "")
+                )
                 for a in node.names:
                     sub = f"{base}.{a.name}"
                     out.add(known(sub) if sub in mods else known(base))
@@ -187,14 +204,20 @@ def layer(module: str) -> int:
 
 
 def upward(graph: dict[str, set[str]]) -> list[str]:
-    return [f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)})"
-            for a in sorted(graph) for b in sorted(graph[a]) if layer(b) > layer(a)]
+    return [
+        f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)})"
+        for a in sorted(graph)
+        for b in sorted(graph[a])
+        if layer(b) > layer(a)
+    ]
 
 
 def test_no_import_circle() -> None:
     found = circles(import_graph(_modules()))
-    assert not found, "import circles (one module should hold the piece the other needs): " + "; ".join(
-        " <-> ".join(c) for c in found)
+    assert not found, (
+        "import circles (one module should hold the piece the other needs): "
+        + "; ".join(" <-> ".join(c) for c in found)
+    )
 
 
 def test_imports_flow_down_the_layers() -> None:
@@ -211,7 +234,9 @@ def test_the_checks_find_a_circle_and_an_upward_import(tmp_path) -> None:
         (pkg / f).write_text("")
     (pkg / "a.py").write_text("from . import b\n")
     (pkg / "b.py").write_text("def f():\n    from .c import x\n")
-    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from slurm_dl.a import y\n")
+    (pkg / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from slurm_dl.a import y\n"
+    )
     (pkg / "core" / "m.py").write_text("from ..cli.main import run\nfrom .. import a\n")
     mods = {}
     for p in sorted(pkg.rglob("*.py")):
@@ -219,8 +244,10 @@ def test_the_checks_find_a_circle_and_an_upward_import(tmp_path) -> None:
         mods[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
     graph = import_graph(mods)
     assert circles(graph) == [["slurm_dl.a", "slurm_dl.b", "slurm_dl.c"]]
-    assert upward(graph) == ["slurm_dl.core.m (layer 0) imports slurm_dl.a (layer 1)",
-                             "slurm_dl.core.m (layer 0) imports slurm_dl.cli.main (layer 2)"]
+    assert upward(graph) == [
+        "slurm_dl.core.m (layer 0) imports slurm_dl.a (layer 1)",
+        "slurm_dl.core.m (layer 0) imports slurm_dl.cli.main (layer 2)",
+    ]
 
 
 def test_the_daemon_never_reaches_into_the_filter_rules() -> None:
@@ -251,9 +278,16 @@ def _sim_part(module: str) -> str | None:
 
 def test_the_simulator_imports_flow_up_its_parts() -> None:
     graph = import_graph(_modules())
-    bad = [f"{a} imports {b}" for a in sorted(graph) for b in sorted(graph[a])
-           if _sim_part(a) is not None and _sim_part(b) is not None and _sim_part(a) != _sim_part(b)
-           and SIM_LEVELS[_sim_part(b)] >= SIM_LEVELS[_sim_part(a)]]
+    bad = [
+        f"{a} imports {b}"
+        for a in sorted(graph)
+        for b in sorted(graph[a])
+        if _sim_part(a) is not None
+        and _sim_part(b) is not None
+        and _sim_part(a) != _sim_part(b)
+        and SIM_LEVELS[_sim_part(b)] >= SIM_LEVELS[_sim_part(a)]
+    ]
     assert not bad, "the simulator's parts import sideways or upwards: " + "; ".join(bad)
-    assert {p for p in SIM_LEVELS if p} == {p.name for p in (CORE / "sim").iterdir()
-                                            if (p / "__init__.py").is_file()}
+    assert {p for p in SIM_LEVELS if p} == {
+        p.name for p in (CORE / "sim").iterdir() if (p / "__init__.py").is_file()
+    }

@@ -36,7 +36,9 @@ def test_requeue_keeps_attained_and_it_never_decreases():
     led.observe([job(1, R)], now=50.0, half_life_s=H)
     before = led.attained(1)
     # the restarted job's own counters start over at 0: ignored
-    led.observe([job(1, R, restarts=1, attained_gpu_s=0.0, executed_s=0.0)], now=50.0, half_life_s=H)
+    led.observe(
+        [job(1, R, restarts=1, attained_gpu_s=0.0, executed_s=0.0)], now=50.0, half_life_s=H
+    )
     assert led.attained(1) == before == 100.0
     assert led.jobs[1].restarts == 1
 
@@ -47,7 +49,9 @@ def test_gone_job_is_closed_into_history():
     led.observe([job(1, R), job(2, P)], now=10.0, half_life_s=H)
     led.observe([job(2, P)], now=30.0, half_life_s=H)  # gone: charged up to when last seen (t=10)
     assert led.jobs[1].finished and led.history == [pytest.approx(20.0)]
-    assert [(f.user, f.name, f.account, f.gpu_s) for f in led.finished] == [("ann", "bert", "nlp", pytest.approx(20.0))]
+    assert [(f.user, f.name, f.account, f.gpu_s) for f in led.finished] == [
+        ("ann", "bert", "nlp", pytest.approx(20.0))
+    ]
     led.observe([job(2, JobState.CANCELLED)], now=40.0, half_life_s=H)
     assert led.jobs[2].finished and led.history[-1] == 0.0
 
@@ -85,12 +89,17 @@ def test_compact_round_trip_rows_by_name_and_a_short_row_refused():
     saved = json.loads(json.dumps(led.to_dict(compact=True)))
     assert saved["jobs"][0][:2] == [1, "ann"] and "job_fields" in saved
     again = Ledger.from_dict(saved)
-    assert again == led and again.attained(1) == 20.0 and again.jobs[2].last_checkpoint_signal == 15.0
+    assert (
+        again == led and again.attained(1) == 20.0 and again.jobs[2].last_checkpoint_signal == 15.0
+    )
     # rows saved with fewer fields (an older version): read by name, the rest take their defaults
     names = saved["job_fields"]
     keep = [n for n in names if n not in ("waited_before_s", "wait_from")]
-    older = {**saved, "job_fields": keep,
-             "jobs": [[v for n, v in zip(names, row) if n in keep] for row in saved["jobs"]]}
+    older = {
+        **saved,
+        "job_fields": keep,
+        "jobs": [[v for n, v in zip(names, row) if n in keep] for row in saved["jobs"]],
+    }
     back = Ledger.from_dict(older)
     assert back.attained(1) == 20.0 and back.waited(1) is None
     with pytest.raises(ValueError, match="format: a job record has 2 values for"):
@@ -136,19 +145,32 @@ def test_a_run_is_a_stretch_at_one_rate_opened_again_when_the_rate_changes():
     the snapshot is taken as it is and counted on from; the sums match cycle by cycle."""
     led = Ledger()
     speeds = {"a100": 1.0, "h100": 3.0}
-    step = [(0.0, 2, {}), (10.0, 2, {}), (20.0, 2, {}), (30.0, 4, {}), (40.0, 4, {}), (50.0, 4, {"attained_gpu_s": 500.0}),
-            (60.0, 4, {})]
+    step = [
+        (0.0, 2, {}),
+        (10.0, 2, {}),
+        (20.0, 2, {}),
+        (30.0, 4, {}),
+        (40.0, 4, {}),
+        (50.0, 4, {"attained_gpu_s": 500.0}),
+        (60.0, 4, {}),
+    ]
     for now, gpus, extra in step:
-        led.observe([job(1, R, gpus=gpus, gpu_type="h100", **extra)], now=now, half_life_s=H, speeds=speeds)
+        led.observe(
+            [job(1, R, gpus=gpus, gpu_type="h100", **extra)], now=now, half_life_s=H, speeds=speeds
+        )
     # 0-30 at 2 GPUs × 3 (the count seen at 30 applies from 30), 30-50 at 4 × 3, then 500 from the snapshot
     assert led.attained(1) == pytest.approx(500.0 + 4 * 3 * 10)
     rec = led.jobs[1]
     assert rec.executed_s == pytest.approx(60.0) and rec.norm_executed_s == pytest.approx(180.0)
     assert rec.run_from == 50.0 and rec.run_rate == 12.0
-    assert led.usage("nlp", 60.0, H) == pytest.approx(2 * 3 * 30 + 4 * 3 * 30, rel=1e-2)  # decay: ~1 %
+    assert led.usage("nlp", 60.0, H) == pytest.approx(
+        2 * 3 * 30 + 4 * 3 * 30, rel=1e-2
+    )  # decay: ~1 %
     speeds["h100"] = 2.0  # the site changed the type's speed
     led.observe([job(1, R, gpus=4, gpu_type="h100")], now=70.0, half_life_s=H, speeds=speeds)
-    led.observe([job(1, P, gpus=4)], now=80.0, half_life_s=H, speeds=speeds)  # requeued: ran until now
+    led.observe(
+        [job(1, P, gpus=4)], now=80.0, half_life_s=H, speeds=speeds
+    )  # requeued: ran until now
     assert led.attained(1) == pytest.approx(500.0 + 120.0 + 2 * 4 * 2 * 10)
     assert led.jobs[1].run_from is None and led.jobs[1].executed_s == pytest.approx(80.0)
     again = Ledger.from_dict(json.loads(json.dumps(led.to_dict(compact=True))))
@@ -163,8 +185,11 @@ def test_a_record_saved_with_its_sums_reads_and_counts_on():
         led.observe([job(1, R)], now=now, half_life_s=H)
     d = led.to_dict()
     r = d["jobs"][0]
-    for old, new in (("attained_gpu_s", "attained_base_gpu_s"), ("executed_s", "executed_base_s"),
-                     ("norm_executed_s", "norm_executed_base_s")):
+    for old, new in (
+        ("attained_gpu_s", "attained_base_gpu_s"),
+        ("executed_s", "executed_base_s"),
+        ("norm_executed_s", "norm_executed_base_s"),
+    ):
         r[old] = getattr(led.jobs[1], old)
         del r[new]
     for k in ("run_from", "run_rate", "run_speed"):
@@ -202,10 +227,17 @@ def test_an_entry_log_counts_front_trims_apart_from_other_edits():
     del log[-len(log)]
     assert (log.dropped, log.edits, log[0]) == (10, 0, 5)
     assert log == [5, 6, 7, 8, 9, 10, 11, 12, 13]
-    for change, at in ((lambda x: x.__delitem__(2), 2), (lambda x: x.__delitem__(slice(1, 3)), 1),
-                       (lambda x: x.pop(), 5), (lambda x: x.remove(11), 3), (lambda x: x.insert(-1, -1), 3),
-                       (lambda x: x.__setitem__(-1, 7), 4), (lambda x: x.sort(), 0),
-                       (lambda x: x.reverse(), 0), (lambda x: x.clear(), 0)):
+    for change, at in (
+        (lambda x: x.__delitem__(2), 2),
+        (lambda x: x.__delitem__(slice(1, 3)), 1),
+        (lambda x: x.pop(), 5),
+        (lambda x: x.remove(11), 3),
+        (lambda x: x.insert(-1, -1), 3),
+        (lambda x: x.__setitem__(-1, 7), 4),
+        (lambda x: x.sort(), 0),
+        (lambda x: x.reverse(), 0),
+        (lambda x: x.clear(), 0),
+    ):
         before = log.edits
         change(log)
         assert log.edits == before + 1 and log.dropped == 10 and log.edited[-1] == 10 + at
@@ -215,7 +247,13 @@ def test_an_entry_log_counts_front_trims_apart_from_other_edits():
         log[0] = 1
     assert len(log.edited) == ledger.EDITS_KEPT and log.edits == 109
     back = pickle.loads(pickle.dumps(log))
-    assert (type(back), back, back.dropped, back.edits, back.edited) == (EntryLog, log, 10, 109, log.edited)
+    assert (type(back), back, back.dropped, back.edits, back.edited) == (
+        EntryLog,
+        log,
+        10,
+        109,
+        log.edited,
+    )
 
 
 def test_history_trims_count_as_drops_and_a_reopen_as_an_edit(monkeypatch):

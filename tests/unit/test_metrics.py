@@ -73,18 +73,36 @@ def test_prioritizer_series_move_with_the_cycles(prio_metrics) -> None:
     assert value(second, "slurm_dl_prioritizer_cycles_total", outcome="ok") == 2
     assert value(second, "slurm_dl_prioritizer_jobs", state="pending", **{"class": "train"}) == 1
     assert value(second, "slurm_dl_prioritizer_site_factor_pushes_total") >= 1
-    assert value(second, "slurm_dl_prioritizer_preemptions_total", outcome="signalled", reason="priority") == 1
-    assert value(second, "slurm_dl_prioritizer_account_usage_gpu_seconds", account="vision") == pytest.approx(240.0, rel=0.01)
-    assert value(second, "slurm_dl_prioritizer_account_usage_fraction", account="vision") == pytest.approx(1.0)
-    assert value(second, "slurm_dl_prioritizer_account_share_fraction", account="vision") == pytest.approx(1.0)
+    assert (
+        value(
+            second, "slurm_dl_prioritizer_preemptions_total", outcome="signalled", reason="priority"
+        )
+        == 1
+    )
+    assert value(
+        second, "slurm_dl_prioritizer_account_usage_gpu_seconds", account="vision"
+    ) == pytest.approx(240.0, rel=0.01)
+    assert value(
+        second, "slurm_dl_prioritizer_account_usage_fraction", account="vision"
+    ) == pytest.approx(1.0)
+    assert value(
+        second, "slurm_dl_prioritizer_account_share_fraction", account="vision"
+    ) == pytest.approx(1.0)
     c.now += 20  # grace over: requeued
     loop.tick()
     third = scrape(port)
-    assert value(third, "slurm_dl_prioritizer_preemptions_total", outcome="requeued", reason="priority") == 1
+    assert (
+        value(
+            third, "slurm_dl_prioritizer_preemptions_total", outcome="requeued", reason="priority"
+        )
+        == 1
+    )
     c.down = True
     loop.backoff.resume_at = 0.0
     loop.tick()
-    assert value(scrape(port), "slurm_dl_prioritizer_cycles_total", outcome="slurm_unreachable") == 1
+    assert (
+        value(scrape(port), "slurm_dl_prioritizer_cycles_total", outcome="slurm_unreachable") == 1
+    )
 
 
 def test_prioritizer_memory_series_follow_what_the_process_holds(prio_metrics) -> None:
@@ -111,11 +129,31 @@ def test_victims_planned_and_never_signalled_are_not_remembered_for_ever(monkeyp
     monkeypatch.setattr(pm, "VICTIMS_KEPT", 5)
     m = PrioritizerMetrics()
     for cycle in range(1, 9):  # a new victim planned each cycle, none signalled
-        m.observe(CycleReport(cycle=cycle, now=float(cycle), dry_run=False,
-                              planned=[{"need": 100, "victims": [cycle, 1], "reason": "waits"}]))
-    assert list(m._victim_reason) == [5, 6, 7, 8, 1]  # the oldest plans gone; 1, planned each cycle, kept
+        m.observe(
+            CycleReport(
+                cycle=cycle,
+                now=float(cycle),
+                dry_run=False,
+                planned=[{"need": 100, "victims": [cycle, 1], "reason": "waits"}],
+            )
+        )
+    assert list(m._victim_reason) == [
+        5,
+        6,
+        7,
+        8,
+        1,
+    ]  # the oldest plans gone; 1, planned each cycle, kept
     m.observe(CycleReport(cycle=9, now=9.0, dry_run=False, signalled=[1]))
-    assert value(_samples(m), "slurm_dl_prioritizer_preemptions_total", outcome="signalled", reason="priority") == 1
+    assert (
+        value(
+            _samples(m),
+            "slurm_dl_prioritizer_preemptions_total",
+            outcome="signalled",
+            reason="priority",
+        )
+        == 1
+    )
 
 
 def _samples(m: PrioritizerMetrics) -> dict:
@@ -133,8 +171,12 @@ def test_filter_decisions_latency_busy_and_shim_reports(tmp_path) -> None:
     server = serve_metrics(service.metrics.registry, 0, "127.0.0.1")
     try:
         ok = {"v": 1, "job": {"tres_per_node": "gres:gpu:1", "time_limit": 30, "user_name": "a"}}
-        bad = {"v": 1, "job": {"tres_per_node": "gres:gpu:nosuch:1", "user_name": "a"},
-               "shim_failures": 3, "failure_mode": "accept"}
+        bad = {
+            "v": 1,
+            "job": {"tres_per_node": "gres:gpu:nosuch:1", "user_name": "a"},
+            "shim_failures": 3,
+            "failure_mode": "accept",
+        }
         service.handle_line(json.dumps(ok).encode())
         service.handle_line(json.dumps(bad).encode())
         service.handle_line(b"not json")
@@ -142,8 +184,14 @@ def test_filter_decisions_latency_busy_and_shim_reports(tmp_path) -> None:
     finally:
         server.close()
     assert value(s, "slurm_dl_filter_decisions_total", outcome="accept", **{"class": "train"}) == 1
-    assert sum(v for (n, lab), v in s.items() if n == "slurm_dl_filter_decisions_total"
-               and ("outcome", "reject") in lab) == 1
+    assert (
+        sum(
+            v
+            for (n, lab), v in s.items()
+            if n == "slurm_dl_filter_decisions_total" and ("outcome", "reject") in lab
+        )
+        == 1
+    )
     assert value(s, "slurm_dl_filter_decisions_total", outcome="error", **{"class": "-"}) == 1
     assert value(s, "slurm_dl_filter_decision_seconds_count") == 2
     assert value(s, "slurm_dl_filter_shim_failures_total", failure_mode="accept") == 3
@@ -166,21 +214,29 @@ print(a, b, c, d)
 
 @pytest.mark.skipif(shutil.which("lua5.1") is None, reason="lua5.1 is not installed")
 def test_the_shim_reports_its_failures_with_its_next_request(tmp_path) -> None:
-    probe = subprocess.run(["lua5.1", "-e", 'require "socket.unix"; require "cjson"'], capture_output=True)
+    probe = subprocess.run(
+        ["lua5.1", "-e", 'require "socket.unix"; require "cjson"'], capture_output=True
+    )
     if probe.returncode != 0:
         pytest.skip("lua-socket or lua-cjson is missing for lua5.1")
     hidden, sock = tmp_path / "hidden.sock", tmp_path / "f.sock"
     service = FilterService(CONFIG, metrics=FilterMetrics())
     server = open_server(service, hidden)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         shim = tmp_path / "job_submit.lua"
         shim.write_text(render_shim(SHIM_TEMPLATE.read_text(), str(sock), 200, "accept"))
         harness = tmp_path / "h.lua"
         harness.write_text(HARNESS)
-        out = subprocess.run(["lua5.1", str(harness), str(shim), str(hidden), str(sock)], capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            ["lua5.1", str(harness), str(shim), str(hidden), str(sock)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["0", "0", "0", "0"]
     finally:
@@ -203,7 +259,11 @@ def test_json_log_lines(capsys) -> None:
         logging.getLogger("slurm_dl.x").debug("hello %s", "there")
         line = capsys.readouterr().err.strip().splitlines()[-1]
         rec = json.loads(line)
-        assert rec["msg"] == "hello there" and rec["level"] == "debug" and rec["daemon"] == "slurm-dl-test"
+        assert (
+            rec["msg"] == "hello there"
+            and rec["level"] == "debug"
+            and rec["daemon"] == "slurm-dl-test"
+        )
         assert rec["logger"] == "slurm_dl.x" and rec["ts"].endswith("+00:00")
         assert isinstance(JsonFormatter("d").format(logging.makeLogRecord({"msg": "x"})), str)
     finally:

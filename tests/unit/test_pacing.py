@@ -21,7 +21,9 @@ def test_slow_cycles_halve_the_batch_and_space_cycles_out_then_recover_step_by_s
     p = Pacing(threshold_s=2.0, interval_s=5.0, batch=1000)
     said = p.observe(3.0, 1000, now=100.0)
     assert said is not None and "at most 500 SiteFactor updates" in said and len(said) < 200
-    assert (p.limit, p.skip, p.resume_at) == (500, 1, 105.0) and not p.ready(104.9) and p.ready(105.0)
+    assert (
+        (p.limit, p.skip, p.resume_at) == (500, 1, 105.0) and not p.ready(104.9) and p.ready(105.0)
+    )
     assert p.observe(3.0, 500, now=110.0) is None  # said once
     assert (p.limit, p.skip, p.resume_at) == (250, 2, 120.0)
     assert p.observe(1.5, 250, now=120.0) is None  # between half the threshold and it: held
@@ -61,12 +63,21 @@ class SlowCluster(MemoryCluster):
         return super().snapshot()
 
 
-def test_the_loop_lowers_the_batch_while_slurm_is_slow_logs_once_and_recovers(tmp_path, monkeypatch, caplog):
+def test_the_loop_lowers_the_batch_while_slurm_is_slow_logs_once_and_recovers(
+    tmp_path, monkeypatch, caplog
+):
     clock = types.SimpleNamespace(t=0.0)
-    monkeypatch.setattr("prioritizer.cycle.time", types.SimpleNamespace(perf_counter=lambda: clock.t))
+    monkeypatch.setattr(
+        "prioritizer.cycle.time", types.SimpleNamespace(perf_counter=lambda: clock.t)
+    )
     config = load_config(ROOT / "site-configs" / "testbed.toml")
-    cfg = config.model_copy(update={"prioritizer": config.prioritizer.model_copy(
-        update={"max_pushes_per_cycle": 4, "slow_slurm_seconds": 2.0})})
+    cfg = config.model_copy(
+        update={
+            "prioritizer": config.prioritizer.model_copy(
+                update={"max_pushes_per_cycle": 4, "slow_slurm_seconds": 2.0}
+            )
+        }
+    )
     c = SlowCluster(clock)
     c.add(99, 8, running_on="gpu01")
     for i in range(1, 9):
@@ -104,16 +115,22 @@ class CountingCluster(SlowCluster):
         return super().snapshot()
 
 
-def test_a_backend_that_counts_its_waits_is_judged_by_them_not_by_its_parsing(tmp_path, monkeypatch):
+def test_a_backend_that_counts_its_waits_is_judged_by_them_not_by_its_parsing(
+    tmp_path, monkeypatch
+):
     clock = types.SimpleNamespace(t=0.0)
-    monkeypatch.setattr("prioritizer.cycle.time", types.SimpleNamespace(perf_counter=lambda: clock.t))
+    monkeypatch.setattr(
+        "prioritizer.cycle.time", types.SimpleNamespace(perf_counter=lambda: clock.t)
+    )
     config = load_config(ROOT / "site-configs" / "testbed.toml")
     c = CountingCluster(clock)
     c.add(1, 1)
     c.delay_s = 30.0
     loop = Loop(Prioritizer(config, c, Store(f"sqlite:///{tmp_path / 'prio.db'}")))
     r = loop.tick()
-    assert r is not None and r.slurm_s == 0.5 and not loop.pacing.slow and loop.prio.push_limit is None
+    assert (
+        r is not None and r.slurm_s == 0.5 and not loop.pacing.slow and loop.prio.push_limit is None
+    )
 
 
 def test_the_command_line_backend_adds_up_its_waits_on_slurm_commands():

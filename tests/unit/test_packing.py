@@ -92,7 +92,11 @@ def test_plans_respect_free_gpus_and_the_shape(used, gpus):
     parts = request_shape(gpus, 8).per_node
     k, r = divmod(gpus, 8)
     whole = sum(1 for f in free.values() if f == 8)
-    fits = whole >= k if r == 0 else (whole >= k + 1 or (whole >= k and any(r <= f < 8 for f in free.values())))
+    fits = (
+        whole >= k
+        if r == 0
+        else (whole >= k + 1 or (whole >= k and any(r <= f < 8 for f in free.values())))
+    )
     assert (p is not None) == fits
     if p is None:
         return

@@ -21,7 +21,9 @@ def test_fifo_orders_by_submit_then_row_order():
 
 def test_fifo_variants_share_order_but_not_discipline():
     jobs = [Job(i, submit_time=float(10 - i)) for i in range(5)]
-    orders = {n: ids(get_policy(n).order(jobs, CTX)) for n in ("fifo", "fifo-firstfit", "fifo-backfill")}
+    orders = {
+        n: ids(get_policy(n).order(jobs, CTX)) for n in ("fifo", "fifo-firstfit", "fifo-backfill")
+    }
     assert orders["fifo"] == orders["fifo-firstfit"] == orders["fifo-backfill"] == [4, 3, 2, 1, 0]
     assert [get_policy(n).discipline for n in orders] == ["strict", "firstfit", "backfill"]
     assert not get_policy("fifo").preemptive
@@ -29,7 +31,12 @@ def test_fifo_variants_share_order_but_not_discipline():
 
 def test_sjf_orders_by_duration_and_is_an_oracle():
     p = get_policy("sjf")
-    jobs = [Job(1, duration=300), Job(2, duration=100), Job(3, duration=None), Job(4, duration=100, submit_time=-1)]
+    jobs = [
+        Job(1, duration=300),
+        Job(2, duration=100),
+        Job(3, duration=None),
+        Job(4, duration=100, submit_time=-1),
+    ]
     assert ids(p.order(jobs, CTX)) == [4, 2, 1, 3]
     assert p.oracle and p.discipline == "strict" and not p.preemptive
 

@@ -83,7 +83,9 @@ def test_in_order_of_puts_jobs_in_an_earlier_ranking_and_newcomers_after():
     jobs, led = population(3)
     before = [j.job_id for j in reversed(jobs[:200])] + [10_000, 10_001]  # two that left
     arranged = in_order_of(jobs, before)
-    assert [j.job_id for j in arranged] == [j.job_id for j in reversed(jobs[:200])] + [j.job_id for j in jobs[200:]]
+    assert [j.job_id for j in arranged] == [j.job_id for j in reversed(jobs[:200])] + [
+        j.job_id for j in jobs[200:]
+    ]
     assert all(a is b for a, b in zip(arranged[:200], reversed(jobs[:200])))
     assert in_order_of(jobs, []) == jobs
     twice = jobs[:5] + [jobs[0]]  # a repeated id: the queue as given, not one copy dropped
@@ -91,4 +93,6 @@ def test_in_order_of_puts_jobs_in_an_earlier_ranking_and_newcomers_after():
     ctx = PolicyContext(now=10_000.0, ledger=led, total_gpus=64)
     for name in policy_names():
         policy = get_policy(name)
-        assert [j.job_id for j in policy.order(arranged, ctx)] == [j.job_id for j in policy.order(jobs, ctx)], name
+        assert [j.job_id for j in policy.order(arranged, ctx)] == [
+            j.job_id for j in policy.order(jobs, ctx)
+        ], name

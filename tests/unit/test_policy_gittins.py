@@ -43,7 +43,12 @@ def test_policy_orders_by_binned_index_and_reports_bin_edges():
     assert p.index_at(100.0, ctx) == pytest.approx(1 / 900)
     assert p.next_edge(20.0, ctx) == 100.0 and p.next_edge(100.0, ctx) is None
     # one bin as the quantum: nothing ends inside (10, 100], index 0
-    one_bin = get_policy("gittins", prior_samples=[10.0] * 5 + [1000.0] * 5, edges_gpu_s=[10.0, 100.0], delta_gpu_s="bin")
+    one_bin = get_policy(
+        "gittins",
+        prior_samples=[10.0] * 5 + [1000.0] * 5,
+        edges_gpu_s=[10.0, 100.0],
+        delta_gpu_s="bin",
+    )
     assert one_bin.index_at(20.0, ctx) == 0.0 and one_bin.index_at(0.0, ctx) == pytest.approx(0.05)
     assert [j.job_id for j in p.order([long_running, fresh], ctx)] == [1, 2]
     # the running job's key next changes at the 100 GPU-s edge: 80 GPU-s / 2 GPUs = 40 s
@@ -64,7 +69,15 @@ def test_history_updates_the_distribution():
 
 
 def test_history_checkpoints_are_fixed_lengths():
-    assert [history_checkpoint(n) for n in (0, 10, 64, 65, 70, 76, 77)] == [0, 10, 64, 64, 70, 70, 77]
+    assert [history_checkpoint(n) for n in (0, 10, 64, 65, 70, 76, 77)] == [
+        0,
+        10,
+        64,
+        64,
+        70,
+        70,
+        77,
+    ]
     assert history_checkpoint(100_000) <= 100_000 < int(history_checkpoint(100_000) * 1.1) + 2
 
 
@@ -98,11 +111,21 @@ def test_hold_factor_keeps_a_running_job_until_a_waiting_index_is_that_many_time
     samples = [10.0] * 5 + [1000.0] * 5
     ctx = PolicyContext(now=0.0)
     fresh = Job(1, num_gpus=1, submit_time=5.0)
-    early = Job(2, num_gpus=1, submit_time=1.0, attained_gpu_s=2.0, executed_s=2.0, state=JobState.RUNNING)
-    late = Job(3, num_gpus=1, submit_time=2.0, attained_gpu_s=20.0, executed_s=20.0, state=JobState.RUNNING)
-    plain = get_policy("gittins", prior_samples=samples, edges_gpu_s=[2.0, 10.0, 100.0], hold_factor=1.0)
-    held = get_policy("gittins", prior_samples=samples, edges_gpu_s=[2.0, 10.0, 100.0], hold_factor=4.0)
-    assert plain.index_at(2.0, ctx) == pytest.approx(0.0625) and plain.index_at(0.0, ctx) == pytest.approx(0.05)
+    early = Job(
+        2, num_gpus=1, submit_time=1.0, attained_gpu_s=2.0, executed_s=2.0, state=JobState.RUNNING
+    )
+    late = Job(
+        3, num_gpus=1, submit_time=2.0, attained_gpu_s=20.0, executed_s=20.0, state=JobState.RUNNING
+    )
+    plain = get_policy(
+        "gittins", prior_samples=samples, edges_gpu_s=[2.0, 10.0, 100.0], hold_factor=1.0
+    )
+    held = get_policy(
+        "gittins", prior_samples=samples, edges_gpu_s=[2.0, 10.0, 100.0], hold_factor=4.0
+    )
+    assert plain.index_at(2.0, ctx) == pytest.approx(0.0625) and plain.index_at(
+        0.0, ctx
+    ) == pytest.approx(0.05)
     assert [j.job_id for j in plain.order([early, fresh, late], ctx)] == [2, 1, 3]
     # held: the running job past 10 GPU-s counts 4/990, still far below the fresh job's 0.05
     assert [j.job_id for j in held.order([late, fresh, early], ctx)] == [2, 1, 3]
@@ -131,6 +154,7 @@ def test_key_and_next_change_from_the_step_function_matches_key_and_next_key_cha
     # learnt keys (user, name, GPUs) and the global table, read at many attained services,
     # at bin edges and a hair either side of them, while the history grows
     import random
+
     rnd = random.Random(7)
     led = Ledger()
     p = get_policy("gittins")
@@ -138,12 +162,23 @@ def test_key_and_next_change_from_the_step_function_matches_key_and_next_key_cha
     users, names = ["u1", "u2", "u3"], ["train-bert-1", "resnet", "eval"]
     for step in range(6):
         for _ in range(40 * step):
-            led.add_history(rnd.choice([30.0, 600.0, 7200.0, 86400.0]) * rnd.uniform(0.5, 2.0),
-                            user=rnd.choice(users), name=rnd.choice(names), account="vc",
-                            num_gpus=rnd.choice([1, 2, 8]))
+            led.add_history(
+                rnd.choice([30.0, 600.0, 7200.0, 86400.0]) * rnd.uniform(0.5, 2.0),
+                user=rnd.choice(users),
+                name=rnd.choice(names),
+                account="vc",
+                num_gpus=rnd.choice([1, 2, 8]),
+            )
         for k in range(60):
-            j = Job(k, user=rnd.choice(users), name=rnd.choice(names), account="vc",
-                    num_gpus=rnd.choice([1, 2, 8]), submit_time=float(k), state=JobState.RUNNING)
+            j = Job(
+                k,
+                user=rnd.choice(users),
+                name=rnd.choice(names),
+                account="vc",
+                num_gpus=rnd.choice([1, 2, 8]),
+                submit_time=float(k),
+                state=JobState.RUNNING,
+            )
             edges = p.edges + [f.gpu_s for f in led.finished]
             e = rnd.choice(edges)
             j.attained_gpu_s = rnd.choice([0.0, e, e - 1e-6, e + 1e-6, e - 1e-7, e * rnd.random()])

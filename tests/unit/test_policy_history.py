@@ -9,7 +9,13 @@ from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import Job
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.history import (
-    LADDERS, Finished, HistoryLearner, HistoryView, features, gittins_from_samples, job_features,
+    LADDERS,
+    Finished,
+    HistoryLearner,
+    HistoryView,
+    features,
+    gittins_from_samples,
+    job_features,
     normalise_name,
 )
 from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
@@ -17,17 +23,20 @@ from slurm_dl.sim.ranking.ranker import PolicyRanker
 from slurm_dl.sim.engine.state import PreemptionCost
 
 
-@pytest.mark.parametrize("raw,norm", [
-    ("train-bert-7f3a9c21", "train_bert"),
-    ("train_bert_12", "train_bert"),
-    ("Train_BERT_0012", "train_bert"),
-    ("ResNet50_lr0.1_seed3", "resnet_lr_seed"),
-    ("sweep.ab12cd34ef.run7", "sweep_run"),
-    ("job-deadbeef", "job_deadbeef"),  # an all-letter word is a word, not a hash
-    ("vgg16", "vgg"),
-    ("12345", ""),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "raw,norm",
+    [
+        ("train-bert-7f3a9c21", "train_bert"),
+        ("train_bert_12", "train_bert"),
+        ("Train_BERT_0012", "train_bert"),
+        ("ResNet50_lr0.1_seed3", "resnet_lr_seed"),
+        ("sweep.ab12cd34ef.run7", "sweep_run"),
+        ("job-deadbeef", "job_deadbeef"),  # an all-letter word is a word, not a hash
+        ("vgg16", "vgg"),
+        ("12345", ""),
+        ("", ""),
+    ],
+)
 def test_names_lose_digits_and_hashes(raw, norm):
     assert normalise_name(raw) == norm
 
@@ -101,7 +110,11 @@ def test_config_names_every_ladder():
     from typing import get_args
 
     from slurm_dl.core.config import GittinsConfig, QssfConfig
-    assert set(get_args(GittinsConfig.model_fields["history_keys"].annotation)) == {*LADDERS, "none"}
+
+    assert set(get_args(GittinsConfig.model_fields["history_keys"].annotation)) == {
+        *LADDERS,
+        "none",
+    }
     assert set(get_args(QssfConfig.model_fields["history_keys"].annotation)) == set(LADDERS)
 
 
@@ -137,16 +150,40 @@ def test_ledger_keeps_finished_records_across_a_save(tmp_path):
 def _trace(last_duration: float) -> list[Job]:
     jobs = []
     for i in range(40):
-        jobs.append(Job(i, user="ann", account="nlp", name=f"bert-{i}", num_gpus=1, submit_time=i * 10.0,
-                        duration=100.0 + 50.0 * (i % 4)))
+        jobs.append(
+            Job(
+                i,
+                user="ann",
+                account="nlp",
+                name=f"bert-{i}",
+                num_gpus=1,
+                submit_time=i * 10.0,
+                duration=100.0 + 50.0 * (i % 4),
+            )
+        )
     # the job under test is submitted while the cluster is busy
-    jobs.append(Job(99, user="ann", account="nlp", name="bert-x", num_gpus=1, submit_time=205.0,
-                    duration=last_duration))
+    jobs.append(
+        Job(
+            99,
+            user="ann",
+            account="nlp",
+            name="bert-x",
+            num_gpus=1,
+            submit_time=205.0,
+            duration=last_duration,
+        )
+    )
     return jobs
 
 
-@pytest.mark.parametrize("policy,kw", [("qssf", {}), ("qssf", {"preemptive": True}),
-                                       ("gittins", {"history_keys": "full", "min_jobs": 2})])
+@pytest.mark.parametrize(
+    "policy,kw",
+    [
+        ("qssf", {}),
+        ("qssf", {"preemptive": True}),
+        ("gittins", {"history_keys": "full", "min_jobs": 2}),
+    ],
+)
 def test_a_jobs_own_duration_never_shapes_its_own_schedule(policy, kw):
     """The job's start depends only on jobs that finished before: a 1 s and a 10^6 s run of it
     start at the same time (and its first prediction is the same)."""
@@ -187,10 +224,20 @@ def test_qssf_uses_the_learnt_prediction():
         led.add_history(x, "ann", "bert-1", "nlp", 1)
     p = get_policy("qssf", None, min_jobs=3, preemptive=False)  # a requeued job: conditioned
     ctx = PolicyContext(now=0.0, ledger=led)
-    assert p.predict(Job(1, user="ann", account="nlp", name="bert-22", num_gpus=1), ctx) == pytest.approx(200.0)
+    assert p.predict(
+        Job(1, user="ann", account="nlp", name="bert-22", num_gpus=1), ctx
+    ) == pytest.approx(200.0)
     # past 250 GPU-s no key has 3 jobs beyond it: the site default
-    assert p.predict(Job(2, user="ann", account="nlp", name="bert", num_gpus=1, attained_gpu_s=250.0),
-                     ctx) == 3600.0
-    assert get_policy("qssf", None, min_jobs=1, preemptive=False).predict(
-        Job(2, user="ann", account="nlp", name="bert", num_gpus=1, attained_gpu_s=250.0), ctx) == 300.0
+    assert (
+        p.predict(
+            Job(2, user="ann", account="nlp", name="bert", num_gpus=1, attained_gpu_s=250.0), ctx
+        )
+        == 3600.0
+    )
+    assert (
+        get_policy("qssf", None, min_jobs=1, preemptive=False).predict(
+            Job(2, user="ann", account="nlp", name="bert", num_gpus=1, attained_gpu_s=250.0), ctx
+        )
+        == 300.0
+    )
     assert job_features(Job(3, name="x-1", num_gpus=2, time_limit=59.6)).time_limit == 60

@@ -64,7 +64,9 @@ def test_starvation_guard_promotes_to_top_queue():
     assert p.promoted(starving, 301.0) and p.queue(starving, ctx2) == 0
     # queue 0, but after the job that is in queue 0 on its own (Tiresias appends it at promotion)
     assert ids(p.order([starving, fresh], ctx2)) == [2, 1]
-    assert ids(p.order([starving, Job(3, num_gpus=1, submit_time=0.0, attained_gpu_s=500.0)], ctx2)) == [1, 3]
+    assert ids(
+        p.order([starving, Job(3, num_gpus=1, submit_time=0.0, attained_gpu_s=500.0)], ctx2)
+    ) == [1, 3]
     assert p.queue_for(100.0, 100.0, 201.0) == 0 and p.queue_for(100.0, 100.0, 150.0) == 1
     assert p.queue_for(100.0, 100.0, 150.0, running=True) == 0  # hysteresis band: S/2 while running
     # Once running it stays promoted (hysteresis) until executed reaches waited / (S/2) = 201:
@@ -83,7 +85,9 @@ def test_tiresias_defaults_and_config_thresholds():
     cfg = parse_config(
         {
             "gpu_types": [{"name": "h100"}],
-            "node_groups": [{"name": "g", "nodes": "n[1-2]", "gpus_per_node": 8, "gpu_type": "h100"}],
+            "node_groups": [
+                {"name": "g", "nodes": "n[1-2]", "gpus_per_node": 8, "gpu_type": "h100"}
+            ],
             "policy": {"las": {"thresholds_gpu_s": [10.0, 20.0], "starvation_factor": 3.0}},
         }
     )
@@ -124,8 +128,12 @@ def test_by_run_time_a_split_job_ranks_like_the_whole():
 
 def test_the_site_config_ranks_by_run_time_unless_it_asks_for_2d():
     assert get_policy("las").service == "gpu-seconds"  # no site config: Tiresias' 2D-LAS
-    cfg = parse_config({"gpu_types": [{"name": "h100"}],
-                        "node_groups": [{"name": "g", "nodes": "n1", "gpus_per_node": 8, "gpu_type": "h100"}]})
+    cfg = parse_config(
+        {
+            "gpu_types": [{"name": "h100"}],
+            "node_groups": [{"name": "g", "nodes": "n1", "gpus_per_node": 8, "gpu_type": "h100"}],
+        }
+    )
     assert get_policy("las", cfg).service == "seconds"
     assert get_policy("las-tiresias", cfg).service == "gpu-seconds"
     with pytest.raises(ValueError, match="service"):

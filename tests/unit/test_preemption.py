@@ -20,7 +20,9 @@ def cfg(**pre):
     return parse_config(
         {
             "gpu_types": [{"name": "h100"}],
-            "node_groups": [{"name": "g", "nodes": "n[0-3]", "gpus_per_node": 8, "gpu_type": "h100"}],
+            "node_groups": [
+                {"name": "g", "nodes": "n[0-3]", "gpus_per_node": 8, "gpu_type": "h100"}
+            ],
             "preemption": base,
         }
     )
@@ -41,7 +43,13 @@ def node_state(jobs, names=("n0", "n1", "n2", "n3")):
 
 def plan(waiting, jobs, scores, config=None, topo=None, ledger=None, nodes=None):
     return plan_preemption(
-        waiting, jobs, nodes or node_state(jobs), topo, PolicyContext(now=NOW, ledger=ledger), config or cfg(), scores=scores
+        waiting,
+        jobs,
+        nodes or node_state(jobs),
+        topo,
+        PolicyContext(now=NOW, ledger=ledger),
+        config or cfg(),
+        scores=scores,
     )
 
 
@@ -51,8 +59,12 @@ def test_no_victims_when_the_job_already_fits():
 
 
 def test_picks_the_cheapest_node_and_whole_gang_victims():
-    jobs = [running(10, 8, ["n0"]), running(11, 4, ["n1"]), running(12, 4, ["n1"]),
-            running(13, 16, ["n2", "n3"])]
+    jobs = [
+        running(10, 8, ["n0"]),
+        running(11, 4, ["n1"]),
+        running(12, 4, ["n1"]),
+        running(13, 16, ["n2", "n3"]),
+    ]
     scores = {1: 1.0, 10: 0.2, 11: 0.3, 12: 0.1, 13: 0.0}
     p = plan(Job(1, num_gpus=4), jobs, scores)
     assert p.victim_ids == (12,)  # a 4-GPU victim on n1 frees exactly 4: no waste
@@ -65,12 +77,21 @@ def test_picks_the_cheapest_node_and_whole_gang_victims():
 
 
 def test_minimum_runtime_and_restart_cap_and_classes_protect_jobs():
-    jobs = [running(10, 8, ["n0"], start=NOW - 100), running(11, 8, ["n1"], restarts=3),
-            running(12, 8, ["n2"], job_class=JobClass.SERVE), running(13, 8, ["n3"], job_class=JobClass.INTERACTIVE)]
+    jobs = [
+        running(10, 8, ["n0"], start=NOW - 100),
+        running(11, 8, ["n1"], restarts=3),
+        running(12, 8, ["n2"], job_class=JobClass.SERVE),
+        running(13, 8, ["n3"], job_class=JobClass.INTERACTIVE),
+    ]
     scores = {1: 1.0, 10: 0.0, 11: 0.0, 12: 0.0, 13: 0.0}
     assert plan(Job(1, num_gpus=8), jobs, scores) is None
     jobs.append(running(14, 8, ["n4"]))
-    p = plan(Job(1, num_gpus=8), jobs, {**scores, 14: 0.0}, nodes=node_state(jobs, ("n0", "n1", "n2", "n3", "n4")))
+    p = plan(
+        Job(1, num_gpus=8),
+        jobs,
+        {**scores, 14: 0.0},
+        nodes=node_state(jobs, ("n0", "n1", "n2", "n3", "n4")),
+    )
     assert p.victim_ids == (14,)
     why = dict(p.skipped)
     assert "minimum runtime" in why[10] and "restarted 3" in why[11]
@@ -78,7 +99,12 @@ def test_minimum_runtime_and_restart_cap_and_classes_protect_jobs():
 
 
 def test_hysteresis():
-    jobs = [running(10, 8, ["n0"]), running(11, 8, ["n1"]), running(12, 8, ["n2"]), running(13, 8, ["n3"])]
+    jobs = [
+        running(10, 8, ["n0"]),
+        running(11, 8, ["n1"]),
+        running(12, 8, ["n2"]),
+        running(13, 8, ["n3"]),
+    ]
     near = {1: 0.55, 10: 0.5, 11: 0.5, 12: 0.5, 13: 0.5}
     assert plan(Job(1, num_gpus=8), jobs, near, cfg(hysteresis=0.1)) is None
     assert plan(Job(1, num_gpus=8), jobs, near, cfg(hysteresis=0.05)).victim_ids == (10,)
@@ -87,7 +113,12 @@ def test_hysteresis():
 
 
 def test_prefers_recently_checkpointed_then_lowest_score():
-    jobs = [running(10, 8, ["n0"]), running(11, 8, ["n1"]), running(12, 8, ["n2"]), running(13, 8, ["n3"])]
+    jobs = [
+        running(10, 8, ["n0"]),
+        running(11, 8, ["n1"]),
+        running(12, 8, ["n2"]),
+        running(13, 8, ["n3"]),
+    ]
     scores = {1: 1.0, 10: 0.1, 11: 0.3, 12: 0.2, 13: 0.4}
     assert plan(Job(1, num_gpus=8), jobs, scores).victim_ids == (10,)
     led = Ledger()
@@ -99,7 +130,12 @@ def test_prefers_recently_checkpointed_then_lowest_score():
 
 def test_gang_job_in_one_switch():
     topo = Topology((Switch("s1", ("n0", "n1")), Switch("s2", ("n2", "n3"))))
-    jobs = [running(10, 8, ["n0"]), running(11, 8, ["n1"]), running(12, 8, ["n2"]), running(13, 8, ["n3"])]
+    jobs = [
+        running(10, 8, ["n0"]),
+        running(11, 8, ["n1"]),
+        running(12, 8, ["n2"]),
+        running(13, 8, ["n3"]),
+    ]
     scores = {1: 1.0, 10: 0.1, 11: 0.5, 12: 0.2, 13: 0.2}
     p = plan(Job(1, num_gpus=16), jobs, scores, topo=topo)
     # s2 costs 0.2 + 0.2 < s1's 0.1 + 0.5; both are single switches
@@ -119,7 +155,12 @@ def test_deterministic_regardless_of_input_order():
 
 
 def test_disabled_preemption_plans_nothing():
-    jobs = [running(10, 8, ["n0"]), running(11, 8, ["n1"]), running(12, 8, ["n2"]), running(13, 8, ["n3"])]
+    jobs = [
+        running(10, 8, ["n0"]),
+        running(11, 8, ["n1"]),
+        running(12, 8, ["n2"]),
+        running(13, 8, ["n3"]),
+    ]
     assert plan(Job(1, num_gpus=8), jobs, {1: 1.0}, cfg(enabled=False)) is None
 
 
@@ -149,9 +190,16 @@ def scenario(draw):
             placed = [draw(st.sampled_from(fits))]
         for n in placed:
             free[n] -= gpus // len(placed)
-        jobs.append(running(jid, gpus, placed, start=NOW - draw(st.sampled_from([100.0, 5000.0])),
-                            restarts=draw(st.integers(0, 4)),
-                            job_class=draw(st.sampled_from([JobClass.TRAIN, JobClass.TRAIN, JobClass.SERVE]))))
+        jobs.append(
+            running(
+                jid,
+                gpus,
+                placed,
+                start=NOW - draw(st.sampled_from([100.0, 5000.0])),
+                restarts=draw(st.integers(0, 4)),
+                job_class=draw(st.sampled_from([JobClass.TRAIN, JobClass.TRAIN, JobClass.SERVE])),
+            )
+        )
     scores = {j.job_id: draw(st.floats(0.0, 1.0)) for j in jobs}
     waiting = Job(1, num_gpus=draw(st.sampled_from([1, 4, 8, 12, 16])))
     scores[1] = draw(st.floats(0.0, 1.0))
@@ -176,7 +224,10 @@ def test_every_plan_is_valid(case):
         assert set(v.nodes) == set(j.nodes)  # whole gang
         for n, g in job_allocation(j).items():
             freed[n] = freed.get(n, 0) + g
-    after = [Node(n.name, n.gpus, n.gpu_type, gpus_used=n.gpus_used - freed.get(n.name, 0)) for n in nodes]
+    after = [
+        Node(n.name, n.gpus, n.gpu_type, gpus_used=n.gpus_used - freed.get(n.name, 0))
+        for n in nodes
+    ]
     assert pack(waiting, after) is not None
     assert p.placement.num_gpus == waiting.num_gpus
     # minimal: dropping any single victim no longer makes room
@@ -186,9 +237,14 @@ def test_every_plan_is_valid(case):
             if w.job_id != v.job_id:
                 for n, g in job_allocation(by_id[w.job_id]).items():
                     less[n] += g
-        fewer = [Node(n.name, n.gpus, n.gpu_type, gpus_used=n.gpus_used - less.get(n.name, 0)) for n in nodes]
+        fewer = [
+            Node(n.name, n.gpus, n.gpu_type, gpus_used=n.gpus_used - less.get(n.name, 0))
+            for n in nodes
+        ]
         assert pack(waiting, fewer) is None
-    again = plan_preemption(waiting, list(reversed(jobs)), nodes, None, PolicyContext(now=NOW), c, scores=scores)
+    again = plan_preemption(
+        waiting, list(reversed(jobs)), nodes, None, PolicyContext(now=NOW), c, scores=scores
+    )
     assert again == p
 
 
@@ -214,7 +270,9 @@ def test_no_one_is_preempted_for_a_job_that_freed_gpus_would_not_start():
     assert plan_intents(snap, snap.jobs, scores, cfg(), ctx) == []
     waiting = Job(6, num_gpus=1, state_reason="Resources", submit_time=6.0, eligible_time=NOW - 5)
     assert waits_only_for_gpus(waiting, NOW)
-    snap = ClusterSnapshot(taken_at=NOW, jobs=[victim, *blocked, waiting], nodes=node_state([victim]))
+    snap = ClusterSnapshot(
+        taken_at=NOW, jobs=[victim, *blocked, waiting], nodes=node_state([victim])
+    )
     (intent,) = plan_intents(snap, snap.jobs, {**scores, 6: 1.0}, cfg(), ctx)
     assert intent.need == 6 and intent.victims == (10,)
 
@@ -227,15 +285,37 @@ def test_fair_share_plan_takes_gpus_from_the_flooding_account_for_the_late_one()
     from slurm_dl.core.model import ClusterSnapshot
     from slurm_dl.core.policy import get_policy
 
-    config = parse_config({
-        "gpu_types": [{"name": "h100"}],
-        "node_groups": [{"name": "g", "nodes": "n[0-3]", "gpus_per_node": 8, "gpu_type": "h100"}],
-        "preemption": {"min_runtime_seconds": 60},
-        "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 600}},
-    })
-    flood = [running(10 + i, 8, [f"n{i}"], start=0.0, account="flood", checkpointable=i > 0, requeue=True,
-                     executed_s=NOW) for i in range(4)]
-    late = Job(1, account="late", num_gpus=8, state_reason="Resources", submit_time=NOW - 100, eligible_time=0.0)
+    config = parse_config(
+        {
+            "gpu_types": [{"name": "h100"}],
+            "node_groups": [
+                {"name": "g", "nodes": "n[0-3]", "gpus_per_node": 8, "gpu_type": "h100"}
+            ],
+            "preemption": {"min_runtime_seconds": 60},
+            "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 600}},
+        }
+    )
+    flood = [
+        running(
+            10 + i,
+            8,
+            [f"n{i}"],
+            start=0.0,
+            account="flood",
+            checkpointable=i > 0,
+            requeue=True,
+            executed_s=NOW,
+        )
+        for i in range(4)
+    ]
+    late = Job(
+        1,
+        account="late",
+        num_gpus=8,
+        state_reason="Resources",
+        submit_time=NOW - 100,
+        eligible_time=0.0,
+    )
     held = Job(2, account="held", num_gpus=8, state_reason="JobHeldUser", submit_time=1.0)
     jobs = [*flood, late, held]
     snap = ClusterSnapshot(taken_at=NOW, jobs=jobs, nodes=node_state(flood))
@@ -246,8 +326,19 @@ def test_fair_share_plan_takes_gpus_from_the_flooding_account_for_the_late_one()
     assert intent.need == 1 and len(intent.victims) == 1 and intent.victims[0] in (11, 12, 13)
     assert yielded_to(intent.reason) == (1, "late")
     # the lease protects: nothing before 600 s of run
-    young = [running(j.job_id, 8, j.nodes, start=NOW - 100, account="flood", checkpointable=True, requeue=True,
-                     executed_s=100) for j in flood]
+    young = [
+        running(
+            j.job_id,
+            8,
+            j.nodes,
+            start=NOW - 100,
+            account="flood",
+            checkpointable=True,
+            requeue=True,
+            executed_s=100,
+        )
+        for j in flood
+    ]
     snap = ClusterSnapshot(taken_at=NOW, jobs=[*young, late], nodes=node_state(young))
     assert plan_intents(snap, snap.jobs, scores, config, ctx, policy=policy) == []
 
@@ -261,16 +352,41 @@ def test_fair_share_plan_sees_free_gpus_in_pieces():
     from slurm_dl.core.model import ClusterSnapshot
     from slurm_dl.core.policy import get_policy
 
-    config = parse_config({
-        "gpu_types": [{"name": "h100"}],
-        "node_groups": [{"name": "g", "nodes": "n[0-3]", "gpus_per_node": 8, "gpu_type": "h100"}],
-        "preemption": {"min_runtime_seconds": 60},
-        "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 600}},
-    })
-    flood = [running(10 + 10 * n + i, 1, [f"n{n}"], start=0.0, account="flood", checkpointable=True,
-                     requeue=True, executed_s=NOW) for n in range(4) for i in range(6)]
-    late = [Job(k, account="late", num_gpus=8, state_reason="Resources", submit_time=NOW - 100, eligible_time=0.0)
-            for k in (1, 2)]
+    config = parse_config(
+        {
+            "gpu_types": [{"name": "h100"}],
+            "node_groups": [
+                {"name": "g", "nodes": "n[0-3]", "gpus_per_node": 8, "gpu_type": "h100"}
+            ],
+            "preemption": {"min_runtime_seconds": 60},
+            "policy": {"mix": "fairshare", "fairshare": {"lease_seconds": 600}},
+        }
+    )
+    flood = [
+        running(
+            10 + 10 * n + i,
+            1,
+            [f"n{n}"],
+            start=0.0,
+            account="flood",
+            checkpointable=True,
+            requeue=True,
+            executed_s=NOW,
+        )
+        for n in range(4)
+        for i in range(6)
+    ]
+    late = [
+        Job(
+            k,
+            account="late",
+            num_gpus=8,
+            state_reason="Resources",
+            submit_time=NOW - 100,
+            eligible_time=0.0,
+        )
+        for k in (1, 2)
+    ]
     jobs = [*flood, *late]
     snap = ClusterSnapshot(taken_at=NOW, jobs=jobs, nodes=node_state(flood))
     assert sum(n.gpus_free for n in snap.nodes) == 8

@@ -28,7 +28,12 @@ def test_class_violation_names_the_limit() -> None:
     assert class_violation(train, CFG) is None
     jobs = [ok, long, wide, train]
     assert set(demote_violations(jobs, CFG)) == {2, 3}
-    assert [j.job_class for j in jobs] == [JobClass.INTERACTIVE, JobClass.TRAIN, JobClass.TRAIN, JobClass.TRAIN]
+    assert [j.job_class for j in jobs] == [
+        JobClass.INTERACTIVE,
+        JobClass.TRAIN,
+        JobClass.TRAIN,
+        JobClass.TRAIN,
+    ]
 
 
 def test_cycle_demotes_and_records_it_once(tmp_path) -> None:

@@ -22,7 +22,11 @@ def _pushed(tmp_path: Path):
     c.add(1, 8, running_on="gpu01")
     for i in range(2, 6):
         c.add(i, 1)
-    p = Prioritizer(load_config(ROOT / "site-configs" / "testbed.toml"), c, Store(f"sqlite:///{tmp_path / 'p.db'}"))
+    p = Prioritizer(
+        load_config(ROOT / "site-configs" / "testbed.toml"),
+        c,
+        Store(f"sqlite:///{tmp_path / 'p.db'}"),
+    )
     p.run_cycle()
     assert any(c.jobs[i].site_factor for i in range(2, 6))
     return c, p.store

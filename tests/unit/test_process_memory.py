@@ -31,21 +31,27 @@ def run_child(tmp_path: Path, trace: bool) -> subprocess.CompletedProcess:
         env["PYTHONTRACEMALLOC"] = "3"
     script = tmp_path / "daemon_like.py"
     script.write_text(CHILD)
-    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_each_signal_writes_a_snapshot_and_growth_names_the_allocating_line(tmp_path):
     out = run_child(tmp_path, trace=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(tmp_path / "snaps")
-    first, second = sorted((tmp_path / "snaps").glob("daemon-*.tracemalloc"),
-                           key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    first, second = sorted(
+        (tmp_path / "snaps").glob("daemon-*.tracemalloc"),
+        key=lambda p: int(p.stem.rsplit("-", 1)[1]),
+    )
     assert not list((tmp_path / "snaps").glob("*.part"))
     lines = growth(first, second, top=3)
     total_blocks = int(re.search(r"([+-][\d,]+) blocks", lines[0]).group(1).replace(",", ""))
     assert 19_000 < total_blocks < 22_000, lines
     assert "daemon_like.py:7" in lines[1], lines  # the list comprehension's line, first
-    assert lines[1].split()[-3:] == ["daemon_like.py:7", "<", "daemon_like.py:8"], lines  # then its caller
+    assert lines[1].split()[-3:] == ["daemon_like.py:7", "<", "daemon_like.py:8"], (
+        lines
+    )  # then its caller
     assert all(len(line) <= 80 for line in lines)
 
 
@@ -64,5 +70,7 @@ def test_the_comparison_says_what_it_could_not_read(tmp_path, capsys):
     junk.write_bytes(b"not a snapshot")
     assert main([str(junk), str(tmp_path / "missing.tracemalloc")]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: cannot compare") and "\n" == err[-1] and len(err.splitlines()) == 1
+    assert (
+        err.startswith("error: cannot compare") and "\n" == err[-1] and len(err.splitlines()) == 1
+    )
     assert main([str(junk)]) == 2

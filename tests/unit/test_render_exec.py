@@ -38,13 +38,27 @@ RECORD = "import json, os, sys; json.dump({'argv': sys.argv[1:], 'env': dict(os.
 def _run(script: str, tmp: Path, **env: str) -> subprocess.CompletedProcess:
     path = tmp / "job.sh"
     path.write_text(script)
-    base = {"PATH": os.environ["PATH"], "HOME": str(tmp), "SLURM_JOB_ID": "4242", "SLURM_SUBMIT_DIR": str(tmp),
-            "OUT_FILE": str(tmp / "record.jsonl")}
-    return subprocess.run(["bash", str(path)], cwd=tmp, env={**base, **env}, capture_output=True, text=True, timeout=60)
+    base = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_SUBMIT_DIR": str(tmp),
+        "OUT_FILE": str(tmp / "record.jsonl"),
+    }
+    return subprocess.run(
+        ["bash", str(path)],
+        cwd=tmp,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _records(tmp: Path) -> list[dict]:
-    return [json.loads(line) for line in (tmp / "record.jsonl").read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in (tmp / "record.jsonl").read_text().splitlines() if line.strip()
+    ]
 
 
 def _no_pwned(tmp: Path) -> None:
@@ -52,8 +66,13 @@ def _no_pwned(tmp: Path) -> None:
 
 
 def test_hostile_command_words_name_and_env_are_passed_literally(tmp_path: Path) -> None:
-    spec = JobSpec(kind="train", command=(sys.executable, "-c", RECORD, *HOSTILE), launcher="none",
-                   name="n $(touch pwned-name); `touch pwned-name2` 'q' ü", env=tuple((f"V{i}", v) for i, v in enumerate(HOSTILE)))
+    spec = JobSpec(
+        kind="train",
+        command=(sys.executable, "-c", RECORD, *HOSTILE),
+        launcher="none",
+        name="n $(touch pwned-name); `touch pwned-name2` 'q' ü",
+        env=tuple((f"V{i}", v) for i, v in enumerate(HOSTILE)),
+    )
     result = _run(render(spec, builtin_site()).script, tmp_path)
     assert result.returncode == 0, result.stderr
     (rec,) = _records(tmp_path)
@@ -65,8 +84,12 @@ def test_hostile_command_words_name_and_env_are_passed_literally(tmp_path: Path)
 
 
 def test_hostile_checkpoint_dir_is_created_literally(tmp_path: Path) -> None:
-    spec = JobSpec(kind="train", command=(sys.executable, "-c", RECORD), launcher="none",
-                   checkpoint_dir="ck $(touch pwned-ck) `x`")
+    spec = JobSpec(
+        kind="train",
+        command=(sys.executable, "-c", RECORD),
+        launcher="none",
+        checkpoint_dir="ck $(touch pwned-ck) `x`",
+    )
     assert _run(render(spec, builtin_site()).script, tmp_path).returncode == 0
     assert (tmp_path / "ck $(touch pwned-ck) `x`" / ".dlsubmit" / "events").exists()
     _no_pwned(tmp_path)
@@ -74,7 +97,12 @@ def test_hostile_checkpoint_dir_is_created_literally(tmp_path: Path) -> None:
 
 def test_sweep_params_are_literal_and_indexed_by_array_task(tmp_path: Path) -> None:
     params = tuple(HOSTILE[:6])
-    spec = JobSpec(kind="sweep", command=(sys.executable, "-c", RECORD, "--hp={param}"), params=params, parallel=2)
+    spec = JobSpec(
+        kind="sweep",
+        command=(sys.executable, "-c", RECORD, "--hp={param}"),
+        params=params,
+        parallel=2,
+    )
     script = render(spec, builtin_site()).script
     for i in range(len(params)):
         assert _run(script, tmp_path, SLURM_ARRAY_TASK_ID=str(i)).returncode == 0
@@ -88,7 +116,9 @@ def test_sweep_params_are_literal_and_indexed_by_array_task(tmp_path: Path) -> N
 def test_infer_items_are_literal_and_done_stays_done(tmp_path: Path) -> None:
     items = [h for h in HOSTILE if "\n" not in h and h]
     (tmp_path / "items.txt").write_text("".join(i + "\n" for i in items))
-    spec = JobSpec(kind="infer", command=(sys.executable, "-c", RECORD, "{item}"), inputs="items.txt")
+    spec = JobSpec(
+        kind="infer", command=(sys.executable, "-c", RECORD, "{item}"), inputs="items.txt"
+    )
     script = render(spec, builtin_site()).script
     assert _run(script, tmp_path).returncode == 0
     assert [r["argv"] for r in _records(tmp_path)] == [[i] for i in items]
@@ -106,7 +136,9 @@ def test_resume_from_points_at_the_newest_complete_checkpoint(tmp_path: Path) ->
     (ck / "step-2").write_text("2")
     os.utime(ck / "step-1", (1000, 1000))
     (ck / "step-3.tmp").write_text("partial")  # newest, but not complete
-    spec = JobSpec(kind="train", command=(sys.executable, "-c", RECORD), launcher="none", checkpoint_dir="ck")
+    spec = JobSpec(
+        kind="train", command=(sys.executable, "-c", RECORD), launcher="none", checkpoint_dir="ck"
+    )
     result = _run(render(spec, builtin_site()).script, tmp_path, SLURM_RESTART_COUNT="2")
     assert result.returncode == 0, result.stderr
     (rec,) = _records(tmp_path)
@@ -115,7 +147,9 @@ def test_resume_from_points_at_the_newest_complete_checkpoint(tmp_path: Path) ->
 
 
 def test_restart_cap_stops_before_running_the_command(tmp_path: Path) -> None:
-    spec = JobSpec(kind="train", command=(sys.executable, "-c", RECORD), launcher="none", max_restarts=2)
+    spec = JobSpec(
+        kind="train", command=(sys.executable, "-c", RECORD), launcher="none", max_restarts=2
+    )
     result = _run(render(spec, builtin_site()).script, tmp_path, SLURM_RESTART_COUNT="3")
     assert result.returncode == 3
     assert "restart-cap" in result.stdout
@@ -139,12 +173,24 @@ sys.exit(1)
 
 
 def test_usr2_near_the_time_limit_is_forwarded_and_reported_as_timeout(tmp_path: Path) -> None:
-    spec = JobSpec(kind="train", command=(sys.executable, "-c", CHECKPOINTER), launcher="none", time_minutes=1,
-                   grace_seconds=10, checkpoint_dir="ck")
+    spec = JobSpec(
+        kind="train",
+        command=(sys.executable, "-c", CHECKPOINTER),
+        launcher="none",
+        time_minutes=1,
+        grace_seconds=10,
+        checkpoint_dir="ck",
+    )
     (tmp_path / "job.sh").write_text(render(spec, builtin_site()).script)
-    env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "7", "SLURM_SUBMIT_DIR": str(tmp_path),
-           "OUT_FILE": str(tmp_path / "rec")}
-    proc = subprocess.Popen(["bash", str(tmp_path / "job.sh")], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "SLURM_JOB_ID": "7",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "OUT_FILE": str(tmp_path / "rec"),
+    }
+    proc = subprocess.Popen(
+        ["bash", str(tmp_path / "job.sh")], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
     ready = tmp_path / "rec.ready"
     for _ in range(400):
         if ready.exists():

@@ -33,8 +33,17 @@ def with_filter(cfg, **flags):
 
 def job(**fields):
     """A job_desc as slurmctld gives it: unset numbers are NO_VAL."""
-    base = {"user_name": "alice", "user_id": 1000, "time_limit": NO_VAL, "min_nodes": NO_VAL, "max_nodes": NO_VAL,
-            "requeue": NO_VAL16, "req_switch": NO_VAL, "wait4switch": NO_VAL, "has_script": True}
+    base = {
+        "user_name": "alice",
+        "user_id": 1000,
+        "time_limit": NO_VAL,
+        "min_nodes": NO_VAL,
+        "max_nodes": NO_VAL,
+        "requeue": NO_VAL16,
+        "req_switch": NO_VAL,
+        "wait4switch": NO_VAL,
+        "has_script": True,
+    }
     base.update(fields)
     return base
 
@@ -54,7 +63,12 @@ def test_gres_strings_decode_to_gpu_asks() -> None:
 
 def test_sentinels_mean_not_set() -> None:
     req = JobRequest.from_job_desc(job(pn_min_memory=1.8446744073709552e19))
-    assert req.time_limit_min is None and req.min_nodes is None and req.requeue is None and req.req_switch is None
+    assert (
+        req.time_limit_min is None
+        and req.min_nodes is None
+        and req.requeue is None
+        and req.req_switch is None
+    )
 
 
 def test_wrong_types_count_as_unset_and_are_reported() -> None:
@@ -70,7 +84,9 @@ def test_plain_batch_job_is_train(cfg) -> None:
 
 
 def test_array_is_sweep_whatever_the_hint(cfg) -> None:
-    d = run(cfg, array_inx="0-9", comment="dl:class=serve", tres_per_node="gres:gpu:1", time_limit=30)
+    d = run(
+        cfg, array_inx="0-9", comment="dl:class=serve", tres_per_node="gres:gpu:1", time_limit=30
+    )
     assert d.job_class is JobClass.SWEEP
     assert any("arrays run as class sweep" in n for n in d.notices)
 
@@ -81,7 +97,9 @@ def test_no_script_is_interactive(cfg) -> None:
 
 
 def test_serve_hint_with_its_constraints_met_is_kept(cfg) -> None:
-    d = run(cfg, comment="dl:class=serve", tres_per_node="gres:gpu:2", time_limit=120, user_name="root")
+    d = run(
+        cfg, comment="dl:class=serve", tres_per_node="gres:gpu:2", time_limit=120, user_name="root"
+    )
     assert d.job_class is JobClass.SERVE
     assert parse_tag(d.changes["admin_comment"]).checkpointable is False
 
@@ -113,7 +131,10 @@ def test_unknown_class_hint_is_ignored_with_a_notice(cfg) -> None:
 
 
 def test_unprivileged_hint_is_taken(cfg) -> None:
-    assert run(cfg, comment="x dl:class=inference", tres_per_node="gres:gpu:1").job_class is JobClass.INFERENCE
+    assert (
+        run(cfg, comment="x dl:class=inference", tres_per_node="gres:gpu:1").job_class
+        is JobClass.INFERENCE
+    )
 
 
 def test_classify_off_leaves_train(cfg) -> None:
@@ -131,7 +152,11 @@ def test_unknown_gpu_type_names_it_and_what_exists(cfg) -> None:
 def test_more_gpus_per_node_than_any_node_has(cfg) -> None:
     d = run(cfg, tres_per_node="gres:gpu:9")
     assert not d.accepted and d.rule == "validate.gpus_per_node"
-    assert "asked 9 GPUs per node" in d.message and "more than 8" in d.message and "--gpus=9" in d.message
+    assert (
+        "asked 9 GPUs per node" in d.message
+        and "more than 8" in d.message
+        and "--gpus=9" in d.message
+    )
 
 
 def test_more_gpus_than_the_cluster_has(cfg) -> None:
@@ -141,7 +166,12 @@ def test_more_gpus_than_the_cluster_has(cfg) -> None:
 
 def test_more_nodes_than_the_cluster_has(cfg) -> None:
     d = run(cfg, tres_per_node="gres:gpu:0", min_nodes=65534)
-    assert not d.accepted and d.rule == "validate.nodes" and "asked 65534 nodes" in d.message and "only 4" in d.message
+    assert (
+        not d.accepted
+        and d.rule == "validate.nodes"
+        and "asked 65534 nodes" in d.message
+        and "only 4" in d.message
+    )
 
 
 def test_out_of_range_shape_is_tagged_spread_when_validation_is_off(cfg) -> None:
@@ -169,7 +199,9 @@ def test_time_over_the_partition_maximum(cfg) -> None:
 
 def test_missing_time_is_rejected_when_defaults_are_off(cfg) -> None:
     d = run(with_filter(cfg, defaults=False), tres_per_node="gres:gpu:1")
-    assert not d.accepted and d.code == "ESLURM_MISSING_TIME_LIMIT" and "--time=MINUTES" in d.message
+    assert (
+        not d.accepted and d.code == "ESLURM_MISSING_TIME_LIMIT" and "--time=MINUTES" in d.message
+    )
 
 
 def test_cpus_per_gpu_over_the_cap(cfg) -> None:
@@ -183,7 +215,13 @@ def test_mem_per_gpu_over_the_cap(cfg) -> None:
 
 
 def test_caps_within_limits_pass(cfg) -> None:
-    d = run(cfg, tres_per_node="gres:gpu:1", cpus_per_tres="gres:gpu:4", mem_per_tres="gres:gpu:31744", time_limit=30)
+    d = run(
+        cfg,
+        tres_per_node="gres:gpu:1",
+        cpus_per_tres="gres:gpu:4",
+        mem_per_tres="gres:gpu:31744",
+        time_limit=30,
+    )
     assert d.accepted
 
 
@@ -193,7 +231,9 @@ def test_validate_off_accepts_what_it_would_refuse(cfg) -> None:
 
 # --- deadlines ---------------------------------------------------------------------------
 def test_feasible_deadline_is_tagged(cfg) -> None:
-    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment=f"dl:deadline={int(NOW) + 7200}")
+    d = run(
+        cfg, tres_per_node="gres:gpu:1", time_limit=60, comment=f"dl:deadline={int(NOW) + 7200}"
+    )
     assert d.accepted and parse_tag(d.changes["admin_comment"]).deadline == int(NOW) + 7200
 
 
@@ -220,19 +260,36 @@ def test_deadline_without_a_time_limit(cfg) -> None:
 
 
 def test_deadline_that_cannot_be_met_even_starting_now(cfg) -> None:
-    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=180, comment=f"dl:deadline={int(NOW) + 3600}")
+    d = run(
+        cfg, tres_per_node="gres:gpu:1", time_limit=180, comment=f"dl:deadline={int(NOW) + 3600}"
+    )
     assert not d.accepted and "runs past the deadline" in d.message and "Fix:" in d.message
 
 
 def test_deadline_too_far_ahead(cfg) -> None:
-    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment=f"dl:deadline={int(NOW) + 30 * 86400}")
+    d = run(
+        cfg,
+        tres_per_node="gres:gpu:1",
+        time_limit=60,
+        comment=f"dl:deadline={int(NOW) + 30 * 86400}",
+    )
     assert not d.accepted and "at most 7 days" in d.message
 
 
 def test_deadline_quota_per_user(cfg) -> None:
     ctx = FilterContext(now=NOW, user_deadline_jobs=4)
-    d = run(cfg, ctx, tres_per_node="gres:gpu:1", time_limit=60, comment=f"dl:deadline={int(NOW) + 7200}")
-    assert not d.accepted and "already has 4 deadline jobs" in d.message and d.code == "ESLURM_ACCOUNTING_POLICY"
+    d = run(
+        cfg,
+        ctx,
+        tres_per_node="gres:gpu:1",
+        time_limit=60,
+        comment=f"dl:deadline={int(NOW) + 7200}",
+    )
+    assert (
+        not d.accepted
+        and "already has 4 deadline jobs" in d.message
+        and d.code == "ESLURM_ACCOUNTING_POLICY"
+    )
 
 
 def test_unreadable_deadline(cfg) -> None:
@@ -246,37 +303,61 @@ def test_job_desc_deadline_field_is_used_too(cfg) -> None:
 
 
 def test_deadline_steps_are_tagged_as_shares_of_the_top_value(cfg) -> None:
-    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=4h=10,6h=5,10h=2")
+    d = run(
+        cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=4h=10,6h=5,10h=2"
+    )
     tag = parse_tag(d.changes["admin_comment"])
     assert d.accepted and tag.deadline is None
-    assert tag.soft_deadlines == ((int(NOW) + 4 * 3600, 1.0), (int(NOW) + 6 * 3600, 0.5), (int(NOW) + 36000, 0.2))
+    assert tag.soft_deadlines == (
+        (int(NOW) + 4 * 3600, 1.0),
+        (int(NOW) + 6 * 3600, 0.5),
+        (int(NOW) + 36000, 0.2),
+    )
 
 
 def test_declaring_larger_values_buys_nothing(cfg) -> None:
-    small = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=4h=1,6h=0.5")
-    large = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=4h=1000000,6h=500000")
-    assert parse_tag(small.changes["admin_comment"]).soft_deadlines == \
-        parse_tag(large.changes["admin_comment"]).soft_deadlines
+    small = run(
+        cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=4h=1,6h=0.5"
+    )
+    large = run(
+        cfg,
+        tres_per_node="gres:gpu:1",
+        time_limit=60,
+        comment="dl:deadline_steps=4h=1000000,6h=500000",
+    )
+    assert (
+        parse_tag(small.changes["admin_comment"]).soft_deadlines
+        == parse_tag(large.changes["admin_comment"]).soft_deadlines
+    )
 
 
 def test_deadline_steps_with_iso_and_unix_times(cfg) -> None:
-    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60,
-            comment=f"dl:deadline_steps=2027-01-15T12:00=3,{int(NOW) + 5 * 3600}=1")
-    assert parse_tag(d.changes["admin_comment"]).soft_deadlines == ((int(NOW) + 4 * 3600, 1.0),
-                                                                    (int(NOW) + 5 * 3600, 0.3333))
+    d = run(
+        cfg,
+        tres_per_node="gres:gpu:1",
+        time_limit=60,
+        comment=f"dl:deadline_steps=2027-01-15T12:00=3,{int(NOW) + 5 * 3600}=1",
+    )
+    assert parse_tag(d.changes["admin_comment"]).soft_deadlines == (
+        (int(NOW) + 4 * 3600, 1.0),
+        (int(NOW) + 5 * 3600, 0.3333),
+    )
 
 
-@pytest.mark.parametrize("steps, words", [
-    ("4h=10,6h=10", "values must fall"),
-    ("4h=5,6h=10", "values must fall"),
-    ("6h=10,4h=5", "times must increase"),
-    ("4h=10,4h=5", "times must increase"),
-    ("4h=0", "above 0"),
-    ("4h=10,6h=0", "above 0"),
-    ("4h", "'4h' is not WHEN=VALUE"),
-    ("soon=10", "cannot read the time 'soon'"),
-    (",".join(f"{h}h=" + str(20 - h) for h in range(1, 11)), "at most 8"),
-])
+@pytest.mark.parametrize(
+    "steps, words",
+    [
+        ("4h=10,6h=10", "values must fall"),
+        ("4h=5,6h=10", "values must fall"),
+        ("6h=10,4h=5", "times must increase"),
+        ("4h=10,4h=5", "times must increase"),
+        ("4h=0", "above 0"),
+        ("4h=10,6h=0", "above 0"),
+        ("4h", "'4h' is not WHEN=VALUE"),
+        ("soon=10", "cannot read the time 'soon'"),
+        (",".join(f"{h}h=" + str(20 - h) for h in range(1, 11)), "at most 8"),
+    ],
+)
 def test_bad_deadline_steps_are_refused_with_what_is_wrong(cfg, steps, words) -> None:
     d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment=f"dl:deadline_steps={steps}")
     assert not d.accepted and words in d.message and "Fix:" in d.message, d.message
@@ -284,23 +365,40 @@ def test_bad_deadline_steps_are_refused_with_what_is_wrong(cfg, steps, words) ->
 
 
 def test_deadline_steps_get_the_strict_deadline_caps(cfg) -> None:
-    far = run(cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=1d=10,30d=1")
-    assert not far.accepted and "at most 7 days" in far.message and "last deadline step" in far.message
-    late = run(cfg, tres_per_node="gres:gpu:1", time_limit=600, comment="dl:deadline_steps=2h=10,4h=1")
+    far = run(
+        cfg, tres_per_node="gres:gpu:1", time_limit=60, comment="dl:deadline_steps=1d=10,30d=1"
+    )
+    assert (
+        not far.accepted and "at most 7 days" in far.message and "last deadline step" in far.message
+    )
+    late = run(
+        cfg, tres_per_node="gres:gpu:1", time_limit=600, comment="dl:deadline_steps=2h=10,4h=1"
+    )
     assert not late.accepted and "runs past the deadline" in late.message
     no_limit = run(cfg, tres_per_node="gres:gpu:1", comment="dl:deadline_steps=2h=10")
     assert not no_limit.accepted and "needs an explicit time limit" in no_limit.message
-    quota = run(cfg, FilterContext(now=NOW, user_deadline_jobs=4), tres_per_node="gres:gpu:1", time_limit=60,
-                comment="dl:deadline_steps=2h=10")
+    quota = run(
+        cfg,
+        FilterContext(now=NOW, user_deadline_jobs=4),
+        tres_per_node="gres:gpu:1",
+        time_limit=60,
+        comment="dl:deadline_steps=2h=10",
+    )
     assert not quota.accepted and "already has 4 deadline jobs" in quota.message
     # an early step the time limit cannot make is kept: the policy aims at the first reachable one
-    some = run(cfg, tres_per_node="gres:gpu:1", time_limit=180, comment="dl:deadline_steps=2h=10,4h=1")
+    some = run(
+        cfg, tres_per_node="gres:gpu:1", time_limit=180, comment="dl:deadline_steps=2h=10,4h=1"
+    )
     assert some.accepted and len(parse_tag(some.changes["admin_comment"]).soft_deadlines) == 2
 
 
 def test_a_deadline_and_deadline_steps_together_are_refused(cfg) -> None:
-    d = run(cfg, tres_per_node="gres:gpu:1", time_limit=60,
-            comment=f"dl:deadline={int(NOW) + 7200};deadline_steps=4h=10")
+    d = run(
+        cfg,
+        tres_per_node="gres:gpu:1",
+        time_limit=60,
+        comment=f"dl:deadline={int(NOW) + 7200};deadline_steps=4h=10",
+    )
     assert not d.accepted and "not both" in d.message
 
 
@@ -330,7 +428,9 @@ def test_typed_gpus_keep_their_type(cfg) -> None:
 
 def test_uneven_count_is_left_spread_and_tagged(cfg) -> None:
     d = run(cfg, tres_per_job="gres:gpu:13")
-    assert "tres_per_node" not in d.changes and parse_tag(d.changes["admin_comment"]).shape == "spread"
+    assert (
+        "tres_per_node" not in d.changes and parse_tag(d.changes["admin_comment"]).shape == "spread"
+    )
     assert any("spread" in n for n in d.notices)
 
 
@@ -384,8 +484,10 @@ def test_steps_handler_is_tagged_for_a_signal_to_the_steps(cfg) -> None:
     [
         ({"comment": "dl:ckpt=maybe"}, "ignored dl:ckpt=maybe"),
         ({"comment": "dl:ckpt=1", "requeue": 0}, "asks --no-requeue"),
-        ({"comment": "dl:class=serve;ckpt=1", "time_limit": 30, "user_name": "root"},
-         "class serve is never checkpointed"),
+        (
+            {"comment": "dl:class=serve;ckpt=1", "time_limit": 30, "user_name": "root"},
+            "class serve is never checkpointed",
+        ),
     ],
 )
 def test_a_declaration_that_cannot_hold_is_refused_with_a_notice(cfg, fields, notice) -> None:

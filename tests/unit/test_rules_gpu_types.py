@@ -18,12 +18,22 @@ NOW = 1_800_000_000.0
 
 @pytest.fixture(scope="module")
 def mixed():
-    return load_config(REPO / "site-configs" / "testbed-mixed.toml")  # h100 x 16 (80 GB), v100 x 16 (32 GB)
+    return load_config(
+        REPO / "site-configs" / "testbed-mixed.toml"
+    )  # h100 x 16 (80 GB), v100 x 16 (32 GB)
 
 
 def run(cfg, **fields):
-    desc = {"user_name": "alice", "user_id": 1000, "time_limit": 60, "min_nodes": NO_VAL, "max_nodes": NO_VAL,
-            "requeue": NO_VAL16, "has_script": True, **fields}
+    desc = {
+        "user_name": "alice",
+        "user_id": 1000,
+        "time_limit": 60,
+        "min_nodes": NO_VAL,
+        "max_nodes": NO_VAL,
+        "requeue": NO_VAL16,
+        "has_script": True,
+        **fields,
+    }
     return decide(desc, cfg, FilterContext(now=NOW))
 
 
@@ -32,18 +42,21 @@ def types_of(d):
     return parse_tag(d.changes["admin_comment"]).gpu_types
 
 
-@pytest.mark.parametrize("fields, types", [
-    ({"tres_per_job": "gres:gpu:4"}, ("h100", "v100")),            # names no type: any that fits
-    ({"tres_per_job": "gres:gpu:v100:4"}, ("v100",)),              # names one: keeps it
-    ({"tres_per_node": "gres:gpu:h100:2"}, ("h100",)),
-    ({"tres_per_job": "gres:gpu:4", "features": "h100|v100"}, ("h100", "v100")),
-    ({"tres_per_job": "gres:gpu:4", "features": "[gpu_v100]&ib"}, ("v100",)),
-    ({"tres_per_job": "gres:gpu:4", "partition": "v100"}, ("v100",)),
-    ({"tres_per_job": "gres:gpu:4", "partition": "h100,v100"}, ("h100", "v100")),
-    ({"tres_per_job": "gres:gpu:4", "partition": "gpu"}, ("h100", "v100")),
-    ({"tres_per_job": "gres:gpu:4", "comment": "dl:gpu_mem=40G"}, ("h100",)),  # v100 has 32 GB
-    ({"tres_per_job": "gres:gpu:4", "comment": "dl:gpu_mem=16G"}, ("h100", "v100")),
-])
+@pytest.mark.parametrize(
+    "fields, types",
+    [
+        ({"tres_per_job": "gres:gpu:4"}, ("h100", "v100")),  # names no type: any that fits
+        ({"tres_per_job": "gres:gpu:v100:4"}, ("v100",)),  # names one: keeps it
+        ({"tres_per_node": "gres:gpu:h100:2"}, ("h100",)),
+        ({"tres_per_job": "gres:gpu:4", "features": "h100|v100"}, ("h100", "v100")),
+        ({"tres_per_job": "gres:gpu:4", "features": "[gpu_v100]&ib"}, ("v100",)),
+        ({"tres_per_job": "gres:gpu:4", "partition": "v100"}, ("v100",)),
+        ({"tres_per_job": "gres:gpu:4", "partition": "h100,v100"}, ("h100", "v100")),
+        ({"tres_per_job": "gres:gpu:4", "partition": "gpu"}, ("h100", "v100")),
+        ({"tres_per_job": "gres:gpu:4", "comment": "dl:gpu_mem=40G"}, ("h100",)),  # v100 has 32 GB
+        ({"tres_per_job": "gres:gpu:4", "comment": "dl:gpu_mem=16G"}, ("h100", "v100")),
+    ],
+)
 def test_accepted_types(mixed, fields, types) -> None:
     assert types_of(run(mixed, **fields)) == types
 
@@ -51,7 +64,10 @@ def test_accepted_types(mixed, fields, types) -> None:
 def test_a_job_no_type_fits_is_refused_with_why(mixed) -> None:
     d = run(mixed, tres_per_job="gres:gpu:4", partition="v100", comment="dl:gpu_mem=40G")
     assert not d.accepted and d.rule == "validate.gpu_types"
-    assert "v100: 32 GB per GPU, the job needs 40 GB" in d.message and "h100: not in partition v100" in d.message
+    assert (
+        "v100: 32 GB per GPU, the job needs 40 GB" in d.message
+        and "h100: not in partition v100" in d.message
+    )
 
 
 def test_a_single_type_site_records_no_types() -> None:
@@ -82,7 +98,9 @@ def test_dlsubmit_writes_the_types_a_job_accepts_and_the_filter_reads_them(mixed
 
 def test_a_job_accepting_several_types_starts_out_on_its_fastest(mixed) -> None:
     d = run(mixed, tres_per_job="gres:gpu:2")
-    assert d.changes["partition"] == "h100"  # h100 3.0x, v100 1.0x: the per-type partition is the lever
+    assert (
+        d.changes["partition"] == "h100"
+    )  # h100 3.0x, v100 1.0x: the per-type partition is the lever
     d = run(mixed, tres_per_job="gres:gpu:2", partition="gpu")
     assert d.changes["partition"] == "h100"
     d = run(mixed, tres_per_job="gres:gpu:v100:2")  # names a type: never steered

@@ -14,31 +14,62 @@ from slurm_dl.core.rules.request import JOB_DESC_FIELDS, NO_VAL, NO_VAL16
 from slurm_dl.core.tags import parse_tag
 
 CFG = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
-WRITABLE = {"admin_comment", "tres_per_node", "tres_per_job", "partition", "time_limit", "min_nodes",
-            "max_nodes", "req_switch", "wait4switch", "requeue"}
+WRITABLE = {
+    "admin_comment",
+    "tres_per_node",
+    "tres_per_job",
+    "partition",
+    "time_limit",
+    "min_nodes",
+    "max_nodes",
+    "req_switch",
+    "wait4switch",
+    "requeue",
+}
 
 gres = st.one_of(
     st.none(),
-    st.builds(lambda t, n: f"gres:gpu:{t}{n}", st.sampled_from(["", "h100:", "a100:", "nosuchgpu:"]), st.integers(0, 80)),
+    st.builds(
+        lambda t, n: f"gres:gpu:{t}{n}",
+        st.sampled_from(["", "h100:", "a100:", "nosuchgpu:"]),
+        st.integers(0, 80),
+    ),
     st.text(max_size=30),
 )
-numbers = st.one_of(st.integers(-5, 5000), st.sampled_from([NO_VAL, NO_VAL16, 2**32 - 1, 2**64]), st.floats())
-anything = st.one_of(st.none(), st.booleans(), numbers, st.text(max_size=40), st.lists(st.integers(), max_size=3))
+numbers = st.one_of(
+    st.integers(-5, 5000), st.sampled_from([NO_VAL, NO_VAL16, 2**32 - 1, 2**64]), st.floats()
+)
+anything = st.one_of(
+    st.none(), st.booleans(), numbers, st.text(max_size=40), st.lists(st.integers(), max_size=3)
+)
 comments = st.one_of(
     st.none(),
     st.text(max_size=60),
-    st.builds(lambda c, d: f"dl:class={c} dl:deadline={d}",
-              st.sampled_from(["train", "serve", "interactive", "sweep", "inference", "boss", ""]),
-              st.one_of(st.integers(0, 2 * 10**9).map(str), st.text(max_size=12))),
+    st.builds(
+        lambda c, d: f"dl:class={c} dl:deadline={d}",
+        st.sampled_from(["train", "serve", "interactive", "sweep", "inference", "boss", ""]),
+        st.one_of(st.integers(0, 2 * 10**9).map(str), st.text(max_size=12)),
+    ),
 )
 job_descs = st.fixed_dictionaries(
     {},
     optional={
-        "tres_per_job": gres, "tres_per_node": gres, "time_limit": numbers, "min_nodes": numbers,
-        "max_nodes": numbers, "comment": comments, "admin_comment": st.one_of(st.none(), st.text(max_size=40)),
-        "array_inx": st.one_of(st.none(), st.just("0-9")), "cpus_per_tres": gres, "mem_per_tres": gres,
-        "partition": st.one_of(st.none(), st.sampled_from(["gpu", "nope"])), "requeue": numbers,
-        "req_switch": numbers, "has_script": anything, "user_name": anything, "deadline": numbers,
+        "tres_per_job": gres,
+        "tres_per_node": gres,
+        "time_limit": numbers,
+        "min_nodes": numbers,
+        "max_nodes": numbers,
+        "comment": comments,
+        "admin_comment": st.one_of(st.none(), st.text(max_size=40)),
+        "array_inx": st.one_of(st.none(), st.just("0-9")),
+        "cpus_per_tres": gres,
+        "mem_per_tres": gres,
+        "partition": st.one_of(st.none(), st.sampled_from(["gpu", "nope"])),
+        "requeue": numbers,
+        "req_switch": numbers,
+        "has_script": anything,
+        "user_name": anything,
+        "deadline": numbers,
     },
 )
 
@@ -77,7 +108,11 @@ def test_non_object_descriptions_never_raise(desc) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(job_descs, st.integers(0, 10**15), st.sampled_from(["9999-12-31T23:59", "0001-01-01T00:00", "99999999999"]))
+@given(
+    job_descs,
+    st.integers(0, 10**15),
+    st.sampled_from(["9999-12-31T23:59", "0001-01-01T00:00", "99999999999"]),
+)
 def test_with_every_rule_switched_on_but_validation_tags_still_parse(desc, gpus, deadline) -> None:
     """Without validation nothing bounds the values, yet the tag written must stay parseable."""
     cfg = CFG.model_copy(update={"filter": CFG.filter.model_copy(update={"validate_jobs": False})})

@@ -19,8 +19,18 @@ def cfg():
 
 
 def run(cfg, **fields):
-    base = {"user_name": "alice", "user_id": 1000, "time_limit": NO_VAL, "min_nodes": NO_VAL, "max_nodes": NO_VAL,
-            "requeue": NO_VAL16, "req_switch": NO_VAL, "wait4switch": NO_VAL, "has_script": True, **fields}
+    base = {
+        "user_name": "alice",
+        "user_id": 1000,
+        "time_limit": NO_VAL,
+        "min_nodes": NO_VAL,
+        "max_nodes": NO_VAL,
+        "requeue": NO_VAL16,
+        "req_switch": NO_VAL,
+        "wait4switch": NO_VAL,
+        "has_script": True,
+        **fields,
+    }
     return decide(base, cfg, FilterContext(now=1_800_000_000.0))
 
 
@@ -45,4 +55,6 @@ def test_gpus_per_task_in_the_tres_form_counts() -> None:
     from slurm_dl.core.rules.request import parse_gpu_tres
 
     assert [(a.gpu_type, a.count) for a in parse_gpu_tres("gres/gpu=4")[0]] == [(None, 4)]
-    assert [(a.gpu_type, a.count) for a in parse_gpu_tres("cpu=2,gres/gpu:h100=2")[0]] == [("h100", 2)]
+    assert [(a.gpu_type, a.count) for a in parse_gpu_tres("cpu=2,gres/gpu:h100=2")[0]] == [
+        ("h100", 2)
+    ]

@@ -29,9 +29,20 @@ def mixed():
 
 
 def run(cfg, held=None, **fields):
-    base = {"user_name": "alice", "user_id": 1000, "time_limit": 30, "min_nodes": NO_VAL, "max_nodes": NO_VAL,
-            "requeue": NO_VAL16, "req_switch": NO_VAL, "wait4switch": NO_VAL, "has_script": False}
-    return decide({**base, **fields}, cfg, FilterContext(now=1_800_000_000.0, user_class_gpus=held or {}))
+    base = {
+        "user_name": "alice",
+        "user_id": 1000,
+        "time_limit": 30,
+        "min_nodes": NO_VAL,
+        "max_nodes": NO_VAL,
+        "requeue": NO_VAL16,
+        "req_switch": NO_VAL,
+        "wait4switch": NO_VAL,
+        "has_script": False,
+    }
+    return decide(
+        {**base, **fields}, cfg, FilterContext(now=1_800_000_000.0, user_class_gpus=held or {})
+    )
 
 
 def tag_of(d):
@@ -47,30 +58,47 @@ def test_fewer_shards_than_a_gpu_has_count_as_one_gpu_in_the_tag(cfg, k):
 
 
 def test_shards_on_two_nodes_count_as_two_gpus(cfg):
-    d = run(cfg, tres_per_node="gres/shard:3", min_nodes=2, max_nodes=2, comment="dl:class=inference")
+    d = run(
+        cfg, tres_per_node="gres/shard:3", min_nodes=2, max_nodes=2, comment="dl:class=inference"
+    )
     assert d.accepted and tag_of(d).gpus == 2
 
 
-@pytest.mark.parametrize("ask, words", [
-    ("gres:shard:8", "all the shards of one GPU"),
-    ("gres:shard:32", "more shards than one GPU's 8"),
-    ("gres:shard:99999", "more shards than one GPU's 8"),
-])
+@pytest.mark.parametrize(
+    "ask, words",
+    [
+        ("gres:shard:8", "all the shards of one GPU"),
+        ("gres:shard:32", "more shards than one GPU's 8"),
+        ("gres:shard:99999", "more shards than one GPU's 8"),
+    ],
+)
 def test_a_gpus_worth_of_shards_or_more_is_refused_with_the_whole_gpu_fix(cfg, ask, words):
     d = run(cfg, tres_per_node=ask)
     assert not d.accepted and d.rule == "validate.shards"
-    assert words in d.message and "a job's shards on a node come from one GPU, which has 8 here" in d.message
+    assert (
+        words in d.message
+        and "a job's shards on a node come from one GPU, which has 8 here" in d.message
+    )
     k = int(ask.rsplit(":", 1)[1])
     assert f"Fix: --gpus={-(-k // 8)} for whole GPUs, or at most 7 shards." in d.message
 
 
-@pytest.mark.parametrize("fields, words", [
-    (dict(tres_per_node="gres:shard:12345678901234"), "cannot read the GPU shard request 'shard:12345678901234'"),
-    (dict(tres_per_node="gres:shard:x:y:z"), "cannot read the GPU shard request"),
-    (dict(tres_per_job="gres:shard:2"), "GPU shards are asked per node"),
-    (dict(tres_per_node="gres:shard:2,gres:gpu:1"), "whole GPUs or for GPU shards, not both"),
-    (dict(tres_per_node="gres:shard:2", partition="cpu"), "no node offers GPU shards for this job"),
-])
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        (
+            dict(tres_per_node="gres:shard:12345678901234"),
+            "cannot read the GPU shard request 'shard:12345678901234'",
+        ),
+        (dict(tres_per_node="gres:shard:x:y:z"), "cannot read the GPU shard request"),
+        (dict(tres_per_job="gres:shard:2"), "GPU shards are asked per node"),
+        (dict(tres_per_node="gres:shard:2,gres:gpu:1"), "whole GPUs or for GPU shards, not both"),
+        (
+            dict(tres_per_node="gres:shard:2", partition="cpu"),
+            "no node offers GPU shards for this job",
+        ),
+    ],
+)
 def test_shard_requests_no_node_can_serve_are_refused(cfg, fields, words):
     d = run(cfg, **fields)
     assert not d.accepted and words in d.message, d.message
@@ -89,9 +117,17 @@ def test_shards_count_against_the_class_quota_at_submission(cfg):
     assert run(cfg, held={"interactive": 3}, tres_per_node="gres:shard:1").accepted
     # a fifth GPU's worth of interactive shards: refused with the quota (shards never run as train)
     d = run(cfg, held={"interactive": 4}, tres_per_node="gres:shard:1")
-    assert not d.accepted and "allows 4 GPU(s) per user at once; you hold 4 in live jobs and asked 1" in d.message
-    d = run(cfg, held={"interactive": 4}, tres_per_node="gres:shard:1", comment="dl:class=interactive")
-    assert not d.accepted and "allows 4 GPU(s) per user at once; you hold 4 in live jobs and asked 1" in d.message
+    assert (
+        not d.accepted
+        and "allows 4 GPU(s) per user at once; you hold 4 in live jobs and asked 1" in d.message
+    )
+    d = run(
+        cfg, held={"interactive": 4}, tres_per_node="gres:shard:1", comment="dl:class=interactive"
+    )
+    assert (
+        not d.accepted
+        and "allows 4 GPU(s) per user at once; you hold 4 in live jobs and asked 1" in d.message
+    )
 
 
 def test_a_shard_job_has_the_cpu_and_memory_caps_of_the_gpu_it_counts_as(cfg):
@@ -101,13 +137,19 @@ def test_a_shard_job_has_the_cpu_and_memory_caps_of_the_gpu_it_counts_as(cfg):
     assert not d.accepted and f"for 1 GPU(s); at most {cap} CPUs per GPU" in d.message
 
 
-@pytest.mark.parametrize("mem, words", [
-    ("500G", "dl:gpu_mem=500G needs more memory than any GPU here has (at most 80 GB, on h100)"),
-    ("0", "cannot read dl:gpu_mem='0'"),
-    ("0G", "cannot read dl:gpu_mem='0G'"),
-    ("1e400G", "cannot read dl:gpu_mem='1e400G'"),
-    ("", "cannot read dl:gpu_mem=''"),
-])
+@pytest.mark.parametrize(
+    "mem, words",
+    [
+        (
+            "500G",
+            "dl:gpu_mem=500G needs more memory than any GPU here has (at most 80 GB, on h100)",
+        ),
+        ("0", "cannot read dl:gpu_mem='0'"),
+        ("0G", "cannot read dl:gpu_mem='0G'"),
+        ("1e400G", "cannot read dl:gpu_mem='1e400G'"),
+        ("", "cannot read dl:gpu_mem=''"),
+    ],
+)
 def test_absurd_gpu_memory_needs_are_refused_not_read_as_one_shard(cfg, mem, words):
     d = run(cfg, tres_per_job="gres:gpu:1", comment=f"dl:class=inference;gpu_mem={mem}")
     assert not d.accepted and d.rule == "validate.gpu_mem" and words in d.message, d.message
@@ -123,12 +165,31 @@ def test_a_gpu_memory_need_within_the_largest_gpu_is_accepted(cfg, mixed):
 # --- the prioritizer and the filter's live counts --------------------------------------------
 
 
-def _job(jid, *, shards=1, nodes=None, state=JobState.RUNNING, tagged=1, job_class="interactive", gpus=0,
-         user="mallory"):
+def _job(
+    jid,
+    *,
+    shards=1,
+    nodes=None,
+    state=JobState.RUNNING,
+    tagged=1,
+    job_class="interactive",
+    gpus=0,
+    user="mallory",
+):
     text = f"sdl1:class={job_class};ckpt=0;gpus={tagged};shape=any"
-    return Job(job_id=jid, user=user, account="a", num_gpus=gpus, num_nodes=nodes, state=state, shards=shards,
-               time_limit=1800.0, submit_time=float(jid), start_time=100.0 if state is JobState.RUNNING else None,
-               admin_comment=text)
+    return Job(
+        job_id=jid,
+        user=user,
+        account="a",
+        num_gpus=gpus,
+        num_nodes=nodes,
+        state=state,
+        shards=shards,
+        time_limit=1800.0,
+        submit_time=float(jid),
+        start_time=100.0 if state is JobState.RUNNING else None,
+        admin_comment=text,
+    )
 
 
 def test_running_and_pending_shard_jobs_count_as_gpus_in_the_prioritizer():
@@ -142,15 +203,32 @@ def test_running_and_pending_shard_jobs_count_as_gpus_in_the_prioritizer():
     bypass = Job(job_id=3, user="u", shards=2, state=JobState.RUNNING, num_nodes=1)  # no tag at all
     apply_tags(bypass)
     assert bypass.num_gpus == 1
-    whole = Job(job_id=4, user="u", num_gpus=2, state=JobState.RUNNING, admin_comment="sdl1:class=train;ckpt=0;gpus=2;shape=any")
+    whole = Job(
+        job_id=4,
+        user="u",
+        num_gpus=2,
+        state=JobState.RUNNING,
+        admin_comment="sdl1:class=train;ckpt=0;gpus=2;shape=any",
+    )
     apply_tags(whole)
     assert whole.num_gpus == 2
 
 
 def test_eight_interactive_shard_jobs_and_four_gpus_are_held_to_the_class_quota(cfg):
     jobs = [_job(i) for i in range(1, 9)]
-    jobs.append(Job(job_id=9, user="mallory", account="a", num_gpus=4, state=JobState.RUNNING, time_limit=1800.0,
-                    submit_time=9.0, start_time=100.0, admin_comment="sdl1:class=interactive;ckpt=0;gpus=4;shape=1x4"))
+    jobs.append(
+        Job(
+            job_id=9,
+            user="mallory",
+            account="a",
+            num_gpus=4,
+            state=JobState.RUNNING,
+            time_limit=1800.0,
+            submit_time=9.0,
+            start_time=100.0,
+            admin_comment="sdl1:class=interactive;ckpt=0;gpus=4;shape=1x4",
+        )
+    )
     for j in jobs:
         apply_tags(j)
     demoted = class_demotions(jobs, cfg)
@@ -173,13 +251,21 @@ def test_the_ledger_charges_a_running_shard_job_and_plans_no_preemption_around_i
 
     config = load_config(REPO / "site-configs" / "testbed.toml")
     c = MemoryCluster()
-    j = c.add(1, 0, running_on="gpu01", shards=2, comment="",
-              admin_comment="sdl1:class=inference;ckpt=0;gpus=1;shape=any;shards=2:8")
+    j = c.add(
+        1,
+        0,
+        running_on="gpu01",
+        shards=2,
+        comment="",
+        admin_comment="sdl1:class=inference;ckpt=0;gpus=1;shape=any;shards=2:8",
+    )
     j.job_class = JobClass.INFERENCE
     c.add(2, 8, comment="dl:ckpt=1")  # a whole node waits: the shard job is no victim
     p = Prioritizer(config, c, Store("sqlite://"))
     p.run_cycle()
     c.now += 30
     p.run_cycle()
-    assert p.ledger.attained(1) == pytest.approx(30.0), "a shard job's GPU-time is charged as one GPU's"
+    assert p.ledger.attained(1) == pytest.approx(30.0), (
+        "a shard job's GPU-time is charged as one GPU's"
+    )
     assert not c.signals and not c.requeues

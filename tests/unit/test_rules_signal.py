@@ -35,7 +35,9 @@ export SUBMITIT_EXECUTOR=slurm
 srun --unbuffered --output /tmp/%j_%t_log.out python -u -m submitit.core._submit /tmp
 """
 LIGHTNING = "#!/bin/bash\n#SBATCH --signal=SIGUSR1@90\n#SBATCH --requeue\nsrun python train.py\n"
-BASH_TRAP = "#!/bin/bash\n#SBATCH --signal=B:USR2@45\ntrap 'save; exit 0' USR2\nsleep 100 & wait $!\n"
+BASH_TRAP = (
+    "#!/bin/bash\n#SBATCH --signal=B:USR2@45\ntrap 'save; exit 0' USR2\nsleep 100 & wait $!\n"
+)
 NO_TRAP = "#!/bin/bash\nsleep 100\n"
 
 
@@ -45,19 +47,34 @@ def cfg():
 
 
 def run(cfg, script: str | None, comment: str, **fields):
-    desc = {"user_name": "alice", "user_id": 1000, "time_limit": 60, "min_nodes": NO_VAL, "max_nodes": NO_VAL,
-            "requeue": NO_VAL16, "has_script": script is not None, "tres_per_node": "gres:gpu:1",
-            "comment": comment}
+    desc = {
+        "user_name": "alice",
+        "user_id": 1000,
+        "time_limit": 60,
+        "min_nodes": NO_VAL,
+        "max_nodes": NO_VAL,
+        "requeue": NO_VAL16,
+        "has_script": script is not None,
+        "tres_per_node": "gres:gpu:1",
+        "comment": comment,
+    }
     desc.update(fields)
     if script is not None:
         desc["script_head"] = script
     return decide(desc, cfg, FilterContext(now=NOW))
 
 
-@pytest.mark.parametrize("text, name, batch, lead", [
-    ("USR2@90", "USR2", False, 90), ("B:USR2@120", "USR2", True, 120), ("SIGUSR1@90", "USR1", False, 90),
-    ("12", "USR2", False, 60), ("RB:TERM@5", "TERM", True, 5), ("b:sigusr2@7", "USR2", True, 7),
-])
+@pytest.mark.parametrize(
+    "text, name, batch, lead",
+    [
+        ("USR2@90", "USR2", False, 90),
+        ("B:USR2@120", "USR2", True, 120),
+        ("SIGUSR1@90", "USR1", False, 90),
+        ("12", "USR2", False, 60),
+        ("RB:TERM@5", "TERM", True, 5),
+        ("b:sigusr2@7", "USR2", True, 7),
+    ],
+)
 def test_signal_values_read_as_sbatch_reads_them(text, name, batch, lead) -> None:
     d = parse_signal(text)
     assert (d.name, d.batch, d.lead_s) == (name, batch, lead)
@@ -69,20 +86,29 @@ def test_signal_values_sbatch_refuses_are_none(text) -> None:
 
 
 def test_directives_stop_at_the_first_command_and_at_hetjob() -> None:
-    script = "#!/bin/sh\n#SBATCH -t 5 # a note\n\n# text\n#SBATCH --signal USR2@30\n#SBATCH hetjob\n" \
-             "#SBATCH --signal=B:USR1@9\necho\n#SBATCH --signal=TERM\n"
+    script = (
+        "#!/bin/sh\n#SBATCH -t 5 # a note\n\n# text\n#SBATCH --signal USR2@30\n#SBATCH hetjob\n"
+        "#SBATCH --signal=B:USR1@9\necho\n#SBATCH --signal=TERM\n"
+    )
     assert directives(script) == ["-t", "5", "--signal", "USR2@30"]
     assert declared_signal(script).text() == "USR2@30"
     assert declared_signal(SUBMITIT).text() == "USR2@90" and declared_signal(NO_TRAP) is None
 
 
-@pytest.mark.parametrize("script, trapped", [
-    (BASH_TRAP, {"USR2"}), (NO_TRAP, set()), ("trap -- 'a b' SIGINT 12\n", {"INT", "USR2"}),
-    ("trap 'kill -USR2 $p' TERM\n", {"TERM"}), ("trap -p\n", set()),
-    ("import signal\nsignal.signal(signal.SIGUSR2, handler)\n", {"USR2"}),
-    ("  trap dl_on_usr2 USR2\n", {"USR2"}), ("# trap x USR2\n", set()),
-    ("trap 'exit 0' USR2; sleep 60 TERM\n", {"USR2"}),
-])
+@pytest.mark.parametrize(
+    "script, trapped",
+    [
+        (BASH_TRAP, {"USR2"}),
+        (NO_TRAP, set()),
+        ("trap -- 'a b' SIGINT 12\n", {"INT", "USR2"}),
+        ("trap 'kill -USR2 $p' TERM\n", {"TERM"}),
+        ("trap -p\n", set()),
+        ("import signal\nsignal.signal(signal.SIGUSR2, handler)\n", {"USR2"}),
+        ("  trap dl_on_usr2 USR2\n", {"USR2"}),
+        ("# trap x USR2\n", set()),
+        ("trap 'exit 0' USR2; sleep 60 TERM\n", {"USR2"}),
+    ],
+)
 def test_trapped_signals(script, trapped) -> None:
     assert trapped_signals(script) == frozenset(trapped)
 
@@ -92,7 +118,12 @@ def test_submitit_with_dl_ckpt_1_gets_its_signal_in_its_steps(cfg) -> None:
     without a handler, and the job died: its own --signal=USR2@90 says the steps."""
     d = run(cfg, SUBMITIT, "dl:ckpt=1", requeue=1)
     tag = parse_tag(d.changes["admin_comment"])
-    assert tag.checkpointable and tag.signal_target == "steps" and tag.signal == "USR2" and tag.lead_s == 90
+    assert (
+        tag.checkpointable
+        and tag.signal_target == "steps"
+        and tag.signal == "USR2"
+        and tag.lead_s == 90
+    )
     assert any("goes to the job's steps" in n and "--signal=USR2@90" in n for n in d.notices)
     d = run(cfg, SUBMITIT, "dl:ckpt=steps", requeue=1)
     assert parse_tag(d.changes["admin_comment"]).signal_target == "steps" and not d.notices
@@ -105,7 +136,12 @@ def test_lightnings_sigusr1_is_the_signal_it_gets(cfg) -> None:
 
 def test_a_batch_trap_with_its_own_lead_time(cfg) -> None:
     tag = parse_tag(run(cfg, BASH_TRAP, "dl:ckpt=1").changes["admin_comment"])
-    assert tag.checkpointable and tag.signal_target == "batch" and tag.signal == "USR2" and tag.lead_s == 45
+    assert (
+        tag.checkpointable
+        and tag.signal_target == "batch"
+        and tag.signal == "USR2"
+        and tag.lead_s == 45
+    )
 
 
 def test_a_batch_shell_without_a_trap_is_never_a_victim(cfg) -> None:
@@ -119,9 +155,13 @@ def test_a_batch_shell_without_a_trap_is_never_a_victim(cfg) -> None:
 
 
 def test_without_a_script_or_a_declaration_nothing_changes(cfg) -> None:
-    tag = parse_tag(run(cfg, None, "dl:ckpt=1", has_script=True).changes["admin_comment"])  # an older shim
+    tag = parse_tag(
+        run(cfg, None, "dl:ckpt=1", has_script=True).changes["admin_comment"]
+    )  # an older shim
     assert tag.checkpointable and tag.signal is None and tag.lead_s is None
-    tag = parse_tag(run(cfg, BASH_TRAP, "").changes["admin_comment"])  # no opt-in: no signal recorded
+    tag = parse_tag(
+        run(cfg, BASH_TRAP, "").changes["admin_comment"]
+    )  # no opt-in: no signal recorded
     assert not tag.checkpointable and tag.signal is None
 
 
@@ -139,6 +179,10 @@ def test_a_signal_for_the_steps_of_a_script_without_steps_reaches_nothing(cfg) -
     d = run(cfg, no_srun, "dl:ckpt=steps", requeue=1)
     assert d.accepted and not parse_tag(d.changes["admin_comment"]).checkpointable
     assert any("starts no srun step" in n for n in d.notices)
-    assert parse_tag(run(cfg, SUBMITIT, "dl:ckpt=steps", requeue=1).changes["admin_comment"]).checkpointable
-    mpi = "#!/bin/bash\n#SBATCH --signal=USR2@60\nmodule load x # srun in a comment\nmpirun ./a.out\n"
+    assert parse_tag(
+        run(cfg, SUBMITIT, "dl:ckpt=steps", requeue=1).changes["admin_comment"]
+    ).checkpointable
+    mpi = (
+        "#!/bin/bash\n#SBATCH --signal=USR2@60\nmodule load x # srun in a comment\nmpirun ./a.out\n"
+    )
     assert parse_tag(run(cfg, mpi, "dl:ckpt=steps").changes["admin_comment"]).checkpointable

@@ -21,13 +21,18 @@ def test_a_shard_job_joins_a_shared_gpu_rather_than_open_a_whole_one() -> None:
     # gpu01: 4 whole GPUs free; gpu02: GPU 1 has 5 of 8 shards in use (4 free by Slurm's count)
     out = choose_shard_nodes(waiting(2), nodes({"gpu01": 4, "gpu02": 4}), SPG, {"gpu02": {1: 5}})
     assert out[1].node == "gpu02" and out[1].joins_shared
-    assert out[1].why == "joins GPU 1 of gpu02, already shared (5 of 8 shards in use): whole GPUs stay free"
+    assert (
+        out[1].why
+        == "joins GPU 1 of gpu02, already shared (5 of 8 shards in use): whole GPUs stay free"
+    )
 
 
 def test_the_tightest_shared_gpu_is_filled_first() -> None:
     used = {"gpu01": {0: 2}, "gpu02": {3: 6}}
     out = choose_shard_nodes(waiting(2, 2), nodes({"gpu01": 4, "gpu02": 4}), SPG, used)
-    assert (out[1].node, out[2].node) == ("gpu02", "gpu01"), "gpu02's GPU is then full; the next goes to gpu01's"
+    assert (out[1].node, out[2].node) == ("gpu02", "gpu01"), (
+        "gpu02's GPU is then full; the next goes to gpu01's"
+    )
 
 
 def test_a_job_too_big_for_any_shared_gpu_opens_one_on_the_node_with_fewest_whole_gpus() -> None:
@@ -40,7 +45,9 @@ def test_a_job_too_big_for_any_shared_gpu_opens_one_on_the_node_with_fewest_whol
 def test_jobs_of_one_cycle_pack_onto_the_gpu_the_first_opened() -> None:
     out = choose_shard_nodes(waiting(3, 3, 2, 1), nodes({"gpu01": 2, "gpu02": 4}), SPG, {})
     assert [out[j].node for j in (1, 2, 3, 4)] == ["gpu01"] * 4
-    assert [out[j].joins_shared for j in (1, 2, 3, 4)] == [False, True, True, False], "3+3+2 fill one GPU"
+    assert [out[j].joins_shared for j in (1, 2, 3, 4)] == [False, True, True, False], (
+        "3+3+2 fill one GPU"
+    )
 
 
 def test_whole_gpu_jobs_nodes_without_shards_and_full_nodes_are_left_alone() -> None:
@@ -77,8 +84,11 @@ def test_the_daemon_pins_a_waiting_shard_job_once_and_lets_it_go_when_no_node_ha
 
     config = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
     group = config.node_groups[0]
-    config = config.model_copy(update={"sharing": SharingConfig(groups=[SharingGroup(node_group=group.name,
-                                                                                     shards_per_gpu=8)])})
+    config = config.model_copy(
+        update={
+            "sharing": SharingConfig(groups=[SharingGroup(node_group=group.name, shards_per_gpu=8)])
+        }
+    )
     st = ShardSteering(config)
     first, second = group.node_names[:2]
     backend = PinningBackend([GpuAllocation(7, "u", second, (2,), 3)])
@@ -86,7 +96,9 @@ def test_the_daemon_pins_a_waiting_shard_job_once_and_lets_it_go_when_no_node_ha
     snap = ClusterSnapshot(taken_at=0.0, jobs=[job], nodes=nodes({first: 8, second: 8}, gpus=8))
     changed, errors = st.step(backend, snap, [job])
     assert errors == [] and changed[9].node == second and backend.updates == [(9, second)]
-    assert st.step(backend, snap, [job]) == ({}, []) and backend.updates == [(9, second)], "pinned once"
+    assert st.step(backend, snap, [job]) == ({}, []) and backend.updates == [(9, second)], (
+        "pinned once"
+    )
     full = ClusterSnapshot(taken_at=0.0, jobs=[job], nodes=nodes({first: 0, second: 0}, gpus=8))
     backend.allocs = []
     st.step(backend, full, [job])

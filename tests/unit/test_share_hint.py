@@ -26,9 +26,20 @@ GIB = 1 << 30
 GPU = 80 * GIB
 
 
-def run(job_id: int, util: float = 5.0, mem_gib: float = 3.0, *, user: str = "ann", name: str = "nb", gpus: int = 1,
-        shared: bool = False, samples: int = 10) -> RunUse:
-    return RunUse(job_id, user, name, gpus, shared, int(mem_gib * GIB), util, samples, float(job_id))
+def run(
+    job_id: int,
+    util: float = 5.0,
+    mem_gib: float = 3.0,
+    *,
+    user: str = "ann",
+    name: str = "nb",
+    gpus: int = 1,
+    shared: bool = False,
+    samples: int = 10,
+) -> RunUse:
+    return RunUse(
+        job_id, user, name, gpus, shared, int(mem_gib * GIB), util, samples, float(job_id)
+    )
 
 
 def hint(history, user="ann", name="nb", runs=3):
@@ -46,8 +57,10 @@ def test_a_small_run_is_one_whole_gpu_barely_used() -> None:
 
 def test_the_last_runs_of_the_same_user_and_name_decide() -> None:
     three = [run(1), run(2, util=12.0), run(3, mem_gib=6.5)]
-    assert hint(three) == ("its last 3 runs used at most 12% of their GPU and 6.5 GiB: a GPU shard would do "
-                           "(dlsubmit --share)")
+    assert hint(three) == (
+        "its last 3 runs used at most 12% of their GPU and 6.5 GiB: a GPU shard would do "
+        "(dlsubmit --share)"
+    )
     assert hint(three[:2]) is None, "two runs are not yet a habit"
     assert hint([*three, run(4, util=90.0)]) is None, "the latest run used its GPU"
     assert hint([run(0, util=90.0), *three]) is not None, "an older busy run is past"
@@ -64,15 +77,22 @@ def test_a_run_record_survives_its_row_and_a_foreign_row_is_ignored() -> None:
 
 def agent_writes(directory: Path, now: float, jobs: list[int]) -> None:
     """gpu01's agent: each job on its own whole GPU at 5% with 3 GiB."""
-    samples = [GpuSample("gpu01", i, i, 5.0, 3 * GIB, 80 * GIB, 80.0, (100 + i,), now) for i in range(len(jobs))]
+    samples = [
+        GpuSample("gpu01", i, i, 5.0, 3 * GIB, 80 * GIB, 80.0, (100 + i,), now)
+        for i in range(len(jobs))
+    ]
     allocs = [GpuAllocation(j, "u", "gpu01", (i,)) for i, j in enumerate(jobs)]
     write_atomically(directory / "gpu01.prom", exposition.render(attribute(samples, allocs)))
 
 
 def test_the_prioritizer_remembers_small_runs_and_hints_the_next_one(tmp_path: Path) -> None:
     config = load_config(ROOT / "site-configs" / "testbed.toml")
-    t = config.telemetry.model_copy(update={"exposition_dir": str(tmp_path / "agents"), "idle_minutes": 600.0})
-    sharing = SharingConfig(groups=[SharingGroup(node_group=config.node_groups[0].name, shards_per_gpu=8)])
+    t = config.telemetry.model_copy(
+        update={"exposition_dir": str(tmp_path / "agents"), "idle_minutes": 600.0}
+    )
+    sharing = SharingConfig(
+        groups=[SharingGroup(node_group=config.node_groups[0].name, shards_per_gpu=8)]
+    )
     config = config.model_copy(update={"telemetry": t, "sharing": sharing})
     c = CancellingCluster()
     store = Store(f"sqlite:///{tmp_path / 'prio.db'}")
@@ -83,7 +103,9 @@ def test_the_prioritizer_remembers_small_runs_and_hints_the_next_one(tmp_path: P
             agent_writes(tmp_path / "agents", c.now, [job_id])
             p.run_cycle()
             c.now += 60
-            if n == 1 and minute == 1:  # the daemon restarts while job 2 runs: its summary comes from the store
+            if (
+                n == 1 and minute == 1
+            ):  # the daemon restarts while job 2 runs: its summary comes from the store
                 p = Prioritizer(config, c, Store(store.url))
         del c.jobs[job_id]  # it ended: the next cycle records its use
     p.run_cycle()
@@ -97,14 +119,23 @@ def test_the_prioritizer_remembers_small_runs_and_hints_the_next_one(tmp_path: P
         p.run_cycle()
         c.now += 60
     entry = store.explanation(4)["gpu_utilisation"]
-    assert entry["share_hint"].startswith("its last 3 runs used at most 5% of their GPU and 3.0 GiB")
-    assert any(line.startswith("  GPU share tip: its last 3 runs") for line in utilisation_lines(entry))
-    assert "share_hint" not in store.explanation(5)["gpu_utilisation"], "another name has no history"
+    assert entry["share_hint"].startswith(
+        "its last 3 runs used at most 5% of their GPU and 3.0 GiB"
+    )
+    assert any(
+        line.startswith("  GPU share tip: its last 3 runs") for line in utilisation_lines(entry)
+    )
+    assert "share_hint" not in store.explanation(5)["gpu_utilisation"], (
+        "another name has no history"
+    )
     assert [j for j, _ in c.comments] == [4], "one note, once"
     assert share_tip(c.jobs[4].comment) == entry["share_hint"]
     assert [d.kind for d in store.decisions(4)].count("share-hint") == 1
     [row] = describe_jobs([c.jobs[4]], 4)
-    assert "  tip:         its last 3 runs used at most 5% of their GPU and 3.0 GiB: a GPU" in detail_lines(row)
+    assert (
+        "  tip:         its last 3 runs used at most 5% of their GPU and 3.0 GiB: a GPU"
+        in detail_lines(row)
+    )
     assert status_table([row])[-1].strip() == "tip: a GPU shard would do (dlsubmit --share)"
 
 
@@ -119,4 +150,6 @@ def test_the_daemon_remembers_a_bounded_history(monkeypatch) -> None:
     assert len(w.runs[("ann", "nb")]) == iw.RUNS_KEPT and w.runs[("ann", "nb")][-1].job_id == 149
     for name in ("a", "b", "c"):
         w._remember(run(200, name=name))
-    assert list(w.runs) == [("ann", "a"), ("ann", "b"), ("ann", "c")], "the oldest name forgotten first"
+    assert list(w.runs) == [("ann", "a"), ("ann", "b"), ("ann", "c")], (
+        "the oldest name forgotten first"
+    )

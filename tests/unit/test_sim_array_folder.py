@@ -15,7 +15,14 @@ import pytest
 
 from slurm_dl.core.errors import SlurmDLError
 from slurm_dl.slurm import sim_array
-from slurm_dl.slurm.sim_array import KEY_ENV, WorkFolder, run_array_task, sign, unsafe_parent, verified
+from slurm_dl.slurm.sim_array import (
+    KEY_ENV,
+    WorkFolder,
+    run_array_task,
+    sign,
+    unsafe_parent,
+    verified,
+)
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make files of another user")
@@ -38,7 +45,10 @@ def _mode(path: Path) -> int:
 def test_the_folder_is_fresh_private_and_unguessable(tmp_path):
     a, b = WorkFolder.create(tmp_path), WorkFolder.create(tmp_path)
     assert a.path != b.path and a.path.parent == tmp_path.resolve()
-    assert a.path.name.startswith("slurm-dl-whatif-") and len(a.path.name) >= len("slurm-dl-whatif-") + 8
+    assert (
+        a.path.name.startswith("slurm-dl-whatif-")
+        and len(a.path.name) >= len("slurm-dl-whatif-") + 8
+    )
     assert _mode(a.path) == 0o700 and os.lstat(a.path).st_uid == os.geteuid()
     f = a.write_private("inputs.pickle", b"x")
     assert _mode(f) == 0o600
@@ -152,8 +162,23 @@ def test_simulate_via_slurm_from_a_group_writable_directory_submits_nothing(tmp_
     monkeypatch.chdir(group)
     submitted = []
     monkeypatch.setattr(sim_array, "run_array", lambda *a, **kw: submitted.append(a))
-    out = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--format", "csv", "--nodes", "1",
-                                   "--gpus-per-node", "2", "--policy", "fifo", "--via-slurm"])
+    out = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(trace),
+            "--format",
+            "csv",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "2",
+            "--policy",
+            "fifo",
+            "--via-slurm",
+        ],
+    )
     assert out.exit_code != 0 and not submitted
     assert "the work folder cannot go in" in out.output and "writable by its group" in out.output
     assert "Traceback" not in out.output and not list(group.iterdir())

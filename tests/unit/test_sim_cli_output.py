@@ -15,7 +15,8 @@ from slurm_dl.cli.simulate_cmd import finite
 from slurm_dl.sim.whatif.progress import Progress
 
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(
-    f"{i},{1 + i % 2},{i * 30},{200 + 37 * i},{'ab'[i % 2]}\n" for i in range(30))
+    f"{i},{1 + i % 2},{i * 30},{200 + 37 * i},{'ab'[i % 2]}\n" for i in range(30)
+)
 
 
 def _trace(tmp_path: Path) -> Path:
@@ -25,8 +26,22 @@ def _trace(tmp_path: Path) -> Path:
 
 
 def test_no_fairness_shows_dashes_and_nulls_never_numbers(tmp_path):
-    args = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", "--nodes", "1", "--gpus-per-node", "2",
-            "--policy", "fifo", "--policy", "las", "--no-fairness"]
+    args = [
+        "simulate",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--format",
+        "csv",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "2",
+        "--policy",
+        "fifo",
+        "--policy",
+        "las",
+        "--no-fairness",
+    ]
     out = CliRunner().invoke(app, args + ["--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
@@ -55,8 +70,26 @@ def test_interrupt_keeps_the_finished_policies(tmp_path, monkeypatch):
         return real(*a, **kw)
 
     monkeypatch.setattr(sim, "run_replay", flaky)
-    args = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", "--nodes", "1", "--gpus-per-node", "2",
-            "--policy", "fifo", "--policy", "las", "--policy", "sjf", "--json", "--plot", str(tmp_path / "plots")]
+    args = [
+        "simulate",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--format",
+        "csv",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "2",
+        "--policy",
+        "fifo",
+        "--policy",
+        "las",
+        "--policy",
+        "sjf",
+        "--json",
+        "--plot",
+        str(tmp_path / "plots"),
+    ]
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 130
     doc = json.loads(out.stdout.strip().splitlines()[-1])
@@ -106,8 +139,17 @@ def test_cluster_from_slurm_reads_the_nodes_through_the_backend(tmp_path, monkey
             return [Partition("gpu", ("g1", "g2"))]
 
     monkeypatch.setattr(slurm, "get_backend", lambda *a, **k: Fake())
-    args = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", "--cluster-from-slurm",
-            "--policy", "fifo", "--json"]
+    args = [
+        "simulate",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--format",
+        "csv",
+        "--cluster-from-slurm",
+        "--policy",
+        "fifo",
+        "--json",
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["policies"]["fifo"]["total_gpus"] == 8

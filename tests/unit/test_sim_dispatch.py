@@ -18,11 +18,25 @@ from slurm_dl.sim.engine.state import Dispatch, PreemptionCost
 
 def job(i, gpus, submit, duration, start=None):
     tags = {"recorded_start": repr(float(start))} if start is not None else {}
-    return Job(job_id=i, account="a", user="a", num_gpus=gpus, submit_time=submit, duration=duration, tags=tags)
+    return Job(
+        job_id=i,
+        account="a",
+        user="a",
+        num_gpus=gpus,
+        submit_time=submit,
+        duration=duration,
+        tags=tags,
+    )
 
 
 def starts(jobs, dispatch=None, policy="fifo", per_node=4):
-    r = run_cluster(jobs, ClusterSpec("c", 1, per_node), make_ranker(policy), PreemptionCost(0.0), dispatch=dispatch)
+    r = run_cluster(
+        jobs,
+        ClusterSpec("c", 1, per_node),
+        make_ranker(policy),
+        PreemptionCost(0.0),
+        dispatch=dispatch,
+    )
     return {sj.job.job_id: (sj.first_start, sj.end_time) for sj in r.jobs}
 
 
@@ -54,7 +68,9 @@ def test_pass_period_starts_jobs_on_the_pass_grid_only():
 
 
 @pytest.mark.parametrize("policy", ["las", "gittins"])
-def test_a_job_that_arrives_between_passes_starts_at_the_next_pass_under_a_preemptive_policy(policy):
+def test_a_job_that_arrives_between_passes_starts_at_the_next_pass_under_a_preemptive_policy(
+    policy,
+):
     # t=10: a pass that changes nothing (the 8-GPU job cannot start beside job 1); job 3
     # arrives at 12, off the pass grid: the pass at 20 must start it although nothing but
     # the clock happened at 20
@@ -81,8 +97,12 @@ def test_gaps_measure_the_time_from_gpus_free_to_the_start():
     # 4 GPUs. Job 1 ends at 10; job 2 (4 GPUs, waiting since 1) starts at 12: gap 2.
     # Job 3 (2 GPUs) submitted at 30 on an idle cluster: did not wait for GPUs, no gap.
     # Job 4 (4 GPUs, waiting since 31) behind job 3 (ends 40) starts at 43: gap 3.
-    jobs = [job(1, 4, 0, 10, start=0), job(2, 4, 1, 10, start=12), job(3, 2, 30, 10, start=30),
-            job(4, 4, 31, 5, start=43)]
+    jobs = [
+        job(1, 4, 0, 10, start=0),
+        job(2, 4, 1, 10, start=12),
+        job(3, 2, 30, 10, start=30),
+        job(4, 4, 31, 5, start=43),
+    ]
     assert sorted(dispatch_gaps(jobs, 4)) == [2.0, 3.0]
     est = estimate_dispatch(jobs, 4)
     assert est.median_gap_s == 2.5 and est.gaps == 2
@@ -122,24 +142,61 @@ def test_replaying_with_the_estimate_gives_back_the_recorded_starts():
 
 def _history(tmp_path):
     def rec(jid, submit, start, end):
-        return {"job_id": jid, "name": "j", "user": "u", "account": "phys", "partition": "gpu",
-                "state": {"current": "COMPLETED"},
-                "time": {"submission": submit, "start": start, "end": end, "elapsed": end - start, "limit": 2},
-                "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 4}]}, "steps": []}
+        return {
+            "job_id": jid,
+            "name": "j",
+            "user": "u",
+            "account": "phys",
+            "partition": "gpu",
+            "state": {"current": "COMPLETED"},
+            "time": {
+                "submission": submit,
+                "start": start,
+                "end": end,
+                "elapsed": end - start,
+                "limit": 2,
+            },
+            "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 4}]},
+            "steps": [],
+        }
+
     p = tmp_path / "h.json"
-    p.write_text(json.dumps({"jobs": [rec(1, 1000, 1000, 1010), rec(2, 1001, 1012, 1022), rec(3, 1002, 1024, 1034)]}))
+    p.write_text(
+        json.dumps(
+            {"jobs": [rec(1, 1000, 1000, 1010), rec(2, 1001, 1012, 1022), rec(3, 1002, 1024, 1034)]}
+        )
+    )
     return p
 
 
 def test_cli_dispatch_auto_reports_the_estimate(tmp_path):
     p = _history(tmp_path)
-    args = ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1", "--gpus-per-node", "4",
-            "--policy", "fifo", "--no-fairness", "--quiet"]
+    args = [
+        "simulate",
+        "--trace",
+        str(p),
+        "--format",
+        "sacct-json",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "4",
+        "--policy",
+        "fifo",
+        "--no-fairness",
+        "--quiet",
+    ]
     r = CliRunner().invoke(app, [*args, "--dispatch", "auto", "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["dispatch"] == {"source": "history", "release_s": 2.0, "pass_s": 0.0, "starts_measured": 2,
-                               "median_gap_s": 2.0, "p90_gap_s": 2.0}
+    assert doc["dispatch"] == {
+        "source": "history",
+        "release_s": 2.0,
+        "pass_s": 0.0,
+        "starts_measured": 2,
+        "median_gap_s": 2.0,
+        "p90_gap_s": 2.0,
+    }
     plain = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
     assert "dispatch" not in plain
     # the replay with the measured gap waits as Slurm did (0, 11, 22 s), the plain one less
@@ -149,11 +206,32 @@ def test_cli_dispatch_auto_reports_the_estimate(tmp_path):
     assert r.exit_code == 0 and "median 2 s" in r.output and "every 2 s" in r.output, r.output
 
 
-@pytest.mark.parametrize("value,msg", [("soon", "--dispatch: got 'soon'"), ("-1", "--dispatch: got '-1'"),
-                                       ("1:x", "--dispatch: got '1:x'")])
+@pytest.mark.parametrize(
+    "value,msg",
+    [
+        ("soon", "--dispatch: got 'soon'"),
+        ("-1", "--dispatch: got '-1'"),
+        ("1:x", "--dispatch: got '1:x'"),
+    ],
+)
 def test_cli_dispatch_bad_values_are_one_error_line(tmp_path, value, msg):
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(_history(tmp_path)), "--format", "sacct-json",
-                                 "--nodes", "1", "--gpus-per-node", "4", "--dispatch", value, "--quiet"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(_history(tmp_path)),
+            "--format",
+            "sacct-json",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "4",
+            "--dispatch",
+            value,
+            "--quiet",
+        ],
+    )
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert r.exit_code != 0 and lines[-1].startswith("error: ") and msg in lines[-1], r.output
 
@@ -161,25 +239,80 @@ def test_cli_dispatch_bad_values_are_one_error_line(tmp_path, value, msg):
 def test_cli_dispatch_auto_needs_a_history(tmp_path):
     p = tmp_path / "t.csv"
     p.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,10,1,10,a\n")
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(p), "--format", "philly", "--nodes", "1",
-                                 "--dispatch", "auto", "--quiet"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(p),
+            "--format",
+            "philly",
+            "--nodes",
+            "1",
+            "--dispatch",
+            "auto",
+            "--quiet",
+        ],
+    )
     assert r.exit_code != 0 and "needs a history" in r.output, r.output
 
 
 def test_cli_slurm_backfill_places_in_the_policy_order_without_preempting(tmp_path):
     def rec(jid, submit, start, end, gpus, limit_min):
-        return {"job_id": jid, "name": "j", "user": "u", "account": "phys", "partition": "gpu",
-                "state": {"current": "COMPLETED"},
-                "time": {"submission": submit, "start": start, "end": end, "elapsed": end - start, "limit": limit_min},
-                "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": gpus}]}, "steps": []}
+        return {
+            "job_id": jid,
+            "name": "j",
+            "user": "u",
+            "account": "phys",
+            "partition": "gpu",
+            "state": {"current": "COMPLETED"},
+            "time": {
+                "submission": submit,
+                "start": start,
+                "end": end,
+                "elapsed": end - start,
+                "limit": limit_min,
+            },
+            "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": gpus}]},
+            "steps": [],
+        }
+
     # 4 GPUs: job 1 (3 GPUs, 100 s, limit 10 min), job 2 (4 GPUs) behind it, job 3 (1 GPU, 10 s,
     # limit 1 min) fits in the free GPU before job 1's limit: Slurm's backfill starts it at once
     p = tmp_path / "h.json"
-    p.write_text(json.dumps({"jobs": [rec(1, 1000, 1000, 1100, 3, 10), rec(2, 1001, 1100, 1110, 4, 10),
-                                      rec(3, 1002, 1002, 1012, 1, 1)]}))
-    args = ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1", "--gpus-per-node", "4",
-            "--policy", "fifo", "--policy", "las", "--las-thresholds", "5", "--no-fairness", "--quiet", "--json",
-            "--opt-in", "all"]  # no filter tags in these records: without it nobody opted in to preemption
+    p.write_text(
+        json.dumps(
+            {
+                "jobs": [
+                    rec(1, 1000, 1000, 1100, 3, 10),
+                    rec(2, 1001, 1100, 1110, 4, 10),
+                    rec(3, 1002, 1002, 1012, 1, 1),
+                ]
+            }
+        )
+    )
+    args = [
+        "simulate",
+        "--trace",
+        str(p),
+        "--format",
+        "sacct-json",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "4",
+        "--policy",
+        "fifo",
+        "--policy",
+        "las",
+        "--las-thresholds",
+        "5",
+        "--no-fairness",
+        "--quiet",
+        "--json",
+        "--opt-in",
+        "all",
+    ]  # no filter tags in these records: without it nobody opted in to preemption
     plain = json.loads(CliRunner().invoke(app, args).stdout)
     r = CliRunner().invoke(app, [*args, "--slurm-backfill"])
     assert r.exit_code == 0, r.output

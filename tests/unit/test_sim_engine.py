@@ -12,7 +12,14 @@ from slurm_dl.sim.engine.state import PreemptionCost
 
 
 def job(i: int, gpus: int, submit: float, duration: float, account: str = "a") -> Job:
-    return Job(job_id=i, account=account, user=account, num_gpus=gpus, submit_time=submit, duration=duration)
+    return Job(
+        job_id=i,
+        account=account,
+        user=account,
+        num_gpus=gpus,
+        submit_time=submit,
+        duration=duration,
+    )
 
 
 def run(jobs, policy, nodes=1, per_node=8, cost=PreemptionCost(0.0), ranker=None):
@@ -68,7 +75,10 @@ def test_srtf_pending_first_on_ties():
     [
         (PreemptionCost.parse("helios"), 117),  # 1 GPU: 7 s
         (PreemptionCost.parse("60"), 170),
-        (PreemptionCost(0.0, checkpoint_interval_s=30), 130),  # 50 s run, 20 s since the checkpoint lost
+        (
+            PreemptionCost(0.0, checkpoint_interval_s=30),
+            130,
+        ),  # 50 s run, 20 s since the checkpoint lost
     ],
 )
 def test_preemption_cost_is_added_to_remaining_work(cost, a_end):
@@ -81,7 +91,13 @@ def test_preemption_cost_is_added_to_remaining_work(cost, a_end):
 
 def test_helios_cost_by_gpu_count():
     c = PreemptionCost.parse("helios")
-    assert (c.restart(1), c.restart(2), c.restart(8), c.restart(9), c.restart(64)) == (7, 30, 30, 60, 60)
+    assert (c.restart(1), c.restart(2), c.restart(8), c.restart(9), c.restart(64)) == (
+        7,
+        30,
+        30,
+        60,
+        60,
+    )
     with pytest.raises(ValueError, match="helios"):
         PreemptionCost.parse("soon")
 
@@ -139,14 +155,37 @@ def test_the_engine_copies_every_field_of_a_job_and_leaves_the_trace_alone() -> 
     from slurm_dl.core.model import Job, JobState
     from slurm_dl.sim.engine.state import SimJob
 
-    job = Job(7, user="u", account="a", name="n", num_gpus=4, gpus_per_node=4, num_nodes=1,
-              submit_time=5.0, time_limit=60.0, deadline=90.0, soft_deadlines=((1.0, 2.0),),
-              tags={"k": "v"}, duration=30.0, comment="c", qos="q", restarts=3,
-              state=JobState.RUNNING, attained_gpu_s=9.0)
+    job = Job(
+        7,
+        user="u",
+        account="a",
+        name="n",
+        num_gpus=4,
+        gpus_per_node=4,
+        num_nodes=1,
+        submit_time=5.0,
+        time_limit=60.0,
+        deadline=90.0,
+        soft_deadlines=((1.0, 2.0),),
+        tags={"k": "v"},
+        duration=30.0,
+        comment="c",
+        qos="q",
+        restarts=3,
+        state=JobState.RUNNING,
+        attained_gpu_s=9.0,
+    )
     sj = SimJob(0, job)
     assert sj.job is not job
     for f in dataclasses.fields(Job):
-        if f.name not in ("state", "start_time", "attained_gpu_s", "executed_s", "restarts", "duration"):
+        if f.name not in (
+            "state",
+            "start_time",
+            "attained_gpu_s",
+            "executed_s",
+            "restarts",
+            "duration",
+        ):
             assert getattr(sj.job, f.name) == getattr(job, f.name), f.name
     # the engine's copy starts afresh; the trace's job is untouched
     assert (sj.job.state, sj.job.attained_gpu_s, sj.job.restarts) == (JobState.PENDING, 0.0, 0)

@@ -34,10 +34,20 @@ def random_jobs(seed: int, n: int = 120) -> list[Job]:
         t += rng.choice((0.0, 0.0, 5.0, 30.0, 120.0))  # bursts: several jobs at one instant
         dur = float(rng.choice((10, 60, 300, 900, 4000))) + rng.randint(0, 50)
         deadline = t + dur * rng.uniform(1.0, 4.0) if rng.random() < 0.15 else None
-        out.append(Job(job_id=i, user=f"u{i % 7}", account=f"a{rng.randint(0, 4)}", name=f"n{i % 3}",
-                       num_gpus=rng.choice((0, 1, 1, 1, 2, 3, 4, 8, 12, 16)), submit_time=t, duration=dur,
-                       time_limit=dur * 2, deadline=deadline,
-                       job_class=JobClass.INTERACTIVE if rng.random() < 0.05 else JobClass.TRAIN))
+        out.append(
+            Job(
+                job_id=i,
+                user=f"u{i % 7}",
+                account=f"a{rng.randint(0, 4)}",
+                name=f"n{i % 3}",
+                num_gpus=rng.choice((0, 1, 1, 1, 2, 3, 4, 8, 12, 16)),
+                submit_time=t,
+                duration=dur,
+                time_limit=dur * 2,
+                deadline=deadline,
+                job_class=JobClass.INTERACTIVE if rng.random() < 0.05 else JobClass.TRAIN,
+            )
+        )
     return out
 
 
@@ -45,8 +55,15 @@ def schedule(result) -> list[list]:
     return [[sj.first_start, sj.end_time, sj.preemptions] for sj in result.jobs]
 
 
-CASES = [("combined", None), ("combined", "university-small.toml"), ("fairshare-queue", None), ("las", None),
-         ("deadline-las", None), ("fairshare", None), ("fairshare", "university-small.toml")]
+CASES = [
+    ("combined", None),
+    ("combined", "university-small.toml"),
+    ("fairshare-queue", None),
+    ("las", None),
+    ("deadline-las", None),
+    ("fairshare", None),
+    ("fairshare", "university-small.toml"),
+]
 
 
 def replay(seed: int, name: str, cfg_name: str | None) -> list[list]:
@@ -55,7 +72,9 @@ def replay(seed: int, name: str, cfg_name: str | None) -> list[list]:
     if name in ("las", "deadline-las") and cfg is None:
         kw = {"las_thresholds": [200.0, 2000.0]}
     ranker = make_ranker(name, config=cfg, total_gpus=16, **kw)
-    return schedule(run_cluster(random_jobs(seed), ClusterSpec("c", 2, 8), ranker, PreemptionCost(None)))
+    return schedule(
+        run_cluster(random_jobs(seed), ClusterSpec("c", 2, 8), ranker, PreemptionCost(None))
+    )
 
 
 @pytest.mark.parametrize("name,cfg_name", CASES)
@@ -88,7 +107,9 @@ def test_gittins_with_a_prior_off_the_grid_finishes(monkeypatch):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    assert len(result) == 120 and all(end is None or end >= start for start, end, _ in result if start is not None)
+    assert len(result) == 120 and all(
+        end is None or end >= start for start, end, _ in result if start is not None
+    )
 
 
 @pytest.mark.parametrize("name", ["las", "gittins", "deadline-las"])
@@ -98,10 +119,22 @@ def test_passes_left_out_after_key_changes_alone_change_no_schedule(name, pass_s
     staying where it falls among the waiting jobs; the reference path passes at every event."""
     from slurm_dl.sim.engine.state import Dispatch
 
-    kw = {"prior": [50.0, 500.0, 5000.0, 20000.0]} if name == "gittins" else {"las_thresholds": [200.0, 2000.0]}
+    kw = (
+        {"prior": [50.0, 500.0, 5000.0, 20000.0]}
+        if name == "gittins"
+        else {"las_thresholds": [200.0, 2000.0]}
+    )
     for seed in range(4):
-        runs = [run_cluster(random_jobs(seed), ClusterSpec("c", 2, 8), make_ranker(name, total_gpus=16, **kw),
-                            PreemptionCost(None), fast=fast, dispatch=Dispatch(pass_s=pass_s))
-                for fast in (True, False)]
+        runs = [
+            run_cluster(
+                random_jobs(seed),
+                ClusterSpec("c", 2, 8),
+                make_ranker(name, total_gpus=16, **kw),
+                PreemptionCost(None),
+                fast=fast,
+                dispatch=Dispatch(pass_s=pass_s),
+            )
+            for fast in (True, False)
+        ]
         assert schedule(runs[0]) == schedule(runs[1]), f"seed {seed}"
         assert runs[0].preemptions == runs[1].preemptions

@@ -45,21 +45,50 @@ def synthetic_trace(n: int = 400, seed: int = 7) -> list[Job]:
         user, acct = rng.choice(users)
         dur = round(rng.lognormvariate(6.5, 1.6), 1) + 1.0
         limit = round(dur * rng.uniform(1.0, 3.0)) if rng.random() < 0.8 else None
-        deadline = t + limit * rng.uniform(1.2, 6.0) if limit is not None and rng.random() < 0.15 else None
-        cls = rng.choices([JobClass.TRAIN, JobClass.INTERACTIVE, JobClass.SERVE], [0.9, 0.07, 0.03])[0]
-        jobs.append(Job(job_id=i, user=user, account=acct, name=rng.choice(names).format(rng.randint(1, 30)),
-                        num_gpus=rng.choice(widths), submit_time=round(t, 1), duration=dur,
-                        time_limit=limit, deadline=deadline, job_class=cls))
+        deadline = (
+            t + limit * rng.uniform(1.2, 6.0) if limit is not None and rng.random() < 0.15 else None
+        )
+        cls = rng.choices(
+            [JobClass.TRAIN, JobClass.INTERACTIVE, JobClass.SERVE], [0.9, 0.07, 0.03]
+        )[0]
+        jobs.append(
+            Job(
+                job_id=i,
+                user=user,
+                account=acct,
+                name=rng.choice(names).format(rng.randint(1, 30)),
+                num_gpus=rng.choice(widths),
+                submit_time=round(t, 1),
+                duration=dur,
+                time_limit=limit,
+                deadline=deadline,
+                job_class=cls,
+            )
+        )
     return jobs
 
 
-def outcome(jobs: list[Job], name: str, setup: SimSetup, prior: list[float] | None = None, **options) -> dict:
-    summary, results = simulate(jobs, lambda: make_ranker(name, prior=prior or [], total_gpus=setup.nodes
-                                                          * setup.gpus_per_node, **options), setup)
-    per_job = sorted((sj.job.job_id, sj.first_start, sj.end_time, sj.preemptions)
-                     for r in results for sj in r.jobs)
-    return {"avg_jct_s": summary["avg_jct_s"], "preemptions": summary["preemptions"],
-            "max_rho": summary.get("max_rho"), "jobs": [list(x) for x in per_job]}
+def outcome(
+    jobs: list[Job], name: str, setup: SimSetup, prior: list[float] | None = None, **options
+) -> dict:
+    summary, results = simulate(
+        jobs,
+        lambda: make_ranker(
+            name, prior=prior or [], total_gpus=setup.nodes * setup.gpus_per_node, **options
+        ),
+        setup,
+    )
+    per_job = sorted(
+        (sj.job.job_id, sj.first_start, sj.end_time, sj.preemptions)
+        for r in results
+        for sj in r.jobs
+    )
+    return {
+        "avg_jct_s": summary["avg_jct_s"],
+        "preemptions": summary["preemptions"],
+        "max_rho": summary.get("max_rho"),
+        "jobs": [list(x) for x in per_job],
+    }
 
 
 def check(path: Path, got: dict) -> None:
@@ -69,9 +98,13 @@ def check(path: Path, got: dict) -> None:
         return
     want = json.loads(path.read_text(encoding="utf-8"))
     diff = [(w, g) for w, g in zip(want["jobs"], got["jobs"]) if w != g]
-    assert not diff, f"{len(diff)} jobs differ from {path.name}; first: want {diff[0][0]}, got {diff[0][1]}"
+    assert not diff, (
+        f"{len(diff)} jobs differ from {path.name}; first: want {diff[0][0]}, got {diff[0][1]}"
+    )
     assert len(want["jobs"]) == len(got["jobs"])
-    assert {k: v for k, v in want.items() if k != "jobs"} == {k: v for k, v in got.items() if k != "jobs"}
+    assert {k: v for k, v in want.items() if k != "jobs"} == {
+        k: v for k, v in got.items() if k != "jobs"
+    }
 
 
 @pytest.mark.parametrize("name", POLICIES)
@@ -83,7 +116,10 @@ def test_synthetic_replay_matches_golden(name):
 @pytest.mark.parametrize("name", ("las", "deadline-las"))
 def test_synthetic_replay_with_starvation_guard_matches_golden(name):
     setup = SimSetup(gpus_per_node=8, nodes=3, cost=PreemptionCost(None), fairness=False)
-    check(GOLDEN / f"synthetic-{name}-starvation.json", outcome(synthetic_trace(), name, setup, starvation=2.0))
+    check(
+        GOLDEN / f"synthetic-{name}-starvation.json",
+        outcome(synthetic_trace(), name, setup, starvation=2.0),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +144,9 @@ def test_config_without_preemption_is_replayed_without_preemptions(name):
     from slurm_dl.sim.ranking.ranker import replay_discipline
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
-    off = cfg.model_copy(update={"preemption": cfg.preemption.model_copy(update={"enabled": False})})
+    off = cfg.model_copy(
+        update={"preemption": cfg.preemption.model_copy(update={"enabled": False})}
+    )
     setup = SimSetup(gpus_per_node=8, nodes=3, cost=PreemptionCost(30.0), fairness=False)
     jobs = synthetic_trace(120)
     runs = {}
@@ -117,5 +155,10 @@ def test_config_without_preemption_is_replayed_without_preemptions(name):
         runs[label] = (summary, [sj for r in results for sj in r.jobs])
     assert runs["on"][0]["preemptions"] > 0
     assert runs["off"][0]["preemptions"] == 0 and all(sj.preemptions == 0 for sj in runs["off"][1])
-    assert len(runs["off"][1]) == len(jobs) and all(sj.end_time is not None for sj in runs["off"][1])
-    assert replay_discipline("preemptive", off) == "backfill" and replay_discipline("lease", cfg) == "lease"
+    assert len(runs["off"][1]) == len(jobs) and all(
+        sj.end_time is not None for sj in runs["off"][1]
+    )
+    assert (
+        replay_discipline("preemptive", off) == "backfill"
+        and replay_discipline("lease", cfg) == "lease"
+    )

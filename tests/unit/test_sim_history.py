@@ -10,53 +10,111 @@ from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
 from slurm_dl.core.errors import TraceError
-from slurm_dl.sim.workloads.history import gpus_from_tres, read_helios, read_sacct_json, read_sacct_text
+from slurm_dl.sim.workloads.history import (
+    gpus_from_tres,
+    read_helios,
+    read_sacct_json,
+    read_sacct_text,
+)
 from slurm_dl.sim.workloads.traces import read_history
 
 
-def _job_2205(jid, state="COMPLETED", submit=1000, start=1010, end=1110, gpus=2, account="phys", **kw):
-    return {"job_id": jid, "account": account, "user": "ann", "partition": "gpu", "name": "train",
-            "state": {"current": state, "reason": "None"},
-            "time": {"submission": submit, "start": start, "end": end, "elapsed": max(0, end - start) if start else 0,
-                     "limit": 60},
-            "tres": {"allocated": [{"type": "cpu", "count": 4}, {"type": "gres", "name": "gpu", "count": gpus}]
-                     if start else [],
-                     "requested": [{"type": "gres", "name": "gpu", "count": gpus}]},
-            "steps": [{"step": {"name": "batch"}}, {"step": {"name": "extern"}}],
-            "array": {"job_id": 0, "task_id": None}, **kw}
+def _job_2205(
+    jid, state="COMPLETED", submit=1000, start=1010, end=1110, gpus=2, account="phys", **kw
+):
+    return {
+        "job_id": jid,
+        "account": account,
+        "user": "ann",
+        "partition": "gpu",
+        "name": "train",
+        "state": {"current": state, "reason": "None"},
+        "time": {
+            "submission": submit,
+            "start": start,
+            "end": end,
+            "elapsed": max(0, end - start) if start else 0,
+            "limit": 60,
+        },
+        "tres": {
+            "allocated": [
+                {"type": "cpu", "count": 4},
+                {"type": "gres", "name": "gpu", "count": gpus},
+            ]
+            if start
+            else [],
+            "requested": [{"type": "gres", "name": "gpu", "count": gpus}],
+        },
+        "steps": [{"step": {"name": "batch"}}, {"step": {"name": "extern"}}],
+        "array": {"job_id": 0, "task_id": None},
+        **kw,
+    }
 
 
 def _num(v):
     return {"set": v is not None, "infinite": False, "number": v or 0}
 
 
-def _job_new(jid, state="COMPLETED", submit=1000, start=1010, end=1110, gpus=2, account="bio", task=None):
-    return {"job_id": jid, "account": account, "user": "bob", "partition": "gpu", "name": "x",
-            "state": {"current": [state], "reason": "None"},
-            "time": {"submission": submit, "start": start, "end": end, "elapsed": end - start if start else 0,
-                     "limit": _num(30)},
-            "tres": {"allocated": [{"type": "gres", "name": "gpu:a100", "count": gpus}], "requested": []},
-            "steps": [], "array": {"job_id": 40 if task is not None else 0, "task_id": _num(task)}}
+def _job_new(
+    jid, state="COMPLETED", submit=1000, start=1010, end=1110, gpus=2, account="bio", task=None
+):
+    return {
+        "job_id": jid,
+        "account": account,
+        "user": "bob",
+        "partition": "gpu",
+        "name": "x",
+        "state": {"current": [state], "reason": "None"},
+        "time": {
+            "submission": submit,
+            "start": start,
+            "end": end,
+            "elapsed": end - start if start else 0,
+            "limit": _num(30),
+        },
+        "tres": {
+            "allocated": [{"type": "gres", "name": "gpu:a100", "count": gpus}],
+            "requested": [],
+        },
+        "steps": [],
+        "array": {"job_id": 40 if task is not None else 0, "task_id": _num(task)},
+    }
 
 
 def test_sacct_json_2205_layout_folds_steps_and_counts_not_started():
-    doc = {"jobs": [_job_2205(1), _job_2205(2, gpus=4, account="chem"),
-                    _job_2205(3, state="CANCELLED", start=0, end=1200),
-                    _job_2205(4, state="PENDING", start=0, end=0),
-                    _job_2205(5, gpus=0)]}
+    doc = {
+        "jobs": [
+            _job_2205(1),
+            _job_2205(2, gpus=4, account="chem"),
+            _job_2205(3, state="CANCELLED", start=0, end=1200),
+            _job_2205(4, state="PENDING", start=0, end=0),
+            _job_2205(5, gpus=0),
+        ]
+    }
     jobs, st = read_sacct_json(json.dumps(doc), "h.json")
     assert [j.job_id for j in jobs] == [1, 2]
     assert jobs[1].num_gpus == 4 and jobs[1].account == "chem" and jobs[0].duration == 100.0
     assert jobs[0].time_limit == 3600.0 and float(jobs[0].tags["recorded_start"]) == 1010.0
-    assert (st.records, st.not_started, st.unfinished, st.cpu_only_dropped, st.steps_folded) == (5, 1, 1, 1, 10)
+    assert (st.records, st.not_started, st.unfinished, st.cpu_only_dropped, st.steps_folded) == (
+        5,
+        1,
+        1,
+        1,
+        10,
+    )
     kept, st2 = read_sacct_json(json.dumps(doc), "h.json", keep_cpu=True)
     assert len(kept) == 3 and st2.cpu_only_dropped == 0
 
 
 def test_sacct_json_newer_layout_arrays_requeues_and_gpu_type():
-    doc = {"jobs": [_job_new(41, task=0), _job_new(42, task=1),
-                    _job_new(50, start=1010, end=1050, state="REQUEUED"), _job_new(50, submit=1050, start=1100,
-                                                                                    end=1160)]}
+    doc = {
+        "jobs": [
+            _job_new(41, task=0),
+            _job_new(42, task=1),
+            _job_new(50, start=1010, end=1050, state="REQUEUED"),
+            _job_new(50, submit=1050, start=1100, end=1160),
+        ]
+    }
     jobs, st = read_sacct_json(json.dumps(doc), "h.json", group="partition")
     assert [j.job_id for j in jobs] == [41, 42, 50]
     assert st.array_tasks == 2 and st.requeue_records_merged == 1
@@ -88,15 +146,28 @@ SACCT_P = """JobID|JobIDRaw|User|Account|Partition|JobName|State|Submit|Start|En
 
 def test_sacct_text_steps_arrays_time_zones():
     jobs, st = read_sacct_text(SACCT_P, "h.txt")
-    assert [j.tags["slurm_job_id"] for j in jobs] == ["9", "7"]  # 8_1 submitted at 22:00 UTC the day before
+    assert [j.tags["slurm_job_id"] for j in jobs] == [
+        "9",
+        "7",
+    ]  # 8_1 submitted at 22:00 UTC the day before
     j7 = next(j for j in jobs if j.job_id == 7)
-    assert j7.num_gpus == 2 and j7.gpu_type == "v100" and j7.duration == 60.0 and j7.time_limit == 3600.0
-    assert st.steps_folded == 2 and st.not_started == 1 and st.unfinished == 1 and st.array_tasks == 1
+    assert (
+        j7.num_gpus == 2
+        and j7.gpu_type == "v100"
+        and j7.duration == 60.0
+        and j7.time_limit == 3600.0
+    )
+    assert (
+        st.steps_folded == 2 and st.not_started == 1 and st.unfinished == 1 and st.array_tasks == 1
+    )
 
 
 def test_sacct_text_bad_line_names_line_and_field():
-    bad = SACCT_P.replace("2024-01-01T00:00:10|2024-01-01T00:01:10|00:01:00|01:00:00",
-                          "2024-01-01T00:00:10|2024-13-01T00:01:10|00:01:00|01:00:00", 1)
+    bad = SACCT_P.replace(
+        "2024-01-01T00:00:10|2024-01-01T00:01:10|00:01:00|01:00:00",
+        "2024-01-01T00:00:10|2024-13-01T00:01:10|00:01:00|01:00:00",
+        1,
+    )
     with pytest.raises(TraceError, match=r"h.txt:2: field 'End'"):
         read_sacct_text(bad, "h.txt")
     jobs, st = read_sacct_text(bad, "h.txt", skip_bad=True)
@@ -113,7 +184,10 @@ a4,u3,vcB,j,2,4,1,FAILED,2020-04-01 00:03:00,2020-04-01 00:03:00,2020-04-01 00:0
 
 def test_helios_csv():
     jobs, st = read_helios(HELIOS, "h.csv")
-    assert [(j.account, j.num_gpus, j.duration) for j in jobs] == [("vcA", 8, 3600.0), ("vcB", 2, 120.0)]
+    assert [(j.account, j.num_gpus, j.duration) for j in jobs] == [
+        ("vcA", 8, 3600.0),
+        ("vcB", 2, 120.0),
+    ]
     assert st.not_started == 1 and st.cpu_only_dropped == 1
     with pytest.raises(TraceError, match=r"h.csv:3: field 'gpu_num'"):
         read_helios(HELIOS.replace(",1,4,1,CANCELLED", ",inf,4,1,CANCELLED"), "h.csv")
@@ -125,14 +199,17 @@ def test_gpus_from_tres():
     assert gpus_from_tres("cpu=4,mem=1G") == (0, None)
 
 
-@pytest.mark.parametrize("content,fmt,msg", [
-    (b"", "sacct-json", "the file is empty"),
-    (b"   \n", "csv", "the file is empty"),
-    (b"job_id,num_gpus\n1,\xff\xfe\n", "csv", "not UTF-8 text"),
-    (b"{\"jobs\": [", "sacct-json", "not sacct --json output"),
-    (b"submit_time,duration,num_gpus\n0,nan,1\n", "csv", "not a finite number"),
-    (b"submit_time,duration,num_gpus\ninf,10,1\n", "csv", "not a time"),
-])
+@pytest.mark.parametrize(
+    "content,fmt,msg",
+    [
+        (b"", "sacct-json", "the file is empty"),
+        (b"   \n", "csv", "the file is empty"),
+        (b"job_id,num_gpus\n1,\xff\xfe\n", "csv", "not UTF-8 text"),
+        (b'{"jobs": [', "sacct-json", "not sacct --json output"),
+        (b"submit_time,duration,num_gpus\n0,nan,1\n", "csv", "not a finite number"),
+        (b"submit_time,duration,num_gpus\ninf,10,1\n", "csv", "not a time"),
+    ],
+)
 def test_bad_files_give_one_error_line(tmp_path, content, fmt, msg):
     p = tmp_path / "t"
     p.write_bytes(content)
@@ -144,12 +221,41 @@ def test_bad_files_give_one_error_line(tmp_path, content, fmt, msg):
 
 
 def test_simulate_reads_sacct_json_and_reports_counts(tmp_path):
-    doc = {"jobs": [_job_2205(i, submit=1000 + 10 * i, start=1000 + 10 * i, end=1100 + 10 * i, gpus=1 + i % 2,
-                              account="ab"[i % 2]) for i in range(1, 9)] + [_job_2205(99, state="CANCELLED", start=0)]}
+    doc = {
+        "jobs": [
+            _job_2205(
+                i,
+                submit=1000 + 10 * i,
+                start=1000 + 10 * i,
+                end=1100 + 10 * i,
+                gpus=1 + i % 2,
+                account="ab"[i % 2],
+            )
+            for i in range(1, 9)
+        ]
+        + [_job_2205(99, state="CANCELLED", start=0)]
+    }
     p = tmp_path / "h.json"
     p.write_text(json.dumps(doc))
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1",
-                                 "--gpus-per-node", "4", "--policy", "fifo", "--policy", "fairshare", "--json"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(p),
+            "--format",
+            "sacct-json",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "4",
+            "--policy",
+            "fifo",
+            "--policy",
+            "fairshare",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["import"]["jobs"] == 8 and out["import"]["not_started"] == 1
@@ -161,10 +267,16 @@ def test_the_filters_tag_says_who_opted_in_to_preemption():
     """The admin comment holds the filter's tag: its class, deadline and ``ckpt`` come into the
     replay; a job without a tag did not pass the filter and may not be preempted."""
     tag = "sdl1:class=train;ckpt=1;gpus=2;shape=any;deadline=5000"
-    doc = {"jobs": [_job_2205(1, comment={"administrator": tag, "job": "", "system": ""}),
-                    _job_2205(2, comment={"administrator": "sdl1:class=interactive;ckpt=0;gpus=2;shape=any"}),
-                    _job_2205(3, comment={"administrator": "sdl1:class=train;ckpt=1"}),  # not a whole tag
-                    _job_2205(4)]}
+    doc = {
+        "jobs": [
+            _job_2205(1, comment={"administrator": tag, "job": "", "system": ""}),
+            _job_2205(
+                2, comment={"administrator": "sdl1:class=interactive;ckpt=0;gpus=2;shape=any"}
+            ),
+            _job_2205(3, comment={"administrator": "sdl1:class=train;ckpt=1"}),  # not a whole tag
+            _job_2205(4),
+        ]
+    }
     jobs, st = read_sacct_json(json.dumps(doc), "h.json")
     by = {j.job_id: j for j in jobs}
     assert by[1].checkpointable and by[1].requeue and by[1].deadline == 5000.0
@@ -172,7 +284,9 @@ def test_the_filters_tag_says_who_opted_in_to_preemption():
     assert not by[3].checkpointable and not by[4].checkpointable
     assert (st.tagged, st.opted_in) == (2, 1) and "1 opted in to preemption" in st.describe()
     header, *rows = SACCT_P.splitlines()
-    text = "\n".join([header + "|AdminComment"] + [r + ("|" + tag if r.startswith("7|") else "|") for r in rows])
+    text = "\n".join(
+        [header + "|AdminComment"] + [r + ("|" + tag if r.startswith("7|") else "|") for r in rows]
+    )
     jobs, st = read_sacct_text(text, "h.txt")
     assert {j.tags["slurm_job_id"]: j.checkpointable for j in jobs} == {"7": True, "9": False}
     jobs, st = read_sacct_text(SACCT_P, "h.txt")  # an export without the field: nothing recorded
@@ -180,11 +294,31 @@ def test_the_filters_tag_says_who_opted_in_to_preemption():
 
 
 def test_simulate_opt_in_choices(tmp_path):
-    doc = {"jobs": [_job_2205(i, submit=1000 + i, start=1000 + i, end=5000 + 10 * i, gpus=4) for i in range(1, 5)]}
+    doc = {
+        "jobs": [
+            _job_2205(i, submit=1000 + i, start=1000 + i, end=5000 + 10 * i, gpus=4)
+            for i in range(1, 5)
+        ]
+    }
     p = tmp_path / "h.json"
     p.write_text(json.dumps(doc))
-    base = ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1", "--gpus-per-node", "4",
-            "--policy", "las", "--las-thresholds", "100", "--no-fairness", "--json"]
+    base = [
+        "simulate",
+        "--trace",
+        str(p),
+        "--format",
+        "sacct-json",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "4",
+        "--policy",
+        "las",
+        "--las-thresholds",
+        "100",
+        "--no-fairness",
+        "--json",
+    ]
     runs = {}
     for choice in ("recorded", "all", "none"):
         r = CliRunner().invoke(app, base + ["--opt-in", choice])
@@ -196,7 +330,9 @@ def test_simulate_opt_in_choices(tmp_path):
     # a bad choice is refused before the trace is read: a missing trace is not the error shown
     missing = [a if a != str(p) else str(tmp_path / "absent.json") for a in base]
     r = CliRunner().invoke(app, missing + ["--opt-in", "some"])
-    assert r.exit_code != 0 and r.output.strip().splitlines()[-1].startswith("error: --opt-in"), r.output
+    assert r.exit_code != 0 and r.output.strip().splitlines()[-1].startswith("error: --opt-in"), (
+        r.output
+    )
 
 
 def test_simulate_sets_the_recorded_figures_beside_the_replay(tmp_path):
@@ -204,13 +340,35 @@ def test_simulate_sets_the_recorded_figures_beside_the_replay(tmp_path):
     makespan) and how far each replay started its jobs from their recorded starts, in units
     that fit a short history."""
     # 1 GPU each on 2 GPUs: jobs 1, 2 start at once, 3 waits for 1 (ends 1100), 4 for 2 (1110)
-    doc = {"jobs": [_job_2205(i, submit=1000 + 5 * i, start=max(1000 + 5 * i, 1000 + 100 * ((i - 1) // 2)),
-                              end=max(1000 + 5 * i, 1000 + 100 * ((i - 1) // 2)) + 100, gpus=1, account="a")
-                    for i in range(1, 5)]}
+    doc = {
+        "jobs": [
+            _job_2205(
+                i,
+                submit=1000 + 5 * i,
+                start=max(1000 + 5 * i, 1000 + 100 * ((i - 1) // 2)),
+                end=max(1000 + 5 * i, 1000 + 100 * ((i - 1) // 2)) + 100,
+                gpus=1,
+                account="a",
+            )
+            for i in range(1, 5)
+        ]
+    }
     p = tmp_path / "h.json"
     p.write_text(json.dumps(doc))
-    args = ["simulate", "--trace", str(p), "--format", "sacct-json", "--nodes", "1", "--gpus-per-node", "2",
-            "--policy", "fifo", "--no-fairness"]
+    args = [
+        "simulate",
+        "--trace",
+        str(p),
+        "--format",
+        "sacct-json",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "2",
+        "--policy",
+        "fifo",
+        "--no-fairness",
+    ]
     r = CliRunner().invoke(app, args + ["--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
@@ -225,8 +383,12 @@ def test_simulate_sets_the_recorded_figures_beside_the_replay(tmp_path):
     text = CliRunner().invoke(app, args).stdout
     rows = [ln for ln in text.splitlines() if ln.startswith(("recorded ", "fifo "))]
     assert [r.split()[0] for r in rows] == ["recorded", "fifo"], text
-    assert any(ln.startswith("recorded: the history itself (4 jobs): mean JCT ") and " s," in ln
-               for ln in text.splitlines()), text
-    assert any(ln.startswith("start error (replayed - recorded start, absolute): fifo median") for ln in
-               text.splitlines()), text
+    assert any(
+        ln.startswith("recorded: the history itself (4 jobs): mean JCT ") and " s," in ln
+        for ln in text.splitlines()
+    ), text
+    assert any(
+        ln.startswith("start error (replayed - recorded start, absolute): fifo median")
+        for ln in text.splitlines()
+    ), text
     assert all(len(ln) <= 80 for ln in text.splitlines())

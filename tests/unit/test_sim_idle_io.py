@@ -19,10 +19,12 @@ H = 3600
 def util_trace(tmp_path):
     """One GPU, FIFO: job 1 idles for the last 3 h of 5 h; job 2 queues behind it; job 3 has no utilisation."""
     p = tmp_path / "util.csv"
-    p.write_text("job_id,submit_time,duration,num_gpus,account,gpu_util\n"
-                 f"1,0,{5 * H},1,a,0:90;{2 * H}:0\n"
-                 f"2,10,{H},1,b,75\n"
-                 f"3,20,{H},1,b,\n")
+    p.write_text(
+        "job_id,submit_time,duration,num_gpus,account,gpu_util\n"
+        f"1,0,{5 * H},1,a,0:90;{2 * H}:0\n"
+        f"2,10,{H},1,b,75\n"
+        f"3,20,{H},1,b,\n"
+    )
     return p
 
 
@@ -34,9 +36,11 @@ def test_csv_column_is_read_and_empty_means_unknown(util_trace):
 
 def test_other_formats_pass_the_column_through(tmp_path):
     p = tmp_path / "philly.csv"
-    p.write_text("timestamp,duration,num_gpus,gpu_time,cluster,gpu_util\n"
-                 "2017-10-09 07:01:55,66.0,1,66.0,vc1,0:80;30:0\n"
-                 "2017-10-09 07:02:55,66.0,1,66.0,vc1,\n")
+    p.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster,gpu_util\n"
+        "2017-10-09 07:01:55,66.0,1,66.0,vc1,0:80;30:0\n"
+        "2017-10-09 07:02:55,66.0,1,66.0,vc1,\n"
+    )
     jobs = read_trace(p, "philly")
     assert [j.tags.get(UTIL_TAG) for j in jobs] == ["0:80;30:0", None]
 
@@ -69,8 +73,21 @@ def test_join_file_by_job_id(util_trace, tmp_path):
 
 
 def _sim(*args):
-    return CliRunner().invoke(app, ["simulate", "--format", "csv", "--nodes", "1", "--gpus-per-node", "1",
-                                    "--policy", "fifo", *args])
+    return CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--format",
+            "csv",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "1",
+            "--policy",
+            "fifo",
+            *args,
+        ],
+    )
 
 
 def test_cli_idle_block_from_the_column(util_trace):
@@ -82,28 +99,47 @@ def test_cli_idle_block_from_the_column(util_trace):
     assert idle["idle_gpu_hours"] == 3.0 and idle["reclaimed_gpu_hours"] == 1.5
     assert (idle["jobs_flagged"], idle["jobs_cancelled"]) == (1, 1)
     other = idle["other_jobs"]  # jobs 2 and 3 start 1.5 h earlier
-    assert other["jobs"] == 2 and other["avg_queue_s_before"] - other["avg_queue_s_after"] == 1.5 * H
+    assert (
+        other["jobs"] == 2 and other["avg_queue_s_before"] - other["avg_queue_s_after"] == 1.5 * H
+    )
     # the per-job verdicts, in run time
     report = util_trace.parent / "verdicts.csv"
-    r = _sim("--trace", str(util_trace), "--idle-action", "cancel", "--idle-report", str(report), "--json")
+    r = _sim(
+        "--trace",
+        str(util_trace),
+        "--idle-action",
+        "cancel",
+        "--idle-report",
+        str(report),
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     rows = report.read_text().splitlines()
-    assert rows[0].startswith("job_id,account,num_gpus,duration_s,verdict,enforced,warned_at_s,acted_at_s")
-    assert rows[1:] == [f"1,a,1,{5 * H:.1f},cancel,1,{3 * H:.1f},{3.5 * H:.1f},3.0,1.5", f"2,b,1,{H:.1f},ok,0,,,0.0,0.0"]
+    assert rows[0].startswith(
+        "job_id,account,num_gpus,duration_s,verdict,enforced,warned_at_s,acted_at_s"
+    )
+    assert rows[1:] == [
+        f"1,a,1,{5 * H:.1f},cancel,1,{3 * H:.1f},{3.5 * H:.1f},3.0,1.5",
+        f"2,b,1,{H:.1f},ok,0,,,0.0,0.0",
+    ]
     # the table says the same in words
     r = _sim("--trace", str(util_trace), "--idle-policy", "--idle-action", "cancel")
     assert r.exit_code == 0 and "reclaimed 1.5 GPU-h" in r.output and "SYNTHETIC" not in r.output
 
 
 def test_cli_default_config_reports_only(util_trace):
-    idle = json.loads(_sim("--trace", str(util_trace), "--idle-policy", "--json").output)["policies"]["fifo"]["idle"]
+    idle = json.loads(_sim("--trace", str(util_trace), "--idle-policy", "--json").output)[
+        "policies"
+    ]["fifo"]["idle"]
     assert idle["policy"]["idle_action"] == "report" and idle["jobs_flagged"] == 1
     assert idle["reclaimed_gpu_hours"] == 0 and idle["other_jobs"]["avg_jct_change"] == 0.0
 
 
 def test_cli_synthetic_is_labelled(tmp_path):
     p = tmp_path / "plain.csv"
-    p.write_text("submit_time,duration,num_gpus\n" + "".join(f"{i * 60},{4 * H + i},1\n" for i in range(30)))
+    p.write_text(
+        "submit_time,duration,num_gpus\n" + "".join(f"{i * 60},{4 * H + i},1\n" for i in range(30))
+    )
     r = _sim("--trace", str(p), "--synthetic-idle", "0.5:3", "--idle-action", "cancel", "--json")
     assert r.exit_code == 0, r.output
     idle = json.loads(r.output)["policies"]["fifo"]["idle"]
@@ -117,7 +153,11 @@ def test_cli_errors_are_one_line(tmp_path, util_trace):
     p = tmp_path / "plain.csv"
     p.write_text("submit_time,duration,num_gpus\n0,100,1\n")
     r = _sim("--trace", str(p), "--idle-policy")
-    assert r.exit_code != 0 and "no job has GPU utilisation" in r.output and "Traceback" not in r.output
+    assert (
+        r.exit_code != 0
+        and "no job has GPU utilisation" in r.output
+        and "Traceback" not in r.output
+    )
     r = _sim("--trace", str(util_trace), "--idle-action", "nuke")
     assert r.exit_code != 0 and "--idle-action: got 'nuke'" in r.output
     r = _sim("--trace", str(util_trace), "--synthetic-idle", "2")
@@ -126,9 +166,13 @@ def test_cli_errors_are_one_line(tmp_path, util_trace):
 
 def test_cli_reads_the_telemetry_section_of_the_config(util_trace, repo_root, tmp_path):
     cfg = tmp_path / "site.toml"
-    cfg.write_text((repo_root / "site-configs" / "testbed.toml").read_text()
-                   + "\n[telemetry]\nidle_minutes = 30\nwarn_grace_minutes = 0\nidle_action = \"cancel\"\n")
-    r = _sim("--trace", str(util_trace), "--config", str(cfg), "--idle-policy", "--no-fairness", "--json")
+    cfg.write_text(
+        (repo_root / "site-configs" / "testbed.toml").read_text()
+        + '\n[telemetry]\nidle_minutes = 30\nwarn_grace_minutes = 0\nidle_action = "cancel"\n'
+    )
+    r = _sim(
+        "--trace", str(util_trace), "--config", str(cfg), "--idle-policy", "--no-fairness", "--json"
+    )
     assert r.exit_code == 0, r.output
     idle = json.loads(r.output)["policies"]["fifo"]["idle"]
     assert idle["policy"]["idle_minutes"] == 30 and idle["policy"]["idle_action"] == "cancel"

@@ -57,7 +57,9 @@ def tiny_trace(tmp_path):
     p = tmp_path / "tiny.csv"
     rows = ["submit_time,duration,num_gpus,account"]
     for i in range(40):
-        rows.append(f"{i * 37 % 300},{(i * 7919) % 5000 + 10},{[1, 1, 2, 4, 8, 12][i % 6]},vc{i % 3}")
+        rows.append(
+            f"{i * 37 % 300},{(i * 7919) % 5000 + 10},{[1, 1, 2, 4, 8, 12][i % 6]},vc{i % 3}"
+        )
     p.write_text("\n".join(rows) + "\n")
     return p
 
@@ -69,16 +71,43 @@ def _run(args):
 
 
 def test_json_shape_and_determinism(tiny_trace):
-    args = ["simulate", "--trace", str(tiny_trace), "--format", "csv", "--nodes", "3", "--gpus-per-node", "8",
-            "--preempt-cost", "helios", "--policy", "fifo", "--policy", "srtf", "--policy", "las", "--json"]
+    args = [
+        "simulate",
+        "--trace",
+        str(tiny_trace),
+        "--format",
+        "csv",
+        "--nodes",
+        "3",
+        "--gpus-per-node",
+        "8",
+        "--preempt-cost",
+        "helios",
+        "--policy",
+        "fifo",
+        "--policy",
+        "srtf",
+        "--policy",
+        "las",
+        "--json",
+    ]
     out1 = _run(args)
     out2 = _run(args)
     assert out1 == out2
     doc = json.loads(out1)
     assert list(doc) == ["policies"] and list(doc["policies"]) == ["fifo", "srtf", "las"]
     for s in doc["policies"].values():
-        for key in ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "jobs",
-                    "preemptions", "per_account"):
+        for key in (
+            "avg_jct_s",
+            "median_jct_s",
+            "p99_jct_s",
+            "avg_queue_s",
+            "makespan_s",
+            "utilization",
+            "jobs",
+            "preemptions",
+            "per_account",
+        ):
             assert key in s
         assert s["jobs"] == 40
         assert set(s["per_account"]) == {"vc0", "vc1", "vc2"}
@@ -89,17 +118,58 @@ def test_json_shape_and_determinism(tiny_trace):
 
 
 def test_sweep_table_and_plots(tiny_trace, tmp_path):
-    out = _run(["simulate", "--trace", str(tiny_trace), "--format", "csv", "--nodes", "3", "--policy", "las",
-                "--las-thresholds", "100,1000", "--las-thresholds", "500,5000", "--plot", str(tmp_path / "plots")])
+    out = _run(
+        [
+            "simulate",
+            "--trace",
+            str(tiny_trace),
+            "--format",
+            "csv",
+            "--nodes",
+            "3",
+            "--policy",
+            "las",
+            "--las-thresholds",
+            "100,1000",
+            "--las-thresholds",
+            "500,5000",
+            "--plot",
+            str(tmp_path / "plots"),
+        ]
+    )
     assert "las[100,1000]" in out and "las[500,5000]" in out
     assert (tmp_path / "plots" / "jct_cdf.png").stat().st_size > 0
     assert (tmp_path / "plots" / "queue_length.png").stat().st_size > 0
 
 
 def test_errors_are_one_line(tiny_trace):
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(tiny_trace), "--format", "csv", "--nodes", "3",
-                                 "--policy", "bogus"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(tiny_trace),
+            "--format",
+            "csv",
+            "--nodes",
+            "3",
+            "--policy",
+            "bogus",
+        ],
+    )
     assert r.exit_code != 0 and "unknown policy 'bogus'" in r.output and "Traceback" not in r.output
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(tiny_trace), "--format", "csv", "--nodes", "1",
-                                 "--gpus-per-node", "8"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(tiny_trace),
+            "--format",
+            "csv",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "8",
+        ],
+    )
     assert r.exit_code != 0 and "(max 12)" in r.output

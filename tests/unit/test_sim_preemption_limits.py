@@ -49,7 +49,9 @@ def test_replay_obeys_min_runtime_and_max_restarts(name):
     old = signal.signal(signal.SIGALRM, hang)
     signal.alarm(120)
     try:
-        summary, results = simulate(jobs, lambda: make_ranker(name, config=cfg, total_gpus=24), setup)
+        summary, results = simulate(
+            jobs, lambda: make_ranker(name, config=cfg, total_gpus=24), setup
+        )
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
@@ -70,7 +72,9 @@ def test_reference_and_fast_paths_obey_the_limits(name):
     spec = ClusterSpec("c", 3, 8)
     for fast in (True, False):
         RAN.clear()
-        r = run_cluster(jobs, spec, make_ranker(name, config=cfg, total_gpus=24), RecordingCost(30.0), fast=fast)
+        r = run_cluster(
+            jobs, spec, make_ranker(name, config=cfg, total_gpus=24), RecordingCost(30.0), fast=fast
+        )
         assert max(sj.preemptions for sj in r.jobs) <= cfg.preemption.max_restarts
         assert not RAN or min(RAN) >= cfg.preemption.min_runtime_seconds - 1e-6
         assert all(sj.end_time is not None for sj in r.jobs) and r.preemptions == len(RAN) > 0
@@ -80,13 +84,23 @@ def test_lease_shorter_than_the_minimum_run_time_waits_for_it():
     """The lease decision takes a victim only after its lease; a lease shorter than the
     minimum run time is stretched to it (the restart cap the decision applies itself)."""
     cfg = load_config(CONFIG)
-    cfg = cfg.model_copy(update={
-        "policy": cfg.policy.model_copy(update={"fairshare": cfg.policy.fairshare.model_copy(
-            update={"lease_seconds": 0.0})}),
-        "preemption": cfg.preemption.model_copy(update={"min_runtime_seconds": 120.0, "max_restarts": 2})})
+    cfg = cfg.model_copy(
+        update={
+            "policy": cfg.policy.model_copy(
+                update={"fairshare": cfg.policy.fairshare.model_copy(update={"lease_seconds": 0.0})}
+            ),
+            "preemption": cfg.preemption.model_copy(
+                update={"min_runtime_seconds": 120.0, "max_restarts": 2}
+            ),
+        }
+    )
     RAN.clear()
-    r = run_cluster(synthetic_trace(150), ClusterSpec("c", 3, 8), make_ranker("fairshare", config=cfg, total_gpus=24),
-                    RecordingCost(30.0))
+    r = run_cluster(
+        synthetic_trace(150),
+        ClusterSpec("c", 3, 8),
+        make_ranker("fairshare", config=cfg, total_gpus=24),
+        RecordingCost(30.0),
+    )
     assert r.preemptions == len(RAN) > 0
     assert min(RAN) >= 120.0 - 1e-6 and max(sj.preemptions for sj in r.jobs) <= 2
 
@@ -116,7 +130,9 @@ def test_a_replay_placed_by_backfill_has_no_pins():
     runs = []
     for factory in (cli, queue_order):
         summary, results = simulate(jobs, factory, setup)
-        runs.append(sorted((sj.job.job_id, sj.first_start, sj.end_time) for r in results for sj in r.jobs))
+        runs.append(
+            sorted((sj.job.job_id, sj.first_start, sj.end_time) for r in results for sj in r.jobs)
+        )
         assert summary["preemptions"] == 0
     assert runs[0] == runs[1]
 
@@ -132,9 +148,16 @@ def test_jobs_that_did_not_opt_in_are_never_victims(name, with_config):
         j.checkpointable = False
     legacy = {j.job_id for j in jobs[::2]}
     for fast in (True, False):
-        r = run_cluster(jobs, ClusterSpec("c", 3, 8), make_ranker(name, config=cfg, total_gpus=24),
-                        PreemptionCost(30.0), fast=fast)
+        r = run_cluster(
+            jobs,
+            ClusterSpec("c", 3, 8),
+            make_ranker(name, config=cfg, total_gpus=24),
+            PreemptionCost(30.0),
+            fast=fast,
+        )
         assert all(sj.end_time is not None for sj in r.jobs)
         hit = [sj.job.job_id for sj in r.jobs if sj.preemptions]
         assert hit, "the trace must make the policy preempt at all"
-        assert not legacy & set(hit), f"{name}: preempted jobs that did not opt in: {sorted(legacy & set(hit))[:5]}"
+        assert not legacy & set(hit), (
+            f"{name}: preempted jobs that did not opt in: {sorted(legacy & set(hit))[:5]}"
+        )

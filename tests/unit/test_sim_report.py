@@ -23,7 +23,8 @@ from slurm_dl.sim.engine.state import PreemptionCost
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(
-    f"{i},{1 + i % 2},{i * 30},{200 + 37 * i},{'ab'[i % 2]}\n" for i in range(30))
+    f"{i},{1 + i % 2},{i * 30},{200 + 37 * i},{'ab'[i % 2]}\n" for i in range(30)
+)
 SHAPE = ["--nodes", "1", "--gpus-per-node", "2"]
 
 
@@ -40,7 +41,9 @@ def _configs(tmp_path: Path) -> tuple[Path, Path]:
     cur, prop = tmp_path / "current.toml", tmp_path / "proposed.toml"
     cur.write_text(text)
     assert "[preemption]\n" in text
-    prop.write_text(text.replace("[preemption]\n", "[preemption]\nrestart_delay_seconds = 600\n", 1))
+    prop.write_text(
+        text.replace("[preemption]\n", "[preemption]\nrestart_delay_seconds = 600\n", 1)
+    )
     return cur, prop
 
 
@@ -100,8 +103,21 @@ def assert_self_contained(html: str) -> None:
 
 def test_report_is_one_self_contained_file_with_every_figure_drawn(tmp_path):
     out_dir = tmp_path / "report"
-    args = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", *SHAPE, "--policy", "fifo",
-            "--policy", "las", "--no-fairness", "--report", str(out_dir)]
+    args = [
+        "simulate",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--format",
+        "csv",
+        *SHAPE,
+        "--policy",
+        "fifo",
+        "--policy",
+        "las",
+        "--no-fairness",
+        "--report",
+        str(out_dir),
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in out_dir.iterdir()) == ["index.html"]
@@ -109,12 +125,21 @@ def test_report_is_one_self_contained_file_with_every_figure_drawn(tmp_path):
     assert_self_contained(html)
     d = _parse(html)
     # every figure drew one mark per run (a line, or bars for each run)
-    assert set(d.figure_parts) == {"fig-jct-cdf", "fig-wait-gpus", "fig-queue", "fig-util", "fig-rho"}
+    assert set(d.figure_parts) == {
+        "fig-jct-cdf",
+        "fig-wait-gpus",
+        "fig-queue",
+        "fig-util",
+        "fig-rho",
+    }
     for fig in ("fig-jct-cdf", "fig-queue", "fig-util"):
         assert d.figure_parts[fig] == ["polyline", "polyline"], fig
     assert d.figure_parts["fig-wait-gpus"].count("rect") == 4  # 1 and 2 GPUs, two runs
     # --no-fairness: nothing to draw for rho, and it says so instead of showing a number
-    assert d.figure_parts["fig-rho"] == [] and "Worst finish-time fairness (max ρ): no data to draw." in html
+    assert (
+        d.figure_parts["fig-rho"] == []
+        and "Worst finish-time fairness (max ρ): no data to draw." in html
+    )
     head, *rows = d.rows
     assert head[:2] == ["policy", "jobs"] and [row[0] for row in rows] == ["fifo", "las"]
     assert all(row[1] == "30" and row[-2:] == ["–", "–"] for row in rows)
@@ -139,8 +164,23 @@ def test_report_escapes_names_and_marks_an_interrupted_run(tmp_path, monkeypatch
     monkeypatch.setattr(sim, "run_replay", flaky)
     trace = tmp_path / "t.csv"
     trace.write_text(TRACE.replace(",a\n", ",<b>x&y</b>\n"))
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(trace), "--format", "csv", *SHAPE, "--policy", "fifo",
-                                 "--policy", "sjf", "--report", str(tmp_path / "rep")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(trace),
+            "--format",
+            "csv",
+            *SHAPE,
+            "--policy",
+            "fifo",
+            "--policy",
+            "sjf",
+            "--report",
+            str(tmp_path / "rep"),
+        ],
+    )
     assert r.exit_code == 130
     html = (tmp_path / "rep" / "index.html").read_text()
     assert "<b>x&y</b>" not in html and "&lt;b&gt;x&amp;y&lt;/b&gt;" in html
@@ -148,8 +188,16 @@ def test_report_escapes_names_and_marks_an_interrupted_run(tmp_path, monkeypatch
 
 
 def _sim(policy: str, cost=PreemptionCost()):
-    jobs = [Job(job_id=i, num_gpus=1 + i % 3, submit_time=i * 40.0, duration=300.0 + 50 * i, account="ab"[i % 2])
-            for i in range(24)]
+    jobs = [
+        Job(
+            job_id=i,
+            num_gpus=1 + i % 3,
+            submit_time=i * 40.0,
+            duration=300.0 + 50 * i,
+            account="ab"[i % 2],
+        )
+        for i in range(24)
+    ]
     res = run_cluster(jobs, ClusterSpec("c", 1, 4), make_ranker(policy), cost)
     return [res]
 
@@ -158,7 +206,11 @@ def test_figures_match_the_summary():
     results = _sim("fifo")
     s = summarize(results)
     xs, ys = jct_cdf(results)
-    assert ys[-1] == 1.0 and all(b >= a for a, b in zip(xs, xs[1:])) and all(b >= a for a, b in zip(ys, ys[1:]))
+    assert (
+        ys[-1] == 1.0
+        and all(b >= a for a, b in zip(xs, xs[1:]))
+        and all(b >= a for a, b in zip(ys, ys[1:]))
+    )
     assert xs[-1] == pytest.approx(max(sj.end_time - sj.submit for sj in results[0].jobs) / 3600)
     t0 = min(sj.submit for sj in results[0].jobs)
     t1 = max(sj.end_time for sj in results[0].jobs)
@@ -183,8 +235,22 @@ def test_preemption_cost_comes_from_the_site_config_unless_given(tmp_path):
 
 def test_two_configs_side_by_side_each_with_its_own_restart_cost(tmp_path):
     cur, prop = _configs(tmp_path)
-    args = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", *SHAPE, "--config", str(cur),
-            "--config", str(prop), "--policy", "fifo", "--policy", "las"]
+    args = [
+        "simulate",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--format",
+        "csv",
+        *SHAPE,
+        "--config",
+        str(cur),
+        "--config",
+        str(prop),
+        "--policy",
+        "fifo",
+        "--policy",
+        "las",
+    ]
     r = CliRunner().invoke(app, args + ["--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
@@ -203,27 +269,47 @@ def test_two_configs_side_by_side_each_with_its_own_restart_cost(tmp_path):
     assert "  current.toml: 1 node x 2 GPUs (2 GPUs), preemption cost 30 s" in lines
     assert "  proposed.toml: 1 node x 2 GPUs (2 GPUs), preemption cost 600 s" in lines
     i = lines.index("fifo")
-    assert [ln.split()[0] for ln in lines[i + 1:i + 3]] == ["current.toml", "proposed.toml"]
+    assert [ln.split()[0] for ln in lines[i + 1 : i + 3]] == ["current.toml", "proposed.toml"]
     j = lines.index("las")
-    las_rows = {ln.split()[0]: ln.split()[1] for ln in lines[j + 1:j + 3]}
-    assert las_rows == {"current.toml": f"{c['las']['avg_jct_s'] / 3600:.2f}",
-                        "proposed.toml": f"{p['las']['avg_jct_s'] / 3600:.2f}"}
+    las_rows = {ln.split()[0]: ln.split()[1] for ln in lines[j + 1 : j + 3]}
+    assert las_rows == {
+        "current.toml": f"{c['las']['avg_jct_s'] / 3600:.2f}",
+        "proposed.toml": f"{p['las']['avg_jct_s'] / 3600:.2f}",
+    }
     html = (tmp_path / "rep" / "index.html").read_text()
     assert_self_contained(html)
     head, *rows = _parse(html).rows
     assert head[:3] == ["policy", "config", "jobs"]
-    assert [r[:2] for r in rows] == [["fifo", "current.toml"], ["fifo", "proposed.toml"], ["las", "current.toml"],
-                                     ["las", "proposed.toml"]]
-    assert re.search(r"<td class=\"name\">proposed.toml</td><td class=\"name\">[^<]*</td>"
-                     r"<td class=\"name\">600 s</td>", html)
+    assert [r[:2] for r in rows] == [
+        ["fifo", "current.toml"],
+        ["fifo", "proposed.toml"],
+        ["las", "current.toml"],
+        ["las", "proposed.toml"],
+    ]
+    assert re.search(
+        r"<td class=\"name\">proposed.toml</td><td class=\"name\">[^<]*</td>"
+        r"<td class=\"name\">600 s</td>",
+        html,
+    )
     # what the admin came for: each config against the current one, and the best rows with why
     las_jct = f"{(p['las']['avg_jct_s'] - c['las']['avg_jct_s']) / c['las']['avg_jct_s']:+.1%}"
     assert re.search(r'<h2 id="changes">Each config against current.toml</h2>', html)
-    assert re.search(r'<td class="name">las</td><td class="name">proposed.toml</td>\s*<td>'
-                     + re.escape(las_jct) + "</td>", html), las_jct
-    assert re.search(r'<td class="name">fifo</td><td class="name">proposed.toml</td>\s*<td>\+0\.0%</td>', html)
-    fastest = min(((k, pol) for k, d in (("current.toml", c), ("proposed.toml", p)) for pol in d),
-                  key=lambda x: ({"current.toml": c, "proposed.toml": p}[x[0]][x[1]]["avg_jct_s"], f"{x[1]} @ {x[0]}"))
+    assert re.search(
+        r'<td class="name">las</td><td class="name">proposed.toml</td>\s*<td>'
+        + re.escape(las_jct)
+        + "</td>",
+        html,
+    ), las_jct
+    assert re.search(
+        r'<td class="name">fifo</td><td class="name">proposed.toml</td>\s*<td>\+0\.0%</td>', html
+    )
+    fastest = min(
+        ((k, pol) for k, d in (("current.toml", c), ("proposed.toml", p)) for pol in d),
+        key=lambda x: (
+            {"current.toml": c, "proposed.toml": p}[x[0]][x[1]]["avg_jct_s"],
+            f"{x[1]} @ {x[0]}",
+        ),
+    )
     assert f"<li><b>{fastest[1]} @ {fastest[0]}</b>: lowest mean JCT" in html
 
 
@@ -233,9 +319,27 @@ def test_config_labels_tell_same_named_files_apart_and_refuse_one_file_twice(tmp
     text = (ROOT / "site-configs" / "testbed.toml").read_text()
     for d in ("a", "b"):
         (tmp_path / d / "site.toml").write_text(text)
-    base = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", *SHAPE, "--policy", "fifo", "--json"]
-    r = CliRunner().invoke(app, base + ["--config", str(tmp_path / "a" / "site.toml"),
-                                        "--config", str(tmp_path / "b" / "site.toml")])
+    base = [
+        "simulate",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--format",
+        "csv",
+        *SHAPE,
+        "--policy",
+        "fifo",
+        "--json",
+    ]
+    r = CliRunner().invoke(
+        app,
+        base
+        + [
+            "--config",
+            str(tmp_path / "a" / "site.toml"),
+            "--config",
+            str(tmp_path / "b" / "site.toml"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert list(json.loads(r.stdout)["configs"]) == ["a/site.toml", "b/site.toml"]
     r = CliRunner().invoke(app, base + ["--config", str(tmp_path / "a" / "site.toml")] * 2)
@@ -244,26 +348,56 @@ def test_config_labels_tell_same_named_files_apart_and_refuse_one_file_twice(tmp
 
 def test_history_import_is_described_in_80_columns_and_in_the_report(tmp_path):
     def job(jid, state="COMPLETED", start=1010, gpus=2, account="phys"):
-        return {"job_id": jid, "account": account, "user": "ann", "partition": "gpu", "name": "train",
-                "state": {"current": state, "reason": "None"},
-                "time": {"submission": 1000 + jid, "start": start + jid if start else 0,
-                         "end": 1200 + 7 * jid if state != "PENDING" else 0, "elapsed": 100, "limit": 60},
-                "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": gpus}] if start else [],
-                         "requested": [{"type": "gres", "name": "gpu", "count": gpus}]},
-                "steps": [{"step": {"name": "batch"}}, {"step": {"name": "extern"}}],
-                "array": {"job_id": 0, "task_id": None}}
+        return {
+            "job_id": jid,
+            "account": account,
+            "user": "ann",
+            "partition": "gpu",
+            "name": "train",
+            "state": {"current": state, "reason": "None"},
+            "time": {
+                "submission": 1000 + jid,
+                "start": start + jid if start else 0,
+                "end": 1200 + 7 * jid if state != "PENDING" else 0,
+                "elapsed": 100,
+                "limit": 60,
+            },
+            "tres": {
+                "allocated": [{"type": "gres", "name": "gpu", "count": gpus}] if start else [],
+                "requested": [{"type": "gres", "name": "gpu", "count": gpus}],
+            },
+            "steps": [{"step": {"name": "batch"}}, {"step": {"name": "extern"}}],
+            "array": {"job_id": 0, "task_id": None},
+        }
 
-    doc = {"jobs": [job(i, gpus=1 + i % 2, account="ab"[i % 2]) for i in range(1, 13)]
-           + [job(50, state="CANCELLED", start=0), job(51, state="PENDING", start=0), job(52, gpus=0)]}
+    doc = {
+        "jobs": [job(i, gpus=1 + i % 2, account="ab"[i % 2]) for i in range(1, 13)]
+        + [job(50, state="CANCELLED", start=0), job(51, state="PENDING", start=0), job(52, gpus=0)]
+    }
     hist = tmp_path / "history.json"
     hist.write_text(json.dumps(doc))
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(hist), "--format", "sacct-json", *SHAPE,
-                                 "--policy", "fifo", "--report", str(tmp_path / "rep")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(hist),
+            "--format",
+            "sacct-json",
+            *SHAPE,
+            "--policy",
+            "fifo",
+            "--report",
+            str(tmp_path / "rep"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert all(len(ln) <= 80 for ln in lines if not ln.startswith("wrote ")), lines
     said = " ".join(ln.strip() for ln in lines[:3])
-    assert said.startswith("history.json: 12 jobs replayed from 15 records; 30 steps folded into their jobs;")
+    assert said.startswith(
+        "history.json: 12 jobs replayed from 15 records; 30 steps folded into their jobs;"
+    )
     assert "1 CPU-only dropped" in said
     html = (tmp_path / "rep" / "index.html").read_text()
     assert "12 jobs replayed from 15 records" in html and "<dd>sacct-json</dd>" in html
@@ -274,10 +408,23 @@ def test_history_import_is_described_in_80_columns_and_in_the_report(tmp_path):
 
 def test_a_report_that_cannot_be_written_fails_before_the_replay(tmp_path):
     (tmp_path / "taken").write_text("")
-    r = CliRunner().invoke(app, ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", *SHAPE,
-                                 "--report", str(tmp_path / "taken")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(_trace(tmp_path)),
+            "--format",
+            "csv",
+            *SHAPE,
+            "--report",
+            str(tmp_path / "taken"),
+        ],
+    )
     assert r.exit_code == 1
-    assert [ln for ln in r.output.splitlines() if ln] == [f"error: --report: cannot write {tmp_path / 'taken'}: File exists"]
+    assert [ln for ln in r.output.splitlines() if ln] == [
+        f"error: --report: cannot write {tmp_path / 'taken'}: File exists"
+    ]
 
 
 def test_policy_site_replays_each_configs_own_mix(tmp_path):
@@ -285,17 +432,34 @@ def test_policy_site_replays_each_configs_own_mix(tmp_path):
     text = prop.read_text()
     assert 'mix = "combined"' in text
     prop.write_text(text.replace('mix = "combined"', 'mix = "las"', 1))
-    base = ["simulate", "--trace", str(_trace(tmp_path)), "--format", "csv", *SHAPE, "--no-fairness"]
-    r = CliRunner().invoke(app, base + ["--config", str(cur), "--config", str(prop), "--policy", "site", "--json"])
+    base = [
+        "simulate",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--format",
+        "csv",
+        *SHAPE,
+        "--no-fairness",
+    ]
+    r = CliRunner().invoke(
+        app, base + ["--config", str(cur), "--config", str(prop), "--policy", "site", "--json"]
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)["configs"]
     assert list(doc["current.toml"]["policies"]) == ["site: combined"]
     assert list(doc["proposed.toml"]["policies"]) == ["site: las"]
     alone = CliRunner().invoke(app, base + ["--config", str(prop), "--policy", "las", "--json"])
-    assert json.loads(alone.stdout)["policies"]["las"] == doc["proposed.toml"]["policies"]["site: las"]
-    text = CliRunner().invoke(app, base + ["--config", str(cur), "--config", str(prop), "--policy", "site"])
+    assert (
+        json.loads(alone.stdout)["policies"]["las"] == doc["proposed.toml"]["policies"]["site: las"]
+    )
+    text = CliRunner().invoke(
+        app, base + ["--config", str(cur), "--config", str(prop), "--policy", "site"]
+    )
     lines = text.stdout.splitlines()
     i = lines.index("site: current.toml = combined, proposed.toml = las")
-    assert [ln.split()[0] for ln in lines[i + 1:i + 3]] == ["current.toml", "proposed.toml"]
+    assert [ln.split()[0] for ln in lines[i + 1 : i + 3]] == ["current.toml", "proposed.toml"]
     r = CliRunner().invoke(app, base + ["--policy", "site"])
-    assert r.exit_code == 1 and "error: --policy site: replays each --config's own [policy] mix" in r.output
+    assert (
+        r.exit_code == 1
+        and "error: --policy site: replays each --config's own [policy] mix" in r.output
+    )

@@ -14,21 +14,40 @@ from slurm_dl.sim.ranking.ranker import make_ranker
 from slurm_dl.sim.workloads.traces import read_trace
 
 TRACE = "job_id,num_gpus,submit_time,duration,account\n" + "".join(
-    f"{i},{1 + i % 3},{i * 40},{300 + 53 * (i % 17)},{'abc'[i % 3]}\n" for i in range(90))
+    f"{i},{1 + i % 3},{i * 40},{300 + 53 * (i % 17)},{'abc'[i % 3]}\n" for i in range(90)
+)
 
 
 def _args(tmp_path, *more):
     p = tmp_path / "t.csv"
     p.write_text(TRACE)
-    return ["simulate", "--trace", str(p), "--format", "csv", "--nodes", "2", "--gpus-per-node", "2",
-            "--policy", "fifo", "--policy", "las", "--policy", "fairshare", *more]
+    return [
+        "simulate",
+        "--trace",
+        str(p),
+        "--format",
+        "csv",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--policy",
+        "fifo",
+        "--policy",
+        "las",
+        "--policy",
+        "fairshare",
+        *more,
+    ]
 
 
 def test_a_pool_prints_what_the_serial_run_prints(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "SMALL", 0)  # this tiny trace would otherwise run serially
     used = []
     real = runner.run_tasks
-    monkeypatch.setattr(runner, "run_tasks", lambda *a, **kw: (used.append(kw["workers"]), real(*a, **kw))[1])
+    monkeypatch.setattr(
+        runner, "run_tasks", lambda *a, **kw: (used.append(kw["workers"]), real(*a, **kw))[1]
+    )
     serial = CliRunner().invoke(app, _args(tmp_path, "--jobs", "1", "--json"))
     pooled = CliRunner().invoke(app, _args(tmp_path, "--jobs", "3", "--json"))
     assert serial.exit_code == 0 and pooled.exit_code == 0, pooled.output
@@ -60,8 +79,26 @@ def test_a_failed_task_is_a_clear_error_in_a_pool(tmp_path, monkeypatch):
     big = TRACE + "999,9,0,100,a\n"
     p = tmp_path / "t.csv"
     p.write_text(big)
-    out = CliRunner().invoke(app, ["simulate", "--trace", str(p), "--format", "csv", "--nodes", "2",
-                                   "--gpus-per-node", "2", "--policy", "fifo", "--policy", "las", "--jobs", "2"])
+    out = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(p),
+            "--format",
+            "csv",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "2",
+            "--policy",
+            "fifo",
+            "--policy",
+            "las",
+            "--jobs",
+            "2",
+        ],
+    )
     assert out.exit_code != 0
     assert "too big" in out.output and "Traceback" not in out.output
 
@@ -72,7 +109,13 @@ def test_time_limits_and_options_that_need_via_slurm(tmp_path):
     from slurm_dl.core.errors import SlurmDLError
     from slurm_dl.slurm.sim_array import parse_time_limit
 
-    assert [parse_time_limit(t) for t in (None, "90", "1:30", "1:30:20", "1-0:00")] == [60, 90, 90, 91, 1440]
+    assert [parse_time_limit(t) for t in (None, "90", "1:30", "1:30:20", "1-0:00")] == [
+        60,
+        90,
+        90,
+        91,
+        1440,
+    ]
     for bad in ("0", "soon", "-5"):
         with pytest.raises(SlurmDLError, match="--time: got"):
             parse_time_limit(bad)
@@ -98,7 +141,11 @@ def test_via_slurm_takes_its_partition_and_time_from_the_site_config(tmp_path, m
     monkeypatch.setattr(plan, "via_slurm_array", fake)
     text = (Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml").read_text()
     site = tmp_path / "site.toml"
-    site.write_text(with_setting(with_setting(text, "simulate", "partition", "cpu"), "simulate", "time_minutes", 20))
+    site.write_text(
+        with_setting(
+            with_setting(text, "simulate", "partition", "cpu"), "simulate", "time_minutes", 20
+        )
+    )
     for more, want in (([], ("cpu", 20)), (["--partition", "big", "--time", "1:30"], ("big", 90))):
         out = CliRunner().invoke(app, _args(tmp_path, "--config", str(site), "--via-slurm", *more))
         assert "stopped here" in out.output and "Traceback" not in out.output, out.output

@@ -9,7 +9,17 @@ import pytest
 from typer.testing import CliRunner
 
 from slurm_dl.cli.main import app
-from slurm_dl.sim.sharing import PLACEMENTS, Fleet, Node, Shapes, Task, arrivals, inflate, read_nodes, read_tasks
+from slurm_dl.sim.sharing import (
+    PLACEMENTS,
+    Fleet,
+    Node,
+    Shapes,
+    Task,
+    arrivals,
+    inflate,
+    read_nodes,
+    read_tasks,
+)
 
 HALF = Task(cpu=1000, mem=0, gpus=1, milli=500)
 TWO = Task(cpu=0, mem=0, gpus=2, milli=1000)
@@ -82,6 +92,7 @@ def test_dotprod_takes_the_node_whose_free_resources_dot_the_ask_least():
 
 def test_arrivals_are_the_trace_once_each_in_a_random_order_then_draws():
     import random
+
     tasks = [Task(c, 0, 1, 500) for c in range(10)]
     stream = arrivals(tasks, random.Random(1))
     first = [next(stream) for _ in range(10)]
@@ -152,20 +163,38 @@ def test_readers_name_the_file_line_and_column():
 def files(tmp_path):
     (tmp_path / "pods.csv").write_text(
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
-        + "".join(f"p{i},1000,1024,1,{(250, 500, 1000)[i % 3]},,LS,Running,{i},{i + 9},{i}\n" for i in range(30))
-        + "q,0,0,2,1000,,LS,Running,0,9,0\n")
-    (tmp_path / "nodes.csv").write_text("sn,cpu_milli,memory_mib,gpu,model\n"
-                                        + "".join(f"n{i},32000,65536,{(2, 4)[i % 2]},T4\n" for i in range(6)))
+        + "".join(
+            f"p{i},1000,1024,1,{(250, 500, 1000)[i % 3]},,LS,Running,{i},{i + 9},{i}\n"
+            for i in range(30)
+        )
+        + "q,0,0,2,1000,,LS,Running,0,9,0\n"
+    )
+    (tmp_path / "nodes.csv").write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        + "".join(f"n{i},32000,65536,{(2, 4)[i % 2]},T4\n" for i in range(6))
+    )
     return tmp_path
 
 
 def run(files, *extra):
-    return CliRunner().invoke(app, ["simulate", "--format", "openb", "--trace", str(files / "pods.csv"), *extra])
+    return CliRunner().invoke(
+        app, ["simulate", "--format", "openb", "--trace", str(files / "pods.csv"), *extra]
+    )
 
 
 def test_cli_json_has_each_placements_figures_side_by_side(files):
-    res = run(files, "--fleet", str(files / "nodes.csv"), "--placement", "exclusive", "--placement", "bestfit",
-              "--placement", "fgd", "--json")
+    res = run(
+        files,
+        "--fleet",
+        str(files / "nodes.csv"),
+        "--placement",
+        "exclusive",
+        "--placement",
+        "bestfit",
+        "--placement",
+        "fgd",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["gpus"] == 18 and list(doc["placements"]) == ["exclusive", "bestfit", "fgd"]
@@ -174,32 +203,54 @@ def test_cli_json_has_each_placements_figures_side_by_side(files):
 
 
 def test_cli_one_placement_puts_its_figures_at_the_top_and_prints_a_table(files):
-    res = run(files, "--fleet", str(files / "nodes.csv"), "--placement", "fgd", "--json", "--seed", "2")
+    res = run(
+        files, "--fleet", str(files / "nodes.csv"), "--placement", "fgd", "--json", "--seed", "2"
+    )
     doc = json.loads(res.stdout)
-    assert doc["seed"] == 2 and doc["unallocated_gpus"] == doc["placements"]["fgd"]["unallocated_gpus"]
+    assert (
+        doc["seed"] == 2 and doc["unallocated_gpus"] == doc["placements"]["fgd"]["unallocated_gpus"]
+    )
     res = run(files, "--fleet", str(files / "nodes.csv"), "--placement", "bestfit")
     assert res.exit_code == 0 and "bestfit" in res.stdout
     assert max(len(line) for line in res.stdout.splitlines()) <= 80
 
 
-@pytest.mark.parametrize("extra, says", [
-    (("--placement", "pack"), "--placement: got 'pack'; allowed: exclusive, dotprod, bestfit, fgd"),
-    (("--placement", "fgd"), "--placement: needs --fleet FILE"),
-    (("--placement", "fgd", "--fleet", "NODES", "--format", "philly"), "needs --format openb"),
-    (("--placement", "fgd", "--fleet", "PODS"), "not a fleet file"),
-])
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (
+            ("--placement", "pack"),
+            "--placement: got 'pack'; allowed: exclusive, dotprod, bestfit, fgd",
+        ),
+        (("--placement", "fgd"), "--placement: needs --fleet FILE"),
+        (("--placement", "fgd", "--fleet", "NODES", "--format", "philly"), "needs --format openb"),
+        (("--placement", "fgd", "--fleet", "PODS"), "not a fleet file"),
+    ],
+)
 def test_cli_bad_input_is_one_clear_line(files, extra, says):
-    extra = [str(files / "nodes.csv") if a == "NODES" else str(files / "pods.csv") if a == "PODS" else a
-             for a in extra]
+    extra = [
+        str(files / "nodes.csv") if a == "NODES" else str(files / "pods.csv") if a == "PODS" else a
+        for a in extra
+    ]
     res = run(files, *extra)
     assert res.exit_code != 0 and says in res.output and "Traceback" not in res.output
 
 
 def test_colocation_factors_are_pair_speed_over_alone_and_leave_out_pairs_that_do_not_fit():
-    d = {"v100": {"('A', 1)": {"null": 10.0, "('A', 1)": [6.0, 6.0], "('B', 1)": [4.0, 1.0], "('C', 1)": [0.0, 0.0]},
-                  "('B', 1)": {"null": 2.0, "('A', 1)": [1.0, 4.0]},
-                  "('A', 2)": {"null": 20.0, "('A', 2)": [1.0, 1.0]}}}
+    d = {
+        "v100": {
+            "('A', 1)": {
+                "null": 10.0,
+                "('A', 1)": [6.0, 6.0],
+                "('B', 1)": [4.0, 1.0],
+                "('C', 1)": [0.0, 0.0],
+            },
+            "('B', 1)": {"null": 2.0, "('A', 1)": [1.0, 4.0]},
+            "('A', 2)": {"null": 20.0, "('A', 2)": [1.0, 1.0]},
+        }
+    }
     from slurm_dl.sim.sharing import colocation_factors
+
     assert sorted(colocation_factors(d, "v100")) == pytest.approx([0.4, 0.5, 0.6])
     with pytest.raises(ValueError, match="no GPU type 'k80'"):
         colocation_factors(d, "k80")
@@ -208,8 +259,12 @@ def test_colocation_factors_are_pair_speed_over_alone_and_leave_out_pairs_that_d
 def test_share_jobs_gives_a_shared_job_one_slot_and_a_longer_run_and_others_whole_gpus():
     from slurm_dl.core.model import Job
     from slurm_dl.sim.sharing import share_jobs
-    jobs = [Job(1, num_gpus=1, duration=600.0), Job(2, num_gpus=1, duration=7200.0),
-            Job(3, num_gpus=4, gpus_per_node=4, duration=60.0)]
+
+    jobs = [
+        Job(1, num_gpus=1, duration=600.0),
+        Job(2, num_gpus=1, duration=7200.0),
+        Job(3, num_gpus=4, gpus_per_node=4, duration=60.0),
+    ]
     out, n = share_jobs(jobs, 2, 0.5)
     assert n == 1
     assert (out[0].num_gpus, out[0].duration) == (1, 1200.0)

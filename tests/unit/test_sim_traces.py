@@ -18,7 +18,9 @@ def head(src: Path, dst: Path, n: int) -> Path:
 
 
 def test_philly_first_rows(shared_traces, tmp_path):
-    jobs = read_trace(head(shared_traces / "philly" / "philly.csv", tmp_path / "p.csv", 50), "philly")
+    jobs = read_trace(
+        head(shared_traces / "philly" / "philly.csv", tmp_path / "p.csv", 50), "philly"
+    )
     assert len(jobs) == 50
     first = jobs[0]
     assert first.account == "11cb48" and first.num_gpus == 1 and first.duration == 66.0
@@ -36,7 +38,10 @@ def test_philly_window_keeps_start_inclusive_end_exclusive(shared_traces, tmp_pa
 
 
 def test_chronus_times_are_minutes_and_strict_jobs_get_deadlines(shared_traces, tmp_path):
-    jobs = read_trace(head(shared_traces / "chronus" / "trace_job_Philly_SLO.csv", tmp_path / "c.csv", 20), "chronus")
+    jobs = read_trace(
+        head(shared_traces / "chronus" / "trace_job_Philly_SLO.csv", tmp_path / "c.csv", 20),
+        "chronus",
+    )
     j = jobs[0]  # 0,vc_103959,4,12198,6910,resnet101,211,8,282,10,0,strict
     assert j.submit_time == 12198 * 60 and j.duration == 211 * 60
     assert j.deadline == (12198 + 282) * 60
@@ -46,8 +51,11 @@ def test_chronus_times_are_minutes_and_strict_jobs_get_deadlines(shared_traces, 
 def test_chronus_best_effort_jobs_have_no_deadline(shared_traces):
     from slurm_dl.sim.workloads.traces import iter_trace
 
-    best = next(j for j in iter_trace(shared_traces / "chronus" / "trace_job_Philly_MIX1.csv", "chronus")
-                if j.tags["job_type"] == "best")
+    best = next(
+        j
+        for j in iter_trace(shared_traces / "chronus" / "trace_job_Philly_MIX1.csv", "chronus")
+        if j.tags["job_type"] == "best"
+    )
     assert best.deadline is None
 
 
@@ -64,9 +72,15 @@ def test_vc_sizes(shared_traces):
 
 def test_plain_csv_and_bad_row_names_file_and_line(tmp_path):
     good = tmp_path / "t.csv"
-    good.write_text("submit_time,duration,num_gpus,account,deadline\n0,10,1,x,\n2017-10-01 00:00:10,5,2,y,100\n")
+    good.write_text(
+        "submit_time,duration,num_gpus,account,deadline\n0,10,1,x,\n2017-10-01 00:00:10,5,2,y,100\n"
+    )
     jobs = read_trace(good, "csv")
-    assert [j.account for j in jobs] == ["x", "y"] and jobs[0].deadline is None and jobs[1].deadline == 100
+    assert (
+        [j.account for j in jobs] == ["x", "y"]
+        and jobs[0].deadline is None
+        and jobs[1].deadline == 100
+    )
     bad = tmp_path / "bad.csv"
     bad.write_text("submit_time,duration,num_gpus\n0,10,1\n5,ten,1\n")
     with pytest.raises(TraceError, match=r"bad\.csv:3: column 'duration'"):
@@ -82,8 +96,11 @@ def test_plain_csv_and_bad_row_names_file_and_line(tmp_path):
     [
         ("JobID|JobIDRaw|User|Account|Submit|Start|End|State\n1|1|u|a|x|x|x|COMPLETED\n", "sacct"),
         ('{"meta": {}, "jobs": []}\n', "sacct-json"),
-        ("job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,expect_time_list,"
-         "expect_value_list,best_effort,job_type\n", "chronus"),
+        (
+            "job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,expect_time_list,"
+            "expect_value_list,best_effort,job_type\n",
+            "chronus",
+        ),
     ],
 )
 def test_a_file_in_another_format_gets_the_format_that_reads_it(tmp_path, text, fmt):

@@ -20,18 +20,35 @@ from slurm_dl.sim.engine.state import PreemptionCost
 from slurm_dl.sim.engine.typed import TypeSetup
 
 # kind "a" runs 10x faster on "fast"; "b" 1.2x; the site speeds: fast 1.0, slow 0.5
-MODEL = ThroughputModel({"fast": 1.0, "slow": 0.5}, {"a": {"fast": 10, "slow": 1}, "b": {"fast": 1.2, "slow": 1}})
+MODEL = ThroughputModel(
+    {"fast": 1.0, "slow": 0.5}, {"a": {"fast": 10, "slow": 1}, "b": {"fast": 1.2, "slow": 1}}
+)
 FAST_FIRST = (NodeGroupSpec("fast", 1, 1), NodeGroupSpec("slow", 1, 1))
 
 
-def job(i: int, submit: float, duration: float, kind: str, gpus: int = 1, account: str = "x", **kw) -> Job:
-    return Job(i, account=account, user=account, num_gpus=gpus, submit_time=submit, duration=duration,
-               model=kind, **kw)
+def job(
+    i: int, submit: float, duration: float, kind: str, gpus: int = 1, account: str = "x", **kw
+) -> Job:
+    return Job(
+        i,
+        account=account,
+        user=account,
+        num_gpus=gpus,
+        submit_time=submit,
+        duration=duration,
+        model=kind,
+        **kw,
+    )
 
 
 def run(jobs, choice, policy="las", groups=FAST_FIRST, model=MODEL, recorded=False):
-    r = run_cluster(jobs, ClusterSpec.of_groups("c", groups), make_ranker(policy), PreemptionCost(0.0),
-                    types=TypeSetup(choice, model, recorded))
+    r = run_cluster(
+        jobs,
+        ClusterSpec.of_groups("c", groups),
+        make_ranker(policy),
+        PreemptionCost(0.0),
+        types=TypeSetup(choice, model, recorded),
+    )
     return {sj.job.job_id: sj for sj in r.jobs}, r
 
 
@@ -42,16 +59,25 @@ def ends(res) -> dict:
 # --- node groups -------------------------------------------------------------------------------
 def test_node_types_option():
     g = parse_node_types("v100:15,p100:15,k80:15", 8)
-    assert [(x.gpu_type, x.nodes, x.gpus_per_node) for x in g] == [("v100", 15, 8), ("p100", 15, 8), ("k80", 15, 8)]
+    assert [(x.gpu_type, x.nodes, x.gpus_per_node) for x in g] == [
+        ("v100", 15, 8),
+        ("p100", 15, 8),
+        ("k80", 15, 8),
+    ]
     assert parse_node_types("a100:2", None)[0].gpus_per_node == 8
     assert several_types(g) and not several_types(parse_node_types("a100:2", 4))
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("v100", "'v100' is not TYPE:NODES"), ("v100:0", "'v100:0' is not TYPE:NODES"),
-    ("v100:x", "is not TYPE:NODES"), ("v 100:2", "is not TYPE:NODES"),
-    ("v100:1,v100:2", "v100 is named twice"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("v100", "'v100' is not TYPE:NODES"),
+        ("v100:0", "'v100:0' is not TYPE:NODES"),
+        ("v100:x", "is not TYPE:NODES"),
+        ("v 100:2", "is not TYPE:NODES"),
+        ("v100:1,v100:2", "v100 is named twice"),
+    ],
+)
 def test_node_types_errors(text, msg):
     with pytest.raises(ValueError, match=f"--node-types: got .*{msg}.*allowed: TYPE:NODES"):
         parse_node_types(text, 8)
@@ -60,15 +86,22 @@ def test_node_types_errors(text, msg):
 def test_fleet_file_groups_by_type_and_size():
     text = "sn,cpu_milli,memory_mib,gpu,model\nn0,1,1,2,P100\nn1,1,1,0,CPU\nn2,1,1,8,G2\nn3,1,1,2,P100\nn4,1,1,4,P100\n"
     g = read_fleet(text, "f.csv")
-    assert [(x.gpu_type, x.nodes, x.gpus_per_node) for x in g] == [("P100", 2, 2), ("G2", 1, 8), ("P100", 1, 4)]
+    assert [(x.gpu_type, x.nodes, x.gpus_per_node) for x in g] == [
+        ("P100", 2, 2),
+        ("G2", 1, 8),
+        ("P100", 1, 4),
+    ]
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("sn,gpu,model\nn0,0,P100\n", r"f.csv: no node has a GPU"),
-    ("sn,model\nn0,P100\n", r"f.csv:1: not a fleet file: no column\(s\) gpu"),
-    ("sn,gpu,model\nn0,two,P100\n", r"f.csv:2: column 'gpu': 'two' is not a whole number"),
-    ("sn,gpu,model\nn0,2,\n", r"f.csv:2: column 'model': '' is not a GPU type name"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("sn,gpu,model\nn0,0,P100\n", r"f.csv: no node has a GPU"),
+        ("sn,model\nn0,P100\n", r"f.csv:1: not a fleet file: no column\(s\) gpu"),
+        ("sn,gpu,model\nn0,two,P100\n", r"f.csv:2: column 'gpu': 'two' is not a whole number"),
+        ("sn,gpu,model\nn0,2,\n", r"f.csv:2: column 'model': '' is not a GPU type name"),
+    ],
+)
 def test_fleet_file_errors(text, msg):
     with pytest.raises(ValueError, match=msg):
         read_fleet(text, "f.csv")
@@ -132,29 +165,49 @@ def test_never_outside_the_accepted_types():
         assert res[2].end_time == pytest.approx(150)  # waits for the fast GPU, never takes slow
     with pytest.raises(ValueError, match="job 3 accepts only h100; the cluster has fast, slow"):
         run([job(3, 0, 10, "a", accepted_types=("h100",))], "aware")
-    with pytest.raises(ValueError, match="job 4 needs 2 GPUs of one type \\(any type\\); no node group"):
+    with pytest.raises(
+        ValueError, match="job 4 needs 2 GPUs of one type \\(any type\\); no node group"
+    ):
         run([job(4, 0, 10, "a", gpus=2)], "aware")
 
 
 def test_service_is_charged_at_type_speed():
     # one job on slow (site speed 0.5) for 200 s: 100 s of service, 200 s of run time
-    res, r = run([job(1, 0, 20, "b")], "blind", "fairshare", (NodeGroupSpec("slow", 1, 1), NodeGroupSpec("fast", 1, 1)))
+    res, r = run(
+        [job(1, 0, 20, "b")],
+        "blind",
+        "fairshare",
+        (NodeGroupSpec("slow", 1, 1), NodeGroupSpec("fast", 1, 1)),
+    )
     j = res[1]
     assert j.end_time == pytest.approx(24.0)  # 20 s on fast is 24 s on slow for kind b
     assert j.job.executed_s == pytest.approx(24.0)
-    assert j.job.norm_executed_s == pytest.approx(12.0) and j.job.attained_gpu_s == pytest.approx(12.0)
+    assert j.job.norm_executed_s == pytest.approx(12.0) and j.job.attained_gpu_s == pytest.approx(
+        12.0
+    )
     s = summarize([r])
-    assert s["per_type"]["slow"] == {"gpus": 1, "gpu_hours": pytest.approx(24 / 3600),
-                                     "utilization": pytest.approx(1.0)}
+    assert s["per_type"]["slow"] == {
+        "gpus": 1,
+        "gpu_hours": pytest.approx(24 / 3600),
+        "utilization": pytest.approx(1.0),
+    }
     assert s["per_type"]["fast"]["utilization"] == 0.0
 
 
 def test_las_wakes_at_the_threshold_of_charged_service():
     # LAS thresholds in GPU-seconds: a job on slow (0.5) reaches 50 GPU-s after 100 s, not 50 s;
     # a newcomer then preempts it (one GPU) only after that
-    jobs = [job(1, 0, 1000, "b", accepted_types=("slow",)), job(2, 60, 10, "b", accepted_types=("slow",))]
-    r = run_cluster(jobs, ClusterSpec.of_groups("c", FAST_FIRST), make_ranker("las", las_thresholds=[50.0]),
-                    PreemptionCost(0.0), types=TypeSetup("aware", MODEL))
+    jobs = [
+        job(1, 0, 1000, "b", accepted_types=("slow",)),
+        job(2, 60, 10, "b", accepted_types=("slow",)),
+    ]
+    r = run_cluster(
+        jobs,
+        ClusterSpec.of_groups("c", FAST_FIRST),
+        make_ranker("las", las_thresholds=[50.0]),
+        PreemptionCost(0.0),
+        types=TypeSetup("aware", MODEL),
+    )
     res = {sj.job.job_id: sj for sj in r.jobs}
     assert res[2].first_start == pytest.approx(100.0)  # job 1 left queue 0 at 100 s of run
     assert res[1].preemptions == 1
@@ -162,7 +215,10 @@ def test_las_wakes_at_the_threshold_of_charged_service():
 
 def test_history_jobs_replay_on_their_recorded_type():
     # recorded on slow, accepting both: replayed on slow at its recorded run time, fast left idle
-    jobs = [job(1, 0, 100, "a", gpu_type="slow", accepted_types=("fast", "slow")), job(2, 0, 100, "a", gpu_type="fast")]
+    jobs = [
+        job(1, 0, 100, "a", gpu_type="slow", accepted_types=("fast", "slow")),
+        job(2, 0, 100, "a", gpu_type="fast"),
+    ]
     res, r = run(jobs, "aware", "fifo", recorded=True)
     assert ends(res) == {1: 100, 2: 100}
     assert r.type_busy["slow"][1] == pytest.approx(100)
@@ -174,7 +230,9 @@ def test_fair_share_of_groups():
     groups = parse_node_types("v100:15,p100:15,k80:15", 8)
     small = share_of_groups(groups, 1 / 14, [job(1, 0, 1, "a", gpus=8)])
     assert [(g.gpu_type, g.nodes) for g in small] == [("v100", 1), ("p100", 1), ("k80", 1)]
-    big = share_of_groups(groups, 1 / 14, [job(1, 0, 1, "a", gpus=32)], {"v100": 0.93, "p100": 0.68, "k80": 0.21})
+    big = share_of_groups(
+        groups, 1 / 14, [job(1, 0, 1, "a", gpus=32)], {"v100": 0.93, "p100": 0.68, "k80": 0.21}
+    )
     assert [(g.gpu_type, g.nodes) for g in big] == [("p100", 4)]  # the type nearest the mean speed
 
 
@@ -184,13 +242,27 @@ def test_lease_book_and_reference_path_agree_on_types(choice):
     jobs, t = [], 0.0
     for i in range(150):
         t += rng.choice((0, 5, 30, 120))
-        jobs.append(job(i, t, float(rng.choice((10, 60, 600, 3000))), rng.choice("ab"),
-                        gpus=rng.choice((1, 1, 2, 4, 8)), account=f"a{rng.randint(0, 3)}"))
+        jobs.append(
+            job(
+                i,
+                t,
+                float(rng.choice((10, 60, 600, 3000))),
+                rng.choice("ab"),
+                gpus=rng.choice((1, 1, 2, 4, 8)),
+                account=f"a{rng.randint(0, 3)}",
+            )
+        )
     groups = (NodeGroupSpec("slow", 2, 8), NodeGroupSpec("fast", 2, 8))
     got = []
     for fast in (True, False):
-        r = run_cluster(jobs, ClusterSpec.of_groups("c", groups), make_ranker("fairshare"), PreemptionCost(30),
-                        types=TypeSetup(choice, MODEL), fast=fast)
+        r = run_cluster(
+            jobs,
+            ClusterSpec.of_groups("c", groups),
+            make_ranker("fairshare"),
+            PreemptionCost(30),
+            types=TypeSetup(choice, MODEL),
+            fast=fast,
+        )
         got.append([(sj.first_start, sj.end_time, sj.preemptions) for sj in r.jobs])
     assert got[0] == got[1]
     assert any(p for _, _, p in got[0])
@@ -209,8 +281,12 @@ def test_fair_share_moves_a_job_of_an_account_below_its_share_to_a_faster_type()
     # ends at 100 s, job 3 moves to the fast GPU (it is below its share; 99 s on slow did 9.9 s
     # of its work) and big's waiting job 4 gets the slow GPU it left: job 3 ends at 100 + 490.1
     groups = (NodeGroupSpec("fast", 1, 2), NodeGroupSpec("slow", 1, 1))
-    jobs = [job(1, 0, 100, "a", account="big"), job(2, 0, 1000, "a", account="big"),
-            job(3, 1, 500, "a", account="small"), job(4, 50, 100, "a", account="big")]
+    jobs = [
+        job(1, 0, 100, "a", account="big"),
+        job(2, 0, 1000, "a", account="big"),
+        job(3, 1, 500, "a", account="small"),
+        job(4, 50, 100, "a", account="big"),
+    ]
     res, r = run(jobs, "aware", "fairshare", groups)
     assert res[3].preemptions == 1 and res[3].end_time == pytest.approx(590.1)
     assert res[4].first_start == pytest.approx(100.0) and res[4].preemptions == 0
@@ -226,10 +302,19 @@ def test_a_result_sent_from_a_worker_keeps_its_jobs_types_and_moves():
     from slurm_dl.sim.engine.loop import ClusterResult
 
     groups = (NodeGroupSpec("fast", 1, 2), NodeGroupSpec("slow", 1, 1))
-    jobs = [job(1, 0, 100, "a", account="big"), job(2, 0, 1000, "a", account="big"),
-            job(3, 1, 500, "a", account="small"), job(4, 50, 100, "a", account="big")]
+    jobs = [
+        job(1, 0, 100, "a", account="big"),
+        job(2, 0, 1000, "a", account="big"),
+        job(3, 1, 500, "a", account="small"),
+        job(4, 50, 100, "a", account="big"),
+    ]
     _, r = run(jobs, "aware", "fairshare", groups)
     back = ClusterResult.unpacked(r.packed(), jobs)
-    assert (back.moves, back.preemptions, back.type_busy) == (r.moves, r.preemptions, r.type_busy) == (1, 1, r.type_busy)
-    assert [(s.job.job_id, s.first_start, s.end_time) for s in back.jobs] == \
-        [(s.job.job_id, s.first_start, s.end_time) for s in r.jobs]
+    assert (
+        (back.moves, back.preemptions, back.type_busy)
+        == (r.moves, r.preemptions, r.type_busy)
+        == (1, 1, r.type_busy)
+    )
+    assert [(s.job.job_id, s.first_start, s.end_time) for s in back.jobs] == [
+        (s.job.job_id, s.first_start, s.end_time) for s in r.jobs
+    ]

@@ -82,7 +82,18 @@ def test_a_push_limit_takes_the_top_of_the_queue_first_and_defers_the_rest():
 
 def test_site_factors_map_each_score_as_the_scale_does_edges_included():
     scale = SiteFactorScale(levels=64, maximum=100_000)
-    scores = [0.0, 1.0, 0.5, 0.49999, 1e-9, 1.5, -0.2, float("nan"), float("inf"), float("-inf"),
-              *(i / 997 for i in range(998))]
+    scores = [
+        0.0,
+        1.0,
+        0.5,
+        0.49999,
+        1e-9,
+        1.5,
+        -0.2,
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        *(i / 997 for i in range(998)),
+    ]
     got = site_factors(dict(enumerate(scores)), scale)
     assert got == {i: scale.value(s) for i, s in enumerate(scores)}

@@ -13,7 +13,11 @@ from slurm_dl.slurm.pyslurm_backend import pyslurm_unavailable_reason
 
 def test_cli_is_the_default_and_satisfies_the_protocol():
     backend = get_backend()
-    assert isinstance(backend, CliBackend) and isinstance(backend, SlurmBackend) and backend.name == "cli"
+    assert (
+        isinstance(backend, CliBackend)
+        and isinstance(backend, SlurmBackend)
+        and backend.name == "cli"
+    )
 
 
 def test_unknown_backend_name():
@@ -28,7 +32,9 @@ def test_pyslurm_guard_without_slurm_conf(tmp_path):
         assert "slurm.conf" in reason
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pyslurm") is not None, reason="pyslurm is installed here")
+@pytest.mark.skipif(
+    importlib.util.find_spec("pyslurm") is not None, reason="pyslurm is installed here"
+)
 def test_pyslurm_missing_is_a_clear_error():
     with pytest.raises(SlurmNotInstalledError, match="pyslurm is not installed"):
         get_backend("pyslurm")

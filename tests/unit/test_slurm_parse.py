@@ -79,7 +79,12 @@ def test_squeue_jobs_recorded():
     assert later.deadline == 1795233793.0 and later.eligible_time == 1795230193.0
 
     big = jobs[5]  # --gpus=16, running on two nodes: the allocation gives the GPU type
-    assert (big.num_gpus, big.num_nodes, big.gpu_type, big.nodes) == (16, 2, "h100", ("gpu01", "gpu02"))
+    assert (big.num_gpus, big.num_nodes, big.gpu_type, big.nodes) == (
+        16,
+        2,
+        "h100",
+        ("gpu01", "gpu02"),
+    )
     assert jobs[6].state_reason == "Resources" and jobs[6].num_gpus == 1
 
 
@@ -99,10 +104,27 @@ def test_squeue_errors_raise_slurm_error():
 
 
 def test_unset_numbers_are_none():
-    doc = {"jobs": [{"job_id": 9, "job_state": "PENDING", "time_limit": 4294967294, "deadline": 0,
-                     "nice": None, "priority": 4294967294, "restart_cnt": None, "node_count": 4294967294}]}
+    doc = {
+        "jobs": [
+            {
+                "job_id": 9,
+                "job_state": "PENDING",
+                "time_limit": 4294967294,
+                "deadline": 0,
+                "nice": None,
+                "priority": 4294967294,
+                "restart_cnt": None,
+                "node_count": 4294967294,
+            }
+        ]
+    }
     (job,) = parse_squeue_json(doc)
-    assert job.time_limit is None and job.deadline is None and job.priority == 0 and job.num_nodes is None
+    assert (
+        job.time_limit is None
+        and job.deadline is None
+        and job.priority == 0
+        and job.num_nodes is None
+    )
 
 
 def test_sinfo_nodes_with_gres_used_and_switch():
@@ -117,16 +139,36 @@ def test_sinfo_nodes_with_gres_used_and_switch():
 
 
 def test_partly_used_node():
-    doc = {"nodes": [{"name": "n1", "gres": "gpu:h100:8", "gres_used": "gpu:h100:3(IDX:0-2)", "state": "mixed"}]}
+    doc = {
+        "nodes": [
+            {
+                "name": "n1",
+                "gres": "gpu:h100:8",
+                "gres_used": "gpu:h100:3(IDX:0-2)",
+                "state": "mixed",
+            }
+        ]
+    }
     (node,) = parse_sinfo_json(doc)
     assert (node.gpus, node.gpus_used, node.gpus_free, node.switch) == (8, 3, 5, None)
 
 
 def test_down_node_is_unavailable():
-    doc = {"nodes": [{"name": "n1", "gres": "gpu:a100:4", "gres_used": "gpu:a100:0(IDX:N/A)",
-                      "state": "idle", "state_flags": ["DRAIN"]}]}
+    doc = {
+        "nodes": [
+            {
+                "name": "n1",
+                "gres": "gpu:a100:4",
+                "gres_used": "gpu:a100:0(IDX:N/A)",
+                "state": "idle",
+                "state_flags": ["DRAIN"],
+            }
+        ]
+    }
     (node,) = parse_sinfo_json(doc)
-    assert node.gpus == 4 and not node.available and node.gpus_free == 0 and node.state == "IDLE+DRAIN"
+    assert (
+        node.gpus == 4 and not node.available and node.gpus_free == 0 and node.state == "IDLE+DRAIN"
+    )
 
 
 def test_topology_leaves_and_spine():
@@ -142,7 +184,9 @@ def test_partitions():
     (part,) = parse_partitions(load("partitions.txt"))
     assert part.name == "gpu" and part.default and part.state == "UP"
     assert part.nodes == ("gpu01", "gpu02", "gpu03", "gpu04") and part.max_time_s is None
-    (short,) = parse_partitions("PartitionName=debug Default=NO MaxTime=1-02:00:00 Nodes=a[1-2] State=UP")
+    (short,) = parse_partitions(
+        "PartitionName=debug Default=NO MaxTime=1-02:00:00 Nodes=a[1-2] State=UP"
+    )
     assert short.max_time_s == 26 * 3600 and not short.default
 
 
@@ -154,14 +198,38 @@ def test_pyslurm_job_maps_through_the_same_parser():
     from slurm_dl.slurm.pyslurm_backend import job_record_from_pyslurm
 
     fake_job = SimpleNamespace(
-        id=7, user_name="ann", account="vision", name="r50", partition="gpu", state="RUNNING",
-        state_reason="None", num_nodes=2, gres_per_node={"gpu:h100": 8}, allocated_nodes="gpu[01-02]",
-        time_limit=60, submit_time=100, eligible_time=100, start_time=110, deadline=None,
-        requeue_count=2, priority=1500, nice=0, comment="c", admin_comment="a",
-        get_resource_layout_per_node=lambda: {"gpu01": {"gres": {"gpu:h100": {"count": 8, "indexes": "0-7"}}},
-                                              "gpu02": {"gres": {"gpu:h100": 8}}},
+        id=7,
+        user_name="ann",
+        account="vision",
+        name="r50",
+        partition="gpu",
+        state="RUNNING",
+        state_reason="None",
+        num_nodes=2,
+        gres_per_node={"gpu:h100": 8},
+        allocated_nodes="gpu[01-02]",
+        time_limit=60,
+        submit_time=100,
+        eligible_time=100,
+        start_time=110,
+        deadline=None,
+        requeue_count=2,
+        priority=1500,
+        nice=0,
+        comment="c",
+        admin_comment="a",
+        get_resource_layout_per_node=lambda: {
+            "gpu01": {"gres": {"gpu:h100": {"count": 8, "indexes": "0-7"}}},
+            "gpu02": {"gres": {"gpu:h100": 8}},
+        },
     )
     job = job_from_squeue(job_record_from_pyslurm(fake_job))
-    assert (job.job_id, job.user, job.account, job.state, job.restarts) == (7, "ann", "vision", JobState.RUNNING, 2)
+    assert (job.job_id, job.user, job.account, job.state, job.restarts) == (
+        7,
+        "ann",
+        "vision",
+        JobState.RUNNING,
+        2,
+    )
     assert (job.num_gpus, job.gpus_per_node, job.num_nodes, job.gpu_type) == (16, 8, 2, "h100")
     assert job.nodes == ("gpu01", "gpu02") and job.time_limit == 3600 and job.start_time == 110

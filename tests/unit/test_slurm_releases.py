@@ -17,9 +17,20 @@ import pytest
 
 from slurm_dl.core.errors import SlurmError
 from slurm_dl.core.model import JobState
-from slurm_dl.slurm.dialects import SUPPORTED, dialect_for_release, dialect_of, release_of_version, state_text
+from slurm_dl.slurm.dialects import (
+    SUPPORTED,
+    dialect_for_release,
+    dialect_of,
+    release_of_version,
+    state_text,
+)
 from slurm_dl.slurm.gpu_alloc import gpu_allocations
-from slurm_dl.slurm.parse import parse_gpu_request, parse_scontrol_records, parse_sinfo_json, parse_squeue_json
+from slurm_dl.slurm.parse import (
+    parse_gpu_request,
+    parse_scontrol_records,
+    parse_sinfo_json,
+    parse_squeue_json,
+)
 from slurm_dl.slurm.sacct import parse_sacct_json
 from slurm_dl.slurm.squeue_format import parse_squeue_format
 
@@ -62,10 +73,21 @@ def test_squeue_json_gives_the_scenario_jobs(release: str) -> None:
     jobs = _jobs_by_name(parse_squeue_json(load(release, "squeue.json"), ALL))
     run3, held, requeued = (jobs[f"contract-{k}"] for k in ("run3", "held", "requeued"))
     assert (run3.job_id, run3.state, run3.num_gpus, run3.gpu_type, run3.nodes) == (
-        ids["run3"], JobState.RUNNING, 3, "h100", ("gpu01",))
+        ids["run3"],
+        JobState.RUNNING,
+        3,
+        "h100",
+        ("gpu01",),
+    )
     assert run3.comment == "hello contract" and run3.time_limit == 30 * 60 and run3.start_time
-    assert (held.state, held.state_reason, held.num_gpus, held.gpus_per_node, held.num_nodes, held.gpu_type) == (
-        JobState.PENDING, "JobHeldUser", 32, 8, 4, "h100")
+    assert (
+        held.state,
+        held.state_reason,
+        held.num_gpus,
+        held.gpus_per_node,
+        held.num_nodes,
+        held.gpu_type,
+    ) == (JobState.PENDING, "JobHeldUser", 32, 8, 4, "h100")
     assert held.start_time is None and held.nodes == ()
     # 22.05's squeue --json also lists recently finished jobs (ignoring its filters); later ones do not.
     if "contract-done" in jobs:
@@ -73,7 +95,10 @@ def test_squeue_json_gives_the_scenario_jobs(release: str) -> None:
     assert (requeued.state, requeued.restarts, requeued.gpus_per_node) == (JobState.PENDING, 1, 2)
     # By default only pending and active jobs.
     assert {j.name for j in parse_squeue_json(load(release, "squeue.json"))} == {
-        "contract-run3", "contract-held", "contract-requeued"}
+        "contract-run3",
+        "contract-held",
+        "contract-requeued",
+    }
 
 
 def test_squeue_format_and_json_readers_agree(release: str) -> None:
@@ -84,35 +109,61 @@ def test_squeue_format_and_json_readers_agree(release: str) -> None:
     for job_id, j in by_json.items():
         f = by_format[job_id]
         # squeue -O has no gres_detail: a running job's GPU type comes from its nodes later.
-        for field in ("state", "state_reason", "num_gpus", "gpus_per_node", "num_nodes", "user", "name",
-                      "partition", "submit_time", "time_limit", "restarts", "nodes", "priority", "nice", "comment"):
+        for field in (
+            "state",
+            "state_reason",
+            "num_gpus",
+            "gpus_per_node",
+            "num_nodes",
+            "user",
+            "name",
+            "partition",
+            "submit_time",
+            "time_limit",
+            "restarts",
+            "nodes",
+            "priority",
+            "nice",
+            "comment",
+        ):
             assert getattr(f, field) == getattr(j, field), (release, job_id, field)
 
 
 def test_nodes_are_read_the_same(release: str) -> None:
     nodes = {n.name: n for n in parse_sinfo_json(load(release, "nodes.json"))}
     assert sorted(nodes) == ["gpu01", "gpu02", "gpu03", "gpu04"]
-    assert {(n.gpus, n.gpu_type, n.cpus, n.memory_mb, n.partitions, n.available) for n in nodes.values()} == {
-        (8, "h100", 32, 256000, ("gpu",), True)}
+    assert {
+        (n.gpus, n.gpu_type, n.cpus, n.memory_mb, n.partitions, n.available) for n in nodes.values()
+    } == {(8, "h100", 32, 256000, ("gpu",), True)}
     assert sum(n.gpus_used for n in nodes.values()) == 3
     assert nodes["gpu01"].state == "MIXED" and nodes["gpu04"].state == "IDLE"
 
 
 def test_gpu_indices_of_running_jobs(release: str) -> None:
     allocs = gpu_allocations(load(release, "squeue.json"))
-    assert [(a.job_id, a.node, a.gpus) for a in allocs] == [(scenario(release)["run3"], "gpu01", (0, 1, 2))]
+    assert [(a.job_id, a.node, a.gpus) for a in allocs] == [
+        (scenario(release)["run3"], "gpu01", (0, 1, 2))
+    ]
 
 
 def test_sacct_gives_the_finished_job(release: str) -> None:
     (done,) = parse_sacct_json(load(release, "sacct.json"))
     assert (done.job_id, done.name, done.state, done.num_gpus, done.num_nodes, done.nodes) == (
-        scenario(release)["done"], "contract-done", JobState.COMPLETED, 2, 1, ("gpu01",))
+        scenario(release)["done"],
+        "contract-done",
+        JobState.COMPLETED,
+        2,
+        1,
+        ("gpu01",),
+    )
     assert done.time_limit == 5 * 60 and done.start_time and done.submit_time
 
 
 def test_scontrol_show_job_fields(release: str) -> None:
     ids = scenario(release)
-    recs = {int(r["JobId"]): r for r in parse_scontrol_records(load(release, "scontrol_show_job.txt"))}
+    recs = {
+        int(r["JobId"]): r for r in parse_scontrol_records(load(release, "scontrol_show_job.txt"))
+    }
     assert recs[ids["run3"]]["JobState"] == "RUNNING"
     assert parse_gpu_request(recs[ids["run3"]]["TresPerJob"]).count == 3
     assert parse_gpu_request(recs[ids["held"]]["TresPerNode"]).count == 8
@@ -127,7 +178,9 @@ def test_a_newer_data_parser_is_refused_naming_the_supported_ones() -> None:
     with pytest.raises(SlurmError) as err:
         parse_squeue_json(doc)
     msg = str(err.value)
-    assert "27.11" in msg and "v0.0.99" in msg and "22.05" in msg and "24.11" in msg and "26.05" in msg
+    assert (
+        "27.11" in msg and "v0.0.99" in msg and "22.05" in msg and "24.11" in msg and "26.05" in msg
+    )
     with pytest.raises(SlurmError, match="Slurm 23.02 is not supported; supported: 22.05"):
         dialect_for_release("23.02", "scontrol version")
 
@@ -142,10 +195,21 @@ def test_state_lists_read_as_22_05_printed_them() -> None:
 def test_pyslurm_must_match_the_clusters_release() -> None:
     from slurm_dl.slurm.pyslurm_backend import release_mismatch, slurm_release_of_pyslurm
 
-    assert slurm_release_of_pyslurm("22.5.3") == "22.05" and slurm_release_of_pyslurm("24.11.0") == "24.11"
-    assert release_mismatch("22.5.3", "22.05") is None and release_mismatch("24.11.0", "24.11") is None
+    assert (
+        slurm_release_of_pyslurm("22.5.3") == "22.05"
+        and slurm_release_of_pyslurm("24.11.0") == "24.11"
+    )
+    assert (
+        release_mismatch("22.5.3", "22.05") is None and release_mismatch("24.11.0", "24.11") is None
+    )
     assert release_mismatch("22.5.3", "24.11") == (
         "the installed pyslurm 22.5.3 is for Slurm 22.05, this cluster runs 24.11: install pyslurm's 24.11 tag "
-        "built against this Slurm")
-    assert release_mismatch(None, "26.05") == release_mismatch("24.11.0", "26.05") == (
-        "no pyslurm release exists for Slurm 26.05; use the cli backend (the default), which supports it")
+        "built against this Slurm"
+    )
+    assert (
+        release_mismatch(None, "26.05")
+        == release_mismatch("24.11.0", "26.05")
+        == (
+            "no pyslurm release exists for Slurm 26.05; use the cli backend (the default), which supports it"
+        )
+    )

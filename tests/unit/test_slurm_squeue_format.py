@@ -14,8 +14,12 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
 
 def both():
-    by_json = {j.job_id: j for j in parse_squeue_json(json.loads((FIX / "parity_squeue.json").read_text()))}
-    by_format = {j.job_id: j for j in parse_squeue_format((FIX / "parity_squeue_format.txt").read_text())}
+    by_json = {
+        j.job_id: j for j in parse_squeue_json(json.loads((FIX / "parity_squeue.json").read_text()))
+    }
+    by_format = {
+        j.job_id: j for j in parse_squeue_format((FIX / "parity_squeue_format.txt").read_text())
+    }
     return by_json, by_format
 
 
@@ -26,7 +30,9 @@ def test_format_argument_has_unpadded_fields_and_the_separator():
 
 def test_same_jobs_and_fields_as_json():
     by_json, by_format = both()
-    assert sorted(by_json) == sorted(by_format) == [1, 2, 3, 4, 5, 6]  # cancelled job 7 filtered out
+    assert (
+        sorted(by_json) == sorted(by_format) == [1, 2, 3, 4, 5, 6]
+    )  # cancelled job 7 filtered out
     for job_id, jj in by_json.items():
         fj = dataclasses.asdict(by_format[job_id])
         expected = dataclasses.asdict(jj)
@@ -41,10 +47,24 @@ def test_recorded_values():
     _, jobs = both()
     run3 = jobs[1]
     assert run3.comment == "hello | world" and run3.admin_comment == "slurmdl:v1:class=train"
-    assert (run3.state, run3.num_gpus, run3.nodes, run3.time_limit) == (JobState.RUNNING, 3, ("gpu01",), 1800)
-    assert jobs[2].nodes == ("gpu03", "gpu04") and jobs[2].num_gpus == 16 and jobs[2].gpus_per_node == 8
+    assert (run3.state, run3.num_gpus, run3.nodes, run3.time_limit) == (
+        JobState.RUNNING,
+        3,
+        ("gpu01",),
+        1800,
+    )
+    assert (
+        jobs[2].nodes == ("gpu03", "gpu04")
+        and jobs[2].num_gpus == 16
+        and jobs[2].gpus_per_node == 8
+    )
     held = jobs[3]
-    assert held.name == "held job" and held.nice == 50 and held.priority == 0 and held.eligible_time is None
+    assert (
+        held.name == "held job"
+        and held.nice == 50
+        and held.priority == 0
+        and held.eligible_time is None
+    )
     later = jobs[4]
     assert later.time_limit == 86400 and later.priority == 1300 and later.deadline == 1795234608.0
 
@@ -63,7 +83,9 @@ def test_line_memo_parses_each_line_once_and_hands_out_the_same_jobs():
     plain = parse_squeue_format(text)
     memo = LineMemo()
     first = parse_squeue_format(text, memo=memo)
-    assert memo.parsed == len(text.splitlines()) - sum(1 for line in text.splitlines() if not line.strip())
+    assert memo.parsed == len(text.splitlines()) - sum(
+        1 for line in text.splitlines() if not line.strip()
+    )
     assert [dataclasses.asdict(j) for j in first] == [dataclasses.asdict(j) for j in plain]
     second = parse_squeue_format(text, memo=memo)
     assert memo.parsed == 0  # every line known

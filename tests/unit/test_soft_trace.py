@@ -1,4 +1,5 @@
 """The synthetic soft-deadline trace: classes redrawn, seeded, Chronus' step shape."""
+
 from __future__ import annotations
 
 import csv
@@ -13,8 +14,12 @@ HEAD = "job_id,user,num_gpu,submit_time,iterations,model_name,duration,interval,
 
 def _source(tmp_path, n: int = 400):
     p = tmp_path / "src.csv"
-    rows = [f"{i},vc_a,1,{i},10,vgg16,{60 + i},1,{120 + 2 * i},10,0,strict" if i % 2 == 0
-            else f"{i},vc_b,2,{i},10,resnet50,{30 + i},1,{i},10,1,best" for i in range(n)]
+    rows = [
+        f"{i},vc_a,1,{i},10,vgg16,{60 + i},1,{120 + 2 * i},10,0,strict"
+        if i % 2 == 0
+        else f"{i},vc_b,2,{i},10,resnet50,{30 + i},1,{i},10,1,best"
+        for i in range(n)
+    ]
     p.write_text(HEAD + "\n".join(rows) + "\n")
     return p
 
@@ -23,7 +28,9 @@ def test_classes_are_redrawn_in_the_asked_shares_and_seeded(tmp_path) -> None:
     src = _source(tmp_path)
     rows = soft_deadline_rows(src, seed=3)
     assert rows == soft_deadline_rows(src, seed=3) != soft_deadline_rows(src, seed=4)
-    share = {k: sum(r["job_type"] == k for r in rows) / len(rows) for k in ("soft", "strict", "best")}
+    share = {
+        k: sum(r["job_type"] == k for r in rows) / len(rows) for k in ("soft", "strict", "best")
+    }
     assert share["soft"] == pytest.approx(0.6, abs=0.08)
     assert share["strict"] == pytest.approx(0.3, abs=0.08)
     assert share["best"] == pytest.approx(0.1, abs=0.05)

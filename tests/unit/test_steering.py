@@ -24,7 +24,10 @@ def model():
 
 
 def nodes(h100_free: int = 8, v100_free: int = 8) -> list[Node]:
-    return [Node("gpu01", 8, "h100", gpus_used=8 - h100_free), Node("gpu03", 8, "v100", gpus_used=8 - v100_free)]
+    return [
+        Node("gpu01", 8, "h100", gpus_used=8 - h100_free),
+        Node("gpu03", 8, "v100", gpus_used=8 - v100_free),
+    ]
 
 
 def job(i: int, gpus: int = 8, model_name: str = "resnet", types=BOTH) -> Job:
@@ -36,7 +39,12 @@ def test_crowded_the_jobs_that_gain_most_get_the_fast_type_whatever_their_place(
     v100, where its comparative advantage is; the ResNet (3x) gets the h100; the third waits."""
     lstm, resnet, third = job(1, model_name="lstm"), job(2), job(3)
     got = choose_types([lstm, resnet, third], nodes(), model, {1: BOTH, 2: BOTH, 3: BOTH})
-    assert got[1].gpu_type == "v100" and got[1].starts_now and got[2].gpu_type == "h100" and got[2].starts_now
+    assert (
+        got[1].gpu_type == "v100"
+        and got[1].starts_now
+        and got[2].gpu_type == "h100"
+        and got[2].starts_now
+    )
     assert "goes to jobs that gain more" in got[1].why and not got[3].starts_now
 
 
@@ -92,7 +100,10 @@ def test_levers_prefer_a_partition_of_one_type() -> None:
     levers = type_levers(cfg.node_groups, [p.name for p in cfg.partitions])
     assert levers == {"h100": Lever(partition="h100"), "v100": Lever(partition="v100")}
     one_partition = [g.model_copy(update={"partitions": ["gpu"]}) for g in cfg.node_groups]
-    assert type_levers(one_partition, ["gpu"]) == {"h100": Lever(feature="h100"), "v100": Lever(feature="v100")}
+    assert type_levers(one_partition, ["gpu"]) == {
+        "h100": Lever(feature="h100"),
+        "v100": Lever(feature="v100"),
+    }
 
 
 class Levers:
@@ -109,14 +120,21 @@ class Levers:
 def test_the_daemon_sets_a_lever_only_where_it_changes_something() -> None:
     cfg = load_config(REPO / "site-configs" / "testbed-mixed.toml")
     st = Steering(cfg)
-    waiting = [Job(1, num_gpus=2, accepted_types=BOTH, partition="h100"),
-               Job(2, num_gpus=2, accepted_types=BOTH, partition="gpu"),
-               Job(3, num_gpus=2, accepted_types=("v100",), partition="v100")]
-    snap = ClusterSnapshot(taken_at=0.0, jobs=waiting, nodes=[Node("gpu01", 8, "h100", gpus_used=6),
-                                                            Node("gpu03", 8, "v100")])
+    waiting = [
+        Job(1, num_gpus=2, accepted_types=BOTH, partition="h100"),
+        Job(2, num_gpus=2, accepted_types=BOTH, partition="gpu"),
+        Job(3, num_gpus=2, accepted_types=("v100",), partition="v100"),
+    ]
+    snap = ClusterSnapshot(
+        taken_at=0.0,
+        jobs=waiting,
+        nodes=[Node("gpu01", 8, "h100", gpus_used=6), Node("gpu03", 8, "v100")],
+    )
     be = Levers()
     report = steer(st, be, snap, waiting)
-    assert be.calls == [(2, "partition", "v100")]  # job 1 already on h100 (room for 2); job 3 names v100
+    assert be.calls == [
+        (2, "partition", "v100")
+    ]  # job 1 already on h100 (room for 2); job 3 names v100
     assert report.moved == {2: "v100"}
 
 
@@ -128,7 +146,9 @@ def test_charges_are_normalised_by_type_speed() -> None:
     led.observe([fast, slow], 0.0, 3600.0, speeds)
     led.observe([fast, slow], 100.0, 3600.0, speeds)
     assert led.attained(1) == pytest.approx(300.0) and led.attained(2) == pytest.approx(100.0)
-    assert led.jobs[1].norm_executed_s == pytest.approx(300.0) and led.jobs[1].executed_s == pytest.approx(100.0)
+    assert led.jobs[1].norm_executed_s == pytest.approx(300.0) and led.jobs[
+        1
+    ].executed_s == pytest.approx(100.0)
     assert led.usage("a", 100.0, 3600.0) == pytest.approx(3 * led.usage("b", 100.0, 3600.0))
 
 
@@ -150,11 +170,18 @@ def test_an_opted_in_job_moves_once_to_a_faster_type_that_frees_and_not_back(tmp
 
     cfg = load_config(REPO / "site-configs" / "testbed-mixed.toml")
     c = mixed_cluster()
-    hog = c.add(1, 8, running_on="gpu01", admin_comment="sdl1:class=train;ckpt=0;gpus=8;shape=1x8;types=h100")
+    hog = c.add(
+        1,
+        8,
+        running_on="gpu01",
+        admin_comment="sdl1:class=train;ckpt=0;gpus=8;shape=1x8;types=h100",
+    )
     hog.gpu_type = "h100"
     slow = c.add(2, 8, running_on="gpu03", admin_comment=TAG, partition="v100")
     slow.gpu_type = "v100"
-    c.add(3, 8, admin_comment="sdl1:class=train;ckpt=1;gpus=8;shape=1x8;types=v100", partition="v100")
+    c.add(
+        3, 8, admin_comment="sdl1:class=train;ckpt=1;gpus=8;shape=1x8;types=v100", partition="v100"
+    )
     p = Prioritizer(cfg, c, Store(f"sqlite:///{tmp_path / 'p.db'}"))
     p.run_cycle()
     c.now += 30
@@ -181,15 +208,21 @@ def test_an_opted_in_job_moves_once_to_a_faster_type_that_frees_and_not_back(tmp
 def test_moves_need_the_speedup_room_and_nobody_waiting(model) -> None:
     from slurm_dl.core.steering import plan_moves
 
-    on_v100 = Job(1, num_gpus=8, model="resnet", accepted_types=BOTH, gpu_type="v100", state=JobState.RUNNING)
-    flat = Job(2, num_gpus=8, model="lstm", accepted_types=BOTH, gpu_type="v100", state=JobState.RUNNING)
+    on_v100 = Job(
+        1, num_gpus=8, model="resnet", accepted_types=BOTH, gpu_type="v100", state=JobState.RUNNING
+    )
+    flat = Job(
+        2, num_gpus=8, model="lstm", accepted_types=BOTH, gpu_type="v100", state=JobState.RUNNING
+    )
     free_h100 = [Node("gpu01", 8, "h100"), Node("gpu03", 8, "v100", gpus_used=8)]
     yes = lambda j: True  # noqa: E731
     moves = plan_moves([flat, on_v100], [], free_h100, model, min_speedup=1.5, can_move=yes)
     assert [(m.job_id, m.to_type) for m in moves] == [(1, "h100")]  # the LSTM gains 1.1x: stays
     waiting = [Job(3, num_gpus=8, accepted_types=("h100",))]
     assert plan_moves([on_v100], waiting, free_h100, model, min_speedup=1.5, can_move=yes) == []
-    assert plan_moves([on_v100], [], free_h100, model, min_speedup=1.5, can_move=lambda j: False) == []
+    assert (
+        plan_moves([on_v100], [], free_h100, model, min_speedup=1.5, can_move=lambda j: False) == []
+    )
     full = [Node("gpu01", 8, "h100", gpus_used=4), Node("gpu03", 8, "v100", gpus_used=8)]
     assert plan_moves([on_v100], [], full, model, min_speedup=1.5, can_move=yes) == []
 
@@ -201,37 +234,69 @@ def test_a_job_of_an_account_below_its_fair_share_moves_to_room_others_wait_for(
     from slurm_dl.core.steering import plan_moves
 
     def running(i: int, account: str, gpu_type: str, ran: float = 3600.0) -> Job:
-        return Job(i, account=account, num_gpus=4, model="resnet", accepted_types=BOTH, gpu_type=gpu_type,
-                   state=JobState.RUNNING, executed_s=ran)
+        return Job(
+            i,
+            account=account,
+            num_gpus=4,
+            model="resnet",
+            accepted_types=BOTH,
+            gpu_type=gpu_type,
+            state=JobState.RUNNING,
+            executed_s=ran,
+        )
 
     mine, theirs = running(1, "behind", "v100"), running(2, "ahead", "v100")
     waiting = [Job(3, account="ahead", num_gpus=4, accepted_types=BOTH)]
     half = [Node("gpu01", 8, "h100", gpus_used=4), Node("gpu03", 8, "v100", gpus_used=8)]
     yes = lambda j: True  # noqa: E731
-    moves = plan_moves([theirs, mine], waiting, half, model, min_speedup=1.5, can_move=yes, behind={"behind"},
-                       restart_s=60)
+    moves = plan_moves(
+        [theirs, mine],
+        waiting,
+        half,
+        model,
+        min_speedup=1.5,
+        can_move=yes,
+        behind={"behind"},
+        restart_s=60,
+    )
     assert [(m.job_id, m.to_type) for m in moves] == [(1, "h100")]
     assert "within its fair share" in moves[0].why
     # without the fair-share standing, nobody moves into room a waiting job wants
     assert plan_moves([theirs, mine], waiting, half, model, min_speedup=1.5, can_move=yes) == []
     # a whole free node is left to the waiting jobs
     whole = [Node("gpu01", 8, "h100"), Node("gpu03", 8, "v100", gpus_used=8)]
-    assert plan_moves([mine], waiting, whole, model, min_speedup=1.5, can_move=yes, behind={"behind"}) == []
+    assert (
+        plan_moves([mine], waiting, whole, model, min_speedup=1.5, can_move=yes, behind={"behind"})
+        == []
+    )
     # with nobody waiting, the account below its share goes first for the room
-    moves = plan_moves([theirs, mine], [], half, model, min_speedup=1.5, can_move=yes, behind={"behind"})
+    moves = plan_moves(
+        [theirs, mine], [], half, model, min_speedup=1.5, can_move=yes, behind={"behind"}
+    )
     assert [m.job_id for m in moves] == [1]
     # the time it would save, reckoned on its run so far, must beat the restart: ResNet runs
     # 3x faster on an H100 here, so 60 s of run saves 40 s, less than a 60 s restart
     short = running(4, "behind", "v100", ran=60.0)
-    assert plan_moves([short], [], half, model, min_speedup=1.5, can_move=yes, behind={"behind"},
-                      restart_s=60) == []
+    assert (
+        plan_moves(
+            [short], [], half, model, min_speedup=1.5, can_move=yes, behind={"behind"}, restart_s=60
+        )
+        == []
+    )
     # never to a slower type
     on_h100 = running(5, "behind", "h100")
     free_v100 = [Node("gpu01", 8, "h100", gpus_used=8), Node("gpu03", 8, "v100", gpus_used=4)]
-    assert plan_moves([on_h100], [], free_v100, model, min_speedup=1.5, can_move=yes, behind={"behind"}) == []
+    assert (
+        plan_moves(
+            [on_h100], [], free_v100, model, min_speedup=1.5, can_move=yes, behind={"behind"}
+        )
+        == []
+    )
 
 
-def test_under_fair_share_a_job_of_an_account_within_its_share_moves_where_others_wait(tmp_path) -> None:
+def test_under_fair_share_a_job_of_an_account_within_its_share_moves_where_others_wait(
+    tmp_path,
+) -> None:
     # the cycle passes the fair-share standings to the moves: "small" asks 4 GPUs, within its
     # share, and runs on a V100 for an hour; big's jobs wait for H100s, one node of which has 4
     # GPUs in use and 4 free. small's job moves there (under the combined mix it would not:
@@ -246,17 +311,38 @@ def test_under_fair_share_a_job_of_an_account_within_its_share_moves_where_other
         cfg = load_config(site)
         c = mixed_cluster()
         c.nodes = [Node("gpu01", 8, "h100", gpus_used=4), Node("gpu03", 8, "v100", gpus_used=8)]
-        hog = c.add(1, 4, running_on="gpu01", account="big",
-                    admin_comment="sdl1:class=train;ckpt=0;gpus=4;shape=1x4;types=h100")
+        hog = c.add(
+            1,
+            4,
+            running_on="gpu01",
+            account="big",
+            admin_comment="sdl1:class=train;ckpt=0;gpus=4;shape=1x4;types=h100",
+        )
         hog.gpu_type = "h100"
-        small = c.add(2, 4, running_on="gpu03", account="small", partition="v100",
-                      admin_comment="sdl1:class=train;ckpt=1;gpus=4;shape=1x4;types=h100+v100")
+        small = c.add(
+            2,
+            4,
+            running_on="gpu03",
+            account="small",
+            partition="v100",
+            admin_comment="sdl1:class=train;ckpt=1;gpus=4;shape=1x4;types=h100+v100",
+        )
         small.gpu_type, small.start_time = "v100", c.now - 3600
-        hog2 = c.add(3, 4, running_on="gpu03", account="big",
-                     admin_comment="sdl1:class=train;ckpt=1;gpus=4;shape=1x4;types=v100")
+        hog2 = c.add(
+            3,
+            4,
+            running_on="gpu03",
+            account="big",
+            admin_comment="sdl1:class=train;ckpt=1;gpus=4;shape=1x4;types=v100",
+        )
         hog2.gpu_type = "v100"
         for i in (4, 5):
-            c.add(i, 4, account="big", admin_comment="sdl1:class=train;ckpt=1;gpus=4;shape=1x4;types=h100+v100")
+            c.add(
+                i,
+                4,
+                account="big",
+                admin_comment="sdl1:class=train;ckpt=1;gpus=4;shape=1x4;types=h100+v100",
+            )
         p = Prioritizer(cfg, c, Store(f"sqlite:///{tmp_path / f'{mix}.db'}"))
         p.run_cycle()
         c.now += 30

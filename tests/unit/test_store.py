@@ -35,9 +35,16 @@ def test_empty_store_gives_an_empty_ledger(store):
 
 def test_cycle_round_trip(store, tmp_path):
     led = _ledger_with_service()
-    store.save_cycle(CycleWrite(now=160.0, cycle=3, ledger=led, pushed={7: 500, 8: 0},
-                                decisions=[(7, "priority", 500, "score 0.5")],
-                                explanations={7: {"job_id": 7, "score": 0.5}}))
+    store.save_cycle(
+        CycleWrite(
+            now=160.0,
+            cycle=3,
+            ledger=led,
+            pushed={7: 500, 8: 0},
+            decisions=[(7, "priority", 500, "score 0.5")],
+            explanations={7: {"job_id": 7, "score": 0.5}},
+        )
+    )
     again = Store(store.url)
     assert again.load_ledger() == led
     assert again.load_ledger().attained(7) == pytest.approx(120.0)
@@ -68,10 +75,24 @@ def test_preemption_rows_are_write_ahead_and_pairs_are_remembered(store):
 
 def test_prune_drops_old_decisions_and_each_cycle_replaces_explanations(store):
     led = Ledger()
-    store.save_cycle(CycleWrite(now=1.0, cycle=1, ledger=led, decisions=[(1, "priority", 1, "old")],
-                                explanations={1: {"a": 1}, 2: {"b": 2}}))
-    store.save_cycle(CycleWrite(now=100.0, cycle=2, ledger=led, decisions=[(1, "priority", 2, "new")],
-                                explanations={2: {"b": 3}}))
+    store.save_cycle(
+        CycleWrite(
+            now=1.0,
+            cycle=1,
+            ledger=led,
+            decisions=[(1, "priority", 1, "old")],
+            explanations={1: {"a": 1}, 2: {"b": 2}},
+        )
+    )
+    store.save_cycle(
+        CycleWrite(
+            now=100.0,
+            cycle=2,
+            ledger=led,
+            decisions=[(1, "priority", 2, "new")],
+            explanations={2: {"b": 3}},
+        )
+    )
     assert store.prune(keep_decisions_after=50.0) == 1
     assert [d.reason for d in store.decisions(1)] == ["new"]
     assert store.explanation(1) is None and store.explanation(2) == {"b": 3}
@@ -117,13 +138,38 @@ def test_a_new_sqlite_file_is_readable_by_its_owner_alone(tmp_path):
 
 # --- the ledger's job records in rows, each written only when it changed -------------------
 
+
 def _queue(n_wait: int, n_run: int, *, held: int = 0) -> list[Job]:
-    jobs = [Job(100 + i, user="u", account="a", name="w", num_gpus=1, state=JobState.PENDING,
-                submit_time=0.0, eligible_time=0.0) for i in range(n_wait)]
-    jobs += [Job(500 + i, user="u", account="a", name="h", num_gpus=1, state=JobState.PENDING,
-                 state_reason="JobHeldUser", submit_time=0.0) for i in range(held)]
-    jobs += [Job(900 + i, user="v", account="b", name="r", num_gpus=2, state=JobState.RUNNING)
-             for i in range(n_run)]
+    jobs = [
+        Job(
+            100 + i,
+            user="u",
+            account="a",
+            name="w",
+            num_gpus=1,
+            state=JobState.PENDING,
+            submit_time=0.0,
+            eligible_time=0.0,
+        )
+        for i in range(n_wait)
+    ]
+    jobs += [
+        Job(
+            500 + i,
+            user="u",
+            account="a",
+            name="h",
+            num_gpus=1,
+            state=JobState.PENDING,
+            state_reason="JobHeldUser",
+            submit_time=0.0,
+        )
+        for i in range(held)
+    ]
+    jobs += [
+        Job(900 + i, user="v", account="b", name="r", num_gpus=2, state=JobState.RUNNING)
+        for i in range(n_run)
+    ]
     return jobs
 
 
@@ -155,8 +201,18 @@ def test_a_steady_cycle_rewrites_only_the_records_that_changed(store, tmp_path):
         assert Store(store.url).load_ledger() == led
     assert len(written) == 58 + 5  # all, then the running ones once: their stretch opened
     written.clear()
-    q = q[2:] + [Job(7000, user="u", account="a", name="w", num_gpus=1, state=JobState.PENDING,
-                     submit_time=120.0, eligible_time=120.0)]
+    q = q[2:] + [
+        Job(
+            7000,
+            user="u",
+            account="a",
+            name="w",
+            num_gpus=1,
+            state=JobState.PENDING,
+            submit_time=120.0,
+            eligible_time=120.0,
+        )
+    ]
     led.observe(q, 130.0, 3600.0)  # jobs 100 and 101 left (closed), 7000 arrived
     store.save_cycle(CycleWrite(now=130.0, cycle=4, ledger=led))
     assert sorted(written) == [100, 101, 7000]
@@ -169,8 +225,17 @@ def test_a_steady_cycle_rewrites_only_the_records_that_changed(store, tmp_path):
     assert written == []  # 100 and 101 deleted, nothing written
     assert again.attained(900) == 2 * 30.0 and led.attained(900) == 2 * 100.0
     written.clear()
-    q[-2] = Job(904, user="v", account="b", name="r", num_gpus=2, state=JobState.PENDING, submit_time=0.0,
-                eligible_time=0.0, state_reason="BeginTime")  # requeued: no longer running
+    q[-2] = Job(
+        904,
+        user="v",
+        account="b",
+        name="r",
+        num_gpus=2,
+        state=JobState.PENDING,
+        submit_time=0.0,
+        eligible_time=0.0,
+        state_reason="BeginTime",
+    )  # requeued: no longer running
     q.append(Job(150, user="u", account="a", name="w", num_gpus=1, state=JobState.RUNNING))
     led.observe(q, 210.0, 3600.0)
     store.save_cycle(CycleWrite(now=210.0, cycle=6, ledger=led))
@@ -207,10 +272,14 @@ def test_a_failed_save_leaves_the_next_one_to_rewrite_every_record(store, tmp_pa
 
     event.listen(store.engine, "before_cursor_execute", fail)
     with pytest.raises(StoreError, match="disk I/O error"):
-        store.save_cycle(CycleWrite(now=110.0, cycle=2, ledger=led, decisions=[(100, "priority", 1, "x")]))
+        store.save_cycle(
+            CycleWrite(now=110.0, cycle=2, ledger=led, decisions=[(100, "priority", 1, "x")])
+        )
     event.remove(store.engine, "before_cursor_execute", fail)
     before = Store(store.url).load_ledger()
-    assert not any(r.finished for r in before.jobs.values())  # the closing of 108 and 109 rolled back
+    assert not any(
+        r.finished for r in before.jobs.values()
+    )  # the closing of 108 and 109 rolled back
     written = _rows_written(store)
     store.save_cycle(CycleWrite(now=110.0, cycle=2, ledger=led))
     assert len(written) == 12 and Store(store.url).load_ledger() == led
@@ -230,11 +299,20 @@ def test_a_ledger_saved_whole_by_an_earlier_release_reads_and_moves_into_rows(st
     whole = led.to_dict(compact=True)
     names = whole["job_fields"]
     i, k = names.index("waited_before_s"), names.index("wait_from")
-    rows = [[v for n, v in zip(names, r) if n not in ("waited_before_s", "wait_from")]
-            + [r[i] + (r[names.index("last_seen")] - r[k] if r[k] is not None else 0.0), r[k] is not None]
-            for r in whole["jobs"]]
-    old = {**whole, "job_fields": [n for n in names if n not in ("waited_before_s", "wait_from")]
-           + ["waited_s", "waiting"], "jobs": rows}
+    rows = [
+        [v for n, v in zip(names, r) if n not in ("waited_before_s", "wait_from")]
+        + [
+            r[i] + (r[names.index("last_seen")] - r[k] if r[k] is not None else 0.0),
+            r[k] is not None,
+        ]
+        for r in whole["jobs"]
+    ]
+    old = {
+        **whole,
+        "job_fields": [n for n in names if n not in ("waited_before_s", "wait_from")]
+        + ["waited_s", "waiting"],
+        "jobs": rows,
+    }
     del old["seen_at"]
     with Session(store.engine) as s:
         s.add(LedgerState(id=1, data=json.dumps(old), saved_at=130.0, cycle=2))
@@ -275,14 +353,23 @@ def test_a_database_without_an_upsert_gets_rows_replaced_by_delete_and_insert(st
     from slurm_dl.store.repository import _upsert
 
     with store.engine.begin() as conn:
-        _upsert(conn, LedgerJobRow, [{"job_id": 1, "data": "[1]"}, {"job_id": 2, "data": "[2]"}], [])
+        _upsert(
+            conn, LedgerJobRow, [{"job_id": 1, "data": "[1]"}, {"job_id": 2, "data": "[2]"}], []
+        )
         real, conn.dialect.name = conn.dialect.name, "mysql"  # (this connection only pretends)
         try:
-            _upsert(conn, LedgerJobRow, [{"job_id": 2, "data": "[22]"}, {"job_id": 3, "data": "[3]"}], [2])
+            _upsert(
+                conn,
+                LedgerJobRow,
+                [{"job_id": 2, "data": "[22]"}, {"job_id": 3, "data": "[3]"}],
+                [2],
+            )
         finally:
             conn.dialect.name = real
         _upsert(conn, LedgerJobRow, [{"job_id": 3, "data": "[33]"}], [3])
-        rows = dict(conn.execute(LedgerJobRow.__table__.select().order_by(LedgerJobRow.job_id)).all())
+        rows = dict(
+            conn.execute(LedgerJobRow.__table__.select().order_by(LedgerJobRow.job_id)).all()
+        )
     assert rows == {1: "[1]", 2: "[22]", 3: "[33]"}
 
 
@@ -311,7 +398,9 @@ def test_a_cycle_saved_while_the_ledger_is_read_makes_it_read_again(store, monke
     def always(self):
         rows = real(self)
         calls.append(1)
-        Store(store.url).save_cycle(CycleWrite(now=110.0 + len(calls), cycle=2 + len(calls), ledger=newer))
+        Store(store.url).save_cycle(
+            CycleWrite(now=110.0 + len(calls), cycle=2 + len(calls), ledger=newer)
+        )
         return rows
 
     monkeypatch.setattr(Store, "_job_rows", always)
@@ -326,8 +415,13 @@ def _entries(store, log: str) -> list[tuple[int, str]]:
     from slurm_dl.store.models import LedgerEntryRow
 
     with Session(store.engine) as s:
-        return list(s.exec(select(LedgerEntryRow.idx, LedgerEntryRow.data).where(LedgerEntryRow.log == log)
-                           .order_by(LedgerEntryRow.idx)).all())
+        return list(
+            s.exec(
+                select(LedgerEntryRow.idx, LedgerEntryRow.data)
+                .where(LedgerEntryRow.log == log)
+                .order_by(LedgerEntryRow.idx)
+            ).all()
+        )
 
 
 def _tamper(store, log: str, idx: int, data: str) -> None:
@@ -354,7 +448,9 @@ def test_the_ledgers_logs_are_rows_written_once_and_trimmed_at_their_front(store
     doc = json.loads(store._session().get(LedgerState, 1).data)
     assert not {"history", "finished", "runs"} & set(doc)  # the document holds none of them
     assert _entries(store, "history") == [(i, f"{float(i)}") for i in range(5)]
-    assert [json.loads(d)[2] for _, d in _entries(store, "finished")] == [f"job{i}" for i in range(5)]
+    assert [json.loads(d)[2] for _, d in _entries(store, "finished")] == [
+        f"job{i}" for i in range(5)
+    ]
     _tamper(store, "history", 4, "99.0")  # a row the next saves must leave alone
     for i in range(5, 12):  # 12 > 10 + 1: the history drops its two oldest
         led.add_history(float(i), "ann", f"job{i}", "nlp", 1)
@@ -387,7 +483,12 @@ def test_a_log_edited_is_rewritten_from_its_lowest_edit(store):
     led.observe([j], 30.0, 3600.0)  # back: its entry (the last) is withdrawn
     led.add_history(4.0, "bob", "x", "cv", 1)
     store.save_cycle(CycleWrite(now=30.0, cycle=2, ledger=led))
-    assert _entries(store, "history") == [(0, "99.0"), (1, "1.0"), (2, "2.0"), (3, "4.0")]  # from the edit on
+    assert _entries(store, "history") == [
+        (0, "99.0"),
+        (1, "1.0"),
+        (2, "2.0"),
+        (3, "4.0"),
+    ]  # from the edit on
     _tamper(store, "history", 0, "0.0")
     assert Store(store.url).load_ledger() == led
     _tamper(store, "history", 0, "99.0")

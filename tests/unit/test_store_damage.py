@@ -42,8 +42,11 @@ def _damage(path: Path) -> None:
     size = path.stat().st_size
     assert size >= 8 * 4096, size
     with closing(sqlite3.connect(path)) as con:  # which page holds what (SQLite's dbstat table)
-        pages = [n for name, n in con.execute("SELECT name, pageno FROM dbstat ORDER BY pageno")
-                 if name in ("sdl_decision", "sdl_explanation_part")]
+        pages = [
+            n
+            for name, n in con.execute("SELECT name, pageno FROM dbstat ORDER BY pageno")
+            if name in ("sdl_decision", "sdl_explanation_part")
+        ]
     page = pages[len(pages) // 2]
     with open(path, "r+b") as f:
         f.seek((page - 1) * 4096)
@@ -89,7 +92,9 @@ def test_a_lock_is_named_as_a_lock(tmp_path: Path, caplog, monkeypatch) -> None:
     finally:
         holder.close()
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "database is locked: another process holds a lock" in errors[0], errors
+    assert len(errors) == 1 and "database is locked: another process holds a lock" in errors[0], (
+        errors
+    )
     assert str(path) in errors[0]
     assert problem and "database is locked: another process holds a lock" in problem, problem
     assert str(path) in problem
@@ -100,8 +105,9 @@ def test_the_daemon_stops_non_zero_after_the_bounded_failing_cycles(tmp_path: Pa
     url = _ledger_with_history(path)
     _damage(path)
     config = load_config(ROOT / "site-configs" / "testbed.toml")
-    config = config.model_copy(update={"prioritizer": config.prioritizer.model_copy(
-        update={"store_failures_max": 3})})
+    config = config.model_copy(
+        update={"prioritizer": config.prioritizer.model_copy(update={"store_failures_max": 3})}
+    )
     c = MemoryCluster(nodes=4)
     c.add(1, 1)
     loop = Loop(Prioritizer(config, c, Store(url)))
@@ -116,8 +122,15 @@ def test_the_daemon_stops_non_zero_after_the_bounded_failing_cycles(tmp_path: Pa
 
 
 def test_a_last_cycle_a_few_intervals_old_is_a_problem() -> None:
-    f = Facts(config_path="x", database_url="sqlite:////x.db", db_revision="0003", db_head="0003",
-              now=1000.0, interval_s=3.0, last_cycle_at=1000.0 - 44)
+    f = Facts(
+        config_path="x",
+        database_url="sqlite:////x.db",
+        db_revision="0003",
+        db_head="0003",
+        now=1000.0,
+        interval_s=3.0,
+        last_cycle_at=1000.0 - 44,
+    )
     prio = next(x for x in diagnose(f) if x.check == "prioritizer")
     assert prio.status == "fail" and "44 s ago" in prio.detail and "journalctl" in prio.fix
     f = dataclasses.replace(f, last_cycle_at=1000.0 - 5)

@@ -91,33 +91,48 @@ def test_near_miss_text_parses_or_gives_none(text: str) -> None:
     st.sampled_from(list(JobClass)),
     st.booleans(),
     st.integers(0, 4096),
-    st.one_of(st.just("any"), st.just("spread"), st.builds(lambda n, g: f"{n}x{g}", st.integers(1, 999), st.integers(1, 64))),
+    st.one_of(
+        st.just("any"),
+        st.just("spread"),
+        st.builds(lambda n, g: f"{n}x{g}", st.integers(1, 999), st.integers(1, 64)),
+    ),
     st.one_of(st.none(), st.integers(0, 10**10)),
     st.one_of(st.none(), st.text(max_size=60).map(safe_value)),
     st.sampled_from(["batch", "steps"]),
 )
-def test_every_encoded_tag_parses_back(job_class, ckpt, gpus, shape, deadline, orig, target) -> None:
+def test_every_encoded_tag_parses_back(
+    job_class, ckpt, gpus, shape, deadline, orig, target
+) -> None:
     tag = JobTag(job_class, ckpt, gpus, shape, deadline, orig, target if ckpt else "batch")
     assert parse_tag(encode_tag(tag)) == tag
 
 
 def test_soft_deadline_steps_round_trip() -> None:
-    tag = JobTag(JobClass.TRAIN, False, 1, soft_deadlines=((1800000000, 1.0), (1800007200, 0.5),
-                                                            (1800010000, 0.0625)))
+    tag = JobTag(
+        JobClass.TRAIN,
+        False,
+        1,
+        soft_deadlines=((1800000000, 1.0), (1800007200, 0.5), (1800010000, 0.0625)),
+    )
     text = encode_tag(tag)
     assert "soft=1800000000:1+1800007200:0.5+1800010000:0.0625" in text
     assert parse_tag(text) == tag
 
 
-@pytest.mark.parametrize("soft", [
-    "1800000000:0.5",                     # the first step is worth the top value
-    "1800000000:1+1799999999:0.5",        # times rise
-    "1800000000:1+1800000001:1",          # values fall
-    "1800000000:1+1800000001:0",          # above 0
-    "1800000000:2",                       # no more than a strict deadline's worth
-    "1800000000:1+" + "+".join(f"{1800000001 + i}:0.{9 - i}" for i in range(8)),  # at most 8
-    "1800000000=1", "x:1", "",
-])
+@pytest.mark.parametrize(
+    "soft",
+    [
+        "1800000000:0.5",  # the first step is worth the top value
+        "1800000000:1+1799999999:0.5",  # times rise
+        "1800000000:1+1800000001:1",  # values fall
+        "1800000000:1+1800000001:0",  # above 0
+        "1800000000:2",  # no more than a strict deadline's worth
+        "1800000000:1+" + "+".join(f"{1800000001 + i}:0.{9 - i}" for i in range(8)),  # at most 8
+        "1800000000=1",
+        "x:1",
+        "",
+    ],
+)
 def test_forged_or_malformed_soft_steps_make_the_tag_invalid(soft) -> None:
     assert parse_tag(f"{TAG_PREFIX}class=train;ckpt=0;gpus=1;shape=any;soft={soft}") is None
 
@@ -128,7 +143,12 @@ def test_encode_refuses_soft_steps_outside_the_format() -> None:
 
 
 def test_a_tag_with_shards_and_soft_steps_keeps_both():
-    tag = JobTag(JobClass.INFERENCE, False, 0, shards=(2, 8),
-                 soft_deadlines=((1800000000, 1.0), (1800003600, 0.5)))
+    tag = JobTag(
+        JobClass.INFERENCE,
+        False,
+        0,
+        shards=(2, 8),
+        soft_deadlines=((1800000000, 1.0), (1800003600, 0.5)),
+    )
     back = parse_tag(encode_tag(tag))
     assert back is not None and back.shards == (2, 8) and back.soft_deadlines == tag.soft_deadlines

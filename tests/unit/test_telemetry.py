@@ -68,9 +68,30 @@ class RecordedNvml:
 # Recorded on a 4-GPU node: GPU 0/1 busy under one job, GPU 2 holds a context but computes
 # nothing, GPU 3 (minor 7: devices enumerate out of order) reports no power reading.
 RECORDED = [
-    {"util": 97, "mem": (40 << 30, 80 << 30), "power_mw": 612_000, "minor": 0, "compute": [4242], "graphics": []},
-    {"util": 95, "mem": (39 << 30, 80 << 30), "power_mw": 598_500, "minor": 1, "compute": [4242], "graphics": []},
-    {"util": 0, "mem": (1 << 30, 80 << 30), "power_mw": 71_000, "minor": 2, "compute": [5150], "graphics": [5151]},
+    {
+        "util": 97,
+        "mem": (40 << 30, 80 << 30),
+        "power_mw": 612_000,
+        "minor": 0,
+        "compute": [4242],
+        "graphics": [],
+    },
+    {
+        "util": 95,
+        "mem": (39 << 30, 80 << 30),
+        "power_mw": 598_500,
+        "minor": 1,
+        "compute": [4242],
+        "graphics": [],
+    },
+    {
+        "util": 0,
+        "mem": (1 << 30, 80 << 30),
+        "power_mw": 71_000,
+        "minor": 2,
+        "compute": [5150],
+        "graphics": [5151],
+    },
     {"util": 0, "mem": (0, 80 << 30), "power_mw": None, "minor": 7, "compute": [], "graphics": []},
 ]
 
@@ -78,26 +99,53 @@ RECORDED = [
 def test_sampler_reads_every_field_of_every_gpu() -> None:
     samples = sample_gpus(RecordedNvml(RECORDED), "gpu01", now=1000.0)
     assert [s.index for s in samples] == [0, 1, 2, 3]
-    assert samples[0] == GpuSample("gpu01", 0, 0, 97.0, 40 << 30, 80 << 30, 612.0, (4242,), 1000.0,
-                                   (ProcessSample(4242, 1, None),))
+    assert samples[0] == GpuSample(
+        "gpu01",
+        0,
+        0,
+        97.0,
+        40 << 30,
+        80 << 30,
+        612.0,
+        (4242,),
+        1000.0,
+        (ProcessSample(4242, 1, None),),
+    )
     assert samples[2].pids == (5150, 5151)  # compute and graphics contexts both count
     assert samples[3].power_watts is None and samples[3].slurm_index == 7
 
 
 def test_sampler_survives_unsupported_fields() -> None:
-    gpu = {"util": None, "mem": None, "power_mw": None, "minor": None, "compute": None, "graphics": None}
+    gpu = {
+        "util": None,
+        "mem": None,
+        "power_mw": None,
+        "minor": None,
+        "compute": None,
+        "graphics": None,
+    }
     [s] = sample_gpus(RecordedNvml([gpu]), "n", now=1.0)
-    assert (s.util_percent, s.mem_used_bytes, s.power_watts, s.minor, s.pids, s.slurm_index) == (0.0, 0, None, None, (), 0)
+    assert (s.util_percent, s.mem_used_bytes, s.power_watts, s.minor, s.pids, s.slurm_index) == (
+        0.0,
+        0,
+        None,
+        None,
+        (),
+        0,
+    )
 
 
-@pytest.mark.parametrize("entry, want", [
-    ("gpu:h100:3(IDX:0-2)", (0, 1, 2)),
-    ("gpu:h100:2(IDX:0,3)", (0, 3)),
-    ("gpu:2(IDX:4-5),nic:1", (4, 5)),
-    ("gpu:a100:4(IDX:0,2-3,6)", (0, 2, 3, 6)),
-    ("gpu:h100:0(IDX:N/A)", ()),
-    ("", ()),
-])
+@pytest.mark.parametrize(
+    "entry, want",
+    [
+        ("gpu:h100:3(IDX:0-2)", (0, 1, 2)),
+        ("gpu:h100:2(IDX:0,3)", (0, 3)),
+        ("gpu:2(IDX:4-5),nic:1", (4, 5)),
+        ("gpu:a100:4(IDX:0,2-3,6)", (0, 2, 3, 6)),
+        ("gpu:h100:0(IDX:N/A)", ()),
+        ("", ()),
+    ],
+)
 def test_parse_idx(entry: str, want: tuple[int, ...]) -> None:
     assert parse_idx(entry) == want
 
@@ -106,7 +154,9 @@ def test_allocations_from_recorded_squeue_json() -> None:
     doc = json.loads((FIXTURES / "squeue.json").read_text())
     allocs = gpu_allocations(doc)
     assert allocs, "the fixture has running GPU jobs"
-    running = {j["job_id"]: j for j in doc["jobs"] if j["job_state"] == "RUNNING" and j["gres_detail"]}
+    running = {
+        j["job_id"]: j for j in doc["jobs"] if j["job_state"] == "RUNNING" and j["gres_detail"]
+    }
     assert {a.job_id for a in allocs} == set(running)
     # a two-node job gets one allocation per node, each with the node's own indices
     nodes_of = {}
@@ -119,33 +169,62 @@ def test_allocations_from_recorded_squeue_json() -> None:
 
 
 def test_allocations_pair_nodes_with_their_own_gres_entry() -> None:
-    doc = {"jobs": [
-        {"job_id": 7, "job_state": "RUNNING", "user_name": "ann", "nodes": "gpu[01-02]",
-         "gres_detail": ["gpu:h100:2(IDX:0-1)", "gpu:h100:1(IDX:5)"]},
-        {"job_id": 8, "job_state": "PENDING", "nodes": "", "gres_detail": []},
-        {"job_id": 9, "job_state": "RUNNING", "user_name": "bob", "nodes": "cpu01", "gres_detail": ["(null)"]},
-    ]}
-    assert gpu_allocations(doc) == [GpuAllocation(7, "ann", "gpu01", (0, 1)), GpuAllocation(7, "ann", "gpu02", (5,))]
+    doc = {
+        "jobs": [
+            {
+                "job_id": 7,
+                "job_state": "RUNNING",
+                "user_name": "ann",
+                "nodes": "gpu[01-02]",
+                "gres_detail": ["gpu:h100:2(IDX:0-1)", "gpu:h100:1(IDX:5)"],
+            },
+            {"job_id": 8, "job_state": "PENDING", "nodes": "", "gres_detail": []},
+            {
+                "job_id": 9,
+                "job_state": "RUNNING",
+                "user_name": "bob",
+                "nodes": "cpu01",
+                "gres_detail": ["(null)"],
+            },
+        ]
+    }
+    assert gpu_allocations(doc) == [
+        GpuAllocation(7, "ann", "gpu01", (0, 1)),
+        GpuAllocation(7, "ann", "gpu02", (5,)),
+    ]
 
 
 def test_attribution_uses_slurm_index_and_marks_unallocated_gpus() -> None:
     samples = sample_gpus(RecordedNvml(RECORDED), "gpu01", now=50.0)
-    allocs = [GpuAllocation(11, "ann", "gpu01", (0, 1)), GpuAllocation(12, "bob", "gpu01", (2, 7)),
-              GpuAllocation(13, "cy", "gpu02", (3,))]
+    allocs = [
+        GpuAllocation(11, "ann", "gpu01", (0, 1)),
+        GpuAllocation(12, "bob", "gpu01", (2, 7)),
+        GpuAllocation(13, "cy", "gpu02", (3,)),
+    ]
     got = attribute(samples, allocs)
     assert [(s.gpu, s.job_id) for s in got] == [(0, 11), (1, 11), (2, 12), (7, 12)]
     assert attribute(samples, [])[0].job_id == 0
     per_job = summarize(got)
-    assert per_job[11].gpus == 2 and per_job[11].mean_util_percent == 96.0 and per_job[11].processes == 2
-    assert per_job[12].max_util_percent == 0.0 and per_job[12].processes == 2 and per_job[12].power_watts == 71.0
+    assert (
+        per_job[11].gpus == 2
+        and per_job[11].mean_util_percent == 96.0
+        and per_job[11].processes == 2
+    )
+    assert (
+        per_job[12].max_util_percent == 0.0
+        and per_job[12].processes == 2
+        and per_job[12].power_watts == 71.0
+    )
     assert summarize(attribute(samples, [])) == {}
 
 
 def test_exposition_round_trip() -> None:
-    rows = [JobGpuSample(11, "gpu01", 0, 97.0, 40 << 30, 612.0, 1, 1000.25),
-            JobGpuSample(0, "gpu01", 7, 0.0, 0, None, 0, 1000.25)]
+    rows = [
+        JobGpuSample(11, "gpu01", 0, 97.0, 40 << 30, 612.0, 1, 1000.25),
+        JobGpuSample(0, "gpu01", 7, 0.0, 0, None, 0, 1000.25),
+    ]
     text = exposition.render(rows)
-    assert '# TYPE slurm_dl_gpu_utilization_percent gauge' in text
+    assert "# TYPE slurm_dl_gpu_utilization_percent gauge" in text
     assert 'slurm_dl_gpu_utilization_percent{job="11",node="gpu01",gpu="0"} 97 1000250' in text
     assert exposition.parse(text) == rows
 
@@ -178,15 +257,20 @@ def test_gpu_agent_once_without_nvml_says_so_and_exits_0(monkeypatch: pytest.Mon
     assert "no NVML" in res.output and len(res.output.strip().splitlines()) == 1
 
 
-def test_gpu_agent_once_without_gpus_says_so_and_exits_0(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_gpu_agent_once_without_gpus_says_so_and_exits_0(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(nvml_mod, "load_nvml", lambda: RecordedNvml([]))
-    res = CliRunner().invoke(app, ["gpu-agent", "--once", "--node", "cpu01", "--output-dir", str(tmp_path)])
+    res = CliRunner().invoke(
+        app, ["gpu-agent", "--once", "--node", "cpu01", "--output-dir", str(tmp_path)]
+    )
     assert res.exit_code == 0, res.output
     assert "cpu01: no GPUs" in res.output and not list(tmp_path.iterdir())
 
 
-def test_gpu_agent_daemon_keeps_running_while_slurm_cannot_answer(monkeypatch: pytest.MonkeyPatch,
-                                                                  tmp_path: Path) -> None:
+def test_gpu_agent_daemon_keeps_running_while_slurm_cannot_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """A failed allocation lookup (slurmctld restarting) skips one sample; the agent goes on
     and the previous file, with its idle clocks, stays as it was."""
     from slurm_dl.core.errors import SlurmError
@@ -194,9 +278,13 @@ def test_gpu_agent_daemon_keeps_running_while_slurm_cannot_answer(monkeypatch: p
     from slurm_dl.slurm import cli_backend, node_alloc
 
     monkeypatch.setattr(nvml_mod, "load_nvml", lambda: RecordedNvml(RECORDED))
-    answers = iter([SlurmError("squeue --json: Unable to contact slurm controller"),
-                    [GpuAllocation(77, "ann", "gpu01", (0, 1))]])
-    before = (tmp_path / "gpu01.prom")
+    answers = iter(
+        [
+            SlurmError("squeue --json: Unable to contact slurm controller"),
+            [GpuAllocation(77, "ann", "gpu01", (0, 1))],
+        ]
+    )
+    before = tmp_path / "gpu01.prom"
     before.write_text("previous file\n")
 
     def lookup(self, node=None):
@@ -220,8 +308,9 @@ def test_gpu_agent_daemon_keeps_running_while_slurm_cannot_answer(monkeypatch: p
     # the node-local read would run the host's real scontrol, whose wait sleeps too
     monkeypatch.setattr(node_alloc.NodeAllocations, "_listpids", no_local_read)
     monkeypatch.setattr(gpu_agent_cmd.time, "sleep", sleep)
-    res = CliRunner().invoke(app, ["gpu-agent", "--interval", "7", "--node", "gpu01",
-                                   "--output-dir", str(tmp_path)])
+    res = CliRunner().invoke(
+        app, ["gpu-agent", "--interval", "7", "--node", "gpu01", "--output-dir", str(tmp_path)]
+    )
     assert res.exit_code == 130, res.output  # the interrupt that stopped it, nothing else
     assert sleeps == [7.0, 7.0]
     assert "cannot read Slurm's GPU allocations" in res.output and "Traceback" not in res.output

@@ -76,12 +76,21 @@ def forge(agents: Path, how: str, at: float) -> Path:
     else:
         raise AssertionError(how)
     if how not in ("group-writable", "world-writable", "a link"):
-        path.chmod(0o644)  # as the agent writes, whatever the umask: only the case's own fault remains
+        path.chmod(
+            0o644
+        )  # as the agent writes, whatever the umask: only the case's own fault remains
     return path
 
 
-CASES = ["node the job is not on", "name not its node", "extra node in a real file name", "group-writable",
-         "world-writable", pytest.param("another user's", marks=AS_ROOT), "a link"]
+CASES = [
+    "node the job is not on",
+    "name not its node",
+    "extra node in a real file name",
+    "group-writable",
+    "world-writable",
+    pytest.param("another user's", marks=AS_ROOT),
+    "a link",
+]
 
 
 @pytest.mark.parametrize("how", CASES)
@@ -109,19 +118,23 @@ def test_doctor_names_each_ignored_file_with_why_and_the_fix(tmp_path: Path, how
     [bad] = [x for x in diagnose(f) if x.check == "gpu-agent files" and x.status != "ok"]
     assert bad.status == "fail" and bad.detail.startswith(f"{path}: ") and "ignored" in bad.detail
     assert str(path) in bad.fix
-    want = {"name not its node": "holds samples of gpu02, not only of gpu99",
-            "extra node in a real file name": "holds samples of gpu07, not only of gpu02",
-            "group-writable": "writable by its group (mode 0664)",
-            "world-writable": "writable by every user (mode 0646)",
-            "another user's": f"owned by uid {STRANGER}, not by root",
-            "a link": "a symbolic link"}[how]
+    want = {
+        "name not its node": "holds samples of gpu02, not only of gpu99",
+        "extra node in a real file name": "holds samples of gpu07, not only of gpu02",
+        "group-writable": "writable by its group (mode 0664)",
+        "world-writable": "writable by every user (mode 0646)",
+        "another user's": f"owned by uid {STRANGER}, not by root",
+        "a link": "a symbolic link",
+    }[how]
     assert want in bad.detail, bad.detail
     if "writable" in how:
         assert f"chmod go-w {path}" in bad.fix
     assert f.telemetry_read == 1, "gpu01's own file is still read"
 
 
-def test_doctor_passes_the_agents_own_files_and_warns_of_a_directory_others_can_write(tmp_path: Path) -> None:
+def test_doctor_passes_the_agents_own_files_and_warns_of_a_directory_others_can_write(
+    tmp_path: Path,
+) -> None:
     agents = agent_dir(tmp_path)
     f = Facts(config_path="site.toml")
     gather_telemetry(f, TelemetryConfig(exposition_dir=str(agents)))
@@ -131,13 +144,20 @@ def test_doctor_passes_the_agents_own_files_and_warns_of_a_directory_others_can_
     f = Facts(config_path="site.toml")
     gather_telemetry(f, TelemetryConfig(exposition_dir=str(agents)))
     [warn] = [x for x in diagnose(f) if x.check == "gpu-agent files"]
-    assert warn.status == "warn" and "without the sticky bit" in warn.detail and "chmod go-w" in warn.fix
+    assert (
+        warn.status == "warn"
+        and "without the sticky bit" in warn.detail
+        and "chmod go-w" in warn.fix
+    )
     f = Facts(config_path="site.toml")
     gather_telemetry(f, TelemetryConfig(exposition_dir=str(tmp_path / "missing")))
     [gone] = [x for x in diagnose(f) if x.check == "gpu-agent files"]
     assert gone.status == "warn" and "does not exist" in gone.detail
-    assert all(x.check != "gpu-agent files" for x in diagnose(Facts(config_path="site.toml"))
-               if x.status != "skip")
+    assert all(
+        x.check != "gpu-agent files"
+        for x in diagnose(Facts(config_path="site.toml"))
+        if x.status != "skip"
+    )
 
 
 @AS_ROOT
@@ -156,14 +176,18 @@ def test_the_agent_user_names_the_agents_own_user(tmp_path: Path) -> None:
     scan = scan_exposition_dir(tmp_path, agent_user=me)
     assert me in scan.trusted and not scan.problems
     scan = scan_exposition_dir(tmp_path, agent_user="no-such-user-here")
-    assert scan.problems == ["[telemetry] agent_user 'no-such-user-here' is not a user on this host"]
+    assert scan.problems == [
+        "[telemetry] agent_user 'no-such-user-here' is not a user on this host"
+    ]
 
 
 def test_a_pipe_named_like_an_agents_file_neither_blocks_nor_counts(tmp_path: Path) -> None:
     agents = agent_dir(tmp_path)
     os.mkfifo(agents / "gpu02.prom")
     scan = scan_exposition_dir(agents)
-    assert [i.why for i in scan.ignored] == ["not a plain file"] and {s.node for s in scan.samples} == {"gpu01"}
+    assert [i.why for i in scan.ignored] == ["not a plain file"] and {
+        s.node for s in scan.samples
+    } == {"gpu01"}
 
 
 def test_dlsubmit_status_uses_only_samples_of_the_jobs_own_nodes() -> None:

@@ -21,7 +21,13 @@ LAYOUT = TestbedLayout(Path("/srv/tb"))
 
 
 def params(**kw) -> ClusterParams:
-    base = dict(nodes=4, gpus_per_node=8, gpu_type="h100", ctld_port=20001, node_ports=(20011, 20012, 20013, 20014))
+    base = dict(
+        nodes=4,
+        gpus_per_node=8,
+        gpu_type="h100",
+        ctld_port=20001,
+        node_ports=(20011, 20012, 20013, 20014),
+    )
     base.update(kw)
     return ClusterParams.one_type(**base)
 
@@ -29,7 +35,11 @@ def params(**kw) -> ClusterParams:
 def conf_keys(text: str) -> dict[str, str]:
     out = {}
     for line in text.splitlines():
-        if line and not line.startswith("#") and not line.startswith(("NodeName=", "PartitionName=")):
+        if (
+            line
+            and not line.startswith("#")
+            and not line.startswith(("NodeName=", "PartitionName="))
+        ):
             k, _, v = line.partition("=")
             assert k not in out, f"duplicate key {k}"
             out[k] = v
@@ -41,8 +51,14 @@ def test_slurm_conf_has_the_settings_the_testbed_relies_on() -> None:
     assert keys["SlurmctldPort"] == "20001"
     assert keys["AuthType"] == "auth/none" and keys["CredType"] == "cred/none"
     assert keys["AuthInfo"] == "cred_expire=10"
-    assert "bf_interval=2" in keys["SchedulerParameters"] and "sched_interval=2" in keys["SchedulerParameters"]
-    assert keys["SelectType"] == "select/cons_tres" and keys["SelectTypeParameters"] == "CR_Core_Memory"
+    assert (
+        "bf_interval=2" in keys["SchedulerParameters"]
+        and "sched_interval=2" in keys["SchedulerParameters"]
+    )
+    assert (
+        keys["SelectType"] == "select/cons_tres"
+        and keys["SelectTypeParameters"] == "CR_Core_Memory"
+    )
     assert int(keys["DefMemPerCPU"]) * 32 <= 256000
     assert keys["TopologyPlugin"] == "topology/tree" and "TopologyType" not in keys
     assert keys["PriorityType"] == "priority/multifactor"
@@ -53,7 +69,13 @@ def test_slurm_conf_has_the_settings_the_testbed_relies_on() -> None:
     assert keys["RequeueExit"] == "85"
     assert keys["JobSubmitPlugins"] == "lua"
     # Everything lives under the state directory.
-    for k in ("StateSaveLocation", "SlurmdSpoolDir", "SlurmctldLogFile", "SlurmdLogFile", "JobCompLoc"):
+    for k in (
+        "StateSaveLocation",
+        "SlurmdSpoolDir",
+        "SlurmctldLogFile",
+        "SlurmdLogFile",
+        "JobCompLoc",
+    ):
         assert keys[k].startswith("/srv/tb/"), k
     assert "%n" in keys["SlurmdSpoolDir"] and "%n" in keys["SlurmdLogFile"]
 
@@ -94,7 +116,9 @@ def test_topology_two_leaves_under_a_spine() -> None:
 
 
 def test_extra_conf_lines_are_appended() -> None:
-    assert "PreemptType=preempt/none" in render_slurm_conf(LAYOUT, params(extra_conf=("PreemptType=preempt/none",)))
+    assert "PreemptType=preempt/none" in render_slurm_conf(
+        LAYOUT, params(extra_conf=("PreemptType=preempt/none",))
+    )
 
 
 @pytest.mark.parametrize(
@@ -120,7 +144,10 @@ def test_params_round_trip_and_cluster_names_differ_per_dir() -> None:
 
 
 def test_env_exports_are_shell_quoted() -> None:
-    assert render_env_exports({"SLURM_CONF": "/srv/my tb/etc/slurm.conf"}) == "export SLURM_CONF='/srv/my tb/etc/slurm.conf'\n"
+    assert (
+        render_env_exports({"SLURM_CONF": "/srv/my tb/etc/slurm.conf"})
+        == "export SLURM_CONF='/srv/my tb/etc/slurm.conf'\n"
+    )
 
 
 def test_accounting_switches_storage_to_slurmdbd_and_turns_on_age_and_fairshare() -> None:
@@ -138,7 +165,10 @@ def test_accounting_switches_storage_to_slurmdbd_and_turns_on_age_and_fairshare(
     assert dbd["LogFile"].startswith("/srv/tb/")
     # Without accounting there is no AccountingStorageTRES (fatal without slurmdbd).
     plain = conf_keys(render_slurm_conf(LAYOUT, params()))
-    assert plain["AccountingStorageType"] == "accounting_storage/none" and "AccountingStorageTRES" not in plain
+    assert (
+        plain["AccountingStorageType"] == "accounting_storage/none"
+        and "AccountingStorageTRES" not in plain
+    )
     with pytest.raises(ValueError):
         params(dbd_port=20101)
     with pytest.raises(ValueError):
@@ -153,17 +183,28 @@ def test_shard_nodes_offer_shards_on_each_gpus_device_and_the_others_none() -> N
     assert "Gres=gpu:h100:8,shard:32 " in nodes[0] and all("shard" not in ln for ln in nodes[1:])
     gres = render_gres_conf(LAYOUT, p)
     lines = [ln for ln in gres.splitlines() if "Name=shard" in ln]
-    assert lines == [f"NodeName=gpu01 Name=shard Count=4 File=/srv/tb/dev/nvidia{i}" for i in range(8)]
+    assert lines == [
+        f"NodeName=gpu01 Name=shard Count=4 File=/srv/tb/dev/nvidia{i}" for i in range(8)
+    ]
     assert ClusterParams.from_dict(p.to_dict()) == p
-    assert "GresTypes=gpu\n" in render_slurm_conf(LAYOUT, params()) and "shard" not in params().to_dict()
+    assert (
+        "GresTypes=gpu\n" in render_slurm_conf(LAYOUT, params())
+        and "shard" not in params().to_dict()
+    )
 
 
-@pytest.mark.parametrize("kw, says", [
-    (dict(shard_nodes=1), "both --shard-nodes N and --shards-per-gpu K"),
-    (dict(shard_nodes=5, shards_per_gpu=2), "--shard-nodes: got 5; allowed: 1 to 4"),
-    (dict(shard_nodes=1, shards_per_gpu=10_000), "--shards-per-gpu: got 10000; allowed: 1 to 128"),
-    (dict(shard_nodes=1, shards_per_gpu=2, gpus_per_node=0), "must have GPUs"),
-])
+@pytest.mark.parametrize(
+    "kw, says",
+    [
+        (dict(shard_nodes=1), "both --shard-nodes N and --shards-per-gpu K"),
+        (dict(shard_nodes=5, shards_per_gpu=2), "--shard-nodes: got 5; allowed: 1 to 4"),
+        (
+            dict(shard_nodes=1, shards_per_gpu=10_000),
+            "--shards-per-gpu: got 10000; allowed: 1 to 128",
+        ),
+        (dict(shard_nodes=1, shards_per_gpu=2, gpus_per_node=0), "must have GPUs"),
+    ],
+)
 def test_bad_shard_shapes_are_refused(kw, says) -> None:
     with pytest.raises(ValueError, match=pytest.importorskip("re").escape(says)):
         params(**kw)

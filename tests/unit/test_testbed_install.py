@@ -23,8 +23,12 @@ def test_missing_slurm_names_what_to_install(monkeypatch: pytest.MonkeyPatch) ->
 def test_emulator_build_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     emu = tmp_path / "slurmctld-wlm-emulator"
     emu.write_text("")
-    monkeypatch.setattr(install.shutil, "which", lambda name: str(emu) if name == "slurmctld" else f"/bin/{name}")
-    with pytest.raises(SlurmNotInstalledError, match="update-alternatives --set slurmctld /usr/sbin/slurmctld-wlm"):
+    monkeypatch.setattr(
+        install.shutil, "which", lambda name: str(emu) if name == "slurmctld" else f"/bin/{name}"
+    )
+    with pytest.raises(
+        SlurmNotInstalledError, match="update-alternatives --set slurmctld /usr/sbin/slurmctld-wlm"
+    ):
         install.find_slurm()
 
 

@@ -16,7 +16,13 @@ from slurm_dl.cli.config_file import load_config
 from slurm_dl.core import errors
 from slurm_dl.core.hostlist import expand_hostlist
 from slurm_dl.testbed import Testbed
-from slurm_dl.testbed.conf import ClusterParams, TestbedLayout, render_gres_conf, render_slurm_conf, render_topology_conf
+from slurm_dl.testbed.conf import (
+    ClusterParams,
+    TestbedLayout,
+    render_gres_conf,
+    render_slurm_conf,
+    render_topology_conf,
+)
 from slurm_dl.testbed.shape import GpuGroup, describe, parse_gpus, spec_of
 from slurm_dl.testbed.site_shape import with_shape
 
@@ -43,19 +49,22 @@ def test_spec_parses_into_groups_in_order() -> None:
     assert describe((GpuGroup("h100", 4, 8),)) == "4 nodes x 8 h100 GPUs"
 
 
-@pytest.mark.parametrize("spec, words", [
-    ("h100:2", ["bad GPU group 'h100:2'", "TYPE:NODESxGPUS"]),
-    ("h100=2x8", ["bad GPU group"]),
-    ("h100:2x8,", ["empty GPU group"]),
-    ("", ["empty GPU spec"]),
-    ("h100:0x8", ["h100:0x8", "at least 1 node"]),
-    ("h100:2x0,v100:1x8", ["h100:2x0", "1..64"]),
-    ("h100:1x65", ["1..64", "65"]),
-    ("h100:2x8,v100:1x4,H100:1x8", ["H100", "twice"]),
-    ("h100:300x8,v100:300x8", ["600 nodes", "at most 512"]),
-    ("h-100:1x8", ["'h-100'", "plain name"]),
-    ("gpu:1x8,v100:1x8", ["'gpu'", "default partition"]),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("h100:2", ["bad GPU group 'h100:2'", "TYPE:NODESxGPUS"]),
+        ("h100=2x8", ["bad GPU group"]),
+        ("h100:2x8,", ["empty GPU group"]),
+        ("", ["empty GPU spec"]),
+        ("h100:0x8", ["h100:0x8", "at least 1 node"]),
+        ("h100:2x0,v100:1x8", ["h100:2x0", "1..64"]),
+        ("h100:1x65", ["1..64", "65"]),
+        ("h100:2x8,v100:1x4,H100:1x8", ["H100", "twice"]),
+        ("h100:300x8,v100:300x8", ["600 nodes", "at most 512"]),
+        ("h-100:1x8", ["'h-100'", "plain name"]),
+        ("gpu:1x8,v100:1x8", ["'gpu'", "default partition"]),
+    ],
+)
 def test_bad_specs_are_one_clear_line(spec: str, words: list[str]) -> None:
     with pytest.raises(ValueError) as err:
         parse_gpus(spec)
@@ -67,8 +76,12 @@ def test_testbed_takes_a_spec_or_groups_and_keeps_the_one_type_arguments(tmp_pat
     assert Testbed(tmp_path, gpus="h100:2x8,v100:2x8").groups == H100_V100
     assert Testbed(tmp_path, gpus=list(H100_V100)).groups == H100_V100
     assert Testbed(tmp_path).groups == (GpuGroup("h100", 4, 8),)
-    assert Testbed(tmp_path, nodes=1, gpus_per_node=2, gpu_type="a100").groups == (GpuGroup("a100", 1, 2),)
-    assert Testbed(tmp_path, nodes=2, gpus_per_node=0).groups == (GpuGroup("h100", 2, 0),)  # CPU-only, as before
+    assert Testbed(tmp_path, nodes=1, gpus_per_node=2, gpu_type="a100").groups == (
+        GpuGroup("a100", 1, 2),
+    )
+    assert Testbed(tmp_path, nodes=2, gpus_per_node=0).groups == (
+        GpuGroup("h100", 2, 0),
+    )  # CPU-only, as before
     with pytest.raises(errors.TestbedError, match="either as gpus or as nodes"):
         Testbed(tmp_path, nodes=2, gpus="h100:2x8")
     with pytest.raises(errors.TestbedError, match="twice"):
@@ -117,20 +130,26 @@ def test_mixed_topology_has_one_leaf_per_type() -> None:
 
 def test_one_group_is_the_classic_testbed_file_for_file() -> None:
     one = ClusterParams(parse_gpus("h100:4x8"), 20001, (20011, 20012, 20013, 20014))
-    assert one == ClusterParams.one_type(4, 8, "h100", ctld_port=20001, node_ports=(20011, 20012, 20013, 20014))
+    assert one == ClusterParams.one_type(
+        4, 8, "h100", ctld_port=20001, node_ports=(20011, 20012, 20013, 20014)
+    )
     text = render_slurm_conf(LAYOUT, one)
     assert "Features=" not in text and text.count("PartitionName=") == 1
     assert "NodeName=" not in render_gres_conf(LAYOUT, one)
     assert render_topology_conf(one).splitlines()[0] == "# Two leaf switches under one spine."
     # testbed.json keeps its keys
-    assert {"nodes", "gpus_per_node", "gpu_type"} <= set(one.to_dict()) and "groups" not in one.to_dict()
+    assert {"nodes", "gpus_per_node", "gpu_type"} <= set(
+        one.to_dict()
+    ) and "groups" not in one.to_dict()
 
 
 def test_mixed_params_round_trip() -> None:
     p = mixed("a100:1x8,v100:2x4", dbd_port=20101, mysql_port=20102, slurm="24.11")
     d = p.to_dict()
-    assert d["groups"] == [{"gpu_type": "a100", "nodes": 1, "gpus_per_node": 8},
-                           {"gpu_type": "v100", "nodes": 2, "gpus_per_node": 4}]
+    assert d["groups"] == [
+        {"gpu_type": "a100", "nodes": 1, "gpus_per_node": 8},
+        {"gpu_type": "v100", "nodes": 2, "gpus_per_node": 4},
+    ]
     assert ClusterParams.from_dict(d) == p
     assert p.nodes == 3 and p.max_gpus_per_node == 8 and p.node_names == ["gpu01", "gpu02", "gpu03"]
     with pytest.raises(ValueError, match="one port per node"):
@@ -143,17 +162,27 @@ def _partitions_in(slurm_conf: str) -> dict[str, list[str]]:
     return {name: expand_hostlist(nodes) for name, nodes in found}
 
 
-@pytest.mark.parametrize("spec", ["h100:2x8,v100:2x8", "a100:1x8,v100:1x4", "h100:1x8,a100:2x4,l40s:1x4,t4:1x2"])
+@pytest.mark.parametrize(
+    "spec", ["h100:2x8,v100:2x8", "a100:1x8,v100:1x4", "h100:1x8,a100:2x4,l40s:1x4,t4:1x2"]
+)
 def test_site_config_describes_the_same_cluster_as_slurm_conf(spec: str) -> None:
     params = mixed(spec)
-    cfg = parse_config(tomllib.loads(with_shape(TEMPLATE.read_text(), params.groups, source="t", cpus=32,
-                                                memory_gb=250)), "site.toml")
+    cfg = parse_config(
+        tomllib.loads(
+            with_shape(TEMPLATE.read_text(), params.groups, source="t", cpus=32, memory_gb=250)
+        ),
+        "site.toml",
+    )
     slurm = _partitions_in(render_slurm_conf(LAYOUT, params))
     assert [p.name for p in cfg.partitions] == list(slurm) and cfg.default_partition == "gpu"
     for part, nodes in slurm.items():
-        assert sorted(n for g in cfg.node_groups if part in g.partitions for n in g.node_names) == nodes
-    assert [(g.gpu_type, len(g.node_names), g.gpus_per_node) for g in cfg.node_groups] == \
-        [(g.gpu_type, g.nodes, g.gpus_per_node) for g in params.groups]
+        assert (
+            sorted(n for g in cfg.node_groups if part in g.partitions for n in g.node_names)
+            == nodes
+        )
+    assert [(g.gpu_type, len(g.node_names), g.gpus_per_node) for g in cfg.node_groups] == [
+        (g.gpu_type, g.nodes, g.gpus_per_node) for g in params.groups
+    ]
     assert [t.name for t in cfg.gpu_types] == [g.gpu_type for g in params.groups]
     assert all(g.cpus == 32 and g.memory_gb == 250 for g in cfg.node_groups)
 
@@ -161,22 +190,31 @@ def test_site_config_describes_the_same_cluster_as_slurm_conf(spec: str) -> None
 def test_speeds_are_the_documented_placeholders() -> None:
     cfg = load_config(SHIPPED_MIXED)
     assert {t.name: t.speed for t in cfg.gpu_types} == {"h100": 3.0, "v100": 1.0}
-    text = with_shape(TEMPLATE.read_text(), parse_gpus("a100:1x8,l40s:1x4,x9:1x1"), source="t", cpus=32, memory_gb=250)
+    text = with_shape(
+        TEMPLATE.read_text(),
+        parse_gpus("a100:1x8,l40s:1x4,x9:1x1"),
+        source="t",
+        cpus=32,
+        memory_gb=250,
+    )
     speeds = {t.name: t.speed for t in parse_config(tomllib.loads(text), "s").gpu_types}
     assert speeds == {"a100": 2.0, "l40s": 1.5, "x9": 1.0}
     assert "PLACEHOLDERS" in text
 
 
 def test_shipped_mixed_example_is_what_up_writes_and_keeps_the_testbed_policy() -> None:
-    assert SHIPPED_MIXED.read_text() == with_shape(TEMPLATE.read_text(), H100_V100, source="site-configs/testbed.toml",
-                                                  cpus=32, memory_gb=250)
+    assert SHIPPED_MIXED.read_text() == with_shape(
+        TEMPLATE.read_text(), H100_V100, source="site-configs/testbed.toml", cpus=32, memory_gb=250
+    )
     mixed_cfg, plain = load_config(SHIPPED_MIXED), load_config(TEMPLATE)
     assert mixed_cfg.total_gpus == 32 and mixed_cfg.gpu_type_names == ["h100", "v100"]
     assert mixed_cfg.policy == plain.policy and mixed_cfg.classes == plain.classes
     assert mixed_cfg.preemption == plain.preemption and mixed_cfg.filter == plain.filter
 
 
-def test_write_site_config_describes_a_mixed_testbed_and_leaves_a_one_type_one_as_is(tmp_path: Path) -> None:
+def test_write_site_config_describes_a_mixed_testbed_and_leaves_a_one_type_one_as_is(
+    tmp_path: Path,
+) -> None:
     tb = Testbed(tmp_path / "m", gpus="a100:1x8,v100:1x4")
     text = tb.write_site_config(TEMPLATE, own_shape=True).read_text()
     cfg = load_config(tb.layout.site_config)
@@ -193,12 +231,17 @@ def test_write_site_config_describes_a_mixed_testbed_and_leaves_a_one_type_one_a
 
 
 # -- the command --------------------------------------------------------------------------------
-@pytest.mark.parametrize("args, words", [
-    (["--gpus", "h100:2"], ["--gpus", "bad GPU group"]),
-    (["--gpus", "h100:2x8,h100:1x8"], ["--gpus", "twice"]),
-    (["--gpus", "h100:2x8", "--nodes", "2"], ["--gpus", "--nodes"]),
-])
-def test_cli_up_refuses_a_bad_spec_in_one_line(tmp_path: Path, args: list[str], words: list[str]) -> None:
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--gpus", "h100:2"], ["--gpus", "bad GPU group"]),
+        (["--gpus", "h100:2x8,h100:1x8"], ["--gpus", "twice"]),
+        (["--gpus", "h100:2x8", "--nodes", "2"], ["--gpus", "--nodes"]),
+    ],
+)
+def test_cli_up_refuses_a_bad_spec_in_one_line(
+    tmp_path: Path, args: list[str], words: list[str]
+) -> None:
     r = CliRunner().invoke(app, ["testbed", "up", "--dir", str(tmp_path / "tb"), *args])
     out = r.output.strip()
     assert r.exit_code == 1 and out.startswith("error:") and len(out.splitlines()) == 1, out
@@ -210,12 +253,16 @@ def test_over_99_nodes_get_three_digit_names_in_one_range():
     from slurm_dl.testbed.conf import ClusterParams, TestbedLayout, render_slurm_conf
     from pathlib import Path
 
-    params = ClusterParams.one_type(256, 8, "h100", ctld_port=19999, node_ports=tuple(range(20000, 20256)))
+    params = ClusterParams.one_type(
+        256, 8, "h100", ctld_port=19999, node_ports=tuple(range(20000, 20256))
+    )
     assert params.node_names[0] == "gpu001" and params.node_names[-1] == "gpu256"
     text = render_slurm_conf(TestbedLayout(Path("/srv/tb")), params)
     assert "PartitionName=gpu Nodes=gpu[001-256] Default=YES" in text
     assert "MaxJobCount=128000" in text and "MaxArraySize=100001" in text
-    small = ClusterParams.one_type(99, 8, "h100", ctld_port=19999, node_ports=tuple(range(20000, 20099)))
+    small = ClusterParams.one_type(
+        99, 8, "h100", ctld_port=19999, node_ports=tuple(range(20000, 20099))
+    )
     assert small.node_names[-1] == "gpu99"
     small_text = render_slurm_conf(TestbedLayout(Path("/srv/tb")), small)
     assert "MaxJobCount=50000" in small_text and "MaxArraySize=10001" in small_text

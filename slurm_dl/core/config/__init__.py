@@ -22,8 +22,18 @@ from .base import MAX_GPU_S, MAX_WEIGHT, MINUTES_PER_YEAR, SECONDS_PER_30_DAYS, 
 from .cluster import GpuType, NodeGroup, Partition, Switch, TopologyConfig
 from .filter import Caps, FilterConfig
 from .job_classes import JobClassConfig
-from .policy import (CombinedConfig, ComponentName, DeadlineConfig, FairShareConfig, GittinsConfig, HistoryKeys,
-                     LasConfig, PolicyConfig, PolicyName, QssfConfig)
+from .policy import (
+    CombinedConfig,
+    ComponentName,
+    DeadlineConfig,
+    FairShareConfig,
+    GittinsConfig,
+    HistoryKeys,
+    LasConfig,
+    PolicyConfig,
+    PolicyName,
+    QssfConfig,
+)
 from .preemption import PreemptionConfig
 from .prioritizer import PrioritizerConfig
 from .problems import parse_config
@@ -37,11 +47,42 @@ from .telemetry import TelemetryConfig
 from .throughput import ThroughputConfig
 
 __all__ = [
-    "MAX_GPU_S", "MAX_PRIOR_SAMPLES", "MAX_WEIGHT", "MINUTES_PER_YEAR", "SECONDS_PER_30_DAYS", "SECONDS_PER_DAY",
-    "Caps", "CombinedConfig", "ComponentName", "DeadlineConfig", "FairShareConfig", "FilterConfig",
-    "GittinsConfig", "GpuType", "HistoryKeys", "JobClassConfig", "LasConfig", "NodeGroup", "Partition",
-    "PolicyConfig", "PolicyName", "PreemptionConfig", "PrioritizerConfig", "QssfConfig", "SharingConfig",
-    "SharingGroup", "SimulateConfig", "SiteConfig", "SiteInfo", "Switch", "TelemetryConfig", "ThroughputConfig",
-    "TopologyConfig", "config_warnings", "num", "parse_config", "read_matrix_csv",
+    "MAX_GPU_S",
+    "MAX_PRIOR_SAMPLES",
+    "MAX_WEIGHT",
+    "MINUTES_PER_YEAR",
+    "SECONDS_PER_30_DAYS",
+    "SECONDS_PER_DAY",
+    "Caps",
+    "CombinedConfig",
+    "ComponentName",
+    "DeadlineConfig",
+    "FairShareConfig",
+    "FilterConfig",
+    "GittinsConfig",
+    "GpuType",
+    "HistoryKeys",
+    "JobClassConfig",
+    "LasConfig",
+    "NodeGroup",
+    "Partition",
+    "PolicyConfig",
+    "PolicyName",
+    "PreemptionConfig",
+    "PrioritizerConfig",
+    "QssfConfig",
+    "SharingConfig",
+    "SharingGroup",
+    "SimulateConfig",
+    "SiteConfig",
+    "SiteInfo",
+    "Switch",
+    "TelemetryConfig",
+    "ThroughputConfig",
+    "TopologyConfig",
+    "config_warnings",
+    "num",
+    "parse_config",
+    "read_matrix_csv",
     "read_prior_csv",
 ]

@@ -16,8 +16,14 @@ MAX_WEIGHT = 1e6
 MAX_GPU_S = 1e12  # service and predictions, in (GPU-)seconds: far beyond any real job
 
 
-def num(default: Any = ..., *, le: float, gt: float | None = None, ge: float | None = None,
-        description: str | None = None) -> Any:
+def num(
+    default: Any = ...,
+    *,
+    le: float,
+    gt: float | None = None,
+    ge: float | None = None,
+    description: str | None = None,
+) -> Any:
     """A number field: finite (the models refuse inf and nan), no booleans or strings, inside
     ``[ge or gt, le]``. Every numeric key of the site config is declared with this."""
     return Field(default, gt=gt, ge=ge, le=le, strict=True, description=description)

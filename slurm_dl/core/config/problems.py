@@ -62,7 +62,12 @@ def unwrap(ann: Any) -> tuple[Any, dict[str, float]]:
 
 def bounds_of(metadata: list[Any]) -> dict[str, float]:
     """The ``ge``/``gt``/``le`` bounds among a field's metadata."""
-    return {k: getattr(m, k) for m in metadata for k in ("ge", "gt", "le") if getattr(m, k, None) is not None}
+    return {
+        k: getattr(m, k)
+        for m in metadata
+        for k in ("ge", "gt", "le")
+        if getattr(m, k, None) is not None
+    }
 
 
 def allowed_range(kind: type | None, bounds: dict[str, float]) -> str:
@@ -95,7 +100,9 @@ def _format_errors(err: ValidationError) -> list[str]:
         if not raw_loc and e["type"] == "value_error":  # the cross-checks: each names its key
             problems.extend(msg.split("\n"))
         elif e["type"] == "extra_forbidden":
-            problems.append(f"{loc}: unknown key (check the spelling; see site-configs/ for the allowed keys)")
+            problems.append(
+                f"{loc}: unknown key (check the spelling; see site-configs/ for the allowed keys)"
+            )
         elif e["type"] == "missing":
             problems.append(f"{loc}: required key is missing")
         else:
@@ -106,7 +113,9 @@ def _format_errors(err: ValidationError) -> list[str]:
     return problems
 
 
-def parse_config(data: dict[str, Any], source: str = "<config>", base_dir: str | Path | None = None) -> SiteConfig:
+def parse_config(
+    data: dict[str, Any], source: str = "<config>", base_dir: str | Path | None = None
+) -> SiteConfig:
     """Validate parsed TOML; files the config names (a Gittins prior) are read from ``base_dir``."""
     try:
         return SiteConfig.model_validate(data, context={"base_dir": base_dir})

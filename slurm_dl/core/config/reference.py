@@ -58,18 +58,28 @@ def _table(out: list[TableDoc], path: str, info: FieldInfo, value: Any) -> None:
     args = get_args(ann)
     if get_origin(ann) is list and args and _model(args[0]) is not None:  # [[path]]
         entries = [_inline(v) for v in value] if value else []
-        out.append(TableDoc(path, _describe(info.description, _lengths(info.metadata)), array=True,
-                            default=f"[{', '.join(entries)}]" if entries else None))
+        out.append(
+            TableDoc(
+                path,
+                _describe(info.description, _lengths(info.metadata)),
+                array=True,
+                default=f"[{', '.join(entries)}]" if entries else None,
+            )
+        )
         _fill(out, out[-1], _model(args[0]), None)
         return
-    if get_origin(ann) is dict and args and _model(args[1]) is not None:  # [path.NAME]: the defaults' names
+    if (
+        get_origin(ann) is dict and args and _model(args[1]) is not None
+    ):  # [path.NAME]: the defaults' names
         out.append(TableDoc(path, info.description or ""))
         for key, entry in (value or {}).items():
             out.append(TableDoc(f"{path}.{_key_text(key)}", ""))
             _fill(out, out[-1], _model(args[1]), entry)
 
 
-def _fill(out: list[TableDoc], table: TableDoc, model: type[BaseModel], value: BaseModel | None) -> None:
+def _fill(
+    out: list[TableDoc], table: TableDoc, model: type[BaseModel], value: BaseModel | None
+) -> None:
     later = []
     for name, info in model.model_fields.items():
         ann, _ = unwrap(info.annotation)
@@ -84,14 +94,23 @@ def _fill(out: list[TableDoc], table: TableDoc, model: type[BaseModel], value: B
             default = _toml(_default(info))
         table.keys.append(KeyDoc(name, info.description or "", allowed_text(info), default))
     for name, info in later:
-        _table(out, f"{table.path}.{name}", info,
-               getattr(value, name) if value is not None else info.get_default(call_default_factory=True,
-                                                                               validated_data={}))
+        _table(
+            out,
+            f"{table.path}.{name}",
+            info,
+            getattr(value, name)
+            if value is not None
+            else info.get_default(call_default_factory=True, validated_data={}),
+        )
 
 
 def _default(info: FieldInfo) -> Any:
     """The field's default value (its factory called); None for a required field."""
-    return None if info.is_required() else info.get_default(call_default_factory=True, validated_data={})
+    return (
+        None
+        if info.is_required()
+        else info.get_default(call_default_factory=True, validated_data={})
+    )
 
 
 def allowed_text(info: FieldInfo) -> str:
@@ -122,7 +141,9 @@ def _kind(ann: Any, metadata: list[Any]) -> str:
         return _describe(f"a list, each {_kind(args[0], [])}", _lengths(metadata, "items"))
     if origin is dict:
         names = _kind(args[0], [])
-        return f"a table, each NAME = {_kind(args[1], [])}" + ("" if names.startswith("a string") else f"; NAME {names}")
+        return f"a table, each NAME = {_kind(args[1], [])}" + (
+            "" if names.startswith("a string") else f"; NAME {names}"
+        )
     return "a value"  # pragma: no cover - every field's type is one of the above
 
 
@@ -132,7 +153,9 @@ def _describe(head: str | None, *extras: str | None) -> str:
 
 def _lengths(metadata: list[Any], unit: str = "items") -> str | None:
     low = next((m.min_length for m in metadata if getattr(m, "min_length", None) is not None), None)
-    high = next((m.max_length for m in metadata if getattr(m, "max_length", None) is not None), None)
+    high = next(
+        (m.max_length for m in metadata if getattr(m, "max_length", None) is not None), None
+    )
     if low and high:
         return f"{low} to {high} {unit}"
     if low:
@@ -157,8 +180,9 @@ def _model(ann: Any) -> type[BaseModel] | None:
 
 def _holds_models(ann: Any) -> bool:
     args = get_args(ann)
-    return (get_origin(ann) is list and bool(args) and _model(args[0]) is not None) or \
-        (get_origin(ann) is dict and len(args) == 2 and _model(args[1]) is not None)
+    return (get_origin(ann) is list and bool(args) and _model(args[0]) is not None) or (
+        get_origin(ann) is dict and len(args) == 2 and _model(args[1]) is not None
+    )
 
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -196,7 +220,9 @@ def _inline(entry: BaseModel) -> str:
     items = []
     for name, info in type(entry).model_fields.items():
         v = getattr(entry, name)
-        if v is not None and (info.is_required() or v != info.get_default(call_default_factory=True,
-                                                                          validated_data={})):
+        if v is not None and (
+            info.is_required()
+            or v != info.get_default(call_default_factory=True, validated_data={})
+        ):
             items.append(f"{name} = {_toml(v)}")
     return "{ " + ", ".join(items) + " }"

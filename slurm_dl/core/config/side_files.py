@@ -28,7 +28,9 @@ def read_prior_csv(path: Path) -> tuple[float, ...]:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             if "duration" not in (reader.fieldnames or []):
-                raise ValueError(f"{path}: no 'duration' column; allowed: 'tiresias' or a CSV file with one")
+                raise ValueError(
+                    f"{path}: no 'duration' column; allowed: 'tiresias' or a CSV file with one"
+                )
             out: list[float] = []
             for row in reader:
                 raw = (row.get("duration") or "").strip()
@@ -37,15 +39,21 @@ def read_prior_csv(path: Path) -> tuple[float, ...]:
                 try:
                     x = float(raw)
                 except ValueError:
-                    raise ValueError(f"{path}, line {reader.line_num}: duration {raw[:40]!r} is not a number") from None
+                    raise ValueError(
+                        f"{path}, line {reader.line_num}: duration {raw[:40]!r} is not a number"
+                    ) from None
                 if not (0 <= x <= MAX_GPU_S):
-                    raise ValueError(f"{path}, line {reader.line_num}: duration {raw[:40]!r} is outside 0 to {MAX_GPU_S:g}")
+                    raise ValueError(
+                        f"{path}, line {reader.line_num}: duration {raw[:40]!r} is outside 0 to {MAX_GPU_S:g}"
+                    )
                 out.append(x)
                 if len(out) > MAX_PRIOR_SAMPLES:
                     raise ValueError(f"{path}: more than {MAX_PRIOR_SAMPLES} durations")
     except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise ValueError(f"cannot read {path} ({getattr(e, 'strerror', None) or e}); "
-                         "allowed: 'tiresias' or a readable CSV file") from None
+        raise ValueError(
+            f"cannot read {path} ({getattr(e, 'strerror', None) or e}); "
+            "allowed: 'tiresias' or a readable CSV file"
+        ) from None
     if not out:
         raise ValueError(f"{path}: no durations in the 'duration' column")
     return tuple(sorted(out))
@@ -56,6 +64,8 @@ def read_matrix_csv(path: Path) -> dict[str, dict[str, float]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"cannot read {path} ({getattr(e, 'strerror', None) or e}); allowed: a readable "
-                         "CSV file kind,TYPE1,TYPE2,...") from None
+        raise ValueError(
+            f"cannot read {path} ({getattr(e, 'strerror', None) or e}); allowed: a readable "
+            "CSV file kind,TYPE1,TYPE2,..."
+        ) from None
     return parse_matrix_csv(text, str(path))

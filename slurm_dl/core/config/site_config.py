@@ -24,37 +24,65 @@ from .throughput import ThroughputConfig
 
 
 class SiteConfig(Strict):
-    site: SiteInfo = Field(default_factory=SiteInfo, description="the site's name and the prioritizer's "
-                           "database")
+    site: SiteInfo = Field(
+        default_factory=SiteInfo, description="the site's name and the prioritizer's database"
+    )
     gpu_types: list[GpuType] = Field(min_length=1, description="the cluster's GPU types")
-    node_groups: list[NodeGroup] = Field(min_length=1, description="the GPU nodes, in groups of one shape and "
-                                         "GPU type")
-    partitions: list[Partition] = Field(default_factory=lambda: [Partition(name="gpu", default=True)], min_length=1,
-                                        description="the cluster's partitions, as in slurm.conf; unset: one, "
-                                                    "\"gpu\", the default")
-    topology: TopologyConfig = Field(default_factory=TopologyConfig, description="the switch tree the filter "
-                                     "and preemption place multi-node jobs in")
-    caps: Caps = Field(default_factory=Caps, description="CPUs, memory and GPUs a job may hold, and what "
-                       "becomes of jobs without GPUs")
-    classes: dict[JobClass, JobClassConfig] = Field(default_factory=default_classes, description="the job "
-                                                    "classes (train, inference, serve, sweep, interactive): "
-                                                    "a class named here overrides its defaults key by key")
-    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="how the prioritizer orders the "
-                                 "queue")
-    preemption: PreemptionConfig = Field(default_factory=PreemptionConfig, description="when and how the "
-                                         "prioritizer stops an opted-in running job for a waiting one")
-    filter: FilterConfig = Field(default_factory=FilterConfig, description="the job_submit filter: its "
-                                 "service, the shim's failure mode and the rules it runs")
-    prioritizer: PrioritizerConfig = Field(default_factory=PrioritizerConfig, description="the daemon's "
-                                           "cycle, its SiteFactor range and its endpoints")
-    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig, description="GPU samples from the "
-                                       "gpu-agents and what becomes of jobs that hold idle GPUs")
-    throughput: ThroughputConfig = Field(default_factory=ThroughputConfig, description="what the throughput "
-                                         "model knows beyond each GPU type's speed")
-    simulate: SimulateConfig = Field(default_factory=SimulateConfig, description="defaults of slurm-dl "
-                                     "simulate --via-slurm (the replays as one Slurm job array)")
-    sharing: SharingConfig = Field(default_factory=SharingConfig, description="GPUs offered in parts "
-                                   "(Slurm shards, MPS) to small jobs")
+    node_groups: list[NodeGroup] = Field(
+        min_length=1, description="the GPU nodes, in groups of one shape and GPU type"
+    )
+    partitions: list[Partition] = Field(
+        default_factory=lambda: [Partition(name="gpu", default=True)],
+        min_length=1,
+        description='the cluster\'s partitions, as in slurm.conf; unset: one, "gpu", the default',
+    )
+    topology: TopologyConfig = Field(
+        default_factory=TopologyConfig,
+        description="the switch tree the filter and preemption place multi-node jobs in",
+    )
+    caps: Caps = Field(
+        default_factory=Caps,
+        description="CPUs, memory and GPUs a job may hold, and what becomes of jobs without GPUs",
+    )
+    classes: dict[JobClass, JobClassConfig] = Field(
+        default_factory=default_classes,
+        description="the job "
+        "classes (train, inference, serve, sweep, interactive): "
+        "a class named here overrides its defaults key by key",
+    )
+    policy: PolicyConfig = Field(
+        default_factory=PolicyConfig, description="how the prioritizer orders the queue"
+    )
+    preemption: PreemptionConfig = Field(
+        default_factory=PreemptionConfig,
+        description="when and how the prioritizer stops an opted-in running job for a waiting one",
+    )
+    filter: FilterConfig = Field(
+        default_factory=FilterConfig,
+        description="the job_submit filter: its "
+        "service, the shim's failure mode and the rules it runs",
+    )
+    prioritizer: PrioritizerConfig = Field(
+        default_factory=PrioritizerConfig,
+        description="the daemon's cycle, its SiteFactor range and its endpoints",
+    )
+    telemetry: TelemetryConfig = Field(
+        default_factory=TelemetryConfig,
+        description="GPU samples from the gpu-agents and what becomes of jobs that hold idle GPUs",
+    )
+    throughput: ThroughputConfig = Field(
+        default_factory=ThroughputConfig,
+        description="what the throughput model knows beyond each GPU type's speed",
+    )
+    simulate: SimulateConfig = Field(
+        default_factory=SimulateConfig,
+        description="defaults of slurm-dl "
+        "simulate --via-slurm (the replays as one Slurm job array)",
+    )
+    sharing: SharingConfig = Field(
+        default_factory=SharingConfig,
+        description="GPUs offered in parts (Slurm shards, MPS) to small jobs",
+    )
 
     @field_validator("throughput")
     @classmethod
@@ -64,8 +92,10 @@ class SiteConfig(Strict):
         if types and v.matrix_rows:
             unknown = sorted({t for r in v.matrix_rows.values() for t in r} - types)
             if unknown:
-                raise ValueError(f"{v.matrix}: unknown GPU types {unknown}; allowed: {sorted(types)} "
-                                 "(from gpu_types)")
+                raise ValueError(
+                    f"{v.matrix}: unknown GPU types {unknown}; allowed: {sorted(types)} "
+                    "(from gpu_types)"
+                )
         return v
 
     @field_validator("classes", mode="before")
@@ -99,7 +129,9 @@ class SiteConfig(Strict):
                 )
             for p in g.partitions:
                 if p not in parts:
-                    problems.append(f"node_groups[{i}].partitions: unknown partition {p!r}; allowed: {sorted(parts)}")
+                    problems.append(
+                        f"node_groups[{i}].partitions: unknown partition {p!r}; allowed: {sorted(parts)}"
+                    )
             dup = seen_nodes.intersection(g.node_names)
             if dup:
                 problems.append(f"node_groups[{i}].nodes: nodes listed twice: {sorted(dup)[:5]}")
@@ -114,7 +146,9 @@ class SiteConfig(Strict):
             for i, s in enumerate(self.topology.switches):
                 for child in s.switches:
                     if child not in sw_names:
-                        problems.append(f"topology.switches[{i}].switches: unknown switch {child!r}")
+                        problems.append(
+                            f"topology.switches[{i}].switches: unknown switch {child!r}"
+                        )
                 if s.nodes:
                     try:
                         unknown = set(expand_hostlist(s.nodes)) - seen_nodes
@@ -128,8 +162,14 @@ class SiteConfig(Strict):
         route = self.caps.cpu_only_partition
         if route is not None and route not in parts:
             problems.append(f"caps.cpu_only_partition: got {route!r}; allowed: {sorted(parts)}")
-        elif route is not None and self.caps.cpu_only_jobs == "route" and route in self.gpu_partitions:
-            problems.append(f"caps.cpu_only_partition: {route!r} has GPU nodes; name a partition without them")
+        elif (
+            route is not None
+            and self.caps.cpu_only_jobs == "route"
+            and route in self.gpu_partitions
+        ):
+            problems.append(
+                f"caps.cpu_only_partition: {route!r} has GPU nodes; name a partition without them"
+            )
         if sum(1 for p in self.partitions if p.default) > 1:
             problems.append("partitions: at most one partition may be default = true")
         problems += self._sharing_problems()
@@ -140,24 +180,34 @@ class SiteConfig(Strict):
     def _sharing_problems(self) -> list[str]:
         """Each [[sharing.groups]] names a node group with GPUs, once; a shard's memory fits
         its share of the GPU's."""
-        groups = {g.name: g for g in self.node_groups}  # every node group has GPUs (gpus_per_node >= 1)
+        groups = {
+            g.name: g for g in self.node_groups
+        }  # every node group has GPUs (gpus_per_node >= 1)
         memory = {t.name: t.memory_gb for t in self.gpu_types}
         problems, seen = [], set()
         for i, sg in enumerate(self.sharing.groups):
             key = f"sharing.groups[{i}]"
             g = groups.get(sg.node_group)
             if g is None:
-                problems.append(f"{key}.node_group: got {sg.node_group!r}: no node group with GPUs of that "
-                                f"name; allowed: {sorted(groups)}")
+                problems.append(
+                    f"{key}.node_group: got {sg.node_group!r}: no node group with GPUs of that "
+                    f"name; allowed: {sorted(groups)}"
+                )
                 continue
             if sg.node_group in seen:
                 problems.append(f"{key}.node_group: {sg.node_group!r} is named twice")
             seen.add(sg.node_group)
             mem = memory.get(g.gpu_type)
-            if sg.shard_memory_gb is not None and sg.shards_per_gpu and mem is not None \
-                    and sg.shard_memory_gb * sg.shards_per_gpu > mem:
-                problems.append(f"{key}.shard_memory_gb: {sg.shard_memory_gb:g} GB x {sg.shards_per_gpu} shards "
-                                f"is more than a {g.gpu_type}'s {mem:g} GB")
+            if (
+                sg.shard_memory_gb is not None
+                and sg.shards_per_gpu
+                and mem is not None
+                and sg.shard_memory_gb * sg.shards_per_gpu > mem
+            ):
+                problems.append(
+                    f"{key}.shard_memory_gb: {sg.shard_memory_gb:g} GB x {sg.shards_per_gpu} shards "
+                    f"is more than a {g.gpu_type}'s {mem:g} GB"
+                )
         return problems
 
     # --- derived views -------------------------------------------------------------------

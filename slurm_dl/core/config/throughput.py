@@ -12,12 +12,22 @@ class ThroughputConfig(Strict):
     """``[throughput]``: what the throughput model (slurm_dl.core.throughput) knows beyond each
     type's ``[[gpu_types]] speed``."""
 
-    matrix: str | None = Field(default=None, min_length=1, max_length=4096, description="CSV "
-                               "kind,TYPE1,TYPE2,...: relative throughput of each job kind (model, job "
-                               "class, or * for any) on each GPU type (a relative path is taken from the "
-                               "config file's folder); unset: the types' speeds alone")
-    min_samples: int = num(3, ge=1, le=1000, description="runs per GPU type of one user and job name before "
-                           "a speedup learnt from history is used")
+    matrix: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="CSV "
+        "kind,TYPE1,TYPE2,...: relative throughput of each job kind (model, job "
+        "class, or * for any) on each GPU type (a relative path is taken from the "
+        "config file's folder); unset: the types' speeds alone",
+    )
+    min_samples: int = num(
+        3,
+        ge=1,
+        le=1000,
+        description="runs per GPU type of one user and job name before "
+        "a speedup learnt from history is used",
+    )
     _rows: dict | None = PrivateAttr(default=None)
 
     @property

@@ -53,7 +53,9 @@ def _idle(s: JobGpuSample, threshold: float) -> bool:
     return s.util_percent <= threshold and s.processes == 0
 
 
-def _idle_runs(samples: Iterable[JobGpuSample], threshold: float) -> list[tuple[float | None, float, float]]:
+def _idle_runs(
+    samples: Iterable[JobGpuSample], threshold: float
+) -> list[tuple[float | None, float, float]]:
     """Per GPU: (start of its trailing idle run or None, its first sample time, its last sample time)."""
     per_gpu: dict[tuple[str, int], list[JobGpuSample]] = {}
     for s in samples:
@@ -92,8 +94,9 @@ def carry_gap_seconds(cfg: TelemetryConfig) -> float:
     return max(120.0, 3.0 * cfg.sample_seconds)
 
 
-def carried_idle_since(summaries: Mapping[int, Any], samples: Iterable[JobGpuSample],
-                       cfg: TelemetryConfig) -> dict[int, float]:
+def carried_idle_since(
+    summaries: Mapping[int, Any], samples: Iterable[JobGpuSample], cfg: TelemetryConfig
+) -> dict[int, float]:
     """Per job: the stored ``idle_since`` that extends the window's idle run back in time.
 
     ``summaries`` maps job id to an object with ``idle_since`` and ``last_sample_at`` (a
@@ -112,13 +115,21 @@ def carried_idle_since(summaries: Mapping[int, Any], samples: Iterable[JobGpuSam
         if since is None or last is None:
             continue
         first = min(s.time for s in rows)
-        if first - last <= carry_gap_seconds(cfg) and whole_window_idle(rows, cfg.idle_util_percent):
+        if first - last <= carry_gap_seconds(cfg) and whole_window_idle(
+            rows, cfg.idle_util_percent
+        ):
             out[job_id] = float(since)
     return out
 
 
-def decide(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job], cfg: TelemetryConfig, *,
-           carried: Mapping[int, float] | None = None, site: Any = None) -> list[IdleDecision]:
+def decide(
+    samples: Iterable[JobGpuSample],
+    jobs: Mapping[int, Job],
+    cfg: TelemetryConfig,
+    *,
+    carried: Mapping[int, float] | None = None,
+    site: Any = None,
+) -> list[IdleDecision]:
     """One decision per job in ``jobs`` that has samples, sorted by job id.
 
     ``carried`` (job id -> idle since, from :func:`carried_idle_since`) moves the start of a
@@ -131,16 +142,30 @@ def decide(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job], cfg: Teleme
     enforce = not cfg.dry_run and cfg.idle_action != "report"
     out = []
     for job_id in sorted(by_job):
-        out.append(_decide_one(jobs[job_id], by_job[job_id], cfg, enforce, (carried or {}).get(job_id), site))
+        out.append(
+            _decide_one(
+                jobs[job_id], by_job[job_id], cfg, enforce, (carried or {}).get(job_id), site
+            )
+        )
     return out
 
 
-def _decide_one(job: Job, samples: list[JobGpuSample], cfg: TelemetryConfig, enforce: bool,
-                carried: float | None = None, site: Any = None) -> IdleDecision:
+def _decide_one(
+    job: Job,
+    samples: list[JobGpuSample],
+    cfg: TelemetryConfig,
+    enforce: bool,
+    carried: float | None = None,
+    site: Any = None,
+) -> IdleDecision:
     since, end, seen = idle_span(samples, cfg.idle_util_percent)
     if since is None:
         return IdleDecision(job.job_id, Verdict.OK, 0.0, False, "GPUs in use")
-    if carried is not None and carried < since and whole_window_idle(samples, cfg.idle_util_percent):
+    if (
+        carried is not None
+        and carried < since
+        and whole_window_idle(samples, cfg.idle_util_percent)
+    ):
         since = carried
     opted_in = resume_kind(job, site)[0] != RESUME_NEVER
     d = _verdict(job, since, end, seen, cfg, enforce)
@@ -151,24 +176,42 @@ def _decide_one(job: Job, samples: list[JobGpuSample], cfg: TelemetryConfig, enf
     return IdleDecision(d.job_id, verdict, d.idle_minutes, d.enforce, reason, since, opted_in)
 
 
-def _verdict(job: Job, since: float, end: float, seen: int, cfg: TelemetryConfig, enforce: bool) -> IdleDecision:
+def _verdict(
+    job: Job, since: float, end: float, seen: int, cfg: TelemetryConfig, enforce: bool
+) -> IdleDecision:
     idle_min = max(0.0, end - since) / 60.0
     if job.num_gpus and seen < job.num_gpus:
-        return IdleDecision(job.job_id, Verdict.OK, idle_min, False,
-                            f"samples from {seen} of {job.num_gpus} GPUs; not enough evidence")
+        return IdleDecision(
+            job.job_id,
+            Verdict.OK,
+            idle_min,
+            False,
+            f"samples from {seen} of {job.num_gpus} GPUs; not enough evidence",
+        )
     limit = cfg.idle_minutes
     if job.job_class is JobClass.INTERACTIVE:
         if cfg.interactive_idle_minutes is None:
-            return IdleDecision(job.job_id, Verdict.OK, idle_min, False, "interactive job: no idle limit set")
+            return IdleDecision(
+                job.job_id, Verdict.OK, idle_min, False, "interactive job: no idle limit set"
+            )
         limit = cfg.interactive_idle_minutes
     what = f"{seen} GPU(s) at <= {cfg.idle_util_percent:g}% with no process for {idle_min:.0f} min"
     if idle_min < limit:
-        return IdleDecision(job.job_id, Verdict.OK, idle_min, False, f"{what} (limit {limit:g} min)")
+        return IdleDecision(
+            job.job_id, Verdict.OK, idle_min, False, f"{what} (limit {limit:g} min)"
+        )
     if idle_min < limit + cfg.warn_grace_minutes or cfg.idle_action in ("report", "warn"):
-        return IdleDecision(job.job_id, Verdict.WARN, idle_min, enforce, f"{what} (limit {limit:g} min)")
+        return IdleDecision(
+            job.job_id, Verdict.WARN, idle_min, enforce, f"{what} (limit {limit:g} min)"
+        )
     verdict = Verdict(cfg.idle_action)
-    return IdleDecision(job.job_id, verdict, idle_min, enforce,
-                        f"{what} (limit {limit:g} min + {cfg.warn_grace_minutes:g} min after the warning)")
+    return IdleDecision(
+        job.job_id,
+        verdict,
+        idle_min,
+        enforce,
+        f"{what} (limit {limit:g} min + {cfg.warn_grace_minutes:g} min after the warning)",
+    )
 
 
 def on_job_nodes(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job]) -> list[JobGpuSample]:
@@ -178,9 +221,13 @@ def on_job_nodes(samples: Iterable[JobGpuSample], jobs: Mapping[int, Job]) -> li
     return [s for s in samples if (j := jobs.get(s.job_id)) is not None and s.node in j.nodes]
 
 
-def merge_window(window: Iterable[JobGpuSample], new: Iterable[JobGpuSample], horizon_start: float) -> list[JobGpuSample]:
+def merge_window(
+    window: Iterable[JobGpuSample], new: Iterable[JobGpuSample], horizon_start: float
+) -> list[JobGpuSample]:
     """The sample history kept between cycles: old and new, de-duplicated, none before ``horizon_start``."""
-    keep = {(s.job_id, s.node, s.gpu, s.time): s for s in (*window, *new) if s.time >= horizon_start}
+    keep = {
+        (s.job_id, s.node, s.gpu, s.time): s for s in (*window, *new) if s.time >= horizon_start
+    }
     return [keep[k] for k in sorted(keep, key=lambda k: (k[3], k[0], k[1], k[2]))]
 
 
@@ -192,14 +239,22 @@ def horizon_minutes(cfg: TelemetryConfig) -> float:
 
 def utilisation_entry(util: Any, decision: IdleDecision | None) -> dict:
     """A JSON-able per-job summary (``util``: a telemetry.attribution.JobUtilisation) for the explanations."""
-    entry = {"gpus": util.gpus, "mean_util_percent": round(util.mean_util_percent, 1),
-             "max_util_percent": round(util.max_util_percent, 1), "mem_used_bytes": util.mem_used_bytes,
-             "power_watts": round(util.power_watts, 1), "processes": util.processes}
+    entry = {
+        "gpus": util.gpus,
+        "mean_util_percent": round(util.mean_util_percent, 1),
+        "max_util_percent": round(util.max_util_percent, 1),
+        "mem_used_bytes": util.mem_used_bytes,
+        "power_watts": round(util.power_watts, 1),
+        "processes": util.processes,
+    }
     share = getattr(util, "share_bytes", None)
     if share is not None:
         entry.update(share_bytes=share, over_share=util.mem_used_bytes > share)
     if decision is not None:
-        entry.update(idle_minutes=round(decision.idle_minutes, 1), idle_verdict=decision.verdict.value,
-                     idle_enforced=decision.enforce, idle_reason=decision.reason)
+        entry.update(
+            idle_minutes=round(decision.idle_minutes, 1),
+            idle_verdict=decision.verdict.value,
+            idle_enforced=decision.enforce,
+            idle_reason=decision.reason,
+        )
     return entry
-

@@ -45,10 +45,12 @@ def current_note(comment: str | None) -> str | None:
     found = _NOTE.findall(comment or "")
     if not found:
         return None
-    return found[-1].strip()[len(NOTE_OPEN):-1]
+    return found[-1].strip()[len(NOTE_OPEN) : -1]
 
 
-def comment_with_note(comment: str | None, note: str, max_chars: int = COMMENT_MAX_CHARS) -> str | None:
+def comment_with_note(
+    comment: str | None, note: str, max_chars: int = COMMENT_MAX_CHARS
+) -> str | None:
     """The user's comment plus ``[slurm-dl: note]`` (any older note replaced), at most ``max_chars``;
     None when the user's comment leaves no room for :data:`MIN_NOTE_CHARS` of note."""
     user = strip_note(comment)

@@ -68,8 +68,9 @@ def _hm(seconds: float) -> str:
     return f"{m // 60} h {m % 60:02d} min" if m >= 60 else f"{m} min"
 
 
-def demand_fits(owed: Iterable[tuple[float, float]], new: tuple[float, float], now: float,
-                capacity_gpus: float) -> tuple[bool, str]:
+def demand_fits(
+    owed: Iterable[tuple[float, float]], new: tuple[float, float], now: float, capacity_gpus: float
+) -> tuple[bool, str]:
     """The EDF demand test: ``owed`` are (deadline, GPU-seconds) already promised, ``new`` the
     candidate. True when every deadline ``D ≥`` the candidate's still has its work (and the
     candidate's) within ``capacity_gpus × (D - now)``. Returns ``(ok, reason)``."""
@@ -81,14 +82,18 @@ def demand_fits(owed: Iterable[tuple[float, float]], new: tuple[float, float], n
     before = sum(w for _, w in items[:i])
     total = before + w_new
     if total > capacity_gpus * (d_new - now):
-        return False, (f"deadlines already promised fill {_hm(before / capacity_gpus)} of the GPUs "
-                       f"set aside for deadlines before it, this job would add "
-                       f"{_hm(w_new / capacity_gpus)}, and only {_hm(d_new - now)} are left")
+        return False, (
+            f"deadlines already promised fill {_hm(before / capacity_gpus)} of the GPUs "
+            f"set aside for deadlines before it, this job would add "
+            f"{_hm(w_new / capacity_gpus)}, and only {_hm(d_new - now)} are left"
+        )
     for d, w in items[i:]:
         total += w
         if total > capacity_gpus * (d - now):
-            return False, (f"it would make an earlier-admitted deadline ({_hm(d - now)} away) "
-                           f"impossible to keep")
+            return False, (
+                f"it would make an earlier-admitted deadline ({_hm(d - now)} away) "
+                f"impossible to keep"
+            )
     return True, "fits"
 
 
@@ -108,7 +113,9 @@ class DeadlineAdmission:
     held: dict[int, str] = field(default_factory=dict)
     """Deadline jobs that cannot start (job id → :func:`on_hold`'s kind): no answer, owe nothing."""
     _jobs: dict[int, Job] = field(default_factory=dict)
-    _restored: set[int] = field(default_factory=set)  # admitted before a restart, job not seen since
+    _restored: set[int] = field(
+        default_factory=set
+    )  # admitted before a restart, job not seen since
 
     def _owed(self, now: float) -> list[tuple[float, float]]:
         out = []
@@ -134,8 +141,15 @@ class DeadlineAdmission:
             reserve = min(reserve, max(0, best_effort_gpus))
         return total_gpus - reserve
 
-    def decide(self, job: Job, now: float, total_gpus: int, best_effort_gpus: int | None = None, *,
-               inherit: bool = True) -> str | None:
+    def decide(
+        self,
+        job: Job,
+        now: float,
+        total_gpus: int,
+        best_effort_gpus: int | None = None,
+        *,
+        inherit: bool = True,
+    ) -> str | None:
         """Admit or demote ``job``'s deadline (once; later calls return the first answer).
         None: admitted (or no deadline); else the reason it was demoted. ``best_effort_gpus``:
         GPUs held or wanted by live jobs submitted without a deadline (None: not known, the
@@ -162,7 +176,9 @@ class DeadlineAdmission:
             self.arrays.add(jid)
         return why
 
-    def _try(self, job: Job, now: float, total_gpus: int, best_effort_gpus: int | None) -> str | None:
+    def _try(
+        self, job: Job, now: float, total_gpus: int, best_effort_gpus: int | None
+    ) -> str | None:
         """Promise ``job`` its first deadline that fits (recorded) and return None, or why none fits."""
         r = self.remaining(job, now)
         if r is None:
@@ -171,15 +187,20 @@ class DeadlineAdmission:
         if job.num_gpus > total_gpus:
             return f"it needs {job.num_gpus} GPUs and the cluster has {total_gpus}"
         tasks = job.array_tasks
-        at_once = min(tasks, job.array_throttle or tasks, max(1, total_gpus // max(1, job.num_gpus)))
+        at_once = min(
+            tasks, job.array_throttle or tasks, max(1, total_gpus // max(1, job.num_gpus))
+        )
         waves = -(-tasks // max(1, at_once))  # an array runs its tasks in waves
         owed = self._owed(now)
         why = "no deadline"
         for d in candidate_deadlines(job):
             if now + r * waves > d:
-                why = (f"its time limit ({_hm(r)}) ends after the deadline ({_hm(d - now)} away)" if waves == 1
-                       else f"its {tasks} tasks, {at_once} at a time, need {_hm(r * waves)} and the deadline "
-                            f"is {_hm(d - now)} away")
+                why = (
+                    f"its time limit ({_hm(r)}) ends after the deadline ({_hm(d - now)} away)"
+                    if waves == 1
+                    else f"its {tasks} tasks, {at_once} at a time, need {_hm(r * waves)} and the deadline "
+                    f"is {_hm(d - now)} away"
+                )
                 continue
             ok, why = demand_fits(owed, (d, job.num_gpus * r * tasks), now, cap)
             if ok:
@@ -190,9 +211,11 @@ class DeadlineAdmission:
 
     def to_dict(self) -> dict:
         """The promises and demotions, JSON-able (the daemon keeps them in its ledger)."""
-        out = {"admitted": {str(j): d for j, d in self.admitted.items()},
-               "demoted": {str(j): why for j, why in self.demoted.items()},
-               "arrays": sorted(self.arrays)}
+        out = {
+            "admitted": {str(j): d for j, d in self.admitted.items()},
+            "demoted": {str(j): why for j, why in self.demoted.items()},
+            "arrays": sorted(self.arrays),
+        }
         if self.held:  # (absent when none: what older daemons saved reads the same)
             out["held"] = {str(j): kind for j, kind in self.held.items()}
         return out
@@ -254,16 +277,27 @@ class DeadlineAdmission:
                 released[jid] = self.held.pop(jid)
             if kind is None and (not asks or not candidate_deadlines(j)):
                 best_effort += j.num_gpus * j.array_tasks  # a held job wants no GPUs now
-        asking = sorted((j for j in live.values() if (j.deadline is not None or j.soft_deadlines)
-                         and j.job_id not in self.held), key=lambda j: (j.job_id in released, j.submit_time, j.job_id))
+        asking = sorted(
+            (
+                j
+                for j in live.values()
+                if (j.deadline is not None or j.soft_deadlines) and j.job_id not in self.held
+            ),
+            key=lambda j: (j.job_id in released, j.submit_time, j.job_id),
+        )
         for j in asking:
             if j.job_id not in released:
                 self.decide(j, now, total_gpus, best_effort)
                 continue
-            why = self.decide(j, now, total_gpus, best_effort, inherit=False)  # in turn, as a newcomer
+            why = self.decide(
+                j, now, total_gpus, best_effort, inherit=False
+            )  # in turn, as a newcomer
             if why is not None:
-                after = ("after its hold was released" if released[j.job_id] == "hold"
-                         else "once its dependency could be met")
+                after = (
+                    "after its hold was released"
+                    if released[j.job_id] == "hold"
+                    else "once its dependency could be met"
+                )
                 self.demoted[j.job_id] = f"{after}, {why}"
         return {jid: why for jid, why in self.demoted.items()}
 
@@ -278,13 +312,19 @@ def candidate_deadlines(job: Job) -> list[float]:
 def held_message(kind: str) -> str:
     """The text a user reads about the deadline of a job that cannot start (:func:`on_hold`)."""
     if kind == "hold":
-        return ("deadline set aside while the job is held: it takes no room from other "
-                "deadlines, and is tested again when the hold is released")
-    return ("deadline set aside while the job's dependency can never be met: it takes no "
-            "room from other deadlines, and is tested again if that changes")
+        return (
+            "deadline set aside while the job is held: it takes no room from other "
+            "deadlines, and is tested again when the hold is released"
+        )
+    return (
+        "deadline set aside while the job's dependency can never be met: it takes no "
+        "room from other deadlines, and is tested again if that changes"
+    )
 
 
 def demotion_message(why: str) -> str:
     """The text a user reads about a demoted deadline (explain, the prioritizer's log)."""
-    return (f"deadline not admitted: {why}; the job runs as best effort "
-            f"(a later deadline or a shorter --time may be admitted)")
+    return (
+        f"deadline not admitted: {why}; the job runs as best effort "
+        f"(a later deadline or a shorter --time may be admitted)"
+    )

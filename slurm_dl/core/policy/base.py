@@ -84,7 +84,9 @@ class PriorityPolicy(ABC):
         the context alone is looked up once); None: none cheaper than ``score``."""
         return None
 
-    def bind_score_and_tiebreak(self, ctx: PolicyContext) -> Callable[[Job], tuple[float, tuple]] | None:
+    def bind_score_and_tiebreak(
+        self, ctx: PolicyContext
+    ) -> Callable[[Job], tuple[float, tuple]] | None:
         """``score_and_tiebreak()`` at one context as a function of the job alone; None: none."""
         return None
 

@@ -45,7 +45,9 @@ def _generated_key(plan: list) -> Callable[[Job], tuple]:
             env[f"w{t}_{i}"], env[f"f{t}_{i}"] = w, fn
         for k, tb in enumerate(rest):
             env[f"r{t}_{k}"] = tb
-    shape = tuple((tuple(is_fused for _, _, is_fused in fns), fused, len(rest)) for fns, fused, rest in plan)
+    shape = tuple(
+        (tuple(is_fused for _, _, is_fused in fns), fused, len(rest)) for fns, fused, rest in plan
+    )
     exec(_key_code(shape), env)  # noqa: S102 - names made from the plan's positions, values passed in env
     return env["key"]
 
@@ -62,7 +64,9 @@ def _key_code(shape: tuple) -> Any:
             if n == 1:
                 items.append(f"-(0 + w{t}_0 * f{t}_0(job))")
             else:
-                items.append("-sum([" + ", ".join(f"w{t}_{i} * f{t}_{i}(job)" for i in range(n)) + "])")
+                items.append(
+                    "-sum([" + ", ".join(f"w{t}_{i} * f{t}_{i}(job)" for i in range(n)) + "])"
+                )
             items.extend(f"*r{t}_{k}(job)" for k in range(rest))
             continue
         tbs = []
@@ -75,7 +79,11 @@ def _key_code(shape: tuple) -> Any:
         items.append("-(0 + " + " + ".join(f"w{t}_{i} * s{t}_{i}" for i in range(n)) + ")")
         items.extend(tbs)
     items += ["job.submit_time", "job.job_id"]
-    src = "def key(job):\n" + "".join(f"    {line}\n" for line in body) + f"    return ({', '.join(items)},)\n"
+    src = (
+        "def key(job):\n"
+        + "".join(f"    {line}\n" for line in body)
+        + f"    return ({', '.join(items)},)\n"
+    )
     return compile(src, "<combined key>", "exec")
 
 
@@ -103,7 +111,9 @@ class CombinedPolicy(PriorityPolicy):
         names = [n for t in tiers for n in t]
         unknown = sorted(set(names) - set(COMPONENTS))
         if unknown:
-            raise ValueError(f"combined: unknown component(s) {unknown}; valid: {', '.join(COMPONENTS)}")
+            raise ValueError(
+                f"combined: unknown component(s) {unknown}; valid: {', '.join(COMPONENTS)}"
+            )
         if len(set(names)) != len(names):
             raise ValueError(f"combined: a component appears in more than one tier: {tiers}")
         w = dict(cc.weights) if cc is not None else {}
@@ -117,7 +127,11 @@ class CombinedPolicy(PriorityPolicy):
         self._tier_parts = [[(self.weights[n], self.components[n]) for n in t] for t in tiers]
         base_tiebreak = PriorityPolicy.tiebreak
         self._tier_tiebreaks = [
-            [self.components[n].tiebreak for n in t if type(self.components[n]).tiebreak is not base_tiebreak]
+            [
+                self.components[n].tiebreak
+                for n in t
+                if type(self.components[n]).tiebreak is not base_tiebreak
+            ]
             for t in tiers
         ]
         self._compile()
@@ -139,19 +153,34 @@ class CombinedPolicy(PriorityPolicy):
         and its tiebreak from one call (same values, same order, same float operations).
         ``_nexts``: the components' ``next_key_change`` that can return a time."""
         base_next = PriorityPolicy.next_key_change  # None always: such components are skipped
-        self._nexts = tuple(p.next_key_change for p in self.components.values()
-                            if type(p).next_key_change is not base_next)
+        self._nexts = tuple(
+            p.next_key_change
+            for p in self.components.values()
+            if type(p).next_key_change is not base_next
+        )
         tiers = []
         for parts, tbs in zip(self._tier_parts, self._tier_tiebreaks):
             # fused only when every tiebreak of the tier comes from such a call (their order kept)
-            both = {id(p): f for _, p in parts if getattr(p, "tiebreak", None) in tbs
-                    and (f := getattr(p, "score_and_tiebreak", lambda: None)()) is not None}
+            both = {
+                id(p): f
+                for _, p in parts
+                if getattr(p, "tiebreak", None) in tbs
+                and (f := getattr(p, "score_and_tiebreak", lambda: None)()) is not None
+            }
             if len(both) == len(tbs) and both:
-                tiers.append((tuple((w, both.get(id(p), p.score), id(p) in both) for w, p in parts), True, ()))
+                tiers.append(
+                    (
+                        tuple((w, both.get(id(p), p.score), id(p) in both) for w, p in parts),
+                        True,
+                        (),
+                    )
+                )
             else:
                 tiers.append((tuple((w, p.score, False) for w, p in parts), False, tuple(tbs)))
         self._tiers = tiers
-        self._parts = [[p for _, p in parts] for parts in self._tier_parts]  # _tiers' components, in order
+        self._parts = [
+            [p for _, p in parts] for parts in self._tier_parts
+        ]  # _tiers' components, in order
 
     def bound_key(self, ctx: PolicyContext) -> Callable[[Job], tuple]:
         """``key`` at one context as a function of the job alone (what ``order`` sorts with):
@@ -181,7 +210,9 @@ class CombinedPolicy(PriorityPolicy):
                 if len(fns) == 1:
                     out.append(-(0 + fns[0][0] * fns[0][1](job, ctx)))
                 else:
-                    out.append(-sum([w * s(job, ctx) for w, s, _ in fns]))  # a list: faster, same sum
+                    out.append(
+                        -sum([w * s(job, ctx) for w, s, _ in fns])
+                    )  # a list: faster, same sum
                 for tb in rest:
                     out.extend(tb(job, ctx))
                 continue

@@ -90,8 +90,15 @@ def slack(job: Job, now: float) -> float | None:
     return (job.deadline - now) - (remaining_run(job, now) or 0.0)
 
 
-def deadline_feasible(job: Job, now: float, config=None, *, user_deadline_jobs: int = 0, tasks: int = 1,
-                      waves: int = 1) -> tuple[bool, str]:
+def deadline_feasible(
+    job: Job,
+    now: float,
+    config=None,
+    *,
+    user_deadline_jobs: int = 0,
+    tasks: int = 1,
+    waves: int = 1,
+) -> tuple[bool, str]:
     """Can ``job``'s deadline be admitted at ``now``? Returns ``(ok, reason)``.
 
     Infeasible: a deadline in the past; a time limit that runs past the deadline even if the
@@ -109,23 +116,33 @@ def deadline_feasible(job: Job, now: float, config=None, *, user_deadline_jobs: 
     if to_go <= 0:
         return False, f"deadline is {-to_go:.0f} s in the past"
     if to_go > max_days * 86400.0:
-        return False, f"deadline is {to_go / 86400.0:.1f} days away; the site allows at most {max_days:g} days"
+        return (
+            False,
+            f"deadline is {to_go / 86400.0:.1f} days away; the site allows at most {max_days:g} days",
+        )
     if job.time_limit is None:
         return False, "a deadline needs a time limit to check it against"
     needs = job.time_limit * max(1, waves)
     if needs > to_go:
         if waves > 1:
-            return False, (f"{waves} waves of the array's tasks (its throttle) at {job.time_limit / 60:.0f} min "
-                           f"each run past the deadline ({to_go / 60:.0f} min away) even if started now")
+            return False, (
+                f"{waves} waves of the array's tasks (its throttle) at {job.time_limit / 60:.0f} min "
+                f"each run past the deadline ({to_go / 60:.0f} min away) even if started now"
+            )
         return False, (
             f"time limit {job.time_limit / 60:.0f} min runs past the deadline "
             f"({to_go / 60:.0f} min away) even if the job started now"
         )
     if user_deadline_jobs + max(1, tasks) > max_jobs:
         if tasks > 1:
-            return False, (f"user already has {user_deadline_jobs} deadline jobs and this array adds {tasks}; "
-                           f"the site allows {max_jobs}")
-        return False, f"user already has {user_deadline_jobs} deadline jobs; the site allows {max_jobs}"
+            return False, (
+                f"user already has {user_deadline_jobs} deadline jobs and this array adds {tasks}; "
+                f"the site allows {max_jobs}"
+            )
+        return (
+            False,
+            f"user already has {user_deadline_jobs} deadline jobs; the site allows {max_jobs}",
+        )
     return True, f"feasible with {(to_go - needs) / 60:.0f} min of slack"
 
 
@@ -151,19 +168,25 @@ def admit_deadlines(jobs: Sequence[Job], config=None) -> dict[int, str]:
     max_s, max_jobs = dc.max_deadline_days * 86400.0, dc.max_deadline_jobs_per_user
     ignored: dict[int, str] = {}
     per_user: dict[str, int] = {}
-    for job in sorted((j for j in jobs if j.deadline is not None or j.soft_deadlines),
-                      key=lambda j: (j.submit_time, j.job_id)):
+    for job in sorted(
+        (j for j in jobs if j.deadline is not None or j.soft_deadlines),
+        key=lambda j: (j.submit_time, j.job_id),
+    ):
         last = job.deadline if job.deadline is not None else job.soft_deadlines[-1][0]
         if job.time_limit is None:
             ignored[job.job_id] = "deadline ignored: the job has no time limit to check it against"
         elif last - job.submit_time > max_s:
-            ignored[job.job_id] = (f"deadline ignored: {(last - job.submit_time) / 86400.0:.1f} days after "
-                                   f"submission; the site allows at most {max_s / 86400.0:g}")
+            ignored[job.job_id] = (
+                f"deadline ignored: {(last - job.submit_time) / 86400.0:.1f} days after "
+                f"submission; the site allows at most {max_s / 86400.0:g}"
+            )
         else:
             n = per_user.get(job.user, 0)
             if n + job.array_tasks > max_jobs:
-                ignored[job.job_id] = (f"deadline ignored for now: user {job.user!r} already has {max_jobs} "
-                                       f"deadline jobs (the site's limit)")
+                ignored[job.job_id] = (
+                    f"deadline ignored for now: user {job.user!r} already has {max_jobs} "
+                    f"deadline jobs (the site's limit)"
+                )
             else:
                 per_user[job.user] = n + job.array_tasks
     return ignored
@@ -173,18 +196,31 @@ class DeadlinePolicy(PriorityPolicy):
     name = "deadline"
     discipline = "firstfit"
 
-    def __init__(self, config=None, *, boost_slack_s: float | None = None, admission: bool | None = None,
-                 admission_share: float | None = None, soft_boost: str | None = None) -> None:
+    def __init__(
+        self,
+        config=None,
+        *,
+        boost_slack_s: float | None = None,
+        admission: bool | None = None,
+        admission_share: float | None = None,
+        soft_boost: str | None = None,
+    ) -> None:
         dc = _settings(config)
         self.soft_boost = dc.soft_boost if soft_boost is None else soft_boost
         if self.soft_boost not in SOFT_BOOSTS:
-            raise ValueError(f"deadline: soft_boost must be one of {', '.join(SOFT_BOOSTS)}, got {self.soft_boost!r}")
+            raise ValueError(
+                f"deadline: soft_boost must be one of {', '.join(SOFT_BOOSTS)}, got {self.soft_boost!r}"
+            )
         if boost_slack_s is None:
             boost_slack_s = 60.0 * dc.boost_slack_minutes
         self.admission = dc.admission if admission is None else bool(admission)
-        self.admission_share = dc.admission_share if admission_share is None else float(admission_share)
+        self.admission_share = (
+            dc.admission_share if admission_share is None else float(admission_share)
+        )
         if not 0.0 < self.admission_share <= 1.0:
-            raise ValueError(f"deadline: admission_share must be in (0, 1], got {self.admission_share}")
+            raise ValueError(
+                f"deadline: admission_share must be in (0, 1], got {self.admission_share}"
+            )
         if not boost_slack_s > 0 or not math.isfinite(boost_slack_s):
             raise ValueError(f"deadline: boost_slack_s must be positive, got {boost_slack_s}")
         self.boost_slack_s = float(boost_slack_s)
@@ -235,8 +271,13 @@ class DeadlinePolicy(PriorityPolicy):
     def key(self, job: Job, ctx: PolicyContext) -> tuple:
         lv = self.level(job, ctx.now)
         boosted = lv == self.BOOSTED
-        return (lv, self._boost_tb(job, ctx.now) if boosted else 0.0,
-                self._soft_after(job) if boosted else 0.0, job.submit_time, job.job_id)
+        return (
+            lv,
+            self._boost_tb(job, ctx.now) if boosted else 0.0,
+            self._soft_after(job) if boosted else 0.0,
+            job.submit_time,
+            job.job_id,
+        )
 
     def _boost_tb(self, job: Job, now: float) -> float:
         tgt = self.target(job, now)
@@ -267,9 +308,18 @@ class DeadlinePolicy(PriorityPolicy):
         """Score and tiebreak from one look at the job's level (not for a subclass that changes
         either): most jobs are not boosted, and then both are fixed by the level."""
         cls = type(self)
-        if any(getattr(cls, m) is not getattr(DeadlinePolicy, m) for m in ("score", "tiebreak", "level")):
+        if any(
+            getattr(cls, m) is not getattr(DeadlinePolicy, m)
+            for m in ("score", "tiebreak", "level")
+        ):
             return None
-        level, boosted, scores, score, tiebreak = self.level, self.BOOSTED, self._SCORES, self.score, self.tiebreak
+        level, boosted, scores, score, tiebreak = (
+            self.level,
+            self.BOOSTED,
+            self._SCORES,
+            self.score,
+            self.tiebreak,
+        )
 
         def both(job: Job, ctx: PolicyContext) -> tuple[float, tuple]:
             lv = level(job, ctx.now)

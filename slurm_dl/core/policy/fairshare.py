@@ -33,9 +33,15 @@ class FairSharePolicy(PriorityPolicy):
     ) -> None:
         fs = config.policy.fairshare if config is not None else FairShareConfig()  # the one default
         self.shares = dict(shares if shares is not None else fs.shares)
-        self.half_life_s = 3600.0 * float(half_life_hours if half_life_hours is not None else fs.half_life_hours)
+        self.half_life_s = 3600.0 * float(
+            half_life_hours if half_life_hours is not None else fs.half_life_hours
+        )
         self.default_share = float(default_share if default_share is not None else fs.default_share)
-        if not self.half_life_s > 0 or not self.default_share > 0 or any(not s > 0 for s in self.shares.values()):
+        if (
+            not self.half_life_s > 0
+            or not self.default_share > 0
+            or any(not s > 0 for s in self.shares.values())
+        ):
             raise ValueError("fairshare: half-life, default_share and every share must be positive")
         self.config = config
         self._cache_led = None  # the ledger, its revision and the time the cache is for
@@ -71,9 +77,16 @@ class FairSharePolicy(PriorityPolicy):
             if total <= 0.0:
                 table = {}
             else:  # an account with usage counts in _total_shares already
-                shares, default, total_shares, pow_ = self.shares, self.default_share, self._total_shares, math.pow
-                table = {a: pow_(2.0, -(u / total) / (shares.get(a, default) / total_shares))
-                         for a, u in self._usage.items()}
+                shares, default, total_shares, pow_ = (
+                    self.shares,
+                    self.default_share,
+                    self._total_shares,
+                    math.pow,
+                )
+                table = {
+                    a: pow_(2.0, -(u / total) / (shares.get(a, default) / total_shares))
+                    for a, u in self._usage.items()
+                }
             self._factors = table
         return table
 
@@ -89,7 +102,10 @@ class FairSharePolicy(PriorityPolicy):
 
     def bind_score(self, ctx: PolicyContext):
         cls = type(self)
-        if any(getattr(cls, m) is not getattr(FairSharePolicy, m) for m in ("score", "factor", "factors")):
+        if any(
+            getattr(cls, m) is not getattr(FairSharePolicy, m)
+            for m in ("score", "factor", "factors")
+        ):
             return None
         factor = self.factors(ctx).get  # the table for this ledger state and time
         return lambda job: factor(job.account, 1.0)

@@ -24,10 +24,17 @@ class FairShareLeasePolicy(PriorityPolicy):
     discipline = "lease"
     leases = True
 
-    def __init__(self, config=None, *, shares: Mapping[str, float] | None = None,
-                 lease_seconds: float | None = None, hysteresis: float | None = None,
-                 restart_seconds: float | None = None, thresholds_gpu_s=None,
-                 half_life_hours: float | None = None) -> None:
+    def __init__(
+        self,
+        config=None,
+        *,
+        shares: Mapping[str, float] | None = None,
+        lease_seconds: float | None = None,
+        hysteresis: float | None = None,
+        restart_seconds: float | None = None,
+        thresholds_gpu_s=None,
+        half_life_hours: float | None = None,
+    ) -> None:
         ov: dict = {}
         if shares is not None:
             ov["shares"] = dict(shares)
@@ -39,8 +46,14 @@ class FairShareLeasePolicy(PriorityPolicy):
             ov["restart_s"] = float(restart_seconds)
         self.settings = LeaseSettings.from_config(config, **ov)
         s = self.settings
-        if not s.lease_s >= 0 or not 0 <= s.hysteresis < 1 or any(not v > 0 for v in s.shares.values()):
-            raise ValueError("fairshare: lease must be >= 0, hysteresis in [0, 1), every share positive")
+        if (
+            not s.lease_s >= 0
+            or not 0 <= s.hysteresis < 1
+            or any(not v > 0 for v in s.shares.values())
+        ):
+            raise ValueError(
+                "fairshare: lease must be >= 0, hysteresis in [0, 1), every share positive"
+            )
         self.las = LasPolicy(config, thresholds_gpu_s=thresholds_gpu_s)
         self.config = config
 

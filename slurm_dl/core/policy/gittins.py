@@ -62,7 +62,9 @@ EDGE_TOLERANCE_GPU_S = 1e-6
 point, so a job woken at an edge can sit a hair below it and would be woken again and again."""
 
 
-def gittins_index(values: Sequence[float], weights: Sequence[float], a: float, delta: float) -> float:
+def gittins_index(
+    values: Sequence[float], weights: Sequence[float], a: float, delta: float
+) -> float:
     """G(a, Δ) for the weighted empirical distribution (``values`` sorted ascending)."""
     return _Dist(values, weights).index(a, delta)
 
@@ -137,7 +139,9 @@ class GittinsPolicy(PriorityPolicy):
         self._bview: HistoryView | None = None
         if history_keys not in ("none", None):
             n, bn = int(min_jobs), batch_min_jobs
-            HistoryLearner(history_keys, min_jobs=n, batch_min_jobs=bn)  # fail early on bad settings
+            HistoryLearner(
+                history_keys, min_jobs=n, batch_min_jobs=bn
+            )  # fail early on bad settings
             # the batch levels learn every finished job at once (a burst's siblings), the
             # others at the history checkpoints; the batch levels are asked first
             bl, rest = split_batch(history_keys)
@@ -151,7 +155,9 @@ class GittinsPolicy(PriorityPolicy):
             hold_factor = _config_default(g, "hold_factor")
         self.hold_factor = float(hold_factor)
         if not (self.hold_factor >= 1.0 and self.hold_factor < float("inf")):
-            raise ValueError(f"gittins: hold_factor must be a finite number >= 1, got {hold_factor}")
+            raise ValueError(
+                f"gittins: hold_factor must be a finite number >= 1, got {hold_factor}"
+            )
         self._feat: dict[int, tuple] = {}
         self._memo: tuple = (None, None, None, {})
         self._steps: dict = {}  # features -> step function (see _steps_of)
@@ -162,7 +168,11 @@ class GittinsPolicy(PriorityPolicy):
         if prior_weight is None:
             prior_weight = _config_default(g, "prior_weight")
         self.prior_weight = float(prior_weight)
-        if (isinstance(self.delta, float) and not self.delta > 0) or self.bins < 2 or self.prior_weight < 0:
+        if (
+            (isinstance(self.delta, float) and not self.delta > 0)
+            or self.bins < 2
+            or self.prior_weight < 0
+        ):
             raise ValueError(
                 f"gittins: need delta_gpu_s > 0, bins >= 2, prior_weight >= 0; "
                 f"got {self.delta}, {self.bins}, {self.prior_weight}"
@@ -170,7 +180,9 @@ class GittinsPolicy(PriorityPolicy):
         if prior_samples is None and g is not None and g.prior != "tiresias":
             prior_samples = g.prior_samples  # read from the file when the config was loaded
             if prior_samples is None:
-                raise ValueError(f"gittins: prior {g.prior!r} was not read; load the config with load_config")
+                raise ValueError(
+                    f"gittins: prior {g.prior!r} was not read; load the config with load_config"
+                )
         if prior_samples is None:
             pts = list(PERCENTILES_GPU_S)
             self._prior = [(x, self.prior_weight * SAMPLE_COUNT / len(pts)) for x in pts]
@@ -179,7 +191,9 @@ class GittinsPolicy(PriorityPolicy):
         if edges_gpu_s is not None:
             fixed = sorted({0.0, *(float(e) for e in edges_gpu_s)})
             if any(e < 0 for e in fixed):
-                raise ValueError(f"gittins: edges_gpu_s must be non-negative, got {list(edges_gpu_s)}")
+                raise ValueError(
+                    f"gittins: edges_gpu_s must be non-negative, got {list(edges_gpu_s)}"
+                )
         self._fixed_edges = fixed if edges_gpu_s is not None else None
         self.config = config
         self._cache_key: tuple[int, int] | None = None
@@ -255,7 +269,10 @@ class GittinsPolicy(PriorityPolicy):
         learner = self._view.learner if self._view is not None else None
         blearner = self._bview.learner if self._bview is not None else None
         f, a = self._features(job), job.attained_gpu_s
-        count = (learner.count if learner is not None else 0, blearner.count if blearner is not None else 0)
+        count = (
+            learner.count if learner is not None else 0,
+            blearner.count if blearner is not None else 0,
+        )
         # answers per (features, attained) while the learners stay the same: key() and
         # next_key_change() ask the same question in turn, and re-keying the waiting jobs asks
         # it for many jobs alike (same features, nothing attained yet)
@@ -275,8 +292,16 @@ class GittinsPolicy(PriorityPolicy):
 
     def _features(self, job: Job):
         """The job's history features (cached per job id while its key fields stay the same)."""
-        raw = (job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit,
-               job.array_job_id, job.tags.get(BATCH_TAG) if job.tags else None)
+        raw = (
+            job.user,
+            job.account,
+            job.name,
+            job.num_gpus,
+            job.partition,
+            job.time_limit,
+            job.array_job_id,
+            job.tags.get(BATCH_TAG) if job.tags else None,
+        )
         hit = self._feat.get(job.job_id)
         if hit is None or hit[0] != raw:
             if len(self._feat) > 100_000:
@@ -378,7 +403,9 @@ class GittinsPolicy(PriorityPolicy):
         self._refresh(ctx)
         return self._steps_of(job)
 
-    def key_and_next_from(self, job: Job, ctx: PolicyContext, steps: list) -> tuple[tuple, float | None]:
+    def key_and_next_from(
+        self, job: Job, ctx: PolicyContext, steps: list
+    ) -> tuple[tuple, float | None]:
         """:meth:`key_and_next_change` from the job's current step function ``steps``."""
         a = job.attained_gpu_s
         k = bisect.bisect_right(steps[0], a + EDGE_TOLERANCE_GPU_S)
@@ -403,6 +430,7 @@ def _config_default(g, field: str):
     if g is not None:
         return getattr(g, field)
     from ..config import GittinsConfig
+
     return GittinsConfig.model_fields[field].default
 
 

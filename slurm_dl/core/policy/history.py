@@ -120,10 +120,24 @@ class Features(NamedTuple):
     batch: str = ""
 
 
-def features(user: str = "", account: str = "", name: str = "", gpus: int = 0,
-             partition: str = "", time_limit: float | None = None, batch: str = "") -> Features:
-    return Features(user or "", account or "", normalise_name(name), int(gpus or 0), partition or "",
-                    int(round(time_limit)) if time_limit else 0, batch or "")
+def features(
+    user: str = "",
+    account: str = "",
+    name: str = "",
+    gpus: int = 0,
+    partition: str = "",
+    time_limit: float | None = None,
+    batch: str = "",
+) -> Features:
+    return Features(
+        user or "",
+        account or "",
+        normalise_name(name),
+        int(gpus or 0),
+        partition or "",
+        int(round(time_limit)) if time_limit else 0,
+        batch or "",
+    )
 
 
 def job_batch(job) -> str:
@@ -137,12 +151,15 @@ def job_batch(job) -> str:
 
 def job_features(job) -> Features:
     """The key fields of a model :class:`~slurm_dl.core.model.Job`."""
-    return features(job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit,
-                    job_batch(job))
+    return features(
+        job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit, job_batch(job)
+    )
 
 
 def record_features(rec: Finished) -> Features:
-    return features(rec.user, rec.account, rec.name, rec.gpus, rec.partition, rec.time_limit, rec.batch)
+    return features(
+        rec.user, rec.account, rec.name, rec.gpus, rec.partition, rec.time_limit, rec.batch
+    )
 
 
 def has_batch(ladder: str | Sequence[Sequence[str]]) -> bool:
@@ -156,8 +173,9 @@ def with_batch(ladder: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...], 
     return lad if lad and lad[0] == ("batch",) else (("batch",), *lad)
 
 
-def split_batch(ladder: str | Sequence[Sequence[str]]) -> tuple[tuple[tuple[str, ...], ...],
-                                                                   tuple[tuple[str, ...], ...]]:
+def split_batch(
+    ladder: str | Sequence[Sequence[str]],
+) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]]:
     """(the levels keyed on the batch, the others), each in ladder order."""
     lad = parse_ladder(ladder)
     return (tuple(lv for lv in lad if "batch" in lv), tuple(lv for lv in lad if "batch" not in lv))
@@ -169,7 +187,9 @@ def parse_ladder(value: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...],
         try:
             return LADDERS[value]
         except KeyError:
-            raise ValueError(f"unknown history keys {value!r}; allowed: {', '.join(LADDERS)}") from None
+            raise ValueError(
+                f"unknown history keys {value!r}; allowed: {', '.join(LADDERS)}"
+            ) from None
     out = []
     for level in value:
         bad = [f for f in level if f not in FIELDS]
@@ -222,10 +242,15 @@ def without_limit(ladder: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...
 class HistoryLearner:
     """Finished jobs grouped under every key of a ladder (see the module docstring)."""
 
-    def __init__(self, ladder: str | Sequence[Sequence[str]] = DEFAULT_LADDER, *,
-                 min_jobs: int = DEFAULT_MIN_JOBS, per_key: int = DEFAULT_PER_KEY,
-                 value: Callable[[Finished], float | None] | None = None,
-                 batch_min_jobs: int | None = None) -> None:
+    def __init__(
+        self,
+        ladder: str | Sequence[Sequence[str]] = DEFAULT_LADDER,
+        *,
+        min_jobs: int = DEFAULT_MIN_JOBS,
+        per_key: int = DEFAULT_PER_KEY,
+        value: Callable[[Finished], float | None] | None = None,
+        batch_min_jobs: int | None = None,
+    ) -> None:
         self.ladder = parse_ladder(ladder)
         self.value = value
         if min_jobs < 1 or per_key < 1 or per_key < min_jobs:
@@ -258,8 +283,11 @@ class HistoryLearner:
         if ks is None:
             if len(self._kcache) > 100_000:
                 self._kcache.clear()
-            ks = self._kcache[f] = [(lvl, *(f[i] for i in idx)) for lvl, idx in enumerate(self._idx)
-                                    if f.batch or not self._batch_level[lvl]]
+            ks = self._kcache[f] = [
+                (lvl, *(f[i] for i in idx))
+                for lvl, idx in enumerate(self._idx)
+                if f.batch or not self._batch_level[lvl]
+            ]
         return ks
 
     def add(self, rec: Finished) -> None:
@@ -357,7 +385,11 @@ class HistoryLearner:
                 if len(s) < need:
                     continue
                 n = len(s)
-                pts = s if n <= bins else tuple(sorted({s[(i * (n - 1)) // (bins - 1)] for i in range(bins)}))
+                pts = (
+                    s
+                    if n <= bins
+                    else tuple(sorted({s[(i * (n - 1)) // (bins - 1)] for i in range(bins)}))
+                )
                 tab = self._tables[(k, bins)] = [s, pts, [None] * len(pts), need]
             tabs.append(tab)
         if len(self._plans) > 100_000:
@@ -437,7 +469,7 @@ class HistoryView:
             self._done = dropped
         if upto > self._done:
             start = max(self._done, dropped)
-            self.learner.extend(log[start - dropped:upto - dropped])
+            self.learner.extend(log[start - dropped : upto - dropped])
             self._done = upto
         return self.learner
 
@@ -459,8 +491,26 @@ def gittins_from_samples(samples: Sequence[float], a: float) -> float:
 
 
 __all__ = [
-    "DEFAULT_LADDER", "FIELDS", "Features", "Finished", "HistoryLearner", "HistoryView", "LADDERS", "Match",
-    "BATCH_TAG", "features", "gittins_from_samples", "has_batch", "job_batch", "job_features", "split_batch",
-    "with_batch", "limit_ratio", "normalise_name", "parse_ladder",
-    "per_gpu_seconds", "record_features", "without_limit",
+    "DEFAULT_LADDER",
+    "FIELDS",
+    "Features",
+    "Finished",
+    "HistoryLearner",
+    "HistoryView",
+    "LADDERS",
+    "Match",
+    "BATCH_TAG",
+    "features",
+    "gittins_from_samples",
+    "has_batch",
+    "job_batch",
+    "job_features",
+    "split_batch",
+    "with_batch",
+    "limit_ratio",
+    "normalise_name",
+    "parse_ladder",
+    "per_gpu_seconds",
+    "record_features",
+    "without_limit",
 ]

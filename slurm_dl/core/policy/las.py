@@ -64,14 +64,24 @@ class LasPolicy(PriorityPolicy):
         self.service = service
         self.by_time = service == "seconds"
         if thresholds_gpu_s is None:
-            thresholds_gpu_s = las.thresholds_gpu_s if las is not None else TIRESIAS_THRESHOLDS_GPU_S
+            thresholds_gpu_s = (
+                las.thresholds_gpu_s if las is not None else TIRESIAS_THRESHOLDS_GPU_S
+            )
         th = tuple(float(t) for t in thresholds_gpu_s)
-        if not th or any(not math.isfinite(t) or t <= 0 for t in th) or any(b <= a for a, b in zip(th, th[1:])):
-            raise ValueError(f"LAS thresholds must be positive and strictly increasing, got {list(th)}")
+        if (
+            not th
+            or any(not math.isfinite(t) or t <= 0 for t in th)
+            or any(b <= a for a, b in zip(th, th[1:]))
+        ):
+            raise ValueError(
+                f"LAS thresholds must be positive and strictly increasing, got {list(th)}"
+            )
         if starvation_factor == "config":
             starvation_factor = las.starvation_factor if las is not None else None
         if starvation_factor is not None and not starvation_factor > 0:
-            raise ValueError(f"LAS starvation_factor must be positive or None, got {starvation_factor}")
+            raise ValueError(
+                f"LAS starvation_factor must be positive or None, got {starvation_factor}"
+            )
         self.config = config
         self.thresholds: tuple[float, ...] = th
         self.starvation_factor: float | None = starvation_factor
@@ -93,7 +103,9 @@ class LasPolicy(PriorityPolicy):
         """True when the starvation guard lifts this job to queue 0 (``S/2`` while it runs)."""
         if self.starvation_factor is None or job.executed_s <= 0.0:
             return False
-        if job.state_reason and job.held:  # (a cheap test first: the simulator's jobs have no reason)
+        if (
+            job.state_reason and job.held
+        ):  # (a cheap test first: the simulator's jobs have no reason)
             return False
         return self._waited(job, now) > self._promotion_factor(job.running) * job.executed_s
 
@@ -113,12 +125,18 @@ class LasPolicy(PriorityPolicy):
     def queue(self, job: Job, ctx: PolicyContext) -> int:
         return self._standing(job, ctx.now)[0]
 
-    def queue_for(self, attained: float, executed_s: float, waited_s: float, running: bool = False) -> int:
+    def queue_for(
+        self, attained: float, executed_s: float, waited_s: float, running: bool = False
+    ) -> int:
         """The same queue from plain numbers (for callers that keep their own job state):
         ``attained`` in this policy's unit, ``waited_s`` the total time spent not running since
         submission."""
         s = self.starvation_factor
-        if s is not None and executed_s > 0.0 and waited_s > self._promotion_factor(running) * executed_s:
+        if (
+            s is not None
+            and executed_s > 0.0
+            and waited_s > self._promotion_factor(running) * executed_s
+        ):
             return 0
         return bisect.bisect_right(self.thresholds, attained)
 
@@ -139,9 +157,16 @@ class LasPolicy(PriorityPolicy):
         """Score and tiebreak from one look at the job's standing (not for a subclass that
         changes either)."""
         cls = type(self)
-        if any(getattr(cls, m) is not getattr(LasPolicy, m) for m in ("score", "tiebreak", "queue", "_standing")):
+        if any(
+            getattr(cls, m) is not getattr(LasPolicy, m)
+            for m in ("score", "tiebreak", "queue", "_standing")
+        ):
             return None
-        standing, n, guard = self._standing, len(self.thresholds), self.starvation_factor is not None
+        standing, n, guard = (
+            self._standing,
+            len(self.thresholds),
+            self.starvation_factor is not None,
+        )
 
         def both(job: Job, ctx: PolicyContext) -> tuple[float, tuple]:
             q, lifted = standing(job, ctx.now)
@@ -154,27 +179,39 @@ class LasPolicy(PriorityPolicy):
         the starvation guard, so its queue is a lookup of its attained service."""
         if self.score_and_tiebreak() is None or type(self).promoted is not LasPolicy.promoted:
             return None
-        now, thresholds, n, place = ctx.now, self.thresholds, len(self.thresholds), bisect.bisect_right
+        now, thresholds, n, place = (
+            ctx.now,
+            self.thresholds,
+            len(self.thresholds),
+            bisect.bisect_right,
+        )
         guard, promoted = self.starvation_factor is not None, self.promoted
         own = type(self).attained is LasPolicy.attained
         attained = None if own and not self.by_time else self.attained
         lifted, unlifted = ((1,), (0,)) if guard else ((), ())
-        score_of = [1.0 - q / n for q in range(n + 1)]  # per queue: the same floats as computed each time
+        score_of = [
+            1.0 - q / n for q in range(n + 1)
+        ]  # per queue: the same floats as computed each time
         top = score_of[0]
 
         if own and self.by_time:  # ``attained`` inlined: run time, at the speed it ran where known
+
             def both(job: Job) -> tuple[float, tuple]:
                 if guard and job.executed_s > 0.0 and promoted(job, now):
                     return top, lifted
                 t = job.norm_executed_s
-                return score_of[place(thresholds, round(job.executed_s if t is None else t, 6))], unlifted
+                return score_of[
+                    place(thresholds, round(job.executed_s if t is None else t, 6))
+                ], unlifted
 
             return both
 
         def both(job: Job) -> tuple[float, tuple]:
             if guard and job.executed_s > 0.0 and promoted(job, now):
                 return top, lifted
-            return score_of[place(thresholds, job.attained_gpu_s if attained is None else attained(job))], unlifted
+            return score_of[
+                place(thresholds, job.attained_gpu_s if attained is None else attained(job))
+            ], unlifted
 
         return both
 
@@ -205,10 +242,14 @@ class TiresiasLasPolicy(LasPolicy):
 
     name = "las-tiresias"
 
-    def __init__(self, config=None, *, thresholds_gpu_s=None, starvation_factor="config", service=None) -> None:
+    def __init__(
+        self, config=None, *, thresholds_gpu_s=None, starvation_factor="config", service=None
+    ) -> None:
         super().__init__(
             config,
-            thresholds_gpu_s=TIRESIAS_THRESHOLDS_GPU_S if thresholds_gpu_s is None else thresholds_gpu_s,
+            thresholds_gpu_s=TIRESIAS_THRESHOLDS_GPU_S
+            if thresholds_gpu_s is None
+            else thresholds_gpu_s,
             starvation_factor=starvation_factor,
             service="gpu-seconds" if service is None else service,
         )

@@ -34,8 +34,16 @@ from typing import Sequence
 
 from ..model import Job
 from .base import PolicyContext, PriorityPolicy
-from .history import (HistoryLearner, HistoryView, features, has_batch, job_batch, limit_ratio,
-                      per_gpu_seconds, without_limit)
+from .history import (
+    HistoryLearner,
+    HistoryView,
+    features,
+    has_batch,
+    job_batch,
+    limit_ratio,
+    per_gpu_seconds,
+    without_limit,
+)
 
 SCORE_SCALE_LOG10 = 9.0
 """Scores map predictions on a log scale: 1 GPU-s → ~1.0, 10^9 GPU-s (31 GPU-years) → 0.0."""
@@ -45,13 +53,22 @@ class QssfPolicy(PriorityPolicy):
     name = "qssf"
     discipline = "firstfit"
 
-    def __init__(self, config=None, *, default_gpu_s: float | None = None, preemptive: bool | None = None,
-                 history_keys: str | Sequence[Sequence[str]] | None = None,
-                 min_jobs: int | None = None, shrink_jobs: float | None = None,
-                 use_time_limit: bool | None = None, batch_min_jobs: int | None = None) -> None:
+    def __init__(
+        self,
+        config=None,
+        *,
+        default_gpu_s: float | None = None,
+        preemptive: bool | None = None,
+        history_keys: str | Sequence[Sequence[str]] | None = None,
+        min_jobs: int | None = None,
+        shrink_jobs: float | None = None,
+        use_time_limit: bool | None = None,
+        batch_min_jobs: int | None = None,
+    ) -> None:
         q = config.policy.qssf if config is not None else None
         if q is None:
             from ..config import QssfConfig
+
             q = QssfConfig()
         if default_gpu_s is None:
             default_gpu_s = q.default_gpu_s
@@ -64,11 +81,16 @@ class QssfPolicy(PriorityPolicy):
         if not self.shrink_jobs >= 0:
             raise ValueError(f"qssf: shrink_jobs must be 0 or more, got {self.shrink_jobs}")
         self.use_time_limit = bool(q.use_time_limit if use_time_limit is None else use_time_limit)
-        HistoryLearner(keys, min_jobs=n, batch_min_jobs=batch_min_jobs)  # fail early on bad settings
+        HistoryLearner(
+            keys, min_jobs=n, batch_min_jobs=batch_min_jobs
+        )  # fail early on bad settings
         self.history_keys = keys
         self._batched = has_batch(keys)  # look jobs up by their batch too
-        self._view = HistoryView(lambda: HistoryLearner(keys, min_jobs=n, value=per_gpu_seconds,
-                                                        batch_min_jobs=batch_min_jobs))
+        self._view = HistoryView(
+            lambda: HistoryLearner(
+                keys, min_jobs=n, value=per_gpu_seconds, batch_min_jobs=batch_min_jobs
+            )
+        )
         ratio_keys = without_limit(keys)
         self._ratio = HistoryView(lambda: HistoryLearner(ratio_keys, min_jobs=n, value=limit_ratio))
         if q.preemptive if preemptive is None else preemptive:
@@ -83,7 +105,11 @@ class QssfPolicy(PriorityPolicy):
         led = ctx.ledger
         got = job.attained_gpu_s
         gpus = max(job.num_gpus, 1)
-        limit = job.time_limit if self.use_time_limit and job.time_limit and job.time_limit > 0 else None
+        limit = (
+            job.time_limit
+            if self.use_time_limit and job.time_limit and job.time_limit > 0
+            else None
+        )
         if led is None:
             return max(limit * gpus if limit else self.default_gpu_s, got)
         rev = (id(led), led.revision)
@@ -103,8 +129,16 @@ class QssfPolicy(PriorityPolicy):
         # queue order: conditioned on what a requeued job has shown; preemptive: not (see the
         # module docstring)
         above = 0.0 if self.preemptive else got / gpus
-        ck = (job.user, job.account, job.name, job.num_gpus, job.partition, job.time_limit,
-              job_batch(job) if self._batched else "", above)
+        ck = (
+            job.user,
+            job.account,
+            job.name,
+            job.num_gpus,
+            job.partition,
+            job.time_limit,
+            job_batch(job) if self._batched else "",
+            above,
+        )
         pred = self._cache.get(ck)
         if pred is None:
             p = self._view.learner.shrunk_mean(features(*ck[:7]), above, self.shrink_jobs)

@@ -21,8 +21,15 @@ from .share import share, shard_request
 from .tag import tag
 from .validate import requested_deadline, requested_soft, validate
 
-__all__ = ["FilterContext", "FilterDecision", "JobRequest", "JOB_DESC_FIELDS", "decide", "decide_request",
-           "unreadable"]
+__all__ = [
+    "FilterContext",
+    "FilterDecision",
+    "JobRequest",
+    "JOB_DESC_FIELDS",
+    "decide",
+    "decide_request",
+    "unreadable",
+]
 
 
 def _summary(req: JobRequest, d: FilterDecision, source: str = "-") -> str:
@@ -41,14 +48,22 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
         draft = classify(req, draft, config)
     shards = shard_request(req, config)  # a job's own shards count as GPUs, validated or not
     if isinstance(shards, Rejection):
-        d = FilterDecision("reject", draft.job_class, message=shards.message, code=shards.code, rule=shards.rule)
+        d = FilterDecision(
+            "reject", draft.job_class, message=shards.message, code=shards.code, rule=shards.rule
+        )
         return replace(d, summary=_summary(req, d))
     if shards is not None:
         draft = draft.evolve(shard_gpus=shards.gpus, shards=shards.tag)
     if f.validate_jobs:
         checked = validate(req, draft, config, ctx)
         if isinstance(checked, Rejection):
-            d = FilterDecision("reject", draft.job_class, message=checked.message, code=checked.code, rule=checked.rule)
+            d = FilterDecision(
+                "reject",
+                draft.job_class,
+                message=checked.message,
+                code=checked.code,
+                rule=checked.rule,
+            )
             return replace(d, summary=_summary(req, d))
         draft = checked
     else:
@@ -61,7 +76,9 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
         draft = draft.evolve(gpus=req.total_gpus, shape="any")
     shared = share(req, draft, config)
     if isinstance(shared, Rejection):
-        d = FilterDecision("reject", draft.job_class, message=shared.message, code=shared.code, rule=shared.rule)
+        d = FilterDecision(
+            "reject", draft.job_class, message=shared.message, code=shared.code, rule=shared.rule
+        )
         return replace(d, summary=_summary(req, d))
     draft = shared
     if f.defaults:
@@ -71,8 +88,10 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
     return replace(d, summary=_summary(req, d, draft.class_source))
 
 
-UNREADABLE = ("slurm-dl: the job filter could not check this job ({why}); it was not "
-              "submitted. Fix: check the options for absurd values, or tell the administrators.")
+UNREADABLE = (
+    "slurm-dl: the job filter could not check this job ({why}); it was not "
+    "submitted. Fix: check the options for absurd values, or tell the administrators."
+)
 
 
 def decide(job_desc: Mapping[str, Any], config: SiteConfig, ctx: FilterContext) -> FilterDecision:
@@ -88,5 +107,10 @@ def decide(job_desc: Mapping[str, Any], config: SiteConfig, ctx: FilterContext) 
 
 def unreadable(why: str) -> FilterDecision:
     """The refusal of a job the filter cannot read or judge."""
-    return FilterDecision("reject", message=UNREADABLE.format(why=why[:60]), code=CODE_ACCESS_DENIED,
-                          rule="internal", summary=f"reject rule=internal ({why[:200]})")
+    return FilterDecision(
+        "reject",
+        message=UNREADABLE.format(why=why[:60]),
+        code=CODE_ACCESS_DENIED,
+        rule="internal",
+        summary=f"reject rule=internal ({why[:200]})",
+    )

@@ -19,8 +19,6 @@ from .request import JobRequest
 PREFIX = "slurm-dl: "
 
 
-
-
 def check_account(req: JobRequest, ctx: FilterContext) -> Rejection | None:
     """An account the user has no association with is refused where Slurm keeps associations:
     fair share and account allow-lists take a job's account on trust otherwise (Slurm itself
@@ -32,13 +30,17 @@ def check_account(req: JobRequest, ctx: FilterContext) -> Rejection | None:
         return None
     yours = ", ".join(sorted(ctx.user_accounts)[:8]) or "none"
     shown = asked if len(asked) <= 40 else asked[:37] + "..."
-    return Rejection("validate.account",
-                     f"{PREFIX}account {shown!r} is not one of yours on this cluster (yours: {yours}). "
-                     "Fix: -A with one of your accounts, or none for your default.",
-                     "ESLURM_INVALID_ACCOUNT")
+    return Rejection(
+        "validate.account",
+        f"{PREFIX}account {shown!r} is not one of yours on this cluster (yours: {yours}). "
+        "Fix: -A with one of your accounts, or none for your default.",
+        "ESLURM_INVALID_ACCOUNT",
+    )
 
 
-def check_access(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext) -> Draft | Rejection:
+def check_access(
+    req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext
+) -> Draft | Rejection:
     refused = check_account(req, ctx)
     if refused is not None:
         return refused
@@ -50,8 +52,12 @@ def check_access(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterC
     why = not_admitted(job_class, account, qos, config, req.user_name)
     rule = "validate.class_access"
     if why is None:
-        why = over_quota(job_class, req.total_gpus + draft.shard_gpus,
-                         int(ctx.user_class_gpus.get(job_class.value, 0)), config)
+        why = over_quota(
+            job_class,
+            req.total_gpus + draft.shard_gpus,
+            int(ctx.user_class_gpus.get(job_class.value, 0)),
+            config,
+        )
         rule = "validate.class_quota"
     if why is None:
         return draft
@@ -59,11 +65,24 @@ def check_access(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterC
         # (not a job on shards: training never runs on shards, so it is refused with the reason)
         notices = (*draft.notices, f"{PREFIX}runs as class train: {why}")
         return draft.evolve(job_class=JobClass.TRAIN, class_source="default", notices=notices)
-    fix = ("Fix: submit without dl:class=" + job_class.value + " (it runs as train), "
-           + ("or use an allowed account (-A) or QOS (--qos)." if rule == "validate.class_access"
-              else "or wait until your other jobs of this class end."))
+    fix = (
+        "Fix: submit without dl:class="
+        + job_class.value
+        + " (it runs as train), "
+        + (
+            "or use an allowed account (-A) or QOS (--qos)."
+            if rule == "validate.class_access"
+            else "or wait until your other jobs of this class end."
+        )
+    )
     if draft.shard_gpus:  # shards never run as train
-        fix = ("Fix: wait until your other jobs of this class end (a node's GPU shards count as one GPU)."
-               if rule == "validate.class_quota" else "Fix: use an allowed account (-A) or QOS (--qos).")
-    return Rejection(rule, f"{PREFIX}{why}. {fix}", CODE_ACCESS_DENIED if rule == "validate.class_access"
-                     else CODE_POLICY)
+        fix = (
+            "Fix: wait until your other jobs of this class end (a node's GPU shards count as one GPU)."
+            if rule == "validate.class_quota"
+            else "Fix: use an allowed account (-A) or QOS (--qos)."
+        )
+    return Rejection(
+        rule,
+        f"{PREFIX}{why}. {fix}",
+        CODE_ACCESS_DENIED if rule == "validate.class_access" else CODE_POLICY,
+    )

@@ -31,7 +31,6 @@ from ..classes import is_privileged
 from ..site_shape import site_shape
 
 
-
 def privileged_violations(job_class: JobClass, req: JobRequest, config: SiteConfig) -> list[str]:
     """Why ``req`` may not run as ``job_class`` (empty when it may)."""
     if not is_privileged(job_class, config):
@@ -46,7 +45,9 @@ def privileged_violations(job_class: JobClass, req: JobRequest, config: SiteConf
     if req.time_limit_min is None:
         why.append("it has no explicit --time")
     elif req.time_limit_min > c.max_time_minutes:
-        why.append(f"its --time {req.time_limit_min} min exceeds the class maximum {c.max_time_minutes} min")
+        why.append(
+            f"its --time {req.time_limit_min} min exceeds the class maximum {c.max_time_minutes} min"
+        )
     if c.partition and req.partition not in (None, c.partition):
         why.append(f"it is not in the class partition {c.partition!r}")
     return why
@@ -77,7 +78,9 @@ def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
             hinted = JobClass.parse(hint)
         except ValueError:
             allowed = ", ".join(c.value for c in JobClass)
-            notices.append(f"slurm-dl: ignored dl:class={hint[:40]} (unknown class; allowed: {allowed})")
+            notices.append(
+                f"slurm-dl: ignored dl:class={hint[:40]} (unknown class; allowed: {allowed})"
+            )
         else:
             if req.array and hinted is not JobClass.SWEEP:
                 notices.append(f"slurm-dl: job arrays run as class sweep, not {hinted.value}")
@@ -95,11 +98,20 @@ def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
     declared = declared_signal(req.script_head)
     if ckpt and declared is not None:
         if declared.target != target:
-            notices.append(f"slurm-dl: a preemption signal goes to {_WHERE[declared.target]}, as "
-                           f"--signal={declared.text()} says (dl:ckpt named {_WHERE[target]})")
+            notices.append(
+                f"slurm-dl: a preemption signal goes to {_WHERE[declared.target]}, as "
+                f"--signal={declared.text()} says (dl:ckpt named {_WHERE[target]})"
+            )
         target, signal, lead = declared.target, declared.name, declared.lead_s
-    return draft.evolve(job_class=job_class, class_source=source, checkpointable=ckpt,
-                        signal_target=target, signal=signal, lead_s=lead, notices=tuple(notices))
+    return draft.evolve(
+        job_class=job_class,
+        class_source=source,
+        checkpointable=ckpt,
+        signal_target=target,
+        signal=signal,
+        lead_s=lead,
+        notices=tuple(notices),
+    )
 
 
 _WHERE = {"batch": "the batch shell", "steps": "the job's steps"}
@@ -114,8 +126,10 @@ def checkpoint_opt_in(
         return False, "batch"
     target = parse_ckpt(hint)
     if target is None:
-        notices.append(f"slurm-dl: ignored dl:ckpt={hint[:40]} (use 1, steps or 0); "
-                       "this job will not be preempted")
+        notices.append(
+            f"slurm-dl: ignored dl:ckpt={hint[:40]} (use 1, steps or 0); "
+            "this job will not be preempted"
+        )
         return False, "batch"
     if target == CKPT_OFF:
         return False, "batch"
@@ -123,8 +137,10 @@ def checkpoint_opt_in(
         notices.append(f"slurm-dl: class {job_class.value} is never checkpointed; dl:ckpt ignored")
         return False, "batch"
     if req.requeue == 0:
-        notices.append("slurm-dl: dl:ckpt needs a requeueable job, but it asks --no-requeue; "
-                       "this job will not be preempted")
+        notices.append(
+            "slurm-dl: dl:ckpt needs a requeueable job, but it asks --no-requeue; "
+            "this job will not be preempted"
+        )
         return False, "batch"
     return True, target
 
@@ -135,9 +151,25 @@ def het_component(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
     tag (it went by the filter) it runs as train, never checkpointed."""
     leader = parse_tag(req.het_leader_tag)
     if leader is None:
-        notices = (*draft.notices, "slurm-dl: this component runs as class train (the job's first "
-                   "component was not classified)") if req.hints.get("class") else draft.notices
-        return draft.evolve(job_class=JobClass.TRAIN, class_source="het", checkpointable=False,
-                            signal_target="batch", notices=notices)
-    return draft.evolve(job_class=leader.job_class, class_source="het", checkpointable=leader.checkpointable,
-                        signal_target=leader.signal_target)
+        notices = (
+            (
+                *draft.notices,
+                "slurm-dl: this component runs as class train (the job's first "
+                "component was not classified)",
+            )
+            if req.hints.get("class")
+            else draft.notices
+        )
+        return draft.evolve(
+            job_class=JobClass.TRAIN,
+            class_source="het",
+            checkpointable=False,
+            signal_target="batch",
+            notices=notices,
+        )
+    return draft.evolve(
+        job_class=leader.job_class,
+        class_source="het",
+        checkpointable=leader.checkpointable,
+        signal_target=leader.signal_target,
+    )

@@ -74,11 +74,20 @@ class Draft:
         """A copy with ``changes`` (like dataclasses.replace, without its per-call field scan)."""
         g = changes.get
         return Draft(
-            g("job_class", self.job_class), g("class_source", self.class_source),
-            g("checkpointable", self.checkpointable), g("changes", self.changes), g("notices", self.notices),
-            g("shape", self.shape), g("gpus", self.gpus), g("deadline", self.deadline),
-            g("signal_target", self.signal_target), g("signal", self.signal), g("lead_s", self.lead_s),
-            g("gpu_types", self.gpu_types), g("shards", self.shards), g("soft_deadlines", self.soft_deadlines),
+            g("job_class", self.job_class),
+            g("class_source", self.class_source),
+            g("checkpointable", self.checkpointable),
+            g("changes", self.changes),
+            g("notices", self.notices),
+            g("shape", self.shape),
+            g("gpus", self.gpus),
+            g("deadline", self.deadline),
+            g("signal_target", self.signal_target),
+            g("signal", self.signal),
+            g("lead_s", self.lead_s),
+            g("gpu_types", self.gpu_types),
+            g("shards", self.shards),
+            g("soft_deadlines", self.soft_deadlines),
             g("shard_gpus", self.shard_gpus),
         )
 
@@ -106,5 +115,10 @@ class FilterDecision:
     def to_wire(self) -> dict[str, Any]:
         """The JSON object the service sends back to the Lua shim."""
         if self.accepted:
-            return {"v": 1, "action": "accept", "set": dict(self.changes), "notices": list(self.notices)}
+            return {
+                "v": 1,
+                "action": "accept",
+                "set": dict(self.changes),
+                "notices": list(self.notices),
+            }
         return {"v": 1, "action": "reject", "message": self.message, "code": self.code}

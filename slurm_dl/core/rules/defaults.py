@@ -20,7 +20,9 @@ def defaults(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
     changes = dict(draft.changes)
     if req.time_limit_min is None:
         changes["time_limit"] = cls.default_time_minutes
-    if req.partition is None and cls.partition and "partition" not in changes:  # (not over a steered one)
+    if (
+        req.partition is None and cls.partition and "partition" not in changes
+    ):  # (not over a steered one)
         changes["partition"] = cls.partition
     if draft.checkpointable and req.requeue is None:
         changes["requeue"] = 1

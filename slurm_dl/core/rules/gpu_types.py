@@ -46,7 +46,9 @@ def partition_types(partitions: list[str], config: SiteConfig) -> set[str] | Non
     named = [p for p in partitions if p in known]
     if not named:
         return None
-    return {g.gpu_type for g in config.node_groups if not g.partitions or set(g.partitions) & set(named)}
+    return {
+        g.gpu_type for g in config.node_groups if not g.partitions or set(g.partitions) & set(named)
+    }
 
 
 def memory_need_mb(req: JobRequest) -> int | None:
@@ -61,17 +63,23 @@ def memory_need_mb(req: JobRequest) -> int | None:
     return mb
 
 
-def accepted_types(req: JobRequest, config: SiteConfig,
-                   job_class: JobClass | None = None) -> tuple[list[str], list[str]]:
+def accepted_types(
+    req: JobRequest, config: SiteConfig, job_class: JobClass | None = None
+) -> tuple[list[str], list[str]]:
     """(the GPU types the job may run on, in the site's order; why each other type is out)."""
     types = config.gpu_type_names
     named = {a.gpu_type for a in req.all_gpu_asks if a.gpu_type}
     if named:
-        return [t for t in types if t in named], [f"{t}: the job names {', '.join(sorted(named))}"
-                                                  for t in types if t not in named]
+        return [t for t in types if t in named], [
+            f"{t}: the job names {', '.join(sorted(named))}" for t in types if t not in named
+        ]
     out: list[str] = []
     why: list[str] = []
-    own_part = (req.partition or config.class_config(job_class).partition) if job_class is not None else req.partition
+    own_part = (
+        (req.partition or config.class_config(job_class).partition)
+        if job_class is not None
+        else req.partition
+    )
     parts = partition_types([p.strip() for p in (own_part or "").split(",") if p.strip()], config)
     by_feature = feature_types(req.features, types)
     need_mb = memory_need_mb(req)
@@ -88,7 +96,9 @@ def accepted_types(req: JobRequest, config: SiteConfig,
         elif per_node is not None and per_node > shape.gpus_per_node_by_type.get(t, 0):
             why.append(f"{t}: {SIZE}no node has {per_node} of them")
         elif req.total_gpus > shape.gpus_total_by_type.get(t, 0):
-            why.append(f"{t}: {SIZE}the cluster has {shape.gpus_total_by_type.get(t, 0)}, the job asks {req.total_gpus}")
+            why.append(
+                f"{t}: {SIZE}the cluster has {shape.gpus_total_by_type.get(t, 0)}, the job asks {req.total_gpus}"
+            )
         else:
             out.append(t)
     return out, why
@@ -110,8 +120,13 @@ def site_model(config: SiteConfig) -> tuple[ThroughputModel, dict[str, Lever]]:
     return model, levers
 
 
-def first_steer(req: JobRequest, job_class: JobClass, types: Sequence[str], config: SiteConfig,
-                partition: str | None = None) -> dict[str, str]:
+def first_steer(
+    req: JobRequest,
+    job_class: JobClass,
+    types: Sequence[str],
+    config: SiteConfig,
+    partition: str | None = None,
+) -> dict[str, str]:
     """Where a job that accepts several types starts out: its fastest type by the site's
     throughput model, through that type's lever (the prioritizer moves it each cycle as room
     comes and goes). The partition lever only replaces the default partition or per-type ones
@@ -119,13 +134,21 @@ def first_steer(req: JobRequest, job_class: JobClass, types: Sequence[str], conf
     whose own --constraint says more than types keeps it. ``partition``: the job's, or its
     class's when it named none."""
     model, levers = site_model(config)
-    job = Job(job_id=0, user=req.user_name or "", name=req.name or "", num_gpus=req.total_gpus, job_class=job_class)
+    job = Job(
+        job_id=0,
+        user=req.user_name or "",
+        name=req.name or "",
+        num_gpus=req.total_gpus,
+        job_class=job_class,
+    )
     fastest = model.best_types(job, types)[0]
     lever = levers.get(fastest)
     if lever is None:
         return {}
     asked = [p.strip() for p in (partition or "").split(",") if p.strip()]
-    swappable = {config.default_partition} | {lv.partition for lv in levers.values() if lv.partition}
+    swappable = {config.default_partition} | {
+        lv.partition for lv in levers.values() if lv.partition
+    }
     if lever.partition is not None and all(p in swappable for p in asked):
         return {"partition": lever.partition}
     own = set(_TOKEN.findall(req.features or ""))

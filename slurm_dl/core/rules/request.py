@@ -24,13 +24,45 @@ _BIG = 2**32 - 2  # anything at or above is a sentinel for 32/64-bit fields
 
 # Every job_desc field the rules read (the shim sends these; SLURM-FACTS.md has the encodings).
 JOB_DESC_FIELDS = (
-    "account", "admin_comment", "array_inx", "comment", "cpus_per_tres", "mem_per_tres",
-    "min_nodes", "max_nodes", "name", "partition", "req_switch", "wait4switch", "requeue",
-    "time_limit", "tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task",
-    "user_id", "user_name", "has_script", "deadline", "qos", "num_tasks", "ntasks_per_node",
-    "sockets_per_node", "cpus_per_task", "min_cpus", "pn_min_cpus", "min_mem_per_node", "min_mem_per_cpu",
-    "shared", "default_account", "default_qos", "ntasks_per_tres", "het_job_offset", "het_leader_tag",
-    "script_head", "features",
+    "account",
+    "admin_comment",
+    "array_inx",
+    "comment",
+    "cpus_per_tres",
+    "mem_per_tres",
+    "min_nodes",
+    "max_nodes",
+    "name",
+    "partition",
+    "req_switch",
+    "wait4switch",
+    "requeue",
+    "time_limit",
+    "tres_per_job",
+    "tres_per_node",
+    "tres_per_socket",
+    "tres_per_task",
+    "user_id",
+    "user_name",
+    "has_script",
+    "deadline",
+    "qos",
+    "num_tasks",
+    "ntasks_per_node",
+    "sockets_per_node",
+    "cpus_per_task",
+    "min_cpus",
+    "pn_min_cpus",
+    "min_mem_per_node",
+    "min_mem_per_cpu",
+    "shared",
+    "default_account",
+    "default_qos",
+    "ntasks_per_tres",
+    "het_job_offset",
+    "het_leader_tag",
+    "script_head",
+    "features",
 )
 MAX_COUNT_DIGITS = 9  # a GPU count with more digits is unreadable, not a huge number
 
@@ -94,8 +126,9 @@ def _parse_shard_tres(text: str) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
     return _split_asks(text, _SHARD_GRES, only=_SHARD_NAME)
 
 
-def _split_asks(text: str, pattern: re.Pattern,
-                only: re.Pattern | None = None) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
+def _split_asks(
+    text: str, pattern: re.Pattern, only: re.Pattern | None = None
+) -> tuple[tuple[GpuAsk, ...], tuple[str, ...]]:
     """The asks of a TRES list that ``pattern`` reads, and its other items (``only``: look at
     the items it matches alone, the others left out)."""
     asks: list[GpuAsk] = []
@@ -258,7 +291,12 @@ class JobRequest:
     @property
     def all_gpu_asks(self) -> list[GpuAsk]:
         out: list[GpuAsk] = []
-        for text in (self.tres_per_job, self.tres_per_node, self.tres_per_socket, self.tres_per_task):
+        for text in (
+            self.tres_per_job,
+            self.tres_per_node,
+            self.tres_per_socket,
+            self.tres_per_task,
+        ):
             out.extend(parse_gpu_tres(text)[0])
         return out
 
@@ -281,8 +319,10 @@ class JobRequest:
         ``--ntasks-per-gpu`` × GPUs; one when none is given."""
         per_gpu = 0
         if self.ntasks_per_tres:
-            per_gpu = self.ntasks_per_tres * (sum(a.count for a in self.gpus_per_job)
-                                              + sum(a.count for a in self.gpus_per_node) * self.nodes)
+            per_gpu = self.ntasks_per_tres * (
+                sum(a.count for a in self.gpus_per_job)
+                + sum(a.count for a in self.gpus_per_node) * self.nodes
+            )
         return max(self.num_tasks or 0, (self.ntasks_per_node or 0) * self.nodes, per_gpu, 1)
 
     @property
@@ -292,7 +332,9 @@ class JobRequest:
         per_job = sum(a.count for a in self.gpus_per_job)
         per_node = sum(a.count for a in self.gpus_per_node) * self.nodes
         per_task = sum(a.count for a in self.gpus_per_task) * self.tasks
-        per_socket = sum(a.count for a in self.gpus_per_socket) * (self.sockets_per_node or 1) * self.nodes
+        per_socket = (
+            sum(a.count for a in self.gpus_per_socket) * (self.sockets_per_node or 1) * self.nodes
+        )
         return per_job + per_node + per_task + per_socket
 
     @property

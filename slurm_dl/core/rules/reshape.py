@@ -18,7 +18,9 @@ from ..site_shape import site_shape
 from .topology import switch_changes
 
 
-def fewest_nodes_shape(gpus: int, gpus_per_node: int, nodes_available: int) -> tuple[int, int] | None:
+def fewest_nodes_shape(
+    gpus: int, gpus_per_node: int, nodes_available: int
+) -> tuple[int, int] | None:
     """``(nodes, gpus_per_node)`` for the fewest nodes with an even split, or None if none fits.
 
     The shape comes from the packing code (:func:`slurm_dl.core.packing.request_shape`), so the filter,
@@ -55,7 +57,9 @@ def _gres_prefix(req: JobRequest) -> str:
     return "gres/" if any(t and "gres/" in t for t in texts) else "gres:"
 
 
-def reshape(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext | None = None) -> Draft:
+def reshape(
+    req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext | None = None
+) -> Draft:
     def switches(nodes: int, per_node: int, gpu_type: str | None) -> dict[str, int]:
         return switch_changes(nodes, per_node, gpu_type, req.req_switch is not None, config, ctx)
 
@@ -68,14 +72,22 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContex
         fixed = req.min_nodes is not None and req.max_nodes in (None, req.min_nodes)
         exact = fixed and per_node * nodes == req.total_gpus
         changes.update(switches(nodes, per_node if exact else 1, req.gpu_type))
-        return draft.evolve(changes=changes, shape=shape_text(nodes, per_node) if exact else "spread",
-                            gpus=req.total_gpus)
+        return draft.evolve(
+            changes=changes,
+            shape=shape_text(nodes, per_node) if exact else "spread",
+            gpus=req.total_gpus,
+        )
     if node_asks:  # the user fixed the shape already
         nodes = req.nodes
         per_node = sum(a.count for a in node_asks)
         changes.update(switches(nodes, per_node, req.gpu_type))
         return draft.evolve(changes=changes, shape=shape_text(nodes, per_node), gpus=req.total_gpus)
-    if len(job_asks) != 1 or job_asks[0].count == 0 or req.min_nodes not in (None, 1) or req.max_nodes not in (None, 1):
+    if (
+        len(job_asks) != 1
+        or job_asks[0].count == 0
+        or req.min_nodes not in (None, 1)
+        or req.max_nodes not in (None, 1)
+    ):
         shape = "any" if not req.total_gpus else "spread"
         return draft.evolve(shape=shape, gpus=req.total_gpus)
     ask = job_asks[0]
@@ -88,7 +100,9 @@ def reshape(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContex
         )
         return draft.evolve(notices=tuple(notices), shape="spread", gpus=ask.count)
     nodes, per_node = found
-    changes["tres_per_node"] = ",".join([_gres(ask.gpu_type, per_node, _gres_prefix(req)), *node_others])
+    changes["tres_per_node"] = ",".join(
+        [_gres(ask.gpu_type, per_node, _gres_prefix(req)), *node_others]
+    )
     changes["tres_per_job"] = ",".join(job_others)
     changes["min_nodes"] = nodes
     changes["max_nodes"] = nodes

@@ -27,8 +27,26 @@ from .sbatch_options import GivenOption, OptionError, split_args
 
 _MEM = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
 _REL = re.compile(r"^now\+(\d+)(seconds?|minutes?|hours?|days?)?$")
-_SIGNALS = {"HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "CHLD", "USR1", "USR2", "PIPE", "URG",
-            "CONT", "STOP", "TSTP", "TTIN", "TTOU", "XCPU"}
+_SIGNALS = {
+    "HUP",
+    "INT",
+    "QUIT",
+    "ABRT",
+    "KILL",
+    "ALRM",
+    "TERM",
+    "CHLD",
+    "USR1",
+    "USR2",
+    "PIPE",
+    "URG",
+    "CONT",
+    "STOP",
+    "TSTP",
+    "TTIN",
+    "TTOU",
+    "XCPU",
+}
 _SHARED = {"exclusive": 0, "oversubscribe": 1, "user": 2, "mcs": 3, "topo": 4}
 
 
@@ -50,7 +68,9 @@ def parse_time_minutes(text: str) -> int:
 def parse_mem_mb(text: str) -> int:
     m = _MEM.match(text.strip())
     if not m:
-        raise SbatchArgsError(f"memory {text!r}: expected a number with an optional K, M, G or T suffix")
+        raise SbatchArgsError(
+            f"memory {text!r}: expected a number with an optional K, M, G or T suffix"
+        )
     scale = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2).upper()]
     return max(1, int(int(m.group(1)) * scale))
 
@@ -59,9 +79,14 @@ def _deadline(text: str, now: float | None) -> int:
     m = _REL.match(text.strip().lower())
     if m:
         if now is None:
-            raise SbatchArgsError(f"--deadline={text!r}: a relative deadline needs the current time")
+            raise SbatchArgsError(
+                f"--deadline={text!r}: a relative deadline needs the current time"
+            )
         unit = (m.group(2) or "seconds").rstrip("s")
-        return int(now) + int(m.group(1)) * {"second": 1, "minute": 60, "hour": 3600, "day": 86400}[unit]
+        return (
+            int(now)
+            + int(m.group(1)) * {"second": 1, "minute": 60, "hour": 3600, "day": 86400}[unit]
+        )
     value = parse_deadline(text)
     if value is None:
         raise SbatchArgsError(f"--deadline={text!r}: expected YYYY-MM-DDTHH:MM[:SS] or now+N<unit>")
@@ -79,7 +104,9 @@ def _count(value: str, what: str = "a count", least: int = 1) -> int:
 def _gpu_spec(value: str) -> str:
     """``[type:]count``. sbatch passes any integer through (even ``-1``); the rules judge it."""
     gtype, _, count = value.rpartition(":")
-    if not re.match(r"^-?\d+$", count.strip()) or (gtype and not re.match(r"^[A-Za-z0-9_.-]+$", gtype)):
+    if not re.match(r"^-?\d+$", count.strip()) or (
+        gtype and not re.match(r"^[A-Za-z0-9_.-]+$", gtype)
+    ):
         raise ValueError("expected [TYPE:]COUNT")
     return value
 
@@ -96,7 +123,9 @@ def _signal(value: str) -> str:
     number = int(sig) if re.fullmatch(r"\s*[+-]?\d+\s*", sig) else None
     if not (name in _SIGNALS or (number is not None and 1 <= number <= 0xFFFF)):
         raise ValueError("expected [{R|B}:]SIGNAL[@SECONDS], e.g. B:USR2@90")
-    if at and not (re.fullmatch(r"\s*\+?\d*", secs) and int("0" + secs.strip().lstrip("+")) <= 0xFFFF):
+    if at and not (
+        re.fullmatch(r"\s*\+?\d*", secs) and int("0" + secs.strip().lstrip("+")) <= 0xFFFF
+    ):
         raise ValueError("the time after @ must be 0 to 65535 seconds")
     return value
 
@@ -120,7 +149,8 @@ class IgnoredOption:
 
 _WHY = {
     "uid": "the job is checked as the submitting user",
-    "help": "sbatch would only print text", "usage": "sbatch would only print text",
+    "help": "sbatch would only print text",
+    "usage": "sbatch would only print text",
     "version": "sbatch would only print text",
 }
 
@@ -148,9 +178,12 @@ class _Component:
         self.ntasks_per_tres: dict[str, int] = {}
 
 
-def _set(field: str, convert: Callable[[str], Any]) -> Callable[[_Component, str, float | None], None]:
+def _set(
+    field: str, convert: Callable[[str], Any]
+) -> Callable[[_Component, str, float | None], None]:
     def apply(c: _Component, value: str, now: float | None) -> None:
         c.desc[field] = convert(value)
+
     return apply
 
 
@@ -191,7 +224,11 @@ def _extra_node_info(c: _Component, value: str, now: float | None) -> None:
 
 def _hint(c: _Component, value: str, now: float | None) -> None:
     words = [w.strip().lower() for w in re.split(r",(?!\d)", value)]
-    bad = [w for w in words if w not in ("compute_bound", "memory_bound", "multithread", "nomultithread")]
+    bad = [
+        w
+        for w in words
+        if w not in ("compute_bound", "memory_bound", "multithread", "nomultithread")
+    ]
     if bad:
         raise ValueError("expected compute_bound, memory_bound, multithread or nomultithread")
     c.hint = words
@@ -215,14 +252,19 @@ def _exclusive(c: _Component, value: str | None, now: float | None) -> None:
 
 def _ntasks_per(option: str) -> Callable[[_Component, str, float | None], None]:
     """--ntasks-per-gpu and --ntasks-per-tres both set ``ntasks_per_tres``."""
+
     def apply(c: _Component, value: str, now: float | None) -> None:
         c.ntasks_per_tres[option] = c.desc["ntasks_per_tres"] = _count(value)
+
     return apply
 
 
 def _gres(c: _Component, value: str, now: float | None) -> None:
-    c.gres = None if value.strip().lower() == "none" else \
-        ("gres:" + value).replace(",", ",gres:").replace("gres:gres:", "gres:")
+    c.gres = (
+        None
+        if value.strip().lower() == "none"
+        else ("gres:" + value).replace(",", ",gres:").replace("gres:gres:", "gres:")
+    )
 
 
 def _gpus_per_node(c: _Component, value: str, now: float | None) -> None:
@@ -282,7 +324,9 @@ def _apply(c: _Component, given: GivenOption, now: float | None) -> None:
     except SbatchArgsError:
         raise
     except ValueError as e:
-        raise SbatchArgsError(f"{given.given}={value!r}: {e}" if value is not None else f"{given.given}: {e}") from None
+        raise SbatchArgsError(
+            f"{given.given}={value!r}: {e}" if value is not None else f"{given.given}: {e}"
+        ) from None
 
 
 def reads(name: str) -> bool:
@@ -299,9 +343,17 @@ def parse_sbatch_components(
         split = split_args(list(args))
     except OptionError as e:
         raise SbatchArgsError(str(e)) from None
-    base = {"user_name": user_name, "user_id": user_id, "time_limit": NO_VAL, "min_nodes": NO_VAL,
-            "max_nodes": NO_VAL, "requeue": NO_VAL16, "req_switch": NO_VAL, "wait4switch": NO_VAL,
-            "has_script": True}
+    base = {
+        "user_name": user_name,
+        "user_id": user_id,
+        "time_limit": NO_VAL,
+        "min_nodes": NO_VAL,
+        "max_nodes": NO_VAL,
+        "requeue": NO_VAL16,
+        "req_switch": NO_VAL,
+        "wait4switch": NO_VAL,
+        "has_script": True,
+    }
     ignored: dict[str, IgnoredOption] = {}
     components = []
     for index, given_opts in enumerate(split.components):
@@ -319,7 +371,9 @@ def parse_sbatch_components(
         components.append(c.desc)
     if split.script is not None:
         if any(g.option.name == "wrap" for comp in split.components for g in comp):
-            raise SbatchArgsError("--wrap and a batch script exclude each other (sbatch refuses both)")
+            raise SbatchArgsError(
+                "--wrap and a batch script exclude each other (sbatch refuses both)"
+            )
         ignored[split.script] = IgnoredOption(split.script, "its #SBATCH lines are not read here")
     return SbatchJob(tuple(components), tuple(ignored.values()), split.script)
 
@@ -345,13 +399,17 @@ def _derive(c: _Component) -> None:
     if sum(k in given for k in ("mem", "mem-per-cpu", "mem-per-gpu")) > 1:
         raise SbatchArgsError("--mem, --mem-per-cpu and --mem-per-gpu exclude each other")
     _check_ntasks_per_gpu(c)
-    if c.hint and not any(k in given for k in ("ntasks-per-core", "threads-per-core", "extra-node-info")):
+    if c.hint and not any(
+        k in given for k in ("ntasks-per-core", "threads-per-core", "extra-node-info")
+    ):
         if "compute_bound" in c.hint:
             desc.pop("sockets_per_node", None)
         if "multithread" in c.hint:
             desc["ntasks_per_core"] = INFINITE16
     if desc.get("tres_per_socket") and "sockets_per_node" not in desc:
-        raise SbatchArgsError("--gpus-per-socket needs --sockets-per-node (sbatch refuses it without)")
+        raise SbatchArgsError(
+            "--gpus-per-socket needs --sockets-per-node (sbatch refuses it without)"
+        )
     if "tres-per-task" in given and "cpu=" in desc["tres_per_task"] and "cpus-per-task" in given:
         raise SbatchArgsError("--tres-per-task=cpu= and --cpus-per-task exclude each other")
     cpt = desc.get("cpus_per_task")
@@ -369,7 +427,17 @@ def _check_ntasks_per_gpu(c: _Component) -> None:
     if not c.ntasks_per_tres:
         return
     if len(set(c.ntasks_per_tres.values())) > 1:
-        raise SbatchArgsError("--ntasks-per-gpu and --ntasks-per-tres disagree (sbatch refuses that)")
-    for other in ("gpus-per-task", "gpus-per-socket", "ntasks-per-node", "tasks-per-node", "tres-per-task"):
+        raise SbatchArgsError(
+            "--ntasks-per-gpu and --ntasks-per-tres disagree (sbatch refuses that)"
+        )
+    for other in (
+        "gpus-per-task",
+        "gpus-per-socket",
+        "ntasks-per-node",
+        "tasks-per-node",
+        "tres-per-task",
+    ):
         if other in c.given:
-            raise SbatchArgsError(f"{c.given[other]} and --ntasks-per-gpu exclude each other (sbatch refuses both)")
+            raise SbatchArgsError(
+                f"{c.given[other]} and --ntasks-per-gpu exclude each other (sbatch refuses both)"
+            )

@@ -17,9 +17,31 @@ import shlex
 from dataclasses import dataclass
 
 MAX_SCRIPT_CHARS = 65_536  # what the shim sends: the script's head
-_NAMES = {"HUP": 1, "INT": 2, "QUIT": 3, "ABRT": 6, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13,
-          "ALRM": 14, "TERM": 15, "CONT": 18, "STOP": 19, "TSTP": 20, "URG": 23, "XCPU": 24, "XFSZ": 25,
-          "VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31}
+_NAMES = {
+    "HUP": 1,
+    "INT": 2,
+    "QUIT": 3,
+    "ABRT": 6,
+    "KILL": 9,
+    "USR1": 10,
+    "SEGV": 11,
+    "USR2": 12,
+    "PIPE": 13,
+    "ALRM": 14,
+    "TERM": 15,
+    "CONT": 18,
+    "STOP": 19,
+    "TSTP": 20,
+    "URG": 23,
+    "XCPU": 24,
+    "XFSZ": 25,
+    "VTALRM": 26,
+    "PROF": 27,
+    "WINCH": 28,
+    "IO": 29,
+    "PWR": 30,
+    "SYS": 31,
+}
 _BY_NUMBER = {v: k for k, v in _NAMES.items()}
 _SIGNAL = re.compile(r"^(?:([RB]{1,2}):)?(?:SIG)?([A-Z0-9]{1,8})(?:@(\d{1,6}))?$", re.IGNORECASE)
 DEFAULT_LEAD_S = 60  # sbatch: "--signal=SIG" without @TIME sends it 60 s before the end
@@ -70,7 +92,7 @@ def directives(script: str) -> list[str]:
             continue
         if not stripped.startswith("#SBATCH"):
             break
-        body = stripped[len("#SBATCH"):].split(" #", 1)[0]
+        body = stripped[len("#SBATCH") :].split(" #", 1)[0]
         try:
             words = shlex.split(body)
         except ValueError:

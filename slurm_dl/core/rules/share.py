@@ -35,8 +35,9 @@ _YES, _NO = ("1", "yes", "true", "on"), ("0", "no", "false", "off")
 
 def _asks_shard(req: JobRequest) -> bool:
     texts = (req.tres_per_job, req.tres_per_node, req.tres_per_task, req.tres_per_socket)
-    return any(a.count > 0 for t in texts for a in parse_shard_tres(t)[0]) or \
-        any(parse_shard_tres(t)[1] for t in texts)
+    return any(a.count > 0 for t in texts for a in parse_shard_tres(t)[0]) or any(
+        parse_shard_tres(t)[1] for t in texts
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,11 @@ class ShardRequest:
     @property
     def tag(self) -> tuple[int, int] | None:
         """The tag's ``shards`` (K, S), when the site says S."""
-        return (self.per_node, self.per_gpu) if self.per_gpu and self.per_node <= self.per_gpu else None
+        return (
+            (self.per_node, self.per_gpu)
+            if self.per_gpu and self.per_node <= self.per_gpu
+            else None
+        )
 
 
 def _shard_refusal(text: str) -> Rejection:
@@ -73,29 +78,41 @@ def shard_request(req: JobRequest, config: SiteConfig) -> ShardRequest | Rejecti
     bad = node_bad + task_bad + job_bad + socket_bad
     if bad:
         shown = bad[0].removeprefix("gres:").removeprefix("gres/")
-        return _shard_refusal(f"cannot read the GPU shard request {shown[:40]!r}. "
-                              "Fix: --gres=shard:K with K a small number of shards.")
+        return _shard_refusal(
+            f"cannot read the GPU shard request {shown[:40]!r}. "
+            "Fix: --gres=shard:K with K a small number of shards."
+        )
     if any(a.count for a in job_asks + socket_asks):
-        return _shard_refusal("GPU shards are asked per node. Fix: --gres=shard:K (K shards of one "
-                              "GPU on each node).")
+        return _shard_refusal(
+            "GPU shards are asked per node. Fix: --gres=shard:K (K shards of one GPU on each node)."
+        )
     per_task = sum(a.count for a in task_asks)
     tasks_here = req.ntasks_per_node or (-(-req.tasks // req.nodes) if per_task else 1)
     per_node = sum(a.count for a in node_asks) + per_task * tasks_here
     if per_node <= 0:
         return None
     if req.all_gpu_asks:
-        return _shard_refusal("a job asks for whole GPUs or for GPU shards, not both. "
-                              "Fix: --gpus=N alone, or --gres=shard:K alone.")
+        return _shard_refusal(
+            "a job asks for whole GPUs or for GPU shards, not both. "
+            "Fix: --gpus=N alone, or --gres=shard:K alone."
+        )
     nodes = req.nodes
     groups = {g.name: g for g in config.node_groups}
-    offer = [(s, groups[s.node_group]) for s in config.sharing.groups
-             if s.shards_per_gpu and s.node_group in groups]
+    offer = [
+        (s, groups[s.node_group])
+        for s in config.sharing.groups
+        if s.shards_per_gpu and s.node_group in groups
+    ]
     if not config.sharing.groups:
         return ShardRequest(per_node, nodes, None)
     types = {a.gpu_type for a in node_asks + task_asks if a.gpu_type}
     asked_parts = set(filter(None, (req.partition or "").split(",")))
-    fits = [(s, g) for s, g in offer if (not types or types <= {g.gpu_type})
-            and (not asked_parts or not g.partitions or asked_parts & set(g.partitions))]
+    fits = [
+        (s, g)
+        for s, g in offer
+        if (not types or types <= {g.gpu_type})
+        and (not asked_parts or not g.partitions or asked_parts & set(g.partitions))
+    ]
     asked = f"--gres=shard:{per_node}" if not per_task else f"{per_node} shards per node"
     if not fits:
         where = []
@@ -105,17 +122,27 @@ def shard_request(req: JobRequest, config: SiteConfig) -> ShardRequest | Rejecti
             where.append(f"type {'+'.join(sorted(types))[:40]}")
         places = sorted({p for _, g in offer for p in g.partitions})
         fix = f"-p {places[0]}, or --gpus=1" if places and not types else "--gpus=1 for a whole GPU"
-        return _shard_refusal(f"no node offers GPU shards for this job ({asked}"
-                              f"{', ' + ', '.join(where) if where else ''}); "
-                              + (f"partition(s) {', '.join(places)[:60]} offer them. " if places else "")
-                              + f"Fix: {fix}.")
+        return _shard_refusal(
+            f"no node offers GPU shards for this job ({asked}"
+            f"{', ' + ', '.join(where) if where else ''}); "
+            + (f"partition(s) {', '.join(places)[:60]} offer them. " if places else "")
+            + f"Fix: {fix}."
+        )
     most = max(s.shards_per_gpu for s, _ in fits)
     if per_node >= most:
         whole = -(-per_node // most)
-        what = "all the shards of one GPU" if per_node == most else f"more shards than one GPU's {most}"
-        return Rejection("validate.shards", f"{PREFIX}asked {asked}: {what}; a job's shards on a node "
-                         f"come from one GPU, which has {most} here. Fix: --gpus={whole} for whole GPUs, "
-                         f"or at most {most - 1} shards.", CODE_NODE_COUNT)
+        what = (
+            "all the shards of one GPU"
+            if per_node == most
+            else f"more shards than one GPU's {most}"
+        )
+        return Rejection(
+            "validate.shards",
+            f"{PREFIX}asked {asked}: {what}; a job's shards on a node "
+            f"come from one GPU, which has {most} here. Fix: --gpus={whole} for whole GPUs, "
+            f"or at most {most - 1} shards.",
+            CODE_NODE_COUNT,
+        )
     per_gpu = min(s.shards_per_gpu for s, _ in fits if s.shards_per_gpu > per_node)
     return ShardRequest(per_node, nodes, per_gpu)
 
@@ -130,33 +157,60 @@ def share(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejectio
             "share.train",
             f"{PREFIX}a training job cannot run on a GPU shard: a shard shares its GPU with "
             "other jobs, and training needs whole GPUs. Fix: ask for whole GPUs (--gpus=N), "
-            "or mark a small job as inference or interactive (--comment=dl:class=inference).")
-    if (hint in _NO or draft.gpus != 1 or req.gpus_per_task or req.gpus_per_socket or _asks_shard(req)
-            or req.cpus_per_tres or req.mem_per_tres):  # per-GPU CPUs or memory: no GPU to count them by
+            "or mark a small job as inference or interactive (--comment=dl:class=inference).",
+        )
+    if (
+        hint in _NO
+        or draft.gpus != 1
+        or req.gpus_per_task
+        or req.gpus_per_socket
+        or _asks_shard(req)
+        or req.cpus_per_tres
+        or req.mem_per_tres
+    ):  # per-GPU CPUs or memory: no GPU to count them by
         return draft
     mem_text = req.hints.get("gpu_mem", "")
     need_mb = _memory_mb(mem_text)
-    if draft.job_class not in sharing.classes and hint not in _YES and (need_mb is None or draft.job_class is JobClass.TRAIN):
+    if (
+        draft.job_class not in sharing.classes
+        and hint not in _YES
+        and (need_mb is None or draft.job_class is JobClass.TRAIN)
+    ):
         return draft
     groups = {g.name: g for g in config.node_groups}
-    offer = [(s, groups[s.node_group]) for s in sharing.groups if s.shards_per_gpu and s.node_group in groups]
+    offer = [
+        (s, groups[s.node_group])
+        for s in sharing.groups
+        if s.shards_per_gpu and s.node_group in groups
+    ]
     asked_type = req.gpu_type
     asked_parts = set(filter(None, (req.partition or "").split(",")))
-    fits = [(s, g) for s, g in offer if (asked_type is None or g.gpu_type == asked_type)
-            and (not asked_parts or not g.partitions or asked_parts & set(g.partitions))]
+    fits = [
+        (s, g)
+        for s, g in offer
+        if (asked_type is None or g.gpu_type == asked_type)
+        and (not asked_parts or not g.partitions or asked_parts & set(g.partitions))
+    ]
     if not fits:
         return draft
     memory = {t.name: t.memory_gb for t in config.gpu_types}
     sized = []
     for s, g in fits:
-        shard_gb = s.shard_memory_gb or (memory[g.gpu_type] / s.shards_per_gpu if memory.get(g.gpu_type) else None)
+        shard_gb = s.shard_memory_gb or (
+            memory[g.gpu_type] / s.shards_per_gpu if memory.get(g.gpu_type) else None
+        )
         if need_mb is None:
             sized.append((s, g, 1, shard_gb))
         elif shard_gb and (k := max(1, math.ceil(need_mb / (shard_gb * 1024)))) < s.shards_per_gpu:
             sized.append((s, g, k, shard_gb))
     if not sized:  # the memory it needs is a whole GPU's (or no group says what a shard holds)
-        return draft.evolve(notices=(*draft.notices, f"{PREFIX}this job keeps a whole GPU: its GPU memory "
-                                     f"({mem_text}) needs all of one (GPU shards hold less)"))
+        return draft.evolve(
+            notices=(
+                *draft.notices,
+                f"{PREFIX}this job keeps a whole GPU: its GPU memory "
+                f"({mem_text}) needs all of one (GPU shards hold less)",
+            )
+        )
     fits = [(s, g) for s, g, k, _ in sized if k == sized[0][2]]
     s0, g0, shards, shard_gb = sized[0]
     job_asks, job_others = parse_gpu_tres(req.tres_per_job)
@@ -171,16 +225,24 @@ def share(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejectio
     if parts:
         changes["partition"] = ",".join(dict.fromkeys(parts))
     if need_mb is None:
-        notice = (f"{PREFIX}this 1-GPU {draft.job_class.value} job runs on a GPU shard (1 of "
-                  f"{s0.shards_per_gpu} parts of a {g0.gpu_type}"
-                  f"{f', {s0.shard_memory_gb:g} GB of its memory' if s0.shard_memory_gb else ''}). "
-                  "For a whole GPU: --comment=dl:share=0")
+        notice = (
+            f"{PREFIX}this 1-GPU {draft.job_class.value} job runs on a GPU shard (1 of "
+            f"{s0.shards_per_gpu} parts of a {g0.gpu_type}"
+            f"{f', {s0.shard_memory_gb:g} GB of its memory' if s0.shard_memory_gb else ''}). "
+            "For a whole GPU: --comment=dl:share=0"
+        )
     else:
-        notice = (f"{PREFIX}this 1-GPU {draft.job_class.value} job runs on {shards} GPU shard(s) "
-                  f"({shards} of {s0.shards_per_gpu} parts of a {g0.gpu_type}, {shards * shard_gb:.3g} GB "
-                  f"of its memory for the {mem_text} it needs). For a whole GPU: --comment=dl:share=0")
-    return draft.evolve(changes=changes, notices=(*draft.notices, notice), gpu_types=(g0.gpu_type,),
-                        shards=(shards, s0.shards_per_gpu))
+        notice = (
+            f"{PREFIX}this 1-GPU {draft.job_class.value} job runs on {shards} GPU shard(s) "
+            f"({shards} of {s0.shards_per_gpu} parts of a {g0.gpu_type}, {shards * shard_gb:.3g} GB "
+            f"of its memory for the {mem_text} it needs). For a whole GPU: --comment=dl:share=0"
+        )
+    return draft.evolve(
+        changes=changes,
+        notices=(*draft.notices, notice),
+        gpu_types=(g0.gpu_type,),
+        shards=(shards, s0.shards_per_gpu),
+    )
 
 
 def _memory_mb(text: str) -> int | None:

@@ -33,7 +33,9 @@ def eligible_nodes(config: SiteConfig, gpu_type: str | None, per_node: int) -> s
     return out
 
 
-def switches_needed(nodes: int, leaf_nodes: tuple[tuple[str, ...], ...], eligible: set[str]) -> int | None:
+def switches_needed(
+    nodes: int, leaf_nodes: tuple[tuple[str, ...], ...], eligible: set[str]
+) -> int | None:
     """The fewest leaves whose eligible nodes add up to ``nodes``; None when that is every leaf
     with an eligible node (no constraint worth waiting for) or when even all of them fall short."""
     sizes = sorted((sum(1 for n in leaf if n in eligible) for leaf in leaf_nodes), reverse=True)
@@ -46,8 +48,14 @@ def switches_needed(nodes: int, leaf_nodes: tuple[tuple[str, ...], ...], eligibl
     return None
 
 
-def switch_changes(nodes: int, per_node: int, gpu_type: str | None, user_asked: bool, config: SiteConfig,
-                   ctx: FilterContext | None) -> dict[str, int]:
+def switch_changes(
+    nodes: int,
+    per_node: int,
+    gpu_type: str | None,
+    user_asked: bool,
+    config: SiteConfig,
+    ctx: FilterContext | None,
+) -> dict[str, int]:
     """``req_switch``/``wait4switch`` for a job of ``nodes`` × ``per_node`` GPUs, or nothing."""
     if nodes <= 1 or user_asked:
         return {}

@@ -33,8 +33,6 @@ def _clip(text: str, most: int = 40) -> str:
     return text if len(text) <= most else text[: most - 3] + "..."
 
 
-
-
 def gpus_per_node_by_type(config: SiteConfig) -> dict[str, int]:
     return site_shape(config).gpus_per_node_by_type
 
@@ -51,10 +49,18 @@ def _types_text(config: SiteConfig) -> str:
 def _asked_text(req: JobRequest) -> str:
     """The GPU options as the user wrote them, roughly (for messages)."""
     bits = []
-    for text, opt in ((req.tres_per_job, "--gpus"), (req.tres_per_node, "--gpus-per-node"),
-                      (req.tres_per_task, "--gpus-per-task"), (req.tres_per_socket, "--gpus-per-socket")):
+    for text, opt in (
+        (req.tres_per_job, "--gpus"),
+        (req.tres_per_node, "--gpus-per-node"),
+        (req.tres_per_task, "--gpus-per-task"),
+        (req.tres_per_socket, "--gpus-per-socket"),
+    ):
         if text:
-            bits.append(_clip(f"{opt}={','.join(t.removeprefix('gres:').removeprefix('gpu:') for t in text.split(','))}"))
+            bits.append(
+                _clip(
+                    f"{opt}={','.join(t.removeprefix('gres:').removeprefix('gpu:') for t in text.split(','))}"
+                )
+            )
     if req.num_tasks:
         bits.append(f"-n {req.num_tasks}")
     if req.ntasks_per_node:
@@ -112,7 +118,9 @@ def check_gpus(req: JobRequest, config: SiteConfig, shard_gpus: int = 0) -> Reje
             CODE_NODE_COUNT,
         )
     gpu_type = req.gpu_type
-    exists = gpus_total_by_type(config).get(gpu_type, 0) if gpu_type else site_shape(config).total_gpus
+    exists = (
+        gpus_total_by_type(config).get(gpu_type, 0) if gpu_type else site_shape(config).total_gpus
+    )
     if total > exists:
         return Rejection(
             "validate.gpus_per_job",
@@ -139,8 +147,12 @@ def check_hints(req: JobRequest) -> Rejection | None:
         return None
     key, values = next(iter(sorted(twice.items())))
     shown = ", ".join(_clip(v, 24) for v in values[:3])
-    return Rejection("validate.hints", f"{PREFIX}dl:{_clip(key, 24)} is given {len(values)} times with different "
-                     f"values ({shown}); only one can count. Fix: give dl:{_clip(key, 24)} once.", CODE_POLICY)
+    return Rejection(
+        "validate.hints",
+        f"{PREFIX}dl:{_clip(key, 24)} is given {len(values)} times with different "
+        f"values ({shown}); only one can count. Fix: give dl:{_clip(key, 24)} once.",
+        CODE_POLICY,
+    )
 
 
 def check_gpu_memory(req: JobRequest, config: SiteConfig) -> Rejection | None:
@@ -153,9 +165,12 @@ def check_gpu_memory(req: JobRequest, config: SiteConfig) -> Rejection | None:
     try:
         need_mb, _ = parse_memory_mb(text[:40], "dl:gpu_mem")
     except (UnitError, ValueError):
-        return Rejection("validate.gpu_mem", f"{PREFIX}cannot read dl:gpu_mem={_clip(text)!r}: the GPU memory the "
-                         "job needs, as a size with a unit. Fix: e.g. dl:gpu_mem=10G (dlsubmit --gpu-mem 10G).",
-                         CODE_POLICY)
+        return Rejection(
+            "validate.gpu_mem",
+            f"{PREFIX}cannot read dl:gpu_mem={_clip(text)!r}: the GPU memory the "
+            "job needs, as a size with a unit. Fix: e.g. dl:gpu_mem=10G (dlsubmit --gpu-mem 10G).",
+            CODE_POLICY,
+        )
     named = {a.gpu_type for a in req.all_gpu_asks if a.gpu_type}
     memory = {t.name: t.memory_gb for t in config.gpu_types if not named or t.name in named}
     if not memory or any(gb is None for gb in memory.values()):
@@ -164,22 +179,38 @@ def check_gpu_memory(req: JobRequest, config: SiteConfig) -> Rejection | None:
     most = memory[best]
     if need_mb <= most * 1024:
         return None
-    which = f"a {best} GPU has ({most:g} GB)" if named else f"any GPU here has (at most {most:g} GB, on {best})"
-    return Rejection("validate.gpu_mem", f"{PREFIX}dl:gpu_mem={_clip(text)} needs more memory than {which}. "
-                     f"Fix: dl:gpu_mem={int(most)}G or less (the need of each GPU), or leave it out.", CODE_POLICY)
+    which = (
+        f"a {best} GPU has ({most:g} GB)"
+        if named
+        else f"any GPU here has (at most {most:g} GB, on {best})"
+    )
+    return Rejection(
+        "validate.gpu_mem",
+        f"{PREFIX}dl:gpu_mem={_clip(text)} needs more memory than {which}. "
+        f"Fix: dl:gpu_mem={int(most)}G or less (the need of each GPU), or leave it out.",
+        CODE_POLICY,
+    )
 
 
 def check_gpu_types(req: JobRequest, draft: Draft, config: SiteConfig) -> Rejection | None:
     """GPU types named in a request some node can run: a node has GPUs of one type, so one
     node's GPUs name one type, and a type needs nodes in the partitions the job may use."""
-    per_node = {a.gpu_type for a in (*req.gpus_per_node, *req.gpus_per_task, *req.gpus_per_socket) if a.gpu_type}
+    per_node = {
+        a.gpu_type
+        for a in (*req.gpus_per_node, *req.gpus_per_task, *req.gpus_per_socket)
+        if a.gpu_type
+    }
     named = per_node | {a.gpu_type for a in req.gpus_per_job if a.gpu_type}
     if not named:
         return None
     if len(named) > 1 and (per_node or req.max_nodes == 1):
-        return Rejection("validate.gpu_types", f"{PREFIX}asked GPUs of types {' and '.join(sorted(named))[:60]} on "
-                         f"one node ({_asked_text(req)}), but each node here has GPUs of one type. "
-                         "Fix: one type (--gres=gpu:TYPE:N), or --gpus=N for any type.", ESLURM_INVALID_GRES)
+        return Rejection(
+            "validate.gpu_types",
+            f"{PREFIX}asked GPUs of types {' and '.join(sorted(named))[:60]} on "
+            f"one node ({_asked_text(req)}), but each node here has GPUs of one type. "
+            "Fix: one type (--gres=gpu:TYPE:N), or --gpus=N for any type.",
+            ESLURM_INVALID_GRES,
+        )
     parts = _partitions_asked(req, draft, config)
     there = partition_types(parts, config)
     if there is None:
@@ -188,15 +219,21 @@ def check_gpu_types(req: JobRequest, draft: Draft, config: SiteConfig) -> Reject
     if not missing:
         return None
     t = missing[0]
-    homes = sorted((p.name for p in config.partitions if t in (partition_types([p.name], config) or ())),
-                   key=lambda name: len(partition_types([name], config) or ()))  # its own partition first
+    homes = sorted(
+        (p.name for p in config.partitions if t in (partition_types([p.name], config) or ())),
+        key=lambda name: len(partition_types([name], config) or ()),
+    )  # its own partition first
     where = _clip(",".join(parts))
     fixes = [f"-p {homes[0]} for {t}"] if homes else []
     if there:
         fixes.append(f"--gres=gpu:{sorted(there)[0]}:N there")
     has = f"{', '.join(sorted(there))} nodes only" if there else "no GPU nodes"
-    return Rejection("validate.gpu_types", f"{PREFIX}asked {t} GPUs in partition {where}, which has {has}. "
-                     f"Fix: {', or '.join(fixes) or 'a GPU partition'}.", ESLURM_INVALID_GRES)
+    return Rejection(
+        "validate.gpu_types",
+        f"{PREFIX}asked {t} GPUs in partition {where}, which has {has}. "
+        f"Fix: {', or '.join(fixes) or 'a GPU partition'}.",
+        ESLURM_INVALID_GRES,
+    )
 
 
 def check_time(req: JobRequest, draft: Draft, config: SiteConfig) -> Rejection | None:
@@ -227,7 +264,11 @@ def check_time(req: JobRequest, draft: Draft, config: SiteConfig) -> Rejection |
         )
     part_name = req.partition or cls.partition or config.default_partition
     for p in config.partitions:
-        if p.name == part_name and p.max_time_minutes is not None and req.time_limit_min > p.max_time_minutes:
+        if (
+            p.name == part_name
+            and p.max_time_minutes is not None
+            and req.time_limit_min > p.max_time_minutes
+        ):
             return Rejection(
                 "validate.time_limit",
                 f"{PREFIX}asked --time={req.time_limit_min} min in partition {p.name}; at most "
@@ -242,7 +283,10 @@ def _cpus_text(req: JobRequest) -> str:
         return "--exclusive"
     bits = []
     if req.cpus_per_task:
-        bits.append(f"--cpus-per-task={req.cpus_per_task}" + (f" x {req.tasks} tasks" if req.tasks > 1 else ""))
+        bits.append(
+            f"--cpus-per-task={req.cpus_per_task}"
+            + (f" x {req.tasks} tasks" if req.tasks > 1 else "")
+        )
     if req.pn_min_cpus and not req.cpus_per_task:
         bits.append(f"--mincpus={req.pn_min_cpus}")
     if not bits and req.min_cpus and req.min_cpus > 1:
@@ -250,7 +294,9 @@ def _cpus_text(req: JobRequest) -> str:
     return " ".join(bits) or f"{req.cpus_asked} CPUs"
 
 
-def check_per_gpu_caps(req: JobRequest, config: SiteConfig, shard_gpus: int = 0) -> Rejection | None:
+def check_per_gpu_caps(
+    req: JobRequest, config: SiteConfig, shard_gpus: int = 0
+) -> Rejection | None:
     """CPUs and memory per GPU within the caps, whichever option asks for them: --cpus-per-gpu,
     --cpus-per-task (× tasks), --mincpus, -n, --mem, --mem-per-cpu, --mem-per-gpu, --exclusive.
     A job on GPU shards has the caps of the GPUs its shards count as (``shard_gpus``)."""
@@ -275,8 +321,9 @@ def check_per_gpu_caps(req: JobRequest, config: SiteConfig, shard_gpus: int = 0)
     gpus = req.total_gpus + shard_gpus
     if gpus <= 0:
         return None
-    node_cpus, node_mem = site_shape(config).node_cpus_mem.get(req.gpu_type) or site_shape(config).node_cpus_mem.get(
-        None, (0, 0))
+    node_cpus, node_mem = site_shape(config).node_cpus_mem.get(req.gpu_type) or site_shape(
+        config
+    ).node_cpus_mem.get(None, (0, 0))
     nodes = req.nodes
     if req.exclusive:
         held = node_cpus * nodes
@@ -329,7 +376,9 @@ def cpu_only(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejec
     where = _clip(",".join(asked))
     if caps.cpu_only_jobs == "route":
         changes = {**draft.changes, "partition": caps.cpu_only_partition}
-        notice = f"{PREFIX}a job without GPUs runs in partition {caps.cpu_only_partition}, not {where}"
+        notice = (
+            f"{PREFIX}a job without GPUs runs in partition {caps.cpu_only_partition}, not {where}"
+        )
         return draft.evolve(changes=changes, notices=(*draft.notices, notice))
     if caps.cpu_only_jobs == "refuse":
         return Rejection(
@@ -341,19 +390,27 @@ def cpu_only(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | Rejec
     most_cpus, most_mb = caps.cpu_only_cpus, caps.cpu_only_mem_mb
     fix = f"Fix: at most {most_cpus} CPUs and {most_mb}M of memory, or add --gpus=N."
     if req.exclusive:
-        return Rejection("validate.cpu_only",
-                         f"{PREFIX}a job without GPUs may not hold whole GPU nodes (--exclusive). {fix}",
-                         CODE_POLICY)
+        return Rejection(
+            "validate.cpu_only",
+            f"{PREFIX}a job without GPUs may not hold whole GPU nodes (--exclusive). {fix}",
+            CODE_POLICY,
+        )
     cpus = req.cpus_asked
     if cpus > most_cpus:
-        return Rejection("validate.cpu_only",
-                         f"{PREFIX}asked {cpus} CPUs ({_cpus_text(req)}) without a GPU; jobs without "
-                         f"GPUs may use at most {most_cpus} CPUs here. {fix}", CODE_POLICY)
+        return Rejection(
+            "validate.cpu_only",
+            f"{PREFIX}asked {cpus} CPUs ({_cpus_text(req)}) without a GPU; jobs without "
+            f"GPUs may use at most {most_cpus} CPUs here. {fix}",
+            CODE_POLICY,
+        )
     mem, what = _memory_asked(req, cpus, site_shape(config).node_cpus_mem.get(None, (0, 0))[1])
     if mem is not None and mem > most_mb:
-        return Rejection("validate.cpu_only",
-                         f"{PREFIX}asked {mem}M of memory ({what}) without a GPU; jobs without GPUs "
-                         f"may use at most {most_mb}M here. {fix}", CODE_POLICY)
+        return Rejection(
+            "validate.cpu_only",
+            f"{PREFIX}asked {mem}M of memory ({what}) without a GPU; jobs without GPUs "
+            f"may use at most {most_mb}M here. {fix}",
+            CODE_POLICY,
+        )
     return draft
 
 
@@ -361,7 +418,9 @@ def _memory_asked(req: JobRequest, cpus: int, node_mem: int) -> tuple[int | None
     """Memory of the whole job (MB) by --mem (0: whole nodes) or --mem-per-cpu, and the option."""
     if req.mem_per_node_mb is not None:
         per_node = req.mem_per_node_mb or node_mem
-        return per_node * req.nodes, (f"--mem={req.mem_per_node_mb}M" if req.mem_per_node_mb else "--mem=0")
+        return per_node * req.nodes, (
+            f"--mem={req.mem_per_node_mb}M" if req.mem_per_node_mb else "--mem=0"
+        )
     if req.mem_per_cpu_mb is not None:
         return req.mem_per_cpu_mb * cpus, f"--mem-per-cpu={req.mem_per_cpu_mb}M x {cpus} CPUs"
     return None, ""
@@ -384,13 +443,19 @@ def check_handler(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft | 
     elif signal in trapped_signals(req.script_head):
         return draft
     else:
-        problem = f"the batch script does not trap {signal}, so a preemption's {signal} would end the job"
-        fix = (f"Fix: trap {signal} in the script, or --signal={signal}@90 with dl:ckpt=steps where "
-               "your program (srun) handles it.")
+        problem = (
+            f"the batch script does not trap {signal}, so a preemption's {signal} would end the job"
+        )
+        fix = (
+            f"Fix: trap {signal} in the script, or --signal={signal}@90 with dl:ckpt=steps where "
+            "your program (srun) handles it."
+        )
     if config.filter.unhandled_signal == "refuse":
         return Rejection("validate.signal_handler", f"{PREFIX}{problem}. {fix}", CODE_POLICY)
     notice = f"{PREFIX}{problem}: it will not be preempted. {fix}"
-    return draft.evolve(checkpointable=False, signal=None, lead_s=None, notices=(*draft.notices, notice))
+    return draft.evolve(
+        checkpointable=False, signal=None, lead_s=None, notices=(*draft.notices, notice)
+    )
 
 
 def requested_deadline(req: JobRequest, now: float) -> tuple[int | None, str | None]:
@@ -405,9 +470,9 @@ def requested_deadline(req: JobRequest, now: float) -> tuple[int | None, str | N
     return (value, None) if value is not None else (None, text)
 
 
-
-
-def requested_soft(req: JobRequest, now: float) -> tuple[list[tuple[int, float]] | None, str | None]:
+def requested_soft(
+    req: JobRequest, now: float
+) -> tuple[list[tuple[int, float]] | None, str | None]:
     """The soft-deadline steps of a ``dl:deadline_steps=`` hint, or what is wrong with it."""
     text = req.hints.get("deadline_steps")
     if text is None:
@@ -418,33 +483,46 @@ def requested_soft(req: JobRequest, now: float) -> tuple[list[tuple[int, float]]
         return None, str(e)
 
 
-def check_deadline(req: JobRequest, ctx: FilterContext,
-                   config: SiteConfig) -> tuple[int | None, list[tuple[int, float]] | None, Rejection | None]:
+def check_deadline(
+    req: JobRequest, ctx: FilterContext, config: SiteConfig
+) -> tuple[int | None, list[tuple[int, float]] | None, Rejection | None]:
     """Admission of a deadline, or of soft-deadline steps (the last step is checked as a strict
     deadline would be: the same time limit, horizon and per-user quota), by the policy's own
     feasibility check (:func:`deadline_feasible`). Returns (deadline, steps, rejection)."""
     deadline, bad = requested_deadline(req, ctx.now)
     if bad is not None:
-        return None, None, Rejection(
-            "validate.deadline",
-            f"{PREFIX}cannot read the deadline {_clip(bad)!r}. "
-            "Fix: dl:deadline=YYYY-MM-DDTHH:MM (UTC), Unix seconds, or 6h (after now).",
-            CODE_POLICY,
+        return (
+            None,
+            None,
+            Rejection(
+                "validate.deadline",
+                f"{PREFIX}cannot read the deadline {_clip(bad)!r}. "
+                "Fix: dl:deadline=YYYY-MM-DDTHH:MM (UTC), Unix seconds, or 6h (after now).",
+                CODE_POLICY,
+            ),
         )
     steps, why = requested_soft(req, ctx.now)
     if why is not None:
-        return None, None, Rejection(
-            "validate.deadline",
-            f"{PREFIX}cannot use dl:deadline_steps: {why}. Fix: steps like "
-            "dl:deadline_steps=4h=10,6h=5,10h=2 (times rising, values falling).",
-            CODE_POLICY,
+        return (
+            None,
+            None,
+            Rejection(
+                "validate.deadline",
+                f"{PREFIX}cannot use dl:deadline_steps: {why}. Fix: steps like "
+                "dl:deadline_steps=4h=10,6h=5,10h=2 (times rising, values falling).",
+                CODE_POLICY,
+            ),
         )
     if steps is not None and deadline is not None:
-        return None, None, Rejection(
-            "validate.deadline",
-            f"{PREFIX}a job has a deadline or deadline steps, not both. "
-            "Fix: keep one of dl:deadline and dl:deadline_steps (or --deadline).",
-            CODE_POLICY,
+        return (
+            None,
+            None,
+            Rejection(
+                "validate.deadline",
+                f"{PREFIX}a job has a deadline or deadline steps, not both. "
+                "Fix: keep one of dl:deadline and dl:deadline_steps (or --deadline).",
+                CODE_POLICY,
+            ),
         )
     what = "deadline"
     if steps is not None:
@@ -453,42 +531,67 @@ def check_deadline(req: JobRequest, ctx: FilterContext,
     if deadline is None:
         return None, None, None
     if req.time_limit_min is None:
-        return deadline, steps, Rejection(
-            "validate.deadline",
-            f"{PREFIX}a {what} ({when_text(deadline)}) needs an explicit time limit that fits before it. "
-            "Fix: add --time=MINUTES.",
-            CODE_MISSING_TIME_LIMIT,
+        return (
+            deadline,
+            steps,
+            Rejection(
+                "validate.deadline",
+                f"{PREFIX}a {what} ({when_text(deadline)}) needs an explicit time limit that fits before it. "
+                "Fix: add --time=MINUTES.",
+                CODE_MISSING_TIME_LIMIT,
+            ),
         )
-    job = Job(job_id=0, user=req.user_name or "", deadline=float(deadline), time_limit=req.time_limit_min * 60.0)
+    job = Job(
+        job_id=0,
+        user=req.user_name or "",
+        deadline=float(deadline),
+        time_limit=req.time_limit_min * 60.0,
+    )
     spec = parse_array(req.array)
     if req.array and spec is None:
-        return deadline, steps, Rejection(
-            "validate.deadline",
-            f"{PREFIX}cannot count the tasks of --array={req.array[:40]!r} for the deadline quota. "
-            "Fix: --array=A-B[:STEP][%LIMIT] or a list of those.",
-            CODE_POLICY,
+        return (
+            deadline,
+            steps,
+            Rejection(
+                "validate.deadline",
+                f"{PREFIX}cannot count the tasks of --array={req.array[:40]!r} for the deadline quota. "
+                "Fix: --array=A-B[:STEP][%LIMIT] or a list of those.",
+                CODE_POLICY,
+            ),
         )
     tasks = spec.tasks if spec else 1
     waves = -(-tasks // spec.concurrent) if spec else 1
-    ok, reason = deadline_feasible(job, ctx.now, config, user_deadline_jobs=ctx.user_deadline_jobs,
-                                   tasks=tasks, waves=waves)
+    ok, reason = deadline_feasible(
+        job, ctx.now, config, user_deadline_jobs=ctx.user_deadline_jobs, tasks=tasks, waves=waves
+    )
     if ok:
         return (None, steps, None) if steps is not None else (deadline, None, None)
     quota = config.policy.deadline
-    return deadline, steps, Rejection(
-        "validate.deadline",
-        f"{PREFIX}{what} {when_text(deadline)} with --time={req.time_limit_min} min refused: {reason}. "
-        f"Allowed: a time limit that ends before the deadline if started now, a deadline at most "
-        f"{quota.max_deadline_days:g} days ahead, at most {quota.max_deadline_jobs_per_user} pending deadline jobs "
-        "per user. Fix: a later deadline, a shorter --time, or no deadline.",
-        CODE_POLICY,
+    return (
+        deadline,
+        steps,
+        Rejection(
+            "validate.deadline",
+            f"{PREFIX}{what} {when_text(deadline)} with --time={req.time_limit_min} min refused: {reason}. "
+            f"Allowed: a time limit that ends before the deadline if started now, a deadline at most "
+            f"{quota.max_deadline_days:g} days ahead, at most {quota.max_deadline_jobs_per_user} pending deadline jobs "
+            "per user. Fix: a later deadline, a shorter --time, or no deadline.",
+            CODE_POLICY,
+        ),
     )
 
 
-def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext) -> Draft | Rejection:
-    for found in (check_hints(req), check_gpus(req, config, draft.shard_gpus), check_time(req, draft, config),
-                  check_per_gpu_caps(req, config, draft.shard_gpus), check_gpu_memory(req, config),
-                  check_gpu_types(req, draft, config)):
+def validate(
+    req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterContext
+) -> Draft | Rejection:
+    for found in (
+        check_hints(req),
+        check_gpus(req, config, draft.shard_gpus),
+        check_time(req, draft, config),
+        check_per_gpu_caps(req, config, draft.shard_gpus),
+        check_gpu_memory(req, config),
+        check_gpu_types(req, draft, config),
+    ):
         if found is not None:
             return found
     routed = cpu_only(req, draft, config)
@@ -497,20 +600,32 @@ def validate(req: JobRequest, draft: Draft, config: SiteConfig, ctx: FilterConte
     handled = check_handler(req, routed, config)
     if isinstance(handled, Rejection):
         return handled
-    if req.total_gpus > 0 and len(config.gpu_types) > 1:  # several types: the set it may be steered within
+    if (
+        req.total_gpus > 0 and len(config.gpu_types) > 1
+    ):  # several types: the set it may be steered within
         # (a job's own shards stay where shards are: its types are not chosen here)
         types, why = accepted_types(req, config, handled.job_class)
         if not types and why and all(SIZE in w for w in why):  # only all types together hold it
-            notice = (f"{PREFIX}no one GPU type here has {req.total_gpus} GPUs: the job spans types and "
-                      "runs at the pace of its slowest")
+            notice = (
+                f"{PREFIX}no one GPU type here has {req.total_gpus} GPUs: the job spans types and "
+                "runs at the pace of its slowest"
+            )
             handled = handled.evolve(notices=(*handled.notices, notice))
             why = []
             types = None
         if types is not None and not types:
-            return Rejection("validate.gpu_types", f"{PREFIX}no GPU type here fits this job ({_clip('; '.join(why), 160)}). "
-                             "Fix: a partition, --constraint or GPU memory need some type meets.", ESLURM_INVALID_GRES)
+            return Rejection(
+                "validate.gpu_types",
+                f"{PREFIX}no GPU type here fits this job ({_clip('; '.join(why), 160)}). "
+                "Fix: a partition, --constraint or GPU memory need some type meets.",
+                ESLURM_INVALID_GRES,
+            )
         partition = req.partition or config.class_config(handled.job_class).partition
-        steer = first_steer(req, handled.job_class, types, config, partition) if types and len(types) > 1 else {}
+        steer = (
+            first_steer(req, handled.job_class, types, config, partition)
+            if types and len(types) > 1
+            else {}
+        )
         handled = handled.evolve(gpu_types=tuple(types or ()), changes={**handled.changes, **steer})
     admitted = check_access(req, handled, config, ctx)
     if isinstance(admitted, Rejection):

@@ -46,8 +46,17 @@ def index_of(keys: list, items: list, key: tuple, item) -> int:
 class EngineState:
     """Jobs, queues, free GPUs and the ranker's fast-path flags of one replay."""
 
-    def __init__(self, jobs: list, placer, ranker, cost: PreemptionCost, *, fast: bool = True,
-                 on_finish: Callable[[float, int], None] | None = None, dispatch: Dispatch | None = None) -> None:
+    def __init__(
+        self,
+        jobs: list,
+        placer,
+        ranker,
+        cost: PreemptionCost,
+        *,
+        fast: bool = True,
+        on_finish: Callable[[float, int], None] | None = None,
+        dispatch: Dispatch | None = None,
+    ) -> None:
         self.placer = placer
         self.typed = not placer.flat  # node groups of several GPU types (TypedPlacer)
         self.fast = fast
@@ -64,12 +73,16 @@ class EngineState:
         self.heap: list[tuple[float, int, int, int, Any]] = []  # SimJob, or _Tick for a wake-up
         self.running: list[SimJob] = []
         self.pending: list[SimJob] = []
-        self.pending_keys: list[tuple] = []  # for static rankers: keys parallel to ``pending`` (sorted)
+        self.pending_keys: list[
+            tuple
+        ] = []  # for static rankers: keys parallel to ``pending`` (sorted)
         self.qd: list[tuple[float, int]] = []
         self.discipline = discipline = ranker.discipline
         self.release_s = dispatch.release_s if dispatch is not None else 0.0
         self.pass_s = dispatch.pass_s if dispatch is not None else 0.0
-        self.releases: list[tuple[float, int, tuple]] = []  # (time, seq, allocation) GPUs coming back
+        self.releases: list[
+            tuple[float, int, tuple]
+        ] = []  # (time, seq, allocation) GPUs coming back
         self._flags(ranker, discipline, fast)
         self.preemptions = 0
         self.moves = 0  # of the preemptions, moves to a faster type (fair share on several types)
@@ -83,15 +96,29 @@ class EngineState:
         if discipline == "lease":
             ranker.restart_s = cost.restart(self.total)
             if fast and getattr(ranker, "lease_static_pending", False) and placer.by_width:
-                self.book = LeaseBook(ranker, self.total, placer.free, placer.per_node, placer.spread,
-                                      placer.node_view().get("node_sizes"), getattr(placer, "mean_charge", None))
+                self.book = LeaseBook(
+                    ranker,
+                    self.total,
+                    placer.free,
+                    placer.per_node,
+                    placer.spread,
+                    placer.node_view().get("node_sizes"),
+                    getattr(placer, "mean_charge", None),
+                )
         self.ticks = [0, None, -INF]  # (counter, last wake-up time pushed, earliest next decision)
         if self.book is not None:
-            self.book.bind(ranker=ranker, running=self.running, ticks=self.ticks, try_place=placer.place,
-                           start=self.start, apply_moves=self.apply_moves, decision_due=self.decision_due,
-                           tick_at=self.tick_at,
-                           free_left=lambda: placer.free_total,
-                           upgrade=self.upgrade_behind if self.typed else None)
+            self.book.bind(
+                ranker=ranker,
+                running=self.running,
+                ticks=self.ticks,
+                try_place=placer.place,
+                start=self.start,
+                apply_moves=self.apply_moves,
+                decision_due=self.decision_due,
+                tick_at=self.tick_at,
+                free_left=lambda: placer.free_total,
+                upgrade=self.upgrade_behind if self.typed else None,
+            )
         self.finished: list[SimJob] = []
         # the ranked preemptive pass is a function of the waiting jobs, the free GPUs and where
         # each running job's key falls among the waiting keys (see Engine.run): after a pass
@@ -107,14 +134,18 @@ class EngineState:
         # keys may also be piecewise constant, changing only at the job's own next_change
         # (starvation promotion, deadline boost): kept sorted and re-inserted at those wake-ups
         self.piecewise = getattr(ranker, "pending_piecewise", False) and discipline != "lease"
-        self.sorted_pending = self.static or getattr(ranker, "pending_static", False) or self.piecewise
+        self.sorted_pending = (
+            self.static or getattr(ranker, "pending_static", False) or self.piecewise
+        )
         self.cached_running = getattr(ranker, "running_key_cached", False)
         # the running jobs in cached-key order with their GPUs (parallel lists), kept sorted as
         # jobs start, stop and wake, for the preemptive pass over the sorted pending queue
         self.ranked_run = self.cached_running and self.sorted_pending and discipline == "preemptive"
         # several GPU types, aware choice: the typed selection (engine_typed), which may skip
         # a pass at an event time the same way as the ranked one
-        self.typed_select = discipline == "preemptive" and getattr(self.placer, "choice", None) == "aware"
+        self.typed_select = (
+            discipline == "preemptive" and getattr(self.placer, "choice", None) == "aware"
+        )
         self.rkeys: list[tuple] = []
         self.rjobs: list[SimJob] = []
         self.rgpus: list[int] = []
@@ -124,8 +155,12 @@ class EngineState:
         # per-account queues: the key is (account's standing, then a per-job key that changes
         # only at the job's own wake-ups); each account keeps its waiting (and, preemptive,
         # running) jobs sorted by that per-job key, and a pass merges the accounts' heads
-        self.grouped = (fast and getattr(ranker, "grouped", False) and discipline in ("strict", "firstfit", "preemptive")
-                        and self.placer.flat)
+        self.grouped = (
+            fast
+            and getattr(ranker, "grouped", False)
+            and discipline in ("strict", "firstfit", "preemptive")
+            and self.placer.flat
+        )
         self.grouped_run = self.grouped and discipline == "preemptive"
         if self.grouped:
             self.sorted_pending = self.piecewise = self.cached_running = False
@@ -133,7 +168,9 @@ class EngineState:
         self.gr: dict[str, tuple[list, list]] = {}  # account -> (per-job keys, jobs) running
         # the per-job keys end with the job id: with unique ids no two keys in a list are
         # equal, so a job put back under its key goes back to the place it had
-        self.unique_keys = self.grouped_run and len({s.job.job_id for s in self.sims}) == len(self.sims)
+        self.unique_keys = self.grouped_run and len({s.job.job_id for s in self.sims}) == len(
+            self.sims
+        )
         self.n_waiting = 0
         # usage charged per account at each event (Σ GPUs running × elapsed) instead of per job
         self.charge_by_account = fast and self.needs_usage
@@ -223,7 +260,9 @@ class EngineState:
             j.norm_executed_s = sj.served0
         if self.charge_by_account:
             self.acct_gpus[sj.account] -= sj.width
-            self.ranker.charge(sj.account, sj.width * (now - max(sj.charged_to, self.last_refresh)), now)
+            self.ranker.charge(
+                sj.account, sj.width * (now - max(sj.charged_to, self.last_refresh)), now
+            )
         elif self.needs_usage:
             self.ranker.charge(sj.account, sj.width * (now - sj.charged_to), now)
 
@@ -368,7 +407,9 @@ class EngineState:
 
     def sort_pending(self, now: float) -> None:
         ranker = self.ranker
-        if self.account_key is not None:  # the key is (account's key, submit, id): one call per account
+        if (
+            self.account_key is not None
+        ):  # the key is (account's key, submit, id): one call per account
             gk = {a: self.account_key(a, now) for a in {s.account for s in self.pending}}
             self.pending.sort(key=lambda s: (gk[s.account], s.job.submit_time, s.job.job_id))
         else:

@@ -131,15 +131,24 @@ class FitPasses:
             return
         if placer.free_total > 0:
             if self.typed:
-                self.upgrade_behind(now, {a: st.rho for a, st in ranker.lease_standings(
-                    pending, self.running, self.total, now).items() if entitled(st)})
+                self.upgrade_behind(
+                    now,
+                    {
+                        a: st.rho
+                        for a, st in ranker.lease_standings(
+                            pending, self.running, self.total, now
+                        ).items()
+                        if entitled(st)
+                    },
+                )
             self.fill(ranker.lease_fill_order(pending, self.running, self.total, now), now)
             if not pending:
                 return
         if not self.decision_due(now):
             return
-        moves, wake = ranker.lease_moves(pending, self.running, self.total, placer.free_total, now,
-                                         **placer.node_view())
+        moves, wake = ranker.lease_moves(
+            pending, self.running, self.total, placer.free_total, now, **placer.node_view()
+        )
         self.apply_moves(moves, now)
         if moves and placer.free_total > 0:
             self.fill(ranker.lease_fill_order(pending, self.running, self.total, now), now)

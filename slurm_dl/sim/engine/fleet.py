@@ -38,14 +38,18 @@ def describe(groups: Sequence[NodeGroupSpec]) -> str:
     """``15 x 8 v100 + 15 x 8 p100 (240 GPUs)``; a long fleet by type: ``G2 4392, T4 842, …``."""
     total = sum(g.gpus for g in groups)
     if len(groups) <= 4:
-        return " + ".join(f"{g.nodes} x {g.gpus_per_node} {g.gpu_type}" for g in groups) + f" ({total} GPUs)"
+        return (
+            " + ".join(f"{g.nodes} x {g.gpus_per_node} {g.gpu_type}" for g in groups)
+            + f" ({total} GPUs)"
+        )
     by: dict[str, list[int]] = {}
     for g in groups:
         c = by.setdefault(g.gpu_type, [0, 0])
         c[0] += g.nodes
         c[1] += g.gpus
     return f"{sum(g.nodes for g in groups)} nodes, {total} GPUs: " + ", ".join(
-        f"{t} {n} nodes/{k} GPUs" for t, (n, k) in by.items())
+        f"{t} {n} nodes/{k} GPUs" for t, (n, k) in by.items()
+    )
 
 
 def parse_node_types(text: str, gpus_per_node: int | None) -> list[NodeGroupSpec]:
@@ -57,7 +61,9 @@ def parse_node_types(text: str, gpus_per_node: int | None) -> list[NodeGroupSpec
     for part in str(text).split(","):
         name, sep, n = part.strip().partition(":")
         if not sep or not _TYPE.match(name) or not n.strip().isdigit() or int(n) < 1:
-            raise ValueError(f"--node-types: got {text!r}: {part.strip()!r} is not TYPE:NODES; {allowed}")
+            raise ValueError(
+                f"--node-types: got {text!r}: {part.strip()!r} is not TYPE:NODES; {allowed}"
+            )
         if any(g.gpu_type == name for g in out):
             raise ValueError(f"--node-types: got {text!r}: {name} is named twice; {allowed}")
         out.append(NodeGroupSpec(name, int(n), per, name))
@@ -71,20 +77,26 @@ def read_fleet(text: str, source: str) -> list[NodeGroupSpec]:
     rows = csv.DictReader(io.StringIO(text))
     missing = [c for c in ("gpu", "model") if c not in (rows.fieldnames or [])]
     if missing:
-        raise ValueError(f"{source}:1: not a fleet file: no column(s) {', '.join(missing)} "
-                         "(expected one row per node with gpu and model)")
+        raise ValueError(
+            f"{source}:1: not a fleet file: no column(s) {', '.join(missing)} "
+            "(expected one row per node with gpu and model)"
+        )
     counts: dict[tuple[str, int], int] = {}
     for row in rows:
         line = rows.line_num
         raw = (row.get("gpu") or "").strip()
         if not raw.isdigit():
-            raise ValueError(f"{source}:{line}: column 'gpu': {raw[:20]!r} is not a whole number of GPUs")
+            raise ValueError(
+                f"{source}:{line}: column 'gpu': {raw[:20]!r} is not a whole number of GPUs"
+            )
         g = int(raw)
         if g == 0:
             continue
         model = (row.get("model") or "").strip()
         if not _TYPE.match(model):
-            raise ValueError(f"{source}:{line}: column 'model': {model[:40]!r} is not a GPU type name")
+            raise ValueError(
+                f"{source}:{line}: column 'model': {model[:40]!r} is not a GPU type name"
+            )
         counts[(model, g)] = counts.get((model, g), 0) + 1
     if not counts:
         raise ValueError(f"{source}: no node has a GPU (a fleet needs at least one GPU node)")
@@ -93,7 +105,10 @@ def read_fleet(text: str, source: str) -> list[NodeGroupSpec]:
 
 def groups_from_config(cfg) -> list[NodeGroupSpec]:
     """A site config's ``[[node_groups]]``, in file order."""
-    return [NodeGroupSpec(g.gpu_type, len(g.node_names), g.gpus_per_node, g.name) for g in cfg.node_groups]
+    return [
+        NodeGroupSpec(g.gpu_type, len(g.node_names), g.gpus_per_node, g.name)
+        for g in cfg.node_groups
+    ]
 
 
 def groups_from_nodes(nodes: Iterable) -> list[NodeGroupSpec]:

@@ -173,7 +173,11 @@ class GroupedPasses:
             pk = heap[0][0]
             # the running jobs between the last job taken and this one must fit: walk until
             # they do, or until every running job below the last one taken is walked
-            while free + walk.w_sum - c_sum <= 0 and walk.rheap and not (last is not None and walk.below(last)):
+            while (
+                free + walk.w_sum - c_sum <= 0
+                and walk.rheap
+                and not (last is not None and walk.below(last))
+            ):
                 walk.step()
             if free + walk.w_sum - c_sum <= 0 or walk.below(pk):
                 exact = True
@@ -191,7 +195,9 @@ class GroupedPasses:
             last = pk
         return chosen, self._select_exact(heap, hk, walk, chosen, c_sum, last, exact)
 
-    def _select_exact(self, heap: list, hk, walk: _Walk, chosen: list, c_sum: int, last, exact: bool) -> list:
+    def _select_exact(
+        self, heap: list, hk, walk: _Walk, chosen: list, c_sum: int, last, exact: bool
+    ) -> list:
         """The rest of :meth:`select_grouped`, exactly, from just below the last waiting job
         taken: the walked jobs there in rank order, merged with the waiting jobs not yet
         decided. Appends to ``chosen``; returns the victims."""

@@ -38,8 +38,16 @@ from .state import SimJob
 
 
 class LeaseBook:
-    def __init__(self, ranker, total: int, free: list[int], per_node: int, spread: bool,
-                 node_sizes: list[int] | None = None, held_unit: float | None = None) -> None:
+    def __init__(
+        self,
+        ranker,
+        total: int,
+        free: list[int],
+        per_node: int,
+        spread: bool,
+        node_sizes: list[int] | None = None,
+        held_unit: float | None = None,
+    ) -> None:
         settings = ranker.policy.settings
         self.floor = settings.rho_floor_s
         self.share = settings.share
@@ -56,7 +64,9 @@ class LeaseBook:
         #             running jobs below the floor, running jobs past it, Σ (executed0 − seg_start)]
         self.rows: dict[str, list] = {}
         self.cross: list[tuple[float, int, int, SimJob]] = []  # (passes the floor at, seq, version)
-        self.past: dict[int, float] = {}  # seq -> executed0 − seg_start of running jobs past the floor
+        self.past: dict[
+            int, float
+        ] = {}  # seq -> executed0 − seg_start of running jobs past the floor
         self.pending: dict[int, SimJob] = {}  # job id -> waiting job, in the order they queued
         # account -> {GPUs: [(LAS key, model Job)] sorted}; counts of waiting jobs per width
         self.queues: dict[str, dict[int, list]] = {}
@@ -108,12 +118,24 @@ class LeaseBook:
         if not o.decision_due(now):
             return
         self.refresh_keys(now)
-        moves, wake = o.ranker.lease_moves(self.waiting(), o.running, self.total, o.free_left(), now,
-                                           standing=self.standings(now), node_free=self.free,
-                                           per_node=self.per_node, node_sizes=self.node_sizes, waiting=waiting,
-                                           running_by_id=self.running, yields=self.yields,
-                                           allocs=self.allocs, keys=self.keys, ranked=self.ranked,
-                                           may_yield=self.may_yield)
+        moves, wake = o.ranker.lease_moves(
+            self.waiting(),
+            o.running,
+            self.total,
+            o.free_left(),
+            now,
+            standing=self.standings(now),
+            node_free=self.free,
+            per_node=self.per_node,
+            node_sizes=self.node_sizes,
+            waiting=waiting,
+            running_by_id=self.running,
+            yields=self.yields,
+            allocs=self.allocs,
+            keys=self.keys,
+            ranked=self.ranked,
+            may_yield=self.may_yield,
+        )
         o.apply_moves(moves, now)
         if moves and o.free_left() > 0:
             self.fill(now, o.free_left(), o.try_place, o.start, o.free_left)
@@ -368,8 +390,14 @@ class LeaseBook:
             out.append(w)
         return out
 
-    def fill(self, now: float, free_total: int, try_place: Callable, start: Callable,
-             free_left: Callable[[], int]) -> None:
+    def fill(
+        self,
+        now: float,
+        free_total: int,
+        try_place: Callable,
+        start: Callable,
+        free_left: Callable[[], int],
+    ) -> None:
         """Start waiting jobs in fill order while they place, until the cluster is full."""
         widths = self.placeable(free_total)
         if not widths:

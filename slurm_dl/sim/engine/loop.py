@@ -119,7 +119,11 @@ class ClusterResult:
 
 
 # what a job's figures are made of once its replay is over (the rest is the engine's)
-_SENT = tuple(s for s in SimJob.__slots__ if s not in ("job", "alloc", "rates", "pend_key", "static_key", "version"))
+_SENT = tuple(
+    s
+    for s in SimJob.__slots__
+    if s not in ("job", "alloc", "rates", "pend_key", "static_key", "version")
+)
 
 
 class Engine(FitPasses, PreemptivePasses, GroupedPasses, TypedPasses, EngineState):
@@ -288,9 +292,16 @@ class Engine(FitPasses, PreemptivePasses, GroupedPasses, TypedPasses, EngineStat
 
 
 def run_cluster(
-    jobs: list, spec: ClusterSpec, ranker: Ranker, cost: PreemptionCost,
-    *, spread: bool = False, model_info: dict | None = None, fast: bool = True,
-    on_finish: Callable[[float, int], None] | None = None, dispatch: Dispatch | None = None,
+    jobs: list,
+    spec: ClusterSpec,
+    ranker: Ranker,
+    cost: PreemptionCost,
+    *,
+    spread: bool = False,
+    model_info: dict | None = None,
+    fast: bool = True,
+    on_finish: Callable[[float, int], None] | None = None,
+    dispatch: Dispatch | None = None,
     types: TypeSetup | None = None,
 ) -> ClusterResult:
     """Simulate ``jobs`` (model Jobs, in trace order) on one cluster until all have finished.
@@ -310,7 +321,9 @@ def run_cluster(
         )
     if spec.typed:
         if spread:
-            raise ValueError("--spread: not with several GPU types or node sizes (a job's GPUs are all of one group)")
+            raise ValueError(
+                "--spread: not with several GPU types or node sizes (a job's GPUs are all of one group)"
+            )
         types = types or TypeSetup()
         placer = TypedPlacer(spec.groups, types.choice, types.model, types.recorded)
         ranker.use_charges(placer.mean_charge)
@@ -318,8 +331,9 @@ def run_cluster(
         placer = FlatPlacer(spec.nodes, spec.gpus_per_node, spread, model_info)
     eng = Engine(jobs, placer, ranker, cost, fast=fast, on_finish=on_finish, dispatch=dispatch)
     sims = eng.run()
-    return ClusterResult(spec, sims, eng.qd, eng.preemptions, None if placer.flat else placer.type_busy(),
-                         eng.moves)
+    return ClusterResult(
+        spec, sims, eng.qd, eng.preemptions, None if placer.flat else placer.type_busy(), eng.moves
+    )
 
 
 def fewest_nodes(jobs: list, gpus_per_node: int) -> int:

@@ -39,9 +39,11 @@ class DispatchEstimate:
     def describe(self) -> str:
         if self.median_gap_s is None:
             return "dispatch overhead: not measurable (no job waited for GPUs)"
-        return (f"dispatch overhead from the history: GPUs free to the next start a median "
-                f"{self.median_gap_s:g} s (p90 {self.p90_gap_s:g} s, {self.gaps} starts); "
-                f"replayed with {self.dispatch.describe()}")
+        return (
+            f"dispatch overhead from the history: GPUs free to the next start a median "
+            f"{self.median_gap_s:g} s (p90 {self.p90_gap_s:g} s, {self.gaps} starts); "
+            f"replayed with {self.dispatch.describe()}"
+        )
 
 
 def _recorded(job: Job) -> tuple[float, float] | None:
@@ -52,12 +54,18 @@ def _recorded(job: Job) -> tuple[float, float] | None:
     return start, start + float(job.duration)
 
 
-def dispatch_gaps(jobs: Sequence[Job], total_gpus: int, type_gpus: dict[str, int] | None = None) -> list[float]:
+def dispatch_gaps(
+    jobs: Sequence[Job], total_gpus: int, type_gpus: dict[str, int] | None = None
+) -> list[float]:
     """Per job that waited for GPUs: recorded start minus the time enough GPUs were free.
     ``type_gpus`` (the GPUs of each type): when every job's type is recorded and is one of
     them, each type's jobs are measured on that type's GPUs alone."""
     if type_gpus and all(j.gpu_type in type_gpus for j in jobs if j.num_gpus > 0):
-        return [g for t, n in type_gpus.items() for g in dispatch_gaps([j for j in jobs if j.gpu_type == t], n)]
+        return [
+            g
+            for t, n in type_gpus.items()
+            for g in dispatch_gaps([j for j in jobs if j.gpu_type == t], n)
+        ]
     runs = [(j, r) for j in jobs if (r := _recorded(j)) is not None and j.num_gpus > 0]
     # GPUs in use after each event time (starts and ends of the recorded schedule)
     deltas: dict[float, int] = {}
@@ -107,8 +115,12 @@ def median_gap(gaps: Sequence[float]) -> float:
     raise AssertionError("unreachable")
 
 
-def estimate_dispatch(jobs: Sequence[Job], total_gpus: int, pass_s: float = 0.0,
-                      type_gpus: dict[str, int] | None = None) -> DispatchEstimate:
+def estimate_dispatch(
+    jobs: Sequence[Job],
+    total_gpus: int,
+    pass_s: float = 0.0,
+    type_gpus: dict[str, int] | None = None,
+) -> DispatchEstimate:
     """The median gap between GPUs coming free and the next start, as a replay's release
     delay; with ``pass_s``, half a pass period of it is left to the passes. ``type_gpus``:
     the GPUs of each type, on a cluster of several (see :func:`dispatch_gaps`)."""
@@ -118,4 +130,6 @@ def estimate_dispatch(jobs: Sequence[Job], total_gpus: int, pass_s: float = 0.0,
     med = median_gap(gaps)
     p90 = sorted(gaps)[int(0.9 * (len(gaps) - 1))]
     release = max(0.0, med - pass_s / 2.0)
-    return DispatchEstimate(Dispatch(round(release, 2), pass_s), len(gaps), round(med, 2), round(p90, 2))
+    return DispatchEstimate(
+        Dispatch(round(release, 2), pass_s), len(gaps), round(med, 2), round(p90, 2)
+    )

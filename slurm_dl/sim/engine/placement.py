@@ -96,7 +96,9 @@ class FlatPlacer:
     flat = True
     by_width = True  # whether a job places depends on its width alone
 
-    def __init__(self, nodes: int, per_node: int, spread: bool = False, model_info: dict | None = None) -> None:
+    def __init__(
+        self, nodes: int, per_node: int, spread: bool = False, model_info: dict | None = None
+    ) -> None:
         self.per_node = per_node
         self.total = nodes * per_node
         self.free = [per_node] * nodes

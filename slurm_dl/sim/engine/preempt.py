@@ -77,7 +77,9 @@ class PreemptivePasses:
                 j += 1
         if not chosen:
             return
-        self.start_chosen(chosen, [sj for sj in self.running if sj.seq not in selected_running], now)
+        self.start_chosen(
+            chosen, [sj for sj in self.running if sj.seq not in selected_running], now
+        )
 
     def _fill_free(self, now: float) -> None:
         """Every running job outranks every waiting one: nothing to preempt, fill free GPUs."""

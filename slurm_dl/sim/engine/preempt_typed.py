@@ -87,7 +87,9 @@ class TypedPasses:
             run = sorted(((ranker.key(sj, now), sj) for sj in self.running), key=lambda x: x[0])
         return pk, pj, [k for k, _ in run], [sj for _, sj in run]
 
-    def _start_typed(self, chosen: list[tuple[SimJob, int]], victims: list[SimJob], now: float) -> None:
+    def _start_typed(
+        self, chosen: list[tuple[SimJob, int]], victims: list[SimJob], now: float
+    ) -> None:
         """Preempt ``victims``, then start each chosen job on its group (in rank order); one
         whose GPUs do not place there (free GPUs in pieces) keeps waiting."""
         if not chosen:
@@ -137,8 +139,11 @@ class TypedPasses:
                 continue  # no type is fast enough for it to move
             best = None
             for g in placer.allowed(sj):
-                if placer.gft[g] >= sj.gpus and sj.rates[g] >= gain * r0 \
-                        and (best is None or sj.rates[g] > sj.rates[best]):
+                if (
+                    placer.gft[g] >= sj.gpus
+                    and sj.rates[g] >= gain * r0
+                    and (best is None or sj.rates[g] > sj.rates[best])
+                ):
                     best = g
             if best is None:
                 continue

@@ -31,10 +31,33 @@ class SimJob:
     policy core."""
 
     __slots__ = (
-        "seq", "job", "gpus", "submit", "duration", "remaining", "running", "seg_start", "speed",
-        "attained0", "executed0", "preemptions", "alloc", "first_start", "queue_s", "pend_since",
-        "end_time", "version", "account", "deadline", "static_key", "pend_key", "charged_to",
-        "served0", "charge", "width", "rates",
+        "seq",
+        "job",
+        "gpus",
+        "submit",
+        "duration",
+        "remaining",
+        "running",
+        "seg_start",
+        "speed",
+        "attained0",
+        "executed0",
+        "preemptions",
+        "alloc",
+        "first_start",
+        "queue_s",
+        "pend_since",
+        "end_time",
+        "version",
+        "account",
+        "deadline",
+        "static_key",
+        "pend_key",
+        "charged_to",
+        "served0",
+        "charge",
+        "width",
+        "rates",
     )
 
     def __init__(self, seq: int, job: Job):
@@ -115,7 +138,9 @@ class PreemptionCost:
         try:
             v = float(t)
         except ValueError:
-            raise ValueError(f"--preempt-cost: got {text!r}; allowed: seconds (≥ 0) or 'helios'") from None
+            raise ValueError(
+                f"--preempt-cost: got {text!r}; allowed: seconds (≥ 0) or 'helios'"
+            ) from None
         if v < 0:
             raise ValueError(f"--preempt-cost: got {text!r}; allowed: seconds (≥ 0) or 'helios'")
         return cls(v, checkpoint_interval_s)

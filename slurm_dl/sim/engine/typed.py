@@ -55,8 +55,13 @@ class TypedPlacer:
     spread = False
     by_width = False  # (until prepare: whether every job may use every group)
 
-    def __init__(self, groups: Sequence[NodeGroupSpec], choice: str, model: ThroughputModel | None = None,
-                 recorded: bool = False) -> None:
+    def __init__(
+        self,
+        groups: Sequence[NodeGroupSpec],
+        choice: str,
+        model: ThroughputModel | None = None,
+        recorded: bool = False,
+    ) -> None:
         if choice not in CHOICES:
             raise ValueError(f"type choice {choice!r}; allowed: {', '.join(CHOICES)}")
         self.groups = list(groups)
@@ -65,7 +70,9 @@ class TypedPlacer:
         self.recorded = recorded  # a history: jobs keep the type they ran on
         self.types = list(dict.fromkeys(g.gpu_type for g in groups))
         self.gfree = [[g.gpus_per_node] * g.nodes for g in groups]
-        self.free = [g.gpus_per_node for g in groups for _ in range(g.nodes)]  # all nodes (kept too)
+        self.free = [
+            g.gpus_per_node for g in groups for _ in range(g.nodes)
+        ]  # all nodes (kept too)
         self.per = [g.gpus_per_node for g in groups]
         self.gft = [g.gpus for g in groups]
         offsets, k = [], 0
@@ -79,8 +86,11 @@ class TypedPlacer:
         self.free_ver = 0
         self.gver = [0] * len(groups)
         self._unplaceable: list[dict[int, int]] = [{} for _ in groups]
-        speed = (lambda t: model.type_speed(t)) if model is not None and all(t in model.types for t in self.types) \
+        speed = (
+            (lambda t: model.type_speed(t))
+            if model is not None and all(t in model.types for t in self.types)
             else (lambda t: 1.0)
+        )
         self.charges = [speed(g.gpu_type) for g in groups]
         self.mean_charge = sum(c * g.gpus for c, g in zip(self.charges, groups)) / self.total
         self.busy_s = [0.0] * len(groups)  # GPU-seconds run on each group
@@ -105,11 +115,15 @@ class TypedPlacer:
             self._order[sj.seq] = self.order_for(allowed, rates)
             every = every and len(allowed) == len(self.groups)
         if bad:
-            raise ValueError(bad[0] if len(bad) == 1 else f"{len(bad)} jobs cannot run here; first: {bad[0]}")
+            raise ValueError(
+                bad[0] if len(bad) == 1 else f"{len(bad)} jobs cannot run here; first: {bad[0]}"
+            )
         self._fastest = self._order
         if self.choice == "aware":
-            self._fastest = {sj.seq: tuple(sorted(o, key=lambda g: (-sj.rates[g], g)))
-                             for sj, o in zip(sims, (self._order[s.seq] for s in sims))}
+            self._fastest = {
+                sj.seq: tuple(sorted(o, key=lambda g: (-sj.rates[g], g)))
+                for sj, o in zip(sims, (self._order[s.seq] for s in sims))
+            }
             self._order = aware_orders(self, sims)
         # the lease book's fill takes a width that failed to place as failing for every job of
         # that width: true when every job may use every group (it tries them all) and the
@@ -216,8 +230,11 @@ class TypedPlacer:
     # --- views ------------------------------------------------------------------------------
     def node_view(self) -> dict:
         """The free GPUs and size of every node, for the lease decision."""
-        return {"node_free": list(self.free), "per_node": self.per_node,
-                "node_sizes": [p for g, p in zip(self.groups, self.per) for _ in range(g.nodes)]}
+        return {
+            "node_free": list(self.free),
+            "per_node": self.per_node,
+            "node_sizes": [p for g, p in zip(self.groups, self.per) for _ in range(g.nodes)],
+        }
 
     def type_busy(self) -> dict[str, tuple[int, float]]:
         """Per type: (GPUs, GPU-seconds run), for the per-type utilisation."""
@@ -241,5 +258,9 @@ def aware_orders(placer: TypedPlacer, sims: list) -> dict[int, tuple[int, ...]]:
             sums[g] += sj.rates[g]
     mean = {g: s / max(1, len(sims)) or 1.0 for g, s in enumerate(sums)}
     groups = range(n)
-    return {sj.seq: tuple(comparative_order({g: sj.rates[g] for g in placer._order[sj.seq]}, mean, groups))
-            for sj in sims}
+    return {
+        sj.seq: tuple(
+            comparative_order({g: sj.rates[g] for g in placer._order[sj.seq]}, mean, groups)
+        )
+        for sj in sims
+    }

@@ -24,12 +24,20 @@ def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], flo
         acc = [job.gpu_type]
     acc_in = [t for t in acc if t in types]
     if acc and not acc_in and not recorded:
-        bad.append(f"job {job.job_id} accepts only {'|'.join(acc)}; the cluster has {', '.join(types)}")
+        bad.append(
+            f"job {job.job_id} accepts only {'|'.join(acc)}; the cluster has {', '.join(types)}"
+        )
         return (1.0,) * len(groups), [], 1.0
-    allowed = [i for i, g in enumerate(groups) if (not acc_in or g.gpu_type in acc_in) and g.gpus >= job.num_gpus]
+    allowed = [
+        i
+        for i, g in enumerate(groups)
+        if (not acc_in or g.gpu_type in acc_in) and g.gpus >= job.num_gpus
+    ]
     if not allowed:
         where = "|".join(acc_in) if acc_in else "any type"
-        bad.append(f"job {job.job_id} needs {job.num_gpus} GPUs of one type ({where}); no node group has that many")
+        bad.append(
+            f"job {job.job_id} needs {job.num_gpus} GPUs of one type ({where}); no node group has that many"
+        )
         return (1.0,) * len(groups), [], 1.0
     model = placer.model
     if model is None:

@@ -88,7 +88,12 @@ class LeaseRanking:
         k = self._within(self._sync(sj, now))
         q = k[0]
         th = las.thresholds
-        self._run_keys[sj.seq] = (sj.version, th[q - 1] if q > 0 else -INF, th[q] if q < len(th) else INF, k)
+        self._run_keys[sj.seq] = (
+            sj.version,
+            th[q - 1] if q > 0 else -INF,
+            th[q] if q < len(th) else INF,
+            k,
+        )
         return k
 
     def lease_key_check(self, sj: SimJob) -> float:
@@ -106,11 +111,25 @@ class LeaseRanking:
             base = sj.executed0 if las.by_time else sj.attained0
         return sj.seg_start + (c[2] - 2 * _MARGIN - base) / rate
 
-    def lease_moves(self, pending: list, running: list, total: int, free: int, now: float, standing=None,
-                    node_free: list[int] | None = None, per_node: int | None = None, waiting=None,
-                    running_by_id: dict | None = None, yields: dict | None = None,
-                    allocs: dict | None = None, keys: dict | None = None, ranked: dict | None = None,
-                    may_yield=None, node_sizes: list[int] | None = None):
+    def lease_moves(
+        self,
+        pending: list,
+        running: list,
+        total: int,
+        free: int,
+        now: float,
+        standing=None,
+        node_free: list[int] | None = None,
+        per_node: int | None = None,
+        waiting=None,
+        running_by_id: dict | None = None,
+        yields: dict | None = None,
+        allocs: dict | None = None,
+        keys: dict | None = None,
+        ranked: dict | None = None,
+        may_yield=None,
+        node_sizes: list[int] | None = None,
+    ):
         """[(victims, need)] SimJobs from :func:`plan_fair_preemptions`, and its ``wake_at``.
         ``standing``: the accounts' standings now, when the engine keeps them. ``node_free``
         (free GPUs per node index) and ``per_node``: where the GPUs are, so that a job needing
@@ -138,41 +157,66 @@ class LeaseRanking:
             # the standings
             jr = [] if ranked is not None and standing is not None else [s.job for s in running]
             queues = pending
-            by_run = running_by_id if running_by_id is not None else {s.job.job_id: s for s in running}
+            by_run = (
+                running_by_id if running_by_id is not None else {s.job.job_id: s for s in running}
+            )
             run_key = self.lease_run_key
             if keys is not None:  # the book keeps every job's key current (see lease_key_check)
+
                 def within(j, _keys=keys):
                     return _keys[j.job_id]
 
                 def level(j, _keys=keys):
                     return _keys[j.job_id][0]
             else:
+
                 def within(j, _get=waiting.get):
                     sj = _get(j.job_id)
                     return sj.pend_key if sj is not None else run_key(by_run[j.job_id], now)
+
         if level is None:  # the LAS queue: the key's first item
+
             def level(j):
                 return within(j)[0]
+
         nodes = None
         if node_free is not None and per_node:
             alloc = allocs if allocs is not None else {s.job.job_id: s.alloc for s in running}
             sizes = self._node_sizes
             if sizes[0] != (len(node_free), per_node):  # the cluster's node sizes, made once
-                size = dict(enumerate(node_sizes)) if node_sizes else dict.fromkeys(range(len(node_free)), per_node)
+                size = (
+                    dict(enumerate(node_sizes))
+                    if node_sizes
+                    else dict.fromkeys(range(len(node_free)), per_node)
+                )
                 sizes = self._node_sizes = ((len(node_free), per_node), size)
             nodes = NodeView(size=sizes[1], free=dict(enumerate(node_free)), alloc=alloc)
         if standing is None and self._charged:
             standing = self._held_at_speed(standings(jp, jr, total, now, settings), running)
-        plan = plan_fair_preemptions(jp, jr, total, now, settings, self.config,
-                                     order=within, level=level, free_gpus=free,
-                                     standing=standing, nodes=nodes, waiting=queues, yields=yields,
-                                     ranked=ranked, may_yield=may_yield)
+        plan = plan_fair_preemptions(
+            jp,
+            jr,
+            total,
+            now,
+            settings,
+            self.config,
+            order=within,
+            level=level,
+            free_gpus=free,
+            standing=standing,
+            nodes=nodes,
+            waiting=queues,
+            yields=yields,
+            ranked=ranked,
+            may_yield=may_yield,
+        )
         if not plan.moves:
             return [], plan.wake_at
-        by_id = dict(running_by_id) if running_by_id is not None else {s.job.job_id: s for s in running}
+        by_id = (
+            dict(running_by_id) if running_by_id is not None else {s.job.job_id: s for s in running}
+        )
         if waiting is None:
             by_id.update((s.job.job_id, s) for s in pending)
         else:
             by_id.update((m.need, waiting[m.need]) for m in plan.moves)
         return [([by_id[v] for v in m.victims], by_id[m.need]) for m in plan.moves], plan.wake_at
-

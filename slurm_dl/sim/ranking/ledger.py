@@ -13,7 +13,9 @@ class SimLedger(Ledger):
         self._charge(account, gpu_s, now, half_life_s)
         self.revision += 1
 
-    def charge_running(self, gpus: dict[str, int], dt: float, now: float, half_life_s: float) -> None:
+    def charge_running(
+        self, gpus: dict[str, int], dt: float, now: float, half_life_s: float
+    ) -> None:
         """:meth:`charge` each account with running GPUs ``gpus[account] × dt``, in order."""
         self.revision += self._charge_many(gpus, dt, now, half_life_s)
 

@@ -107,7 +107,7 @@ def _splicer(i: int, n: int):
     """``splice(lk, t)``: the tuple ``lk`` (of length ``n``) with item ``i`` replaced by
     ``-(-lk[i] + t)``, unpacked by name (several times faster than slicing and joining)."""
     names = [f"k{j}" for j in range(n)]
-    out = names[:i] + [f"-(-k{i} + t)"] + names[i + 1:]
+    out = names[:i] + [f"-(-k{i} + t)"] + names[i + 1 :]
     src = f"def splice(lk, t):\n    {', '.join(names)}, = lk\n    return ({', '.join(out)},)\n"
     scope: dict = {}
     exec(src, scope)  # noqa: S102 - a fixed template over generated names
@@ -117,14 +117,19 @@ def _splicer(i: int, n: int):
 class PolicyRanker(ChargedRanking, LeaseRanking):
     """One core policy object as the engine's ranker (see the module docstring)."""
 
-    def __init__(self, policy: Any, name: str | None = None, config: Any = None, total_gpus: int = 0):
+    def __init__(
+        self, policy: Any, name: str | None = None, config: Any = None, total_gpus: int = 0
+    ):
         self.policy = policy
         self.name = name or policy.name
         self._discipline = replay_discipline(policy.discipline, config)
         self.oracle = getattr(policy, "oracle", False)
         # Gittins and QSSF learn from finished jobs: they read the history at every key
-        self.ledger = SimLedger() if any(isinstance(p, (GittinsPolicy, QssfPolicy))
-                                         for p in _components(policy)) else LazySimLedger()
+        self.ledger = (
+            SimLedger()
+            if any(isinstance(p, (GittinsPolicy, QssfPolicy)) for p in _components(policy))
+            else LazySimLedger()
+        )
         self.ctx = PolicyContext(now=0.0, ledger=self.ledger, config=config, total_gpus=total_gpus)
         self._charged = False  # GPU types: service charged at type speed (use_charges)
         self.config = config
@@ -139,26 +144,40 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
         self._lease_keys: dict[int, tuple] = {}
         self._run_keys: dict[int, tuple] = {}  # running jobs' lease keys (see lease_moves)
-        self._node_sizes: tuple = (None, {})  # ((nodes, GPUs per node), node -> GPUs) for lease_moves
+        self._node_sizes: tuple = (
+            None,
+            {},
+        )  # ((nodes, GPUs per node), node -> GPUs) for lease_moves
         # a waiting job's place in the lease fill order changes only with its account's
         # standing (no starvation guard): the engine keeps the waiting jobs bucketed
-        self.lease_static_pending = policy.discipline == "lease" and getattr(
-            getattr(policy, "las", None), "starvation_factor", 0) is None
+        self.lease_static_pending = (
+            policy.discipline == "lease"
+            and getattr(getattr(policy, "las", None), "starvation_factor", 0) is None
+        )
         # the lease decision runs at most this often (sim seconds): the daemon's cycle (the
         # site's prioritizer interval, 5 s by default). A slower cadence is no model of the
         # daemon: an account's job of seconds that waits for the next decision is what its
         # finish-time fairness measures
-        self.decide_every_s = (config.prioritizer if config is not None else PrioritizerConfig()).interval_seconds
+        self.decide_every_s = (
+            config.prioritizer if config is not None else PrioritizerConfig()
+        ).interval_seconds
         t = type(policy)
         self.static = t in (FifoPolicy, SjfPolicy) or issubclass(t, (FifoPolicy, SjfPolicy))
         comps = _components(policy)
         starving = any(isinstance(p, LasPolicy) and p.starvation_factor is not None for p in comps)
         self.pending_static = self.static or (
             not isinstance(policy, CombinedPolicy)
-            and (isinstance(policy, (SrtfPolicy, GittinsPolicy)) or (isinstance(policy, LasPolicy) and not starving))
+            and (
+                isinstance(policy, (SrtfPolicy, GittinsPolicy))
+                or (isinstance(policy, LasPolicy) and not starving)
+            )
         )
-        self.pending_piecewise = not self.pending_static and all(isinstance(p, _PIECEWISE) for p in comps)
-        self.running_key_cached = isinstance(policy, (LasPolicy, GittinsPolicy)) or self.pending_piecewise
+        self.pending_piecewise = not self.pending_static and all(
+            isinstance(p, _PIECEWISE) for p in comps
+        )
+        self.running_key_cached = (
+            isinstance(policy, (LasPolicy, GittinsPolicy)) or self.pending_piecewise
+        )
         self.pending_wakes = not self.pending_static
         fs = [p for p in comps if isinstance(p, FairSharePolicy)]
         self.needs_usage = bool(fs)
@@ -171,7 +190,8 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         # jobs finishes while others are still in the cluster; the engine asks ``touched`` for
         # them after the finishes of an event time and re-keys them
         self._batches: dict[str, dict[int, SimJob]] | None = (
-            {} if self.gittins and policy.fresh_batches else None)
+            {} if self.gittins and policy.fresh_batches else None
+        )
         self._moved: dict[str, None] = {}
         if self._batches is None:
             self.touched = None
@@ -181,16 +201,27 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         self._key = policy.key
         self._next = policy.next_key_change
         self._key_next = policy.key_and_next_change
-        self._starving = next((p for p in comps if isinstance(p, LasPolicy) and p.starvation_factor is not None
-                               and p.tiebreak is not None), None)
+        self._starving = next(
+            (
+                p
+                for p in comps
+                if isinstance(p, LasPolicy)
+                and p.starvation_factor is not None
+                and p.tiebreak is not None
+            ),
+            None,
+        )
         # per-account queues (see the engine): the key is the account's fair-share standing
         # combined with a per-job key that is piecewise constant; within one account the
         # standing is the same for every job, so the per-job key alone orders the account's
         # jobs. Only for components whose scores take a few discrete values (LAS queues,
         # deadline levels, class weights), so adding the account's factor cannot merge two
         # different per-job values into one float.
-        self.grouped = bool(fs) and all(isinstance(p, _GROUPABLE) for p in comps) and (
-            type(policy) is FairSharePolicy or isinstance(policy, CombinedPolicy))
+        self.grouped = (
+            bool(fs)
+            and all(isinstance(p, _GROUPABLE) for p in comps)
+            and (type(policy) is FairSharePolicy or isinstance(policy, CombinedPolicy))
+        )
         self._fs_cache: tuple = (None, None, {})  # (now, ledger revision, account -> term)
         self._fs = fs[0] if fs else None
         self._local_key = None
@@ -258,7 +289,9 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         (see the module docstring): a what-if must not take GPUs from work that cannot resume."""
         if self.discipline != "preemptive":
             return
-        self._never = frozenset(j.job_id for j in jobs if resume_kind(j, self.config)[0] == RESUME_NEVER)
+        self._never = frozenset(
+            j.job_id for j in jobs if resume_kind(j, self.config)[0] == RESUME_NEVER
+        )
         if self._never and self._pin is None:
             self._pin = (0.0, None)
 
@@ -292,7 +325,9 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
                 return self._pin_key(sj), (None if until == INF else until)
         if self._starving is not None:
             return self.key(sj, now), self.next_change(sj, now)
-        if self.gittins and self._batches is None:  # the job's step function kept until the policy's table moves
+        if (
+            self.gittins and self._batches is None
+        ):  # the job's step function kept until the policy's table moves
             pol = self.policy
             j = self._sync(sj, now)
             pol._refresh(self.ctx)
@@ -323,7 +358,9 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
             # tiebreak): the policy announces only promotions that change the queue
             las = self._starving
             if not las.promoted(j, now):
-                lift = now + (las.starvation_factor * j.executed_s - (now - j.submit_time - j.executed_s))
+                lift = now + (
+                    las.starvation_factor * j.executed_s - (now - j.submit_time - j.executed_s)
+                )
                 t = lift if t is None else min(t, lift)
         if t is None:
             return None
@@ -335,7 +372,9 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         and the real value is ``-(S + w × factor)``, the same float operations as the policy's
         own sum when fair share is its tier's last term (or one of two). Otherwise the engine
         keeps the per-job path."""
-        tier = next(i for i, parts in enumerate(policy._tier_parts) if any(p is fs for _, p in parts))
+        tier = next(
+            i for i, parts in enumerate(policy._tier_parts) if any(p is fs for _, p in parts)
+        )
         parts = policy._tier_parts[tier]
         if not (parts[-1][1] is fs or len(parts) == 2):
             self.grouped = False
@@ -343,7 +382,9 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         local = copy.copy(policy)
         # weight 0 times the factor (a finite positive number) is 0.0, what the stand-in
         # scores: the same sum, without reading the ledger for every per-job key
-        local._tier_parts = [[(0.0, _NO_SCORE) if p is fs else (w, p) for w, p in ps] for ps in policy._tier_parts]
+        local._tier_parts = [
+            [(0.0, _NO_SCORE) if p is fs else (w, p) for w, p in ps] for ps in policy._tier_parts
+        ]
         local._compile()
         self._local_key = local.key
         self._fs_weight = next(w for w, p in parts if p is fs)
@@ -364,7 +405,7 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         j = self._sync(sj, now)
         if self._fs_index is None:
             n = 0
-            for tbs in self.policy._tier_tiebreaks[:self._fs_tier]:
+            for tbs in self.policy._tier_tiebreaks[: self._fs_tier]:
                 n += 1 + sum(len(tb(j, self.ctx)) for tb in tbs)
             self._fs_index = n
             k = self._local_key(j, self.ctx)
@@ -389,6 +430,7 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         self.ctx.now = now
         factor = self._fs.factors(self.ctx).get  # the factor: this, or 1.0
         if self._local_key is None:
+
             def hk(sj: SimJob) -> tuple:
                 if pinned and sj.running and sj.static_key[0] == -INF:
                     return sj.static_key  # pinned (see _pinned)
@@ -396,6 +438,7 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
                 if t is None:  # -factor (_fair_share_key)
                     t = terms[sj.account] = -factor(sj.account, 1.0)
                 return (t, sj.job.submit_time, sj.job.job_id)
+
             return hk
         splice = self._splice
         w = self._fs_weight
@@ -411,6 +454,7 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
             if t is None:  # w × -(_fair_share_key): negating twice is exact
                 t = terms[sj.account] = w * factor(sj.account, 1.0)
             return splice(lk, t)
+
         return hk
 
     def head_key(self, sj: SimJob, now: float) -> tuple:
@@ -449,8 +493,9 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
             if j.deadline is None and not j.soft_deadlines:
                 self._best_effort_gpus -= j.num_gpus
         service = sj.gpus * sj.served0 if self._charged else sj.attained0
-        self.ledger.add_history(service, j.user, j.name, j.account, j.num_gpus, j.partition,
-                                j.time_limit, batch)
+        self.ledger.add_history(
+            service, j.user, j.name, j.account, j.num_gpus, j.partition, j.time_limit, batch
+        )
 
     def charge(self, account: str, gpu_s: float, now: float) -> None:
         self.ledger.charge(account, gpu_s, now, self.half_life_s)
@@ -478,13 +523,21 @@ def sim_policy_names() -> list[str]:
     return policy_names() + list(ALIASES)
 
 
-def policy_overrides(name: str, *, las_thresholds: Sequence[float] | None = None,
-                     starvation: float | None = None, prior: Sequence[float] = (),
-                     gittins_bins: int | None = None, boost_s: float | None = None,
-                     shares: dict[str, float] | None = None,
-                     half_life_hours: float | None = None, admission: bool | None = None,
-                     admission_share: float | None = None, soft_boost: str | None = None,
-                     lease_s: float | None = None) -> tuple[str, dict[str, Any]]:
+def policy_overrides(
+    name: str,
+    *,
+    las_thresholds: Sequence[float] | None = None,
+    starvation: float | None = None,
+    prior: Sequence[float] = (),
+    gittins_bins: int | None = None,
+    boost_s: float | None = None,
+    shares: dict[str, float] | None = None,
+    half_life_hours: float | None = None,
+    admission: bool | None = None,
+    admission_share: float | None = None,
+    soft_boost: str | None = None,
+    lease_s: float | None = None,
+) -> tuple[str, dict[str, Any]]:
     """The core registry name and ``get_policy`` overrides for a simulator policy name and the
     simulator's options (only options that apply to that policy; ``None`` = from the config)."""
     las: dict[str, Any] = {}
@@ -525,7 +578,9 @@ def policy_overrides(name: str, *, las_thresholds: Sequence[float] | None = None
     return name, {}
 
 
-def make_ranker(name: str, *, config: Any = None, total_gpus: int = 0, **options: Any) -> PolicyRanker:
+def make_ranker(
+    name: str, *, config: Any = None, total_gpus: int = 0, **options: Any
+) -> PolicyRanker:
     """The core policy called ``name`` (with the simulator's options as overrides), wrapped.
     Raises ValueError naming the allowed names."""
     if name not in ALIASES and name not in policy_names():

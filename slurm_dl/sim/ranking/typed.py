@@ -19,8 +19,17 @@ from ..engine.state import SimJob
 
 INF = math.inf
 # Policies whose running keys change only with attained service (with no starvation guard).
-_SERVICE_ONLY = (LasPolicy, GittinsPolicy, QssfPolicy, FairSharePolicy, FairShareLeasePolicy, FifoPolicy,
-                 SjfPolicy, SrtfPolicy, ClassPolicy)
+_SERVICE_ONLY = (
+    LasPolicy,
+    GittinsPolicy,
+    QssfPolicy,
+    FairSharePolicy,
+    FairShareLeasePolicy,
+    FifoPolicy,
+    SjfPolicy,
+    SrtfPolicy,
+    ClassPolicy,
+)
 
 
 class ChargedRanking:
@@ -41,9 +50,12 @@ class ChargedRanking:
         self.held_unit = held_unit
         pol = self.policy
         comps = list(pol.components.values()) if isinstance(pol, CombinedPolicy) else [pol]
-        self._service_only = all(isinstance(p, _SERVICE_ONLY) and getattr(p, "starvation_factor", None) is None
-                                 and getattr(getattr(p, "las", None), "starvation_factor", None) is None
-                                 for p in comps)
+        self._service_only = all(
+            isinstance(p, _SERVICE_ONLY)
+            and getattr(p, "starvation_factor", None) is None
+            and getattr(getattr(p, "las", None), "starvation_factor", None) is None
+            for p in comps
+        )
         plain_key_next, plain_next = self.key_and_next, self.next_change
 
         def key_and_next(sj: SimJob, now: float):
@@ -90,4 +102,3 @@ class ChargedRanking:
         for sj in running:
             held[sj.account] = held.get(sj.account, 0) + held_milli(sj, self.held_unit)
         return {a: s._replace(held=held.get(a, 0) / 1000) for a, s in st.items()}
-

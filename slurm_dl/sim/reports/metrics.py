@@ -95,14 +95,20 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
         out["per_type"] = per_type
     per: dict[str, dict] = {}
     for sj in jobs:
-        a = per.setdefault(sj.account, {"jobs": 0, "sum_jct": 0.0, "sum_queue": 0.0, "preemptions": 0})
+        a = per.setdefault(
+            sj.account, {"jobs": 0, "sum_jct": 0.0, "sum_queue": 0.0, "preemptions": 0}
+        )
         a["jobs"] += 1
         a["sum_jct"] += jct(sj)
         a["sum_queue"] += sj.queue_s
         a["preemptions"] += sj.preemptions
     out["per_account"] = {
-        k: {"jobs": v["jobs"], "avg_jct_s": v["sum_jct"] / v["jobs"], "avg_queue_s": v["sum_queue"] / v["jobs"],
-            "preemptions": v["preemptions"]}
+        k: {
+            "jobs": v["jobs"],
+            "avg_jct_s": v["sum_jct"] / v["jobs"],
+            "avg_queue_s": v["sum_queue"] / v["jobs"],
+            "preemptions": v["preemptions"],
+        }
         for k, v in sorted(per.items())
     }
     return out
@@ -117,9 +123,14 @@ def type_utilisation(results: Sequence[ClusterResult], makespan: float) -> dict[
             row = acc.setdefault(t, [0, 0.0])
             row[0] += n
             row[1] += busy
-    return {t: {"gpus": n, "gpu_hours": busy / 3600.0,
-                "utilization": busy / (n * makespan) if n and makespan > 0 else 0.0}
-            for t, (n, busy) in acc.items()}
+    return {
+        t: {
+            "gpus": n,
+            "gpu_hours": busy / 3600.0,
+            "utilization": busy / (n * makespan) if n and makespan > 0 else 0.0,
+        }
+        for t, (n, busy) in acc.items()
+    }
 
 
 def _recorded_start(job) -> float | None:
@@ -130,8 +141,11 @@ def _recorded_start(job) -> float | None:
 def start_errors(sims: Sequence[SimJob]) -> dict | None:
     """Median and p90 of |replayed start - recorded start| over the jobs of a history (None
     for a trace without recorded starts)."""
-    errors = sorted(abs(sj.first_start - r) for sj in sims
-                    if sj.first_start is not None and (r := _recorded_start(sj.job)) is not None)
+    errors = sorted(
+        abs(sj.first_start - r)
+        for sj in sims
+        if sj.first_start is not None and (r := _recorded_start(sj.job)) is not None
+    )
     if not errors:
         return None
     return {"jobs": len(errors), "median": percentile(errors, 50), "p90": percentile(errors, 90)}
@@ -141,15 +155,23 @@ def recorded_figures(jobs: Sequence) -> dict | None:
     """What the history itself says, to set beside a replay: mean, median and p99 JCT, mean
     wait and makespan of the jobs with a recorded start (None when none has one); a job's end
     is its recorded end (else its first start plus its run time)."""
-    rows = [(j.submit_time, r, float(j.tags.get("recorded_end") or r + j.duration))
-            for j in jobs if (r := _recorded_start(j)) is not None]
+    rows = [
+        (j.submit_time, r, float(j.tags.get("recorded_end") or r + j.duration))
+        for j in jobs
+        if (r := _recorded_start(j)) is not None
+    ]
     if not rows:
         return None
     jcts = sorted(e - s for s, _r, e in rows)
     n = len(rows)
-    return {"jobs": n, "avg_jct_s": sum(jcts) / n, "median_jct_s": percentile(jcts, 50),
-            "p99_jct_s": percentile(jcts, 99), "avg_queue_s": sum(r - s for s, r, _e in rows) / n,
-            "makespan_s": max(e for _s, _r, e in rows) - min(s for s, _r, _e in rows)}
+    return {
+        "jobs": n,
+        "avg_jct_s": sum(jcts) / n,
+        "median_jct_s": percentile(jcts, 50),
+        "p99_jct_s": percentile(jcts, 99),
+        "avg_queue_s": sum(r - s for s, r, _e in rows) / n,
+        "makespan_s": max(e for _s, _r, e in rows) - min(s for s, _r, _e in rows),
+    }
 
 
 def add_fairness(summary: dict, isolated_avg_jct: dict[str, float] | None) -> None:
@@ -173,7 +195,9 @@ def add_fairness(summary: dict, isolated_avg_jct: dict[str, float] | None) -> No
     summary["max_rho"] = max(rhos) if rhos else 1.0
 
 
-def queue_series(results: Sequence[ClusterResult], points: int = 2000) -> tuple[list[float], list[int]]:
+def queue_series(
+    results: Sequence[ClusterResult], points: int = 2000
+) -> tuple[list[float], list[int]]:
     """Pending-job count over time (all clusters together), down-sampled to about ``points``.
     The count at a time is the one after everything at that time: a job that starts in the
     second it was submitted never shows as a start before its submission (below zero)."""

@@ -22,7 +22,11 @@ def write_plots(out_dir: Path, runs: Sequence[tuple[str, list]]) -> list[Path]:
         n = len(xs)
         step = max(1, n // 2000)
         pts = xs[::step] + ([xs[-1]] if xs else [])
-        ax.plot(pts, [min(1.0, (i * step + 1) / n) for i in range(len(pts) - 1)] + [1.0] if pts else [], label=name)
+        ax.plot(
+            pts,
+            [min(1.0, (i * step + 1) / n) for i in range(len(pts) - 1)] + [1.0] if pts else [],
+            label=name,
+        )
     ax.set_xscale("log")
     ax.set_xlabel("JCT (s)")
     ax.set_ylabel("fraction of jobs")

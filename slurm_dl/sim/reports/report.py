@@ -19,8 +19,15 @@ from typing import Sequence
 from . import svgchart
 from .metrics import jct, queue_series
 
-GPU_BUCKETS = ((1, 1, "1"), (2, 2, "2"), (3, 4, "3-4"), (5, 8, "5-8"), (9, 16, "9-16"), (17, 32, "17-32"),
-               (33, 10 ** 9, "33+"))
+GPU_BUCKETS = (
+    (1, 1, "1"),
+    (2, 2, "2"),
+    (3, 4, "3-4"),
+    (5, 8, "5-8"),
+    (9, 16, "9-16"),
+    (17, 32, "17-32"),
+    (33, 10**9, "33+"),
+)
 MAX_ACCOUNTS = 25
 
 
@@ -50,7 +57,9 @@ def jct_cdf(results, points: int = 200) -> tuple[list[float], list[float]]:
     return [xs[i] / 3600 for i in idx], [(i + 1) / n for i in idx]
 
 
-def utilisation_series(results, t0: float, t1: float, bins: int = 200) -> tuple[list[float], list[float]]:
+def utilisation_series(
+    results, t0: float, t1: float, bins: int = 200
+) -> tuple[list[float], list[float]]:
     """(days since ``t0``, busy GPUs / total GPUs averaged over each bin). A job counts its GPUs
     from its first start to its end; a preempted job (its run segments are not recorded) counts
     its executed GPU time spread evenly over that span, so the curve is approximate there (and
@@ -83,7 +92,9 @@ def utilisation_series(results, t0: float, t1: float, bins: int = 200) -> tuple[
                 i += 1
         last = max(last, t)
         level += d
-    return [(edges[i] + width / 2 - t0) / 86400 for i in range(bins)], [min(1.0, a / (width * total)) for a in area]
+    return [(edges[i] + width / 2 - t0) / 86400 for i in range(bins)], [
+        min(1.0, a / (width * total)) for a in area
+    ]
 
 
 def wait_by_gpus(results) -> dict[str, tuple[int, float]]:
@@ -96,7 +107,9 @@ def wait_by_gpus(results) -> dict[str, tuple[int, float]]:
             acc = sums.setdefault(label, [0, 0.0])
             acc[0] += 1
             acc[1] += sj.queue_s
-    return {b: (int(sums[b][0]), sums[b][1] / sums[b][0] / 3600) for _, _, b in GPU_BUCKETS if b in sums}
+    return {
+        b: (int(sums[b][0]), sums[b][1] / sums[b][0] / 3600) for _, _, b in GPU_BUCKETS if b in sums
+    }
 
 
 def _downsample(xs: list, ys: list, points: int) -> tuple[list, list]:
@@ -127,22 +140,51 @@ def figures(runs: Sequence[ReportRun]) -> dict:
     accounts = _accounts(runs)
     return {
         "names": names,
-        "jct_cdf": svgchart.line_chart("JCT CDF", cdfs, "job completion time (hours, log scale)",
-                                       "fraction of jobs", log_x=True, y_max=1.0, y_percent=True),
-        "queue": svgchart.line_chart("Pending jobs over time", queues, "days since the first submission",
-                                     "pending jobs", step=True),
-        "utilisation": svgchart.line_chart("GPU utilisation over time", utils, "days since the first submission",
-                                           "busy GPUs / all GPUs", y_max=1.0, y_percent=True),
-        "wait_by_gpus": svgchart.bar_chart("Mean queueing delay by GPU count", [f"{b} GPU" for b in buckets],
-                                           [(r.name, [w[b][1] if b in w else None for b in buckets])
-                                            for r, w in zip(runs, waits)], "mean wait (hours)"),
+        "jct_cdf": svgchart.line_chart(
+            "JCT CDF",
+            cdfs,
+            "job completion time (hours, log scale)",
+            "fraction of jobs",
+            log_x=True,
+            y_max=1.0,
+            y_percent=True,
+        ),
+        "queue": svgchart.line_chart(
+            "Pending jobs over time",
+            queues,
+            "days since the first submission",
+            "pending jobs",
+            step=True,
+        ),
+        "utilisation": svgchart.line_chart(
+            "GPU utilisation over time",
+            utils,
+            "days since the first submission",
+            "busy GPUs / all GPUs",
+            y_max=1.0,
+            y_percent=True,
+        ),
+        "wait_by_gpus": svgchart.bar_chart(
+            "Mean queueing delay by GPU count",
+            [f"{b} GPU" for b in buckets],
+            [(r.name, [w[b][1] if b in w else None for b in buckets]) for r, w in zip(runs, waits)],
+            "mean wait (hours)",
+        ),
         "wait_rows": [(b, [w.get(b) for w in waits]) for b in buckets],
         "accounts": accounts,
-        "accounts_left_out": max(0, len({a for r in runs for a in r.summary.get("per_account", {})}) - len(accounts)),
-        "account_rows": [(a, [r.summary.get("per_account", {}).get(a) for r in runs]) for a in accounts],
+        "accounts_left_out": max(
+            0, len({a for r in runs for a in r.summary.get("per_account", {})}) - len(accounts)
+        ),
+        "account_rows": [
+            (a, [r.summary.get("per_account", {}).get(a) for r in runs]) for a in accounts
+        ],
         "type_rows": type_rows(runs),
-        "max_rho_chart": svgchart.bar_chart("Worst finish-time fairness (max ρ)", ["max ρ"],
-                                            [(r.name, [r.summary.get("max_rho")]) for r in runs], "max ρ"),
+        "max_rho_chart": svgchart.bar_chart(
+            "Worst finish-time fairness (max ρ)",
+            ["max ρ"],
+            [(r.name, [r.summary.get("max_rho")]) for r in runs],
+            "max ρ",
+        ),
     }
 
 
@@ -152,8 +194,10 @@ def type_rows(runs: Sequence[ReportRun]) -> list[tuple[str, int, list]]:
     for r in runs:
         for t, row in r.summary.get("per_type", {}).items():
             types.setdefault(t, row["gpus"])
-    return [(t, n, [r.summary.get("per_type", {}).get(t, {}).get("utilization") for r in runs])
-            for t, n in types.items()]
+    return [
+        (t, n, [r.summary.get("per_type", {}).get(t, {}).get("utilization") for r in runs])
+        for t, n in types.items()
+    ]
 
 
 def _accounts(runs: Sequence[ReportRun]) -> list[str]:
@@ -169,7 +213,9 @@ def _template():
     import jinja2
 
     text = resources.files(__package__).joinpath("report.html.j2").read_text(encoding="utf-8")
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
+    )
     env.filters["h"] = lambda v, spec=".2f": "–" if v is None else format(v / 3600, spec)
     env.filters["num"] = lambda v, spec=".2f": "–" if v is None else format(v, spec)
     return env.from_string(text)
@@ -193,9 +239,16 @@ def changes(runs: Sequence[ReportRun]) -> list[dict]:
         if r.config == configs[0] or b is None:
             continue
         s = r.summary
-        out.append({"policy": r.policy, "config": r.config, "against": configs[0],
-                    "jct": _pct(s["avg_jct_s"], b["avg_jct_s"]), "wait": _pct(s["avg_queue_s"], b["avg_queue_s"]),
-                    "rho": _pct(s.get("max_rho"), b.get("max_rho"))})
+        out.append(
+            {
+                "policy": r.policy,
+                "config": r.config,
+                "against": configs[0],
+                "jct": _pct(s["avg_jct_s"], b["avg_jct_s"]),
+                "wait": _pct(s["avg_queue_s"], b["avg_queue_s"]),
+                "rho": _pct(s.get("max_rho"), b.get("max_rho")),
+            }
+        )
     return out
 
 
@@ -206,14 +259,24 @@ def best(runs: Sequence[ReportRun]) -> list[tuple[str, str]]:
         return []
     fast = min(runs, key=lambda r: (r.summary["avg_jct_s"], r.name))
     rho = fast.summary.get("max_rho")
-    out = [(fast.name, f"lowest mean JCT, {fast.summary['avg_jct_s'] / 3600:.2f} h"
-            + (f"; its worst ρ is {rho:.2f}" if rho is not None else ""))]
+    out = [
+        (
+            fast.name,
+            f"lowest mean JCT, {fast.summary['avg_jct_s'] / 3600:.2f} h"
+            + (f"; its worst ρ is {rho:.2f}" if rho is not None else ""),
+        )
+    ]
     fair = [r for r in runs if r.summary.get("max_rho") is not None]
     if fair:
         f = min(fair, key=lambda r: (r.summary["max_rho"], r.summary["avg_jct_s"], r.name))
         if f is not fast:
-            out.append((f.name, f"fairest: worst ρ {f.summary['max_rho']:.2f}, mean JCT "
-                                f"{f.summary['avg_jct_s'] / 3600:.2f} h"))
+            out.append(
+                (
+                    f.name,
+                    f"fairest: worst ρ {f.summary['max_rho']:.2f}, mean JCT "
+                    f"{f.summary['avg_jct_s'] / 3600:.2f} h",
+                )
+            )
     return out
 
 
@@ -229,10 +292,18 @@ def render(runs: Sequence[ReportRun], meta: dict) -> str:
         figs[k] = Markup(figs[k])
     deadline = [r for r in runs if "deadline_hit_rate" in r.summary]
     idle = [r for r in runs if r.summary.get("idle")]
-    return _template().render(runs=runs, figs=figs, meta=meta, deadline=deadline, idle=idle,
-                              several_configs=len({r.config for r in runs}) > 1, changes=changes(runs),
-                              best=best(runs), recorded=meta.get("recorded"),
-                              errors=any(r.summary.get("start_error_s") for r in runs))
+    return _template().render(
+        runs=runs,
+        figs=figs,
+        meta=meta,
+        deadline=deadline,
+        idle=idle,
+        several_configs=len({r.config for r in runs}) > 1,
+        changes=changes(runs),
+        best=best(runs),
+        recorded=meta.get("recorded"),
+        errors=any(r.summary.get("start_error_s") for r in runs),
+    )
 
 
 def write_report(out_dir: Path, runs: Sequence[ReportRun], meta: dict) -> Path:

@@ -64,12 +64,20 @@ def _frame(title: str, x_label: str, y_label: str) -> list[str]:
 def _axes(out: list[str], xticks, yticks, sx, sy, x_text=_fmt, y_text=_fmt) -> None:
     for v in yticks:
         y = sy(v)
-        out.append(f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>')
-        out.append(f'<text class="tick" x="{LEFT - 5}" y="{y + 4:.1f}" text-anchor="end">{escape(y_text(v))}</text>')
+        out.append(
+            f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>'
+        )
+        out.append(
+            f'<text class="tick" x="{LEFT - 5}" y="{y + 4:.1f}" text-anchor="end">{escape(y_text(v))}</text>'
+        )
     for v in xticks:
         x = sx(v)
-        out.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{H - BOTTOM}" stroke="#e5e5e5"/>')
-        out.append(f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{escape(x_text(v))}</text>')
+        out.append(
+            f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{H - BOTTOM}" stroke="#e5e5e5"/>'
+        )
+        out.append(
+            f'<text class="tick" x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{escape(x_text(v))}</text>'
+        )
 
 
 def legend(names: Sequence[str]) -> str:
@@ -78,12 +86,22 @@ def legend(names: Sequence[str]) -> str:
         colour, dash = style(i)
         items.append(
             f'<span class="key"><svg width="26" height="10" aria-hidden="true"><line x1="0" x2="26" y1="5" y2="5"'
-            f' stroke="{colour}" stroke-width="3" stroke-dasharray="{dash}"/></svg>{escape(name)}</span>')
+            f' stroke="{colour}" stroke-width="3" stroke-dasharray="{dash}"/></svg>{escape(name)}</span>'
+        )
     return '<div class="legend">' + "".join(items) + "</div>"
 
 
-def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str, *, log_x: bool = False,
-               step: bool = False, y_max: float | None = None, y_percent: bool = False) -> str:
+def line_chart(
+    title: str,
+    series: Sequence[Series],
+    x_label: str,
+    y_label: str,
+    *,
+    log_x: bool = False,
+    step: bool = False,
+    y_max: float | None = None,
+    y_percent: bool = False,
+) -> str:
     """One line per series; ``log_x``: logarithmic x axis (values ≤ 0 are left out); ``step``:
     a step line (value holds until the next point)."""
     pts = [(n, [(x, y) for x, y in zip(xs, ys) if not log_x or x > 0]) for n, xs, ys in series]
@@ -96,8 +114,8 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
     if log_x:
         lo_e, hi_e = math.floor(math.log10(x_lo)), math.ceil(math.log10(x_hi))
         hi_e = hi_e if hi_e > lo_e else lo_e + 1
-        x_lo, x_hi = 10.0 ** lo_e, 10.0 ** hi_e
-        xticks = [10.0 ** e for e in range(lo_e, hi_e + 1)]
+        x_lo, x_hi = 10.0**lo_e, 10.0**hi_e
+        xticks = [10.0**e for e in range(lo_e, hi_e + 1)]
 
         def fx(v: float) -> float:
             return (math.log10(v) - lo_e) / (hi_e - lo_e)
@@ -116,8 +134,14 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
 
     out = _frame(title, x_label, y_label)
     yticks = [t for t in _nice_ticks(0.0, y_hi) if t <= y_hi * 1.0001]
-    _axes(out, [t for t in xticks if x_lo <= t <= x_hi * 1.0001], yticks, sx, sy,
-          y_text=(lambda v: f"{v:.0%}") if y_percent else _fmt)
+    _axes(
+        out,
+        [t for t in xticks if x_lo <= t <= x_hi * 1.0001],
+        yticks,
+        sx,
+        sy,
+        y_text=(lambda v: f"{v:.0%}") if y_percent else _fmt,
+    )
     for i, (name, ps) in enumerate(pts):
         if not ps:
             continue
@@ -129,14 +153,20 @@ def line_chart(title: str, series: Sequence[Series], x_label: str, y_label: str,
             coords.append(f"{sx(x):.1f},{sy(y):.1f}")
         if len(coords) == 1:
             coords.append(coords[0])
-        out.append(f'<polyline class="series" data-series="{escape(name)}" fill="none" stroke="{colour}"'
-                   f' stroke-width="1.8" stroke-dasharray="{dash}" points="{" ".join(coords)}"/>')
+        out.append(
+            f'<polyline class="series" data-series="{escape(name)}" fill="none" stroke="{colour}"'
+            f' stroke-width="1.8" stroke-dasharray="{dash}" points="{" ".join(coords)}"/>'
+        )
     out.append("</svg>")
     return "\n".join(out) + legend([n for n, _ in pts])
 
 
-def bar_chart(title: str, groups: Sequence[str], series: Sequence[tuple[str, Sequence[float | None]]],
-              y_label: str) -> str:
+def bar_chart(
+    title: str,
+    groups: Sequence[str],
+    series: Sequence[tuple[str, Sequence[float | None]]],
+    y_label: str,
+) -> str:
     """Grouped bars: for each group (x position) one bar per series; ``None`` draws no bar."""
     vals = [v for _, vs in series for v in vs if v is not None]
     if not groups or not vals:
@@ -152,20 +182,28 @@ def bar_chart(title: str, groups: Sequence[str], series: Sequence[tuple[str, Seq
 
     for v in [t for t in _nice_ticks(0.0, y_hi) if t <= y_hi * 1.0001]:
         y = sy(v)
-        out.append(f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>')
-        out.append(f'<text class="tick" x="{LEFT - 5}" y="{y + 4:.1f}" text-anchor="end">{escape(_fmt(v))}</text>')
+        out.append(
+            f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>'
+        )
+        out.append(
+            f'<text class="tick" x="{LEFT - 5}" y="{y + 4:.1f}" text-anchor="end">{escape(_fmt(v))}</text>'
+        )
     for g, label in enumerate(groups):
         x0 = LEFT + g * gw + gw * 0.1
-        out.append(f'<text class="tick" x="{LEFT + (g + 0.5) * gw:.1f}" y="{H - BOTTOM + 16}"'
-                   f' text-anchor="middle">{escape(label)}</text>')
+        out.append(
+            f'<text class="tick" x="{LEFT + (g + 0.5) * gw:.1f}" y="{H - BOTTOM + 16}"'
+            f' text-anchor="middle">{escape(label)}</text>'
+        )
         for i, (name, vs) in enumerate(series):
             v = vs[g] if g < len(vs) else None
             if v is None:
                 continue
             colour, _ = style(i)
             y = sy(v)
-            out.append(f'<rect class="bar" data-series="{escape(name)}" x="{x0 + i * bw:.1f}" y="{y:.1f}"'
-                       f' width="{max(bw - 1, 1):.1f}" height="{H - BOTTOM - y:.1f}" fill="{colour}">'
-                       f"<title>{escape(name)} {escape(label)}: {escape(_fmt(v))}</title></rect>")
+            out.append(
+                f'<rect class="bar" data-series="{escape(name)}" x="{x0 + i * bw:.1f}" y="{y:.1f}"'
+                f' width="{max(bw - 1, 1):.1f}" height="{H - BOTTOM - y:.1f}" fill="{colour}">'
+                f"<title>{escape(name)} {escape(label)}: {escape(_fmt(v))}</title></rect>"
+            )
     out.append("</svg>")
     return "\n".join(out) + legend([n for n, _ in series])

@@ -31,8 +31,14 @@ class Planned(NamedTuple):
 
 def default_prior(trace: Path) -> Path | None:
     """The Gittins prior beside the shared traces (Tiresias' job durations), when there is one."""
-    for cand in (trace.parent.parent / "tiresias" / "yarn-gput1000.csv",
-                 Path(__file__).resolve().parents[3].parent / "shared" / "traces" / "tiresias" / "yarn-gput1000.csv"):
+    for cand in (
+        trace.parent.parent / "tiresias" / "yarn-gput1000.csv",
+        Path(__file__).resolve().parents[3].parent
+        / "shared"
+        / "traces"
+        / "tiresias"
+        / "yarn-gput1000.csv",
+    ):
         if cand.is_file():
             return cand
     return None
@@ -47,7 +53,9 @@ def plan(policy, variants, configs, several) -> list[Planned]:
     for asked in policy:
         if asked == SITE_POLICY:
             if not configs:
-                raise SlurmDLError("--policy site: replays each --config's own [policy] mix; give --config")
+                raise SlurmDLError(
+                    "--policy site: replays each --config's own [policy] mix; give --config"
+                )
         else:
             try:
                 make_ranker(asked)  # fail fast on a bad name
@@ -55,34 +63,59 @@ def plan(policy, variants, configs, several) -> list[Planned]:
                 raise SlurmDLError(f"--policy: {e}") from None
         for v in variants:
             name = v.cfg.policy.mix if asked == SITE_POLICY else asked
-            sets = v.thr_sets if name in ("las", "deadline-las") and len(v.thr_sets) > 1 else [
-                v.thr_sets[0] if v.thr_sets else None]
+            sets = (
+                v.thr_sets
+                if name in ("las", "deadline-las") and len(v.thr_sets) > 1
+                else [v.thr_sets[0] if v.thr_sets else None]
+            )
             for thr in sets:
                 label = name if len(sets) == 1 else f"{name}[{','.join(f'{x:g}' for x in thr)}]"
                 if asked == SITE_POLICY:
                     label = f"site: {label}"
-                planned.append(Planned(label, name, thr, v, SITE_GROUP if asked == SITE_POLICY else label))
+                planned.append(
+                    Planned(label, name, thr, v, SITE_GROUP if asked == SITE_POLICY else label)
+                )
     if several:  # side by side: each policy's rows together, in the configs' order
         order = list(dict.fromkeys(p[4] for p in planned))
         planned.sort(key=lambda p: (order.index(p[4]), variants.index(p[3])))
     return planned
 
 
-def via_slurm_choice(via_slurm: bool, partition: str | None, time_limit: str | None, first_cfg) -> tuple | None:
+def via_slurm_choice(
+    via_slurm: bool, partition: str | None, time_limit: str | None, first_cfg
+) -> tuple | None:
     """--via-slurm: (partition, minutes per task), the first --config's [simulate] giving the
     defaults; None: the replays run here."""
     if via_slurm:
         from ...slurm.sim_array import parse_time_limit
+
         sc = getattr(first_cfg, "simulate", None)
-        return (partition or (sc.partition if sc else None),
-                parse_time_limit(time_limit) if time_limit else (sc.time_minutes if sc else parse_time_limit(None)))
+        return (
+            partition or (sc.partition if sc else None),
+            parse_time_limit(time_limit)
+            if time_limit
+            else (sc.time_minutes if sc else parse_time_limit(None)),
+        )
     if partition or time_limit:
         raise SlurmDLError("--partition, --time: only with --via-slurm")
     return None
 
 
-def replay(planned, jobs, variants, *, prior, deadline_boost, slurm_backfill, progress, alert: Callable[[str], None],
-           workers=None, keep_results=True, via_slurm=None, on_run: Callable | None = None):
+def replay(
+    planned,
+    jobs,
+    variants,
+    *,
+    prior,
+    deadline_boost,
+    slurm_backfill,
+    progress,
+    alert: Callable[[str], None],
+    workers=None,
+    keep_results=True,
+    via_slurm=None,
+    on_run: Callable | None = None,
+):
     """Run the planned policies' replays (each policy's cluster runs and fairness runs are
     independent tasks: here, or in ``workers`` local processes) and hand each policy's run to
     ``on_run`` once it and every policy before it have finished, so the output is the same
@@ -96,8 +129,12 @@ def replay(planned, jobs, variants, *, prior, deadline_boost, slurm_backfill, pr
     from ..simulate import clusters_for, merge, replays, run_replay
 
     several = len(variants) > 1
-    factories = [RankerRecipe(name, thr, v.starvation, prior, deadline_boost, v.setup.shares, v.cfg, slurm_backfill)
-                 for _label, name, thr, v, _group in planned]
+    factories = [
+        RankerRecipe(
+            name, thr, v.starvation, prior, deadline_boost, v.setup.shares, v.cfg, slurm_backfill
+        )
+        for _label, name, thr, v, _group in planned
+    ]
     per_run = [replays(jobs, p[3].setup) for p in planned]
     tasks = [Task(k, t) for k, ts in enumerate(per_run) for t in ts]
     # each policy's replays largest first, policies in their order: rows come in early and the
@@ -111,8 +148,14 @@ def replay(planned, jobs, variants, *, prior, deadline_boost, slurm_backfill, pr
     def execute(task, on_finish):
         k, t = task
         v = planned[k][3]  # no per-job results wanted: only the summary comes back
-        return run_replay(jobs, factories[k], v.setup, t, on_finish=on_finish,
-                          summary_only=not keep_results and v.idle is None)
+        return run_replay(
+            jobs,
+            factories[k],
+            v.setup,
+            t,
+            on_finish=on_finish,
+            summary_only=not keep_results and v.idle is None,
+        )
 
     def unpack(i, output):
         k, t = tasks[i]
@@ -126,8 +169,9 @@ def replay(planned, jobs, variants, *, prior, deadline_boost, slurm_backfill, pr
         _advance()
 
     def _advance():
-        while cursor[0] < len(planned) and (cursor[0] in failed_runs
-                                            or len(outputs[cursor[0]]) == len(per_run[cursor[0]])):
+        while cursor[0] < len(planned) and (
+            cursor[0] in failed_runs or len(outputs[cursor[0]]) == len(per_run[cursor[0]])
+        ):
             if cursor[0] not in failed_runs:
                 _finish_run(cursor[0])
             cursor[0] += 1
@@ -138,10 +182,19 @@ def replay(planned, jobs, variants, *, prior, deadline_boost, slurm_backfill, pr
         outputs[k] = {t: None for t in per_run[k]}  # the merged run holds them now
         if v.idle is not None:
             from ..idle_replay import what_if
-            summary["idle"] = {**v.idle["label"], **what_if(jobs, v.idle["outcomes"], v.idle["config"], factories[k],
-                                                             v.setup, results)}
+
+            summary["idle"] = {
+                **v.idle["label"],
+                **what_if(
+                    jobs, v.idle["outcomes"], v.idle["config"], factories[k], v.setup, results
+                ),
+            }
         progress.clear()
-        runs.append(ReportRun(label, v.label if several else None, summary, results if keep_results else [], k))
+        runs.append(
+            ReportRun(
+                label, v.label if several else None, summary, results if keep_results else [], k
+            )
+        )
         if on_run is not None:
             on_run(runs[-1])
 
@@ -151,16 +204,32 @@ def replay(planned, jobs, variants, *, prior, deadline_boost, slurm_backfill, pr
     try:
         if via_slurm is not None:
             only = [not keep_results and p[3].idle is None for p in planned]
-            failed = via_slurm_array(tasks, jobs, factories, planned, via_slurm, only,
-                                     on_done=lambda i, o: on_done(i, unpack(i, o)),
-                                     tick=progress.tick,
-                                     name_of=lambda i: task_name(planned[tasks[i].run], tasks[i].replay, several),
-                                     alert=alert, progress=progress)
+            failed = via_slurm_array(
+                tasks,
+                jobs,
+                factories,
+                planned,
+                via_slurm,
+                only,
+                on_done=lambda i, o: on_done(i, unpack(i, o)),
+                tick=progress.tick,
+                name_of=lambda i: task_name(planned[tasks[i].run], tasks[i].replay, several),
+                alert=alert,
+                progress=progress,
+            )
             failed_runs.update(tasks[f.index].run for f in failed)
             _advance()
         else:
-            run_tasks(tasks, execute, on_done, workers=workers_for(workers, tasks, lambda t: t.jobs),
-                      order=order, tick=progress.tick, pack=_pack, unpack=unpack)
+            run_tasks(
+                tasks,
+                execute,
+                on_done,
+                workers=workers_for(workers, tasks, lambda t: t.jobs),
+                order=order,
+                tick=progress.tick,
+                pack=_pack,
+                unpack=unpack,
+            )
     except ReplayFailed as e:
         progress.clear()
         v = planned[tasks[e.index][0]][3]
@@ -177,17 +246,24 @@ def task_name(plan, replay, several: bool) -> str:
     """A replay in words: ``las: the shared cluster``, ``las: account vc1 alone``."""
     label = plan[0] if not several else f"{plan[0]} @ {plan[3].label}"
     if replay.kind == "cluster":
-        return f"{label}: the {replay.name} cluster" if replay.name == "shared" else f"{label}: cluster {replay.name}"
+        return (
+            f"{label}: the {replay.name} cluster"
+            if replay.name == "shared"
+            else f"{label}: cluster {replay.name}"
+        )
     return f"{label}: account {replay.name} alone"
 
 
-def via_slurm_array(tasks, jobs, recipes, planned, via, summary_only, *, on_done, tick, name_of, alert,
-                    progress) -> list:
+def via_slurm_array(
+    tasks, jobs, recipes, planned, via, summary_only, *, on_done, tick, name_of, alert, progress
+) -> list:
     """The replays as one Slurm job array; the failed ones (each said, with its log)."""
     from ...slurm.sim_array import WorkFolder, run_array
 
     partition, minutes = via
-    work = WorkFolder.create(Path.cwd())  # fresh, unguessable, 0700; refused where others could swap it
+    work = WorkFolder.create(
+        Path.cwd()
+    )  # fresh, unguessable, 0700; refused where others could swap it
     folder = work.path
 
     def say(line: str) -> None:  # a path stays whole on a line of its own
@@ -195,9 +271,23 @@ def via_slurm_array(tasks, jobs, recipes, planned, via, summary_only, *, on_done
         text, _, path = line.partition("\0")
         alert(wrap(text) + (f"\n  {path}" if path else ""))
 
-    inputs = {"jobs": jobs, "recipes": recipes, "setups": [p[3].setup for p in planned], "summary_only": summary_only}
-    failed = run_array(tasks, inputs, on_done,
-                       work=work, partition=partition, time_min=minutes, name_of=name_of, tick=tick, say=say)
+    inputs = {
+        "jobs": jobs,
+        "recipes": recipes,
+        "setups": [p[3].setup for p in planned],
+        "summary_only": summary_only,
+    }
+    failed = run_array(
+        tasks,
+        inputs,
+        on_done,
+        work=work,
+        partition=partition,
+        time_min=minutes,
+        name_of=name_of,
+        tick=tick,
+        say=say,
+    )
     progress.clear()
     for f in failed:
         say(f"replay {name_of(f.index)} (Slurm job {f.job_id}) failed: {f.why}; its log:\0{f.log}")

@@ -14,12 +14,21 @@ from typing import TextIO
 
 def _clock(s: float) -> str:
     s = max(0, int(s))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    return (
+        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )
 
 
 class Progress:
-    def __init__(self, stream: TextIO | None = None, *, enabled: bool = True, after_s: float = 2.0,
-                 every_s: float = 0.25, width: int = 79) -> None:
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        enabled: bool = True,
+        after_s: float = 2.0,
+        every_s: float = 0.25,
+        width: int = 79,
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
         self.after_s, self.every_s, self.width = after_s, every_s, width
@@ -61,8 +70,10 @@ class Progress:
         eta = _clock(elapsed * (1 - frac) / frac) if frac >= 0.01 else "–"
         day = (now - self.span[0]) / 86400.0
         days = (self.span[1] - self.span[0]) / 86400.0
-        text = (f"{self.label}: day {day:.0f}/{days:.0f}, {done}/{self.total_jobs} jobs, "
-                f"{_clock(elapsed)} elapsed, ETA {eta}")
+        text = (
+            f"{self.label}: day {day:.0f}/{days:.0f}, {done}/{self.total_jobs} jobs, "
+            f"{_clock(elapsed)} elapsed, ETA {eta}"
+        )
         self._draw(text, frac)
 
     def begin_tasks(self, tasks: int, jobs: int) -> None:
@@ -80,8 +91,10 @@ class Progress:
         frac = min(1.0, jobs_done / self.total_jobs)
         elapsed = t - self.t0
         eta = _clock(elapsed * (1 - frac) / frac) if frac >= 0.01 else "–"
-        text = (f"{tasks_done}/{self.total_tasks} replays, {jobs_done}/{self.total_jobs} jobs, "
-                f"{_clock(elapsed)} elapsed, ETA {eta}")
+        text = (
+            f"{tasks_done}/{self.total_tasks} replays, {jobs_done}/{self.total_jobs} jobs, "
+            f"{_clock(elapsed)} elapsed, ETA {eta}"
+        )
         self._draw(text, frac)
 
     def _draw(self, text: str, frac: float) -> None:

@@ -8,12 +8,22 @@ from pathlib import Path
 from ...core.errors import SlurmDLError
 
 
-def document(variants, runs, several, *, imported, overhead, slurm_backfill, interrupted, not_run) -> dict:
+def document(
+    variants, runs, several, *, imported, overhead, slurm_backfill, interrupted, not_run
+) -> dict:
     """The JSON document of the runs."""
     if several:
-        doc = {"configs": {v.label: {"path": str(v.path), "cluster": v.cluster, "preemption_cost": v.cost.describe(),
-                                     "policies": {r.policy: r.summary for r in runs if r.config == v.label}}
-                           for v in variants}}
+        doc = {
+            "configs": {
+                v.label: {
+                    "path": str(v.path),
+                    "cluster": v.cluster,
+                    "preemption_cost": v.cost.describe(),
+                    "policies": {r.policy: r.summary for r in runs if r.config == v.label},
+                }
+                for v in variants
+            }
+        }
     else:
         doc = {"policies": {r.policy: r.summary for r in runs}}
     if imported is not None:
@@ -28,35 +38,58 @@ def document(variants, runs, several, *, imported, overhead, slurm_backfill, int
     return doc
 
 
-def report_meta(trace, fmt, jobs, imported, variants, runs, no_fairness, interrupted, not_run) -> dict:
+def report_meta(
+    trace, fmt, jobs, imported, variants, runs, no_fairness, interrupted, not_run
+) -> dict:
     """What the HTML report says beside the runs: the trace, the configs, what was not computed."""
     from datetime import datetime, timezone
 
     def when(t: float) -> str:
-        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if t > 1e8 else f"{t:g} s"
+        return (
+            datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            if t > 1e8
+            else f"{t:g} s"
+        )
 
     subs = [j.submit_time for j in jobs]
-    facts = [("trace", trace.name), ("format", fmt), ("jobs replayed", str(len(jobs))),
-             ("first / last submission", f"{when(min(subs))} / {when(max(subs))}"),
-             ("GPUs per job", f"{min(j.num_gpus for j in jobs)} to {max(j.num_gpus for j in jobs)}"),
-             ("accounts", str(len({j.account for j in jobs})))]
+    facts = [
+        ("trace", trace.name),
+        ("format", fmt),
+        ("jobs replayed", str(len(jobs))),
+        ("first / last submission", f"{when(min(subs))} / {when(max(subs))}"),
+        ("GPUs per job", f"{min(j.num_gpus for j in jobs)} to {max(j.num_gpus for j in jobs)}"),
+        ("accounts", str(len({j.account for j in jobs}))),
+    ]
     if imported is not None:
         facts.append(("import", imported["describe"]))
     missing = []
     if no_fairness:
         missing.append("Finish-time fairness (ρ, Jain): not computed (--no-fairness).")
     elif any(v.setup.cluster_sizes is not None for v in variants):
-        missing.append("Finish-time fairness: each group runs on its own cluster, so ρ is 1 by definition.")
+        missing.append(
+            "Finish-time fairness: each group runs on its own cluster, so ρ is 1 by definition."
+        )
     if not any("deadline_hit_rate" in r.summary for r in runs):
         missing.append("Deadline outcomes: no job in the trace has a strict deadline.")
     if not any(r.summary.get("idle") for r in runs):
         missing.append("Idle-GPU policy: not replayed (--idle-policy with GPU utilisation).")
     if interrupted:
         missing.append(f"Interrupted: not run: {', '.join(not_run)}.")
-    return {"title": f"What-if: {trace.name}", "trace": facts, "not_computed": missing,
-            "interrupted": interrupted, "not_run": not_run,
-            "configs": [{"label": v.label or "(none: flags only)", "cluster": v.cluster, "cost": v.cost.describe()}
-                        for v in variants]}
+    return {
+        "title": f"What-if: {trace.name}",
+        "trace": facts,
+        "not_computed": missing,
+        "interrupted": interrupted,
+        "not_run": not_run,
+        "configs": [
+            {
+                "label": v.label or "(none: flags only)",
+                "cluster": v.cluster,
+                "cost": v.cost.describe(),
+            }
+            for v in variants
+        ],
+    }
 
 
 def write_report(report: Path, runs, meta: dict, say) -> None:

@@ -107,10 +107,14 @@ def apply_opt_in(jobs, opt_in: str, say: Callable[[str], None]) -> None:
     for j in jobs:
         j.checkpointable = opt_in == "all"
         j.requeue = True if opt_in == "all" else None
-    say(f"--opt-in {opt_in}: {'every' if opt_in == 'all' else 'no'} job taken as opted in to preemption")
+    say(
+        f"--opt-in {opt_in}: {'every' if opt_in == 'all' else 'no'} job taken as opted in to preemption"
+    )
 
 
-def read_jobs(trace, fmt, t0, t1, *, keep_cpu, skip_bad, group_by, say) -> tuple[list, dict | None, str | None]:
+def read_jobs(
+    trace, fmt, t0, t1, *, keep_cpu, skip_bad, group_by, say
+) -> tuple[list, dict | None, str | None]:
     """The trace's jobs in ``[t0, t1)``; for a history also what the import found (a dict and
     a line, said)."""
     from ..workloads.traces import HISTORY_FORMATS, read_history, read_trace
@@ -118,7 +122,11 @@ def read_jobs(trace, fmt, t0, t1, *, keep_cpu, skip_bad, group_by, say) -> tuple
     if fmt not in HISTORY_FORMATS:
         return read_trace(trace, fmt, t0, t1), None, None
     jobs, stats = read_history(trace, fmt, keep_cpu=keep_cpu, skip_bad=skip_bad, group=group_by)
-    jobs = [j for j in jobs if (t0 is None or j.submit_time >= t0) and (t1 is None or j.submit_time < t1)]
+    jobs = [
+        j
+        for j in jobs
+        if (t0 is None or j.submit_time >= t0) and (t1 is None or j.submit_time < t1)
+    ]
     described = stats.describe()
     say(wrap(f"{trace.name}: {described}"))
     for ex in stats.bad_examples:
@@ -144,20 +152,37 @@ def run(o: Options, out: Output, load_config: Callable) -> WhatIf:
     except ValueError as e:
         raise SlurmDLError(str(e)) from None
     try:
-        asked = TypesAsked.check(node_types=o.node_types, fleet=o.fleet, throughputs=o.throughputs,
-                                 model_seed=o.model_seed, type_choice=o.type_choice, nodes=o.nodes,
-                                 cluster_per_vc=o.cluster_per_vc, from_slurm=o.from_slurm)
+        asked = TypesAsked.check(
+            node_types=o.node_types,
+            fleet=o.fleet,
+            throughputs=o.throughputs,
+            model_seed=o.model_seed,
+            type_choice=o.type_choice,
+            nodes=o.nodes,
+            cluster_per_vc=o.cluster_per_vc,
+            from_slurm=o.from_slurm,
+        )
     except ValueError as e:
         raise SlurmDLError(str(e)) from None
     nodes, gpus_per_node = o.nodes, o.gpus_per_node
     cluster_line = live = None
     if o.from_slurm:
         if nodes is not None or o.cluster_per_vc:
-            raise SlurmDLError("--cluster-from-slurm: give it instead of --nodes / --cluster-per-vc")
+            raise SlurmDLError(
+                "--cluster-from-slurm: give it instead of --nodes / --cluster-per-vc"
+            )
         nodes, gpus_per_node, cluster_line, live = S.live_cluster(gpus_per_node)
         say(wrap(cluster_line))
-    jobs, imported, described = read_jobs(o.trace, o.fmt, t0, t1, keep_cpu=o.keep_cpu, skip_bad=o.skip_bad,
-                                          group_by=o.group_by, say=say)
+    jobs, imported, described = read_jobs(
+        o.trace,
+        o.fmt,
+        t0,
+        t1,
+        keep_cpu=o.keep_cpu,
+        skip_bad=o.skip_bad,
+        group_by=o.group_by,
+        say=say,
+    )
     if not jobs:
         raise TraceError(f"{o.trace}: no jobs submitted in the window [{o.start}, {o.end})")
     apply_opt_in(jobs, o.opt_in, say)
@@ -169,15 +194,36 @@ def run(o: Options, out: Output, load_config: Callable) -> WhatIf:
             Path(o.report).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise SlurmDLError(f"--report: cannot write {o.report}: {e.strerror or e}") from None
-    wants_idle = bool(o.idle_policy or o.idle_action or o.utilisation or o.synthetic_idle or o.idle_report)
-    variants = [S.variant(path, label, jobs, nodes=nodes, gpus_per_node=gpus_per_node,
-                          cluster_per_vc=o.cluster_per_vc, preempt_cost=o.preempt_cost,
-                          checkpoint_interval=o.checkpoint_interval, las_thresholds=o.las_thresholds,
-                          starvation=o.starvation, spread=o.spread, model_info=o.model_info,
-                          no_fairness=o.no_fairness, idle=wants_idle, idle_action=o.idle_action,
-                          utilisation=o.utilisation, synthetic_idle=o.synthetic_idle, cluster_line=cluster_line,
-                          asked=asked, live=live, recorded=o.fmt in HISTORY_FORMATS, load=load_config)
-                for path, label in (zip(configs, S.config_labels(configs)) if configs else [(None, None)])]
+    wants_idle = bool(
+        o.idle_policy or o.idle_action or o.utilisation or o.synthetic_idle or o.idle_report
+    )
+    variants = [
+        S.variant(
+            path,
+            label,
+            jobs,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            cluster_per_vc=o.cluster_per_vc,
+            preempt_cost=o.preempt_cost,
+            checkpoint_interval=o.checkpoint_interval,
+            las_thresholds=o.las_thresholds,
+            starvation=o.starvation,
+            spread=o.spread,
+            model_info=o.model_info,
+            no_fairness=o.no_fairness,
+            idle=wants_idle,
+            idle_action=o.idle_action,
+            utilisation=o.utilisation,
+            synthetic_idle=o.synthetic_idle,
+            cluster_line=cluster_line,
+            asked=asked,
+            live=live,
+            recorded=o.fmt in HISTORY_FORMATS,
+            load=load_config,
+        )
+        for path, label in (zip(configs, S.config_labels(configs)) if configs else [(None, None)])
+    ]
     several = len(variants) > 1
     overhead = S.setup_lines(asked, variants, o.dispatch, o.fmt, jobs, say)
     if o.slurm_backfill:
@@ -199,24 +245,55 @@ def run(o: Options, out: Output, load_config: Callable) -> WhatIf:
         w.runs.append(r)
         out.run_done(w, r)
 
-    runs, w.interrupted, w.failed = P.replay(planned, jobs, variants, prior=prior, deadline_boost=o.deadline_boost,
-                                             slurm_backfill=o.slurm_backfill,
-                                             progress=Progress(enabled=not (o.quiet or o.as_json)),
-                                             alert=out.alert, workers=o.workers,
-                                             keep_results=bool(o.plot or o.report), via_slurm=via, on_run=on_run)
+    runs, w.interrupted, w.failed = P.replay(
+        planned,
+        jobs,
+        variants,
+        prior=prior,
+        deadline_boost=o.deadline_boost,
+        slurm_backfill=o.slurm_backfill,
+        progress=Progress(enabled=not (o.quiet or o.as_json)),
+        alert=out.alert,
+        workers=o.workers,
+        keep_results=bool(o.plot or o.report),
+        via_slurm=via,
+        on_run=on_run,
+    )
     ran = {r.planned for r in runs}
-    not_run = [p[0] if not several else f"{p[0]} @ {p[3].label}" for k, p in enumerate(planned) if k not in ran]
+    not_run = [
+        p[0] if not several else f"{p[0]} @ {p[3].label}"
+        for k, p in enumerate(planned)
+        if k not in ran
+    ]
     if o.plot and runs:
         from ..reports.plots import write_plots
+
         for written in write_plots(o.plot, [(r.name, r.results) for r in runs]) or []:
             say(f"wrote {written}")
     if o.report and runs:
-        meta = results.report_meta(o.trace, o.fmt, jobs, imported and {**imported, "describe": described}, variants,
-                                   runs, o.no_fairness, w.interrupted, not_run)
+        meta = results.report_meta(
+            o.trace,
+            o.fmt,
+            jobs,
+            imported and {**imported, "describe": described},
+            variants,
+            runs,
+            o.no_fairness,
+            w.interrupted,
+            not_run,
+        )
         meta["recorded"] = recorded
         results.write_report(o.report, runs, meta, say)
-    doc = results.document(variants, runs, several, imported=imported, overhead=overhead,
-                           slurm_backfill=o.slurm_backfill, interrupted=w.interrupted, not_run=not_run)
+    doc = results.document(
+        variants,
+        runs,
+        several,
+        imported=imported,
+        overhead=overhead,
+        slurm_backfill=o.slurm_backfill,
+        interrupted=w.interrupted,
+        not_run=not_run,
+    )
     if w.failed:
         doc["policies_not_run"] = not_run
     if recorded is not None:

@@ -18,9 +18,17 @@ def parse_thresholds(text: str) -> list[float]:
     try:
         vals = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise SlurmDLError(f"--las-thresholds: got {text!r}; allowed: increasing GPU-seconds like 3250,7200,18000")
-    if not vals or any(v <= 0 or not math.isfinite(v) for v in vals) or any(b <= a for a, b in zip(vals, vals[1:])):
-        raise SlurmDLError(f"--las-thresholds: got {text!r}; allowed: positive, strictly increasing GPU-seconds")
+        raise SlurmDLError(
+            f"--las-thresholds: got {text!r}; allowed: increasing GPU-seconds like 3250,7200,18000"
+        )
+    if (
+        not vals
+        or any(v <= 0 or not math.isfinite(v) for v in vals)
+        or any(b <= a for a, b in zip(vals, vals[1:]))
+    ):
+        raise SlurmDLError(
+            f"--las-thresholds: got {text!r}; allowed: positive, strictly increasing GPU-seconds"
+        )
     return vals
 
 
@@ -49,9 +57,13 @@ class Variant:
 def config_labels(paths: list[Path]) -> list[str]:
     """Each config's file name; with the parent folder where two share a name."""
     names = [p.name for p in paths]
-    labels = [str(Path(p.parent.name) / p.name) if names.count(p.name) > 1 else p.name for p in paths]
+    labels = [
+        str(Path(p.parent.name) / p.name) if names.count(p.name) > 1 else p.name for p in paths
+    ]
     if len(set(labels)) < len(labels):
-        raise SlurmDLError("--config: the same file is given twice; give two different site configs")
+        raise SlurmDLError(
+            "--config: the same file is given twice; give two different site configs"
+        )
     return labels
 
 
@@ -71,9 +83,32 @@ def preemption_cost(preempt_cost: str | None, checkpoint_interval: float | None,
         raise SlurmDLError(str(e)) from None
 
 
-def variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt_cost, checkpoint_interval,
-            las_thresholds, starvation, spread, model_info, no_fairness, idle, idle_action, utilisation,
-            synthetic_idle, cluster_line, asked=None, live=None, recorded=False, cfg=None, load=None) -> Variant:
+def variant(
+    path,
+    label,
+    jobs,
+    *,
+    nodes,
+    gpus_per_node,
+    cluster_per_vc,
+    preempt_cost,
+    checkpoint_interval,
+    las_thresholds,
+    starvation,
+    spread,
+    model_info,
+    no_fairness,
+    idle,
+    idle_action,
+    utilisation,
+    synthetic_idle,
+    cluster_line,
+    asked=None,
+    live=None,
+    recorded=False,
+    cfg=None,
+    load=None,
+) -> Variant:
     """The replay settings of the site config at ``path`` (read with ``load``), or of ``cfg``
     (already read), or of the options alone (neither)."""
     from ..simulate import SimSetup
@@ -88,14 +123,34 @@ def variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt_
     thr_sets = [parse_thresholds(t) for t in las_thresholds]
     if not thr_sets and cfg:
         thr_sets = [list(cfg.policy.las.thresholds_gpu_s)]
-    starv = starvation if starvation is not None else (cfg.policy.las.starvation_factor if cfg else None)
+    starv = (
+        starvation
+        if starvation is not None
+        else (cfg.policy.las.starvation_factor if cfg else None)
+    )
     cost = preemption_cost(preempt_cost, checkpoint_interval, cfg)
     minfo = json.loads(Path(model_info).read_text()) if model_info else None
     sizes = read_cluster_sizes(cluster_per_vc) if cluster_per_vc else None
-    setup = SimSetup(gpus_per_node=per, cluster_sizes=sizes, nodes=n, cost=cost, spread=spread, model_info=minfo,
-                     fairness=not no_fairness, shares=dict(cfg.policy.fairshare.shares) if cfg else None)
-    typed = _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread,
-                   cfg_groups=nodes is None and not cluster_per_vc)  # --nodes N: the size given
+    setup = SimSetup(
+        gpus_per_node=per,
+        cluster_sizes=sizes,
+        nodes=n,
+        cost=cost,
+        spread=spread,
+        model_info=minfo,
+        fairness=not no_fairness,
+        shares=dict(cfg.policy.fairshare.shares) if cfg else None,
+    )
+    typed = _typed(
+        asked,
+        cfg,
+        gpus_per_node,
+        live,
+        recorded,
+        sizes,
+        spread,
+        cfg_groups=nodes is None and not cluster_per_vc,
+    )  # --nodes N: the size given
     if typed is not None:
         setup.groups, setup.types = typed.groups, typed.types
         cluster = typed.line
@@ -103,10 +158,13 @@ def variant(path, label, jobs, *, nodes, gpus_per_node, cluster_per_vc, preempt_
         cluster = f"each group its own cluster ({cluster_per_vc.name}), {per} GPUs per node"
     elif n:
         cluster = f"{n} node{'s' if n != 1 else ''} x {per} GPUs ({n * per} GPUs)" + (
-            " from Slurm" if cluster_line else "")
+            " from Slurm" if cluster_line else ""
+        )
     else:
         cluster = "no cluster size given"
-    idle_outcomes = idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) if idle else None
+    idle_outcomes = (
+        idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) if idle else None
+    )
     return Variant(path, label, cfg, setup, cost, thr_sets, starv, cluster, idle_outcomes)
 
 
@@ -121,7 +179,9 @@ def _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread, cfg_groups=
     if typed is not None and sizes is not None:
         raise SlurmDLError("--cluster-per-vc: not with node groups of several GPU types")
     if typed is not None and spread:
-        raise SlurmDLError("--spread: not with several GPU types or node sizes (a job's GPUs are all of one group)")
+        raise SlurmDLError(
+            "--spread: not with several GPU types or node sizes (a job's GPUs are all of one group)"
+        )
     return typed
 
 
@@ -145,8 +205,10 @@ def live_cluster(gpus_per_node: int | None) -> tuple[int, int, str, list]:
     per = gpus_per_node or Counter(n.gpus for n in nodes).most_common(1)[0][0]
     types = sorted({n.gpu_type for n in nodes if n.gpu_type})
     total = sum(n.gpus for n in nodes)
-    shape = (f"cluster from Slurm: {len(nodes)} GPU nodes, {total} GPUs"
-             f"{' (' + ', '.join(types) + ')' if types else ''}; partitions: {', '.join(parts) or '-'}")
+    shape = (
+        f"cluster from Slurm: {len(nodes)} GPU nodes, {total} GPUs"
+        f"{' (' + ', '.join(types) + ')' if types else ''}; partitions: {', '.join(parts) or '-'}"
+    )
     groups = groups_from_nodes(nodes)
     if any(n.gpus != per for n in nodes) and not several_types(groups):
         shape += f"; simulated as {len(nodes)} x {per} GPUs (nodes differ)"
@@ -164,7 +226,9 @@ def idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) -> dict:
     tcfg = cfg.telemetry if cfg else TelemetryConfig()
     if idle_action is not None:
         if idle_action not in ("report", "warn", "deprioritize", "cancel"):
-            raise SlurmDLError(f"--idle-action: got {idle_action!r}; allowed: report, warn, deprioritize, cancel")
+            raise SlurmDLError(
+                f"--idle-action: got {idle_action!r}; allowed: report, warn, deprioritize, cancel"
+            )
         tcfg = tcfg.model_copy(update={"idle_action": idle_action})
     sources = []
     if utilisation:
@@ -184,13 +248,20 @@ def idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) -> dict:
         fake = synthetic_profiles(jobs, frac, seed)
         made = sum(1 for p, f in zip(profiles, fake) if p is None and f is not None)
         profiles = [p if p is not None else f for p, f in zip(profiles, fake)]
-        sources.append(f"SYNTHETIC: {made} jobs ({frac:.0%} of those without utilisation, seed {seed}) "
-                       f"run at 90% then sit idle after a random share of their run")
+        sources.append(
+            f"SYNTHETIC: {made} jobs ({frac:.0%} of those without utilisation, seed {seed}) "
+            f"run at 90% then sit idle after a random share of their run"
+        )
     if not any(p is not None for p in profiles):
-        raise TraceError("--idle-policy: no job has GPU utilisation; give a gpu_util column, "
-                         "--utilisation FILE or --synthetic-idle FRACTION[:SEED]")
-    return {"config": tcfg, "outcomes": judge_all(jobs, profiles, tcfg),
-            "label": {"synthetic": synthetic, "source": "; ".join(sources)}}
+        raise TraceError(
+            "--idle-policy: no job has GPU utilisation; give a gpu_util column, "
+            "--utilisation FILE or --synthetic-idle FRACTION[:SEED]"
+        )
+    return {
+        "config": tcfg,
+        "outcomes": judge_all(jobs, profiles, tcfg),
+        "label": {"synthetic": synthetic, "source": "; ".join(sources)},
+    }
 
 
 def dispatch_overhead(text, fmt, jobs, setup) -> dict | None:
@@ -207,17 +278,27 @@ def dispatch_overhead(text, fmt, jobs, setup) -> dict | None:
         pass_s = float(tail) if tail else 0.0
         if head == "auto":
             if fmt not in HISTORY_FORMATS:
-                raise SlurmDLError("--dispatch auto: needs a history (--format sacct-json, sacct or helios)")
+                raise SlurmDLError(
+                    "--dispatch auto: needs a history (--format sacct-json, sacct or helios)"
+                )
             if setup.nodes is None and not setup.groups:
-                raise SlurmDLError("--dispatch auto: needs --cluster-from-slurm, --config, --nodes or --node-types")
+                raise SlurmDLError(
+                    "--dispatch auto: needs --cluster-from-slurm, --config, --nodes or --node-types"
+                )
             per_type: dict[str, int] = {}
             for g in setup.groups or ():  # several GPU types: each type's jobs wait on its GPUs
                 per_type[g.gpu_type] = per_type.get(g.gpu_type, 0) + g.gpus
             total = sum(per_type.values()) if per_type else setup.nodes * setup.gpus_per_node
             est = estimate_dispatch(jobs, total, pass_s, per_type)
             model, line = est.dispatch, est.describe()
-            doc = {"source": "history", "release_s": model.release_s, "pass_s": model.pass_s,
-                   "starts_measured": est.gaps, "median_gap_s": est.median_gap_s, "p90_gap_s": est.p90_gap_s}
+            doc = {
+                "source": "history",
+                "release_s": model.release_s,
+                "pass_s": model.pass_s,
+                "starts_measured": est.gaps,
+                "median_gap_s": est.median_gap_s,
+                "p90_gap_s": est.p90_gap_s,
+            }
         else:
             model = Dispatch(float(head), pass_s)
             line = f"dispatch overhead: {model.describe()}"

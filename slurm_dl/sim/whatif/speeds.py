@@ -11,8 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ...core.throughput import Matrix, ThroughputModel, kinds_of, matrix_from_gavel, parse_matrix_csv
-from ..engine.fleet import NodeGroupSpec, describe, groups_from_config, parse_node_types, read_fleet, several_types
+from ...core.throughput import (
+    Matrix,
+    ThroughputModel,
+    kinds_of,
+    matrix_from_gavel,
+    parse_matrix_csv,
+)
+from ..engine.fleet import (
+    NodeGroupSpec,
+    describe,
+    groups_from_config,
+    parse_node_types,
+    read_fleet,
+    several_types,
+)
 from ..engine.typed import CHOICES, TypeSetup
 
 
@@ -29,7 +42,9 @@ def _read(path: Path, what: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{what}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+        raise ValueError(
+            f"{what}: cannot read {path}: {getattr(e, 'strerror', None) or e}"
+        ) from None
 
 
 def load_throughputs(path: Path) -> Matrix:
@@ -40,7 +55,9 @@ def load_throughputs(path: Path) -> Matrix:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"--throughputs: {path}:{e.lineno}: not valid JSON ({e.msg})") from None
+            raise ValueError(
+                f"--throughputs: {path}:{e.lineno}: not valid JSON ({e.msg})"
+            ) from None
         try:
             return matrix_from_gavel(data, source=str(path))
         except ValueError as e:
@@ -63,8 +80,14 @@ def draw_models(jobs: Sequence, kinds: Sequence[str], seed: int) -> int:
     return n
 
 
-def cluster_groups(*, node_types: str | None, gpus_per_node: int | None, fleet: Path | None,
-                   cfg=None, live_groups: Sequence[NodeGroupSpec] | None = None) -> list[NodeGroupSpec] | None:
+def cluster_groups(
+    *,
+    node_types: str | None,
+    gpus_per_node: int | None,
+    fleet: Path | None,
+    cfg=None,
+    live_groups: Sequence[NodeGroupSpec] | None = None,
+) -> list[NodeGroupSpec] | None:
     """The node groups the options name, or None when none of them names groups."""
     if node_types is not None:
         return parse_node_types(node_types, gpus_per_node)
@@ -77,7 +100,9 @@ def cluster_groups(*, node_types: str | None, gpus_per_node: int | None, fleet: 
     return None
 
 
-def throughput_model(types: Sequence[str], matrix: Matrix | None, cfg=None) -> ThroughputModel | None:
+def throughput_model(
+    types: Sequence[str], matrix: Matrix | None, cfg=None
+) -> ThroughputModel | None:
     """The model of the replay: the site config's (its speeds and [throughput] matrix, or
     ``matrix`` in its place), else ``matrix`` alone, else None (every type as fast)."""
     if cfg is not None and all(t in cfg.gpu_type_names for t in types):
@@ -89,14 +114,21 @@ def throughput_model(types: Sequence[str], matrix: Matrix | None, cfg=None) -> T
         covered = {t for row in matrix.values() for t in row}
         missing = [t for t in types if t not in covered]
         if missing:
-            raise ValueError(f"--throughputs: no speeds for GPU type {', '.join(missing)}; "
-                             f"it has {', '.join(sorted(covered))}")
+            raise ValueError(
+                f"--throughputs: no speeds for GPU type {', '.join(missing)}; "
+                f"it has {', '.join(sorted(covered))}"
+            )
         return ThroughputModel.from_matrix(matrix, list(types))
     return None
 
 
-def typed_cluster(groups: list[NodeGroupSpec] | None, choice: str | None, matrix: Matrix | None,
-                  cfg=None, recorded: bool = False) -> TypedCluster | None:
+def typed_cluster(
+    groups: list[NodeGroupSpec] | None,
+    choice: str | None,
+    matrix: Matrix | None,
+    cfg=None,
+    recorded: bool = False,
+) -> TypedCluster | None:
     """The typed cluster of a replay, or None when ``groups`` are of one type and node size
     (then the replay is the plain one, exactly as before)."""
     if choice is not None and choice not in CHOICES:
@@ -107,7 +139,7 @@ def typed_cluster(groups: list[NodeGroupSpec] | None, choice: str | None, matrix
     model = throughput_model(types, matrix, cfg)
     setup = TypeSetup(choice or "aware", model, recorded)
     speeds = ", ".join(f"{t} {model.type_speed(t):.3g}" for t in types) if model else "all 1"
-    line = (f"GPU types: {describe(groups)}; type choice {setup.choice}; type speeds {speeds}")
+    line = f"GPU types: {describe(groups)}; type choice {setup.choice}; type speeds {speeds}"
     return TypedCluster(tuple(groups), setup, line)
 
 
@@ -123,21 +155,44 @@ class TypesAsked:
     choice: str | None = None
 
     @classmethod
-    def check(cls, *, node_types, fleet, throughputs, model_seed, type_choice, nodes, cluster_per_vc,
-              from_slurm) -> "TypesAsked":
+    def check(
+        cls,
+        *,
+        node_types,
+        fleet,
+        throughputs,
+        model_seed,
+        type_choice,
+        nodes,
+        cluster_per_vc,
+        from_slurm,
+    ) -> "TypesAsked":
         if node_types is not None and fleet is not None:
             raise ValueError("--node-types: give it or --fleet, not both")
-        named = "--node-types" if node_types is not None else "--fleet" if fleet is not None else None
+        named = (
+            "--node-types" if node_types is not None else "--fleet" if fleet is not None else None
+        )
         if named and (nodes is not None or cluster_per_vc or from_slurm):
-            raise ValueError(f"{named}: give it instead of --nodes / --cluster-per-vc / --cluster-from-slurm")
+            raise ValueError(
+                f"{named}: give it instead of --nodes / --cluster-per-vc / --cluster-from-slurm"
+            )
         if type_choice is not None and type_choice not in CHOICES:
             raise ValueError(f"--type-choice: got {type_choice!r}; allowed: {', '.join(CHOICES)}")
         if model_seed is not None and throughputs is None:
-            raise ValueError("--model-seed: draws each job's model from --throughputs; give --throughputs")
+            raise ValueError(
+                "--model-seed: draws each job's model from --throughputs; give --throughputs"
+            )
         if node_types is not None:
             parse_node_types(node_types, None)  # the syntax, now
         matrix = load_throughputs(throughputs) if throughputs is not None else None
-        return cls(node_types, fleet, matrix, throughputs, 0 if model_seed is None else model_seed, type_choice)
+        return cls(
+            node_types,
+            fleet,
+            matrix,
+            throughputs,
+            0 if model_seed is None else model_seed,
+            type_choice,
+        )
 
     def draw(self, jobs: Sequence) -> str | None:
         """Models for the jobs that name none (with ``--throughputs``); a line saying so."""
@@ -147,16 +202,29 @@ class TypesAsked:
         n = draw_models(jobs, kinds, self.seed)
         if not n:
             return None
-        return (f"models: {n} of {len(jobs)} jobs name none; each drawn from the {len(kinds)} models of "
-                f"{self.throughputs.name} (--model-seed {self.seed}); a trace duration is the run time on "
-                "the job's fastest type")
+        return (
+            f"models: {n} of {len(jobs)} jobs name none; each drawn from the {len(kinds)} models of "
+            f"{self.throughputs.name} (--model-seed {self.seed}); a trace duration is the run time on "
+            "the job's fastest type"
+        )
 
-    def cluster(self, cfg, gpus_per_node: int | None, live: Sequence[NodeGroupSpec] | None,
-                recorded: bool, cfg_groups: bool = True) -> TypedCluster | None:
+    def cluster(
+        self,
+        cfg,
+        gpus_per_node: int | None,
+        live: Sequence[NodeGroupSpec] | None,
+        recorded: bool,
+        cfg_groups: bool = True,
+    ) -> TypedCluster | None:
         """The typed cluster of one site config's replay (``cfg_groups``: its node groups are
         the cluster unless an option names another; its speeds are used either way)."""
-        groups = cluster_groups(node_types=self.node_types, gpus_per_node=gpus_per_node, fleet=self.fleet,
-                                cfg=cfg if cfg_groups else None, live_groups=live)
+        groups = cluster_groups(
+            node_types=self.node_types,
+            gpus_per_node=gpus_per_node,
+            fleet=self.fleet,
+            cfg=cfg if cfg_groups else None,
+            live_groups=live,
+        )
         return typed_cluster(groups, self.choice, self.matrix, cfg, recorded)
 
     def check_used(self, typed: bool) -> None:
@@ -165,6 +233,8 @@ class TypesAsked:
             return
         for flag, given in (("--type-choice", self.choice), ("--throughputs", self.throughputs)):
             if given is not None:
-                raise ValueError(f"{flag}: the cluster has one GPU type and node size; give several "
-                                 "(--node-types, --fleet, --config with node groups of several types, "
-                                 "--cluster-from-slurm)")
+                raise ValueError(
+                    f"{flag}: the cluster has one GPU type and node size; give several "
+                    "(--node-types, --fleet, --config with node groups of several types, "
+                    "--cluster-from-slurm)"
+                )

@@ -43,12 +43,39 @@ from ...core.errors import TraceError
 from ...core.model import Job
 from ...core.tags import parse_tag
 
-SACCT_FIELDS = ("JobID", "JobIDRaw", "User", "Account", "Partition", "JobName", "State", "Submit", "Start",
-                "End", "Elapsed", "Timelimit", "AllocTRES", "ReqTRES", "AdminComment")
-SACCT_COMMAND = ("TZ=UTC sacct -a -P --duplicates -S 2024-01-01 -E now -o " + ",".join(SACCT_FIELDS))
+SACCT_FIELDS = (
+    "JobID",
+    "JobIDRaw",
+    "User",
+    "Account",
+    "Partition",
+    "JobName",
+    "State",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "Timelimit",
+    "AllocTRES",
+    "ReqTRES",
+    "AdminComment",
+)
+SACCT_COMMAND = "TZ=UTC sacct -a -P --duplicates -S 2024-01-01 -E now -o " + ",".join(SACCT_FIELDS)
 SACCT_JSON_COMMAND = "sacct -a --duplicates -S 2024-01-01 -E now --json"
-HELIOS_FIELDS = ("job_id", "user", "vc", "jobname", "gpu_num", "cpu_num", "node_num", "state", "submit_time",
-                 "start_time", "end_time", "duration")
+HELIOS_FIELDS = (
+    "job_id",
+    "user",
+    "vc",
+    "jobname",
+    "gpu_num",
+    "cpu_num",
+    "node_num",
+    "state",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "duration",
+)
 
 
 @dataclass
@@ -69,13 +96,15 @@ class ImportStats:
 
     def describe(self) -> str:
         parts = [f"{self.jobs} jobs replayed from {self.records} records"]
-        for n, what in ((self.steps_folded, "steps folded into their jobs"),
-                        (self.array_tasks, "array tasks"),
-                        (self.requeue_records_merged, "requeue records merged"),
-                        (self.not_started, "ended before starting (not replayed)"),
-                        (self.unfinished, "still pending or running (not replayed)"),
-                        (self.cpu_only_dropped, "CPU-only dropped"),
-                        (self.bad_skipped, "bad records skipped")):
+        for n, what in (
+            (self.steps_folded, "steps folded into their jobs"),
+            (self.array_tasks, "array tasks"),
+            (self.requeue_records_merged, "requeue records merged"),
+            (self.not_started, "ended before starting (not replayed)"),
+            (self.unfinished, "still pending or running (not replayed)"),
+            (self.cpu_only_dropped, "CPU-only dropped"),
+            (self.bad_skipped, "bad records skipped"),
+        ):
             if n:
                 parts.append(f"{n} {what}")
         if self.opted_in is not None:
@@ -241,7 +270,9 @@ def _fold(recs: Iterable[_Rec], stats: ImportStats, keep_cpu: bool, group: str) 
             stats.unfinished += 1
             continue
         first = min(rs, key=lambda r: r.submit or 0.0)
-        run = sum(r.elapsed if r.elapsed is not None else max(0.0, r.end - r.start) for r in started)
+        run = sum(
+            r.elapsed if r.elapsed is not None else max(0.0, r.end - r.start) for r in started
+        )
         gpus = max(r.gpus for r in rs)
         if gpus <= 0 and not keep_cpu:
             stats.cpu_only_dropped += 1
@@ -252,13 +283,25 @@ def _fold(recs: Iterable[_Rec], stats: ImportStats, keep_cpu: bool, group: str) 
         grp = (last.partition if group == "partition" else last.account) or "default"
         jid = int(key) if key.isdigit() and int(key) not in used else next_id()
         used.add(jid)
-        job = Job(job_id=jid, user=last.user or grp, account=grp, name=last.name, num_gpus=max(0, gpus),
-                  gpu_type=last.gpu_type, partition=last.partition,
-                  submit_time=first.submit if first.submit is not None else min(r.start for r in started),
-                  duration=run, time_limit=last.limit,
-                  tags={"recorded_start": repr(min(r.start for r in started)),
-                        "recorded_end": repr(max(r.end for r in started)), "slurm_job_id": key,
-                        "slurm_account": last.account, "state": last.state})
+        job = Job(
+            job_id=jid,
+            user=last.user or grp,
+            account=grp,
+            name=last.name,
+            num_gpus=max(0, gpus),
+            gpu_type=last.gpu_type,
+            partition=last.partition,
+            submit_time=first.submit if first.submit is not None else min(r.start for r in started),
+            duration=run,
+            time_limit=last.limit,
+            tags={
+                "recorded_start": repr(min(r.start for r in started)),
+                "recorded_end": repr(max(r.end for r in started)),
+                "slurm_job_id": key,
+                "slurm_account": last.account,
+                "state": last.state,
+            },
+        )
         if last.admin_comment is not None:
             _apply_tag(job, last.admin_comment, stats)
         out.append(job)
@@ -326,20 +369,37 @@ def _json_rec(j: Any) -> _Rec:
     comment = j.get("comment")
     admin = str(comment.get("administrator") or "") if isinstance(comment, dict) else ""
     return _Rec(
-        key=str(jid), user=str(j.get("user") or assoc.get("user") or ""),
-        account=str(j.get("account") or assoc.get("account") or ""), partition=str(j.get("partition") or ""),
-        name=str(j.get("name") or ""), state=_state(j.get("state")), submit=submit,
-        start=start if start else None, end=end if end else None, elapsed=elapsed,
-        limit=None if limit is None else limit * 60.0, gpus=g, gpu_type=gt, array=task is not None,
+        key=str(jid),
+        user=str(j.get("user") or assoc.get("user") or ""),
+        account=str(j.get("account") or assoc.get("account") or ""),
+        partition=str(j.get("partition") or ""),
+        name=str(j.get("name") or ""),
+        state=_state(j.get("state")),
+        submit=submit,
+        start=start if start else None,
+        end=end if end else None,
+        elapsed=elapsed,
+        limit=None if limit is None else limit * 60.0,
+        gpus=g,
+        gpu_type=gt,
+        array=task is not None,
         admin_comment=admin,
     )
 
 
-def read_sacct_json(text: str, source: str, *, keep_cpu: bool = False, skip_bad: bool = False,
-                    group: str = "account") -> tuple[list[Job], ImportStats]:
+def read_sacct_json(
+    text: str,
+    source: str,
+    *,
+    keep_cpu: bool = False,
+    skip_bad: bool = False,
+    group: str = "account",
+) -> tuple[list[Job], ImportStats]:
     stats = ImportStats()
     try:
-        doc = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not allowed")))
+        doc = json.loads(
+            text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not allowed"))
+        )
     except ValueError as e:
         raise TraceError(f"{source}: not sacct --json output: {e}") from None
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
@@ -359,15 +419,23 @@ def read_sacct_json(text: str, source: str, *, keep_cpu: bool = False, skip_bad:
 
 
 # --- sacct -P --------------------------------------------------------------------------------
-def read_sacct_text(text: str, source: str, *, keep_cpu: bool = False, skip_bad: bool = False,
-                    group: str = "account") -> tuple[list[Job], ImportStats]:
+def read_sacct_text(
+    text: str,
+    source: str,
+    *,
+    keep_cpu: bool = False,
+    skip_bad: bool = False,
+    group: str = "account",
+) -> tuple[list[Job], ImportStats]:
     stats = ImportStats()
     lines = text.splitlines()
     header = lines[0].split("|")
     missing = [f for f in ("JobID", "State", "Submit", "Start", "End") if f not in header]
     if missing:
-        raise TraceError(f"{source}:1: not sacct -P output: missing field(s) {', '.join(missing)} "
-                         f"(the export command is in slurm-dl simulate --help)")
+        raise TraceError(
+            f"{source}:1: not sacct -P output: missing field(s) {', '.join(missing)} "
+            f"(the export command is in slurm-dl simulate --help)"
+        )
     if "AdminComment" not in header:
         stats.opt_in_note = "no AdminComment field: every job taken as opted in to preemption"
     recs = []
@@ -376,7 +444,12 @@ def read_sacct_text(text: str, source: str, *, keep_cpu: bool = False, skip_bad:
             continue
         cells = line.split("|")
         if len(cells) != len(header):
-            _bad(stats, skip_bad, f"{source}:{n}", ValueError(f"{len(cells)} fields, the header has {len(header)}"))
+            _bad(
+                stats,
+                skip_bad,
+                f"{source}:{n}",
+                ValueError(f"{len(cells)} fields, the header has {len(header)}"),
+            )
             continue
         row = dict(zip(header, cells))
         jid = row["JobID"].strip()
@@ -395,15 +468,29 @@ def read_sacct_text(text: str, source: str, *, keep_cpu: bool = False, skip_bad:
                 g, gt = gpus_from_tres(row.get("ReqTRES", ""))
             start = parse_clock(row["Start"], "Start")
             end = parse_clock(row["End"], "End")
-            elapsed = parse_duration(row.get("Elapsed", ""), "Elapsed") if row.get("Elapsed") else None
+            elapsed = (
+                parse_duration(row.get("Elapsed", ""), "Elapsed") if row.get("Elapsed") else None
+            )
             raw_id = (row.get("JobIDRaw") or "").strip()
-            rec = _Rec(key=raw_id if raw_id.isdigit() else jid, user=row.get("User", ""), account=row.get("Account", ""),
-                       partition=row.get("Partition", ""), name=row.get("JobName", ""),
-                       state=_state(row["State"]), submit=parse_clock(row["Submit"], "Submit"),
-                       start=start, end=end, elapsed=elapsed,
-                       limit=parse_duration(row.get("Timelimit", ""), "Timelimit") if row.get("Timelimit") else None,
-                       gpus=g, gpu_type=gt, array="_" in jid,
-                       admin_comment=row.get("AdminComment"))
+            rec = _Rec(
+                key=raw_id if raw_id.isdigit() else jid,
+                user=row.get("User", ""),
+                account=row.get("Account", ""),
+                partition=row.get("Partition", ""),
+                name=row.get("JobName", ""),
+                state=_state(row["State"]),
+                submit=parse_clock(row["Submit"], "Submit"),
+                start=start,
+                end=end,
+                elapsed=elapsed,
+                limit=parse_duration(row.get("Timelimit", ""), "Timelimit")
+                if row.get("Timelimit")
+                else None,
+                gpus=g,
+                gpu_type=gt,
+                array="_" in jid,
+                admin_comment=row.get("AdminComment"),
+            )
             if rec.submit is None:
                 raise _Bad("Submit", "missing")
         except _Bad as e:
@@ -415,12 +502,21 @@ def read_sacct_text(text: str, source: str, *, keep_cpu: bool = False, skip_bad:
 
 
 # --- Helios CSV ------------------------------------------------------------------------------
-def read_helios(text: str, source: str, *, keep_cpu: bool = False, skip_bad: bool = False,
-                group: str = "account") -> tuple[list[Job], ImportStats]:
+def read_helios(
+    text: str,
+    source: str,
+    *,
+    keep_cpu: bool = False,
+    skip_bad: bool = False,
+    group: str = "account",
+) -> tuple[list[Job], ImportStats]:
     stats = ImportStats()
     rows = csv.DictReader(io.StringIO(text))
-    missing = [f for f in ("job_id", "gpu_num", "submit_time", "start_time", "end_time", "state")
-               if f not in (rows.fieldnames or [])]
+    missing = [
+        f
+        for f in ("job_id", "gpu_num", "submit_time", "start_time", "end_time", "state")
+        if f not in (rows.fieldnames or [])
+    ]
     if missing:
         raise TraceError(f"{source}:1: not a Helios CSV: missing column(s) {', '.join(missing)}")
     recs = []
@@ -450,10 +546,21 @@ def read_helios(text: str, source: str, *, keep_cpu: bool = False, skip_bad: boo
                 if not math.isfinite(elapsed) or elapsed < 0:
                     raise _Bad("duration", f"{dur!r} is not seconds")
             vc = (row.get("vc") or "").strip()
-            rec = _Rec(key=(row.get("job_id") or "").strip() or str(n), user=(row.get("user") or "").strip(),
-                       account=vc, partition=vc, name=(row.get("jobname") or "").strip(),
-                       state=_state(row.get("state")), submit=submit, start=start, end=end, elapsed=elapsed,
-                       limit=None, gpus=g, gpu_type=None)
+            rec = _Rec(
+                key=(row.get("job_id") or "").strip() or str(n),
+                user=(row.get("user") or "").strip(),
+                account=vc,
+                partition=vc,
+                name=(row.get("jobname") or "").strip(),
+                state=_state(row.get("state")),
+                submit=submit,
+                start=start,
+                end=end,
+                elapsed=elapsed,
+                limit=None,
+                gpus=g,
+                gpu_type=None,
+            )
         except _Bad as e:
             _bad(stats, skip_bad, f"{source}:{n}", e)
             continue

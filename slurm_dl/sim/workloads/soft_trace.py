@@ -16,12 +16,26 @@ import csv
 import random
 from pathlib import Path
 
-FIELDS = ("job_id", "user", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval",
-          "expect_time_list", "expect_value_list", "best_effort", "job_type")
+FIELDS = (
+    "job_id",
+    "user",
+    "num_gpu",
+    "submit_time",
+    "iterations",
+    "model_name",
+    "duration",
+    "interval",
+    "expect_time_list",
+    "expect_value_list",
+    "best_effort",
+    "job_type",
+)
 SOFT_STEPS = ((1.0, 10), (1.5, 5), (2.5, 2))
 
 
-def soft_deadline_rows(source: str | Path, *, seed: int = 0, soft: float = 0.6, strict: float = 0.3) -> list[dict]:
+def soft_deadline_rows(
+    source: str | Path, *, seed: int = 0, soft: float = 0.6, strict: float = 0.3
+) -> list[dict]:
     """The source trace's rows with classes and steps drawn again (see the module)."""
     with open(source, newline="") as f:
         rows = list(csv.DictReader(f))

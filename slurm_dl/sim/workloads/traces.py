@@ -68,7 +68,9 @@ def parse_time(value: str) -> float:
         pass
     else:
         if not math.isfinite(f):
-            raise ValueError(f"not a time: {value!r} (a finite number of seconds or YYYY-MM-DD HH:MM:SS)")
+            raise ValueError(
+                f"not a time: {value!r} (a finite number of seconds or YYYY-MM-DD HH:MM:SS)"
+            )
         return f
     try:
         return datetime.fromisoformat(v).replace(tzinfo=timezone.utc).timestamp()
@@ -103,8 +105,12 @@ def _philly(row: dict, line: int) -> Job:
     if not vc:
         raise ValueError("column 'cluster' is empty")
     return Job(
-        job_id=line - 1, user=vc, account=vc, num_gpus=_num(row, "num_gpus", int, 1),
-        submit_time=parse_time(row.get("timestamp") or ""), duration=_num(row, "duration", float, 0),
+        job_id=line - 1,
+        user=vc,
+        account=vc,
+        num_gpus=_num(row, "num_gpus", int, 1),
+        submit_time=parse_time(row.get("timestamp") or ""),
+        duration=_num(row, "duration", float, 0),
     )
 
 
@@ -112,7 +118,9 @@ def _steps(times: str, values: str) -> tuple[tuple[float, float], ...]:
     ts = [float(x) * 60.0 for x in times.split("-") if x]
     vs = [float(x) for x in values.split("-") if x]
     if len(ts) != len(vs):
-        raise ValueError(f"expect_time_list {times!r} and expect_value_list {values!r} differ in length")
+        raise ValueError(
+            f"expect_time_list {times!r} and expect_value_list {values!r} differ in length"
+        )
     return tuple(zip(ts, vs))
 
 
@@ -123,9 +131,14 @@ def _chronus(row: dict, line: int) -> Job | None:
     kind = (row.get("job_type") or "").strip()
     user = (row.get("user") or "").strip()
     job = Job(
-        job_id=_num(row, "job_id", int, 0), user=user, account=user, name=(row.get("model_name") or "").strip(),
-        num_gpus=_num(row, "num_gpu", int, 1), submit_time=submit,
-        duration=_num(row, "duration", float, 0) * 60.0, tags={"job_type": kind},
+        job_id=_num(row, "job_id", int, 0),
+        user=user,
+        account=user,
+        name=(row.get("model_name") or "").strip(),
+        num_gpus=_num(row, "num_gpu", int, 1),
+        submit_time=submit,
+        duration=_num(row, "duration", float, 0) * 60.0,
+        tags={"job_type": kind},
     )
     if kind == "strict":
         steps = _steps(row.get("expect_time_list") or "", row.get("expect_value_list") or "")
@@ -147,9 +160,13 @@ def _chronus(row: dict, line: int) -> Job | None:
 
 def _tiresias(row: dict, line: int) -> Job:
     return Job(
-        job_id=_num(row, "job_id", int, 0), user="default", account="default",
-        name=(row.get("model_name") or "").strip(), num_gpus=_num(row, "num_gpu", int, 1),
-        submit_time=_num(row, "submit_time", float, 0), duration=_num(row, "duration", float, 0),
+        job_id=_num(row, "job_id", int, 0),
+        user="default",
+        account="default",
+        name=(row.get("model_name") or "").strip(),
+        num_gpus=_num(row, "num_gpu", int, 1),
+        submit_time=_num(row, "submit_time", float, 0),
+        duration=_num(row, "duration", float, 0),
     )
 
 
@@ -157,8 +174,11 @@ def _plain(row: dict, line: int) -> Job:
     account = (row.get("account") or row.get("user") or "default").strip()
     job = Job(
         job_id=int(_num(row, "job_id", int, 0)) if row.get("job_id") else line - 1,
-        user=(row.get("user") or account).strip(), account=account, name=(row.get("name") or "").strip(),
-        num_gpus=_num(row, "num_gpus", int, 1), submit_time=parse_time(row.get("submit_time") or ""),
+        user=(row.get("user") or account).strip(),
+        account=account,
+        name=(row.get("name") or "").strip(),
+        num_gpus=_num(row, "num_gpus", int, 1),
+        submit_time=parse_time(row.get("submit_time") or ""),
         duration=_num(row, "duration", float, 0),
     )
     if row.get("time_limit"):
@@ -180,10 +200,19 @@ def _openb(row: dict, line: int) -> Job | None:
     if end < start:
         raise ValueError(f"column 'deletion_time': {end:g} is before scheduled_time {start:g}")
     qos = (row.get("qos") or "").strip() or "default"
-    spec = tuple(dict.fromkeys(t.strip() for t in (row.get("gpu_spec") or "").split("|") if t.strip()))
-    job = Job(job_id=line - 1, user=qos, account=qos, name=(row.get("name") or "").strip(),
-              num_gpus=_num(row, "num_gpu", int, 1), submit_time=_num(row, "creation_time", float, 0),
-              duration=end - start, accepted_types=spec)
+    spec = tuple(
+        dict.fromkeys(t.strip() for t in (row.get("gpu_spec") or "").split("|") if t.strip())
+    )
+    job = Job(
+        job_id=line - 1,
+        user=qos,
+        account=qos,
+        name=(row.get("name") or "").strip(),
+        num_gpus=_num(row, "num_gpu", int, 1),
+        submit_time=_num(row, "creation_time", float, 0),
+        duration=end - start,
+        accepted_types=spec,
+    )
     return job
 
 
@@ -192,7 +221,10 @@ _READERS: dict[str, tuple[Callable[[dict, int], Job], tuple[str, ...]]] = {
     "chronus": (_chronus, ("job_id", "user", "num_gpu", "submit_time", "duration", "job_type")),
     "tiresias": (_tiresias, ("job_id", "num_gpu", "submit_time", "duration")),
     "csv": (_plain, ("submit_time", "duration", "num_gpus")),
-    "openb": (_openb, ("name", "num_gpu", "gpu_spec", "qos", "creation_time", "deletion_time", "scheduled_time")),
+    "openb": (
+        _openb,
+        ("name", "num_gpu", "gpu_spec", "qos", "creation_time", "deletion_time", "scheduled_time"),
+    ),
 }
 
 
@@ -209,18 +241,28 @@ def read_text(path: str | Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise TraceError(f"{p}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); "
-                         f"convert it, e.g. iconv -f latin1 -t utf-8") from None
+        raise TraceError(
+            f"{p}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); "
+            f"convert it, e.g. iconv -f latin1 -t utf-8"
+        ) from None
 
 
-def read_history(path: str | Path, fmt: str, *, keep_cpu: bool = False, skip_bad: bool = False,
-                 group: str = "account"):
+def read_history(
+    path: str | Path,
+    fmt: str,
+    *,
+    keep_cpu: bool = False,
+    skip_bad: bool = False,
+    group: str = "account",
+):
     """A Slurm / Helios export (``HISTORY_FORMATS``) → (jobs, ImportStats)."""
     from .history import READERS
 
     if group not in ("account", "partition"):
         raise TraceError(f"group by {group!r}; allowed: account, partition")
-    return READERS[fmt](read_text(path), str(path), keep_cpu=keep_cpu, skip_bad=skip_bad, group=group)
+    return READERS[fmt](
+        read_text(path), str(path), keep_cpu=keep_cpu, skip_bad=skip_bad, group=group
+    )
 
 
 def guess_format(head: str, exclude: str = "") -> str | None:
@@ -255,8 +297,10 @@ def iter_trace(path: str | Path, fmt: str) -> Iterator[Job]:
         missing = [c for c in required if c not in (rows.fieldnames or [])]
         if missing:
             hint = guess_format(fh.getvalue()[:4096], exclude=fmt)
-            raise TraceError(f"{p}:1: not a {fmt} trace: missing column(s) {', '.join(missing)}"
-                             + (f"; it looks like --format {hint}" if hint else ""))
+            raise TraceError(
+                f"{p}:1: not a {fmt} trace: missing column(s) {', '.join(missing)}"
+                + (f"; it looks like --format {hint}" if hint else "")
+            )
         for row in rows:
             line = rows.line_num
             try:
@@ -290,8 +334,10 @@ def read_utilisation(path: str | Path) -> dict[int, str]:
         rows = csv.DictReader(fh)
         missing = [c for c in ("job_id", UTIL_TAG) if c not in (rows.fieldnames or [])]
         if missing:
-            raise TraceError(f"{p}:1: not a utilisation file: missing column(s) {', '.join(missing)} "
-                             f"(expected a header job_id,{UTIL_TAG})")
+            raise TraceError(
+                f"{p}:1: not a utilisation file: missing column(s) {', '.join(missing)} "
+                f"(expected a header job_id,{UTIL_TAG})"
+            )
         for row in rows:
             line = rows.line_num
             try:
@@ -316,7 +362,9 @@ def attach_utilisation(jobs: list[Job], by_id: dict[int, str]) -> int:
     return matched
 
 
-def read_trace(path: str | Path, fmt: str, start: float | None = None, end: float | None = None) -> list[Job]:
+def read_trace(
+    path: str | Path, fmt: str, start: float | None = None, end: float | None = None
+) -> list[Job]:
     """All jobs of the trace submitted in ``[start, end)`` (bounds optional), in file order."""
     out = []
     for job in iter_trace(path, fmt):

@@ -21,7 +21,9 @@ from ...core.model import Job
 UTIL_TAG = "gpu_util"
 SYNTHETIC_BUSY_PERCENT = 90.0
 
-Profile = tuple[tuple[float, float], ...]  # ((offset_s, util_percent), ...), offsets from 0, increasing
+Profile = tuple[
+    tuple[float, float], ...
+]  # ((offset_s, util_percent), ...), offsets from 0, increasing
 
 
 def parse_profile(text: str) -> Profile:
@@ -87,7 +89,9 @@ def parse_synthetic(text: str) -> tuple[float, int]:
         frac = float(frac_s)
         seed = int(seed_s) if seed_s.strip() else 0
     except ValueError:
-        raise ValueError(f"--synthetic-idle: got {text!r}; allowed: FRACTION[:SEED], e.g. 0.2 or 0.2:7") from None
+        raise ValueError(
+            f"--synthetic-idle: got {text!r}; allowed: FRACTION[:SEED], e.g. 0.2 or 0.2:7"
+        ) from None
     if not 0.0 <= frac <= 1.0:
         raise ValueError(f"--synthetic-idle: fraction {frac_s!r} is outside 0-1")
     return frac, seed
@@ -103,7 +107,11 @@ def synthetic_profiles(jobs: Sequence[Job], fraction: float, seed: int) -> list[
         pick, share = rng.random(), rng.random()
         if pick < fraction:
             idle_from = share * float(j.duration or 0.0)
-            out.append(((0.0, SYNTHETIC_BUSY_PERCENT), (idle_from, 0.0)) if idle_from > 0 else ((0.0, 0.0),))
+            out.append(
+                ((0.0, SYNTHETIC_BUSY_PERCENT), (idle_from, 0.0))
+                if idle_from > 0
+                else ((0.0, 0.0),)
+            )
         else:
             out.append(None)
     return out
