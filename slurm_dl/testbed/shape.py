@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 # slurmd processes share the host (Slurm's multiple-slurmd mode): each costs memory and a port,
-# so the count is capped where one machine still carries them (docs/admins.md gives the figures).
+# so the count is capped where one machine still carries them (docs/releases.md gives the figures).
 MAX_NODES = 512
 MAX_GPUS_PER_NODE = 64
 DEFAULT_PARTITION = "gpu"
