@@ -98,9 +98,7 @@ def _fill(
             out,
             f"{table.path}.{name}",
             info,
-            getattr(value, name)
-            if value is not None
-            else info.get_default(call_default_factory=True, validated_data={}),
+            getattr(value, name) if value is not None else _default(info),
         )
 
 
@@ -220,9 +218,6 @@ def _inline(entry: BaseModel) -> str:
     items = []
     for name, info in type(entry).model_fields.items():
         v = getattr(entry, name)
-        if v is not None and (
-            info.is_required()
-            or v != info.get_default(call_default_factory=True, validated_data={})
-        ):
+        if v is not None and (info.is_required() or v != _default(info)):
             items.append(f"{name} = {_toml(v)}")
     return "{ " + ", ".join(items) + " }"
