@@ -72,7 +72,7 @@ def synthetic(
         JobClass.INTERACTIVE,
     ]
     jobs: list[Job] = []
-    led = Ledger()
+    led = Ledger(half_life_s=3600.0)
     for i in range(running):
         gpus = rng.choice((1, 2, 4, 8))
         start = now - rng.uniform(60, 86400)
@@ -105,8 +105,8 @@ def synthetic(
         if rng.random() < 0.05:
             j.deadline = now + rng.uniform(3600, 86400)
         jobs.append(j)
-    led.observe(jobs, now - 60.0, 3600.0)
-    led.observe(jobs, now, 3600.0)
+    led.observe(jobs, now - 60.0)
+    led.observe(jobs, now)
     for _ in range(2000):
         led.add_history(
             rng.lognormvariate(8, 2),
@@ -333,7 +333,6 @@ def main() -> int:
                 site_factor=None,
                 rank=0,
                 ranked=len(jobs),
-                half_life_s=3600.0,
             )
             for j in jobs
         ],

@@ -141,7 +141,6 @@ def run(
                 lambda: Store(url, create=False),
                 pc.explain_address,
                 pc.explain_port,
-                prio.config.policy.fairshare.half_life_hours,
                 pc.munge_socket,
             )
             log.info(

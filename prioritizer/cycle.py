@@ -20,7 +20,7 @@ from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.errors import SlurmError, StoreError
 from slurm_dl.core.explain import explain_job
 from slurm_dl.core.fairness import entitled
-from slurm_dl.core.ledger import Ledger
+from slurm_dl.core.ledger import Ledger, half_life_of
 from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState
 from slurm_dl.core.preemption import RESUME_CHECKPOINT, resume_kind, waits_only_for_gpus
 from slurm_dl.core.steering import plan_moves
@@ -141,7 +141,6 @@ class Prioritizer:
         self.planner = planner
         self.policy = get_policy(config.policy.mix, config)
         self.scale = SiteFactorScale.from_config(config)
-        self.half_life_s = config.policy.fairshare.half_life_hours * 3600.0
         self.ledger: Ledger | None = None
         self.known_site_factors: dict[int, int] | None = None
         self.cycle_no = 0
@@ -175,6 +174,7 @@ class Prioritizer:
         if self.ledger is None:
             self.ledger = self.store.load_ledger()
             self.cycle_no = self.store.ledger_cycle()
+        self.ledger.half_life_s = half_life_of(self.config)  # the site's setting, not saved
         return self.ledger
 
     def _steer(
@@ -384,12 +384,12 @@ class Prioritizer:
         for j in [j for j in jobs if j.job_id not in known]:
             seed_unknown_running(j, ledger, now)
         if not self.dry_run:
-            ledger.observe(snap.jobs, now, self.half_life_s, speeds)
+            ledger.observe(snap.jobs, now, speeds)
             ledger.forget_finished(now, KEEP_FINISHED_S)
             work = ledger
         else:
-            work = Ledger.from_dict(ledger.to_dict(compact=True))
-            work.observe(snap.jobs, now, self.half_life_s, speeds)
+            work = Ledger.from_dict(ledger.to_dict(compact=True), ledger.half_life_s)
+            work.observe(snap.jobs, now, speeds)
         for j, rec in zip(jobs, map(work.jobs.get, map(_JOB_ID, jobs))):
             apply_ledger(j, rec)
         return work
@@ -679,7 +679,6 @@ class Prioritizer:
                 site_factor=held.get(j.job_id) if j.state is _PENDING else None,
                 rank=rank,
                 ranked=len(order),
-                half_life_s=self.half_life_s,
             )
             if j.job_id in gpu_notes:
                 e["gpu_utilisation"] = gpu_notes[j.job_id]
@@ -697,7 +696,6 @@ class Prioritizer:
             free,
             victims_of,
             self.cycle_no + 1,
-            self.half_life_s,
             build,
             always=set(gpu_notes) | noted | set(steered.choices),
         )

@@ -54,6 +54,7 @@ PER_JOB_KEYS = (
     "restarts",
     "deadline_slack_s",
     "account_usage_gpu_s",
+    "usage_half_life_hours",
     "waiting_for",
 )
 STORED_KEYS = (
@@ -117,7 +118,6 @@ class ExplanationCache:
         free_gpus: int,
         victims_of: dict[int, list[int]],
         cycle_no: int,
-        half_life_s: float,
         build: Callable[[Job, int], dict[str, Any]],
         always: Iterable[int] = (),
     ) -> ExplanationParts:
@@ -155,9 +155,10 @@ class ExplanationCache:
         ]
         derive = {  # what completes the numbers: ledger usage per account, free GPUs, victims
             "usage": {
-                a: (round(led.usage(a, now, half_life_s), 3) if led is not None else None)
+                a: (round(led.usage(a, now), 3) if led is not None else None)
                 for a in set(map(_ACCOUNT, order))
             },
+            "half_life_hours": led.half_life_s / 3600.0 if led is not None else None,
             "free_gpus": free_gpus,
             "victims": {str(need): sorted(vs) for need, vs in victims_of.items()},
         }

@@ -52,7 +52,6 @@ def answer(
     job_id: int,
     who: MungeIdentity,
     store,
-    half_life_hours: float,
     live: bool,
     admin_uids: frozenset[int],
 ) -> Answer:
@@ -86,7 +85,7 @@ def answer(
                 },
             )
     g.queue = store.explanations() if g.expl is not None else {}
-    return Answer(200, payload(g, half_life_hours, live=live))
+    return Answer(200, payload(g, live=live))
 
 
 class ExplainServer:
@@ -98,13 +97,11 @@ class ExplainServer:
         store_factory: Callable[[], Any],
         address: str,
         port: int,
-        half_life_hours: float,
         munge_socket: str | None = None,
         admin_uids: frozenset[int] | None = None,
     ) -> None:
         self._store = store_factory()
         self._lock = threading.Lock()  # one store session at a time
-        self.half_life_hours = half_life_hours
         self.munge_socket = munge_socket
         self.admin_uids = admin_uids if admin_uids is not None else frozenset({0, os.getuid()})
         try:
@@ -136,7 +133,6 @@ class ExplainServer:
                     int(m.group(1)),
                     who,
                     self._store,
-                    self.half_life_hours,
                     m.group(3) != "0",
                     self.admin_uids,
                 )

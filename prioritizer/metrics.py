@@ -186,7 +186,7 @@ class PrioritizerMetrics:
             self._accounts(prio, report.now)
 
     def _accounts(self, prio: Prioritizer, now: float) -> None:
-        usage = prio.ledger.usage_all(now, prio.half_life_s)
+        usage = prio.ledger.usage_all(now)
         total = sum(usage.values())
         fs = prio.config.policy.fairshare
         shares = dict(fs.shares) if fs is not None else {}

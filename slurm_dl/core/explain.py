@@ -70,7 +70,6 @@ def explain_job(
     site_factor: int | None,
     rank: int | None,
     ranked: int,
-    half_life_s: float,
     waiting_for: str = "",
 ) -> dict[str, Any]:
     """The explanation of one job as a JSON-able dict."""
@@ -136,9 +135,10 @@ def explain_job(
         if job.deadline is None and job.soft_deadlines
         else None,
         "deadline_step_promised": _float_or_none((job.tags or {}).get(SOFT_FROM_TAG)),
-        "account_usage_gpu_s": round(led.usage(job.account, ctx.now, half_life_s), 3)
+        "account_usage_gpu_s": round(led.usage(job.account, ctx.now), 3)
         if led is not None
         else None,
+        "usage_half_life_hours": led.half_life_s / 3600.0 if led is not None else None,
         "waiting_for": waiting_for,
     }
 
@@ -187,12 +187,14 @@ def finish_numbers(e: dict[str, Any], derive: Mapping[str, Any]) -> dict[str, An
     """Complete an explanation whose numbers a cycle stored raw (the prioritizer stores them for
     every job each cycle, so it does the least per job): round them as :func:`explain_job`
     does, and add its account's usage and what it waits for from the cycle's ``derive``
-    figures (``usage`` per account, ``free_gpus``, ``victims`` per waiting job)."""
+    figures (``usage`` per account, ``half_life_hours``, ``free_gpus``, ``victims`` per
+    waiting job)."""
     for key, digits in ROUNDED.items():
         v = e.get(key)
         if isinstance(v, float):
             e[key] = round(v, digits)
     e["account_usage_gpu_s"] = (derive.get("usage") or {}).get(e.get("account"))
+    e["usage_half_life_hours"] = derive.get("half_life_hours")
     if e.get("state") != JobState.PENDING.value:
         e["waiting_for"] = ""
     else:

@@ -17,6 +17,9 @@ with :meth:`Ledger.to_dict` / :meth:`Ledger.from_dict`, the simulator keeps one 
   with the key fields Slurm accounting has, in finishing order: what the history learner of
   Gittins and QSSF reads).
 * Account usage decays exponentially with a half-life: ``u(t) = u(t0) · 2^(-(t - t0)/h)``.
+  The ledger owns ``h`` (:attr:`Ledger.half_life_s`): it is not saved with the ledger (it is
+  the site's setting, ``[policy.fairshare] half_life_hours``), and whoever loads a ledger sets
+  it from the site config.
 * A pending job's waiting time (``JobRecord.waited_s``, LAS's starvation guard reads it) grows
   only while it waits to run: pending, not held (``Job.held``) and past its eligible time.
   Slurm sets the eligible time again when a held job is released (and after a requeue), so a
@@ -34,6 +37,7 @@ from operator import attrgetter
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Mapping
 
+from .config.policy import FairShareConfig
 from .model import HELD_REASONS, Job, JobState
 from .policy.history import Finished
 
@@ -51,6 +55,12 @@ def decay(value: float, dt: float, half_life_s: float) -> float:
     if dt <= 0.0:
         return value
     return value * math.pow(2.0, -dt / half_life_s)
+
+
+def half_life_of(config: Any) -> float:
+    """The usage half-life in seconds that a site config (None: the defaults) sets."""
+    fs = config.policy.fairshare if config is not None else FairShareConfig()
+    return fs.half_life_hours * 3600.0
 
 
 def _remove_last(values: list[float], value: float) -> None:
@@ -360,7 +370,10 @@ def _count_wait(rec: JobRecord, job: Job, now: float) -> None:
 class Ledger:
     """See the module docstring. ``revision`` grows on every change (policies cache on it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, half_life_s: float | None = None) -> None:
+        self.half_life_s = (
+            FairShareConfig().half_life_hours * 3600.0 if half_life_s is None else half_life_s
+        )
         self.jobs: dict[int, JobRecord] = {}
         self.accounts: dict[str, AccountUsage] = {}
         self.history: EntryLog = EntryLog()
@@ -379,25 +392,44 @@ class Ledger:
         """The latest snapshot's time: every open record was seen then (a record seen at this
         time is saved without its ``last_seen``, see :meth:`changed_rows`)."""
 
+    @property
+    def half_life_s(self) -> float:
+        """Seconds in which an account's usage halves (fair share reads the decayed usage)."""
+        return self._half_life_s
+
+    @half_life_s.setter
+    def half_life_s(self, value: float) -> None:
+        if not value > 0:  # also NaN
+            raise ValueError(f"the usage half-life must be positive, got {value} s")
+        self._half_life_s = float(value)
+
+    @classmethod
+    def from_config(cls, config: Any) -> "Ledger":
+        """An empty ledger with the site config's half-life (``config`` None: the default)."""
+        return cls(half_life_s=half_life_of(config))
+
     # --- accounting ----------------------------------------------------------------------
-    def _charge(self, account: str, gpu_s: float, now: float, half_life_s: float) -> None:
+    def _charge(self, account: str, gpu_s: float, now: float) -> None:
         acc = self.accounts.get(account)
         if acc is None:
             acc = self.accounts[account] = AccountUsage(account, 0.0, now)
         dt = now - acc.updated_at
         # decay() inlined (the simulator charges every account at every event)
         acc.usage_gpu_s = (
-            acc.usage_gpu_s * math.pow(2.0, -dt / half_life_s) if dt > 0.0 else acc.usage_gpu_s
+            acc.usage_gpu_s * math.pow(2.0, -dt / self._half_life_s)
+            if dt > 0.0
+            else acc.usage_gpu_s
         ) + gpu_s
         if dt < 0.0:  # max(updated_at, now)
             return
         acc.updated_at = now
 
-    def _charge_many(self, gpus: dict[str, int], dt: float, now: float, half_life_s: float) -> int:
-        """``_charge(a, gpus[a] × dt, now, half_life_s)`` for each account with GPUs, in order
+    def _charge_many(self, gpus: dict[str, int], dt: float, now: float) -> int:
+        """``_charge(a, gpus[a] × dt, now)`` for each account with GPUs, in order
         (the same arithmetic, in one loop: the simulator does this at every event); returns
         how many were charged."""
         accounts = self.accounts
+        half_life_s = self._half_life_s
         last_dt = None
         m = 1.0
         n = 0
@@ -424,14 +456,11 @@ class Ledger:
         self,
         snapshot_jobs: Iterable[Job],
         now: float,
-        half_life_s: float,
         speeds: Mapping[str, float] | None = None,
     ) -> None:
         """Account service up to ``now`` from a snapshot of pending and running jobs.
         ``speeds``: GPU type -> speed (a cluster of several types): a GPU-second is charged at
         the speed of the type it ran on, so an H100-hour costs what the work it did is worth."""
-        if not half_life_s > 0:
-            raise ValueError(f"half_life_s must be positive, got {half_life_s}")
         if self.seen_at is None or now > self.seen_at:
             self.seen_at = now
         seen: set[int] = set()
@@ -499,7 +528,7 @@ class Ledger:
                     ):  # kept before speeds were
                         rec.norm_executed_base_s = rec.executed_base_s * speed
                     rec.run_from, rec.run_rate, rec.run_speed = rec.last_seen, rate, speed
-                self._charge(rec.account, rate * (now - rec.last_seen), now, half_life_s)
+                self._charge(rec.account, rate * (now - rec.last_seen), now)
             if job.state.active and job.gpu_type:
                 rec.gpu_type = job.gpu_type
             _count_wait(rec, job, now)
@@ -628,16 +657,18 @@ class Ledger:
         rec = self.jobs.get(job_id)
         return rec.waited_s if rec is not None else None
 
-    def usage(self, account: str, now: float, half_life_s: float) -> float:
+    def usage(self, account: str, now: float) -> float:
+        """The account's usage at ``now`` in GPU-seconds, decayed with :attr:`half_life_s`."""
         acc = self.accounts.get(account)
         if acc is None:
             return 0.0
-        return decay(acc.usage_gpu_s, now - acc.updated_at, half_life_s)
+        return decay(acc.usage_gpu_s, now - acc.updated_at, self._half_life_s)
 
-    def usage_all(self, now: float, half_life_s: float) -> dict[str, float]:
+    def usage_all(self, now: float) -> dict[str, float]:
         """Every account's :meth:`usage` (``decay`` inlined: fair share reads it per cycle)."""
         out = {}
         pow_ = math.pow
+        half_life_s = self._half_life_s
         for a, acc in self.accounts.items():
             dt = now - acc.updated_at
             out[a] = acc.usage_gpu_s * pow_(2.0, -dt / half_life_s) if dt > 0.0 else acc.usage_gpu_s
@@ -711,8 +742,10 @@ class Ledger:
         return entry if name == "history" else list(entry)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Ledger":
-        led = cls()
+    def from_dict(cls, d: dict[str, Any], half_life_s: float | None = None) -> "Ledger":
+        """The ledger ``to_dict`` made, with ``half_life_s`` (None: the default; it is not
+        part of the data)."""
+        led = cls(half_life_s)
         try:
             names = d.get("job_fields")
             if names is None:  # one table per record

@@ -208,7 +208,7 @@ def prioritizer_explain(
     except ImportError:
         return None, None
     try:
-        doc = payload(gather(Store(database_url, create=False), job_id), None, live=False)
+        doc = payload(gather(Store(database_url, create=False), job_id), live=False)
     except NoRecord:
         return None, None
     except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`

@@ -76,7 +76,7 @@ def explanation(
             )  # a reader: a missing or empty store is named, not made
             if stores is not None:
                 stores[where] = store
-        return payload(gather(store, job_id), cfg.policy.fairshare.half_life_hours, live=live)
+        return payload(gather(store, job_id), live=live)
     from slurm_dl.explain.client import NotKnown, ask
 
     pc = cfg.prioritizer
@@ -125,7 +125,7 @@ def gather(store, job_id: int, *, with_queue: bool = True) -> Gathered:
     return Gathered(job_id, expl, queue, decisions, preemptions)
 
 
-def payload(g: Gathered, half_life_hours: float, live: bool = True) -> dict[str, Any]:
+def payload(g: Gathered, live: bool = True) -> dict[str, Any]:
     """The document ``explain --json`` prints: the view plus decisions and preemptions, or
     ``state: GONE`` for a job that no longer waits or runs."""
     if g.expl is None or "factors" not in g.expl:
@@ -146,7 +146,6 @@ def payload(g: Gathered, half_life_hours: float, live: bool = True) -> dict[str,
         estimate=estimate,
         preemptions=g.preemptions,
         free_gpus_per_node=free,
-        half_life_hours=half_life_hours,
         now=time.time(),
         releases=releases,
     )

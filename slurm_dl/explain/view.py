@@ -169,7 +169,6 @@ def explain_view(
     estimate: Mapping[str, Any] | None = None,
     preemptions: Iterable[Mapping[str, Any]] = (),
     free_gpus_per_node: Iterable[int] | None = None,
-    half_life_hours: float | None = None,
     now: float | None = None,
     releases: Iterable[tuple[int, Iterable[tuple[float, int]]]] | None = None,
 ) -> dict[str, Any]:
@@ -250,7 +249,7 @@ def explain_view(
     view["ordering"] = neighbours
     view["preemption"] = preemption_words(expl, list(preemptions))
     view["estimated_start"] = estimate_words(estimate, now)
-    view["levers"] = levers(expl, view, free_gpus_per_node, half_life_hours)
+    view["levers"] = levers(expl, view, free_gpus_per_node)
     fit = (
         earliest_fit(int(expl.get("num_gpus") or 0), releases, now)
         if expl.get("state") == "PENDING"
@@ -368,7 +367,6 @@ def levers(
     expl: Mapping[str, Any],
     view: Mapping[str, Any],
     free_gpus_per_node: Iterable[int] | None,
-    half_life_hours: float | None,
 ) -> list[str]:
     """What the user could change, where the numbers allow saying it concretely."""
     out = []
@@ -386,6 +384,7 @@ def levers(
                 f"{best} GPUs are free on one node: it starts once the jobs ahead are placed"
             )
     usage = expl.get("account_usage_gpu_s")
+    half_life_hours = expl.get("usage_half_life_hours")  # the prioritizer's, as it decayed usage
     if (
         half_life_hours
         and usage

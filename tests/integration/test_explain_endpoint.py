@@ -208,9 +208,7 @@ def test_users_see_their_own_jobs_through_the_endpoint_and_nothing_else(
         assert _get(port, "/explain/../../etc/passwd", f"MUNGE {encode(munged)}")[0] == 404
 
         # the owner without admin rights sees their own job (the same store, no admin uids)
-        server = ExplainServer(
-            lambda: Store(db), "127.0.0.1", 0, 24.0, munged, admin_uids=frozenset()
-        )
+        server = ExplainServer(lambda: Store(db), "127.0.0.1", 0, munged, admin_uids=frozenset())
         try:
             status, doc = _get(server.port, f"/explain/{job}?live=0", f"MUNGE {encode(munged)}")
             assert status == 200 and doc["job_id"] == job

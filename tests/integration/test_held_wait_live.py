@@ -22,14 +22,14 @@ def test_a_job_held_then_released_waits_from_its_release(make_testbed) -> None:
     tb.up()
     env = tb.env()
     slurm = CliBackend(env)
-    led = Ledger()
+    led = Ledger(H)
     busy = submit("#!/bin/bash\nsleep 120\n", env, ["--gpus=2", "-t", "5", "-o", "/dev/null"])
     held = submit("#!/bin/bash\ntrue\n", env, ["--hold", "--gpus=2", "-t", "5", "-o", "/dev/null"])
     try:
 
         def job():
             snap = slurm.snapshot()
-            led.observe(snap.jobs, snap.taken_at, H)
+            led.observe(snap.jobs, snap.taken_at)
             return next(j for j in snap.jobs if j.job_id == held), snap.taken_at
 
         j, _ = job()

@@ -270,7 +270,7 @@ def test_idle_connections_do_not_take_the_metrics_endpoints_descriptors() -> Non
 def test_the_explain_endpoint_is_bounded_too() -> None:
     from prioritizer.explain_server import ExplainServer
 
-    e = ExplainServer(lambda: None, "127.0.0.1", 0, 24.0, "/nonexistent/munge.socket")
+    e = ExplainServer(lambda: None, "127.0.0.1", 0, "/nonexistent/munge.socket")
     idle: list[socket.socket] = []
     try:
         idle = [connect(e.port) for _ in range(100)]

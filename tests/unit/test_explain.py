@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _setup():
     cfg = load_config(ROOT / "site-configs" / "testbed.toml")
-    led = Ledger()
+    led = Ledger(3600.0)
     runner = Job(1, user="u", account="busy", num_gpus=4, state=JobState.RUNNING, start_time=0.0)
-    led.observe([runner], 0.0, 3600.0)
-    led.observe([runner], 100.0, 3600.0)
+    led.observe([runner], 0.0)
+    led.observe([runner], 100.0)
     return cfg, led
 
 
@@ -47,7 +47,6 @@ def test_explanation_names_each_factor_queue_usage_and_slack():
         site_factor=750000,
         rank=0,
         ranked=2,
-        half_life_s=3600.0,
         waiting_for=waiting_reason(job, free_gpus=0),
     )
     assert set(e["factors"]) == {"deadline", "class", "las", "fairshare"}
@@ -91,9 +90,7 @@ def test_explain_cli_reads_the_store(tmp_path):
     policy = get_policy("combined", cfg)
     ctx = PolicyContext(now=100.0, ledger=led, config=cfg, total_gpus=32)
     job = Job(2, account="busy", num_gpus=1, submit_time=50.0)
-    e = explain_job(
-        job, ctx, policy, score=0.5, site_factor=500, rank=0, ranked=1, half_life_s=3600.0
-    )
+    e = explain_job(job, ctx, policy, score=0.5, site_factor=500, rank=0, ranked=1)
     url = f"sqlite:///{tmp_path / 'p.db'}"
     Store(url).save_cycle(
         CycleWrite(
@@ -163,7 +160,6 @@ def test_explain_says_whether_and_how_a_job_may_be_preempted(
         site_factor=None,
         rank=0,
         ranked=1,
-        half_life_s=3600.0,
     )
     assert e["preemption"]["kind"] == kind and why in e["preemption"]["why"]
     text = render_explanation(e)
@@ -186,7 +182,7 @@ def test_munge_metadata_and_the_endpoint_refuse_what_they_cannot_vouch_for() -> 
         and not PATH.match("/explain/42/../1")
         and not PATH.match("/x")
     )
-    server = ExplainServer(lambda: None, "127.0.0.1", 0, 24.0, "/nonexistent/munge.socket")
+    server = ExplainServer(lambda: None, "127.0.0.1", 0, "/nonexistent/munge.socket")
     try:
         assert server.handle("/explain/1", "").status == 401  # no credential
         assert server.handle("/explain/1", "Basic abc").status == 401  # not MUNGE

@@ -23,13 +23,10 @@ def test_a_job_with_only_decisions_left_is_not_called_someone_elses(tmp_path):
         42,
         MungeIdentity(uid=os.getuid(), gid=os.getgid()),
         store,
-        24.0,
         live=False,
         admin_uids=frozenset(),
     )
     assert a.status == 404 and "no longer knows whose job" in a.doc["error"]
     assert "decisions" not in a.doc  # nothing of the job is shown to a user who may not own it
-    admin = answer(
-        42, MungeIdentity(uid=0, gid=0), store, 24.0, live=False, admin_uids=frozenset({0})
-    )
+    admin = answer(42, MungeIdentity(uid=0, gid=0), store, live=False, admin_uids=frozenset({0}))
     assert admin.status == 200 and admin.doc["decisions"][0]["reason"].startswith("score 0.5")

@@ -23,7 +23,7 @@ def _queue(
     cfg = cfg or load_config(ROOT / "site-configs" / "testbed.toml")
     policy = get_policy("combined", cfg)
     ctx = PolicyContext(
-        now=now, ledger=led if led is not None else Ledger(), config=cfg, total_gpus=32
+        now=now, ledger=led if led is not None else Ledger(3600.0), config=cfg, total_gpus=32
     )
     scores = policy.scores(jobs, ctx)
     order = sorted(jobs, key=lambda j: (-scores[j.job_id], j.submit_time, j.job_id))
@@ -36,7 +36,6 @@ def _queue(
             site_factor=None,
             rank=r,
             ranked=len(order),
-            half_life_s=3600.0,
             waiting_for=waiting_reason(j, 0),
         )
         for r, j in enumerate(order)
@@ -160,7 +159,6 @@ def test_levers_and_estimate() -> None:
         q,
         estimate={"at": 4600.0},
         free_gpus_per_node=[4, 2],
-        half_life_hours=24.0,
         now=1000.0,
     )
     assert "with 4 GPUs instead of 8" in view["levers"][0]

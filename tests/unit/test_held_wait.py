@@ -49,7 +49,7 @@ def held(reason="JobHeldUser", **kw) -> Job:
 
 def seen(led: Ledger, *pairs: tuple[float, Job]) -> float | None:
     for now, j in pairs:
-        led.observe([j], now=now, half_life_s=H)
+        led.observe([j], now=now)
     return led.waited(1)
 
 
@@ -58,13 +58,15 @@ def seen(led: Ledger, *pairs: tuple[float, Job]) -> float | None:
 
 def test_a_waiting_job_counts_from_its_submission_and_every_second_after():
     assert (
-        seen(Ledger(), (30.0, job(eligible=0.5, submit=0.5)), (90.0, job(eligible=0.5, submit=0.5)))
+        seen(
+            Ledger(H), (30.0, job(eligible=0.5, submit=0.5)), (90.0, job(eligible=0.5, submit=0.5))
+        )
         == 89.5
     )
 
 
 def test_held_from_submission_counts_nothing_until_released_then_from_the_release():
-    led = Ledger()
+    led = Ledger(H)
     assert seen(led, (10.0, held()), (500.0, held())) == 0.0  # sbatch --hold, 500 s
     assert (
         seen(led, (501.0, job(reason=""))) == 0.0
@@ -73,7 +75,7 @@ def test_held_from_submission_counts_nothing_until_released_then_from_the_releas
 
 
 def test_time_held_between_two_waits_is_left_out():
-    led = Ledger()
+    led = Ledger(H)
     seen(led, (0.0, job(eligible=0.0)), (100.0, job(eligible=0.0)))
     assert (
         seen(led, (150.0, held(reason="JobHeldAdmin")), (900.0, held(reason="JobHeldAdmin")))
@@ -83,7 +85,7 @@ def test_time_held_between_two_waits_is_left_out():
 
 
 def test_a_hold_and_release_between_two_snapshots_counts_only_from_the_release():
-    led = Ledger()
+    led = Ledger(H)
     seen(led, (0.0, job(eligible=0.0)), (10.0, job(eligible=0.0)))
     assert seen(led, (400.0, job(eligible=395.0))) == 15.0  # held at 11, released at 395
 
@@ -91,7 +93,7 @@ def test_a_hold_and_release_between_two_snapshots_counts_only_from_the_release()
 def test_a_job_held_since_it_was_last_seen_counts_nothing_even_if_its_eligible_time_is_old():
     # requeuehold keeps an eligible time still ahead; should a release keep an old one, the
     # interval the job was held in is not counted
-    led = Ledger()
+    led = Ledger(H)
     seen(
         led,
         (0.0, held(reason="JobHeldAdmin", eligible=5.0)),
@@ -102,10 +104,10 @@ def test_a_job_held_since_it_was_last_seen_counts_nothing_even_if_its_eligible_t
 
 
 def test_a_requeued_job_waits_from_its_eligible_time_not_while_it_ran():
-    led = Ledger()
+    led = Ledger(H)
     seen(led, (0.0, job(eligible=0.0)), (20.0, job(eligible=0.0)))  # waited 20 s, then ran
-    led.observe([job(R)], now=21.0, half_life_s=H)
-    led.observe([job(R)], now=80.0, half_life_s=H)
+    led.observe([job(R)], now=21.0)
+    led.observe([job(R)], now=80.0)
     # requeued at 85: Slurm moves the submit time there, eligible at 96 (cred_expire + 1)
     assert seen(led, (90.0, job(submit=85.0, eligible=96.0, reason="BeginTime"))) == 20.0
     assert seen(led, (100.0, job(submit=85.0, eligible=96.0))) == 24.0
@@ -113,14 +115,14 @@ def test_a_requeued_job_waits_from_its_eligible_time_not_while_it_ran():
 
 
 def test_dependencies_and_begin_times_ahead_are_not_waiting():
-    led = Ledger()
+    led = Ledger(H)
     assert seen(led, (0.0, job(reason="Dependency")), (50.0, job(reason="Dependency"))) == 0.0
     assert seen(led, (60.0, job(reason="BeginTime", eligible=70.0))) == 0.0
     assert seen(led, (80.0, job(eligible=70.0))) == 10.0
 
 
 def test_the_count_survives_a_round_trip_and_an_older_ledger_starts_counting():
-    led = Ledger()
+    led = Ledger(H)
     seen(led, (0.0, job(eligible=0.0)), (40.0, job(eligible=0.0)))
     again = Ledger.from_dict(led.to_dict())
     assert again.waited(1) == 40.0 and again.jobs[1].waiting
@@ -134,7 +136,7 @@ def test_the_count_survives_a_round_trip_and_an_older_ledger_starts_counting():
 
 def test_a_ledger_that_kept_the_wait_as_a_sum_counts_on_from_it():
     """Saved by a release that added each cycle's wait to ``waited_s`` (with ``waiting``)."""
-    led = Ledger()
+    led = Ledger(H)
     seen(led, (0.0, job(eligible=0.0)), (40.0, job(eligible=0.0)))
     summed = led.to_dict()
     for r in summed["jobs"]:

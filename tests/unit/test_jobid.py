@@ -315,7 +315,7 @@ def _store_with(url: str, job_ids: list[int]) -> None:
     from slurm_dl.core.policy import PolicyContext, get_policy
     from slurm_dl.store import CycleWrite, Store
 
-    cfg, led = load_config(CONFIG), Ledger()
+    cfg, led = load_config(CONFIG), Ledger(3600.0)
     policy = get_policy("combined", cfg)
     ctx = PolicyContext(now=100.0, ledger=led, config=cfg, total_gpus=32)
     expl = {
@@ -327,7 +327,6 @@ def _store_with(url: str, job_ids: list[int]) -> None:
             site_factor=j,
             rank=0,
             ranked=1,
-            half_life_s=3600.0,
         )
         for j in job_ids
     }

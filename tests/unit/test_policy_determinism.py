@@ -39,11 +39,11 @@ def population(seed: int, n: int = 300) -> tuple[list[Job], Ledger]:
                 duration=rng.uniform(100, 100_000),
             )
         )
-    led = Ledger()
+    led = Ledger(3600.0)
     for k in range(200):
         led.add_history(rng.uniform(10, 1e6), f"u{k % 8}", f"n{k % 5}", f"a{k % 4}")
-    led.observe([j for j in jobs if j.running], now=9000.0, half_life_s=3600.0)
-    led.observe([j for j in jobs if j.running], now=10_000.0, half_life_s=3600.0)
+    led.observe([j for j in jobs if j.running], now=9000.0)
+    led.observe([j for j in jobs if j.running], now=10_000.0)
     return jobs, led
 
 

@@ -31,7 +31,7 @@ def cfg(**policy):
 
 # --- QSSF -------------------------------------------------------------------------------
 def test_qssf_predicts_from_user_name_then_user_then_account():
-    led = Ledger()
+    led = Ledger(H)
     led.add_history(100.0, "ann", "bert", "nlp")
     led.add_history(300.0, "ann", "bert", "nlp")
     led.add_history(50_000.0, "ann", "gpt", "nlp")
@@ -63,14 +63,13 @@ def test_qssf_predicts_from_user_name_then_user_then_account():
 
 # --- fair share -------------------------------------------------------------------------
 def test_fairshare_orders_accounts_below_their_share_first():
-    led = Ledger()
+    led = Ledger(H)
     led.observe(
         [
             Job(1, account="a", num_gpus=1, state=JobState.RUNNING),
             Job(2, account="b", num_gpus=3, state=JobState.RUNNING),
         ],
         now=0.0,
-        half_life_s=H,
     )
     led.observe(
         [
@@ -78,10 +77,9 @@ def test_fairshare_orders_accounts_below_their_share_first():
             Job(2, account="b", num_gpus=3, state=JobState.RUNNING),
         ],
         now=100.0,
-        half_life_s=H,
     )
     # usage: a 100, b 300 (a: 1/4, b: 3/4 of all usage)
-    p = get_policy("fairshare-queue", shares={"a": 1.0, "b": 1.0, "c": 2.0}, half_life_hours=1.0)
+    p = get_policy("fairshare-queue", shares={"a": 1.0, "b": 1.0, "c": 2.0})
     ctx = PolicyContext(now=100.0, ledger=led)
     # shares: a 1/4, b 1/4, c 1/2 -> F(a) = 2^-(0.25/0.25) = 0.5, F(b) = 2^-3, F(c) = 1
     assert p.factor("a", ctx) == pytest.approx(0.5)
@@ -94,20 +92,19 @@ def test_fairshare_orders_accounts_below_their_share_first():
     ]
     assert ids(p.order(jobs, ctx)) == [12, 11, 10]
     # a bigger share for b flips a and b: shares a 1, b 6, c 2 -> F(b) = 2^-(0.75/(6/9)) ~ 0.46 > F(a) = 2^-(2.25)
-    p2 = get_policy("fairshare-queue", shares={"a": 1.0, "b": 6.0, "c": 2.0}, half_life_hours=1.0)
+    p2 = get_policy("fairshare-queue", shares={"a": 1.0, "b": 6.0, "c": 2.0})
     assert ids(p2.order(jobs, ctx)) == [12, 10, 11]
 
 
 def test_fairshare_forgets_with_the_half_life():
-    led = Ledger()
-    led.observe([Job(1, account="a", num_gpus=1, state=JobState.RUNNING)], now=0.0, half_life_s=H)
+    led = Ledger(H)
+    led.observe([Job(1, account="a", num_gpus=1, state=JobState.RUNNING)], now=0.0)
     led.observe(
         [
             Job(1, account="a", num_gpus=1, state=JobState.RUNNING),
             Job(2, account="b", num_gpus=1, state=JobState.RUNNING),
         ],
         now=1000.0,
-        half_life_s=H,
     )
     led.observe(
         [
@@ -115,15 +112,13 @@ def test_fairshare_forgets_with_the_half_life():
             Job(2, account="b", num_gpus=1, state=JobState.RUNNING),
         ],
         now=1000.0,
-        half_life_s=H,
     )
     led.observe(
         [Job(2, account="b", num_gpus=1, state=JobState.RUNNING)],
         now=1000.0 + 10 * H,
-        half_life_s=H,
     )
-    assert led.usage("a", 1000.0, H) == pytest.approx(1000.0)
-    p = get_policy("fairshare-queue", half_life_hours=1.0)
+    assert led.usage("a", 1000.0) == pytest.approx(1000.0)
+    p = get_policy("fairshare-queue")
     # after ten half-lives a's old usage is ~0.1% of b's recent usage: a ranks first
     ctx = PolicyContext(now=1000.0 + 10 * H, ledger=led)
     assert p.factor("a", ctx) > 0.99 and p.factor("b", ctx) < 0.26
@@ -217,13 +212,9 @@ def test_combined_tiers_are_lexicographic_and_weights_sum_within_a_tier():
     )
     p = get_policy("combined", c)
     assert p.preemptive and p.discipline == "preemptive"
-    led = Ledger()
-    led.observe(
-        [Job(99, account="hog", num_gpus=8, state=JobState.RUNNING)], now=0.0, half_life_s=H
-    )
-    led.observe(
-        [Job(99, account="hog", num_gpus=8, state=JobState.RUNNING)], now=100.0, half_life_s=H
-    )
+    led = Ledger(H)
+    led.observe([Job(99, account="hog", num_gpus=8, state=JobState.RUNNING)], now=0.0)
+    led.observe([Job(99, account="hog", num_gpus=8, state=JobState.RUNNING)], now=100.0)
     now = 100.0
     ctx = PolicyContext(now=now, ledger=led)
     dl = Job(1, submit_time=50, deadline=now + 1000, time_limit=900, attained_gpu_s=5000)  # boosted
@@ -293,7 +284,7 @@ def test_combined_key_from_fused_score_and_tiebreak_equals_the_separate_calls(ti
         las={"starvation_factor": 4.0},
         combined={"tiers": tiers, "weights": {"fairshare": 0.3}},
     )
-    led = Ledger()
+    led = Ledger(H)
     now = 100 * H
     jobs = []
     for i in range(300):
@@ -313,8 +304,8 @@ def test_combined_key_from_fused_score_and_tiebreak_equals_the_separate_calls(ti
             job_class=rng.choice(list(JobClass)),
         )
         jobs.append(j)
-    led.observe(jobs, now - 60.0, H)
-    led.observe(jobs, now, H)
+    led.observe(jobs, now - 60.0)
+    led.observe(jobs, now)
     ctx = PolicyContext(now=now, ledger=led, config=c, total_gpus=32)
     fused = get_policy("combined", c)
     assert any(f for t in fused._tiers for f in [t[1]])  # some tier is fused
@@ -352,7 +343,7 @@ def test_combined_bound_key_equals_the_key_of_each_job(tiers, starvation, fused)
         las={"starvation_factor": starvation},
         combined={"tiers": tiers, "weights": {"fairshare": 0.3, "class": 0.7}},
     )
-    led = Ledger()
+    led = Ledger(H)
     now = 100 * H
     jobs = []
     for i in range(400):
@@ -377,8 +368,8 @@ def test_combined_bound_key_equals_the_key_of_each_job(tiers, starvation, fused)
             state_reason="JobHeldUser" if not running and rng.random() < 0.05 else None,
         )
         jobs.append(j)
-    led.observe(jobs, now - 60.0, H)
-    led.observe(jobs, now, H)
+    led.observe(jobs, now - 60.0)
+    led.observe(jobs, now)
     ctx = PolicyContext(now=now, ledger=led, config=c, total_gpus=32)
     policy = get_policy("combined", c)
     assert isinstance(policy, CombinedPolicy)

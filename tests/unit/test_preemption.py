@@ -121,8 +121,8 @@ def test_prefers_recently_checkpointed_then_lowest_score():
     ]
     scores = {1: 1.0, 10: 0.1, 11: 0.3, 12: 0.2, 13: 0.4}
     assert plan(Job(1, num_gpus=8), jobs, scores).victim_ids == (10,)
-    led = Ledger()
-    led.observe(jobs, now=NOW - 1000, half_life_s=3600.0)
+    led = Ledger(3600.0)
+    led.observe(jobs, now=NOW - 1000)
     led.jobs[13].last_checkpoint_signal = NOW - 60
     p = plan(Job(1, num_gpus=8), jobs, scores, ledger=led)
     assert p.victim_ids == (13,) and "checkpointed recently" in p.victims[0].reason

@@ -139,17 +139,17 @@ def test_the_daemon_sets_a_lever_only_where_it_changes_something() -> None:
 
 
 def test_charges_are_normalised_by_type_speed() -> None:
-    led = Ledger()
+    led = Ledger(3600.0)
     speeds = {"h100": 3.0, "v100": 1.0}
     fast = Job(1, account="a", num_gpus=1, gpu_type="h100", state=JobState.RUNNING, start_time=0.0)
     slow = Job(2, account="b", num_gpus=1, gpu_type="v100", state=JobState.RUNNING, start_time=0.0)
-    led.observe([fast, slow], 0.0, 3600.0, speeds)
-    led.observe([fast, slow], 100.0, 3600.0, speeds)
+    led.observe([fast, slow], 0.0, speeds)
+    led.observe([fast, slow], 100.0, speeds)
     assert led.attained(1) == pytest.approx(300.0) and led.attained(2) == pytest.approx(100.0)
     assert led.jobs[1].norm_executed_s == pytest.approx(300.0) and led.jobs[
         1
     ].executed_s == pytest.approx(100.0)
-    assert led.usage("a", 100.0, 3600.0) == pytest.approx(3 * led.usage("b", 100.0, 3600.0))
+    assert led.usage("a", 100.0) == pytest.approx(3 * led.usage("b", 100.0))
 
 
 # --- moving an opted-in job to a faster type that frees ---------------------------------------

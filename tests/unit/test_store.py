@@ -20,15 +20,15 @@ def store(tmp_path: Path) -> Store:
 
 
 def _ledger_with_service() -> Ledger:
-    led = Ledger()
+    led = Ledger(3600.0)
     j = Job(7, user="u", account="a", name="n", num_gpus=2, state=JobState.RUNNING)
-    led.observe([j], 100.0, 3600.0)
-    led.observe([j], 160.0, 3600.0)
+    led.observe([j], 100.0)
+    led.observe([j], 160.0)
     return led
 
 
 def test_empty_store_gives_an_empty_ledger(store):
-    assert store.load_ledger() == Ledger()
+    assert store.load_ledger() == Ledger(3600.0)
     assert store.site_factors() == {}
     assert store.explanation(1) is None
 
@@ -55,7 +55,7 @@ def test_cycle_round_trip(store, tmp_path):
 
 
 def test_later_cycle_overwrites_values_and_forgets_gone_jobs(store):
-    led = Ledger()
+    led = Ledger(3600.0)
     store.save_cycle(CycleWrite(now=1.0, cycle=1, ledger=led, pushed={1: 10, 2: 20}))
     store.save_cycle(CycleWrite(now=2.0, cycle=2, ledger=led, pushed={1: 30}, forget_jobs=[2]))
     assert store.site_factors() == {1: 30}
@@ -74,7 +74,7 @@ def test_preemption_rows_are_write_ahead_and_pairs_are_remembered(store):
 
 
 def test_prune_drops_old_decisions_and_each_cycle_replaces_explanations(store):
-    led = Ledger()
+    led = Ledger(3600.0)
     store.save_cycle(
         CycleWrite(
             now=1.0,
@@ -193,10 +193,10 @@ def test_a_steady_cycle_rewrites_only_the_records_that_changed(store, tmp_path):
     are stretches from a time the record keeps); new ones, ones that start or stop running
     and ones that left are; the saved ledger reads back equal after every save."""
     written = _rows_written(store)
-    led = Ledger()
+    led = Ledger(3600.0)
     q = _queue(50, 5, held=3)
     for cycle, now in enumerate((100.0, 110.0, 120.0), 1):
-        led.observe(q, now, 3600.0)
+        led.observe(q, now)
         store.save_cycle(CycleWrite(now=now, cycle=cycle, ledger=led))
         assert Store(store.url).load_ledger() == led
     assert len(written) == 58 + 5  # all, then the running ones once: their stretch opened
@@ -213,14 +213,14 @@ def test_a_steady_cycle_rewrites_only_the_records_that_changed(store, tmp_path):
             eligible_time=120.0,
         )
     ]
-    led.observe(q, 130.0, 3600.0)  # jobs 100 and 101 left (closed), 7000 arrived
+    led.observe(q, 130.0)  # jobs 100 and 101 left (closed), 7000 arrived
     store.save_cycle(CycleWrite(now=130.0, cycle=4, ledger=led))
     assert sorted(written) == [100, 101, 7000]
     again = Store(store.url).load_ledger()
     assert again == led and again.waited(149) == 130.0 and again.waited(500) == 0.0
     written.clear()
     led.forget_finished(now=200.0, keep_s=10.0)
-    led.observe(q, 200.0, 3600.0)
+    led.observe(q, 200.0)
     store.save_cycle(CycleWrite(now=200.0, cycle=5, ledger=led))
     assert written == []  # 100 and 101 deleted, nothing written
     assert again.attained(900) == 2 * 30.0 and led.attained(900) == 2 * 100.0
@@ -237,20 +237,20 @@ def test_a_steady_cycle_rewrites_only_the_records_that_changed(store, tmp_path):
         state_reason="BeginTime",
     )  # requeued: no longer running
     q.append(Job(150, user="u", account="a", name="w", num_gpus=1, state=JobState.RUNNING))
-    led.observe(q, 210.0, 3600.0)
+    led.observe(q, 210.0)
     store.save_cycle(CycleWrite(now=210.0, cycle=6, ledger=led))
     assert sorted(written) == [150, 904]
     assert Store(store.url).load_ledger() == led and 100 not in Store(store.url).load_ledger().jobs
 
 
 def test_a_store_written_by_another_process_between_saves_is_rewritten_whole(store, tmp_path):
-    led = Ledger()
-    led.observe(_queue(10, 2), 100.0, 3600.0)
+    led = Ledger(3600.0)
+    led.observe(_queue(10, 2), 100.0)
     store.save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led))
-    other = Ledger()  # another writer (a second daemon, a restore) saves a ledger of its own
-    other.observe(_queue(3, 0), 100.0, 3600.0)
+    other = Ledger(3600.0)  # another writer (a second daemon, a restore) saves a ledger of its own
+    other.observe(_queue(3, 0), 100.0)
     Store(store.url).save_cycle(CycleWrite(now=105.0, cycle=2, ledger=other))
-    led.observe(_queue(10, 2), 110.0, 3600.0)
+    led.observe(_queue(10, 2), 110.0)
     store.save_cycle(CycleWrite(now=110.0, cycle=3, ledger=led))
     assert Store(store.url).load_ledger() == led
 
@@ -261,10 +261,10 @@ def test_a_failed_save_leaves_the_next_one_to_rewrite_every_record(store, tmp_pa
     from sqlalchemy import event
     from sqlalchemy.exc import OperationalError
 
-    led = Ledger()
-    led.observe(_queue(10, 2), 100.0, 3600.0)
+    led = Ledger(3600.0)
+    led.observe(_queue(10, 2), 100.0)
     store.save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led))
-    led.observe(_queue(8, 2), 110.0, 3600.0)
+    led.observe(_queue(8, 2), 110.0)
 
     def fail(conn, cursor, statement, *rest):
         if statement.lstrip().upper().startswith("INSERT INTO SDL_DECISION"):
@@ -292,10 +292,10 @@ def test_a_ledger_saved_whole_by_an_earlier_release_reads_and_moves_into_rows(st
 
     from slurm_dl.store import LedgerState
 
-    led = Ledger()
+    led = Ledger(3600.0)
     q = _queue(4, 1)
-    led.observe(q, 100.0, 3600.0)
-    led.observe(q, 130.0, 3600.0)
+    led.observe(q, 100.0)
+    led.observe(q, 130.0)
     whole = led.to_dict(compact=True)
     names = whole["job_fields"]
     i, k = names.index("waited_before_s"), names.index("wait_from")
@@ -322,8 +322,8 @@ def test_a_ledger_saved_whole_by_an_earlier_release_reads_and_moves_into_rows(st
     assert back.waited(100) == 130.0
     s2 = Store(store.url)
     mine = s2.load_ledger()
-    mine.observe(q, 140.0, 3600.0)
-    led.observe(q, 140.0, 3600.0)
+    mine.observe(q, 140.0)
+    led.observe(q, 140.0)
     s2.save_cycle(CycleWrite(now=140.0, cycle=3, ledger=mine))
     assert json.loads(Store(store.url)._session().get(LedgerState, 1).data).get("jobs") is None
     got = Store(store.url).load_ledger()
@@ -336,8 +336,8 @@ def test_a_damaged_job_row_is_named(store):
 
     from slurm_dl.store.models import LedgerJobRow
 
-    led = Ledger()
-    led.observe(_queue(2, 0), 100.0, 3600.0)
+    led = Ledger(3600.0)
+    led.observe(_queue(2, 0), 100.0)
     store.save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led))
     with Session(store.engine) as s:
         s.get(LedgerJobRow, 101).data = "[101, tor"
@@ -376,12 +376,12 @@ def test_a_database_without_an_upsert_gets_rows_replaced_by_delete_and_insert(st
 def test_a_cycle_saved_while_the_ledger_is_read_makes_it_read_again(store, monkeypatch):
     """The document and the job rows are two reads: a cycle another daemon saves between them
     would mix two cycles, so the reader starts over (and says so if it never settles)."""
-    led = Ledger()
-    led.observe(_queue(3, 1), 100.0, 3600.0)
+    led = Ledger(3600.0)
+    led.observe(_queue(3, 1), 100.0)
     store.save_cycle(CycleWrite(now=100.0, cycle=1, ledger=led))
-    newer = Ledger()
-    newer.observe(_queue(5, 1), 100.0, 3600.0)
-    newer.observe(_queue(5, 1), 110.0, 3600.0)
+    newer = Ledger(3600.0)
+    newer.observe(_queue(5, 1), 100.0)
+    newer.observe(_queue(5, 1), 110.0)
     reader = Store(store.url)
     real, calls = Store._job_rows, []
 
@@ -441,7 +441,7 @@ def test_the_ledgers_logs_are_rows_written_once_and_trimmed_at_their_front(store
     from slurm_dl.store import LedgerState
 
     monkeypatch.setattr(ledger, "HISTORY_KEPT", 10)
-    led = Ledger()
+    led = Ledger(3600.0)
     for i in range(5):
         led.add_history(float(i), "ann", f"job{i}", "nlp", 1)
     store.save_cycle(CycleWrite(now=1.0, cycle=1, ledger=led))
@@ -470,17 +470,17 @@ def test_the_ledgers_logs_are_rows_written_once_and_trimmed_at_their_front(store
 def test_a_log_edited_is_rewritten_from_its_lowest_edit(store):
     from slurm_dl.core import ledger
 
-    led = Ledger()
+    led = Ledger(3600.0)
     j = Job(1, user="ann", account="nlp", name="bert", num_gpus=1, state=JobState.RUNNING)
     for i in range(3):
         led.add_history(float(i), "bob", "x", "cv", 1)
-    led.observe([j], 0.0, 3600.0)
-    led.observe([j], 10.0, 3600.0)
-    led.observe([], 20.0, 3600.0)  # missing: closed into the history (10 GPU-s)
+    led.observe([j], 0.0)
+    led.observe([j], 10.0)
+    led.observe([], 20.0)  # missing: closed into the history (10 GPU-s)
     store.save_cycle(CycleWrite(now=20.0, cycle=1, ledger=led))
     assert [d for _, d in _entries(store, "history")] == ["0.0", "1.0", "2.0", "10.0"]
     _tamper(store, "history", 0, "99.0")
-    led.observe([j], 30.0, 3600.0)  # back: its entry (the last) is withdrawn
+    led.observe([j], 30.0)  # back: its entry (the last) is withdrawn
     led.add_history(4.0, "bob", "x", "cv", 1)
     store.save_cycle(CycleWrite(now=30.0, cycle=2, ledger=led))
     assert _entries(store, "history") == [
@@ -527,7 +527,7 @@ def test_a_missing_log_entry_is_named(store):
 
     from slurm_dl.store.models import LedgerEntryRow
 
-    led = Ledger()
+    led = Ledger(3600.0)
     for i in range(3):
         led.add_history(float(i), "ann", "bert", "nlp", 1)
     store.save_cycle(CycleWrite(now=1.0, cycle=1, ledger=led))

@@ -138,7 +138,6 @@ def test_explain_for_people_place_gpus_ahead_start_and_no_internals() -> None:
         q,
         estimate={"at": NOW + 1800, "source": "slurm"},
         free_gpus_per_node=[7, 0, 0, 0],
-        half_life_hours=1.0,
         now=NOW,
     )
     text = people_text(view)
@@ -171,7 +170,7 @@ def test_a_one_node_job_still_hears_it_would_fit_with_fewer_gpus() -> None:
         4, user="u", account="a", num_gpus=8, num_nodes=1, submit_time=NOW, state_reason="Resources"
     )
     q = _queue([me], NOW)
-    view = explain_view(q[4], q, free_gpus_per_node=[6, 0], half_life_hours=1.0, now=NOW)
+    view = explain_view(q[4], q, free_gpus_per_node=[6, 0], now=NOW)
     assert "with 6 GPUs instead of 8 it would fit on a node that is free now" in view["levers"]
 
 
@@ -185,15 +184,15 @@ def test_two_cycles_with_the_same_inputs_explain_a_waiting_job_the_same() -> Non
     fresh factors and its stale ones differ although nothing about the two jobs changed: the
     explanation once said 'tied on every factor; decided by submit time' and a cycle later
     'decided by las + fairshare'. Keys of two moments are not compared."""
-    led = Ledger()
+    led = Ledger(3600.0)
     other = Job(1, user="v", account="b", num_gpus=8, state=JobState.RUNNING, start_time=NOW - 3600)
     mine = Job(4, user="u", account="a", num_gpus=4, state=JobState.RUNNING, start_time=NOW - 3600)
-    led.observe([other, mine], NOW - 3600, 3600.0)
-    led.observe([other, mine], NOW, 3600.0)
+    led.observe([other, mine], NOW - 3600)
+    led.observe([other, mine], NOW)
     a = Job(2, user="u", account="a", num_gpus=8, submit_time=NOW - 100, state_reason="Priority")
     b = Job(3, user="u", account="a", num_gpus=8, submit_time=NOW - 90, state_reason="Priority")
     first = _queue_at([a, b], NOW, led)
-    led.observe([other], NOW + 1800, 3600.0)  # account b's job runs on; a's ended: a's share moves
+    led.observe([other], NOW + 1800)  # account b's job runs on; a's ended: a's share moves
     later = _queue_at([a, b], NOW + 1800, led)
     # job 2 deep in the queue: its factors (and key) not rebuilt this cycle, its numbers are
     later[2] = {**first[2], **{k: later[2][k] for k in ("rank", "score", "at", "ranked", "state")}}

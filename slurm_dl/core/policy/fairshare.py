@@ -1,5 +1,5 @@
 """Fair share between accounts: shares from the site config, usage (GPU-seconds) from the
-ledger, decayed with a half-life.
+ledger, decayed with the ledger's half-life (:attr:`~slurm_dl.core.ledger.Ledger.half_life_s`).
 
 Like Slurm's classic fair-share factor: ``F = 2^(-(u/U) / (s/S))`` where ``u/U`` is the
 account's fraction of all decayed usage and ``s/S`` its fraction of the shares (accounts in
@@ -28,21 +28,13 @@ class FairSharePolicy(PriorityPolicy):
         config=None,
         *,
         shares: Mapping[str, float] | None = None,
-        half_life_hours: float | None = None,
         default_share: float | None = None,
     ) -> None:
         fs = config.policy.fairshare if config is not None else FairShareConfig()  # the one default
         self.shares = dict(shares if shares is not None else fs.shares)
-        self.half_life_s = 3600.0 * float(
-            half_life_hours if half_life_hours is not None else fs.half_life_hours
-        )
         self.default_share = float(default_share if default_share is not None else fs.default_share)
-        if (
-            not self.half_life_s > 0
-            or not self.default_share > 0
-            or any(not s > 0 for s in self.shares.values())
-        ):
-            raise ValueError("fairshare: half-life, default_share and every share must be positive")
+        if not self.default_share > 0 or any(not s > 0 for s in self.shares.values()):
+            raise ValueError("fairshare: default_share and every share must be positive")
         self.config = config
         self._cache_led = None  # the ledger, its revision and the time the cache is for
         self._cache_rev = -1
@@ -61,7 +53,7 @@ class FairSharePolicy(PriorityPolicy):
         if rev == self._cache_rev and ctx.now == self._cache_now and led is self._cache_led:
             return
         self._cache_led, self._cache_rev, self._cache_now = led, rev, ctx.now
-        self._usage = led.usage_all(ctx.now, self.half_life_s) if led is not None else {}
+        self._usage = led.usage_all(ctx.now) if led is not None else {}
         self._total_usage = sum(self._usage.values())
         extra = [a for a in self._usage if a not in self.shares]
         self._total_shares = sum(self.shares.values()) + self.default_share * len(extra)

@@ -33,7 +33,6 @@ class FairShareLeasePolicy(PriorityPolicy):
         hysteresis: float | None = None,
         restart_seconds: float | None = None,
         thresholds_gpu_s=None,
-        half_life_hours: float | None = None,
     ) -> None:
         ov: dict = {}
         if shares is not None:

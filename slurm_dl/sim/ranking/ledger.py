@@ -9,15 +9,13 @@ from ...core.ledger import Ledger
 class SimLedger(Ledger):
     """The daemon's :class:`Ledger`, fed directly by the engine instead of from snapshots."""
 
-    def charge(self, account: str, gpu_s: float, now: float, half_life_s: float) -> None:
-        self._charge(account, gpu_s, now, half_life_s)
+    def charge(self, account: str, gpu_s: float, now: float) -> None:
+        self._charge(account, gpu_s, now)
         self.revision += 1
 
-    def charge_running(
-        self, gpus: dict[str, int], dt: float, now: float, half_life_s: float
-    ) -> None:
+    def charge_running(self, gpus: dict[str, int], dt: float, now: float) -> None:
         """:meth:`charge` each account with running GPUs ``gpus[account] × dt``, in order."""
-        self.revision += self._charge_many(gpus, dt, now, half_life_s)
+        self.revision += self._charge_many(gpus, dt, now)
 
 
 def _lazy(name: str) -> property:
@@ -42,10 +40,10 @@ class LazySimLedger(SimLedger):
     finished = _lazy("finished")
     finished_dropped = _lazy("finished_dropped")
 
-    def __init__(self) -> None:
+    def __init__(self, half_life_s: float | None = None) -> None:
         self._lazy_fields: dict = {}
         self._held: list[tuple] = []
-        super().__init__()
+        super().__init__(half_life_s)
 
     def add_history(self, *args) -> None:
         self._held.append(args)

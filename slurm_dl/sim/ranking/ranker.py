@@ -126,10 +126,10 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         self.oracle = getattr(policy, "oracle", False)
         # Gittins and QSSF learn from finished jobs: they read the history at every key
         self.ledger = (
-            SimLedger()
+            SimLedger
             if any(isinstance(p, (GittinsPolicy, QssfPolicy)) for p in _components(policy))
-            else LazySimLedger()
-        )
+            else LazySimLedger
+        ).from_config(config)
         self.ctx = PolicyContext(now=0.0, ledger=self.ledger, config=config, total_gpus=total_gpus)
         self._charged = False  # GPU types: service charged at type speed (use_charges)
         self.config = config
@@ -181,7 +181,6 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         self.pending_wakes = not self.pending_static
         fs = [p for p in comps if isinstance(p, FairSharePolicy)]
         self.needs_usage = bool(fs)
-        self.half_life_s = fs[0].half_life_s if fs else 0.0
         self.gittins = isinstance(policy, GittinsPolicy)
         self._steps: dict = {}  # Gittins: per SimJob, its step function (see key_and_next)
         self._steps_version = -1
@@ -498,11 +497,11 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         )
 
     def charge(self, account: str, gpu_s: float, now: float) -> None:
-        self.ledger.charge(account, gpu_s, now, self.half_life_s)
+        self.ledger.charge(account, gpu_s, now)
 
     def charge_running(self, gpus: dict[str, int], dt: float, now: float) -> None:
         """Charge every account ``gpus[account] × dt`` (its GPUs running for ``dt``)."""
-        self.ledger.charge_running(gpus, dt, now, self.half_life_s)
+        self.ledger.charge_running(gpus, dt, now)
 
     def isolated_copy(self) -> "PolicyRanker":
         return self
@@ -532,7 +531,6 @@ def policy_overrides(
     gittins_bins: int | None = None,
     boost_s: float | None = None,
     shares: dict[str, float] | None = None,
-    half_life_hours: float | None = None,
     admission: bool | None = None,
     admission_share: float | None = None,
     soft_boost: str | None = None,
@@ -566,10 +564,7 @@ def policy_overrides(
     if name == "deadline":
         return name, deadline
     if name == "fairshare-queue":
-        ov = {"shares": dict(shares)} if shares else {}
-        if half_life_hours is not None:
-            ov["half_life_hours"] = half_life_hours
-        return name, ov
+        return name, ({"shares": dict(shares)} if shares else {})
     if name == "fairshare":
         ov = {"shares": dict(shares)} if shares else {}
         if las_thresholds:
