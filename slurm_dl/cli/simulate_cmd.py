@@ -16,8 +16,11 @@ from .simulate_out import finite  # noqa: F401  (tests and callers import it fro
 
 HELP = """Replay a GPU-cluster trace through scheduling policies, side by side.
 
-The policies are the prioritizer's own code; the options below override the
-settings they read from --config.
+The policies are the prioritizer's own code, built from --config as the
+prioritizer builds them; without --config, from the default config on the
+cluster --nodes gives (what a site that sets nothing else deploys: its LAS,
+its preemption guards, its restart delay). The options below override the
+config's settings; the output's header names those that did.
 
 \b
 Policies:
@@ -35,7 +38,8 @@ Policies:
   fairshare-queue  fair share by queue order only (no preemption)
   deadline         deadline boost (--deadline-boost); deadline-las: then LAS
   qssf, class, combined (tiers from --config)
-  site             each --config's own [policy] mix (the deployed policy)
+  site             each --config's own [policy] mix (the deployed policy;
+                   without --config the default's, combined)
 
 Sweeps: repeat --las-thresholds; each value adds a run named las[T1,T2,...].
 
@@ -75,7 +79,9 @@ as the prioritizer would not. --opt-in all: as if every job checkpointed;
 --opt-in none: no job opted in. Other traces: every job opted in.
 
 Site configs: --config replays the site's deployed settings (cluster size,
-LAS thresholds, fair-share shares, the restart delay of a preemption); give
+LAS thresholds, fair-share shares, the guards and restart delay of a
+preemption); a config that names only the cluster replays exactly what no
+--config does; give
 it twice (--config current.toml --config proposed.toml) to see each policy
 under both, side by side. --report DIR writes DIR/index.html: the table,
 JCT, queueing and utilisation figures, per-account waits; it needs no
@@ -307,7 +313,9 @@ class _Printer:
         several = w.several
         if len(w.runs) == 1:
             out.table_head(
-                w.trace, len(w.jobs), [(x.label, x.cluster, x.cost.describe()) for x in w.variants]
+                w.trace,
+                len(w.jobs),
+                [(x.label, x.cluster, x.cost.describe(), x.config_line) for x in w.variants],
             )
             if w.recorded is not None:  # what the history itself says, beside the replays
                 out.table_row(

@@ -35,10 +35,6 @@ Example:
     --output proposed.toml --report tune-report"""
 
 CURRENT = "current"
-_DEFAULTS = {
-    "gpu_types": [{"name": "gpu", "memory_gb": 80}],
-    "node_groups": [{"name": "gpu", "nodes": "n[1-8]", "gpus_per_node": 8, "gpu_type": "gpu"}],
-}
 
 
 def tune(
@@ -231,7 +227,9 @@ def _tune(
 
 def _base(config: Path | None) -> tuple[dict, str, Path | None]:
     if config is None:  # the defaults, on a one-type cluster whose shape the flags give
-        return dict(_DEFAULTS), "", None
+        from ..core.config import cluster_only
+
+        return cluster_only(), "", None
     try:
         text = config.read_text()
     except OSError as e:

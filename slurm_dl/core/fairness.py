@@ -94,9 +94,12 @@ class LeaseSettings:
 
     @classmethod
     def from_config(cls, config: "SiteConfig | None", **overrides) -> "LeaseSettings":
-        if config is None:
-            return cls(**overrides)
-        fs, pc = config.policy.fairshare, config.preemption
+        if config is not None:
+            fs, pc = config.policy.fairshare, config.preemption
+        else:  # the default config's
+            from .config import FairShareConfig, PreemptionConfig
+
+            fs, pc = FairShareConfig(), PreemptionConfig()
         base = dict(
             lease_s=fs.lease_seconds,
             restart_s=pc.restart_delay_seconds,

@@ -17,6 +17,8 @@ def ids(jobs):
 
 
 def las(**kw):
+    """2D-LAS (GPU-seconds, as Tiresias; the default config's LAS counts run time)."""
+    kw.setdefault("service", "gpu-seconds")
     return get_policy("las", thresholds_gpu_s=[100.0, 1000.0], starvation_factor=None, **kw)
 
 
@@ -52,7 +54,9 @@ def test_gpu_count_matters_two_dimensional():
 
 
 def test_starvation_guard_promotes_to_top_queue():
-    p = get_policy("las", thresholds_gpu_s=[100.0, 1000.0], starvation_factor=2.0)
+    p = get_policy(
+        "las", thresholds_gpu_s=[100.0, 1000.0], starvation_factor=2.0, service="gpu-seconds"
+    )
     # Ran 100 s on one GPU (queue 1), submitted at 0. At now=t it has waited t - 100.
     starving = Job(1, num_gpus=1, submit_time=0.0, attained_gpu_s=100.0, executed_s=100.0)
     fresh = Job(2, num_gpus=1, submit_time=250.0)
@@ -127,7 +131,10 @@ def test_by_run_time_a_split_job_ranks_like_the_whole():
 
 
 def test_the_site_config_ranks_by_run_time_unless_it_asks_for_2d():
-    assert get_policy("las").service == "gpu-seconds"  # no site config: Tiresias' 2D-LAS
+    # no site config: the default config's LAS (run time), as a site that sets nothing gets
+    assert get_policy("las").service == "seconds"
+    assert get_policy("las").thresholds == (30000.0, 300000.0, 3000000.0)
+    assert get_policy("las-tiresias").service == "gpu-seconds"
     cfg = parse_config(
         {
             "gpu_types": [{"name": "h100"}],

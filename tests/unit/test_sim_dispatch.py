@@ -291,16 +291,21 @@ def test_cli_slurm_backfill_places_in_the_policy_order_without_preempting(tmp_pa
             }
         )
     )
+    # the shipped guards keep job 1 (100 s) from being preempted before 600 s: a site config
+    # on this 1 x 4 cluster that preempts at once
+    cfg = tmp_path / "site.toml"
+    cfg.write_text(
+        '[[gpu_types]]\nname = "gpu"\n[[node_groups]]\nname = "gpu"\nnodes = "n1"\n'
+        'gpus_per_node = 4\ngpu_type = "gpu"\n[preemption]\nmin_runtime_seconds = 0\n'
+    )
     args = [
         "simulate",
         "--trace",
         str(p),
         "--format",
         "sacct-json",
-        "--nodes",
-        "1",
-        "--gpus-per-node",
-        "4",
+        "--config",
+        str(cfg),
         "--policy",
         "fifo",
         "--policy",

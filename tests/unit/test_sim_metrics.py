@@ -95,7 +95,8 @@ def test_json_shape_and_determinism(tiny_trace):
     out2 = _run(args)
     assert out1 == out2
     doc = json.loads(out1)
-    assert list(doc) == ["policies"] and list(doc["policies"]) == ["fifo", "srtf", "las"]
+    assert list(doc) == ["config", "policies"] and list(doc["policies"]) == ["fifo", "srtf", "las"]
+    assert doc["config"] == {"path": None, "overrides": ["--preempt-cost"]}  # the defaults
     for s in doc["policies"].values():
         for key in (
             "avg_jct_s",

@@ -230,7 +230,10 @@ def test_preemption_cost_comes_from_the_site_config_unless_given(tmp_path):
     assert preemption_cost(None, None, load_config(prop)) == PreemptionCost(600.0, None)
     assert preemption_cost("helios", 900.0, load_config(prop)) == PreemptionCost(None, 900.0)
     assert preemption_cost(None, 900.0, load_config(prop)) == PreemptionCost(600.0, 900.0)
-    assert preemption_cost(None, None, None) == PreemptionCost(0.0, None)
+    from slurm_dl.core.config import cluster_only, parse_config
+
+    # no --config: the default config's restart delay, as a site that sets none deploys
+    assert preemption_cost(None, None, parse_config(cluster_only())) == PreemptionCost(30.0, None)
 
 
 def test_two_configs_side_by_side_each_with_its_own_restart_cost(tmp_path):
@@ -458,8 +461,7 @@ def test_policy_site_replays_each_configs_own_mix(tmp_path):
     lines = text.stdout.splitlines()
     i = lines.index("site: current.toml = combined, proposed.toml = las")
     assert [ln.split()[0] for ln in lines[i + 1 : i + 3]] == ["current.toml", "proposed.toml"]
-    r = CliRunner().invoke(app, base + ["--policy", "site"])
-    assert (
-        r.exit_code == 1
-        and "error: --policy site: replays each --config's own [policy] mix" in r.output
-    )
+    # without --config: the default config's mix, as a site that sets none deploys
+    r = CliRunner().invoke(app, base + ["--policy", "site", "--json"])
+    assert r.exit_code == 0, r.output
+    assert list(json.loads(r.stdout)["policies"]) == ["site: combined"]

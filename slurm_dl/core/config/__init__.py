@@ -42,7 +42,7 @@ from .sharing import SharingConfig, SharingGroup
 from .side_files import MAX_PRIOR_SAMPLES, read_matrix_csv, read_prior_csv
 from .simulate import SimulateConfig
 from .site import SiteInfo
-from .site_config import SiteConfig
+from .site_config import SiteConfig, cluster_only
 from .telemetry import TelemetryConfig
 from .throughput import ThroughputConfig
 
@@ -75,6 +75,7 @@ __all__ = [
     "SharingGroup",
     "SimulateConfig",
     "SiteConfig",
+    "cluster_only",
     "SiteInfo",
     "Switch",
     "TelemetryConfig",

@@ -239,3 +239,17 @@ class SiteConfig(Strict):
 
     def class_config(self, job_class: JobClass | str) -> JobClassConfig:
         return self.classes[JobClass(job_class)]
+
+
+def cluster_only(nodes: int = 8, gpus_per_node: int = 8, gpu_type: str = "gpu") -> dict[str, Any]:
+    """The data of a site config that names only the cluster: one GPU type and one node group of
+    ``nodes`` nodes with ``gpus_per_node`` GPUs each; every other setting is the default. What
+    ``simulate`` and ``tune`` replay without ``--config``: the scheduler a site that sets
+    nothing else runs."""
+    names = "n1" if nodes == 1 else f"n[1-{nodes}]"
+    return {
+        "gpu_types": [{"name": gpu_type, "memory_gb": 80}],
+        "node_groups": [
+            {"name": gpu_type, "nodes": names, "gpus_per_node": gpus_per_node, "gpu_type": gpu_type}
+        ],
+    }

@@ -34,6 +34,16 @@ if TYPE_CHECKING:
 DISCIPLINES = ("strict", "firstfit", "backfill", "preemptive", "lease")
 
 
+def policy_settings(config: "SiteConfig | None") -> Any:
+    """The ``[policy]`` section a policy reads: the site config's, or the default config's when
+    there is none (the config models own every default; no policy keeps a second set)."""
+    if config is not None:
+        return config.policy
+    from ..config import PolicyConfig
+
+    return PolicyConfig()
+
+
 @dataclass(slots=True)
 class PolicyContext:
     """Everything a policy may look at besides the jobs themselves."""

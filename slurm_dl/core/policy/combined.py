@@ -19,7 +19,7 @@ from functools import lru_cache, partial
 from typing import Any, Callable, Mapping, Sequence
 
 from ..model import Job
-from .base import PolicyContext, PriorityPolicy
+from .base import PolicyContext, PriorityPolicy, policy_settings
 
 COMPONENTS = ("fifo", "las", "gittins", "qssf", "fairshare", "deadline", "class")
 _AS_POLICY = {"fairshare": "fairshare-queue"}  # a component is a score: fair share's queue order
@@ -102,9 +102,9 @@ class CombinedPolicy(PriorityPolicy):
     ) -> None:
         from . import get_policy  # the registry imports this module lazily
 
-        cc = config.policy.combined if config is not None else None
+        cc = policy_settings(config).combined
         if tiers is None:
-            tiers = cc.tiers if cc is not None else [["deadline"], ["class"], ["las", "fairshare"]]
+            tiers = cc.tiers
         tiers = [list(t) for t in tiers]
         if not tiers or any(not t for t in tiers):
             raise ValueError("combined: tiers must be a non-empty list of non-empty lists")
@@ -116,7 +116,7 @@ class CombinedPolicy(PriorityPolicy):
             )
         if len(set(names)) != len(names):
             raise ValueError(f"combined: a component appears in more than one tier: {tiers}")
-        w = dict(cc.weights) if cc is not None else {}
+        w = dict(cc.weights)
         w.update(weights or {})
         overrides = dict(component_overrides or {})
         self.tiers: list[list[str]] = tiers

@@ -49,9 +49,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..config import DeadlineConfig
 from ..model import Job
-from .base import PolicyContext, PriorityPolicy
+from .base import PolicyContext, PriorityPolicy, policy_settings
 
 
 DEMOTED_TAG = "deadline_demoted"
@@ -62,9 +61,9 @@ SOFT_FROM_TAG = "deadline_soft_from"
 """Set in ``Job.tags`` to the soft-deadline step admission promised (earlier steps given up)."""
 
 
-def _settings(config) -> DeadlineConfig:
+def _settings(config):
     """The site's ``[policy.deadline]``, or its defaults without a site config."""
-    return config.policy.deadline if config is not None else DeadlineConfig()
+    return policy_settings(config).deadline
 
 
 def remaining_run(job: Job, now: float) -> float | None:

@@ -14,9 +14,8 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from ..config import FairShareConfig
 from ..model import Job
-from .base import PolicyContext, PriorityPolicy
+from .base import PolicyContext, PriorityPolicy, policy_settings
 
 
 class FairSharePolicy(PriorityPolicy):
@@ -30,7 +29,7 @@ class FairSharePolicy(PriorityPolicy):
         shares: Mapping[str, float] | None = None,
         default_share: float | None = None,
     ) -> None:
-        fs = config.policy.fairshare if config is not None else FairShareConfig()  # the one default
+        fs = policy_settings(config).fairshare
         self.shares = dict(shares if shares is not None else fs.shares)
         self.default_share = float(default_share if default_share is not None else fs.default_share)
         if not self.default_share > 0 or any(not s > 0 for s in self.shares.values()):

@@ -53,7 +53,7 @@ from typing import Sequence
 
 from .tiresias_prior import PERCENTILES_GPU_S, SAMPLE_COUNT
 from ..model import Job
-from .base import PolicyContext, PriorityPolicy
+from .base import PolicyContext, PriorityPolicy, policy_settings
 from .history import BATCH_TAG, HistoryLearner, HistoryView, job_features, split_batch
 
 
@@ -130,7 +130,7 @@ class GittinsPolicy(PriorityPolicy):
         hold_factor: float | None = None,
         batch_min_jobs: int | None = None,
     ) -> None:
-        g = config.policy.gittins if config is not None else None
+        g = policy_settings(config).gittins
         if history_keys == "config":
             history_keys = _config_default(g, "history_keys")
         if min_jobs is None:
@@ -164,7 +164,7 @@ class GittinsPolicy(PriorityPolicy):
         self._steps_stamp: tuple = (None, None, -1)
         self.steps_version = 0  # moves when every step function may have changed
         self.delta = delta_gpu_s if delta_gpu_s in (None, "bin") else float(delta_gpu_s)
-        self.bins = int(bins if bins is not None else (g.bins if g is not None else 32))
+        self.bins = int(bins if bins is not None else g.bins)
         if prior_weight is None:
             prior_weight = _config_default(g, "prior_weight")
         self.prior_weight = float(prior_weight)

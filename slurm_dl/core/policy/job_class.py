@@ -10,23 +10,16 @@ from typing import Mapping
 from ..model import Job, JobClass
 from .base import PolicyContext, PriorityPolicy
 
-DEFAULT_WEIGHTS = {
-    JobClass.TRAIN: 1.0,
-    JobClass.INFERENCE: 1.0,
-    JobClass.SWEEP: 1.0,
-    JobClass.SERVE: 4.0,
-    JobClass.INTERACTIVE: 3.0,
-}
-
 
 class ClassPolicy(PriorityPolicy):
     name = "class"
     discipline = "firstfit"
 
     def __init__(self, config=None, *, weights: Mapping[str, float] | None = None) -> None:
-        w = dict(DEFAULT_WEIGHTS)
-        if config is not None:
-            w.update({c: cc.weight for c, cc in config.classes.items()})
+        from ..config.job_classes import default_classes
+
+        classes = config.classes if config is not None else default_classes()
+        w = {c: cc.weight for c, cc in classes.items()}
         if weights is not None:
             w.update({JobClass.parse(str(k)): float(v) for k, v in weights.items()})
         if any(not v > 0 for v in w.values()):

@@ -37,7 +37,7 @@ import bisect
 import math
 
 from ..model import Job
-from .base import PolicyContext, PriorityPolicy
+from .base import PolicyContext, PriorityPolicy, policy_settings
 
 TIRESIAS_THRESHOLDS_GPU_S = (3250.0, 7200.0, 18000.0)
 """Tiresias' published default queue thresholds (GPU-seconds)."""
@@ -56,17 +56,15 @@ class LasPolicy(PriorityPolicy):
         starvation_factor: float | None | str = "config",
         service: str | None = None,
     ) -> None:
-        las = config.policy.las if config is not None else None
+        las = policy_settings(config).las
         if service is None:
-            service = las.service if las is not None else "gpu-seconds"
+            service = las.service
         if service not in ("gpu-seconds", "seconds"):
             raise ValueError(f"LAS service must be 'gpu-seconds' or 'seconds', got {service!r}")
         self.service = service
         self.by_time = service == "seconds"
         if thresholds_gpu_s is None:
-            thresholds_gpu_s = (
-                las.thresholds_gpu_s if las is not None else TIRESIAS_THRESHOLDS_GPU_S
-            )
+            thresholds_gpu_s = las.thresholds_gpu_s
         th = tuple(float(t) for t in thresholds_gpu_s)
         if (
             not th
@@ -77,7 +75,7 @@ class LasPolicy(PriorityPolicy):
                 f"LAS thresholds must be positive and strictly increasing, got {list(th)}"
             )
         if starvation_factor == "config":
-            starvation_factor = las.starvation_factor if las is not None else None
+            starvation_factor = las.starvation_factor
         if starvation_factor is not None and not starvation_factor > 0:
             raise ValueError(
                 f"LAS starvation_factor must be positive or None, got {starvation_factor}"

@@ -33,7 +33,7 @@ import math
 from typing import Sequence
 
 from ..model import Job
-from .base import PolicyContext, PriorityPolicy
+from .base import PolicyContext, PriorityPolicy, policy_settings
 from .history import (
     HistoryLearner,
     HistoryView,
@@ -65,11 +65,7 @@ class QssfPolicy(PriorityPolicy):
         use_time_limit: bool | None = None,
         batch_min_jobs: int | None = None,
     ) -> None:
-        q = config.policy.qssf if config is not None else None
-        if q is None:
-            from ..config import QssfConfig
-
-            q = QssfConfig()
+        q = policy_settings(config).qssf
         if default_gpu_s is None:
             default_gpu_s = q.default_gpu_s
         if not default_gpu_s > 0:

@@ -51,12 +51,7 @@ def plan(policy, variants, configs, several) -> list[Planned]:
 
     planned = []
     for asked in policy:
-        if asked == SITE_POLICY:
-            if not configs:
-                raise SlurmDLError(
-                    "--policy site: replays each --config's own [policy] mix; give --config"
-                )
-        else:
+        if asked != SITE_POLICY:  # site: each config's own mix (the default config's: combined)
             try:
                 make_ranker(asked)  # fail fast on a bad name
             except ValueError as e:

@@ -17,6 +17,7 @@ def document(
             "configs": {
                 v.label: {
                     "path": str(v.path),
+                    "overrides": v.overrides,
                     "cluster": v.cluster,
                     "preemption_cost": v.cost.describe(),
                     "policies": {r.policy: r.summary for r in runs if r.config == v.label},
@@ -25,7 +26,11 @@ def document(
             }
         }
     else:
-        doc = {"policies": {r.policy: r.summary for r in runs}}
+        v = variants[0]
+        doc = {
+            "config": {"path": str(v.path) if v.path else None, "overrides": v.overrides},
+            "policies": {r.policy: r.summary for r in runs},
+        }
     if imported is not None:
         doc["import"] = imported
     if overhead is not None:
@@ -83,7 +88,8 @@ def report_meta(
         "not_run": not_run,
         "configs": [
             {
-                "label": v.label or "(none: flags only)",
+                "label": v.label or "the defaults (no --config)",
+                "overrides": ", ".join(v.overrides),
                 "cluster": v.cluster,
                 "cost": v.cost.describe(),
             }

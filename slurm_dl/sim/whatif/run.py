@@ -221,6 +221,7 @@ def run(o: Options, out: Output, load_config: Callable) -> WhatIf:
             live=live,
             recorded=o.fmt in HISTORY_FORMATS,
             load=load_config,
+            deadline_boost=o.deadline_boost,
         )
         for path, label in (zip(configs, S.config_labels(configs)) if configs else [(None, None)])
     ]

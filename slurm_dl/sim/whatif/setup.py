@@ -1,5 +1,5 @@
-"""A what-if's replay settings, one :class:`Variant` per site config (or the options' alone
-when none is given): the cluster (a size, a group per VC, node groups of several GPU types,
+"""A what-if's replay settings, one :class:`Variant` per site config (without one, the default
+config on the cluster the options give: what a site that sets nothing else deploys): the cluster (a size, a group per VC, node groups of several GPU types,
 the live cluster's), the preemption cost, the LAS thresholds, the idle policy's outcomes and
 the scheduler's dispatch overheads. A problem is a :class:`SlurmDLError` naming the option."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...core.errors import SlurmDLError, TraceError
@@ -41,7 +41,8 @@ def wrap(text: str) -> str:
 
 @dataclass
 class Variant:
-    """One site config's replay settings (or the flags' alone when no --config is given)."""
+    """One site config's replay settings (without --config: the default config's on the
+    options' cluster); ``overrides``: the options that replaced a setting of it."""
 
     path: Path | None
     label: str | None
@@ -52,6 +53,53 @@ class Variant:
     starvation: float | None
     cluster: str
     idle: dict | None
+    overrides: list = field(default_factory=list)
+
+    @property
+    def config_line(self) -> str:
+        """Which config the replays run, and the options that override it, in words."""
+        what = f"site config {self.label}" if self.path else "site config: the defaults"
+        if not self.path:
+            what += " (no --config)"
+        if self.overrides:
+            what += "; overridden by " + ", ".join(self.overrides)
+        return what
+
+
+def _with(model, path: tuple[str, ...], value):
+    """``model`` with the field at ``path`` (section names, then the field) set to ``value``."""
+    head, *rest = path
+    new = _with(getattr(model, head), tuple(rest), value) if rest else value
+    return model.model_copy(update={head: new})
+
+
+def apply_options(cfg, *, thr_sets, starvation, preempt_cost, deadline_boost, idle_action):
+    """The site config with what the options set in its place, and those options' names: a
+    replay under flags is the replay of the config they describe (the lease decision, the
+    guards and the policies all read it). A sweep of several LAS threshold sets keeps the
+    config's own; each run takes its set."""
+    given = []
+    if len(thr_sets) == 1:
+        cfg = _with(cfg, ("policy", "las", "thresholds_gpu_s"), list(thr_sets[0]))
+    if thr_sets:
+        given.append("--las-thresholds")
+    if starvation is not None:
+        cfg = _with(cfg, ("policy", "las", "starvation_factor"), starvation or None)
+        given.append("--starvation")
+    if preempt_cost is not None:
+        try:
+            restart = float(preempt_cost)
+        except ValueError:  # helios: per width, no one value for the config
+            restart = None
+        if restart is not None:
+            cfg = _with(cfg, ("preemption", "restart_delay_seconds"), restart)
+        given.append("--preempt-cost")
+    if deadline_boost is not None:
+        cfg = _with(cfg, ("policy", "deadline", "boost_slack_minutes"), deadline_boost / 60.0)
+        given.append("--deadline-boost")
+    if idle_action is not None:
+        given.append("--idle-action")
+    return cfg, given
 
 
 def config_labels(paths: list[Path]) -> list[str]:
@@ -69,7 +117,7 @@ def config_labels(paths: list[Path]) -> list[str]:
 
 def preemption_cost(preempt_cost: str | None, checkpoint_interval: float | None, cfg):
     """--preempt-cost when given; otherwise the site config's [preemption]
-    restart_delay_seconds; otherwise free (0 s). Work since the last checkpoint is lost only
+    restart_delay_seconds (the default config's without --config). Work since the last checkpoint is lost only
     with --checkpoint-interval: the prioritizer signals a job to checkpoint before requeueing
     it, so by default a preempted job loses no work."""
     from ..engine.state import PreemptionCost
@@ -77,8 +125,7 @@ def preemption_cost(preempt_cost: str | None, checkpoint_interval: float | None,
     try:
         if preempt_cost is not None:
             return PreemptionCost.parse(preempt_cost, checkpoint_interval)
-        restart = float(cfg.preemption.restart_delay_seconds) if cfg is not None else 0.0
-        return PreemptionCost(restart, checkpoint_interval)
+        return PreemptionCost(float(cfg.preemption.restart_delay_seconds), checkpoint_interval)
     except ValueError as e:
         raise SlurmDLError(str(e)) from None
 
@@ -108,26 +155,39 @@ def variant(
     recorded=False,
     cfg=None,
     load=None,
+    deadline_boost=None,
 ) -> Variant:
     """The replay settings of the site config at ``path`` (read with ``load``), or of ``cfg``
-    (already read), or of the options alone (neither)."""
+    (already read), or of the default config on the options' cluster (neither); the options
+    given override the config's settings (:func:`apply_options`)."""
+    from ...core.config import cluster_only, parse_config
     from ..simulate import SimSetup
     from ..workloads.traces import read_cluster_sizes
 
+    defaults = cfg is None and not path
     if cfg is None and path:
         cfg = load(path)
     per = gpus_per_node if gpus_per_node is not None else (cfg.max_gpus_per_node if cfg else 8)
     n = nodes
     if n is None and cfg and not cluster_per_vc:
         n = cfg.total_gpus // per
-    thr_sets = [parse_thresholds(t) for t in las_thresholds]
-    if not thr_sets and cfg:
-        thr_sets = [list(cfg.policy.las.thresholds_gpu_s)]
-    starv = (
-        starvation
-        if starvation is not None
-        else (cfg.policy.las.starvation_factor if cfg else None)
+    if defaults:  # the default config; its cluster is the one the options give
+        cfg = parse_config(cluster_only(nodes or 1, per), "the default config")
+    thr_given = [parse_thresholds(t) for t in las_thresholds]
+    cfg, overrides = apply_options(
+        cfg,
+        thr_sets=thr_given,
+        starvation=starvation,
+        preempt_cost=preempt_cost,
+        deadline_boost=deadline_boost,
+        idle_action=idle_action,
     )
+    if not defaults:  # the cluster the options give in place of the config's
+        overrides[:0] = [
+            o for o, v in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)) if v
+        ]
+    thr_sets = thr_given or [list(cfg.policy.las.thresholds_gpu_s)]
+    starv = cfg.policy.las.starvation_factor
     cost = preemption_cost(preempt_cost, checkpoint_interval, cfg)
     minfo = json.loads(Path(model_info).read_text()) if model_info else None
     sizes = read_cluster_sizes(cluster_per_vc) if cluster_per_vc else None
@@ -139,11 +199,11 @@ def variant(
         spread=spread,
         model_info=minfo,
         fairness=not no_fairness,
-        shares=dict(cfg.policy.fairshare.shares) if cfg else None,
+        shares=dict(cfg.policy.fairshare.shares),
     )
     typed = _typed(
         asked,
-        cfg,
+        None if defaults else cfg,
         gpus_per_node,
         live,
         recorded,
@@ -165,7 +225,9 @@ def variant(
     idle_outcomes = (
         idle_setup(jobs, cfg, idle_action, utilisation, synthetic_idle) if idle else None
     )
-    return Variant(path, label, cfg, setup, cost, thr_sets, starv, cluster, idle_outcomes)
+    return Variant(
+        path, label, cfg, setup, cost, thr_sets, starv, cluster, idle_outcomes, overrides
+    )
 
 
 def _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread, cfg_groups=True):
