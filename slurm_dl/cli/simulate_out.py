@@ -133,6 +133,15 @@ def table_foot(doc: dict) -> None:
     typer.echo("rho: an account's mean JCT here over alone on its share (1 = fair, max =")
     typer.echo("worst); Jain: Jain's index of the accounts' rho (1 = all equal); –: not")
     typer.echo("computed (--no-fairness)")
+    per_job = [(k, s) for k, s in doc["policies"].items() if s.get("job_rho_p99") is not None]
+    for k, s in per_job:
+        typer.echo(
+            f"{k}: per-job rho p50 {s['job_rho_p50']:.2f}, p99 {s['job_rho_p99']:.2f}, "
+            f"max {s['job_rho_max']:.1f}"
+        )
+    if per_job:
+        typer.echo("per-job rho: a job's JCT over its run time alone on 1/N of the cluster,")
+        typer.echo("N the jobs contending while it was in the queue (Themis' measure)")
     extra = [(k, s) for k, s in doc["policies"].items() if "deadline_hit_rate" in s]
     for k, s in extra:
         line = f"{k}: strict deadline hit rate {s['deadline_hit_rate']:.1%}"

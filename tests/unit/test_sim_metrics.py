@@ -174,3 +174,27 @@ def test_errors_are_one_line(tiny_trace):
         ],
     )
     assert r.exit_code != 0 and "(max 12)" in r.output
+
+
+def test_per_job_rho_is_jct_over_a_1_over_n_share_of_the_cluster():
+    """Themis' finish-time fairness per job: two 8-GPU jobs of 100 s at once on 8 GPUs under
+    FIFO. The first runs at once while two contend (alone on half the cluster it would take
+    200 s): ρ 0.5. The second waits 100 s and runs 100 s, 1.5 jobs contending on average over
+    its 200 s (150 s on its share): ρ 4/3. A third, alone later, has ρ 1."""
+    from slurm_dl.core.model import Job
+    from slurm_dl.sim.engine.loop import ClusterSpec, run_cluster
+    from slurm_dl.sim.engine.state import PreemptionCost
+    from slurm_dl.sim.ranking.ranker import make_ranker
+    from slurm_dl.sim.reports.metrics import job_rhos, summarize
+
+    jobs = [
+        Job(1, user="u", account="a", num_gpus=8, submit_time=0.0, duration=100.0),
+        Job(2, user="u", account="a", num_gpus=8, submit_time=0.0, duration=100.0),
+        Job(3, user="u", account="b", num_gpus=4, submit_time=1000.0, duration=50.0),
+    ]
+    r = run_cluster(jobs, ClusterSpec("c", 1, 8), make_ranker("fifo"), PreemptionCost(0.0))
+    assert job_rhos([r]) == pytest.approx([0.5, 4 / 3, 1.0])
+    s = summarize([r])
+    assert s["job_rho_p50"] == pytest.approx(1.0)
+    assert s["job_rho_max"] == pytest.approx(4 / 3)
+    assert s["job_rho_p99"] == pytest.approx(1.0 + (4 / 3 - 1.0) * 0.98)

@@ -32,6 +32,38 @@ def jct(sj: SimJob) -> float:
     return (sj.end_time or 0.0) - sj.submit
 
 
+def job_rhos(results: Sequence[ClusterResult]) -> list[float]:
+    """Each finished job's finish-time fairness as Themis measures it: its JCT here over the
+    time it would take alone on 1/N of its cluster, N the mean number of jobs contending
+    (waiting or running, itself included) during its stay, i.e. its run time × max(1, its GPUs
+    over G/N). Work scaling linearly with GPUs is assumed, as Themis does."""
+    out = []
+    for r in results:
+        done = [sj for sj in r.jobs if sj.end_time is not None and sj.end_time > sj.submit]
+        total = r.cluster.total_gpus
+        if not done or not total:
+            continue
+        deltas: dict[float, int] = {}
+        for sj in done:
+            deltas[sj.submit] = deltas.get(sj.submit, 0) + 1
+            deltas[sj.end_time] = deltas.get(sj.end_time, 0) - 1
+        area: dict[float, float] = {}  # ∫ N(t) dt from the first event to each event time
+        n, acc, last = 0, 0.0, None
+        for t in sorted(deltas):
+            if last is not None:
+                acc += n * (t - last)
+            area[t] = acc
+            n += deltas[t]
+            last = t
+        for sj in done:
+            stay = sj.end_time - sj.submit
+            contending = max(1.0, (area[sj.end_time] - area[sj.submit]) / stay)
+            alone = sj.duration * max(1.0, sj.gpus * contending / total)
+            if alone > 0:
+                out.append(stay / alone)
+    return out
+
+
 def summarize(results: Sequence[ClusterResult]) -> dict:
     """The per-policy JSON object (without ``per_account`` ρ, which needs isolated runs)."""
     jobs = [sj for r in results for sj in r.jobs]
@@ -58,6 +90,10 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
         "preemptions_per_job": sum(sj.preemptions for sj in jobs) / n if n else 0.0,
         "total_gpus": total_gpus,
     }
+    rhos = sorted(job_rhos(results))
+    out["job_rho_p50"] = percentile(rhos, 50) if rhos else None
+    out["job_rho_p99"] = percentile(rhos, 99) if rhos else None
+    out["job_rho_max"] = rhos[-1] if rhos else None
     err = start_errors(jobs)
     if err is not None:  # a history: how far the replayed starts are from the recorded ones
         out["start_error_s"] = err
