@@ -93,7 +93,9 @@ whose node groups have several types, or --cluster-from-slurm. Each job runs
 at its speed on the type it got: --throughputs FILE (Gavel's JSON or a CSV
 kind,TYPE1,...; a job naming no model gets one drawn with --model-seed; its
 duration is its run time on its fastest type). --type-choice blind (Slurm's
-first free GPUs), fastest, or aware (the default: each type to the jobs that
+first free GPUs), fastest, constrained (each job asks only the types that run
+it at least half as fast as its best, as a careful user would; then Slurm's
+first free GPUs among them), or aware (the default: each type to the jobs that
 gain most from it). Service is charged at the type's speed; the table adds
 each type's busy share.
 
@@ -243,7 +245,7 @@ def simulate(
     type_choice: Optional[str] = typer.Option(
         None,
         "--type-choice",
-        help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | aware (default)",
+        help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | constrained (each job limited to the types at least half its best speed, then first free) | aware (default)",
     ),
     workers: Optional[int] = W.jobs_opt("; the output is the same"),
     via_slurm: bool = W.ViaSlurmOpt,

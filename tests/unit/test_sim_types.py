@@ -318,3 +318,18 @@ def test_a_result_sent_from_a_worker_keeps_its_jobs_types_and_moves():
     assert [(s.job.job_id, s.first_start, s.end_time) for s in back.jobs] == [
         (s.job.job_id, s.first_start, s.end_time) for s in r.jobs
     ]
+
+
+def test_constrained_asks_only_types_at_least_half_the_best_speed():
+    # slow first in node order. Kind "a" runs at 0.1 of its best on slow: a careful user names
+    # only fast, so it waits for fast rather than take slow; kind "b" (1/1.2 = 0.83 on slow)
+    # accepts both and takes the first free GPU in node order, as blind does.
+    slow_first = (NodeGroupSpec("slow", 1, 1), NodeGroupSpec("fast", 1, 1))
+    jobs = [job(1, 0, 100, "a"), job(2, 0, 100, "b"), job(3, 1, 100, "a")]
+    res, _ = run(jobs, "constrained", "fifo", slow_first)
+    assert res[1].end_time == pytest.approx(100.0)  # a on fast
+    assert res[2].end_time == pytest.approx(120.0)  # b on slow, the first free
+    assert res[3].first_start == pytest.approx(100.0)  # a waits for fast (slow is free at 120)
+    assert res[3].end_time == pytest.approx(200.0)
+    blind, _ = run(jobs, "blind", "fifo", slow_first)
+    assert blind[1].end_time == pytest.approx(1000.0)  # a on slow: 10x longer

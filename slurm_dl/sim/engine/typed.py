@@ -18,6 +18,9 @@ Choices:
 * ``blind``   — what Slurm does with ``--gpus=N``: the first group in node order where the job
   fits (best fit inside it);
 * ``fastest`` — the free type fastest for this job first;
+* ``constrained`` — what a careful user asks of Slurm: each job limited to the types that run it
+  at least :data:`CONSTRAINED_SPEED` of its best speed (``--gres=gpu:TYPE`` or a
+  ``--constraint`` of those types), then Slurm's first free GPUs among them in node order;
 * ``aware``   — heterogeneity-aware (in the spirit of Gavel, OSDI 2020): each job goes where its
   speed relative to the other jobs' is highest (:class:`AwareChoice`).
 """
@@ -33,7 +36,9 @@ from .fleet import NodeGroupSpec
 from .placement import Allocation, place_consolidated
 from .typed_jobs import job_rates
 
-CHOICES = ("blind", "fastest", "aware")
+CHOICES = ("blind", "fastest", "constrained", "aware")
+CONSTRAINED_SPEED = 0.5
+"""``constrained``: the types a job accepts run it at least this share of its best speed."""
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,11 @@ def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], flo
     pool = [t for t in model.types if not acc or t in acc] or [groups[i].gpu_type for i in allowed]
     top = max(sp[t].value for t in pool)
     rates = tuple(sp[g.gpu_type].value / top for g in groups)
+    if placer.choice == "constrained" and not recorded:  # the types a careful user would name
+        from .typed import CONSTRAINED_SPEED
+
+        fast = [i for i in allowed if rates[i] >= CONSTRAINED_SPEED]
+        allowed = fast or [max(allowed, key=lambda i: (rates[i], -i))]
     scale = 1.0
     if recorded and job.gpu_type not in types and job.gpu_type in sp:
         scale = sp[job.gpu_type].value / top  # its recorded run time was at that type's speed
