@@ -120,7 +120,7 @@ def test_same_seed_same_models_and_figures(files):
         ),
         (
             ["--node-types", "v100:1,k80:1", "--type-choice", "best"],
-            "--type-choice: got 'best'; allowed: blind, fastest, aware",
+            "--type-choice: got 'best'; allowed: blind, fastest, constrained, aware",
         ),
         (
             ["--nodes", "1", "--model-seed", "1"],
