@@ -143,6 +143,14 @@ def config():
     return load_config(ROOT / "site-configs" / "testbed.toml")
 
 
+def admission_share(config, share: float):
+    """``config`` with ``[policy.deadline] admission_share`` set to ``share``."""
+    deadline = config.policy.deadline.model_copy(update={"admission_share": share})
+    return config.model_copy(
+        update={"policy": config.policy.model_copy(update={"deadline": deadline})}
+    )
+
+
 @pytest.fixture
 def db(tmp_path):
     return f"sqlite:///{tmp_path / 'prio.db'}"
@@ -409,11 +417,12 @@ def test_a_cycle_pushes_at_most_the_configured_number_and_the_next_the_rest(conf
 
 
 def test_a_deadline_the_cluster_cannot_keep_is_demoted_once_with_a_message(config, db):
-    # 8 GPUs, of which deadlines may promise 47.5 % (the default) while best-effort work wants
-    # the rest: 5.7 GPU-hours in the next 90 min. Two 3-GPU jobs due then that each ask 1 h:
-    # the first submitted is promised, the second cannot be kept next to it and runs as best
-    # effort (told once, never boosted)
-    assert config.policy.deadline.admission_share == 0.475
+    # 8 GPUs, of which deadlines may promise 47.5 % (a site's setting; the default is 0.9)
+    # while best-effort work wants the rest: 5.7 GPU-hours in the next 90 min. Two 3-GPU jobs
+    # due then that each ask 1 h: the first submitted is promised, the second cannot be kept
+    # next to it and runs as best effort (told once, never boosted)
+    assert config.policy.deadline.admission_share == 0.9
+    config = admission_share(config, 0.475)
     c = MemoryCluster()
     c.add(1, 3, time_limit=3600.0, deadline=c.now + 5400.0)
     second = c.add(2, 3, time_limit=3600.0, deadline=c.now + 5400.0)
@@ -442,6 +451,7 @@ def test_deadline_promises_and_demotions_survive_a_restart(config, db, tmp_path)
     """A restarted daemon keeps each job's answer, where a daemon that forgot would decide again
     on the cluster as it is by then: the demoted job would now be promised, and later the
     promised one (still waiting) would be demoted."""
+    config = admission_share(config, 0.475)  # a scene sized for the former default
     c = MemoryCluster()
     c.add(1, 3, time_limit=3600.0, deadline=c.now + 5400.0)
     second = c.add(2, 3, time_limit=3600.0, deadline=c.now + 5400.0)
@@ -634,6 +644,7 @@ def test_a_call_refused_for_now_is_not_retried_within_the_cycle(config, db):
 def test_a_soft_deadline_job_is_boosted_only_near_its_promised_step(config, db):
     # the filter's tag carries the steps; the daemon promises the first that fits and boosts
     # the job only as that step nears: one whose step is far off waits behind best effort
+    config = admission_share(config, 0.475)  # a scene sized for the former default
     c = MemoryCluster()
     c.add(99, 8, running_on="gpu01", time_limit=3600.0)
     now = int(c.now)

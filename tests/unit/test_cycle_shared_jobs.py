@@ -10,6 +10,8 @@ from pathlib import Path
 
 from prioritizer import Prioritizer
 from slurm_dl.cli.config_file import load_config
+
+from test_cycle import admission_share
 from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState, Node
 from slurm_dl.core.tags import JobTag, encode_tag
 from slurm_dl.slurm.cli_backend import with_node_gpu_types, with_site_factors
@@ -181,7 +183,8 @@ def outcome(p: Prioritizer, report) -> dict:
 
 
 def test_a_cycle_over_jobs_handed_out_again_decides_as_over_fresh_ones(tmp_path):
-    config = load_config(ROOT / "site-configs" / "testbed.toml")
+    # the scene's demotion is sized for a deadline share of 0.475 (the default is 0.9)
+    config = admission_share(load_config(ROOT / "site-configs" / "testbed.toml"), 0.475)
     nodes = [Node(f"gpu{i + 1:02d}", 8, "h100") for i in range(2)]
     runs = {}
     for shared in (True, False):

@@ -195,7 +195,7 @@ class DeadlineConfig(Strict):
         "next to those already admitted; else best effort",
     )
     admission_share: float = num(
-        0.475,
+        0.9,
         gt=0,
         le=1.0,
         description="part of the cluster's GPUs that "

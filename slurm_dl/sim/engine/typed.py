@@ -34,11 +34,9 @@ from ...core.steering import DECLINE, comparative_order
 from ...core.throughput import ThroughputModel
 from .fleet import NodeGroupSpec
 from .placement import Allocation, place_consolidated
-from .typed_jobs import job_rates
+from .typed_jobs import CONSTRAINED_SPEED, job_rates  # noqa: F401 - (documented here)
 
 CHOICES = ("blind", "fastest", "constrained", "aware")
-CONSTRAINED_SPEED = 0.5
-"""``constrained``: the types a job accepts run it at least this share of its best speed."""
 
 
 @dataclass(frozen=True)

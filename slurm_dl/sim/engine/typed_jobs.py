@@ -11,6 +11,11 @@ def accepted_types(job) -> list[str]:
     return [job.gpu_type] if job.gpu_type else []
 
 
+CONSTRAINED_SPEED = 0.5
+"""``--type-choice constrained``: the types a job accepts run it at least this share of its
+best speed."""
+
+
 def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], float]:
     """``(rates, allowed, scale)``: ``job``'s speed on each group over its speed on its fastest
     type (of all the model's types it accepts, whether this cluster has them or not: the trace's
@@ -49,8 +54,6 @@ def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], flo
     top = max(sp[t].value for t in pool)
     rates = tuple(sp[g.gpu_type].value / top for g in groups)
     if placer.choice == "constrained" and not recorded:  # the types a careful user would name
-        from .typed import CONSTRAINED_SPEED
-
         fast = [i for i in allowed if rates[i] >= CONSTRAINED_SPEED]
         allowed = fast or [max(allowed, key=lambda i: (rates[i], -i))]
     scale = 1.0
