@@ -22,9 +22,23 @@ always had a neighbour: slowed by the mean of Gavel's measured 1-GPU pair throug
 or ``--factor``. The replay cuts each GPU into 2 slots (a shared job takes one, any other job
 two per GPU, on the same node), so a slot may pair with a slot of another GPU: an optimistic
 packing. Figures: average JCT, average queueing and GPU-hours held (a shared job half a GPU).
-Usage: python benchmarks/bench_sharing.py [--part inflation] [--part colocation] [--seeds 5]
-       [--traces DIR] [--tasks FILE] [--exact] [--factor F] [--max-inference-s 3600]
-Prints one JSON object and one human line per part.
+Part ``ties``: why the integer scores matter. FGD and Best-fit at 100 % arrived with each tie
+rule of slurm_dl.sim.sharing.Fleet: integer scores with ties to the fixed random node order
+(FGD's simulator), to the float score (the same choices as ``--exact``), to a node drawn afresh
+per task, to the fullest node; float scores with every node within 0.5, 1 or 2 points of the
+best tied (fixed order or drawn afresh); and how often a tie moved FGD off the float's best.
+Part ``range``: fgd/bestfit read at several arrived fills (``--fills``, default 95..105 %).
+Part ``departures``: tasks that end. Each arrival is a task drawn from the trace with its own
+duration (openb's deletion_time - creation_time, at least 1 s, cut at ``--cap-s``, default 1 h)
+by a Poisson process whose rate offers ``--load`` x the fleet's GPUs (GPU-seconds per second);
+a task that fits nowhere is dropped (no queue); after ``--warmup-s`` (default the cap),
+``--window-s`` (default 3 h) measured: time-averaged unallocated GPUs, the share of tasks and of
+asked GPU-seconds dropped, per placement (``--placements``, default bestfit,fgd).
+Usage: python benchmarks/bench_sharing.py [--part inflation] [--part colocation] [--part ties]
+       [--part range] [--part departures] [--seeds 5] [--traces DIR] [--tasks FILE] [--exact]
+       [--factor F] [--max-inference-s 3600] [--fills 95,97.5,100,102.5,105] [--load 1.0]
+       [--cap-s 3600] [--warmup-s S] [--window-s 10800] [--placements bestfit,fgd]
+With no --part: inflation and colocation. Prints one JSON object and one human line per part.
 """
 
 from __future__ import annotations
@@ -34,6 +48,7 @@ import json
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -53,7 +68,11 @@ from slurm_dl.sim.sharing import (
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", action="append", choices=["inflation", "colocation"])
+    ap.add_argument(
+        "--part",
+        action="append",
+        choices=["inflation", "colocation", "ties", "range", "departures"],
+    )
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--traces", default=None)
     ap.add_argument(
@@ -64,13 +83,177 @@ def main(argv: list[str] | None = None) -> int:
         "--factor", type=float, default=None, help="co-location speed (default: Gavel's V100 mean)"
     )
     ap.add_argument("--max-inference-s", type=float, default=3600.0)
+    ap.add_argument(
+        "--fills",
+        default="95,97.5,100,102.5,105",
+        help="part range: %% of the fleet's GPUs arrived at which to read (default 95..105)",
+    )
+    ap.add_argument(
+        "--load", type=float, action="append", help="part departures: offered load (default 1.0)"
+    )
+    ap.add_argument(
+        "--cap-s",
+        type=float,
+        default=3600.0,
+        help="part departures: longest task duration, s (default 3600; 0: none)",
+    )
+    ap.add_argument(
+        "--window-s",
+        type=float,
+        default=3 * 3600.0,
+        help="part departures: seconds measured after the warm-up (default 3 h)",
+    )
+    ap.add_argument("--warmup-s", type=float, default=None, help="part departures: default the cap")
+    ap.add_argument(
+        "--placements",
+        default="bestfit,fgd",
+        help="part departures: placements, comma-separated (default bestfit,fgd)",
+    )
     a = ap.parse_args(argv)
     parts = a.part or ["inflation", "colocation"]
     if "inflation" in parts:
         inflation(a)
     if "colocation" in parts:
         colocation(a)
+    if "ties" in parts:
+        ties(a)
+    if "range" in parts:
+        arrival_range(a)
+    if "departures" in parts:
+        departures(a)
     return 0
+
+
+def _openb(a):
+    hetero = traces_dir(a.traces) / "hetero"
+    tasks_path = Path(a.tasks) if a.tasks else hetero / "openb_pod_list_default.csv"
+    text = tasks_path.read_text()
+    tasks = read_tasks(text, str(tasks_path))
+    nodes = read_nodes(
+        (hetero / "openb_node_list_gpu_node.csv").read_text(), "openb_node_list_gpu_node.csv"
+    )
+    return tasks_path, text, tasks, nodes
+
+
+# part ties: (name, placement, exact, tie, tol)
+TIE_VARIANTS = [
+    ("bestfit", "bestfit", False, "rank", 0.0),
+    ("bestfit_exact", "bestfit", True, "rank", 0.0),
+    ("bestfit_int_random", "bestfit", False, "random", 0.0),
+    ("fgd", "fgd", False, "rank", 0.0),
+    ("fgd_int_tie_float", "fgd", False, "float", 0.0),
+    ("fgd_int_random", "fgd", False, "random", 0.0),
+    ("fgd_int_pack", "fgd", False, "pack", 0.0),
+    ("fgd_exact", "fgd", True, "rank", 0.0),
+    ("fgd_exact_tol0.5", "fgd", True, "rank", 0.5),
+    ("fgd_exact_tol1", "fgd", True, "rank", 1.0),
+    ("fgd_exact_tol2", "fgd", True, "rank", 2.0),
+    ("fgd_exact_tol1_random", "fgd", True, "random", 1.0),
+]
+
+
+def ties(a) -> None:
+    """What the integer scores' ties do: FGD and Best-fit with each tie rule (see
+    slurm_dl.sim.sharing.Fleet), unallocated GPUs at 100 % arrived, and how often a tie moved
+    FGD's choice off the float score's best node."""
+    tasks_path, _, tasks, nodes = _openb(a)
+    runs: dict[str, list] = {v[0]: [] for v in TIE_VARIANTS}
+    cpu: dict[str, float] = {v[0]: 0.0 for v in TIE_VARIANTS}
+    for seed in range(a.seeds):
+        for name, p, exact, tie, tol in TIE_VARIANTS:
+            t0 = time.process_time()
+            runs[name].append(
+                inflate(tasks, nodes, p, seed=seed, exact=exact, tie=tie, tol=tol, stats=True)
+            )
+            cpu[name] += time.process_time() - t0
+    un = {k: [round(r.gpus - r.allocated_gpu, 2) for r in rs] for k, rs in runs.items()}
+    mean = {k: round(statistics.fmean(v), 2) for k, v in un.items()}
+
+    def counts(rs):
+        tot = Counter()
+        for r in rs:
+            tot.update(r.tie_stats or {})
+        n = tot["placed"] or 1
+        return {
+            "placed": tot["placed"],
+            "tied_pct": round(100 * tot["tied"] / n, 2),
+            "mean_tied_nodes": round(tot["tied_nodes"] / n, 1),
+            "overridden_pct": round(100 * tot["overridden"] / n, 2),
+            "mean_gap_points_when_overridden": round(
+                tot["gap_x1000"] / 1000 / max(tot["overridden"], 1), 3
+            ),
+            "chose_empty_over_used": tot["chose_empty_over_used"],
+            "chose_used_over_empty": tot["chose_used_over_empty"],
+            "chose_empty_pct": round(100 * tot["chose_empty"] / n, 2),
+            "float_choice_empty_pct": round(100 * tot["float_choice_empty"] / n, 2),
+        }
+
+    doc = {
+        "part": "ties",
+        "tasks": tasks_path.name,
+        "seeds": a.seeds,
+        "variants": {
+            v[0]: dict(placement=v[1], exact=v[2], tie=v[3], tol=v[4]) for v in TIE_VARIANTS
+        },
+        "unallocated_gpus_mean": mean,
+        "unallocated_gpus_per_seed": un,
+        "over_bestfit": {k: round(v / mean["bestfit"], 4) for k, v in mean.items()},
+        "over_bestfit_exact": {k: round(v / mean["bestfit_exact"], 4) for k, v in mean.items()},
+        "scheduled_fraction": {
+            k: round(statistics.fmean(r.scheduled / r.arrived for r in rs), 4)
+            for k, rs in runs.items()
+        },
+        "tie_counts": {k: counts(rs) for k, rs in runs.items()},
+        "cpu_s": {k: round(c, 1) for k, c in cpu.items()},
+    }
+    print(json.dumps(doc))
+    print(
+        "ties (%d seeds), unallocated GPUs at 100%% arrived: " % a.seeds
+        + ", ".join(f"{k} {v:.1f} ({doc['over_bestfit'][k]:.3f}x bestfit)" for k, v in mean.items())
+        + "; fgd int scores: %.1f%% of placements tie states of different float scores, %.1f%% "
+        "take a node the float score ranks lower"
+        % (doc["tie_counts"]["fgd"]["tied_pct"], doc["tie_counts"]["fgd"]["overridden_pct"])
+    )
+
+
+def arrival_range(a) -> None:
+    """fgd/bestfit read at several arrived fills (default 95..105 % of the fleet's GPUs), one
+    run per placement and seed, integer scores (and float with --exact)."""
+    tasks_path, _, tasks, nodes = _openb(a)
+    fills = [float(x) / 100 for x in a.fills.split(",") if x.strip()]
+    variants = [("bestfit", False), ("fgd", False)] + (
+        [("bestfit", True), ("fgd", True)] if a.exact else []
+    )
+    name = {v: v[0] + ("_exact" if v[1] else "") for v in variants}
+    runs = {name[v]: [] for v in variants}
+    for seed in range(a.seeds):
+        for v in variants:
+            runs[name[v]].append(
+                inflate(tasks, nodes, v[0], seed=seed, exact=v[1], fill=max(fills), marks=fills)
+            )
+    table = {}
+    for f in fills:
+        row = {}
+        for k, rs in runs.items():
+            row[k] = round(statistics.fmean(r.marks[f]["unallocated_gpus"] for r in rs), 2)
+        row["fgd_over_bestfit"] = round(row["fgd"] / row["bestfit"], 4)
+        row["fgd_over_bestfit_per_seed"] = [
+            round(x.marks[f]["unallocated_gpus"] / y.marks[f]["unallocated_gpus"], 4)
+            for x, y in zip(runs["fgd"], runs["bestfit"])
+        ]
+        if a.exact:
+            row["fgd_exact_over_bestfit_exact"] = round(row["fgd_exact"] / row["bestfit_exact"], 4)
+        table[f"{100 * f:g}"] = row
+    doc = {"part": "range", "tasks": tasks_path.name, "seeds": a.seeds, "by_arrived_pct": table}
+    print(json.dumps(doc))
+    print(
+        "fgd/bestfit unallocated GPUs by %% arrived (%d seeds): " % a.seeds
+        + ", ".join(
+            f"{k}% {r['fgd_over_bestfit']:.3f} ({r['fgd']:.0f}/{r['bestfit']:.0f})"
+            + (f" exact {r['fgd_exact_over_bestfit_exact']:.3f}" if a.exact else "")
+            for k, r in table.items()
+        )
+    )
 
 
 def colocation(a) -> None:
@@ -232,6 +415,96 @@ def inflation(a) -> None:
             else ""
         )
     )
+
+
+def departures(a) -> None:
+    """Tasks that end: each drawn task runs its own openb duration (deletion - creation time,
+    at least 1 s, cut at --cap-s), arriving by a Poisson process at --load x the fleet's GPUs
+    (offered GPU-seconds per second), placed or dropped; after the warm-up, --window-s measured:
+    time-averaged unallocated GPUs and the share of tasks (and of GPU-seconds asked) dropped."""
+    from slurm_dl.sim.sharing import depart, read_durations
+
+    tasks_path, text, tasks, nodes = _openb(a)
+    durations = read_durations(text, str(tasks_path))
+    placements = [p.strip() for p in a.placements.split(",") if p.strip()]
+    loads = a.load or [1.0]
+    out = {}
+    for load in loads:
+        runs = {p: [] for p in placements}
+        cpu = {p: 0.0 for p in placements}
+        for seed in range(a.seeds):
+            for p in placements:
+                t0 = time.process_time()
+                r = depart(
+                    tasks,
+                    durations,
+                    nodes,
+                    p,
+                    load=load,
+                    seed=seed,
+                    cap_s=a.cap_s,
+                    warmup_s=a.warmup_s,
+                    horizon_s=a.window_s,
+                )
+                runs[p].append(r.summary())
+                cpu[p] += time.process_time() - t0
+        keys = ("unallocated_gpus", "idle_gpus", "dropped_fraction", "dropped_gpu_s_fraction")
+        mean = {
+            p: {k: round(statistics.fmean(r[k] for r in rs), 5) for k in keys}
+            for p, rs in runs.items()
+        }
+        for p, rs in runs.items():
+            kinds = sorted({k for r in rs for k in r["dropped_fraction_by_kind"]})
+            mean[p]["dropped_fraction_by_kind"] = {
+                k: round(statistics.fmean(r["dropped_fraction_by_kind"].get(k, 0) for r in rs), 5)
+                for k in kinds
+            }
+        row = {
+            "mean": mean,
+            "per_seed": {
+                p: {k: [r[k] for r in rs] for k in keys + ("tasks_arrived",)}
+                for p, rs in runs.items()
+            },
+            "rate_per_s": runs[placements[0]][0]["rate_per_s"],
+            "window_s": runs[placements[0]][0]["window_s"],
+            "cpu_s": {p: round(c, 1) for p, c in cpu.items()},
+        }
+        if "fgd" in runs and "bestfit" in runs:
+            for k in ("unallocated_gpus", "dropped_fraction", "dropped_gpu_s_fraction"):
+                b = mean["bestfit"][k]
+                row[f"fgd_over_bestfit_{k}"] = round(mean["fgd"][k] / b, 4) if b else None
+                row[f"fgd_over_bestfit_{k}_per_seed"] = [
+                    round(x[k] / y[k], 4) if y[k] else None
+                    for x, y in zip(runs["fgd"], runs["bestfit"])
+                ]
+        out[f"{load:g}"] = row
+    doc = {
+        "part": "departures",
+        "tasks": tasks_path.name,
+        "seeds": a.seeds,
+        "cap_s": a.cap_s,
+        "durations": "deletion_time - creation_time of each task, at least 1 s, cut at cap_s",
+        "queue": "none: a task that fits nowhere is dropped",
+        "by_load": out,
+    }
+    print(json.dumps(doc))
+    for load, row in out.items():
+        m = row["mean"]
+        print(
+            f"departures, load {load} (cap {a.cap_s:g} s, window {row['window_s']} s, {a.seeds} seeds): "
+            + ", ".join(
+                f"{p} unallocated {m[p]['unallocated_gpus']:.1f} GPUs, dropped "
+                f"{100 * m[p]['dropped_fraction']:.2f}% of tasks "
+                f"({100 * m[p]['dropped_gpu_s_fraction']:.2f}% of GPU-s)"
+                for p in placements
+            )
+            + (
+                f"; fgd/bestfit unallocated {row['fgd_over_bestfit_unallocated_gpus']}, "
+                f"dropped {row['fgd_over_bestfit_dropped_fraction']}"
+                if "fgd_over_bestfit_unallocated_gpus" in row
+                else ""
+            )
+        )
 
 
 if __name__ == "__main__":

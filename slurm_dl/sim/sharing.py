@@ -43,6 +43,12 @@ fleet, and never leave; a task that fits nowhere fails and is dropped. The clust
 GPU capacity then held by no task (fractions summed, as FGD's allocation rate; under
 ``exclusive`` a GPU held by a fraction counts as allocated). Pure: no I/O beyond reading the
 two CSV texts given.
+
+The departures experiment (``depart``, ``serve``): tasks drawn from the trace with their own
+durations (``read_durations``) arrive by a Poisson process at an offered load, are placed or
+dropped, and leave; measured after a warm-up: time-averaged unallocated GPUs and the tasks
+dropped. ``Fleet``'s ``tie`` and ``tol`` change where ties go, to measure what the integer
+scores do.
 """
 
 from __future__ import annotations
@@ -263,6 +269,8 @@ class InflationResult:
     used_gpu: float = 0.0  # GPUs the placed tasks asked (fractions as fractions)
     first_failure_arrived_pct: float | None = None
     unallocated_at_first_failure: float | None = None
+    marks: dict = field(default_factory=dict)  # fill -> figures then (see ``inflate``)
+    tie_stats: dict | None = None  # see ``Fleet``
 
     def summary(self) -> dict:
         return {
@@ -281,11 +289,24 @@ class InflationResult:
         }
 
 
+TIES = ("rank", "random", "float", "pack")
+
+
 class Fleet:
     """Nodes being filled. Nodes in the same state (GPU model, free CPU, memory and GPU shares)
     score the same, so each state is scored once; among equal scores the node of the lowest
     ``rank`` is taken (FGD's simulator: the node names' random prefixes). ``exact``: scores as
-    floats instead of the scheduler's integer 0..100 (to see what the rounding does)."""
+    floats instead of the scheduler's integer 0..100 (to see what the rounding does).
+
+    What a tie is and where it goes (to measure what the rounding does; FGD's simulator is the
+    default): ``tol`` > 0 (with ``exact``) ties every node whose float score is within ``tol``
+    points of the best; ``tie`` picks among tied nodes: ``rank`` the lowest rank (a fixed
+    order), ``random`` a node drawn afresh from ``rng`` for each task, ``float`` the best float
+    score (integer scores with this tie choose exactly as ``exact``: the integer cut is
+    monotone), ``pack`` the node with the least free GPU share, then the least free CPU (then
+    rank). The same rule picks FGD's GPU for a fraction on the chosen node (``rank``,
+    ``random`` and ``pack``: the first tied GPU). ``stats``: count, per task placed, how often
+    the tie changed the node from the float score's best (see ``tie_stats``)."""
 
     def __init__(
         self,
@@ -294,12 +315,25 @@ class Fleet:
         tasks: Sequence[Task] = (),
         rank: Sequence[int] | None = None,
         exact: bool = False,
+        *,
+        tie: str = "rank",
+        tol: float = 0.0,
+        rng: random.Random | None = None,
+        stats: bool = False,
     ):
         if placement not in PLACEMENTS:
             raise ValueError(f"--placement: got {placement!r}; allowed: {', '.join(PLACEMENTS)}")
+        if tie not in TIES:
+            raise ValueError(f"tie: got {tie!r}; allowed: {', '.join(TIES)}")
+        if tol < 0 or (tol and not exact):
+            raise ValueError(f"tol: {tol} must be >= 0, and > 0 only with exact scores")
         self.placement = placement
         self.exact = exact
+        self.tie = tie
+        self.tol = tol
+        self.rng = rng or random.Random(0)
         self.nodes = [Node(n.model, n.cpu, n.mem, list(n.free)) for n in nodes]
+        self._pristine = [(n.cpu, n.mem) for n in self.nodes]
         self.rank = list(rank) if rank is not None else list(range(len(self.nodes)))
         if sorted(self.rank) != list(range(len(self.nodes))):
             raise ValueError("Fleet: rank must order every node once")
@@ -310,18 +344,27 @@ class Fleet:
         self.groups: dict[tuple, list[tuple[int, int]]] = {}  # state -> [(rank, node)], sorted
         for i, n in enumerate(self.nodes):
             bisect.insort(self.groups.setdefault(n.key(), []), (self.rank[i], i))
+        self.tie_stats: Counter | None = Counter() if stats else None
+
+    def _q(self, x: float) -> float:
+        return x if self.exact else int(x)
+
+    def empty(self, i: int) -> bool:
+        """Whether node ``i`` holds no task."""
+        n = self.nodes[i]
+        return (n.cpu, n.mem) == self._pristine[i] and all(f == FULL for f in n.free)
 
     def _milli(self, t: Task) -> int:
         return FULL if self.placement == "exclusive" and t.gpus else t.milli
 
     def _fgd(self, model: str, cpu: int, base: float, t: Task, after: tuple) -> float:
-        """FGD's score: the sigmoid of the fall of expected fragmentation, in GPUs, x 100,
-        cut to an integer (the higher, the better)."""
-        x = _sigmoid(base - self.shapes.frag(model, cpu - t.cpu, after)) * 100
-        return x if self.exact else int(x)
+        """FGD's score before the scheduler cuts it to an integer (see ``_q``): the sigmoid of
+        the fall of expected fragmentation, in GPUs, x 100 (the higher, the better)."""
+        return _sigmoid(base - self.shapes.frag(model, cpu - t.cpu, after)) * 100
 
     def _score(self, model: str, cpu: int, free: tuple, t: Task) -> float | None:
-        """The node's score for ``t`` (higher is better), or None when its GPUs cannot take it."""
+        """The node's score for ``t`` as a float (higher is better; the scheduler's is its
+        integer part, ``_q``), or None when its GPUs cannot take it."""
         milli = self._milli(t)
         if self.shapes is not None:
             base = self.shapes.frag(model, cpu, free)
@@ -352,7 +395,7 @@ class Fleet:
             s += (cpu - t.cpu) / self.max_cpu * 0.5
             s += (sum(free) - t.gpus * milli) / self.max_gpu * 0.5
             x = (1.0 - s) * 100
-        return x if self.exact else int(x)
+        return x
 
     def _devices(self, i: int, t: Task) -> list[int]:
         """The GPUs (indices) node ``i`` gives ``t``: the lowest-numbered whole ones for whole
@@ -369,12 +412,26 @@ class Fleet:
             return [min(fits, key=lambda d: n.free[d])]
         free = tuple(sorted(n.free))
         base = self.shapes.frag(n.model, n.cpu, free)
-        scores = [self._fgd(n.model, n.cpu, base, t, _after(free, n.free[d], milli)) for d in fits]
-        return [fits[scores.index(max(scores))]]
+        raw = [self._fgd(n.model, n.cpu, base, t, _after(free, n.free[d], milli)) for d in fits]
+        if self.tie == "float":
+            return [fits[raw.index(max(raw))]]
+        if self.tol:
+            top = max(raw) - self.tol
+            tied = [d for d, x in zip(fits, raw) if x >= top]
+        else:
+            q = [self._q(x) for x in raw]
+            tied = [d for d, x in zip(fits, q) if x == max(q)]
+        if self.tie == "random":
+            return [self.rng.choice(tied)]
+        if self.tie == "pack":
+            return [min(tied, key=lambda d: n.free[d])]
+        return [tied[0]]
 
     def choose(self, t: Task) -> tuple[int, list[int]] | None:
         """The node and the GPUs on it that ``t`` takes, or None when it fits nowhere."""
+        fast = self.tie == "rank" and not self.tol and self.tie_stats is None
         best = None
+        cands = []
         for key, members in self.groups.items():
             model, cpu, mem, free = key
             if cpu < t.cpu or mem < t.mem or (t.gpus and t.types and model not in t.types):
@@ -382,32 +439,98 @@ class Fleet:
             s = self._score(model, cpu, free, t)
             if s is None:
                 continue
-            cand = (-s, members[0][0])
-            if best is None or cand < best[0]:
-                best = (cand, members[0][1])
-        if best is None:
+            if fast:
+                cand = (-self._q(s), members[0][0])
+                if best is None or cand < best[0]:
+                    best = (cand, members[0][1])
+            else:
+                cands.append((s, key, members))
+        if fast:
+            return None if best is None else (best[1], self._devices(best[1], t))
+        if not cands:
             return None
-        return best[1], self._devices(best[1], t)
+        i = self._pick(cands)
+        return i, self._devices(i, t)
 
-    def place(self, t: Task) -> float | None:
-        """Place ``t``; the GPUs it took (a whole one for a fraction under exclusive), or None."""
-        chosen = self.choose(t)
-        if chosen is None:
-            return None
-        i, devices = chosen
+    def _pick(self, cands: list[tuple[float, tuple, list]]) -> int:
+        """The node among the scored states ``cands`` (float score, state, members) by the
+        tie rule; counts into ``tie_stats`` when asked."""
+        top_s = max(c[0] for c in cands)
+        if self.tol:
+            tied = [c for c in cands if c[0] >= top_s - self.tol]
+        else:
+            top_q = self._q(top_s)
+            tied = [c for c in cands if self._q(c[0]) == top_q]
+        if self.tie == "float":
+            c = min(tied, key=lambda c: (-c[0], c[2][0][0]))
+            i = c[2][0][1]
+        elif self.tie == "pack":
+            c = min(tied, key=lambda c: (sum(c[1][3]), c[1][1], c[2][0][0]))
+            i = c[2][0][1]
+        elif self.tie == "random":
+            k = self.rng.randrange(sum(len(c[2]) for c in tied))
+            for c in tied:
+                if k < len(c[2]):
+                    i = c[2][k][1]
+                    break
+                k -= len(c[2])
+        else:
+            c = min(tied, key=lambda c: c[2][0][0])
+            i = c[2][0][1]
+        st = self.tie_stats
+        if st is not None:
+            f = min(cands, key=lambda c: (-c[0], c[2][0][0]))  # the float score's choice
+            fi = f[2][0][1]
+            st["placed"] += 1
+            if len({c[0] for c in tied}) > 1:
+                st["tied"] += 1  # states of different float scores share the top score
+            st["tied_nodes"] += sum(len(c[2]) for c in tied)
+            if c[0] < f[0]:
+                st["overridden"] += 1  # the tie took a node the float score ranks lower
+                st["gap_x1000"] += round(1000 * (f[0] - c[0]))
+                ce, fe = self.empty(i), self.empty(fi)
+                if ce and not fe:
+                    st["chose_empty_over_used"] += 1
+                elif fe and not ce:
+                    st["chose_used_over_empty"] += 1
+            if self.empty(i):
+                st["chose_empty"] += 1
+            if self.empty(fi):
+                st["float_choice_empty"] += 1
+        return i
+
+    def _change(self, i: int, devices: Sequence[int], milli: int, t: Task, sign: int) -> None:
         n = self.nodes[i]
         old = n.key()
         members = self.groups[old]
         members.remove((self.rank[i], i))
         if not members:
             del self.groups[old]
-        milli = self._milli(t)
         for d in devices:
-            n.free[d] -= milli
-        n.cpu -= t.cpu
-        n.mem -= t.mem
+            n.free[d] -= sign * milli
+        n.cpu -= sign * t.cpu
+        n.mem -= sign * t.mem
         bisect.insort(self.groups.setdefault(n.key(), []), (self.rank[i], i))
-        return len(devices) * milli / FULL
+
+    def assign(self, t: Task) -> tuple[int, list[int], int] | None:
+        """Place ``t``: (node, its GPUs, milli taken on each), or None when it fits nowhere;
+        ``release`` gives the same back."""
+        chosen = self.choose(t)
+        if chosen is None:
+            return None
+        i, devices = chosen
+        milli = self._milli(t)
+        self._change(i, devices, milli, t, 1)
+        return i, devices, milli
+
+    def release(self, i: int, devices: Sequence[int], milli: int, t: Task) -> None:
+        """Give back what ``assign`` took for ``t`` (the task ends)."""
+        self._change(i, devices, milli, t, -1)
+
+    def place(self, t: Task) -> float | None:
+        """Place ``t``; the GPUs it took (a whole one for a fraction under exclusive), or None."""
+        got = self.assign(t)
+        return None if got is None else len(got[1]) * got[2] / FULL
 
 
 def arrivals(tasks: Sequence[Task], rng: random.Random) -> Iterator[Task]:
@@ -428,16 +551,35 @@ def inflate(
     seed: int = 0,
     fill: float = 1.0,
     exact: bool = False,
+    tie: str = "rank",
+    tol: float = 0.0,
+    stats: bool = False,
+    marks: Sequence[float] = (),
 ) -> InflationResult:
     """Tasks arrive (seeded; see ``arrivals``) until the GPUs they ask reach ``fill`` x the
-    fleet's GPUs; each is placed by ``placement``; see the module's docstring for what is
-    measured. The seed also orders the nodes for ties."""
+    fleet's GPUs (or the largest of ``marks``, when larger); each is placed by ``placement``;
+    see the module's docstring for what is measured. The seed also orders the nodes for ties
+    (``tie``, ``tol``: see ``Fleet``; a ``random`` tie draws from its own seeded stream).
+    ``marks``: fills (e.g. 0.95, 1.0, 1.05) at which the figures are also read, into
+    ``InflationResult.marks`` (read once the arrived GPUs first reach each); ``stats``: the
+    fleet's tie counts into ``InflationResult.tie_stats``."""
     rng = random.Random(seed)
     rank = list(range(len(nodes)))
     rng.shuffle(rank)
-    fleet = Fleet(nodes, placement, tasks, rank=rank, exact=exact)
+    fleet = Fleet(
+        nodes,
+        placement,
+        tasks,
+        rank=rank,
+        exact=exact,
+        tie=tie,
+        tol=tol,
+        rng=random.Random(f"ties-{seed}"),
+        stats=stats,
+    )
     res = InflationResult(placement, fleet.gpus)
-    target = fill * fleet.gpus
+    pending = sorted(marks)
+    target = max([fill, *pending]) * fleet.gpus
     stream = arrivals(tasks, rng)
     while res.arrived_gpu < target:
         t = next(stream)
@@ -448,10 +590,206 @@ def inflate(
             if res.first_failure_arrived_pct is None:
                 res.first_failure_arrived_pct = round(100 * res.arrived_gpu / fleet.gpus, 2)
                 res.unallocated_at_first_failure = round(fleet.gpus - res.allocated_gpu, 2)
-            continue
-        res.allocated_gpu += took
-        res.scheduled += 1
-        res.used_gpu += t.gpu_request
+        else:
+            res.allocated_gpu += took
+            res.scheduled += 1
+            res.used_gpu += t.gpu_request
+        while pending and res.arrived_gpu >= pending[0] * fleet.gpus:
+            res.marks[pending.pop(0)] = {
+                "arrived_pct": round(100 * res.arrived_gpu / fleet.gpus, 3),
+                "scheduled_fraction": round(res.scheduled / res.arrived, 4),
+                "unallocated_gpus": round(fleet.gpus - res.allocated_gpu, 2),
+            }
+    if fleet.tie_stats is not None:
+        res.tie_stats = dict(fleet.tie_stats)
+    return res
+
+
+# --- departures: tasks that end (what a Slurm site has) --------------------------------------
+
+
+def read_durations(text: str, source: str) -> list[float]:
+    """Each task's run in seconds, ``deletion_time - creation_time``, in the order of
+    ``read_tasks`` (openb: about 0.4 % of the tasks still ran when the trace ended, cut there)."""
+    rows = csv.DictReader(io.StringIO(text))
+    _columns(rows, ("creation_time", "deletion_time"), source, "an openb task list with times")
+    out = []
+    for row in rows:
+        line = rows.line_num
+        c = _int(row, "creation_time", source, line)
+        d = _int(row, "deletion_time", source, line)
+        if d < c:
+            raise ValueError(f"{source}:{line}: column 'deletion_time': {d} is before {c}")
+        out.append(float(d - c))
+    if not out:
+        raise ValueError(f"{source}: no tasks")
+    return out
+
+
+def kind(t: Task) -> str:
+    """A task's class for the drop counts: ``cpu``, ``frac`` (part of one GPU) or ``<n>gpu``."""
+    return "cpu" if not t.gpus else "frac" if t.milli < FULL else f"{t.gpus}gpu"
+
+
+@dataclass
+class DepartureResult:
+    placement: str
+    gpus: int
+    warmup_s: float
+    end_s: float
+    load: float | None = None
+    rate_per_s: float | None = None
+    arrived: int = 0  # in the window (after warm-up), as the rest
+    dropped: int = 0
+    arrived_gpu: float = 0.0  # GPUs asked by the arrivals, fractions as fractions
+    dropped_gpu: float = 0.0
+    arrived_gpu_s: float = 0.0  # GPU-seconds asked (request x duration)
+    dropped_gpu_s: float = 0.0
+    unallocated_gpu_s: float = 0.0  # the integral of the GPUs held by no task
+    idle_gpu_s: float = 0.0  # the integral of the GPUs no running task asked for
+    arrived_by_kind: Counter = field(default_factory=Counter)
+    dropped_by_kind: Counter = field(default_factory=Counter)
+
+    def summary(self) -> dict:
+        span = self.end_s - self.warmup_s
+        return {
+            "placement": self.placement,
+            "gpus": self.gpus,
+            "load": self.load,
+            "rate_per_s": None if self.rate_per_s is None else round(self.rate_per_s, 4),
+            "window_s": [self.warmup_s, self.end_s],
+            "tasks_arrived": self.arrived,
+            "tasks_dropped": self.dropped,
+            "dropped_fraction": round(self.dropped / self.arrived, 5) if self.arrived else None,
+            "dropped_gpu_fraction": round(self.dropped_gpu / self.arrived_gpu, 5)
+            if self.arrived_gpu
+            else None,
+            "dropped_gpu_s_fraction": round(self.dropped_gpu_s / self.arrived_gpu_s, 5)
+            if self.arrived_gpu_s
+            else None,
+            "unallocated_gpus": round(self.unallocated_gpu_s / span, 2) if span > 0 else None,
+            "idle_gpus": round(self.idle_gpu_s / span, 2) if span > 0 else None,
+            "dropped_fraction_by_kind": {
+                k: round(self.dropped_by_kind[k] / n, 5)
+                for k, n in sorted(self.arrived_by_kind.items())
+            },
+        }
+
+
+def serve(
+    fleet: Fleet,
+    stream: Iterator[tuple[float, Task, float]],
+    warmup_s: float,
+    end_s: float,
+) -> DepartureResult:
+    """Tasks arrive (``stream``: (time, task, duration), times not decreasing), each placed by
+    ``fleet`` at once or dropped (no queue: a loss system), and leave after their duration; a
+    task leaving at the time another arrives has left. Measured over [``warmup_s``,
+    ``end_s``]: the time-averaged GPUs held by no task, and the tasks (and GPUs, GPU-seconds
+    asked) that arrive then and are dropped. Stops at ``end_s`` or when ``stream`` ends."""
+    import heapq
+
+    res = DepartureResult(fleet.placement, fleet.gpus, warmup_s, end_s)
+    alloc = used = 0.0  # GPUs held, GPUs asked by the running tasks
+    last = 0.0
+    running: list = []  # (end, seq, node, devices, milli, task)
+    seq = 0
+
+    def advance(x: float) -> None:
+        nonlocal last
+        a, b = max(last, warmup_s), min(x, end_s)
+        if b > a:
+            res.unallocated_gpu_s += (fleet.gpus - alloc) * (b - a)
+            res.idle_gpu_s += (fleet.gpus - used) * (b - a)
+        last = max(last, x)
+
+    for now, t, dur in stream:
+        if now >= end_s:
+            break
+        while running and running[0][0] <= now:
+            e, _, i, devices, milli, done = heapq.heappop(running)
+            advance(e)
+            fleet.release(i, devices, milli, done)
+            alloc -= len(devices) * milli / FULL
+            used -= done.gpu_request
+        advance(now)
+        got = fleet.assign(t)
+        if now >= warmup_s:
+            k = kind(t)
+            res.arrived += 1
+            res.arrived_gpu += t.gpu_request
+            res.arrived_gpu_s += t.gpu_request * dur
+            res.arrived_by_kind[k] += 1
+            if got is None:
+                res.dropped += 1
+                res.dropped_gpu += t.gpu_request
+                res.dropped_gpu_s += t.gpu_request * dur
+                res.dropped_by_kind[k] += 1
+        if got is not None:
+            i, devices, milli = got
+            alloc += len(devices) * milli / FULL
+            used += t.gpu_request
+            seq += 1
+            heapq.heappush(running, (now + dur, seq, i, devices, milli, t))
+    while running and running[0][0] <= end_s:
+        e, _, i, devices, milli, done = heapq.heappop(running)
+        advance(e)
+        fleet.release(i, devices, milli, done)
+        alloc -= len(devices) * milli / FULL
+        used -= done.gpu_request
+    advance(end_s)
+    return res
+
+
+def poisson_arrivals(
+    tasks: Sequence[Task], durations: Sequence[float], rate: float, rng: random.Random
+) -> Iterator[tuple[float, Task, float]]:
+    """A Poisson process of ``rate`` per second; each arrival a task drawn at random (with
+    replacement) from the trace, with its own duration."""
+    now = 0.0
+    while True:
+        now += rng.expovariate(rate)
+        k = rng.randrange(len(tasks))
+        yield now, tasks[k], durations[k]
+
+
+def depart(
+    tasks: Sequence[Task],
+    durations: Sequence[float],
+    nodes: Sequence[Node],
+    placement: str,
+    *,
+    load: float = 1.0,
+    seed: int = 0,
+    cap_s: float = 86400.0,
+    warmup_s: float | None = None,
+    horizon_s: float = 2 * 86400.0,
+    exact: bool = False,
+) -> DepartureResult:
+    """The departures experiment: tasks of the trace (each with its own duration, at least 1 s,
+    at most ``cap_s`` when ``cap_s`` > 0) arrive into the empty fleet by a Poisson process
+    whose rate makes the offered load ``load`` x the fleet's GPUs (rate = load x GPUs / the
+    trace's mean GPUs x duration), are placed by ``placement`` or dropped, and leave; measured
+    after ``warmup_s`` (default: the cap, the longest a task runs) for ``horizon_s``. The seed
+    orders the nodes for ties (as ``inflate``) and then draws the arrivals."""
+    if len(durations) != len(tasks):
+        raise ValueError(f"depart: {len(durations)} durations for {len(tasks)} tasks")
+    if load <= 0 or horizon_s <= 0 or cap_s < 0:
+        raise ValueError(f"depart: load {load}, horizon {horizon_s} must be > 0, cap {cap_s} >= 0")
+    d = [max(1.0, x) for x in durations]
+    if cap_s:
+        d = [min(x, cap_s) for x in d]
+    mean_gd = sum(t.gpu_request * x for t, x in zip(tasks, d)) / len(tasks)
+    if mean_gd <= 0:
+        raise ValueError("depart: the tasks ask no GPU time")
+    rng = random.Random(seed)
+    rank = list(range(len(nodes)))
+    rng.shuffle(rank)
+    fleet = Fleet(nodes, placement, tasks, rank=rank, exact=exact)
+    rate = load * fleet.gpus / mean_gd
+    warm = (cap_s or max(d)) if warmup_s is None else warmup_s
+    res = serve(fleet, poisson_arrivals(tasks, d, rate, rng), warm, warm + horizon_s)
+    res.load, res.rate_per_s = load, rate
     return res
 
 
