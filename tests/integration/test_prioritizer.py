@@ -332,6 +332,12 @@ def test_a_deadline_the_cluster_cannot_keep_is_demoted_and_explain_says_why(test
 
     env = testbed.env()
     cfg = _config_without_preemption(tmp_path)
+    # the scene is sized for a deadline share of 0.475 (the default is 0.9)
+    text = cfg.read_text().replace(
+        "[policy.deadline]\n", "[policy.deadline]\nadmission_share = 0.475\n", 1
+    )
+    assert "admission_share = 0.475" in text
+    cfg.write_text(text)
     ids = []
     try:
         ids.append(
