@@ -317,7 +317,10 @@ class _Printer:
             out.table_head(
                 w.trace,
                 len(w.jobs),
-                [(x.label, x.cluster, x.cost.describe(), x.config_line) for x in w.variants],
+                [
+                    (x.label, x.cluster, x.cost.describe(), x.config_line, x.overrides)
+                    for x in w.variants
+                ],
             )
             if w.recorded is not None:  # what the history itself says, beside the replays
                 out.table_row(

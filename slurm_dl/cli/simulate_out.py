@@ -60,9 +60,9 @@ def finite(obj):
 _COLS = ("JCT h", "med h", "p99 h", "wait h", "span d", "util", "pre/j", "Jain", "max ρ")
 
 
-def table_head(trace: Path, n: int, variants: list[tuple[str | None, str, str, str]]) -> None:
+def table_head(trace: Path, n: int, variants: list[tuple]) -> None:
     """``variants``: (site config label or None, cluster, preemption cost, which config and
-    the options over it) of each config run."""
+    the options over it in words, those options) of each config run."""
     import textwrap
 
     if len(variants) == 1:
@@ -70,22 +70,16 @@ def table_head(trace: Path, n: int, variants: list[tuple[str | None, str, str, s
         typer.echo(textwrap.fill(variants[0][3], 80, subsequent_indent="  "))
     else:
         typer.echo(f"{trace.name}: {n} jobs; each policy under {len(variants)} site configs:")
-        for label, cluster, cost, _which in variants:
+        for label, cluster, cost, _which, _over in variants:
             line = f"  {label}: {cluster}, preemption cost {cost}"
             if len(line) > 80:
                 line = f"  {label}: {cluster}\n    preemption cost {cost}"
             typer.echo(line)
-        over = sorted({o for v in variants for o in _over(v[3])})
+        over = sorted({o for v in variants for o in v[4]})
         if over:
             typer.echo(textwrap.fill("each overridden by " + ", ".join(over), 80))
     first = "policy" if len(variants) == 1 else "policy/config"
     typer.echo(f"{first:<16}" + "".join(f"{c:>7}" for c in _COLS))
-
-
-def _over(config_line: str) -> list[str]:
-    """The options a :attr:`Variant.config_line` names as overriding its config."""
-    _, _, over = config_line.partition("; overridden by ")
-    return [o for o in over.split(", ") if o]
 
 
 def _fmt(v, spec: str, scale: float = 1.0) -> str:

@@ -703,15 +703,20 @@ def serve(
             res.idle_gpu_s += (fleet.gpus - used) * (b - a)
         last = max(last, x)
 
-    for now, t, dur in stream:
-        if now >= end_s:
-            break
-        while running and running[0][0] <= now:
+    def leave_until(x: float) -> None:
+        """The running tasks that end by ``x`` leave, in end order."""
+        nonlocal alloc, used
+        while running and running[0][0] <= x:
             e, _, i, devices, milli, done = heapq.heappop(running)
             advance(e)
             fleet.release(i, devices, milli, done)
             alloc -= len(devices) * milli / FULL
             used -= done.gpu_request
+
+    for now, t, dur in stream:
+        if now >= end_s:
+            break
+        leave_until(now)
         advance(now)
         got = fleet.assign(t)
         if now >= warmup_s:
@@ -731,12 +736,7 @@ def serve(
             used += t.gpu_request
             seq += 1
             heapq.heappush(running, (now + dur, seq, i, devices, milli, t))
-    while running and running[0][0] <= end_s:
-        e, _, i, devices, milli, done = heapq.heappop(running)
-        advance(e)
-        fleet.release(i, devices, milli, done)
-        alloc -= len(devices) * milli / FULL
-        used -= done.gpu_request
+    leave_until(end_s)
     advance(end_s)
     return res
 
