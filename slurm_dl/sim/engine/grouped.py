@@ -10,6 +10,7 @@ read).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 
 from .state import SimJob
@@ -146,8 +147,27 @@ class GroupedPasses:
             return
         heapq.heapify(heap)
         chosen, victims = self.select_grouped(heap, hk, tails)
+        if chosen and victims and self.ranker.hysteresis:
+            victims = self.spare_close(
+                [(hk(sj), sj) for sj in victims],
+                (hk(chosen[0]), chosen[0]),
+                self.n_waiting + len(self.running),
+                now,
+                self.g_below(hk),
+            )
         if chosen:
             self.start_grouped(chosen, victims, now)
+
+    def g_below(self, hk):
+        """How many waiting and running jobs rank before a key (``hk``: the pass's keys; each
+        account's lists are in the order of their keys)."""
+        bl = bisect.bisect_left
+        lists = [js for g in (self.gp, self.gr) for _, js in g.values() if js]
+
+        def below(k) -> int:
+            return sum(bl(js, k, key=hk) for js in lists)
+
+        return below
 
     def select_grouped(self, heap: list, hk, tails: list) -> tuple[list[SimJob], list[SimJob]]:
         """The preemptive selection (pending and running jobs in rank order, each taken while

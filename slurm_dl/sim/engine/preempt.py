@@ -1,11 +1,18 @@
 """The ``preemptive`` discipline over one queue: pending and running jobs ranked together,
 selected greedily while their GPUs fit in the cluster, the running ones left out preempted
-(see :mod:`.loop`)."""
+(see :mod:`.loop`).
+
+A running job left out keeps its GPUs when the best waiting job chosen does not beat its score
+by the site's ``[preemption] hysteresis`` (:meth:`PreemptivePasses.spare_close`), as in the
+prioritizer: its scores are ranks over the waiting and running jobs (1.0 first, 0.0 last), so a
+victim must rank at least ``hysteresis × (n − 1)`` places below that job. A chosen job whose
+GPUs a spared job keeps waits on."""
 
 from __future__ import annotations
 
 import bisect
 from itertools import accumulate
+from typing import Callable
 
 from .state import SimJob
 
@@ -28,16 +35,31 @@ class PreemptivePasses:
         quota = self.total
         chosen: list[SimJob] = []
         selected_running: set[int] = set()
-        for sj in cands:
+        first = -1  # the best chosen waiting job's place in the order
+        for r, sj in enumerate(cands):
             if sj.gpus <= quota:
                 quota -= sj.gpus
                 if sj.running:
                     selected_running.add(sj.seq)
                 else:
+                    if first < 0:
+                        first = r
                     chosen.append(sj)
         if not chosen:
             return
-        victims = [sj for sj in running if sj.seq not in selected_running]
+        if self.ranker.hysteresis:
+            victims = self.spare_close(
+                [
+                    (r, sj)
+                    for r, sj in enumerate(cands)
+                    if sj.running and sj.seq not in selected_running
+                ],
+                (first, cands[first]),
+                len(cands),
+                now,
+            )
+        else:
+            victims = [sj for sj in running if sj.seq not in selected_running]
         victims.sort(key=lambda s: s.seq)
         for sj in victims:
             self.preempt(sj, now)
@@ -77,9 +99,15 @@ class PreemptivePasses:
                 j += 1
         if not chosen:
             return
-        self.start_chosen(
-            chosen, [sj for sj in self.running if sj.seq not in selected_running], now
-        )
+        victims = [(k, sj) for k, sj in rk if sj.seq not in selected_running]
+        if self.ranker.hysteresis and victims:
+            run_keys = [k for k, _ in rk]
+            victims = self.spare_close_keyed(
+                victims, (pending_keys[chosen[0]], pending[chosen[0]]), now, pending_keys, run_keys
+            )
+        else:
+            victims = [sj for _, sj in victims]
+        self.start_chosen(chosen, victims, now)
 
     def _fill_free(self, now: float) -> None:
         """Every running job outranks every waiting one: nothing to preempt, fill free GPUs."""
@@ -136,7 +164,46 @@ class PreemptivePasses:
         if not chosen:
             return
         victims.extend(rjobs[j:])
+        if self.ranker.hysteresis and victims:
+            victims = self.spare_close_keyed(
+                [(sj.static_key, sj) for sj in victims],
+                (pending_keys[chosen[0]], pending[chosen[0]]),
+                now,
+                pending_keys,
+                rkeys,
+            )
         self.start_chosen(chosen, victims, now)
+
+    def spare_close(
+        self,
+        victims: list[tuple],
+        best: tuple,
+        n: int,
+        now: float,
+        below: Callable | None = None,
+    ) -> list:
+        """The ``victims`` (``(key, job)`` each) whose score the best waiting job chosen
+        (``best``: its key and job) beats by the hysteresis, among ``n`` jobs waiting and
+        running; ``below(key)`` counts the jobs ranked before a key (without it, keys are
+        places in the order)."""
+        h = self.ranker.hysteresis
+        if n < 2:
+            return [sj for _, sj in victims]
+        place = below or (lambda k: k)
+        r0 = place(best[0])
+        need = (h - 1e-12) * (n - 1)
+        return [sj for k, sj in victims if place(k) - r0 >= need]
+
+    def spare_close_keyed(
+        self, victims: list[tuple], best: tuple, now: float, pending_keys: list, running_keys: list
+    ) -> list:
+        """:meth:`spare_close` over the sorted keys of the waiting and the running jobs."""
+        bl = bisect.bisect_left
+
+        def below(k) -> int:
+            return bl(pending_keys, k) + bl(running_keys, k)
+
+        return self.spare_close(victims, best, len(pending_keys) + len(running_keys), now, below)
 
     def start_chosen(self, chosen: list[int], victims: list[SimJob], now: float) -> None:
         """Preempt ``victims`` then place the pending jobs at indexes ``chosen`` in rank order;

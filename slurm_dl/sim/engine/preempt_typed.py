@@ -34,9 +34,10 @@ class TypedPasses:
         left = placer.total
         kept: set[int] = set()
         chosen: list[tuple[SimJob, int]] = []
-        declined: list[SimJob] = []
+        declined: list[tuple[SimJob, int]] = []  # (job, its place in pj)
+        best = np_ = len(pj)  # the place of the best waiting job chosen
         i = j = 0
-        np_, nr = len(pj), len(rj)
+        nr = len(rj)
         while left > 0 and (i < np_ or j < nr) and len(declined) < SKIP_LIMIT:
             if j < nr and (i >= np_ or rk[j] <= pk[i]):
                 sj = rj[j]
@@ -53,21 +54,33 @@ class TypedPasses:
                 continue
             g = placer.choose(sj, cap, free, strict=True)
             if g is None:
-                declined.append(sj)
+                declined.append((sj, i - 1))
                 continue
             cap[g] -= sj.gpus
             free[g] -= sj.gpus
             left -= sj.gpus
             chosen.append((sj, g))
-        for sj in declined:  # what nobody ranked below took: offered again, without declining
+            best = min(best, i - 1)
+        for sj, at in declined:  # what nobody ranked below took: offered again, without declining
             g = placer.choose(sj, cap, free, strict=False)
             if g is not None:
                 cap[g] -= sj.gpus
                 free[g] -= sj.gpus
                 chosen.append((sj, g))
+                best = min(best, at)
         if left > 0 and j < nr:  # the walk stopped early: the rest keep their GPUs
             kept.update(sj.seq for sj in rj[j:])
-        self._start_typed(chosen, [sj for sj in self.running if sj.seq not in kept], now)
+        if self.ranker.hysteresis and chosen:
+            victims = self.spare_close_keyed(
+                [(k, sj) for k, sj in zip(rk, rj) if sj.seq not in kept],
+                (pk[best], pj[best]),
+                now,
+                pk,
+                rk,
+            )
+        else:
+            victims = [sj for sj in self.running if sj.seq not in kept]
+        self._start_typed(chosen, victims, now)
 
     def _typed_order(self, now: float) -> tuple[list, list, list, list]:
         """The keys and jobs of the waiting and of the running jobs, each in the policy's order

@@ -25,7 +25,10 @@ behaviour (never a second copy of it):
                         moves a job when its wake-up fires, instead of re-keying every job at
                         every event.
 
-With a site config, a running job the prioritizer may not preempt (it has run less than
+With a site config, a preemptive replay keeps the prioritizer's ``[preemption] hysteresis``: a
+waiting job takes a running job's GPUs only when its score beats the victim's by that margin
+(the engine's passes apply it, see :mod:`..engine.preempt`). With a site config, a running job
+the prioritizer may not preempt (it has run less than
 ``[preemption] min_runtime_seconds`` in its current run, or was restarted ``max_restarts``
 times) gets a *pinned* key that outranks every other key, so no preemptive pass takes it as a
 victim; a pin for the minimum run time lifts at its end (the key's next change). The lease
@@ -138,8 +141,12 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         # the lease decision applies both itself (LeaseSettings: the cap, a lease at least the
         # minimum run time)
         self._pin = None
+        # a waiting job takes a running job's GPUs only when its score beats the victim's by
+        # this margin (scores are ranks: see the engine's preemptive passes)
+        self.hysteresis = 0.0
         if pre is not None and self.discipline == "preemptive":
             self._pin = (pre.min_runtime_seconds, pre.max_restarts)
+            self.hysteresis = pre.hysteresis
         self._never: frozenset[int] = frozenset()  # ids of jobs never preempted (keep_unresumable)
         self.restart_s: float | None = None  # the engine's restart cost (the lease excludes it)
         self._lease_keys: dict[int, tuple] = {}
@@ -282,6 +289,7 @@ class PolicyRanker(ChargedRanking, LeaseRanking):
         self._discipline = value
         if value != "preemptive":
             self._pin = None
+            self.hysteresis = 0.0
 
     def keep_unresumable(self, jobs: Sequence) -> None:
         """Pin, in a preemptive replay, every job of ``jobs`` the prioritizer would never preempt
