@@ -52,6 +52,24 @@ def slurm_user_uids(slurm_conf: str) -> tuple[int, ...]:
     return tuple(uids)
 
 
+def trusted_uids(slurm_conf: str, prioritizer_user: str | None) -> tuple[int, ...]:
+    """Who may change a job after submission without passing the filter again: root,
+    SlurmUser and the user the prioritizer runs as (``[prioritizer] user``), which moves
+    waiting jobs between GPU-type partitions."""
+    uids = list(slurm_user_uids(slurm_conf))
+    if prioritizer_user:
+        try:
+            uid = pwd.getpwnam(prioritizer_user).pw_uid
+        except KeyError:
+            raise FilterInstallError(
+                f"[prioritizer] user {prioritizer_user!r} is not a user on this host; "
+                "create it or correct the site config"
+            ) from None
+        if uid not in uids:
+            uids.append(uid)
+    return tuple(uids)
+
+
 def render_shim(
     template: str,
     socket_path: str,
@@ -160,7 +178,7 @@ def install(
         socket_path or config.filter.socket,
         config.filter.timeout_ms,
         config.filter.failure_mode,
-        slurm_user_uids(conf_text),
+        trusted_uids(conf_text, config.prioritizer.user),
         class_max_minutes={c.value: cc.max_time_minutes for c, cc in config.classes.items()},
         time_guard=config.filter.time_limit_guard,
         breaker_failures=config.filter.breaker_failures,
@@ -187,7 +205,13 @@ def install(
             _write_atomic(slurm_conf, new_conf, slurm_conf.stat().st_mode & 0o7777)
     except OSError as e:
         raise FilterInstallError(f"{conf_dir}: cannot write: {e.strerror or e}") from None
-    return InstallResult(target, slurm_conf, change, tuple(plan.notes))
+    notes = list(plan.notes)
+    if config.prioritizer.user:
+        notes.append(
+            f"changes after submission by {config.prioritizer.user} (the prioritizer's user) "
+            "pass the shim"
+        )
+    return InstallResult(target, slurm_conf, change, tuple(notes))
 
 
 def uninstall(conf_dir: str | Path, force: bool = False) -> UninstallResult:

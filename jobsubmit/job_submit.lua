@@ -7,7 +7,8 @@
 local SOCKET_PATH = "@SOCKET_PATH@"
 local TIMEOUT_S = @TIMEOUT_S@
 local FAILURE_MODE = "@FAILURE_MODE@"   -- "accept": job goes in unchanged; "reject": job is refused
-local ADMIN_UIDS = { @ADMIN_UIDS@ }     -- may change anything after submission (root, SlurmUser)
+local ADMIN_UIDS = { @ADMIN_UIDS@ }     -- may change anything after submission (root, SlurmUser,
+                                        -- [prioritizer] user: its GPU-type moves)
 -- Circuit breaker: after BREAKER_FAILURES failed asks in a row the shim stops asking for
 -- BREAKER_COOLDOWN_S seconds (each job then follows the failure mode at once instead of waiting
 -- up to the timeout under slurmctld's job lock), then lets one job through as a probe.

@@ -62,6 +62,42 @@ def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = 
     return Prioritizer(cfg, backend, store, dry_run=dry_run)
 
 
+def _rights_at_start(prio, log: logging.Logger) -> bool:
+    """Whether this daemon's user may change jobs in Slurm, said at start: a user without
+    operator rights gets "Invalid user id" on every update, and one the filter's shim does not
+    trust has its GPU-type moves refused. Logs what to run; False only when it surely may not."""
+    import os
+    import pwd
+
+    from slurm_dl.core.errors import SlurmError
+    from slurm_dl.core.rights import startup_message, trust_problem
+    from slurm_dl.slurm.accounts import slurm_user_of, user_rights
+    from slurm_dl.slurm.controller import controller_config
+
+    uid = os.geteuid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    try:
+        conf = controller_config()
+        rights = user_rights(user, uid, controller=conf)
+    except SlurmError as e:
+        log.warning("cannot check this daemon's rights in Slurm: %s", str(e).splitlines()[0])
+        return True
+    if rights.ok is None:
+        log.warning("cannot check this daemon's rights in Slurm: %s", rights.detail)
+    elif not rights.ok:
+        for line in startup_message(rights).splitlines():
+            log.error("%s", line)
+        return False
+    if len(prio.config.gpu_types) > 1:
+        trust = trust_problem(user, uid, prio.config.prioritizer.user, slurm_user_of(conf))
+        if trust is not None:
+            log.warning("%s", trust)
+    return True
+
+
 @app.command()
 def once(
     config: Optional[Path] = ConfigOpt,
@@ -79,13 +115,18 @@ def once(
       slurm-dl prioritizer once --dry-run --json
     """
     with expected_errors():
-        report = _setup(config, db, dry_run, init=init).run_cycle()
+        prio = _setup(config, db, dry_run, init=init)
+        if not dry_run:
+            _rights_at_start(prio, logging.getLogger("slurm_dl.prioritizer"))
+        report = prio.run_cycle()
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
     else:
         typer.echo(report.summary())
         for p in report.planned:
             typer.echo(f"  preempt {p['victims']} for job {p['need']}: {p['reason']}")
+    if report.outcome == "failed":  # every change it asked of Slurm failed
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -121,6 +162,9 @@ def run(
         from prioritizer.loop import Loop
 
         prio = _setup(config, db, init=init)
+        if not _rights_at_start(prio, log):
+            log.error("stopping (exit 1): without these rights no cycle could change anything")
+            raise typer.Exit(1)
         metrics = None
         pc = prio.config.prioritizer
         port = resolve_metrics_port(metrics_port, pc.metrics_port)

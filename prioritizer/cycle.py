@@ -23,6 +23,7 @@ from slurm_dl.core.fairness import entitled
 from slurm_dl.core.ledger import Ledger, half_life_of
 from slurm_dl.core.model import ClusterSnapshot, Job, JobClass, JobState
 from slurm_dl.core.preemption import RESUME_CHECKPOINT, resume_kind, waits_only_for_gpus
+from slurm_dl.core.rights import refused_for_rights
 from slurm_dl.core.steering import plan_moves
 from slurm_dl.core.policy import PolicyContext, get_policy
 from slurm_dl.core.policy.base import PriorityPolicy, in_order_of, rank_scores
@@ -99,10 +100,26 @@ class CycleReport:
     slurm_s: float = (
         0.0  # wall seconds in the snapshot and the SiteFactor updates (slurmctld's pace)
     )
+    updates_tried: int = 0  # changes asked of Slurm: SiteFactors, GPU-type moves, preemption steps
+    updates_failed: int = 0  # ... of which Slurm refused or failed
+    denied: dict[str, int] = field(default_factory=dict)
+    """Changes Slurm refused for lack of rights, by action (site_factor, partition, features,
+    preemption): the daemon's user lacks operator rights, or the filter does not trust it."""
+
+    @property
+    def outcome(self) -> str:
+        """ok; degraded (some Slurm updates failed); failed (every update it tried failed)."""
+        if self.updates_failed and self.updates_failed >= self.updates_tried:
+            return "failed"
+        return "degraded" if self.updates_failed else "ok"
+
+    def deny(self, action: str, n: int = 1) -> None:
+        self.denied[action] = self.denied.get(action, 0) + n
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__slots__}
         d["pushes"] = {str(v): ids for v, ids in self.pushes.items()}
+        d["outcome"] = self.outcome
         return d
 
     def summary(self) -> str:
@@ -116,6 +133,12 @@ class CycleReport:
             + (
                 f"; {len(self.errors)} Slurm call(s) failed, retried next cycle"
                 if self.errors
+                else ""
+            )
+            + ("; every Slurm update failed" if self.outcome == "failed" else "")
+            + (
+                f"; Slurm refused {sum(self.denied.values())} update(s) for lack of rights"
+                if self.denied
                 else ""
             )
             + f"; took {self.seconds.get('total', 0.0):.2f} s"
@@ -148,6 +171,7 @@ class Prioritizer:
             int, str
         ] = {}  # job -> why its deadline is ignored (logged once)
         self._class_notes: dict[int, str] = {}  # job -> why its class was demoted (logged once)
+        self._move_notes: dict[int, str] = {}  # job -> why Slurm refused its move (logged once)
         dc = config.policy.deadline
         self.admission = DeadlineAdmission(dc.admission_share) if dc.admission else None
         """Deadlines promised so far; kept in the ledger, so a restart neither breaks a promise
@@ -230,6 +254,16 @@ class Prioritizer:
             )
         report.steered = dict(st.moved)
         report.errors.extend(st.errors)
+        report.updates_tried += st.tried
+        report.updates_failed += len(st.errors)
+        for jid, (action, why) in st.refused.items():
+            report.deny(action)
+            if self._move_notes.get(jid) != why:  # recorded once per job and reason
+                self._move_notes[jid] = why
+                log.warning("job %d: %s", jid, why)
+                decisions.append((jid, "gpu_type", None, why))
+        for jid in [j for j in self._move_notes if j not in st.refused]:
+            del self._move_notes[jid]
         return st
 
     def _moves(self, snap: ClusterSnapshot, jobs: list[Job], rows, excluded, busy, ctx) -> list:
@@ -511,6 +545,7 @@ class Prioritizer:
         slurm_s = 0.0
         if pushes.by_value and not self.dry_run:
             wanted = pushes.assignments()
+            report.updates_tried += len(wanted)
             t_call = time.perf_counter()
             try:
                 result = self.backend.set_site_factor(
@@ -519,6 +554,9 @@ class Prioritizer:
             except SlurmError as e:  # nothing known to be pushed; the next cycle tries again
                 log.warning("SiteFactor update failed, retried next cycle: %s", e)
                 report.errors.append(f"SiteFactor update: {e}")
+                report.updates_failed += len(wanted)
+                if refused_for_rights(f"{e} {e.stderr}"):
+                    report.deny("site_factor", len(wanted))
             else:
                 missing = set(getattr(result, "missing", ()))
                 pushed = {j: v for j, v in wanted.items() if j not in missing}
@@ -612,6 +650,11 @@ class Prioritizer:
                         ledger.revision += 1
         report.signalled, report.requeued = prep.signalled, prep.requeued
         report.refused = [{"job": v, "why": why} for v, why in prep.refused]
+        denied = sum(1 for _, why in prep.refused if refused_for_rights(why))
+        report.updates_tried += len(prep.signalled) + len(prep.requeued) + len(prep.refused)
+        report.updates_failed += len(prep.refused)
+        if denied:
+            report.deny("preemption", denied)
         report.planned = [
             {"need": i.need, "victims": list(i.victims), "reason": i.reason} for i in prep.planned
         ]
@@ -684,7 +727,10 @@ class Prioritizer:
                 e["gpu_utilisation"] = gpu_notes[j.job_id]
             if self.steering is not None and j.accepted_types:
                 e["gpu_types"] = gpu_type_entry(
-                    j, self.steering.model, steered.choices.get(j.job_id)
+                    j,
+                    self.steering.model,
+                    steered.choices.get(j.job_id),
+                    steered.refused.get(j.job_id, (None, None))[1],
                 )
             return e
 

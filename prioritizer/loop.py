@@ -133,6 +133,7 @@ class Loop:
             log.warning("%s", change)
         if self.metrics is not None:
             self.metrics.observe(report, self.prio)
+        _log_outcome(report)
         if self.on_report is not None:
             self.on_report(report)
         if self.max_cycles is not None and self.cycles >= self.max_cycles:
@@ -165,6 +166,25 @@ class Loop:
             self.stop()
         finally:
             self.heap.release()
+
+
+DENIED_HINT = (
+    "Slurm refuses this daemon's changes: its user lacks operator rights "
+    "(sacctmgr modify user NAME set adminlevel=operator), or the filter does not trust it "
+    "([prioritizer] user, then slurm-dl filter install); slurm-dl doctor checks both"
+)
+
+
+def _log_outcome(report: CycleReport) -> None:
+    """A cycle whose Slurm updates failed is logged as such, with the fix when Slurm refused
+    them for lack of rights (what the daemon sees as "Invalid user id" or "Access denied")."""
+    outcome = getattr(report, "outcome", "ok")
+    if outcome == "ok":
+        return
+    level = logging.ERROR if outcome == "failed" else logging.WARNING
+    log.log(level, "%s %s", outcome, report.summary())
+    if getattr(report, "denied", None):
+        log.log(level, "%s", DENIED_HINT)
 
 
 def _now_dt():

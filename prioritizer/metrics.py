@@ -2,11 +2,13 @@
 
 Series (all prefixed ``slurm_dl_prioritizer_``):
 
-- ``cycles_total{outcome}``: ok, slurm_unreachable, failed;
+- ``cycles_total{outcome}``: ok, degraded (some Slurm updates failed), failed (every update
+  the cycle tried failed, or it stopped: Slurm command or database errors), slurm_unreachable;
 - ``cycle_duration_seconds`` (histogram) and ``cycle_phase_seconds{phase}`` of the last cycle
   (snapshot, score, push, preempt, explain, store, total); ``ledger_save_seconds`` (histogram)
   is the store's transaction alone;
-- ``last_success_timestamp_seconds``: wall clock of the last cycle that completed (alert on its age);
+- ``last_success_timestamp_seconds``: wall clock of the last cycle that completed and was not
+  failed (alert on its age);
 - ``jobs{state,class}``: pending and running jobs the last cycle saw;
 - ``site_factor_pushes_total`` (jobs) and ``site_factor_push_calls_total`` (Slurm calls);
 - ``preemptions_total{outcome,reason}``: signalled, requeued, and how open ones closed otherwise
@@ -16,6 +18,9 @@ Series (all prefixed ``slurm_dl_prioritizer_``):
   ``account_usage_fraction{account}`` and ``account_share_fraction{account}`` (what it is
   entitled to): an account whose usage fraction stays above its share fraction gets less;
 - ``step_errors_total``: SiteFactor or preemption steps Slurm refused while the cycle went on;
+- ``updates_refused_total{action}``: changes Slurm refused for lack of rights (site_factor,
+  partition, features, preemption): the daemon's user lacks operator rights, or the filter
+  does not trust it (alert on any);
 - ``cycle``: the cycle number saved in the store;
 - ``python_allocated_blocks``, ``malloc_used_bytes``, ``malloc_free_bytes``,
   ``sqlite_memory_bytes``: where the daemon's memory sits, read when scraped (a leak grows
@@ -93,6 +98,14 @@ class PrioritizerMetrics:
         self.step_errors = Counter(
             p + "step_errors", "Cycle steps Slurm refused (the cycle went on)", registry=r
         )
+        self.refused = Counter(
+            p + "updates_refused",
+            "Changes Slurm refused for lack of rights, by action",
+            ["action"],
+            registry=r,
+        )
+        for action in ("site_factor", "partition", "features", "preemption"):
+            self.refused.labels(action)
         self.preemptions = Counter(
             p + "preemptions",
             "Preemption steps by outcome and reason",
@@ -117,7 +130,7 @@ class PrioritizerMetrics:
             ["account"],
             registry=r,
         )
-        for outcome in ("ok", "slurm_unreachable", "failed"):
+        for outcome in ("ok", "degraded", "slurm_unreachable", "failed"):
             self.cycles.labels(outcome)
         self._memory_gauges(r)
         self.started.set(self.clock())
@@ -147,13 +160,17 @@ class PrioritizerMetrics:
 
     def observe(self, report: CycleReport, prio: Prioritizer | None = None) -> None:
         """Record one completed cycle (and, given the prioritizer, its ledger's account usage)."""
-        self.cycles.labels("ok").inc()
+        outcome = getattr(report, "outcome", "ok")
+        self.cycles.labels(outcome).inc()
+        for action, n in getattr(report, "denied", {}).items():
+            self.refused.labels(action).inc(n)
         self.duration.observe(report.seconds.get("total", 0.0))
         for phase, s in report.seconds.items():
             self.phase.labels(phase).set(s)
         if not report.dry_run:
             self.save.observe(report.seconds.get("store", 0.0))
-        self.last_success.set(self.clock())
+        if outcome != "failed":  # a cycle whose every Slurm update failed changed nothing
+            self.last_success.set(self.clock())
         self.cycle_no.set(report.cycle)
         self.jobs.clear()
         for state in ("pending", "running"):

@@ -15,6 +15,7 @@ from typing import Mapping, Protocol, Sequence
 
 from slurm_dl.core.config import SiteConfig
 from slurm_dl.core.errors import SlurmError
+from slurm_dl.core.rights import refused_for_rights
 from slurm_dl.core.model import ClusterSnapshot, Job
 from slurm_dl.core.steering import (
     Lever,
@@ -39,6 +40,19 @@ class SteerReport:
     moved: dict[int, str] = field(default_factory=dict)  # job -> the type it was steered to
     choices: dict[int, TypeChoice] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    tried: int = 0  # moves asked of Slurm
+    refused: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """job -> (lever, why) for each move Slurm refused for lack of rights (its user lacks
+    operator rights, or the filter's shim does not trust it)."""
+
+
+def refusal_words(gpu_type: str, error: str) -> str:
+    """What explain, the log and the decision record say of a move Slurm refused."""
+    text = error.strip().splitlines()[0] if error.strip() else "refused"
+    return (
+        f"not moved to {gpu_type}: Slurm refused the change ({text}); the prioritizer's "
+        "user needs operator rights and the filter's trust (slurm-dl doctor)"
+    )
 
 
 class Steering:
@@ -103,6 +117,7 @@ def steer(
         report.moved[job_id] = choice.gpu_type
         if dry_run:
             continue
+        report.tried += 1
         try:
             if change[0] == "partition":
                 backend.set_partition(job_id, change[1])
@@ -111,6 +126,9 @@ def steer(
         except SlurmError as e:  # it ran meanwhile, or Slurm refused: the next cycle decides again
             report.moved.pop(job_id, None)
             report.errors.append(f"steering job {job_id} to {choice.gpu_type}: {e}")
+            said = e.stderr or str(e)
+            if refused_for_rights(said):
+                report.refused[job_id] = (change[0], refusal_words(choice.gpu_type, _gist(said)))
             continue
         log.info("job %d steered to %s: %s", job_id, choice.gpu_type, choice.why)
     return report
@@ -175,7 +193,15 @@ class ShardSteering:
         return changed, errors
 
 
-def gpu_type_entry(job: Job, model: ThroughputModel, choice: TypeChoice | None) -> dict:
+def _gist(text: str) -> str:
+    """Slurm's own words in an error (``scontrol update: slurm_update error: X`` -> X)."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    return line.rsplit(": ", 1)[-1].strip() or line
+
+
+def gpu_type_entry(
+    job: Job, model: ThroughputModel, choice: TypeChoice | None, refused: str | None = None
+) -> dict:
     """The explanation's GPU-type part: what the job accepts, its speed on each with the
     evidence, and (waiting) the type chosen for it and why."""
     speeds = model.speeds(job)
@@ -196,4 +222,6 @@ def gpu_type_entry(job: Job, model: ThroughputModel, choice: TypeChoice | None) 
     if choice is not None:
         entry["chosen"] = choice.gpu_type
         entry["why"] = choice.why
+    if refused:
+        entry["refused"] = refused
     return entry

@@ -136,6 +136,8 @@ def gather(
             else Path(f.slurm_conf_dir) / "slurm.conf",
         )
     f.slurm_user = ((f.controller or {}).get("SlurmUser") or "").split("(")[0] or None
+    f.several_gpu_types = len(cfg.gpu_types) > 1
+    _rights(f, cfg.prioritizer.user)
     f.socket_path = sock or cfg.filter.socket
     _socket(f)
     url = database_url(cfg, db)
@@ -235,6 +237,50 @@ def _slurm(f: Facts) -> None:
         f.controller = controller_config()
     except SlurmError as e:
         f.controller_error = str(e).splitlines()[0]
+
+
+UNIT = Path("/etc/systemd/system/slurm-dl-prioritizer.service")
+
+
+def unit_user(unit: Path = UNIT) -> Optional[str]:
+    """User= of the installed prioritizer unit (a drop-in's last word counts); None: no unit."""
+    user = None
+    for path in [unit, *sorted(unit.with_name(unit.name + ".d").glob("*.conf"))]:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, sep, value = line.strip().partition("=")
+            if sep and key.strip() == "User":
+                user = value.strip() or None
+    return user
+
+
+def _rights(f: Facts, configured: Optional[str]) -> None:
+    """Whether the prioritizer's user may change jobs in Slurm (sacctmgr's AdminLevel)."""
+    from ..core.errors import SlurmError
+    from ..core.rights import Rights, trusted_user
+    from ..slurm.accounts import user_rights
+
+    if f.controller is None:
+        return
+    f.unit_user = unit_user()
+    user = trusted_user(configured, f.slurm_user)
+    f.prioritizer_user = user
+    try:
+        f.prioritizer_uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        f.prioritizer_rights = Rights(
+            False,
+            f"{user} is not a user on this host",
+            "create the user, or correct [prioritizer] user in the site config",
+        )
+        return
+    try:
+        f.prioritizer_rights = user_rights(user, f.prioritizer_uid, controller=f.controller)
+    except SlurmError as e:
+        f.prioritizer_rights = Rights(None, f"cannot check {user}'s rights: {e}".split("\n")[0])
 
 
 def _cluster(f: Facts, cfg, conf: Path) -> None:

@@ -8,6 +8,7 @@ or warning one naming the fix.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +87,11 @@ class Facts:
     telemetry_ignored: list[tuple[str, str, str]] = field(default_factory=list)  # (file, why, fix)
     telemetry_problems: list[str] = field(default_factory=list)  # about the directory itself
     telemetry_bad_lines: dict[str, int] = field(default_factory=dict)  # file used -> lines skipped
+    prioritizer_user: str | None = None  # [prioritizer] user, else SlurmUser
+    prioritizer_uid: int | None = None  # None: no such user on this host
+    prioritizer_rights: Any = None  # rights.Rights of that user; None: not checked
+    unit_user: str | None = None  # User= of the installed prioritizer unit
+    several_gpu_types: bool = False  # the prioritizer moves jobs between GPU-type partitions
 
 
 def diagnose(f: Facts) -> list[Finding]:
@@ -104,6 +110,7 @@ def diagnose(f: Facts) -> list[Finding]:
         return out
     add(Finding("site config", "ok", f"{f.config_path}"))
     _slurm(f, add)
+    _rights(f, add)
     _cluster(f, add)
     _shim(f, add)
     _socket(f, add)
@@ -264,6 +271,54 @@ def _accounts(f: Facts, add) -> None:
             "user NAME set qos=...), then restart slurmctld",
         )
     )
+
+
+_ADMIN_UIDS = re.compile(r"^local ADMIN_UIDS = \{([^}]*)\}", re.MULTILINE)
+
+
+def shim_trusted_uids(shim_text: str) -> set[int] | None:
+    """The uids an installed shim lets change jobs after submission (None: cannot tell)."""
+    m = _ADMIN_UIDS.search(shim_text)
+    if m is None:
+        return None
+    return {int(u) for u in re.findall(r"\d+", m.group(1))}
+
+
+def _rights(f: Facts, add) -> None:
+    """The prioritizer's user: operator rights in Slurm, the unit that runs it, the shim's trust."""
+    r, user = f.prioritizer_rights, f.prioritizer_user
+    if r is None or user is None:
+        return
+    status = {True: "ok", False: "fail", None: "warn"}[r.ok]
+    add(Finding("prioritizer rights", status, r.detail, r.fix))
+    if f.unit_user and f.unit_user != user:
+        add(
+            Finding(
+                "prioritizer user",
+                "fail",
+                f"its unit runs it as {f.unit_user}, but the site config's "
+                f"[prioritizer] user (else SlurmUser) is {user}",
+                f'set [prioritizer] user = "{f.unit_user}" in the site config, then run '
+                "slurm-dl filter install again and slurm-dl doctor",
+            )
+        )
+    if not f.several_gpu_types or not f.shim_text or SHIM_MARKER not in f.shim_text:
+        return
+    trusted = shim_trusted_uids(f.shim_text)
+    if trusted is None or f.prioritizer_uid is None:
+        return
+    if f.prioritizer_uid in trusted:
+        add(Finding("filter trusts the prioritizer", "ok", f"job_submit.lua trusts {user}"))
+    else:
+        add(
+            Finding(
+                "filter trusts the prioritizer",
+                "fail",
+                f"job_submit.lua refuses {user}'s moves between GPU-type partitions",
+                "slurm-dl filter install --slurm-conf-dir DIR (it trusts [prioritizer] user, "
+                "else SlurmUser)",
+            )
+        )
 
 
 def _cluster(f: Facts, add) -> None:

@@ -299,6 +299,8 @@ def gpu_type_words(entry: Mapping[str, Any] | None) -> str | None:
         text += f"; runs on {entry['running_on']}"
     elif entry.get("chosen"):
         text += f"; chosen: {entry.get('why') or entry['chosen']}"
+    if entry.get("refused"):
+        text += f"; {entry['refused']}"
     return text
 
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..core.enforcement import controller_accounting, enforces_associations, uses_slurmdbd
+from ..core.errors import SlurmError
+from ..core.rights import Rights, slurm_rights
 from .controller import controller_config
-from .runner import run_slurm
+from .runner import one_line, run_slurm
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +79,39 @@ def slurm_associations(
         argv += ["where", f"cluster={cluster}"]
     pairs = parse_associations(run_slurm(argv, env=env, timeout=timeout).stdout)
     return Associations(pairs, enforces_associations(enforce), cluster)
+
+
+def parse_admin_level(text: str) -> str | None:
+    """``sacctmgr -nP show user NAME format=adminlevel`` -> its AdminLevel (None: no such user)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0].split("|", 1)[0] if lines else None
+
+
+def user_rights(
+    user: str,
+    uid: int,
+    env: Mapping[str, str] | None = None,
+    *,
+    controller: Mapping[str, str] | None = None,
+    timeout: float = 10.0,
+) -> Rights:
+    """Whether ``user`` may change every job (SiteFactor, partition, signal, requeue): root,
+    SlurmUser, or an AdminLevel in slurmdbd. Raises SlurmError when slurmctld cannot be asked."""
+    conf = controller if controller is not None else controller_config(env, timeout=timeout)
+    slurm_user = slurm_user_of(conf)
+    storage, _ = controller_accounting(conf)
+    dbd = uses_slurmdbd(storage)
+    level, error = None, None
+    if dbd and uid != 0 and user != slurm_user:
+        argv = ["sacctmgr", "-nP", "show", "user", user, "format=adminlevel"]
+        try:
+            level = parse_admin_level(run_slurm(argv, env=env, timeout=timeout).stdout)
+        except SlurmError as e:
+            error = one_line(str(e))
+    return slurm_rights(user, uid, slurm_user, slurmdbd=dbd, admin_level=level, lookup_error=error)
+
+
+def slurm_user_of(controller: Mapping[str, str]) -> str | None:
+    """slurm.conf's SlurmUser from ``scontrol show config`` (``slurm(64030)`` -> ``slurm``)."""
+    conf = {k.lower(): v for k, v in controller.items()}
+    return (conf.get("slurmuser") or "").split("(")[0].strip() or None

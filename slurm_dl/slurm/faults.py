@@ -13,6 +13,8 @@ busy cluster, each raised as the error type the real backends raise for it:
   where one task had just finished; a multi-job SiteFactor update);
 * ``garbage`` — the command printed something that is not what it should (``SlurmError`` from
   the parser);
+* ``deny`` (by rule only, never at random) — Slurm refuses the caller for lack of rights
+  (``SlurmError`` "Invalid user id": a daemon whose user is not an operator); nothing happened;
 * ``crash`` — the daemon dies inside the call (raises :class:`Crash`, which is not an
   ``Exception``: nothing in the daemon catches it), after the call took effect or before.
 
@@ -30,6 +32,8 @@ from typing import Any, Callable, Mapping, Sequence, Union
 from ..core.errors import JobNotFoundError, SlurmError, SlurmUnavailableError
 
 FAULT_KINDS = ("refuse", "timeout", "vanish", "partial", "garbage", "crash")
+RULE_KINDS = (*FAULT_KINDS, "deny")
+"""What a rule may name: the random kinds and those only a rule injects."""
 
 READ_CALLS = ("snapshot", "jobs", "nodes", "partitions", "topology", "site_factors")
 LOOKUP_CALLS = ("job_end",)  # reads inside a step: a failure there must stay local to it
@@ -42,6 +46,9 @@ WRITE_CALLS = (
     "cancel",
     "hold",
     "release",
+    "set_partition",
+    "set_features",
+    "set_nodes",
 )
 
 # Which faults make sense for which call (a read cannot half-succeed; a write can).
@@ -116,7 +123,7 @@ class FaultyBackend:
         kind = self._pick(call, args)
         if kind is None:
             return fn(*args, **kwargs)
-        if kind not in FAULT_KINDS:
+        if kind not in RULE_KINDS:
             raise ValueError(f"rule for {call} gave unknown fault kind {kind!r}")
         what = f"{call} {' '.join(map(str, args))}".strip()[:200]
         effect = False
@@ -140,6 +147,9 @@ class FaultyBackend:
         self.injected.append(Injected(call, kind, tuple(args), effect))
         if kind == "refuse":
             raise SlurmError(f"{what}: Requested operation is presently disabled", returncode=1)
+        if kind == "deny":
+            said = "slurm_update error: Invalid user id"
+            raise SlurmError(f"{what}: {said}", returncode=1, stderr=said)
         if kind == "timeout":
             raise SlurmUnavailableError(f"{what}: no answer from Slurm within the timeout")
         if kind == "vanish":

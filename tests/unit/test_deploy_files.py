@@ -106,6 +106,7 @@ def test_alert_rules_name_exported_series() -> None:
     alerts = [r for g in rules["groups"] for r in g["rules"]]
     names = {a["alert"] for a in alerts}
     assert {"SlurmDLPrioritizerNoCycle", "SlurmDLFilterFailingOpen"} <= names
+    assert "SlurmDLPrioritizerUpdatesRefused" in names  # Slurm refuses the daemon's changes
     for a in alerts:
         missing = _referenced(a["expr"]) - exported
         assert not missing, (a["alert"], missing)

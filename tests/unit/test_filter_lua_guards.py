@@ -261,3 +261,27 @@ def test_answers_the_service_could_not_make_do_not_open_the_breaker(tmp_path, fa
     r = lua(tmp_path, SUBMIT_MANY, path, [{"job": desc()} for _ in range(5)])
     assert len(state["conns"]) == 5  # every job was asked about
     assert not any("failures in a row" in line for line in r["info"])
+
+
+def test_the_prioritizers_user_from_the_site_config_may_move_jobs(tmp_path) -> None:
+    """`filter install` reads [prioritizer] user: that user's partition change (a GPU-type
+    move) passes the installed shim; another user's is still refused."""
+    from jobsubmit.install import FilterInstallError, install
+    from slurm_dl.cli.config_file import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml")
+    cfg = cfg.model_copy(
+        update={"prioritizer": cfg.prioritizer.model_copy(update={"user": "nobody"})}
+    )
+    (tmp_path / "slurm.conf").write_text("ClusterName=x\nSlurmUser=root\n")
+    result = install(cfg, tmp_path, str(tmp_path / "x.sock"))
+    assert any("nobody" in n for n in result.notes), result.notes
+    move = {"desc": unset(partition="h100"), "rec": {"job_id": 28, "partition": "v100"}}
+    assert lua(tmp_path, MODIFY, result.shim, {**move, "uid": 65534})["rc"] == 0
+    other = lua(tmp_path, MODIFY, result.shim, {**move, "uid": 1000})
+    assert other["rc"] != 0 and "may not change partition of job 28" in other["info"][0]
+    unknown = cfg.model_copy(
+        update={"prioritizer": cfg.prioritizer.model_copy(update={"user": "no-such-user-here"})}
+    )
+    with pytest.raises(FilterInstallError, match="not a user on this host"):
+        install(unknown, tmp_path, str(tmp_path / "x.sock"))

@@ -62,6 +62,15 @@ class PrioritizerConfig(Strict):
         "(damaged, locked, unreachable) before the daemon exits non-zero, "
         "so systemd restarts it and the alert on it fires",
     )
+    user: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$",
+        description="the user the prioritizer daemon runs as (its unit's User=): "
+        "`slurm-dl filter install` lets it move jobs between GPU-type partitions after "
+        "submission, and doctor checks its operator rights; unset: slurm.conf's SlurmUser",
+    )
     metrics_port: int | None = num(
         None,
         ge=1,
