@@ -254,7 +254,7 @@ class Explainer:
         detail: bool = False,
     ) -> tuple[str | None, str | None]:
         from ..core.errors import SlurmDLError
-        from ..explain.query import NoRecord, NoWayToAsk, explanation
+        from ..explain.query import NeitherAnswers, NoRecord, NoWayToAsk, explanation
 
         if self.unavailable:
             return None, None
@@ -266,6 +266,12 @@ class Explainer:
             self.unavailable = (
                 "the prioritizer's view is not available here (its database cannot be read "
                 "and the site has no explain endpoint): Slurm's reason is shown"
+            )
+            return None, None
+        except NeitherAnswers:
+            self.unavailable = (
+                "the prioritizer's view is not available here (its database cannot be read "
+                "and its explain endpoint did not answer): Slurm's reason is shown"
             )
             return None, None
         except SlurmDLError as e:
