@@ -19,6 +19,7 @@ import pytest
 
 from polling import wait_until
 from slurm_dl.testbed import submit
+from slurm_dl.testbed.client import job_fields
 from slurm_dl.testbed.site_toml import with_database_url, with_setting
 from test_metrics_live import stop
 from users import as_user, user_python
@@ -273,5 +274,69 @@ def test_a_user_without_a_postgresql_login_is_answered_by_the_endpoint(testbed, 
         if jobs:
             subprocess.run(["scancel", *map(str, jobs)], env=env, capture_output=True)
         pg.stop()
+        shutil.rmtree(public, ignore_errors=True)
+        shutil.rmtree(bin_dir.parent.parent, ignore_errors=True)
+
+
+def test_telemetry_users_cannot_read_is_named_by_doctor_and_not_available_in_status(
+    testbed, tmp_path
+) -> None:
+    """``[telemetry] exposition_dir`` inside a 0750 state directory (as an earlier example had
+    it): ``nobody``'s ``dlsubmit status JOBID`` of a running job says GPU use is not available
+    (no traceback), and ``slurm-dl doctor``, as root and as ``nobody``, names the directory in
+    the way with the fix. About 10 s."""
+    if testbed.bin_dir is not None:
+        pytest.skip("another release's clients run inside its Debian root; this runs on the host's")
+    run, public = as_user(testbed)
+    bin_dir = user_python()
+    state = public / "state"  # the guide's /var/lib/slurm-dl: root's (slurm's), 0750
+    telemetry = state / "telemetry"
+    telemetry.mkdir(parents=True)
+    state.chmod(0o750)
+    text = with_database_url(TESTBED_TOML.read_text(), f"sqlite:///{state / 'ledger.db'}")
+    text = with_setting(text, "telemetry", "exposition_dir", str(telemetry))
+    cfg = public / "site.toml"
+    cfg.write_text(text)
+    cfg.chmod(0o644)
+    work = public / "work"
+    work.mkdir()
+    shutil.chown(work, "nobody")
+    env = {**os.environ, **testbed.env()}
+    user_env = ["env", f"PATH={bin_dir}:/usr/bin:/bin", f"SLURM_DL_CONFIG={cfg}", f"HOME={work}"]
+
+    def as_nobody(*argv: str) -> subprocess.CompletedProcess:
+        return run("bash", "-c", f'cd {work} && exec "$@"', "-", *user_env, *argv)
+
+    job = submit(
+        "#!/bin/bash\nsleep 120\n", testbed.env(), ["--gpus=1", "--time=5", "-o", "/dev/null"]
+    )
+    try:
+        wait_until("the job to run", lambda: job_fields(job, env).get("JobState") == "RUNNING", 60)
+        status = as_nobody("dlsubmit", "status", str(job))
+        said = status.stdout + status.stderr
+        assert status.returncode == 0 and "Traceback" not in said, said
+        assert "GPU use:     not available" in status.stdout and "slurm-dl doctor" in said, said
+        assert _lines_fit(status.stdout), status.stdout
+        want = f"users cannot read {telemetry}: {state} is mode 0750"
+        for who, out in (
+            ("nobody", as_nobody("slurm-dl", "doctor")),
+            (
+                "root",
+                subprocess.run(
+                    [sys.executable, "-m", "slurm_dl.cli.main", "doctor", "--config", str(cfg)],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    cwd="/",
+                ),  # fmt: skip
+            ),
+        ):
+            lines = out.stdout.replace("\n      ", " ").replace("\n        ", " ")
+            assert "Traceback" not in out.stdout + out.stderr, f"{who}: {out.stderr}"
+            assert want in lines and "exposition_dir" in lines, f"{who}: {out.stdout}"
+            assert _lines_fit(out.stdout), f"{who}: {out.stdout}"
+    finally:
+        subprocess.run(["scancel", str(job)], env=env, capture_output=True)
         shutil.rmtree(public, ignore_errors=True)
         shutil.rmtree(bin_dir.parent.parent, ignore_errors=True)
