@@ -1,4 +1,4 @@
-"""``slurm-dl db upgrade|status``: the prioritizer's database schema."""
+"""``slurm-dl db upgrade|status|backup``: the prioritizer's database schema and backups."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from ..core.database_url import database_url, hide_password, shown_url
 from .common import expected_errors, fail
 
 app = typer.Typer(
-    help="""The prioritizer's database: schema revision and upgrades.
+    help="""The prioritizer's database: schema revision, upgrades and backups.
 
     \b
     Examples:
       slurm-dl db status
       slurm-dl db upgrade --db postgresql+psycopg://slurmdl@db/slurmdl
+      slurm-dl db backup /var/lib/slurm-dl/ledger.db.bak
     """,
     no_args_is_help=True,
 )
@@ -111,3 +112,28 @@ def status(config: Optional[Path] = ConfigOpt, db: Optional[str] = DbOpt) -> Non
         raise typer.Exit(1)
     typer.echo(f"database {shown}: schema {rev}, this release uses {HEAD}: run slurm-dl db upgrade")
     raise typer.Exit(1)
+
+
+@app.command()
+def backup(
+    dest: Path = typer.Argument(..., help="the new file to write (never overwritten)"),
+    config: Optional[Path] = ConfigOpt,
+    db: Optional[str] = DbOpt,
+) -> None:
+    """Copy the SQLite database to a new file, safely, even while it is in use.
+
+    Uses SQLite's online backup: unlike cp, the copy includes what is still
+    in the write-ahead log (after a crash, or while the prioritizer runs).
+    The copy is checked and readable by its owner alone. For PostgreSQL,
+    use pg_dump.
+
+    \b
+    Example:
+      slurm-dl db backup /var/lib/slurm-dl/ledger.db.bak
+    """
+    from ..store.backup import backup_sqlite
+
+    with expected_errors():
+        url = _url(config, db)
+        size = backup_sqlite(url, dest)
+    typer.echo(f"database {shown_url(url)}: backed up to {dest} ({size / 2**20:.1f} MiB, checked)")

@@ -126,8 +126,7 @@ def gather(
     elif conf_file:
         f.slurm_conf_dir = str(Path(conf_file).parent)
     if f.slurm_conf_dir:
-        shim = Path(f.slurm_conf_dir) / "job_submit.lua"
-        f.shim_text = shim.read_text(errors="replace") if shim.is_file() else None
+        f.shim_text, f.shim_error = _read_shim(Path(f.slurm_conf_dir) / "job_submit.lua")
         _cluster(
             f,
             cfg,
@@ -152,6 +151,14 @@ def gather(
     return f
 
 
+def _read_shim(shim: Path) -> tuple[str | None, str | None]:
+    """job_submit.lua's text (None: there is none), or why it cannot be read here."""
+    try:
+        return (shim.read_text(errors="replace") if shim.is_file() else None), None
+    except OSError as e:
+        return None, e.strerror or str(e)
+
+
 def _telemetry(f: Facts, telemetry) -> None:
     """The gpu-agents' files as the prioritizer reads them: which are used and which ignored."""
     from ..telemetry.reader import scan_exposition_dir
@@ -167,6 +174,19 @@ def _telemetry(f: Facts, telemetry) -> None:
     )
     f.telemetry_ignored = [(x.path, x.why, x.fix) for x in scan.ignored]
     f.telemetry_problems, f.telemetry_bad_lines = list(scan.problems), dict(scan.bad_lines)
+    f.telemetry_path_modes = _path_modes(Path(telemetry.exposition_dir))
+
+
+def _path_modes(directory: Path) -> list[tuple[str, int]]:
+    """Each directory from / down to ``directory`` with its mode, up to the first that cannot
+    be looked at (missing, or closed to this user): what users pass through to read it."""
+    out = []
+    for d in [*reversed(directory.absolute().parents), directory.absolute()]:
+        try:
+            out.append((str(d), stat.S_IMODE(d.stat().st_mode)))
+        except OSError:
+            break
+    return out
 
 
 def gather_uninstalled(
@@ -194,8 +214,7 @@ def gather_uninstalled(
         else (str(Path(conf_file).parent) if conf_file else None)
     )
     if f.slurm_conf_dir:
-        shim = Path(f.slurm_conf_dir) / "job_submit.lua"
-        f.shim_text = shim.read_text(errors="replace") if shim.is_file() else None
+        f.shim_text, f.shim_error = _read_shim(Path(f.slurm_conf_dir) / "job_submit.lua")
     f.socket_path = sock or fc.socket
     _socket(f)
     f.database_url = shown_url(url)

@@ -8,11 +8,13 @@ or warning one naming the fix.
 
 from __future__ import annotations
 
+import os.path
 import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from .database_url import STATE_DIR
 from .enforcement import (
     ENFORCE_LINE,
     controller_accounting,
@@ -48,6 +50,7 @@ class Facts:
     controller_error: str | None = None
     slurm_conf_dir: str | None = None
     shim_text: str | None = None  # job_submit.lua next to slurm.conf (None: missing)
+    shim_error: str | None = None  # why job_submit.lua could not be read here (not root?)
     socket_path: str | None = None
     socket_kind: str | None = None  # "socket" | "missing" | "not a socket"
     socket_mode: int | None = None
@@ -92,6 +95,9 @@ class Facts:
     prioritizer_rights: Any = None  # rights.Rights of that user; None: not checked
     unit_user: str | None = None  # User= of the installed prioritizer unit
     several_gpu_types: bool = False  # the prioritizer moves jobs between GPU-type partitions
+    telemetry_path_modes: list[tuple[str, int]] = field(
+        default_factory=list
+    )  # each directory from / down to exposition_dir that exists, with its mode
 
 
 def diagnose(f: Facts) -> list[Finding]:
@@ -347,6 +353,14 @@ def _shim(f: Facts, add) -> None:
                 "slurm.conf's directory is unknown (slurmctld did not answer)",
             )
         )
+    elif f.shim_error is not None:
+        add(
+            Finding(
+                "job_submit.lua",
+                "skip",
+                f"{where} cannot be read here ({f.shim_error}): run doctor as root to check it",
+            )
+        )
     elif f.shim_text is None:
         add(
             Finding(
@@ -526,6 +540,17 @@ def _metrics(f: Facts, add) -> None:
 IGNORED_SHOWN = 20  # ignored agent files named one by one; the rest are counted
 
 
+def closed_to_users(path_modes: list[tuple[str, int]], directory: str) -> tuple[str, int] | None:
+    """The first directory of ``path_modes`` (from / down to ``directory``, each with its mode)
+    that keeps other users from reading ``directory``: one on the way that they cannot pass
+    (no ``o+x``), or ``directory`` itself that they cannot list (no ``o+rx``)."""
+    for path, mode in path_modes:
+        need = 0o005 if os.path.normpath(path) == os.path.normpath(directory) else 0o001
+        if mode & need != need:
+            return path, mode
+    return None
+
+
 def _telemetry(f: Facts, add) -> None:
     """The gpu-agents' files: which the prioritizer and dlsubmit ignore, and why."""
     check = "gpu-agent files"
@@ -533,6 +558,22 @@ def _telemetry(f: Facts, add) -> None:
         add(Finding(check, "skip", "no [telemetry] exposition_dir: no GPU telemetry"))
         return
     where = f.telemetry_dir
+    closed = closed_to_users(f.telemetry_path_modes, where)
+    if closed is not None:
+        path, mode = closed
+        add(
+            Finding(
+                "telemetry for users",
+                "warn",
+                f"users cannot read {where}: {path} is mode {mode:04o}, so dlsubmit status "
+                "shows them no GPU use",
+                f"chmod o+rx {shlex.quote(path)}"
+                if path == where
+                else "set [telemetry] exposition_dir to a directory users can reach (each "
+                f"directory on its path mode 0755; not inside {STATE_DIR}, which the "
+                f"prioritizer's unit keeps 0750), or chmod o+x {shlex.quote(path)}",
+            )
+        )
     if f.telemetry_error:
         add(
             Finding(

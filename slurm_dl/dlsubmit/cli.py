@@ -553,14 +553,10 @@ def status(
         one = job_id_of(ref) if ref is not None else None  # before the listing: a task may start
         jobs = _backend().jobs(states=list(JobState))  # finished ones too, while Slurm lists them
         explainer = None if site.site.name == BUILTIN_SITE_NAME else Explainer(site)
-        samples = None
-        if site.telemetry.exposition_dir:
-            from ..telemetry.reader import read_exposition_dir
-
-            samples = read_exposition_dir(
-                site.telemetry.exposition_dir, site.telemetry.agent_user, warn=False
-            )  # ignored files: the admin's (doctor lists them)
-        rows = describe_jobs(jobs, one, explainer, samples, _estimates(jobs, one))
+        samples, unreadable = _gpu_samples(site.telemetry)
+        rows = describe_jobs(
+            jobs, one, explainer, samples, _estimates(jobs, one), gpu_unavailable=unreadable
+        )
         from ..slurm.sacct import finished_jobs
 
         if one is None:
@@ -584,6 +580,23 @@ def status(
         print_status(
             rows, detail=one is not None, note=explainer.unavailable if explainer else None
         )
+
+
+def _gpu_samples(telemetry) -> tuple[list | None, bool]:
+    """The gpu-agents' samples (None: telemetry not configured), and whether their directory
+    cannot be read here (then no samples: GPU use is not available, not idle)."""
+    if not telemetry.exposition_dir:
+        return None, False
+    from ..telemetry.reader import read_exposition_dir, readable_dir
+
+    if not readable_dir(telemetry.exposition_dir):
+        return None, True
+    try:  # ignored files are the admin's (doctor lists them)
+        return read_exposition_dir(
+            telemetry.exposition_dir, telemetry.agent_user, warn=False
+        ), False
+    except OSError:
+        return None, True
 
 
 def _estimates(jobs: list, job_id: int | None) -> dict[int, float]:

@@ -15,6 +15,11 @@ from ..core.model import Job
 from ..telemetry.samples import JobGpuSample
 
 NOT_CONFIGURED = "–"
+NOT_AVAILABLE = "not available"
+UNAVAILABLE_HINT = (
+    "  (the GPU telemetry files cannot be read here; your admins can fix it:\n"
+    "  slurm-dl doctor says how)"
+)
 
 
 def gpu_status(job: Job, samples: Iterable[JobGpuSample]) -> dict[str, Any] | None:
@@ -57,11 +62,14 @@ OVER_SHARE_HINT = (
 
 
 def gpu_cell(row: dict[str, Any]) -> str:
-    """The table cell: '–' without telemetry, else utilisation, memory, idle time and any warning."""
+    """The table cell: '–' without telemetry, 'not available' where its files cannot be read,
+    else utilisation, memory, idle time and any warning."""
     if not row.get("telemetry"):
         return NOT_CONFIGURED
     if row["state"] != "RUNNING":
         return "-"
+    if row.get("gpu_unavailable"):
+        return NOT_AVAILABLE
     g = row.get("gpu")
     if g is None:
         return "no samples"

@@ -29,7 +29,7 @@ from .render import RenderedJob
 from ..core.database_url import sqlite_path
 from ..telemetry.samples import JobGpuSample
 from ..core.idle.notice import SHARE_HINT_MARK, share_tip
-from .gpu import OVER_SHARE_HINT, gpu_cell, gpu_status
+from .gpu import OVER_SHARE_HINT, UNAVAILABLE_HINT, gpu_cell, gpu_status
 
 
 def state_dir() -> Path:
@@ -254,7 +254,7 @@ class Explainer:
         detail: bool = False,
     ) -> tuple[str | None, str | None]:
         from ..core.errors import SlurmDLError
-        from ..explain.query import NoRecord, NoWayToAsk, explanation
+        from ..explain.query import NeitherAnswers, NoRecord, NoWayToAsk, explanation
 
         if self.unavailable:
             return None, None
@@ -266,6 +266,12 @@ class Explainer:
             self.unavailable = (
                 "the prioritizer's view is not available here (its database cannot be read "
                 "and the site has no explain endpoint): Slurm's reason is shown"
+            )
+            return None, None
+        except NeitherAnswers:
+            self.unavailable = (
+                "the prioritizer's view is not available here (its database cannot be read "
+                "and its explain endpoint did not answer): Slurm's reason is shown"
             )
             return None, None
         except SlurmDLError as e:
@@ -282,10 +288,12 @@ def describe_jobs(
     explainer: "Explainer | str | None" = None,
     gpu_samples: list[JobGpuSample] | None = None,
     estimates: dict[int, float] | None = None,
+    gpu_unavailable: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per job; ``explainer`` asks the prioritizer (an :class:`Explainer`, or a store's
     URL); ``gpu_samples`` (the agents' files; None: telemetry not configured) give running jobs
-    their ``gpu`` entry; ``estimates`` are Slurm's expected starts of pending jobs."""
+    their ``gpu`` entry; ``estimates`` are Slurm's expected starts of pending jobs;
+    ``gpu_unavailable``: telemetry is configured but its files cannot be read here."""
     rows = []
     jobs = list(jobs)
     arrays: dict[int, list[Job]] = {}
@@ -331,7 +339,8 @@ def describe_jobs(
             "why": None,
             "submitted_at": job.submit_time or (record and record.get("submitted_at")) or None,
             "started_at": job.start_time if job.running else None,
-            "telemetry": gpu_samples is not None,
+            "telemetry": gpu_samples is not None or gpu_unavailable,
+            "gpu_unavailable": gpu_unavailable,
             "gpu": gpu_status(job, gpu_samples)
             if gpu_samples is not None and job.running
             else None,
@@ -568,6 +577,8 @@ def detail_lines(r: dict[str, Any]) -> list[str]:
         )
     if r.get("telemetry"):
         lines.append(f"  GPU use:     {gpu_cell(r)}")
+        if r["state"] == "RUNNING" and r.get("gpu_unavailable"):
+            lines.extend(UNAVAILABLE_HINT.splitlines())
         if r["state"] == "RUNNING" and (r.get("gpu") or {}).get("over_share"):
             lines.extend(OVER_SHARE_HINT.splitlines())
     if r.get("tip"):

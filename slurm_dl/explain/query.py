@@ -26,9 +26,26 @@ class NoWayToAsk(SlurmDLError):
     """The store cannot be read here and the site has no explain endpoint (or it is not asked)."""
 
 
+class NeitherAnswers(SlurmDLError):
+    """The store cannot be read here and the explain endpoint did not answer either."""
+
+
+def _wrapped(head: str, reason: str) -> list[str]:
+    """``head reason`` as lines of at most 80 columns, indented under a message's first line."""
+    return textwrap.wrap(
+        f"{head} {reason}".strip(),
+        78,
+        initial_indent="  ",
+        subsequent_indent="    ",
+        break_on_hyphens=False,  # a path or URL breaks only where it must
+    )
+
+
 def source_of(cfg, db: str | None = None, via_prioritizer: bool = False) -> tuple[str, str]:
-    """("store", URL) when the prioritizer's store can be read here, ("endpoint", "HOST:PORT")
-    when the site's explain endpoint is to be asked; NoWayToAsk when neither."""
+    """("store", URL) when the prioritizer's store is to be read here first (any database but a
+    SQLite file this user cannot read; :func:`explanation` still falls back to the endpoint when
+    it cannot be opened or read), ("endpoint", "HOST:PORT") when the site's explain endpoint is
+    to be asked; NoWayToAsk when neither."""
     from slurm_dl.core.database_url import database_url, shown_url, sqlite_path
 
     pc = cfg.prioritizer
@@ -44,11 +61,18 @@ def source_of(cfg, db: str | None = None, via_prioritizer: bool = False) -> tupl
             "--via-prioritizer: the site config has no [prioritizer] explain_port,\n"
             "  so there is no prioritizer to ask"
         )
-    raise NoWayToAsk(
-        f"the prioritizer's database cannot be read here:\n  {shown_url(url)}\n"
-        "  and the site config has no [prioritizer] explain_port to ask the\n"
-        "  prioritizer instead. Ask your admins to turn on its explain endpoint,\n"
-        "  or run this where the database is readable (see --db)."
+    raise NoWayToAsk(_no_endpoint(f"database {shown_url(url)}: this user cannot read it"))
+
+
+def _no_endpoint(reason: str) -> str:
+    return "\n".join(
+        [
+            "the prioritizer's database cannot be read here:",
+            *_wrapped("", reason),
+            "  and the site config has no [prioritizer] explain_port to ask the",
+            "  prioritizer instead. Ask your admins to turn on its explain endpoint,",
+            "  or run this where the database is readable (see --db).",
+        ]
     )
 
 
@@ -62,21 +86,40 @@ def explanation(
     stores: dict | None = None,
 ) -> dict[str, Any]:
     """The :func:`payload` document for ``job_id``, from the store or the explain endpoint.
-    NoRecord when the prioritizer knows nothing of it; NoWayToAsk, or the endpoint's
-    ExplainAskError/MungeError (SlurmDLError both) when it cannot be asked. ``stores``: opened
-    stores by URL, kept for the next call (a table of many jobs)."""
-    kind, where = source_of(cfg, db, via_prioritizer)
-    if kind == "store":
-        from slurm_dl.store import Store
+    The store first where :func:`source_of` says so; one that cannot be opened or read here
+    (no login, no password, no grant, an unreadable file: any database) falls back to the
+    endpoint, unless ``db`` names the store. NoRecord when the prioritizer knows nothing of
+    the job; NoWayToAsk when the store fails and there is no endpoint; NeitherAnswers when
+    both fail; the endpoint's ExplainAskError/MungeError when it alone was asked and failed
+    (SlurmDLError all). ``stores``: opened stores (or why one failed) by URL, kept for the
+    next call (a table of many jobs)."""
+    from slurm_dl.core.errors import StoreError
 
-        store = (stores if stores is not None else {}).get(where)
-        if store is None:
-            store = Store(
-                where, create=False
-            )  # a reader: a missing or empty store is named, not made
-            if stores is not None:
-                stores[where] = store
-        return payload(gather(store, job_id), live=live)
+    kind, where = source_of(cfg, db, via_prioritizer)
+    store_failed: str | None = None
+    if kind == "store":
+        kept = stores if stores is not None else {}
+        try:
+            store = kept.get(where)
+            if isinstance(store, StoreError):
+                raise store
+            if store is None:
+                from slurm_dl.store import Store
+
+                # a reader: a missing or empty store is named, not made
+                store = kept[where] = Store(where, create=False)
+            return payload(gather(store, job_id), live=live)
+        except StoreError as e:
+            kept[where] = e  # the next job of a table goes straight to the endpoint
+            if db is not None:
+                raise  # the store named on the command line: nothing else to ask
+            if not cfg.prioritizer.explain_port:
+                raise NoWayToAsk(_no_endpoint(str(e).splitlines()[0])) from None
+            store_failed = str(e).splitlines()[0]
+    elif not via_prioritizer:
+        from slurm_dl.core.database_url import database_url, shown_url
+
+        store_failed = f"database {shown_url(database_url(cfg, db))}: this user cannot read it"
     from slurm_dl.explain.client import NotKnown, ask
 
     pc = cfg.prioritizer
@@ -86,6 +129,20 @@ def explanation(
         )
     except NotKnown:
         raise NoRecord(job_id) from None
+    except SlurmDLError as e:
+        if store_failed is None:
+            raise
+        raise NeitherAnswers(
+            "\n".join(
+                [
+                    "the prioritizer could not be asked here:",
+                    *_wrapped("", store_failed),
+                    *_wrapped("and its explain endpoint:", str(e).splitlines()[0]),
+                    "  Is the prioritizer running? Ask your admins, or run this where its",
+                    "  database can be read (see --db).",
+                ]
+            )
+        ) from None
 
 
 @dataclass

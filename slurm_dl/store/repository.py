@@ -142,7 +142,7 @@ class Store:
         self.shown = shown_url(url)  # the URL as messages show it: no password
         self.created = False  # this open created the store's tables
         path = sqlite_path(url)
-        if not create and path and not Path(path).exists():
+        if not create and path and not _present(path):
             if not Path(path).parent.is_dir():
                 raise StoreError(
                     f"database {self.shown}: no such file, and no directory {Path(path).parent}\n"
@@ -802,6 +802,18 @@ def _utilisation_row(u: JobUtilisationSummary) -> dict[str, Any]:
     row = u.to_dict()
     row["gpu_seen"] = _dumps(u.gpu_seen, orjson.OPT_SORT_KEYS)
     return row
+
+
+def _present(path: str) -> bool:
+    """Whether the SQLite file exists; True where this user may not even look (its directory
+    closed to them): opening it then says what is wrong, instead of "no such file"."""
+    try:
+        os.stat(path)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def _sqlite_is_empty(path: str, shown: str, timeout_s: float) -> bool:

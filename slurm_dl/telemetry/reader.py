@@ -111,6 +111,11 @@ def _too_big(path: str) -> tuple[str, str]:
     )
 
 
+def readable_dir(directory: str | Path) -> bool:
+    """Whether this process may list ``directory`` and open what is in it."""
+    return os.access(directory, os.R_OK | os.X_OK)
+
+
 def scan_exposition_dir(directory: str | Path, agent_user: str | None = None) -> DirectoryScan:
     """Every trusted file's samples in ``directory/*.prom``, and the files ignored with why."""
     out = DirectoryScan()

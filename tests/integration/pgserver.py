@@ -102,6 +102,23 @@ class PgServer:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
+    def password_db(self, role: str, password: str) -> str:
+        """A database owned by a new ``role`` that must give ``password`` (SCRAM), as a site's
+        is: whoever has no password cannot log in. Returns its URL, without the password."""
+        import psycopg
+
+        with psycopg.connect(
+            host=str(self.root), user="postgres", dbname="postgres", autocommit=True
+        ) as conn:
+            conn.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'")
+            conn.execute(f'CREATE DATABASE "{role}" OWNER "{role}"')
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"local all {role} scram-sha-256\n" + hba.read_text())
+        out = self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "reload")
+        if out.returncode != 0:
+            raise RuntimeError(f"pg_ctl reload failed: {out.stderr[-1000:]}")
+        return f"postgresql+psycopg://{role}@/{role}?host={self.root}"
+
     def stop(self) -> None:
         if self.data.exists():
             self._as_postgres(

@@ -165,3 +165,16 @@ def test_uninstalled_host_verdicts() -> None:
     )
     result = summary(diagnose_uninstalled(gone))
     assert result["ok"] and result["counts"]["warn"] == 0, result
+
+
+def test_a_shim_this_user_cannot_read_is_not_called_missing(tmp_path) -> None:
+    from slurm_dl.cli.doctor_cmd import _read_shim
+
+    f = good()
+    f.shim_text, f.shim_error = None, "Permission denied"
+    [shim] = [x for x in diagnose(f) if x.check == "job_submit.lua"]
+    assert shim.status == "skip" and "Permission denied" in shim.detail and "as root" in shim.detail
+    assert "missing" not in shim.detail
+    assert _read_shim(tmp_path / "job_submit.lua") == (None, None)  # absent: missing, no error
+    (tmp_path / "job_submit.lua").write_text("-- x\n")
+    assert _read_shim(tmp_path / "job_submit.lua") == ("-- x\n", None)
