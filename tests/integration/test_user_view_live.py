@@ -29,6 +29,29 @@ TESTBED_TOML = ROOT / "site-configs" / "testbed.toml"
 INTERNAL = ("SiteFactor", "sdl1:", "(dl:", "tier ", "las 1 x", "account -", "SUBM.", " RS ")
 
 
+def _public_site(testbed, public, url: str, port: int):
+    """A site config users can read (preemption off, the explain endpoint on ``port``, the
+    store at ``url``) and a work directory ``nobody`` owns, both under ``public``."""
+    text = TESTBED_TOML.read_text().replace(
+        "[preemption]\nenabled = true", "[preemption]\nenabled = false"
+    )
+    text = with_database_url(text, url)
+    for key, value in (
+        ("explain_port", port),
+        ("explain_address", "127.0.0.1"),
+        ("explain_host", "127.0.0.1"),
+        ("munge_socket", str(testbed.layout.munge_socket)),
+    ):
+        text = with_setting(text, "prioritizer", key, value)
+    cfg = public / "site.toml"
+    cfg.write_text(text)
+    cfg.chmod(0o644)
+    work = public / "work"
+    work.mkdir()
+    shutil.chown(work, "nobody")
+    return cfg, work
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -54,23 +77,7 @@ def test_a_user_without_the_database_sees_place_gpus_ahead_and_start_at_80_colum
     private = tmp_path / "private"  # root's alone, as on a controller
     private.mkdir(mode=0o700)
     port = _free_port()
-    text = TESTBED_TOML.read_text().replace(
-        "[preemption]\nenabled = true", "[preemption]\nenabled = false"
-    )
-    text = with_database_url(text, f"sqlite:///{private / 'ledger.db'}")
-    for key, value in (
-        ("explain_port", port),
-        ("explain_address", "127.0.0.1"),
-        ("explain_host", "127.0.0.1"),
-        ("munge_socket", str(testbed.layout.munge_socket)),
-    ):
-        text = with_setting(text, "prioritizer", key, value)
-    cfg = public / "site.toml"
-    cfg.write_text(text)
-    cfg.chmod(0o644)
-    work = public / "work"
-    work.mkdir()
-    shutil.chown(work, "nobody")
+    cfg, work = _public_site(testbed, public, f"sqlite:///{private / 'ledger.db'}", port)
     env = {**os.environ, **testbed.env()}
     log = tmp_path / "prio.log"
     prio = subprocess.Popen(
@@ -201,23 +208,7 @@ def test_a_user_without_a_postgresql_login_is_answered_by_the_endpoint(testbed, 
     pgpass.chmod(0o600)
     url = pg.password_db("slurmdl", "not-for-users")
     port = _free_port()
-    text = TESTBED_TOML.read_text().replace(
-        "[preemption]\nenabled = true", "[preemption]\nenabled = false"
-    )
-    text = with_database_url(text, url)
-    for key, value in (
-        ("explain_port", port),
-        ("explain_address", "127.0.0.1"),
-        ("explain_host", "127.0.0.1"),
-        ("munge_socket", str(testbed.layout.munge_socket)),
-    ):
-        text = with_setting(text, "prioritizer", key, value)
-    cfg = public / "site.toml"
-    cfg.write_text(text)
-    cfg.chmod(0o644)
-    work = public / "work"
-    work.mkdir()
-    shutil.chown(work, "nobody")
+    cfg, work = _public_site(testbed, public, url, port)
     env = {**os.environ, **testbed.env(), "PGPASSFILE": str(pgpass)}
     log = tmp_path / "prio.log"
     cli = [sys.executable, "-m", "slurm_dl.cli.main"]
