@@ -99,6 +99,13 @@ first free GPUs among them), or aware (the default: each type to the jobs that
 gain most from it). Service is charged at the type's speed; the table adds
 each type's busy share.
 
+What the aware choice knows of a job's speeds: --speeds learned (the
+default, what the prioritizer does) starts from the site's speed per type
+(and its own [throughput] matrix) and learns each user's job name from the
+runs that finished so far (median run time per type, from min_samples runs
+on two types); a job without a name is known by its model. --speeds oracle
+reads the speeds the run times come from: an upper bound.
+
 Speed: the replays (each policy's, and its fairness runs) run on every core
 (--jobs N; --jobs 1: one after the other), or with --via-slurm as one Slurm
 job array (--partition, --time); the output is the same.
@@ -246,6 +253,11 @@ def simulate(
         None,
         "--type-choice",
         help="on several GPU types: blind (first free, node order: Slurm's --gpus=N) | fastest (the job's fastest free type) | constrained (each job limited to the types at least half its best speed, then first free) | aware (default)",
+    ),
+    speeds: Optional[str] = typer.Option(
+        None,
+        "--speeds",
+        help="what the aware choice knows of each job's speeds: learned (default: from the runs finished so far, as the prioritizer learns them) | oracle (the speeds the run times come from: an upper bound)",
     ),
     workers: Optional[int] = W.jobs_opt("; the output is the same"),
     via_slurm: bool = W.ViaSlurmOpt,

@@ -288,16 +288,44 @@ class ThroughputModel:
                 runs.setdefault((user, name), {}).setdefault(gtype, []).append(float(rt))
         learnt = dict(self._learnt)
         for key, by_type in runs.items():
-            enough = {
-                t: (statistics.median(v), len(v))
-                for t, v in by_type.items()
-                if len(v) >= self.min_samples
-            }
-            if len(enough) >= 2:
+            enough = self._enough(by_type)
+            if enough is not None:
                 learnt[key] = enough
         return ThroughputModel(
             self._defaults, self._matrix, min_samples=self.min_samples, _learnt=learnt
         )
+
+    def relearn(
+        self, user: str, name: str, run_times: Mapping[str, Sequence[float]]
+    ) -> "ThroughputModel":
+        """A model whose speedups for ``(user, name)`` are those its runs teach (none when
+        they teach none): ``run_times`` {GPU type: the run times there, positive and finite}
+        are all its runs, and the answer is what :meth:`learn` over a history holding them
+        gives that job, without reading the other jobs' runs again (a replay that learns as
+        runs finish). The others' speedups are kept; ``self`` when nothing changes."""
+        key = (user, name)
+        enough = self._enough({t: v for t, v in run_times.items() if t in self._defaults})
+        if enough == self._learnt.get(key):
+            return self
+        new = object.__new__(ThroughputModel)  # the same model but this job's speedups
+        new.__dict__.update(self.__dict__)
+        new._learnt = dict(self._learnt)
+        if enough is None:
+            del new._learnt[key]
+        else:
+            new._learnt[key] = enough
+        new._cache = {}
+        return new
+
+    def _enough(self, by_type: Mapping[str, list[float]]) -> dict | None:
+        """{type: (median run time, runs)} of the types with ``min_samples`` runs, when two
+        or more have them (one type alone gives no ratio); else None."""
+        enough = {
+            t: (statistics.median(v), len(v))
+            for t, v in by_type.items()
+            if len(v) >= self.min_samples
+        }
+        return enough if len(enough) >= 2 else None
 
     # --- questions ------------------------------------------------------------------------
     def type_speed(self, gpu_type: str) -> float:

@@ -59,6 +59,8 @@ class EngineState:
     ) -> None:
         self.placer = placer
         self.typed = not placer.flat  # node groups of several GPU types (TypedPlacer)
+        # the aware choice on learnt speeds: told of arrivals and finished runs (typed_learn)
+        self.learns = getattr(placer, "learns", False)
         self.fast = fast
         self.total = placer.total
         self.ranker = ranker
@@ -302,6 +304,8 @@ class EngineState:
         sj.remaining = 0.0
         sj.end_time = now
         sj.job.state = JobState.COMPLETED
+        if self.learns:
+            self.placer.finished(sj, now)
         self.ranker.finished(sj)
         if self.book is not None:
             self.book.finish(sj)

@@ -159,6 +159,8 @@ class Engine(FitPasses, PreemptivePasses, GroupedPasses, TypedPasses, EngineStat
                     self.arrive(sj, now, self.total)
                 if self.book is not None:
                     self.book.arrive(sj)
+                if self.learns:
+                    self.placer.arrived(sj, now)
                 self.enqueue(sj, now)
             if self.needs_usage:
                 self.refresh_usage(now)
@@ -325,7 +327,12 @@ def run_cluster(
                 "--spread: not with several GPU types or node sizes (a job's GPUs are all of one group)"
             )
         types = types or TypeSetup()
-        placer = TypedPlacer(spec.groups, types.choice, types.model, types.recorded)
+        if types.prior is not None and types.model is not None and types.choice == "aware":
+            from .typed_learn import LearningPlacer
+
+            placer = LearningPlacer(spec.groups, types.model, types.prior, types.recorded)
+        else:
+            placer = TypedPlacer(spec.groups, types.choice, types.model, types.recorded)
         ranker.use_charges(placer.mean_charge)
     else:
         placer = FlatPlacer(spec.nodes, spec.gpus_per_node, spread, model_info)

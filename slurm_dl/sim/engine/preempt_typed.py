@@ -147,15 +147,16 @@ class TypedPasses:
             if t is None:
                 continue
             g0 = placer.group_of(sj.alloc)
-            r0 = sj.rates[g0]
+            rates = placer.seen(sj)  # as the choice knows them (learnt, or the true ones)
+            r0 = rates[g0]
             if r0 * gain > 1.0:
                 continue  # no type is fast enough for it to move
             best = None
             for g in placer.allowed(sj):
                 if (
                     placer.gft[g] >= sj.gpus
-                    and sj.rates[g] >= gain * r0
-                    and (best is None or sj.rates[g] > sj.rates[best])
+                    and rates[g] >= gain * r0
+                    and (best is None or rates[g] > rates[best])
                 ):
                     best = g
             if best is None:
@@ -163,7 +164,7 @@ class TypedPasses:
             # the work left is not known (nor to the prioritizer): taken as the work done so
             # far (at full speed), as LAS takes a job that has run long to run long still
             left = (sj.executed0 + now - sj.seg_start) * r0
-            saved = left / r0 - left / sj.rates[best]
+            saved = left / r0 - left / rates[best]
             if saved <= restart(sj.gpus) or self.ranker.yield_from(sj) == INF:
                 continue
             cands.append((-t, sj.seq, sj, best))

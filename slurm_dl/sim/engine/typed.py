@@ -43,11 +43,16 @@ CHOICES = ("blind", "fastest", "constrained", "aware")
 class TypeSetup:
     """How a replay on several GPU types chooses them: ``choice`` (one of ``CHOICES``), the
     throughput model (None: every type as fast), and whether jobs keep the type recorded in
-    their history (``recorded``)."""
+    their history (``recorded``).
+
+    ``prior``: with the aware choice, the speeds it chooses by are learnt as the replay's runs
+    finish, starting from this model (:mod:`.typed_learn`); None: it reads ``model``, the
+    speeds the run times come from (an oracle)."""
 
     choice: str = "aware"
     model: ThroughputModel | None = None
     recorded: bool = False
+    prior: ThroughputModel | None = None
 
 
 class TypedPlacer:
@@ -136,6 +141,10 @@ class TypedPlacer:
     def allowed(self, sj) -> tuple[int, ...]:
         """The groups ``sj`` may use."""
         return self._order[sj.seq]
+
+    def seen(self, sj) -> tuple[float, ...]:
+        """``sj``'s speed on each group as the choice knows it (here: its true speed)."""
+        return sj.rates
 
     def order_for(self, allowed: list[int], rates: tuple[float, ...]) -> tuple[int, ...]:
         if self.choice == "fastest":

@@ -11,6 +11,22 @@ def accepted_types(job) -> list[str]:
     return [job.gpu_type] if job.gpu_type else []
 
 
+def _accepted_here(job, placer) -> list[str]:
+    """The types ``job`` accepts in this replay (a history job: the type it ran on)."""
+    if placer.recorded and job.gpu_type and job.gpu_type in placer.types:
+        return [job.gpu_type]
+    return accepted_types(job)
+
+
+def rate_pool(job, placer, allowed) -> list[str]:
+    """The types whose fastest for ``job`` its rates are relative to: all the model knows that
+    it accepts, not only this cluster's (a job's work is the same on the whole cluster and on
+    an account's share of it); else those of the groups it may use."""
+    acc = _accepted_here(job, placer)
+    pool = [t for t in placer.model.types if not acc or t in acc]
+    return pool or [placer.groups[i].gpu_type for i in allowed]
+
+
 CONSTRAINED_SPEED = 0.5
 """``--type-choice constrained``: the types a job accepts run it at least this share of its
 best speed."""
@@ -23,10 +39,8 @@ def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], flo
     trace duration becomes that work by (not 1 only for a history job recorded on a type the
     cluster lacks). A job that fits no group it accepts adds a line to ``bad``."""
     groups, types = placer.groups, placer.types
-    acc = accepted_types(job)
+    acc = _accepted_here(job, placer)
     recorded = placer.recorded and job.gpu_type
-    if recorded and job.gpu_type in types:
-        acc = [job.gpu_type]
     acc_in = [t for t in acc if t in types]
     if acc and not acc_in and not recorded:
         bad.append(
@@ -48,9 +62,7 @@ def job_rates(job, placer, bad: list) -> tuple[tuple[float, ...], list[int], flo
     if model is None:
         return (1.0,) * len(groups), allowed, 1.0
     sp = model.speeds(job)
-    # its fastest type among all the model knows (that it accepts), not only this cluster's:
-    # a job's work is the same on the whole cluster and on an account's share of it
-    pool = [t for t in model.types if not acc or t in acc] or [groups[i].gpu_type for i in allowed]
+    pool = rate_pool(job, placer, allowed)
     top = max(sp[t].value for t in pool)
     rates = tuple(sp[g.gpu_type].value / top for g in groups)
     if placer.choice == "constrained" and not recorded:  # the types a careful user would name

@@ -59,6 +59,7 @@ class Options:
     throughputs: Path | None = None
     model_seed: int | None = None
     type_choice: str | None = None
+    speeds: str | None = None
     workers: int | None = None
     via_slurm: bool = False
     partition: str | None = None
@@ -158,6 +159,7 @@ def run(o: Options, out: Output, load_config: Callable) -> WhatIf:
             throughputs=o.throughputs,
             model_seed=o.model_seed,
             type_choice=o.type_choice,
+            speeds=o.speeds,
             nodes=o.nodes,
             cluster_per_vc=o.cluster_per_vc,
             from_slurm=o.from_slurm,

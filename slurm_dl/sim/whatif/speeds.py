@@ -1,6 +1,6 @@
 """A replay's GPU types: where the node groups come from, the throughput model, and the model
 drawn for each job of a trace that names none (``simulate --node-types/--fleet/--throughputs
-/--model-seed/--type-choice``). File reading here; the parsing is in :mod:`slurm_dl.sim.engine.fleet` and
+/--model-seed/--type-choice/--speeds``). File reading here; the parsing is in :mod:`slurm_dl.sim.engine.fleet` and
 :mod:`slurm_dl.core.throughput`. Every problem is one ValueError line naming the option."""
 
 from __future__ import annotations
@@ -26,7 +26,14 @@ from ..engine.fleet import (
     read_fleet,
     several_types,
 )
+from ...core.config.throughput import ThroughputConfig
 from ..engine.typed import CHOICES, TypeSetup
+
+SPEEDS = ("learned", "oracle")
+DEFAULT_SPEEDS = "learned"
+"""``--speeds``: what the aware choice knows of each job's speeds. ``learned`` (the default:
+what the prioritizer does) learns them from the replay's finished runs, from the prior of
+:func:`prior_model`; ``oracle`` reads the speeds the run times come from (an upper bound)."""
 
 
 @dataclass
@@ -122,24 +129,46 @@ def throughput_model(
     return None
 
 
+def prior_model(model: ThroughputModel, types: Sequence[str], cfg=None) -> ThroughputModel:
+    """What the prioritizer knows of the speeds before any run finished: the site config's
+    (its ``[[gpu_types]] speed`` and its own ``[throughput]`` matrix, not ``--throughputs``)
+    when it names the types; else each type's speed in ``model`` alone (as a site would set
+    ``[[gpu_types]] speed``), no row per model."""
+    if cfg is not None and all(t in cfg.gpu_type_names for t in types):
+        return ThroughputModel.from_config(cfg)
+    tp = getattr(cfg, "throughput", None) or ThroughputConfig()
+    return ThroughputModel(
+        {t: model.type_speed(t) for t in model.types}, min_samples=tp.min_samples
+    )
+
+
 def typed_cluster(
     groups: list[NodeGroupSpec] | None,
     choice: str | None,
     matrix: Matrix | None,
     cfg=None,
     recorded: bool = False,
+    speeds: str | None = None,
 ) -> TypedCluster | None:
     """The typed cluster of a replay, or None when ``groups`` are of one type and node size
-    (then the replay is the plain one, exactly as before)."""
+    (then the replay is the plain one, exactly as before). ``speeds``: see :data:`SPEEDS`."""
     if choice is not None and choice not in CHOICES:
         raise ValueError(f"--type-choice: got {choice!r}; allowed: {', '.join(CHOICES)}")
+    if speeds is not None and speeds not in SPEEDS:
+        raise ValueError(f"--speeds: got {speeds!r}; allowed: {', '.join(SPEEDS)}")
     if not groups or not several_types(groups):
         return None
     types = list(dict.fromkeys(g.gpu_type for g in groups))
     model = throughput_model(types, matrix, cfg)
-    setup = TypeSetup(choice or "aware", model, recorded)
-    speeds = ", ".join(f"{t} {model.type_speed(t):.3g}" for t in types) if model else "all 1"
-    line = f"GPU types: {describe(groups)}; type choice {setup.choice}; type speeds {speeds}"
+    choice = choice or "aware"
+    known = (speeds or DEFAULT_SPEEDS) if choice == "aware" and model is not None else None
+    prior = prior_model(model, types, cfg) if known == "learned" else None
+    setup = TypeSetup(choice, model, recorded, prior)
+    speeds_of = ", ".join(f"{t} {model.type_speed(t):.3g}" for t in types) if model else "all 1"
+    how = f" on {known} speeds" if known else ""
+    line = (
+        f"GPU types: {describe(groups)}; type choice {setup.choice}{how}; type speeds {speeds_of}"
+    )
     return TypedCluster(tuple(groups), setup, line)
 
 
@@ -153,6 +182,7 @@ class TypesAsked:
     throughputs: Path | None = None
     seed: int = 0
     choice: str | None = None
+    speeds: str | None = None
 
     @classmethod
     def check(
@@ -166,6 +196,7 @@ class TypesAsked:
         nodes,
         cluster_per_vc,
         from_slurm,
+        speeds=None,
     ) -> "TypesAsked":
         if node_types is not None and fleet is not None:
             raise ValueError("--node-types: give it or --fleet, not both")
@@ -178,6 +209,13 @@ class TypesAsked:
             )
         if type_choice is not None and type_choice not in CHOICES:
             raise ValueError(f"--type-choice: got {type_choice!r}; allowed: {', '.join(CHOICES)}")
+        if speeds is not None and speeds not in SPEEDS:
+            raise ValueError(f"--speeds: got {speeds!r}; allowed: {', '.join(SPEEDS)}")
+        if speeds is not None and type_choice not in (None, "aware"):
+            raise ValueError(
+                f"--speeds: only --type-choice aware reads it; {type_choice} chooses as "
+                "it always does"
+            )
         if model_seed is not None and throughputs is None:
             raise ValueError(
                 "--model-seed: draws each job's model from --throughputs; give --throughputs"
@@ -192,6 +230,7 @@ class TypesAsked:
             throughputs,
             0 if model_seed is None else model_seed,
             type_choice,
+            speeds,
         )
 
     def draw(self, jobs: Sequence) -> str | None:
@@ -225,13 +264,17 @@ class TypesAsked:
             cfg=cfg if cfg_groups else None,
             live_groups=live,
         )
-        return typed_cluster(groups, self.choice, self.matrix, cfg, recorded)
+        return typed_cluster(groups, self.choice, self.matrix, cfg, recorded, self.speeds)
 
     def check_used(self, typed: bool) -> None:
         """Options that only mean something on several GPU types, when the cluster has one."""
         if typed:
             return
-        for flag, given in (("--type-choice", self.choice), ("--throughputs", self.throughputs)):
+        for flag, given in (
+            ("--type-choice", self.choice),
+            ("--throughputs", self.throughputs),
+            ("--speeds", self.speeds),
+        ):
             if given is not None:
                 raise ValueError(
                     f"{flag}: the cluster has one GPU type and node size; give several "
