@@ -11,7 +11,8 @@ comparative advantage, OSDI 2020):
   others, not merely to the first job that could use it;
 * **crowded** (the waiting jobs ask more GPUs than are free): in the policy's order each job
   takes the first type in its order with room, and waits rather than run below ``DECLINE``
-  (half) of its best speed, leaving those GPUs to jobs ranked below it; **not crowded**: each
+  (half) of its best speed where the other jobs gain more from that type (:func:`declines`),
+  leaving those GPUs to jobs ranked below it; **not crowded**: each
   takes its fastest type with room (holding a fast type back for jobs that are not there only
   slows it down).
 
@@ -104,7 +105,16 @@ class _Room:
 
 
 DECLINE = 0.5
-"""Crowded, a job waits rather than run below this share of its best speed."""
+"""Crowded, a job waits rather than run below this share of its best speed (see ``declines``)."""
+
+
+def declines(rate: float, mean: float) -> bool:
+    """Crowded, does a job wait rather than take a type where it runs at ``rate`` of its best
+    speed, the jobs about running there at ``mean`` on average? Only below ``DECLINE`` and
+    where the others gain more from the type than it does (its comparative advantage there is
+    under 1): when every job is as slow there, nobody who waits leaves it to a job that uses
+    it better, and the type would stand idle."""
+    return rate < DECLINE and rate < mean
 
 
 def job_rates(model: ThroughputModel, job: Job, types: Sequence[str]) -> dict[str, float]:
@@ -171,7 +181,7 @@ def choose_types(
         chosen = None
         for t in order:
             if room.fits(t, job.num_gpus):
-                if crowded and r[t] < DECLINE:
+                if crowded and declines(r[t], means.get(t, 1.0)):
                     break
                 chosen = t
                 break

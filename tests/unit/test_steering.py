@@ -57,6 +57,18 @@ def test_crowded_a_job_waits_rather_than_run_at_under_half_its_speed(model) -> N
     assert got[2].starts_now and got[2].gpu_type == "v100"
 
 
+def test_crowded_jobs_all_as_slow_there_take_the_slow_type_rather_than_leave_it_idle(
+    model,
+) -> None:
+    """Two ResNets (a third of their speed on v100, as every job about): whoever waits leaves
+    the v100 to a job no better there, so nobody waits and the v100 does not stand idle (the
+    wait is for a job whose comparative advantage there is under the others')."""
+    first, second = job(1), job(2)
+    got = choose_types([first, second], nodes(h100_free=0), model, {1: BOTH, 2: BOTH})
+    assert got[1].starts_now and got[1].gpu_type == "v100"
+    assert not got[2].starts_now
+
+
 def test_not_crowded_each_job_takes_its_fastest_type_with_room(model) -> None:
     """Room for all: nothing is held back for jobs that are not there (the simulator's rule)."""
     lstm, resnet = job(1, model_name="lstm"), job(2)

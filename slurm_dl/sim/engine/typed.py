@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ...core.steering import DECLINE, comparative_order
+from ...core.steering import comparative_order, declines
 from ...core.throughput import ThroughputModel
 from .fleet import NodeGroupSpec
 from .placement import Allocation, place_consolidated
@@ -127,12 +127,13 @@ class TypedPlacer:
                 bad[0] if len(bad) == 1 else f"{len(bad)} jobs cannot run here; first: {bad[0]}"
             )
         self._fastest = self._order
+        self._means = dict.fromkeys(range(len(self.groups)), 1.0)
         if self.choice == "aware":
             self._fastest = {
                 sj.seq: tuple(sorted(o, key=lambda g: (-sj.rates[g], g)))
                 for sj, o in zip(sims, (self._order[s.seq] for s in sims))
             }
-            self._order = aware_orders(self, sims)
+            self._order, self._means = aware_orders(self, sims)
         # the lease book's fill takes a width that failed to place as failing for every job of
         # that width: true when every job may use every group (it tries them all) and the
         # nodes are all of one size (the book's own check of what may place counts nodes so)
@@ -177,15 +178,16 @@ class TypedPlacer:
         order (comparative advantage; when the waiting jobs all fit in the free GPUs, its
         fastest first) it takes a group with free room, else one where it displaces jobs ranked
         below it; None: no group has room, or (``strict``, the waiting jobs asking more than
-        is free) it would run at under ``DECLINE`` of its best speed: it waits for a faster
-        type, leaving the GPUs to jobs ranked below it."""
+        is free) it would run at under half its best speed where the others gain more from
+        that type (:func:`~slurm_dl.core.steering.declines`): it waits for a faster type,
+        leaving the GPUs to jobs ranked below it."""
         gpus = sj.gpus
         crowded = self.crowded
         order = self._order[sj.seq] if crowded else self._fastest[sj.seq]
         for room in (free, cap):
             for g in order:
                 if room[g] >= gpus and cap[g] >= gpus:
-                    if strict and crowded and sj.rates[g] < DECLINE:
+                    if strict and crowded and declines(sj.rates[g], self._means[g]):
                         break
                     return g
         return None
@@ -258,11 +260,14 @@ class TypedPlacer:
         return {t: (n, b) for t, (n, b) in out.items()}
 
 
-def aware_orders(placer: TypedPlacer, sims: list) -> dict[int, tuple[int, ...]]:
+def aware_orders(
+    placer: TypedPlacer, sims: list
+) -> tuple[dict[int, tuple[int, ...]], dict[int, float]]:
     """Each job's groups by its comparative advantage (the prioritizer's rule,
     :func:`slurm_dl.core.steering.comparative_order`): its speed on the group's type over the
     mean speed there of the jobs in the replay, so the types go to the jobs that gain most
-    from them relative to the others (ties: faster for the job, then node order)."""
+    from them relative to the others (ties: faster for the job, then node order); and those
+    means per group."""
     n = len(placer.groups)
     sums = [0.0] * n
     for sj in sims:
@@ -270,9 +275,10 @@ def aware_orders(placer: TypedPlacer, sims: list) -> dict[int, tuple[int, ...]]:
             sums[g] += sj.rates[g]
     mean = {g: s / max(1, len(sims)) or 1.0 for g, s in enumerate(sums)}
     groups = range(n)
-    return {
+    orders = {
         sj.seq: tuple(
             comparative_order({g: sj.rates[g] for g in placer._order[sj.seq]}, mean, groups)
         )
         for sj in sims
     }
+    return orders, mean

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ...core.ledger import MAX_RUNS
-from ...core.steering import DECLINE, comparative_order
+from ...core.steering import comparative_order, declines
 from ...core.throughput import RunRecord, ThroughputModel
 from .fleet import NodeGroupSpec
 from .typed import TypedPlacer
@@ -224,7 +224,7 @@ class LearningPlacer(TypedPlacer):
         for room in (free, cap):
             for g in order:
                 if room[g] >= gpus and cap[g] >= gpus:
-                    if strict and crowded and rates[g] < DECLINE:
+                    if strict and crowded and declines(rates[g], self._means[g]):
                         break
                     return g
         return None
