@@ -18,6 +18,8 @@ Parts (``--part`` repeatable, default all):
             learned aware ≤ 0.75× the best of blind, fastest and constrained.
 
 Prints one JSON object, then a human line per goal (met or not, with the figures).
+``--write-results docs/results.md`` rewrites that file's as-deployed tables from the run (see
+``results_tables.py``), so a published figure is always one measured.
 Usage: python benchmarks/bench_as_deployed.py [--part deadlines] [--philly-end 2017-10-15]
 """
 
@@ -210,6 +212,13 @@ def main() -> None:
     ap.add_argument("--fairness-nodes", type=int, default=44)
     ap.add_argument("--philly-end", default="2017-12-01")
     ap.add_argument("--traces", help="the traces' folder (default: ../shared/traces)")
+    ap.add_argument(
+        "--write-results",
+        type=Path,
+        metavar="MD",
+        help="rewrite the as-deployed tables of this file (docs/results.md) from this run, "
+        "and save the run's parts in benchmarks/results/as_deployed.json",
+    )
     a = ap.parse_args()
     T = traces_dir(a.traces)
     parts = a.part or ["fairness", "deadlines", "types"]
@@ -221,6 +230,13 @@ def main() -> None:
     if "types" in parts:
         doc["types"] = types(T)
     print(json.dumps(doc))
+    if a.write_results is not None:
+        import results_tables
+
+        record = results_tables.merge_record(doc)
+        md = a.write_results
+        md.write_text(results_tables.rewrite(md.read_text(), record))
+        print(f"rewrote the as-deployed tables of {md}", file=sys.stderr)
     if "fairness" in doc:
         f = doc["fairness"]
         for name in ("fairshare", "site"):
