@@ -96,6 +96,9 @@ class CycleReport:
     closed: list[tuple[int, str]] = field(
         default_factory=list
     )  # preemptions closed: (victim, state)
+    lost_work: list[str] = field(
+        default_factory=list
+    )  # the account of each victim requeued before its checkpoint finished
     steered: dict[int, str] = field(default_factory=dict)  # waiting jobs moved to a GPU type
     slurm_s: float = (
         0.0  # wall seconds in the snapshot and the SiteFactor updates (slurmctld's pace)
@@ -600,9 +603,24 @@ class Prioritizer:
         prep = preempt.PreemptionReport()
         pc = self.config.preemption
         now = snap.taken_at
+        learnt = {
+            j.job_id: rec.checkpoint_s
+            for j in snap.jobs
+            if j.running
+            and (rec := ledger.jobs.get(j.job_id)) is not None
+            and rec.checkpoint_s is not None
+        }
         if pc.enabled:
             try:
-                preempt.advance_open(self.store, self.backend, snap, pc, prep, dry_run=self.dry_run)
+                preempt.advance_open(
+                    self.store,
+                    self.backend,
+                    snap,
+                    pc,
+                    prep,
+                    dry_run=self.dry_run,
+                    checkpoint_s=learnt,
+                )
                 rows = self.store.preemptions()
                 settle = max(SETTLE_MIN_S, 3 * self.config.prioritizer.interval_seconds)
                 busy = frozenset(
@@ -632,6 +650,7 @@ class Prioritizer:
                     prep,
                     dry_run=self.dry_run,
                     excluded=excluded,
+                    checkpoint_s=learnt,
                 )
             except (
                 SlurmError
@@ -648,6 +667,7 @@ class Prioritizer:
                         if v in prep.signalled:
                             rec.last_checkpoint_signal = now
                         ledger.revision += 1
+                report.lost_work = preempt.learn_checkpoints(ledger, prep)
         report.signalled, report.requeued = prep.signalled, prep.requeued
         report.refused = [{"job": v, "why": why} for v, why in prep.refused]
         denied = sum(1 for _, why in prep.refused if refused_for_rights(why))

@@ -14,6 +14,10 @@ Series (all prefixed ``slurm_dl_prioritizer_``):
 - ``preemptions_total{outcome,reason}``: signalled, requeued, and how open ones closed otherwise
   (finished: the victim ended; abandoned: the waiting job started or left; refused: Slurm
   refused the signal or requeue), by reason (``priority``: a higher-scored job waits; ``idle_gpus``: the victim's GPUs sat idle);
+  a victim let go (abandoned) that requeues itself later is counted again as requeued-self;
+- ``lost_work_total{account}``: preemptions whose requeue came while the victim still ran, before
+  its checkpoint had finished: the work since its last checkpoint was lost (the next wait for
+  that job is longer, up to ``max_checkpoint_wait_seconds``);
 - ``account_usage_gpu_seconds{account}`` (decayed, as fair share sees it),
   ``account_usage_fraction{account}`` and ``account_share_fraction{account}`` (what it is
   entitled to): an account whose usage fraction stays above its share fraction gets less;
@@ -112,6 +116,12 @@ class PrioritizerMetrics:
             ["outcome", "reason"],
             registry=r,
         )
+        self.lost_work = Counter(
+            p + "lost_work",
+            "Preemptions requeued before the job's checkpoint finished, per account",
+            ["account"],
+            registry=r,
+        )
         self.usage = Gauge(
             p + "account_usage_gpu_seconds",
             "Decayed GPU-seconds used per account",
@@ -193,6 +203,8 @@ class PrioritizerMetrics:
             self.preemptions.labels("requeued", self._victim_reason.get(v, "unknown")).inc()
         for v, state in report.closed:  # finished, abandoned, or requeued by the job itself
             self.preemptions.labels(state, self._victim_reason.pop(v, "unknown")).inc()
+        for account in getattr(report, "lost_work", ()):
+            self.lost_work.labels(account or "-").inc()
         for r in getattr(report, "refused", ()):  # Slurm refused the signal or the requeue
             self.preemptions.labels(
                 "refused", self._victim_reason.pop(r.get("job"), "unknown")

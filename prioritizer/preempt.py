@@ -9,13 +9,19 @@ One row per (victim, need). Each step is committed BEFORE the Slurm call it anno
                (requeued by slurm-dl either way: it stopped for a preemption, not because it was done)
     signalled  --cancelled by its owner, timed out, or gone--> finished
     signalled  --lead time over, still running, but the waiting job started or left--> abandoned
+    abandoned  --it requeued itself later (a slow checkpoint)--> requeued-self (its GPUs lost)
     any step   --Slurm refused the signal or the requeue--> refused (this run is never a victim again)
     signalling --the job was between states (a requeue or an end under way)--> skipped
 
 The lead time is the job's contract with its client: the ``@N`` of its own ``--signal`` (the
 filter reads it from the script: submitit and Lightning say 90 s), at most the site's
-``max_lead_seconds``; the site's ``grace_seconds`` for a job that declared none. A job that
-requeues itself within it is never requeued again.
+``max_lead_seconds``; the site's ``grace_seconds`` for a job that declared none. A job whose
+past preemptions took longer to checkpoint is waited for longer (its checkpoint time is learnt
+from them, :mod:`slurm_dl.core.checkpoint_time`), at most ``max_checkpoint_wait_seconds``. A job
+that requeues itself within it is never requeued again. A requeue that finds the job still
+running after the wait kills its save: the record says that work was lost, and the next wait
+is longer. A job let go after its wait (``abandoned``) is watched until the longest wait is
+over: when it requeues itself late, the record says so (Slurm took its GPUs all the same).
 
 Only jobs that can resume are victims (``slurm_dl.core.preemption.resume_kind``): a job that declared a
 checkpoint handler gets the signal where it asked for it (its batch shell, or its steps); a job
@@ -41,8 +47,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
+from slurm_dl.core.checkpoint_time import (
+    CheckpointObservation,
+    learn,
+    late_requeue_note,
+    lost_work_note,
+    wait_seconds,
+)
 from slurm_dl.core.config import PreemptionConfig, SiteConfig
 from slurm_dl.core.errors import (
     JobBusyError,
@@ -51,6 +64,7 @@ from slurm_dl.core.errors import (
     SlurmError,
     SlurmUnavailableError,
 )
+from slurm_dl.core.ledger import Ledger
 from slurm_dl.core.model import ClusterSnapshot, Job, JobState
 from slurm_dl.core.preemption import RESUME_CHECKPOINT, RESUME_REQUEUE, resume_kind
 from slurm_dl.slurm.protocol import JobEnd
@@ -90,6 +104,10 @@ class PreemptionReport:
     requeued_unsignalled: list[int] = field(
         default_factory=list
     )  # new victims requeued without a signal
+    observed: list[tuple[int, CheckpointObservation]] = field(
+        default_factory=list
+    )  # how long victims took to checkpoint (see slurm_dl.core.checkpoint_time)
+    lost: list[int] = field(default_factory=list)  # requeued before their checkpoint finished
 
 
 def refused_runs(rows) -> frozenset[tuple[int, int]]:
@@ -115,6 +133,36 @@ def lead_time(victim: Job | None, pc: PreemptionConfig) -> float:
     return pc.grace_seconds
 
 
+def wait_time(victim: Job | None, pc: PreemptionConfig, checkpoint_s: float | None) -> float:
+    """Seconds a preemption of ``victim`` waits before slurm-dl requeues it: its lead time, or
+    longer when its learnt ``checkpoint_s`` asks it (at most ``max_checkpoint_wait_seconds``)."""
+    return wait_seconds(lead_time(victim, pc), checkpoint_s, pc.max_checkpoint_wait_seconds)
+
+
+def _watch_s(pc: PreemptionConfig) -> float:
+    """How long after its signal a let-go victim is still watched for a late self-requeue."""
+    longest = max(pc.max_lead_seconds, pc.grace_seconds, pc.max_checkpoint_wait_seconds)
+    return longest + pc.requeue_timeout_seconds
+
+
+def learn_checkpoints(ledger: Ledger, report: PreemptionReport) -> list[str]:
+    """Fold the checkpoint times ``report`` observed into the victims' ledger records, count
+    their lost work; returns the account of each victim that lost work (for the metrics)."""
+    for victim, obs in report.observed:
+        rec = ledger.jobs.get(victim)
+        if rec is not None:
+            rec.checkpoint_s = learn(rec.checkpoint_s, obs)
+            ledger.revision += 1
+    accounts = []
+    for victim in report.lost:
+        rec = ledger.jobs.get(victim)
+        if rec is not None:
+            rec.lost_work += 1
+            ledger.revision += 1
+        accounts.append(rec.account if rec is not None else "")
+    return accounts
+
+
 def advance_open(
     store: Store,
     backend: PreemptionBackend,
@@ -123,9 +171,13 @@ def advance_open(
     report: PreemptionReport,
     *,
     dry_run: bool = False,
+    checkpoint_s: Mapping[int, float] | None = None,
 ) -> None:
-    """Move every open preemption one step on, from what the snapshot shows."""
+    """Move every open preemption one step on, from what the snapshot shows. ``checkpoint_s``:
+    victims' learnt checkpoint times (the ledger's), which lengthen their wait."""
     now = snap.taken_at
+    learnt = checkpoint_s or {}
+    _watch_let_go(store, snap, pc, report, dry_run)
     for row in store.preemptions(open_only=True):
         victim = snap.job(row.victim_job_id)
         need = snap.job(row.need_job_id)
@@ -146,18 +198,21 @@ def advance_open(
                     dry_run,
                 )
             else:
+                after = now - row.signalled_at
+                report.observed.append((row.victim_job_id, CheckpointObservation(after, True)))
                 _close(
                     store,
                     row.id,
                     "requeued-self",
                     now,
-                    "the job requeued itself after the signal",
+                    f"the job requeued itself {after:.0f} s after the signal",
                     report,
                     row.victim_job_id,
                     dry_run,
                 )
             continue
-        lead = lead_time(victim, pc)
+        learnt_s = learnt.get(row.victim_job_id)
+        lead = wait_time(victim, pc, learnt_s)
         give_up_at = row.signalled_at + lead + pc.requeue_timeout_seconds
         if victim is None or victim.state.finished:
             _ended(store, backend, row, now, give_up_at, report, dry_run)
@@ -193,6 +248,9 @@ def advance_open(
             store.set_preemption_state(
                 row.id, "requeueing", now, f"lead time {lead:g} s over, still running; requeueing"
             )
+        lost = None
+        if victim.checkpointable:  # signalled and still running: its save had not finished
+            lost = ("requeued", lost_work_note(now - row.signalled_at, learnt_s))
         _requeue(
             store,
             backend,
@@ -202,6 +260,48 @@ def advance_open(
             now,
             give_up_at=give_up_at,
             report=report,
+            done=lost,
+        )
+        if lost is not None and row.victim_job_id in report.requeued:
+            report.lost.append(row.victim_job_id)
+            after = CheckpointObservation(now - row.signalled_at, False)
+            report.observed.append((row.victim_job_id, after))
+
+
+def _watch_let_go(
+    store: Store,
+    snap: ClusterSnapshot,
+    pc: PreemptionConfig,
+    report: PreemptionReport,
+    dry_run: bool,
+) -> None:
+    """A victim let go after its wait (``abandoned``) may still requeue itself when its slow
+    checkpoint ends (submitit, Lightning): Slurm then takes its GPUs all the same. Each such
+    row, while watched, becomes ``requeued-self`` when the snapshot shows its victim requeued
+    (pending, or a higher restart count), unless a later preemption of it owns that requeue."""
+    now = snap.taken_at
+    rows = store.preemptions(states=("abandoned",), since=now - _watch_s(pc))
+    if not rows:
+        return
+    latest = {r.victim_job_id: r.id for r in store.preemptions(open_only=True)}
+    for row in rows:
+        victim = snap.job(row.victim_job_id)
+        if victim is None or row.id < latest.get(row.victim_job_id, row.id):
+            continue
+        if not (victim.state is JobState.PENDING or victim.restarts > row.restarts_at_signal):
+            continue
+        after = now - row.signalled_at
+        report.observed.append((row.victim_job_id, CheckpointObservation(after, True)))
+        why = "the waiting job had started or left"
+        _close(
+            store,
+            row.id,
+            "requeued-self",
+            now,
+            late_requeue_note(after, why),
+            report,
+            row.victim_job_id,
+            dry_run,
         )
 
 
@@ -246,12 +346,14 @@ def _ended(
         )
         return
     if end.state is JobState.PENDING or end.restarts > row.restarts_at_signal:
+        after = now - row.signalled_at
+        report.observed.append((victim, CheckpointObservation(after, True)))
         _close(
             store,
             row.id,
             "requeued-self",
             now,
-            "the job requeued itself after the signal",
+            f"the job requeued itself {after:.0f} s after the signal",
             report,
             victim,
             dry_run,
@@ -286,6 +388,10 @@ def _ended(
         )
         return
     outcome = "died" if end.died else "requeued"
+    if not end.died and row.state != "requeueing":
+        ended_at = end.end_time if end.end_time is not None else now
+        after = max(0.0, ended_at - row.signalled_at)
+        report.observed.append((victim, CheckpointObservation(after, True)))
     sig = f", signal {end.exit_signal}" if end.exit_signal else f", exit {end.exit_code}"
     how = "died on the signal" if end.died else "saved and exited on the signal"
     note = f"it {how} ({end.state.value}{sig}) without requeueing itself; requeued by slurm-dl to resume"
@@ -410,6 +516,7 @@ def start(
     *,
     dry_run: bool = False,
     excluded: frozenset[tuple[int, int]] = frozenset(),
+    checkpoint_s: Mapping[int, float] | None = None,
 ) -> None:
     """Signal (or, without a handler where allowed, requeue) the victims of new intents, each
     (victim, need) at most once, ever, and each run at most once (``excluded``: runs already
@@ -481,7 +588,7 @@ def start(
             except SlurmError as e:
                 _refuse(store, row_id, victim_id, now, f"Slurm refused the signal: {e}", report)
                 continue
-            lead = lead_time(victim, pc)
+            lead = wait_time(victim, pc, (checkpoint_s or {}).get(victim_id))
             store.set_preemption_state(
                 row_id,
                 "signalled",
@@ -507,7 +614,9 @@ __all__ = [
     "PreemptionReport",
     "advance_open",
     "excluded_runs",
+    "learn_checkpoints",
     "lead_time",
+    "wait_time",
     "refused_runs",
     "start",
 ]

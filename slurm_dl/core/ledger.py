@@ -209,6 +209,8 @@ class JobRecord:
         0.0  # GPU-seconds of service per second in that stretch (GPUs × the type's speed)
     )
     run_speed: float = 1.0  # the speed of the type it runs on in that stretch
+    checkpoint_s: float | None = None  # its checkpoint time, learnt from its preemptions
+    lost_work: int = 0  # preemptions whose requeue came before its checkpoint finished
 
     # Service and run time up to ``last_seen``: what came before the stretch it runs in now plus
     # that stretch, so that a job that keeps running leaves its record as it was (like waiting).

@@ -239,6 +239,18 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
             help="at the time limit, checkpoint and queue again to continue",
         ),
     ),
+    "ckpt_glob": (
+        Optional[str],
+        lambda k: typer.Option(
+            None,
+            "--ckpt-glob",
+            metavar="PATTERNS",
+            help="what a checkpoint in the checkpoint directory is called, as name "
+            "patterns separated by commas (default: *.pt, *.ckpt, *.safetensors and other "
+            "common formats, checkpoint-* and global_step* directories); the newest match "
+            "is RESUME_FROM",
+        ),
+    ),
     "env": (
         Optional[list[str]],
         lambda k: typer.Option(
@@ -313,6 +325,7 @@ _KINDS_OF = {
     "resume": _CKPT_KINDS,
     "checkpoint_dir": _CKPT_KINDS,
     "requeue_on_timeout": _CKPT_KINDS,
+    "ckpt_glob": ("train", "sweep"),
     "inputs": ("infer",),
     "param": ("sweep",),
     "params_file": ("sweep",),

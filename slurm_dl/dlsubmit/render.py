@@ -12,6 +12,7 @@ characters, ``"`` or ``\\``) are rejected with a :class:`RenderError` naming the
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
 from dataclasses import dataclass
@@ -95,6 +96,7 @@ class JobSpec:
     grace_seconds: int | None = None
     launcher: Launcher | None = None
     requeue_on_timeout: bool = False
+    ckpt_glob: str | None = None  # what counts as a checkpoint (comma-separated name patterns)
     env: tuple[tuple[str, str], ...] = ()
     inputs: str | None = None  # infer: file with one item per line
     params: tuple[str, ...] = ()  # sweep: one parameter set per array task
@@ -127,6 +129,8 @@ class RenderedJob:
     checkpoint_dir: str
     job_class: str
     endpoint_file: str = ""
+    ckpt_globs: tuple[str, ...] = ()
+    """The name patterns of checkpoints in ``checkpoint_dir`` (empty: none are kept)."""
 
     def filter_args(self) -> list[str]:
         """The script's directives as sbatch arguments (``slurm-dl filter check`` reads every
@@ -154,6 +158,48 @@ def _check_slurm_word(what: str, value: str) -> str:
     if not _SLURM_WORD.match(value):
         raise RenderError(f"{what} {value!r}: only letters, digits and . _ : + - are allowed")
     return value
+
+
+DEFAULT_CKPT_GLOB = (
+    "*.pt,*.pth,*.ckpt,*.safetensors,*.bin,*.pkl,*.pickle,*.npz,*.h5,*.msgpack,"
+    "checkpoint-*,checkpoint_*,ckpt-*,ckpt_*,step-*,step_*,epoch-*,epoch_*,global_step*"
+)
+"""What counts as a checkpoint in ``$CKPT_DIR`` unless ``--ckpt-glob`` says otherwise: the
+files PyTorch, Lightning, safetensors, NumPy, Keras and Flax write, names that count steps or
+epochs, and the directories of Hugging Face's Trainer and DeepSpeed. A log or any other file
+kept there (``steps.log``, ``config.json``) is not one."""
+INFER_CKPT_GLOBS = ("position",)
+"""infer's own checkpoint: how many inputs are done."""
+
+
+def ckpt_globs(text: str | None, kind: str) -> tuple[str, ...]:
+    """The checkpoint name patterns of a job of ``kind``: ``text`` (``--ckpt-glob``, comma
+    separated) or :data:`DEFAULT_CKPT_GLOB`; infer's position file; none for serve."""
+    if kind == "serve":
+        return ()
+    if kind == "infer":
+        return INFER_CKPT_GLOBS
+    globs = tuple(g.strip() for g in (text if text is not None else DEFAULT_CKPT_GLOB).split(","))
+    for g in globs:
+        if not g or "/" in g or any(ord(c) < 32 or ord(c) == 127 for c in g):
+            raise RenderError(
+                f"--ckpt-glob {text!r}: give file name patterns separated by commas, "
+                "such as '*.pt,*.safetensors' (no '/', no empty pattern)"
+            )
+        if g.startswith(".") or g.endswith((".tmp", ".partial", ".incomplete")):
+            raise RenderError(
+                f"--ckpt-glob {g!r}: hidden names and *.tmp, *.partial, *.incomplete are "
+                "saves still being written and never a checkpoint"
+            )
+    return globs
+
+
+def is_checkpoint(name: str, globs: tuple[str, ...]) -> bool:
+    """Whether an entry of the checkpoint directory called ``name`` is a checkpoint: the
+    scripts' ``dl_is_checkpoint``, for ``dlsubmit status``."""
+    if name.startswith(".") or name.endswith((".tmp", ".partial", ".incomplete")):
+        return False
+    return any(fnmatch.fnmatchcase(name, g) for g in globs)
 
 
 def _check_shell_value(what: str, value: str) -> str:
@@ -391,6 +437,7 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         endpoint=endpoint,
         launcher=spec.launcher or user.launcher or "auto",
         requeue_on_timeout=spec.requeue_on_timeout,
+        ckpt_globs=ckpt_globs(spec.ckpt_glob, spec.kind),
         cpus_per_gpu=cpg,
         mem_per_gpu=mem_text,
         signal=site.preemption.signal,
@@ -555,4 +602,5 @@ def render(spec: JobSpec, site: SiteConfig, user: UserDefaults | None = None) ->
         checkpoint_dir=j["checkpoint_dir"],
         job_class=j["job_class"],
         endpoint_file=j["endpoint"],
+        ckpt_globs=tuple(j["ckpt_globs"]),
     )

@@ -2,8 +2,9 @@
 
 At submission dlsubmit keeps a small record per job (``$SLURM_DL_STATE_DIR``, else
 ``$XDG_STATE_HOME/slurm-dl/jobs``, else ``~/.local/state/slurm-dl/jobs``): kind, name, output
-file and absolute checkpoint directory. Status joins it with the backend's jobs, the newest
-complete checkpoint and the last events the script logged in ``CKPT_DIR/.dlsubmit/events``,
+file, absolute checkpoint directory and what a checkpoint there is called. Status joins it
+with the backend's jobs, the checkpoint the job resumes from (the newest whose name matches,
+as the script chooses it) and the last events the script logged in ``CKPT_DIR/.dlsubmit/events``,
 and asks the prioritizer why a pending job waits when the prioritizer is installed. A running
 job's GPU use comes from the gpu-agents' files when the site config names them (``gpu``).
 """
@@ -25,7 +26,7 @@ import typer
 
 from ..core.hostlist import compress_hostlist
 from ..core.model import Job
-from .render import RenderedJob
+from .render import RenderedJob, is_checkpoint
 from ..core.database_url import sqlite_path
 from ..telemetry.samples import JobGpuSample
 from ..core.idle.notice import SHARE_HINT_MARK, share_tip
@@ -61,6 +62,7 @@ def save_record(job_id: int, job: RenderedJob, cwd: Path) -> None:
         "workdir": str(cwd),
         "output": str(cwd / output_path(job.output, job_id)),
         "checkpoint_dir": str(ckpt if ckpt.is_absolute() else cwd / ckpt),
+        "ckpt_globs": list(job.ckpt_globs),
         "submitted_at": time.time(),
     }
     try:
@@ -69,6 +71,16 @@ def save_record(job_id: int, job: RenderedJob, cwd: Path) -> None:
         (d / f"{job_id}.json").write_text(json.dumps(record))
     except OSError:
         pass
+
+
+OLD_SCRIPT_GLOBS = ("*",)
+"""A record made before the scripts knew checkpoints by name: its script takes any file."""
+
+
+def record_globs(record: dict[str, Any] | None) -> tuple[str, ...]:
+    """The checkpoint name patterns the job's script uses."""
+    globs = (record or {}).get("ckpt_globs")
+    return tuple(globs) if isinstance(globs, list) else OLD_SCRIPT_GLOBS
 
 
 def load_record(job_id: int) -> dict[str, Any] | None:
@@ -116,7 +128,8 @@ def ended_rows(
                 "kind": rec.get("kind"),
                 "output": rec.get("output"),
                 "checkpoint_dir": rec.get("checkpoint_dir"),
-                "last_checkpoint": newest_checkpoint(ckpt) if ckpt else None,
+                "last_checkpoint": newest_checkpoint(ckpt, record_globs(rec)) if ckpt else None,
+                "checkpoints": checkpoint_counts(ckpt, record_globs(rec)) if ckpt else None,
                 "events": last_events(ckpt) if ckpt else [],
                 "explain": None,
                 "why": None,
@@ -158,20 +171,36 @@ def forget_missing(known: set[int]) -> None:
             pass
 
 
-def newest_checkpoint(ckpt_dir: Path) -> str | None:
-    """Same rule as the scripts: newest entry that is not hidden and not *.tmp/*.partial/*.incomplete."""
+def _checkpoints(ckpt_dir: Path, globs: tuple[str, ...]) -> tuple[list[Path], int]:
+    """The checkpoints in ``ckpt_dir`` and how many other (not hidden) entries it holds."""
     try:
-        entries = [
-            p
-            for p in ckpt_dir.iterdir()
-            if not p.name.startswith(".")
-            and not p.name.endswith((".tmp", ".partial", ".incomplete"))
-        ]
+        entries = [p for p in ckpt_dir.iterdir() if not p.name.startswith(".")]
     except OSError:
+        return [], 0
+    ckpts = [p for p in entries if is_checkpoint(p.name, globs)]
+    return ckpts, len(entries) - len(ckpts)
+
+
+def newest_checkpoint(ckpt_dir: Path, globs: tuple[str, ...] = OLD_SCRIPT_GLOBS) -> str | None:
+    """The checkpoint the job's script makes RESUME_FROM: the newest entry whose name matches
+    ``globs``, never a hidden one or a *.tmp/*.partial/*.incomplete."""
+    ckpts, _ = _checkpoints(ckpt_dir, globs)
+    if not ckpts:
         return None
-    if not entries:
-        return None
-    return str(max(entries, key=lambda p: p.stat().st_mtime_ns))
+
+    def mtime(p: Path) -> int:
+        try:
+            return p.stat().st_mtime_ns
+        except OSError:
+            return 0
+
+    return str(max(ckpts, key=mtime))
+
+
+def checkpoint_counts(ckpt_dir: Path, globs: tuple[str, ...]) -> dict[str, int]:
+    """How many checkpoints ``ckpt_dir`` holds, and how many other files."""
+    ckpts, others = _checkpoints(ckpt_dir, globs)
+    return {"checkpoints": len(ckpts), "others": others}
 
 
 def own_events(lines: list[str], job_id: int, sweep: bool = False, n: int = 3) -> list[str]:
@@ -334,6 +363,7 @@ def describe_jobs(
             "output": record and record.get("output"),
             "checkpoint_dir": record and record.get("checkpoint_dir"),
             "last_checkpoint": None,
+            "checkpoints": None,
             "events": [],
             "explain": None,
             "why": None,
@@ -348,7 +378,8 @@ def describe_jobs(
         }
         if record and record.get("checkpoint_dir"):
             d = Path(record["checkpoint_dir"])
-            row["last_checkpoint"] = newest_checkpoint(d)
+            row["last_checkpoint"] = newest_checkpoint(d, record_globs(record))
+            row["checkpoints"] = checkpoint_counts(d, record_globs(record))
             row["events"] = own_events(last_events(d, 50), job.job_id, sweep=tasks is not None)
         if tasks is not None and (tasks["total"] > 1 or tasks["waiting"]):
             row["tasks"] = tasks
@@ -572,9 +603,7 @@ def detail_lines(r: dict[str, Any]) -> list[str]:
         )
     if r.get("checkpoint_dir") and r.get("kind") != "serve":
         lines.append(f"  checkpoints: {r['checkpoint_dir']}")
-        lines.append(
-            f"  newest:      {Path(r['last_checkpoint']).name if r['last_checkpoint'] else 'none yet'}"
-        )
+        lines.append(f"  resume from: {resume_words(r)}")
     if r.get("telemetry"):
         lines.append(f"  GPU use:     {gpu_cell(r)}")
         if r["state"] == "RUNNING" and r.get("gpu_unavailable"):
@@ -590,6 +619,18 @@ def detail_lines(r: dict[str, Any]) -> list[str]:
         lines.append("what the prioritizer says (slurm-dl explain):")
         lines.extend(r["explain"].splitlines())
     return lines
+
+
+def resume_words(r: dict[str, Any]) -> str:
+    """Which checkpoint the job resumes from when it starts again, and why that one."""
+    counts = r.get("checkpoints") or {}
+    n, others = counts.get("checkpoints", 0), counts.get("others", 0)
+    if r.get("last_checkpoint"):
+        name = Path(r["last_checkpoint"]).name
+        return f"{name} (the newest of {n} checkpoints)" if n > 1 else name
+    if others:
+        return f"none: no checkpoint yet ({others} other files: not checkpoints)"
+    return "none yet"
 
 
 def wrap_tip(text: str, width: int = 80) -> list[str]:
@@ -615,9 +656,13 @@ def event_sentence(kind: str, f: dict[str, str], note: str) -> str:
         "restart-cap": f"not started again: restarted {f.get('restarts', '?')} times, the limit is {f.get('max', '?')}",
         "preempt": f"asked to checkpoint for another job ({_ago(f.get('time_left_s'))} of its time left)",
         "timeout": f"asked to checkpoint: its time limit is near ({_ago(f.get('time_left_s'))} left)",
-        "checkpointed": f"checkpointed (exit code {rc}); waiting to be requeued",
+        "checkpointed": f"checkpointed in {_ago(f.get('took_s'))} (exit code {rc})"
+        if f.get("took_s")
+        else f"checkpointed (exit code {rc})",
+        "no-checkpoint": f"wrote no checkpoint after the signal (exit code {rc}): work lost",
+        "lost-work": lost_sentence(f),
         "timeout-checkpointed": f"checkpointed at its time limit (exit code {rc})",
-        "requeue-self": "requeued itself: no requeue came after the grace period",
+        "requeue-self": "requeued itself to resume",
         "requeue-failed": "could not requeue itself (scontrol requeue failed)",
         "exit": "ended successfully" if rc == "0" else f"ended with exit code {rc}",
         "task": f"sweep task {f.get('index', '?')} started with value {f.get('param', '?')}",
@@ -630,6 +675,13 @@ def event_sentence(kind: str, f: dict[str, str], note: str) -> str:
     if kind in ("timeout-checkpointed",) and note:
         text += f"; {note.split(';', 1)[-1].strip()}" if ";" in note else ""
     return text
+
+
+def lost_sentence(f: dict[str, str]) -> str:
+    """A restart after a preemption whose requeue cut the save short."""
+    saved = f.get("saved", "0")
+    since = local_time(float(saved)) if saved.isdigit() and int(saved) > 0 else "its start"
+    return f"requeued before its save finished: work since {since} lost"
 
 
 def event_text(line: str) -> str:

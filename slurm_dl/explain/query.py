@@ -167,15 +167,19 @@ def gather(store, job_id: int, *, with_queue: bool = True) -> Gathered:
         {"at": d.at, "kind": d.kind, "value": d.value, "reason": d.reason}
         for d in store.decisions(job_id)
     ]
+    rows = store.preemptions(victim=job_id)
+    notes = store.preemption_notes(job_id) if rows else {}
     preemptions = [
         {
             "victim": p.victim_job_id,
             "need": p.need_job_id,
             "state": p.state,
             "signalled_at": p.signalled_at,
+            "updated_at": p.updated_at,
             "reason": p.reason,
+            "note": notes.get((p.need_job_id, p.state, p.updated_at), ""),
         }
-        for p in store.preemptions(victim=job_id)
+        for p in rows
     ]
     if expl is None and not decisions and not preemptions:
         raise NoRecord(job_id)

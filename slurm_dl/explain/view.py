@@ -16,6 +16,7 @@ import textwrap
 import time
 from typing import Any, Iterable, Mapping
 
+from ..core.checkpoint_time import is_late_requeue, is_lost_work
 from ..core.explain import utilisation_lines
 from ..core.fairness import yielded_to
 
@@ -337,8 +338,12 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
     done = [r for r in rows if r.get("signalled_at")]
     if done:
         r = done[-1]
-        outcome = OUTCOMES.get(str(r.get("state")))
-        outcome = f" ({outcome})" if outcome else ""
+        note = str(r.get("note") or "")
+        if is_lost_work(note) or is_late_requeue(note):
+            outcome = f" ({note})"  # what Slurm did, said in full: work or GPUs were lost
+        else:
+            outcome = OUTCOMES.get(str(r.get("state")))
+            outcome = f" ({outcome})" if outcome else ""
         return (
             f"{how}{why}; last preempted {_clock(r['signalled_at'])} for job {r.get('need')}"
             f"{_for_fairness(r)}{outcome}"

@@ -19,7 +19,7 @@ from contextlib import closing
 from urllib.parse import quote
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from sqlalchemy import delete, event, func, insert, select
 from sqlalchemy.engine import Engine
@@ -582,13 +582,24 @@ class Store:
             raise self._fail("updating a preemption", e) from None
 
     def preemptions(
-        self, *, open_only: bool = False, victim: int | None = None
+        self,
+        *,
+        open_only: bool = False,
+        victim: int | None = None,
+        states: Sequence[str] | None = None,
+        since: float | None = None,
     ) -> list[PreemptionRow]:
+        """Preemption rows, oldest first: open ones only, one victim's, in ``states``, or
+        those signalled at ``since`` or later."""
         q = select(PreemptionRow).order_by(PreemptionRow.id)
         if open_only:
             q = q.where(PreemptionRow.state.in_(PREEMPTION_OPEN_STATES))
         if victim is not None:
             q = q.where(PreemptionRow.victim_job_id == victim)
+        if states is not None:
+            q = q.where(PreemptionRow.state.in_(tuple(states)))
+        if since is not None:
+            q = q.where(PreemptionRow.signalled_at >= since)
         try:
             with self._session() as s:
                 return list(s.exec(q).scalars())
@@ -608,6 +619,23 @@ class Store:
             ):
                 out[(v, n)] = max(t, out.get((v, n), t))
         return out
+
+    def preemption_notes(self, victim: int) -> dict[tuple[int, str, float], str]:
+        """(need, state, at) -> the note each step of ``victim``'s preemptions was recorded
+        with: a closed row's note is the one at its ``updated_at`` under its ``state``."""
+        q = (
+            select(DecisionRow)
+            .where(DecisionRow.job_id == victim, DecisionRow.kind.like("preempt-%"))
+            .order_by(DecisionRow.id)
+        )
+        try:
+            with self._session() as s:
+                return {
+                    (int(d.value or 0), d.kind.removeprefix("preempt-"), float(d.at)): d.reason
+                    for d in s.exec(q).scalars()
+                }
+        except SQLAlchemyError as e:
+            raise self._fail("reading preemption notes", e) from None
 
     # --- explain -------------------------------------------------------------------------
     def decisions(self, job_id: int, limit: int = 20) -> list[DecisionRow]:

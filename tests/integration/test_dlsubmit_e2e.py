@@ -88,11 +88,13 @@ def _events(ckpt: Path) -> str:
 
 
 def _preempt(job_id: int, ckpt: Path) -> None:
-    """What the prioritizer does: USR2 to the batch shell, a grace period for the checkpoint, requeue."""
-    backend = get_backend()
-    backend.signal_batch(job_id, "USR2")
-    _wait_for(lambda: "event=checkpointed" in _events(ckpt), "the job to checkpoint after USR2", 30)
-    backend.requeue(job_id)
+    """What the prioritizer does: USR2 to the batch shell. The script saves and requeues the job
+    itself at once, well within the grace period (10 s) after which slurm-dl would."""
+    get_backend().signal_batch(job_id, "USR2")
+    t0 = time.monotonic()
+    _wait_for(lambda: "event=requeue-self" in _events(ckpt), "the job to requeue itself", 30)
+    assert time.monotonic() - t0 < 8, "the script held its GPUs after its checkpoint"
+    assert "event=checkpointed" in _events(ckpt), _events(ckpt)
 
 
 def test_train_preempted_resumes_to_the_same_final_state(workdir: Path, testbed) -> None:
@@ -120,6 +122,8 @@ def test_train_preempted_resumes_to_the_same_final_state(workdir: Path, testbed)
         name,
         "--launcher",
         "none",
+        "--ckpt-glob",
+        "state.json",
         "--",
         sys.executable,
         str(prog),
@@ -146,6 +150,7 @@ def test_train_preempted_resumes_to_the_same_final_state(workdir: Path, testbed)
     )
     events = _events(ckpt)
     assert "event=preempt" in events and "event=resume restart=1 from=" in events
+    assert "event=lost-work" not in events and "event=no-checkpoint" not in events
     out = workdir / sub["output"]
     assert sub["output"] == f"tr_touch_pwned_touch_pwned2_q_h_50-{job_id}.out"
     assert out.exists(), f"output file {out} not in the submit directory"
@@ -282,8 +287,8 @@ sys.exit(1)
 def test_multinode_train_forwards_usr2_through_srun_and_requeues_itself(
     workdir: Path, testbed
 ) -> None:
-    """Two nodes, one srun task each; USR2 to the batch shell reaches both tasks; with no requeue
-    from outside, the script requeues itself after its grace period and the rerun resumes."""
+    """Two nodes, one srun task each; USR2 to the batch shell reaches both tasks; the script
+    requeues itself once they have saved and the rerun resumes."""
     prog = workdir / "multi.py"
     prog.write_text(MULTI)
     sub = _submit(
@@ -298,6 +303,8 @@ def test_multinode_train_forwards_usr2_through_srun_and_requeues_itself(
         "mn",
         "--launcher",
         "none",
+        "--ckpt-glob",
+        "node*",
         "--",
         sys.executable,
         str(prog),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -281,6 +282,29 @@ def test_newest_checkpoint_ignores_partial_and_hidden(tmp_path: Path) -> None:
     assert newest_checkpoint(tmp_path) is None
     (tmp_path / "a").write_text("x")
     assert newest_checkpoint(tmp_path) == str(tmp_path / "a")
+
+
+def test_status_says_which_checkpoint_resumes_and_what_work_was_lost(isolated: Path) -> None:
+    """A log kept in the checkpoint directory is never RESUME_FROM, and status says which file
+    is; a restart after a save cut short by the requeue says the work since it was lost."""
+    from slurm_dl.dlsubmit.status import detail_lines, local_time
+
+    job = render(JobSpec(kind="train", command=("x",), name="r"), load_config(TESTBED_CONFIG))
+    save_record(77, job, isolated)
+    ckpt = isolated / job.checkpoint_dir
+    (ckpt / ".dlsubmit").mkdir(parents=True)
+    for name, t in (("step-1.pt", 1000), ("step-2.pt", 2000), ("steps.log", 3000)):
+        (ckpt / name).write_text(name)
+        os.utime(ckpt / name, (t, t))
+    (ckpt / ".dlsubmit" / "events").write_text(
+        "5000 job=77 restart=1 event=lost-work signalled=4000 saved=2000: requeued before "
+        "its checkpoint finished; the work since the checkpoint it resumes from was lost\n"
+    )
+    jobs = [Job(job_id=77, name="r", state=JobState.RUNNING, restarts=1)]
+    text = "\n".join(detail_lines(describe_jobs(jobs, 77)[0]))
+    assert "resume from: step-2.pt (the newest of 2 checkpoints)" in text, text
+    assert f"work since {local_time(2000)} lost" in text, text
+    assert all(len(line) <= 80 for line in text.splitlines() if str(isolated) not in line), text
 
 
 def test_status_shows_the_prioritizers_explanation_when_its_store_has_one(tmp_path: Path) -> None:

@@ -202,3 +202,93 @@ def test_usr2_near_the_time_limit_is_forwarded_and_reported_as_timeout(tmp_path:
     assert proc.returncode == 124, out
     assert (tmp_path / "ck" / "final").read_text() == "saved"
     assert "event=timeout" in out and "event=timeout-checkpointed" in out
+
+
+def _preempt_run(tmp_path: Path, ckpt_name: str, **spec_kw) -> tuple[int, str, Path]:
+    """Run a train script whose program saves ``ckpt_name`` on USR2, signal it with plenty
+    of time left (a preemption), with a fake ``scontrol`` that records its calls."""
+    program = CHECKPOINTER.replace("'final", repr(ckpt_name)[:-1])
+    spec = JobSpec(
+        kind="train",
+        command=(sys.executable, "-c", program),
+        launcher="none",
+        time_minutes=60,
+        grace_seconds=120,
+        checkpoint_dir="ck",
+        **spec_kw,
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "scontrol.calls"
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nkill -TERM $PPID\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    (tmp_path / "job.sh").write_text(render(spec, builtin_site()).script)
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "7",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "OUT_FILE": str(tmp_path / "rec"),
+    }
+    proc = subprocess.Popen(
+        ["bash", str(tmp_path / "job.sh")], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
+    ready = tmp_path / "rec.ready"
+    for _ in range(400):
+        if ready.exists():
+            break
+        time.sleep(0.05)
+    assert ready.exists(), "the job step never started"
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGUSR2)  # the prioritizer's scancel --batch --signal=USR2
+    out, _ = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 15, "the script held its GPUs waiting for a requeue"
+    return proc.returncode, out + (calls.read_text() if calls.exists() else ""), tmp_path / "ck"
+
+
+def test_a_preempted_script_requeues_itself_once_its_checkpoint_is_saved(tmp_path: Path) -> None:
+    """No waiting out the grace period with the GPUs held: `scontrol requeue` at once."""
+    rc, out, ck = _preempt_run(tmp_path, "step-5.pt")
+    assert "requeue 7" in out, out
+    events = (ck / ".dlsubmit" / "events").read_text()
+    assert "event=checkpointed" in events and "event=requeue-self" in events, events
+    assert "event=no-checkpoint" not in events
+    assert not list((ck / ".dlsubmit").glob("saving-*")), "a saved checkpoint left its marker"
+
+
+def test_a_save_cut_short_by_the_requeue_is_reported_at_the_next_start(tmp_path: Path) -> None:
+    """The program wrote a log, not a checkpoint: the script says so, the log is not
+    RESUME_FROM, and the next start records the lost work."""
+    rc, out, ck = _preempt_run(tmp_path, "steps.log")
+    events = (ck / ".dlsubmit" / "events").read_text()
+    assert "event=no-checkpoint" in events and "requeue 7" in out, events
+    (ck / "step-3.pt").write_text("old")
+    os.utime(ck / "step-3.pt", (1000, 1000))
+    spec = JobSpec(
+        kind="train", command=(sys.executable, "-c", RECORD), launcher="none", checkpoint_dir="ck"
+    )
+    result = _run(
+        render(spec, builtin_site()).script, tmp_path, SLURM_RESTART_COUNT="1", SLURM_JOB_ID="7"
+    )
+    assert result.returncode == 0, result.stderr
+    (rec,) = _records(tmp_path)
+    assert rec["env"]["RESUME_FROM"] == str(ck / "step-3.pt")  # never steps.log, though newer
+    events = (ck / ".dlsubmit" / "events").read_text()
+    assert "event=lost-work signalled=" in events and " saved=1000:" in events, events
+    assert "before its checkpoint finished" in result.stdout
+
+
+def test_ckpt_glob_decides_what_resume_from_may_be(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    for name, t in (("model.weights", 1000), ("steps.log", 3000), ("notes.txt", 4000)):
+        (ck / name).write_text(name)
+        os.utime(ck / name, (t, t))
+    spec = JobSpec(
+        kind="train",
+        command=(sys.executable, "-c", RECORD),
+        launcher="none",
+        checkpoint_dir="ck",
+        ckpt_glob="*.weights",
+    )
+    assert _run(render(spec, builtin_site()).script, tmp_path).returncode == 0
+    assert _records(tmp_path)[0]["env"]["RESUME_FROM"] == str(ck / "model.weights")

@@ -91,6 +91,14 @@ class PreemptionConfig(Strict):
         description="the most a job's own --signal=SIG@N may make a "
         "preemption wait between its signal and the requeue (jobs without one get grace_seconds)",
     )
+    max_checkpoint_wait_seconds: float = num(
+        600.0,
+        ge=0,
+        le=SECONDS_PER_DAY,
+        description="the most a preemption waits between the signal and the requeue for a "
+        "job whose past preemptions took longer to checkpoint than its lead time (learnt per "
+        "job); the lead itself is always waited",
+    )
     requeue_timeout_seconds: float = num(
         300.0,
         gt=0,

@@ -12,7 +12,8 @@
 #SBATCH --comment=dl:class=serve;ckpt=0
 #
 # Checkpoint convention: write a checkpoint as "$CKPT_DIR/NAME.tmp" (or .partial), then rename it
-# to "$CKPT_DIR/NAME". RESUME_FROM is the newest complete one, empty on the first run.
+# to "$CKPT_DIR/NAME". RESUME_FROM is the newest complete one whose name matches dl_ckpt_globs
+# (below), empty on the first run.
 set -u
 export PYTHONUNBUFFERED=1
 DL_KIND=serve
@@ -36,16 +37,29 @@ dl_say() {
     printf '%s dlsubmit[%s]: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SLURM_JOB_ID:-?}" "$*"
 }
 
-# Newest complete checkpoint: entries of CKPT_DIR that are not hidden and not *.tmp / *.partial.
+# What is a checkpoint: entries of CKPT_DIR whose name matches one of these (--ckpt-glob), never
+# hidden ones or *.tmp / *.partial / *.incomplete (a save still being written).
+dl_ckpt_globs=( )
+dl_is_checkpoint() {
+    local g
+    case "$1" in .*|*.tmp|*.partial|*.incomplete) return 1 ;; esac
+    for g in "${dl_ckpt_globs[@]}"; do
+        # shellcheck disable=SC2254
+        case "$1" in $g) return 0 ;; esac
+    done
+    return 1
+}
+# The newest checkpoint (RESUME_FROM): a log or other file kept in CKPT_DIR never is one.
 dl_newest_checkpoint() {
     local newest="" f
     for f in "$CKPT_DIR"/*; do
         [ -e "$f" ] || continue
-        case "$f" in *.tmp|*.partial|*.incomplete) continue ;; esac
+        dl_is_checkpoint "${f##*/}" || continue
         if [ -z "$newest" ] || [ "$f" -nt "$newest" ]; then newest=$f; fi
     done
     printf '%s' "$newest"
 }
+dl_mtime() { stat -c %Y -- "$1" 2>/dev/null || echo 0; }
 
 if [ "$DL_RESTART" -gt "$DL_MAX_RESTARTS" ]; then
     dl_log "event=restart-cap restarts=$DL_RESTART max=$DL_MAX_RESTARTS: not starting again"
@@ -53,6 +67,19 @@ if [ "$DL_RESTART" -gt "$DL_MAX_RESTARTS" ]; then
 fi
 RESUME_FROM=$(dl_newest_checkpoint)
 export RESUME_FROM
+# A preemption whose save never finished (the requeue came first) left its marker behind,
+# and no checkpoint newer than its signal.
+DL_SAVING="$CKPT_DIR/.dlsubmit/saving-${SLURM_JOB_ID:-0}"
+dl_signalled_at=0
+[ -s "$DL_SAVING" ] && read -r dl_signalled_at < "$DL_SAVING"
+case "$dl_signalled_at" in ''|*[!0-9]*) dl_signalled_at=0 ;; esac
+dl_saved_at=0
+[ -n "$RESUME_FROM" ] && dl_saved_at=$(dl_mtime "$RESUME_FROM")
+if [ "$dl_signalled_at" -gt 0 ] && [ "$dl_saved_at" -lt "$dl_signalled_at" ]; then
+    dl_log "event=lost-work signalled=$dl_signalled_at saved=$dl_saved_at: requeued before its checkpoint finished; the work since the checkpoint it resumes from was lost"
+    dl_say "the last preemption requeued this job before its checkpoint finished: the work since its newest checkpoint was lost (give it a longer --grace, or save faster)"
+fi
+rm -f -- "$DL_SAVING"
 if [ -n "$RESUME_FROM" ]; then
     dl_log "event=resume restart=$DL_RESTART from=$RESUME_FROM"
 else
