@@ -22,7 +22,7 @@ SLACK_S = 5.0
 LOWER_BOUND_FACTOR = 2.0
 """A save still running after N s is taken to need at least this many times N."""
 
-LOST_WORK = "requeued before its checkpoint finished"
+LOST_WORK = "requeued while it still ran"
 """How every lost-work note begins (``explain`` and the metrics recognise it by this)."""
 LATE_REQUEUE = "it requeued itself after slurm-dl had stopped waiting"
 """How every note on a job that requeued itself after being let go begins."""
@@ -75,9 +75,10 @@ def lost_work_note(after_s: float, checkpoint_s: float | None) -> str:
         when = ""
     need = wanted_lead(max(checkpoint_s or 0.0, LOWER_BOUND_FACTOR * after_s))
     return (
-        f"{LOST_WORK} (requeued {after_s:.0f} s after the signal{when}, while the job still "
-        f"ran): the work since its last checkpoint was lost; give it a lead of at least "
-        f"{need:.0f} s (--signal=SIG@{need:.0f})"
+        f"{LOST_WORK} (requeued {after_s:.0f} s after the signal{when}): a checkpoint still "
+        "being written was cut and the work since its last checkpoint was lost, unless it had "
+        "saved and went on running (a job that has saved should exit or requeue itself); give "
+        f"it a lead of at least {need:.0f} s (--signal=SIG@{need:.0f})"
     )
 
 

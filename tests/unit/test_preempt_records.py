@@ -115,7 +115,7 @@ def test_a_requeue_that_cuts_a_save_short_is_lost_work_and_the_next_wait_is_long
     text = generate_latest(metrics.registry).decode()
     assert 'slurm_dl_prioritizer_lost_work_total{account="vision"} 1.0' in text
     words = preemption_words({"state": "PENDING"}, gather(store, 1).preemptions)
-    assert "before its checkpoint finished" in words and "was lost" in words
+    assert "requeued while it still ran" in words and "was lost" in words
     # It runs again; the next preemption waits what its save needs, not its 40 s lead.
     c.start(1, "gpu01")
     c.jobs.pop(2)
