@@ -357,3 +357,32 @@ def test_submitted_lines_fit_80_columns():
     assert "    dlsubmit train --resume train-python3-20261123-215358 ..." in lines
     short = _submitted_lines("train", 7, job, "run-1")
     assert "  continue this run later with: dlsubmit train --resume run-1 ..." in short
+
+
+@pytest.mark.parametrize("kind", ["train", "sweep"])
+def test_dlsubmits_own_option_after_the_dashes_stops_before_anything_is_submitted(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-- python3 train.py --dry-run` used to submit a real job with --dry-run for the program."""
+    import slurm_dl.dlsubmit.cli as cli
+
+    monkeypatch.setattr(cli, "_run_job", lambda *a, **k: pytest.fail("must not submit"))
+    extra = ["--param", "1"] if kind == "sweep" else []
+    result = runner.invoke(app, [kind, *extra, "--", "python3", "train.py", "--dry-run", "--json"])
+    assert result.exit_code == 2
+    out = result.output
+    assert "--dry-run --json comes after --" in out and "nothing was submitted" in out
+    assert f"dlsubmit {kind} [OPTIONS] --dry-run --json -- python3 train.py" in out
+    assert f"dlsubmit {kind} [OPTIONS] -- -- python3 train.py --dry-run --json" in out
+    assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_a_second_dashes_passes_dlsubmits_options_on_to_the_program() -> None:
+    result = runner.invoke(
+        app, ["render", "train", "--", "--", "python3", "train.py", "--dry-run", "--config", "c"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "dl_cmd=( python3 train.py --dry-run --config c )" in result.output
+    # the program's own options that are not about what dlsubmit does pass as they are
+    result = runner.invoke(app, ["render", "train", "--", "python3", "train.py", "--config", "c"])
+    assert result.exit_code == 0 and "train.py --config c )" in result.output
