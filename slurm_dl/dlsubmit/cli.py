@@ -32,6 +32,7 @@ from .checks import (
     read_cluster,
     refusal_lines,
     refusal_message,
+    sharing_warning,
     single_process_warning,
     too_many_gpus,
 )
@@ -152,7 +153,9 @@ def verdict_lines(verdict: dict[str, Any] | None) -> list[str]:
         return textwrap.wrap(
             f"filter: REFUSES it: {verdict.get('message', '')}", 80, subsequent_indent="  "
         )
-    lines = [f"filter: accepts it as a {verdict.get('class') or '-'} job"]
+    job_class = verdict.get("class") or "-"
+    article = "an" if job_class[:1] in ("a", "e", "i", "o", "u") else "a"
+    lines = [f"filter: accepts it as {article} {job_class} job"]
     changes = dict(verdict.get("set", {}))
     tag = str(changes.pop("admin_comment", "") or "")
     changes.pop("comment", None)
@@ -339,8 +342,16 @@ def _run_job(
             spec.command,
             nodes=max(1, spec.nodes),
         )
+        builtin = site.site.name == BUILTIN_SITE_NAME
+        shared = sharing_warning(
+            kind,
+            spec.gpus,
+            spec.share,
+            spec.gpu_mem,
+            builtin or any(g.shards_per_gpu for g in site.sharing.groups),
+        )
+        warnings = [w for w in (warning, missing, shared) if w]
         if dry_run:
-            builtin = site.site.name == BUILTIN_SITE_NAME
             verdict = None if builtin else _filter_verdict(job, site)
             problems = cluster_problems(facts, job.directives)
             if as_json:
@@ -360,7 +371,7 @@ def _run_job(
                                 "gpu_types": facts.gpu_types,
                                 "problems": problems,
                             },
-                            "warnings": [w for w in (warning, missing) if w],
+                            "warnings": warnings,
                         }
                     )
                 )
@@ -371,10 +382,9 @@ def _run_job(
                     for line in verdict_lines(verdict):
                         typer.echo(line)
                 _print_cluster(facts, problems)
-                for w in (warning, missing):
-                    if w:
-                        for line in textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  "):
-                            typer.echo(line)
+                for w in warnings:
+                    for line in textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  "):
+                        typer.echo(line)
                 typer.echo(f"sbatch command: {shlex.join(job.sbatch_argv)} < script")
                 if show_script:
                     typer.echo("")
@@ -390,11 +400,10 @@ def _run_job(
             return
         if resume is not None:
             _check_resume(resume, root)
-        for w in (warning, missing):
-            if w:
-                typer.echo(
-                    "\n".join(textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  ")), err=True
-                )
+        for w in warnings:
+            typer.echo(
+                "\n".join(textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  ")), err=True
+            )
         backend = _backend()
         try:
             job_id = backend.submit(job.script)
@@ -421,7 +430,7 @@ def _run_job(
                     "checkpoint_dir": None if kind == "serve" else job.checkpoint_dir,
                     "endpoint_file": job.endpoint_file if kind == "serve" else None,
                     "resume": leaf,
-                    "warnings": [warning] if warning else [],
+                    "warnings": [w for w in (warning, shared) if w],
                 }
             )
         )

@@ -34,7 +34,10 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
             "--gpus",
             "-g",
             metavar="N",
-            help="GPUs in total" + (", split evenly over --nodes" if k == "train" else ""),
+            help={
+                "train": "GPUs in total, split evenly over --nodes",
+                "sweep": "GPUs for each task (each parameter set)",
+            }.get(k, "GPUs in total"),
         ),
     ),
     "nodes": (int, lambda k: typer.Option(1, "--nodes", "-N", metavar="N", help="nodes to span")),

@@ -386,3 +386,41 @@ def test_a_second_dashes_passes_dlsubmits_options_on_to_the_program() -> None:
     # the program's own options that are not about what dlsubmit does pass as they are
     result = runner.invoke(app, ["render", "train", "--", "python3", "train.py", "--config", "c"])
     assert result.exit_code == 0 and "train.py --config c )" in result.output
+
+
+def _infer_dry_run(config: Path, *opts: str) -> str:
+    Path("items.txt").write_text("a\n")
+    result = runner.invoke(
+        app,
+        ["infer", "--gpus", "1", *opts, "--inputs", "items.txt", "--config", str(config)]
+        + ["--dry-run", "--", "python3", "infer.py", "{item}"],
+    )
+    assert result.exit_code == 0, result.output
+    assert all(len(line) <= 80 for line in result.output.splitlines()), result.output
+    return result.output
+
+
+def test_share_and_gpu_mem_say_a_whole_gpu_where_the_site_offers_no_shards(isolated) -> None:
+    out = _infer_dry_run(TESTBED_CONFIG, "--share")
+    assert out.startswith("filter: accepts it as an inference job")  # an, not a
+    assert "warning: --share: this site offers no GPU shards" in out
+    assert "so the job gets a whole GPU" in out
+    out = _infer_dry_run(TESTBED_CONFIG, "--gpu-mem", "10G")
+    assert "--gpu-mem 10G: this site offers no GPU shards" in out
+    assert "a whole GPU with at least 10G" in out
+    shared = isolated / "shared.toml"
+    shared.write_text(
+        TESTBED_CONFIG.read_text()
+        + '\n[[sharing.groups]]\nnode_group = "h100"\nshards_per_gpu = 4\n'
+    )
+    assert "no GPU shards" not in _infer_dry_run(shared, "--share")
+    assert "no GPU shards" not in _infer_dry_run(TESTBED_CONFIG)  # nothing asked
+
+
+def test_sharing_warning_is_for_jobs_that_could_share() -> None:
+    from slurm_dl.dlsubmit.checks import sharing_warning
+
+    assert sharing_warning("train", 1, False, "40G", False) is None  # a type filter only
+    assert sharing_warning("infer", 2, False, "40G", False) is None
+    assert sharing_warning("sweep", 1, True, None, True) is None
+    assert "--share" in sharing_warning("serve", 1, True, "10G", False)
