@@ -44,6 +44,7 @@ from .status import (
     describe_jobs,
     ended_rows,
     forget_missing,
+    remember_ended,
     load_record,
     log_display,
     output_path,
@@ -454,7 +455,7 @@ _DOCS = {
           --name llm -- python3 train.py
       dlsubmit train --resume train-python3-20250101-120000 -- python3 train.py
     """,
-    "infer": """Submit batch inference over a file of items, resumable by position.
+    "infer": """Submit batch inference over a file of items.
 
     The command runs once per line of --inputs with the item in {item}
     (and $DL_ITEM); after a preemption the job continues at the next item.
@@ -568,6 +569,7 @@ def status(
         )
         from ..slurm.sacct import finished_jobs
 
+        remember_ended(rows)
         if one is None:
             listed = {r["job_id"] for r in rows}
             forget_missing(listed)
@@ -631,7 +633,9 @@ def logs(
     job_id: str = typer.Argument(
         ..., metavar="JOBID", show_default=False, help="the job: 1234, a sweep's task 1234_7"
     ),
-    lines: int = typer.Option(40, "-n", "--lines", min=1, help="how many lines from its end"),
+    lines: int = typer.Option(
+        40, "-n", "--lines", metavar="N", help="how many lines from its end (1 or more)"
+    ),
     follow: bool = typer.Option(
         False, "-f", "--follow", help="keep printing what it writes (Ctrl-C stops)"
     ),
@@ -644,6 +648,8 @@ def logs(
       dlsubmit logs 1234_7 -n 100
       dlsubmit logs 1234 --follow
     """
+    if lines < 1:
+        raise fail(f"-n {lines}: give 1 line or more")
     with expected_errors():
         ref = parse_job_ref(job_id)
         record = load_record(ref.job_id)
@@ -681,31 +687,41 @@ def logs(
 
 @app.command()
 def cancel(
-    job_id: str = typer.Argument(
+    job_ids: list[str] = typer.Argument(
         ...,
-        metavar="JOBID",
+        metavar="JOBID...",
         show_default=False,
-        help="the job: 1234, array tasks 1234_7 or 1234_[0-3,7], a hetjob part 1234+0",
+        help="the jobs: 1234, array tasks 1234_7 or 1234_[0-3,7], a hetjob part 1234+0",
     ),
 ) -> None:
-    """Cancel a job (all of a sweep's array tasks when given the sweep's id).
+    """Cancel jobs (a sweep's id cancels all its tasks).
 
     \b
     Examples:
       dlsubmit cancel 1234
-      dlsubmit cancel 1234_7
+      dlsubmit cancel 1234 1240 1234_7
     """
     from ..core.errors import JobNotFoundError
 
     with expected_errors():
-        ref = parse_job_ref(job_id, several=True)
-        try:
-            _backend().cancel(ref)
-        except JobNotFoundError:
-            raise fail(f"job {ref}: Slurm does not know it (already ended?)") from None
-        except SlurmError as e:
-            raise fail(f"Slurm did not cancel job {ref}: {refusal_lines(e)[0]}") from None
-    typer.echo(f"cancelled {ref}")
+        refs = [parse_job_ref(job_id, several=True) for job_id in job_ids]  # all, before any
+        backend = _backend()
+    failed = 0
+    with expected_errors():
+        for ref in dict.fromkeys(refs):
+            try:
+                backend.cancel(ref)
+            except JobNotFoundError:
+                typer.echo(f"error: job {ref}: Slurm does not know it (already ended?)", err=True)
+                failed += 1
+            except SlurmError as e:
+                why = refusal_lines(e)[0]
+                typer.echo(f"error: Slurm did not cancel job {ref}: {why}", err=True)
+                failed += 1
+            else:
+                typer.echo(f"cancelled {ref}")
+    if failed:
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -424,3 +424,40 @@ def test_sharing_warning_is_for_jobs_that_could_share() -> None:
     assert sharing_warning("infer", 2, False, "40G", False) is None
     assert sharing_warning("sweep", 1, True, None, True) is None
     assert "--share" in sharing_warning("serve", 1, True, "10G", False)
+
+
+def test_cancel_takes_several_ids_and_says_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    import slurm_dl.dlsubmit.cli as cli
+    from slurm_dl.core.errors import JobNotFoundError
+
+    asked = []
+
+    class Backend:
+        def cancel(self, ref):
+            asked.append(str(ref))
+            if str(ref) == "99":
+                raise JobNotFoundError("no such job")
+
+    monkeypatch.setattr(cli, "_backend", lambda: Backend())
+    result = runner.invoke(app, ["cancel", "1234", "1240", "1234_7", "1240"])
+    assert result.exit_code == 0, result.output
+    assert asked == ["1234", "1240", "1234_7"]
+    assert "cancelled 1234\ncancelled 1240\ncancelled 1234_7" in result.output
+    asked.clear()
+    result = runner.invoke(app, ["cancel", "99", "1234"])
+    assert result.exit_code == 1 and asked == ["99", "1234"]
+    assert "job 99: Slurm does not know it" in result.output and "cancelled 1234" in result.output
+    asked.clear()
+    result = runner.invoke(app, ["cancel", "1234", "12 34"])  # a bad id: nothing is cancelled
+    assert result.exit_code != 0 and asked == []
+
+
+def test_help_speaks_plainly_and_summaries_are_whole_at_80_columns() -> None:
+    top = runner.invoke(app, ["--help"], terminal_width=80, env={"COLUMNS": "80"})
+    commands = top.output.split("Commands:")[1].splitlines()
+    assert all(len(line) <= 80 and "..." not in line for line in commands), top.output
+    for cmd in ("train", "infer", "serve", "sweep", "status", "logs", "cancel", "render"):
+        out = runner.invoke(app, [cmd, "--help"], terminal_width=80, env={"COLUMNS": "80"})
+        assert out.exit_code == 0
+        for jargon in ("range", "x>=", "<int", "INTEGER"):
+            assert jargon not in out.output, (cmd, out.output)
