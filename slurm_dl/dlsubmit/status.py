@@ -26,6 +26,7 @@ import typer
 from ..core.hostlist import compress_hostlist
 from ..core.model import Job
 from ..core.tags import parse_tag
+from .results import result_lines, results_summary, sweep_results
 from .render import RenderedJob
 from ..core.database_url import sqlite_path
 from ..telemetry.samples import JobGpuSample
@@ -129,6 +130,8 @@ def ended_rows(
                 "gpu": None,
             }
         )
+        if rec.get("kind") == "sweep":
+            rows[-1]["results"] = sweep_results(rec.get("checkpoint_dir"), rec.get("output"))
     known = accounting([r["job_id"] for r in rows]) if accounting is not None and rows else None
     for r in rows:
         job = (known or {}).get(r["job_id"])
@@ -370,6 +373,8 @@ def describe_jobs(
             else None,
             "tip": share_tip(job.comment),
         }
+        if record and record.get("kind") == "sweep":
+            row["results"] = sweep_results(record.get("checkpoint_dir"), record.get("output"))
         if record and record.get("checkpoint_dir"):
             d = Path(record["checkpoint_dir"])
             row["last_checkpoint"] = newest_checkpoint(d)
@@ -591,6 +596,9 @@ def status_table(
             lines.append(_cut(f"{'':>9}GPU use: {gpu}", width))
         if r.get("tip") and r["state"] in ("RUNNING", "PENDING"):
             lines.append(_cut(f"{'':>9}tip: {SHARE_HINT_MARK} (dlsubmit --share)", width))
+        if r.get("results"):
+            more = f"{results_summary(r['results'])} (dlsubmit status {r['job_id']})"
+            lines.append(_cut(f"{'':>9}{more}", width))
     return lines
 
 
@@ -645,6 +653,9 @@ def detail_lines(r: dict[str, Any]) -> list[str]:
             lines.extend(OVER_SHARE_HINT.splitlines())
     if r.get("tip"):
         lines.extend(wrap_tip(r["tip"]))
+    if r.get("results"):
+        lines.append(f"  {results_summary(r['results'])}:")
+        lines.extend(result_lines(r["results"]))
     if r["events"]:
         lines.append("  recent events:")
         for ev in r["events"]:
