@@ -1,16 +1,18 @@
--- slurm-dl's cli_filter (cli_filter/lua, Lua 5.1): runs inside sbatch and salloc on the submit
--- host and holds no policy. It tells the job_submit filter the job's own --signal, which
--- job_submit.lua cannot read (Slurm 22.05 to 26.05 give it no warn_signal/warn_time/warn_flags):
--- sbatch's final options, the command line over the script's #SBATCH lines as Slurm takes
--- them, go into the job's comment as dl:signal=VALUE (e.g. dl:signal=B:USR2@60), replacing any
+-- slurm-dl's cli_filter (cli_filter/lua, Lua 5.1). It runs inside sbatch and
+-- salloc on the submit host and holds no policy: it tells the job_submit
+-- filter the job's own --signal, which job_submit.lua cannot read (Slurm 22.05
+-- to 26.05 give it no warn_signal/warn_time/warn_flags). sbatch's final options, the
+-- command line over the script's #SBATCH lines as Slurm takes them, go into the
+-- job's comment as dl:signal=VALUE (e.g. dl:signal=B:USR2@60), replacing any
 -- dl:signal= already there. A job without --signal is left as it is.
 --
--- Install: copy this file as cli_filter.lua next to slurm.conf on every host users submit
--- from, and add CliFilterPlugins=cli_filter/lua to slurm.conf (clients read it at each call).
+-- Install: save this file as cli_filter.lua next to slurm.conf on every host
+-- users submit from, and add CliFilterPlugins=cli_filter/lua to that
+-- slurm.conf.
 
 local function effective_signal(options)
     local value = options["signal"]
-    -- [{R|B}:]NAME[@SECONDS], @60 left out; an unset --signal reads "0" (22.05) or "0@0" (24.11)
+    -- [{R|B}:]NAME[@SECONDS], @60 left out; unset: "0" (22.05), "0@0" (24.11)
     if type(value) ~= "string" then return nil end
     local name = value:match("^[RB]*:?(%w+)@?%d*$")
     if name == nil or name == "0" then return nil end
@@ -18,7 +20,8 @@ local function effective_signal(options)
 end
 
 local function without_signal_hint(comment)
-    local out = comment:gsub("dl:signal=[^%s,;]*", ""):gsub(";signal=[^%s,;]*", "")
+    local out = comment:gsub("dl:signal=[^%s,;]*", "")
+    out = out:gsub(";signal=[^%s,;]*", "")
     out = out:gsub("%s+$", ""):gsub("^%s+", "")
     return out
 end
