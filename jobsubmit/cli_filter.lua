@@ -1,10 +1,11 @@
 -- slurm-dl's cli_filter (cli_filter/lua, Lua 5.1). It runs inside sbatch and
 -- salloc on the submit host and holds no policy: it tells the job_submit
 -- filter the job's own --signal, which job_submit.lua cannot read (Slurm 22.05
--- to 26.05 give it no warn_signal/warn_time/warn_flags). sbatch's final options, the
--- command line over the script's #SBATCH lines as Slurm takes them, go into the
--- job's comment as dl:signal=VALUE (e.g. dl:signal=B:USR2@60), replacing any
--- dl:signal= already there. A job without --signal is left as it is.
+-- to 26.05 give it no warn_signal/warn_time/warn_flags). sbatch's final
+-- options, the command line over the script's #SBATCH lines as Slurm takes
+-- them, go into the job's comment as dl:signal=VALUE (e.g.
+-- dl:signal=B:USR2@60), replacing any dl:signal= already there. A job without
+-- --signal is left as it is.
 --
 -- Install: save this file as cli_filter.lua next to slurm.conf on every host
 -- users submit from, and add CliFilterPlugins=cli_filter/lua to that
