@@ -119,6 +119,21 @@ def install(
         )
 
 
+@app.command("cli-filter")
+def cli_filter() -> None:
+    """Print slurm-dl's cli_filter.lua, which lets the filter see an sbatch --signal given on
+    the command line (job_submit.lua cannot). Put it next to slurm.conf on every host users
+    submit from, and add CliFilterPlugins=cli_filter/lua to that slurm.conf.
+
+    \b
+    Example:
+      slurm-dl filter cli-filter > /etc/slurm/cli_filter.lua
+    """
+    from jobsubmit.install import CLI_FILTER
+
+    typer.echo(CLI_FILTER.read_text(), nl=False)
+
+
 @app.command()
 def uninstall(
     slurm_conf_dir: Path = typer.Option(..., "--slurm-conf-dir", help="directory of slurm.conf"),

@@ -22,6 +22,7 @@ from .chain import uninstall as chain_uninstall
 from slurm_dl.core.errors import SlurmDLError
 
 SHIM_TEMPLATE = Path(__file__).with_name("job_submit.lua")
+CLI_FILTER = Path(__file__).with_name("cli_filter.lua")  # submit hosts: the job's --signal
 _PLUGINS = re.compile(r"^(\s*JobSubmitPlugins\s*=\s*)(\S*)(.*)$", re.IGNORECASE | re.MULTILINE)
 
 

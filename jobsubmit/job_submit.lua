@@ -262,7 +262,7 @@ local function refused(job_desc, job_rec)
         return "requeue", "0 (the job is checkpointable)", slurm.ESLURM_ACCESS_DENIED
     end
     if job_desc.comment ~= nil then
-        for _, key in ipairs({ "class", "deadline", "ckpt" }) do
+        for _, key in ipairs({ "class", "deadline", "ckpt", "signal" }) do
             if hint(job_desc.comment, key) ~= hint(job_rec.comment, key) then
                 return "comment", "dl:" .. key .. " hint", slurm.ESLURM_ACCESS_DENIED
             end

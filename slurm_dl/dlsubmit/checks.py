@@ -207,6 +207,24 @@ def single_process_warning(
     return None
 
 
+def sharing_warning(
+    kind: str, gpus: int, share: bool, gpu_mem: str | None, offers_shards: bool
+) -> str | None:
+    """``--share`` or ``--gpu-mem`` on a job that could run on part of a GPU, where the site
+    config offers no GPU shards (no ``[sharing]`` group with shards): it gets a whole GPU."""
+    if offers_shards or gpus != 1 or kind == "train" or not (share or gpu_mem):
+        return None
+    if share:
+        return (
+            "--share: this site offers no GPU shards (its slurm-dl config has no "
+            "[sharing]), so the job gets a whole GPU"
+        )
+    return (
+        f"--gpu-mem {gpu_mem}: this site offers no GPU shards (its slurm-dl config has "
+        f"no [sharing]), so the job gets a whole GPU with at least {gpu_mem}"
+    )
+
+
 def _short(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "no answer"
     return line if len(line) <= 60 else line[:57] + "..."

@@ -32,6 +32,7 @@ from .checks import (
     read_cluster,
     refusal_lines,
     refusal_message,
+    sharing_warning,
     single_process_warning,
     too_many_gpus,
 )
@@ -43,6 +44,7 @@ from .status import (
     describe_jobs,
     ended_rows,
     forget_missing,
+    remember_ended,
     load_record,
     log_display,
     output_path,
@@ -152,7 +154,9 @@ def verdict_lines(verdict: dict[str, Any] | None) -> list[str]:
         return textwrap.wrap(
             f"filter: REFUSES it: {verdict.get('message', '')}", 80, subsequent_indent="  "
         )
-    lines = [f"filter: accepts it as a {verdict.get('class') or '-'} job"]
+    job_class = verdict.get("class") or "-"
+    article = "an" if job_class[:1] in ("a", "e", "i", "o", "u") else "a"
+    lines = [f"filter: accepts it as {article} {job_class} job"]
     changes = dict(verdict.get("set", {}))
     tag = str(changes.pop("admin_comment", "") or "")
     changes.pop("comment", None)
@@ -339,8 +343,16 @@ def _run_job(
             spec.command,
             nodes=max(1, spec.nodes),
         )
+        builtin = site.site.name == BUILTIN_SITE_NAME
+        shared = sharing_warning(
+            kind,
+            spec.gpus,
+            spec.share,
+            spec.gpu_mem,
+            builtin or any(g.shards_per_gpu for g in site.sharing.groups),
+        )
+        warnings = [w for w in (warning, missing, shared) if w]
         if dry_run:
-            builtin = site.site.name == BUILTIN_SITE_NAME
             verdict = None if builtin else _filter_verdict(job, site)
             problems = cluster_problems(facts, job.directives)
             if as_json:
@@ -360,7 +372,7 @@ def _run_job(
                                 "gpu_types": facts.gpu_types,
                                 "problems": problems,
                             },
-                            "warnings": [w for w in (warning, missing) if w],
+                            "warnings": warnings,
                         }
                     )
                 )
@@ -371,10 +383,9 @@ def _run_job(
                     for line in verdict_lines(verdict):
                         typer.echo(line)
                 _print_cluster(facts, problems)
-                for w in (warning, missing):
-                    if w:
-                        for line in textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  "):
-                            typer.echo(line)
+                for w in warnings:
+                    for line in textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  "):
+                        typer.echo(line)
                 typer.echo(f"sbatch command: {shlex.join(job.sbatch_argv)} < script")
                 if show_script:
                     typer.echo("")
@@ -390,11 +401,10 @@ def _run_job(
             return
         if resume is not None:
             _check_resume(resume, root)
-        for w in (warning, missing):
-            if w:
-                typer.echo(
-                    "\n".join(textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  ")), err=True
-                )
+        for w in warnings:
+            typer.echo(
+                "\n".join(textwrap.wrap(f"warning: {w}", 80, subsequent_indent="  ")), err=True
+            )
         backend = _backend()
         try:
             job_id = backend.submit(job.script)
@@ -421,7 +431,7 @@ def _run_job(
                     "checkpoint_dir": None if kind == "serve" else job.checkpoint_dir,
                     "endpoint_file": job.endpoint_file if kind == "serve" else None,
                     "resume": leaf,
-                    "warnings": [warning] if warning else [],
+                    "warnings": [w for w in (warning, shared) if w],
                 }
             )
         )
@@ -445,7 +455,7 @@ _DOCS = {
           --name llm -- python3 train.py
       dlsubmit train --resume train-python3-20250101-120000 -- python3 train.py
     """,
-    "infer": """Submit batch inference over a file of items, resumable by position.
+    "infer": """Submit batch inference over a file of items.
 
     The command runs once per line of --inputs with the item in {item}
     (and $DL_ITEM); after a preemption the job continues at the next item.
@@ -559,6 +569,7 @@ def status(
         )
         from ..slurm.sacct import finished_jobs
 
+        remember_ended(rows)
         if one is None:
             listed = {r["job_id"] for r in rows}
             forget_missing(listed)
@@ -622,7 +633,9 @@ def logs(
     job_id: str = typer.Argument(
         ..., metavar="JOBID", show_default=False, help="the job: 1234, a sweep's task 1234_7"
     ),
-    lines: int = typer.Option(40, "-n", "--lines", min=1, help="how many lines from its end"),
+    lines: int = typer.Option(
+        40, "-n", "--lines", metavar="N", help="how many lines from its end (1 or more)"
+    ),
     follow: bool = typer.Option(
         False, "-f", "--follow", help="keep printing what it writes (Ctrl-C stops)"
     ),
@@ -635,6 +648,8 @@ def logs(
       dlsubmit logs 1234_7 -n 100
       dlsubmit logs 1234 --follow
     """
+    if lines < 1:
+        raise fail(f"-n {lines}: give 1 line or more")
     with expected_errors():
         ref = parse_job_ref(job_id)
         record = load_record(ref.job_id)
@@ -672,31 +687,41 @@ def logs(
 
 @app.command()
 def cancel(
-    job_id: str = typer.Argument(
+    job_ids: list[str] = typer.Argument(
         ...,
-        metavar="JOBID",
+        metavar="JOBID...",
         show_default=False,
-        help="the job: 1234, array tasks 1234_7 or 1234_[0-3,7], a hetjob part 1234+0",
+        help="the jobs: 1234, array tasks 1234_7 or 1234_[0-3,7], a hetjob part 1234+0",
     ),
 ) -> None:
-    """Cancel a job (all of a sweep's array tasks when given the sweep's id).
+    """Cancel jobs (a sweep's id cancels all its tasks).
 
     \b
     Examples:
       dlsubmit cancel 1234
-      dlsubmit cancel 1234_7
+      dlsubmit cancel 1234 1240 1234_7
     """
     from ..core.errors import JobNotFoundError
 
     with expected_errors():
-        ref = parse_job_ref(job_id, several=True)
-        try:
-            _backend().cancel(ref)
-        except JobNotFoundError:
-            raise fail(f"job {ref}: Slurm does not know it (already ended?)") from None
-        except SlurmError as e:
-            raise fail(f"Slurm did not cancel job {ref}: {refusal_lines(e)[0]}") from None
-    typer.echo(f"cancelled {ref}")
+        refs = [parse_job_ref(job_id, several=True) for job_id in job_ids]  # all, before any
+        backend = _backend()
+    failed = 0
+    with expected_errors():
+        for ref in dict.fromkeys(refs):
+            try:
+                backend.cancel(ref)
+            except JobNotFoundError:
+                typer.echo(f"error: job {ref}: Slurm does not know it (already ended?)", err=True)
+                failed += 1
+            except SlurmError as e:
+                why = refusal_lines(e)[0]
+                typer.echo(f"error: Slurm did not cancel job {ref}: {why}", err=True)
+                failed += 1
+            else:
+                typer.echo(f"cancelled {ref}")
+    if failed:
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover - console entry

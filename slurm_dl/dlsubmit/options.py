@@ -34,7 +34,10 @@ _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
             "--gpus",
             "-g",
             metavar="N",
-            help="GPUs in total" + (", split evenly over --nodes" if k == "train" else ""),
+            help={
+                "train": "GPUs in total, split evenly over --nodes",
+                "sweep": "GPUs for each task (each parameter set)",
+            }.get(k, "GPUs in total"),
         ),
     ),
     "nodes": (int, lambda k: typer.Option(1, "--nodes", "-N", metavar="N", help="nodes to span")),
@@ -380,10 +383,10 @@ class HintingCommand(TyperCommand):
     name usually means a forgotten ``--`` before the program: say so."""
 
     def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
-        from typer._click.exceptions import NoSuchOption
+        from typer._click.exceptions import NoSuchOption, UsageError
 
         try:
-            return super().parse_args(ctx, args)
+            rest = super().parse_args(ctx, args)
         except NoSuchOption as e:
             opt = e.option_name
             owners = [
@@ -403,3 +406,34 @@ class HintingCommand(TyperCommand):
                 )
                 e.possibilities = []
             raise
+        command = ctx.params.get("command") or []
+        if command and command[0] == "--":  # a second --: all of it is the program's
+            ctx.params["command"] = command[1:]
+        elif message := own_options_after_dashes(ctx.command_path, command):
+            raise UsageError(message, ctx)
+        return rest
+
+
+# Options that change what dlsubmit itself does (submit or not, what it prints): after the --
+# they go to the program, so "-- python3 train.py --dry-run" would submit a real job.
+_OWN_AFTER_DASHES = ("--dry-run", "--show-script", "--json")
+
+
+def own_options_after_dashes(command_path: str, command: list[str]) -> str | None:
+    """Why a command after ``--`` that holds one of dlsubmit's own options is refused, and the
+    two ways to say what was meant; None when it holds none."""
+    own = [a for a in command if a in _OWN_AFTER_DASHES]
+    if not own:
+        return None
+    opts = " ".join(dict.fromkeys(own))
+    program = [a for a in command if a not in _OWN_AFTER_DASHES]
+    shown = " ".join(program) if len(" ".join(program)) <= 30 else " ".join(program[:2]) + " ..."
+    them = "it" if len(set(own)) == 1 else "them"
+    return (
+        f"{opts} comes after --, so it would go to your program, not to\n"
+        f"dlsubmit; nothing was submitted.\n"
+        f"  for dlsubmit, put {them} before the --:\n"
+        f"    {command_path} [OPTIONS] {opts} -- {shown}\n"
+        f"  for your program, start the command with a second --:\n"
+        f"    {command_path} [OPTIONS] -- -- {shown} {opts}"
+    )

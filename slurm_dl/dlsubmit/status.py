@@ -26,6 +26,8 @@ import typer
 
 from ..core.hostlist import compress_hostlist
 from ..core.model import Job
+from ..core.tags import parse_tag
+from .results import result_lines, results_summary, sweep_results
 from .render import RenderedJob, is_checkpoint
 from ..core.database_url import sqlite_path
 from ..telemetry.samples import JobGpuSample
@@ -117,14 +119,16 @@ def ended_rows(
         except OSError:
             continue
         ckpt = Path(rec["checkpoint_dir"]) if rec.get("checkpoint_dir") else None
+        seen = rec.get("ended") or {}  # what status saw while Slurm still listed it
         rows.append(
             {
                 "job_id": int(p.stem),
                 "name": rec.get("name") or "-",
-                "state": "ENDED",
+                "state": seen.get("state") or "ENDED",
                 "reason": "",
-                "restarts": 0,
-                "nodes": [],
+                "restarts": seen.get("restarts") or 0,
+                "deadline": seen.get("deadline"),
+                "nodes": list(seen.get("nodes") or []),
                 "kind": rec.get("kind"),
                 "output": rec.get("output"),
                 "checkpoint_dir": rec.get("checkpoint_dir"),
@@ -133,12 +137,14 @@ def ended_rows(
                 "events": last_events(ckpt) if ckpt else [],
                 "explain": None,
                 "why": None,
-                "submitted_at": submitted,
-                "started_at": None,
+                "submitted_at": seen.get("submitted_at") or submitted,
+                "started_at": seen.get("started_at"),
                 "telemetry": False,
                 "gpu": None,
             }
         )
+        if rec.get("kind") == "sweep":
+            rows[-1]["results"] = sweep_results(rec.get("checkpoint_dir"), rec.get("output"))
     known = accounting([r["job_id"] for r in rows]) if accounting is not None and rows else None
     for r in rows:
         job = (known or {}).get(r["job_id"])
@@ -152,6 +158,26 @@ def ended_rows(
                 source="sacct",
             )
     return rows
+
+
+def remember_ended(rows: list[dict[str, Any]]) -> None:
+    """Keep an ended job's final state, submit and start times, restarts and deadline in its
+    record while Slurm still lists it, so the job reads the same once Slurm forgets it (where
+    the site keeps no accounting). Best effort, as :func:`save_record`."""
+    for r in rows:
+        if r["state"] in ACTIVE or r["state"] == "ENDED" or r.get("tasks"):
+            continue
+        rec = load_record(r["job_id"])
+        if rec is None or rec.get("name") != r["name"]:
+            continue
+        seen = {k: r.get(k) for k in ("state", "submitted_at", "started_at", "restarts")}
+        seen.update(deadline=r.get("deadline"), nodes=list(r.get("nodes") or []))
+        if rec.get("ended") == seen:
+            continue
+        try:
+            (state_dir() / f"{r['job_id']}.json").write_text(json.dumps({**rec, "ended": seen}))
+        except OSError:
+            pass
 
 
 def forget_missing(known: set[int]) -> None:
@@ -358,6 +384,7 @@ def describe_jobs(
             "state": job.state.value,
             "reason": job.state_reason,
             "restarts": job.restarts,
+            "deadline": job_deadline(job),
             "nodes": list(job.nodes),
             "kind": record and record.get("kind"),
             "output": record and record.get("output"),
@@ -368,7 +395,7 @@ def describe_jobs(
             "explain": None,
             "why": None,
             "submitted_at": job.submit_time or (record and record.get("submitted_at")) or None,
-            "started_at": job.start_time if job.running else None,
+            "started_at": job.start_time if job.running or job.state.finished else None,
             "telemetry": gpu_samples is not None or gpu_unavailable,
             "gpu_unavailable": gpu_unavailable,
             "gpu": gpu_status(job, gpu_samples)
@@ -376,6 +403,8 @@ def describe_jobs(
             else None,
             "tip": share_tip(job.comment),
         }
+        if record and record.get("kind") == "sweep":
+            row["results"] = sweep_results(record.get("checkpoint_dir"), record.get("output"))
         if record and record.get("checkpoint_dir"):
             d = Path(record["checkpoint_dir"])
             row["last_checkpoint"] = newest_checkpoint(d, record_globs(record))
@@ -400,6 +429,19 @@ def describe_jobs(
             row["estimated_start"] = (estimates or {}).get(job.job_id)
         rows.append(row)
     return sorted(rows, key=lambda r: r["job_id"])
+
+
+def job_deadline(job: Job) -> float | None:
+    """When the job should be done: Slurm's ``--deadline``, else the filter's record of
+    ``dl:deadline`` (or the first of ``dl:deadline_steps``, the one worth most)."""
+    if job.deadline:
+        return job.deadline
+    tag = parse_tag(job.admin_comment)
+    if tag is None:
+        return None
+    if tag.deadline:
+        return float(tag.deadline)
+    return float(tag.soft_deadlines[0][0]) if tag.soft_deadlines else None
 
 
 def task_counts(members: list[Job]) -> dict[str, int]:
@@ -550,24 +592,50 @@ def status_table(
     rows: list[dict[str, Any]], width: int = 80, now: float | None = None
 ) -> list[str]:
     """The table as lines no wider than ``width``: job, name, state, submitted, start (Slurm's
-    estimate for a waiting job), then where it runs or why it waits."""
-    head = (
-        f"{'JOB':>8} {'NAME':<12} {'STATE':<9} {'SUBMITTED':<9} {'START':<6} WHERE / WHY IT WAITS"
-    )
-    lines = [_cut(head, width)]
-    fixed = 8 + 1 + 12 + 1 + 9 + 1 + 9 + 1 + 6 + 1
+    estimate for a waiting job), restarts and deadline (when any job has them), then where it
+    runs or why it waits, wrapped onto more lines rather than cut."""
+    now = time.time() if now is None else now
+    restarts = any(r.get("restarts") for r in rows)
+    deadlines = any(r.get("deadline") for r in rows)
+    name_w = 10 if restarts and deadlines else 12
+    job_w = max([3, *(len(str(r["job_id"])) for r in rows)])
+    cols: list[tuple[str, int, str, Callable[[dict[str, Any]], str]]] = [
+        ("JOB", job_w, ">", lambda r: str(r["job_id"])),
+        ("NAME", name_w, "<", lambda r: _cut(r["name"], name_w)),
+        ("STATE", 9, "<", lambda r: _cut(r["state"], 9)),
+        ("SUBMITTED", 9, "<", lambda r: local_time(r.get("submitted_at"), now, short=True)),
+        ("START", 6, "<", lambda r: start_cell(r, now)),
+    ]
+    if restarts:
+        cols.append(("RESTARTS", 8, ">", lambda r: str(r.get("restarts") or 0)))
+    if deadlines:
+        cols.append(("DEADLINE", 8, "<", lambda r: deadline_cell(r, now)))
+    fixed = sum(w + 1 for _, w, _, _ in cols)
+    rest = max(16, width - fixed)
+
+    def line(cells: list[str], last: str) -> str:
+        return " ".join(f"{c:{a}{w}}" for c, (_, w, a, _) in zip(cells, cols)) + " " + last
+
+    last_head = "WHERE / WHY IT WAITS" if rest >= 20 else "WHERE / WHY"
+    lines = [_cut(line([h for h, *_ in cols], last_head), width)]
     for r in rows:
-        lines.append(
-            f"{r['job_id']:>8} {_cut(r['name'], 12):<12} {_cut(r['state'], 9):<9} "
-            f"{local_time(r.get('submitted_at'), now, short=True):<9} {start_cell(r, now):<6} "
-            f"{_cut(why_line(r, with_start=False), max(10, width - fixed))}"
-        )
+        why = textwrap.wrap(why_line(r, with_start=False), rest, break_on_hyphens=False) or ["-"]
+        lines.append(line([cell(r) for *_, cell in cols], why[0]))
+        lines.extend(" " * fixed + more for more in why[1:])
         gpu = gpu_cell(r)
         if r["state"] == "RUNNING" and gpu not in ("-", "–"):
             lines.append(_cut(f"{'':>9}GPU use: {gpu}", width))
         if r.get("tip") and r["state"] in ("RUNNING", "PENDING"):
             lines.append(_cut(f"{'':>9}tip: {SHARE_HINT_MARK} (dlsubmit --share)", width))
+        if r.get("results"):
+            more = f"{results_summary(r['results'])} (dlsubmit status {r['job_id']})"
+            lines.append(_cut(f"{'':>9}{more}", width))
     return lines
+
+
+def deadline_cell(row: dict[str, Any], now: float) -> str:
+    """The DEADLINE column: HH:MM within 20 hours, else MM-DD; ``-`` without one."""
+    return _clock_or_day(row["deadline"], now) if row.get("deadline") else "-"
 
 
 _FINAL = {
@@ -597,6 +665,8 @@ def detail_lines(r: dict[str, Any]) -> list[str]:
     if r.get("submitted_at"):
         lines.append(f"  submitted:   {local_time(r['submitted_at'])}")
     lines.append(f"  restarts:    {r['restarts']}")
+    if r.get("deadline"):
+        lines.append(f"  deadline:    {local_time(r['deadline'])}")
     if r.get("output"):
         lines.append(
             f"  log:         {log_display(r['output'], (r.get('tasks') or {}).get('total'))}"
@@ -612,9 +682,22 @@ def detail_lines(r: dict[str, Any]) -> list[str]:
             lines.extend(OVER_SHARE_HINT.splitlines())
     if r.get("tip"):
         lines.extend(wrap_tip(r["tip"]))
+    if r.get("results"):
+        lines.append(f"  {results_summary(r['results'])}:")
+        lines.extend(result_lines(r["results"]))
     if r["events"]:
         lines.append("  recent events:")
-        lines.extend(_cut(f"    {event_text(ev)}", 80) for ev in r["events"])
+        for ev in r["events"]:
+            lines.extend(
+                textwrap.wrap(
+                    event_text(ev),
+                    80,
+                    initial_indent="    ",
+                    subsequent_indent="      ",
+                    break_on_hyphens=False,
+                    break_long_words=True,
+                )
+            )
     if r.get("explain"):
         lines.append("what the prioritizer says (slurm-dl explain):")
         lines.extend(r["explain"].splitlines())

@@ -292,7 +292,11 @@ def gpu_type_words(entry: Mapping[str, Any] | None) -> str | None:
     def one(t: str) -> str:
         s = speeds.get(t) or {}
         src = s.get("source") or "default"
-        src = f"learnt from {s.get('samples')} runs" if src == "learnt" else src
+        src = {
+            "learnt": f"learnt from {s.get('samples')} runs",
+            "matrix": "from the site's throughput table",
+            "default": f"the site's speed for any job on {t}; none learnt yet",
+        }.get(src, src)
         return f"{t} {s.get('speed', 1.0):g}x ({src})"
 
     text = "accepts " + ", ".join(one(t) for t in entry["accepted"])

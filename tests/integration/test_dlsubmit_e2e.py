@@ -57,6 +57,19 @@ time.sleep(float(sys.argv[3]))
 """
 
 
+# A sweep task: says it ran, and reports its result by a printed line (even tasks) or by the
+# $DL_RESULT file (odd ones).
+SWEEP_TASK = r"""
+import json, os, sys
+i = int(os.environ["SLURM_ARRAY_TASK_ID"])
+open(f"result-{i}", "w").write(sys.argv[1])
+if i % 2:
+    json.dump({"task": i, "by": "file"}, open(os.environ["DL_RESULT"], "w"))
+else:
+    print("DLSUBMIT_RESULT " + json.dumps({"task": i, "by": "line"}), flush=True)
+"""
+
+
 @pytest.fixture
 def workdir(testbed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
@@ -214,7 +227,7 @@ def test_sweep_runs_every_array_task(workdir: Path, testbed) -> None:
         "--",
         sys.executable,
         "-c",
-        "import os,sys; open('result-' + os.environ['SLURM_ARRAY_TASK_ID'], 'w').write(sys.argv[1])",
+        SWEEP_TASK,
         "{param}",
     )
     _wait_for(
@@ -224,6 +237,21 @@ def test_sweep_runs_every_array_task(workdir: Path, testbed) -> None:
     assert [(workdir / f"result-{i}").read_text() for i in range(len(params))] == params
     assert not list(workdir.rglob("pwned*"))
     assert sub["job_id"] > 0
+
+    # each task's result (a printed line or the $DL_RESULT file) comes back through status
+    def results():
+        out = runner.invoke(app, ["status", "--json"])
+        assert out.exit_code == 0, out.output
+        (row,) = [r for r in json.loads(out.stdout) if r["job_id"] == sub["job_id"]]
+        got = row.get("results") or []
+        return got if len(got) == len(params) and all(r["result"] for r in got) else None
+
+    got = _wait_for(results, "every task's result in dlsubmit status")
+    assert [(r["task"], r["param"], r["result"]) for r in got] == [
+        (i, p, {"task": i, "by": "file" if i % 2 else "line"}) for i, p in enumerate(params)
+    ]
+    shown = runner.invoke(app, ["status", str(sub["job_id"])]).output
+    assert "results: 4 of 4 tasks:" in shown and '(lr=0.1): {"task": 0, "by": "line"}' in shown
 
 
 def test_serve_publishes_its_port_and_answers(workdir: Path, testbed) -> None:

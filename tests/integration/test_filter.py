@@ -148,6 +148,18 @@ def install_filter(tb: Testbed, sock: Path, config: Path = CONFIG) -> None:
     assert out.returncode == 0, out.stderr
 
 
+def install_cli_filter(tb: Testbed) -> None:
+    """What the admin docs say: `slurm-dl filter cli-filter` as cli_filter.lua next to slurm.conf."""
+    out = subprocess.run(
+        [sys.executable, "-m", "slurm_dl.cli.main", "filter", "cli-filter"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (tb.conf_dir / "cli_filter.lua").write_text(out.stdout)
+
+
 @contextlib.contextmanager
 def filtered_testbed(root: Path, nodes: int) -> Iterator[tuple[Testbed, FilterProcess]]:
     """A testbed of ``nodes`` x 8 H100 (the release SLURM_DL_TEST_SLURM names) with the filter
@@ -159,10 +171,12 @@ def filtered_testbed(root: Path, nodes: int) -> Iterator[tuple[Testbed, FilterPr
         gpus_per_node=8,
         gpu_type="h100",
         slurm=os.environ.get("SLURM_DL_TEST_SLURM") or None,
+        extra_conf=("CliFilterPlugins=cli_filter/lua",),  # sbatch's --signal, as a site has it
     )
     service = FilterProcess(root / "filter.sock", root / "filter.log", tb.env())
     try:
         tb.up()
+        install_cli_filter(tb)
         service.start()
         install_filter(tb, service.sock)
         yield tb, service
@@ -284,6 +298,40 @@ def test_only_a_job_that_declares_a_handler_is_tagged_checkpointable(filtered) -
     )
     fields, told = accepted_job(tb, "--gpus=1", "--comment=dl:ckpt=1", "--no-requeue")
     assert not parse_tag(fields["AdminComment"]).checkpointable and "will not be preempted" in told
+
+
+def test_the_command_lines_signal_is_the_jobs_signal_on_every_release(filtered) -> None:
+    """`sbatch --signal=B:USR2@60 --comment=dl:ckpt=1` over a script that gives none (or another)
+    is signalled 60 s ahead, not with the site's lead: the command line wins, as in Slurm. As
+    user nobody, from /, with the release's own sbatch."""
+    tb, service = filtered
+    service.start()
+    trap, steps = "#!/bin/bash\ntrap 'exit 0' USR2\nsleep 0\n", "#!/bin/bash\nsrun true\n"
+    for args, script, want in [
+        (("--signal=B:USR2@60", "--comment=dl:ckpt=1"), trap, ("batch", 60)),
+        (("--signal=B:USR2", "--comment=dl:ckpt=1"), trap, ("batch", 60)),  # sbatch's own @60
+        (("--signal=USR2@200", "--comment=dl:ckpt=steps"), steps, ("steps", 200)),
+    ]:
+        fields, _ = as_nobody_accepted(tb, *args, script=script)
+        tag = parse_tag(fields["AdminComment"])
+        assert (tag.signal, tag.signal_target, tag.lead_s) == ("USR2", *want), (args, fields)
+    fields, _ = as_nobody_accepted(tb, "--signal=B:USR2@30", "--comment=dl:ckpt=1", script=TRAPPED)
+    assert parse_tag(fields["AdminComment"]).lead_s == 30  # over the script's @45
+    fields, _ = as_nobody_accepted(tb, "--comment=dl:ckpt=1", script=TRAPPED)
+    assert parse_tag(fields["AdminComment"]).lead_s == 45 and "signal" not in fields["Comment"]
+
+
+def as_nobody_accepted(tb: Testbed, *args: str, script: str) -> tuple[dict[str, str], str]:
+    as_nobody, public = as_user(tb)
+    try:
+        out = as_nobody("sbatch", "--parsable", "--hold", "-o", "/dev/null", *args, stdin=script)
+    finally:
+        shutil.rmtree(public, ignore_errors=True)
+    assert out.returncode == 0, out.stderr
+    job_id = int(out.stdout.strip().split(";")[0])
+    fields = job_fields(job_id, tb.env())
+    subprocess.run(["scancel", str(job_id)], env=tb.env(), check=False)
+    return fields, out.stderr
 
 
 def test_a_user_declares_soft_deadline_steps_and_the_prioritizer_reads_them(filtered) -> None:

@@ -1,7 +1,8 @@
 """Acting on a live testbed as an ordinary user (``nobody``), as an attacker would.
 
 The testbed lives under pytest's private temp dir: the other user gets a readable copy of the
-client configuration (the commands only read it and talk to slurmctld's port). Another release's
+client configuration (the commands only read it, and sbatch runs the cli_filter.lua next to
+it, and talk to slurmctld's port). Another release's
 clients run inside its Debian root, entered as root: the user is switched in there.
 """
 
@@ -27,7 +28,7 @@ def as_user(
     public = Path(tempfile.mkdtemp(prefix="slurm-dl-conf-"))
     public.chmod(0o755)
     for f in Path(tb.conf_dir).iterdir():
-        if f.is_file() and f.suffix == ".conf":
+        if f.is_file() and (f.suffix == ".conf" or f.name == "cli_filter.lua"):
             shutil.copy(f, public / f.name)
             (public / f.name).chmod(0o644)
     env = {**tb.env(), "SLURM_CONF": str(public / "slurm.conf")}

@@ -381,3 +381,107 @@ def test_submitted_lines_fit_80_columns():
     assert "    dlsubmit train --resume train-python3-20261123-215358 ..." in lines
     short = _submitted_lines("train", 7, job, "run-1")
     assert "  continue this run later with: dlsubmit train --resume run-1 ..." in short
+
+
+@pytest.mark.parametrize("kind", ["train", "sweep"])
+def test_dlsubmits_own_option_after_the_dashes_stops_before_anything_is_submitted(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-- python3 train.py --dry-run` used to submit a real job with --dry-run for the program."""
+    import slurm_dl.dlsubmit.cli as cli
+
+    monkeypatch.setattr(cli, "_run_job", lambda *a, **k: pytest.fail("must not submit"))
+    extra = ["--param", "1"] if kind == "sweep" else []
+    result = runner.invoke(app, [kind, *extra, "--", "python3", "train.py", "--dry-run", "--json"])
+    assert result.exit_code == 2
+    out = result.output
+    assert "--dry-run --json comes after --" in out and "nothing was submitted" in out
+    assert f"dlsubmit {kind} [OPTIONS] --dry-run --json -- python3 train.py" in out
+    assert f"dlsubmit {kind} [OPTIONS] -- -- python3 train.py --dry-run --json" in out
+    assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_a_second_dashes_passes_dlsubmits_options_on_to_the_program() -> None:
+    result = runner.invoke(
+        app, ["render", "train", "--", "--", "python3", "train.py", "--dry-run", "--config", "c"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "dl_cmd=( python3 train.py --dry-run --config c )" in result.output
+    # the program's own options that are not about what dlsubmit does pass as they are
+    result = runner.invoke(app, ["render", "train", "--", "python3", "train.py", "--config", "c"])
+    assert result.exit_code == 0 and "train.py --config c )" in result.output
+
+
+def _infer_dry_run(config: Path, *opts: str) -> str:
+    Path("items.txt").write_text("a\n")
+    result = runner.invoke(
+        app,
+        ["infer", "--gpus", "1", *opts, "--inputs", "items.txt", "--config", str(config)]
+        + ["--dry-run", "--", "python3", "infer.py", "{item}"],
+    )
+    assert result.exit_code == 0, result.output
+    assert all(len(line) <= 80 for line in result.output.splitlines()), result.output
+    return result.output
+
+
+def test_share_and_gpu_mem_say_a_whole_gpu_where_the_site_offers_no_shards(isolated) -> None:
+    out = _infer_dry_run(TESTBED_CONFIG, "--share")
+    assert out.startswith("filter: accepts it as an inference job")  # an, not a
+    assert "warning: --share: this site offers no GPU shards" in out
+    assert "so the job gets a whole GPU" in out
+    out = _infer_dry_run(TESTBED_CONFIG, "--gpu-mem", "10G")
+    assert "--gpu-mem 10G: this site offers no GPU shards" in out
+    assert "a whole GPU with at least 10G" in out
+    shared = isolated / "shared.toml"
+    shared.write_text(
+        TESTBED_CONFIG.read_text()
+        + '\n[[sharing.groups]]\nnode_group = "h100"\nshards_per_gpu = 4\n'
+    )
+    assert "no GPU shards" not in _infer_dry_run(shared, "--share")
+    assert "no GPU shards" not in _infer_dry_run(TESTBED_CONFIG)  # nothing asked
+
+
+def test_sharing_warning_is_for_jobs_that_could_share() -> None:
+    from slurm_dl.dlsubmit.checks import sharing_warning
+
+    assert sharing_warning("train", 1, False, "40G", False) is None  # a type filter only
+    assert sharing_warning("infer", 2, False, "40G", False) is None
+    assert sharing_warning("sweep", 1, True, None, True) is None
+    assert "--share" in sharing_warning("serve", 1, True, "10G", False)
+
+
+def test_cancel_takes_several_ids_and_says_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    import slurm_dl.dlsubmit.cli as cli
+    from slurm_dl.core.errors import JobNotFoundError
+
+    asked = []
+
+    class Backend:
+        def cancel(self, ref):
+            asked.append(str(ref))
+            if str(ref) == "99":
+                raise JobNotFoundError("no such job")
+
+    monkeypatch.setattr(cli, "_backend", lambda: Backend())
+    result = runner.invoke(app, ["cancel", "1234", "1240", "1234_7", "1240"])
+    assert result.exit_code == 0, result.output
+    assert asked == ["1234", "1240", "1234_7"]
+    assert "cancelled 1234\ncancelled 1240\ncancelled 1234_7" in result.output
+    asked.clear()
+    result = runner.invoke(app, ["cancel", "99", "1234"])
+    assert result.exit_code == 1 and asked == ["99", "1234"]
+    assert "job 99: Slurm does not know it" in result.output and "cancelled 1234" in result.output
+    asked.clear()
+    result = runner.invoke(app, ["cancel", "1234", "12 34"])  # a bad id: nothing is cancelled
+    assert result.exit_code != 0 and asked == []
+
+
+def test_help_speaks_plainly_and_summaries_are_whole_at_80_columns() -> None:
+    top = runner.invoke(app, ["--help"], terminal_width=80, env={"COLUMNS": "80"})
+    commands = top.output.split("Commands:")[1].splitlines()
+    assert all(len(line) <= 80 and "..." not in line for line in commands), top.output
+    for cmd in ("train", "infer", "serve", "sweep", "status", "logs", "cancel", "render"):
+        out = runner.invoke(app, [cmd, "--help"], terminal_width=80, env={"COLUMNS": "80"})
+        assert out.exit_code == 0
+        for jargon in ("range", "x>=", "<int", "INTEGER"):
+            assert jargon not in out.output, (cmd, out.output)

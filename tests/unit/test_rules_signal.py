@@ -186,3 +186,23 @@ def test_a_signal_for_the_steps_of_a_script_without_steps_reaches_nothing(cfg) -
         "#!/bin/bash\n#SBATCH --signal=USR2@60\nmodule load x # srun in a comment\nmpirun ./a.out\n"
     )
     assert parse_tag(run(cfg, mpi, "dl:ckpt=steps").changes["admin_comment"]).checkpointable
+
+
+def test_the_command_lines_signal_wins_over_the_scripts(cfg) -> None:
+    """``sbatch --signal=B:USR2@60`` over a script without one (or with another) is the job's
+    signal, as Slurm takes it: the submit host's cli_filter reports it as ``dl:signal=``."""
+    tag = parse_tag(run(cfg, BASH_TRAP, "dl:ckpt=1 dl:signal=B:USR2@60").changes["admin_comment"])
+    assert (tag.signal, tag.signal_target, tag.lead_s) == ("USR2", "batch", 60)  # not the @45
+    plain = "#!/bin/bash\ntrap 'exit 0' USR2\nsleep 100 & wait $!\n"
+    tag = parse_tag(run(cfg, plain, "dl:signal=B:USR2@60 dl:ckpt=1").changes["admin_comment"])
+    assert (tag.signal, tag.lead_s) == ("USR2", 60)
+    tag = parse_tag(run(cfg, SUBMITIT, "dl:ckpt=steps;signal=USR2@300").changes["admin_comment"])
+    assert (tag.signal_target, tag.lead_s) == ("steps", 300)
+
+
+def test_an_unreadable_signal_hint_is_set_aside_and_the_script_counts(cfg) -> None:
+    d = run(cfg, BASH_TRAP, "dl:ckpt=1 dl:signal=soon")
+    tag = parse_tag(d.changes["admin_comment"])
+    assert (tag.signal, tag.lead_s) == ("USR2", 45)
+    assert any("ignored dl:signal=soon" in n for n in d.notices)
+    assert all(len(n) <= 160 for n in d.notices)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from slurm_dl.dlsubmit.status import (
+    detail_lines,
     event_text,
     log_display,
     status_table,
@@ -67,9 +68,13 @@ def test_the_start_estimate_has_its_own_column_and_no_line_is_cut_at_80() -> Non
     head = lines[0]
     assert "SUBMITTED" in head and "START" in head and "SUBM." not in head and " RS " not in head
     when = "~" + time.strftime("%H:%M", time.localtime(start))
-    assert when in lines[1] and lines[1].endswith("12th of 140, 1024 GPUs ahead")
-    assert when in lines[2] and "waiting for free GPUs" in lines[2]
-    assert "on gpu[01-02]" in lines[3]
+    # a restart makes a RESTARTS column; the last column wraps under itself, never cut
+    assert "RESTARTS" in head and "DEADLINE" not in head
+    assert all("…" not in ln[head.index("WHERE") :] for ln in lines[1:])
+    assert when in lines[1] and lines[1].endswith("12th of 140, 1024 GPUs")
+    assert lines[2].strip() == "ahead" and lines[2].index("ahead") == head.index("WHERE")
+    assert when in lines[3] and "waiting for free GPUs" in lines[3]
+    assert "on gpu[01-02]" in lines[4] and " 2 on gpu" in lines[4]
 
 
 def test_a_sweep_is_summarised_by_its_tasks_states() -> None:
@@ -312,3 +317,82 @@ def test_a_deadline_is_said_in_the_view_for_people() -> None:
     q[5]["deadline_demoted"] = "deadlines already promised fill the GPUs set aside"
     text = people_text(explain_view(q[5], q, now=NOW))
     assert "not admitted, best effort" in text, text
+
+
+def test_restarts_and_deadline_have_columns_when_any_job_has_them() -> None:
+    due = NOW + 5 * 3600
+    plain = status_table([_row(job_id=1)], 80, now=NOW)
+    assert "RESTARTS" not in plain[0] and "DEADLINE" not in plain[0]
+    lines = status_table([_row(job_id=1), _row(job_id=2, restarts=3, deadline=due)], 80, now=NOW)
+    assert all(len(ln) <= 80 for ln in lines), lines
+    assert "RESTARTS" in lines[0] and "DEADLINE" in lines[0]
+    two = next(ln for ln in lines if ln.strip().startswith("2 "))
+    assert " 3 " in two and time.strftime("%H:%M", time.localtime(due)) in two
+    one = next(ln for ln in lines if ln.strip().startswith("1 "))
+    assert " 0 " in one and " - " in one
+
+
+def test_an_event_line_wraps_and_is_never_cut() -> None:
+    at = str(int(NOW))
+    long_note = "could not write the checkpoint: " + "no space left on the device " * 4
+    row = _row(events=[f"{at} job=77 restart=0 event=error: {long_note.strip()}"])
+    lines = detail_lines(row)
+    start = lines.index("  recent events:")
+    event = lines[start + 1 :]
+    assert len(event) > 1 and all(len(ln) <= 80 for ln in event)
+    assert "…" not in "".join(event) and event[1].startswith("      ")
+    assert " ".join(ln.strip() for ln in event).endswith("left on the device")
+
+
+def test_a_job_slurm_forgot_keeps_the_state_and_times_status_saw(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Without accounting, a job that status saw COMPLETED stays COMPLETED (not ENDED), with
+    Slurm's submit and start times, its restarts and deadline, once Slurm no longer lists it."""
+    from slurm_dl.dlsubmit.status import describe_jobs, ended_rows, remember_ended, save_record
+    from slurm_dl.cli.config_file import load_config as load
+    from slurm_dl.dlsubmit.render import JobSpec, UserDefaults, render
+    from slurm_dl.core.tags import JobTag, encode_tag
+    from slurm_dl.core.model import JobClass
+
+    monkeypatch.setenv("SLURM_DL_STATE_DIR", str(tmp_path))
+    job = render(
+        JobSpec(kind="train", command=("x",), name="mine"),
+        load(ROOT / "site-configs" / "testbed.toml"),
+        UserDefaults(),
+    )
+    save_record(51, job, tmp_path)
+    due = int(NOW + 7200)
+    tag = encode_tag(JobTag(job_class=JobClass.TRAIN, checkpointable=True, gpus=1, deadline=due))
+    listed = Job(
+        51,
+        name="mine",
+        state=JobState.COMPLETED,
+        submit_time=NOW - 5000,
+        start_time=NOW - 4000,
+        restarts=2,
+        nodes=("gpu03",),
+        admin_comment=tag,
+    )
+    rows = describe_jobs([listed], None)
+    assert rows[0]["deadline"] == due and rows[0]["started_at"] == NOW - 4000
+    remember_ended(rows)
+    (gone,) = ended_rows(set(), accounting=lambda ids: None)  # Slurm forgot it
+    assert gone["state"] == "COMPLETED" and why_line(gone) == "completed: dlsubmit logs 51"
+    assert (gone["submitted_at"], gone["started_at"]) == (NOW - 5000, NOW - 4000)
+    assert (gone["restarts"], gone["deadline"], gone["nodes"]) == (2, due, ["gpu03"])
+
+
+def test_explain_says_what_a_speeds_source_means() -> None:
+    from slurm_dl.explain.view import gpu_type_words
+
+    entry = {
+        "accepted": ["h100", "a100"],
+        "speeds": {
+            "h100": {"speed": 3.0, "source": "default"},
+            "a100": {"speed": 1.5, "source": "learnt", "samples": 4},
+        },
+    }
+    words = gpu_type_words(entry)
+    assert "h100 3x (the site's speed for any job on h100; none learnt yet)" in words
+    assert "a100 1.5x (learnt from 4 runs)" in words and "(default)" not in words

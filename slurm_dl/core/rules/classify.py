@@ -12,9 +12,10 @@ Preemption is opt-in: a job is checkpointable (and so may be signalled and reque
 prioritizer) only when it declares a handler with ``dl:ckpt=1`` (its batch script traps USR2,
 ``--signal=B:USR2@N``) or ``dl:ckpt=steps`` (its srun steps trap USR2, ``--signal=USR2@N``), its
 class may checkpoint, and it did not ask ``--no-requeue``. dlsubmit's scripts declare it.
-Every other job is never signalled or requeued by slurm-dl. Where the script has its own
-``#SBATCH --signal``, that says which signal goes where and how long before the requeue
-(:mod:`.script`); ``dl:ckpt`` decides only for a job that gave none.
+Every other job is never signalled or requeued by slurm-dl. Where the job has its own
+``--signal`` (on the sbatch command line, as the submit host's cli_filter reports it in
+``dl:signal=``, else in its script), that says which signal goes where and how long before the
+requeue (:mod:`.script`); ``dl:ckpt`` decides only for a job that gave none.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..tags import parse_tag
 from .decision import Draft
 from ..hints import CKPT_OFF, parse_ckpt
 from .request import JobRequest
-from .script import declared_signal
+from .script import effective_signal
 from ..classes import is_privileged
 from ..site_shape import site_shape
 
@@ -95,7 +96,11 @@ def classify(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                     job_class, source = hinted, "hint"
     ckpt, target = checkpoint_opt_in(hints.get("ckpt"), job_class, req, config, notices)
     signal, lead = None, None
-    declared = declared_signal(req.script_head)
+    declared, unreadable = effective_signal(hints.get("signal"), req.script_head)
+    if unreadable is not None:
+        notices.append(
+            f"slurm-dl: ignored dl:signal={unreadable[:40]} (not a --signal value, e.g. B:USR2@90)"
+        )
     if ckpt and declared is not None:
         if declared.target != target:
             notices.append(

@@ -1,9 +1,9 @@
 """defaults: per-class time limit and partition when missing, requeue on for jobs that declared a
 checkpoint handler (``dl:ckpt``); every other job keeps its own requeue setting.
 
-The checkpoint signal (``--signal=B:USR2@grace``) cannot be set here: Slurm 22.05's
-job_submit/lua neither reads nor writes ``warn_signal``/``warn_time``/``warn_flags``
-("_set_job_field: unrecognized field", verified on the testbed). dlsubmit's scripts carry it,
+The checkpoint signal (``--signal=B:USR2@grace``) cannot be set here: job_submit/lua neither
+reads nor writes ``warn_signal``/``warn_time``/``warn_flags`` on 22.05, 24.11 or 26.05
+("_set_job_field: unrecognized field", verified on the testbed; none in their sources). dlsubmit's scripts carry it,
 and the prioritizer signals the batch shell itself before a requeue.
 """
 

@@ -1,11 +1,14 @@
 """What a batch script says about preemption: its ``#SBATCH --signal`` and the signals it traps.
 
-job_submit.lua does not show a job's ``--signal`` (Slurm 22.05 to 26.05 keep ``warn_signal`` out
-of its fields), but it shows the batch script, and the clients researchers use write their
-signal there: submitit ``#SBATCH --signal=USR2@90`` (its steps), PyTorch Lightning's docs
-``#SBATCH --signal=SIGUSR1@90`` (its steps), dlsubmit ``#SBATCH --signal=B:USR2@N`` (the batch
-shell). A ``--signal`` given on the sbatch command line overrides the script's and is not seen
-here: the job's ``dl:ckpt`` declaration then says where the signal goes.
+job_submit.lua does not show a job's ``--signal``: Slurm 22.05, 24.11 and 26.05 keep
+``warn_signal``/``warn_time``/``warn_flags`` out of its job_desc fields (checked in
+job_submit_lua.c of each release), and no job listing shows them after submission either. It
+shows the batch script, and the clients researchers use write their signal there: submitit
+``#SBATCH --signal=USR2@90`` (its steps), PyTorch Lightning's docs ``#SBATCH --signal=SIGUSR1@90``
+(its steps), dlsubmit ``#SBATCH --signal=B:USR2@N`` (the batch shell). A ``--signal`` on the
+sbatch command line overrides the script's; the submit host's cli_filter (``cli_filter.lua``,
+which sees sbatch's final options) reports it as ``dl:signal=`` in the comment, and
+:func:`effective_signal` lets that win, as Slurm does.
 
 Pure: text in, facts out; bounded work for any input.
 """
@@ -116,6 +119,22 @@ def declared_signal(script: str | None) -> DeclaredSignal | None:
         elif word == "--signal" and i + 1 < len(words):
             found = words[i + 1]
     return parse_signal(found) if found is not None else None
+
+
+def effective_signal(
+    hint: str | None, script: str | None
+) -> tuple[DeclaredSignal | None, str | None]:
+    """The job's ``--signal`` as Slurm takes it, and an unreadable ``dl:signal=`` (None if fine).
+
+    ``hint`` is the ``dl:signal=`` the submit host's cli_filter writes from sbatch's final
+    options (the command line over the script, as Slurm reads them); without one, or with one
+    sbatch would never have written, the script's ``#SBATCH --signal`` counts."""
+    if hint is not None:
+        declared = parse_signal(hint)
+        if declared is not None:
+            return declared, None
+        return declared_signal(script), hint
+    return declared_signal(script), None
 
 
 _LAUNCHER = re.compile(r"(?:^|[\s;&|(`])(?:srun|mpirun|mpiexec)(?:\s|$)")

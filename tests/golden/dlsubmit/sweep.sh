@@ -108,6 +108,8 @@ dl_params=(
 )
 DL_PARAM=${dl_params[${SLURM_ARRAY_TASK_ID:-0}]}
 export DL_PARAM
+# This task's result: JSON in this file, or print "DLSUBMIT_RESULT {json}".
+export DL_RESULT="$CKPT_DIR/.dlsubmit/result.json"
 dl_log "event=task index=${SLURM_ARRAY_TASK_ID:-0} param=$DL_PARAM"
 # Preemption: the prioritizer sends USR2 to this shell (scancel --batch --signal=USR2); once the
 # program has saved and exited the script requeues itself at once (the prioritizer requeues it
