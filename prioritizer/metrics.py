@@ -22,6 +22,10 @@ Series (all prefixed ``slurm_dl_prioritizer_``):
   partition, features, preemption): the daemon's user lacks operator rights, or the filter
   does not trust it (alert on any);
 - ``cycle``: the cycle number saved in the store;
+- ``telemetry_sample_age_seconds{node}``: the age of each node's newest gpu-agent sample at the
+  last cycle; ``telemetry_stale_nodes`` and ``telemetry_fresh_nodes``: nodes whose newest
+  sample is older, or not, than ``telemetry_stale_after_seconds`` (what the prioritizer
+  accepts; 0 without telemetry). With telemetry on and no fresh node, idle detection is off;
 - ``python_allocated_blocks``, ``malloc_used_bytes``, ``malloc_free_bytes``,
   ``sqlite_memory_bytes``: where the daemon's memory sits, read when scraped (a leak grows
   the blocks or the heap in use; a heap that keeps freed memory grows only the free part);
@@ -35,6 +39,7 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from slurm_dl.core.idle.freshness import Freshness
 from slurm_dl.daemon import process_memory
 
 from .cycle import CycleReport, Prioritizer
@@ -132,6 +137,27 @@ class PrioritizerMetrics:
         )
         for outcome in ("ok", "degraded", "slurm_unreachable", "failed"):
             self.cycles.labels(outcome)
+        self.sample_age = Gauge(
+            p + "telemetry_sample_age_seconds",
+            "Age of each node's newest gpu-agent sample at the last cycle",
+            ["node"],
+            registry=r,
+        )
+        self.stale_nodes = Gauge(
+            p + "telemetry_stale_nodes",
+            "Nodes whose newest gpu-agent sample is too old for idle detection",
+            registry=r,
+        )
+        self.fresh_nodes = Gauge(
+            p + "telemetry_fresh_nodes",
+            "Nodes with a gpu-agent sample recent enough for idle detection",
+            registry=r,
+        )
+        self.stale_after = Gauge(
+            p + "telemetry_stale_after_seconds",
+            "How old a gpu-agent sample may be for idle detection (0: no telemetry)",
+            registry=r,
+        )
         self._memory_gauges(r)
         self.started.set(self.clock())
         self._victim_reason: dict[int, str] = {}
@@ -171,6 +197,7 @@ class PrioritizerMetrics:
             self.save.observe(report.seconds.get("store", 0.0))
         if outcome != "failed":  # a cycle whose every Slurm update failed changed nothing
             self.last_success.set(self.clock())
+        self._telemetry(report)
         self.cycle_no.set(report.cycle)
         self.jobs.clear()
         for state in ("pending", "running"):
@@ -201,6 +228,20 @@ class PrioritizerMetrics:
             self.step_errors.inc()
         if prio is not None and prio.ledger is not None:
             self._accounts(prio, report.now)
+
+    def _telemetry(self, report: CycleReport) -> None:
+        ages = getattr(report, "telemetry_ages", None)
+        self.sample_age.clear()
+        if ages is None:
+            for g in (self.stale_nodes, self.fresh_nodes, self.stale_after):
+                g.set(0)
+            return
+        f = Freshness(ages, report.telemetry_stale_after_s)
+        for node, age in ages.items():
+            self.sample_age.labels(node).set(round(age, 1))
+        self.stale_nodes.set(len(f.stale))
+        self.fresh_nodes.set(len(f.fresh))
+        self.stale_after.set(f.limit)
 
     def _accounts(self, prio: Prioritizer, now: float) -> None:
         usage = prio.ledger.usage_all(now)
