@@ -19,7 +19,11 @@ from slurm_dl.core.idle.freshness import (
     job_sampled_at,
     stale_after_seconds,
 )
+from slurm_dl.cli.doctor_cmd import _telemetry as gather_telemetry
+from slurm_dl.core.doctor import Facts, diagnose
 from slurm_dl.core.samples import JobGpuSample
+from slurm_dl.telemetry import exposition
+from slurm_dl.telemetry.agent import write_atomically
 from slurm_dl.explain.view import explain_text, explain_view, people_text
 from test_telemetry_prioritizer import agent_writes, scene
 
@@ -138,3 +142,50 @@ def test_sample_age_lines_need_the_viewers_clock() -> None:
     lines = sample_age_lines({"sample_age_s": 3 * 3600, "stale_after_s": 120.0})
     assert lines[0].endswith("3 h old, too old to use (over 2 min):")
     assert all(len(line) <= 80 for line in lines)
+
+
+def agents_at(tmp_path: Path, **written_at: float) -> Path:
+    """An exposition directory (0755) with one agent file per node, its samples taken at the
+    time given for that node."""
+    agents = tmp_path / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    agents.chmod(0o755)
+    for node, at in written_at.items():
+        rows = [JobGpuSample(1, node, g, 40.0, 1 << 30, 200.0, 1, at) for g in (0, 1)]
+        write_atomically(agents / f"{node}.prom", exposition.render(rows))
+    return agents
+
+
+def doctor_samples(agents: Path, now: float, **telemetry) -> list:
+    f = Facts(config_path="site.toml", now=now)
+    gather_telemetry(f, TelemetryConfig(exposition_dir=str(agents), **telemetry))
+    assert [x for x in diagnose(f) if x.check == "gpu-agent files"][0].status == "ok"
+    return [x for x in diagnose(f) if x.check == "gpu-agent samples"]
+
+
+def test_doctor_names_each_stale_agent_file_against_the_prioritizers_limit(tmp_path: Path) -> None:
+    now = 100_000.0
+    agents = agents_at(tmp_path, gpu01=now - 30, gpu02=now - 900)
+    [stale] = doctor_samples(agents, now)
+    path = agents / "gpu02.prom"
+    assert stale.status == "warn" and stale.detail.startswith(f"{path}: newest sample 15 min old")
+    assert "over the 2 min the prioritizer accepts" in stale.detail
+    assert "on gpu02: systemctl status slurm-dl-gpu-agent" in stale.fix
+    assert f"rm {path}" in stale.fix
+    # a slower agent: the limit follows [telemetry] sample_seconds (3 periods)
+    [ok] = doctor_samples(agents, now, sample_seconds=600)
+    assert ok.status == "ok" and "newer than 30 min" in ok.detail, ok
+
+
+def test_doctor_fails_when_no_agent_file_is_fresh(tmp_path: Path) -> None:
+    now = 100_000.0
+    agents = agents_at(tmp_path, gpu01=now - 3600, gpu02=now - 7200)
+    found = doctor_samples(agents, now)
+    assert [x.status for x in found] == ["fail", "fail", "fail"], found
+    assert "idle detection is off" in found[-1].detail
+    assert "systemctl enable --now slurm-dl-gpu-agent" in found[-1].fix
+    empty = agents_at(tmp_path / "other")
+    [none] = doctor_samples(empty, now)
+    assert none.status == "warn" and "no agent has written a sample" in none.detail
+    [ok] = doctor_samples(agents_at(tmp_path / "fresh", gpu01=now - 5), now)
+    assert ok.status == "ok" and "each of 1 file(s) has a sample newer than 2 min" in ok.detail
