@@ -22,6 +22,9 @@ Series (all prefixed ``slurm_dl_prioritizer_``):
   partition, features, preemption): the daemon's user lacks operator rights, or the filter
   does not trust it (alert on any);
 - ``cycle``: the cycle number saved in the store;
+- ``active``: 1 while this instance runs cycles against slurmctld (its last one, whatever its
+  outcome, no older than doctor's bound: 4 intervals, at least 20 s), else 0. Only one
+  prioritizer may act on a cluster: a rule counting the instances at 1 catches a second one;
 - ``telemetry_sample_age_seconds{node}``: the age of each node's newest gpu-agent sample at the
   last cycle; ``telemetry_stale_nodes`` and ``telemetry_fresh_nodes``: nodes whose newest
   sample is older, or not, than ``telemetry_stale_after_seconds`` (what the prioritizer
@@ -39,6 +42,8 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from slurm_dl.core.config import PrioritizerConfig
+from slurm_dl.core.doctor import stale_after
 from slurm_dl.core.idle.freshness import Freshness
 from slurm_dl.daemon import process_memory
 
@@ -59,10 +64,19 @@ def preemption_reason(text: str) -> str:
 
 class PrioritizerMetrics:
     def __init__(
-        self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time
+        self,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+        interval_s: float | None = None,
     ) -> None:
+        """``interval_s``: the daemon's ``[prioritizer] interval_seconds`` (None: its default),
+        which bounds how long after its last cycle an instance still counts as active."""
         self.registry = registry if registry is not None else CollectorRegistry()
         self.clock = clock
+        if interval_s is None:
+            interval_s = PrioritizerConfig().interval_seconds
+        self.active_for_s = stale_after(interval_s)
+        self._ran_at: float | None = None  # wall clock of the last cycle that reached Slurm
         r, p = self.registry, PREFIX
         self.cycles = Counter(p + "cycles", "Cycles run, by outcome", ["outcome"], registry=r)
         self.duration = Histogram(
@@ -137,6 +151,11 @@ class PrioritizerMetrics:
         )
         for outcome in ("ok", "degraded", "slurm_unreachable", "failed"):
             self.cycles.labels(outcome)
+        Gauge(
+            p + "active",
+            "1 while this instance runs cycles against slurmctld (one per cluster at most)",
+            registry=r,
+        ).set_function(self._active)
         self.sample_age = Gauge(
             p + "telemetry_sample_age_seconds",
             "Age of each node's newest gpu-agent sample at the last cycle",
@@ -181,8 +200,14 @@ class PrioritizerMetrics:
                 PREFIX + "sqlite_memory_bytes", "Memory SQLite holds in this process", registry=r
             ).set_function(process_memory.sqlite_bytes)
 
+    def _active(self) -> float:
+        ran = self._ran_at
+        return 1.0 if ran is not None and self.clock() - ran <= self.active_for_s else 0.0
+
     def failed(self, outcome: str) -> None:
         self.cycles.labels(outcome).inc()
+        if outcome != "slurm_unreachable":  # it reached Slurm, and may have changed jobs
+            self._ran_at = self.clock()
 
     def observe(self, report: CycleReport, prio: Prioritizer | None = None) -> None:
         """Record one completed cycle (and, given the prioritizer, its ledger's account usage)."""
@@ -197,6 +222,8 @@ class PrioritizerMetrics:
             self.save.observe(report.seconds.get("store", 0.0))
         if outcome != "failed":  # a cycle whose every Slurm update failed changed nothing
             self.last_success.set(self.clock())
+        if not report.dry_run:
+            self._ran_at = self.clock()
         self._telemetry(report)
         self.cycle_no.set(report.cycle)
         self.jobs.clear()
