@@ -172,7 +172,7 @@ def run(
             from prioritizer.metrics import PrioritizerMetrics
             from slurm_dl.daemon.metrics_http import serve_metrics
 
-            metrics = PrioritizerMetrics()
+            metrics = PrioritizerMetrics(interval_s=pc.interval_seconds)
             server = serve_metrics(metrics.registry, port, pc.metrics_address)
             log.info("metrics on http://%s:%d/metrics", server.address, server.port)
 

@@ -108,6 +108,9 @@ class CycleReport:
     denied: dict[str, int] = field(default_factory=dict)
     """Changes Slurm refused for lack of rights, by action (site_factor, partition, features,
     preemption): the daemon's user lacks operator rights, or the filter does not trust it."""
+    telemetry_ages: dict[str, float] | None = None
+    """Per node, the age of its gpu-agent's newest sample (None: no telemetry configured)."""
+    telemetry_stale_after_s: float = 0.0  # ... and how old one may be (core.idle.freshness)
 
     @property
     def outcome(self) -> str:
@@ -380,6 +383,9 @@ class Prioritizer:
             snap, jobs, ranked, scores, ctx, push, prep, steered, decisions
         )
         t_explain = time.perf_counter()
+        if self.idle is not None and self.idle.freshness is not None:
+            report.telemetry_ages = dict(self.idle.freshness.ages)
+            report.telemetry_stale_after_s = self.idle.freshness.limit
         if not self.dry_run:
             self._save(now, jobs, ledger, push, decisions, explanations, idle_changed)
         t_end = time.perf_counter()

@@ -34,6 +34,13 @@ from slurm_dl.core.idle.decide import (
     on_job_nodes,
     utilisation_entry,
 )
+from slurm_dl.core.idle.freshness import (
+    Freshness,
+    age_words,
+    freshness,
+    job_sampled_at,
+    stale_after_seconds,
+)
 from slurm_dl.core.idle.notice import action_note, comment_with_note, warning_note
 from slurm_dl.core.model import Job
 from slurm_dl.core.share_hint import KIND as GPU_USE, RunUse, share_hint
@@ -76,6 +83,9 @@ class IdleWatcher:
         self.running: dict[int, tuple[Job, bool]] = {}  # running job -> (job, on shards)
         self.hinted: set[int] = set()  # jobs whose comment has the share hint
         self._written: dict[int, str] = {}  # comments this step wrote (job -> text)
+        self.freshness: Freshness | None = None  # the last read's sample ages (metrics)
+        self._stale_said: set[str] = set()  # nodes logged as stale (once until fresh again)
+        self._blind_said = False  # "no fresh samples" logged (once until fresh again)
 
     def load_runs(self, rows: Iterable[Any]) -> None:
         """Ended jobs' GPU use, from the store's ``gpu-use`` decision rows (once, at start)."""
@@ -112,8 +122,12 @@ class IdleWatcher:
         jobs = list(jobs)
         self._written = {}
         running = {j.job_id: j for j in jobs if j.running}
-        self.window = merge_window(self.window, self.read(), now - horizon_minutes(self.cfg) * 60.0)
+        new = self.read()
+        self._note_freshness(freshness(new, now, self.cfg))
+        self.window = merge_window(self.window, new, now - horizon_minutes(self.cfg) * 60.0)
         mine = on_job_nodes(self.window, running)  # each job's samples from its own nodes only
+        sampled_at = job_sampled_at(mine)
+        limit = stale_after_seconds(self.cfg)
         carried = carried_idle_since(
             self.summaries, mine, self.cfg
         )  # before this window is folded in
@@ -137,12 +151,22 @@ class IdleWatcher:
             ):  # saved only when something changed (agents sample slower than cycles)
                 summary.updated_at = now
                 out.changed[jid] = summary
-            out.entries[jid] = {**utilisation_entry(util, d), **summary.explained()}
+            out.entries[jid] = {
+                **utilisation_entry(util, d),
+                **summary.explained(),
+                "sampled_at": sampled_at.get(jid),
+                "stale_after_s": limit,
+            }
         for jid in set(running) - set(
             out.entries
         ):  # no samples this window: what is stored, if anything
             if jid in self.summaries:
-                out.entries[jid] = self.summaries[jid].explained()
+                stored = self.summaries[jid]
+                out.entries[jid] = {
+                    **stored.explained(),
+                    "sampled_at": stored.last_sample_at,
+                    "stale_after_s": limit,
+                }
         shared = {s.job_id for s in mine if s.share_bytes is not None}
         for jid, job in running.items():
             self.running[jid] = (job, jid in shared or self.running.get(jid, (job, False))[1])
@@ -154,6 +178,38 @@ class IdleWatcher:
             self.hinted.discard(jid)
         self._hints(running, out, backend, dry_run)
         return out
+
+    def _note_freshness(self, f: Freshness) -> None:
+        """Log, once each, a node whose newest sample turned stale and a read with no fresh
+        sample at all (idle detection then has nothing to go on); and when they recover."""
+        self.freshness = f
+        where = self.cfg.exposition_dir
+        for node in f.stale:
+            if node not in self._stale_said:
+                log.warning(
+                    "telemetry: %s.prom in %s: newest sample %s old (more than %s): is the "
+                    "gpu-agent on %s running? Its jobs' idle time is not counted meanwhile",
+                    node,
+                    where,
+                    age_words(f.ages[node]),
+                    age_words(f.limit),
+                    node,
+                )
+        back = sorted(self._stale_said - set(f.stale))
+        if back:
+            log.info("telemetry: fresh samples again from %s", ", ".join(back))
+        self._stale_said = set(f.stale)
+        if not f.fresh and not self._blind_said:
+            log.warning(
+                "idle GPUs: no gpu-agent sample newer than %s in %s (%s): idle detection is "
+                "off until the agents write again; slurm-dl doctor says which files",
+                age_words(f.limit),
+                where,
+                f"{len(f.stale)} stale file(s)" if f.stale else "no agent file",
+            )
+        elif f.fresh and self._blind_said:
+            log.info("idle GPUs: fresh gpu-agent samples again; idle detection resumes")
+        self._blind_said = not f.fresh
 
     def _ended(self, summary: JobUtilisationSummary, now: float, rows: list[Decision]) -> None:
         """Remember what an ended job did with its GPUs (a ``gpu-use`` row: share hints later)."""

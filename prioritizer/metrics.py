@@ -26,6 +26,13 @@ Series (all prefixed ``slurm_dl_prioritizer_``):
   partition, features, preemption): the daemon's user lacks operator rights, or the filter
   does not trust it (alert on any);
 - ``cycle``: the cycle number saved in the store;
+- ``active``: 1 while this instance runs cycles against slurmctld (its last one, whatever its
+  outcome, no older than doctor's bound: 4 intervals, at least 20 s), else 0. Only one
+  prioritizer may act on a cluster: a rule counting the instances at 1 catches a second one;
+- ``telemetry_sample_age_seconds{node}``: the age of each node's newest gpu-agent sample at the
+  last cycle; ``telemetry_stale_nodes`` and ``telemetry_fresh_nodes``: nodes whose newest
+  sample is older, or not, than ``telemetry_stale_after_seconds`` (what the prioritizer
+  accepts; 0 without telemetry). With telemetry on and no fresh node, idle detection is off;
 - ``python_allocated_blocks``, ``malloc_used_bytes``, ``malloc_free_bytes``,
   ``sqlite_memory_bytes``: where the daemon's memory sits, read when scraped (a leak grows
   the blocks or the heap in use; a heap that keeps freed memory grows only the free part);
@@ -39,6 +46,9 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from slurm_dl.core.config import PrioritizerConfig
+from slurm_dl.core.doctor import stale_after
+from slurm_dl.core.idle.freshness import Freshness
 from slurm_dl.daemon import process_memory
 
 from .cycle import CycleReport, Prioritizer
@@ -58,10 +68,19 @@ def preemption_reason(text: str) -> str:
 
 class PrioritizerMetrics:
     def __init__(
-        self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time
+        self,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+        interval_s: float | None = None,
     ) -> None:
+        """``interval_s``: the daemon's ``[prioritizer] interval_seconds`` (None: its default),
+        which bounds how long after its last cycle an instance still counts as active."""
         self.registry = registry if registry is not None else CollectorRegistry()
         self.clock = clock
+        if interval_s is None:
+            interval_s = PrioritizerConfig().interval_seconds
+        self.active_for_s = stale_after(interval_s)
+        self._ran_at: float | None = None  # wall clock of the last cycle that reached Slurm
         r, p = self.registry, PREFIX
         self.cycles = Counter(p + "cycles", "Cycles run, by outcome", ["outcome"], registry=r)
         self.duration = Histogram(
@@ -142,6 +161,32 @@ class PrioritizerMetrics:
         )
         for outcome in ("ok", "degraded", "slurm_unreachable", "failed"):
             self.cycles.labels(outcome)
+        Gauge(
+            p + "active",
+            "1 while this instance runs cycles against slurmctld (one per cluster at most)",
+            registry=r,
+        ).set_function(self._active)
+        self.sample_age = Gauge(
+            p + "telemetry_sample_age_seconds",
+            "Age of each node's newest gpu-agent sample at the last cycle",
+            ["node"],
+            registry=r,
+        )
+        self.stale_nodes = Gauge(
+            p + "telemetry_stale_nodes",
+            "Nodes whose newest gpu-agent sample is too old for idle detection",
+            registry=r,
+        )
+        self.fresh_nodes = Gauge(
+            p + "telemetry_fresh_nodes",
+            "Nodes with a gpu-agent sample recent enough for idle detection",
+            registry=r,
+        )
+        self.stale_after = Gauge(
+            p + "telemetry_stale_after_seconds",
+            "How old a gpu-agent sample may be for idle detection (0: no telemetry)",
+            registry=r,
+        )
         self._memory_gauges(r)
         self.started.set(self.clock())
         self._victim_reason: dict[int, str] = {}
@@ -165,8 +210,14 @@ class PrioritizerMetrics:
                 PREFIX + "sqlite_memory_bytes", "Memory SQLite holds in this process", registry=r
             ).set_function(process_memory.sqlite_bytes)
 
+    def _active(self) -> float:
+        ran = self._ran_at
+        return 1.0 if ran is not None and self.clock() - ran <= self.active_for_s else 0.0
+
     def failed(self, outcome: str) -> None:
         self.cycles.labels(outcome).inc()
+        if outcome != "slurm_unreachable":  # it reached Slurm, and may have changed jobs
+            self._ran_at = self.clock()
 
     def observe(self, report: CycleReport, prio: Prioritizer | None = None) -> None:
         """Record one completed cycle (and, given the prioritizer, its ledger's account usage)."""
@@ -181,6 +232,9 @@ class PrioritizerMetrics:
             self.save.observe(report.seconds.get("store", 0.0))
         if outcome != "failed":  # a cycle whose every Slurm update failed changed nothing
             self.last_success.set(self.clock())
+        if not report.dry_run:
+            self._ran_at = self.clock()
+        self._telemetry(report)
         self.cycle_no.set(report.cycle)
         self.jobs.clear()
         for state in ("pending", "running"):
@@ -213,6 +267,20 @@ class PrioritizerMetrics:
             self.step_errors.inc()
         if prio is not None and prio.ledger is not None:
             self._accounts(prio, report.now)
+
+    def _telemetry(self, report: CycleReport) -> None:
+        ages = getattr(report, "telemetry_ages", None)
+        self.sample_age.clear()
+        if ages is None:
+            for g in (self.stale_nodes, self.fresh_nodes, self.stale_after):
+                g.set(0)
+            return
+        f = Freshness(ages, report.telemetry_stale_after_s)
+        for node, age in ages.items():
+            self.sample_age.labels(node).set(round(age, 1))
+        self.stale_nodes.set(len(f.stale))
+        self.fresh_nodes.set(len(f.fresh))
+        self.stale_after.set(f.limit)
 
     def _accounts(self, prio: Prioritizer, now: float) -> None:
         usage = prio.ledger.usage_all(now)

@@ -17,18 +17,21 @@ import typer
 
 from ..core.doctor import Facts, diagnose, diagnose_uninstalled, summary
 from .config_file import ConfigOpt, DbOpt, config_path
-from ..core.database_url import database_url, shown_url
+from ..core.database_url import database_url, shown_url, sqlite_path
 
 HELP = """Check a live installation: Slurm release and plugins, the slurm.conf
 settings (accounts enforced where fair share or a class trusts them),
 the site config against the cluster (sinfo: nodes, GPU types and counts,
 partitions, time limits), job_submit.lua, the filter socket, the
-database (schema, integrity, locks), the prioritizer's last cycle,
+database (schema, integrity, locks: a SQLite write lock another
+process holds, named with that process), the prioritizer's last cycle,
 the metrics endpoints and the gpu-agents' files (each one ignored, with
-why: its owner, its mode, its name). Prints each problem
-with its fix; exits 1 when something fails (warnings do not). It only
-reads. With --uninstalled, check instead that nothing of slurm-dl still
-acts on the cluster: its shim, the services, SiteFactors on jobs.
+why: its owner, its mode, its name; each one whose newest sample is too
+old for idle detection). Prints each problem with its fix; exits 1 when
+something fails (warnings do not). It changes nothing: its write check
+on a SQLite ledger begins a transaction and rolls it back. With
+--uninstalled, check instead that nothing of slurm-dl still acts on the
+cluster: its shim, the services, SiteFactors on jobs.
 
 \b
 Examples:
@@ -161,7 +164,8 @@ def _read_shim(shim: Path) -> tuple[str | None, str | None]:
 
 def _telemetry(f: Facts, telemetry) -> None:
     """The gpu-agents' files as the prioritizer reads them: which are used and which ignored."""
-    from ..telemetry.reader import scan_exposition_dir
+    from ..core.idle.freshness import newest_by_node, stale_after_seconds
+    from ..telemetry.reader import SUFFIX, scan_exposition_dir
 
     if not telemetry.exposition_dir:
         return
@@ -174,6 +178,11 @@ def _telemetry(f: Facts, telemetry) -> None:
     )
     f.telemetry_ignored = [(x.path, x.why, x.fix) for x in scan.ignored]
     f.telemetry_problems, f.telemetry_bad_lines = list(scan.problems), dict(scan.bad_lines)
+    directory = Path(telemetry.exposition_dir)
+    f.telemetry_newest = {
+        str(directory / f"{node}{SUFFIX}"): t for node, t in newest_by_node(scan.samples).items()
+    }
+    f.telemetry_stale_after_s = stale_after_seconds(telemetry)
     f.telemetry_path_modes = _path_modes(Path(telemetry.exposition_dir))
 
 
@@ -366,10 +375,16 @@ def _database(f: Facts, url: str) -> None:
     from ..store.schema import HEAD
 
     f.db_head = HEAD
+    f.db_path = sqlite_path(url) or None
+    if f.db_path:
+        try:
+            f.db_owner = _user_name(os.stat(f.db_path).st_uid)
+        except OSError:
+            pass
     try:
         store = Store(url, check_schema=False, create=False, busy_timeout_s=BUSY_TIMEOUT_S)
     except SlurmDLError as e:
-        f.db_error = str(e).replace("\n", " ")
+        _db_failed(f, str(e))
         return
     try:
         f.db_revision = store.revision
@@ -379,14 +394,76 @@ def _database(f: Facts, url: str) -> None:
                 "(a wrong URL, or never created)"
             )
             return
-        f.db_error = store.integrity_problem(BUSY_TIMEOUT_S)
-        if f.db_error:
+        problem = store.integrity_problem(BUSY_TIMEOUT_S)
+        if problem:
+            _db_failed(f, problem)
             return
+        if f.db_path and not os.access(f.db_path, os.W_OK):
+            f.db_write_skip = (
+                f"{f.db_path}: this user may not write it, so cannot tell whether another "
+                "process holds its write lock: run doctor as root or as the prioritizer's user"
+            )
+        else:
+            f.db_write_error = store.write_problem(BUSY_TIMEOUT_S)
+            if f.db_write_error:
+                f.db_lock_holders = lock_holders(f.db_path)
         f.last_cycle_at = store.last_cycle_at() if store.revision == HEAD else None
     except SlurmDLError as e:
-        f.db_error = str(e).replace("\n", " ")
+        _db_failed(f, str(e))
     finally:
         store.close()
+
+
+def _db_failed(f: Facts, error: str) -> None:
+    """The store's error, and whether it says the file is damaged or locked (then by whom)."""
+    from ..store.repository import DAMAGED_HINT, LOCKED_HINT
+
+    f.db_error = error.replace("\n", " ")
+    f.db_damaged = DAMAGED_HINT in error
+    f.db_locked = LOCKED_HINT in error
+    if f.db_locked and f.db_path:
+        f.db_lock_holders = lock_holders(f.db_path)
+
+
+def lock_holders(path: str, locks: Path = Path("/proc/locks")) -> list[tuple[int, str, str]]:
+    """The processes on this host holding a write lock on the SQLite file ``path`` (or its WAL
+    write lock), each as (pid, user, command), from the kernel's lock table; this process
+    left out. Empty where the table cannot be read (not Linux)."""
+    from ..core.doctor_store import lock_writers
+
+    def key(p: str) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(p)
+        except OSError:
+            return None
+        return os.major(st.st_dev), os.minor(st.st_dev), st.st_ino
+
+    db, shm = key(path), key(path + "-shm")
+    try:
+        text = locks.read_text(errors="replace")
+    except OSError:
+        return []
+    pids = lock_writers(text, [db] if db else [], [shm] if shm else [])
+    out = []
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        proc = Path("/proc") / str(pid)
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            user = _user_name(proc.stat().st_uid)
+        except OSError:
+            cmd, user = "", "?"
+        cmd = " ".join(cmd.split()) or "?"
+        out.append((pid, user, cmd if len(cmd) <= 60 else cmd[:57] + "..."))
+    return out
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def _scrape(address: str, port: Optional[int]) -> Optional[str]:

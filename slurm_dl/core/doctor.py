@@ -3,18 +3,18 @@
 The command (``slurm_dl.cli.doctor_cmd``) gathers the facts (the controller's config, the
 files next to slurm.conf, the socket, the database, the metrics endpoints) into a
 :class:`Facts`; :func:`diagnose` turns them into one :class:`Finding` per check, each failing
-or warning one naming the fix.
+or warning one naming the fix. The database's verdicts are in :mod:`.doctor_store`, the
+gpu-agents' files' in :mod:`.doctor_telemetry`.
 """
 
 from __future__ import annotations
 
-import os.path
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from .database_url import STATE_DIR
+from .doctor_store import database_findings, stale_after
+from .doctor_telemetry import IGNORED_SHOWN, closed_to_users, telemetry_findings
 from .enforcement import (
     ENFORCE_LINE,
     controller_accounting,
@@ -22,20 +22,22 @@ from .enforcement import (
     enforces_qos,
     uses_slurmdbd,
 )
+from .finding import Finding
 from .priority_weights import swamp_warnings
 
+__all__ = [
+    "IGNORED_SHOWN",
+    "SHIM_MARKER",
+    "Facts",
+    "Finding",
+    "closed_to_users",
+    "diagnose",
+    "diagnose_uninstalled",
+    "stale_after",
+    "summary",
+]
+
 SHIM_MARKER = "slurm-dl job_submit shim"
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    status: str  # ok | warn | fail | skip
-    detail: str
-    fix: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {"check": self.check, "status": self.status, "detail": self.detail, "fix": self.fix}
 
 
 @dataclass
@@ -62,6 +64,15 @@ class Facts:
     db_revision: str | None = None
     db_head: str = ""
     db_error: str | None = None
+    db_path: str | None = None  # the SQLite file (None: another database)
+    db_owner: str | None = None  # ... and its owner
+    db_damaged: bool = False  # db_error says the file is damaged
+    db_locked: bool = False  # db_error says another process holds a lock
+    db_write_error: str | None = None  # a write could not start: its write lock is held
+    db_write_skip: str | None = None  # why the write check could not run
+    db_lock_holders: list[tuple[int, str, str]] = field(
+        default_factory=list
+    )  # (pid, user, command) of the processes holding its write lock
     last_cycle_at: float | None = None
     now: float = 0.0
     interval_s: float = 5.0
@@ -90,6 +101,10 @@ class Facts:
     telemetry_ignored: list[tuple[str, str, str]] = field(default_factory=list)  # (file, why, fix)
     telemetry_problems: list[str] = field(default_factory=list)  # about the directory itself
     telemetry_bad_lines: dict[str, int] = field(default_factory=dict)  # file used -> lines skipped
+    telemetry_newest: dict[str, float] = field(
+        default_factory=dict
+    )  # file used -> its newest sample's time
+    telemetry_stale_after_s: float | None = None  # how old that may be (None: not checked)
     prioritizer_user: str | None = None  # [prioritizer] user, else SlurmUser
     prioritizer_uid: int | None = None  # None: no such user on this host
     prioritizer_rights: Any = None  # rights.Rights of that user; None: not checked
@@ -120,9 +135,9 @@ def diagnose(f: Facts) -> list[Finding]:
     _cluster(f, add)
     _shim(f, add)
     _socket(f, add)
-    _database(f, add)
+    database_findings(f, add)
     _metrics(f, add)
-    _telemetry(f, add)
+    telemetry_findings(f, add)
     return out
 
 
@@ -454,65 +469,6 @@ def _socket(f: Facts, add) -> None:
         )
 
 
-def _database(f: Facts, add) -> None:
-    if f.db_error:
-        add(
-            Finding(
-                "database",
-                "fail",
-                f.db_error,
-                "check [site] database_url (or --db) and that the database server is up; "
-                "a first install: slurm-dl db upgrade creates the store",
-            )
-        )
-        return
-    if f.db_revision != f.db_head:
-        add(
-            Finding(
-                "database",
-                "fail",
-                f"{f.database_url}: schema {f.db_revision}, this release uses {f.db_head}",
-                "stop the prioritizer, back up, then: slurm-dl db upgrade "
-                + (
-                    "(same --config or --db)"
-                    if ":***@" in (f.database_url or "")
-                    else f"--db '{f.database_url}'"
-                ),
-            )
-        )
-    else:
-        add(Finding("database", "ok", f"{f.database_url} (schema {f.db_revision})"))
-    if f.last_cycle_at is None:
-        add(
-            Finding(
-                "prioritizer",
-                "fail",
-                "no cycle saved in the database yet",
-                "systemctl start slurm-dl-prioritizer (or: slurm-dl prioritizer run)",
-            )
-        )
-        return
-    age = f.now - f.last_cycle_at
-    if age > stale_after(f.interval_s):
-        add(
-            Finding(
-                "prioritizer",
-                "fail",
-                f"last cycle {age:.0f} s ago, interval {f.interval_s:g} s: the daemon "
-                "is down or its cycles fail",
-                "systemctl status slurm-dl-prioritizer; journalctl -u slurm-dl-prioritizer",
-            )
-        )
-    else:
-        add(Finding("prioritizer", "ok", f"last cycle {age:.0f} s ago"))
-
-
-def stale_after(interval_s: float) -> float:
-    """How old the last saved cycle may be before doctor calls it a problem: a few intervals
-    (a cycle longer than its interval, and a second's jitter, still pass), at least 20 s."""
-    return max(20.0, 4 * interval_s)
-
-
 def _metrics(f: Facts, add) -> None:
     for daemon, (port, error) in sorted(f.metrics.items()):
         if port is None:
@@ -535,98 +491,6 @@ def _metrics(f: Facts, add) -> None:
             )
         else:
             add(Finding(f"{daemon} metrics", "ok", f"http://127.0.0.1:{port}/metrics answers"))
-
-
-IGNORED_SHOWN = 20  # ignored agent files named one by one; the rest are counted
-
-
-def closed_to_users(path_modes: list[tuple[str, int]], directory: str) -> tuple[str, int] | None:
-    """The first directory of ``path_modes`` (from / down to ``directory``, each with its mode)
-    that keeps other users from reading ``directory``: one on the way that they cannot pass
-    (no ``o+x``), or ``directory`` itself that they cannot list (no ``o+rx``)."""
-    for path, mode in path_modes:
-        need = 0o005 if os.path.normpath(path) == os.path.normpath(directory) else 0o001
-        if mode & need != need:
-            return path, mode
-    return None
-
-
-def _telemetry(f: Facts, add) -> None:
-    """The gpu-agents' files: which the prioritizer and dlsubmit ignore, and why."""
-    check = "gpu-agent files"
-    if f.telemetry_dir is None:
-        add(Finding(check, "skip", "no [telemetry] exposition_dir: no GPU telemetry"))
-        return
-    where = f.telemetry_dir
-    closed = closed_to_users(f.telemetry_path_modes, where)
-    if closed is not None:
-        path, mode = closed
-        add(
-            Finding(
-                "telemetry for users",
-                "warn",
-                f"users cannot read {where}: {path} is mode {mode:04o}, so dlsubmit status "
-                "shows them no GPU use",
-                f"chmod o+rx {shlex.quote(path)}"
-                if path == where
-                else "set [telemetry] exposition_dir to a directory users can reach (each "
-                f"directory on its path mode 0755; not inside {STATE_DIR}, which the "
-                f"prioritizer's unit keeps 0750), or chmod o+x {shlex.quote(path)}",
-            )
-        )
-    if f.telemetry_error:
-        add(
-            Finding(
-                check,
-                "warn",
-                f"{where} {f.telemetry_error}: no job's GPU use is known",
-                "start the gpu-agents (systemctl enable --now slurm-dl-gpu-agent) and make the "
-                "directory readable by the prioritizer",
-            )
-        )
-        return
-    for path, why, fix in f.telemetry_ignored[:IGNORED_SHOWN]:
-        add(Finding(check, "fail", f"{path}: {why}; ignored: its samples are not used", fix))
-    if len(f.telemetry_ignored) > IGNORED_SHOWN:
-        add(
-            Finding(
-                check,
-                "fail",
-                f"{len(f.telemetry_ignored) - IGNORED_SHOWN} more file(s) in {where} ignored",
-                "the prioritizer's log names each ignored file once",
-            )
-        )
-    for problem in f.telemetry_problems:
-        add(
-            Finding(
-                check,
-                "warn",
-                f"{where}: {problem}",
-                f"chmod go-w {shlex.quote(where)} (or chmod +t: then only a file's owner may remove it)"
-                if "writable" in problem
-                else "set [telemetry] agent_user to a user of this host, or remove it",
-            )
-        )
-    for path, n in sorted(f.telemetry_bad_lines.items()):
-        add(
-            Finding(
-                check,
-                "warn",
-                f"{path}: {n} line(s) skipped: not a sane reading (NaN, infinite, out "
-                "of range or malformed)",
-                "check that node's agent: slurm-dl gpu-agent --once --json",
-            )
-        )
-    if not (f.telemetry_ignored or f.telemetry_problems or f.telemetry_bad_lines):
-        owners = ", ".join(f.telemetry_trusted) or "root"
-        add(
-            Finding(
-                check,
-                "ok",
-                f"{f.telemetry_read} file(s) in {where}, each owned by one of {owners} "
-                "and writable by its owner alone",
-            )
-        )
 
 
 def diagnose_uninstalled(f: Facts) -> list[Finding]:

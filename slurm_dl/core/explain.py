@@ -11,6 +11,7 @@ import math
 import textwrap
 from typing import Any, Iterable, Mapping
 
+from .idle.freshness import age_words
 from .model import Job, JobState
 from .policy.base import PolicyContext, PriorityPolicy
 from .policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, slack
@@ -240,6 +241,7 @@ def utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:
             f"peak {gpu['peak_util_percent']}%, peak memory {peak_gib:.1f} GiB per GPU, "
             f"last busy {_t(gpu.get('last_busy_at'))}, idle since {_t(gpu.get('idle_since'))}"
         )
+    lines.extend(sample_age_lines(gpu))
     if gpu.get("share_hint"):
         lines.extend(
             textwrap.wrap(
@@ -250,6 +252,23 @@ def utilisation_lines(gpu: Mapping[str, Any]) -> list[str]:
         action = f"; {gpu['action']} at {_t(gpu.get('action_at'))}" if gpu.get("action") else ""
         lines.append(f"  idle GPUs: warned {_t(gpu.get('warned_at'))}{action}")
     return lines
+
+
+def sample_age_lines(gpu: Mapping[str, Any]) -> list[str]:
+    """How old the job's newest GPU sample is (``sample_age_s``, set where the viewer's clock is
+    known) and, past ``stale_after_s``, that its idle time is not counted until new ones come."""
+    age = gpu.get("sample_age_s")
+    if age is None:
+        return []
+    words = f"  GPU samples: the newest is {age_words(age)} old"
+    limit = gpu.get("stale_after_s")
+    if limit is None or age <= limit:
+        return [words]
+    return [
+        words + f", too old to use (over {age_words(limit)}):",
+        "    the gpu-agent on its node may be down; its idle time is not counted",
+        "    until new samples come",
+    ]
 
 
 def share_lines(used: int, share: int) -> list[str]:

@@ -163,6 +163,13 @@ def _step_words(label: str, mine: Any, theirs: Any) -> str:
     return f"{_STEP_WORDS.get(label, label)} ({mine} vs {theirs})"
 
 
+def _with_sample_age(gpu: Mapping[str, Any] | None, now: float | None) -> Any:
+    """The job's GPU-telemetry entry with the age of its newest sample at ``now`` added."""
+    if not gpu or now is None or gpu.get("sampled_at") is None:
+        return gpu
+    return {**gpu, "sample_age_s": round(max(0.0, now - float(gpu["sampled_at"])), 1)}
+
+
 def explain_view(
     expl: Mapping[str, Any],
     queue: Mapping[Any, Mapping[str, Any]] | None = None,
@@ -199,7 +206,7 @@ def explain_view(
         "tiers": contributions(expl),
         "waiting_for": expl.get("waiting_for") or None,
         "at": expl.get("at"),
-        "gpu_utilisation": expl.get("gpu_utilisation"),
+        "gpu_utilisation": _with_sample_age(expl.get("gpu_utilisation"), now),
         "factors_at": expl.get("factors_at", expl.get("at")),
         "gpu_types": gpu_type_words(expl.get("gpu_types")),
     }

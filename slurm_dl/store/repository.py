@@ -223,6 +223,29 @@ class Store:
             return None
         return f"{path}: {DAMAGED_HINT}; the integrity check says: {'; '.join(map(str, rows))}"
 
+    def write_problem(self, timeout_s: float = 5.0) -> str | None:
+        """Why a write cannot start now, or None. SQLite in WAL mode lets readers past another
+        process's write lock, so reading says nothing of it: this begins a write transaction
+        (``BEGIN IMMEDIATE``, waiting at most ``timeout_s``) and rolls it back at once, writing
+        nothing. Only where the file's ``-wal`` exists (some process has it open in WAL mode;
+        else none can hold the lock, and nothing is opened). Other databases: None."""
+        import sqlite3
+
+        path = sqlite_path(self.url)
+        if not path or not os.path.exists(path + "-wal"):
+            return None
+        try:
+            with closing(
+                sqlite3.connect(
+                    f"file:{quote(path)}?mode=rw", uri=True, timeout=timeout_s, isolation_level=None
+                )
+            ) as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+        except sqlite3.Error as e:
+            return f"{path}: {str(e).strip() or type(e).__name__}"
+        return None
+
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 

@@ -2,8 +2,9 @@
 
 A private one-node testbed with the filter (shim installed), the prioritizer (metrics on) and a
 site config that points at them: doctor passes (warning that without slurmdbd the accounts fair
-share trusts cannot be checked); with the filter socket removed it names that
-fault and its fix and exits 1. Before the store is made, ``db status`` and the daemon refuse
+share trusts cannot be checked); with gpu01's agent file gone stale and a write lock held on
+the ledger, the daemon's log and metrics say the first and doctor names both, the holder by
+its pid; with the filter socket removed it names that fault and its fix and exits 1. Before the store is made, ``db status`` and the daemon refuse
 it and create nothing; ``db upgrade`` makes it. Then the prioritizer is stopped and ``prioritizer reset`` puts
 every SiteFactor it set back to 0 in Slurm, and ``doctor --uninstalled`` names what still acts
 until the filter is stopped and uninstalled.
@@ -43,8 +44,24 @@ def site_config(tmp_path: Path, sock: Path, fport: int, pport: int) -> Path:
         f'[prioritizer]\nmetrics_port = {pport}\nmetrics_address = "127.0.0.1"\n',
         1,
     )
+    text += f'\n[telemetry]\nexposition_dir = "{tmp_path}/agents"\n'
     path = tmp_path / "site.toml"
     path.write_text(text)
+    return path
+
+
+def agent_file(tmp_path: Path, at: float) -> Path:
+    """gpu01's agent file as the agent writes it, its samples taken at ``at`` (no job holds
+    the GPUs: the file's age is what counts here)."""
+    from slurm_dl.core.samples import JobGpuSample
+    from slurm_dl.telemetry import exposition
+    from slurm_dl.telemetry.agent import write_atomically
+
+    agents = tmp_path / "agents"
+    agents.mkdir(mode=0o755, exist_ok=True)
+    rows = [JobGpuSample(0, "gpu01", g, 0.0, 0, 50.0, 0, at) for g in range(8)]
+    path = agents / "gpu01.prom"
+    write_atomically(path, exposition.render(rows))
     return path
 
 
@@ -130,6 +147,7 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
             [*CLI, "db", "upgrade"], env=env, capture_output=True, text=True, cwd=ROOT, timeout=60
         )
         assert out.returncode == 0 and ledger.exists(), out.stderr
+        agent_file(tmp_path, time.time())  # gpu01's agent writes
         prio.start()
         wait_until(
             "a prioritizer cycle",
@@ -152,6 +170,8 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
             "prioritizer metrics",
             "filter metrics",
             "site config vs Slurm",
+            "database writes",
+            "gpu-agent samples",
         ):
             assert checks.get(name) == "ok", (name, text)
         assert "0 problem(s)" in text, text
@@ -166,6 +186,8 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
         assert all(len(line) <= 80 or " " not in line.strip() for line in text.splitlines()), (
             text
         )  # a long path
+
+        stale_agent_and_held_write_lock(tmp_path, env, pport)
 
         sock.unlink()  # the fault: the service keeps running, but nothing can reach it
         rc, result, text = doctor(env)
@@ -251,3 +273,56 @@ def test_doctor_passes_then_names_the_missing_socket_and_reset_clears_site_facto
         filt.stop()
         for j in jobs:
             subprocess.run(["scancel", str(j)], env=env, capture_output=True)
+
+
+def stale_agent_and_held_write_lock(tmp_path: Path, env, pport: int) -> None:
+    """Two faults nothing else shows: gpu01's agent stops writing (its file stays), and a shell
+    holds the ledger's write lock (readers get through). The running daemon says the first in
+    its log and metrics; doctor names both, the holder by its pid; both undone, all is ok."""
+    import sqlite3
+
+    stale = agent_file(tmp_path, time.time() - 3600)
+    wait_until(
+        "the prioritizer to see the stale agent file",
+        lambda: total(scrape(pport), "slurm_dl_prioritizer_telemetry_stale_nodes") == 1,
+        60,
+    )
+    metrics = scrape(pport)
+    assert total(metrics, "slurm_dl_prioritizer_telemetry_fresh_nodes") == 0
+    assert total(metrics, "slurm_dl_prioritizer_active") == 1
+    age = total(metrics, "slurm_dl_prioritizer_telemetry_sample_age_seconds", node="gpu01")
+    assert 3600 <= age < 3700, age
+    holder = sqlite3.connect(tmp_path / "ledger.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # an sqlite3 shell left inside a transaction
+    try:
+        rc, result, text = doctor(env)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert rc == 1, text
+    found = {x["check"]: x for x in result["findings"] if x["status"] == "fail"}
+    writes = found["database writes"]
+    assert f"held by process {os.getpid()} (" in writes["detail"], writes
+    assert f"kill {os.getpid()}" in writes["fix"], writes
+    samples = [x for x in result["findings"] if x["check"] == "gpu-agent samples"]
+    assert [x["status"] for x in samples] == ["fail", "fail"], samples
+    assert samples[0]["detail"].startswith(f"{stale}: newest sample 60 min old"), samples
+    assert "idle detection is off" in samples[1]["detail"], samples
+    assert "FAIL  database writes" in text and "FAIL  gpu-agent samples" in text, text
+    log = (tmp_path / "prio.log").read_text()
+    assert log.count("idle detection is off") == 1, log[-2000:]
+    assert "is the gpu-agent on gpu01 running?" in log
+
+    agent_file(tmp_path, time.time())
+    cycles = total(scrape(pport), "slurm_dl_prioritizer_cycles_total", outcome="ok")
+    wait_until(
+        "a cycle saved after the lock went",
+        lambda: (
+            total(scrape(pport), "slurm_dl_prioritizer_cycles_total", outcome="ok") > cycles
+            and total(scrape(pport), "slurm_dl_prioritizer_telemetry_fresh_nodes") == 1
+        ),
+        90,
+    )
+    assert "idle detection resumes" in (tmp_path / "prio.log").read_text()
+    rc, result, text = doctor(env)
+    assert rc == 0, text

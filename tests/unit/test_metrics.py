@@ -271,3 +271,26 @@ def test_json_log_lines(capsys) -> None:
         for h in [h for h in root.handlers if getattr(h, "_slurm_dl", False)]:
             root.removeHandler(h)
         root.setLevel(logging.WARNING)
+
+
+def test_active_while_cycles_reach_slurm() -> None:
+    t = [1000.0]
+    m = PrioritizerMetrics(clock=lambda: t[0], interval_s=5.0)  # bound: max(20, 4 x 5) s
+    active = lambda: m.registry.get_sample_value("slurm_dl_prioritizer_active")  # noqa: E731
+    assert active() == 0, "no cycle yet"
+    m.failed("slurm_unreachable")
+    assert active() == 0, "it changed nothing in Slurm"
+    m.failed("failed")  # e.g. the store failed after the SiteFactor updates
+    assert active() == 1
+    t[0] += 20
+    assert active() == 1
+    t[0] += 1
+    assert active() == 0, "stopped cycling: no longer counted"
+    assert PrioritizerMetrics(interval_s=60.0).active_for_s == 240.0
+
+
+def test_a_running_daemon_scrapes_as_active(prio_metrics) -> None:
+    c, p, m, port = prio_metrics
+    assert value(scrape(port), "slurm_dl_prioritizer_active") == 0
+    Loop(p, metrics=m).tick()
+    assert value(scrape(port), "slurm_dl_prioritizer_active") == 1

@@ -13,9 +13,9 @@ With ``dry_run`` (or ``idle_action = "report"``) decisions are reported and neve
 The sample window the prioritizer keeps is bounded (:func:`horizon_minutes`) and lost when the
 daemon restarts. A job whose whole window is idle may therefore carry an earlier ``idle since``
 from its stored utilisation summary (:func:`carried_idle_since`), provided the summary's last
-sample is at most :func:`carry_gap_seconds` older than the window's first: a daemon restarted
-after a kill -9 neither resets the idle clock nor restarts the warning, while a long gap with
-no data never counts as idle time.
+sample is at most :func:`~.freshness.stale_after_seconds` older than the window's first: a
+daemon restarted after a kill -9 neither resets the idle clock nor restarts the warning, while a
+long gap with no data never counts as idle time.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ..config import TelemetryConfig
 from ..model import Job, JobClass
 from ..preemption import RESUME_NEVER, resume_kind
 from ..samples import JobGpuSample
+from .freshness import stale_after_seconds
 
 
 class Verdict(str, enum.Enum):
@@ -89,11 +90,6 @@ def whole_window_idle(samples: Iterable[JobGpuSample], threshold: float) -> bool
     return bool(runs) and all(start is not None and start == first for start, first, _ in runs)
 
 
-def carry_gap_seconds(cfg: TelemetryConfig) -> float:
-    """The longest gap in the data across which a stored ``idle since`` still counts."""
-    return max(120.0, 3.0 * cfg.sample_seconds)
-
-
 def carried_idle_since(
     summaries: Mapping[int, Any], samples: Iterable[JobGpuSample], cfg: TelemetryConfig
 ) -> dict[int, float]:
@@ -102,7 +98,8 @@ def carried_idle_since(
     ``summaries`` maps job id to an object with ``idle_since`` and ``last_sample_at`` (a
     :class:`~slurm_dl.telemetry.summary.JobUtilisationSummary` as stored before this window's
     samples were folded in). Carried only when the whole window is idle and joins the stored
-    evidence without a gap longer than :func:`carry_gap_seconds`.
+    evidence without a gap longer than :func:`~.freshness.stale_after_seconds` (samples
+    older than that are stale: the data has a gap).
     """
     by_job: dict[int, list[JobGpuSample]] = {}
     for s in samples:
@@ -115,7 +112,7 @@ def carried_idle_since(
         if since is None or last is None:
             continue
         first = min(s.time for s in rows)
-        if first - last <= carry_gap_seconds(cfg) and whole_window_idle(
+        if first - last <= stale_after_seconds(cfg) and whole_window_idle(
             rows, cfg.idle_util_percent
         ):
             out[job_id] = float(since)
