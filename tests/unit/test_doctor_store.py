@@ -54,7 +54,7 @@ def test_a_held_write_lock_is_found_and_its_holder_named(tmp_path: Path) -> None
         assert f"{path}: database is locked: another process holds its write lock" in writes.detail
         assert "readers still get through" in writes.detail
         assert f"held by process {holder.pid} (" in writes.detail, writes.detail
-        assert "python -c import sqlite3, sys, time..." in writes.detail, "its command"
+        assert "python -c import sqlite3" in writes.detail, "its command (cut at 60 characters)"
         assert f"kill {holder.pid}" in writes.fix and "ROLLBACK" in writes.fix
         assert by_check(f, "database").status == "ok"
     finally:
