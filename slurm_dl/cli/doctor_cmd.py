@@ -24,11 +24,12 @@ settings (accounts enforced where fair share or a class trusts them),
 the site config against the cluster (sinfo: nodes, GPU types and counts,
 partitions, time limits), job_submit.lua, the filter socket, the
 database (schema, integrity, locks), the prioritizer's last cycle,
-the metrics endpoints and the gpu-agents' files (each one ignored, with
-why: its owner, its mode, its name). Prints each problem
-with its fix; exits 1 when something fails (warnings do not). It only
-reads. With --uninstalled, check instead that nothing of slurm-dl still
-acts on the cluster: its shim, the services, SiteFactors on jobs.
+the metrics endpoints and the files of the gpu-agents (each one ignored,
+with why: its owner, its mode, its name). Prints each problem with its
+fix; exits 1 when something fails (warnings do not). It only reads.
+
+With --uninstalled, check instead that nothing of slurm-dl still acts on
+the cluster: its shim, the services, SiteFactors on jobs.
 
 \b
 Examples:

@@ -84,7 +84,7 @@ preemption); a config that names only the cluster replays exactly what no
 --config does; give
 it twice (--config current.toml --config proposed.toml) to see each policy
 under both, side by side. --report DIR writes DIR/index.html: the table,
-JCT, queueing and utilisation figures, per-account waits; it needs no
+JCT, queueing and utilisation figures, each account's waits; it needs no
 network to open.
 
 GPU types: --node-types v100:15,p100:15,k80:15 (TYPE:NODES in node order,
