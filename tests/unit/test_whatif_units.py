@@ -19,6 +19,7 @@ from slurm_dl.sim.reports.units import DAYS, HOURS, MINUTES, SECONDS, history_sp
     "span_s, time, span",
     [
         (90, SECONDS, SECONDS),
+        (5 * 60, SECONDS, MINUTES),
         (22 * 60, MINUTES, MINUTES),
         (3 * 3600, MINUTES, HOURS),
         (86400, HOURS, HOURS),

@@ -48,14 +48,14 @@ class TimeUnits:
 def units_for(span_s: float) -> TimeUnits:
     """The units for a history that spans ``span_s`` seconds. The makespan: seconds under 2
     minutes, minutes under 2 hours, hours under 2 days, else days. JCT and waits: seconds
-    under 2 minutes, minutes under 12 hours, else hours (a job of a short history lasts
-    minutes; 0.01 h says nothing)."""
+    under 10 minutes, minutes under 12 hours, else hours (a job of a short history lasts
+    seconds or minutes; 0.01 h says nothing)."""
 
     def below(limits: tuple[tuple[float, Unit], ...], last: Unit) -> Unit:
         return next((u for limit, u in limits if span_s < limit), last)
 
     span = below(((2 * MINUTE, SECONDS), (2 * HOUR, MINUTES), (2 * DAY, HOURS)), DAYS)
-    time = below(((2 * MINUTE, SECONDS), (12 * HOUR, MINUTES)), HOURS)
+    time = below(((10 * MINUTE, SECONDS), (12 * HOUR, MINUTES)), HOURS)
     return TimeUnits(time, span)
 
 
