@@ -33,7 +33,8 @@ ConfigOrBuiltinOpt = typer.Option(
     None,
     "--config",
     metavar="FILE",
-    help=CONFIG_HELP.removesuffix(")") + ", else built-in defaults)",
+    help=f"site config TOML (default: ${CONFIG_ENV}, else the file {DEFAULT_CONFIG}, "
+    "else built-in defaults)",
 )
 """--config FILE of the commands that run on built-in defaults without one (dlsubmit, gpu-agent).
 No -c: after a program's name a -c is the program's own, and dlsubmit names the missing -- instead."""

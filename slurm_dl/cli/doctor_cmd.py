@@ -25,13 +25,14 @@ the site config against the cluster (sinfo: nodes, GPU types and counts,
 partitions, time limits), job_submit.lua, the filter socket, the
 database (schema, integrity, locks: a SQLite write lock another
 process holds, named with that process), the prioritizer's last cycle,
-the metrics endpoints and the gpu-agents' files (each one ignored, with
-why: its owner, its mode, its name; each one whose newest sample is too
-old for idle detection). Prints each problem with its fix; exits 1 when
-something fails (warnings do not). It changes nothing: its write check
-on a SQLite ledger begins a transaction and rolls it back. With
---uninstalled, check instead that nothing of slurm-dl still acts on the
-cluster: its shim, the services, SiteFactors on jobs.
+the metrics endpoints and the files of the GPU agents (each one ignored,
+with why: its owner, its mode, its name; each one whose newest sample is
+too old for idle detection). Prints each problem with its fix; exits 1
+when something fails (warnings do not). It changes nothing: its write
+check on a SQLite ledger begins a transaction and rolls it back.
+
+With --uninstalled, check instead that nothing of slurm-dl still acts on
+the cluster: its shim, the services, SiteFactors on jobs.
 
 \b
 Examples:

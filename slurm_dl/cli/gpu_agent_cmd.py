@@ -16,6 +16,7 @@ from ..core.errors import SlurmError, SlurmNotInstalledError
 from .daemon_opts import LogFormatOpt, LogLevelOpt, setup_logging
 from .config_file import ConfigOrBuiltinOpt, find_config
 from .common import expected_errors
+from ..telemetry.agent import DEFAULT_OUTPUT_DIR
 
 HELP = (
     "Sample this node's GPUs through NVML (utilisation, memory, power, processes), attribute each GPU to "
@@ -33,7 +34,7 @@ def gpu_agent(
         help="seconds between samples (default: [telemetry] sample_seconds of the site config)",
     ),
     output_dir: Path = typer.Option(
-        Path("/var/lib/slurm-dl/gpu-agent"), "--output-dir", help="where <node>.prom is written"
+        DEFAULT_OUTPUT_DIR, "--output-dir", help="the directory the agent writes <node>.prom to"
     ),
     node: Optional[str] = typer.Option(
         None, "--node", help="Slurm node name (default: SLURMD_NODENAME or hostname)"

@@ -84,7 +84,7 @@ preemption); a config that names only the cluster replays exactly what no
 --config does; give
 it twice (--config current.toml --config proposed.toml) to see each policy
 under both, side by side. --report DIR writes DIR/index.html: the table,
-JCT, queueing and utilisation figures, per-account waits; it needs no
+JCT, queueing and utilisation figures, each account's waits; it needs no
 network to open.
 
 GPU types: --node-types v100:15,p100:15,k80:15 (TYPE:NODES in node order,
@@ -298,7 +298,9 @@ def _run(**options) -> None:
     if o.as_json:
         typer.echo(json.dumps(finite(w.doc), sort_keys=False, allow_nan=False))
     elif w.runs:
-        out.table_foot({"policies": {r.name: r.summary for r in w.runs}, "recorded": w.recorded})
+        out.table_foot(
+            {"policies": {r.name: r.summary for r in w.runs}, "recorded": w.recorded}, w.units
+        )
     if w.interrupted:
         raise typer.Exit(130)
     if w.failed:
@@ -333,10 +335,13 @@ class _Printer:
                     (x.label, x.cluster, x.cost.describe(), x.config_line, x.overrides)
                     for x in w.variants
                 ],
+                w.units,
             )
             if w.recorded is not None:  # what the history itself says, beside the replays
                 out.table_row(
-                    "recorded", {**w.recorded, "utilization": None, "preemptions_per_job": None}
+                    "recorded",
+                    {**w.recorded, "utilization": None, "preemptions_per_job": None},
+                    w.units,
                 )
         if several and (len(w.runs) == 1 or w.planned[w.runs[-2].planned][4] != group):
             out.group_line(
@@ -344,5 +349,5 @@ class _Printer:
                 if group != SITE_GROUP
                 else "site: " + ", ".join(f"{x.label} = {x.cfg.policy.mix}" for x in w.variants)
             )
-        out.table_row(v.label if several else label, run.summary, indent=several)
+        out.table_row(v.label if several else label, run.summary, w.units, indent=several)
         out.type_line(run.summary, indent=several)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from ..sim.reports.units import TimeUnits
+
 
 def idle_lines(doc: dict) -> list[str]:
     out = []
@@ -57,12 +59,18 @@ def finite(obj):
     return obj
 
 
-_COLS = ("JCT h", "med h", "p99 h", "wait h", "span d", "util", "pre/j", "Jain", "max ρ")
+_COLS = ("JCT", "med", "p99", "wait", "span", "util", "pre/j", "Jain", "max ρ")
 
 
-def table_head(trace: Path, n: int, variants: list[tuple]) -> None:
+def _heads(units: TimeUnits) -> list[str]:
+    """The columns' heads, each time column with its unit: ``JCT m``, ``span m``."""
+    t, s = units.time.short, units.span.short
+    return [f"{c} {t}" for c in _COLS[:4]] + [f"{_COLS[4]} {s}"] + list(_COLS[5:])
+
+
+def table_head(trace: Path, n: int, variants: list[tuple], units: TimeUnits) -> None:
     """``variants``: (site config label or None, cluster, preemption cost, which config and
-    the options over it in words, those options) of each config run."""
+    the options over it in words, those options) of each config run; ``units``: the times'."""
     import textwrap
 
     if len(variants) == 1:
@@ -79,20 +87,24 @@ def table_head(trace: Path, n: int, variants: list[tuple]) -> None:
         if over:
             typer.echo(textwrap.fill("each overridden by " + ", ".join(over), 80))
     first = "policy" if len(variants) == 1 else "policy/config"
-    typer.echo(f"{first:<16}" + "".join(f"{c:>7}" for c in _COLS))
+    typer.echo(f"{first:<16}" + "".join(f"{c:>7}" for c in _heads(units)))
 
 
 def _fmt(v, spec: str, scale: float = 1.0) -> str:
-    return "–" if v is None else format(v / scale, spec)
+    if v is None:
+        return "–"
+    text = format(v / scale, spec)
+    return text if len(text) < 7 else format(v / scale, ".0f")  # a column keeps its room
 
 
-def table_row(name: str, s: dict, indent: bool = False) -> None:
+def table_row(name: str, s: dict, units: TimeUnits, indent: bool = False) -> None:
+    t, sp = units.time.seconds, units.span.seconds
     cells = (
-        _fmt(s["avg_jct_s"], ".2f", 3600),
-        _fmt(s["median_jct_s"], ".2f", 3600),
-        _fmt(s["p99_jct_s"], ".1f", 3600),
-        _fmt(s["avg_queue_s"], ".2f", 3600),
-        _fmt(s["makespan_s"], ".1f", 86400),
+        _fmt(s["avg_jct_s"], ".2f", t),
+        _fmt(s["median_jct_s"], ".2f", t),
+        _fmt(s["p99_jct_s"], ".1f", t),
+        _fmt(s["avg_queue_s"], ".2f", t),
+        _fmt(s["makespan_s"], ".1f", sp),
         _fmt(s["utilization"], ".1%"),
         _fmt(s["preemptions_per_job"], ".2f"),
         _fmt(s.get("jain_rho"), ".3f"),
@@ -121,7 +133,8 @@ def group_line(policy: str) -> None:
     typer.echo(policy if len(policy) <= 79 else policy[:78] + "…")
 
 
-def table_foot(doc: dict) -> None:
+def table_foot(doc: dict, units: TimeUnits) -> None:
+    typer.echo(units.describe())
     typer.echo("JCT: job completion time (submit to end), mean, median and p99; wait: mean")
     typer.echo("queueing time; span: makespan; pre/j: preemptions per job")
     typer.echo("rho: an account's mean JCT here over alone on its share (1 = fair, max =")
@@ -140,7 +153,7 @@ def table_foot(doc: dict) -> None:
     for k, s in extra:
         line = f"{k}: strict deadline hit rate {s['deadline_hit_rate']:.1%}"
         if "best_effort_avg_jct_s" in s:
-            line += f", best-effort avg JCT {s['best_effort_avg_jct_s'] / 3600:.2f} h"
+            line += f", best-effort avg JCT {duration(s['best_effort_avg_jct_s'])}"
         typer.echo(line)
         if "utility_earned" in s:
             typer.echo(

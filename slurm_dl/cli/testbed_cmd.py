@@ -49,8 +49,9 @@ def up(
     gpus: Optional[str] = typer.Option(
         None,
         "--gpus",
-        help="node groups of several GPU types, TYPE:NODESxGPUS comma-"
-        "separated (e.g. h100:2x8,v100:2x8), instead of --nodes/--gpus-per-node/--gpu-type: typed GRES, "
+        help="instead of the options --nodes, --gpu-type and --gpus-per-node: node groups of "
+        "several GPU "
+        "types, e.g. h100:2x8,v100:2x8 (TYPE:NODESxGPUS, separated by commas), with typed GRES, "
         "a feature and a partition per type, and the default partition gpu over all nodes",
     ),
     accounting: bool = typer.Option(
@@ -62,8 +63,8 @@ def up(
         None,
         "--site-config",
         help="slurm-dl config to copy to DIR/site.toml with its database in DIR "
-        "(default: site-configs/testbed.toml of this checkout, with the GPU types, partitions and node groups of "
-        "--gpus; written once unless given or the GPU types change)",
+        "(default: this checkout's site-configs/testbed.toml, with the GPU types, partitions and "
+        "node groups of --gpus; written once unless given or the GPU types change)",
     ),
     slurm: str = typer.Option(
         None,
@@ -76,8 +77,8 @@ def up(
         0,
         "--shard-nodes",
         min=0,
-        help="the first N nodes also offer their "
-        "GPUs as Slurm shards (GPU sharing; with --shards-per-gpu)",
+        help="with --shards-per-gpu: the first N nodes also offer their GPUs as Slurm "
+        "shards (GPU sharing)",
     ),
     shards_per_gpu: int = typer.Option(
         0, "--shards-per-gpu", min=0, help="shards each GPU of a shard node offers (1 to 128)"

@@ -16,14 +16,15 @@ from ..sim import tune as T
 from . import whatif_options as W
 from .common import expected_errors
 
-HELP = """Search site-config settings on your own history.
+HELP = f"""Search site-config settings on your own history.
 
 Each --param names a setting by its dotted path in the site config, with its
 candidate values separated by ':' (a list value's items by ','). The search
 replays the earlier part of the history (--split) with every candidate, picks
 the best by --objective under each --constraint, then replays the current
 settings, the proposal and every candidate on the later part, which the search
-never saw. Writes the proposed config (--output) and an HTML report (--report).
+never saw. Each part must hold at least --min-jobs jobs (default {T.MIN_JOBS_PER_PART}). Writes
+the proposed config (--output) and an HTML report (--report).
 
 Example:
 
@@ -49,6 +50,12 @@ def tune(
     constraint: List[str] = typer.Option([], "--constraint", help="e.g. 'worst_rho<=1.2'; repeat"),
     split: float = typer.Option(
         0.5, "--split", help="the part of the window tuned on (the rest judges)"
+    ),
+    min_jobs: int = typer.Option(
+        T.MIN_JOBS_PER_PART,
+        "--min-jobs",
+        min=1,
+        help="the fewest jobs each part of the split must hold: fewer say little about a setting",
     ),
     trials: Optional[int] = typer.Option(
         None,
@@ -87,6 +94,7 @@ def _tune(
     objective,
     constraint,
     split,
+    min_jobs,
     trials,
     seed,
     start,
@@ -146,7 +154,7 @@ def _tune(
         group_by="account",
         say=lambda m: typer.echo(m, err=True),
     )
-    cut, n_in, n_out = T.split_time([j.submit_time for j in jobs], split)
+    cut, n_in, n_out = T.split_time([j.submit_time for j in jobs], split, min_jobs)
     early = [j for j in jobs if j.submit_time < cut]
     late = [j for j in jobs if j.submit_time >= cut]
     via = _via(via_slurm, partition, time_limit)

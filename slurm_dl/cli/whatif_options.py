@@ -33,7 +33,7 @@ NoFairnessOpt = typer.Option(
 ViaSlurmOpt = typer.Option(
     False,
     "--via-slurm",
-    help="run the replays as a Slurm job array (CPU-only tasks; a "
+    help="run the replays as a Slurm job array (tasks without GPUs; a "
     "private work folder in the current directory, removed after)",
 )
 ReportOpt = typer.Option(

@@ -234,21 +234,27 @@ def _freeze(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
-def split_time(submits: Sequence[float], fraction: float) -> tuple[float, int, int]:
+def split_time(
+    submits: Sequence[float], fraction: float, min_jobs: int = MIN_JOBS_PER_PART
+) -> tuple[float, int, int]:
     """The time that splits the history: ``fraction`` of its submit-time span lies before it;
-    (time, jobs before, jobs from it on). Too few on either side is a :class:`TuneError`."""
+    (time, jobs before, jobs from it on). Fewer than ``min_jobs`` on either side is a
+    :class:`TuneError`."""
     if not 0.0 < fraction < 1.0:
         raise TuneError(f"--split {fraction:g}: give a fraction between 0 and 1, e.g. 0.5")
+    if min_jobs < 1:
+        raise TuneError(f"--min-jobs {min_jobs}: give at least 1")
     if not submits:
         raise TuneError("the history holds no jobs")
     lo, hi = min(submits), max(submits)
     cut = lo + (hi - lo) * fraction
     before = sum(1 for t in submits if t < cut)
     after = len(submits) - before
-    if before < MIN_JOBS_PER_PART or after < MIN_JOBS_PER_PART:
+    if before < min_jobs or after < min_jobs:
         raise TuneError(
             f"the history is too short to split: {before} jobs before the split, {after} "
-            f"after;\n  each part needs {MIN_JOBS_PER_PART} (a longer window, or another --split)"
+            f"after;\n  each part needs {min_jobs} (a longer window, another --split, or a "
+            "lower --min-jobs)"
         )
     return cut, before, after
 

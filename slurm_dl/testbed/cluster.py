@@ -243,8 +243,9 @@ class Testbed:
     ) -> Path:
         """Write DIR/site.toml: ``template`` with its database and the filter's socket inside
         the state directory (so that ``slurm-dl doctor`` and ``filter serve`` agree with what
-        the testbed runs). ``own_shape``: on a testbed of several GPU types, the template's GPU
-        types, partitions and node groups are replaced by the testbed's own (``site_shape``)."""
+        the testbed runs). ``own_shape``: on a testbed of several GPU types, or one whose first
+        nodes offer shards, the template's GPU types, partitions and node groups are replaced by
+        the testbed's own, with ``[sharing]`` over the shard nodes (``site_shape``)."""
         from .site_toml import with_database_url, with_setting
 
         target = self.layout.site_config
@@ -252,7 +253,8 @@ class Testbed:
             return target
         try:
             text = template.read_text(encoding="utf-8")
-            if own_shape and is_mixed(self.groups):
+            shard_nodes, shards_per_gpu = self.shards
+            if own_shape and (is_mixed(self.groups) or shard_nodes):
                 source = (
                     f"site-configs/{template.name}"
                     if template.parent.name == "site-configs"
@@ -264,6 +266,8 @@ class Testbed:
                     source=source,
                     cpus=DEFAULT_CPUS_PER_NODE,
                     memory_gb=DEFAULT_MEMORY_MB_PER_NODE // 1024,
+                    shard_nodes=shard_nodes,
+                    shards_per_gpu=shards_per_gpu,
                 )
             self.layout.root.mkdir(parents=True, exist_ok=True)
             text = with_database_url(text, self.layout.ledger_url)

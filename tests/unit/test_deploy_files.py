@@ -1,5 +1,6 @@
-"""The files under deploy/: systemd units whose commands the CLI accepts, alert rules and a
-dashboard that name only series the daemons export."""
+"""The files under deploy/: systemd units whose commands the CLI accepts, the environment file
+they read (one that shells can source too), alert rules and a dashboard that name only series
+the daemons export."""
 
 from __future__ import annotations
 
@@ -58,6 +59,48 @@ def test_unit_commands_are_ones_the_cli_accepts(path: Path) -> None:
     for opt in ("--log-level", "--log-format"):
         assert opt in help_text, (path.name, opt)
     assert u["Service"]["EnvironmentFile"] == "-/etc/default/slurm-dl"
+
+
+ENV_FILE = DEPLOY / "systemd" / "slurm-dl.env"
+# VAR=word or VAR="words": what systemd's EnvironmentFile= and a shell read alike (no inner
+# quotes, expansions or escapes, which the two treat differently)
+_PORTABLE = re.compile(r'^[A-Z_][A-Z0-9_]*=(?:[^\s"\'$`\\#]*|"[^"\'$`\\]*")$')
+
+
+def _assignments(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def test_the_environment_file_reads_the_same_in_systemd_and_a_shell() -> None:
+    lines = _assignments(ENV_FILE.read_text())
+    assert lines and all(_PORTABLE.match(ln) for ln in lines), lines
+    # the commented examples too, once uncommented
+    examples = [
+        ln.lstrip("# ").removeprefix("e.g. ")
+        for ln in ENV_FILE.read_text().splitlines()
+        if re.match(r"^#\s*(e\.g\. )?[A-Z_]+=", ln)
+    ]
+    assert examples and all(_PORTABLE.match(ln) for ln in examples), examples
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_a_shell_can_source_the_environment_file() -> None:
+    out = subprocess.run(
+        ["bash", "-c", 'set -a; . "$1" && env -0', "bash", str(ENV_FILE)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    env = dict(kv.split("=", 1) for kv in out.stdout.split("\0") if "=" in kv)
+    assert env["SLURM_DL_FILTER_ARGS"] == "--log-format text"
+    assert env["SLURM_DL_PRIORITIZER_ARGS"] == "--log-format text"
+    assert env["SLURM_DL_GPU_AGENT_ARGS"] == ""
+    # each unit's ExecStart names only variables the file sets (or leaves to the default)
+    for path in UNITS:
+        for var in re.findall(r"\$(\w+)", unit(path)["Service"]["ExecStart"]):
+            assert var in env, (path.name, var)
 
 
 @pytest.mark.skipif(

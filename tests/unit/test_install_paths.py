@@ -51,7 +51,9 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_guides_system_install_lands_where_the_units_look(wheel: Path, tmp_path: Path) -> None:
     guide = (ROOT / "docs" / "admins.md").read_text()
     command = re.search(
-        r"^python3 -m pip install --break-system-packages dist/slurm_dl-\*\.whl$", guide, re.M
+        rf"^{SYSTEM_PYTHON} -m pip install --break-system-packages dist/slurm_dl-\*\.whl$",
+        guide,
+        re.M,
     )
     assert command, "the guide's command changed: change this test with it"
     root = tmp_path / "root"

@@ -146,8 +146,9 @@ def test_report_is_one_self_contained_file_with_every_figure_drawn(tmp_path):
     assert "Finish-time fairness (ρ, Jain): not computed (--no-fairness)." in html
     assert "t.csv" in html and "1 node x 2 GPUs (2 GPUs)" in html
     doc = json.loads(CliRunner().invoke(app, args[:-2] + ["--json"]).stdout)
-    # the table shows the same figures as --json
-    assert rows[0][2] == f"{doc['policies']['fifo']['avg_jct_s'] / 3600:.2f}"
+    # the table shows the same figures as --json, in the unit of the trace's span (minutes)
+    assert head[2] == "mean JCT min" and "Per account: mean wait (minutes)" in html
+    assert rows[0][2] == f"{doc['policies']['fifo']['avg_jct_s'] / 60:.2f}"
 
 
 def test_report_escapes_names_and_marks_an_interrupted_run(tmp_path, monkeypatch):
@@ -275,9 +276,9 @@ def test_two_configs_side_by_side_each_with_its_own_restart_cost(tmp_path):
     assert [ln.split()[0] for ln in lines[i + 1 : i + 3]] == ["current.toml", "proposed.toml"]
     j = lines.index("las")
     las_rows = {ln.split()[0]: ln.split()[1] for ln in lines[j + 1 : j + 3]}
-    assert las_rows == {
-        "current.toml": f"{c['las']['avg_jct_s'] / 3600:.2f}",
-        "proposed.toml": f"{p['las']['avg_jct_s'] / 3600:.2f}",
+    assert las_rows == {  # the trace spans under 2 hours: minutes
+        "current.toml": f"{c['las']['avg_jct_s'] / 60:.2f}",
+        "proposed.toml": f"{p['las']['avg_jct_s'] / 60:.2f}",
     }
     html = (tmp_path / "rep" / "index.html").read_text()
     assert_self_contained(html)

@@ -94,6 +94,31 @@ def test_the_split_is_in_time_and_refuses_a_short_history():
         T.split_time([1.0, 2.0], 1.0)
 
 
+def test_the_fewest_jobs_per_part_is_a_setting_with_one_default() -> None:
+    sixty = [float(i) for i in range(60)]
+    assert T.split_time(sixty, 0.5, min_jobs=30)[1:] == (30, 30)
+    with pytest.raises(T.TuneError, match="each part needs 31 .*a lower --min-jobs"):
+        T.split_time(sixty, 0.5, min_jobs=31)
+    with pytest.raises(T.TuneError, match=f"each part needs {T.MIN_JOBS_PER_PART} "):
+        T.split_time(sixty, 0.5)
+    out = CliRunner().invoke(app, ["tune", "--help"], terminal_width=80).output
+    flat = " ".join(out.split())
+    assert f"at least --min-jobs jobs (default {T.MIN_JOBS_PER_PART})" in flat
+    assert "--min-jobs <int range>" in flat and f"[default: {T.MIN_JOBS_PER_PART};" in flat
+
+
+def test_tune_runs_a_short_history_with_a_lower_min_jobs(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("".join(TRACE.splitlines(keepends=True)[:41]))  # 40 jobs: 20 per part
+    args = ["tune", "--trace", str(trace), "--format", "csv", "--nodes", "2"]
+    args += ["--param", "policy.las.starvation_factor=none:2", "--no-fairness", "--jobs", "1"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 1 and "each part needs 50" in r.output, r.output
+    r = CliRunner().invoke(app, [*args, "--min-jobs", "20", "--json"])
+    assert r.exit_code == 0, r.output
+    assert (json.loads(r.stdout)["n_in"], json.loads(r.stdout)["n_out"]) == (20, 20)
+
+
 def test_the_choice_keeps_the_constraints_and_the_grid_order_on_ties():
     a, b, c = (T.Point((i,), f"p{i}", {}) for i in range(3))
     results = {

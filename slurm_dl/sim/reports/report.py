@@ -18,6 +18,7 @@ from typing import Sequence
 
 from . import svgchart
 from .metrics import jct, queue_series
+from .units import DAYS, HOURS, TimeUnits, Unit, units_for
 
 GPU_BUCKETS = (
     (1, 1, "1"),
@@ -44,8 +45,8 @@ class ReportRun:
         return self.policy if self.config is None else f"{self.policy} @ {self.config}"
 
 
-def jct_cdf(results, points: int = 200) -> tuple[list[float], list[float]]:
-    """(JCT hours, fraction of jobs finished within it), about ``points`` points."""
+def jct_cdf(results, points: int = 200, unit: Unit = HOURS) -> tuple[list[float], list[float]]:
+    """(JCT in ``unit``, fraction of jobs finished within it), about ``points`` points."""
     xs = sorted(jct(sj) for r in results for sj in r.jobs)
     n = len(xs)
     if not n:
@@ -54,13 +55,13 @@ def jct_cdf(results, points: int = 200) -> tuple[list[float], list[float]]:
     idx = list(range(step - 1, n, step))
     if idx[-1] != n - 1:
         idx.append(n - 1)
-    return [xs[i] / 3600 for i in idx], [(i + 1) / n for i in idx]
+    return [unit.of(xs[i]) for i in idx], [(i + 1) / n for i in idx]
 
 
 def utilisation_series(
-    results, t0: float, t1: float, bins: int = 200
+    results, t0: float, t1: float, bins: int = 200, unit: Unit = DAYS
 ) -> tuple[list[float], list[float]]:
-    """(days since ``t0``, busy GPUs / total GPUs averaged over each bin). A job counts its GPUs
+    """(time since ``t0`` in ``unit``, busy GPUs / total GPUs averaged over each bin). A job counts its GPUs
     from its first start to its end; a preempted job (its run segments are not recorded) counts
     its executed GPU time spread evenly over that span, so the curve is approximate there (and
     clipped at 1)."""
@@ -92,13 +93,14 @@ def utilisation_series(
                 i += 1
         last = max(last, t)
         level += d
-    return [(edges[i] + width / 2 - t0) / 86400 for i in range(bins)], [
+    return [unit.of(edges[i] + width / 2 - t0) for i in range(bins)], [
         min(1.0, a / (width * total)) for a in area
     ]
 
 
-def wait_by_gpus(results) -> dict[str, tuple[int, float]]:
-    """GPU-count bucket label -> (jobs, mean queueing delay in hours), buckets with jobs only."""
+def wait_by_gpus(results, unit: Unit = HOURS) -> dict[str, tuple[int, float]]:
+    """GPU-count bucket label -> (jobs, mean queueing delay in ``unit``), buckets with jobs
+    only."""
     sums: dict[str, list[float]] = {}
     highs = [hi for _, hi, _ in GPU_BUCKETS]
     for r in results:
@@ -108,7 +110,9 @@ def wait_by_gpus(results) -> dict[str, tuple[int, float]]:
             acc[0] += 1
             acc[1] += sj.queue_s
     return {
-        b: (int(sums[b][0]), sums[b][1] / sums[b][0] / 3600) for _, _, b in GPU_BUCKETS if b in sums
+        b: (int(sums[b][0]), unit.of(sums[b][1] / sums[b][0]))
+        for _, _, b in GPU_BUCKETS
+        if b in sums
     }
 
 
@@ -122,20 +126,37 @@ def _downsample(xs: list, ys: list, points: int) -> tuple[list, list]:
     return [xs[i] for i in keep], [ys[i] for i in keep]
 
 
-def figures(runs: Sequence[ReportRun]) -> dict:
-    """The report's numbers and charts (SVG markup strings) for ``runs``."""
-    names = [r.name for r in runs]
+def _span(runs: Sequence[ReportRun]) -> tuple[float, float]:
+    """From the first submission to the last end over ``runs``' jobs."""
     subs = [sj.submit for r in runs for c in r.results for sj in c.jobs]
     ends = [sj.end_time or sj.submit for r in runs for c in r.results for sj in c.jobs]
-    t0, t1 = (min(subs), max(ends)) if subs else (0.0, 0.0)
+    return (min(subs), max(ends)) if subs else (0.0, 0.0)
+
+
+def report_units(runs: Sequence[ReportRun], meta: dict) -> TimeUnits:
+    """The units the what-if chose for its history (``meta["units"]``), else those that fit
+    the runs' own span."""
+    if meta.get("units") is not None:
+        return meta["units"]
+    t0, t1 = _span(runs)
+    return units_for(t1 - t0)
+
+
+def figures(runs: Sequence[ReportRun], units: TimeUnits | None = None) -> dict:
+    """The report's numbers and charts (SVG markup strings) for ``runs``, times in ``units``
+    (default: those that fit the runs' span)."""
+    names = [r.name for r in runs]
+    t0, t1 = _span(runs)
+    units = units or units_for(t1 - t0)
+    tu, su = units.time, units.span
     cdfs, queues, utils = [], [], []
     for r in runs:
-        cdfs.append((r.name, *jct_cdf(r.results)))
+        cdfs.append((r.name, *jct_cdf(r.results, unit=tu)))
         ts, qs = queue_series(r.results, points=800)
-        qx, qy = _downsample([(t - t0) / 86400 for t in ts], qs, 400)
+        qx, qy = _downsample([su.of(t - t0) for t in ts], qs, 400)
         queues.append((r.name, qx, qy))
-        utils.append((r.name, *utilisation_series(r.results, t0, t1)))
-    waits = [wait_by_gpus(r.results) for r in runs]
+        utils.append((r.name, *utilisation_series(r.results, t0, t1, unit=su)))
+    waits = [wait_by_gpus(r.results, unit=tu) for r in runs]
     buckets = [b for _, _, b in GPU_BUCKETS if any(b in w for w in waits)]
     accounts = _accounts(runs)
     return {
@@ -143,7 +164,7 @@ def figures(runs: Sequence[ReportRun]) -> dict:
         "jct_cdf": svgchart.line_chart(
             "JCT CDF",
             cdfs,
-            "job completion time (hours, log scale)",
+            f"job completion time ({tu.word}, log scale)",
             "fraction of jobs",
             log_x=True,
             y_max=1.0,
@@ -152,14 +173,14 @@ def figures(runs: Sequence[ReportRun]) -> dict:
         "queue": svgchart.line_chart(
             "Pending jobs over time",
             queues,
-            "days since the first submission",
+            f"{su.word} since the first submission",
             "pending jobs",
             step=True,
         ),
         "utilisation": svgchart.line_chart(
             "GPU utilisation over time",
             utils,
-            "days since the first submission",
+            f"{su.word} since the first submission",
             "busy GPUs / all GPUs",
             y_max=1.0,
             y_percent=True,
@@ -168,7 +189,7 @@ def figures(runs: Sequence[ReportRun]) -> dict:
             "Mean queueing delay by GPU count",
             [f"{b} GPU" for b in buckets],
             [(r.name, [w[b][1] if b in w else None for b in buckets]) for r, w in zip(runs, waits)],
-            "mean wait (hours)",
+            f"mean wait ({tu.word})",
         ),
         "wait_rows": [(b, [w.get(b) for w in waits]) for b in buckets],
         "accounts": accounts,
@@ -216,8 +237,8 @@ def _template():
     env = jinja2.Environment(
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
     )
-    env.filters["h"] = lambda v, spec=".2f": "–" if v is None else format(v / 3600, spec)
     env.filters["num"] = lambda v, spec=".2f": "–" if v is None else format(v, spec)
+    env.filters["dur"] = lambda v, unit, spec=".2f": "–" if v is None else format(unit.of(v), spec)
     return env.from_string(text)
 
 
@@ -252,9 +273,10 @@ def changes(runs: Sequence[ReportRun]) -> list[dict]:
     return out
 
 
-def best(runs: Sequence[ReportRun]) -> list[tuple[str, str]]:
+def best(runs: Sequence[ReportRun], units: TimeUnits | None = None) -> list[tuple[str, str]]:
     """The rows an admin looks for, each with why: the lowest mean JCT (the prioritizer's
     objective), and the lowest worst ρ where fairness was computed when that is another row."""
+    tu = (units or report_units(runs, {})).time
     if not runs:
         return []
     fast = min(runs, key=lambda r: (r.summary["avg_jct_s"], r.name))
@@ -262,7 +284,7 @@ def best(runs: Sequence[ReportRun]) -> list[tuple[str, str]]:
     out = [
         (
             fast.name,
-            f"lowest mean JCT, {fast.summary['avg_jct_s'] / 3600:.2f} h"
+            f"lowest mean JCT, {tu.of(fast.summary['avg_jct_s']):.2f} {tu.label}"
             + (f"; its worst ρ is {rho:.2f}" if rho is not None else ""),
         )
     ]
@@ -274,7 +296,7 @@ def best(runs: Sequence[ReportRun]) -> list[tuple[str, str]]:
                 (
                     f.name,
                     f"fairest: worst ρ {f.summary['max_rho']:.2f}, mean JCT "
-                    f"{f.summary['avg_jct_s'] / 3600:.2f} h",
+                    f"{tu.of(f.summary['avg_jct_s']):.2f} {tu.label}",
                 )
             )
     return out
@@ -284,10 +306,11 @@ def render(runs: Sequence[ReportRun], meta: dict) -> str:
     """The HTML text. ``meta``: ``title``, ``trace`` (dict of what was read), ``configs`` (list
     of dicts: label, path, cluster, cost), ``not_computed`` (list of sentences),
     ``interrupted`` and ``not_run`` (run names), ``recorded`` (a history's own figures, or
-    None)."""
+    None), ``units`` (the :class:`TimeUnits` of the what-if; else those of the runs' span)."""
     from markupsafe import Markup
 
-    figs = figures(runs)
+    units = report_units(runs, meta)
+    figs = figures(runs, units)
     for k in ("jct_cdf", "queue", "utilisation", "wait_by_gpus", "max_rho_chart"):
         figs[k] = Markup(figs[k])
     deadline = [r for r in runs if "deadline_hit_rate" in r.summary]
@@ -300,7 +323,8 @@ def render(runs: Sequence[ReportRun], meta: dict) -> str:
         idle=idle,
         several_configs=len({r.config for r in runs}) > 1,
         changes=changes(runs),
-        best=best(runs),
+        best=best(runs, units),
+        units=units,
         recorded=meta.get("recorded"),
         errors=any(r.summary.get("start_error_s") for r in runs),
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from ...core.errors import SlurmDLError, TraceError
+from ..reports.units import TimeUnits, history_span, units_for
 from . import results
 from .setup import wrap
 
@@ -82,13 +83,15 @@ class Output(Protocol):
 @dataclass
 class WhatIf:
     """A what-if under way, then done: the jobs replayed, the variants, the runs planned, the
-    history's own figures (a history only) and the runs finished so far."""
+    history's own figures (a history only), the units its tables show times in and the runs
+    finished so far."""
 
     trace: Path
     jobs: list
     variants: list
     planned: list
     recorded: dict | None
+    units: TimeUnits  # the tables' units, from the history's span
     runs: list = field(default_factory=list)
     doc: dict | None = None
     interrupted: bool = False
@@ -242,7 +245,8 @@ def run(o: Options, out: Output, load_config: Callable) -> WhatIf:
     planned = P.plan(o.policy, variants, configs, several)
     via = P.via_slurm_choice(o.via_slurm, o.partition, o.time_limit, variants[0].cfg)
     recorded = recorded_figures(jobs) if o.fmt in HISTORY_FORMATS else None
-    w = WhatIf(o.trace, jobs, variants, planned, recorded)
+    span = max(history_span(jobs), recorded["makespan_s"] if recorded else 0.0)
+    w = WhatIf(o.trace, jobs, variants, planned, recorded, units_for(span))
 
     def on_run(r) -> None:
         w.runs.append(r)
@@ -286,6 +290,7 @@ def run(o: Options, out: Output, load_config: Callable) -> WhatIf:
             not_run,
         )
         meta["recorded"] = recorded
+        meta["units"] = w.units
         results.write_report(o.report, runs, meta, say)
     doc = results.document(
         variants,
