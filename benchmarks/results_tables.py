@@ -1,7 +1,7 @@
 """The as-deployed tables of docs/results.md, written from what bench_as_deployed.py measured.
 
 Each table sits between ``<!-- as-deployed:PART -->`` and ``<!-- /as-deployed:PART -->`` (PART:
-fairness, deadlines, types) and is rewritten whole from the run's JSON, so a figure there is
+fairness, deadlines, types, typefair) and is rewritten whole from the run's JSON, so a figure there is
 always one the benchmark printed. ``bench_as_deployed.py --write-results docs/results.md`` runs
 the replays and calls this; ``python results_tables.py --from RECORD --write docs/results.md``
 rewrites the tables from a saved record (``benchmarks/results/as_deployed.json``) without
@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-PARTS = ("fairness", "deadlines", "types")
+PARTS = ("fairness", "deadlines", "types", "typefair")
 RECORD = Path(__file__).resolve().parent / "results" / "as_deployed.json"
 
 
@@ -96,13 +96,25 @@ def types(part: dict) -> str:
     return "\n".join(rows)
 
 
-RENDER = {"fairness": fairness, "deadlines": deadlines, "types": types}
+def typefair(part: dict) -> str:
+    rows = [
+        "| policy | average JCT | × LAS | worst account ρ (accounts) | per-job ρ p99 |",
+        "|---|---|---|---|---|",
+    ]
+    for name, p in part["policies"].items():
+        rows.append(
+            f"| `{name}` | {_h(p['avg_jct_s'])} | {_n(p['avg_vs_las'])} "
+            f"| {_n(p['worst_account_rho'], 2)} ({p['accounts']}) | {_n(p['job_rho_p99'], 1)} |"
+        )
+    return "\n".join(rows)
+
+
+RENDER = {"fairness": fairness, "deadlines": deadlines, "types": types, "typefair": typefair}
 
 
 def block(name: str) -> re.Pattern:
-    return re.compile(
-        rf"(<!-- as-deployed:{name} -->\n)(.*?)(\n<!-- /as-deployed:{name} -->)", re.S
-    )
+    """A part's block: its two markers and what lies between (nothing, in a new one)."""
+    return re.compile(rf"<!-- as-deployed:{name} -->\n(?:.*?\n)?<!-- /as-deployed:{name} -->", re.S)
 
 
 def rewrite(text: str, doc: dict) -> str:
@@ -115,7 +127,8 @@ def rewrite(text: str, doc: dict) -> str:
         if not pat.search(text):
             raise ValueError(f"no <!-- as-deployed:{name} --> block to rewrite")
         table = RENDER[name](doc[name])
-        text = pat.sub(lambda m: m.group(1) + table + m.group(3), text)
+        marked = f"<!-- as-deployed:{name} -->\n{table}\n<!-- /as-deployed:{name} -->"
+        text = pat.sub(lambda m: marked, text)
     return text
 
 
