@@ -295,6 +295,10 @@ def _run_job(
         raise fail(f"--parallel {fields['parallel']}: must be 1 or more")
     if resume is not None and fields.get("checkpoint_dir"):
         raise fail("--resume and --checkpoint-dir both name a checkpoint directory: give one")
+    if show_script and not dry_run:
+        raise fail(
+            "--show-script prints the script of a dry run: add --dry-run (nothing was submitted)"
+        )
     with expected_errors():
         site = site_config(config)
         user = user_defaults()

@@ -87,6 +87,23 @@ def test_dry_run_prints_script_sbatch_command_and_filter_verdict() -> None:
     assert "#SBATCH --gpus-per-node=2" in shown.output and "#SBATCH --time=30" in shown.output
 
 
+def test_show_script_without_a_dry_run_submits_nothing(monkeypatch, tmp_path) -> None:
+    """Asking to see the script is no request to submit it (an sbatch on the PATH that
+    records its calls is never called)."""
+    called = tmp_path / "sbatch-called"
+    fake = tmp_path / "sbatch"
+    fake.write_text(f"#!/bin/sh\ntouch {called}\necho 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    result = runner.invoke(
+        app,
+        ["train", "--gpus", "1", "--time", "30", "--show-script", "--", "python3", "t.py"],
+    )
+    assert result.exit_code == 1, result.output
+    assert "add --dry-run (nothing was submitted)" in result.output
+    assert "#!/bin/bash" not in result.output and not called.exists()
+
+
 def test_dry_run_shows_the_deadline_steps_the_filter_accepted_or_why_it_refuses() -> None:
     result = runner.invoke(
         app,
