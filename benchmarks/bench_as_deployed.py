@@ -152,6 +152,24 @@ TYPES = ("v100", "p100", "k80")
 BASELINES = ("blind", "fastest", "constrained")
 
 
+def typed_philly(T: Path) -> tuple[Path, str]:
+    """The trace of the GPU-type parts (its file and format)."""
+    return T / "philly" / "philly.csv", "philly"
+
+
+def typed_options(T: Path, order) -> dict:
+    """The GPU-type parts' window and cluster: 15 nodes of 8 GPUs per type, in ``order``,
+    with Gavel's throughputs and models drawn with seed 0."""
+    return {
+        "start": "2017-10-01",
+        "end": "2017-12-01",
+        "node_types": ",".join(f"{t}:15" for t in order),
+        "gpus_per_node": 8,
+        "throughputs": T / "gavel" / "simulation_throughputs.json",
+        "model_seed": 0,
+    }
+
+
 def types(T: Path) -> dict:
     rows: dict[str, dict] = {}
     cpu = 0.0
@@ -159,15 +177,9 @@ def types(T: Path) -> dict:
     def one(name: str, order: tuple[str, ...], choice: str, speeds: str | None = None) -> None:
         nonlocal cpu
         got, c, wall = timed_replay(
-            T / "philly" / "philly.csv",
-            "philly",
+            *typed_philly(T),
             ["las"],
-            start="2017-10-01",
-            end="2017-12-01",
-            node_types=",".join(f"{t}:15" for t in order),
-            gpus_per_node=8,
-            throughputs=T / "gavel" / "simulation_throughputs.json",
-            model_seed=0,
+            **typed_options(T, order),
             type_choice=choice,
             speeds=speeds,
             no_fairness=True,
@@ -210,15 +222,9 @@ def type_fairness(T: Path) -> dict:
     """Fair share on the three types (as ``types``, aware on learnt speeds): the worst
     per-account rho over the accounts whose isolated mean JCT is at least 600 s."""
     runs, cpu = replay(
-        T / "philly" / "philly.csv",
-        "philly",
+        *typed_philly(T),
         ["las", "fairshare"],
-        start="2017-10-01",
-        end="2017-12-01",
-        node_types=",".join(f"{t}:15" for t in TYPES),
-        gpus_per_node=8,
-        throughputs=T / "gavel" / "simulation_throughputs.json",
-        model_seed=0,
+        **typed_options(T, TYPES),
         type_choice="aware",
     )
     las = runs["las"]
