@@ -241,3 +241,24 @@ def test_user_defaults_speak_slurm_too(isolated: Path) -> None:
     (isolated / "user.toml").write_text('mem_per_gpu = "80"\n')
     r = runner.invoke(app, ["render", "train", "--", "x"])
     assert r.exit_code == 1 and "give a unit" in r.output
+
+
+def test_explain_names_the_checkpoint_the_next_start_resumes_from(isolated: Path) -> None:
+    """The checkpoint of a dlsubmit job's record, as status finds it: the newest by name."""
+    import json
+    import os
+
+    from slurm_dl.dlsubmit.status import resume_checkpoint, state_dir
+
+    ckpt = isolated / "ckpt"
+    ckpt.mkdir()
+    d = state_dir()
+    d.mkdir(parents=True)
+    record = {"name": "train", "checkpoint_dir": str(ckpt), "ckpt_globs": ["step-*.json"]}
+    (d / "77.json").write_text(json.dumps(record))
+    assert resume_checkpoint(77, "train") == ""  # none yet
+    for i, name in enumerate(("step-000030.json", "step-000031.json", "notes.txt")):
+        (ckpt / name).write_text("{}")
+        os.utime(ckpt / name, (1000 + i, 1000 + i))
+    assert resume_checkpoint(77, "train") == "step-000031.json"
+    assert resume_checkpoint(77, "other") is None and resume_checkpoint(78, "train") is None
