@@ -162,6 +162,31 @@ def deadline_types(
     return (meets or [max(rates, key=lambda t: rates[t])]), ends
 
 
+def _span(seconds: float) -> str:
+    m = max(1, round(seconds / 60.0))
+    return f"{m} min" if m < 120 else f"{m / 60:.1f} h"
+
+
+def unscaled_limit_words(time_limit_s: float | None, speeds: Mapping[str, float]) -> str | None:
+    """What a deadline job that may run on GPU types of different speeds (``speeds``: its
+    speed on each type it accepts) is told: its time limit is wall time on whichever type it
+    gets, not scaled by speed; None when its types are all as fast (or no limit)."""
+    if time_limit_s is None or len(speeds) < 2:
+        return None
+    best = max(speeds.values())
+    top = min((t for t, v in speeds.items() if v == best))
+    slow = [(t, time_limit_s * best / v) for t, v in speeds.items() if 0 < v < best]
+    if not slow:
+        return None
+    needs = ", ".join(f"{_span(s)} on {t}" for t, s in slow)
+    return (
+        f"the time limit ({_span(time_limit_s)}) is wall time on whichever GPU type the job "
+        f"gets, not scaled by its speed: if that is what its work takes on {top}, it takes "
+        f"{needs}. The job is kept to the types where it makes its deadline at its speed; "
+        f"to be sure, name the type (--gres=gpu:{top}:N)"
+    )
+
+
 def mean_rates(rates: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The mean rate on each type over the jobs that accept it."""
     sums: dict[str, float] = {}

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 from ..core.checkpoint_time import is_late_requeue, is_lost_work
 from ..core.explain import utilisation_lines
 from ..core.fairness import yielded_to
+from ..core.steering import unscaled_limit_words
 from .start import (
     clock,
     duration,
@@ -210,6 +211,7 @@ def explain_view(
         "gpu_utilisation": _with_sample_age(expl.get("gpu_utilisation"), now),
         "factors_at": expl.get("factors_at", expl.get("at")),
         "gpu_types": gpu_type_words(expl.get("gpu_types")),
+        "time_limit_note": time_limit_note(expl),
     }
     if expl.get("state") == "PENDING" and rank is not None:
         pending = [e for e in ranked if e.get("state") == "PENDING"]
@@ -327,6 +329,19 @@ def gpu_type_words(entry: Mapping[str, Any] | None) -> str | None:
     if entry.get("refused"):
         text += f"; {entry['refused']}"
     return text
+
+
+def time_limit_note(expl: Mapping[str, Any]) -> str | None:
+    """A deadline job that accepts GPU types of different speeds: its time limit is wall time
+    on whichever it gets (:func:`~slurm_dl.core.steering.unscaled_limit_words`)."""
+    entry = expl.get("gpu_types") or {}
+    if expl.get("deadline") is None and not expl.get("deadline_steps"):
+        return None
+    speeds = {
+        t: float((entry.get("speeds") or {}).get(t, {}).get("speed", 1.0))
+        for t in entry.get("accepted") or ()
+    }
+    return unscaled_limit_words(expl.get("time_limit"), speeds)
 
 
 def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> str:
@@ -557,6 +572,8 @@ def people_text(view: Mapping[str, Any]) -> str:
             out.extend(textwrap.wrap(lever, WIDTH, initial_indent="  - ", subsequent_indent="    "))
     if view.get("gpu_types"):
         say("GPU type:", view["gpu_types"])
+    if view.get("time_limit_note"):
+        say("time limit:", view["time_limit_note"])
     if view.get("gpu_utilisation"):
         from ..core.explain import utilisation_lines
 
@@ -637,6 +654,8 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
     say(f"preemption: {view.get('preemption')}")
     if view.get("gpu_types"):
         say(f"GPU type: {view['gpu_types']}")
+    if view.get("time_limit_note"):
+        say(f"time limit: {view['time_limit_note']}")
     if view.get("gpu_utilisation"):
         for line in utilisation_lines(view["gpu_utilisation"]):
             say(line)

@@ -239,3 +239,21 @@ def test_earliest_fit_of_a_job_on_several_nodes() -> None:
     assert earliest_fit(16, releases, 100.0, nodes=2) == 300.0  # 8 on each of two nodes
     assert earliest_fit(24, releases, 100.0, nodes=3) == 500.0
     assert earliest_fit(32, releases, 100.0, nodes=4) is None
+
+
+def test_a_deadline_job_on_types_of_different_speeds_is_told_its_limit_is_not_scaled() -> None:
+    from slurm_dl.explain.view import people_text
+
+    a = Job(1, user="u", account="a", num_gpus=2, submit_time=100.0, state_reason="Priority")
+    a.deadline, a.time_limit = 30000.0, 3600.0
+    q = _queue([a])
+    types = {
+        "accepted": ["h100", "v100"],
+        "speeds": {"h100": {"speed": 3.0}, "v100": {"speed": 1.0}},
+    }
+    text = people_text(explain_view({**q[1], "gpu_types": types}, q))
+    assert "time limit: the time limit (60 min) is wall time" in text and "3.0 h on v100" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    a.deadline = None
+    plain = _queue([a])
+    assert explain_view({**plain[1], "gpu_types": types})["time_limit_note"] is None
