@@ -183,7 +183,7 @@ def unscaled_limit_words(time_limit_s: float | None, speeds: Mapping[str, float]
         f"the time limit ({_span(time_limit_s)}) is wall time on whichever GPU type the job "
         f"gets, not scaled by its speed: if that is what its work takes on {top}, it takes "
         f"{needs}. The job is kept to the types where it makes its deadline at its speed; "
-        f"to be sure, name the type (--gres=gpu:{top}:N)"
+        f"to be sure, name the type (--gres=gpu:{top}:N, dlsubmit --gpu-type {top})"
     )
 
 
