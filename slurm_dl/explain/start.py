@@ -147,3 +147,37 @@ def restart_words(
     elif waiting and resumes_from == "":
         text += ", starts from the beginning (no checkpoint yet)"
     return text
+
+
+def step_outlook(expl: Mapping[str, Any], start_at: float | None) -> str | None:
+    """For a soft-deadline job waiting with a promised step: whether starting at ``start_at``
+    (the one start :func:`start_estimate` tells) its time limit ends by that step, the latest
+    start that does, and what happens if it misses it. None without a promised step or a
+    start time."""
+    steps, promised = expl.get("deadline_steps"), expl.get("deadline_step_promised")
+    limit = expl.get("time_limit")
+    if not steps or promised is None or start_at is None or not limit:
+        return None
+    done = float(expl.get("executed_s") or 0.0) if expl.get("checkpointable") else 0.0
+    need = max(0.0, float(limit) - done)
+    end, latest = start_at + need, float(promised) - need
+    hm = clock(promised)[11:]
+    if end <= float(promised):
+        return (
+            f"promised step {hm}: met if it starts by {clock(latest)[11:]}; starting at "
+            f"{clock(start_at)[11:]} its time limit ({duration(need)}) ends at {clock(end)[11:]}"
+        )
+    top = max(float(v) for _, v in steps) or 1.0
+    later = next(((t, v) for t, v in steps if t > float(promised) and t >= end and v > 0), None)
+    then = (
+        f"it then aims at the step {clock(later[0])[11:]} (worth {round(100 * later[1] / top)} %),"
+        " with GPUs nobody else wants"
+        if later
+        else "no later step can be reached either"
+    )
+    return (
+        f"promised step {hm}: needs it to start by {clock(latest)[11:]} (its time limit, "
+        f"{duration(need)}, before the step), but the start expected is {clock(start_at)[11:]}. "
+        f"It is boosted as the step nears and may start sooner; if it starts after "
+        f"{clock(latest)[11:]} it misses the step: {then}"
+    )

@@ -27,6 +27,7 @@ from .start import (
     restart_words,
     start_estimate,
     start_for_people,
+    step_outlook,
     where,
 )
 
@@ -264,6 +265,9 @@ def explain_view(
     fit = earliest_fit(n, releases, now, nodes) if pending else None
     preempting = str(expl.get("waiting_for") or "").startswith("preemption")
     view["estimated_start"] = start_estimate(estimate, now, None if preempting else fit, n, nodes)
+    view["deadline_step"] = (
+        step_outlook(expl, view["estimated_start"].get("at")) if pending else None
+    )
     view["levers"] = levers(expl, view, free_gpus_per_node)
     view["restarts"], view["max_restarts"] = expl.get("restarts"), expl.get("max_restarts")
     view["restart"] = restart_words(view["restarts"], view["max_restarts"], None, pending)
@@ -562,6 +566,8 @@ def people_text(view: Mapping[str, Any]) -> str:
     )
     if deadline and not deadline.startswith("no deadline"):
         say("deadline:", deadline)
+    if view.get("deadline_step"):
+        say("", view["deadline_step"])
     ahead = (view.get("ordering") or {}).get("after")
     if ahead and q and q["jobs_ahead"]:
         say("ahead:", f"job {ahead['job_id']}, because {_ahead_words(ahead)}")
@@ -651,6 +657,8 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
         say(f"restarts: {view['restart']}")
     if view.get("state") == "PENDING":
         say(f"estimated start: {view['estimated_start']['words']}")
+        if view.get("deadline_step"):
+            say(f"  {view['deadline_step']}")
     say(f"preemption: {view.get('preemption')}")
     if view.get("gpu_types"):
         say(f"GPU type: {view['gpu_types']}")

@@ -257,3 +257,22 @@ def test_a_deadline_job_on_types_of_different_speeds_is_told_its_limit_is_not_sc
     a.deadline = None
     plain = _queue([a])
     assert explain_view({**plain[1], "gpu_types": types})["time_limit_note"] is None
+
+
+def test_a_promised_step_beside_slurms_start_adds_up() -> None:
+    """A 60-min job promised the step at +72 min that Slurm expects to start at +52 min cannot
+    make it: explain says the latest start that does, and what happens if it misses."""
+    from slurm_dl.explain.view import people_text
+
+    now = 1000.0
+    a = Job(1, user="u", account="a", num_gpus=2, submit_time=100.0, state_reason="Priority")
+    a.time_limit = 3600.0
+    a.soft_deadlines = ((now + 72 * 60, 10.0), (now + 5 * 3600, 5.0))
+    a.tags = {"deadline_soft_from": repr(now + 72 * 60)}
+    q = _queue([a], now=now)
+    late = explain_view(q[1], q, estimate={"at": now + 52 * 60}, now=now)["deadline_step"]
+    assert "needs it to start by" in late and "misses the step" in late and "(worth 50 %)" in late
+    ok = explain_view(q[1], q, estimate={"at": now + 600}, now=now)
+    assert "met if it starts by" in ok["deadline_step"]
+    text = people_text(ok)
+    assert "met if it starts by" in text and all(len(line) <= 80 for line in text.splitlines())
