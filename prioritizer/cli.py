@@ -349,6 +349,11 @@ def explain(
                 f"{named}: the prioritizer has not seen it yet (it looks at the queue\n"
                 f"  every {cfg.prioritizer.interval_seconds:g} s); try again in a moment"
             ) from None
+    if "tiers" in doc:  # the checkpoint its next start resumes from, in this user's records
+        from slurm_dl.dlsubmit.status import resume_checkpoint
+        from slurm_dl.explain.view import with_resume
+
+        doc = with_resume(doc, resume_checkpoint(jid, doc.get("name")))
     if as_json:
         typer.echo(json.dumps(doc, sort_keys=True))
     else:

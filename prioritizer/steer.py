@@ -105,7 +105,9 @@ def steer(
     }
     if not any(len(t) > 1 for t in accepted.values()):
         return report
-    report.choices = choose_types(order, snap.nodes, steering.model, accepted, running)
+    report.choices = choose_types(
+        order, snap.nodes, steering.model, accepted, running, now=snap.taken_at
+    )
     by_id = {j.job_id: j for j in order}
     for job_id, choice in report.choices.items():
         job = by_id[job_id]

@@ -129,6 +129,7 @@ def explain_job(
         "attained_gpu_s": round(job.attained_gpu_s, 3),
         "executed_s": round(job.executed_s, 3),
         "restarts": job.restarts,
+        "max_restarts": _max_restarts(ctx),
         "deadline": job.deadline,
         "deadline_slack_s": None if s is None else round(s, 3),
         "deadline_demoted": (job.tags or {}).get(DEMOTED_TAG),
@@ -142,6 +143,12 @@ def explain_job(
         "usage_half_life_hours": led.half_life_s / 3600.0 if led is not None else None,
         "waiting_for": waiting_for,
     }
+
+
+def _max_restarts(ctx) -> int | None:
+    """The site's cap on a job's restarts for preemption (``[preemption] max_restarts``)."""
+    cfg = getattr(ctx, "config", None)
+    return getattr(getattr(cfg, "preemption", None), "max_restarts", None)
 
 
 def _float_or_none(text) -> float | None:

@@ -19,6 +19,13 @@ comparative advantage, OSDI 2020):
 A job that names one type, or accepts one, is never steered; one that cannot start now is
 steered to its fastest type (the next decision moves it as room comes and goes).
 
+A deadline job (one admission promised: a hard deadline, or the soft step it promised) goes
+only where it still makes its deadline at its speed there (:func:`deadline_types`): its
+remaining time limit is what it needs on its fastest type, so on a type at a third of that
+speed it needs three times as long, ``now + remaining × best speed / speed there``. Slurm does
+not scale the limit: the job gets the same wall time on any type. Where no type it accepts
+can still make it, it keeps to its fastest.
+
 The lever: a partition that holds only nodes of the type (e.g. ``h100``), else the node
 feature named after the type (``--constraint``-style ``Features=h100``).
 """
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from typing import Collection, Mapping, Sequence
 
 from .model import Job, Node
+from .policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, remaining_run
 from .throughput import ThroughputModel
 
 
@@ -124,6 +132,61 @@ def job_rates(model: ThroughputModel, job: Job, types: Sequence[str]) -> dict[st
     return {t: sp[t].value / top for t in types}
 
 
+def promised_deadline(job: Job) -> float | None:
+    """The deadline admission promised the job: its hard deadline, or the soft step it
+    promised; None without one, or when it was not admitted (it runs as best effort)."""
+    tags = job.tags or {}
+    if tags.get(DEMOTED_TAG):
+        return None
+    if job.deadline is not None:
+        return job.deadline
+    try:
+        return float(tags[SOFT_FROM_TAG]) if job.soft_deadlines else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def deadline_types(
+    job: Job, rates: Mapping[str, float], now: float
+) -> tuple[list[str], dict[str, float]]:
+    """The types in ``rates`` (the job's rate on each, 1 on its fastest) where ``job`` still
+    makes its promised deadline when its remaining time limit runs at its speed there, and
+    each type's finish time at that speed; all of them for a job without a promised deadline
+    or a time limit; its fastest alone where none can make it."""
+    deadline = promised_deadline(job)
+    need = remaining_run(job, now)
+    if deadline is None or need is None or not rates:
+        return list(rates), {}
+    ends = {t: now + need / r if r > 0 else float("inf") for t, r in rates.items()}
+    meets = [t for t in rates if ends[t] <= deadline]
+    return (meets or [max(rates, key=lambda t: rates[t])]), ends
+
+
+def _span(seconds: float) -> str:
+    m = max(1, round(seconds / 60.0))
+    return f"{m} min" if m < 120 else f"{m / 60:.1f} h"
+
+
+def unscaled_limit_words(time_limit_s: float | None, speeds: Mapping[str, float]) -> str | None:
+    """What a deadline job that may run on GPU types of different speeds (``speeds``: its
+    speed on each type it accepts) is told: its time limit is wall time on whichever type it
+    gets, not scaled by speed; None when its types are all as fast (or no limit)."""
+    if time_limit_s is None or len(speeds) < 2:
+        return None
+    best = max(speeds.values())
+    top = min((t for t, v in speeds.items() if v == best))
+    slow = [(t, time_limit_s * best / v) for t, v in speeds.items() if 0 < v < best]
+    if not slow:
+        return None
+    needs = ", ".join(f"{_span(s)} on {t}" for t, s in slow)
+    return (
+        f"the time limit ({_span(time_limit_s)}) is wall time on whichever GPU type the job "
+        f"gets, not scaled by its speed: if that is what its work takes on {top}, it takes "
+        f"{needs}. The job is kept to the types where it makes its deadline at its speed; "
+        f"to be sure, name the type (--gres=gpu:{top}:N, dlsubmit --gpu-type {top})"
+    )
+
+
 def mean_rates(rates: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The mean rate on each type over the jobs that accept it."""
     sums: dict[str, float] = {}
@@ -152,10 +215,12 @@ def choose_types(
     model: ThroughputModel,
     accepted: Mapping[int, tuple[str, ...]],
     others: Sequence[Job] = (),
+    now: float | None = None,
 ) -> dict[int, TypeChoice]:
     """The type each waiting job in ``pending`` (the policy's order) should get, for the jobs
     with more than one accepted type (``accepted``: job id -> types); ``others``: the running
-    jobs, whose rates count in the means. See the module text."""
+    jobs, whose rates count in the means; ``now``: to keep deadline jobs to the types where
+    they still make their deadline (None: no deadline is checked). See the module text."""
     room = _Room(nodes)
     flexible = [j for j in pending if len(accepted.get(j.job_id) or ()) > 1]
     if not flexible:
@@ -178,6 +243,15 @@ def choose_types(
             types, key=lambda t: (-r[t], model.types.index(t) if t in model.types else 0)
         )
         order = comparative_order(r, means, model.types) if crowded else fastest
+        late = ""
+        if now is not None:
+            ok, ends = deadline_types(job, r, now)
+            if len(ok) < len(types):
+                slow = [t for t in fastest if t not in ok]
+                late = f"; {', '.join(slow)} would finish after its deadline at its speed there"
+                if not any(ends[t] <= (promised_deadline(job) or 0.0) for t in ok):
+                    late = "; no type it accepts makes its deadline now: its fastest"
+                order = [t for t in order if t in ok]
         chosen = None
         for t in order:
             if room.fits(t, job.num_gpus):
@@ -190,7 +264,7 @@ def choose_types(
                 job.job_id,
                 fastest[0],
                 False,
-                f"no room it should take now: waits for {fastest[0]}, its fastest",
+                f"no room it should take now: waits for {fastest[0]}, its fastest{late}",
             )
             continue
         room.fits(chosen, job.num_gpus, take=True)
@@ -202,7 +276,7 @@ def choose_types(
                 f"{chosen} ({sp.value:g}x, {sp.source}): {fastest[0]} is full or goes to jobs that gain more "
                 "from it"
             )
-        out[job.job_id] = TypeChoice(job.job_id, chosen, True, why)
+        out[job.job_id] = TypeChoice(job.job_id, chosen, True, why + late)
     return out
 
 

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..core.errors import SlurmDLError, SlurmError, SlurmNotInstalledError, SlurmUnavailableError
-from ..core.model import Node, Partition
+from ..core.model import Job, Node, Partition
+from ..core.policy.admission import admitted_now
+from ..core.tags import parse_tag
 from ..core.units import format_time
 
 
@@ -228,3 +230,56 @@ def sharing_warning(
 def _short(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "no answer"
     return line if len(line) <= 60 else line[:57] + "..."
+
+
+def _with_tag(job: Job) -> Job:
+    """A queued job's deadline, steps and GPUs as the filter tagged them (what the prioritizer
+    reads): a user's jobs come from Slurm without them."""
+    tag = parse_tag(job.admin_comment)
+    if tag is None:
+        return job
+    if job.deadline is None and tag.deadline is not None:
+        job.deadline = float(tag.deadline)
+    if job.deadline is None and tag.soft_deadlines:
+        job.soft_deadlines = tuple((float(t), v) for t, v in tag.soft_deadlines)
+    if job.pending and tag.gpus > job.num_gpus:
+        job.num_gpus = tag.gpus
+    return job
+
+
+def deadline_outlook(
+    tag_text: str,
+    time_limit_min: int | None,
+    user: str,
+    jobs: Sequence[Job],
+    nodes: Sequence[Node],
+    now: float,
+    share: float,
+) -> str | None:
+    """Whether the deadline in the filter's tag ``tag_text`` would be promised now, next to the
+    deadline jobs of the queue (``jobs``, ``nodes``: a snapshot), by the prioritizer's own test
+    (:func:`~slurm_dl.core.policy.admission.admitted_now`); None when the job has no deadline."""
+    tag = parse_tag(tag_text)
+    if tag is None or (tag.deadline is None and not tag.soft_deadlines):
+        return None
+    candidate = Job(
+        job_id=max((j.job_id for j in jobs), default=0) + 1,
+        user=user,
+        num_gpus=tag.gpus,
+        time_limit=None if time_limit_min is None else time_limit_min * 60.0,
+        submit_time=now,
+        deadline=None if tag.deadline is None else float(tag.deadline),
+        soft_deadlines=tuple((float(t), v) for t, v in tag.soft_deadlines or ()),
+    )
+    live = [_with_tag(j) for j in jobs if j.pending or j.running]
+    why = admitted_now(candidate, live, now, sum(n.gpus for n in nodes), share)
+    others = sum(1 for j in live if j.deadline is not None or j.soft_deadlines)
+    if why is None:
+        return (
+            f"deadline: would be promised if submitted now, next to the {others} deadline "
+            "job(s) in the queue (the prioritizer decides when it first sees the job)"
+        )
+    return (
+        f"deadline: would not be promised now: {why}; the job would run as best effort "
+        "(a later deadline or a shorter --time may be)"
+    )

@@ -29,6 +29,7 @@ from .checks import (
     ClusterFacts,
     cluster_problems,
     command_problem,
+    deadline_outlook,
     read_cluster,
     refusal_lines,
     refusal_message,
@@ -205,6 +206,46 @@ def _backend():
     return get_backend()
 
 
+def _deadline_outlook(
+    verdict: dict[str, Any] | None, job: RenderedJob, site: Any, facts: ClusterFacts
+) -> str | None:
+    """Would the job's deadline be promised now? The prioritizer's admission test over the
+    queue Slurm shows (one squeue and one sinfo); None without a deadline."""
+    if not verdict or verdict.get("action") != "accept":
+        return None
+    tag = str(verdict.get("set", {}).get("admin_comment") or "")
+    if "deadline" not in tag and "soft=" not in tag:
+        return None
+    dc = site.policy.deadline
+    if not dc.admission:
+        return "deadline: this site promises every deadline within its quota (no admission test)"
+    if not facts.checked:
+        return (
+            f"deadline: whether it would be promised is not known here ({facts.why}): the "
+            "prioritizer tests it against the queue's deadlines and the cluster's GPUs"
+        )
+    from ..core.rules.sbatch_args import SbatchArgsError, parse_sbatch_args
+    from ..slurm import CliBackend
+
+    try:
+        minutes = verdict.get("set", {}).get("time_limit") or parse_sbatch_args(
+            job.filter_args(), user_name=getpass.getuser(), now=time.time()
+        ).get("time_limit")
+        backend = CliBackend(timeout=CHECK_TIMEOUT_S)
+        jobs, nodes = backend.jobs(), backend.nodes()
+    except (SbatchArgsError, SlurmDLError) as e:
+        return f"deadline: not tested against the queue ({str(e).splitlines()[0][:60]})"
+    return deadline_outlook(
+        tag,
+        int(minutes) if minutes else None,
+        getpass.getuser(),
+        jobs,
+        nodes,
+        time.time(),
+        dc.admission_share,
+    )
+
+
 def _cluster() -> ClusterFacts:
     """The live cluster for --dry-run's check: a short timeout, as a check must not hang."""
     try:
@@ -359,6 +400,7 @@ def _run_job(
         if dry_run:
             verdict = None if builtin else _filter_verdict(job, site)
             problems = cluster_problems(facts, job.directives)
+            outlook = _deadline_outlook(verdict, job, site, facts)
             if as_json:
                 typer.echo(
                     json.dumps(
@@ -377,6 +419,7 @@ def _run_job(
                                 "problems": problems,
                             },
                             "warnings": warnings,
+                            "deadline_admission": outlook,
                         }
                     )
                 )
@@ -385,6 +428,8 @@ def _run_job(
                     typer.echo("filter: not checked: no site config here (see --config)")
                 else:
                     for line in verdict_lines(verdict):
+                        typer.echo(line)
+                    for line in textwrap.wrap(outlook or "", 80, subsequent_indent="  "):
                         typer.echo(line)
                 _print_cluster(facts, problems)
                 for w in warnings:

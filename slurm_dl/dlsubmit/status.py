@@ -223,6 +223,17 @@ def newest_checkpoint(ckpt_dir: Path, globs: tuple[str, ...] = OLD_SCRIPT_GLOBS)
     return str(max(ckpts, key=mtime))
 
 
+def resume_checkpoint(job_id: int, name: str | None) -> str | None:
+    """The name of the checkpoint this user's dlsubmit job ``job_id`` resumes from at its next
+    start, "" when it has none yet; None when there is no record of it here (not submitted
+    with dlsubmit, by another user, or the id was reused by a job of another name)."""
+    record = load_record(job_id)
+    if record is None or record.get("name") != name or not record.get("checkpoint_dir"):
+        return None
+    path = newest_checkpoint(Path(record["checkpoint_dir"]), record_globs(record))
+    return Path(path).name if path else ""
+
+
 def checkpoint_counts(ckpt_dir: Path, globs: tuple[str, ...]) -> dict[str, int]:
     """How many checkpoints ``ckpt_dir`` holds, and how many other files."""
     ckpts, others = _checkpoints(ckpt_dir, globs)
@@ -247,7 +258,11 @@ def last_events(ckpt_dir: Path, n: int = 3) -> list[str]:
 
 
 def prioritizer_explain(
-    job_id: int, database_url: str | None, estimate: float | None = None, state: str = "PENDING"
+    job_id: int,
+    database_url: str | None,
+    estimate: float | None = None,
+    state: str = "PENDING",
+    resumes_from: str | None = None,
 ) -> tuple[str | None, str | None]:
     """The prioritizer's explanation of a job (``slurm-dl explain``'s text) and its one-line
     summary, read from the store at ``database_url``; (None, None) when there is no data: the
@@ -268,19 +283,20 @@ def prioritizer_explain(
         return None, None
     except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`
         return None, None
-    return _texts(doc, estimate, state)
+    return _texts(doc, estimate, state, resumes_from)
 
 
 def _texts(
-    doc: dict[str, Any], estimate: float | None, state: str
+    doc: dict[str, Any], estimate: float | None, state: str, resumes_from: str | None = None
 ) -> tuple[str | None, str | None]:
     """(explain's text, the one-line summary) of a :func:`~slurm_dl.explain_query.payload`
     document; (None, None) for one from before the job's current state (stale)."""
     from ..explain.query import render_text
-    from ..explain.view import estimate_words, one_line
+    from ..explain.view import estimate_words, one_line, with_resume
 
     if doc.get("state") != state or "tiers" not in doc:
         return None, None
+    doc = with_resume(doc, resumes_from)
     if str(doc.get("live", "")).startswith("not asked"):
         doc = {**doc, "live": "ok"}  # Slurm's estimate comes from the caller
     if estimate and not (doc.get("estimated_start") or {}).get("at"):
@@ -307,6 +323,7 @@ class Explainer:
         estimate: float | None = None,
         state: str = "PENDING",
         detail: bool = False,
+        resumes_from: str | None = None,
     ) -> tuple[str | None, str | None]:
         from ..core.errors import SlurmDLError
         from ..explain.query import NeitherAnswers, NoRecord, NoWayToAsk, explanation
@@ -334,7 +351,7 @@ class Explainer:
             return None, None
         except Exception:  # noqa: BLE001 - a broken or foreign store must not break `dlsubmit status`
             return None, None
-        return _texts(doc, estimate, state)
+        return _texts(doc, estimate, state, resumes_from)
 
 
 def describe_jobs(
@@ -422,10 +439,17 @@ def describe_jobs(
             row["started_at"] = min(starts) if starts else None
         if job.pending:
             est = (estimates or {}).get(job.job_id)
+            resume = None
+            if row["checkpoint_dir"]:  # the checkpoint its next start resumes from ("": none)
+                resume = Path(row["last_checkpoint"]).name if row["last_checkpoint"] else ""
             if isinstance(explainer, Explainer):
-                row["explain"], row["why"] = explainer(job.job_id, est, detail=job_id is not None)
+                row["explain"], row["why"] = explainer(
+                    job.job_id, est, detail=job_id is not None, resumes_from=resume
+                )
             else:
-                row["explain"], row["why"] = prioritizer_explain(job.job_id, explainer, est)
+                row["explain"], row["why"] = prioritizer_explain(
+                    job.job_id, explainer, est, resumes_from=resume
+                )
             row["estimated_start"] = (estimates or {}).get(job.job_id)
         rows.append(row)
     return sorted(rows, key=lambda r: r["job_id"])

@@ -19,6 +19,19 @@ from typing import Any, Iterable, Mapping
 from ..core.checkpoint_time import is_late_requeue, is_lost_work
 from ..core.explain import utilisation_lines
 from ..core.fairness import yielded_to
+from ..core.steering import unscaled_limit_words
+from .start import (
+    clock,
+    duration,
+    earliest_fit,
+    restart_words,
+    start_estimate,
+    start_for_people,
+    step_outlook,
+    where,
+)
+
+__all__ = ["earliest_fit"]  # (its home is .start; callers of this module's older name keep it)
 
 WIDTH = 80
 _STEP_WORDS = {"submit": "submit time", "job_id": "job id, as both came in the same second"}
@@ -30,24 +43,14 @@ def _ordinal(n: int) -> str:
 
 
 def _clock(at: float | None) -> str:
-    if at is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
+    return "-" if at is None else clock(at)
 
 
 def _hms(at: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at))
 
 
-def _duration(seconds: float) -> str:
-    s = abs(float(seconds))
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    if s < 2 * 86400:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} days"
+_duration = duration
 
 
 def _gpu_h(gpu_s: float | None) -> str:
@@ -209,6 +212,7 @@ def explain_view(
         "gpu_utilisation": _with_sample_age(expl.get("gpu_utilisation"), now),
         "factors_at": expl.get("factors_at", expl.get("at")),
         "gpu_types": gpu_type_words(expl.get("gpu_types")),
+        "time_limit_note": time_limit_note(expl),
     }
     if expl.get("state") == "PENDING" and rank is not None:
         pending = [e for e in ranked if e.get("state") == "PENDING"]
@@ -256,19 +260,34 @@ def explain_view(
             }
     view["ordering"] = neighbours
     view["preemption"] = preemption_words(expl, list(preemptions))
-    view["estimated_start"] = estimate_words(estimate, now)
-    view["levers"] = levers(expl, view, free_gpus_per_node)
-    fit = (
-        earliest_fit(int(expl.get("num_gpus") or 0), releases, now)
-        if expl.get("state") == "PENDING"
-        else None
+    pending = expl.get("state") == "PENDING"
+    n, nodes = int(expl.get("num_gpus") or 0), expl.get("num_nodes") or 1
+    fit = earliest_fit(n, releases, now, nodes) if pending else None
+    preempting = str(expl.get("waiting_for") or "").startswith("preemption")
+    view["estimated_start"] = start_estimate(estimate, now, None if preempting else fit, n, nodes)
+    view["deadline_step"] = (
+        step_outlook(expl, view["estimated_start"].get("at")) if pending else None
     )
-    if fit is not None and now is not None and fit > now:
+    view["levers"] = levers(expl, view, free_gpus_per_node)
+    view["restarts"], view["max_restarts"] = expl.get("restarts"), expl.get("max_restarts")
+    view["restart"] = restart_words(view["restarts"], view["max_restarts"], None, pending)
+    said = view["estimated_start"].get("source") == "time limits"  # the start line says it
+    if fit is not None and now is not None and fit > now and not said:
         view["levers"].append(
-            f"{expl.get('num_gpus')} GPUs free up on one node by {_clock(fit)[11:]} (in "
+            f"{n} GPUs free up on {where(nodes)} by {_clock(fit)[11:]} (in "
             f"{_duration(fit - now)}) if the running jobs use their whole time limit"
         )
     return view
+
+
+def with_resume(doc: Mapping[str, Any], resumes_from: str | None) -> dict[str, Any]:
+    """``doc`` (a view) told the checkpoint the job's next start resumes from: its file name,
+    "" when it has none yet, None when not known here (the caller reads the job's own files)."""
+    if resumes_from is None:
+        return dict(doc)
+    waiting = doc.get("state") == "PENDING"
+    words = restart_words(doc.get("restarts"), doc.get("max_restarts"), resumes_from, waiting)
+    return {**doc, "resumes_from": resumes_from, "restart": words}
 
 
 _OPEN = ("signalling", "signalled", "requeueing", "planned", "checkpointing", "requeue")
@@ -314,6 +333,19 @@ def gpu_type_words(entry: Mapping[str, Any] | None) -> str | None:
     if entry.get("refused"):
         text += f"; {entry['refused']}"
     return text
+
+
+def time_limit_note(expl: Mapping[str, Any]) -> str | None:
+    """A deadline job that accepts GPU types of different speeds: its time limit is wall time
+    on whichever it gets (:func:`~slurm_dl.core.steering.unscaled_limit_words`)."""
+    entry = expl.get("gpu_types") or {}
+    if expl.get("deadline") is None and not expl.get("deadline_steps"):
+        return None
+    speeds = {
+        t: float((entry.get("speeds") or {}).get(t, {}).get("speed", 1.0))
+        for t in entry.get("accepted") or ()
+    }
+    return unscaled_limit_words(expl.get("time_limit"), speeds)
 
 
 def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> str:
@@ -365,20 +397,8 @@ def preemption_words(expl: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> 
 
 
 def estimate_words(estimate: Mapping[str, Any] | None, now: float | None) -> dict[str, Any]:
-    if not estimate or not estimate.get("at"):
-        return {
-            "at": None,
-            "source": None,
-            "words": "none: Slurm has not estimated it yet (its backfill pass does, for jobs near the front)",
-        }
-    at = float(estimate["at"])
-    in_s = None if now is None else at - now
-    words = f"{_clock(at)}" + ("" if in_s is None else f" (in {_duration(max(0.0, in_s))})")
-    words += (
-        "; Slurm's estimate from running jobs' time limits: sooner if they end early, later if "
-        "higher-priority jobs arrive"
-    )
-    return {"at": at, "in_s": in_s, "source": estimate.get("source", "slurm"), "words": words}
+    """Slurm's start estimate alone (no view of the running jobs): :func:`start_estimate`."""
+    return start_estimate(estimate, now)
 
 
 def levers(
@@ -419,25 +439,6 @@ def levers(
             "a shorter --time lets Slurm start it sooner in a gap between other jobs (backfill)"
         )
     return out
-
-
-def earliest_fit(
-    gpus: int, releases: Iterable[tuple[int, Iterable[tuple[float, int]]]] | None, now: float | None
-) -> float | None:
-    """When one node first has ``gpus`` free, from each node's free GPUs now and the (end time,
-    GPUs) of its running jobs at their time limits; None if no node ever has that many."""
-    if not releases or gpus <= 0 or now is None:
-        return None
-    best = None
-    for free, ends in releases:
-        have, at = free, now
-        for end, n in sorted(ends):
-            if have >= gpus:
-                break
-            have, at = have + n, max(now, end)
-        if have >= gpus and (best is None or at < best):
-            best = at
-    return best
 
 
 def one_line(view: Mapping[str, Any]) -> str:
@@ -511,19 +512,6 @@ def _plain(text: str) -> str:
     return re.sub(r"\s*\((dl|sdl\d*):[^)]*\)", "", text)
 
 
-def _estimate_for_people(view: Mapping[str, Any]) -> str:
-    est = view.get("estimated_start") or {}
-    if not est.get("at"):
-        return "Slurm has not estimated it yet (it does so for jobs near the front)"
-    at, in_s = est["at"], est.get("in_s")
-    when = _clock(at)[11:] if in_s is not None and in_s < 20 * 3600 else _clock(at)
-    soon = "" if in_s is None else f" (in {_duration(max(0.0, in_s))})"
-    return (
-        f"Slurm expects {when}{soon}, going by the running jobs' time limits: sooner if "
-        "they end early, later if higher-priority jobs arrive"
-    )
-
-
 def people_text(view: Mapping[str, Any]) -> str:
     """The default explanation: where the job stands and what would help, in plain words;
     the scores and tiers are in :func:`explain_text` (``--detail``)."""
@@ -563,8 +551,10 @@ def people_text(view: Mapping[str, Any]) -> str:
             )
     if view.get("waiting_for"):
         say("waits for:", view["waiting_for"])
+    if view.get("restart"):
+        say("restarts:", view["restart"])
     if view.get("state") == "PENDING":
-        say("start:", _estimate_for_people(view))
+        say("start:", start_for_people(view.get("estimated_start") or {}))
     deadline = next(
         (
             p["words"]
@@ -576,6 +566,8 @@ def people_text(view: Mapping[str, Any]) -> str:
     )
     if deadline and not deadline.startswith("no deadline"):
         say("deadline:", deadline)
+    if view.get("deadline_step"):
+        say("", view["deadline_step"])
     ahead = (view.get("ordering") or {}).get("after")
     if ahead and q and q["jobs_ahead"]:
         say("ahead:", f"job {ahead['job_id']}, because {_ahead_words(ahead)}")
@@ -586,6 +578,8 @@ def people_text(view: Mapping[str, Any]) -> str:
             out.extend(textwrap.wrap(lever, WIDTH, initial_indent="  - ", subsequent_indent="    "))
     if view.get("gpu_types"):
         say("GPU type:", view["gpu_types"])
+    if view.get("time_limit_note"):
+        say("time limit:", view["time_limit_note"])
     if view.get("gpu_utilisation"):
         from ..core.explain import utilisation_lines
 
@@ -659,11 +653,17 @@ def explain_text(view: Mapping[str, Any], decisions: Iterable[Mapping[str, Any]]
             say(f"  {side} job {n['job_id']}: {tie}decided by {n['words']}")
     if view.get("waiting_for"):
         say(f"waiting for: {view['waiting_for']}")
+    if view.get("restart"):
+        say(f"restarts: {view['restart']}")
     if view.get("state") == "PENDING":
         say(f"estimated start: {view['estimated_start']['words']}")
+        if view.get("deadline_step"):
+            say(f"  {view['deadline_step']}")
     say(f"preemption: {view.get('preemption')}")
     if view.get("gpu_types"):
         say(f"GPU type: {view['gpu_types']}")
+    if view.get("time_limit_note"):
+        say(f"time limit: {view['time_limit_note']}")
     if view.get("gpu_utilisation"):
         for line in utilisation_lines(view["gpu_utilisation"]):
             say(line)

@@ -234,3 +234,49 @@ def test_estimated_start_next_to_the_real_start(testbed, tmp_path):
         assert all(real[j] > 0 for j in waiting)
     finally:
         _cancel(env, ids)
+
+
+def test_right_after_a_requeue_one_start_and_the_checkpoint_it_resumes_from(
+    testbed, tmp_path, monkeypatch
+):
+    """A job requeued while another takes its GPUs for 5 min: Slurm may start it again in
+    seconds, but explain's start is when the GPUs free up, said once; and it names the restart
+    against the site's cap and the checkpoint its dlsubmit record finds."""
+    env = testbed.env()
+    cfg = _config(tmp_path)
+    db = f"sqlite:///{tmp_path / 'prio.db'}"
+    nodes = len(testbed.status().nodes)
+    whole = [f"-N{nodes}", "--gres=gpu:8", "--time=5", "-o", "/dev/null"]
+    ids: list[int] = []
+    try:
+        victim = submit("#!/bin/bash\nsleep 300\n", env, [*whole, "--requeue", "-J", "train"])
+        ids.append(victim)
+        _wait("the job to run", lambda: job_fields(victim, env).get("JobState") == "RUNNING", 60)
+        subprocess.run(["scontrol", "requeue", str(victim)], env={**os.environ, **env}, check=True)
+        ids.append(submit("#!/bin/bash\nsleep 300\n", env, whole))
+        _wait(
+            "the other job to run", lambda: job_fields(ids[1], env).get("JobState") == "RUNNING", 60
+        )
+        frees = time.time() + 300
+        ckpt = tmp_path / "ckpt"
+        ckpt.mkdir()
+        (ckpt / "step-000031.json").write_text("{}")
+        monkeypatch.setenv("SLURM_DL_STATE_DIR", str(tmp_path / "state"))
+        from slurm_dl.dlsubmit.status import state_dir
+
+        state_dir().mkdir(parents=True)
+        record = {"name": "train", "checkpoint_dir": str(ckpt), "ckpt_globs": ["step-*"]}
+        (state_dir() / f"{victim}.json").write_text(json.dumps(record))
+        _cycle(cfg, db, env)
+        code, out = _explain(victim, cfg, db, "--json")
+        assert code == 0, out
+        doc = json.loads(out)
+        est = doc["estimated_start"]
+        print(f"\nSlurm's time in {(est.get('slurm_at') or 0) - time.time():+.0f} s; shown {est}")
+        assert est["at"] is not None and est["at"] >= frees - 90, est
+        code, text = _explain(victim, cfg, db)
+        print(text)
+        assert "restart 1 of 5, resumes from step-000031.json" in text, text
+        assert "(in 2 s)" not in text and all(len(line) <= 80 for line in text.splitlines())
+    finally:
+        _cancel(env, ids)

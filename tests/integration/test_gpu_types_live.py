@@ -121,6 +121,14 @@ def test_jobs_are_steered_to_the_type_where_they_run_best(tmp_path: Path) -> Non
             lambda: state(tb, hog) == "RUNNING" and state(tb, hog2) == "RUNNING",
             60,
         )
+        # 3a. a deadline job that makes it only at h100 speed (20 min there, 60 on v100, due in
+        # 40 min) waits for the H100s instead of starting on the free V100s
+        due = sub("--gpus=8", "--comment=dl:deadline=40m")
+        time.sleep(4 * load_config(config).prioritizer.interval_seconds)
+        assert state(tb, due) == "PENDING", nodes_of(tb, due)
+        said = Store(db).explanation(due) or {}
+        assert "would finish after its deadline" in str(said.get("gpu_types")), said
+        subprocess.run(["scancel", str(due)], env=env, check=True)
         mover = sub(
             "--gpus=8",
             "--requeue",

@@ -363,3 +363,17 @@ def test_a_release_is_tested_after_the_jobs_that_arrived_meanwhile() -> None:
     c = _user(2, "c", 8, H, 1.5 * H, submit=30.0)
     a.state_reason = ""
     assert adm.step([a, c], 60.0, 8).keys() == {1} and adm.admitted.keys() == {2}
+
+
+def test_the_dry_runs_verdict_tests_the_new_job_after_the_queues_deadlines() -> None:
+    """dlsubmit --dry-run: 8 GPUs; a promised 8-GPU hour due in 1 h fills them, so a new
+    8-GPU hour due soon after is not admitted, and one due in 3 h is."""
+    from slurm_dl.core.model import Job
+    from slurm_dl.core.policy.admission import admitted_now
+
+    queued = Job(1, user="u", num_gpus=8, time_limit=3600.0, deadline=4000.0, submit_time=0.0)
+    tight = Job(2, user="v", num_gpus=8, time_limit=3600.0, deadline=4100.0, submit_time=100.0)
+    why = admitted_now(tight, [queued], 100.0, 8, 1.0)
+    assert why is not None and "deadlines already promised" in why, why
+    later = Job(2, user="v", num_gpus=8, time_limit=3600.0, deadline=3 * 3600.0, submit_time=100.0)
+    assert admitted_now(later, [queued], 100.0, 8, 1.0) is None

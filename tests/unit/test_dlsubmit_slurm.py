@@ -241,3 +241,55 @@ def test_user_defaults_speak_slurm_too(isolated: Path) -> None:
     (isolated / "user.toml").write_text('mem_per_gpu = "80"\n')
     r = runner.invoke(app, ["render", "train", "--", "x"])
     assert r.exit_code == 1 and "give a unit" in r.output
+
+
+def test_explain_names_the_checkpoint_the_next_start_resumes_from(isolated: Path) -> None:
+    """The checkpoint of a dlsubmit job's record, as status finds it: the newest by name."""
+    import json
+    import os
+
+    from slurm_dl.dlsubmit.status import resume_checkpoint, state_dir
+
+    ckpt = isolated / "ckpt"
+    ckpt.mkdir()
+    d = state_dir()
+    d.mkdir(parents=True)
+    record = {"name": "train", "checkpoint_dir": str(ckpt), "ckpt_globs": ["step-*.json"]}
+    (d / "77.json").write_text(json.dumps(record))
+    assert resume_checkpoint(77, "train") == ""  # none yet
+    for i, name in enumerate(("step-000030.json", "step-000031.json", "notes.txt")):
+        (ckpt / name).write_text("{}")
+        os.utime(ckpt / name, (1000 + i, 1000 + i))
+    assert resume_checkpoint(77, "train") == "step-000031.json"
+    assert resume_checkpoint(77, "other") is None and resume_checkpoint(78, "train") is None
+
+
+def test_dry_run_says_whether_the_deadline_would_be_promised_now() -> None:
+    """The pure part: the filter's tag and a queue snapshot through the prioritizer's
+    admission test; and without a cluster the dry run says what the test would need."""
+    from slurm_dl.core.model import Job, JobState, Node
+    from slurm_dl.dlsubmit.checks import deadline_outlook
+
+    now = 1_800_000_000.0
+    tag = f"sdl1:class=train;ckpt=0;gpus=8;shape=1x8;deadline={int(now + 4000)}"
+    queued = Job(1, user="u", num_gpus=8, time_limit=3600.0, submit_time=now - 60)
+    queued.state = JobState.PENDING
+    queued.admin_comment = f"sdl1:class=train;ckpt=0;gpus=8;shape=1x8;deadline={int(now + 3900)}"
+    nodes = [Node("gpu01", 8, "h100")]
+    said = deadline_outlook(tag, 60, "alice", [queued], nodes, now, 1.0)
+    assert said.startswith("deadline: would not be promised now:") and "best effort" in said
+    said = deadline_outlook(tag, 60, "alice", [], nodes, now, 1.0)
+    assert said.startswith("deadline: would be promised if submitted now")
+    assert (
+        deadline_outlook("sdl1:class=train;ckpt=0;gpus=8;shape=1x8", 60, "a", [], nodes, now, 1.0)
+        is None
+    )
+    cfg = Path(__file__).resolve().parents[2] / "site-configs" / "testbed.toml"
+    r = runner.invoke(
+        app,
+        ["train", "--config", str(cfg), "--gpus", "1", "-t", "60", "--deadline", "6h"]
+        + ["--dry-run", "--", "python3", "t.py"],
+        env={"COLUMNS": "80"},
+    )
+    assert "deadline: whether it would be promised is not known here" in r.output, r.output
+    assert all(len(line) <= 80 for line in r.output.splitlines())

@@ -189,3 +189,90 @@ def test_factors_older_than_the_ranking_are_labelled() -> None:
     assert "factors as of" not in fresh
     stale = {**q[1], "at": q[1]["at"] + 600.0}  # the numbers of a later cycle, the factors reused
     assert "factors as of" in explain_text(explain_view(stale, {1: stale}))
+
+
+def test_right_after_a_requeue_the_start_is_when_its_gpus_free_up() -> None:
+    """Slurm's time for a job just requeued is only when it may start (in 2 s); its GPUs are in
+    use for 5 min more: explain says one start, 5 min, and says why it is not Slurm's."""
+    from slurm_dl.explain.view import people_text
+
+    a = Job(1, user="u", account="a", num_gpus=8, submit_time=100.0, state_reason="BeginTime")
+    q = _queue([a])
+    releases = [(0, [(1300.0, 8)]), (4, [(5000.0, 4)])]
+    view = explain_view(q[1], q, estimate={"at": 1002.0}, now=1000.0, releases=releases)
+    est = view["estimated_start"]
+    assert est["at"] == 1300.0 and est["source"] == "time limits" and est["slurm_at"] == 1002.0
+    text = people_text(view)
+    assert "(in 5 min)" in text and "(in 2 s)" not in text and "may start it from" in text
+    assert not any("free up on one node" in lever for lever in view["levers"])  # said once
+    assert all(len(line) <= 80 for line in text.splitlines())
+    later = explain_view(q[1], q, estimate={"at": 2000.0}, now=1000.0, releases=releases)
+    assert later["estimated_start"]["at"] == 2000.0  # Slurm's plan, after the GPUs free
+    assert later["estimated_start"]["source"] == "slurm"
+    busy = {**q[1], "waiting_for": "preemption of job(s) 7 to free GPUs"}
+    preempting = explain_view(busy, q, estimate={"at": 1002.0}, now=1000.0, releases=releases)
+    assert preempting["estimated_start"]["at"] == 1002.0  # a preemption frees them sooner
+
+
+def test_a_restarted_job_says_which_restart_and_its_checkpoint() -> None:
+    from slurm_dl.explain.view import people_text, with_resume
+
+    a = Job(1, user="u", account="a", num_gpus=2, submit_time=100.0, state_reason="Priority")
+    a.restarts = 1
+    q = _queue([a])
+    view = explain_view(q[1], q)
+    assert view["max_restarts"] == 5 and view["restart"] == "restart 1 of 5"
+    told = with_resume(view, "step-000031.json")
+    assert "restart 1 of 5, resumes from step-000031.json" in people_text(told)
+    assert "no checkpoint yet" in with_resume(view, "")["restart"]
+    assert with_resume(view, None)["restart"] == "restart 1 of 5"
+    fresh = Job(2, user="u", account="a", num_gpus=2, submit_time=100.0)
+    assert explain_view(_queue([fresh])[2])["restart"] is None
+    a.restarts = 5
+    assert "not preempted again" in explain_view(_queue([a])[1])["restart"]
+
+
+def test_earliest_fit_of_a_job_on_several_nodes() -> None:
+    from slurm_dl.explain.view import earliest_fit
+
+    releases = [(0, [(300.0, 8)]), (8, []), (0, [(500.0, 8)])]
+    assert earliest_fit(16, releases, 100.0, nodes=2) == 300.0  # 8 on each of two nodes
+    assert earliest_fit(24, releases, 100.0, nodes=3) == 500.0
+    assert earliest_fit(32, releases, 100.0, nodes=4) is None
+
+
+def test_a_deadline_job_on_types_of_different_speeds_is_told_its_limit_is_not_scaled() -> None:
+    from slurm_dl.explain.view import people_text
+
+    a = Job(1, user="u", account="a", num_gpus=2, submit_time=100.0, state_reason="Priority")
+    a.deadline, a.time_limit = 30000.0, 3600.0
+    q = _queue([a])
+    types = {
+        "accepted": ["h100", "v100"],
+        "speeds": {"h100": {"speed": 3.0}, "v100": {"speed": 1.0}},
+    }
+    text = people_text(explain_view({**q[1], "gpu_types": types}, q))
+    assert "time limit: the time limit (60 min) is wall time" in text and "3.0 h on v100" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    a.deadline = None
+    plain = _queue([a])
+    assert explain_view({**plain[1], "gpu_types": types})["time_limit_note"] is None
+
+
+def test_a_promised_step_beside_slurms_start_adds_up() -> None:
+    """A 60-min job promised the step at +72 min that Slurm expects to start at +52 min cannot
+    make it: explain says the latest start that does, and what happens if it misses."""
+    from slurm_dl.explain.view import people_text
+
+    now = 1000.0
+    a = Job(1, user="u", account="a", num_gpus=2, submit_time=100.0, state_reason="Priority")
+    a.time_limit = 3600.0
+    a.soft_deadlines = ((now + 72 * 60, 10.0), (now + 5 * 3600, 5.0))
+    a.tags = {"deadline_soft_from": repr(now + 72 * 60)}
+    q = _queue([a], now=now)
+    late = explain_view(q[1], q, estimate={"at": now + 52 * 60}, now=now)["deadline_step"]
+    assert "needs it to start by" in late and "misses the step" in late and "(worth 50 %)" in late
+    ok = explain_view(q[1], q, estimate={"at": now + 600}, now=now)
+    assert "met if it starts by" in ok["deadline_step"]
+    text = people_text(ok)
+    assert "met if it starts by" in text and all(len(line) <= 80 for line in text.splitlines())

@@ -111,3 +111,16 @@ def test_a_job_only_all_types_together_can_hold_spans_them_unsteered(mixed) -> N
     d = run(mixed, tres_per_job="gres:gpu:24")  # 16 h100 + 16 v100: no one type has 24
     assert d.accepted and any("spans types" in n for n in d.notices)
     assert parse_tag(d.changes["admin_comment"]).gpu_types is None and "partition" not in d.changes
+
+
+def test_a_deadline_job_on_types_of_different_speeds_is_told_its_limit_is_not_scaled(
+    mixed,
+) -> None:
+    d = run(mixed, tres_per_job="gres:gpu:2", comment="dl:deadline=6h")
+    note = next(n for n in d.notices if "not scaled" in n)
+    assert "60 min" in note and "3.0 h on v100" in note and "--gres=gpu:h100:N" in note
+    assert "/" not in note.replace("--gres=gpu:h100:N", "")  # no source paths, only words
+    named = run(mixed, tres_per_job="gres:gpu:h100:2", comment="dl:deadline=6h")
+    assert not any("not scaled" in n for n in named.notices)  # one type: nothing to scale
+    plain = run(mixed, tres_per_job="gres:gpu:2")
+    assert not any("not scaled" in n for n in plain.notices)  # no deadline: no warning

@@ -363,3 +363,47 @@ def test_under_fair_share_a_job_of_an_account_within_its_share_moves_where_other
         if moved:
             row = [r for r in p.store.preemptions() if r.victim_job_id == 2][0]
             assert "within its fair share" in row.reason and "move from v100 to h100" in row.reason
+
+
+def _deadline_job(i: int, deadline: float, limit: float = 3600.0, **tags: str) -> Job:
+    j = job(i)
+    j.deadline, j.time_limit, j.submit_time, j.tags = deadline, limit, 0.0, dict(tags)
+    return j
+
+
+def test_a_deadline_job_is_not_sent_where_its_scaled_time_limit_misses_the_deadline(
+    model,
+) -> None:
+    """A 1-hour ResNet due in 2 h: on v100 (a third of its speed) it needs 3 h, so with the
+    h100s full it waits for an h100 instead of taking the free v100 (and saying why); due in
+    4 h it may take the v100."""
+    tight = _deadline_job(1, deadline=7200.0)
+    got = choose_types([tight], nodes(h100_free=0), model, {1: BOTH}, now=0.0)
+    assert got[1].gpu_type == "h100" and not got[1].starts_now
+    assert "v100 would finish after its deadline" in got[1].why
+    roomy = _deadline_job(1, deadline=4 * 3600.0)
+    got = choose_types([roomy], nodes(h100_free=0), model, {1: BOTH}, now=0.0)
+    assert got[1].gpu_type == "v100" and got[1].starts_now
+    crowded = [tight, job(2, model_name="lstm"), job(3)]  # crowded: comparative order too
+    got = choose_types(crowded, nodes(h100_free=0), model, {1: BOTH, 2: BOTH, 3: BOTH}, now=0.0)
+    assert got[1].gpu_type == "h100" and got[2].gpu_type == "v100" and got[2].starts_now
+
+
+def test_no_type_makes_the_deadline_the_fastest_one_is_kept(model) -> None:
+    late = _deadline_job(1, deadline=1800.0)  # 1 h of work due in 30 min: nowhere in time
+    got = choose_types([late], nodes(h100_free=8), model, {1: BOTH}, now=0.0)
+    assert got[1].gpu_type == "h100" and "no type it accepts makes its deadline" in got[1].why
+
+
+def test_only_a_promised_deadline_keeps_a_job_off_a_slow_type(model) -> None:
+    """Demoted (best effort), the job goes where there is room; a soft job is held to the
+    step admission promised it."""
+    demoted = _deadline_job(1, deadline=7200.0, deadline_demoted="no room")
+    got = choose_types([demoted], nodes(h100_free=0), model, {1: BOTH}, now=0.0)
+    assert got[1].gpu_type == "v100" and got[1].starts_now
+    soft = _deadline_job(1, deadline=7200.0, deadline_soft_from="7200.0")
+    soft.deadline, soft.soft_deadlines = None, ((7200.0, 10.0), (20000.0, 5.0))
+    got = choose_types([soft], nodes(h100_free=0), model, {1: BOTH}, now=0.0)
+    assert got[1].gpu_type == "h100" and not got[1].starts_now
+    got = choose_types([soft], nodes(h100_free=0), model, {1: BOTH})  # no clock: not checked
+    assert got[1].gpu_type == "v100"

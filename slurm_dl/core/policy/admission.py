@@ -328,3 +328,16 @@ def demotion_message(why: str) -> str:
         f"deadline not admitted: {why}; the job runs as best effort "
         f"(a later deadline or a shorter --time may be admitted)"
     )
+
+
+def admitted_now(
+    candidate: Job, jobs: Iterable[Job], now: float, total_gpus: int, share: float
+) -> str | None:
+    """Would ``candidate``'s deadline be admitted at ``now``, next to the live jobs ``jobs`` (a
+    snapshot of the queue, deadlines read from their tags)? None: yes; else why not. The
+    prioritizer's own answers are not visible outside it, so each deadline job of the snapshot
+    is tested as a newcomer in submission order (as a daemon without saved answers would),
+    then the candidate, submitted ``now``: the same :class:`DeadlineAdmission` test."""
+    admission = DeadlineAdmission(share)
+    admission.step([*jobs, candidate], now, total_gpus)
+    return admission.demoted.get(candidate.job_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..arrays import parse_array
 from ..config import SiteConfig
-from ..model import Job
+from ..model import Job, JobClass
 from ..policy.deadline import deadline_feasible
 from .decision import (
     CODE_MISSING_TIME_LIMIT,
@@ -20,7 +20,8 @@ from .decision import (
 from .access import check_access
 from ..hints import parse_when, soft_steps, when_text
 from .request import JobRequest, parse_gpu_tres
-from .gpu_types import SIZE, accepted_types, first_steer, partition_types
+from ..steering import unscaled_limit_words
+from .gpu_types import SIZE, accepted_types, first_steer, partition_types, site_model
 from ..units import UnitError, parse_memory_mb
 from .script import launches_steps, trapped_signals
 from ..site_shape import site_shape
@@ -634,4 +635,26 @@ def validate(
     deadline, steps, rejection = check_deadline(req, ctx, config)
     if rejection is not None:
         return rejection
+    if (deadline is not None or steps) and len(draft.gpu_types) > 1 and req.time_limit_min:
+        note = unscaled_limit_notice(req, draft, config)
+        if note:
+            draft = draft.evolve(notices=(*draft.notices, note))
     return draft.evolve(deadline=deadline, soft_deadlines=tuple(steps or ()))
+
+
+def unscaled_limit_notice(req: JobRequest, draft: Draft, config: SiteConfig) -> str | None:
+    """A deadline job that accepts GPU types of different speeds is told its time limit is
+    not scaled by the speed of the type it gets (:func:`unscaled_limit_words`)."""
+    model, _ = site_model(config)
+    job = Job(
+        job_id=0,
+        user=req.user_name or "",
+        name=req.name or "",
+        num_gpus=req.total_gpus,
+        job_class=draft.job_class or JobClass.TRAIN,
+    )
+    speeds = model.speeds(job)
+    words = unscaled_limit_words(
+        req.time_limit_min * 60.0, {t: speeds[t].value for t in draft.gpu_types if t in speeds}
+    )
+    return f"{PREFIX}{words}" if words else None
