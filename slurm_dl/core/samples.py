@@ -22,6 +22,8 @@ class GpuSample:
 
     ``index`` is NVML's enumeration index; ``minor`` the ``/dev/nvidiaN`` minor number (``None``
     when NVML does not report one), which is what Slurm's ``IDX`` counts with ``File=/dev/nvidia[..]``.
+    ``energy_mj``: NVML's energy counter (millijoules since the driver loaded; None where the GPU
+    has none).
     """
 
     node: str
@@ -34,6 +36,7 @@ class GpuSample:
     pids: tuple[int, ...]
     time: float
     procs: tuple[ProcessSample, ...] = ()
+    energy_mj: int | None = None
 
     @property
     def slurm_index(self) -> int:
@@ -48,6 +51,12 @@ class JobGpuSample:
     from its previous file, see :func:`slurm_dl.telemetry.summary.carry_idle_since`); None while busy
     or unknown. ``share_bytes``: on a shared GPU, the memory the job's shards guarantee it there
     (None: the job holds the whole GPU, or the site did not say what a shard is worth).
+
+    Energy (see :mod:`slurm_dl.telemetry.energy`): ``energy_joules`` is what this job used on this
+    GPU since ``energy_since`` (its share of it on a shared GPU), over ``energy_gpu_seconds``
+    GPU-seconds (share-weighted likewise); ``counter_joules`` the GPU's own energy counter at this
+    sample (None where it has none); ``gpu_share`` the part of the GPU the job holds (None:
+    all of it; not written to the agent's file).
     """
 
     job_id: int
@@ -60,6 +69,11 @@ class JobGpuSample:
     time: float
     idle_since: float | None = None
     share_bytes: int | None = None
+    energy_joules: float | None = None
+    energy_gpu_seconds: float | None = None
+    energy_since: float | None = None
+    counter_joules: float | None = None
+    gpu_share: float | None = None
 
     @property
     def over_share(self) -> bool:

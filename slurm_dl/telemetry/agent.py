@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..slurm.gpu_alloc import GpuAllocation
+from .energy import carry_energy
 from .attribution import GIB, JobUtilisation, ShareRule, attribute, job_of_cgroup, summarize
 from .exposition import render
 from .nvml import sample_gpus
@@ -111,7 +112,8 @@ def sample_once(
     """One sample of every GPU, attributed and (when ``output_dir``) written to ``<dir>/<node>.prom``.
 
     Each idle GPU's ``idle_since`` is carried from the previous file, so readers of one file
-    (``dlsubmit status``) can tell how long a job's GPUs have been idle. On GPUs shared through
+    (``dlsubmit status``) can tell how long a job's GPUs have been idle, and each job's energy
+    on each GPU is summed on from it (:mod:`.energy`). On GPUs shared through
     shards each process is attributed to its job (``jobs_of_pids``) and each job's memory
     compared with its share (``shares``: node -> :class:`ShareRule`)."""
     gpu_samples = sample_gpus(nvml, node, time.time() if now is None else now)
@@ -122,6 +124,8 @@ def sample_once(
     written = None
     if output_dir is not None:
         written = output_dir / f"{node}.prom"
-        job_samples = carry_idle_since(job_samples, previous_samples(written), idle_util_percent)
+        before = previous_samples(written)
+        job_samples = carry_idle_since(job_samples, before, idle_util_percent)
+        job_samples = carry_energy(job_samples, gpu_samples, before)
         write_atomically(written, render(job_samples))
     return AgentSample(node, len(gpu_samples), job_samples, summarize(job_samples), written)

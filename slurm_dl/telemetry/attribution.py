@@ -130,8 +130,13 @@ def _split(
     upper bound, never split by guess); a job without a process 0. Power is not split. A
     process whose job could not be read (another PID namespace, an agent without root) counts
     as a process of every holder, so no job looks idle because the agent could not see whose
-    it is."""
+    it is. ``gpu_share`` (what the job's energy is split by) is its shards on this GPU over the
+    GPU's shards (``rule``; without one, over the shards held): shards nobody holds are charged
+    to nobody."""
     rows = []
+    per_gpu = {a.job_id: a.shards / max(1, len(a.gpus)) for a in holders}
+    held = sum(per_gpu.values())
+    whole = max(rule.shards_per_gpu, held) if rule is not None else held
     unexplained = max(0.0, s.util_percent - sum(p.sm_util_percent or 0.0 for p in s.procs))
     unknown = sum(1 for p in s.procs if p.pid not in pid_jobs)
     for a in sorted(holders, key=lambda a: a.job_id):
@@ -156,6 +161,7 @@ def _split(
                 processes=len(mine) + unknown,
                 time=s.time,
                 share_bytes=share,
+                gpu_share=per_gpu[a.job_id] / whole if whole > 0 else 0.0,
             )
         )
     return rows

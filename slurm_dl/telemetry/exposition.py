@@ -30,6 +30,23 @@ METRICS = {
         "whole GPU (memory used above it: the job is over its share)",
         "share_bytes",
     ),
+    "slurm_dl_gpu_job_energy_joules": (
+        "energy the job used on this GPU (its share of it on a shared GPU) since "
+        "slurm_dl_gpu_job_energy_since_seconds",
+        "energy_joules",
+    ),
+    "slurm_dl_gpu_job_energy_gpu_seconds": (
+        "GPU-seconds over which slurm_dl_gpu_job_energy_joules was measured",
+        "energy_gpu_seconds",
+    ),
+    "slurm_dl_gpu_job_energy_since_seconds": (
+        "when the job's energy sum on this GPU began (Unix time)",
+        "energy_since",
+    ),
+    "slurm_dl_gpu_energy_counter_joules": (
+        "the GPU's energy counter (NVML, since the driver loaded); absent where it has none",
+        "counter_joules",
+    ),
 }
 
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}", re.ASCII)
@@ -42,6 +59,8 @@ MAX_WATTS = 100_000.0
 MAX_PROCESSES = 1_000_000
 MAX_TIME = 4_102_444_800.0  # 2100-01-01 UTC: a sample time (or idle start) past it is not a reading
 MAX_LINE_CHARS = 4096
+MAX_JOULES = 1e15  # a megawatt for thirty years: anything above is not a reading
+MAX_SECONDS = 1e12
 
 _LINE = re.compile(
     r'^(\w+)\{job="([0-9]{1,10})",node="([^"]*)",gpu="([0-9]{1,5})"\} (\S{1,64}) ([0-9]{1,16})$',
@@ -54,6 +73,10 @@ _RANGE = {  # field -> (lowest, highest, whole numbers only)
     "processes": (0, MAX_PROCESSES, True),
     "idle_since": (0.0, MAX_TIME, False),
     "share_bytes": (0, MAX_BYTES, True),
+    "energy_joules": (0.0, MAX_JOULES, False),
+    "energy_gpu_seconds": (0.0, MAX_SECONDS, False),
+    "energy_since": (0.0, MAX_TIME, False),
+    "counter_joules": (0.0, MAX_JOULES, False),
 }
 _REQUIRED = ("util_percent", "processes")  # the agent writes both for every GPU it samples
 
@@ -98,6 +121,20 @@ def _value(attr: str, text: str) -> float | int | None:
             return None
         v = int(v)
     return v
+
+
+def _energy(f: dict[str, float | int], time: float) -> dict[str, float | None]:
+    """A row's energy fields: its sum only with both its GPU-seconds and a start no later than
+    the sample (else none of the three; the raw counter stands alone)."""
+    since = f.get("energy_since")
+    whole = "energy_joules" in f and "energy_gpu_seconds" in f and since is not None
+    ok = whole and since <= time
+    return {
+        "energy_joules": float(f["energy_joules"]) if ok else None,
+        "energy_gpu_seconds": float(f["energy_gpu_seconds"]) if ok else None,
+        "energy_since": float(since) if ok and since is not None else None,
+        "counter_joules": float(f["counter_joules"]) if "counter_joules" in f else None,
+    }
 
 
 def parse(text: str) -> list[JobGpuSample]:
@@ -155,6 +192,7 @@ def parse_counted(text: str) -> tuple[list[JobGpuSample], int]:
                 time=time,
                 idle_since=since if since is not None and since <= time else None,
                 share_bytes=int(f["share_bytes"]) if "share_bytes" in f else None,
+                **_energy(f, time),
             )
         )
     return out, bad

@@ -72,10 +72,17 @@ def sample_gpus(nvml: Any, node: str, now: float) -> list[GpuSample]:
     """One reading of every GPU NVML sees; ``now`` is the caller's clock."""
     out: list[GpuSample] = []
     for index in range(nvml.nvmlDeviceGetCount()):
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        handle = _optional(nvml.nvmlDeviceGetHandleByIndex, index)
+        if handle is None:  # fallen off the bus, or gone since the count: no reading of it
+            continue
         util = _optional(nvml.nvmlDeviceGetUtilizationRates, handle)
         mem = _optional(nvml.nvmlDeviceGetMemoryInfo, handle)
         power_mw = _optional(nvml.nvmlDeviceGetPowerUsage, handle)
+        energy_mj = (
+            _optional(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+            if hasattr(nvml, "nvmlDeviceGetTotalEnergyConsumption")
+            else None
+        )
         procs = _procs(nvml, handle, now)
         out.append(
             GpuSample(
@@ -89,6 +96,7 @@ def sample_gpus(nvml: Any, node: str, now: float) -> list[GpuSample]:
                 pids=tuple(p.pid for p in procs),
                 time=now,
                 procs=procs,
+                energy_mj=int(energy_mj) if energy_mj is not None else None,
             )
         )
     return out

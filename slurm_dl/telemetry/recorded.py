@@ -6,15 +6,20 @@ shares, the file it writes -- runs on readings someone recorded or wrote by hand
 a list with one object per GPU::
 
     [{"minor": 0, "util": 35, "mem_used": 12884901888, "mem_total": 85899345920,
-      "power_w": 180, "processes": [{"pid": 4242, "mem": 12884901888, "sm_util": 30}]}]
+      "power_w": 180, "energy_mj": 3600000,
+      "processes": [{"pid": 4242, "mem": 12884901888, "sm_util": 30}]}]
 
-Only ``mem_total`` is required; ``processes`` (default none), ``sm_util`` and ``power_w`` are
-optional, and ``mem_used`` defaults to the sum of the processes' memory.
+Only ``mem_total`` is required; ``processes`` (default none), ``sm_util``, ``power_w`` and
+``energy_mj`` (the GPU's energy counter, millijoules since the driver loaded; absent: the GPU
+has none, as NVML answers NotSupported) are optional, and ``mem_used`` defaults to the sum of
+the processes' memory. ``energy_mj_per_s`` (optional) makes the counter run on by that much per
+second of the clock the sampler is given, so a replayed GPU uses energy as a real one does.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -51,6 +56,7 @@ class RecordedNvml:
         if not isinstance(gpus, list):
             raise ReplayError(f"{source}: expected a list of GPUs, one object each")
         self.gpus: list[dict[str, Any]] = []
+        self.started = time.time()  # when a running counter (energy_mj_per_s) read energy_mj
         for i, gpu in enumerate(gpus):
             where = f"{source}: GPU {i}"
             if not isinstance(gpu, dict):
@@ -78,6 +84,8 @@ class RecordedNvml:
                     "util": float(_num(gpu, "util", where, 0) or 0),
                     "mem": (used, total),
                     "power_w": _num(gpu, "power_w", where),
+                    "energy_mj": _int(gpu, "energy_mj", where),
+                    "energy_mj_per_s": _num(gpu, "energy_mj_per_s", where, 0),
                     "procs": parsed,
                 }
             )
@@ -109,6 +117,12 @@ class RecordedNvml:
         if self.gpus[h]["power_w"] is None:
             raise _NotSupported("power")
         return int(float(self.gpus[h]["power_w"]) * 1000)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        gpu = self.gpus[h]
+        if gpu["energy_mj"] is None:
+            raise _NotSupported("energy counter")
+        return int(gpu["energy_mj"] + (gpu["energy_mj_per_s"] or 0) * (time.time() - self.started))
 
     def nvmlDeviceGetMinorNumber(self, h: int) -> int:
         return self.gpus[h]["minor"]

@@ -111,6 +111,10 @@ def agent_like_file(draw) -> str:
         "processes": st.integers(0, 8).map(str),
         "idle_since": st.sampled_from(["1763699000", "1763700000.5", "0"]),
         "share_bytes": st.integers(0, 2**40).map(str),
+        "energy_joules": st.floats(0, 1e9).map(repr),
+        "energy_gpu_seconds": st.floats(0, 1e7).map(repr),
+        "energy_since": st.sampled_from(["1763699000", "1763700000.5", "1763800000"]),
+        "counter_joules": st.floats(0, 1e12).map(repr),
     }
     lines = []
     for _ in range(draw(st.integers(0, 6))):
