@@ -6,7 +6,8 @@ minutes (a shortfall within the step counts). At each step the policy decides fr
 seen before the step (the previous steps' demand), then the step's demand meets the powered
 nodes: ``short_node_intervals`` adds up, over the steps, the nodes demand exceeded the powered
 ones by. A *change* is a step at which the number of powered nodes differs from the step before
-(a power-up and a power-down at once would be two; the policies here never do both). Work that
+(a power-up and a power-down at once would be two; the policies here never do both); the
+predictive replay starts with every node powered, so its first power-down is a change. Work that
 finds too few nodes powers them up at once (they count as powered from the next step on).
 """
 
@@ -80,11 +81,11 @@ def _window(steps: Sequence[DemandPoint], start: datetime, end: datetime) -> tup
 class _Count:
     """The tallies every replay keeps."""
 
-    def __init__(self, policy: str) -> None:
+    def __init__(self, policy: str, powered_before: int | None = None) -> None:
         self.policy = policy
         self.steps = self.off = self.powered = self.active = 0
         self.short = self.short_nodes = self.changes = 0
-        self.prev: int | None = None
+        self.prev = powered_before
 
     def add(self, p: DemandPoint, powered: int) -> None:
         self.steps += 1
@@ -142,7 +143,7 @@ def replay_predictive(
     cycles = dict.fromkeys(names, 0)
     most, day = 0, steps[first].time.date()
     last_down: datetime | None = None
-    count = _Count("predictive")
+    count = _Count("predictive", size)  # every node on before the first step
     history = [p.active for p in steps[max(0, first - 2 * TREND_STEPS) : first]]
     for p in steps[first:last]:
         if p.time.date() != day:
