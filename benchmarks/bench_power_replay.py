@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import datetime
-from pathlib import Path
 
 from slurm_dl.core.config import PowerConfig
 from slurm_dl.core.power.replay import (
@@ -31,6 +29,8 @@ from slurm_dl.core.power.replay import (
 )
 from slurm_dl.sim.workloads.node_demand import read_node_demand
 
+from bench_sim_policies import traces_dir  # noqa: E402 - where the traces are
+
 CES = {"powered_off_mean": 94.2, "short_node_intervals": 36, "changes_per_day": 2.4}
 WINDOWS = [  # (start, end): trained on everything before start
     ("2017-12-01", "2017-12-15"),  # the window CES published
@@ -38,13 +38,6 @@ WINDOWS = [  # (start, end): trained on everything before start
     ("2017-11-01", "2017-11-15"),
     ("2017-10-17", "2017-10-31"),
 ]
-
-
-def traces_dir(arg: str | None) -> Path:
-    if arg:
-        return Path(arg)
-    env = os.environ.get("SLURM_DL_TRACES")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 
 
 def main() -> int:

@@ -8,6 +8,13 @@ from pydantic import Field, model_validator
 from .base import SECONDS_PER_DAY, Strict, num
 
 
+def _below_idle(busy_key: str, busy: float, idle_key: str, idle: float) -> list[str]:
+    """A busy draw under the idle one is a typo: name it."""
+    if busy < idle:
+        return [f"{busy_key}: got {busy:g}; allowed: at least {idle_key} ({idle:g})"]
+    return []
+
+
 class GpuWatts(Strict):
     """The draw of one GPU of a type, busy and idle."""
 
@@ -16,11 +23,9 @@ class GpuWatts(Strict):
 
     @model_validator(mode="after")
     def _busy_at_least_idle(self) -> "GpuWatts":
-        if self.busy_watts < self.idle_watts:
-            raise ValueError(
-                f"busy_watts: got {self.busy_watts:g}; allowed: at least idle_watts "
-                f"({self.idle_watts:g})"
-            )
+        problems = _below_idle("busy_watts", self.busy_watts, "idle_watts", self.idle_watts)
+        if problems:
+            raise ValueError(problems[0])
         return self
 
 
@@ -120,17 +125,11 @@ class PowerConfig(Strict):
 
     @model_validator(mode="after")
     def _busy_at_least_idle(self) -> "PowerConfig":
-        problems = []
-        if self.gpu_busy_watts < self.gpu_idle_watts:
-            problems.append(
-                f"gpu_busy_watts: got {self.gpu_busy_watts:g}; allowed: at least "
-                f"gpu_idle_watts ({self.gpu_idle_watts:g})"
-            )
-        if self.node_busy_watts < self.node_idle_watts:
-            problems.append(
-                f"node_busy_watts: got {self.node_busy_watts:g}; allowed: at least "
-                f"node_idle_watts ({self.node_idle_watts:g})"
-            )
+        problems = _below_idle(
+            "gpu_busy_watts", self.gpu_busy_watts, "gpu_idle_watts", self.gpu_idle_watts
+        ) + _below_idle(
+            "node_busy_watts", self.node_busy_watts, "node_idle_watts", self.node_idle_watts
+        )
         if problems:
             raise ValueError("\n".join(problems))
         return self
