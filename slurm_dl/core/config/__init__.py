@@ -12,7 +12,7 @@ where a number is expected, and so are values far outside what a site could mean
 
 The models live by section (``site``, ``cluster``, ``job_classes``, ``filter`` for caps and the
 filter, ``policy``, ``preemption``, ``prioritizer``, ``telemetry``, ``throughput``, ``sharing``,
-``simulate``); :class:`SiteConfig` (``site_config``) is their root. Every public name is
+``simulate``, ``power``); :class:`SiteConfig` (``site_config``) is their root. Every public name is
 importable from here.
 """
 
@@ -34,6 +34,7 @@ from .policy import (
     PolicyName,
     QssfConfig,
 )
+from .power import GpuWatts, PowerConfig
 from .preemption import PreemptionConfig
 from .prioritizer import PrioritizerConfig
 from .problems import parse_config
@@ -68,6 +69,8 @@ __all__ = [
     "Partition",
     "PolicyConfig",
     "PolicyName",
+    "PowerConfig",
+    "GpuWatts",
     "PreemptionConfig",
     "PrioritizerConfig",
     "QssfConfig",
