@@ -17,7 +17,7 @@ from .parse import (
     parse_squeue_json,
     parse_topology,
 )
-from .protocol import SiteFactorResult, SlurmBackend
+from .protocol import PendingSize, SiteFactorResult, SlurmBackend
 from .runner import classify_failure, run_slurm
 
 BACKENDS = ("cli", "pyslurm")
@@ -41,6 +41,7 @@ def get_backend(
 __all__ = [
     "BACKENDS",
     "CliBackend",
+    "PendingSize",
     "SiteFactorResult",
     "SlurmBackend",
     "classify_failure",

@@ -33,7 +33,7 @@ from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topolo
 from .cli_backend import CliBackend, with_node_gpu_types, with_site_factors
 from .gpu_alloc import GpuAllocation
 from .parse import job_from_squeue
-from .protocol import JobEnd, SiteFactorResult, group_by_value
+from .protocol import JobEnd, PendingSize, SiteFactorResult, group_by_value
 
 MIN_PYSLURM = (22, 5)
 # Slurm releases for which pyslurm has a tag (pyslurm X.Y builds and runs against Slurm X.Y only).
@@ -361,6 +361,12 @@ class PyslurmBackend:
 
     def set_nodes(self, job_id: int, nodes: str) -> None:
         self._cli.set_nodes(job_id, nodes)
+
+    def requeue_hold(self, job_id: int) -> None:
+        self._cli.requeue_hold(job_id)
+
+    def resize_pending(self, job_id: int, size: PendingSize) -> None:
+        self._cli.resize_pending(job_id, size)
 
     def job_end(self, job_id: int) -> JobEnd:
         return self._cli.job_end(job_id)  # the exit signal and end time as scontrol prints them
