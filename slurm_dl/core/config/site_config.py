@@ -18,6 +18,7 @@ from .preemption import PreemptionConfig
 from .prioritizer import PrioritizerConfig
 from .sharing import SharingConfig
 from .simulate import SimulateConfig
+from .slurm import SlurmConfig
 from .site import SiteInfo
 from .telemetry import TelemetryConfig
 from .throughput import ThroughputConfig
@@ -82,6 +83,10 @@ class SiteConfig(Strict):
     sharing: SharingConfig = Field(
         default_factory=SharingConfig,
         description="GPUs offered in parts (Slurm shards, MPS) to small jobs",
+    )
+    slurm: SlurmConfig = Field(
+        default_factory=SlurmConfig,
+        description="how slurm-dl talks to Slurm (its commands, or pyslurm)",
     )
 
     @field_validator("throughput")
