@@ -19,6 +19,7 @@ from .preemption import PreemptionConfig
 from .prioritizer import PrioritizerConfig
 from .sharing import SharingConfig
 from .simulate import SimulateConfig
+from .slurm import SlurmConfig
 from .site import SiteInfo
 from .telemetry import TelemetryConfig
 from .throughput import ThroughputConfig
@@ -88,6 +89,10 @@ class SiteConfig(Strict):
         default_factory=PowerConfig,
         description="powering idle GPU nodes down ahead of demand, and the node power model "
         "the what-if counts energy with",
+    )
+    slurm: SlurmConfig = Field(
+        default_factory=SlurmConfig,
+        description="how slurm-dl talks to Slurm (its commands, or pyslurm)",
     )
 
     @field_validator("throughput")
