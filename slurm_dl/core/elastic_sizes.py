@@ -13,7 +13,7 @@ from dataclasses import dataclass
 MAX_SIZES = 32
 MAX_ELASTIC_GPUS = 100_000
 _RANGE = re.compile(r"^(\d{1,6})-(\d{1,6})$")
-_SET = re.compile(r"^\d{1,6}(?:[,+]\d{1,6}){0,31}$")
+_SET = re.compile(rf"^\d{{1,6}}(?:[,+]\d{{1,6}}){{0,{MAX_SIZES - 1}}}$")
 
 
 @dataclass(frozen=True, slots=True)

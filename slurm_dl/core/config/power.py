@@ -7,6 +7,9 @@ from pydantic import Field, model_validator
 
 from .base import SECONDS_PER_DAY, Strict, num
 
+GPU_BUSY_WATTS = 300.0  # one GPU running a job, where the site names no draw
+GPU_IDLE_WATTS = 60.0  # one powered idle GPU, likewise
+
 
 def _below_idle(busy_key: str, busy: float, idle_key: str, idle: float) -> list[str]:
     """A busy draw under the idle one is a typo: name it."""
@@ -18,8 +21,12 @@ def _below_idle(busy_key: str, busy: float, idle_key: str, idle: float) -> list[
 class GpuWatts(Strict):
     """The draw of one GPU of a type, busy and idle."""
 
-    busy_watts: float = num(300.0, ge=0, le=10_000, description="one GPU running a job, in W")
-    idle_watts: float = num(60.0, ge=0, le=10_000, description="one powered idle GPU, in W")
+    busy_watts: float = num(
+        GPU_BUSY_WATTS, ge=0, le=10_000, description="one GPU running a job, in W"
+    )
+    idle_watts: float = num(
+        GPU_IDLE_WATTS, ge=0, le=10_000, description="one powered idle GPU, in W"
+    )
 
     @model_validator(mode="after")
     def _busy_at_least_idle(self) -> "GpuWatts":
@@ -82,10 +89,16 @@ class PowerConfig(Strict):
     )
     # --- the node power model (the what-if's energy accounting) ---------------------------
     gpu_busy_watts: float = num(
-        300.0, ge=0, le=10_000, description="one GPU running a job, in W (types not named)"
+        GPU_BUSY_WATTS,
+        ge=0,
+        le=10_000,
+        description="one GPU running a job, in W (types not named)",
     )
     gpu_idle_watts: float = num(
-        60.0, ge=0, le=10_000, description="one powered idle GPU, in W (types not named)"
+        GPU_IDLE_WATTS,
+        ge=0,
+        le=10_000,
+        description="one powered idle GPU, in W (types not named)",
     )
     gpu_types: dict[str, GpuWatts] = Field(
         default_factory=dict,
