@@ -10,7 +10,7 @@ from typing import Any, Optional, get_args
 
 import typer
 
-from ..core.config import BackendName, SiteConfig
+from ..core.config import BackendName, SiteConfig, SlurmConfig
 
 BACKENDS: tuple[str, ...] = get_args(BackendName)  # the names slurm_dl.slurm.get_backend builds
 
@@ -38,7 +38,7 @@ def backend_name(cfg: Optional[SiteConfig], flag: Optional[str]) -> str:
     """The flag where given, else the site config's ``[slurm] backend`` (else ``cli``)."""
     if flag is not None:
         return flag
-    return cfg.slurm.backend if cfg is not None else "cli"
+    return (cfg.slurm if cfg is not None else SlurmConfig()).backend
 
 
 def build_backend(cfg: Optional[SiteConfig], flag: Optional[str], **options: Any):
