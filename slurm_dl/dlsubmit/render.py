@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from dataclasses import replace, dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Literal
@@ -76,9 +76,8 @@ class JobSpec:
     command: tuple[str, ...]
     gpus: int = 1
     nodes: int = 1
-    elastic: str | None = (
-        None  # the totals an elastic job may run at (8-32, 8,16,32); gpus: the top
-    )
+    # the totals an elastic job may run at (8-32, 8,16,32); gpus is the largest
+    elastic: str | None = None
     time_minutes: int | None = None
     name: str | None = None
     partition: str | None = None
