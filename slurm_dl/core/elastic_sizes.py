@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 MAX_SIZES = 32
 MAX_ELASTIC_GPUS = 100_000
-_RANGE = re.compile(r"^(\d{1,6})-(\d{1,6})$")
+_RANGE = re.compile(r"^(\d{1,7})-(\d{1,7})$")
 _SET = re.compile(rf"^\d{{1,6}}(?:[,+]\d{{1,6}}){{0,{MAX_SIZES - 1}}}$")
 
 
@@ -66,8 +66,7 @@ def parse_sizes(text: str) -> ElasticSizes:
         return ElasticSizes(low, high)
     if not _SET.match(value):
         raise ValueError(
-            f"elastic GPUs {value!r}: write a range MIN-MAX (8-32) or a set of counts "
-            "in rising order (8,16,32)"
+            f"elastic GPUs {value!r}: write a range (8-32) or sizes in rising order (8,16,32)"
         )
     counts = [int(p) for p in re.split(r"[,+]", value)]
     if len(counts) < 2:
