@@ -125,5 +125,5 @@ def _table(rows: list[ReplayResult]) -> None:
     r = rows[0]
     typer.echo(
         f"{r.steps} steps over {r.days:g} days; demand above the powered nodes in "
-        f"{r.short_intervals} steps"
+        f"{r.short_intervals} {'step' if r.short_intervals == 1 else 'steps'}"
     )
