@@ -350,7 +350,7 @@ def run_cluster(
         ranker.use_charges(placer.mean_charge)
     else:
         placer = FlatPlacer(spec.nodes, spec.gpus_per_node, spread, model_info)
-    model = powered(placer, power, min(j.submit_time for j in jobs)) if power and jobs else None
+    model = powered(placer, power, jobs) if power and jobs else None
     eng = Engine(
         jobs, placer, ranker, cost, fast=fast, on_finish=on_finish, dispatch=dispatch, power=model
     )

@@ -16,9 +16,12 @@ and so its completion time, moves by exactly the wait). Three policies:
 Energy: a node on and running a job draws ``node_busy_watts`` plus each GPU's busy or idle
 draw; on and idle, booting or shutting down: ``node_idle_watts`` plus every GPU idle; off:
 ``off_watts``. *Idle energy* is what the nodes that run no job draw (idle, booting, shutting
-down, off): the part power saving can cut. Counted per cluster from its first submission to
-its last job's end. Times are trace seconds; the model advances with the engine's events
-(nothing changes between two of them, so a timer handled late is handled exactly).
+down, off): the part power saving can cut. Energy, GPU-hours and power cycles are counted per
+cluster from its first submission to its last (the window in which the trace gives the
+demand: after it no work arrives, and an idle drain would flatter power saving; when every
+job comes at once, to the last job's end); boot waits, of every job. Times are trace seconds;
+the model advances with the engine's events (nothing changes between two of them, so a timer
+handled late is handled exactly).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from ...core.power import Power
 
 MODES = ("none", "fixed:SECONDS", "predictive")
 _ON, _BOOTING, _STOPPING, _OFF = Power.ON, Power.BOOTING, Power.STOPPING, Power.OFF
-_BOOTED, _STOPPED, _IDLE, _STEP = 0, 1, 2, 3  # timer kinds
+_BOOTED, _STOPPED, _IDLE, _STEP, _WINDOW = 0, 1, 2, 3, 4  # timer kinds
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,14 @@ class NodeSpec:
 class PowerModel:
     """The power state and energy of one cluster's nodes through one replay."""
 
-    def __init__(self, save: PowerSave, nodes: list[NodeSpec], groups: list[str], origin: float):
+    def __init__(
+        self,
+        save: PowerSave,
+        nodes: list[NodeSpec],
+        groups: list[str],
+        origin: float,
+        window_end: float | None = None,
+    ):
         cfg = save.cfg
         self.save, self.cfg, self.nodes, self.groups = save, cfg, nodes, groups
         n = len(nodes)
@@ -107,6 +117,9 @@ class PowerModel:
         self.now = origin
         self.waiting_gpus = 0
         self.plan = None
+        self.counted: dict | None = None  # the energy figures at the window's end
+        if window_end is not None and window_end > origin:
+            self._push(window_end, _WINDOW, -1, 0)
         if save.mode == "fixed":
             for i in range(n):
                 self._push(origin + save.suspend_s, _IDLE, i, 0)
@@ -142,6 +155,8 @@ class PowerModel:
             elif kind == _IDLE:
                 if ver == self.idle_ver[i] and self.state[i] is _ON and not self.used[i]:
                     self.power_down(i)
+            elif kind == _WINDOW:
+                self.counted = self._energy()
             else:
                 self.plan.step(t)
                 self._push(self.plan.next_step(t), _STEP, -1, 0)
@@ -264,19 +279,27 @@ class PowerModel:
             return alloc
         return tuple((offset + k, g) for k, g in better) if offset else better
 
-    def close(self, end: float) -> dict:
-        """Every figure of the replay, counted up to ``end``."""
-        self.advance(end, 0)
+    def _energy(self) -> dict:
+        """The energy and power moves so far (every node counted up to now)."""
         for i in range(len(self.nodes)):
             self._count(i)
         return {
-            "power_save": self.save.label,
             "busy_j": self.busy_j,
             "idle_j": self.idle_j,
             "gpu_s": self.gpu_s,
             "off_node_s": self.off_s,
             "power_cycles": self.downs,
             "boots": self.boots,
+        }
+
+    def close(self, end: float) -> dict:
+        """The figures of the replay: the energy and power moves up to the window's end (to
+        ``end``, the last job's, without one), the boot waits of every job."""
+        self.advance(end, 0)
+        counted = self.counted or self._energy()
+        return {
+            "power_save": self.save.label,
+            **counted,
             "boot_wait_jobs": self.waited,
             "boot_wait_s": self.wait_s,
         }
@@ -323,9 +346,11 @@ class _Powered:
 _CLASSES: dict[type, type] = {}
 
 
-def powered(placer, save: PowerSave, origin: float) -> PowerModel:
-    """The power model of ``placer``'s nodes; ``placer`` is made to tell it (its class
-    becomes the same class with :class:`_Powered` mixed in)."""
+def powered(placer, save: PowerSave, jobs) -> PowerModel:
+    """The power model of ``placer``'s nodes, its window ``jobs``' first to last submission;
+    ``placer`` is made to tell it (its class becomes the same class with :class:`_Powered`
+    mixed in)."""
+    subs = [j.submit_time for j in jobs]
     if placer.flat:
         nodes = [NodeSpec(0, placer.per_node, "") for _ in placer.free]
         groups = ["nodes"]
@@ -336,7 +361,7 @@ def powered(placer, save: PowerSave, origin: float) -> PowerModel:
             for _ in range(g.nodes)
         ]
         groups = [g.name or g.gpu_type for g in placer.groups]
-    model = PowerModel(save, nodes, groups, origin)
+    model = PowerModel(save, nodes, groups, min(subs), max(subs))
     cls = type(placer)
     if cls not in _CLASSES:
         _CLASSES[cls] = type(f"Powered{cls.__name__}", (_Powered, cls), {})
