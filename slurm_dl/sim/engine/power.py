@@ -29,10 +29,10 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from ...core.config.power import PowerConfig
 from ...core.power import Power
+from .power_plan import Planner
 
 MODES = ("none", "fixed:SECONDS", "predictive")
 _ON, _BOOTING, _STOPPING, _OFF = Power.ON, Power.BOOTING, Power.STOPPING, Power.OFF
@@ -124,8 +124,6 @@ class PowerModel:
             for i in range(n):
                 self._push(origin + save.suspend_s, _IDLE, i, 0)
         elif save.mode == "predictive":
-            from .power_plan import Planner
-
             self.plan = Planner(self, origin)
             self._push(self.plan.next_step(origin), _STEP, -1, 0)
 
@@ -303,10 +301,6 @@ class PowerModel:
             "boot_wait_jobs": self.waited,
             "boot_wait_s": self.wait_s,
         }
-
-
-def utc(t: float) -> datetime:
-    return datetime.fromtimestamp(t, timezone.utc)
 
 
 class _Powered:

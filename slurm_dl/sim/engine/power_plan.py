@@ -11,7 +11,7 @@ A node's power cycles count against ``max_cycles_per_node_per_day`` until the da
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timezone
 
 from ...core.power import NodeState, decide, fit_demand_model, forecast_peak
 from ...core.power.forecast import TREND_STEPS
@@ -46,10 +46,8 @@ class Planner:
 
     def step(self, t: float) -> None:
         """The step that has just ended at ``t``: its demand kept, then a decision per group."""
-        from .power import utc
-
         m = self.model
-        now = utc(t)
+        now = datetime.fromtimestamp(t, timezone.utc)
         self.times.append(now)
         waits = []
         for g, members in enumerate(self.members):
