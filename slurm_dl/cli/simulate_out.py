@@ -57,7 +57,8 @@ def power_lines(doc: dict) -> list[str]:
             f"{name}: power save {s['power_save']}: {s['energy_kwh']:,.0f} kWh "
             f"(idle nodes {s['idle_energy_kwh']:,.0f} kWh), "
             f"{'-' if per is None else format(per, '.3f')} kWh per GPU-h, "
-            f"{s['power_cycles']} power cycles; {s['boot_wait_jobs']} jobs waited for a boot "
+            f"{s['power_cycles']} power cycles; {s['boot_wait_jobs']} "
+            f"{'job' if s['boot_wait_jobs'] == 1 else 'jobs'} waited for a boot "
             f"(+{s['boot_jct_s_per_job']:.1f} s JCT per job)"
         )
         out += textwrap.wrap(line, 79, subsequent_indent="  ")
