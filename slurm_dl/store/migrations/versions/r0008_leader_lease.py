@@ -1,0 +1,42 @@
+"""The leader lease: one prioritizer acts on Slurm, the others stand by.
+
+``sdl_leader`` holds the lease (holder, epoch, expiry); the epoch of the daemon that wrote it
+is recorded with every ledger save, SiteFactor row and preemption step, so a record says which
+leader made it, and a paused leader that wakes up after a take-over cannot write.
+
+Revision ID: 0008
+Revises: 0005
+"""
+
+from alembic import op
+import sqlalchemy as sa
+
+revision = "0008"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+_EPOCH_TABLES = ("sdl_ledger", "sdl_site_factor", "sdl_preemption")
+
+
+def upgrade() -> None:
+    op.create_table(
+        "sdl_leader",
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("holder", sa.String, nullable=False),
+        sa.Column("epoch", sa.Integer, nullable=False),
+        sa.Column("host", sa.String, nullable=False),
+        sa.Column("pid", sa.Integer, nullable=False),
+        sa.Column("renewed_at", sa.Float, nullable=False),
+        sa.Column("expires_at", sa.Float, nullable=False),
+    )
+    for table in _EPOCH_TABLES:
+        with op.batch_alter_table(table) as batch:
+            batch.add_column(sa.Column("epoch", sa.Integer, nullable=False, server_default="0"))
+
+
+def downgrade() -> None:
+    for table in _EPOCH_TABLES:
+        with op.batch_alter_table(table) as batch:
+            batch.drop_column("epoch")
+    op.drop_table("sdl_leader")
