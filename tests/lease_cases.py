@@ -12,6 +12,8 @@ from slurm_dl.core.errors import NotLeaderError
 from slurm_dl.core.ledger import Ledger
 from slurm_dl.store import CycleWrite, Store
 from slurm_dl.store.lease import Lease, read_lease
+from slurm_dl.store.models import ResizeRow
+from slurm_dl.store.resizes import begin_resize, resizes, set_resize_state
 
 
 class Clock:
@@ -80,6 +82,7 @@ def a_paused_leader_loses_the_lease_and_cannot_act(url: str) -> None:
     sa.set_preemption_state(row, "signalled", clock(), "sent")
     fenced_a.signal_batch(11)
     assert [c[0] for c in slurm.calls] == ["set_site_factor", "signal_batch"]
+    resize = begin_resize(sa, _resize_row(21, clock()))
 
     clock.t += 16  # SIGSTOP longer than the lease: A renews nothing meanwhile
     if sa.engine.dialect.name == "postgresql":
@@ -105,12 +108,17 @@ def a_paused_leader_loses_the_lease_and_cannot_act(url: str) -> None:
         lambda: save(sa, 3, clock()),
         lambda: sa.begin_preemption(13, 12, clock(), 0, "late"),
         lambda: sa.set_preemption_state(row, "requeueing", clock(), "late"),
+        lambda: begin_resize(sa, _resize_row(22, clock())),
+        lambda: set_resize_state(sa, resize, "holding", clock(), "late"),
     ):
         with pytest.raises(NotLeaderError):
             write()
     assert not a.renew() and not a.held
     save(sb, 3, clock())  # the new leader writes, with its epoch
     assert sb.site_factor_epochs() == {7: 2}
+    assert [(r.job_id, r.state, r.epoch) for r in resizes(sb)] == [(21, "signalling", 1)]
+    set_resize_state(sb, resize, "signalled", clock(), "the new leader goes on")
+    assert [(r.state, r.epoch) for r in resizes(sb)] == [("signalled", 2)]
     assert not a.try_take()  # A stands by now
 
 
@@ -140,6 +148,12 @@ def leadership_takes_over_and_says_so(url: str, caplog) -> None:
     assert not la.step()  # A finds its lease gone: stands by
     assert any("lost the leader lease" in r.message for r in caplog.records)
     assert rebuilt == []  # B's first leadership: nothing to rebuild
+
+
+def _resize_row(job_id: int, now: float) -> ResizeRow:
+    return ResizeRow(
+        job_id=job_id, state="signalling", from_gpus=8, to_gpus=4, started_at=now, updated_at=now
+    )
 
 
 def _end_session(other: Store, lease: Lease) -> None:

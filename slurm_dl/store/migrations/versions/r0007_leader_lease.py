@@ -1,22 +1,22 @@
 """The leader lease: one prioritizer acts on Slurm, the others stand by.
 
 ``sdl_leader`` holds the lease (holder, epoch, expiry); the epoch of the daemon that wrote it
-is recorded with every ledger save, SiteFactor row and preemption step, so a record says which
-leader made it, and a paused leader that wakes up after a take-over cannot write.
+is recorded with every ledger save, SiteFactor row, preemption and resize step, so a record
+says which leader made it, and a paused leader that wakes up after a take-over cannot write.
 
-Revision ID: 0008
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 """
 
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0008"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
-_EPOCH_TABLES = ("sdl_ledger", "sdl_site_factor", "sdl_preemption")
+_EPOCH_TABLES = ("sdl_ledger", "sdl_site_factor", "sdl_preemption", "sdl_resize")
 
 
 def upgrade() -> None:
