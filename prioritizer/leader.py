@@ -20,7 +20,7 @@ import logging
 from typing import Any, Callable
 
 from slurm_dl.core.errors import NotLeaderError
-from slurm_dl.store.lease import Lease, LeaseRow, read_lease
+from slurm_dl.store.lease import Lease, read_lease
 
 log = logging.getLogger("slurm_dl.prioritizer")
 
@@ -150,21 +150,6 @@ class Leadership:
             log.warning("standing by: %s leads at epoch %d", row.who(), row.epoch)
         else:
             log.warning("standing by: the leader lease cannot be read now (%s)", why or "none")
-
-
-def describe(row: LeaseRow | None, now: float) -> tuple[bool | None, str]:
-    """(ok, line) of the lease for doctor: ok True while a leader holds it, False when it ran
-    out, None before any prioritizer led."""
-    if row is None:
-        return None, "no prioritizer has led on this database yet"
-    if row.expired(now):
-        return False, (
-            f"no leader: the lease of {row.who()} (epoch {row.epoch}) ran out "
-            f"{now - row.expires_at:.0f} s ago"
-        )
-    return True, (
-        f"{row.who()} leads at epoch {row.epoch} (renewed {max(0.0, now - row.renewed_at):.0f} s ago)"
-    )
 
 
 __all__ = ["FencedBackend", "Leadership", "MUTATING_PREFIXES", "NotLeaderError", "before_action"]

@@ -41,7 +41,7 @@ from ..core.errors import NotLeaderError, StoreError
 ADVISORY_KEY = 0x5D1_1EAD
 """The advisory lock key of the prioritizer's lease (one per database)."""
 
-_COLUMNS = "holder, epoch, host, pid, renewed_at, expires_at"
+_COLUMNS = "holder, epoch, host, pid, renewed_at, expires_at, taken_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,7 @@ class LeaseRow:
     pid: int
     renewed_at: float
     expires_at: float
+    taken_at: float  # when this epoch began
 
     def who(self) -> str:
         return f"{self.host} pid {self.pid}"
@@ -145,10 +146,10 @@ class Lease:
         }
 
     _UPSERT = (
-        "INSERT INTO sdl_leader (id, holder, epoch, host, pid, renewed_at, expires_at) "
-        "VALUES (1, :h, 1, :host, :pid, :now, :exp) ON CONFLICT (id) DO UPDATE SET "
+        "INSERT INTO sdl_leader (id, holder, epoch, host, pid, renewed_at, expires_at, taken_at) "
+        "VALUES (1, :h, 1, :host, :pid, :now, :exp, :now) ON CONFLICT (id) DO UPDATE SET "
         "holder = :h, epoch = sdl_leader.epoch + 1, host = :host, pid = :pid, "
-        "renewed_at = :now, expires_at = :exp"
+        "renewed_at = :now, expires_at = :exp, taken_at = :now"
     )
 
     def _take_sqlite(self) -> LeaseRow | None:

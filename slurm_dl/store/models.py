@@ -170,6 +170,7 @@ class LeaderLease(SQLModel, table=True):
     pid: int = 0
     renewed_at: float
     expires_at: float
+    taken_at: float = 0.0  # when this epoch began (the take-over)
 
 
 TABLES = (

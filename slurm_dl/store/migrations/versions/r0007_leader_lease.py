@@ -1,6 +1,6 @@
 """The leader lease: one prioritizer acts on Slurm, the others stand by.
 
-``sdl_leader`` holds the lease (holder, epoch, expiry); the epoch of the daemon that wrote it
+``sdl_leader`` holds the lease (holder, epoch, since and until when); the epoch of the daemon that wrote it
 is recorded with every ledger save, SiteFactor row, preemption and resize step, so a record
 says which leader made it, and a paused leader that wakes up after a take-over cannot write.
 
@@ -29,6 +29,7 @@ def upgrade() -> None:
         sa.Column("pid", sa.Integer, nullable=False),
         sa.Column("renewed_at", sa.Float, nullable=False),
         sa.Column("expires_at", sa.Float, nullable=False),
+        sa.Column("taken_at", sa.Float, nullable=False, server_default="0"),
     )
     for table in _EPOCH_TABLES:
         with op.batch_alter_table(table) as batch:
