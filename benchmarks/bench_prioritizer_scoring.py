@@ -28,6 +28,8 @@ Prints one JSON object and one human line.
 from __future__ import annotations
 
 import argparse
+import copy
+import resource
 import json
 import tempfile
 import types
@@ -199,18 +201,22 @@ class MemorySlurm:
         self.memo = LineMemo()
         self.sprio_memo = SprioMemo()
         self.parsed: list[int] = []  # lines parsed per snapshot (the rest came from the memo)
+        self.by_id = {j.job_id: j for j in jobs}
 
     def snapshot(self) -> ClusterSnapshot:
         self.now += self.step_s
+        c0 = time.process_time()
         if self.text is None:  # what squeue prints (joined again only after a change)
             self.text = "\n".join(self.lines.values()) + "\n"
-        jobs = parse_squeue_format(self.text, memo=self.memo)
-        self.parsed.append(self.memo.parsed)
         if self.sprio is None:  # sprio lists the waiting jobs' SiteFactor
             self.sprio = "".join(f"{jid}|{v}\n" for jid, v in self.site_factor.items())
+        c1 = time.process_time()
+        jobs = parse_squeue_format(self.text, memo=self.memo)
+        self.parsed.append(self.memo.parsed)
         jobs = with_node_gpu_types(
             with_site_factors(jobs, self.sprio_memo.parse(self.sprio)), self.nodes
         )
+        self.read_parse_s = (round(c1 - c0, 4), round(time.process_time() - c1, 4))
         return ClusterSnapshot(taken_at=self.now, jobs=jobs, nodes=list(self.nodes))
 
     def set_site_factor(self, values):
@@ -224,6 +230,25 @@ class MemorySlurm:
         self.text = self.sprio = None
         return type("R", (), {"missing": (), "calls": len(set(values.values()))})()
 
+    def change(self, job_ids) -> None:
+        """Jobs whose line changes outside the daemon (a user's ``scontrol update``): each
+        waiting job's time limit moves by an hour, so its line, its tag-free fields and its
+        score change."""
+        for jid in job_ids:
+            j = copy.copy(self.by_id[jid])
+            j.time_limit = (j.time_limit or 3600.0) + 3600.0
+            self.by_id[jid] = j
+            head, tail = self.parts[jid] = squeue_line(j)
+            self.lines[jid] = f"{head}{BASE_PRIORITY + self.site_factor.get(jid, 0)}{tail}"
+        self.text = None
+
+    def restarted(self) -> "MemorySlurm":
+        """The same Slurm seen by a daemon that has just started: its readers' memos empty."""
+        fresh = copy.copy(self)
+        fresh.memo, fresh.sprio_memo, fresh.parsed = LineMemo(), SprioMemo(), []
+        fresh.text = fresh.sprio = None
+        return fresh
+
     def signal_batch(self, job_id, signal):  # preemption is not what this measures
         return None
 
@@ -235,10 +260,13 @@ class MemorySlurm:
 
 
 def whole_cycles(
-    cfg, jobs, nodes, led, now, cycles: int, gc_paced: bool = True, baseline=None
+    cfg, jobs, nodes, led, now, cycles: int, gc_paced: bool = True, baseline=None, changes=False
 ) -> list[dict]:
     """``cycles`` whole cycles; ``baseline``: a function timed (CPU s) right after each cycle
-    (``fifo_s``), so each cycle has the machine's speed of the same moment beside it."""
+    (``fifo_s``), so each cycle has the machine's speed of the same moment beside it. With
+    ``changes``, then: a cycle after 1 % of the waiting jobs changed (``changed_1pct``), one on
+    the same queue again (``unchanged``), and a restart: a new daemon's first cycle on the same
+    store and Slurm (``first_after_restart``) and its second (``after_restart``)."""
     from prioritizer import Prioritizer
     from prioritizer.heap import Heap
 
@@ -259,7 +287,8 @@ def whole_cycles(
         prio = Prioritizer(cfg, slurm, store)
         prio.ledger = led
         cycle_mod = sys.modules[type(prio).__module__]
-        for _ in range(cycles):
+
+        def one(kind: str) -> dict:
             # The cycle times its phases with perf_counter; here it reads CPU time instead, so the
             # parts are this process's CPU seconds (the machine may be shared).
             cycle_mod.time = types.SimpleNamespace(perf_counter=time.process_time)
@@ -270,19 +299,35 @@ def whole_cycles(
                     heap.after_cycle()  # as the daemon's loop does after each cycle
             finally:
                 cycle_mod.time = time
-            out.append(
-                {
-                    "wall_s": round(time.perf_counter() - w0, 3),
-                    "cpu_s": round(time.process_time() - c0, 3),
-                    "parts_cpu_s": r.seconds,
-                    "pushed_jobs": r.pushed_jobs,
-                    "parsed_lines": slurm.parsed[-1],
-                }
-            )
+            row = {
+                "kind": kind,
+                "wall_s": round(time.perf_counter() - w0, 3),
+                "cpu_s": round(time.process_time() - c0, 3),
+                "parts_cpu_s": r.seconds,
+                "pushed_jobs": r.pushed_jobs,
+                "parsed_lines": prio.backend.parsed[-1],
+                "read_s": prio.backend.read_parse_s[0],  # the text Slurm prints
+                "parse_s": prio.backend.read_parse_s[1],  # the daemon's readers of it
+            }
             if baseline is not None:
                 c0 = time.process_time()
                 baseline()
-                out[-1]["fifo_s"] = round(time.process_time() - c0, 4)
+                row["fifo_s"] = round(time.process_time() - c0, 4)
+            return row
+
+        out.extend(one("steady") for _ in range(cycles))
+        if changes and cycles:
+            # 1 % of the waiting jobs changed by their users, then the same queue again
+            rng = random.Random(11)
+            waiting = [j.job_id for j in jobs if j.pending]
+            slurm.change(rng.sample(waiting, max(1, len(waiting) // 100)))
+            out.append(one("changed_1pct"))
+            out.append(one("unchanged"))
+            # a restart: a new daemon on the same store and Slurm (its readers' memos empty),
+            # everything it holds rebuilt from them
+            prio = Prioritizer(cfg, slurm.restarted(), store)
+            out.append(one("first_after_restart"))
+            out.append(one("after_restart"))
         if heap is not None:  # the collection the daemon makes every FULL_EVERY_CYCLES cycles
             heap.collect()
             out.append(
@@ -350,11 +395,14 @@ def main() -> int:
             now,
             args.cycles,
             baseline=lambda: fifo.scores(jobs, ctx),
+            changes=True,
         )
         if args.cycles
         else []
     )
     gc_full = cycles.pop() if cycles and "gc_full_s" in cycles[-1] else None
+    kinds = {c["kind"]: c for c in cycles if c["kind"] != "steady"}
+    cycles = [c for c in cycles if c["kind"] == "steady"]
     auto = (
         whole_cycles(
             cfg, jobs, nodes, Ledger.from_dict(led.to_dict()), now, args.cycles, gc_paced=False
@@ -371,6 +419,32 @@ def main() -> int:
     auto_median = (
         round(statistics.median(c["cpu_s"] for c in auto[SETTLED:] or auto), 3) if auto else None
     )
+    # a steady full cycle (every cycle so far is one): the steady cycles' median CPU time
+    full_s = statistics.median(c["cpu_s"] for c in steady) if steady else None
+
+    def ratio(kind: str) -> float | None:
+        c = kinds.get(kind)
+        return round(c["cpu_s"] / full_s, 3) if c and full_s else None
+
+    def parts(c: dict | None) -> dict | None:
+        """A cycle's parts (CPU s): read (the text Slurm prints), parse (the daemon's readers),
+        score, push, explain, save (the store), preempt and the rest of the snapshot step
+        (tags, the ledger's figures)."""
+        if c is None:
+            return None
+        p = c["parts_cpu_s"]
+        return {
+            "read": c["read_s"],
+            "parse": c["parse_s"],
+            "score": p["score"],
+            "explain": p["explain"],
+            "save": p["store"],
+            "push": p["push"],
+            "preempt": p["preempt"],
+            "snapshot_rest": round(p["snapshot"] - c["read_s"] - c["parse_s"], 4),
+            "total": p["total"],
+        }
+
     result = {
         "benchmark": "prioritizer_scoring",
         "pending": args.pending,
@@ -406,6 +480,21 @@ def main() -> int:
         else None,  # reads back the updated lines
         "cycles": cycles,
         "cycle_target_s": 2.0,
+        "full_cycle_s": full_s,
+        "unchanged_cycle_ratio": ratio("unchanged"),
+        "changed_1pct_cycle_ratio": ratio("changed_1pct"),
+        "first_cycle_ratio": ratio("first_after_restart"),
+        "goals": {
+            "unchanged_cycle_ratio": 0.05,
+            "changed_1pct_cycle_ratio": 0.15,
+            "first_cycle_ratio": 3.0,
+        },
+        "cycle_parts": {
+            "full": parts(best),
+            **{k: parts(c) for k, c in kinds.items()},
+        },
+        "cycles_after": list(kinds.values()),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
     print(json.dumps(result))
     print(
@@ -429,6 +518,13 @@ def main() -> int:
             )
             + "; target 2 s"
         )
+        if kinds:
+            print(
+                f"against a steady full cycle ({full_s:.2f} s): unchanged queue "
+                f"{result['unchanged_cycle_ratio']}x (goal 0.05), 1 % changed "
+                f"{result['changed_1pct_cycle_ratio']}x (goal 0.15), first cycle after a restart "
+                f"{result['first_cycle_ratio']}x (goal 3); peak RSS {result['peak_rss_mib']} MiB"
+            )
         if auto_median:
             print(
                 f"with Python's automatic garbage collection instead: median {auto_median:.2f} s "

@@ -29,6 +29,14 @@ def _n(x: float | None, d: int = 3) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.{d}f}"
 
 
+def _sig(x: float | None) -> str:
+    """Four significant figures at most (a ρ of 34.79, 1.052, 1,472)."""
+    if x is None or abs(x) >= 1000:
+        return _n(x)
+    digits = len(str(int(abs(x)))) if abs(x) >= 1 else 1
+    return f"{x:.{4 - digits}f}"
+
+
 def fairness(part: dict) -> str:
     rows = [
         "| policy | average JCT | × LAS | median | × LAS | per-job ρ p50 / p99 / max "
@@ -43,7 +51,7 @@ def fairness(part: dict) -> str:
         rows.append(
             f"| {names.get(name, f'`{name}`')} | {_h(p['avg_jct_s'])} | {_n(p['avg_vs_las'])} "
             f"| {_h(p['median_jct_s'])} | {_n(p['median_vs_las'])} | {rho} "
-            f"| {_n(p['worst_account_rho'], 3)} | {_n(p['preemptions_per_job'])} |"
+            f"| {_sig(p['worst_account_rho'])} | {_n(p['preemptions_per_job'])} |"
         )
     return "\n".join(rows)
 

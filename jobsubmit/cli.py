@@ -16,6 +16,7 @@ from typing import Optional
 import typer
 
 from slurm_dl.core.config import SiteConfig
+from slurm_dl.cli.backend_opt import BackendOpt
 from slurm_dl.cli.config_file import ConfigOpt, config_path, load_config
 from slurm_dl.core.rules import FilterContext, decide
 from slurm_dl.core.rules.sbatch_args import SbatchArgsError, SbatchJob, parse_sbatch_components
@@ -52,6 +53,7 @@ def serve(
     metrics_port: Optional[int] = MetricsPortOpt,
     log_level: str = LogLevelOpt,
     log_format: str = LogFormatOpt,
+    backend: Optional[str] = BackendOpt,
 ) -> None:
     """Run the filter service in the foreground (SIGHUP reloads the config, SIGTERM stops).
 
@@ -64,7 +66,7 @@ def serve(
     setup_logging("slurm-dl-filter", log_level, log_format)
     raise_open_files_limit()
     with expected_errors():
-        run_service(config_path(config), socket, owner, metrics_port)
+        run_service(config_path(config), socket, owner, metrics_port, backend)
 
 
 @app.command()

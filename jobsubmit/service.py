@@ -403,16 +403,18 @@ def serve(
     socket_path: str | Path | None = None,
     owner: str | None = None,
     metrics_port: int | None = None,
+    backend: str | None = None,
 ) -> None:
     """Run the service in the foreground until SIGTERM/SIGINT; SIGHUP reloads the config.
-    ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port)."""
+    ``metrics_port``: serve Prometheus metrics there (None: the config's filter.metrics_port);
+    ``backend``: the Slurm backend (None: the config's ``[slurm] backend``; a reload keeps it)."""
+    from slurm_dl.cli.backend_opt import build_backend
     from slurm_dl.daemon.sd_notify import notify
-    from slurm_dl.slurm import get_backend
     from slurm_dl.slurm.accounts import slurm_associations
 
     # one reader for the background thread: its memo keeps the queue's lines, the switch tree
     # is read at most once a minute
-    slurm = get_backend("cli", topology_ttl_s=60.0)
+    slurm = build_backend(load_config(Path(config_path)), backend, topology_ttl_s=60.0)
     service = FilterService(
         config_path,
         fetch=slurm.jobs,
@@ -456,7 +458,13 @@ def serve(
     threading.Thread(
         target=service.run_background, args=(stop_requested,), daemon=True, name="live-view"
     ).start()
-    log.info("filter service listening on %s (config %s, pid %d)", path, config_path, os.getpid())
+    log.info(
+        "filter service listening on %s (config %s, %s backend, pid %d)",
+        path,
+        config_path,
+        slurm.name,
+        os.getpid(),
+    )
     notify(f"READY=1\nSTATUS=listening on {path}")  # Type=notify: slurmctld may start now
     try:
         server.serve_forever(poll_interval=0.5)

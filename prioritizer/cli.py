@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from slurm_dl.cli.backend_opt import BackendOpt, backend_name, build_backend
 from slurm_dl.cli.common import expected_errors, fail, job_id_of
 from slurm_dl.cli.daemon_opts import (
     LogFormatOpt,
@@ -48,16 +49,21 @@ TOPOLOGY_TTL_S = 60.0
 """The daemon reads Slurm's switch tree at most once a minute (it changes on a reconfigure)."""
 
 
-def _setup(config: Path, db: Optional[str], dry_run: bool = False, init: bool = False):
+def _setup(
+    config: Path,
+    db: Optional[str],
+    dry_run: bool = False,
+    init: bool = False,
+    backend_flag: Optional[str] = None,
+):
     from prioritizer import Prioritizer
     from slurm_dl.cli.config_file import load_config
-    from slurm_dl.slurm import get_backend
     from slurm_dl.store import Store
 
     cfg = load_config(config_path(config))
     # a database at another schema, an empty one (a wrong URL?) without init, stop here with the fix
     store = Store(database_url(cfg, db), create=init)
-    backend = get_backend("cli", topology_ttl_s=TOPOLOGY_TTL_S)
+    backend = build_backend(cfg, backend_flag, topology_ttl_s=TOPOLOGY_TTL_S)
     backend.slurm_release()  # an unsupported Slurm release stops here, before any cycle
     return Prioritizer(cfg, backend, store, dry_run=dry_run)
 
@@ -105,6 +111,7 @@ def once(
     dry_run: bool = typer.Option(False, "--dry-run", help="compute everything, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="print the cycle report as JSON"),
     init: bool = InitOpt,
+    backend: Optional[str] = BackendOpt,
 ) -> None:
     """Run one cycle and print what it did (or would do, with --dry-run).
 
@@ -115,7 +122,7 @@ def once(
       slurm-dl prioritizer once --dry-run --json
     """
     with expected_errors():
-        prio = _setup(config, db, dry_run, init=init)
+        prio = _setup(config, db, dry_run, init=init, backend_flag=backend)
         if not dry_run:
             _rights_at_start(prio, logging.getLogger("slurm_dl.prioritizer"))
         report = prio.run_cycle()
@@ -143,6 +150,7 @@ def run(
     metrics_port: Optional[int] = MetricsPortOpt,
     log_level: str = LogLevelOpt,
     log_format: str = LogFormatOpt,
+    backend: Optional[str] = BackendOpt,
 ) -> None:
     """Run a cycle every interval_seconds of [prioritizer] until SIGTERM or SIGINT.
 
@@ -161,7 +169,7 @@ def run(
     with expected_errors():
         from prioritizer.loop import Loop
 
-        prio = _setup(config, db, init=init)
+        prio = _setup(config, db, init=init, backend_flag=backend)
         if not _rights_at_start(prio, log):
             log.error("stopping (exit 1): without these rights no cycle could change anything")
             raise typer.Exit(1)
@@ -186,6 +194,7 @@ def run(
                 pc.explain_address,
                 pc.explain_port,
                 pc.munge_socket,
+                backend=prio.backend.name,
             )
             log.info(
                 "explain endpoint on %s:%d (MUNGE; users see their own jobs)",
@@ -202,8 +211,9 @@ def run(
         if prio.store.created:
             log.warning("first start (--init): created an empty store at %s", prio.store.shown)
         log.info(
-            "prioritizer started: Slurm %s, interval %.1f s, store %s",
+            "prioritizer started: Slurm %s (%s backend), interval %.1f s, store %s",
             prio.backend.slurm_release(),
+            prio.backend.name,
             pc.interval_seconds,
             prio.store.shown,
         )
@@ -229,6 +239,7 @@ def reset(
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the jobs, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+    backend: Optional[str] = BackendOpt,
 ) -> None:
     """Set every SiteFactor the prioritizer set back to 0 (to uninstall).
 
@@ -241,7 +252,6 @@ def reset(
     """
     from prioritizer.reset import reset_site_factors
     from slurm_dl.cli.config_file import load_config
-    from slurm_dl.slurm import get_backend
     from slurm_dl.store import Store
 
     with expected_errors():
@@ -249,7 +259,9 @@ def reset(
         store = Store(
             database_url(cfg, db), create=False
         )  # an empty or missing one is named, not made
-        report = reset_site_factors(get_backend(), store, all_pending=all_pending, dry_run=dry_run)
+        report = reset_site_factors(
+            build_backend(cfg, backend), store, all_pending=all_pending, dry_run=dry_run
+        )
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
     else:
@@ -305,6 +317,7 @@ def explain(
         help="ask the prioritizer's explain endpoint (a user sees only their own jobs); "
         "the default when the store cannot be read here",
     ),
+    backend: Optional[str] = BackendOpt,
 ) -> None:
     """Why a job has its place in the queue, and what would move it.
 
@@ -333,8 +346,12 @@ def explain(
         from slurm_dl.cli.config_file import load_config
 
         cfg = load_config(config_path(config))
+        if live and backend_name(cfg, backend) == "pyslurm":
+            build_backend(cfg, backend)  # a pyslurm that cannot load: an error, not a note
         try:
-            doc = explanation(cfg, jid, db=db, via_prioritizer=via_prioritizer, live=live)
+            doc = explanation(
+                cfg, jid, db=db, via_prioritizer=via_prioritizer, live=live, backend=backend
+            )
         except NoWayToAsk as e:
             raise fail(str(e)) from None
         except NoRecord:

@@ -54,6 +54,7 @@ def answer(
     store,
     live: bool,
     admin_uids: frozenset[int],
+    backend: str = "cli",
 ) -> Answer:
     """What the endpoint replies to ``who`` asking about ``job_id``."""
     try:
@@ -85,7 +86,7 @@ def answer(
                 },
             )
     g.queue = store.explanations() if g.expl is not None else {}
-    return Answer(200, payload(g, live=live))
+    return Answer(200, payload(g, live=live, backend=backend))
 
 
 class ExplainServer:
@@ -99,8 +100,11 @@ class ExplainServer:
         port: int,
         munge_socket: str | None = None,
         admin_uids: frozenset[int] | None = None,
+        backend: str = "cli",
     ) -> None:
+        """``backend``: the Slurm backend the live facts are read with (the daemon's)."""
         self._store = store_factory()
+        self.backend = backend
         self._lock = threading.Lock()  # one store session at a time
         self.munge_socket = munge_socket
         self.admin_uids = admin_uids if admin_uids is not None else frozenset({0, os.getuid()})
@@ -135,6 +139,7 @@ class ExplainServer:
                     self._store,
                     m.group(3) != "0",
                     self.admin_uids,
+                    self.backend,
                 )
         except SlurmDLError as e:
             return Answer(

@@ -36,8 +36,10 @@ def apply_tags(job: Job) -> None:
         return
     job.job_class = tag.job_class
     job.checkpointable = tag.checkpointable
-    if job.pending and tag.gpus > job.num_gpus:  # the filter counted every form of GPU request
-        job.num_gpus = tag.gpus
+    job.elastic = tag.elastic
+    if job.pending and tag.gpus > job.num_gpus and tag.elastic is None:
+        job.num_gpus = tag.gpus  # the filter counted every form of GPU request (an elastic
+        # job's size is Slurm's: a resize changed it below the tag's maximum)
     job.signal_target = tag.signal_target
     job.accepted_types = tag.gpu_types or ()
     job.preempt_signal = tag.signal

@@ -497,7 +497,7 @@ def _close(store, row_id, state, now, note, report, victim, dry_run) -> None:
     report.closed.append((victim, state))
 
 
-def _signal(backend: PreemptionBackend, victim: Job, signal: str) -> str:
+def send_checkpoint_signal(backend: PreemptionBackend, victim: Job, signal: str) -> str:
     """Send the preemption signal where the job asked for it; returns where it went."""
     if victim.signal_target == "steps":
         backend.signal_steps(victim.job_id, signal)
@@ -566,7 +566,7 @@ def start(
                 continue
             signal = victim.preempt_signal or pc.signal
             try:
-                where = _signal(backend, victim, signal)
+                where = send_checkpoint_signal(backend, victim, signal)
             except JobNotFoundError:
                 store.set_preemption_state(
                     row_id, "finished", now, "the victim was gone at signal time"
@@ -618,5 +618,6 @@ __all__ = [
     "lead_time",
     "wait_time",
     "refused_runs",
+    "send_checkpoint_signal",
     "start",
 ]

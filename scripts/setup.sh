@@ -56,8 +56,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     exit 1
   fi
   say "installing ${missing[*]}"
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}"
 else
   say "Debian packages already installed (${#PACKAGES[@]} checked)"
 fi

@@ -16,6 +16,7 @@ from typing import Optional
 import typer
 
 from ..core.doctor import Facts, diagnose, diagnose_uninstalled, summary
+from .backend_opt import BackendOpt
 from .config_file import ConfigOpt, DbOpt, config_path
 from ..core.database_url import database_url, shown_url, sqlite_path
 
@@ -61,12 +62,13 @@ def doctor(
         help="check a host slurm-dl was removed from: nothing of it still "
         "acts (shim, services, SiteFactors)",
     ),
+    backend: Optional[str] = BackendOpt,
 ) -> None:
     if uninstalled:
         facts = gather_uninstalled(config, db, slurm_conf_dir, sock)
         findings = diagnose_uninstalled(facts)
     else:
-        facts = gather(config, db, slurm_conf_dir, sock)
+        facts = gather(config, db, slurm_conf_dir, sock, backend)
         findings = diagnose(facts)
     result = summary(findings)
     if as_json:
@@ -100,7 +102,11 @@ def doctor(
 
 
 def gather(
-    config: Optional[Path], db: Optional[str], slurm_conf_dir: Optional[Path], sock: Optional[str]
+    config: Optional[Path],
+    db: Optional[str],
+    slurm_conf_dir: Optional[Path],
+    sock: Optional[str],
+    backend: Optional[str] = None,
 ) -> Facts:
     from .config_file import load_config
     from ..core.enforcement import account_reliance, qos_reliance
@@ -124,6 +130,7 @@ def gather(
     f.failure_mode = cfg.filter.failure_mode
     f.account_uses, f.qos_uses = account_reliance(cfg), qos_reliance(cfg)
     _slurm(f)
+    slurm = _backend(f, cfg, backend)
     conf_file = (f.controller or {}).get("SLURM_CONF") or os.environ.get("SLURM_CONF")
     if slurm_conf_dir is not None:
         f.slurm_conf_dir = str(slurm_conf_dir)
@@ -133,6 +140,7 @@ def gather(
         f.shim_text, f.shim_error = _read_shim(Path(f.slurm_conf_dir) / "job_submit.lua")
         _cluster(
             f,
+            slurm,
             cfg,
             Path(conf_file)
             if conf_file and slurm_conf_dir is None
@@ -312,16 +320,36 @@ def _rights(f: Facts, configured: Optional[str]) -> None:
         f.prioritizer_rights = Rights(None, f"cannot check {user}'s rights: {e}".split("\n")[0])
 
 
-def _cluster(f: Facts, cfg, conf: Path) -> None:
-    """The site config against the live cluster (sinfo) where slurmctld answers, else against
-    slurm.conf and gres.conf (see slurm_dl.core.cluster_match)."""
+def _backend(f: Facts, cfg, flag: Optional[str]):
+    """Build the backend the daemons would run (``[slurm] backend``, or ``flag``) as they do;
+    the CLI one where it cannot be built (why goes in ``f.backend_error``)."""
+    import importlib.metadata
+
+    from ..core.errors import SlurmError
+    from ..slurm import get_backend
+    from .backend_opt import backend_name, build_backend
+
+    f.backend = backend_name(cfg, flag)
+    if f.slurm_release is None:
+        return None  # no Slurm clients: neither backend can run (said under "Slurm release")
+    try:
+        built = build_backend(cfg, flag)
+    except SlurmError as e:
+        f.backend_error = str(e).removeprefix("pyslurm backend: ")
+        return get_backend("cli")
+    if f.backend == "pyslurm":
+        f.backend_detail = importlib.metadata.version("pyslurm")
+    return built
+
+
+def _cluster(f: Facts, backend, cfg, conf: Path) -> None:
+    """The site config against the live cluster (sinfo, through ``backend``) where slurmctld
+    answers, else against slurm.conf and gres.conf (see slurm_dl.core.cluster_match)."""
     from ..core.cluster_match import cluster_of, compare, parse_slurm_cluster
     from ..core.errors import SlurmError
-    from ..slurm import CliBackend
 
-    if f.controller is not None:
+    if f.controller is not None and backend is not None:
         try:
-            backend = CliBackend()
             live = cluster_of(backend.nodes(), backend.partitions())
         except SlurmError:
             live = None

@@ -12,7 +12,16 @@ from importlib.metadata import entry_points
 
 import typer
 
-from . import config_cmd, db_cmd, doctor_cmd, gpu_agent_cmd, simulate_cmd, testbed_cmd, tune_cmd
+from . import (
+    config_cmd,
+    db_cmd,
+    doctor_cmd,
+    gpu_agent_cmd,
+    power_cmd,
+    simulate_cmd,
+    testbed_cmd,
+    tune_cmd,
+)
 from .version import VersionOpt, version_option
 
 app = typer.Typer(
@@ -43,6 +52,7 @@ def _root(version: VersionOpt = version_option("slurm-dl")) -> None:
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(testbed_cmd.app, name="testbed")
 app.add_typer(db_cmd.app, name="db")
+app.add_typer(power_cmd.app, name="power")
 app.command("doctor", help=doctor_cmd.HELP)(doctor_cmd.doctor)
 app.command("simulate", help=simulate_cmd.HELP, no_args_is_help=True)(simulate_cmd.simulate)
 app.command("tune", help=tune_cmd.HELP, no_args_is_help=True)(tune_cmd.tune)

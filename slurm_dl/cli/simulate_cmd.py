@@ -106,6 +106,12 @@ runs that finished so far (median run time per type, from min_samples runs
 on two types); a job without a name is known by its model. --speeds oracle
 reads the speeds the run times come from: an upper bound.
 
+Energy: --power-save none | fixed:SECONDS | predictive counts each node's
+draw ([power] watts of --config) and powers idle nodes down: never, after
+SECONDS idle (Slurm's SuspendTime), or as the [power] forecast plans. A job
+placed on a powered-down node waits for its boot. Each policy then reports
+kWh (idle nodes' kWh apart), kWh per GPU-hour, power cycles and boot waits.
+
 Speed: the replays (each policy's, and its fairness runs) run on every core
 (--jobs N; --jobs 1: one after the other), or with --via-slurm as one Slurm
 job array (--partition, --time); the output is the same.
@@ -265,6 +271,11 @@ def simulate(
         "the site config's [simulate] partition, else Slurm's default"
     ),
     time_limit: Optional[str] = W.time_opt("[simulate] time_minutes, 60"),
+    power_save: Optional[str] = typer.Option(
+        None,
+        "--power-save",
+        help="node power states and energy: none | fixed:SECONDS (Slurm's SuspendTime) | predictive ([power] forecast)",
+    ),
     placement: List[str] = typer.Option(
         [],
         "--placement",

@@ -44,6 +44,27 @@ def idle_lines(doc: dict) -> list[str]:
     return out
 
 
+def power_lines(doc: dict) -> list[str]:
+    """``--power-save``: each policy's energy, power cycles and boot waits."""
+    import textwrap
+
+    out = []
+    for name, s in doc["policies"].items():
+        if "energy_kwh" not in s:
+            continue
+        per = s["kwh_per_gpu_hour"]
+        line = (
+            f"{name}: power save {s['power_save']}: {s['energy_kwh']:,.0f} kWh "
+            f"(idle nodes {s['idle_energy_kwh']:,.0f} kWh), "
+            f"{'-' if per is None else format(per, '.3f')} kWh per GPU-h, "
+            f"{s['power_cycles']} power cycles; {s['boot_wait_jobs']} "
+            f"{'job' if s['boot_wait_jobs'] == 1 else 'jobs'} waited for a boot "
+            f"(+{s['boot_jct_s_per_job']:.1f} s JCT per job)"
+        )
+        out += textwrap.wrap(line, 79, subsequent_indent="  ")
+    return out
+
+
 def _pct(change) -> str:
     return "" if change is None else f" ({change:+.1%})"
 
@@ -163,6 +184,8 @@ def table_foot(doc: dict, units: TimeUnits) -> None:
     if any("utility_earned" in s for _, s in extra):
         typer.echo("utility: each deadline job earns the value of the first deadline step it met")
     for line in idle_lines(doc):
+        typer.echo(line)
+    for line in power_lines(doc):
         typer.echo(line)
     for line in start_error_lines(doc):
         typer.echo(line)

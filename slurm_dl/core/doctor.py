@@ -48,6 +48,9 @@ class Facts:
     config_error: str | None = None
     slurm_release: str | None = None
     supported_releases: str = ""
+    backend: str = "cli"  # the Slurm backend the daemons run ([slurm] backend, or --backend)
+    backend_detail: str | None = None  # pyslurm's version where it loaded
+    backend_error: str | None = None  # why the chosen backend cannot run here
     controller: dict[str, str] | None = None  # scontrol show config
     controller_error: str | None = None
     slurm_conf_dir: str | None = None
@@ -131,6 +134,7 @@ def diagnose(f: Facts) -> list[Finding]:
         return out
     add(Finding("site config", "ok", f"{f.config_path}"))
     _slurm(f, add)
+    _backend(f, add)
     _rights(f, add)
     _cluster(f, add)
     _shim(f, add)
@@ -139,6 +143,32 @@ def diagnose(f: Facts) -> list[Finding]:
     _metrics(f, add)
     telemetry_findings(f, add)
     return out
+
+
+def _backend(f: Facts, add) -> None:
+    """Which Slurm backend the filter service, the prioritizer and explain run, and whether it
+    can run here."""
+    if f.backend_error:
+        add(
+            Finding(
+                "Slurm backend",
+                "fail",
+                f"{f.backend}: {f.backend_error}",
+                f"build pyslurm for Slurm {f.slurm_release or '(this release)'}, or set "
+                '[slurm] backend = "cli"',
+            )
+        )
+    elif f.backend == "pyslurm":
+        add(
+            Finding(
+                "Slurm backend",
+                "ok",
+                f"pyslurm {f.backend_detail or '?'} (its library for jobs; Slurm's "
+                "commands for nodes, partitions, topology and SiteFactors)",
+            )
+        )
+    else:
+        add(Finding("Slurm backend", "ok", "cli (Slurm's own commands)"))
 
 
 def _slurm(f: Facts, add) -> None:

@@ -179,6 +179,8 @@ class Job:
     """The DL model (or job kind) the throughput model knows the job by: a row of the site's
     ``[throughput] matrix`` (slurm_dl.core.throughput); None: not known (the job's class, then
     the matrix's ``*`` row, then the GPU types' default speeds)."""
+    elastic: object | None = None
+    """The GPU counts it may run at (the tag's ``ElasticSizes``); None: rigid, never resized."""
 
     @property
     def held(self) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .elastic_sizes import ElasticSizes, parse_tag_sizes
 from .model import JobClass
 
 TAG_PREFIX = "sdl1:"
@@ -35,7 +36,7 @@ MAX_DEADLINE = 10**11  # Unix seconds (year 5138)
 _VALUE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,128}$")
 _SHAPE = re.compile(r"^(?:(\d{1,4})x(\d{1,3})|spread|any)$")
 _KEYS_REQUIRED = ("class", "ckpt", "gpus", "shape")
-_KEYS_OPTIONAL = ("deadline", "orig", "sig", "lead", "types", "shards", "soft")
+_KEYS_OPTIONAL = ("deadline", "orig", "sig", "lead", "types", "shards", "soft", "elastic")
 _SHARDS = re.compile(r"^(\d{1,3}):(\d{1,3})$")
 MAX_SHARDS_PER_GPU = 128
 _TYPES = re.compile(r"^[A-Za-z0-9_.-]{1,32}(?:\+[A-Za-z0-9_.-]{1,32}){0,31}$")
@@ -98,6 +99,8 @@ class JobTag:
     """A job on GPU shards: (shards it holds, shards per GPU); None: whole GPUs."""
     soft_deadlines: tuple[tuple[int, float], ...] | None = None
     """Soft-deadline steps (Unix seconds, share of the utility, see :func:`soft_steps_valid`)."""
+    elastic: ElasticSizes | None = None
+    """The GPU counts an elastic job may run at (``elastic=8-32`` / ``8+16+32``); None: rigid."""
 
     @property
     def shape_nodes(self) -> int | None:
@@ -165,6 +168,8 @@ def encode_tag(tag: JobTag) -> str:
         parts.append(f"shards={int(k)}:{int(per_gpu)}")
     if tag.soft_deadlines:
         parts.append(f"soft={encode_soft(tag.soft_deadlines)}")
+    if tag.elastic is not None:
+        parts.append(f"elastic={tag.elastic.tag_text()}")
     if tag.original is not None:
         if not _VALUE.match(tag.original):
             raise ValueError(f"tag orig has characters outside [A-Za-z0-9_.:@+-]: {tag.original!r}")
@@ -233,6 +238,11 @@ def parse_tag(text: object) -> JobTag | None:
         soft = parse_soft(fields["soft"])
         if soft is None:
             return None
+    elastic = None
+    if "elastic" in fields:
+        elastic = parse_tag_sizes(fields["elastic"])
+        if elastic is None or "," in fields["elastic"]:
+            return None
     return JobTag(
         job_class,
         ckpt[0],
@@ -246,4 +256,5 @@ def parse_tag(text: object) -> JobTag | None:
         types,
         shards,
         soft,
+        elastic,
     )

@@ -38,6 +38,7 @@ from .checks import (
     too_many_gpus,
 )
 from .defaults import site_config, user_defaults
+from .elastic import gpus_option
 from .options import HintingCommand, command_for
 from .render import BUILTIN_SITE_NAME, KINDS, JobSpec, RenderedJob, render
 from .status import (
@@ -170,6 +171,11 @@ def verdict_lines(verdict: dict[str, Any] | None) -> list[str]:
     elif fields.get("ckpt") == "0":
         lines.append("  not preemptible (no checkpoint handler): never signalled or requeued")
     parsed = parse_tag(tag)
+    if parsed is not None and parsed.elastic is not None:
+        lines.append(
+            f"  elastic: runs at {parsed.elastic.text()} GPUs; submitted at "
+            f"{parsed.elastic.high}, resized by checkpoint and requeue"
+        )
     if parsed is not None and parsed.deadline is not None:
         lines.append(f"  deadline: {_utc(parsed.deadline)}")
     if parsed is not None and parsed.soft_deadlines:
@@ -329,6 +335,11 @@ def _run_job(
     **fields: Any,
 ) -> None:
     fields = {k: v for k, v in fields.items() if v is not None}
+    if "gpus" in fields:
+        try:
+            fields.update(gpus_option(kind, str(fields["gpus"])))
+        except ValueError as e:
+            raise fail(str(e)) from None
     launcher = fields.get("launcher")
     if launcher is not None and launcher not in ("auto", "torchrun", "none"):
         raise fail(f"--launcher {launcher!r}: allowed: auto, torchrun, none")

@@ -28,14 +28,15 @@ _CMD_HELP = {
 # name -> (annotation, default Option/Argument factory, kinds that take it)
 _OPTIONS: dict[str, tuple[Any, Callable[[str], Any], tuple[str, ...]]] = {
     "gpus": (
-        int,
+        str,
         lambda k: typer.Option(
-            1,
+            "1",
             "--gpus",
             "-g",
             metavar="N",
             help={
-                "train": "GPUs in total, split evenly over --nodes",
+                "train": "GPUs in total, split evenly over --nodes; elastic: MIN-MAX "
+                "(8-32) or a set (8,16,32) of totals it can run at",
                 "sweep": "GPUs for each task (each parameter set)",
             }.get(k, "GPUs in total"),
         ),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Literal
@@ -76,6 +76,8 @@ class JobSpec:
     command: tuple[str, ...]
     gpus: int = 1
     nodes: int = 1
+    # the totals an elastic job may run at (8-32, 8,16,32); gpus is the largest
+    elastic: str | None = None
     time_minutes: int | None = None
     name: str | None = None
     partition: str | None = None
@@ -271,6 +273,9 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         )
     if spec.nodes < 1:
         raise RenderError(f"--nodes {spec.nodes}: must be 1 or more")
+    if spec.elastic and spec.nodes == 1 and spec.gpus > site.max_gpus_per_node > 0:
+        # an elastic job's maximum spans whole nodes unless --nodes says otherwise
+        spec = replace(spec, nodes=-(-spec.gpus // site.max_gpus_per_node))
     if spec.nodes > 1 and spec.kind != "train":
         raise RenderError(f"--nodes {spec.nodes}: only train jobs span nodes")
     if spec.gpus % spec.nodes:
@@ -424,6 +429,7 @@ def _resolve(spec: JobSpec, site: SiteConfig, user: UserDefaults) -> dict:
         gpus=spec.gpus,
         nodes=spec.nodes,
         gpus_per_node=gpn,
+        elastic=spec.elastic,
         output=output,
         checkpoint_dir=ckpt,
         preemptible=preemptible,
@@ -508,6 +514,7 @@ def _directives(j: dict) -> list[str]:
     mem += ";share=1" if j.get("share") else ""
     mem += f";deadline={j['deadline']}" if j.get("deadline") else ""
     mem += f";deadline_steps={j['deadline_steps']}" if j.get("deadline_steps") else ""
+    mem += f";elastic={j['elastic']}" if j.get("elastic") else ""
     d.append(f"--comment=dl:class={j['job_class']};ckpt={ckpt_hint}{mem}")
     return d
 

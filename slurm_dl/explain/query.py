@@ -84,6 +84,7 @@ def explanation(
     via_prioritizer: bool = False,
     live: bool = True,
     stores: dict | None = None,
+    backend: str | None = None,
 ) -> dict[str, Any]:
     """The :func:`payload` document for ``job_id``, from the store or the explain endpoint.
     The store first where :func:`source_of` says so; one that cannot be opened or read here
@@ -92,7 +93,8 @@ def explanation(
     the job; NoWayToAsk when the store fails and there is no endpoint; NeitherAnswers when
     both fail; the endpoint's ExplainAskError/MungeError when it alone was asked and failed
     (SlurmDLError all). ``stores``: opened stores (or why one failed) by URL, kept for the
-    next call (a table of many jobs)."""
+    next call (a table of many jobs). ``backend``: the Slurm backend the live facts are read
+    with (None: ``[slurm] backend``)."""
     from slurm_dl.core.errors import StoreError
 
     kind, where = source_of(cfg, db, via_prioritizer)
@@ -108,7 +110,7 @@ def explanation(
 
                 # a reader: a missing or empty store is named, not made
                 store = kept[where] = Store(where, create=False)
-            return payload(gather(store, job_id), live=live)
+            return payload(gather(store, job_id), live=live, backend=backend or cfg.slurm.backend)
         except StoreError as e:
             kept[where] = e  # the next job of a table goes straight to the endpoint
             if db is not None:
@@ -186,7 +188,7 @@ def gather(store, job_id: int, *, with_queue: bool = True) -> Gathered:
     return Gathered(job_id, expl, queue, decisions, preemptions)
 
 
-def payload(g: Gathered, live: bool = True) -> dict[str, Any]:
+def payload(g: Gathered, live: bool = True, backend: str = "cli") -> dict[str, Any]:
     """The document ``explain --json`` prints: the view plus decisions and preemptions, or
     ``state: GONE`` for a job that no longer waits or runs."""
     if g.expl is None or "factors" not in g.expl:
@@ -199,7 +201,9 @@ def payload(g: Gathered, live: bool = True) -> dict[str, Any]:
     from slurm_dl.explain.view import explain_view
 
     estimate, free, releases, live_note = (
-        live_facts(g.job_id, g.expl) if live else (None, None, None, "not asked (--no-live)")
+        live_facts(g.job_id, g.expl, backend)
+        if live
+        else (None, None, None, "not asked (--no-live)")
     )
     view = explain_view(
         g.expl,
@@ -255,15 +259,18 @@ def _cluster_view(backend, with_running: bool) -> tuple[list, list]:
         return nodes, running
 
 
-def live_facts(job_id: int, expl: dict) -> tuple[dict | None, list[int] | None, list | None, str]:
+def live_facts(
+    job_id: int, expl: dict, backend_name: str = "cli"
+) -> tuple[dict | None, list[int] | None, list | None, str]:
     """Slurm's start estimate for a waiting job, the free GPUs per node and when each node's
-    running jobs end at their time limits; never fails."""
+    running jobs end at their time limits, read through the ``backend_name`` backend; never
+    fails (a pyslurm that cannot load is named in the note)."""
     from slurm_dl.core.errors import SlurmDLError
-    from slurm_dl.slurm import CliBackend
+    from slurm_dl.slurm import get_backend
     from slurm_dl.slurm.estimates import expected_starts
 
     try:  # a short timeout: explain answers from the store even when Slurm is slow or away
-        backend = CliBackend(timeout=5.0)
+        backend = get_backend(backend_name, timeout=5.0)
         pending = expl.get("state") == "PENDING"
         nodes, running = _cluster_view(backend, with_running=pending)
         starts = expected_starts([job_id]) if pending else {}

@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 from ..core.model import Job
 from .engine.loop import ClusterResult, ClusterSpec, fewest_nodes, run_cluster
 from .engine.fleet import NodeGroupSpec
+from .engine.power import PowerSave
 from .engine.typed import TypeSetup
 from .engine.typed_jobs import accepted_types
 from .reports.metrics import add_fairness, summarize
@@ -44,6 +45,7 @@ class SimSetup:
         None  # node groups of several GPU types (shared layout)
     )
     types: TypeSetup | None = None  # with groups: the type choice and the throughput model
+    power: PowerSave | None = None  # node power states and energy (--power-save); None: off
 
 
 def by_account(jobs: Sequence[Job]) -> "OrderedDict[str, list[Job]]":
@@ -150,6 +152,7 @@ def run_replay(
             on_finish=on_finish,
             dispatch=setup.dispatch,
             types=setup.types,
+            power=setup.power,
         )
         return Summarized(summarize([r])) if summary_only and len(clusters) == 1 else r
     acct, spec, js = alone_clusters(jobs, setup)[task.part]
@@ -163,6 +166,7 @@ def run_replay(
         dispatch=setup.dispatch,
         on_finish=on_finish,
         types=setup.types,
+        power=setup.power,
     )
     return acct, summarize([r])["avg_jct_s"]
 

@@ -7,7 +7,9 @@ backend.set_site_factor({123: 500, 124: 500})   # one scontrol call per distinct
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, get_args
+
+from ..core.config.slurm import BackendName
 
 from .cli_backend import CliBackend
 from .parse import (
@@ -17,10 +19,10 @@ from .parse import (
     parse_squeue_json,
     parse_topology,
 )
-from .protocol import SiteFactorResult, SlurmBackend
+from .protocol import PendingSize, SiteFactorResult, SlurmBackend
 from .runner import classify_failure, run_slurm
 
-BACKENDS = ("cli", "pyslurm")
+BACKENDS: tuple[str, ...] = get_args(BackendName)  # one owner: [slurm] backend's values
 
 
 def get_backend(
@@ -41,6 +43,7 @@ def get_backend(
 __all__ = [
     "BACKENDS",
     "CliBackend",
+    "PendingSize",
     "SiteFactorResult",
     "SlurmBackend",
     "classify_failure",

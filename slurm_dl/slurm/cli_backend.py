@@ -35,7 +35,14 @@ from .squeue_format import (
     parse_squeue_format,
     squeue_format_argv,
 )
-from .protocol import SITE_FACTOR_CHUNK, JobEnd, SiteFactorResult, chunked, group_by_value
+from .protocol import (
+    SITE_FACTOR_CHUNK,
+    JobEnd,
+    PendingSize,
+    SiteFactorResult,
+    chunked,
+    group_by_value,
+)
 from .runner import DEFAULT_TIMEOUT_S, SlurmResult, one_line, run_slurm
 
 # Per-job messages that mean "this job is gone", which a SiteFactor update may meet for jobs
@@ -396,13 +403,23 @@ class CliBackend:
             raise SlurmError(f"job {job_id}: bad node list {nodes!r}")
         self._update_retrying(job_id, f"ReqNodeList={nodes}")
 
-    def _update_retrying(self, job_id: int, change: str) -> None:
+    def requeue_hold(self, job_id: int) -> None:
+        """``scontrol requeuehold``: requeue a running job and hold it (pending, priority 0) so
+        its size can change before it may start again. A pending job: JobPendingError."""
+        self._run(["scontrol", "requeuehold", _job_id(job_id)])
+
+    def resize_pending(self, job_id: int, size: PendingSize) -> None:
+        """Change a pending (best: held) job's size. Slurm takes any size while a job is held,
+        even one no node fits (it then waits with ``PartitionNodeLimit``): check sizes first."""
+        self._update_retrying(job_id, *size.scontrol_fields())
+
+    def _update_retrying(self, job_id: int, *changes: str) -> None:
         """``scontrol update`` of a pending job's partition or features. Slurm 24.11 and 26.05
         without slurmdbd fail such an update at random with EAGAIN ("Resource temporarily
         unavailable": a stale errno in slurmctld's job update); a retry succeeds."""
         for attempt in range(EAGAIN_TRIES):
             try:
-                self._run(["scontrol", "update", f"JobId={_job_id(job_id)}", change])
+                self._run(["scontrol", "update", f"JobId={_job_id(job_id)}", *changes])
                 return
             except SlurmError as e:
                 if (

@@ -6,6 +6,7 @@ Errors are ``slurm_dl.core.errors`` types: ``SlurmUnavailableError`` (slurmctld 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
@@ -47,6 +48,40 @@ def chunked(ids: Sequence[int], size: int = SITE_FACTOR_CHUNK) -> list[list[int]
     if size < 1:
         raise ValueError("chunk size must be at least 1")
     return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
+
+
+_GRES_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSize:
+    """A pending job's new size, as ``scontrol update`` takes it (the same on 22.05, 24.11 and
+    26.05): ``nodes`` x ``gpus_per_node`` (``NumNodes=N-N TresPerNode=gres/gpu:G``: ``NumNodes=N``
+    alone moves only the minimum), or ``gpus`` over any nodes (``TresPerJob=gres/gpu:G``)."""
+
+    gpus: int
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    gpu_type: str | None = None
+
+    def __post_init__(self) -> None:
+        per_node = (self.nodes, self.gpus_per_node)
+        if (per_node[0] is None) != (per_node[1] is None):
+            raise ValueError("a per-node size names both nodes and GPUs per node")
+        if self.nodes is not None and self.nodes * self.gpus_per_node != self.gpus:
+            raise ValueError(
+                f"{self.nodes} nodes x {self.gpus_per_node} GPUs is not {self.gpus} GPUs"
+            )
+        if min(v for v in (self.gpus, *per_node) if v is not None) < 1:
+            raise ValueError(f"a size is at least 1 GPU on 1 node, not {self}")
+        if self.gpu_type is not None and not _GRES_NAME.match(self.gpu_type):
+            raise ValueError(f"bad GPU type {self.gpu_type!r}")
+
+    def scontrol_fields(self) -> tuple[str, ...]:
+        gres = f"gres/gpu:{self.gpu_type}" if self.gpu_type else "gres/gpu"
+        if self.nodes is None:
+            return (f"TresPerJob={gres}:{self.gpus}",)
+        return (f"NumNodes={self.nodes}-{self.nodes}", f"TresPerNode={gres}:{self.gpus_per_node}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,4 +192,15 @@ class SlurmBackend(Protocol):
 
     def hold(self, job_id: int) -> None: ...
 
-    def release(self, job_id: int) -> None: ...
+    def release(self, job_id: int) -> None:
+        """Release a held job (a user or admin hold, or ``requeue_hold``'s)."""
+        ...
+
+    def requeue_hold(self, job_id: int) -> None:
+        """Requeue a running job and hold it, so its size can change before it starts again
+        (a pending job: JobPendingError)."""
+        ...
+
+    def resize_pending(self, job_id: int, size: PendingSize) -> None:
+        """Change a pending job's size (Slurm cannot change a running job's)."""
+        ...

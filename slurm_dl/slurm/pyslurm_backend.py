@@ -33,7 +33,7 @@ from ..core.model import ClusterSnapshot, Job, JobState, Node, Partition, Topolo
 from .cli_backend import CliBackend, with_node_gpu_types, with_site_factors
 from .gpu_alloc import GpuAllocation
 from .parse import job_from_squeue
-from .protocol import JobEnd, SiteFactorResult, group_by_value
+from .protocol import JobEnd, PendingSize, SiteFactorResult, group_by_value
 
 MIN_PYSLURM = (22, 5)
 # Slurm releases for which pyslurm has a tag (pyslurm X.Y builds and runs against Slurm X.Y only).
@@ -48,22 +48,43 @@ def slurm_release_of_pyslurm(version: str) -> str | None:
     return f"{int(parts[0]):02d}.{int(parts[1]):02d}"
 
 
+def pyslurm_tag(slurm_release: str) -> str:
+    """The pyslurm version line for a Slurm release: ``22.05`` -> ``22.5``, ``24.11`` -> ``24.11``."""
+    major, _, minor = slurm_release.partition(".")
+    return f"{int(major)}.{int(minor)}" if major.isdigit() and minor.isdigit() else slurm_release
+
+
+CHOOSE_CLI = 'or choose the cli backend: --backend cli, or [slurm] backend = "cli"'
+
+
+def build_hint(slurm_release: str | None) -> str:
+    """How to get a pyslurm that serves ``slurm_release`` (None: scontrol did not answer)."""
+    tag = f"pyslurm {pyslurm_tag(slurm_release)}.x" if slurm_release else "the pyslurm release"
+    return (
+        f"  build {tag} against this Slurm's libslurm (the admin guide's\n"
+        f"  'Slurm backend' section says how),\n  {CHOOSE_CLI}"
+    )
+
+
 def release_mismatch(pyslurm_version: str | None, slurm_release: str) -> str | None:
     """Why the installed pyslurm cannot serve a cluster of ``slurm_release``, or None. Pure."""
     if slurm_release not in PYSLURM_TAGS:
-        return (
-            f"no pyslurm release exists for Slurm {slurm_release}; use the cli backend "
-            f"(the default), which supports it"
-        )
+        return f"Slurm here is {slurm_release}: no pyslurm exists for it;\n  {CHOOSE_CLI}"
     if pyslurm_version is None:
         return None
     built_for = slurm_release_of_pyslurm(pyslurm_version)
     if built_for != slurm_release:
         return (
-            f"the installed pyslurm {pyslurm_version} is for Slurm {built_for or '?'}, this cluster runs "
-            f"{slurm_release}: install pyslurm's {slurm_release} tag built against this Slurm"
+            f"pyslurm {pyslurm_version} is installed, built for Slurm {built_for or '?'},\n"
+            f"  but Slurm here is {slurm_release}:\n{build_hint(slurm_release)}"
         )
     return None
+
+
+def not_installed(slurm_release: str | None) -> str:
+    """The error where pyslurm is missing. Pure."""
+    where = f"Slurm here is {slurm_release}" if slurm_release else "Slurm did not answer"
+    return f"pyslurm is not installed ({where}):\n{build_hint(slurm_release)}"
 
 
 def reachable_slurm_conf(env: Mapping[str, str] | None = None) -> Path | None:
@@ -76,18 +97,20 @@ def pyslurm_unavailable_reason(env: Mapping[str, str] | None = None) -> str | No
     """Why PyslurmBackend cannot be used here, or None. Never imports pyslurm (its version and
     the cluster's release are read without it: a mismatched libslurm must not be loaded)."""
     installed = importlib.util.find_spec("pyslurm") is not None
+    release = _cluster_release(env)
     if reachable_slurm_conf(env) is None:
         if not installed:
-            return "pyslurm is not installed (pip install 'slurm-dl[pyslurm]' with a pyslurm built for this Slurm)"
-        return "no slurm.conf reachable (set SLURM_CONF or create /etc/slurm/slurm.conf); importing pyslurm would abort"
-    release = _cluster_release(env)
+            return not_installed(release)
+        return (
+            "no slurm.conf reachable (importing pyslurm would abort):\n"
+            "  set SLURM_CONF, or create /etc/slurm/slurm.conf"
+        )
     if release is not None:
-        version = _installed_version() if installed else None
-        mismatch = release_mismatch(version, release)
+        mismatch = release_mismatch(_installed_version() if installed else None, release)
         if mismatch:
             return mismatch
     if not installed:
-        return "pyslurm is not installed (pip install 'slurm-dl[pyslurm]' with a pyslurm built for this Slurm)"
+        return not_installed(release)
     return None
 
 
@@ -361,6 +384,12 @@ class PyslurmBackend:
 
     def set_nodes(self, job_id: int, nodes: str) -> None:
         self._cli.set_nodes(job_id, nodes)
+
+    def requeue_hold(self, job_id: int) -> None:
+        self._cli.requeue_hold(job_id)
+
+    def resize_pending(self, job_id: int, size: PendingSize) -> None:
+        self._cli.resize_pending(job_id, size)
 
     def job_end(self, job_id: int) -> JobEnd:
         return self._cli.job_end(job_id)  # the exit signal and end time as scontrol prints them

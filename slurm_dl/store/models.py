@@ -130,6 +130,30 @@ class JobUtilisationRow(SQLModel, table=True):
     gpu_seen: str = "{}"
 
 
+class ResizeRow(SQLModel, table=True):
+    """One resize of an elastic job, an intent written before each Slurm call it announces.
+
+    Open states: ``signalling``/``signalled`` (a running job saves its checkpoint), ``holding``
+    (before ``requeuehold``), ``resizing`` (before the size update), ``releasing`` (before the
+    release). Closed: ``done``, ``refused`` (Slurm refused the new size: released at its old
+    size, tried again after ``next_try_at``), ``finished`` (the job left the queue).
+    """
+
+    __tablename__ = "sdl_resize"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    job_id: int = Field(index=True)
+    state: str = Field(index=True)
+    from_gpus: int
+    to_gpus: int
+    to_nodes: int = 0  # 0: a per-job size (TresPerJob)
+    restarts_at_start: int = 0
+    started_at: float
+    updated_at: float
+    next_try_at: float = 0.0
+    tries: int = 1
+    reason: str = ""
+
+
 TABLES = (
     LedgerState,
     SiteFactorRow,
@@ -140,5 +164,6 @@ TABLES = (
     ExplanationPart,
     LedgerJobRow,
     LedgerEntryRow,
+    ResizeRow,
 )
 metadata = SQLModel.metadata

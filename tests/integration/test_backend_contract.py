@@ -18,12 +18,13 @@ import pytest
 
 from slurm_dl.core.errors import (
     JobNotFoundError,
+    JobPendingError,
     SlurmError,
     SlurmNotInstalledError,
     SlurmUnavailableError,
 )
 from slurm_dl.core.model import Job, JobState
-from slurm_dl.slurm import CliBackend, SlurmBackend, get_backend
+from slurm_dl.slurm import CliBackend, PendingSize, SlurmBackend, get_backend
 from slurm_dl.slurm.pyslurm_backend import pyslurm_unavailable_reason
 from slurm_dl.testbed import Testbed
 
@@ -197,6 +198,51 @@ def test_hold_and_release(backend: SlurmBackend, cleanup: list[int]) -> None:
     assert not released.state_reason.startswith("JobHeld") and released.priority > 0
 
 
+def test_requeue_hold_resize_release_restarts_a_job_at_its_new_size(
+    backend: SlurmBackend, cleanup: list[int]
+) -> None:
+    """The resize of a running job: requeue it held, change its size while pending, release
+    it; it starts again at the new size (the same calls on 22.05, 24.11 and 26.05)."""
+    job_id = backend.submit(SLEEPER, ["-N2", "--gpus-per-node=8", "-t", "5", "--requeue"])
+    cleanup.append(job_id)
+    assert (running(backend, job_id).num_nodes, running(backend, job_id).num_gpus) == (2, 16)
+    backend.requeue_hold(job_id)
+    held = wait_for(
+        "the job held after its requeue",
+        lambda: (j := job_of(backend, job_id)) and j.restarts == 1 and j,
+    )
+    assert held.priority == 0 and "held" in held.state_reason.lower()
+    backend.resize_pending(job_id, PendingSize(8, nodes=1, gpus_per_node=8))
+    with pytest.raises(JobPendingError):
+        backend.requeue_hold(job_id)  # already requeued: Slurm says it is pending
+    backend.release(job_id)
+    again = wait_for(
+        "the job to run again at its new size",
+        lambda: (j := job_of(backend, job_id)) and j.state is JobState.RUNNING and j,
+    )
+    assert (again.num_nodes, again.num_gpus, again.restarts) == (1, 8, 1)
+
+
+def test_resize_pending_per_job_gpus(backend: SlurmBackend, cleanup: list[int]) -> None:
+    """``--gpus=N`` jobs change their TresPerJob; a pending job changes without a hold."""
+    job_id = backend.submit(SLEEPER, ["--gpus=16", "-t", "5", "--begin=now+3600"])
+    cleanup.append(job_id)
+    backend.resize_pending(job_id, PendingSize(4))
+    assert job_of(backend, job_id).num_gpus == 4
+
+
+def test_resize_pending_of_a_running_job_is_refused(
+    backend: SlurmBackend, cleanup: list[int]
+) -> None:
+    """Slurm cannot grow a running job: the call fails and the job runs on unchanged."""
+    job_id = backend.submit(SLEEPER, ["-N1", "--gpus-per-node=4", "-t", "5"])
+    cleanup.append(job_id)
+    running(backend, job_id)
+    with pytest.raises(SlurmError):
+        backend.resize_pending(job_id, PendingSize(16, nodes=2, gpus_per_node=8))
+    assert running(backend, job_id).num_gpus == 4
+
+
 def test_signal_batch_reaches_the_batch_shell(backend: SlurmBackend, tmp_path: Path) -> None:
     out = tmp_path / "sig.txt"
     script = (
@@ -288,7 +334,9 @@ def test_cancel(backend: SlurmBackend) -> None:
     assert job_of(backend, job_id, [JobState.CANCELLED]) is not None
 
 
-@pytest.mark.parametrize("action", ["cancel", "requeue", "hold", "release", "signal_batch"])
+@pytest.mark.parametrize(
+    "action", ["cancel", "requeue", "hold", "release", "signal_batch", "requeue_hold"]
+)
 def test_unknown_job_id_is_job_not_found(backend: SlurmBackend, action: str) -> None:
     with pytest.raises(JobNotFoundError) as info:
         getattr(backend, action)(NO_SUCH_JOB)

@@ -302,3 +302,25 @@ def test_deadline_and_deadline_steps_go_into_the_comment_the_filter_reads() -> N
 def test_bad_deadlines_are_refused_before_anything_is_submitted(fields, words) -> None:
     with pytest.raises(RenderError, match=words):
         render(JobSpec(kind="train", command=("x",), **fields), TESTBED)
+
+
+def test_elastic_train_job_is_submitted_at_its_maximum_and_reads_its_size_from_slurm() -> None:
+    """``--gpus 8-32``: the directives ask for the top (4 x 8), the comment names the sizes for
+    the filter, and each start reads what Slurm granted (a resize changes it)."""
+    from slurm_dl.dlsubmit.elastic import gpus_option
+
+    site = load_config(ROOT / "site-configs" / "testbed.toml")
+    fields = gpus_option("train", "8-32")
+    assert fields == {"gpus": 32, "elastic": "8-32"}
+    job = render(JobSpec(kind="train", command=("python3", "t.py"), **fields), site)
+    assert "#SBATCH --nodes=4\n" in job.script and "#SBATCH --gpus-per-node=8\n" in job.script
+    assert "#SBATCH --comment=dl:class=train;ckpt=1;elastic=8-32\n" in job.script
+    assert "export SLURM_DL_WORLD_GPUS=$(( DL_NNODES * DL_GPUS_PER_NODE ))" in job.script
+    assert '--nproc_per_node="$DL_GPUS_PER_NODE"' in job.script
+    rigid = render(JobSpec(kind="train", command=("python3", "t.py"), gpus=32, nodes=4), site)
+    assert "SLURM_DL_WORLD_GPUS" not in rigid.script and "elastic" not in rigid.script
+    for bad, says in (("16,8", "sort"), ("0-8", "at least 1"), ("8-8", "below")):
+        with pytest.raises(ValueError, match=says):
+            gpus_option("train", bad)
+    with pytest.raises(ValueError, match="only train jobs"):
+        gpus_option("infer", "1-2")

@@ -202,14 +202,18 @@ def test_pyslurm_must_match_the_clusters_release() -> None:
     assert (
         release_mismatch("22.5.3", "22.05") is None and release_mismatch("24.11.0", "24.11") is None
     )
-    assert release_mismatch("22.5.3", "24.11") == (
-        "the installed pyslurm 22.5.3 is for Slurm 22.05, this cluster runs 24.11: install pyslurm's 24.11 tag "
-        "built against this Slurm"
+    mismatch = release_mismatch("22.5.3", "24.11")
+    assert mismatch.startswith(
+        "pyslurm 22.5.3 is installed, built for Slurm 22.05,\n  but Slurm here is 24.11:\n"
+        "  build pyslurm 24.11.x against this Slurm's libslurm"
     )
+    assert '[slurm] backend = "cli"' in mismatch
+    assert all(len(line) <= 80 for line in mismatch.splitlines())
     assert (
         release_mismatch(None, "26.05")
         == release_mismatch("24.11.0", "26.05")
         == (
-            "no pyslurm release exists for Slurm 26.05; use the cli backend (the default), which supports it"
+            "Slurm here is 26.05: no pyslurm exists for it;\n"
+            '  or choose the cli backend: --backend cli, or [slurm] backend = "cli"'
         )
     )

@@ -12,8 +12,8 @@ where a number is expected, and so are values far outside what a site could mean
 
 The models live by section (``site``, ``cluster``, ``job_classes``, ``filter`` for caps and the
 filter, ``policy``, ``preemption``, ``prioritizer``, ``telemetry``, ``throughput``, ``sharing``,
-``simulate``); :class:`SiteConfig` (``site_config``) is their root. Every public name is
-importable from here.
+``simulate``, ``power``, ``slurm``); :class:`SiteConfig` (``site_config``) is their root.
+Every public name is importable from here.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .policy import (
     PolicyName,
     QssfConfig,
 )
+from .power import GpuWatts, PowerConfig
 from .preemption import PreemptionConfig
 from .prioritizer import PrioritizerConfig
 from .problems import parse_config
@@ -41,6 +42,7 @@ from .risks import config_warnings
 from .sharing import SharingConfig, SharingGroup
 from .side_files import MAX_PRIOR_SAMPLES, read_matrix_csv, read_prior_csv
 from .simulate import SimulateConfig
+from .slurm import BackendName, SlurmConfig
 from .site import SiteInfo
 from .site_config import SiteConfig, cluster_only
 from .telemetry import TelemetryConfig
@@ -68,6 +70,8 @@ __all__ = [
     "Partition",
     "PolicyConfig",
     "PolicyName",
+    "PowerConfig",
+    "GpuWatts",
     "PreemptionConfig",
     "PrioritizerConfig",
     "QssfConfig",
@@ -75,6 +79,8 @@ __all__ = [
     "SharingGroup",
     "SimulateConfig",
     "SiteConfig",
+    "SlurmConfig",
+    "BackendName",
     "cluster_only",
     "SiteInfo",
     "Switch",

@@ -14,10 +14,12 @@ from .cluster import GpuType, NodeGroup, Partition, TopologyConfig
 from .filter import Caps, FilterConfig
 from .job_classes import JobClassConfig, default_classes
 from .policy import PolicyConfig
+from .power import PowerConfig
 from .preemption import PreemptionConfig
 from .prioritizer import PrioritizerConfig
 from .sharing import SharingConfig
 from .simulate import SimulateConfig
+from .slurm import SlurmConfig
 from .site import SiteInfo
 from .telemetry import TelemetryConfig
 from .throughput import ThroughputConfig
@@ -82,6 +84,15 @@ class SiteConfig(Strict):
     sharing: SharingConfig = Field(
         default_factory=SharingConfig,
         description="GPUs offered in parts (Slurm shards, MPS) to small jobs",
+    )
+    power: PowerConfig = Field(
+        default_factory=PowerConfig,
+        description="powering idle GPU nodes down ahead of demand, and the node power model "
+        "the what-if counts energy with",
+    )
+    slurm: SlurmConfig = Field(
+        default_factory=SlurmConfig,
+        description="how slurm-dl talks to Slurm (its commands, or pyslurm)",
     )
 
     @field_validator("throughput")
@@ -173,6 +184,10 @@ class SiteConfig(Strict):
         if sum(1 for p in self.partitions if p.default) > 1:
             problems.append("partitions: at most one partition may be default = true")
         problems += self._sharing_problems()
+        problems += [
+            f"power.gpu_types.{name}: not a GPU type; allowed: {sorted(types)} (from gpu_types)"
+            for name in sorted(set(self.power.gpu_types) - types)
+        ]
         if problems:  # one line each (the error list shows them without the whole file)
             raise ValueError("\n".join(problems))
         return self

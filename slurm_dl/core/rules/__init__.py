@@ -15,6 +15,7 @@ from ..config import SiteConfig
 from .classify import classify
 from .decision import CODE_ACCESS_DENIED, Draft, FilterContext, FilterDecision, Rejection
 from .defaults import defaults
+from .elastic import elastic
 from .request import JOB_DESC_FIELDS, JobRequest
 from .reshape import reshape
 from .share import share, shard_request
@@ -83,6 +84,13 @@ def decide_request(req: JobRequest, config: SiteConfig, ctx: FilterContext) -> F
     draft = shared
     if f.defaults:
         draft = defaults(req, draft, config)
+    sized = elastic(req, draft, config)
+    if isinstance(sized, Rejection):
+        d = FilterDecision(
+            "reject", draft.job_class, message=sized.message, code=sized.code, rule=sized.rule
+        )
+        return replace(d, summary=_summary(req, d))
+    draft = sized
     draft = tag(req, draft, config)
     d = FilterDecision("accept", draft.job_class, changes=draft.changes, notices=draft.notices)
     return replace(d, summary=_summary(req, d, draft.class_source))

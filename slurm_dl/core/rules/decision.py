@@ -64,6 +64,7 @@ class Draft:
     shards: tuple[int, int] | None = None  # on GPU shards: (shards, shards per GPU)
     soft_deadlines: tuple[tuple[int, float], ...] = ()  # (Unix seconds, share of the top value)
     shard_gpus: int = 0  # the GPUs its own shard request (--gres=shard:K) counts as
+    elastic: Any = None  # the GPU counts it may run at (ElasticSizes); None: rigid
 
     @property
     def counted_gpus(self) -> int:
@@ -89,6 +90,7 @@ class Draft:
             g("shards", self.shards),
             g("soft_deadlines", self.soft_deadlines),
             g("shard_gpus", self.shard_gpus),
+            g("elastic", self.elastic),
         )
 
 

@@ -47,6 +47,7 @@ def tag(req: JobRequest, draft: Draft, config: SiteConfig) -> Draft:
                 soft_deadlines=draft.soft_deadlines
                 if soft_steps_valid(draft.soft_deadlines)
                 else None,
+                elastic=draft.elastic,
             )
         )
     elif req.admin_comment and req.admin_comment.lstrip().startswith(TAG_PREFIX[:3]):

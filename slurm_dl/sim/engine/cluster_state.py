@@ -56,8 +56,10 @@ class EngineState:
         fast: bool = True,
         on_finish: Callable[[float, int], None] | None = None,
         dispatch: Dispatch | None = None,
+        power=None,
     ) -> None:
         self.placer = placer
+        self.power = power  # node power states (.power.PowerModel), or None: always on
         self.typed = not placer.flat  # node groups of several GPU types (TypedPlacer)
         # the aware choice on learnt speeds: told of arrivals and finished runs (typed_learn)
         self.learns = getattr(placer, "learns", False)
@@ -207,6 +209,8 @@ class EngineState:
             sj.first_start = now
         sj.queue_s += now - sj.pend_since
         sj.speed = placer.speed(sj, alloc) if placer.varied else 1.0
+        if self.power is not None:
+            self.power.delay(sj, alloc, now)  # its nodes' boot, as more run time
         sj.version += 1
         end = now + sj.remaining / sj.speed
         heapq.heappush(self.heap, (end, _DONE, sj.seq, sj.version, sj))
@@ -243,6 +247,8 @@ class EngineState:
         sj.executed0 += ran
         sj.served0 += ran * sj.charge
         sj.remaining -= ran * sj.speed
+        if self.power is not None:
+            self.power.stopped(sj, now)
         sj.running = False
         sj.alloc = ()
         sj.version += 1

@@ -45,6 +45,7 @@ from .preempt_typed import TypedPasses
 from .cluster_state import _DONE, _TICK, _WAKE, EngineState, index_of
 from .fleet import NodeGroupSpec
 from .placement import FlatPlacer, min_nodes
+from .power import PowerSave, powered
 from .state import Dispatch, PreemptionCost, SimJob
 from .typed import TypedPlacer, TypeSetup
 
@@ -95,18 +96,27 @@ class ClusterResult:
     preemptions: int = 0
     type_busy: dict[str, tuple[int, float]] | None = None  # per GPU type: (GPUs, GPU-seconds run)
     moves: int = 0  # of the preemptions, moves to a faster type (fair share on several types)
+    power: dict | None = None  # with --power-save: the nodes' energy and power cycles
 
     def packed(self) -> tuple:
         """This result as plain tuples, for another process: each job's figures (not the
         engine's own working state, nor its model Job: the receiver has the trace, and
         :meth:`unpacked` puts the trace's Job back), several times quicker to pickle."""
         rows = [tuple(map(getattr, [sj] * len(_SENT), _SENT)) for sj in self.jobs]
-        return (self.cluster, rows, self.queue_deltas, self.preemptions, self.type_busy, self.moves)
+        return (
+            self.cluster,
+            rows,
+            self.queue_deltas,
+            self.preemptions,
+            self.type_busy,
+            self.moves,
+            self.power,
+        )
 
     @staticmethod
     def unpacked(packed: tuple, jobs: list) -> "ClusterResult":
         """The result :meth:`packed` sent, the replayed ``jobs`` (the cluster's, in order) back in."""
-        cluster, rows, qd, preemptions, type_busy, moves = packed
+        cluster, rows, qd, preemptions, type_busy, moves, power = packed
         sims = []
         new, put = SimJob.__new__, setattr
         for row in rows:
@@ -115,7 +125,7 @@ class ClusterResult:
                 put(sj, s, v)
             sj.job = jobs[sj.seq]
             sims.append(sj)
-        return ClusterResult(cluster, sims, qd, preemptions, type_busy, moves)
+        return ClusterResult(cluster, sims, qd, preemptions, type_busy, moves, power)
 
 
 # what a job's figures are made of once its replay is over (the rest is the engine's)
@@ -146,6 +156,8 @@ class Engine(FitPasses, PreemptivePasses, GroupedPasses, TypedPasses, EngineStat
                 break
             t_arr = arrivals[ai].submit if ai < n else INF
             now = min(t_arr, heap[0][0] if heap else INF, releases[0][0] if releases else INF)
+            if self.power is not None:
+                self.power.advance(now, self.waiting_gpus)
             self.release_until(now)
             same = self.fast and self.ranked_run and self.idle_ver == self.placer.free_ver
             done, same = self.events(now, same)
@@ -305,6 +317,7 @@ def run_cluster(
     on_finish: Callable[[float, int], None] | None = None,
     dispatch: Dispatch | None = None,
     types: TypeSetup | None = None,
+    power: PowerSave | None = None,
 ) -> ClusterResult:
     """Simulate ``jobs`` (model Jobs, in trace order) on one cluster until all have finished.
 
@@ -312,7 +325,8 @@ def run_cluster(
     reference path the tests compare against). ``on_finish(now, finished)`` is called after
     every event time at which jobs finished (progress reports). ``dispatch``: the scheduler's
     own overheads (see the module docstring); none by default. ``types``: on a cluster of
-    several GPU types, the type choice and the throughput model (:mod:`.typed`)."""
+    several GPU types, the type choice and the throughput model (:mod:`.typed`). ``power``:
+    node power states and their energy (:mod:`.power`); none by default (always on)."""
     total = spec.total_gpus
     too_big = [j for j in jobs if j.num_gpus > total]
     if too_big:
@@ -336,10 +350,20 @@ def run_cluster(
         ranker.use_charges(placer.mean_charge)
     else:
         placer = FlatPlacer(spec.nodes, spec.gpus_per_node, spread, model_info)
-    eng = Engine(jobs, placer, ranker, cost, fast=fast, on_finish=on_finish, dispatch=dispatch)
+    model = powered(placer, power, jobs) if power and jobs else None
+    eng = Engine(
+        jobs, placer, ranker, cost, fast=fast, on_finish=on_finish, dispatch=dispatch, power=model
+    )
     sims = eng.run()
+    energy = model.close(max(sj.end_time or 0.0 for sj in sims)) if model is not None else None
     return ClusterResult(
-        spec, sims, eng.qd, eng.preemptions, None if placer.flat else placer.type_busy(), eng.moves
+        spec,
+        sims,
+        eng.qd,
+        eng.preemptions,
+        None if placer.flat else placer.type_busy(),
+        eng.moves,
+        energy,
     )
 
 

@@ -6,6 +6,7 @@ import math
 from typing import Iterable, Sequence
 
 from ..engine.loop import ClusterResult
+from ..engine.power import summary as power_summary
 from ..engine.state import SimJob
 
 
@@ -126,6 +127,9 @@ def summarize(results: Sequence[ClusterResult]) -> dict:
         out["utility_earned"] = earned
         out["utility_max"] = top
         out["utility_fraction"] = earned / top if top else 0.0
+    powered = [r.power for r in results if r.power is not None]
+    if powered:  # --power-save: the nodes' energy, power cycles and boot waits
+        out.update(power_summary(powered, n))
     per_type = type_utilisation(results, makespan)
     if per_type:
         out["per_type"] = per_type

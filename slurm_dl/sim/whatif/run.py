@@ -65,6 +65,7 @@ class Options:
     via_slurm: bool = False
     partition: str | None = None
     time_limit: str | None = None
+    power_save: str | None = None
 
 
 class Output(Protocol):
@@ -150,6 +151,10 @@ def run(o: Options, out: Output, load_config: Callable) -> WhatIf:
     configs = list(o.config or []) if not isinstance(o.config, Path) else [o.config]
     if o.opt_in not in OPT_IN:  # before a long trace is read, not after
         raise SlurmDLError(f"--opt-in: got {o.opt_in!r}; allowed: {', '.join(OPT_IN)}")
+    if o.power_save is not None:  # before a long trace is read, not after
+        from ...core.config.power import PowerConfig
+
+        S.power_setting(o.power_save, PowerConfig())
     try:
         t0 = parse_time(o.start) if o.start else None
         t1 = parse_time(o.end) if o.end else None
@@ -227,6 +232,7 @@ def run(o: Options, out: Output, load_config: Callable) -> WhatIf:
             recorded=o.fmt in HISTORY_FORMATS,
             load=load_config,
             deadline_boost=o.deadline_boost,
+            power_save=o.power_save,
         )
         for path, label in (zip(configs, S.config_labels(configs)) if configs else [(None, None)])
     ]

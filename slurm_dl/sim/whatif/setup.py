@@ -156,6 +156,7 @@ def variant(
     cfg=None,
     load=None,
     deadline_boost=None,
+    power_save=None,
 ) -> Variant:
     """The replay settings of the site config at ``path`` (read with ``load``), or of ``cfg``
     (already read), or of the default config on the options' cluster (neither); the options
@@ -200,6 +201,7 @@ def variant(
         model_info=minfo,
         fairness=not no_fairness,
         shares=dict(cfg.policy.fairshare.shares),
+        power=power_setting(power_save, cfg.power),
     )
     typed = _typed(
         asked,
@@ -228,6 +230,18 @@ def variant(
     return Variant(
         path, label, cfg, setup, cost, thr_sets, starv, cluster, idle_outcomes, overrides
     )
+
+
+def power_setting(text: str | None, power_cfg):
+    """``--power-save`` with the config's ``[power]`` model, or None (not given)."""
+    from ..engine.power import PowerSave
+
+    if text is None:
+        return None
+    try:
+        return PowerSave.parse(text, power_cfg)
+    except ValueError as e:
+        raise SlurmDLError(str(e)) from None
 
 
 def _typed(asked, cfg, gpus_per_node, live, recorded, sizes, spread, cfg_groups=True):
