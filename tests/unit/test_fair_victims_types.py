@@ -61,9 +61,7 @@ def test_victims_on_the_type_the_job_runs_fastest_on():
     assert victims(plan) == [(1, (102,))]  # the v100 node, at 8 preempted GPUs
     # without the setting, or without speeds, the fewest preempted GPUs: node 0
     for settings, speeds in ((BLIND, lambda j: fast_on_v100), (S, None)):
-        plan = plan_fair_preemptions(
-            waiting, running, 16, NOW, settings, nodes=view, speeds=speeds
-        )
+        plan = plan_fair_preemptions(waiting, running, 16, NOW, settings, nodes=view, speeds=speeds)
         assert victims(plan) == [(1, (101,))]
     # a job that runs faster on the k80 keeps node 0
     plan = plan_fair_preemptions(
