@@ -10,22 +10,10 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 import lease_cases as cases
-import pgserver
 from slurm_dl.store import Store
 from slurm_dl.store.lease import Lease, read_lease
-
-
-@pytest.fixture(scope="module")
-def pg():
-    reason = pgserver.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    server = pgserver.PgServer().start()
-    yield server
-    server.stop()
 
 
 def test_one_leads_the_other_stands_by(pg):
