@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -45,6 +46,16 @@ InitOpt = typer.Option(
 )
 
 
+ExplainPortOpt = typer.Option(
+    None,
+    "--explain-port",
+    min=0,
+    max=65535,
+    help="serve the explain endpoint on this port (0: none, e.g. for a second "
+    "daemon on one host; default: explain_port in the site config, else none)",
+)
+
+
 TOPOLOGY_TTL_S = 60.0
 """The daemon reads Slurm's switch tree at most once a minute (it changes on a reconfigure)."""
 
@@ -66,6 +77,16 @@ def _setup(
     backend = build_backend(cfg, backend_flag, topology_ttl_s=TOPOLOGY_TTL_S)
     backend.slurm_release()  # an unsupported Slurm release stops here, before any cycle
     return Prioritizer(cfg, backend, store, dry_run=dry_run)
+
+
+def _lease(prio):
+    """This daemon's claim to lead (see prioritizer.leader); its Slurm calls go through it."""
+    from prioritizer.leader import FencedBackend
+    from slurm_dl.store.lease import Lease
+
+    lease = Lease(prio.store, prio.config.prioritizer.lease_seconds)
+    prio.backend = FencedBackend(prio.backend, lease)
+    return lease
 
 
 def _rights_at_start(prio, log: logging.Logger) -> bool:
@@ -123,9 +144,25 @@ def once(
     """
     with expected_errors():
         prio = _setup(config, db, dry_run, init=init, backend_flag=backend)
+        lease = None
         if not dry_run:
             _rights_at_start(prio, logging.getLogger("slurm_dl.prioritizer"))
-        report = prio.run_cycle()
+            lease = _lease(prio)
+            if not lease.try_take():
+                from slurm_dl.store.lease import read_lease
+
+                row = read_lease(prio.store)
+                who = row.who() if row is not None else "another prioritizer"
+                raise fail(
+                    f"{who} leads on this database: a cycle here would act beside it\n"
+                    "  (stop it first, or look with --dry-run)"
+                )
+            prio.store.adopt_preemptions(time.time())
+        try:
+            report = prio.run_cycle()
+        finally:
+            if lease is not None:
+                lease.release()
     if as_json:
         typer.echo(json.dumps(report.to_dict(), sort_keys=True))
     else:
@@ -148,11 +185,15 @@ def run(
         False, "--verbose", "-v", help="log every cycle, not only actions"
     ),
     metrics_port: Optional[int] = MetricsPortOpt,
+    explain_port: Optional[int] = ExplainPortOpt,
     log_level: str = LogLevelOpt,
     log_format: str = LogFormatOpt,
     backend: Optional[str] = BackendOpt,
 ) -> None:
     """Run a cycle every interval_seconds of [prioritizer] until SIGTERM or SIGINT.
+
+    Two daemons on one database: one leads (holds the lease, acts), the
+    other stands by and takes over when the leader stops renewing it.
 
     Refuses an empty or missing database (a wrong URL must not pass for
     the ledger): create the store first with slurm-dl db upgrade, or pass
@@ -184,7 +225,8 @@ def run(
             server = serve_metrics(metrics.registry, port, pc.metrics_address)
             log.info("metrics on http://%s:%d/metrics", server.address, server.port)
 
-        if pc.explain_port is not None:
+        explain_at = pc.explain_port if explain_port is None else (explain_port or None)
+        if explain_at is not None:
             from prioritizer.explain_server import ExplainServer
             from slurm_dl.store import Store
 
@@ -192,7 +234,7 @@ def run(
             explainer = ExplainServer(
                 lambda: Store(url, create=False),
                 pc.explain_address,
-                pc.explain_port,
+                explain_at,
                 pc.munge_socket,
                 backend=prio.backend.name,
             )
@@ -221,8 +263,21 @@ def run(
 
         if (where := snapshot_on_signal("prioritizer")) is not None:
             log.info("tracing allocations: SIGUSR1 writes a memory snapshot to %s", where)
-        loop = Loop(prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics)
-        loop.run()
+        from prioritizer.leader import Leadership
+
+        lease = _lease(prio)
+        leadership = Leadership(lease, time.time)
+        loop = Loop(
+            prio, on_report=on_report, max_cycles=max_cycles, metrics=metrics, leadership=leadership
+        )
+        leadership.rebuild = loop.rebuild
+        if metrics is not None:
+            metrics.watch(leadership)
+        lease.start_renewing()
+        try:
+            loop.run()
+        finally:
+            lease.release()
     if loop.exit_code:
         raise typer.Exit(loop.exit_code)
 

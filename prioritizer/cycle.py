@@ -640,6 +640,8 @@ class Prioritizer:
                     extra["in_flight"] = frozenset(
                         r.victim_job_id for r in rows if r.state in PREEMPTION_OPEN_STATES
                     )
+                    if self.steering is not None:  # victims on the type a job runs fastest on
+                        extra["speeds"] = self.steering.model
                 excluded = preempt.excluded_runs(
                     rows
                 )  # refused, or signalled/requeued in their current run

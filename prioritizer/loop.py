@@ -3,7 +3,8 @@
 The interval job has ``max_instances=1`` and ``coalesce=True``: a slow cycle never overlaps the
 next, and missed runs collapse into one. When slurmctld cannot be reached the loop logs one line,
 skips cycles for 1, 2, 4 … seconds (capped at ``prioritizer.backoff_max_seconds``) and logs one
-line again when a cycle succeeds. A failing database (damaged, locked, unreachable) is logged
+line again when a cycle succeeds. With a ``leadership`` (``leader.py``) a cycle runs only
+while this daemon holds the leader lease; otherwise it stands by and tries to take it each tick. A failing database (damaged, locked, unreachable) is logged
 at ERROR each cycle; after ``prioritizer.store_failures_max`` failing cycles in a row the loop
 stops with ``exit_code`` 1, so the service manager restarts the daemon and alerts fire.
 """
@@ -18,7 +19,7 @@ from typing import Callable
 
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from slurm_dl.core.errors import SlurmError, SlurmUnavailableError, StoreError
+from slurm_dl.core.errors import NotLeaderError, SlurmError, SlurmUnavailableError, StoreError
 
 from .cycle import CycleReport, Prioritizer
 from .heap import Heap
@@ -61,8 +62,10 @@ class Loop:
         on_report: Callable[[CycleReport], None] | None = None,
         max_cycles: int | None = None,
         metrics=None,
+        leadership=None,
     ) -> None:
         self.prio = prio
+        self.leadership = leadership  # prioritizer.leader.Leadership, or None (no lease)
         self.metrics = metrics  # prioritizer.metrics.PrioritizerMetrics, or None
         self.interval_s = prio.config.prioritizer.interval_seconds
         self.backoff = Backoff(prio.config.prioritizer.backoff_max_seconds)
@@ -83,8 +86,14 @@ class Loop:
         now = time.monotonic()
         if not self.backoff.ready(now) or not self.pacing.ready(now):
             return None
+        if self.leadership is not None and not self._leads():
+            return None
         try:
             report = self.prio.run_cycle()
+        except NotLeaderError as e:  # before StoreError: not a failing database
+            if self.leadership is not None:
+                self.leadership.lost(_one_line(e))
+            return None
         except SlurmUnavailableError as e:
             if self.metrics is not None:
                 self.metrics.failed("slurm_unreachable")
@@ -139,6 +148,20 @@ class Loop:
         if self.max_cycles is not None and self.cycles >= self.max_cycles:
             self.stop()
         return report
+
+    def _leads(self) -> bool:
+        try:
+            return self.leadership.step()
+        except StoreError as e:  # the database unreachable: no leader here until it answers
+            self.leadership.lost(_one_line(e))
+            log.error("cannot reach the leader lease: %s; standing by", _one_line(e))
+            return False
+
+    def rebuild(self) -> None:
+        """A fresh prioritizer (at a take-over): its state rebuilt from the store and Slurm, as
+        at a start, since another leader changed both meanwhile."""
+        p = self.prio
+        self.prio = type(p)(p.config, p.backend, p.store, dry_run=p.dry_run, planner=p.planner)
 
     def stop(self, *_args) -> None:
         self._stop.set()

@@ -187,6 +187,17 @@ class PrioritizerMetrics:
             "How old a gpu-agent sample may be for idle detection (0: no telemetry)",
             registry=r,
         )
+        self._leadership = None
+        Gauge(
+            p + "leader",
+            "1 while this instance holds the leader lease and acts; 0 while it stands by",
+            registry=r,
+        ).set_function(self._leader)
+        Gauge(
+            p + "leader_epoch",
+            "The leader epoch this instance holds (0 while it stands by)",
+            registry=r,
+        ).set_function(self._epoch)
         self._memory_gauges(r)
         self.started.set(self.clock())
         self._victim_reason: dict[int, str] = {}
@@ -209,6 +220,20 @@ class PrioritizerMetrics:
             Gauge(
                 PREFIX + "sqlite_memory_bytes", "Memory SQLite holds in this process", registry=r
             ).set_function(process_memory.sqlite_bytes)
+
+    def watch(self, leadership) -> None:
+        """Report this leadership (prioritizer.leader.Leadership) in the leader gauges; without
+        one (no lease in use) the instance counts as leader."""
+        self._leadership = leadership
+
+    def _leader(self) -> float:
+        ld = self._leadership
+        return 1.0 if ld is None or (ld.leading and ld.lease.held) else 0.0
+
+    def _epoch(self) -> float:
+        ld = self._leadership
+        epoch = ld.lease.epoch if ld is not None and ld.leading else None
+        return float(epoch or 0)
 
     def _active(self) -> float:
         ran = self._ran_at

@@ -50,6 +50,7 @@ def plan_intents(
     refused: frozenset[tuple[int, int]] = frozenset(),
     policy=None,
     in_flight: frozenset[int] = frozenset(),
+    speeds=None,
 ) -> list[PreemptionIntent]:
     """Preemptions to start this cycle for the most urgent pending jobs that cannot start for want
     of GPUs alone (never for a held job, one with a begin time ahead, a dependency or a limit).
@@ -57,7 +58,9 @@ def plan_intents(
     ``prefer_victims``: running jobs deprioritized for idle GPUs, taken first.
     ``refused``: (job, restart count) of runs whose signal or requeue Slurm refused.
     ``policy``: the fair-share lease policy (its needs and victims, see the module docstring);
-    ``in_flight``: victims of preemptions under way (their GPUs count as leaving)."""
+    ``in_flight``: victims of preemptions under way (their GPUs count as leaving);
+    ``speeds``: on several GPU types, the throughput model the steering reads (its
+    ``speeds(job)``), so a fair-share need's victims are sought on its fastest type."""
     jobs = whole_gpu_jobs(jobs)
     if policy is not None and getattr(policy, "leases", False):
         return plan_fair_intents(
@@ -70,6 +73,7 @@ def plan_intents(
             busy_needs=busy_needs,
             refused=refused,
             in_flight=in_flight,
+            speeds=speeds,
         )
     pending = sorted(
         (
@@ -120,6 +124,7 @@ def plan_fair_intents(
     busy_needs: frozenset[int] = frozenset(),
     refused: frozenset[tuple[int, int]] = frozenset(),
     in_flight: frozenset[int] = frozenset(),
+    speeds=None,
 ) -> list[PreemptionIntent]:
     """The fair-share lease decision's moves, placed on nodes by :func:`plan_preemption`.
 
@@ -147,6 +152,7 @@ def plan_fair_intents(
         size={n.name: n.gpus if n.available else 0 for n in snap.nodes},
         free={n.name: n.gpus_free for n in snap.nodes},
         alloc={j.job_id: tuple(job_allocation(j).items()) for j in running},
+        kind={n.name: n.gpu_type for n in snap.nodes if n.gpu_type is not None},
     )
     plan = plan_fair_preemptions(
         pending,
@@ -159,6 +165,7 @@ def plan_fair_intents(
         level=lambda j: policy.level(j, ctx),
         free_gpus=free,
         nodes=where,
+        speeds=None if speeds is None else (lambda j: job_type_speeds(speeds, j)),
     )
     intents: list[PreemptionIntent] = []
     taken: set[int] = set()
@@ -187,3 +194,10 @@ def plan_fair_intents(
         why = "; ".join(move.reasons[v] for v in placed.victim_ids)
         intents.append(PreemptionIntent(need.job_id, placed.victim_ids, why))
     return intents
+
+
+def job_type_speeds(model, job: Job) -> dict[str, float]:
+    """``job``'s speed on each GPU type it accepts (all when it names none), as the steering
+    knows it (``model``: its throughput model, with what the finished runs taught it)."""
+    ok = job.accepted_types
+    return {t: s.value for t, s in model.speeds(job).items() if not ok or t in ok}

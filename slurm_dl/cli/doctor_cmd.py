@@ -155,10 +155,10 @@ def gather(
     f.database_url = shown_url(url)  # what doctor prints: never the password
     _database(f, url)
     for daemon, section in (("prioritizer", cfg.prioritizer), ("filter", cfg.filter)):
-        f.metrics[daemon] = (
-            section.metrics_port,
-            _scrape(section.metrics_address, section.metrics_port),
-        )
+        error, body = _fetch(section.metrics_address, section.metrics_port)
+        f.metrics[daemon] = (section.metrics_port, error)
+        if daemon == "prioritizer" and error is None:
+            f.leader_gauge = _gauge(body, "slurm_dl_prioritizer_leader")
     _telemetry(f, cfg.telemetry)
     return f
 
@@ -437,10 +437,24 @@ def _database(f: Facts, url: str) -> None:
             if f.db_write_error:
                 f.db_lock_holders = lock_holders(f.db_path)
         f.last_cycle_at = store.last_cycle_at() if store.revision == HEAD else None
+        if store.revision == HEAD:
+            _leader(f, store)
     except SlurmDLError as e:
         _db_failed(f, str(e))
     finally:
         store.close()
+
+
+def _leader(f: Facts, store) -> None:
+    """The leader lease as the store holds it (who leads, since when)."""
+    from dataclasses import asdict
+
+    from ..store.lease import read_lease
+
+    row = read_lease(store)
+    f.leader = asdict(row) if row is not None else None
+    f.leader_read = True
+    f.hostname = socket.gethostname()
 
 
 def _db_failed(f: Facts, error: str) -> None:
@@ -496,12 +510,30 @@ def _user_name(uid: int) -> str:
 
 
 def _scrape(address: str, port: Optional[int]) -> Optional[str]:
+    return _fetch(address, port)[0]
+
+
+def _fetch(address: str, port: Optional[int]) -> tuple[Optional[str], str]:
+    """(why the endpoint did not answer or None, the page it served)."""
     if port is None:
-        return None
+        return None, ""
     host = "127.0.0.1" if address in ("0.0.0.0", "::", "") else address
     try:
         with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=3) as r:
-            r.read(1)
-        return None
+            return None, r.read(1 << 20).decode("utf-8", "replace")
     except OSError as e:
-        return str(getattr(e, "reason", e))
+        return str(getattr(e, "reason", e)), ""
+
+
+def _gauge(page: str, name: str) -> Optional[float]:
+    """A metric's value in a Prometheus text page (None: not there, or not a page)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        for family in text_string_to_metric_families(page):
+            for sample in family.samples:
+                if sample.name == name:
+                    return sample.value
+    except ValueError:
+        return None
+    return None

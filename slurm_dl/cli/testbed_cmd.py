@@ -83,6 +83,12 @@ def up(
     shards_per_gpu: int = typer.Option(
         0, "--shards-per-gpu", min=0, help="shards each GPU of a shard node offers (1 to 128)"
     ),
+    power_save: bool = typer.Option(
+        False,
+        "--power-save",
+        help="turn on Slurm's power saving: an idle node is powered down (its slurmd "
+        "stopped) and powered up again (slurmd started) when a job needs it",
+    ),
 ) -> None:
     """Start slurmctld and the slurmd nodes (idempotent) and wait until every node is idle.
 
@@ -90,6 +96,7 @@ def up(
     Examples:
       slurm-dl testbed up --dir /tmp/tb --nodes 2 --gpus-per-node 4
       slurm-dl testbed up --dir /tmp/mixed --gpus h100:2x8,v100:2x8
+      slurm-dl testbed up --dir /tmp/ps --power-save
     """
     with expected_errors():
         groups = None
@@ -112,6 +119,7 @@ def up(
             slurm=slurm,
             shard_nodes=shard_nodes,
             shards_per_gpu=shards_per_gpu,
+            power_save=power_save,
         )
         t0 = time.monotonic()
         status = tb.up()
@@ -188,7 +196,8 @@ def status(dir: Path = DirOption, as_json: bool = typer.Option(False, "--json"))
             typer.echo(f"{'slurm':<16} {st.slurm}")
             typer.echo(f"{'gpus':<16} {st.gpus}")
         for name, pid in st.daemons.items():
-            typer.echo(f"{name:<16} {'running pid ' + str(pid) if pid else 'not running'}")
+            off = "powered down" if name in st.powered_off else "not running"
+            typer.echo(f"{name:<16} {'running pid ' + str(pid) if pid else off}")
         for node, state in st.nodes.items():
             typer.echo(f"node {node:<11} {state}")
         for name, pid in st.services.items():

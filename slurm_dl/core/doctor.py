@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .doctor_leader import leader_findings
 from .doctor_store import database_findings, stale_after
 from .doctor_telemetry import IGNORED_SHOWN, closed_to_users, telemetry_findings
 from .enforcement import (
@@ -77,6 +78,10 @@ class Facts:
         default_factory=list
     )  # (pid, user, command) of the processes holding its write lock
     last_cycle_at: float | None = None
+    leader: dict[str, Any] | None = None  # the leader lease row (doctor_leader.py)
+    leader_read: bool = False  # ... read from the database (not where it failed)
+    leader_gauge: float | None = None  # this host's slurm_dl_prioritizer_leader (None: unread)
+    hostname: str = ""
     now: float = 0.0
     interval_s: float = 5.0
     site_factor_max: int = 1
@@ -140,6 +145,7 @@ def diagnose(f: Facts) -> list[Finding]:
     _shim(f, add)
     _socket(f, add)
     database_findings(f, add)
+    leader_findings(f, add)
     _metrics(f, add)
     telemetry_findings(f, add)
     return out

@@ -74,3 +74,8 @@ class TestbedError(SlurmDLError, RuntimeError):
 
 class StoreError(SlurmDLError, RuntimeError):
     """The prioritizer's database cannot be opened, read or written: names the URL and the cause."""
+
+
+class NotLeaderError(StoreError):
+    """This prioritizer does not hold the leader lease (any more) at its epoch: it must not
+    act on Slurm or write a cycle; another daemon leads, or the lease could not be renewed."""

@@ -122,12 +122,14 @@ def gpu_victims(g, b, victim_order, by_acct, taken, held, free, st, h):
 
 
 def node_victims(
-    need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h, largest=None
+    need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h, largest=None, gain=None
 ):
     """Victims that make ``need`` fit on nodes: node by node, the node that the fewest
     preempted GPUs (then victims) open for it first, victims in the usual order on each node.
     Returns (chosen, candidates, held after, free GPUs per node after), or ``None``.
-    ``largest``: the largest node's size, when the caller knows it."""
+    ``largest``: the largest node's size, when the caller knows it. ``gain``: on several GPU
+    types, ``need``'s speed on each node's type (node -> speed); a node of a faster type for
+    it then comes first, whatever it costs, and the fewest GPUs only among nodes as fast."""
     g = need.num_gpus
     bar = _floor(b, g, held, st, h)
     size = nodes.size
@@ -171,8 +173,11 @@ def node_victims(
             want = sz if wide else g
             if want > sz or (wide and tf.get(n, 0) >= want):
                 continue
-            # a node that costs more GPUs than the best one so far cannot be chosen
-            bound = INF if best is None else best[0][0]
+            speed = 0.0 if gain is None else -gain.get(n, 0.0)
+            if best is not None and speed > best[0][0] + EPS:
+                continue  # slower for ``need`` than the best node so far
+            # a node as fast that costs more GPUs than the best one so far cannot be chosen
+            bound = INF if best is None or speed < best[0][0] - EPS else best[0][1]
             got, cost, mine, delta = tf.get(n, 0), 0, [], {}
             for v in vs:
                 if got >= want:
@@ -192,8 +197,8 @@ def node_victims(
                         got += k
             if got < want or cost > bound:
                 continue
-            score = (cost, len(mine), max(rank[v.job_id] for v in mine) if mine else -1)
-            if best is None or score < best[0]:
+            score = (speed, cost, len(mine), max(rank[v.job_id] for v in mine) if mine else -1)
+            if best is None or _better(score, best[0]):
                 best = (score, mine)
         if best is None or not best[1]:
             return None
@@ -218,3 +223,11 @@ def node_victims(
     seen: set[int] = set()
     cands = [v for v in cands if not (v.job_id in seen or seen.add(v.job_id))]
     return chosen, cands, trial, tf
+
+
+def _better(score: tuple, than: tuple) -> bool:
+    """Whether node ``score`` (speed for the job, negated; GPUs; victims; rank) beats ``than``:
+    faster by more than rounding, else as fast and the rest smaller."""
+    if score[0] < than[0] - EPS:
+        return True
+    return score[0] <= than[0] + EPS and score[1:] < than[1:]

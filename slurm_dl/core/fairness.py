@@ -91,6 +91,7 @@ class LeaseSettings:
     max_restarts: int | None = None
     rho_floor_s: float = 600.0
     max_moves: int = 64
+    victims_by_type: bool = False
 
     @classmethod
     def from_config(cls, config: "SiteConfig | None", **overrides) -> "LeaseSettings":
@@ -107,6 +108,7 @@ class LeaseSettings:
             shares=dict(fs.shares),
             default_share=fs.default_share,
             max_restarts=pc.max_restarts,
+            victims_by_type=fs.lease_victims_by_type,
         )
         base.update(overrides)
         # a lease is never shorter than the minimum run before any preemption
@@ -140,13 +142,22 @@ class FairPlan:
 
 @dataclass(frozen=True, slots=True)
 class NodeView:
-    """Where the GPUs are: ``size`` (GPUs per node), ``free`` (GPUs free per node now) and
+    """Where the GPUs are: ``size`` (GPUs per node), ``free`` (GPUs free per node now),
     ``alloc`` (per running job id, its (node, GPUs) pairs; a job missing here frees nothing
-    that a node-bound job could use)."""
+    that a node-bound job could use) and ``kind`` (per node, its GPU type, on several types;
+    empty: one type)."""
 
     size: Mapping[Hashable, int]
     free: Mapping[Hashable, int]
     alloc: Mapping[int, Sequence[tuple[Hashable, int]]]
+    kind: Mapping[Hashable, Hashable] = field(default_factory=dict)
+
+    def gain(self, speeds: Mapping[Hashable, float] | None) -> dict[Hashable, float] | None:
+        """Per node, a job's speed on its type (``speeds``: type -> speed), or ``None`` on
+        one type or without speeds (the victims' choice then ignores types)."""
+        if not speeds or len(set(self.kind.values())) < 2:
+            return None
+        return {n: speeds.get(t, 0.0) for n, t in self.kind.items()}
 
 
 def water_fill(
@@ -283,6 +294,7 @@ def plan_fair_preemptions(
     yields: Mapping[int, float] | None = None,
     ranked: Mapping[str, Sequence[Job]] | None = None,
     may_yield: Callable[[str, Sequence[Job], Mapping[int, float], float], tuple] | None = None,
+    speeds: Callable[[Job], Mapping[Hashable, float]] | None = None,
 ) -> FairPlan:
     """The moves that bring under-share accounts their GPUs back (see the module docstring).
 
@@ -303,7 +315,10 @@ def plan_fair_preemptions(
     the caller keeps them so (then ``running`` is not read when ``standing`` is given too).
     ``may_yield(account, its ranked jobs, yields, now)``: what ``_may_yield`` gives, when the
     caller keeps it (it changes only with the account's ranked jobs and when ``now`` reaches
-    the lease end it returns)."""
+    the lease end it returns). ``speeds(job)``: on several GPU types (``nodes.kind``), the
+    waiting job's speed on each type (type -> speed, as the type choice knows it); with the
+    site's ``lease_victims_by_type`` its victims are then sought on the type it runs fastest
+    on first (:func:`slurm_dl.core.fair_victims.node_victims`)."""
     key = order or (lambda j: (j.submit_time, j.job_id))
     st = (
         standing if standing is not None else standings(pending, running, total_gpus, now, settings)
@@ -409,8 +424,24 @@ def plan_fair_preemptions(
                 if reach < g:
                     failed = g if failed is None else min(failed, g)
                     continue
+                gain = (
+                    nodes.gain(speeds(need))
+                    if speeds is not None and settings.victims_by_type
+                    else None
+                )
                 found = node_victims(
-                    need, b, victim_order, by_acct, taken, held, node_free, nodes, st, h, largest
+                    need,
+                    b,
+                    victim_order,
+                    by_acct,
+                    taken,
+                    held,
+                    node_free,
+                    nodes,
+                    st,
+                    h,
+                    largest,
+                    gain,
                 )
                 if found is None:
                     failed = g if failed is None else min(failed, g)

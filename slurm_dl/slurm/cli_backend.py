@@ -35,6 +35,7 @@ from .squeue_format import (
     parse_squeue_format,
     squeue_format_argv,
 )
+from .power import power_update_argv, reserved_nodes
 from .protocol import (
     SITE_FACTOR_CHUNK,
     JobEnd,
@@ -402,6 +403,17 @@ class CliBackend:
         if nodes and not _SLURM_NAMES.match(nodes):
             raise SlurmError(f"job {job_id}: bad node list {nodes!r}")
         self._update_retrying(job_id, f"ReqNodeList={nodes}")
+
+    def set_power(self, nodes: Sequence[str], up: bool) -> None:
+        try:
+            argv = power_update_argv(list(nodes), up)
+        except ValueError as e:
+            raise SlurmError(str(e)) from None
+        self._run(argv)
+
+    def reserved_nodes(self, now: float, within_s: float) -> set[str]:
+        text = self._run(["scontrol", "-o", "show", "reservation"]).stdout
+        return reserved_nodes(text, now, within_s)
 
     def requeue_hold(self, job_id: int) -> None:
         """``scontrol requeuehold``: requeue a running job and hold it (pending, priority 0) so

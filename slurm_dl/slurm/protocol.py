@@ -204,3 +204,12 @@ class SlurmBackend(Protocol):
     def resize_pending(self, job_id: int, size: PendingSize) -> None:
         """Change a pending job's size (Slurm cannot change a running job's)."""
         ...
+
+    def set_power(self, nodes: Sequence[str], up: bool) -> None:
+        """Power nodes up or down through Slurm's power saving (``State=POWER_UP|POWER_DOWN``);
+        a node's power state is in its ``Node.state`` flags (``slurm.power.node_power``)."""
+        ...
+
+    def reserved_nodes(self, now: float, within_s: float) -> set[str]:
+        """Nodes in a reservation active now or starting within ``within_s`` seconds."""
+        ...

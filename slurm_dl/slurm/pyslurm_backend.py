@@ -388,6 +388,12 @@ class PyslurmBackend:
     def requeue_hold(self, job_id: int) -> None:
         self._cli.requeue_hold(job_id)
 
+    def set_power(self, nodes: Sequence[str], up: bool) -> None:
+        self._cli.set_power(nodes, up)
+
+    def reserved_nodes(self, now: float, within_s: float) -> set[str]:
+        return self._cli.reserved_nodes(now, within_s)
+
     def resize_pending(self, job_id: int, size: PendingSize) -> None:
         self._cli.resize_pending(job_id, size)
 

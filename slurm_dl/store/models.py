@@ -21,6 +21,7 @@ class LedgerState(SQLModel, table=True):
     data: str
     saved_at: float
     cycle: int = 0
+    epoch: int = 0  # the leader epoch of the daemon that saved it (see lease.py)
 
 
 class LedgerJobRow(SQLModel, table=True):
@@ -51,6 +52,7 @@ class SiteFactorRow(SQLModel, table=True):
     job_id: int = Field(primary_key=True)
     value: int
     pushed_at: float
+    epoch: int = 0  # the leader epoch of the daemon that pushed it
 
 
 class PreemptionRow(SQLModel, table=True):
@@ -73,6 +75,7 @@ class PreemptionRow(SQLModel, table=True):
     restarts_at_signal: int = 0
     updated_at: float
     reason: str = ""
+    epoch: int = 0  # the leader epoch that wrote its last step (a take-over adopts open rows)
 
 
 class DecisionRow(SQLModel, table=True):
@@ -152,6 +155,22 @@ class ResizeRow(SQLModel, table=True):
     next_try_at: float = 0.0
     tries: int = 1
     reason: str = ""
+    epoch: int = 0  # the leader epoch that wrote its last step (see lease.py)
+
+
+class LeaderLease(SQLModel, table=True):
+    """The prioritizer's leader lease (one row): who acts on Slurm, at which epoch (one more at
+    each take-over), until when (``expires_at``, wall clock). See ``lease.py``."""
+
+    __tablename__ = "sdl_leader"
+    id: int = Field(default=1, primary_key=True)
+    holder: str
+    epoch: int
+    host: str = ""
+    pid: int = 0
+    renewed_at: float
+    expires_at: float
+    taken_at: float = 0.0  # when this epoch began (the take-over)
 
 
 TABLES = (
@@ -165,5 +184,6 @@ TABLES = (
     LedgerJobRow,
     LedgerEntryRow,
     ResizeRow,
+    LeaderLease,
 )
 metadata = SQLModel.metadata

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import delete, event, func, insert, select
+from sqlalchemy import delete, event, func, insert, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, create_engine
 
-from ..core.errors import StoreError
+from ..core.errors import NotLeaderError, StoreError
 from ..core.explain import finish_numbers
 from ..core.database_url import hide_password, shown_url, sqlite_path
 from ..core.ledger import LOGS, EntryLog, Ledger
@@ -190,6 +190,10 @@ class Store:
         elif check_schema:
             schema.require_head(url, self.revision)
 
+        self.fence: tuple[str, int] | None = None
+        """(holder, epoch) of this process's leader lease (``lease.Lease`` sets it): every write
+        of a cycle, a preemption step or a SiteFactor record then happens only in a transaction
+        that finds the lease still at them. None: no lease in use (tests, tools)."""
         self._rows: dict[int, tuple] | None = None
         """What ``sdl_ledger_job`` holds, as :meth:`Ledger.changed_rows` compares it (None:
         unknown, the next save rewrites every row), valid while the ledger row's cycle and
@@ -248,6 +252,28 @@ class Store:
 
     def _session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
+
+    @property
+    def epoch(self) -> int:
+        """The leader epoch written with this process's records (0: no lease in use)."""
+        return max(self.fence[1], 0) if self.fence is not None else 0
+
+    def _fenced(self, conn) -> None:
+        """First in a write transaction: stop it unless the lease is still this process's at its
+        epoch. An UPDATE, so the row stays locked (SQLite: the write lock) until the commit and
+        no take-over can come between the check and the writes."""
+        if self.fence is None:
+            return
+        holder, epoch = self.fence
+        n = conn.execute(
+            text("UPDATE sdl_leader SET epoch = epoch WHERE id = 1 AND holder = :h AND epoch = :e"),
+            {"h": holder, "e": epoch},
+        ).rowcount
+        if n != 1:
+            raise NotLeaderError(
+                f"database {self.shown}: this prioritizer does not hold the leader lease at "
+                f"epoch {epoch} any more: nothing written"
+            )
 
     def _fail(self, what: str, e: Exception) -> StoreError:
         return StoreError(f"database {self.shown}: {what} failed: {_short(e, self.url)}")
@@ -372,6 +398,7 @@ class Store:
         try:
             with self._session() as s, s.begin():
                 conn = s.connection()
+                self._fenced(conn)
                 row = s.get(LedgerState, 1)
                 known = (
                     self._rows
@@ -404,16 +431,25 @@ class Store:
                     for name in LOGS
                 }
                 if row is None:
-                    s.add(LedgerState(id=1, data=data, saved_at=w.now, cycle=w.cycle))
+                    s.add(
+                        LedgerState(
+                            id=1, data=data, saved_at=w.now, cycle=w.cycle, epoch=self.epoch
+                        )
+                    )
                 else:
                     row.data, row.saved_at, row.cycle = data, w.now, w.cycle
+                    row.epoch = self.epoch
                 if w.pushed:
+                    ep = self.epoch
                     ids = sorted(w.pushed)
                     for chunk in _chunks(ids):
                         conn.execute(delete(SiteFactorRow).where(SiteFactorRow.job_id.in_(chunk)))
                     conn.execute(
                         insert(SiteFactorRow),
-                        [{"job_id": j, "value": w.pushed[j], "pushed_at": w.now} for j in ids],
+                        [
+                            {"job_id": j, "value": w.pushed[j], "pushed_at": w.now, "epoch": ep}
+                            for j in ids
+                        ],
                     )
                 if w.decisions:
                     conn.execute(
@@ -510,11 +546,21 @@ class Store:
         except SQLAlchemyError as e:
             raise self._fail("reading SiteFactors", e) from None
 
+    def site_factor_epochs(self) -> dict[int, int]:
+        """job -> the leader epoch that recorded its SiteFactor (who pushed it)."""
+        try:
+            with self._session() as s:
+                rows = s.exec(select(SiteFactorRow.job_id, SiteFactorRow.epoch)).all()
+        except SQLAlchemyError as e:
+            raise self._fail("reading SiteFactors", e) from None
+        return {j: e for j, e in rows}
+
     def forget_site_factors(self, job_ids: list[int], now: float, reason: str) -> None:
         """Drop the SiteFactor record of ``job_ids`` (after they were set back to 0), with a decision each."""
         try:
             with self._session() as s, s.begin():
                 conn = s.connection()
+                self._fenced(conn)
                 for chunk in _chunks(sorted(job_ids)):
                     conn.execute(delete(SiteFactorRow).where(SiteFactorRow.job_id.in_(chunk)))
                 if job_ids:
@@ -569,7 +615,9 @@ class Store:
         """Commit a ``signalling`` row BEFORE the signal is sent; returns its id."""
         try:
             with self._session() as s, s.begin():
+                self._fenced(s.connection())
                 row = PreemptionRow(
+                    epoch=self.epoch,
                     victim_job_id=victim,
                     need_job_id=need,
                     state="signalling",
@@ -588,10 +636,11 @@ class Store:
     def set_preemption_state(self, row_id: int, state: str, now: float, note: str = "") -> None:
         try:
             with self._session() as s, s.begin():
+                self._fenced(s.connection())
                 row = s.get(PreemptionRow, row_id)
                 if row is None:
                     raise StoreError(f"database {self.shown}: preemption {row_id} does not exist")
-                row.state, row.updated_at = state, now
+                row.state, row.updated_at, row.epoch = state, now, self.epoch
                 s.add(
                     DecisionRow(
                         at=now,
@@ -603,6 +652,35 @@ class Store:
                 )
         except SQLAlchemyError as e:
             raise self._fail("updating a preemption", e) from None
+
+    def adopt_preemptions(self, now: float) -> list[PreemptionRow]:
+        """A new leader's first step: the open preemptions an earlier epoch left half done (a
+        signal sent, no requeue yet), now this epoch's to finish, each with a decision saying
+        so. Returns them as they were (their old epoch)."""
+        epoch = self.epoch
+        try:
+            with self._session() as s, s.begin():
+                self._fenced(s.connection())
+                q = select(PreemptionRow).where(
+                    PreemptionRow.state.in_(PREEMPTION_OPEN_STATES), PreemptionRow.epoch != epoch
+                )
+                rows = list(s.exec(q.order_by(PreemptionRow.id)).scalars())
+                before = [PreemptionRow.model_validate(r.model_dump()) for r in rows]
+                for r in rows:
+                    s.add(
+                        DecisionRow(
+                            at=now,
+                            job_id=r.victim_job_id,
+                            kind="preempt-adopted",
+                            value=r.need_job_id,
+                            reason=f"{r.state} step of leader epoch {r.epoch} taken over by "
+                            f"epoch {epoch}",
+                        )
+                    )
+                    r.epoch = epoch
+        except SQLAlchemyError as e:
+            raise self._fail("taking over open preemptions", e) from None
+        return before
 
     def preemptions(
         self,

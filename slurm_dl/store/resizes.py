@@ -12,9 +12,12 @@ RESIZE_OPEN_STATES = ("signalling", "signalled", "holding", "resizing", "releasi
 
 
 def begin_resize(store, row: ResizeRow) -> int:
-    """Commit a new intent (its first state) BEFORE its first Slurm call; returns its id."""
+    """Commit a new intent (its first state) BEFORE its first Slurm call; returns its id. Like
+    every resize write, only while this process holds the leader lease (``Store.fence``)."""
     try:
         with store._session() as s, s.begin():
+            store._fenced(s.connection())
+            row.epoch = store.epoch
             s.add(row)
             s.flush()
             s.add(_decision(row, row.started_at, row.reason))
@@ -26,10 +29,11 @@ def begin_resize(store, row: ResizeRow) -> int:
 def set_resize_state(store, row_id: int, state: str, now: float, note: str = "", **fields) -> None:
     try:
         with store._session() as s, s.begin():
+            store._fenced(s.connection())
             row = s.get(ResizeRow, row_id)
             if row is None:
                 raise LookupError(f"resize {row_id} does not exist")
-            row.state, row.updated_at = state, now
+            row.state, row.updated_at, row.epoch = state, now, store.epoch
             for key, value in fields.items():
                 setattr(row, key, value)
             s.add(_decision(row, now, note or row.reason))

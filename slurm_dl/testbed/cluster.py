@@ -29,7 +29,7 @@ from .conf import (
     render_slurm_conf,
     render_topology_conf,
 )
-from . import inroot, roots
+from . import inroot, power, roots
 from .install import find_slurm, require_root
 from .releases import HOST_RELEASE, Release, release_for
 from .shape import GpuGroup, as_groups, describe, is_mixed, name_digits, spec_of, total_nodes
@@ -67,10 +67,14 @@ class TestbedStatus:
     """slurm-dl's services beside the cluster (filter, prioritizer) -> pid or None."""
     gpus: str | None = None
     """The node groups of the last start, as ``--gpus`` takes them (``h100:4x8``)."""
+    powered_off: tuple[str, ...] = ()
+    """Daemons (``slurmd-gpu03``) that Slurm's power saving stopped on purpose."""
 
     @property
     def up(self) -> bool:
-        return bool(self.daemons) and all(pid is not None for pid in self.daemons.values())
+        return bool(self.daemons) and all(
+            pid is not None or name in self.powered_off for name, pid in self.daemons.items()
+        )
 
     @property
     def any_running(self) -> bool:
@@ -85,6 +89,7 @@ class TestbedStatus:
             "daemons": self.daemons,
             "nodes": self.nodes,
             "services": self.services,
+            "powered_off": list(self.powered_off),
         }
 
 
@@ -143,6 +148,7 @@ class Testbed:
         slurm: str | None = None,
         shard_nodes: int = 0,
         shards_per_gpu: int = 0,
+        power_save: bool = False,
     ):
         """``slurm``: the release to run (``22.05`` = this machine's own, ``24.11``, ``26.05``);
         None = the one this directory last ran, else the machine's own."""
@@ -154,6 +160,7 @@ class Testbed:
         self.extra_conf = tuple(extra_conf)
         self.accounting = accounting
         self.shards = (shard_nodes, shards_per_gpu)
+        self.power_save = power_save
         self.recovery: Recovery | None = None
         """Set by ``up`` when it restarted a half-dead cluster."""
         # Validate the shape now (a bad shape is an error before anything starts).
@@ -316,6 +323,13 @@ class Testbed:
         if params is None:
             return TestbedStatus(self.layout.root, {}, {}, None, found)
         daemons = {name: self._running_pid(name) for name in self._daemon_names(params)}
+        off = tuple(
+            f"slurmd-{n}"
+            for n in params.node_names
+            if params.power_save
+            and daemons.get(f"slurmd-{n}") is None
+            and power.off_marker(self.layout.root, n).exists()
+        )
         nodes: dict[str, str] = {}
         if daemons.get("slurmctld"):
             try:
@@ -323,7 +337,7 @@ class Testbed:
             except SlurmError:
                 nodes = {}
         return TestbedStatus(
-            self.layout.root, daemons, nodes, params.slurm, found, spec_of(params.groups)
+            self.layout.root, daemons, nodes, params.slurm, found, spec_of(params.groups), off
         )
 
     @contextlib.contextmanager
@@ -535,6 +549,13 @@ class Testbed:
         assert params is not None
         wanted = (self.groups, self.accounting, self.release.name)
         have = (params.groups, params.accounting, params.slurm)
+        if self.power_save != params.power_save:
+            raise TestbedError(
+                f"testbed {self.layout.root} is already up "
+                f"{'with' if params.power_save else 'without'} power saving; run `slurm-dl testbed "
+                f"down --dir {self.layout.root}` before asking for "
+                f"{'it' if self.power_save else 'a testbed without it'}"
+            )
         if wanted == have and self.shards != (params.shard_nodes, params.shards_per_gpu):
             raise TestbedError(
                 f"testbed {self.layout.root} is already up with {params.shard_nodes} shard nodes of "
@@ -582,6 +603,7 @@ class Testbed:
                 munge=munge_installed(),
                 shard_nodes=self.shards[0],
                 shards_per_gpu=self.shards[1],
+                power_save=self.power_save,
             )
         except ValueError as e:
             raise TestbedError(f"testbed {self.layout.root}: {e}") from None
@@ -601,11 +623,34 @@ class Testbed:
                 layout.slurmdbd_conf.chmod(0o600)  # slurmdbd refuses a readable password file
             if params.job_submit_lua and not layout.job_submit_lua.exists():
                 layout.job_submit_lua.write_text(PASS_THROUGH_JOB_SUBMIT_LUA)
+            self._write_power_programs(params)
         except OSError as e:
             raise TestbedError(f"cannot write the testbed files under {layout.root}: {e}") from None
         for i in range(params.max_gpus_per_node):
             self._make_gpu_device(layout.gpu_device(i))
         layout.params_file.write_text(json.dumps(params.to_dict(), indent=2) + "\n")
+
+    def _write_power_programs(self, params: ClusterParams) -> None:
+        """The suspend/resume programs of ``--power-save``; every slurmd starts powered on."""
+        root = self.layout.root
+        for name in params.node_names:
+            power.off_marker(root, name).unlink(missing_ok=True)
+        if not params.power_save:
+            return
+        scontrol = (
+            str(self.bin_dir / "scontrol")
+            if self.bin_dir is not None
+            else shutil.which("scontrol") or "/usr/bin/scontrol"
+        )
+        for path, text in (
+            (power.suspend_program(root), power.render_suspend(root, scontrol)),
+            (
+                power.resume_program(root),
+                power.render_resume(root, scontrol, self._daemon_argv("slurmd")),
+            ),
+        ):
+            path.write_text(text)
+            path.chmod(0o755)
 
     @staticmethod
     def _make_gpu_device(path: Path) -> None:

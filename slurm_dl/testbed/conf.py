@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.hostlist import compress_hostlist
+from . import power
 from .shape import (
     GpuGroup,
     check_groups,
@@ -157,6 +158,8 @@ class ClusterParams:
     # GPU sharing: the first ``shard_nodes`` nodes offer ``shards_per_gpu`` Slurm shards per GPU.
     shard_nodes: int = 0
     shards_per_gpu: int = 0
+    # Slurm's power saving, with programs that stop and start each node's slurmd (``power``).
+    power_save: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "groups", tuple(self.groups))
@@ -225,6 +228,7 @@ class ClusterParams:
                 if self.shard_nodes
                 else {}
             ),
+            **({"power_save": True} if self.power_save else {}),
         }
 
     @classmethod
@@ -247,6 +251,7 @@ class ClusterParams:
             munge=bool(d.get("munge", False)),
             shard_nodes=int(d.get("shard_nodes", 0)),
             shards_per_gpu=int(d.get("shards_per_gpu", 0)),
+            power_save=bool(d.get("power_save", False)),
         )
 
     def shards_on(self, index: int, group: GpuGroup) -> int:
@@ -374,6 +379,8 @@ def render_slurm_conf(layout: TestbedLayout, params: ClusterParams) -> str:
     ]
     if params.job_submit_lua:
         lines.append("JobSubmitPlugins=lua")
+    if params.power_save:
+        lines.extend(power.render_conf_lines(layout.root))
     lines.extend(params.extra_conf)
     lines.append("")
     ports = iter(params.node_ports)

@@ -124,3 +124,20 @@ def run_job(testbed: Testbed, tmp_path: Path) -> Callable[..., tuple[dict[str, s
         return fields, out_file.read_text() if out_file.exists() else ""
 
     return run
+
+
+@pytest.fixture(scope="session")
+def pg():
+    """One throwaway PostgreSQL server (pgserver.PgServer) for every test that needs one; each
+    test makes its own database with ``pg.create_db()``. CI must run them: there a missing
+    server fails instead of skipping."""
+    import pgserver
+
+    reason = pgserver.unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the PostgreSQL tests, but: {reason}", pytrace=False)
+        pytest.skip(reason)
+    server = pgserver.PgServer().start()
+    yield server
+    server.stop()

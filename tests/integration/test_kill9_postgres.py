@@ -9,24 +9,11 @@ import random
 import sys
 from pathlib import Path
 
-import pytest
-
-import pgserver
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_kill9 as k9  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def pg():
-    reason = pgserver.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    server = pgserver.PgServer().start()
-    yield server
-    server.stop()
 
 
 def test_the_ledger_after_kill9_on_postgresql_equals_the_uninterrupted_one(pg, tmp_path):

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 import time
@@ -22,7 +21,6 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-import pgserver
 import test_prioritizer as tp
 from slurm_dl.cli.main import app
 from slurm_dl.store import Store
@@ -43,18 +41,6 @@ _contract = _load("test_store")
 _schema = _load("test_store_schema")
 # The contract suite, collected here again: same test bodies, ``store`` below is PostgreSQL.
 globals().update({k: v for k, v in vars(_contract).items() if k.startswith("test_")})
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[pgserver.PgServer]:
-    reason = pgserver.unavailable_reason()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the PostgreSQL tests, but: {reason}", pytrace=False)
-        pytest.skip(reason)
-    server = pgserver.PgServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -150,6 +150,7 @@ def test_alert_rules_name_exported_series() -> None:
     names = {a["alert"] for a in alerts}
     assert {"SlurmDLPrioritizerNoCycle", "SlurmDLFilterFailingOpen"} <= names
     assert "SlurmDLPrioritizerUpdatesRefused" in names  # Slurm refuses the daemon's changes
+    assert {"SlurmDLNoLeader", "SlurmDLTwoLeaders"} <= names  # the leader lease
     assert {"SlurmDLTwoPrioritizers", "SlurmDLGpuAgentFilesStale", "SlurmDLIdleDetectionOff"} <= (
         names
     )  # two daemons acting at once; gpu-agent files too old for idle detection

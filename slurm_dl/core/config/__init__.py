@@ -34,6 +34,7 @@ from .policy import (
     PolicyName,
     QssfConfig,
 )
+from .elastic import ElasticConfig
 from .power import GpuWatts, PowerConfig
 from .preemption import PreemptionConfig
 from .prioritizer import PrioritizerConfig
@@ -71,6 +72,7 @@ __all__ = [
     "PolicyConfig",
     "PolicyName",
     "PowerConfig",
+    "ElasticConfig",
     "GpuWatts",
     "PreemptionConfig",
     "PrioritizerConfig",

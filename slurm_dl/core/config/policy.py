@@ -172,6 +172,12 @@ class FairShareConfig(Strict):
         description="policy 'fairshare': GPUs move only from "
         "accounts above fair × (1 + h) to accounts below fair × (1 - h)",
     )
+    lease_victims_by_type: bool = Field(
+        False,
+        description="policy 'fairshare', several GPU types: a job that GPUs are "
+        "taken back for gets them on the type it runs fastest on where victims "
+        "allow (else the fewest GPUs preempted, as on one type)",
+    )
 
 
 class DeadlineConfig(Strict):

@@ -62,6 +62,14 @@ class PrioritizerConfig(Strict):
         "(damaged, locked, unreachable) before the daemon exits non-zero, "
         "so systemd restarts it and the alert on it fires",
     )
+    lease_seconds: float = num(
+        15.0,
+        ge=1,
+        le=3600,
+        description="the leader lease: one prioritizer acts, others on the same database "
+        "stand by and take over once the leader has not renewed it for this long (killed, "
+        "stopped, cut off from the database); renewed every third of it",
+    )
     user: str | None = Field(
         default=None,
         min_length=1,

@@ -12,6 +12,7 @@ from ..model import JobClass
 from .base import Strict
 from .cluster import GpuType, NodeGroup, Partition, TopologyConfig
 from .filter import Caps, FilterConfig
+from .elastic import ElasticConfig
 from .job_classes import JobClassConfig, default_classes
 from .policy import PolicyConfig
 from .power import PowerConfig
@@ -89,6 +90,10 @@ class SiteConfig(Strict):
         default_factory=PowerConfig,
         description="powering idle GPU nodes down ahead of demand, and the node power model "
         "the what-if counts energy with",
+    )
+    elastic: ElasticConfig = Field(
+        default_factory=ElasticConfig,
+        description="how jobs that run on a range of GPUs are started, grown and shrunk",
     )
     slurm: SlurmConfig = Field(
         default_factory=SlurmConfig,

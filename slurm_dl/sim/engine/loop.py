@@ -350,6 +350,8 @@ def run_cluster(
         ranker.use_charges(placer.mean_charge)
     else:
         placer = FlatPlacer(spec.nodes, spec.gpus_per_node, spread, model_info)
+    # the lease decision seeks a job's victims on its fastest type (none on one type)
+    ranker.types_placer = placer if spec.typed else None
     model = powered(placer, power, jobs) if power and jobs else None
     eng = Engine(
         jobs, placer, ranker, cost, fast=fast, on_finish=on_finish, dispatch=dispatch, power=model

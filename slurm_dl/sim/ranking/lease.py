@@ -190,7 +190,9 @@ class LeaseRanking:
                     else dict.fromkeys(range(len(node_free)), per_node)
                 )
                 sizes = self._node_sizes = ((len(node_free), per_node), size)
-            nodes = NodeView(size=sizes[1], free=dict(enumerate(node_free)), alloc=alloc)
+            nodes = NodeView(
+                size=sizes[1], free=dict(enumerate(node_free)), alloc=alloc, kind=self._kinds()
+            )
         if standing is None and self._charged:
             standing = self._held_at_speed(standings(jp, jr, total, now, settings), running)
         plan = plan_fair_preemptions(
@@ -209,6 +211,7 @@ class LeaseRanking:
             yields=yields,
             ranked=ranked,
             may_yield=may_yield,
+            speeds=self._lease_speeds(pending, waiting) if nodes is not None else None,
         )
         if not plan.moves:
             return [], plan.wake_at
@@ -220,3 +223,24 @@ class LeaseRanking:
         else:
             by_id.update((m.need, waiting[m.need]) for m in plan.moves)
         return [([by_id[v] for v in m.victims], by_id[m.need]) for m in plan.moves], plan.wake_at
+
+    # --- several GPU types: the victims' type (lease_victims_by_type) ---------------------------
+    types_placer = None  # the engine's placer on several GPU types (set by the engine)
+
+    def _kinds(self) -> dict:
+        """Per node index, its group (one GPU type each) on several types; else empty."""
+        placer = self.types_placer
+        return {} if placer is None else dict(enumerate(placer.node_group))
+
+    def _lease_speeds(self, pending, waiting):
+        """A waiting job's speed on each group as the type choice knows it (``None``: one
+        type): what the decision reads to seek its victims on its fastest type."""
+        placer = self.types_placer
+        if placer is None:
+            return None
+        sims = waiting if waiting is not None else {s.job.job_id: s for s in pending}
+
+        def speeds(j):
+            return dict(enumerate(placer.seen(sims[j.job_id])))
+
+        return speeds
