@@ -32,6 +32,7 @@ from slurm_dl.core.policy.deadline import DEMOTED_TAG, SOFT_FROM_TAG, admit_dead
 from slurm_dl.core.sitefactor import SiteFactorScale, plan_pushes, site_factors
 from slurm_dl.slurm.protocol import SlurmBackend
 from slurm_dl.store import PREEMPTION_OPEN_STATES, CycleWrite, Store
+from slurm_dl.store.energy import energy_segments
 
 from . import preempt
 from .explain_cache import ExplanationCache
@@ -535,7 +536,10 @@ class Prioritizer:
             self.idle is not None
         ):  # idle jobs deprioritized by the telemetry step: SiteFactor at the bottom
             if not self.idle.loaded:
-                self.idle.load(self.store.utilisation_summaries([j.job_id for j in jobs]))
+                ids = [j.job_id for j in jobs]
+                self.idle.load(
+                    self.store.utilisation_summaries(ids), energy_segments(self.store, ids)
+                )
                 self.idle.load_runs(self.store.decisions_of_kind("gpu-use"))
             idle_low = self.idle.deprioritized(j.job_id for j in jobs)
             for jid in [j.job_id for j in jobs if j.job_id in idle_low] if idle_low else ():
@@ -801,6 +805,7 @@ class Prioritizer:
                     explanation_parts=explanations,
                     forget_jobs=gone,
                     utilisation=idle_changed,
+                    energy=list(self.idle.unsaved.values()) if self.idle is not None else [],
                 )
             )
         except StoreError:
@@ -808,6 +813,8 @@ class Prioritizer:
                 ExplanationCache()
             )  # nothing was written: the next cycle writes all
             raise
+        if self.idle is not None:
+            self.idle.saved()
         stored.update(push.adopted)
         stored.update(push.pushed)
         for j in gone:

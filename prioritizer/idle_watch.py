@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from slurm_dl.core.config import TelemetryConfig
+from slurm_dl.core.energy import EnergySegment, SegmentKey, merge, segments_of
 from slurm_dl.core.errors import SlurmError
 from slurm_dl.core.idle.decide import (
     IdleDecision,
@@ -86,6 +87,8 @@ class IdleWatcher:
         self.freshness: Freshness | None = None  # the last read's sample ages (metrics)
         self._stale_said: set[str] = set()  # nodes logged as stale (once until fresh again)
         self._blind_said = False  # "no fresh samples" logged (once until fresh again)
+        self.energy: dict[SegmentKey, EnergySegment] = {}  # live jobs' energy sums (core.energy)
+        self.unsaved: dict[SegmentKey, EnergySegment] = {}  # ... grown since the last save
 
     def load_runs(self, rows: Iterable[Any]) -> None:
         """Ended jobs' GPU use, from the store's ``gpu-use`` decision rows (once, at start)."""
@@ -102,10 +105,26 @@ class IdleWatcher:
         while len(self.runs) > NAMES_KEPT:
             self.runs.popitem(last=False)
 
-    def load(self, summaries: dict[int, JobUtilisationSummary]) -> None:
-        """The stored summaries of the jobs alive now (once, when the daemon starts)."""
+    def load(
+        self,
+        summaries: dict[int, JobUtilisationSummary],
+        energy: Iterable[EnergySegment] = (),
+    ) -> None:
+        """The stored summaries and energy segments of the jobs alive now (once, at start)."""
         self.summaries = dict(summaries)
+        self.energy = {seg.key: seg for seg in energy}
         self.loaded = True
+
+    def saved(self) -> None:
+        """The cycle's write (with :attr:`unsaved`) committed."""
+        self.unsaved = {}
+
+    def _count_energy(self, mine: list[JobGpuSample], running: dict[int, Job]) -> None:
+        """Fold the window's energy sums into the known segments; what grew is to be saved.
+        The window is re-read every cycle: a segment counts only its largest sum, once."""
+        owners = {jid: (j.user, j.account) for jid, j in running.items()}
+        for seg in merge(self.energy, segments_of(mine, owners)):
+            self.unsaved[seg.key] = seg
 
     def deprioritized(self, live: Iterable[int]) -> set[int]:
         """Live jobs held at the bottom: deprioritized and not busy again since."""
@@ -127,6 +146,7 @@ class IdleWatcher:
         self.window = merge_window(self.window, new, now - horizon_minutes(self.cfg) * 60.0)
         mine = on_job_nodes(self.window, running)  # each job's samples from its own nodes only
         sampled_at = job_sampled_at(mine)
+        self._count_energy(mine, running)
         limit = stale_after_seconds(self.cfg)
         carried = carried_idle_since(
             self.summaries, mine, self.cfg
@@ -173,6 +193,8 @@ class IdleWatcher:
         live = {j.job_id for j in jobs}
         for jid in [j for j in self.summaries if j not in live]:
             self._ended(self.summaries.pop(jid), now, out.rows)
+        for key in [k for k in self.energy if k[0] not in live]:
+            del self.energy[key]  # stored; a job that comes back is read from its new sums
         for jid in [j for j in self.running if j not in live]:
             del self.running[jid]
             self.hinted.discard(jid)

@@ -173,6 +173,23 @@ class LeaderLease(SQLModel, table=True):
     taken_at: float = 0.0  # when this epoch began (the take-over)
 
 
+class JobEnergyRow(SQLModel, table=True):
+    """One job's GPU energy on one GPU over one unbroken sum of its gpu-agent (a segment, see
+    ``slurm_dl.core.energy``): the largest sum seen, so re-reading a file counts nothing twice.
+    A job's energy is the sum of its rows; a user's or an account's, of theirs."""
+
+    __tablename__ = "sdl_job_energy"
+    job_id: int = Field(primary_key=True)
+    node: str = Field(primary_key=True)
+    gpu: int = Field(primary_key=True)
+    since: float = Field(primary_key=True)
+    user: str = Field(default="", index=True)
+    account: str = Field(default="", index=True)
+    joules: float = 0.0
+    gpu_seconds: float = 0.0
+    at: float = 0.0
+
+
 TABLES = (
     LedgerState,
     SiteFactorRow,
@@ -185,5 +202,6 @@ TABLES = (
     LedgerEntryRow,
     ResizeRow,
     LeaderLease,
+    JobEnergyRow,
 )
 metadata = SQLModel.metadata

@@ -32,11 +32,13 @@ from ..core.database_url import hide_password, shown_url, sqlite_path
 from ..core.ledger import LOGS, EntryLog, Ledger
 from ..telemetry.summary import JobUtilisationSummary
 from . import schema
+from .energy import write_energy
 from .models import (
     TABLES,
     DecisionRow,
     ExplanationPart,
     ExplanationSnapshot,
+    JobEnergyRow,
     JobUtilisationRow,
     LedgerEntryRow,
     LedgerJobRow,
@@ -75,6 +77,7 @@ class CycleWrite:
     utilisation: dict[int, JobUtilisationSummary] = field(
         default_factory=dict
     )  # upserted summaries
+    energy: list = field(default_factory=list)  # job energy segments that grew (core.energy)
 
 
 @dataclass(slots=True)
@@ -494,6 +497,8 @@ class Store:
                     conn.execute(
                         insert(JobUtilisationRow), [_utilisation_row(w.utilisation[j]) for j in ids]
                     )
+                if w.energy:
+                    write_energy(conn, w.energy)
         except SQLAlchemyError as e:
             self._rows = self._rows_token = self._logs = None
             raise self._fail("saving the cycle", e) from None
@@ -824,6 +829,7 @@ class Store:
                 ("decisions", DecisionRow),
                 ("explanations", ExplanationSnapshot),
                 ("utilisation", JobUtilisationRow),
+                ("energy", JobEnergyRow),
             ):
                 out[name] = s.exec(select(func.count()).select_from(model)).scalar_one()
         return out

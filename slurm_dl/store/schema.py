@@ -16,8 +16,8 @@ from sqlalchemy.engine import Connection, Engine
 from ..core.errors import StoreError
 from ..core.database_url import shown_url
 
-HEAD = "0007"
-KNOWN = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+HEAD = "0008"
+KNOWN = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 """Every revision this release can upgrade from, oldest first."""
 BASELINE = "0001"
 VERSION_TABLE = "alembic_version"
