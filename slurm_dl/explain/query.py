@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_dl.core.errors import SlurmDLError
+from slurm_dl.core.errors import SlurmDLError, StoreError
 
 
 class NoRecord(LookupError):
@@ -154,6 +154,7 @@ class Gathered:
     queue: dict = field(default_factory=dict)
     decisions: list[dict] = field(default_factory=list)
     preemptions: list[dict] = field(default_factory=list)
+    energy: dict | None = None  # the job's GPU energy (core.energy.EnergyTotal.to_dict)
 
     @property
     def owner(self) -> str | None:
@@ -183,9 +184,22 @@ def gather(store, job_id: int, *, with_queue: bool = True) -> Gathered:
         }
         for p in rows
     ]
-    if expl is None and not decisions and not preemptions:
+    energy = _energy(store, job_id)
+    if expl is None and not decisions and not preemptions and energy is None:
         raise NoRecord(job_id)
-    return Gathered(job_id, expl, queue, decisions, preemptions)
+    return Gathered(job_id, expl, queue, decisions, preemptions, energy)
+
+
+def _energy(store, job_id: int) -> dict | None:
+    """The job's GPU energy over all its runs; None when none was measured (or a store from
+    before energy was kept cannot say)."""
+    from slurm_dl.store.energy import job_energy
+
+    try:
+        total = job_energy(store, job_id)
+    except StoreError:
+        return None
+    return total.to_dict() if total is not None else None
 
 
 def payload(g: Gathered, live: bool = True, backend: str = "cli") -> dict[str, Any]:
@@ -197,6 +211,7 @@ def payload(g: Gathered, live: bool = True, backend: str = "cli") -> dict[str, A
             "state": "GONE",
             "decisions": g.decisions,
             "preemptions": g.preemptions,
+            "energy": g.energy,
         }
     from slurm_dl.explain.view import explain_view
 
@@ -215,7 +230,7 @@ def payload(g: Gathered, live: bool = True, backend: str = "cli") -> dict[str, A
         releases=releases,
     )
     view["live"] = live_note
-    return {**view, "decisions": g.decisions, "preemptions": g.preemptions}
+    return {**view, "decisions": g.decisions, "preemptions": g.preemptions, "energy": g.energy}
 
 
 def render_text(doc: dict[str, Any], detail: bool = False) -> str:
@@ -223,17 +238,28 @@ def render_text(doc: dict[str, Any], detail: bool = False) -> str:
     ``detail`` the tiers, scores, SiteFactor and recent decisions."""
     if doc.get("state") == "GONE":
         lines = [f"job {doc['job_id']}: no longer waiting or running"]
+        if doc.get("energy"):
+            lines.append(energy_line(doc))
         if detail:
             lines += [f"  {d['kind']}: {d['reason']}" for d in doc.get("decisions", [])]
         return "\n".join(lines)
     from slurm_dl.explain.view import explain_text, people_text
 
     text = explain_text(doc, doc.get("decisions", [])) if detail else people_text(doc)
+    if doc.get("energy") or doc.get("state") == "RUNNING":
+        text += "\n" + energy_line(doc)
     if doc.get("live", "ok") != "ok":
         text += "\n" + "\n".join(
             textwrap.wrap(f"(Slurm: {doc['live']})", 80, subsequent_indent="  ")
         )
     return text
+
+
+def energy_line(doc: dict[str, Any]) -> str:
+    """'energy: 1.500 kWh over 4.0 GPU-hours (0.38 kWh per GPU-hour)', or 'no energy data'."""
+    from slurm_dl.core.energy import energy_words
+
+    return f"energy: {energy_words(doc.get('energy'))}"
 
 
 LIVE_VIEW_SECONDS = (

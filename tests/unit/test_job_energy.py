@@ -111,3 +111,17 @@ def test_store_rows_are_only_raised(tmp_path) -> None:
         900.0,
         900.0,
     )
+
+
+def test_explain_and_status_say_the_jobs_kwh(tmp_path) -> None:
+    from slurm_dl.explain.query import gather, payload, render_text
+
+    config, c, store = scene(tmp_path, idle_action="report")
+    run(Prioritizer(config, c, store), c, tmp_path / "agents", 3)
+    doc = payload(gather(Store(store.url), 1), live=False)
+    assert doc["energy"]["joules"] == 2 * WATTS * 120 and doc["energy"]["gpu_seconds"] == 240
+    assert "energy: 0.020 kWh over 0.1 GPU-hours (0.30 kWh per GPU-hour)" in render_text(doc)
+    del c.jobs[2]  # job 2 ended: its energy is still told
+    run(Prioritizer(config, c, Store(store.url)), c, tmp_path / "agents", 1)
+    gone = render_text(payload(gather(Store(store.url), 2), live=False))
+    assert "no longer waiting or running" in gone and "energy: 0.020 kWh" in gone
