@@ -60,7 +60,7 @@ counted but not replayed, CPU-only jobs dropped unless --keep-cpu-jobs.
 Exporting the history (set -S to the period you want):
   sacct -a --duplicates -S 2024-01-01 -E now --json > history.json
   F=JobID,JobIDRaw,User,Account,Partition,JobName,State,Submit,Start
-  F=$F,End,Elapsed,Timelimit,AllocTRES,ReqTRES,AdminComment
+  F=$F,End,Elapsed,Timelimit,AllocTRES,ReqTRES,AdminComment,ConsumedEnergyRaw
   TZ=UTC sacct -a -P --duplicates -S 2024-01-01 -E now -o $F > history.txt
 
 Scheduler overheads: a replay starts a job the moment GPUs are free; a live

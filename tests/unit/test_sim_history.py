@@ -174,6 +174,29 @@ def test_sacct_text_bad_line_names_line_and_field():
     assert st.bad_skipped == 1 and len(jobs) == 1
 
 
+def _with_energy(cells: list[str]) -> str:
+    """SACCT_P with a ConsumedEnergyRaw column: one value per line, in order."""
+    lines = SACCT_P.splitlines()
+    out = [lines[0] + "|ConsumedEnergyRaw"]
+    out += [f"{line}|{cell}" for line, cell in zip(lines[1:], cells)]
+    return "\n".join(out) + "\n"
+
+
+def test_sacct_text_keeps_slurms_energy_where_it_was_measured():
+    # job 7 (and its steps, folded), array task 9 with 0 (not measured), 8's pending record,
+    # 10 never started
+    jobs, st = read_sacct_text(_with_energy(["36000000", "", "", "0", "", "5"]), "h.txt")
+    by_id = {j.tags["slurm_job_id"]: j for j in jobs}
+    assert by_id["7"].tags["consumed_energy_j"] == repr(36e6)
+    assert "consumed_energy_j" not in by_id["9"].tags, "0 is not measured, not zero"
+    assert (st.energy_jobs, st.energy_joules) == (1, 36e6)
+    assert "1 with Slurm's node energy (10.0 kWh)" in st.describe()
+    no_value = _with_energy([str(2**64 - 2), "", "", "", "", ""])  # Slurm's NO_VAL64
+    assert read_sacct_text(no_value, "h.txt")[1].energy_jobs == 0
+    with pytest.raises(TraceError, match=r"h.txt:2: field 'ConsumedEnergyRaw': '-3'"):
+        read_sacct_text(_with_energy(["-3", "", "", "", "", ""]), "h.txt")
+
+
 HELIOS = """job_id,user,vc,jobname,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration
 a1,u1,vcA,j,8,32,1,COMPLETED,2020-04-01 00:00:00,2020-04-01 00:00:10,2020-04-01 01:00:10,3600
 a2,u2,vcB,j,1,4,1,CANCELLED,2020-04-01 00:01:00,,2020-04-01 00:02:00,0

@@ -59,6 +59,7 @@ SACCT_FIELDS = (
     "AllocTRES",
     "ReqTRES",
     "AdminComment",
+    "ConsumedEnergyRaw",
 )
 SACCT_COMMAND = "TZ=UTC sacct -a -P --duplicates -S 2024-01-01 -E now -o " + ",".join(SACCT_FIELDS)
 SACCT_JSON_COMMAND = "sacct -a --duplicates -S 2024-01-01 -E now --json"
@@ -93,6 +94,8 @@ class ImportStats:
     tagged: int | None = None  # jobs with the filter's tag (None: the format records none)
     opted_in: int | None = None  # of the jobs replayed, those that opted in to preemption
     opt_in_note: str = ""
+    energy_jobs: int = 0  # jobs replayed with Slurm's ConsumedEnergyRaw
+    energy_joules: float = 0.0  # ... their sum (node-level: whole nodes, see _energy)
 
     def describe(self) -> str:
         parts = [f"{self.jobs} jobs replayed from {self.records} records"]
@@ -111,6 +114,9 @@ class ImportStats:
             parts.append(f"{self.opted_in} opted in to preemption")
         if self.opt_in_note:
             parts.append(self.opt_in_note)
+        if self.energy_jobs:
+            kwh = self.energy_joules / 3.6e6
+            parts.append(f"{self.energy_jobs} with Slurm's node energy ({kwh:,.1f} kWh)")
         return "; ".join(parts)
 
 
@@ -120,6 +126,25 @@ class _Bad(ValueError):
 
 
 # --- small parsers ---------------------------------------------------------------------------
+_UNKNOWN_ENERGY = 2**63  # Slurm's NO_VAL64 and kin: no reading
+
+
+def _energy(raw: str) -> float | None:
+    """``ConsumedEnergyRaw`` in joules: Slurm's acct_gather_energy reading for the job's whole
+    nodes (IPMI/RAPL; meaningful for exclusive jobs only). Empty, 0 or Slurm's no-value: not
+    recorded (None), not zero."""
+    raw = (raw or "").strip()
+    if not raw:
+        return None
+    try:
+        joules = float(raw)
+    except ValueError:
+        raise _Bad("ConsumedEnergyRaw", f"{raw!r} is not joules") from None
+    if not math.isfinite(joules) or joules < 0:
+        raise _Bad("ConsumedEnergyRaw", f"{raw!r} is not joules")
+    return joules if 0 < joules < _UNKNOWN_ENERGY else None
+
+
 _TRES_GPU = re.compile(r"gres/gpu(?::([^=,]+))?=(\d+)")
 
 
@@ -243,6 +268,7 @@ class _Rec:
     gpu_type: str | None
     array: bool = False
     admin_comment: str | None = None  # None: the format has no such field
+    energy_j: float | None = None  # ConsumedEnergyRaw (None: not recorded)
 
 
 def _fold(recs: Iterable[_Rec], stats: ImportStats, keep_cpu: bool, group: str) -> list[Job]:
@@ -304,6 +330,11 @@ def _fold(recs: Iterable[_Rec], stats: ImportStats, keep_cpu: bool, group: str) 
         )
         if last.admin_comment is not None:
             _apply_tag(job, last.admin_comment, stats)
+        measured = [r.energy_j for r in started if r.energy_j is not None]
+        if measured:
+            job.tags["consumed_energy_j"] = repr(sum(measured))
+            stats.energy_jobs += 1
+            stats.energy_joules += sum(measured)
         out.append(job)
     out.sort(key=lambda j: (j.submit_time, j.job_id))
     stats.jobs = len(out)
@@ -490,6 +521,7 @@ def read_sacct_text(
                 gpu_type=gt,
                 array="_" in jid,
                 admin_comment=row.get("AdminComment"),
+                energy_j=_energy(row.get("ConsumedEnergyRaw", "")),
             )
             if rec.submit is None:
                 raise _Bad("Submit", "missing")
