@@ -36,6 +36,7 @@ from slurm_dl.store.energy import energy_segments
 
 from . import preempt
 from .explain_cache import ExplanationCache
+from .power import PowerService
 from .idle_watch import IdleWatcher
 from .jobs import (
     STEPS_SET_ASIDE,
@@ -112,6 +113,7 @@ class CycleReport:
     telemetry_ages: dict[str, float] | None = None
     """Per node, the age of its gpu-agent's newest sample (None: no telemetry configured)."""
     telemetry_stale_after_s: float = 0.0  # ... and how old one may be (core.idle.freshness)
+    power: dict[str, Any] | None = None  # the power service's step, this cycle (see power.py)
 
     @property
     def outcome(self) -> str:
@@ -197,6 +199,10 @@ class Prioritizer:
         self.steering = Steering(config) if len(config.gpu_types) > 1 else None
         """Several GPU types: charges at each type's speed, waiting jobs steered between types."""
         self.idle_site_factor = -self.scale.maximum
+        self.power = (
+            PowerService(config.power, backend, dry_run=dry_run) if config.power.enabled else None
+        )
+        """Node power saving: idle nodes powered down ahead of demand, up again before it."""
         self.push_limit: int | None = None
         """Fewer SiteFactor updates per cycle than configured while slurmctld answers slowly (set by the loop)."""
         """SiteFactor of a job deprioritized for idle GPUs: below every job the policy scores."""
@@ -369,6 +375,8 @@ class Prioritizer:
             slurm_s += push.slurm_s
         report.slurm_s = round(slurm_s, 4)
         steered = self._steer(snap, jobs, scores, work, report, decisions)
+        if self.power is not None and self.power.due(now):
+            report.power = self.power.step(snap.nodes, pending, now).summary()
         t_push = time.perf_counter()
 
         prep = self._preempt(snap, jobs, scores, ctx, ledger, push.idle_low, report)

@@ -323,6 +323,10 @@ def stale_agent_and_held_write_lock(tmp_path: Path, env, pport: int) -> None:
         ),
         90,
     )
-    assert "idle detection resumes" in (tmp_path / "prio.log").read_text()
+    log = (tmp_path / "prio.log").read_text()
+    # A lock held past the lease makes the daemon stand down and lead again with its state
+    # rebuilt from the store (a fresh watcher never said "off"); otherwise the watcher resumes.
+    relead = "lost the leader lease (the database did not answer" in log
+    assert "idle detection resumes" in log or (relead and "leading again at epoch" in log), log
     rc, result, text = doctor(env)
     assert rc == 0, text
