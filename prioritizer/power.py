@@ -25,7 +25,7 @@ from slurm_dl.core.config.power import PowerConfig
 from slurm_dl.core.errors import SlurmError
 from slurm_dl.core.model import Job, Node
 from slurm_dl.core.power import NodeState, PowerDecision, decide, fit_demand_model, forecast_peak
-from slurm_dl.slurm.power import node_power
+from slurm_dl.slurm.power import node_allocated, node_power
 
 log = logging.getLogger("slurm_dl.prioritizer.power")
 
@@ -125,7 +125,7 @@ class PowerService:
                 NodeState(
                     n.name,
                     node_power(n),
-                    busy=n.gpus_used > 0 or _allocated(n),
+                    busy=n.gpus_used > 0 or node_allocated(n),
                     reserved=learning or n.name in reserved,
                     cycles_today=self.cycles.get(n.name, 0),
                 )
@@ -190,8 +190,3 @@ class PowerService:
                 for name in names:
                     self.cycles[name] = self.cycles.get(name, 0) + 1
         return done
-
-
-def _allocated(node: Node) -> bool:
-    words = set(node.state.upper().split("+"))
-    return bool(words & {"ALLOCATED", "MIXED", "COMPLETING"})

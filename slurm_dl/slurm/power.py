@@ -37,6 +37,11 @@ def node_power(node: Node) -> Power:
     return Power.ON
 
 
+def node_allocated(node: Node) -> bool:
+    """Slurm counts ``node`` as holding a job (``ALLOCATED``, ``MIXED`` or ``COMPLETING``)."""
+    return bool(set(node.state.upper().split("+")) & {"ALLOCATED", "MIXED", "COMPLETING"})
+
+
 def power_update_argv(nodes: Sequence[str], up: bool) -> list[str]:
     """``scontrol update NodeName=a,b State=POWER_UP|POWER_DOWN``; a bad name is a ValueError."""
     if not nodes:
